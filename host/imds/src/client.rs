@@ -1,0 +1,403 @@
+//! `ImdsClient`: the HTTP client for IMDS — fetch the Scheduled Events document, approve
+//! events, read this VM's name — every request through one shared rate limiter.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use reqwest::{Method, RequestBuilder, StatusCode};
+
+use crate::event::Document;
+use crate::rate_limit::RateLimiter;
+use crate::wire::{self, ParseError, excerpt, truncate};
+
+/// How much of a malformed document a `FetchError::Malformed` keeps.
+const RAW_KEEP_CHARS: usize = 2048;
+/// The api-version of the instance metadata (compute) endpoint.
+const COMPUTE_API_VERSION: &str = "2021-02-01";
+/// The rate limit's window: one second plus a margin, so that requests spaced by the
+/// client cannot arrive bunched at IMDS (which counts at its end) through network jitter.
+const LIMIT_WINDOW: Duration = Duration::from_millis(1050);
+
+/// Where and how politely to talk to IMDS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientConfig {
+    /// Scheme, host and port of IMDS, without a trailing path: "http://169.254.169.254".
+    pub base_url: String,
+    /// The Scheduled Events api-version to ask for: "2020-07-01".
+    pub api_version: String,
+    /// How long one request may take once IMDS has answered once: 10 s.
+    pub request_timeout: Duration,
+    /// How long a Scheduled Events GET may take until IMDS has answered once: 120 s, as the
+    /// first call after the service is enabled may take up to two minutes.
+    pub first_request_timeout: Duration,
+    /// At most this many requests start in any sliding one-second window: 5 (0 means 1).
+    pub max_requests_per_second: u32,
+}
+
+impl Default for ClientConfig {
+    fn default() -> ClientConfig {
+        ClientConfig {
+            base_url: "http://169.254.169.254".into(),
+            api_version: "2020-07-01".into(),
+            request_timeout: Duration::from_secs(10),
+            first_request_timeout: Duration::from_secs(120),
+            max_requests_per_second: 5,
+        }
+    }
+}
+
+/// A successfully parsed Scheduled Events document and the text it was parsed from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fetched {
+    /// The parsed document.
+    pub document: Document,
+    /// The response body as received.
+    pub raw: String,
+}
+
+/// Why one GET from IMDS did not produce a document (or a VM name).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FetchError {
+    /// 410 Gone: IMDS is not ready yet; it answers within about 70 s. Retry soon.
+    #[error("IMDS answered 410 Gone (not ready yet); retrying shortly")]
+    Gone,
+    /// 429 Too Many Requests: slow down.
+    #[error("IMDS answered 429 Too Many Requests; slowing down")]
+    Throttled,
+    /// A 5xx status.
+    #[error("IMDS answered {0} (a server error); retrying with backoff")]
+    Server(u16),
+    /// Any other non-200 status, with the start of the body.
+    #[error("IMDS answered {0} with body \"{1}\"; check the base URL and api-version")]
+    OtherStatus(u16, String),
+    /// No connection could be made.
+    #[error("cannot connect to IMDS ({0}); is this an Azure VM, and is 169.254.169.254 reachable?")]
+    Connect(String),
+    /// No complete answer within the timeout.
+    #[error("IMDS did not answer within {0:?}")]
+    Timeout(Duration),
+    /// The connection broke or the body could not be read.
+    #[error("talking to IMDS failed: {0}")]
+    Transport(String),
+    /// 200 with a body forewarn cannot read; the raw body is kept, cut to ~2 KiB.
+    #[error("IMDS sent a document forewarn cannot read: {0}")]
+    Malformed(ParseError, String),
+}
+
+impl FetchError {
+    /// A short stable name for counting and logging: "gone", "throttled", "server",
+    /// "status", "transport" (connect errors included), "timeout", "malformed".
+    pub fn kind(&self) -> &'static str {
+        match self {
+            FetchError::Gone => "gone",
+            FetchError::Throttled => "throttled",
+            FetchError::Server(_) => "server",
+            FetchError::OtherStatus(..) => "status",
+            FetchError::Connect(_) | FetchError::Transport(_) => "transport",
+            FetchError::Timeout(_) => "timeout",
+            FetchError::Malformed(..) => "malformed",
+        }
+    }
+}
+
+/// Why an approval POST did not succeed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApproveError {
+    /// IMDS answered something other than 200 (400: the body or header was malformed).
+    #[error("IMDS refused the approval with {0}: \"{1}\"")]
+    Status(u16, String),
+    /// No connection could be made.
+    #[error("cannot connect to IMDS to approve ({0})")]
+    Connect(String),
+    /// No answer within the timeout; the approval may or may not have arrived.
+    #[error("IMDS did not answer the approval within {0:?}; it may or may not have arrived")]
+    Timeout(Duration),
+    /// The connection broke.
+    #[error("sending the approval to IMDS failed: {0}")]
+    Transport(String),
+}
+
+/// The HTTP client could not be built (the system's TLS or resolver setup is broken).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot build the IMDS HTTP client: {0}")]
+pub struct BuildError(pub String);
+
+/// The IMDS client. Cheap to clone; clones share the connection pool and the rate limit.
+#[derive(Debug, Clone)]
+pub struct ImdsClient {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    http: reqwest::Client,
+    config: ClientConfig,
+    limiter: RateLimiter,
+    /// Whether IMDS has answered a Scheduled Events GET (any status) at least once.
+    answered_once: AtomicBool,
+}
+
+/// A transport failure, before it is sorted into `FetchError` or `ApproveError`.
+enum Transport {
+    Connect(String),
+    Timeout(Duration),
+    Other(String),
+}
+
+impl From<Transport> for FetchError {
+    fn from(failure: Transport) -> FetchError {
+        match failure {
+            Transport::Connect(reason) => FetchError::Connect(reason),
+            Transport::Timeout(limit) => FetchError::Timeout(limit),
+            Transport::Other(reason) => FetchError::Transport(reason),
+        }
+    }
+}
+
+impl From<Transport> for ApproveError {
+    fn from(failure: Transport) -> ApproveError {
+        match failure {
+            Transport::Connect(reason) => ApproveError::Connect(reason),
+            Transport::Timeout(limit) => ApproveError::Timeout(limit),
+            Transport::Other(reason) => ApproveError::Transport(reason),
+        }
+    }
+}
+
+impl ImdsClient {
+    /// Builds a client. Never uses a proxy (HTTP_PROXY and friends are ignored: IMDS must be
+    /// reached directly) and sends no `X-Forwarded-For`.
+    pub fn new(config: ClientConfig) -> Result<ImdsClient, BuildError> {
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .connect_timeout(config.request_timeout)
+            .build()
+            .map_err(|error| BuildError(error_chain(&error)))?;
+        let limiter = RateLimiter::new(config.max_requests_per_second, LIMIT_WINDOW);
+        Ok(ImdsClient {
+            inner: Arc::new(Inner {
+                http,
+                config,
+                limiter,
+                answered_once: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// The configuration this client was built with.
+    pub fn config(&self) -> &ClientConfig {
+        &self.inner.config
+    }
+
+    /// The Scheduled Events URL: `{base}/metadata/scheduledevents?api-version=V`.
+    pub fn scheduled_events_url(&self) -> String {
+        let config = &self.inner.config;
+        format!(
+            "{}/metadata/scheduledevents?api-version={}",
+            config.base_url.trim_end_matches('/'),
+            config.api_version
+        )
+    }
+
+    /// The compute metadata URL: `{base}/metadata/instance/compute?api-version=2021-02-01`.
+    pub fn compute_url(&self) -> String {
+        format!(
+            "{}/metadata/instance/compute?api-version={COMPUTE_API_VERSION}",
+            self.inner.config.base_url.trim_end_matches('/')
+        )
+    }
+
+    /// GETs the Scheduled Events document once (no retries) and parses it leniently. Until
+    /// IMDS has answered once, the request may take `first_request_timeout`.
+    pub async fn fetch_events(&self) -> Result<Fetched, FetchError> {
+        let timeout = if self.inner.answered_once.load(Ordering::Relaxed) {
+            self.inner.config.request_timeout
+        } else {
+            self.inner.config.first_request_timeout
+        };
+        let request = self.request(Method::GET, self.scheduled_events_url());
+        let (status, body) = self.send(request, timeout).await?;
+        self.inner.answered_once.store(true, Ordering::Relaxed);
+        check_fetch_status(status, &body)?;
+        match wire::parse_document(&body) {
+            Ok(document) => Ok(Fetched {
+                document,
+                raw: body,
+            }),
+            Err(error) => Err(FetchError::Malformed(
+                error,
+                truncate(&body, RAW_KEEP_CHARS),
+            )),
+        }
+    }
+
+    /// POSTs `{"StartRequests":[…]}` for `event_ids`. 200 is success, also when another VM
+    /// approved first. An empty list sends nothing and succeeds.
+    pub async fn approve(&self, event_ids: &[String]) -> Result<(), ApproveError> {
+        if event_ids.is_empty() {
+            return Ok(());
+        }
+        let request = self
+            .request(Method::POST, self.scheduled_events_url())
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(wire::render_start_requests(event_ids));
+        let (status, body) = self
+            .send(request, self.inner.config.request_timeout)
+            .await?;
+        if status != StatusCode::OK {
+            return Err(ApproveError::Status(status.as_u16(), excerpt(&body)));
+        }
+        Ok(())
+    }
+
+    /// Reads this VM's name (`name` of the compute metadata): the name IMDS puts in
+    /// `Resources`, e.g. "myvmss_2" for a scale-set instance.
+    pub async fn fetch_vm_name(&self) -> Result<String, FetchError> {
+        let request = self.request(Method::GET, self.compute_url());
+        let (status, body) = self
+            .send(request, self.inner.config.request_timeout)
+            .await?;
+        check_fetch_status(status, &body)?;
+        read_vm_name(&body)
+            .map_err(|error| FetchError::Malformed(error, truncate(&body, RAW_KEEP_CHARS)))
+    }
+
+    /// A request with the `Metadata: true` header every IMDS call needs.
+    fn request(&self, method: Method, url: String) -> RequestBuilder {
+        self.inner
+            .http
+            .request(method, url)
+            .header("Metadata", "true")
+    }
+
+    /// Waits for the rate limit, sends, and reads the whole body within `timeout`.
+    async fn send(
+        &self,
+        request: RequestBuilder,
+        timeout: Duration,
+    ) -> Result<(StatusCode, String), Transport> {
+        self.inner.limiter.acquire().await;
+        let exchange = async {
+            let response = request.send().await?;
+            let status = response.status();
+            let body = response.text().await?;
+            Ok::<_, reqwest::Error>((status, body))
+        };
+        match tokio::time::timeout(timeout, exchange).await {
+            Err(_) => Err(Transport::Timeout(timeout)),
+            Ok(Err(error)) if error.is_timeout() => Err(Transport::Timeout(timeout)),
+            Ok(Err(error)) if error.is_connect() => Err(Transport::Connect(error_chain(&error))),
+            Ok(Err(error)) => Err(Transport::Other(error_chain(&error))),
+            Ok(Ok(answer)) => Ok(answer),
+        }
+    }
+}
+
+/// Sorts a non-200 status of a GET into its `FetchError`.
+fn check_fetch_status(status: StatusCode, body: &str) -> Result<(), FetchError> {
+    match status.as_u16() {
+        200 => Ok(()),
+        410 => Err(FetchError::Gone),
+        429 => Err(FetchError::Throttled),
+        code @ 500..=599 => Err(FetchError::Server(code)),
+        code => Err(FetchError::OtherStatus(code, excerpt(body))),
+    }
+}
+
+/// Reads `name` (any case) from the compute metadata JSON.
+fn read_vm_name(body: &str) -> Result<String, ParseError> {
+    let missing = || ParseError::MissingField {
+        field: "name",
+        excerpt: excerpt(body),
+    };
+    let value: serde_json::Value =
+        serde_json::from_str(body).map_err(|error| ParseError::NotJson {
+            reason: error.to_string(),
+            excerpt: excerpt(body),
+        })?;
+    let object = value.as_object().ok_or_else(missing)?;
+    let name = object
+        .iter()
+        .find(|(key, _)| key.eq_ignore_ascii_case("name"))
+        .and_then(|(_, name)| name.as_str())
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .ok_or_else(missing)?;
+    Ok(name.to_string())
+}
+
+/// An error and its sources, "outer: inner: innermost", as reqwest hides the useful part.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_config_matches_the_docs() {
+        let config = ClientConfig::default();
+        assert_eq!(config.base_url, "http://169.254.169.254");
+        assert_eq!(config.api_version, "2020-07-01");
+        assert_eq!(config.request_timeout, Duration::from_secs(10));
+        assert_eq!(config.first_request_timeout, Duration::from_secs(120));
+        assert_eq!(config.max_requests_per_second, 5);
+    }
+
+    #[test]
+    fn urls_follow_the_docs() {
+        let client = ImdsClient::new(ClientConfig {
+            base_url: "http://169.254.169.254/".into(),
+            ..ClientConfig::default()
+        })
+        .unwrap();
+        assert_eq!(
+            client.scheduled_events_url(),
+            "http://169.254.169.254/metadata/scheduledevents?api-version=2020-07-01"
+        );
+        assert_eq!(
+            client.compute_url(),
+            "http://169.254.169.254/metadata/instance/compute?api-version=2021-02-01"
+        );
+    }
+
+    #[test]
+    fn statuses_sort_into_kinds() {
+        let kind = |code| {
+            check_fetch_status(StatusCode::from_u16(code).unwrap(), "body")
+                .err()
+                .map(|error| error.kind())
+        };
+        assert_eq!(kind(200), None);
+        assert_eq!(kind(410), Some("gone"));
+        assert_eq!(kind(429), Some("throttled"));
+        assert_eq!(kind(503), Some("server"));
+        assert_eq!(kind(400), Some("status"));
+    }
+
+    #[test]
+    fn vm_name_is_read_from_compute_metadata() {
+        assert_eq!(
+            read_vm_name(r#"{"location":"westeurope","name":"myvmss_2","vmId":"x"}"#).unwrap(),
+            "myvmss_2"
+        );
+        assert!(read_vm_name(r#"{"name":""}"#).is_err());
+        assert!(read_vm_name(r#"{"vmId":"x"}"#).is_err());
+        assert!(read_vm_name("[]").is_err());
+    }
+
+    #[test]
+    fn client_is_send_sync_and_clone() {
+        fn assert_traits<T: Send + Sync + Clone + 'static>() {}
+        assert_traits::<ImdsClient>();
+    }
+}

@@ -1,0 +1,198 @@
+//! The Scheduled Events document as forewarn understands it, independent of the JSON:
+//! typed fields, with the raw text kept wherever a newer API could send something new.
+
+use std::fmt;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+/// One GET of `/metadata/scheduledevents`: the incarnation and the events it lists.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Document {
+    /// `DocumentIncarnation`: grows when the events change, but resets after the service
+    /// was idle for a day, so it is only a hint. None when absent or unreadable.
+    pub incarnation: Option<u64>,
+    /// `Events`, in the order IMDS listed them; empty when nothing is scheduled.
+    pub events: Vec<ScheduledEvent>,
+}
+
+/// One event of a document, with every field of api-version 2020-07-01.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduledEvent {
+    /// `EventId`, stable for the event's whole life.
+    pub id: String,
+    /// `EventType`, parsed; `Unknown` for a type forewarn does not know.
+    pub event_type: EventType,
+    /// `EventType` exactly as sent, so a type newer than forewarn still reaches plugins.
+    pub event_type_raw: String,
+    /// `ResourceType`, usually "VirtualMachine"; empty when absent.
+    pub resource_type: String,
+    /// `Resources`: the VM names this event affects.
+    pub resources: Vec<String>,
+    /// `EventStatus`.
+    pub status: EventStatus,
+    /// `NotBefore`; None when blank (always so once Started) or absent.
+    pub not_before: Option<SystemTime>,
+    /// `Description`; empty when absent (before api-version 2019-08-01).
+    pub description: String,
+    /// `EventSource`; `Unknown` when absent (before api-version 2019-08-01).
+    pub source: EventSource,
+    /// `DurationInSeconds`; None when absent or -1 (unknown).
+    pub duration_seconds: Option<i64>,
+}
+
+/// `EventType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum EventType {
+    /// The VM pauses for a few seconds; memory, files and connections are kept.
+    Freeze,
+    /// The VM reboots; non-persistent memory is lost.
+    Reboot,
+    /// The VM moves to another node; ephemeral disks are lost.
+    Redeploy,
+    /// A Spot VM is being evicted (about 30 s notice).
+    Preempt,
+    /// The VM is being deleted (scale-in, user-configurable notice).
+    Terminate,
+    /// A type forewarn does not know yet; `ScheduledEvent::event_type_raw` has the text.
+    Unknown,
+}
+
+/// `EventStatus`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EventStatus {
+    /// Waiting for `NotBefore` or an approval.
+    Scheduled,
+    /// The maintenance has begun.
+    Started,
+}
+
+/// `EventSource` (api-version 2019-08-01 and later).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EventSource {
+    /// Initiated by Azure.
+    Platform,
+    /// Initiated by the VM's owner (restart, redeploy…).
+    User,
+    /// Absent (older api-versions) or a value forewarn does not know.
+    Unknown,
+}
+
+impl EventType {
+    /// Every known type, in the order the docs list them.
+    pub const KNOWN: [EventType; 5] = [
+        EventType::Freeze,
+        EventType::Reboot,
+        EventType::Redeploy,
+        EventType::Preempt,
+        EventType::Terminate,
+    ];
+
+    /// Parses the wire text, case-insensitively; anything else is `Unknown`.
+    pub fn from_wire(text: &str) -> EventType {
+        Self::KNOWN
+            .into_iter()
+            .find(|known| known.as_wire().eq_ignore_ascii_case(text.trim()))
+            .unwrap_or(EventType::Unknown)
+    }
+
+    /// The text IMDS uses ("Freeze", …); "Unknown" for `Unknown`.
+    pub fn as_wire(self) -> &'static str {
+        match self {
+            EventType::Freeze => "Freeze",
+            EventType::Reboot => "Reboot",
+            EventType::Redeploy => "Redeploy",
+            EventType::Preempt => "Preempt",
+            EventType::Terminate => "Terminate",
+            EventType::Unknown => "Unknown",
+        }
+    }
+
+    /// Whether the maintenance takes the VM down (everything but a Freeze pauses it
+    /// for longer than a moment or removes it).
+    pub fn takes_vm_down(self) -> bool {
+        !matches!(self, EventType::Freeze)
+    }
+}
+
+impl fmt::Display for EventType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_wire())
+    }
+}
+
+impl EventStatus {
+    /// The text IMDS uses.
+    pub fn as_wire(self) -> &'static str {
+        match self {
+            EventStatus::Scheduled => "Scheduled",
+            EventStatus::Started => "Started",
+        }
+    }
+}
+
+impl fmt::Display for EventStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_wire())
+    }
+}
+
+impl EventSource {
+    /// Parses the wire text, case-insensitively; anything else is `Unknown`.
+    pub fn from_wire(text: &str) -> EventSource {
+        match text.trim() {
+            t if t.eq_ignore_ascii_case("Platform") => EventSource::Platform,
+            t if t.eq_ignore_ascii_case("User") => EventSource::User,
+            _ => EventSource::Unknown,
+        }
+    }
+
+    /// The text IMDS uses; "" for `Unknown`.
+    pub fn as_wire(self) -> &'static str {
+        match self {
+            EventSource::Platform => "Platform",
+            EventSource::User => "User",
+            EventSource::Unknown => "",
+        }
+    }
+}
+
+impl ScheduledEvent {
+    /// Whether `Resources` names `vm_name` (compared case-insensitively, as Azure
+    /// resource names are).
+    pub fn names_vm(&self, vm_name: &str) -> bool {
+        self.resources
+            .iter()
+            .any(|resource| resource.eq_ignore_ascii_case(vm_name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_type_parses_known_and_keeps_unknown() {
+        assert_eq!(EventType::from_wire("Preempt"), EventType::Preempt);
+        assert_eq!(EventType::from_wire("freeze"), EventType::Freeze);
+        assert_eq!(EventType::from_wire("Hibernate"), EventType::Unknown);
+    }
+
+    #[test]
+    fn names_vm_ignores_case() {
+        let event = ScheduledEvent {
+            id: "e".into(),
+            event_type: EventType::Reboot,
+            event_type_raw: "Reboot".into(),
+            resource_type: "VirtualMachine".into(),
+            resources: vec!["WestNO_0".into()],
+            status: EventStatus::Scheduled,
+            not_before: None,
+            description: String::new(),
+            source: EventSource::Platform,
+            duration_seconds: None,
+        };
+        assert!(event.names_vm("westno_0"));
+        assert!(!event.names_vm("WestNO_1"));
+    }
+}

@@ -1,0 +1,47 @@
+//! Azure IMDS Scheduled Events: the typed document, the lenient parser and strict renderer
+//! of its JSON, and the HTTP client and polling loop the daemon watches and approves with.
+
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use forewarn_imds::{ClientConfig, ImdsClient, Poller};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = ImdsClient::new(ClientConfig::default())?;
+//! let vm_name = client.fetch_vm_name().await?;
+//! let shutdown = CancellationToken::new();
+//! let (task, mut documents, status) =
+//!     Poller::spawn(client.clone(), Duration::from_secs(1), shutdown.clone());
+//! while let Some(document) = documents.recv().await {
+//!     let ours: Vec<String> = document
+//!         .events
+//!         .iter()
+//!         .filter(|event| event.names_vm(&vm_name))
+//!         .map(|event| event.id.clone())
+//!         .collect();
+//!     client.approve(&ours).await?;
+//!     println!("{:?}", status.borrow().last_success);
+//! }
+//! shutdown.cancel();
+//! task.await?;
+//! # Ok(())
+//! # }
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod client;
+pub mod event;
+pub mod poller;
+pub mod rate_limit;
+pub mod wire;
+
+pub use client::{ApproveError, BuildError, ClientConfig, FetchError, Fetched, ImdsClient};
+pub use event::{Document, EventSource, EventStatus, EventType, ScheduledEvent};
+pub use poller::{PollStatus, Poller, PollerConfig, PollerParts};
+pub use rate_limit::RateLimiter;
+pub use wire::{
+    ParseError, StartRequests, parse_document, parse_start_requests, render_document,
+    render_start_requests,
+};

@@ -1,0 +1,369 @@
+//! The polling loop the daemon runs as a task: fetch the document at an interval, hand every
+//! good one over a channel, back off politely on errors, and publish a `PollStatus`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::{FetchError, ImdsClient};
+use crate::event::Document;
+
+/// How the poller paces itself. `PollerConfig::new(interval)` gives the production values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PollerConfig {
+    /// Time between the starts of two successful polls (the docs recommend 1 s).
+    pub interval: Duration,
+    /// Wait after 410 Gone (IMDS not ready yet; it answers within ~70 s): 1 s.
+    pub gone_retry: Duration,
+    /// The least wait after 429 Too Many Requests: 1 s (it grows like other backoff).
+    pub throttle_min: Duration,
+    /// First backoff after a server, transport, timeout or malformed failure: 1 s.
+    pub backoff_min: Duration,
+    /// Cap of the exponential backoff: 30 s.
+    pub backoff_max: Duration,
+    /// Documents buffered for the daemon before the poller waits for it: 16.
+    pub channel_capacity: usize,
+}
+
+impl PollerConfig {
+    /// Production pacing around `interval`.
+    pub fn new(interval: Duration) -> PollerConfig {
+        PollerConfig {
+            interval,
+            gone_retry: Duration::from_secs(1),
+            throttle_min: Duration::from_secs(1),
+            backoff_min: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(30),
+            channel_capacity: 16,
+        }
+    }
+}
+
+/// What the poller has done so far; published on a watch channel after every attempt.
+/// Serialises with serde's default for `SystemTime` (`{"secs_since_epoch", "nanos_since_epoch"}`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+pub struct PollStatus {
+    /// When the last request was started.
+    pub last_attempt: Option<SystemTime>,
+    /// When a document was last fetched and parsed.
+    pub last_success: Option<SystemTime>,
+    /// The last failure, as text for a person; cleared by a success.
+    pub last_error: Option<String>,
+    /// Failures since the last success.
+    pub consecutive_failures: u32,
+    /// Attempts made, successful or not.
+    pub polls: u64,
+    /// Failures by `FetchError::kind`: "gone", "throttled", "server", "transport",
+    /// "timeout", "malformed", "status".
+    pub errors_by_kind: BTreeMap<&'static str, u64>,
+}
+
+/// The polling loop. See [`Poller::spawn`].
+#[derive(Debug)]
+pub struct Poller;
+
+/// What [`Poller::spawn`] hands back: the task, the documents, and the live status.
+pub type PollerParts = (
+    JoinHandle<()>,
+    mpsc::Receiver<Document>,
+    watch::Receiver<PollStatus>,
+);
+
+impl Poller {
+    /// Starts polling every `interval` with production backoff (see [`PollerConfig::new`]).
+    /// Returns the task, a receiver of EVERY successfully parsed document (duplicates
+    /// included — the daemon diffs; a malformed answer sends nothing), and the status.
+    /// When the receiver falls `channel_capacity` documents behind, the poller waits for
+    /// it (no polls meanwhile). The task ends when `shutdown` is cancelled or the document
+    /// receiver is dropped; never because of anything IMDS does.
+    pub fn spawn(
+        client: ImdsClient,
+        interval: Duration,
+        shutdown: CancellationToken,
+    ) -> PollerParts {
+        Poller::spawn_with(client, PollerConfig::new(interval), shutdown)
+    }
+
+    /// Like [`Poller::spawn`] with explicit pacing.
+    pub fn spawn_with(
+        client: ImdsClient,
+        config: PollerConfig,
+        shutdown: CancellationToken,
+    ) -> PollerParts {
+        let (documents_tx, documents_rx) = mpsc::channel(config.channel_capacity.max(1));
+        let (status_tx, status_rx) = watch::channel(PollStatus::default());
+        let poll_loop = PollLoop {
+            client,
+            config,
+            shutdown,
+            documents: documents_tx,
+            status_tx,
+            status: PollStatus::default(),
+            streak: None,
+        };
+        let task = tokio::spawn(poll_loop.run());
+        (task, documents_rx, status_rx)
+    }
+}
+
+/// The state of the running loop.
+struct PollLoop {
+    client: ImdsClient,
+    config: PollerConfig,
+    shutdown: CancellationToken,
+    documents: mpsc::Sender<Document>,
+    status_tx: watch::Sender<PollStatus>,
+    status: PollStatus,
+    streak: Option<FailureStreak>,
+}
+
+impl PollLoop {
+    async fn run(mut self) {
+        loop {
+            let started = Instant::now();
+            self.status.last_attempt = Some(SystemTime::now());
+            self.status.polls += 1;
+            let result = tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                result = self.client.fetch_events() => result,
+            };
+            let delay = match result {
+                Ok(fetched) => {
+                    self.on_success();
+                    if !self.deliver(fetched.document).await {
+                        return;
+                    }
+                    self.config.interval.saturating_sub(started.elapsed())
+                }
+                Err(error) => self.on_failure(&error),
+            };
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return,
+                _ = tokio::time::sleep(delay) => {}
+            }
+        }
+    }
+
+    /// Sends a document; false when the loop should end (shutdown or nobody listening).
+    async fn deliver(&mut self, document: Document) -> bool {
+        tokio::select! {
+            _ = self.shutdown.cancelled() => false,
+            sent = self.documents.send(document) => {
+                if sent.is_err() {
+                    tracing::info!("nobody receives IMDS documents any more; stopping the poller");
+                }
+                sent.is_ok()
+            }
+        }
+    }
+
+    fn on_success(&mut self) {
+        if let Some(streak) = self.streak.take() {
+            tracing::info!(
+                "IMDS recovered after {} failures over {:?}",
+                streak.failures,
+                streak.started.elapsed()
+            );
+        }
+        self.status.last_success = Some(SystemTime::now());
+        self.status.last_error = None;
+        self.status.consecutive_failures = 0;
+        self.status_tx.send_replace(self.status.clone());
+    }
+
+    /// Records and logs a failure; returns how long to wait before the next attempt.
+    fn on_failure(&mut self, error: &FetchError) -> Duration {
+        let streak = self.streak.get_or_insert_with(FailureStreak::new);
+        streak.failures += 1;
+        if streak.first_of_its_kind(error) {
+            log_failure(error, streak.failures);
+        } else {
+            tracing::debug!(%error, failures = streak.failures, "IMDS poll failed again");
+        }
+        let failures = streak.failures;
+        self.status.last_error = Some(error.to_string());
+        self.status.consecutive_failures = failures;
+        *self.status.errors_by_kind.entry(error.kind()).or_insert(0) += 1;
+        self.status_tx.send_replace(self.status.clone());
+        retry_delay(error, failures, &self.config, rand::random::<f64>())
+    }
+}
+
+fn log_failure(error: &FetchError, failures: u32) {
+    match error {
+        FetchError::Malformed(_, raw) => {
+            tracing::warn!(%error, failures, raw = %raw, "IMDS poll failed; keeping the last good document")
+        }
+        _ => tracing::warn!(%error, failures, "IMDS poll failed; keeping the last good document"),
+    }
+}
+
+/// A run of failures since the last success.
+struct FailureStreak {
+    started: Instant,
+    failures: u32,
+    /// Distinct failures already logged in this streak.
+    logged: BTreeSet<String>,
+}
+
+impl FailureStreak {
+    fn new() -> FailureStreak {
+        FailureStreak {
+            started: Instant::now(),
+            failures: 0,
+            logged: BTreeSet::new(),
+        }
+    }
+
+    /// Whether `error` is the first of its kind (and status) in this streak.
+    fn first_of_its_kind(&mut self, error: &FetchError) -> bool {
+        self.logged.insert(failure_signature(error))
+    }
+}
+
+/// What makes two failures "the same" for logging: the kind, and the status where there is
+/// one (bodies, excerpts and messages vary from poll to poll).
+fn failure_signature(error: &FetchError) -> String {
+    match error {
+        FetchError::Server(status) | FetchError::OtherStatus(status, _) => {
+            format!("{} {status}", error.kind())
+        }
+        FetchError::Connect(_) => "connect".to_string(),
+        other => other.kind().to_string(),
+    }
+}
+
+/// How long to wait after the `failures`-th failure in a row. `jitter` is in [0, 1).
+/// 410: `gone_retry`. 429: exponential, at least `throttle_min`. Anything else:
+/// exponential from `backoff_min`, doubling, jittered to 50–150 %, within
+/// [`backoff_min`, `backoff_max`].
+pub fn retry_delay(
+    error: &FetchError,
+    failures: u32,
+    config: &PollerConfig,
+    jitter: f64,
+) -> Duration {
+    let backoff = exponential_backoff(failures, config.backoff_min, config.backoff_max, jitter);
+    match error {
+        FetchError::Gone => config.gone_retry,
+        FetchError::Throttled => backoff.max(config.throttle_min),
+        _ => backoff,
+    }
+}
+
+/// `min · 2^(failures-1)`, scaled by `0.5 + jitter`, kept within [`min`, `max`].
+fn exponential_backoff(failures: u32, min: Duration, max: Duration, jitter: f64) -> Duration {
+    let doublings = failures.saturating_sub(1).min(20);
+    let base = min.saturating_mul(1 << doublings).min(max);
+    let jitter = if jitter.is_finite() {
+        jitter.clamp(0.0, 1.0)
+    } else {
+        0.5
+    };
+    base.mul_f64(0.5 + jitter).clamp(min, max.max(min))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::ParseError;
+
+    fn config() -> PollerConfig {
+        PollerConfig::new(Duration::from_secs(1))
+    }
+
+    fn secs(seconds: u64) -> Duration {
+        Duration::from_secs(seconds)
+    }
+
+    #[test]
+    fn backoff_doubles_from_one_second_to_the_cap() {
+        let server = FetchError::Server(500);
+        let delays: Vec<_> = (1..=7)
+            .map(|failures| retry_delay(&server, failures, &config(), 0.5))
+            .collect();
+        assert_eq!(
+            delays,
+            [
+                secs(1),
+                secs(2),
+                secs(4),
+                secs(8),
+                secs(16),
+                secs(30),
+                secs(30)
+            ]
+        );
+        assert_eq!(retry_delay(&server, u32::MAX, &config(), 0.5), secs(30));
+    }
+
+    #[test]
+    fn jitter_stays_within_bounds() {
+        let timeout = FetchError::Timeout(secs(10));
+        for failures in 1..12 {
+            for jitter in [0.0, 0.25, 0.999, f64::NAN, -3.0, 7.0] {
+                let delay = retry_delay(&timeout, failures, &config(), jitter);
+                assert!(delay >= secs(1) && delay <= secs(30), "{delay:?}");
+            }
+        }
+        assert_eq!(retry_delay(&timeout, 3, &config(), 0.0), secs(2));
+        assert_eq!(
+            retry_delay(&timeout, 3, &config(), 0.999),
+            secs(4).mul_f64(1.499)
+        );
+    }
+
+    #[test]
+    fn gone_retries_soon_and_throttled_waits_at_least_a_second() {
+        assert_eq!(retry_delay(&FetchError::Gone, 9, &config(), 0.9), secs(1));
+        let fast = PollerConfig {
+            backoff_min: Duration::from_millis(10),
+            ..config()
+        };
+        assert_eq!(
+            retry_delay(&FetchError::Throttled, 1, &fast, 0.0),
+            secs(1),
+            "429 waits at least throttle_min even when backoff is shorter"
+        );
+        assert_eq!(
+            retry_delay(&FetchError::Throttled, 4, &config(), 0.5),
+            secs(8)
+        );
+    }
+
+    #[test]
+    fn a_streak_logs_each_distinct_failure_once() {
+        let mut streak = FailureStreak::new();
+        let malformed = |text: &str| {
+            FetchError::Malformed(
+                ParseError::MissingField {
+                    field: "Events",
+                    excerpt: text.into(),
+                },
+                text.into(),
+            )
+        };
+        assert!(streak.first_of_its_kind(&FetchError::Server(500)));
+        assert!(!streak.first_of_its_kind(&FetchError::Server(500)));
+        assert!(streak.first_of_its_kind(&FetchError::Server(503)));
+        assert!(streak.first_of_its_kind(&malformed("a")));
+        assert!(!streak.first_of_its_kind(&malformed("b")));
+        assert!(streak.first_of_its_kind(&FetchError::Timeout(secs(1))));
+        assert!(!streak.first_of_its_kind(&FetchError::Timeout(secs(2))));
+        assert!(streak.first_of_its_kind(&FetchError::Connect("refused".into())));
+        assert!(streak.first_of_its_kind(&FetchError::Transport("reset".into())));
+    }
+
+    #[test]
+    fn status_serialises_for_the_status_command() {
+        let mut status = PollStatus::default();
+        status.errors_by_kind.insert("gone", 2);
+        let json = serde_json::to_value(&status).unwrap();
+        assert_eq!(json["errors_by_kind"]["gone"], 2);
+        assert_eq!(json["polls"], 0);
+    }
+}

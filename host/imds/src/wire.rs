@@ -1,0 +1,519 @@
+//! The Scheduled Events JSON wire format: a lenient parser for documents of every
+//! api-version, a strict renderer in the 2020-07-01 shape, and the `StartRequests` body.
+
+use std::time::SystemTime;
+
+use chrono::{DateTime, NaiveDateTime, Utc};
+use serde_json::{Map, Value};
+
+use crate::event::{Document, EventSource, EventStatus, EventType, ScheduledEvent};
+
+/// How many characters of offending input an error message quotes.
+const EXCERPT_CHARS: usize = 200;
+
+/// Why a piece of IMDS JSON was rejected. The whole document is rejected, never a part of
+/// it, so the caller keeps its previous view and asks again.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// The text is not JSON at all.
+    #[error("IMDS sent text that is not JSON ({reason}): \"{excerpt}\"")]
+    NotJson {
+        /// What the JSON parser said.
+        reason: String,
+        /// The start of the text.
+        excerpt: String,
+    },
+    /// The top level is JSON but not an object.
+    #[error("IMDS sent JSON whose top level is {found}, not an object: \"{excerpt}\"")]
+    NotAnObject {
+        /// What it is instead ("an array", …).
+        found: &'static str,
+        /// The start of the text.
+        excerpt: String,
+    },
+    /// A field the document cannot do without is absent (or null).
+    #[error("IMDS sent JSON without the field \"{field}\": \"{excerpt}\"")]
+    MissingField {
+        /// The field's name.
+        field: &'static str,
+        /// The start of the text.
+        excerpt: String,
+    },
+    /// A field has the wrong JSON type (e.g. `Events` is not an array).
+    #[error("IMDS sent a \"{field}\" that is not {expected}: \"{excerpt}\"")]
+    WrongType {
+        /// The field's name.
+        field: &'static str,
+        /// What it should be ("an array").
+        expected: &'static str,
+        /// The start of the field's value.
+        excerpt: String,
+    },
+    /// Entry number `index` (0-based) of `Events` or `StartRequests` has no usable `EventId`.
+    #[error("IMDS sent entry #{index} without a usable EventId: \"{excerpt}\"")]
+    MissingEventId {
+        /// The entry's position, from 0.
+        index: usize,
+        /// The start of the entry.
+        excerpt: String,
+    },
+    /// An event's `NotBefore` is in no format forewarn can read, so its deadline is unknown.
+    #[error(
+        "IMDS sent event {event_id} with a NotBefore forewarn cannot read: \"{text}\" \
+         (expected e.g. \"Mon, 11 Apr 2022 22:26:58 GMT\")"
+    )]
+    BadNotBefore {
+        /// The event's `EventId`.
+        event_id: String,
+        /// The start of the unreadable value.
+        text: String,
+    },
+    /// An event's field has a value forewarn cannot use (e.g. `Resources` holds objects).
+    #[error("IMDS sent event {event_id} with an unusable \"{field}\": \"{excerpt}\"")]
+    BadEventField {
+        /// The event's `EventId`.
+        event_id: String,
+        /// The field's name.
+        field: &'static str,
+        /// The start of the unusable value.
+        excerpt: String,
+    },
+}
+
+/// The body of an approval: `{"StartRequests":[{"EventId":"…"}]}`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StartRequests {
+    /// The `EventId`s to start, in order.
+    pub event_ids: Vec<String>,
+}
+
+impl StartRequests {
+    /// Renders this body exactly as the API specifies (see [`render_start_requests`]).
+    pub fn render(&self) -> String {
+        render_start_requests(&self.event_ids)
+    }
+
+    /// Parses a body strictly (see [`parse_start_requests`]).
+    pub fn parse(text: &str) -> Result<StartRequests, ParseError> {
+        parse_start_requests(text).map(|event_ids| StartRequests { event_ids })
+    }
+}
+
+/// Parses a Scheduled Events document leniently: any api-version from 2017-03-01 to
+/// 2020-07-01, field names in any case, unknown fields ignored, optional fields missing,
+/// `NotBefore` in any common date format. Rejects (as a whole) a document that is not an
+/// object, has no `Events` array, or has an event without `EventId` or with an unreadable
+/// `NotBefore`.
+pub fn parse_document(text: &str) -> Result<Document, ParseError> {
+    let value = parse_json(text)?;
+    let object = as_object(&value, text)?;
+    let incarnation = field(object, "DocumentIncarnation").and_then(read_incarnation);
+    let events = match field(object, "Events") {
+        None | Some(Value::Null) => {
+            return Err(ParseError::MissingField {
+                field: "Events",
+                excerpt: excerpt(text),
+            });
+        }
+        Some(Value::Array(events)) => events,
+        Some(other) => {
+            return Err(ParseError::WrongType {
+                field: "Events",
+                expected: "an array",
+                excerpt: excerpt(&other.to_string()),
+            });
+        }
+    };
+    let events = events
+        .iter()
+        .enumerate()
+        .map(|(index, event)| parse_event(index, event))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Document {
+        incarnation,
+        events,
+    })
+}
+
+/// Renders a document exactly as api-version 2020-07-01 does: PascalCase names, `NotBefore`
+/// in RFC 1123 ("Mon, 11 Apr 2022 22:26:58 GMT", sub-seconds dropped) or "" when None,
+/// `DurationInSeconds` -1 when None. `DocumentIncarnation` is left out when None (IMDS
+/// always sends one; give the simulator's documents one).
+pub fn render_document(doc: &Document) -> String {
+    to_json(&WireDocument {
+        document_incarnation: doc.incarnation,
+        events: doc.events.iter().map(wire_event).collect(),
+    })
+}
+
+/// Renders an approval body: `{"StartRequests":[{"EventId":"…"},…]}`.
+pub fn render_start_requests(ids: &[String]) -> String {
+    to_json(&WireStartRequests {
+        start_requests: ids
+            .iter()
+            .map(|id| WireStartRequest { event_id: id })
+            .collect(),
+    })
+}
+
+/// Parses an approval body strictly, as IMDS would: an object with a `StartRequests` array
+/// of objects each holding a non-empty string `EventId` (names exact). Anything else is an
+/// error (the simulator answers it with 400).
+pub fn parse_start_requests(text: &str) -> Result<Vec<String>, ParseError> {
+    let value = parse_json(text)?;
+    let object = as_object(&value, text)?;
+    let requests = match object.get("StartRequests") {
+        None => {
+            return Err(ParseError::MissingField {
+                field: "StartRequests",
+                excerpt: excerpt(text),
+            });
+        }
+        Some(Value::Array(requests)) => requests,
+        Some(other) => {
+            return Err(ParseError::WrongType {
+                field: "StartRequests",
+                expected: "an array",
+                excerpt: excerpt(&other.to_string()),
+            });
+        }
+    };
+    requests
+        .iter()
+        .enumerate()
+        .map(|(index, request)| match request.get("EventId") {
+            Some(Value::String(id)) if !id.trim().is_empty() => Ok(id.clone()),
+            _ => Err(ParseError::MissingEventId {
+                index,
+                excerpt: excerpt(&request.to_string()),
+            }),
+        })
+        .collect()
+}
+
+/// Formats a time as RFC 1123 in GMT, whole seconds: "Mon, 11 Apr 2022 22:26:58 GMT".
+pub fn format_rfc1123(time: SystemTime) -> String {
+    DateTime::<Utc>::from(time)
+        .format("%a, %d %b %Y %H:%M:%S GMT")
+        .to_string()
+}
+
+/// Reads a time in any format IMDS (or an older api-version, or something in between)
+/// might plausibly use: RFC 1123 / RFC 2822 (even with a wrong weekday), RFC 3339 / ISO 8601
+/// with or without a zone (none means UTC), "2022-04-11 22:26:58", and the obsolete HTTP
+/// dates RFC 850 and asctime. None when the text is in no known format.
+pub fn parse_time(text: &str) -> Option<SystemTime> {
+    let text = text.trim();
+    parse_rfc2822_time(text)
+        .or_else(|| parse_iso_time(text))
+        .or_else(|| parse_naive_utc_time(text))
+        .map(SystemTime::from)
+}
+
+fn parse_rfc2822_time(text: &str) -> Option<DateTime<Utc>> {
+    if let Ok(time) = DateTime::parse_from_rfc2822(text) {
+        return Some(time.to_utc());
+    }
+    // "Tue, 11 Apr 2022 …" with a weekday that does not match the date: the date wins.
+    let (weekday, rest) = text.split_once(',')?;
+    if !weekday.chars().all(|c| c.is_ascii_alphabetic()) {
+        return None;
+    }
+    DateTime::parse_from_rfc2822(rest.trim())
+        .ok()
+        .map(|time| time.to_utc())
+}
+
+fn parse_iso_time(text: &str) -> Option<DateTime<Utc>> {
+    const ZONED_FORMATS: [&str; 4] = [
+        "%Y-%m-%dT%H:%M:%S%.f%#z",
+        "%Y-%m-%d %H:%M:%S%.f%#z",
+        "%Y-%m-%dT%H:%M:%S%.f %#z",
+        "%Y-%m-%d %H:%M:%S%.f %#z",
+    ];
+    if let Ok(time) = DateTime::parse_from_rfc3339(text) {
+        return Some(time.to_utc());
+    }
+    ZONED_FORMATS
+        .iter()
+        .find_map(|format| DateTime::parse_from_str(text, format).ok())
+        .map(|time| time.to_utc())
+}
+
+fn parse_naive_utc_time(text: &str) -> Option<DateTime<Utc>> {
+    const NAIVE_FORMATS: [&str; 6] = [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M",
+        // RFC 850, the obsolete HTTP date: "Monday, 11-Apr-22 22:26:58 GMT".
+        "%A, %d-%b-%y %H:%M:%S",
+        // asctime, the other obsolete HTTP date: "Mon Apr 11 22:26:58 2022".
+        "%a %b %e %H:%M:%S %Y",
+    ];
+    let without_zone = ["UTC", "GMT", "Z", "z"]
+        .iter()
+        .find_map(|zone| text.strip_suffix(zone))
+        .unwrap_or(text)
+        .trim_end();
+    NAIVE_FORMATS
+        .iter()
+        .find_map(|format| NaiveDateTime::parse_from_str(without_zone, format).ok())
+        .map(|naive| naive.and_utc())
+}
+
+fn parse_json(text: &str) -> Result<Value, ParseError> {
+    serde_json::from_str(text).map_err(|error| ParseError::NotJson {
+        reason: error.to_string(),
+        excerpt: excerpt(text),
+    })
+}
+
+fn as_object<'a>(value: &'a Value, text: &str) -> Result<&'a Map<String, Value>, ParseError> {
+    value.as_object().ok_or_else(|| ParseError::NotAnObject {
+        found: json_kind(value),
+        excerpt: excerpt(text),
+    })
+}
+
+fn parse_event(index: usize, value: &Value) -> Result<ScheduledEvent, ParseError> {
+    let Some(object) = value.as_object() else {
+        return Err(ParseError::MissingEventId {
+            index,
+            excerpt: excerpt(&value.to_string()),
+        });
+    };
+    let id = read_event_id(object).ok_or_else(|| ParseError::MissingEventId {
+        index,
+        excerpt: excerpt(&value.to_string()),
+    })?;
+    let event_type_raw = field(object, "EventType")
+        .map(scalar_text)
+        .unwrap_or_default();
+    Ok(ScheduledEvent {
+        event_type: EventType::from_wire(&event_type_raw),
+        event_type_raw,
+        resource_type: field(object, "ResourceType")
+            .map(scalar_text)
+            .unwrap_or_default(),
+        resources: read_resources(&id, field(object, "Resources"))?,
+        status: read_status(&id, field(object, "EventStatus")),
+        not_before: read_not_before(&id, field(object, "NotBefore"))?,
+        description: field(object, "Description")
+            .map(scalar_text)
+            .unwrap_or_default(),
+        source: EventSource::from_wire(
+            &field(object, "EventSource")
+                .map(scalar_text)
+                .unwrap_or_default(),
+        ),
+        duration_seconds: read_duration(&id, field(object, "DurationInSeconds")),
+        id,
+    })
+}
+
+/// Looks a field up by name, exact match first, then ignoring ASCII case.
+fn field<'a>(object: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
+    object.get(name).or_else(|| {
+        object
+            .iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value)
+    })
+}
+
+fn read_event_id(object: &Map<String, Value>) -> Option<String> {
+    let id = match field(object, "EventId")? {
+        Value::String(id) => id.clone(),
+        Value::Number(number) => number.to_string(),
+        _ => return None,
+    };
+    (!id.trim().is_empty()).then_some(id)
+}
+
+fn read_incarnation(value: &Value) -> Option<u64> {
+    match value {
+        Value::Number(number) => number.as_u64(),
+        Value::String(text) => text.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+fn read_resources(event_id: &str, value: Option<&Value>) -> Result<Vec<String>, ParseError> {
+    let bad = |value: &Value| ParseError::BadEventField {
+        event_id: event_id.to_string(),
+        field: "Resources",
+        excerpt: excerpt(&value.to_string()),
+    };
+    match value {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::String(single)) => Ok(vec![single.clone()]),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| match item {
+                Value::String(name) => Ok(name.clone()),
+                Value::Number(number) => Ok(number.to_string()),
+                other => Err(bad(other)),
+            })
+            .collect(),
+        Some(other) => Err(bad(other)),
+    }
+}
+
+fn read_status(event_id: &str, value: Option<&Value>) -> EventStatus {
+    let text = value.map(scalar_text).unwrap_or_default();
+    match text.trim() {
+        t if t.eq_ignore_ascii_case("Started") => EventStatus::Started,
+        t if t.eq_ignore_ascii_case("Scheduled") => EventStatus::Scheduled,
+        other => {
+            tracing::warn!(
+                event_id,
+                status = excerpt(other),
+                "IMDS sent an EventStatus forewarn does not know; treating the event as Scheduled"
+            );
+            EventStatus::Scheduled
+        }
+    }
+}
+
+fn read_not_before(
+    event_id: &str,
+    value: Option<&Value>,
+) -> Result<Option<SystemTime>, ParseError> {
+    let bad = |text: &str| ParseError::BadNotBefore {
+        event_id: event_id.to_string(),
+        text: excerpt(text),
+    };
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) if text.trim().is_empty() => Ok(None),
+        Some(Value::String(text)) => parse_time(text).map(Some).ok_or_else(|| bad(text)),
+        Some(other) => Err(bad(&other.to_string())),
+    }
+}
+
+fn read_duration(event_id: &str, value: Option<&Value>) -> Option<i64> {
+    let seconds = match value? {
+        Value::Null => return None,
+        Value::Number(number) => number.as_i64().or_else(|| {
+            number
+                .as_f64()
+                .filter(|f| f.fract() == 0.0)
+                .map(|f| f as i64)
+        }),
+        Value::String(text) if text.trim().is_empty() => return None,
+        Value::String(text) => text.trim().parse::<i64>().ok(),
+        _ => None,
+    };
+    match seconds {
+        Some(seconds) if seconds >= 0 => Some(seconds),
+        Some(-1) => None,
+        _ => {
+            tracing::warn!(
+                event_id,
+                duration = excerpt(&value?.to_string()),
+                "IMDS sent a DurationInSeconds forewarn cannot read; treating it as unknown"
+            );
+            None
+        }
+    }
+}
+
+/// The text of a scalar: strings as they are, numbers and booleans as JSON, null as "".
+fn scalar_text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// One event exactly as api-version 2020-07-01 sends it, fields in the documented order.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct WireEvent<'a> {
+    event_id: &'a str,
+    event_status: &'static str,
+    event_type: &'a str,
+    resource_type: &'a str,
+    resources: &'a [String],
+    not_before: String,
+    description: &'a str,
+    event_source: &'static str,
+    duration_in_seconds: i64,
+}
+
+/// A document exactly as api-version 2020-07-01 sends it.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct WireDocument<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    document_incarnation: Option<u64>,
+    events: Vec<WireEvent<'a>>,
+}
+
+/// An approval body exactly as the API specifies.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct WireStartRequests<'a> {
+    start_requests: Vec<WireStartRequest<'a>>,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct WireStartRequest<'a> {
+    event_id: &'a str,
+}
+
+fn wire_event(event: &ScheduledEvent) -> WireEvent<'_> {
+    let event_type = match event.event_type {
+        EventType::Unknown => event.event_type_raw.as_str(),
+        known => known.as_wire(),
+    };
+    WireEvent {
+        event_id: &event.id,
+        event_status: event.status.as_wire(),
+        event_type,
+        resource_type: &event.resource_type,
+        resources: &event.resources,
+        not_before: event.not_before.map(format_rfc1123).unwrap_or_default(),
+        description: &event.description,
+        event_source: event.source.as_wire(),
+        duration_in_seconds: event.duration_seconds.unwrap_or(-1),
+    }
+}
+
+/// Serialises a wire struct; these hold only strings and integers, so it cannot fail.
+fn to_json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).unwrap_or_else(|error| {
+        tracing::error!(%error, "could not serialise IMDS JSON; this is a bug in forewarn");
+        String::new()
+    })
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The first ~200 characters of `text`, with "…" when cut.
+pub(crate) fn excerpt(text: &str) -> String {
+    truncate(text, EXCERPT_CHARS)
+}
+
+/// The first `max_chars` characters of `text`, with "…" when cut.
+pub(crate) fn truncate(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        None => text.to_string(),
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+    }
+}
+
+#[cfg(test)]
+mod tests;

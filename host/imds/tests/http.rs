@@ -1,0 +1,423 @@
+//! The client and the poller against a small scripted IMDS stand-in (axum on 127.0.0.1:0):
+//! headers, URLs, bodies, every failure kind, recovery, and the rate limit at the server.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::Response;
+use forewarn_imds::{
+    ApproveError, ClientConfig, Document, FetchError, ImdsClient, Poller, PollerConfig,
+    parse_document,
+};
+use tokio_util::sync::CancellationToken;
+
+const DOC_ONE: &str = include_str!("../testdata/seed-2020-07-01-incarnation-2.json");
+const DOC_TWO: &str = include_str!("../testdata/seed-2020-07-01-incarnation-3.json");
+const GIVE_UP: Duration = Duration::from_secs(20);
+
+/// One scripted answer to a Scheduled Events GET.
+#[derive(Clone, Debug)]
+enum Reply {
+    Ok(&'static str),
+    Status(u16, &'static str),
+    Slow(Duration, &'static str),
+}
+
+/// One request as the server saw it.
+#[derive(Clone, Debug)]
+struct Seen {
+    method: Method,
+    path: String,
+    query: String,
+    metadata: Option<String>,
+    forwarded_for: bool,
+    content_type: Option<String>,
+    body: String,
+    at: Instant,
+}
+
+/// The stand-in's state: the script for GETs, the answer once it runs out, what it saw.
+struct Fake {
+    script: Mutex<VecDeque<Reply>>,
+    fallback: Reply,
+    post_status: u16,
+    seen: Mutex<Vec<Seen>>,
+}
+
+impl Fake {
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+async fn handle(
+    State(fake): State<Arc<Fake>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .map(|value| value.to_str().unwrap().to_string())
+    };
+    fake.seen.lock().unwrap().push(Seen {
+        method: method.clone(),
+        path: uri.path().to_string(),
+        query: uri.query().unwrap_or_default().to_string(),
+        metadata: header("metadata"),
+        forwarded_for: headers.contains_key("x-forwarded-for"),
+        content_type: header("content-type"),
+        body: body.clone(),
+        at: Instant::now(),
+    });
+    if uri.path() == "/metadata/instance/compute" {
+        return reply(
+            200,
+            r#"{"location":"westeurope","name":"myvmss_2","osType":"Linux"}"#,
+        );
+    }
+    if method == Method::POST {
+        return reply(fake.post_status, "");
+    }
+    let next = fake.script.lock().unwrap().pop_front();
+    match next.unwrap_or_else(|| fake.fallback.clone()) {
+        Reply::Ok(text) => reply(200, text),
+        Reply::Status(status, text) => reply(status, text),
+        Reply::Slow(delay, text) => {
+            tokio::time::sleep(delay).await;
+            reply(200, text)
+        }
+    }
+}
+
+fn reply(status: u16, body: &'static str) -> Response {
+    Response::builder()
+        .status(StatusCode::from_u16(status).unwrap())
+        .body(Body::from(body))
+        .unwrap()
+}
+
+/// Starts a stand-in answering GETs with `script`, then `fallback` forever.
+async fn start_fake(script: Vec<Reply>, fallback: Reply, post_status: u16) -> (Arc<Fake>, String) {
+    let fake = Arc::new(Fake {
+        script: Mutex::new(script.into()),
+        fallback,
+        post_status,
+        seen: Mutex::new(Vec::new()),
+    });
+    let app = Router::new().fallback(handle).with_state(fake.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base_url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (fake, base_url)
+}
+
+/// A client for tests: short timeouts, and no rate limit to speak of.
+fn fast_client(base_url: &str) -> ImdsClient {
+    ImdsClient::new(ClientConfig {
+        base_url: base_url.to_string(),
+        request_timeout: Duration::from_millis(300),
+        first_request_timeout: Duration::from_millis(300),
+        max_requests_per_second: 1000,
+        ..ClientConfig::default()
+    })
+    .unwrap()
+}
+
+fn fast_poller() -> PollerConfig {
+    PollerConfig {
+        interval: Duration::from_millis(20),
+        gone_retry: Duration::from_millis(10),
+        throttle_min: Duration::from_millis(10),
+        backoff_min: Duration::from_millis(10),
+        backoff_max: Duration::from_millis(50),
+        channel_capacity: 4,
+    }
+}
+
+#[tokio::test]
+async fn get_sends_metadata_header_and_api_version() {
+    let (fake, base_url) = start_fake(vec![], Reply::Ok(DOC_ONE), 200).await;
+    let fetched = fast_client(&base_url).fetch_events().await.unwrap();
+    assert_eq!(fetched.document, parse_document(DOC_ONE).unwrap());
+    assert_eq!(fetched.raw, DOC_ONE);
+    let seen = fake.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].method, Method::GET);
+    assert_eq!(seen[0].path, "/metadata/scheduledevents");
+    assert_eq!(seen[0].query, "api-version=2020-07-01");
+    assert_eq!(seen[0].metadata.as_deref(), Some("true"));
+    assert!(!seen[0].forwarded_for);
+}
+
+#[tokio::test]
+async fn approve_posts_the_exact_body() {
+    let (fake, base_url) = start_fake(vec![], Reply::Ok(DOC_ONE), 200).await;
+    let ids = vec![
+        "C7061BAC-AFDC-4513-B24B-AA5F13A16123".to_string(),
+        "b".into(),
+    ];
+    fast_client(&base_url).approve(&ids).await.unwrap();
+    let seen = fake.seen();
+    assert_eq!(seen.len(), 1);
+    let post = &seen[0];
+    assert_eq!(post.method, Method::POST);
+    assert_eq!(post.path, "/metadata/scheduledevents");
+    assert_eq!(post.query, "api-version=2020-07-01");
+    assert_eq!(post.metadata.as_deref(), Some("true"));
+    assert_eq!(post.content_type.as_deref(), Some("application/json"));
+    assert!(!post.forwarded_for);
+    assert_eq!(
+        post.body,
+        r#"{"StartRequests":[{"EventId":"C7061BAC-AFDC-4513-B24B-AA5F13A16123"},{"EventId":"b"}]}"#
+    );
+}
+
+#[tokio::test]
+async fn approve_reports_a_refusal_and_sends_nothing_for_no_ids() {
+    let (fake, base_url) = start_fake(vec![], Reply::Ok(DOC_ONE), 400).await;
+    let client = fast_client(&base_url);
+    let error = client.approve(&["a".to_string()]).await.unwrap_err();
+    assert!(matches!(error, ApproveError::Status(400, _)), "{error}");
+    client.approve(&[]).await.unwrap();
+    assert_eq!(fake.seen().len(), 1);
+}
+
+#[tokio::test]
+async fn vm_name_is_read_from_compute_metadata() {
+    let (fake, base_url) = start_fake(vec![], Reply::Ok(DOC_ONE), 200).await;
+    let name = fast_client(&base_url).fetch_vm_name().await.unwrap();
+    assert_eq!(name, "myvmss_2");
+    let seen = fake.seen();
+    assert_eq!(seen[0].path, "/metadata/instance/compute");
+    assert_eq!(seen[0].query, "api-version=2021-02-01");
+    assert_eq!(seen[0].metadata.as_deref(), Some("true"));
+}
+
+#[tokio::test]
+async fn every_failure_kind_is_told_apart() {
+    let script = vec![
+        Reply::Status(410, ""),
+        Reply::Status(429, ""),
+        Reply::Status(500, "oops"),
+        Reply::Status(400, "Bad request. Required metadata header not specified"),
+        Reply::Ok(r#"{"error": "not a document"}"#),
+        Reply::Slow(Duration::from_millis(900), DOC_ONE),
+    ];
+    let (_fake, base_url) = start_fake(script, Reply::Ok(DOC_ONE), 200).await;
+    let client = fast_client(&base_url);
+    let mut kinds = Vec::new();
+    for _ in 0..6 {
+        kinds.push(client.fetch_events().await.unwrap_err());
+    }
+    assert_eq!(kinds[0], FetchError::Gone);
+    assert_eq!(kinds[1], FetchError::Throttled);
+    assert_eq!(kinds[2], FetchError::Server(500));
+    assert!(
+        matches!(&kinds[3], FetchError::OtherStatus(400, body) if body.contains("metadata header")),
+        "{}",
+        kinds[3]
+    );
+    assert!(
+        matches!(&kinds[4], FetchError::Malformed(_, raw) if raw.contains("not a document")),
+        "{}",
+        kinds[4]
+    );
+    assert_eq!(kinds[5], FetchError::Timeout(Duration::from_millis(300)));
+    assert!(client.fetch_events().await.is_ok(), "recovers afterwards");
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_a_connect_error() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base_url = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let error = fast_client(&base_url).fetch_events().await.unwrap_err();
+    assert!(matches!(error, FetchError::Connect(_)), "{error:?}");
+    assert_eq!(error.kind(), "transport");
+}
+
+#[tokio::test]
+async fn only_the_first_fetch_gets_the_long_timeout() {
+    let slow = Reply::Slow(Duration::from_millis(400), DOC_ONE);
+    let (_fake, base_url) = start_fake(vec![slow.clone(), slow], Reply::Ok(DOC_ONE), 200).await;
+    let client = ImdsClient::new(ClientConfig {
+        base_url,
+        request_timeout: Duration::from_millis(150),
+        first_request_timeout: Duration::from_secs(10),
+        max_requests_per_second: 1000,
+        ..ClientConfig::default()
+    })
+    .unwrap();
+    assert!(
+        client.fetch_events().await.is_ok(),
+        "the first call may be slow"
+    );
+    assert_eq!(
+        client.fetch_events().await.unwrap_err(),
+        FetchError::Timeout(Duration::from_millis(150))
+    );
+}
+
+#[tokio::test]
+async fn the_rate_limit_holds_across_get_and_post_at_the_server() {
+    let (fake, base_url) = start_fake(vec![], Reply::Ok(DOC_ONE), 200).await;
+    let client = ImdsClient::new(ClientConfig {
+        base_url,
+        ..ClientConfig::default()
+    })
+    .unwrap();
+    // Open five pooled connections first, so that connection set-up of the measured
+    // requests cannot delay some of them at the server more than others.
+    let mut warm_up = tokio::task::JoinSet::new();
+    for _ in 0..5 {
+        let client = client.clone();
+        warm_up.spawn(async move { client.fetch_events().await.is_ok() });
+    }
+    while let Some(succeeded) = warm_up.join_next().await {
+        assert!(succeeded.unwrap());
+    }
+    fake.seen.lock().unwrap().clear();
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..13 {
+        let client = client.clone();
+        tasks.spawn(async move {
+            match i % 3 {
+                0 => client.approve(&[format!("event-{i}")]).await.is_ok(),
+                1 => client.fetch_vm_name().await.is_ok(),
+                _ => client.fetch_events().await.is_ok(),
+            }
+        });
+    }
+    while let Some(succeeded) = tasks.join_next().await {
+        assert!(succeeded.unwrap());
+    }
+    let mut arrivals: Vec<Instant> = fake.seen().iter().map(|seen| seen.at).collect();
+    assert_eq!(arrivals.len(), 13);
+    assert!(fake.seen().iter().any(|seen| seen.method == Method::POST));
+    arrivals.sort();
+    for six in arrivals.windows(6) {
+        let span = six[5] - six[0];
+        assert!(
+            span >= Duration::from_secs(1),
+            "6 requests arrived within {span:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_poller_recovers_from_every_failure_and_drops_malformed_documents() {
+    let script = vec![
+        Reply::Ok(DOC_ONE),
+        Reply::Status(410, ""),
+        Reply::Status(429, ""),
+        Reply::Status(503, ""),
+        Reply::Ok(r#"{"Events": [{"EventType": "Reboot"}]}"#),
+        Reply::Ok("<html>gateway</html>"),
+        Reply::Slow(Duration::from_millis(900), DOC_ONE),
+        Reply::Status(404, "no such api-version"),
+    ];
+    let (_fake, base_url) = start_fake(script, Reply::Ok(DOC_TWO), 200).await;
+    let shutdown = CancellationToken::new();
+    let (task, mut documents, mut status) =
+        Poller::spawn_with(fast_client(&base_url), fast_poller(), shutdown.clone());
+
+    let first = tokio::time::timeout(GIVE_UP, documents.recv())
+        .await
+        .unwrap();
+    assert_eq!(first, Some(parse_document(DOC_ONE).unwrap()));
+    let second = tokio::time::timeout(GIVE_UP, documents.recv())
+        .await
+        .unwrap();
+    assert_eq!(
+        second,
+        Some(parse_document(DOC_TWO).unwrap()),
+        "nothing may come of the malformed documents"
+    );
+
+    let settled = tokio::time::timeout(
+        GIVE_UP,
+        status.wait_for(|status| status.last_success.is_some() && status.polls >= 9),
+    )
+    .await
+    .unwrap()
+    .unwrap()
+    .clone();
+    assert_eq!(settled.consecutive_failures, 0);
+    assert_eq!(settled.last_error, None);
+    let expected: Vec<(&str, u64)> = vec![
+        ("gone", 1),
+        ("malformed", 2),
+        ("server", 1),
+        ("status", 1),
+        ("throttled", 1),
+        ("timeout", 1),
+    ];
+    assert_eq!(
+        settled.errors_by_kind.into_iter().collect::<Vec<_>>(),
+        expected
+    );
+
+    shutdown.cancel();
+    tokio::time::timeout(GIVE_UP, task).await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn the_poller_reports_a_failure_streak_while_it_lasts() {
+    let (_fake, base_url) = start_fake(vec![], Reply::Status(500, "down"), 200).await;
+    let shutdown = CancellationToken::new();
+    let (task, _documents, mut status) =
+        Poller::spawn_with(fast_client(&base_url), fast_poller(), shutdown.clone());
+    let failing = tokio::time::timeout(
+        GIVE_UP,
+        status.wait_for(|status| status.consecutive_failures >= 3),
+    )
+    .await
+    .unwrap()
+    .unwrap()
+    .clone();
+    assert!(failing.last_success.is_none());
+    assert!(failing.last_error.unwrap().contains("500"));
+    assert_eq!(
+        failing.errors_by_kind.get("server").copied(),
+        Some(failing.polls)
+    );
+    shutdown.cancel();
+    tokio::time::timeout(GIVE_UP, task).await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn the_poller_stops_when_nobody_listens() {
+    let (_fake, base_url) = start_fake(vec![], Reply::Ok(DOC_ONE), 200).await;
+    let (task, documents, _status) = Poller::spawn_with(
+        fast_client(&base_url),
+        fast_poller(),
+        CancellationToken::new(),
+    );
+    drop(documents);
+    tokio::time::timeout(GIVE_UP, task).await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn the_poller_sends_every_document_including_repeats() {
+    let (_fake, base_url) = start_fake(vec![], Reply::Ok(DOC_ONE), 200).await;
+    let shutdown = CancellationToken::new();
+    let (task, mut documents, _status) =
+        Poller::spawn_with(fast_client(&base_url), fast_poller(), shutdown.clone());
+    let expected: Document = parse_document(DOC_ONE).unwrap();
+    for _ in 0..3 {
+        let document = tokio::time::timeout(GIVE_UP, documents.recv())
+            .await
+            .unwrap();
+        assert_eq!(document.as_ref(), Some(&expected));
+    }
+    shutdown.cancel();
+    tokio::time::timeout(GIVE_UP, task).await.unwrap().unwrap();
+}
