@@ -1,0 +1,150 @@
+//! The scenarios shipped inside the binary (TOML files under `scenarios/`), and loading a
+//! scenario by built-in name or by path.
+
+use std::path::Path;
+
+use crate::scenario::{Scenario, ScenarioError};
+
+/// (name, TOML text) of every built-in scenario, in the order they are listed.
+const BUILTINS: &[(&str, &str)] = &[
+    (
+        "full-lifecycle",
+        include_str!("../scenarios/full-lifecycle.toml"),
+    ),
+    (
+        "live-migration",
+        include_str!("../scenarios/live-migration.toml"),
+    ),
+    (
+        "host-agent-maintenance",
+        include_str!("../scenarios/host-agent-maintenance.toml"),
+    ),
+    ("user-reboot", include_str!("../scenarios/user-reboot.toml")),
+    (
+        "platform-redeploy",
+        include_str!("../scenarios/platform-redeploy.toml"),
+    ),
+    (
+        "user-redeploy",
+        include_str!("../scenarios/user-redeploy.toml"),
+    ),
+    (
+        "canceled-maintenance",
+        include_str!("../scenarios/canceled-maintenance.toml"),
+    ),
+    (
+        "spot-preemption",
+        include_str!("../scenarios/spot-preemption.toml"),
+    ),
+    (
+        "scaleset-terminate",
+        include_str!("../scenarios/scaleset-terminate.toml"),
+    ),
+    (
+        "hardware-failure",
+        include_str!("../scenarios/hardware-failure.toml"),
+    ),
+    ("multi-vm", include_str!("../scenarios/multi-vm.toml")),
+    ("rescheduled", include_str!("../scenarios/rescheduled.toml")),
+    ("two-events", include_str!("../scenarios/two-events.toml")),
+];
+
+/// The scenario `forewarn simulate` runs when none is named.
+pub const DEFAULT_SCENARIO: &str = "full-lifecycle";
+
+/// (name, description) of every built-in scenario.
+pub fn builtin_scenarios() -> Vec<(&'static str, &'static str)> {
+    BUILTINS
+        .iter()
+        .map(|(name, text)| (*name, description_line(text)))
+        .collect()
+}
+
+/// The TOML text of a built-in scenario, for users who want to copy and edit one.
+pub fn builtin_scenario_text(name: &str) -> Option<&'static str> {
+    BUILTINS
+        .iter()
+        .find(|(builtin, _)| *builtin == name)
+        .map(|(_, text)| *text)
+}
+
+/// A built-in scenario, parsed.
+pub fn builtin_scenario(name: &str) -> Result<Scenario, ScenarioError> {
+    match builtin_scenario_text(name) {
+        Some(text) => Scenario::from_toml(text, &format!("built-in scenario {name}")),
+        None => Err(not_found(name)),
+    }
+}
+
+/// A built-in scenario by name, or else a TOML (or `.json`) file at that path.
+pub fn load_scenario(name_or_path: &str) -> Result<Scenario, ScenarioError> {
+    if builtin_scenario_text(name_or_path).is_some() {
+        return builtin_scenario(name_or_path);
+    }
+    let path = Path::new(name_or_path);
+    if !path.exists() {
+        return Err(not_found(name_or_path));
+    }
+    Scenario::from_path(path)
+}
+
+fn not_found(name: &str) -> ScenarioError {
+    let builtins: Vec<&str> = BUILTINS.iter().map(|(name, _)| *name).collect();
+    ScenarioError::NotFound {
+        name: name.to_string(),
+        builtins: builtins.join(", "),
+    }
+}
+
+/// The `description = "…"` of a built-in file, read without parsing the whole file
+/// (the tests check it matches the parsed one).
+fn description_line(text: &str) -> &str {
+    text.lines()
+        .find_map(|line| line.strip_prefix("description = \""))
+        .and_then(|rest| rest.strip_suffix('"'))
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_parses_and_lists_its_description() {
+        let listed = builtin_scenarios();
+        assert_eq!(listed.len(), BUILTINS.len());
+        for (name, description) in listed {
+            let scenario = builtin_scenario(name).unwrap_or_else(|error| panic!("{error}"));
+            assert_eq!(scenario.name, name, "file name and `name` must agree");
+            assert_eq!(scenario.description, description);
+            assert!(!scenario.events.is_empty(), "{name} has no events");
+        }
+    }
+
+    #[test]
+    fn every_scenario_file_on_disk_is_built_in() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let stem = path.file_stem().unwrap().to_str().unwrap().to_string();
+            assert!(
+                builtin_scenario_text(&stem).is_some(),
+                "{stem} is not listed"
+            );
+            assert_eq!(Scenario::from_path(&path).unwrap().name, stem);
+        }
+    }
+
+    #[test]
+    fn unknown_name_lists_the_builtins() {
+        let error = load_scenario("no-such-scenario").unwrap_err().to_string();
+        assert!(error.contains("no-such-scenario"), "{error}");
+        assert!(error.contains("full-lifecycle"), "{error}");
+        assert!(error.contains("spot-preemption"), "{error}");
+    }
+
+    #[test]
+    fn default_scenario_is_built_in() {
+        assert!(builtin_scenario(DEFAULT_SCENARIO).is_ok());
+    }
+}

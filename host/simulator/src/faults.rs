@@ -1,0 +1,229 @@
+//! Faults a scenario can inject into the Scheduled Events endpoint, each in a window of
+//! scenario time, and the plan that says how one request is disturbed.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// One fault. Which fields apply depends on `kind` (see SCENARIOS.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultSpec {
+    pub kind: FaultKind,
+    /// Start of the window (scenario time); the beginning of the run when absent.
+    #[serde(default, with = "humantime_serde")]
+    pub from: Option<Duration>,
+    /// End of the window (exclusive); the end of the run when absent.
+    #[serde(default, with = "humantime_serde")]
+    pub until: Option<Duration>,
+    /// `status`: the HTTP status to answer with (400–599, e.g. 429, 410, 500, 503).
+    #[serde(default)]
+    pub status: Option<u16>,
+    /// `delay` and `slow-first-call`: how long to hold the response (wall time).
+    #[serde(default, with = "humantime_serde")]
+    pub delay: Option<Duration>,
+    /// `malformed`: what to serve instead of the document.
+    #[serde(default)]
+    pub body: Option<MalformedBody>,
+    /// `incarnation-reset`: when DocumentIncarnation drops back to 1.
+    #[serde(default, with = "humantime_serde")]
+    pub at: Option<Duration>,
+    /// Which requests to scheduledevents the fault hits; GET only when absent.
+    /// `malformed` is GET only.
+    #[serde(default = "get_only")]
+    pub methods: Vec<FaultMethod>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultKind {
+    /// Answer with `status` and a JSON error body instead of the real answer.
+    Status,
+    /// Hold every response for `delay` before answering.
+    Delay,
+    /// Hold each VM's first GET for `delay`, once (IMDS: "a delayed response in your
+    /// first call of up to two minutes").
+    SlowFirstCall,
+    /// Serve something that is not the document.
+    Malformed,
+    /// DocumentIncarnation drops back to 1 at `at`; events go on as before.
+    IncarnationReset,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MalformedBody {
+    /// Text that is not JSON at all.
+    Garbage,
+    /// The real document cut off halfway.
+    Truncated,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FaultMethod {
+    #[serde(rename = "GET", alias = "get")]
+    Get,
+    #[serde(rename = "POST", alias = "post")]
+    Post,
+}
+
+/// How one request is disturbed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FaultPlan {
+    /// Wall time to wait before answering.
+    pub delay: Duration,
+    pub outcome: FaultOutcome,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FaultOutcome {
+    #[default]
+    Normal,
+    Status(u16),
+    Malformed(MalformedBody),
+}
+
+fn get_only() -> Vec<FaultMethod> {
+    vec![FaultMethod::Get]
+}
+
+impl FaultSpec {
+    /// Whether the fault's fields fit its kind; the problem, worded for the author, if not.
+    pub fn check(&self) -> Result<(), String> {
+        match self.kind {
+            FaultKind::Status => match self.status {
+                Some(code) if (400..=599).contains(&code) => Ok(()),
+                Some(code) => Err(format!("status: {code} is not an error status (400–599)")),
+                None => Err("status: a `status` fault needs a status, e.g. status = 429".into()),
+            },
+            FaultKind::Delay | FaultKind::SlowFirstCall => self
+                .delay
+                .map(|_| ())
+                .ok_or_else(|| "delay: this fault needs a delay, e.g. delay = \"3s\"".into()),
+            FaultKind::Malformed => match (self.body, self.methods.contains(&FaultMethod::Post)) {
+                (None, _) => Err("body: say \"garbage\" or \"truncated\"".into()),
+                (_, true) => Err("methods: a malformed body applies to GET only".into()),
+                _ => Ok(()),
+            },
+            FaultKind::IncarnationReset => self
+                .at
+                .map(|_| ())
+                .ok_or_else(|| "at: an incarnation reset needs `at`, e.g. at = \"1m\"".into()),
+        }
+    }
+
+    fn active(&self, method: FaultMethod, now: Duration) -> bool {
+        let started = self.from.is_none_or(|from| now >= from);
+        let not_over = self.until.is_none_or(|until| now < until);
+        started && not_over && self.methods.contains(&method)
+    }
+}
+
+/// The disturbance for one request to scheduledevents at scenario time `now`.
+/// `first_call` says whether this is the VM's first GET. The first matching fault of
+/// each sort wins; delays add up.
+pub fn plan_request(
+    faults: &[FaultSpec],
+    method: FaultMethod,
+    now: Duration,
+    first_call: bool,
+) -> FaultPlan {
+    let mut plan = FaultPlan::default();
+    for fault in faults.iter().filter(|fault| fault.active(method, now)) {
+        match fault.kind {
+            FaultKind::Delay => plan.delay += fault.delay.unwrap_or_default(),
+            FaultKind::SlowFirstCall if first_call => {
+                plan.delay += fault.delay.unwrap_or_default();
+            }
+            FaultKind::Status if plan.outcome == FaultOutcome::Normal => {
+                plan.outcome = FaultOutcome::Status(fault.status.unwrap_or(500));
+            }
+            FaultKind::Malformed if plan.outcome == FaultOutcome::Normal => {
+                plan.outcome =
+                    FaultOutcome::Malformed(fault.body.unwrap_or(MalformedBody::Garbage));
+            }
+            _ => {}
+        }
+    }
+    plan
+}
+
+/// The scenario times at which DocumentIncarnation drops back to 1, earliest first.
+pub fn incarnation_resets(faults: &[FaultSpec]) -> Vec<Duration> {
+    let mut resets: Vec<Duration> = faults
+        .iter()
+        .filter(|fault| fault.kind == FaultKind::IncarnationReset)
+        .filter_map(|fault| fault.at)
+        .collect();
+    resets.sort();
+    resets
+}
+
+/// What a malformed answer carries instead of `document`.
+pub fn malformed_text(body: MalformedBody, document: &str) -> String {
+    match body {
+        MalformedBody::Garbage => "<html><body>upstream error</body></html>{\"Docu".into(),
+        MalformedBody::Truncated => {
+            let half = document.len() / 2;
+            let cut = (0..=half)
+                .rev()
+                .find(|index| document.is_char_boundary(*index))
+                .unwrap_or(0);
+            document[..cut].to_string()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fault(kind: FaultKind, from: u64, until: u64) -> FaultSpec {
+        FaultSpec {
+            kind,
+            from: Some(Duration::from_secs(from)),
+            until: Some(Duration::from_secs(until)),
+            status: Some(429),
+            delay: Some(Duration::from_millis(200)),
+            body: Some(MalformedBody::Truncated),
+            at: None,
+            methods: get_only(),
+        }
+    }
+
+    #[test]
+    fn status_applies_only_inside_its_window_and_methods() {
+        let faults = [fault(FaultKind::Status, 10, 20)];
+        let at = |secs| plan_request(&faults, FaultMethod::Get, Duration::from_secs(secs), false);
+        assert_eq!(at(9).outcome, FaultOutcome::Normal);
+        assert_eq!(at(10).outcome, FaultOutcome::Status(429));
+        assert_eq!(at(20).outcome, FaultOutcome::Normal);
+        let post = plan_request(&faults, FaultMethod::Post, Duration::from_secs(15), false);
+        assert_eq!(post.outcome, FaultOutcome::Normal);
+    }
+
+    #[test]
+    fn slow_first_call_only_delays_the_first_call() {
+        let faults = [fault(FaultKind::SlowFirstCall, 0, 100)];
+        let first = plan_request(&faults, FaultMethod::Get, Duration::ZERO, true);
+        let later = plan_request(&faults, FaultMethod::Get, Duration::ZERO, false);
+        assert_eq!(first.delay, Duration::from_millis(200));
+        assert_eq!(later.delay, Duration::ZERO);
+    }
+
+    #[test]
+    fn truncated_document_is_not_json() {
+        let text = malformed_text(
+            MalformedBody::Truncated,
+            r#"{"DocumentIncarnation":1,"Events":[]}"#,
+        );
+        assert!(serde_json::from_str::<serde_json::Value>(&text).is_err());
+    }
+
+    #[test]
+    fn fault_checks_name_the_missing_field() {
+        let mut missing = fault(FaultKind::Status, 0, 1);
+        missing.status = None;
+        assert!(missing.check().unwrap_err().starts_with("status"));
+    }
+}

@@ -1,0 +1,161 @@
+//! Starting a simulator on a socket and controlling it: the config, the handle tests and
+//! the CLI hold (address, snapshot, wait for the end, shut down), and the timer task.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::engine::Engine;
+use crate::scenario::Scenario;
+use crate::server::router;
+use crate::snapshot::StateSnapshot;
+use crate::timeline::Timeline;
+
+/// How often the timer catches the state up when nobody asks (wall time).
+const TICK: Duration = Duration::from_millis(50);
+
+/// What to simulate, where, and how fast.
+#[derive(Debug, Clone)]
+pub struct SimulatorConfig {
+    /// Where to listen; port 0 picks a free port (see [`SimulatorHandle::local_addr`]).
+    pub listen: SocketAddr,
+    pub scenario: Scenario,
+    /// Scenario time runs this many times faster than wall time (finite, > 0).
+    pub speed: f64,
+}
+
+/// Why a simulator could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error(
+        "--speed must be a number greater than 0 (e.g. 1 for real time, 30 for a demo), not {0}"
+    )]
+    InvalidSpeed(f64),
+    #[error("the simulator could not listen on {addr}: {source}; pick another address or port 0")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// A running simulator. Dropping it stops the server too; [`SimulatorHandle::shutdown`]
+/// also waits until it has stopped.
+pub struct SimulatorHandle {
+    local_addr: SocketAddr,
+    engine: Arc<Engine>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// Binds the socket and starts serving the scenario; scenario time 0 is now.
+pub async fn spawn(config: SimulatorConfig) -> Result<SimulatorHandle, SimError> {
+    if !(config.speed.is_finite() && config.speed > 0.0) {
+        return Err(SimError::InvalidSpeed(config.speed));
+    }
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| SimError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+    let local_addr = listener.local_addr().map_err(|source| SimError::Bind {
+        addr: config.listen,
+        source,
+    })?;
+    let engine = Arc::new(Engine::new(
+        config.scenario,
+        Timeline::start_now(config.speed),
+    ));
+    let tasks = vec![
+        tokio::spawn(serve(listener, Arc::clone(&engine))),
+        tokio::spawn(run_timer(Arc::clone(&engine))),
+    ];
+    tracing::info!(
+        scenario = %engine.scenario().name,
+        speed = config.speed,
+        url = %format!("http://{local_addr}"),
+        "IMDS simulator listening"
+    );
+    Ok(SimulatorHandle {
+        local_addr,
+        engine,
+        tasks,
+    })
+}
+
+async fn serve(listener: TcpListener, engine: Arc<Engine>) {
+    let mut stop = engine.subscribe_shutdown();
+    let app = router(Arc::clone(&engine));
+    let stopped = async move {
+        let _ = stop.wait_for(|stop| *stop).await;
+    };
+    if let Err(problem) = axum::serve(listener, app)
+        .with_graceful_shutdown(stopped)
+        .await
+    {
+        tracing::error!(error = %problem, "IMDS simulator stopped serving");
+    }
+}
+
+async fn run_timer(engine: Arc<Engine>) {
+    let mut stop = engine.subscribe_shutdown();
+    let mut interval = tokio::time::interval(TICK);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = interval.tick() => engine.tick(),
+            _ = stop.wait_for(|stop| *stop) => return,
+        }
+    }
+}
+
+impl SimulatorHandle {
+    /// The address actually bound (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// `http://ADDR`: the IMDS base URL of the default (first) VM.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.local_addr)
+    }
+
+    /// `http://ADDR/vm/NAME`: the IMDS base URL of one VM.
+    pub fn vm_base_url(&self, vm: &str) -> String {
+        format!("http://{}/vm/{vm}", self.local_addr)
+    }
+
+    pub fn scenario(&self) -> &Scenario {
+        self.engine.scenario()
+    }
+
+    /// The same data as `GET /simulator/state`, caught up to now.
+    pub fn snapshot(&self) -> StateSnapshot {
+        self.engine.snapshot()
+    }
+
+    /// Resolves once every event has appeared and disappeared (plus `end_after`).
+    pub async fn finished(&self) {
+        let mut finished = self.engine.subscribe_finished();
+        // The sender lives in the engine, which this handle keeps alive: no error.
+        let _ = finished.wait_for(|done| *done).await;
+    }
+
+    /// Stops serving and waits until the server and the timer have stopped.
+    pub async fn shutdown(mut self) {
+        self.engine.begin_shutdown();
+        for task in std::mem::take(&mut self.tasks) {
+            if let Err(problem) = task.await {
+                tracing::warn!(error = %problem, "an IMDS simulator task ended abnormally");
+            }
+        }
+    }
+}
+
+impl Drop for SimulatorHandle {
+    fn drop(&mut self) {
+        self.engine.begin_shutdown();
+    }
+}

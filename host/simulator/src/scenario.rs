@@ -1,0 +1,407 @@
+//! Scenarios as data: the TOML (or JSON) format a simulated run is written in, its
+//! defaults, and the checks that turn a readable file into a runnable scenario.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::faults::FaultSpec;
+use crate::ids::stable_event_id;
+
+/// One simulated run: the VMs, the events that happen to them and the faults IMDS shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// The VM names this simulator serves; the first answers unprefixed requests.
+    #[serde(default = "default_vms")]
+    pub vms: Vec<String>,
+    /// `vmScaleSetName` in the compute metadata; empty for a standalone VM.
+    #[serde(default)]
+    pub vm_scale_set: String,
+    #[serde(default)]
+    pub events: Vec<EventSpec>,
+    #[serde(default)]
+    pub faults: Vec<FaultSpec>,
+    /// Idle time after the last event disappeared before the scenario counts as finished.
+    #[serde(default, with = "humantime_serde")]
+    pub end_after: Option<Duration>,
+}
+
+/// One event's whole life, in scenario time (from the simulator's start).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventSpec {
+    /// `EventId`; when absent, a stable UUID-looking id derived from the scenario name
+    /// and the event's position (filled in by [`Scenario::validate`]).
+    #[serde(default)]
+    pub id: Option<String>,
+    /// `EventType`, passed through as written, so unknown types can be simulated.
+    #[serde(rename = "type")]
+    pub event_type: String,
+    #[serde(default)]
+    pub source: Source,
+    /// `Resources`; all of the scenario's VMs when absent.
+    #[serde(default)]
+    pub resources: Option<Vec<String>>,
+    #[serde(with = "humantime_serde")]
+    pub appear_at: Duration,
+    /// NotBefore = appear_at + notice; the docs' minimum notice for the type when absent.
+    #[serde(default, with = "humantime_serde")]
+    pub notice: Option<Duration>,
+    /// `DurationInSeconds`; -1 means unknown.
+    #[serde(default = "unknown_duration")]
+    pub duration_seconds: i64,
+    #[serde(default)]
+    pub description: String,
+    /// The status the event appears with: `Started` models a hardware failure.
+    #[serde(default)]
+    pub status: InitialStatus,
+    /// How long the event stays Started before it disappears (10 minutes when absent,
+    /// the docs' "Started to Completed" guideline).
+    #[serde(default, with = "humantime_serde")]
+    pub runs_for: Option<Duration>,
+    /// Remove the event at this time if it is still Scheduled (canceled maintenance).
+    #[serde(default, with = "humantime_serde")]
+    pub cancel_at: Option<Duration>,
+    /// Changes applied while the event is still Scheduled, in time order.
+    #[serde(default)]
+    pub reschedule: Vec<Reschedule>,
+}
+
+/// A change to a Scheduled event: NotBefore moves and/or the Resources change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reschedule {
+    #[serde(with = "humantime_serde")]
+    pub at: Duration,
+    /// New NotBefore = at + notice.
+    #[serde(default, with = "humantime_serde")]
+    pub notice: Option<Duration>,
+    #[serde(default)]
+    pub resources: Option<Vec<String>>,
+}
+
+/// `EventSource`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Source {
+    #[default]
+    Platform,
+    User,
+}
+
+/// The status an event appears with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum InitialStatus {
+    #[default]
+    Scheduled,
+    Started,
+}
+
+/// Why a scenario could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error(
+        "there is no built-in scenario called \"{name}\" and no file at that path; built-in scenarios: {builtins}"
+    )]
+    NotFound { name: String, builtins: String },
+    #[error("could not read scenario file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("scenario {file}, line {line}, column {column}: {message}{snippet}")]
+    Parse {
+        file: String,
+        line: usize,
+        column: usize,
+        message: String,
+        /// The offending source line, so the key is visible; empty when unknown.
+        snippet: String,
+    },
+    #[error("scenario {file}: {key}: {problem}")]
+    Invalid {
+        file: String,
+        key: String,
+        problem: String,
+    },
+}
+
+/// The "Started to Completed" guideline from the docs.
+pub const DEFAULT_RUNS_FOR: Duration = Duration::from_secs(10 * 60);
+
+fn default_vms() -> Vec<String> {
+    vec!["vm-a".to_string()]
+}
+
+fn unknown_duration() -> i64 {
+    -1
+}
+
+/// The docs' minimum notice for an event type (15 minutes for types it does not list).
+pub fn minimum_notice(event_type: &str) -> Duration {
+    let minutes = |m: u64| Duration::from_secs(m * 60);
+    match event_type.to_ascii_lowercase().as_str() {
+        "redeploy" => minutes(10),
+        "preempt" => Duration::from_secs(30),
+        "terminate" => minutes(5),
+        _ => minutes(15),
+    }
+}
+
+impl EventSpec {
+    /// `EventId` (always set after [`Scenario::validate`]).
+    pub fn id(&self) -> &str {
+        self.id.as_deref().unwrap_or_default()
+    }
+
+    pub fn notice_or_default(&self) -> Duration {
+        self.notice
+            .unwrap_or_else(|| minimum_notice(&self.event_type))
+    }
+
+    pub fn runs_for_or_default(&self) -> Duration {
+        self.runs_for.unwrap_or(DEFAULT_RUNS_FOR)
+    }
+}
+
+impl Scenario {
+    /// Parses TOML text; `file` names the source in errors.
+    pub fn from_toml(text: &str, file: &str) -> Result<Scenario, ScenarioError> {
+        let scenario: Scenario =
+            toml::from_str(text).map_err(|error| toml_error(text, file, &error))?;
+        scenario.validate(file)
+    }
+
+    /// Parses JSON text (same fields as the TOML format); `file` names the source in errors.
+    pub fn from_json(text: &str, file: &str) -> Result<Scenario, ScenarioError> {
+        let scenario: Scenario =
+            serde_json::from_str(text).map_err(|error| ScenarioError::Parse {
+                file: file.to_string(),
+                line: error.line(),
+                column: error.column(),
+                message: error.to_string(),
+                snippet: snippet_at_line(text, error.line()),
+            })?;
+        scenario.validate(file)
+    }
+
+    /// Reads a scenario file, TOML unless its name ends in `.json`.
+    pub fn from_path(path: &Path) -> Result<Scenario, ScenarioError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+            path: file.clone(),
+            source,
+        })?;
+        let is_json = path
+            .extension()
+            .is_some_and(|ext| ext.eq_ignore_ascii_case("json"));
+        if is_json {
+            Scenario::from_json(&text, &file)
+        } else {
+            Scenario::from_toml(&text, &file)
+        }
+    }
+
+    /// The VM that answers unprefixed requests.
+    pub fn default_vm(&self) -> &str {
+        self.vms.first().map(String::as_str).unwrap_or_default()
+    }
+
+    /// Checks what serde cannot and fills in ids and resources.
+    pub fn validate(mut self, file: &str) -> Result<Scenario, ScenarioError> {
+        let invalid = |key: String, problem: &str| ScenarioError::Invalid {
+            file: file.to_string(),
+            key,
+            problem: problem.to_string(),
+        };
+        if self.vms.is_empty() || self.vms.iter().any(|vm| vm.trim().is_empty()) {
+            return Err(invalid(
+                "vms".into(),
+                "list at least one VM name, and no empty names",
+            ));
+        }
+        let name = self.name.clone();
+        let vms = self.vms.clone();
+        for (index, event) in self.events.iter_mut().enumerate() {
+            let key = format!("events[{index}]");
+            if let Some(problem) = event_problem(event) {
+                return Err(invalid(key, &problem));
+            }
+            event
+                .id
+                .get_or_insert_with(|| stable_event_id(&name, index));
+            event.resources.get_or_insert_with(|| vms.clone());
+        }
+        if let Some(duplicate) = duplicate_id(&self.events) {
+            return Err(invalid(
+                "events".into(),
+                &format!("two events have the id \"{duplicate}\"; ids must be unique"),
+            ));
+        }
+        for (index, fault) in self.faults.iter().enumerate() {
+            if let Err(problem) = fault.check() {
+                return Err(invalid(format!("faults[{index}]"), &problem));
+            }
+        }
+        Ok(self)
+    }
+}
+
+fn event_problem(event: &EventSpec) -> Option<String> {
+    if event.event_type.trim().is_empty() {
+        return Some("type: must not be empty (e.g. \"Reboot\")".into());
+    }
+    if event.duration_seconds < -1 {
+        return Some("duration_seconds: use a number of seconds, or -1 for unknown".into());
+    }
+    if event.cancel_at.is_some_and(|at| at < event.appear_at) {
+        return Some("cancel_at: must not be earlier than appear_at".into());
+    }
+    if event.status == InitialStatus::Started && event.cancel_at.is_some() {
+        return Some("cancel_at: an event that appears Started cannot be canceled".into());
+    }
+    if event.status == InitialStatus::Started && !event.reschedule.is_empty() {
+        return Some("reschedule: an event that appears Started cannot be rescheduled".into());
+    }
+    reschedule_problem(event)
+}
+
+fn reschedule_problem(event: &EventSpec) -> Option<String> {
+    let mut previous = event.appear_at;
+    for (index, change) in event.reschedule.iter().enumerate() {
+        if change.at < previous {
+            return Some(format!(
+                "reschedule[{index}].at: must not be earlier than appear_at or the previous reschedule"
+            ));
+        }
+        if change.notice.is_none() && change.resources.is_none() {
+            return Some(format!(
+                "reschedule[{index}]: give a new notice, new resources, or both"
+            ));
+        }
+        previous = change.at;
+    }
+    None
+}
+
+fn duplicate_id(events: &[EventSpec]) -> Option<String> {
+    let mut seen = std::collections::HashSet::new();
+    events
+        .iter()
+        .map(|event| event.id().to_ascii_lowercase())
+        .find(|id| !seen.insert(id.clone()))
+}
+
+fn toml_error(text: &str, file: &str, error: &toml::de::Error) -> ScenarioError {
+    let (line, column) = error
+        .span()
+        .map(|span| line_and_column(text, span.start))
+        .unwrap_or((0, 0));
+    ScenarioError::Parse {
+        file: file.to_string(),
+        line,
+        column,
+        message: with_hint(error.message().trim()),
+        snippet: snippet_at_line(text, line),
+    }
+}
+
+/// Adds what a valid value looks like where the parser's message does not say.
+fn with_hint(message: &str) -> String {
+    if message.contains("expected a duration") {
+        return format!("{message} such as \"500ms\", \"30s\", \"15m\" or \"1h 30m\"");
+    }
+    message.to_string()
+}
+
+/// 1-based line and column of a byte offset.
+fn line_and_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before
+        .rsplit('\n')
+        .next()
+        .map_or(0, |tail| tail.chars().count())
+        + 1;
+    (line, column)
+}
+
+fn snippet_at_line(text: &str, line: usize) -> String {
+    match line
+        .checked_sub(1)
+        .and_then(|index| text.lines().nth(index))
+    {
+        Some(source) => format!("\n  {line} | {source}"),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+name = "t"
+[[events]]
+type = "Reboot"
+appear_at = "5s"
+"#;
+
+    #[test]
+    fn defaults_fill_id_resources_and_notice() {
+        let scenario = Scenario::from_toml(MINIMAL, "t.toml").unwrap();
+        let event = &scenario.events[0];
+        assert_eq!(scenario.vms, vec!["vm-a"]);
+        assert_eq!(event.resources.as_deref(), Some(&["vm-a".to_string()][..]));
+        assert_eq!(event.notice_or_default(), Duration::from_secs(900));
+        assert_eq!(event.duration_seconds, -1);
+        assert_eq!(event.id(), stable_event_id("t", 0));
+        assert_eq!(event.status, InitialStatus::Scheduled);
+    }
+
+    #[test]
+    fn unknown_key_names_file_line_and_key() {
+        let text =
+            "name = \"t\"\n[[events]]\ntype = \"Reboot\"\nappear_at = \"5s\"\nnotise = \"1m\"\n";
+        let error = Scenario::from_toml(text, "mine.toml").unwrap_err();
+        let message = error.to_string();
+        assert!(message.contains("mine.toml"), "{message}");
+        assert!(message.contains("line 5"), "{message}");
+        assert!(message.contains("notise"), "{message}");
+    }
+
+    #[test]
+    fn bad_duration_names_line_and_key() {
+        let text = "name = \"t\"\n\n[[events]]\ntype = \"Reboot\"\nappear_at = \"soon\"\n";
+        let error = Scenario::from_toml(text, "d.toml").unwrap_err();
+        let message = error.to_string();
+        assert!(message.contains("line 5"), "{message}");
+        assert!(message.contains("appear_at"), "{message}");
+        assert!(message.contains("\"30s\""), "{message}");
+    }
+
+    #[test]
+    fn cancel_before_appearing_is_rejected() {
+        let text =
+            "name = \"t\"\n[[events]]\ntype = \"Reboot\"\nappear_at = \"5s\"\ncancel_at = \"1s\"\n";
+        let error = Scenario::from_toml(text, "c.toml").unwrap_err();
+        assert!(
+            error.to_string().contains("events[0]: cancel_at"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn json_scenarios_parse_too() {
+        let text = r#"{"name":"j","events":[{"type":"Preempt","appear_at":"1s","notice":"30s"}]}"#;
+        let scenario = Scenario::from_json(text, "j.json").unwrap();
+        assert_eq!(
+            scenario.events[0].notice_or_default(),
+            Duration::from_secs(30)
+        );
+    }
+}

@@ -1,0 +1,421 @@
+//! The HTTP face of the simulator (axum): IMDS's scheduledevents and compute endpoints,
+//! unprefixed for the default VM and under `/vm/{name}` for each VM, plus `/simulator/*`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::json;
+
+use crate::engine::Engine;
+use crate::faults::{FaultMethod, FaultOutcome, malformed_text};
+
+/// The Scheduled Events api-versions the docs list; others get IMDS's 400.
+pub const SUPPORTED_API_VERSIONS: [&str; 7] = [
+    "2017-03-01",
+    "2017-08-01",
+    "2017-11-01",
+    "2019-01-01",
+    "2019-04-01",
+    "2019-08-01",
+    "2020-07-01",
+];
+
+/// The longest a `/simulator/wait-finished` call may wait.
+const MAX_WAIT: Duration = Duration::from_secs(600);
+
+type Shared = State<Arc<Engine>>;
+
+/// Every route the simulator serves.
+pub(crate) fn router(engine: Arc<Engine>) -> Router {
+    Router::new()
+        .route(
+            "/metadata/scheduledevents",
+            get(get_events_default).post(post_events_default),
+        )
+        .route("/metadata/instance/compute", get(compute_default))
+        .route("/metadata/instance/compute/name", get(compute_name_default))
+        .route(
+            "/vm/{vm}/metadata/scheduledevents",
+            get(get_events_vm).post(post_events_vm),
+        )
+        .route("/vm/{vm}/metadata/instance/compute", get(compute_vm))
+        .route(
+            "/vm/{vm}/metadata/instance/compute/name",
+            get(compute_name_vm),
+        )
+        .route("/simulator/state", get(state))
+        .route("/simulator/wait-finished", get(wait_finished))
+        .fallback(not_found)
+        .with_state(engine)
+}
+
+/// One IMDS request: which VM, and what the caller sent.
+struct Call {
+    vm_prefix: Option<String>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    query: Option<String>,
+    body: Bytes,
+}
+
+/// What an IMDS endpoint does once the VM is known and the request is well formed.
+#[derive(Clone, Copy)]
+enum Endpoint {
+    Events,
+    Compute,
+    ComputeName,
+}
+
+async fn get_events_default(
+    State(engine): Shared,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+    body: Bytes,
+) -> Response {
+    let call = Call {
+        vm_prefix: None,
+        method,
+        uri,
+        headers,
+        query,
+        body,
+    };
+    serve(&engine, call, Endpoint::Events).await
+}
+
+async fn post_events_default(
+    state: Shared,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    query: RawQuery,
+    body: Bytes,
+) -> Response {
+    get_events_default(state, method, uri, headers, query, body).await
+}
+
+async fn get_events_vm(
+    State(engine): Shared,
+    Path(vm): Path<String>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+    body: Bytes,
+) -> Response {
+    let call = Call {
+        vm_prefix: Some(vm),
+        method,
+        uri,
+        headers,
+        query,
+        body,
+    };
+    serve(&engine, call, Endpoint::Events).await
+}
+
+async fn post_events_vm(
+    state: Shared,
+    vm: Path<String>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    query: RawQuery,
+    body: Bytes,
+) -> Response {
+    get_events_vm(state, vm, method, uri, headers, query, body).await
+}
+
+async fn compute_default(
+    State(engine): Shared,
+    uri: Uri,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let call = Call {
+        vm_prefix: None,
+        method: Method::GET,
+        uri,
+        headers,
+        query,
+        body: Bytes::new(),
+    };
+    serve(&engine, call, Endpoint::Compute).await
+}
+
+async fn compute_vm(
+    State(engine): Shared,
+    Path(vm): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let call = Call {
+        vm_prefix: Some(vm),
+        method: Method::GET,
+        uri,
+        headers,
+        query,
+        body: Bytes::new(),
+    };
+    serve(&engine, call, Endpoint::Compute).await
+}
+
+async fn compute_name_default(
+    State(engine): Shared,
+    uri: Uri,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let call = Call {
+        vm_prefix: None,
+        method: Method::GET,
+        uri,
+        headers,
+        query,
+        body: Bytes::new(),
+    };
+    serve(&engine, call, Endpoint::ComputeName).await
+}
+
+async fn compute_name_vm(
+    State(engine): Shared,
+    Path(vm): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let call = Call {
+        vm_prefix: Some(vm),
+        method: Method::GET,
+        uri,
+        headers,
+        query,
+        body: Bytes::new(),
+    };
+    serve(&engine, call, Endpoint::ComputeName).await
+}
+
+/// Checks the VM, the Metadata header and the api-version, answers, and records the request.
+async fn serve(engine: &Engine, call: Call, endpoint: Endpoint) -> Response {
+    let Some(vm) = engine.resolve_vm(call.vm_prefix.as_deref()) else {
+        let known = engine.scenario().vms.join(", ");
+        let message = format!(
+            "this simulator has no VM \"{}\"; its VMs are: {known}",
+            call.vm_prefix.as_deref().unwrap_or_default()
+        );
+        let response = error(StatusCode::NOT_FOUND, json!({ "error": message }));
+        record(engine, &call, "", &response);
+        return response;
+    };
+    let response = match rejection(&call, endpoint) {
+        Some(response) => response,
+        None => match endpoint {
+            Endpoint::Events if call.method == Method::POST => approve(engine, &vm, &call).await,
+            Endpoint::Events => document(engine, &vm).await,
+            Endpoint::Compute => compute(engine, &vm),
+            Endpoint::ComputeName => vm.clone().into_response(),
+        },
+    };
+    record(engine, &call, &vm, &response);
+    response
+}
+
+fn record(engine: &Engine, call: &Call, vm: &str, response: &Response) {
+    engine.record_request(
+        call.method.as_str(),
+        call.uri.path(),
+        vm,
+        response.status().as_u16(),
+    );
+}
+
+/// IMDS's checks (the `Metadata: true` header, then a usable api-version): the 400 to
+/// answer if one fails.
+fn rejection(call: &Call, endpoint: Endpoint) -> Option<Response> {
+    let has_header = call
+        .headers
+        .get("metadata")
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.trim().eq_ignore_ascii_case("true"));
+    if !has_header {
+        return Some(bad_request(json!({
+            "error": "Bad request. Required metadata header not specified"
+        })));
+    }
+    let version = query_value(call.query.as_deref(), "api-version");
+    let usable = match (endpoint, version.as_deref()) {
+        (_, None | Some("")) => false,
+        (Endpoint::Events, Some(version)) => SUPPORTED_API_VERSIONS.contains(&version),
+        (Endpoint::Compute | Endpoint::ComputeName, Some(_)) => true,
+    };
+    if usable {
+        return None;
+    }
+    Some(bad_request(json!({
+        "error": "Bad request. api-version is invalid or was not specified in the request. For more information refer to aka.ms/azureimds",
+        "newest-versions": ["2020-07-01", "2019-08-01", "2019-04-01"],
+    })))
+}
+
+/// GET scheduledevents: the document, unless a fault says otherwise.
+async fn document(engine: &Engine, vm: &str) -> Response {
+    let plan = engine.plan_fault(vm, FaultMethod::Get);
+    tokio::time::sleep(plan.delay).await;
+    match plan.outcome {
+        FaultOutcome::Status(code) => fault_status(code),
+        FaultOutcome::Malformed(body) => json_text(
+            StatusCode::OK,
+            malformed_text(body, &engine.document_json()),
+        ),
+        FaultOutcome::Normal => json_text(StatusCode::OK, engine.document_json()),
+    }
+}
+
+/// POST scheduledevents: approve the named events (a status fault wins and approves nothing).
+async fn approve(engine: &Engine, vm: &str, call: &Call) -> Response {
+    let plan = engine.plan_fault(vm, FaultMethod::Post);
+    tokio::time::sleep(plan.delay).await;
+    if let FaultOutcome::Status(code) = plan.outcome {
+        return fault_status(code);
+    }
+    let Ok(text) = std::str::from_utf8(&call.body) else {
+        return bad_request(json!({ "error": "Bad request. The body is not UTF-8 text" }));
+    };
+    let event_ids = match forewarn_imds::parse_start_requests(text) {
+        Ok(ids) => ids,
+        Err(problem) => {
+            return bad_request(json!({ "error": format!("Bad request. {problem}") }));
+        }
+    };
+    match engine.approve(vm, &event_ids) {
+        Ok(()) => StatusCode::OK.into_response(),
+        Err(unknown) => bad_request(json!({ "error": format!("Bad request. {unknown}") })),
+    }
+}
+
+/// The compute metadata the daemon reads its VM name from.
+fn compute(engine: &Engine, vm: &str) -> Response {
+    let scenario = engine.scenario();
+    let subscription = "00000000-0000-0000-0000-000000000000";
+    let group = "forewarn-simulator";
+    let resource_id = if scenario.vm_scale_set.is_empty() {
+        format!(
+            "/subscriptions/{subscription}/resourceGroups/{group}/providers/Microsoft.Compute/virtualMachines/{vm}"
+        )
+    } else {
+        format!(
+            "/subscriptions/{subscription}/resourceGroups/{group}/providers/Microsoft.Compute/virtualMachineScaleSets/{}/virtualMachines/{vm}",
+            scenario.vm_scale_set
+        )
+    };
+    let body = json!({
+        "name": vm,
+        "vmScaleSetName": scenario.vm_scale_set,
+        "resourceId": resource_id,
+        "resourceGroupName": group,
+        "subscriptionId": subscription,
+        "vmId": crate::ids::stable_event_id(vm, usize::MAX),
+        "location": "simulated",
+        "osType": "Linux",
+        "azEnvironment": "AzurePublicCloud",
+    });
+    json_text(StatusCode::OK, body.to_string())
+}
+
+async fn state(State(engine): Shared) -> Response {
+    match serde_json::to_string(&engine.snapshot()) {
+        Ok(text) => json_text(StatusCode::OK, text),
+        Err(problem) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            json!({ "error": problem.to_string() }),
+        ),
+    }
+}
+
+/// Long-poll: answers `{"finished": bool}` once the scenario finishes or `timeout_ms` passes.
+async fn wait_finished(State(engine): Shared, RawQuery(query): RawQuery) -> Response {
+    let timeout = query_value(query.as_deref(), "timeout_ms")
+        .and_then(|text| text.parse::<u64>().ok())
+        .map_or(Duration::from_secs(30), Duration::from_millis)
+        .min(MAX_WAIT);
+    let mut finished = engine.subscribe_finished();
+    let mut shutdown = engine.subscribe_shutdown();
+    tokio::select! {
+        _ = tokio::time::timeout(timeout, finished.wait_for(|done| *done)) => {}
+        _ = shutdown.wait_for(|stop| *stop) => {}
+    }
+    engine.tick();
+    let done = engine.snapshot().finished;
+    json_text(StatusCode::OK, json!({ "finished": done }).to_string())
+}
+
+async fn not_found(uri: Uri) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        json!({ "error": format!("no such endpoint: {}", uri.path()) }),
+    )
+}
+
+fn fault_status(code: u16) -> Response {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let reason = status.canonical_reason().unwrap_or("Error");
+    error(
+        status,
+        json!({ "error": format!("{reason} (simulated fault)") }),
+    )
+}
+
+fn bad_request(body: serde_json::Value) -> Response {
+    error(StatusCode::BAD_REQUEST, body)
+}
+
+fn error(status: StatusCode, body: serde_json::Value) -> Response {
+    json_text(status, body.to_string())
+}
+
+fn json_text(status: StatusCode, text: String) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
+        text,
+    )
+        .into_response()
+}
+
+/// The value of `key` in a query string (no percent-decoding: IMDS values are plain).
+fn query_value(query: Option<&str>, key: &str) -> Option<String> {
+    query?
+        .split('&')
+        .filter_map(|pair| pair.split_once('=').or(Some((pair, ""))))
+        .find(|(name, _)| *name == key)
+        .map(|(_, value)| value.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_value_finds_the_key() {
+        let query = Some("format=json&api-version=2020-07-01");
+        assert_eq!(
+            query_value(query, "api-version").as_deref(),
+            Some("2020-07-01")
+        );
+        assert_eq!(query_value(query, "missing"), None);
+        assert_eq!(
+            query_value(Some("api-version"), "api-version").as_deref(),
+            Some("")
+        );
+    }
+}

@@ -1,0 +1,684 @@
+//! The Scheduled Events state machine: events appear, start (approved or NotBefore
+//! passed), get rescheduled, canceled or removed, all in scenario time passed in by the caller.
+
+use std::time::Duration;
+
+use forewarn_imds::{Document, EventSource, EventStatus, EventType, ScheduledEvent};
+use serde::{Deserialize, Serialize};
+
+use crate::faults::incarnation_resets;
+use crate::scenario::{EventSpec, InitialStatus, Scenario, Source};
+use crate::timeline::Timeline;
+
+/// Where one event is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Not yet in the document.
+    Pending,
+    Scheduled {
+        not_before: Duration,
+    },
+    Started {
+        since: Duration,
+    },
+    /// Removed from the document (ended after start, or canceled).
+    Gone {
+        at: Duration,
+    },
+}
+
+/// A change of one event, as recorded in the history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Transition {
+    Appeared,
+    Started,
+    Rescheduled,
+    /// Disappeared after it had started.
+    Removed,
+    /// Disappeared without starting.
+    Canceled,
+}
+
+/// One history entry, in scenario time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub event_id: String,
+    pub transition: Transition,
+    pub at: Duration,
+}
+
+/// What an approval did to one event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalEffect {
+    /// The event was Scheduled and is now Started.
+    StartedNow,
+    /// The event had already started; nothing changed (still a 200, as at IMDS).
+    AlreadyStarted,
+}
+
+/// An approval named an event that is not in the current document.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("EventId \"{0}\" is not in the current document")]
+pub struct UnknownEvent(pub String);
+
+#[derive(Debug, Clone)]
+struct EventState {
+    spec: EventSpec,
+    phase: Phase,
+    resources: Vec<String>,
+    next_reschedule: usize,
+}
+
+/// The next step due for one event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Appear,
+    Cancel,
+    Reschedule,
+    Start,
+    Remove,
+}
+
+/// The whole simulated IMDS state. Time only moves forward, through [`Simulation::advance`].
+#[derive(Debug, Clone)]
+pub struct Simulation {
+    events: Vec<EventState>,
+    incarnation: u64,
+    pending_resets: Vec<Duration>,
+    history: Vec<Change>,
+    end_after: Duration,
+    now: Duration,
+}
+
+impl Simulation {
+    /// A simulation at scenario time 0: no events yet, DocumentIncarnation 1.
+    pub fn new(scenario: &Scenario) -> Simulation {
+        let events = scenario
+            .events
+            .iter()
+            .map(|spec| EventState {
+                spec: spec.clone(),
+                phase: Phase::Pending,
+                resources: spec
+                    .resources
+                    .clone()
+                    .unwrap_or_else(|| scenario.vms.clone()),
+                next_reschedule: 0,
+            })
+            .collect();
+        Simulation {
+            events,
+            incarnation: 1,
+            pending_resets: incarnation_resets(&scenario.faults),
+            history: Vec::new(),
+            end_after: scenario.end_after.unwrap_or_default(),
+            now: Duration::ZERO,
+        }
+    }
+
+    pub fn now(&self) -> Duration {
+        self.now
+    }
+
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
+    }
+
+    pub fn history(&self) -> &[Change] {
+        &self.history
+    }
+
+    /// The phase of the event with this id, if the scenario has it.
+    pub fn phase_of(&self, event_id: &str) -> Option<Phase> {
+        self.find(event_id).map(|event| event.phase)
+    }
+
+    /// Applies every change due up to `now`, in time order. Changes due at the same
+    /// instant make one new incarnation. A `now` in the past is ignored.
+    pub fn advance(&mut self, now: Duration) {
+        while let Some(due) = self.next_due().filter(|due| *due <= now) {
+            self.apply_due_at(due);
+        }
+        self.now = self.now.max(now);
+    }
+
+    /// Approves the named events at `now` (advancing first). All ids must be in the
+    /// current document, or nothing happens.
+    pub fn approve(
+        &mut self,
+        now: Duration,
+        event_ids: &[String],
+    ) -> Result<Vec<ApprovalEffect>, UnknownEvent> {
+        self.advance(now);
+        let now = self.now;
+        if let Some(unknown) = event_ids.iter().find(|id| !self.is_current(id)) {
+            return Err(UnknownEvent(unknown.clone()));
+        }
+        let mut effects = Vec::with_capacity(event_ids.len());
+        for id in event_ids {
+            effects.push(self.approve_one(id, now));
+        }
+        if effects.contains(&ApprovalEffect::StartedNow) {
+            self.incarnation += 1;
+        }
+        Ok(effects)
+    }
+
+    /// When every event has appeared and disappeared, plus `end_after`, the instant the
+    /// scenario finishes; None while an event is still to come or in the document.
+    pub fn finishes_at(&self) -> Option<Duration> {
+        let mut last_gone = Duration::ZERO;
+        for event in &self.events {
+            let Phase::Gone { at } = event.phase else {
+                return None;
+            };
+            last_gone = last_gone.max(at);
+        }
+        Some(last_gone + self.end_after)
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.finishes_at().is_some_and(|at| self.now >= at)
+    }
+
+    /// The current document, with NotBefore as real wall-clock instants.
+    pub fn document(&self, timeline: &Timeline) -> Document {
+        let events = self
+            .events
+            .iter()
+            .filter_map(|event| wire_event(event, timeline))
+            .collect();
+        Document {
+            incarnation: Some(self.incarnation),
+            events,
+        }
+    }
+
+    fn find(&self, event_id: &str) -> Option<&EventState> {
+        self.events
+            .iter()
+            .find(|event| event.spec.id().eq_ignore_ascii_case(event_id))
+    }
+
+    fn is_current(&self, event_id: &str) -> bool {
+        self.find(event_id).is_some_and(|event| {
+            matches!(event.phase, Phase::Scheduled { .. } | Phase::Started { .. })
+        })
+    }
+
+    fn approve_one(&mut self, event_id: &str, now: Duration) -> ApprovalEffect {
+        let Some(index) = self
+            .events
+            .iter()
+            .position(|event| event.spec.id().eq_ignore_ascii_case(event_id))
+        else {
+            return ApprovalEffect::AlreadyStarted;
+        };
+        if !matches!(self.events[index].phase, Phase::Scheduled { .. }) {
+            return ApprovalEffect::AlreadyStarted;
+        }
+        self.events[index].phase = Phase::Started { since: now };
+        self.record(index, Transition::Started, now);
+        ApprovalEffect::StartedNow
+    }
+
+    fn next_due(&self) -> Option<Duration> {
+        let next_event = self
+            .events
+            .iter()
+            .filter_map(|event| due_step(event).map(|(at, _)| at))
+            .min();
+        let next_reset = self.pending_resets.first().copied();
+        [next_event, next_reset].into_iter().flatten().min()
+    }
+
+    fn apply_due_at(&mut self, due: Duration) {
+        while self.pending_resets.first() == Some(&due) {
+            self.pending_resets.remove(0);
+            self.incarnation = 1;
+        }
+        let mut changed = false;
+        for index in 0..self.events.len() {
+            let Some((at, step)) = due_step(&self.events[index]) else {
+                continue;
+            };
+            if at == due {
+                self.apply_step(index, step, due);
+                changed = true;
+            }
+        }
+        if changed {
+            self.incarnation += 1;
+        }
+    }
+
+    fn apply_step(&mut self, index: usize, step: Step, at: Duration) {
+        let event = &mut self.events[index];
+        let transition = match step {
+            Step::Appear => {
+                event.phase = appeared_phase(&event.spec);
+                Transition::Appeared
+            }
+            Step::Cancel => {
+                event.phase = Phase::Gone { at };
+                Transition::Canceled
+            }
+            Step::Reschedule => {
+                reschedule(event, at);
+                Transition::Rescheduled
+            }
+            Step::Start => {
+                event.phase = Phase::Started { since: at };
+                Transition::Started
+            }
+            Step::Remove => {
+                event.phase = Phase::Gone { at };
+                Transition::Removed
+            }
+        };
+        self.record(index, transition, at);
+    }
+
+    fn record(&mut self, index: usize, transition: Transition, at: Duration) {
+        self.history.push(Change {
+            event_id: self.events[index].spec.id().to_string(),
+            transition,
+            at,
+        });
+    }
+}
+
+fn appeared_phase(spec: &EventSpec) -> Phase {
+    match spec.status {
+        InitialStatus::Started => Phase::Started {
+            since: spec.appear_at,
+        },
+        InitialStatus::Scheduled => Phase::Scheduled {
+            not_before: spec.appear_at + spec.notice_or_default(),
+        },
+    }
+}
+
+fn reschedule(event: &mut EventState, at: Duration) {
+    let Some(change) = event.spec.reschedule.get(event.next_reschedule) else {
+        return;
+    };
+    event.next_reschedule += 1;
+    if let Some(notice) = change.notice {
+        event.phase = Phase::Scheduled {
+            not_before: at + notice,
+        };
+    }
+    if let Some(resources) = &change.resources {
+        event.resources = resources.clone();
+    }
+}
+
+/// The next step of one event and when it is due. At the same instant a cancel wins
+/// over a reschedule, and a reschedule over the start.
+fn due_step(event: &EventState) -> Option<(Duration, Step)> {
+    match event.phase {
+        Phase::Pending => Some((event.spec.appear_at, Step::Appear)),
+        Phase::Scheduled { not_before } => {
+            let cancel = event.spec.cancel_at.map(|at| (at, Step::Cancel));
+            let reschedule = event
+                .spec
+                .reschedule
+                .get(event.next_reschedule)
+                .map(|change| (change.at, Step::Reschedule));
+            let start = Some((not_before, Step::Start));
+            [cancel, reschedule, start]
+                .into_iter()
+                .flatten()
+                .min_by_key(|(at, _)| *at)
+        }
+        Phase::Started { since } => Some((since + event.spec.runs_for_or_default(), Step::Remove)),
+        Phase::Gone { .. } => None,
+    }
+}
+
+fn wire_event(event: &EventState, timeline: &Timeline) -> Option<ScheduledEvent> {
+    let (status, not_before) = match event.phase {
+        Phase::Scheduled { not_before } => {
+            (EventStatus::Scheduled, Some(timeline.wall_at(not_before)))
+        }
+        Phase::Started { .. } => (EventStatus::Started, None),
+        Phase::Pending | Phase::Gone { .. } => return None,
+    };
+    let spec = &event.spec;
+    Some(ScheduledEvent {
+        id: spec.id().to_string(),
+        event_type: EventType::from_wire(&spec.event_type),
+        event_type_raw: spec.event_type.clone(),
+        resource_type: "VirtualMachine".to_string(),
+        resources: event.resources.clone(),
+        status,
+        not_before,
+        description: spec.description.clone(),
+        source: match spec.source {
+            Source::Platform => EventSource::Platform,
+            Source::User => EventSource::User,
+        },
+        duration_seconds: (spec.duration_seconds >= 0).then_some(spec.duration_seconds),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::UNIX_EPOCH;
+
+    use super::*;
+    use crate::builtin::builtin_scenario;
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    fn mins(m: u64) -> Duration {
+        Duration::from_secs(m * 60)
+    }
+
+    fn scenario(text: &str) -> Scenario {
+        Scenario::from_toml(text, "test.toml").unwrap()
+    }
+
+    fn builtin(name: &str) -> Scenario {
+        builtin_scenario(name).unwrap()
+    }
+
+    fn only_id(sim: &Simulation, scenario: &Scenario) -> String {
+        assert_eq!(scenario.events.len(), 1);
+        let id = scenario.events[0].id().to_string();
+        assert!(sim.phase_of(&id).is_some());
+        id
+    }
+
+    fn transitions(sim: &Simulation) -> Vec<Transition> {
+        sim.history()
+            .iter()
+            .map(|change| change.transition)
+            .collect()
+    }
+
+    fn timeline() -> Timeline {
+        Timeline::starting_at(UNIX_EPOCH + secs(1_000_000), 1.0)
+    }
+
+    #[test]
+    fn approval_starts_the_event_and_runs_for_removes_it() {
+        let scenario = builtin("user-reboot");
+        let mut sim = Simulation::new(&scenario);
+        let id = only_id(&sim, &scenario);
+        sim.advance(secs(1));
+        assert_eq!(sim.document(&timeline()).events.len(), 0);
+        assert_eq!(sim.incarnation(), 1);
+
+        sim.advance(secs(6));
+        let document = sim.document(&timeline());
+        assert_eq!(document.incarnation, Some(2));
+        assert_eq!(document.events[0].status, EventStatus::Scheduled);
+        let expected_not_before = timeline().wall_at(secs(5) + mins(15));
+        assert_eq!(document.events[0].not_before, Some(expected_not_before));
+
+        let effects = sim.approve(secs(10), std::slice::from_ref(&id)).unwrap();
+        assert_eq!(effects, vec![ApprovalEffect::StartedNow]);
+        let document = sim.document(&timeline());
+        assert_eq!(document.incarnation, Some(3));
+        assert_eq!(document.events[0].status, EventStatus::Started);
+        assert_eq!(document.events[0].not_before, None);
+        assert_eq!(document.events[0].id, id);
+
+        let again = sim.approve(secs(11), std::slice::from_ref(&id)).unwrap();
+        assert_eq!(again, vec![ApprovalEffect::AlreadyStarted]);
+        assert_eq!(sim.incarnation(), 3);
+
+        let runs_for = scenario.events[0].runs_for_or_default();
+        sim.advance(secs(10) + runs_for);
+        assert!(sim.document(&timeline()).events.is_empty());
+        assert_eq!(sim.incarnation(), 4);
+        assert_eq!(
+            transitions(&sim),
+            vec![
+                Transition::Appeared,
+                Transition::Started,
+                Transition::Removed
+            ]
+        );
+    }
+
+    #[test]
+    fn not_before_passing_starts_the_event_without_approval() {
+        let scenario = builtin("live-migration");
+        let mut sim = Simulation::new(&scenario);
+        let id = only_id(&sim, &scenario);
+        let not_before = scenario.events[0].appear_at + scenario.events[0].notice_or_default();
+        sim.advance(not_before - secs(1));
+        assert!(matches!(sim.phase_of(&id), Some(Phase::Scheduled { .. })));
+        sim.advance(not_before);
+        assert_eq!(
+            sim.phase_of(&id),
+            Some(Phase::Started { since: not_before })
+        );
+    }
+
+    #[test]
+    fn lazy_catch_up_records_exact_instants() {
+        let scenario = builtin("spot-preemption");
+        let mut sim = Simulation::new(&scenario);
+        sim.advance(mins(60));
+        let spec = &scenario.events[0];
+        let at: Vec<Duration> = sim.history().iter().map(|change| change.at).collect();
+        let started = spec.appear_at + spec.notice_or_default();
+        assert_eq!(
+            at,
+            vec![
+                spec.appear_at,
+                started,
+                started + spec.runs_for_or_default()
+            ]
+        );
+        assert_eq!(sim.incarnation(), 4);
+    }
+
+    #[test]
+    fn canceled_event_disappears_without_starting() {
+        let scenario = builtin("canceled-maintenance");
+        let mut sim = Simulation::new(&scenario);
+        let cancel_at = scenario.events[0].cancel_at.unwrap();
+        sim.advance(cancel_at);
+        assert!(sim.document(&timeline()).events.is_empty());
+        assert_eq!(
+            transitions(&sim),
+            vec![Transition::Appeared, Transition::Canceled]
+        );
+        assert_eq!(sim.finishes_at().map(|at| at >= cancel_at), Some(true));
+    }
+
+    #[test]
+    fn approval_before_cancel_means_it_starts_instead() {
+        let scenario = builtin("canceled-maintenance");
+        let mut sim = Simulation::new(&scenario);
+        let id = only_id(&sim, &scenario);
+        sim.approve(secs(10), std::slice::from_ref(&id)).unwrap();
+        sim.advance(scenario.events[0].cancel_at.unwrap());
+        assert!(matches!(sim.phase_of(&id), Some(Phase::Started { .. })));
+    }
+
+    #[test]
+    fn hardware_failure_appears_already_started() {
+        let scenario = builtin("hardware-failure");
+        let mut sim = Simulation::new(&scenario);
+        sim.advance(scenario.events[0].appear_at);
+        let document = sim.document(&timeline());
+        assert_eq!(document.events[0].status, EventStatus::Started);
+        assert_eq!(document.events[0].event_type, EventType::Reboot);
+        assert_eq!(document.events[0].not_before, None);
+        assert_eq!(transitions(&sim), vec![Transition::Appeared]);
+    }
+
+    #[test]
+    fn reschedule_moves_not_before_later_and_keeps_the_id() {
+        let scenario = builtin("rescheduled");
+        let mut sim = Simulation::new(&scenario);
+        let id = only_id(&sim, &scenario);
+        let spec = &scenario.events[0];
+        sim.advance(spec.appear_at);
+        let before = sim.document(&timeline()).events[0].not_before.unwrap();
+        let change = &spec.reschedule[0];
+        sim.advance(change.at);
+        let document = sim.document(&timeline());
+        let after = document.events[0].not_before.unwrap();
+        assert!(after > before, "NotBefore must move later");
+        assert_eq!(
+            after,
+            timeline().wall_at(change.at + change.notice.unwrap())
+        );
+        assert_eq!(document.events[0].id, id);
+        assert_eq!(document.incarnation, Some(3));
+        assert_eq!(
+            transitions(&sim),
+            vec![Transition::Appeared, Transition::Rescheduled]
+        );
+    }
+
+    #[test]
+    fn reschedule_can_change_resources() {
+        let mut sim = Simulation::new(&scenario(
+            r#"
+name = "r"
+vms = ["vm-a", "vm-b"]
+[[events]]
+type = "Freeze"
+appear_at = "1s"
+[[events.reschedule]]
+at = "2s"
+resources = ["vm-b"]
+"#,
+        ));
+        sim.advance(secs(1));
+        assert_eq!(sim.document(&timeline()).events[0].resources.len(), 2);
+        sim.advance(secs(2));
+        assert_eq!(sim.document(&timeline()).events[0].resources, vec!["vm-b"]);
+    }
+
+    #[test]
+    fn multi_vm_event_names_every_vm_and_one_approval_starts_it() {
+        let scenario = builtin("multi-vm");
+        let mut sim = Simulation::new(&scenario);
+        let id = only_id(&sim, &scenario);
+        sim.advance(scenario.events[0].appear_at);
+        let document = sim.document(&timeline());
+        assert_eq!(document.events[0].resources, vec!["vm-a", "vm-b", "vm-c"]);
+        sim.approve(scenario.events[0].appear_at + secs(1), &[id.to_lowercase()])
+            .unwrap();
+        assert_eq!(
+            sim.document(&timeline()).events[0].status,
+            EventStatus::Started
+        );
+    }
+
+    #[test]
+    fn unknown_approval_changes_nothing() {
+        let scenario = builtin("two-events");
+        let mut sim = Simulation::new(&scenario);
+        sim.advance(mins(1));
+        let incarnation = sim.incarnation();
+        let ids = vec![scenario.events[0].id().to_string(), "nope".to_string()];
+        assert_eq!(
+            sim.approve(mins(1), &ids),
+            Err(UnknownEvent("nope".to_string()))
+        );
+        assert_eq!(sim.incarnation(), incarnation);
+        assert!(matches!(
+            sim.phase_of(scenario.events[0].id()),
+            Some(Phase::Scheduled { .. })
+        ));
+    }
+
+    #[test]
+    fn two_events_share_one_document() {
+        let scenario = builtin("two-events");
+        let mut sim = Simulation::new(&scenario);
+        let last_appearance = scenario.events.iter().map(|e| e.appear_at).max().unwrap();
+        sim.advance(last_appearance);
+        assert_eq!(sim.document(&timeline()).events.len(), 2);
+    }
+
+    #[test]
+    fn incarnation_reset_drops_to_one_and_events_continue() {
+        let mut sim = Simulation::new(&scenario(
+            r#"
+name = "reset"
+[[events]]
+type = "Reboot"
+appear_at = "1s"
+notice = "10s"
+runs_for = "10s"
+[[faults]]
+kind = "incarnation-reset"
+at = "5s"
+"#,
+        ));
+        sim.advance(secs(4));
+        assert_eq!(sim.incarnation(), 2);
+        sim.advance(secs(5));
+        assert_eq!(sim.incarnation(), 1);
+        assert_eq!(sim.document(&timeline()).events.len(), 1);
+        sim.advance(secs(11));
+        assert_eq!(sim.incarnation(), 2);
+        assert_eq!(
+            sim.document(&timeline()).events[0].status,
+            EventStatus::Started
+        );
+    }
+
+    #[test]
+    fn finished_waits_for_every_event_and_end_after() {
+        let mut sim = Simulation::new(&scenario(
+            r#"
+name = "f"
+end_after = "5s"
+[[events]]
+type = "Freeze"
+appear_at = "1s"
+notice = "1s"
+runs_for = "1s"
+[[events]]
+type = "Freeze"
+appear_at = "10s"
+notice = "1s"
+runs_for = "1s"
+"#,
+        ));
+        sim.advance(secs(4));
+        assert!(!sim.is_finished(), "the second event has not appeared yet");
+        sim.advance(secs(12));
+        assert_eq!(sim.finishes_at(), Some(secs(17)));
+        assert!(!sim.is_finished());
+        sim.advance(secs(17));
+        assert!(sim.is_finished());
+    }
+
+    #[test]
+    fn unknown_event_types_pass_through() {
+        let mut sim = Simulation::new(&scenario(
+            "name = \"u\"\n[[events]]\ntype = \"Hibernate\"\nappear_at = \"0s\"\n",
+        ));
+        sim.advance(secs(0));
+        let document = sim.document(&timeline());
+        assert_eq!(document.events[0].event_type, EventType::Unknown);
+        assert_eq!(document.events[0].event_type_raw, "Hibernate");
+    }
+
+    #[test]
+    fn full_lifecycle_shows_start_and_end_without_start() {
+        let scenario = builtin("full-lifecycle");
+        let mut sim = Simulation::new(&scenario);
+        sim.advance(mins(24 * 60));
+        assert!(sim.is_finished());
+        let kinds = transitions(&sim);
+        assert!(kinds.contains(&Transition::Removed), "{kinds:?}");
+        assert!(kinds.contains(&Transition::Canceled), "{kinds:?}");
+    }
+}

@@ -1,0 +1,415 @@
+//! The simulator over real HTTP on 127.0.0.1: IMDS's checks and answers, approvals, the
+//! per-VM prefix, fault windows and the /simulator control endpoints.
+
+use std::time::{Duration, Instant};
+
+use forewarn_simulator::{Scenario, SimulatorConfig, SimulatorHandle, StateSnapshot, Transition};
+use reqwest::StatusCode;
+
+const API: &str = "api-version=2020-07-01";
+
+/// One Reboot that appears at once, on three VMs, plus whatever `extra` adds.
+fn scenario(extra: &str) -> Scenario {
+    let text = format!(
+        r#"
+name = "server-test"
+vms = ["vm-a", "vm-b", "vm-c"]
+[[events]]
+id = "EV-1"
+type = "Reboot"
+appear_at = "0s"
+notice = "15m"
+runs_for = "10m"
+{extra}
+"#
+    );
+    Scenario::from_toml(&text, "server-test.toml").unwrap()
+}
+
+async fn start(scenario: Scenario, speed: f64) -> SimulatorHandle {
+    let config = SimulatorConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        scenario,
+        speed,
+    };
+    forewarn_simulator::spawn(config).await.unwrap()
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+async fn get_events(base: &str) -> reqwest::Response {
+    client()
+        .get(format!("{base}/metadata/scheduledevents?{API}"))
+        .header("Metadata", "true")
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn post_events(base: &str, body: &str) -> reqwest::Response {
+    client()
+        .post(format!("{base}/metadata/scheduledevents?{API}"))
+        .header("Metadata", "true")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn json(response: reqwest::Response) -> serde_json::Value {
+    serde_json::from_str(&response.text().await.unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn get_serves_the_current_document_as_json() {
+    let sim = start(scenario(""), 1.0).await;
+    let response = get_events(&sim.base_url()).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let content_type = response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        content_type.starts_with("application/json"),
+        "{content_type}"
+    );
+    let document = forewarn_imds::parse_document(&response.text().await.unwrap()).unwrap();
+    assert_eq!(document.incarnation, Some(2));
+    let event = &document.events[0];
+    assert_eq!(event.id, "EV-1");
+    assert_eq!(event.resources, vec!["vm-a", "vm-b", "vm-c"]);
+    let not_before = event.not_before.unwrap();
+    let started = std::time::UNIX_EPOCH + Duration::from_millis(sim.snapshot().started_at_unix_ms);
+    let notice = not_before.duration_since(started).unwrap();
+    assert!(
+        notice > Duration::from_secs(890) && notice <= Duration::from_secs(901),
+        "NotBefore should be 15 minutes after the start, was {notice:?}"
+    );
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn missing_metadata_header_is_a_bad_request() {
+    let sim = start(scenario(""), 1.0).await;
+    let response = client()
+        .get(format!("{}/metadata/scheduledevents?{API}", sim.base_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let body = json(response).await;
+    assert_eq!(
+        body["error"],
+        "Bad request. Required metadata header not specified"
+    );
+    let post = client()
+        .post(format!("{}/metadata/scheduledevents?{API}", sim.base_url()))
+        .body(r#"{"StartRequests":[{"EventId":"EV-1"}]}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(post.status(), StatusCode::BAD_REQUEST);
+    assert!(sim.snapshot().approvals.is_empty());
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn missing_or_unknown_api_version_is_a_bad_request() {
+    let sim = start(scenario(""), 1.0).await;
+    for query in ["", "?api-version=", "?api-version=2031-01-01"] {
+        let response = client()
+            .get(format!(
+                "{}/metadata/scheduledevents{query}",
+                sim.base_url()
+            ))
+            .header("Metadata", "true")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            response.status(),
+            StatusCode::BAD_REQUEST,
+            "query {query:?}"
+        );
+    }
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn malformed_post_bodies_are_bad_requests_and_change_nothing() {
+    let sim = start(scenario(""), 1.0).await;
+    for body in [
+        "",
+        "not json",
+        r#"{"StartRequests":{"EventId":"EV-1"}}"#,
+        r#"{"StartRequests":[{"Id":"EV-1"}]}"#,
+    ] {
+        let response = post_events(&sim.base_url(), body).await;
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "body {body:?}");
+    }
+    let snapshot = sim.snapshot();
+    assert_eq!(snapshot.events[0].event_status, "Scheduled");
+    assert_eq!(snapshot.incarnation, 2);
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn approval_is_recorded_and_starts_the_event() {
+    let sim = start(scenario(""), 1.0).await;
+    let base = sim.base_url();
+    let response = post_events(&base, r#"{"StartRequests":[{"EventId":"EV-1"}]}"#).await;
+    assert_eq!(response.status(), StatusCode::OK);
+
+    let body = json(get_events(&base).await).await;
+    assert_eq!(body["DocumentIncarnation"], 3);
+    assert_eq!(body["Events"][0]["EventStatus"], "Started");
+    assert_eq!(body["Events"][0]["NotBefore"], "");
+    assert_eq!(body["Events"][0]["EventId"], "EV-1");
+
+    let again = post_events(&base, r#"{"StartRequests":[{"EventId":"EV-1"}]}"#).await;
+    assert_eq!(
+        again.status(),
+        StatusCode::OK,
+        "approving a started event is still 200"
+    );
+
+    let snapshot = sim.snapshot();
+    assert_eq!(snapshot.approvals.len(), 2);
+    assert_eq!(snapshot.approvals[0].event_id, "EV-1");
+    assert_eq!(snapshot.approvals[0].vm, "vm-a");
+    assert!(snapshot.approvals.iter().all(|approval| approval.accepted));
+    assert_eq!(
+        snapshot.transitions_of("EV-1"),
+        vec![Transition::Appeared, Transition::Started]
+    );
+    assert_eq!(snapshot.incarnation, 3);
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn unknown_event_id_is_a_bad_request_and_recorded_as_rejected() {
+    let sim = start(scenario(""), 1.0).await;
+    let response = post_events(&sim.base_url(), r#"{"StartRequests":[{"EventId":"NOPE"}]}"#).await;
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let snapshot = sim.snapshot();
+    assert_eq!(snapshot.approvals.len(), 1);
+    assert!(!snapshot.approvals[0].accepted);
+    assert_eq!(snapshot.events[0].event_status, "Scheduled");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn per_vm_prefix_serves_the_same_document_and_that_vms_name() {
+    let sim = start(scenario(""), 1.0).await;
+    let vm_b = sim.vm_base_url("vm-b");
+    let default_doc = json(get_events(&sim.base_url()).await).await;
+    let vm_b_doc = json(get_events(&vm_b).await).await;
+    assert_eq!(default_doc, vm_b_doc);
+
+    for (base, name) in [(sim.base_url(), "vm-a"), (vm_b.clone(), "vm-b")] {
+        let compute = client()
+            .get(format!(
+                "{base}/metadata/instance/compute?api-version=2021-02-01"
+            ))
+            .header("Metadata", "true")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(compute.status(), StatusCode::OK);
+        assert_eq!(json(compute).await["name"], name);
+    }
+    let no_header = client()
+        .get(format!(
+            "{vm_b}/metadata/instance/compute?api-version=2021-02-01"
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(no_header.status(), StatusCode::BAD_REQUEST);
+
+    let approve = post_events(&vm_b, r#"{"StartRequests":[{"EventId":"EV-1"}]}"#).await;
+    assert_eq!(approve.status(), StatusCode::OK);
+    let unknown_vm = get_events(&sim.vm_base_url("vm-z")).await;
+    assert_eq!(unknown_vm.status(), StatusCode::NOT_FOUND);
+
+    let snapshot = sim.snapshot();
+    assert_eq!(snapshot.approvals[0].vm, "vm-b");
+    let vms: Vec<&str> = snapshot.requests.iter().map(|r| r.vm.as_str()).collect();
+    assert_eq!(
+        vms,
+        vec!["vm-a", "vm-b", "vm-a", "vm-b", "vm-b", "vm-b", ""]
+    );
+    assert_eq!(
+        snapshot.requests[1].path,
+        "/vm/vm-b/metadata/scheduledevents"
+    );
+    assert_eq!(snapshot.requests[4].status, 400);
+    sim.shutdown().await;
+}
+
+/// Polls `check` until it passes or 20 s go by.
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn status_fault_window_answers_429_then_recovers_without_losing_state() {
+    let faults = r#"
+[[faults]]
+kind = "status"
+status = 429
+from = "0s"
+until = "5s"
+[[faults]]
+kind = "status"
+status = 503
+methods = ["POST"]
+from = "0s"
+until = "5s"
+"#;
+    let sim = start(scenario(faults), 1.0).await;
+    let base = sim.base_url();
+    assert_eq!(
+        get_events(&base).await.status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    let post = post_events(&base, r#"{"StartRequests":[{"EventId":"EV-1"}]}"#).await;
+    assert_eq!(post.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        sim.snapshot().approvals.is_empty(),
+        "a faulted POST approves nothing"
+    );
+
+    eventually("the 429 window to end", || async {
+        get_events(&base).await.status() == StatusCode::OK
+    })
+    .await;
+    let body = json(get_events(&base).await).await;
+    assert_eq!(body["Events"][0]["EventId"], "EV-1");
+    let statuses: Vec<u16> = sim.snapshot().requests.iter().map(|r| r.status).collect();
+    assert_eq!(&statuses[..2], &[429, 503]);
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn gone_on_get_and_server_error_on_post() {
+    let faults = r#"
+[[faults]]
+kind = "status"
+status = 410
+until = "1h"
+[[faults]]
+kind = "status"
+status = 500
+methods = ["POST"]
+until = "1h"
+"#;
+    let sim = start(scenario(faults), 1.0).await;
+    let base = sim.base_url();
+    assert_eq!(get_events(&base).await.status(), StatusCode::GONE);
+    let post = post_events(&base, r#"{"StartRequests":[{"EventId":"EV-1"}]}"#).await;
+    assert_eq!(post.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(sim.snapshot().events[0].event_status, "Scheduled");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn malformed_fault_serves_text_that_is_not_a_document() {
+    let faults = r#"
+[[faults]]
+kind = "malformed"
+body = "truncated"
+"#;
+    let sim = start(scenario(faults), 1.0).await;
+    let response = get_events(&sim.base_url()).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let text = response.text().await.unwrap();
+    assert!(text.starts_with("{\"DocumentIncarnation\""), "{text}");
+    assert!(forewarn_imds::parse_document(&text).is_err(), "{text}");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn slow_first_call_still_answers_with_the_document() {
+    let faults = r#"
+[[faults]]
+kind = "slow-first-call"
+delay = "300ms"
+"#;
+    let sim = start(scenario(faults), 1.0).await;
+    for _ in 0..2 {
+        let response = get_events(&sim.base_url()).await;
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn state_endpoint_parses_as_a_snapshot() {
+    let sim = start(scenario(""), 1.0).await;
+    let text = client()
+        .get(format!("{}/simulator/state", sim.base_url()))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let snapshot: StateSnapshot = serde_json::from_str(&text).unwrap();
+    assert_eq!(snapshot.scenario, "server-test");
+    assert_eq!(snapshot.speed, 1.0);
+    assert!(!snapshot.finished);
+    assert_eq!(snapshot.event("ev-1").unwrap().event_type, "Reboot");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_fast_scenario_finishes_and_wait_finished_says_so() {
+    let sim = start(
+        forewarn_simulator::load_scenario("spot-preemption").unwrap(),
+        2000.0,
+    )
+    .await;
+    tokio::time::timeout(Duration::from_secs(30), sim.finished())
+        .await
+        .expect("spot-preemption at speed 2000 should finish in well under 30 s");
+    let body = json(
+        client()
+            .get(format!(
+                "{}/simulator/wait-finished?timeout_ms=5000",
+                sim.base_url()
+            ))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(body["finished"], true);
+    let snapshot = sim.snapshot();
+    assert!(snapshot.finished);
+    assert!(snapshot.events.is_empty());
+    let id = forewarn_simulator::load_scenario("spot-preemption")
+        .unwrap()
+        .events[0]
+        .id()
+        .to_string();
+    assert_eq!(
+        snapshot.transitions_of(&id),
+        vec![
+            Transition::Appeared,
+            Transition::Started,
+            Transition::Removed
+        ]
+    );
+    sim.shutdown().await;
+}
