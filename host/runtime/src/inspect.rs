@@ -1,0 +1,141 @@
+//! Looking inside a component before trusting it: is it wasm at all, a component or a core
+//! module, what does it import and export, and does it implement the plugin world.
+
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+use crate::bindings::HANDLER_EXPORT;
+use crate::error::LoadError;
+
+/// What a component imports and exports, for `forewarn plugin check`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ComponentReport {
+    pub content_hash: String,
+    pub size_bytes: usize,
+    pub imports: Vec<String>,
+    pub exports: Vec<String>,
+}
+
+const WASM_MAGIC: &[u8; 4] = b"\0asm";
+const CORE_MODULE_VERSION: [u8; 4] = [0x01, 0x00, 0x00, 0x00];
+
+/// Rejects anything that is not a WebAssembly component, saying what it is instead.
+pub fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
+    if bytes.is_empty() {
+        return Err(LoadError::NotWasm {
+            details: "the file is empty (was it still being written?)".into(),
+        });
+    }
+    if bytes.len() < 8 || &bytes[..4] != WASM_MAGIC {
+        return Err(LoadError::NotWasm {
+            details: describe_non_wasm(bytes),
+        });
+    }
+    if bytes[4..8] == CORE_MODULE_VERSION {
+        return Err(LoadError::CoreModule);
+    }
+    Ok(())
+}
+
+fn describe_non_wasm(bytes: &[u8]) -> String {
+    let head = &bytes[..bytes.len().min(8)];
+    let text = String::from_utf8_lossy(head);
+    if text.trim_start().starts_with('(') {
+        return "it looks like WebAssembly text (WAT); compile it to a binary component first"
+            .into();
+    }
+    if bytes.len() < 8 && bytes.starts_with(&WASM_MAGIC[..bytes.len().min(4)]) {
+        return format!(
+            "it is only {} bytes long: the file is truncated (still being copied?)",
+            bytes.len()
+        );
+    }
+    format!(
+        "it does not start with the WebAssembly magic bytes `\\0asm` (it starts with {})",
+        hex::encode(head)
+    )
+}
+
+/// Lists the component's imports and exports by name.
+pub fn describe(engine: &Engine, component: &Component) -> ComponentReport {
+    let component_type = component.component_type();
+    ComponentReport {
+        imports: component_type
+            .imports(engine)
+            .map(|(name, _)| name.to_owned())
+            .collect(),
+        exports: component_type
+            .exports(engine)
+            .map(|(name, _)| name.to_owned())
+            .collect(),
+        ..ComponentReport::default()
+    }
+}
+
+/// Fails unless the component exports the handler interface.
+pub fn check_exports(engine: &Engine, component: &Component) -> Result<(), LoadError> {
+    let component_type = component.component_type();
+    if component_type.get_export(engine, HANDLER_EXPORT).is_some() {
+        return Ok(());
+    }
+    let exports: Vec<&str> = component_type
+        .exports(engine)
+        .map(|(name, _)| name)
+        .collect();
+    let found = if exports.is_empty() {
+        "it exports nothing".to_owned()
+    } else {
+        format!("it exports {}", quoted_list(&exports))
+    };
+    Err(LoadError::WrongWorld {
+        details: format!("it does not export `{HANDLER_EXPORT}` ({found})"),
+    })
+}
+
+/// Turns the linker's "import not found" into a message naming the import.
+pub fn explain_import_error(
+    engine: &Engine,
+    component: &Component,
+    error: &wasmtime::Error,
+) -> LoadError {
+    let details = format!("{error:#}");
+    let component_type = component.component_type();
+    let unknown = component_type
+        .imports(engine)
+        .map(|(name, _)| name)
+        .find(|name| details.contains(name))
+        .map(|name| format!("`{name}`"))
+        .unwrap_or_else(|| "an interface".to_owned());
+    LoadError::UnknownImport {
+        import: unknown,
+        details,
+    }
+}
+
+fn quoted_list(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|name| format!("`{name}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_check_names_what_the_file_is() {
+        let empty = check_header(b"").unwrap_err().to_string();
+        assert!(empty.contains("empty"), "{empty}");
+        let text = check_header(b"(component)").unwrap_err().to_string();
+        assert!(text.contains("WAT"), "{text}");
+        let core = check_header(b"\0asm\x01\0\0\0").unwrap_err();
+        assert_eq!(core, LoadError::CoreModule);
+        let truncated = check_header(b"\0asm").unwrap_err().to_string();
+        assert!(truncated.contains("truncated"), "{truncated}");
+        let elf = check_header(b"\x7fELF\x02\x01\x01\0").unwrap_err().to_string();
+        assert!(elf.contains("7f454c46"), "{elf}");
+        assert!(check_header(b"\0asm\x0d\0\x01\0").is_ok());
+    }
+}

@@ -1,0 +1,29 @@
+//! forewarn's plugin runtime: loads WebAssembly components that implement the
+//! `forewarn:plugin` world and calls them sandboxed, under time and memory budgets.
+//!
+//! It knows wasmtime and the WIT contract, and nothing of IMDS: the daemon maps its events
+//! to the WIT types in [`bindings`] and decides what to do with the answers.
+
+pub mod bindings;
+mod cache;
+mod call_state;
+mod epoch;
+mod error;
+mod host_api;
+mod inspect;
+mod limits;
+mod plugin;
+mod runtime;
+mod sandbox;
+mod services;
+
+pub use cache::{CacheError, CompileCache};
+pub use error::{LoadError, RuntimeError};
+pub use host_api::PLUGIN_LOG_TARGET;
+pub use inspect::ComponentReport;
+pub use plugin::{CallContext, CallFailure, CallOutcome, Plugin, REASON_MAX_BYTES};
+pub use runtime::{Compiled, Runtime, RuntimeConfig};
+pub use services::{
+    DEFAULT_MEMORY_LIMIT, Grants, HostServices, MemoryStateStore, PluginSettings, Readiness,
+    StateStore,
+};

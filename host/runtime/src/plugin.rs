@@ -1,0 +1,278 @@
+//! A loaded plugin and one call into it: a fresh store and instance per call, under a memory
+//! cap and a deadline enforced by epoch interruption (CPU) and a wall-clock timeout (host calls).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use wasmtime::{Store, Trap, UpdateDeadline};
+
+use crate::bindings::{Context, Decision, EventHandlerPre, Phase, ScheduledEvent};
+use crate::call_state::CallState;
+use crate::host_api::truncate;
+use crate::runtime::Runtime;
+use crate::services::PluginSettings;
+
+/// Longest defer reason kept from a plugin; longer ones are cut.
+pub const REASON_MAX_BYTES: usize = 1024;
+
+/// A plugin ready to be called. Cheap to clone; calls in flight keep their version alive
+/// when a newer one replaces it.
+#[derive(Clone)]
+pub struct Plugin {
+    inner: Arc<PluginInner>,
+}
+
+struct PluginInner {
+    runtime: Runtime,
+    name: Arc<str>,
+    content_hash: String,
+    loaded_from_cache: bool,
+    pre: EventHandlerPre<CallState>,
+    settings: Arc<PluginSettings>,
+}
+
+/// The facts of a call that are not the event itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallContext {
+    pub vm_name: String,
+    pub affects_this_vm: bool,
+    pub attempt: u32,
+}
+
+/// What came of one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallOutcome {
+    pub answer: Result<Decision, CallFailure>,
+    pub elapsed: Duration,
+}
+
+/// Why a call produced no decision. The dispatcher counts each as a defer with `reason()`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallFailure {
+    /// The call ran past its budget and was cut off.
+    BudgetExceeded { budget: Duration },
+    /// The plugin asked for more memory than its cap.
+    MemoryExceeded { limit_bytes: u64 },
+    /// The plugin trapped: a panic, a stack overflow, an `unreachable`, a host-call error.
+    Trapped { message: String },
+    /// A new instance could not be created.
+    Instantiation { message: String },
+}
+
+impl CallFailure {
+    /// A one-line reason for the log and the status output.
+    pub fn reason(&self) -> String {
+        match self {
+            CallFailure::BudgetExceeded { budget } => {
+                format!("budget exceeded ({} ms)", budget.as_millis())
+            }
+            CallFailure::MemoryExceeded { limit_bytes } => {
+                format!("memory limit exceeded ({} MiB)", limit_bytes / (1024 * 1024))
+            }
+            CallFailure::Trapped { message } => format!("plugin trapped: {message}"),
+            CallFailure::Instantiation { message } => {
+                format!("plugin could not be instantiated: {message}")
+            }
+        }
+    }
+
+    /// A short label for metrics: "budget-exceeded", "memory-exceeded", "trap", "instantiation".
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CallFailure::BudgetExceeded { .. } => "budget-exceeded",
+            CallFailure::MemoryExceeded { .. } => "memory-exceeded",
+            CallFailure::Trapped { .. } => "trap",
+            CallFailure::Instantiation { .. } => "instantiation",
+        }
+    }
+}
+
+impl Plugin {
+    pub(crate) fn new(
+        runtime: Runtime,
+        name: &str,
+        content_hash: String,
+        loaded_from_cache: bool,
+        pre: EventHandlerPre<CallState>,
+        settings: PluginSettings,
+    ) -> Plugin {
+        Plugin {
+            inner: Arc::new(PluginInner {
+                runtime,
+                name: Arc::from(name),
+                content_hash,
+                loaded_from_cache,
+                pre,
+                settings: Arc::new(settings),
+            }),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Hex SHA-256 of the component bytes.
+    pub fn content_hash(&self) -> &str {
+        &self.inner.content_hash
+    }
+
+    /// Whether the compiled code came from the on-disk cache.
+    pub fn loaded_from_cache(&self) -> bool {
+        self.inner.loaded_from_cache
+    }
+
+    pub fn settings(&self) -> &PluginSettings {
+        &self.inner.settings
+    }
+
+    /// Calls `on-event` in a fresh instance. Never fails: whatever the plugin does
+    /// (loop, trap, exhaust memory, block in a host call) ends within `budget` as a
+    /// `CallFailure`, and the next call starts clean.
+    pub async fn call(
+        &self,
+        event: &ScheduledEvent,
+        phase: Phase,
+        context: &CallContext,
+        budget: Duration,
+    ) -> CallOutcome {
+        let started = Instant::now();
+        let deadline = started + budget;
+        let mut store = self.new_store(deadline);
+        let wit_context = Context {
+            vm_name: context.vm_name.clone(),
+            affects_this_vm: context.affects_this_vm,
+            deadline_unix_ms: unix_ms(SystemTime::now() + budget),
+            attempt: context.attempt,
+        };
+        let _ticking = self.inner.runtime.inner.ticker.enter();
+        let result = tokio::time::timeout_at(deadline.into(), async {
+            let instance = self
+                .inner
+                .pre
+                .instantiate_async(&mut store)
+                .await
+                .map_err(CallError::Instantiate)?;
+            instance
+                .forewarn_plugin_handler()
+                .call_on_event(&mut store, event, phase, &wit_context)
+                .await
+                .map_err(CallError::Run)
+        })
+        .await;
+        let answer = match result {
+            Err(_elapsed) => Err(CallFailure::BudgetExceeded { budget }),
+            Ok(Ok(decision)) => Ok(sanitize(decision)),
+            Ok(Err(error)) => Err(classify(error, store.data(), budget)),
+        };
+        self.forward_output(store.data());
+        CallOutcome {
+            answer,
+            elapsed: started.elapsed(),
+        }
+    }
+
+    fn new_store(&self, deadline: Instant) -> Store<CallState> {
+        let runtime = &self.inner.runtime.inner;
+        let state = CallState::new(
+            self.inner.name.clone(),
+            self.inner.settings.clone(),
+            runtime.services.clone(),
+        );
+        let mut store = Store::new(&runtime.engine, state);
+        store.limiter(|state| &mut state.limits);
+        // Every epoch tick (1 ms) the plugin yields to the executor, so the wall-clock
+        // timeout can fire; at the deadline the plugin is interrupted with a trap.
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            if Instant::now() >= deadline {
+                return Ok(UpdateDeadline::Interrupt);
+            }
+            Ok(UpdateDeadline::Yield(1))
+        });
+        store
+    }
+
+    /// Writes what the plugin printed, and what it was not allowed to log, to the daemon log.
+    fn forward_output(&self, state: &CallState) {
+        let plugin = &*self.inner.name;
+        for (stream, output) in [("stdout", &state.stdout), ("stderr", &state.stderr)] {
+            let (kept, dropped) = output.take();
+            let text = String::from_utf8_lossy(&kept);
+            for line in text.lines().filter(|line| !line.trim().is_empty()) {
+                tracing::info!(target: crate::host_api::PLUGIN_LOG_TARGET, plugin, stream, "{line}");
+            }
+            if dropped > 0 {
+                tracing::warn!(plugin, stream, dropped_bytes = dropped, "plugin output over the limit was dropped");
+            }
+        }
+        if state.log_lines_dropped > 0 {
+            tracing::warn!(
+                plugin,
+                dropped_lines = state.log_lines_dropped,
+                "plugin logged more than {} lines in one call; the rest were dropped",
+                crate::call_state::LOG_LINES_PER_CALL
+            );
+        }
+    }
+}
+
+enum CallError {
+    Instantiate(wasmtime::Error),
+    Run(wasmtime::Error),
+}
+
+fn classify(error: CallError, state: &CallState, budget: Duration) -> CallFailure {
+    if state.limits.memory_cap_hit() {
+        return CallFailure::MemoryExceeded {
+            limit_bytes: state.settings.memory_limit_bytes,
+        };
+    }
+    let error = match error {
+        CallError::Instantiate(error) => {
+            return CallFailure::Instantiation {
+                message: format!("{error:#}"),
+            };
+        }
+        CallError::Run(error) => error,
+    };
+    match error.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => CallFailure::BudgetExceeded { budget },
+        Some(Trap::StackOverflow) => CallFailure::Trapped {
+            message: "stack overflow".into(),
+        },
+        Some(trap) => CallFailure::Trapped {
+            message: with_panic_message(trap.to_string(), state),
+        },
+        None => CallFailure::Trapped {
+            message: format!("{error:#}"),
+        },
+    }
+}
+
+/// Adds the last line the guest wrote to stderr (a Rust panic message lands there).
+fn with_panic_message(trap: String, state: &CallState) -> String {
+    let stderr = state.stderr.peek_last_line();
+    match stderr {
+        Some(line) => format!("{trap} ({line})"),
+        None => trap,
+    }
+}
+
+fn sanitize(decision: Decision) -> Decision {
+    match decision {
+        Decision::Approve => Decision::Approve,
+        Decision::Defer(mut deferral) => {
+            if deferral.reason.len() > REASON_MAX_BYTES {
+                deferral.reason = format!("{}…", truncate(&deferral.reason, REASON_MAX_BYTES));
+            }
+            Decision::Defer(deferral)
+        }
+    }
+}
+
+fn unix_ms(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH)
+        .map(|since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}

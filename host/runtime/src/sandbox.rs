@@ -1,0 +1,144 @@
+//! The sandbox a plugin call runs in: a WASI context that grants nothing (no files, no
+//! sockets, no environment, no arguments, no stdin) and captures stdout/stderr, bounded.
+
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder};
+
+/// How much of a call's stdout and stderr (each) is kept for the log; the rest is counted
+/// and dropped, so a plugin that floods its output cannot exhaust the daemon's memory.
+pub const CAPTURE_LIMIT: usize = 16 * 1024;
+
+/// Builds the WASI context for one call: clocks and randomness only, output captured.
+pub fn wasi_context(stdout: &CapturedOutput, stderr: &CapturedOutput) -> WasiCtx {
+    WasiCtxBuilder::new()
+        .stdout(stdout.clone())
+        .stderr(stderr.clone())
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
+        .build()
+}
+
+/// A stdout or stderr stream that keeps the first `CAPTURE_LIMIT` bytes and counts the rest.
+/// Writes never fail, so a chatty plugin is not broken by the cap, only trimmed.
+#[derive(Clone, Default)]
+pub struct CapturedOutput {
+    inner: Arc<Mutex<Captured>>,
+}
+
+#[derive(Default)]
+struct Captured {
+    kept: Vec<u8>,
+    dropped: u64,
+}
+
+impl CapturedOutput {
+    /// The bytes kept so far and the number of bytes dropped.
+    pub fn take(&self) -> (Vec<u8>, u64) {
+        let mut captured = lock(&self.inner);
+        (std::mem::take(&mut captured.kept), captured.dropped)
+    }
+
+    /// The last non-empty line kept so far, without consuming it.
+    pub fn peek_last_line(&self) -> Option<String> {
+        let captured = lock(&self.inner);
+        let text = String::from_utf8_lossy(&captured.kept);
+        let line = text.lines().rev().find(|line| !line.trim().is_empty())?;
+        Some(crate::host_api::truncate(line.trim(), 300).to_owned())
+    }
+
+    fn append(&self, bytes: &[u8]) {
+        let mut captured = lock(&self.inner);
+        let room = CAPTURE_LIMIT.saturating_sub(captured.kept.len());
+        let kept = bytes.len().min(room);
+        captured.kept.extend_from_slice(&bytes[..kept]);
+        captured.dropped += (bytes.len() - kept) as u64;
+    }
+}
+
+fn lock(mutex: &Mutex<Captured>) -> std::sync::MutexGuard<'_, Captured> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl IsTerminal for CapturedOutput {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for CapturedOutput {
+    fn p2_stream(&self) -> Box<dyn OutputStream> {
+        Box::new(self.clone())
+    }
+
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
+
+impl OutputStream for CapturedOutput {
+    fn write(&mut self, bytes: Bytes) -> Result<(), StreamError> {
+        self.append(&bytes);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), StreamError> {
+        Ok(())
+    }
+
+    fn check_write(&mut self) -> Result<usize, StreamError> {
+        Ok(64 * 1024)
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for CapturedOutput {
+    async fn ready(&mut self) {}
+}
+
+impl tokio::io::AsyncWrite for CapturedOutput {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.append(buf);
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capture_keeps_the_first_bytes_and_counts_the_rest() {
+        let output = CapturedOutput::default();
+        output.append(&vec![b'a'; CAPTURE_LIMIT - 1]);
+        output.append(b"bcd");
+        let (kept, dropped) = output.take();
+        assert_eq!(kept.len(), CAPTURE_LIMIT);
+        assert_eq!(kept.last(), Some(&b'b'));
+        assert_eq!(dropped, 2);
+    }
+}

@@ -1,0 +1,141 @@
+//! What the daemon lends to plugins through the `host` interface, and what each plugin is
+//! allowed to use of it: durable state, the readiness flag, and the per-plugin grants.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+/// Durable per-plugin key/value storage behind `state-get`, `state-set`, `state-delete`.
+/// The daemon implements it on disk; `MemoryStateStore` serves tests and `plugin check`.
+pub trait StateStore: Send + Sync {
+    /// The value stored under `key` for `plugin`, if any.
+    fn get(&self, plugin: &str, key: &str) -> Option<Vec<u8>>;
+    /// Stores `value`; durable when this returns Ok. Err says why (over quota, disk error).
+    fn set(&self, plugin: &str, key: &str, value: &[u8]) -> Result<(), String>;
+    /// Removes `key`; no error if it was absent.
+    fn delete(&self, plugin: &str, key: &str) -> Result<(), String>;
+}
+
+/// A `StateStore` that forgets everything when dropped.
+#[derive(Default)]
+pub struct MemoryStateStore {
+    values: Mutex<HashMap<(String, String), Vec<u8>>>,
+}
+
+impl StateStore for MemoryStateStore {
+    fn get(&self, plugin: &str, key: &str) -> Option<Vec<u8>> {
+        lock(&self.values)
+            .get(&(plugin.to_owned(), key.to_owned()))
+            .cloned()
+    }
+
+    fn set(&self, plugin: &str, key: &str, value: &[u8]) -> Result<(), String> {
+        lock(&self.values).insert((plugin.to_owned(), key.to_owned()), value.to_vec());
+        Ok(())
+    }
+
+    fn delete(&self, plugin: &str, key: &str) -> Result<(), String> {
+        lock(&self.values).remove(&(plugin.to_owned(), key.to_owned()));
+        Ok(())
+    }
+}
+
+/// The VM's readiness for load balancers: ready while no plugin has marked it not ready.
+#[derive(Default)]
+pub struct Readiness {
+    not_ready: Mutex<BTreeSet<String>>,
+}
+
+impl Readiness {
+    /// Records `plugin`'s view: `false` holds the VM out of rotation until it says `true`.
+    pub fn set(&self, plugin: &str, ready: bool) {
+        let mut not_ready = lock(&self.not_ready);
+        if ready {
+            not_ready.remove(plugin);
+        } else {
+            not_ready.insert(plugin.to_owned());
+        }
+    }
+
+    /// Whether every plugin considers the VM ready.
+    pub fn is_ready(&self) -> bool {
+        lock(&self.not_ready).is_empty()
+    }
+
+    /// The plugins currently holding the VM not ready, sorted.
+    pub fn holders(&self) -> Vec<String> {
+        lock(&self.not_ready).iter().cloned().collect()
+    }
+}
+
+/// The services shared by every plugin of one daemon.
+#[derive(Clone)]
+pub struct HostServices {
+    pub state: Arc<dyn StateStore>,
+    pub readiness: Arc<Readiness>,
+}
+
+impl Default for HostServices {
+    fn default() -> Self {
+        HostServices {
+            state: Arc::new(MemoryStateStore::default()),
+            readiness: Arc::new(Readiness::default()),
+        }
+    }
+}
+
+/// What one plugin may use: set by the operator, denied by default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Grants {
+    /// May call `set-ready`.
+    pub readiness: bool,
+    /// `host:port` pairs `http-send` may reach.
+    pub http: Vec<String>,
+    /// Names of operator-defined actions `run-action` may run.
+    pub actions: Vec<String>,
+}
+
+/// Per-plugin settings the runtime enforces on every call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginSettings {
+    /// Cap on the plugin's linear memory, in bytes.
+    pub memory_limit_bytes: u64,
+    /// Values returned by the `config` host function.
+    pub config: BTreeMap<String, String>,
+    pub grants: Grants,
+}
+
+/// The default memory cap: 64 MiB.
+pub const DEFAULT_MEMORY_LIMIT: u64 = 64 * 1024 * 1024;
+
+impl Default for PluginSettings {
+    fn default() -> Self {
+        PluginSettings {
+            memory_limit_bytes: DEFAULT_MEMORY_LIMIT,
+            config: BTreeMap::new(),
+            grants: Grants::default(),
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readiness_is_held_by_any_plugin() {
+        let readiness = Readiness::default();
+        readiness.set("lb-drain", false);
+        readiness.set("other", false);
+        readiness.set("lb-drain", true);
+        assert!(!readiness.is_ready());
+        assert_eq!(readiness.holders(), vec!["other".to_owned()]);
+        readiness.set("other", true);
+        assert!(readiness.is_ready());
+    }
+}
