@@ -1,0 +1,478 @@
+//! Durable per-plugin key/value state behind the WIT host functions `state-get`, `state-set`
+//! and `state-delete`: one JSON file per plugin, bounded, written crash-safely.
+//!
+//! Each plugin's map lives in `DIR/<plugin>.json` as `{ "key": "<hex of the value>" }` and
+//! is rewritten with [`crate::journal::write_atomically`] on every change, so a `set` that
+//! returned Ok survives a crash. All files are loaded at [`PluginStateStore::open`]; reads
+//! are served from memory.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use crate::journal::{self, JournalError};
+
+/// Longest key a plugin may use, in bytes.
+pub const MAX_KEY_BYTES: usize = 256;
+/// Largest value a plugin may store under one key, in bytes.
+pub const MAX_VALUE_BYTES: usize = 64 * 1024;
+/// Most a plugin may store in total (keys plus values, in bytes).
+pub const MAX_TOTAL_BYTES: usize = 1024 * 1024;
+/// Longest plugin name, in bytes.
+pub const MAX_PLUGIN_NAME_BYTES: usize = 64;
+
+/// How much state each plugin may keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateLimits {
+    pub max_key_bytes: usize,
+    pub max_value_bytes: usize,
+    /// Sum over all entries of key length plus value length (raw bytes, not as encoded).
+    pub max_total_bytes: usize,
+}
+
+impl Default for StateLimits {
+    fn default() -> Self {
+        StateLimits {
+            max_key_bytes: MAX_KEY_BYTES,
+            max_value_bytes: MAX_VALUE_BYTES,
+            max_total_bytes: MAX_TOTAL_BYTES,
+        }
+    }
+}
+
+/// Why a state operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The plugin name cannot be used as a file name.
+    #[error(
+        "plugin name {name:?} is not usable for its state file: {problem}; plugin names may use \
+         only a-z, 0-9, '_' and '-', up to {MAX_PLUGIN_NAME_BYTES} bytes (rename the plugin)"
+    )]
+    InvalidPluginName { name: String, problem: &'static str },
+    /// A limit of [`StateLimits`] would be exceeded; nothing was changed.
+    #[error("plugin {plugin:?} is over its state quota: {detail}")]
+    OverQuota { plugin: String, detail: String },
+    /// The state file could not be read or written.
+    #[error(transparent)]
+    Storage(#[from] JournalError),
+    /// A state file exists but does not hold a state map (it was moved aside first).
+    #[error(
+        "the state file of plugin {plugin:?} was unreadable and was moved to {}; the plugin \
+         starts with empty state (inspect or delete that file)",
+        quarantined.display()
+    )]
+    Quarantined {
+        plugin: String,
+        quarantined: PathBuf,
+    },
+}
+
+type StateMap = BTreeMap<String, Vec<u8>>;
+
+/// Every plugin's durable key/value state. Safe to share between threads (`&self` methods).
+#[derive(Debug)]
+pub struct PluginStateStore {
+    dir: PathBuf,
+    limits: StateLimits,
+    plugins: Mutex<HashMap<String, StateMap>>,
+}
+
+impl PluginStateStore {
+    /// Opens the store in `dir` (created with mode 0700 if needed) with the default limits.
+    pub fn open(dir: &Path) -> Result<Self, StateError> {
+        Self::open_with_limits(dir, StateLimits::default())
+    }
+
+    /// Opens the store in `dir` and loads every plugin's file. Unreadable files are moved
+    /// aside to `<plugin>.json.corrupt-<unix-secs>` and logged as errors; that plugin starts
+    /// empty. Files whose names are not plugin names are left alone.
+    pub fn open_with_limits(dir: &Path, limits: StateLimits) -> Result<Self, StateError> {
+        journal::create_private_dir(dir)?;
+        let mut plugins = HashMap::new();
+        for plugin in plugin_files_in(dir)? {
+            match load_plugin(dir, &plugin) {
+                Ok(map) => {
+                    plugins.insert(plugin, map);
+                }
+                Err(error @ StateError::Quarantined { .. }) => tracing::error!("{error}"),
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(PluginStateStore {
+            dir: dir.to_path_buf(),
+            limits,
+            plugins: Mutex::new(plugins),
+        })
+    }
+
+    /// The value `plugin` stored under `key`, if any. Invalid names simply have no state.
+    pub fn get(&self, plugin: &str, key: &str) -> Option<Vec<u8>> {
+        self.lock().get(plugin)?.get(key).cloned()
+    }
+
+    /// Stores `value` under `key` for `plugin`; durable when this returns Ok. Fails without
+    /// changing anything if a limit would be exceeded or the file cannot be written.
+    pub fn set(&self, plugin: &str, key: &str, value: &[u8]) -> Result<(), StateError> {
+        validate_plugin_name(plugin)?;
+        self.check_entry(plugin, key, value)?;
+        let mut plugins = self.lock();
+        let current = plugins.get(plugin);
+        if current.and_then(|map| map.get(key)).map(Vec::as_slice) == Some(value) {
+            return Ok(());
+        }
+        let mut updated = current.cloned().unwrap_or_default();
+        updated.insert(key.to_owned(), value.to_vec());
+        self.check_total(plugin, &updated)?;
+        self.persist(plugin, &updated)?;
+        plugins.insert(plugin.to_owned(), updated);
+        Ok(())
+    }
+
+    /// Removes `key` from `plugin`'s state; durable when this returns Ok. Removing a key
+    /// that is not there is Ok and writes nothing.
+    pub fn delete(&self, plugin: &str, key: &str) -> Result<(), StateError> {
+        validate_plugin_name(plugin)?;
+        let mut plugins = self.lock();
+        let Some(current) = plugins.get(plugin) else {
+            return Ok(());
+        };
+        if !current.contains_key(key) {
+            return Ok(());
+        }
+        let mut updated = current.clone();
+        updated.remove(key);
+        self.persist(plugin, &updated)?;
+        plugins.insert(plugin.to_owned(), updated);
+        Ok(())
+    }
+
+    /// Bytes `plugin` uses against [`StateLimits::max_total_bytes`].
+    pub fn usage(&self, plugin: &str) -> usize {
+        self.lock().get(plugin).map_or(0, total_bytes)
+    }
+
+    /// The limits this store enforces.
+    pub fn limits(&self) -> StateLimits {
+        self.limits
+    }
+
+    /// The directory holding the state files.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Locks the cache. A panic while locked cannot leave it inconsistent (maps are only
+    /// replaced after a successful write), so a poisoned lock is used as is.
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, StateMap>> {
+        self.plugins.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn check_entry(&self, plugin: &str, key: &str, value: &[u8]) -> Result<(), StateError> {
+        if key.len() > self.limits.max_key_bytes {
+            return Err(over_quota(
+                plugin,
+                format!(
+                    "key of {} bytes is longer than the limit of {} bytes per key \
+                     (max-key-bytes)",
+                    key.len(),
+                    self.limits.max_key_bytes
+                ),
+            ));
+        }
+        if value.len() > self.limits.max_value_bytes {
+            return Err(over_quota(
+                plugin,
+                format!(
+                    "value of {} bytes for key {key:?} is larger than the limit of {} bytes per \
+                     value (max-value-bytes)",
+                    value.len(),
+                    self.limits.max_value_bytes
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_total(&self, plugin: &str, map: &StateMap) -> Result<(), StateError> {
+        let total = total_bytes(map);
+        if total <= self.limits.max_total_bytes {
+            return Ok(());
+        }
+        Err(over_quota(
+            plugin,
+            format!(
+                "storing this would bring its state to {total} bytes, over the limit of {} bytes \
+                 per plugin (max-total-bytes); delete keys it no longer needs",
+                self.limits.max_total_bytes
+            ),
+        ))
+    }
+
+    fn persist(&self, plugin: &str, map: &StateMap) -> Result<(), StateError> {
+        let path = plugin_path(&self.dir, plugin);
+        let encoded: BTreeMap<&str, String> = map
+            .iter()
+            .map(|(key, value)| (key.as_str(), hex::encode(value)))
+            .collect();
+        let bytes = journal::encode_json(&path, &encoded)?;
+        journal::write_atomically(&path, &bytes)?;
+        Ok(())
+    }
+}
+
+/// Checks that `name` is safe as a file name: 1 to 64 bytes of `[a-z0-9_-]`.
+pub fn validate_plugin_name(name: &str) -> Result<(), StateError> {
+    let problem = if name.is_empty() {
+        Some("it is empty")
+    } else if name.len() > MAX_PLUGIN_NAME_BYTES {
+        Some("it is too long")
+    } else if !name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+    {
+        Some("it contains a character outside a-z, 0-9, '_' and '-'")
+    } else {
+        None
+    };
+    match problem {
+        None => Ok(()),
+        Some(problem) => Err(StateError::InvalidPluginName {
+            name: name.to_owned(),
+            problem,
+        }),
+    }
+}
+
+fn over_quota(plugin: &str, detail: String) -> StateError {
+    StateError::OverQuota {
+        plugin: plugin.to_owned(),
+        detail,
+    }
+}
+
+fn total_bytes(map: &StateMap) -> usize {
+    map.iter().map(|(key, value)| key.len() + value.len()).sum()
+}
+
+fn plugin_path(dir: &Path, plugin: &str) -> PathBuf {
+    dir.join(format!("{plugin}.json"))
+}
+
+/// The plugin names that have a `<plugin>.json` file in `dir`.
+fn plugin_files_in(dir: &Path) -> Result<Vec<String>, StateError> {
+    let entries =
+        fs::read_dir(dir).map_err(|error| journal_io("list the directory", dir, error))?;
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|error| journal_io("list the directory", dir, error))?;
+        let file_name = entry.file_name();
+        let Some(plugin) = file_name.to_str().and_then(|n| n.strip_suffix(".json")) else {
+            continue;
+        };
+        if validate_plugin_name(plugin).is_ok() {
+            names.push(plugin.to_owned());
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Loads one plugin's map after removing a stale `.tmp`; quarantines an unreadable file.
+fn load_plugin(dir: &Path, plugin: &str) -> Result<StateMap, StateError> {
+    let path = plugin_path(dir, plugin);
+    journal::remove_stale_tmp(&path)?;
+    let Some(bytes) = journal::read_if_exists(&path)? else {
+        return Ok(StateMap::new());
+    };
+    match decode_map(&bytes) {
+        Some(map) => Ok(map),
+        None => Err(StateError::Quarantined {
+            plugin: plugin.to_owned(),
+            quarantined: journal::quarantine(&path)?,
+        }),
+    }
+}
+
+fn decode_map(bytes: &[u8]) -> Option<StateMap> {
+    let encoded: BTreeMap<String, String> = serde_json::from_slice(bytes).ok()?;
+    encoded
+        .into_iter()
+        .map(|(key, value)| Some((key, hex::decode(value).ok()?)))
+        .collect()
+}
+
+fn journal_io(action: &'static str, path: &Path, error: std::io::Error) -> StateError {
+    StateError::Storage(JournalError::Io {
+        action,
+        path: path.to_path_buf(),
+        error,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::thread;
+
+    use super::*;
+
+    fn small_limits() -> StateLimits {
+        StateLimits {
+            max_key_bytes: 8,
+            max_value_bytes: 16,
+            max_total_bytes: 40,
+        }
+    }
+
+    #[test]
+    fn survives_reopen() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = PluginStateStore::open(dir.path()).expect("opens");
+        assert_eq!(store.get("lb-drain", "drained"), None);
+        store
+            .set("lb-drain", "drained", b"\x00\xffyes")
+            .expect("sets");
+        store.set("lb-drain", "gone", b"1").expect("sets");
+        store.delete("lb-drain", "gone").expect("deletes");
+        drop(store);
+        let reopened = PluginStateStore::open(dir.path()).expect("reopens");
+        assert_eq!(
+            reopened.get("lb-drain", "drained"),
+            Some(b"\x00\xffyes".to_vec())
+        );
+        assert_eq!(reopened.get("lb-drain", "gone"), None);
+        assert!(dir.path().join("lb-drain.json").exists());
+    }
+
+    #[test]
+    fn two_plugins_are_isolated() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = PluginStateStore::open(dir.path()).expect("opens");
+        store.set("checkpoint", "k", b"one").expect("sets");
+        store.set("lb-drain", "k", b"two").expect("sets");
+        store.delete("lb-drain", "k").expect("deletes");
+        assert_eq!(store.get("checkpoint", "k"), Some(b"one".to_vec()));
+        assert_eq!(store.get("lb-drain", "k"), None);
+        let reopened = PluginStateStore::open(dir.path()).expect("reopens");
+        assert_eq!(reopened.get("checkpoint", "k"), Some(b"one".to_vec()));
+        assert_eq!(reopened.get("lb-drain", "k"), None);
+    }
+
+    #[test]
+    fn quotas_are_enforced_and_named() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = PluginStateStore::open_with_limits(dir.path(), small_limits()).expect("opens");
+
+        let long_key = store.set("p", "123456789", b"v").expect_err("key too long");
+        assert!(long_key.to_string().contains("max-key-bytes"), "{long_key}");
+
+        let big_value = store.set("p", "k", &[0; 17]).expect_err("value too big");
+        assert!(
+            big_value.to_string().contains("max-value-bytes"),
+            "{big_value}"
+        );
+
+        store.set("p", "a", &[1; 16]).expect("17 bytes");
+        store.set("p", "b", &[2; 16]).expect("34 bytes");
+        let total = store
+            .set("p", "c", &[3; 16])
+            .expect_err("51 bytes is over 40");
+        assert!(matches!(total, StateError::OverQuota { .. }));
+        assert!(total.to_string().contains("max-total-bytes"), "{total}");
+        assert_eq!(store.get("p", "c"), None, "nothing stored on failure");
+
+        store
+            .set("p", "b", &[2; 5])
+            .expect("replacing shrinks: 23 bytes");
+        store
+            .set("p", "c", &[3; 16])
+            .expect("40 bytes fits exactly");
+        assert_eq!(store.usage("p"), 40);
+        assert_eq!(store.usage("other"), 0);
+    }
+
+    #[test]
+    fn default_limits_match_the_contract() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = PluginStateStore::open(dir.path()).expect("opens");
+        store
+            .set("p", &"k".repeat(256), &[0; 64 * 1024])
+            .expect("at the limits");
+        assert!(store.set("p", &"k".repeat(257), b"").is_err());
+        assert!(store.set("p", "k", &[0; 64 * 1024 + 1]).is_err());
+    }
+
+    #[test]
+    fn invalid_plugin_names_are_rejected() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = PluginStateStore::open(dir.path()).expect("opens");
+        let long = "a".repeat(65);
+        for name in [
+            "",
+            "../etc",
+            "a/b",
+            "Upper",
+            "dot.name",
+            "space name",
+            long.as_str(),
+        ] {
+            let error = store.set(name, "k", b"v").expect_err(name);
+            assert!(
+                matches!(error, StateError::InvalidPluginName { .. }),
+                "{name:?}: {error}"
+            );
+            assert!(error.to_string().contains("a-z, 0-9"), "{error}");
+            assert!(store.delete(name, "k").is_err());
+            assert_eq!(store.get(name, "k"), None);
+        }
+        assert!(validate_plugin_name(&"a".repeat(64)).is_ok());
+        assert!(validate_plugin_name("lb_drain-2").is_ok());
+        let entries = fs::read_dir(dir.path()).expect("lists").count();
+        assert_eq!(entries, 0, "nothing was written");
+    }
+
+    #[test]
+    fn corrupt_plugin_file_is_quarantined_and_others_load() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = PluginStateStore::open(dir.path()).expect("opens");
+        store.set("good", "k", b"v").expect("sets");
+        drop(store);
+        fs::write(dir.path().join("bad.json"), b"{\"k\": \"not hex\"}").expect("writes");
+        fs::write(dir.path().join("good.json.tmp"), b"{\"k\": \"00").expect("writes");
+        let store = PluginStateStore::open(dir.path()).expect("opens despite a bad file");
+        assert_eq!(store.get("good", "k"), Some(b"v".to_vec()));
+        assert_eq!(store.get("bad", "k"), None);
+        assert!(!dir.path().join("bad.json").exists());
+        assert!(!dir.path().join("good.json.tmp").exists());
+        store
+            .set("bad", "k", b"fresh")
+            .expect("the plugin starts over");
+    }
+
+    #[test]
+    fn concurrent_writers_all_land() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Arc::new(PluginStateStore::open(dir.path()).expect("opens"));
+        let writers: Vec<_> = ["alpha", "beta"]
+            .into_iter()
+            .map(|plugin| {
+                let store = Arc::clone(&store);
+                thread::spawn(move || {
+                    for i in 0..50 {
+                        store.set(plugin, &format!("k{i}"), &[i]).expect("sets");
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().expect("writer finished");
+        }
+        let reopened = PluginStateStore::open(dir.path()).expect("reopens");
+        for plugin in ["alpha", "beta"] {
+            for i in 0..50u8 {
+                assert_eq!(reopened.get(plugin, &format!("k{i}")), Some(vec![i]));
+            }
+        }
+    }
+}

@@ -1,0 +1,691 @@
+//! Policy: which events forewarn acts on and how — pure functions over the `[policy]`
+//! configuration, an event and this VM's name.
+//!
+//! The daemon asks [`plan`] what to do with a scheduled event (ignore it, approve it at once
+//! by a built-in rule, or let the plugins prepare), asks [`approval_gate`] before every
+//! approval it would send (also for `ApproveAtOnce`), and sizes each plugin call with
+//! [`plugin_budget`].
+
+use std::time::{Duration, SystemTime};
+
+use forewarn_imds::{EventSource, EventStatus, EventType, ScheduledEvent};
+use serde::{Deserialize, Serialize};
+
+/// How many other VM names a log sentence lists before summarising the rest.
+const NAMES_LISTED: usize = 5;
+
+/// The `[policy]` section of the configuration.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
+pub struct PolicyConfig {
+    /// Approve `EventSource = User` events at once, without plugins (default false).
+    pub approve_user_initiated: bool,
+    /// Approve a Freeze at once, without plugins, when its `DurationInSeconds` is known and
+    /// below this many seconds (default: no such rule).
+    pub approve_freeze_shorter_than: Option<u64>,
+    /// Never approve; plugins still prepare and recover (default false).
+    pub observe_only: bool,
+    /// Log what would be approved, approve nothing (default false).
+    pub dry_run: bool,
+    /// Whether this VM approves events that also name other VMs.
+    pub group_approval: GroupApproval,
+    /// Plugin budgets end this many milliseconds before `NotBefore` (default 2000).
+    pub safety_margin_ms: u64,
+    /// Also call plugins (with affects-this-vm = false, approving nothing) for events that
+    /// name only other VMs; by default such events are ignored (default false).
+    pub notify_other_vms: bool,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        PolicyConfig {
+            approve_user_initiated: false,
+            approve_freeze_shorter_than: None,
+            observe_only: false,
+            dry_run: false,
+            group_approval: GroupApproval::Never,
+            safety_margin_ms: 2000,
+            notify_other_vms: false,
+        }
+    }
+}
+
+impl PolicyConfig {
+    /// [`PolicyConfig::safety_margin_ms`] as a duration.
+    pub fn safety_margin(&self) -> Duration {
+        Duration::from_millis(self.safety_margin_ms)
+    }
+}
+
+/// Whether this VM approves an event that also names other VMs (one approval releases the
+/// event for every VM it names).
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum GroupApproval {
+    /// Never: such events start at `NotBefore` (the default).
+    #[default]
+    Never,
+    /// This VM approves when it is listed first in `Resources`.
+    FirstListed,
+    /// This VM approves whenever its own plugins approved.
+    Always,
+}
+
+/// What to do with a scheduled event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    /// Do nothing; log `reason` once.
+    Ignore { reason: String },
+    /// Approve without calling plugins (still through [`approval_gate`]); `rule` is
+    /// "user-initiated" or "short-freeze".
+    ApproveAtOnce { rule: &'static str },
+    /// Call the plugins; approve (through [`approval_gate`]) once all of them approved.
+    Prepare { affects_this_vm: bool },
+}
+
+/// Whether an approval may be sent, asked once every plugin approved (or a built-in rule did).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApprovalGate {
+    /// Send the approval.
+    Approve,
+    /// Log `would`, send nothing.
+    DryRun { would: String },
+    /// Send nothing, log `reason`; the event starts at `NotBefore`.
+    Withhold { reason: String },
+}
+
+/// Decides what to do with a scheduled event. Events naming only other VMs are ignored
+/// (or, with `notify-other-vms`, prepared with `affects_this_vm: false`); then
+/// user-initiated events and short Freezes may be approved at once; everything else,
+/// unknown types included, is prepared by the plugins. An event with an empty `Resources`
+/// list is taken to affect this VM. The status is not consulted.
+pub fn plan(event: &ScheduledEvent, vm_name: &str, config: &PolicyConfig) -> Plan {
+    if !affects_vm(event, vm_name) {
+        if config.notify_other_vms {
+            return Plan::Prepare {
+                affects_this_vm: false,
+            };
+        }
+        return Plan::Ignore {
+            reason: format!(
+                "ignoring event {}: it names {} but not this VM ({vm_name}); set \
+                 `policy.notify-other-vms = true` to tell plugins about such events",
+                event.id,
+                list_names(&event.resources),
+            ),
+        };
+    }
+    if config.approve_user_initiated && event.source == EventSource::User {
+        return Plan::ApproveAtOnce {
+            rule: "user-initiated",
+        };
+    }
+    if is_short_freeze(event, config.approve_freeze_shorter_than) {
+        return Plan::ApproveAtOnce {
+            rule: "short-freeze",
+        };
+    }
+    Plan::Prepare {
+        affects_this_vm: true,
+    }
+}
+
+/// Decides whether this VM may send the approval for `event`, once its plugins (or a
+/// built-in rule) approved. Withholds for: an event already started, an event not naming
+/// this VM, `observe-only`, and events naming other VMs unless `group-approval` allows it;
+/// under `dry-run` reports what would have been sent.
+pub fn approval_gate(event: &ScheduledEvent, vm_name: &str, config: &PolicyConfig) -> ApprovalGate {
+    if event.status == EventStatus::Started {
+        return withhold(format!(
+            "not approving event {}: it has already started",
+            event.id
+        ));
+    }
+    if !affects_vm(event, vm_name) {
+        return withhold(format!(
+            "not approving event {}: it names {} but not this VM ({vm_name}), and only the VMs \
+             it names may approve it",
+            event.id,
+            list_names(&event.resources),
+        ));
+    }
+    if config.observe_only {
+        return withhold(format!(
+            "not approving event {}: `policy.observe-only` is set, so the event starts at its \
+             NotBefore",
+            event.id
+        ));
+    }
+    if let Some(reason) = group_withhold_reason(event, vm_name, config.group_approval) {
+        return withhold(reason);
+    }
+    if config.dry_run {
+        return ApprovalGate::DryRun {
+            would: format!(
+                "would approve event {} ({} of {}), but `policy.dry-run` is set: nothing sent",
+                event.id,
+                event.event_type_raw,
+                list_names(&event.resources),
+            ),
+        };
+    }
+    ApprovalGate::Approve
+}
+
+/// The time a plugin call may take: the configured budget, cut so that it ends
+/// `safety_margin` before `not_before` (when known), and never negative.
+///
+/// Zero means there is no time left before the event may start. The caller should then not
+/// call plugins to prepare (the call would be cut off at once), log that the event arrived
+/// or was reached too late to prepare, and let the event start at `NotBefore` without
+/// approving it.
+pub fn plugin_budget(
+    configured: Duration,
+    not_before: Option<SystemTime>,
+    now: SystemTime,
+    safety_margin: Duration,
+) -> Duration {
+    let Some(not_before) = not_before else {
+        return configured;
+    };
+    let left = not_before
+        .checked_sub(safety_margin)
+        .and_then(|deadline| deadline.duration_since(now).ok())
+        .unwrap_or(Duration::ZERO);
+    configured.min(left)
+}
+
+/// Whether `Resources` names this VM; an empty list is taken to mean this VM.
+fn affects_vm(event: &ScheduledEvent, vm_name: &str) -> bool {
+    event.resources.is_empty() || event.names_vm(vm_name)
+}
+
+/// A Freeze whose known duration is below `shorter_than` seconds.
+fn is_short_freeze(event: &ScheduledEvent, shorter_than: Option<u64>) -> bool {
+    let Some(limit) = shorter_than else {
+        return false;
+    };
+    let Some(duration) = event.duration_seconds else {
+        return false;
+    };
+    let Ok(duration) = u64::try_from(duration) else {
+        return false;
+    };
+    event.event_type == EventType::Freeze && duration < limit
+}
+
+/// Why `group_approval` forbids this VM to approve an event that also names other VMs, or
+/// None when it may.
+fn group_withhold_reason(
+    event: &ScheduledEvent,
+    vm_name: &str,
+    group_approval: GroupApproval,
+) -> Option<String> {
+    let others: Vec<String> = event
+        .resources
+        .iter()
+        .filter(|resource| !resource.eq_ignore_ascii_case(vm_name))
+        .cloned()
+        .collect();
+    if others.is_empty() {
+        return None;
+    }
+    match group_approval {
+        GroupApproval::Always => None,
+        GroupApproval::Never => Some(format!(
+            "not approving event {}: it also names {} and one approval releases it for all of \
+             them; set `policy.group-approval = \"first-listed\"` to let the first VM listed \
+             approve for the group",
+            event.id,
+            list_names(&others),
+        )),
+        GroupApproval::FirstListed => {
+            let first = event.resources.first()?;
+            if first.eq_ignore_ascii_case(vm_name) {
+                return None;
+            }
+            Some(format!(
+                "not approving event {}: {first} is listed first and approves for the group \
+                 (`policy.group-approval = \"first-listed\"`)",
+                event.id
+            ))
+        }
+    }
+}
+
+/// "vm-b, vm-c" — at most [`NAMES_LISTED`] names, then "and N more".
+fn list_names(names: &[String]) -> String {
+    let shown = names
+        .iter()
+        .take(NAMES_LISTED)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    match names.len().saturating_sub(NAMES_LISTED) {
+        0 => shown,
+        more => format!("{shown} and {more} more"),
+    }
+}
+
+fn withhold(reason: String) -> ApprovalGate {
+    ApprovalGate::Withhold { reason }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const VM: &str = "vm-a";
+
+    fn event(event_type: EventType, resources: &[&str]) -> ScheduledEvent {
+        ScheduledEvent {
+            id: "E1".into(),
+            event_type,
+            event_type_raw: event_type.as_wire().into(),
+            resource_type: "VirtualMachine".into(),
+            resources: resources.iter().map(|r| r.to_string()).collect(),
+            status: EventStatus::Scheduled,
+            not_before: None,
+            description: String::new(),
+            source: EventSource::Platform,
+            duration_seconds: None,
+        }
+    }
+
+    fn freeze(duration: Option<i64>) -> ScheduledEvent {
+        ScheduledEvent {
+            duration_seconds: duration,
+            ..event(EventType::Freeze, &[VM])
+        }
+    }
+
+    fn user(event_type: EventType) -> ScheduledEvent {
+        ScheduledEvent {
+            source: EventSource::User,
+            ..event(event_type, &[VM])
+        }
+    }
+
+    fn unknown_type() -> ScheduledEvent {
+        ScheduledEvent {
+            event_type_raw: "Hibernate".into(),
+            ..event(EventType::Unknown, &[VM])
+        }
+    }
+
+    fn config(edit: impl FnOnce(&mut PolicyConfig)) -> PolicyConfig {
+        let mut config = PolicyConfig::default();
+        edit(&mut config);
+        config
+    }
+
+    fn prepare(affects_this_vm: bool) -> Plan {
+        Plan::Prepare { affects_this_vm }
+    }
+
+    fn at_once(rule: &'static str) -> Plan {
+        Plan::ApproveAtOnce { rule }
+    }
+
+    #[test]
+    fn plan_rules() {
+        let short = |c: &mut PolicyConfig| c.approve_freeze_shorter_than = Some(9);
+        let user_ok = |c: &mut PolicyConfig| c.approve_user_initiated = true;
+        let cases: Vec<(&str, ScheduledEvent, PolicyConfig, Plan)> = vec![
+            (
+                "reboot of this VM prepares",
+                event(EventType::Reboot, &[VM]),
+                config(|_| {}),
+                prepare(true),
+            ),
+            (
+                "name compared case-insensitively",
+                event(EventType::Reboot, &["VM-A"]),
+                config(|_| {}),
+                prepare(true),
+            ),
+            (
+                "empty resources means this VM",
+                event(EventType::Reboot, &[]),
+                config(|_| {}),
+                prepare(true),
+            ),
+            (
+                "unknown type still prepares",
+                unknown_type(),
+                config(short),
+                prepare(true),
+            ),
+            (
+                "user event prepares by default",
+                user(EventType::Reboot),
+                config(|_| {}),
+                prepare(true),
+            ),
+            (
+                "user event approved when configured",
+                user(EventType::Redeploy),
+                config(user_ok),
+                at_once("user-initiated"),
+            ),
+            (
+                "platform event not user-initiated",
+                event(EventType::Reboot, &[VM]),
+                config(user_ok),
+                prepare(true),
+            ),
+            (
+                "short freeze approved when configured",
+                freeze(Some(5)),
+                config(short),
+                at_once("short-freeze"),
+            ),
+            (
+                "zero-second freeze is short",
+                freeze(Some(0)),
+                config(short),
+                at_once("short-freeze"),
+            ),
+            (
+                "freeze at the limit is not short",
+                freeze(Some(9)),
+                config(short),
+                prepare(true),
+            ),
+            (
+                "longer freeze prepares",
+                freeze(Some(30)),
+                config(short),
+                prepare(true),
+            ),
+            (
+                "freeze without duration is not short",
+                freeze(None),
+                config(short),
+                prepare(true),
+            ),
+            (
+                "freeze with -1 duration is not short",
+                freeze(Some(-1)),
+                config(short),
+                prepare(true),
+            ),
+            (
+                "short freeze prepares without the rule",
+                freeze(Some(5)),
+                config(|_| {}),
+                prepare(true),
+            ),
+            (
+                "short reboot is not a freeze",
+                ScheduledEvent {
+                    duration_seconds: Some(1),
+                    ..event(EventType::Reboot, &[VM])
+                },
+                config(short),
+                prepare(true),
+            ),
+            (
+                "group event naming this VM prepares",
+                event(EventType::Freeze, &["vm-b", VM]),
+                config(|_| {}),
+                prepare(true),
+            ),
+            (
+                "other VMs only, notify on",
+                event(EventType::Reboot, &["vm-b"]),
+                config(|c| c.notify_other_vms = true),
+                prepare(false),
+            ),
+            (
+                "other VMs only, notify on, rules skipped",
+                ScheduledEvent {
+                    source: EventSource::User,
+                    ..event(EventType::Reboot, &["vm-b"])
+                },
+                config(|c| {
+                    c.notify_other_vms = true;
+                    c.approve_user_initiated = true;
+                }),
+                prepare(false),
+            ),
+        ];
+        for (name, event, config, expected) in cases {
+            assert_eq!(plan(&event, VM, &config), expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn event_naming_only_other_vms_is_ignored_by_default() {
+        let plan = plan(
+            &event(EventType::Reboot, &["vm-b", "vm-c"]),
+            VM,
+            &PolicyConfig::default(),
+        );
+        let Plan::Ignore { reason } = plan else {
+            panic!("expected Ignore, got {plan:?}");
+        };
+        assert!(reason.contains("vm-b, vm-c"), "{reason}");
+        assert!(reason.contains("policy.notify-other-vms"), "{reason}");
+    }
+
+    fn is_withheld(gate: &ApprovalGate, needle: &str) -> bool {
+        matches!(gate, ApprovalGate::Withhold { reason } if reason.contains(needle))
+    }
+
+    #[test]
+    fn approval_gate_rules() {
+        let solo = event(EventType::Reboot, &[VM]);
+        let first = event(EventType::Freeze, &[VM, "vm-b", "vm-c"]);
+        let second = event(EventType::Freeze, &["vm-b", VM]);
+        let first_listed = |c: &mut PolicyConfig| c.group_approval = GroupApproval::FirstListed;
+        let always = |c: &mut PolicyConfig| c.group_approval = GroupApproval::Always;
+        type Check = fn(&ApprovalGate) -> bool;
+        let approve: Check = |g| *g == ApprovalGate::Approve;
+        let dry: Check = |g| matches!(g, ApprovalGate::DryRun { would } if would.contains("E1"));
+        let group_never: Check = |g| {
+            is_withheld(
+                g,
+                "also names vm-b, vm-c and one approval releases it for all of them; set `policy.group-approval = \"first-listed\"`",
+            )
+        };
+        let observe: Check = |g| is_withheld(g, "observe-only");
+        let not_first: Check = |g| is_withheld(g, "vm-b is listed first");
+        let started: Check = |g| is_withheld(g, "already started");
+        let not_named: Check = |g| is_withheld(g, "not this VM");
+        let cases: Vec<(&str, ScheduledEvent, PolicyConfig, Check)> = vec![
+            ("solo event approved", solo.clone(), config(|_| {}), approve),
+            (
+                "solo under dry-run",
+                solo.clone(),
+                config(|c| c.dry_run = true),
+                dry,
+            ),
+            (
+                "solo under observe-only",
+                solo.clone(),
+                config(|c| c.observe_only = true),
+                observe,
+            ),
+            (
+                "observe-only wins over dry-run",
+                solo.clone(),
+                config(|c| {
+                    c.observe_only = true;
+                    c.dry_run = true;
+                }),
+                observe,
+            ),
+            (
+                "group, never (default)",
+                first.clone(),
+                config(|_| {}),
+                group_never,
+            ),
+            (
+                "group, first-listed, this VM first",
+                first.clone(),
+                config(first_listed),
+                approve,
+            ),
+            (
+                "group, first-listed, name case differs",
+                event(EventType::Freeze, &["VM-A", "vm-b"]),
+                config(first_listed),
+                approve,
+            ),
+            (
+                "group, first-listed, this VM second",
+                second.clone(),
+                config(first_listed),
+                not_first,
+            ),
+            ("group, always", second.clone(), config(always), approve),
+            (
+                "group, always, dry-run",
+                second.clone(),
+                config(|c| {
+                    c.group_approval = GroupApproval::Always;
+                    c.dry_run = true;
+                }),
+                dry,
+            ),
+            (
+                "group, always, observe-only",
+                second.clone(),
+                config(|c| {
+                    c.group_approval = GroupApproval::Always;
+                    c.observe_only = true;
+                }),
+                observe,
+            ),
+            (
+                "already started",
+                ScheduledEvent {
+                    status: EventStatus::Started,
+                    ..solo.clone()
+                },
+                config(|_| {}),
+                started,
+            ),
+            (
+                "names only other VMs",
+                event(EventType::Reboot, &["vm-b"]),
+                config(|c| {
+                    c.notify_other_vms = true;
+                    c.group_approval = GroupApproval::Always;
+                }),
+                not_named,
+            ),
+            (
+                "empty resources approved",
+                event(EventType::Reboot, &[]),
+                config(|_| {}),
+                approve,
+            ),
+        ];
+        for (name, event, config, check) in cases {
+            let gate = approval_gate(&event, VM, &config);
+            assert!(check(&gate), "{name}: got {gate:?}");
+        }
+    }
+
+    #[test]
+    fn approve_at_once_is_still_gated() {
+        let config = config(|c| {
+            c.approve_freeze_shorter_than = Some(9);
+            c.observe_only = true;
+        });
+        let event = freeze(Some(5));
+        assert_eq!(plan(&event, VM, &config), at_once("short-freeze"));
+        assert!(is_withheld(
+            &approval_gate(&event, VM, &config),
+            "observe-only"
+        ));
+    }
+
+    #[test]
+    fn long_group_lists_are_summarised() {
+        let names: Vec<String> = (0..9).map(|i| format!("vm-{i}")).collect();
+        assert_eq!(
+            list_names(&names),
+            "vm-0, vm-1, vm-2, vm-3, vm-4 and 4 more"
+        );
+        assert_eq!(list_names(&names[..1]), "vm-0");
+    }
+
+    #[test]
+    fn plugin_budget_rules() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let secs = Duration::from_secs;
+        let margin = secs(2);
+        let cases: Vec<(&str, Duration, Option<SystemTime>, Duration)> = vec![
+            ("no NotBefore: configured", secs(30), None, secs(30)),
+            (
+                "far NotBefore: configured",
+                secs(30),
+                Some(now + secs(900)),
+                secs(30),
+            ),
+            (
+                "near NotBefore cuts the budget",
+                secs(30),
+                Some(now + secs(12)),
+                secs(10),
+            ),
+            (
+                "NotBefore inside the margin: zero",
+                secs(30),
+                Some(now + secs(1)),
+                Duration::ZERO,
+            ),
+            (
+                "NotBefore exactly at the margin: zero",
+                secs(30),
+                Some(now + margin),
+                Duration::ZERO,
+            ),
+            (
+                "NotBefore passed: zero",
+                secs(30),
+                Some(now - secs(60)),
+                Duration::ZERO,
+            ),
+            (
+                "NotBefore at the epoch: zero",
+                secs(30),
+                Some(SystemTime::UNIX_EPOCH),
+                Duration::ZERO,
+            ),
+            (
+                "configured zero stays zero",
+                Duration::ZERO,
+                Some(now + secs(900)),
+                Duration::ZERO,
+            ),
+        ];
+        for (name, configured, not_before, expected) in cases {
+            assert_eq!(
+                plugin_budget(configured, not_before, now, margin),
+                expected,
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn config_parses_kebab_case_with_defaults_and_rejects_unknown_keys() {
+        let config: PolicyConfig = serde_json::from_str(
+            r#"{"approve-freeze-shorter-than": 9, "group-approval": "first-listed"}"#,
+        )
+        .expect("parses");
+        assert_eq!(config.approve_freeze_shorter_than, Some(9));
+        assert_eq!(config.group_approval, GroupApproval::FirstListed);
+        assert_eq!(config.safety_margin(), Duration::from_millis(2000));
+        assert!(!config.notify_other_vms);
+        let typo = serde_json::from_str::<PolicyConfig>(r#"{"observe_only": true}"#);
+        assert!(typo.is_err());
+        let bad_group = serde_json::from_str::<PolicyConfig>(r#"{"group-approval": "sometimes"}"#);
+        assert!(bad_group.is_err());
+    }
+}

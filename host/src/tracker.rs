@@ -1,0 +1,661 @@
+//! The Tracker: compares each Scheduled Events document with what it saw before, event by
+//! event (keyed by `EventId`), and turns the differences into lifecycle transitions.
+//!
+//! # Lifecycle
+//!
+//! Per `EventId`, the transitions follow this grammar:
+//!
+//! ```text
+//! (Scheduled Rescheduled* (Started EndedAfterStart? | EndedWithoutStart)?)
+//! | (Started EndedAfterStart?)
+//! ```
+//!
+//! * **Scheduled**: a new id with status `Scheduled`.
+//! * **Rescheduled**: a known, still-`Scheduled` event whose `NotBefore`, `Resources` or
+//!   `EventType` changed (a new type means different plugins and rules may apply, so it is
+//!   treated like a new schedule). Changes of any other field (`Description`,
+//!   `DurationInSeconds`, `EventSource`, `ResourceType`, the raw type text) only update the
+//!   stored event, with no transition.
+//! * **Started**: `Scheduled` → `Started`, or a new id that is already `Started` (a hardware
+//!   failure skips `Scheduled`; then `was_scheduled` is false). While Started, field changes
+//!   only update the stored event.
+//! * **EndedAfterStart** / **EndedWithoutStart**: the id is no longer listed; which one
+//!   depends on whether it was ever seen `Started`. They carry the last known event.
+//!
+//! A `Started` event that is later listed as `Scheduled` again (IMDS should never do this) is
+//! still treated as started: the maintenance may already have begun, so the event stays
+//! started, no transition is emitted, the other fields are updated, and its disappearance
+//! is an `EndedAfterStart` so plugins get to recover.
+//!
+//! An id is forgotten once it has ended. If the same id is listed again later, it starts a
+//! new lifecycle (`Scheduled`, or `Started` with `was_scheduled: false`), so the grammar
+//! above may repeat for one id. If a document lists an id twice, the first entry wins.
+//!
+//! `DocumentIncarnation` is never consulted: it resets after the service was idle for a day,
+//! so every document is compared in full, and a document identical to the previous one
+//! (whatever its incarnation) yields no transitions.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::SystemTime;
+
+use forewarn_imds::{Document, EventStatus, ScheduledEvent};
+use serde::{Deserialize, Serialize};
+
+/// One change in an event's lifecycle, as the daemon dispatches it to plugins.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Transition {
+    /// A new event with status `Scheduled`.
+    Scheduled(ScheduledEvent),
+    /// A still-`Scheduled` event whose `NotBefore`, `Resources` or `EventType` changed.
+    Rescheduled {
+        event: ScheduledEvent,
+        previous: ScheduledEvent,
+    },
+    /// The event is now `Started`: it was seen `Scheduled` before (`was_scheduled`), or it
+    /// appeared already started (hardware failure).
+    Started {
+        event: ScheduledEvent,
+        was_scheduled: bool,
+    },
+    /// The event disappeared after it was seen `Started`: the maintenance is over.
+    EndedAfterStart(ScheduledEvent),
+    /// The event disappeared while still `Scheduled`: Azure canceled it.
+    EndedWithoutStart(ScheduledEvent),
+}
+
+impl Transition {
+    /// The event this transition is about (the newest version the tracker knows).
+    pub fn event(&self) -> &ScheduledEvent {
+        match self {
+            Transition::Scheduled(event)
+            | Transition::Rescheduled { event, .. }
+            | Transition::Started { event, .. }
+            | Transition::EndedAfterStart(event)
+            | Transition::EndedWithoutStart(event) => event,
+        }
+    }
+
+    /// A short stable name for logs and the journal: "scheduled", "rescheduled", "started",
+    /// "ended-after-start" or "ended-without-start".
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Transition::Scheduled(_) => "scheduled",
+            Transition::Rescheduled { .. } => "rescheduled",
+            Transition::Started { .. } => "started",
+            Transition::EndedAfterStart(_) => "ended-after-start",
+            Transition::EndedWithoutStart(_) => "ended-without-start",
+        }
+    }
+}
+
+/// What the tracker remembers about one listed event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrackedEvent {
+    /// The event as last listed (status kept `Started` once it was seen started).
+    pub event: ScheduledEvent,
+    /// Whether the event was ever listed as `Started`.
+    pub seen_started: bool,
+    /// When the tracker first saw this id (the `now` passed to [`Tracker::observe`]).
+    pub first_seen: SystemTime,
+}
+
+/// The per-event state carried from one document to the next. Serializable, so the daemon
+/// can journal it and resume after a restart without repeating or losing a transition.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tracker {
+    events: BTreeMap<String, TrackedEvent>,
+}
+
+impl Tracker {
+    /// A tracker that has seen nothing yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Compares `doc` with the previous state, updates the state, and returns the
+    /// transitions: first those of listed events in document order, then the endings
+    /// sorted by id. `now` is recorded as `first_seen` for new events.
+    pub fn observe(&mut self, doc: &Document, now: SystemTime) -> Vec<Transition> {
+        let mut transitions = Vec::new();
+        let mut listed: HashSet<&str> = HashSet::new();
+        for event in &doc.events {
+            if !listed.insert(event.id.as_str()) {
+                continue;
+            }
+            if let Some(transition) = self.observe_listed(event, now) {
+                transitions.push(transition);
+            }
+        }
+        transitions.extend(self.remove_unlisted(&listed));
+        transitions
+    }
+
+    /// Every event currently tracked, sorted by id.
+    pub fn events(&self) -> impl Iterator<Item = &TrackedEvent> {
+        self.events.values()
+    }
+
+    /// The tracked event with this id, if it is listed.
+    pub fn get(&self, id: &str) -> Option<&TrackedEvent> {
+        self.events.get(id)
+    }
+
+    /// Handles one listed event: new, or known and possibly changed.
+    fn observe_listed(&mut self, event: &ScheduledEvent, now: SystemTime) -> Option<Transition> {
+        let Some(tracked) = self.events.get_mut(&event.id) else {
+            return Some(self.track_new(event, now));
+        };
+        if tracked.seen_started {
+            tracked.event = ScheduledEvent {
+                status: EventStatus::Started,
+                ..event.clone()
+            };
+            return None;
+        }
+        let previous = std::mem::replace(&mut tracked.event, event.clone());
+        if event.status == EventStatus::Started {
+            tracked.seen_started = true;
+            return Some(Transition::Started {
+                event: event.clone(),
+                was_scheduled: true,
+            });
+        }
+        if is_rescheduled(&previous, event) {
+            return Some(Transition::Rescheduled {
+                event: event.clone(),
+                previous,
+            });
+        }
+        None
+    }
+
+    /// Starts tracking an id not seen before (or seen and ended).
+    fn track_new(&mut self, event: &ScheduledEvent, now: SystemTime) -> Transition {
+        let started = event.status == EventStatus::Started;
+        self.events.insert(
+            event.id.clone(),
+            TrackedEvent {
+                event: event.clone(),
+                seen_started: started,
+                first_seen: now,
+            },
+        );
+        if started {
+            Transition::Started {
+                event: event.clone(),
+                was_scheduled: false,
+            }
+        } else {
+            Transition::Scheduled(event.clone())
+        }
+    }
+
+    /// Forgets every tracked event not in `listed` and returns their endings, by id.
+    fn remove_unlisted(&mut self, listed: &HashSet<&str>) -> Vec<Transition> {
+        let gone: Vec<String> = self
+            .events
+            .keys()
+            .filter(|id| !listed.contains(id.as_str()))
+            .cloned()
+            .collect();
+        gone.into_iter()
+            .filter_map(|id| self.events.remove(&id))
+            .map(|tracked| {
+                if tracked.seen_started {
+                    Transition::EndedAfterStart(tracked.event)
+                } else {
+                    Transition::EndedWithoutStart(tracked.event)
+                }
+            })
+            .collect()
+    }
+}
+
+/// Whether a still-scheduled event changed in a way plugins must hear about.
+fn is_rescheduled(previous: &ScheduledEvent, current: &ScheduledEvent) -> bool {
+    previous.not_before != current.not_before
+        || previous.resources != current.resources
+        || previous.event_type != current.event_type
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::time::Duration;
+
+    use forewarn_imds::{EventSource, EventType};
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const FREEZE_ID: &str = "C7061BAC-AFDC-4513-B24B-AA5F13A16123";
+
+    fn at(secs: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    /// Mon, 11 Apr 2022 22:26:58 GMT, the NotBefore of the seed's Freeze example.
+    fn freeze_not_before() -> SystemTime {
+        at(1_649_716_018)
+    }
+
+    /// The Freeze event of the WestNO_0 / WestNO_1 example in the current API docs.
+    fn westno_freeze(status: EventStatus) -> ScheduledEvent {
+        ScheduledEvent {
+            id: FREEZE_ID.into(),
+            event_type: EventType::Freeze,
+            event_type_raw: "Freeze".into(),
+            resource_type: "VirtualMachine".into(),
+            resources: vec!["WestNO_0".into(), "WestNO_1".into()],
+            status,
+            not_before: match status {
+                EventStatus::Scheduled => Some(freeze_not_before()),
+                EventStatus::Started => None,
+            },
+            description: "Virtual machine is being paused because of a memory-preserving Live \
+                          Migration operation."
+                .into(),
+            source: EventSource::Platform,
+            duration_seconds: Some(5),
+        }
+    }
+
+    fn reboot(id: &str, status: EventStatus) -> ScheduledEvent {
+        ScheduledEvent {
+            id: id.into(),
+            event_type: EventType::Reboot,
+            event_type_raw: "Reboot".into(),
+            resource_type: "VirtualMachine".into(),
+            resources: vec!["vm-a".into()],
+            status,
+            not_before: Some(at(1_000)),
+            description: String::new(),
+            source: EventSource::Platform,
+            duration_seconds: None,
+        }
+    }
+
+    fn doc(incarnation: u64, events: Vec<ScheduledEvent>) -> Document {
+        Document {
+            incarnation: Some(incarnation),
+            events,
+        }
+    }
+
+    fn kinds(transitions: &[Transition]) -> Vec<&'static str> {
+        transitions.iter().map(Transition::kind).collect()
+    }
+
+    #[test]
+    fn seed_freeze_example_goes_scheduled_started_ended() {
+        let mut tracker = Tracker::new();
+        assert!(tracker.observe(&doc(1, vec![]), at(1)).is_empty());
+
+        let scheduled =
+            tracker.observe(&doc(2, vec![westno_freeze(EventStatus::Scheduled)]), at(2));
+        assert_eq!(
+            scheduled,
+            vec![Transition::Scheduled(westno_freeze(EventStatus::Scheduled))]
+        );
+
+        let started = tracker.observe(&doc(3, vec![westno_freeze(EventStatus::Started)]), at(3));
+        assert_eq!(
+            started,
+            vec![Transition::Started {
+                event: westno_freeze(EventStatus::Started),
+                was_scheduled: true
+            }]
+        );
+        let tracked = tracker.get(FREEZE_ID).expect("still tracked");
+        assert!(tracked.seen_started);
+        assert_eq!(tracked.first_seen, at(2));
+
+        let ended = tracker.observe(&doc(4, vec![]), at(4));
+        assert_eq!(
+            ended,
+            vec![Transition::EndedAfterStart(westno_freeze(
+                EventStatus::Started
+            ))]
+        );
+        assert_eq!(tracker.events().count(), 0);
+    }
+
+    #[test]
+    fn not_before_change_is_rescheduled() {
+        let mut tracker = Tracker::new();
+        let first = westno_freeze(EventStatus::Scheduled);
+        tracker.observe(&doc(2, vec![first.clone()]), at(1));
+        let later = ScheduledEvent {
+            not_before: Some(freeze_not_before() + Duration::from_secs(600)),
+            ..first.clone()
+        };
+        let transitions = tracker.observe(&doc(3, vec![later.clone()]), at(2));
+        assert_eq!(
+            transitions,
+            vec![Transition::Rescheduled {
+                event: later,
+                previous: first
+            }]
+        );
+    }
+
+    #[test]
+    fn resources_change_is_rescheduled() {
+        let mut tracker = Tracker::new();
+        let first = westno_freeze(EventStatus::Scheduled);
+        tracker.observe(&doc(2, vec![first.clone()]), at(1));
+        let fewer = ScheduledEvent {
+            resources: vec!["WestNO_0".into()],
+            ..first
+        };
+        let transitions = tracker.observe(&doc(3, vec![fewer]), at(2));
+        assert_eq!(kinds(&transitions), ["rescheduled"]);
+    }
+
+    #[test]
+    fn description_and_duration_changes_update_without_transition() {
+        let mut tracker = Tracker::new();
+        let first = westno_freeze(EventStatus::Scheduled);
+        tracker.observe(&doc(2, vec![first.clone()]), at(1));
+        let reworded = ScheduledEvent {
+            description: "reworded".into(),
+            duration_seconds: Some(9),
+            ..first
+        };
+        assert!(
+            tracker
+                .observe(&doc(3, vec![reworded.clone()]), at(2))
+                .is_empty()
+        );
+        assert_eq!(tracker.get(FREEZE_ID).expect("tracked").event, reworded);
+    }
+
+    #[test]
+    fn new_started_event_is_hardware_failure() {
+        let mut tracker = Tracker::new();
+        let event = reboot("hw", EventStatus::Started);
+        let transitions = tracker.observe(&doc(1, vec![event.clone()]), at(1));
+        assert_eq!(
+            transitions,
+            vec![Transition::Started {
+                event: event.clone(),
+                was_scheduled: false
+            }]
+        );
+        let ended = tracker.observe(&doc(2, vec![]), at(2));
+        assert_eq!(ended, vec![Transition::EndedAfterStart(event)]);
+    }
+
+    #[test]
+    fn disappearing_while_scheduled_is_canceled() {
+        let mut tracker = Tracker::new();
+        let event = westno_freeze(EventStatus::Scheduled);
+        tracker.observe(&doc(2, vec![event.clone()]), at(1));
+        let transitions = tracker.observe(&doc(3, vec![]), at(2));
+        assert_eq!(transitions, vec![Transition::EndedWithoutStart(event)]);
+    }
+
+    #[test]
+    fn started_going_back_to_scheduled_stays_started() {
+        let mut tracker = Tracker::new();
+        tracker.observe(&doc(1, vec![reboot("r", EventStatus::Scheduled)]), at(1));
+        tracker.observe(&doc(2, vec![reboot("r", EventStatus::Started)]), at(2));
+        let regressed = ScheduledEvent {
+            description: "odd".into(),
+            ..reboot("r", EventStatus::Scheduled)
+        };
+        assert!(tracker.observe(&doc(3, vec![regressed]), at(3)).is_empty());
+        let tracked = tracker.get("r").expect("tracked");
+        assert_eq!(tracked.event.status, EventStatus::Started);
+        assert_eq!(tracked.event.description, "odd");
+        assert!(
+            tracker
+                .observe(&doc(4, vec![reboot("r", EventStatus::Started)]), at(4))
+                .is_empty()
+        );
+        assert_eq!(
+            kinds(&tracker.observe(&doc(5, vec![]), at(5))),
+            ["ended-after-start"]
+        );
+    }
+
+    #[test]
+    fn events_in_one_document_are_independent_and_ordered() {
+        let mut tracker = Tracker::new();
+        tracker.observe(
+            &doc(
+                1,
+                vec![
+                    reboot("z-gone", EventStatus::Scheduled),
+                    reboot("a-gone", EventStatus::Started),
+                    reboot("starts", EventStatus::Scheduled),
+                ],
+            ),
+            at(1),
+        );
+        let transitions = tracker.observe(
+            &doc(
+                2,
+                vec![
+                    reboot("new", EventStatus::Scheduled),
+                    reboot("starts", EventStatus::Started),
+                ],
+            ),
+            at(2),
+        );
+        let summary: Vec<(&str, &str)> = transitions
+            .iter()
+            .map(|t| (t.kind(), t.event().id.as_str()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("scheduled", "new"),
+                ("started", "starts"),
+                ("ended-after-start", "a-gone"),
+                ("ended-without-start", "z-gone"),
+            ]
+        );
+    }
+
+    #[test]
+    fn incarnation_reset_with_same_events_is_quiet() {
+        let mut tracker = Tracker::new();
+        let events = vec![westno_freeze(EventStatus::Scheduled)];
+        tracker.observe(&doc(57, events.clone()), at(1));
+        assert!(tracker.observe(&doc(1, events.clone()), at(2)).is_empty());
+        let no_incarnation = Document {
+            incarnation: None,
+            events,
+        };
+        assert!(tracker.observe(&no_incarnation, at(3)).is_empty());
+    }
+
+    #[test]
+    fn same_incarnation_with_different_events_is_not_skipped() {
+        let mut tracker = Tracker::new();
+        tracker.observe(&doc(5, vec![]), at(1));
+        let transitions =
+            tracker.observe(&doc(5, vec![reboot("r", EventStatus::Scheduled)]), at(2));
+        assert_eq!(kinds(&transitions), ["scheduled"]);
+    }
+
+    #[test]
+    fn duplicate_id_in_one_document_first_wins() {
+        let mut tracker = Tracker::new();
+        let transitions = tracker.observe(
+            &doc(
+                1,
+                vec![
+                    reboot("r", EventStatus::Scheduled),
+                    reboot("r", EventStatus::Started),
+                ],
+            ),
+            at(1),
+        );
+        assert_eq!(kinds(&transitions), ["scheduled"]);
+    }
+
+    #[test]
+    fn id_reappearing_after_end_starts_over() {
+        let mut tracker = Tracker::new();
+        tracker.observe(&doc(1, vec![reboot("r", EventStatus::Scheduled)]), at(1));
+        tracker.observe(&doc(2, vec![]), at(2));
+        let again = tracker.observe(&doc(3, vec![reboot("r", EventStatus::Scheduled)]), at(3));
+        assert_eq!(kinds(&again), ["scheduled"]);
+        assert_eq!(tracker.get("r").expect("tracked").first_seen, at(3));
+    }
+
+    #[test]
+    fn survives_a_json_round_trip() {
+        let mut tracker = Tracker::new();
+        tracker.observe(&doc(2, vec![westno_freeze(EventStatus::Scheduled)]), at(1));
+        let json = serde_json::to_string(&tracker).expect("serializes");
+        let mut restored: Tracker = serde_json::from_str(&json).expect("deserializes");
+        assert_eq!(restored, tracker);
+        let started = restored.observe(&doc(3, vec![westno_freeze(EventStatus::Started)]), at(2));
+        assert_eq!(kinds(&started), ["started"]);
+    }
+
+    // ---- property tests ----
+
+    /// Where one id is in its lifecycle, per the grammar in the module docs.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Phase {
+        Absent,
+        Scheduled,
+        Started,
+    }
+
+    /// Advances `phase` by one transition, or panics naming the grammar violation.
+    fn step(phase: Phase, transition: &Transition) -> Phase {
+        match (phase, transition) {
+            (Phase::Absent, Transition::Scheduled(_)) => Phase::Scheduled,
+            (
+                Phase::Absent,
+                Transition::Started {
+                    was_scheduled: false,
+                    ..
+                },
+            ) => Phase::Started,
+            (Phase::Scheduled, Transition::Rescheduled { .. }) => Phase::Scheduled,
+            (
+                Phase::Scheduled,
+                Transition::Started {
+                    was_scheduled: true,
+                    ..
+                },
+            ) => Phase::Started,
+            (Phase::Scheduled, Transition::EndedWithoutStart(_)) => Phase::Absent,
+            (Phase::Started, Transition::EndedAfterStart(_)) => Phase::Absent,
+            (phase, transition) => {
+                panic!("{} after {phase:?} breaks the lifecycle", transition.kind())
+            }
+        }
+    }
+
+    fn arb_event() -> impl Strategy<Value = ScheduledEvent> {
+        (
+            prop::sample::select(vec!["e1", "e2", "e3"]),
+            prop::sample::select(vec![EventType::Freeze, EventType::Reboot]),
+            prop::collection::vec(prop::sample::select(vec!["vm-a", "vm-b"]), 0..3),
+            prop::bool::ANY,
+            prop::option::of(0u64..3),
+            prop::sample::select(vec!["", "text"]),
+            prop::option::of(-1i64..3),
+        )
+            .prop_map(
+                |(id, event_type, resources, started, not_before, description, duration)| {
+                    ScheduledEvent {
+                        id: id.into(),
+                        event_type,
+                        event_type_raw: event_type.as_wire().into(),
+                        resource_type: "VirtualMachine".into(),
+                        resources: resources.into_iter().map(String::from).collect(),
+                        status: if started {
+                            EventStatus::Started
+                        } else {
+                            EventStatus::Scheduled
+                        },
+                        not_before: not_before.map(at),
+                        description: description.into(),
+                        source: EventSource::Platform,
+                        duration_seconds: duration,
+                    }
+                },
+            )
+    }
+
+    fn arb_document() -> impl Strategy<Value = Document> {
+        (
+            prop::option::of(0u64..4),
+            prop::collection::vec(arb_event(), 0..4),
+        )
+            .prop_map(|(incarnation, events)| Document {
+                incarnation,
+                events,
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn transitions_follow_the_lifecycle_grammar(
+            documents in prop::collection::vec(arb_document(), 1..12)
+        ) {
+            let mut tracker = Tracker::new();
+            let mut phases: HashMap<String, Phase> = HashMap::new();
+            for (tick, document) in documents.iter().enumerate() {
+                for transition in tracker.observe(document, at(tick as u64)) {
+                    let phase = phases.entry(transition.event().id.clone()).or_insert(Phase::Absent);
+                    *phase = step(*phase, &transition);
+                }
+                for tracked in tracker.events() {
+                    let phase = phases.get(&tracked.event.id).copied().unwrap_or(Phase::Absent);
+                    let expected = if tracked.seen_started { Phase::Started } else { Phase::Scheduled };
+                    prop_assert_eq!(phase, expected);
+                }
+                let listed: HashSet<&str> = document.events.iter().map(|e| e.id.as_str()).collect();
+                let tracked: HashSet<&str> = tracker.events().map(|t| t.event.id.as_str()).collect();
+                prop_assert_eq!(listed, tracked);
+            }
+        }
+
+        #[test]
+        fn the_same_document_twice_is_quiet(
+            history in prop::collection::vec(arb_document(), 0..6),
+            document in arb_document(),
+            reset_incarnation in prop::option::of(0u64..2),
+        ) {
+            let mut tracker = Tracker::new();
+            for (tick, earlier) in history.iter().enumerate() {
+                tracker.observe(earlier, at(tick as u64));
+            }
+            tracker.observe(&document, at(100));
+            let state = tracker.clone();
+            let again = Document { incarnation: reset_incarnation, ..document };
+            prop_assert_eq!(tracker.observe(&again, at(101)), vec![]);
+            prop_assert_eq!(tracker, state);
+        }
+
+        #[test]
+        fn state_survives_serialization_mid_sequence(
+            documents in prop::collection::vec(arb_document(), 2..8),
+            split in 1usize..7,
+        ) {
+            let split = split.min(documents.len() - 1);
+            let mut straight = Tracker::new();
+            let mut resumed = Tracker::new();
+            let mut straight_out = Vec::new();
+            let mut resumed_out = Vec::new();
+            for (tick, document) in documents.iter().enumerate() {
+                straight_out.extend(straight.observe(document, at(tick as u64)));
+                if tick == split {
+                    let json = serde_json::to_string(&resumed).expect("serializes");
+                    resumed = serde_json::from_str(&json).expect("deserializes");
+                }
+                resumed_out.extend(resumed.observe(document, at(tick as u64)));
+            }
+            prop_assert_eq!(straight_out, resumed_out);
+        }
+    }
+}
