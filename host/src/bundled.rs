@@ -1,0 +1,61 @@
+//! The plugins compiled into the forewarn binary (built from `plugins/*` by `build.rs`),
+//! with the manifests they ship with; the demo runs them, `plugin export` writes them out.
+
+use crate::manifest::PluginManifest;
+
+mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/bundled_wasm.rs"));
+}
+
+/// One bundled plugin: its name, component bytes and default manifest text.
+pub struct BundledPlugin {
+    pub name: &'static str,
+    pub wasm: &'static [u8],
+    pub manifest: &'static str,
+}
+
+/// The bundled plugins, in the order they are documented.
+pub fn bundled_plugins() -> Vec<BundledPlugin> {
+    embedded::ALL
+        .iter()
+        .map(|(name, wasm)| BundledPlugin {
+            name,
+            wasm,
+            manifest: default_manifest(name),
+        })
+        .collect()
+}
+
+fn default_manifest(name: &str) -> &'static str {
+    match name {
+        "lb-drain" => include_str!("../../plugins/lb-drain/lb-drain.toml"),
+        "checkpoint" => include_str!("../../plugins/checkpoint/checkpoint.toml"),
+        "graceful-shutdown" => {
+            include_str!("../../plugins/graceful-shutdown/graceful-shutdown.toml")
+        }
+        _ => "",
+    }
+}
+
+impl BundledPlugin {
+    /// The shipped manifest, parsed. It is tested at build time, so failure is a bug.
+    pub fn parsed_manifest(&self) -> Result<PluginManifest, String> {
+        PluginManifest::parse(self.manifest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_bundled_plugin_has_a_valid_manifest_and_a_component() {
+        let plugins = bundled_plugins();
+        assert_eq!(plugins.len(), 3);
+        for plugin in plugins {
+            assert!(!plugin.manifest.is_empty(), "{} has no manifest", plugin.name);
+            plugin.parsed_manifest().unwrap();
+            assert_eq!(&plugin.wasm[..4], b"\0asm");
+        }
+    }
+}

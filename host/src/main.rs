@@ -1,0 +1,269 @@
+//! The `forewarn` command line: `run` the daemon, `demo` it against the simulator,
+//! `simulate` IMDS on its own, and `plugin check` a component.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use forewarn_host::config::{Config, DEFAULT_CONFIG_PATH};
+use forewarn_host::{app, demo, timeline};
+use tokio_util::sync::CancellationToken;
+
+/// forewarn: prepares this VM for Azure maintenance through sandboxed WebAssembly plugins.
+#[derive(Parser)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    /// Log format: human-readable text, or one JSON object per line (for journald and collectors).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the daemon: poll IMDS, call plugins, approve events.
+    Run(RunArgs),
+    /// Run the built-in simulator and the daemon with the bundled plugins, and print what happens.
+    Demo(DemoArgs),
+    /// Serve a simulated IMDS Scheduled Events endpoint that plays a scenario.
+    Simulate(SimulateArgs),
+    /// Work with plugin components.
+    #[command(subcommand)]
+    Plugin(PluginCommand),
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Config file (TOML). Default: /etc/forewarn/forewarn.toml if it exists, else built-in defaults.
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// IMDS base URL (overrides `imds.url`).
+    #[arg(long)]
+    imds_url: Option<String>,
+    /// Plugin directory (overrides `plugin-dir`).
+    #[arg(long)]
+    plugins: Option<PathBuf>,
+    /// State directory for the journal, plugin state and compile cache (overrides `state-dir`).
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// This VM's name as IMDS lists it in Resources (overrides `vm-name`).
+    #[arg(long)]
+    vm_name: Option<String>,
+}
+
+#[derive(clap::Args)]
+struct DemoArgs {
+    /// Scenario: a built-in name (see `forewarn simulate --list`) or a scenario file.
+    #[arg(long, default_value = forewarn_simulator::DEFAULT_SCENARIO)]
+    scenario: String,
+    /// How many times faster than real time the scenario runs.
+    #[arg(long, default_value_t = 10.0)]
+    speed: f64,
+    /// lb-drain's drain window in seconds (real time).
+    #[arg(long, default_value_t = 3)]
+    drain_seconds: u64,
+}
+
+#[derive(clap::Args)]
+struct SimulateArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// Scenario: a built-in name or a path to a TOML or JSON scenario file.
+    #[arg(long, default_value = forewarn_simulator::DEFAULT_SCENARIO)]
+    scenario: String,
+    /// How many times faster than real time the scenario runs.
+    #[arg(long, default_value_t = 1.0)]
+    speed: f64,
+    /// List the built-in scenarios and exit.
+    #[arg(long)]
+    list: bool,
+    /// Keep serving after the scenario is over (until Ctrl-C).
+    #[arg(long)]
+    stay: bool,
+}
+
+#[derive(Subcommand)]
+enum PluginCommand {
+    /// Check that a file is a valid forewarn plugin component and show its imports and exports.
+    Check {
+        /// The .wasm component.
+        path: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format, matches!(cli.command, Command::Demo(_)));
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("forewarn: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(dispatch(cli.command)) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("forewarn: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Run(args) => run(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Demo(args) => demo::run(demo::DemoOptions {
+            scenario: args.scenario,
+            speed: args.speed,
+            drain_seconds: args.drain_seconds,
+            timeout: Duration::from_secs(300),
+        })
+        .await
+        .map(|()| ExitCode::SUCCESS),
+        Command::Simulate(args) => simulate(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Plugin(PluginCommand::Check { path }) => plugin_check(&path).await,
+    }
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let mut config = load_config(args.config.as_deref())?;
+    if let Some(url) = args.imds_url {
+        config.imds.url = url;
+    }
+    if let Some(dir) = args.plugins {
+        config.plugin_dir = dir;
+    }
+    if let Some(dir) = args.state_dir {
+        config.state_dir = dir;
+    }
+    if let Some(name) = args.vm_name {
+        config.vm_name = name;
+    }
+    let prepared = app::build_runtime(&config.state_dir)?;
+    let loaded = app::load_plugins(&prepared.runtime, &config.plugin_dir).await?;
+    let plugins = app::publish_plugins(loaded);
+    let shutdown = CancellationToken::new();
+    tokio::spawn(cancel_on_signal(shutdown.clone()));
+    tracing::info!(imds = %config.imds.url, plugin_dir = %config.plugin_dir.display(), state_dir = %config.state_dir.display(), "forewarn starting");
+    app::run_daemon(&config, plugins.subscribe(), timeline::new_timeline(), shutdown).await?;
+    tracing::info!("forewarn stopped");
+    Ok(())
+}
+
+fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<Config> {
+    if let Some(path) = path {
+        return Ok(Config::load(path)?);
+    }
+    let default = std::path::Path::new(DEFAULT_CONFIG_PATH);
+    if default.exists() {
+        return Ok(Config::load(default)?);
+    }
+    Ok(Config::default())
+}
+
+/// Cancels `shutdown` on SIGINT or SIGTERM.
+async fn cancel_on_signal(shutdown: CancellationToken) {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(signal) => signal,
+                Err(error) => {
+                    tracing::error!(%error, "cannot listen for SIGTERM; only Ctrl-C stops forewarn");
+                    let _ignored = interrupt.await;
+                    shutdown.cancel();
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = interrupt => tracing::info!("SIGINT received, stopping"),
+            _ = terminate.recv() => tracing::info!("SIGTERM received, stopping"),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ignored = interrupt.await;
+    }
+    shutdown.cancel();
+}
+
+async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
+    if args.list {
+        for (name, description) in forewarn_simulator::builtin_scenarios() {
+            println!("{name:<24} {description}");
+        }
+        return Ok(());
+    }
+    let scenario = forewarn_simulator::load_scenario(&args.scenario)?;
+    let simulator = forewarn_simulator::spawn(forewarn_simulator::SimulatorConfig {
+        listen: args.listen,
+        scenario,
+        speed: args.speed,
+    })
+    .await
+    .context("cannot start the simulator")?;
+    println!("simulating IMDS at {} (scenario {}, speed {}x)", simulator.base_url(), args.scenario, args.speed);
+    let interrupted = async {
+        let _ignored = tokio::signal::ctrl_c().await;
+    };
+    if args.stay {
+        interrupted.await;
+    } else {
+        tokio::select! {
+            () = simulator.finished() => println!("scenario finished"),
+            () = interrupted => {}
+        }
+    }
+    simulator.shutdown().await;
+    Ok(())
+}
+
+async fn plugin_check(path: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let runtime = forewarn_runtime::Runtime::new(
+        forewarn_runtime::RuntimeConfig::default(),
+        forewarn_runtime::HostServices::default(),
+    )?;
+    let report = tokio::task::spawn_blocking(move || runtime.inspect(&bytes)).await?;
+    match report {
+        Ok(report) => {
+            println!("{}: a valid forewarn plugin (world forewarn:plugin/event-handler@0.1.0)", path.display());
+            println!("  size:    {} bytes", report.size_bytes);
+            println!("  sha256:  {}", report.content_hash);
+            println!("  exports: {}", report.exports.join(", "));
+            println!("  imports:");
+            for import in &report.imports {
+                println!("    {import}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(error) => {
+            eprintln!("{}: not a usable forewarn plugin: {error}", path.display());
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+fn init_logging(format: LogFormat, quiet_by_default: bool) {
+    use tracing_subscriber::EnvFilter;
+    let default = if quiet_by_default { "warn" } else { "info" };
+    let filter = EnvFilter::try_from_env("FOREWARN_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
+}
