@@ -1,0 +1,112 @@
+//! forewarn-wasm-build: called from build scripts to compile workspace crates into
+//! wasm32-wasip2 components with a nested cargo, and to write Rust constants naming them.
+//!
+//! ```no_run
+//! // build.rs
+//! let built = forewarn_wasm_build::build_components(&["probe-guest", "noop-guest"]);
+//! let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").unwrap()).join("guests.rs");
+//! forewarn_wasm_build::write_constants(&out, &built);
+//! ```
+//!
+//! The nested build runs `cargo build --target wasm32-wasip2 --profile plugin` in its own
+//! target directory, `<workspace target dir>/wasm`, shared by every caller: it never waits on
+//! the lock of the outer build, and a second caller finds the components already built.
+
+mod component;
+mod constants;
+mod error;
+mod nested;
+mod target_dir;
+mod workspace;
+
+use std::path::{Path, PathBuf};
+
+pub use component::{COMPONENT_HEADER, is_component};
+pub use constants::{constant_name, render_constants, render_embedded};
+pub use error::BuildError;
+
+/// The rustc target plugins are built for.
+pub const WASM_TARGET: &str = "wasm32-wasip2";
+/// The cargo profile plugins are built with (`[profile.plugin]` in the workspace).
+pub const WASM_PROFILE: &str = "plugin";
+
+/// One compiled component.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuiltComponent {
+    /// The cargo package it was built from, e.g. `probe-guest`.
+    pub package: String,
+    /// Absolute path of the `.wasm` component.
+    pub path: PathBuf,
+}
+
+/// Builds the workspace packages `packages` into components and tells cargo to rerun the
+/// build script when they, `sdk/` or `wit/` change.
+///
+/// # Panics
+/// When the build fails, with the nested cargo's command line and error output: this is
+/// meant for build scripts, where a panic is how a failure reaches the person.
+pub fn build_components(packages: &[&str]) -> Vec<BuiltComponent> {
+    match try_build_components(packages) {
+        Ok(built) => built,
+        Err(error) => panic!("{error}"),
+    }
+}
+
+/// [`build_components`], returning the failure instead of panicking.
+pub fn try_build_components(packages: &[&str]) -> Result<Vec<BuiltComponent>, BuildError> {
+    let workspace = workspace::Workspace::load()?;
+    let crates = workspace.find_plugin_crates(packages)?;
+    for path in workspace.watched_paths(&crates) {
+        println!("cargo:rerun-if-changed={}", path.display());
+    }
+    let wasm_target_dir = target_dir::wasm_target_dir(&workspace.root)?;
+    nested::build(&workspace.root, &wasm_target_dir, packages)?;
+    crates
+        .iter()
+        .map(|krate| {
+            let path = nested::artifact_path(&wasm_target_dir, &krate.lib_name);
+            match path.is_file() {
+                true => Ok(BuiltComponent {
+                    package: krate.package.clone(),
+                    path,
+                }),
+                false => Err(BuildError::MissingArtifact {
+                    package: krate.package.clone(),
+                    path,
+                }),
+            }
+        })
+        .collect()
+}
+
+/// Writes `out` as Rust source with `pub const NAME: &str = "/abs/path.wasm";` for each
+/// component (NAME is the package in SCREAMING_SNAKE_CASE) and
+/// `pub const ALL: &[(&str, &str)]` listing `(package, path)` pairs.
+///
+/// # Panics
+/// When `out` cannot be written or a path is not UTF-8.
+pub fn write_constants(out: &Path, built: &[BuiltComponent]) {
+    write_source(out, render_constants(built));
+}
+
+/// Like [`write_constants`], but each constant holds the component's bytes
+/// (`pub const NAME: &[u8] = include_bytes!("/abs/path.wasm");`) and `ALL` is
+/// `&[(&str, &[u8])]`. For embedding components in a binary.
+///
+/// # Panics
+/// When `out` cannot be written or a path is not UTF-8.
+pub fn write_embedded(out: &Path, built: &[BuiltComponent]) {
+    write_source(out, render_embedded(built));
+}
+
+fn write_source(out: &Path, source: Result<String, BuildError>) {
+    let written = source.and_then(|text| {
+        std::fs::write(out, text).map_err(|source| BuildError::Write {
+            path: out.to_owned(),
+            source,
+        })
+    });
+    if let Err(error) = written {
+        panic!("{error}");
+    }
+}

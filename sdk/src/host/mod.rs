@@ -1,0 +1,41 @@
+//! Safe wrappers around everything the daemon offers a plugin (the WIT `host` interface):
+//! logging, configuration, durable state, readiness, outbound HTTP and operator actions.
+//!
+//! Outside a wasm component (in a native `cargo test`) there is no daemon: calling any of
+//! these panics. Keep plugin logic in pure functions and test those.
+
+pub mod http;
+pub mod log;
+pub mod state;
+
+use crate::bindings::forewarn::plugin::host as raw;
+use crate::{ActionOutput, HostError};
+
+/// A value from the `[config]` table of the plugin's manifest, or `None`.
+pub fn config(key: &str) -> Option<String> {
+    raw::config(key)
+}
+
+/// A value from the `[config]` table of the plugin's manifest, or `default`.
+pub fn config_or(key: &str, default: &str) -> String {
+    config(key).unwrap_or_else(|| default.to_owned())
+}
+
+/// Marks this VM ready (`true`) or not ready (`false`) on the daemon's `/readyz` endpoint.
+/// Needs `[capabilities] readiness = true`.
+pub fn set_ready(ready: bool) -> Result<(), HostError> {
+    raw::set_ready(ready)
+}
+
+/// Runs the operator-defined action `name` (`[actions.NAME]` in the daemon's config), when
+/// granted by `[capabilities] actions = ["NAME"]`, and waits for it to finish.
+pub fn run_action(name: &str) -> Result<ActionOutput, HostError> {
+    raw::run_action(name)
+}
+
+impl ActionOutput {
+    /// Whether the action exited with code 0.
+    pub fn succeeded(&self) -> bool {
+        self.exit_code == Some(0)
+    }
+}

@@ -1,0 +1,40 @@
+//! The `Plugin` trait a plugin implements, and the `export!` macro that makes a type the
+//! component's `handler` export.
+
+use crate::bindings::exports::forewarn::plugin::handler::Guest;
+use crate::{Context, Decision, Event, Phase};
+
+/// What a forewarn plugin implements. Register the type with [`export!`](crate::export).
+///
+/// Called for each transition of each event the plugin subscribes to. The answer matters in
+/// [`Phase::Prepare`]; in the other phases it is logged and otherwise ignored (return
+/// [`Decision::approve()`]).
+pub trait Plugin {
+    /// Handles one transition of `event`. Answer before `ctx.deadline()`.
+    fn on_event(event: &Event, phase: Phase, ctx: &Context) -> Decision;
+}
+
+/// Adapts a [`Plugin`] to the generated `Guest` trait. Used by [`export!`](crate::export).
+#[doc(hidden)]
+pub struct Adapter<P>(std::marker::PhantomData<P>);
+
+impl<P: Plugin> Guest for Adapter<P> {
+    fn on_event(event: Event, phase: Phase, ctx: Context) -> Decision {
+        P::on_event(&event, phase, &ctx)
+    }
+}
+
+/// Makes a [`Plugin`] type the component's export: `forewarn_sdk::export!(MyPlugin);`
+/// Use it once per plugin crate, at the top level of `lib.rs`.
+#[macro_export]
+macro_rules! export {
+    ($plugin:ty) => {
+        const _: () = {
+            // wit-bindgen's export macro wants a plain type name, not a generic path.
+            type ForewarnPluginExport = $crate::__private::Adapter<$plugin>;
+            $crate::bindings::__export_event_handler!(
+                ForewarnPluginExport with_types_in $crate::bindings
+            );
+        };
+    };
+}

@@ -1,0 +1,54 @@
+//! Test guest `probe-guest`: one plugin whose behaviour is chosen by `config("mode")`, so the
+//! host's tests exercise every answer, trap, resource abuse and sandbox probe with one component.
+
+mod echo;
+mod host_calls;
+mod misbehave;
+mod sandbox;
+
+use std::time::Duration;
+
+use forewarn_sdk::{Context, Decision, Event, Phase, Plugin, host};
+
+struct Probe;
+
+impl Plugin for Probe {
+    fn on_event(event: &Event, phase: Phase, ctx: &Context) -> Decision {
+        let mode = host::config("mode");
+        run_mode(mode.as_deref().unwrap_or("approve"), event, phase, ctx)
+    }
+}
+
+forewarn_sdk::export!(Probe);
+
+fn run_mode(mode: &str, event: &Event, phase: Phase, ctx: &Context) -> Decision {
+    match mode {
+        "approve" => Decision::approve(),
+        "defer" => Decision::defer("not yet", Duration::from_millis(1500)),
+        "echo" => echo::echo(event, phase, ctx),
+        "loop" => misbehave::spin_forever(),
+        "oom" => misbehave::allocate_forever(),
+        "stack-overflow" => misbehave::overflow_stack(),
+        "panic" => panic!("probe panicked on purpose"),
+        "log-flood" => misbehave::flood_log(),
+        "stdout-flood" => misbehave::flood_stdout(),
+        "host-call-loop" => misbehave::call_host_forever(),
+        "huge-reason" => misbehave::huge_reason(),
+        "sleep" => misbehave::sleep_an_hour(),
+        "slow" => misbehave::busy_until_near_deadline(ctx),
+        "read-file" => sandbox::read_file(),
+        "list-root" => sandbox::list_root(),
+        "tcp" => sandbox::tcp(),
+        "env" => sandbox::env(),
+        "args" => sandbox::args(),
+        "state" => host_calls::count_in_state(),
+        "ready" => host_calls::mark_not_ready(),
+        "config" => host_calls::greeting(),
+        unknown => defer_with(format!("unknown probe mode: {unknown}")),
+    }
+}
+
+/// A defer carrying a probe's finding, asked again after one second.
+fn defer_with(reason: String) -> Decision {
+    Decision::defer(reason, Duration::from_millis(1000))
+}

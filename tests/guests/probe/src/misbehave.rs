@@ -1,0 +1,103 @@
+//! Modes that misbehave on purpose — spin, exhaust memory or stack, flood the log or stdout,
+//! hammer the host, answer with a huge reason, block in a WASI call — to test containment.
+
+use std::hint::black_box;
+use std::io::Write;
+use std::time::{Duration, SystemTime};
+
+use forewarn_sdk::host::{self, log};
+use forewarn_sdk::{Context, Decision};
+
+const MIB: usize = 1 << 20;
+const PAGE: usize = 4096;
+
+/// Burns CPU forever.
+pub fn spin_forever() -> Decision {
+    let mut counter = 0u64;
+    loop {
+        counter = black_box(counter.wrapping_add(1));
+    }
+}
+
+/// Allocates and touches 1 MiB chunks forever, keeping them all alive.
+pub fn allocate_forever() -> Decision {
+    let mut chunks: Vec<Vec<u8>> = Vec::new();
+    loop {
+        let mut chunk = vec![0u8; MIB];
+        for byte in chunk.iter_mut().step_by(PAGE) {
+            *byte = 1;
+        }
+        chunks.push(black_box(chunk));
+    }
+}
+
+/// Recurses until the stack runs out.
+pub fn overflow_stack() -> Decision {
+    let depth = recurse(black_box(0));
+    Decision::defer(
+        format!("stack survived {depth} frames"),
+        Duration::from_secs(1),
+    )
+}
+
+fn recurse(depth: u64) -> u64 {
+    // A frame with a live buffer, and work after the call, so it is not made a loop.
+    let frame = black_box([depth; 32]);
+    if black_box(depth == u64::MAX) {
+        return depth;
+    }
+    recurse(black_box(depth + 1)).wrapping_add(frame[7])
+}
+
+/// Writes 100 000 log lines of 1 KiB each, then approves.
+pub fn flood_log() -> Decision {
+    let line = "x".repeat(1024);
+    for _ in 0..100_000 {
+        log::info(&line);
+    }
+    Decision::approve()
+}
+
+/// Prints 10 MiB to stdout (stopping at the first failed write), then approves.
+pub fn flood_stdout() -> Decision {
+    let chunk = "y".repeat(1024);
+    let mut stdout = std::io::stdout();
+    for _ in 0..(10 * MIB / chunk.len()) {
+        if write!(stdout, "{chunk}").is_err() {
+            break;
+        }
+    }
+    let _ = stdout.flush();
+    Decision::approve()
+}
+
+/// Calls the host's `config` forever.
+pub fn call_host_forever() -> Decision {
+    loop {
+        black_box(host::config("x"));
+    }
+}
+
+/// Defers with an 8 MiB reason.
+pub fn huge_reason() -> Decision {
+    Decision::defer("r".repeat(8 * MIB), Duration::from_secs(1))
+}
+
+/// Sleeps an hour inside a WASI call (which epoch interruption cannot cut), then approves.
+pub fn sleep_an_hour() -> Decision {
+    std::thread::sleep(Duration::from_secs(3600));
+    Decision::approve()
+}
+
+/// Busy-waits until `margin_ms` (default 50) before the deadline, then approves: proves a
+/// call that uses nearly all its budget still completes.
+pub fn busy_until_near_deadline(ctx: &Context) -> Decision {
+    let margin_ms = host::config("margin_ms")
+        .and_then(|text| text.parse::<u64>().ok())
+        .unwrap_or(50);
+    let until = ctx.deadline() - Duration::from_millis(margin_ms);
+    while SystemTime::now() < until {
+        black_box(());
+    }
+    Decision::approve()
+}

@@ -1,0 +1,49 @@
+//! Modes that probe the sandbox: files, directories, sockets, environment and arguments.
+//! Each reports what it could reach; in a correct host every probe is denied or empty.
+
+use std::net::TcpStream;
+
+use forewarn_sdk::{Decision, host};
+
+use crate::defer_with;
+
+/// Tries to read /etc/passwd.
+pub fn read_file() -> Decision {
+    match std::fs::read_to_string("/etc/passwd") {
+        Ok(text) => defer_with(format!("read-file: ok: {} bytes", text.len())),
+        Err(error) => defer_with(format!("read-file: denied: {error}")),
+    }
+}
+
+/// Tries to list the root directory.
+pub fn list_root() -> Decision {
+    match std::fs::read_dir("/") {
+        Ok(entries) => defer_with(format!("list-root: ok: {} entries", entries.count())),
+        Err(error) => defer_with(format!("list-root: denied: {error}")),
+    }
+}
+
+/// Tries to connect to 127.0.0.1:<config("port")>.
+pub fn tcp() -> Decision {
+    let port = host::config_or("port", "80");
+    match TcpStream::connect(format!("127.0.0.1:{port}")) {
+        Ok(_stream) => defer_with("tcp: connected".to_owned()),
+        Err(error) => defer_with(format!("tcp: denied: {error}")),
+    }
+}
+
+/// Counts the environment variables and checks for PATH.
+pub fn env() -> Decision {
+    let count = std::env::vars_os().count();
+    let path = if std::env::var_os("PATH").is_some() {
+        "set"
+    } else {
+        "unset"
+    };
+    defer_with(format!("env: {count} vars, PATH={path}"))
+}
+
+/// Counts the command-line arguments.
+pub fn args() -> Decision {
+    defer_with(format!("args: {}", std::env::args_os().count()))
+}

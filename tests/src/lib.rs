@@ -1,0 +1,4 @@
+//! forewarn-tests: end-to-end tests of forewarn, and the test guest components they load.
+//! `guests::PROBE`, `guests::OTHER_WORLD` and `guests::NOOP` are paths to built `.wasm` files.
+
+pub mod guests;
