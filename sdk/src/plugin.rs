@@ -29,6 +29,13 @@ impl<P: Plugin> Guest for Adapter<P> {
 #[macro_export]
 macro_rules! export {
     ($plugin:ty) => {
+        // Only a wasm build exports the component functions: their names contain ':', which
+        // native linkers reject, and a native build (for `cargo test` of the plugin's logic)
+        // has no use for them.
+        #[cfg(not(target_arch = "wasm32"))]
+        const _: fn(&$crate::Event, $crate::Phase, &$crate::Context) -> $crate::Decision =
+            <$plugin as $crate::Plugin>::on_event;
+        #[cfg(target_arch = "wasm32")]
         const _: () = {
             // wit-bindgen's export macro wants a plain type name, not a generic path.
             type ForewarnPluginExport = $crate::__private::Adapter<$plugin>;
