@@ -9,11 +9,12 @@ use std::time::{Duration, SystemTime};
 use forewarn_imds::{Document, EventStatus, ImdsClient, ScheduledEvent};
 use forewarn_runtime::bindings::{Decision, Phase};
 use forewarn_runtime::{CallContext, CallOutcome};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::convert::{from_unix_ms, phase_name, to_wit_event, unix_ms};
+use crate::coordination::{self, Coordinator};
 use crate::journal::{Journal, JournalError};
 use crate::plugins::{LoadedPlugin, PluginSet, SharedPlugins};
 use crate::policy::{self, ApprovalGate, Plan, PolicyConfig};
@@ -46,7 +47,9 @@ pub struct DaemonSettings {
 /// recording would break the promise that a restart resumes where it stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
-    #[error("the journal could not be written, so forewarn stops rather than act without a record: {0}")]
+    #[error(
+        "the journal could not be written, so forewarn stops rather than act without a record: {0}"
+    )]
     Journal(#[from] JournalError),
 }
 
@@ -61,6 +64,20 @@ pub struct Daemon {
     in_flight: HashSet<(String, String)>,
     calls: JoinSet<CallResult>,
     approval_retry_at: Option<SystemTime>,
+    snapshots: watch::Sender<Arc<DaemonState>>,
+    /// The etcd approval barrier for events naming several VMs (`[coordination]`).
+    coordination: Option<Coordinator>,
+    /// Calls decided in this round, started once the round's state is journaled.
+    planned: Vec<PlannedCall>,
+}
+
+struct PlannedCall {
+    event_id: String,
+    plugin: LoadedPlugin,
+    phase: Phase,
+    context: CallContext,
+    budget: Duration,
+    event: ScheduledEvent,
 }
 
 struct CallResult {
@@ -87,6 +104,7 @@ impl Daemon {
             );
         }
         let state: DaemonState = opened.value.unwrap_or_default();
+        let snapshots = watch::channel(Arc::new(state.clone())).0;
         if !state.events.is_empty() {
             tracing::info!(events = state.events.len(), "resuming from the journal");
         }
@@ -100,7 +118,21 @@ impl Daemon {
             in_flight: HashSet::new(),
             calls: JoinSet::new(),
             approval_retry_at: None,
+            snapshots,
+            coordination: None,
+            planned: Vec::new(),
         })
+    }
+
+    /// A view of the state as last journaled, updated after every commit (for status).
+    pub fn snapshots(&self) -> watch::Receiver<Arc<DaemonState>> {
+        self.snapshots.subscribe()
+    }
+
+    /// Approves events naming several VMs together with the other VMs, through etcd.
+    pub fn with_coordination(mut self, coordinator: Coordinator) -> Daemon {
+        self.coordination = Some(coordinator);
+        self
     }
 
     /// The state as last journaled (for status and tests).
@@ -116,6 +148,7 @@ impl Daemon {
         shutdown: CancellationToken,
     ) -> Result<(), DaemonError> {
         let mut plugins = self.plugins.clone();
+        let coordination = self.coordination.clone();
         loop {
             self.advance(SystemTime::now()).await?;
             let wake = self.next_wakeup(SystemTime::now());
@@ -135,6 +168,7 @@ impl Daemon {
                         plugins = self.plugins.clone();
                     }
                 }
+                () = coordination::changed(coordination.as_ref()) => {}
                 () = tokio::time::sleep(wake) => {}
             }
         }
@@ -143,7 +177,10 @@ impl Daemon {
 
     async fn finish_calls_in_flight(&mut self) -> Result<(), DaemonError> {
         if !self.calls.is_empty() {
-            tracing::info!(calls = self.calls.len(), "waiting for plugin calls in flight to finish");
+            tracing::info!(
+                calls = self.calls.len(),
+                "waiting for plugin calls in flight to finish"
+            );
         }
         while let Some(joined) = self.calls.join_next().await {
             self.record_joined(joined)?;
@@ -216,7 +253,8 @@ impl Daemon {
         // A reschedule can change Resources, so the policy is asked again.
         let previous_plugins = self.state.events.remove(&id).map(|p| p.plugins);
         self.start_handling(event, Lifecycle::Scheduled);
-        if let (Some(progress), Some(plugins)) = (self.state.events.get_mut(&id), previous_plugins) {
+        if let (Some(progress), Some(plugins)) = (self.state.events.get_mut(&id), previous_plugins)
+        {
             progress.plugins = plugins;
             progress.restart_preparation();
         }
@@ -262,8 +300,12 @@ impl Daemon {
         for id in ids {
             changed |= self.advance_event(&id, &plugins, now);
         }
-        if changed {
+        // Journal first (attempt numbers, approvals due), then act: start the calls.
+        if changed || !self.planned.is_empty() {
             self.commit()?;
+        }
+        for call in std::mem::take(&mut self.planned) {
+            self.start_call(call);
         }
         self.send_due_approvals(now).await
     }
@@ -273,15 +315,24 @@ impl Daemon {
         let Some(progress) = self.state.events.get(id) else {
             return false;
         };
+        if let (Approval::Coordinating { .. }, Lifecycle::Scheduled) =
+            (&progress.approval, progress.lifecycle)
+        {
+            return self.coordinate(id, now);
+        }
         match (&progress.handling, progress.lifecycle) {
             (Handling::Ignored { .. }, Lifecycle::Ended { .. }) => self.forget(id),
             (Handling::Ignored { .. }, _) => false,
             (Handling::ApproveAtOnce { .. }, Lifecycle::Scheduled) => self.decide_approval(id, now),
             (Handling::ApproveAtOnce { .. }, Lifecycle::Ended { .. }) => self.forget(id),
             (Handling::ApproveAtOnce { .. }, Lifecycle::Started) => false,
-            (Handling::Prepare { .. }, Lifecycle::Scheduled) => self.advance_preparation(id, plugins, now),
+            (Handling::Prepare { .. }, Lifecycle::Scheduled) => {
+                self.advance_preparation(id, plugins, now)
+            }
             (Handling::Prepare { .. }, Lifecycle::Started) => self.tell_started(id, plugins, now),
-            (Handling::Prepare { .. }, Lifecycle::Ended { .. }) => self.advance_recovery(id, plugins, now),
+            (Handling::Prepare { .. }, Lifecycle::Ended { .. }) => {
+                self.advance_recovery(id, plugins, now)
+            }
         }
     }
 
@@ -314,9 +365,15 @@ impl Daemon {
             let waiting_on_others = plugins
                 .predecessors(name)
                 .iter()
-                .filter(|before| plugins.get(before).is_some_and(|p| p.manifest.subscribes_to(event.event_type)))
+                .filter(|before| {
+                    plugins
+                        .get(before)
+                        .is_some_and(|p| p.manifest.subscribes_to(event.event_type))
+                })
                 .any(|before| !progress.plugin(before).prepared);
-            let not_yet = own.retry_at_unix_ms.is_some_and(|at| from_unix_ms(at) > now);
+            let not_yet = own
+                .retry_at_unix_ms
+                .is_some_and(|at| from_unix_ms(at) > now);
             if own.prepared || waiting_on_others || not_yet || self.is_in_flight(id, name) {
                 continue;
             }
@@ -349,7 +406,14 @@ impl Daemon {
             .cloned()
             .collect();
         for plugin in &to_tell {
-            self.spawn_call(id, plugin, Phase::Started, 1, plugin.manifest.budget, &event);
+            self.spawn_call(
+                id,
+                plugin,
+                Phase::Started,
+                1,
+                plugin.manifest.budget,
+                &event,
+            );
         }
         false
     }
@@ -377,10 +441,15 @@ impl Daemon {
             let name = plugin.name();
             let own = progress.plugin(name);
             let successors_pending = subscribers.iter().any(|other| {
-                plugins.predecessors(other.name()).iter().any(|before| before == name)
+                plugins
+                    .predecessors(other.name())
+                    .iter()
+                    .any(|before| before == name)
                     && !progress.plugin(other.name()).told_ended
             });
-            let not_yet = own.retry_at_unix_ms.is_some_and(|at| from_unix_ms(at) > now);
+            let not_yet = own
+                .retry_at_unix_ms
+                .is_some_and(|at| from_unix_ms(at) > now);
             if own.told_ended || successors_pending || not_yet || self.is_in_flight(id, name) {
                 continue;
             }
@@ -409,10 +478,16 @@ impl Daemon {
             "NotBefore (minus the {} ms safety margin) came before every plugin approved \
              (still preparing: {}); the platform starts the event on its own",
             self.settings.policy.safety_margin_ms,
-            if waiting.is_empty() { "none".into() } else { waiting.join(", ") }
+            if waiting.is_empty() {
+                "none".into()
+            } else {
+                waiting.join(", ")
+            }
         );
         tracing::warn!(event_id = %id, "{reason}");
-        progress.approval = Approval::Abandoned { reason: reason.clone() };
+        progress.approval = Approval::Abandoned {
+            reason: reason.clone(),
+        };
         self.emit(TimelineEntry::NotApproved {
             event_id: id.to_owned(),
             reason,
@@ -428,18 +503,42 @@ impl Daemon {
         if progress.approval != Approval::Pending {
             return false;
         }
-        let gate = policy::approval_gate(&progress.event, &self.settings.vm_name, &self.settings.policy);
+        let coordinated = self.coordination.is_some()
+            && coordination::applies_to(&progress.event, &self.settings.vm_name);
+        let gate = if coordinated {
+            coordination::gate(&progress.event, &self.settings.vm_name, &self.settings.policy)
+        } else {
+            policy::approval_gate(
+                &progress.event,
+                &self.settings.vm_name,
+                &self.settings.policy,
+            )
+        };
         let (approval, note) = match gate {
+            ApprovalGate::Approve if coordinated => (
+                Approval::Coordinating {
+                    since_unix_ms: unix_ms(now),
+                },
+                None,
+            ),
             ApprovalGate::Approve => (
                 Approval::Due {
                     since_unix_ms: unix_ms(now),
                 },
                 None,
             ),
-            ApprovalGate::DryRun { would } => (Approval::DryRun { would: would.clone() }, Some(would)),
-            ApprovalGate::Withhold { reason } => {
-                (Approval::Withheld { reason: reason.clone() }, Some(reason))
-            }
+            ApprovalGate::DryRun { would } => (
+                Approval::DryRun {
+                    would: would.clone(),
+                },
+                Some(would),
+            ),
+            ApprovalGate::Withhold { reason } => (
+                Approval::Withheld {
+                    reason: reason.clone(),
+                },
+                Some(reason),
+            ),
         };
         progress.approval = approval;
         if let Some(reason) = note {
@@ -450,6 +549,17 @@ impl Daemon {
             });
         }
         true
+    }
+
+    /// An event waiting on the etcd barrier: asks the coordinator whether to approve now.
+    fn coordinate(&mut self, id: &str, now: SystemTime) -> bool {
+        let (Some(coordinator), Some(progress)) =
+            (&self.coordination, self.state.events.get_mut(id))
+        else {
+            return false;
+        };
+        let settings = &self.settings;
+        coordination::advance(coordinator, progress, &settings.vm_name, &settings.policy, now)
     }
 
     /// POSTs every due approval in one request (already journaled as due).
@@ -476,6 +586,9 @@ impl Daemon {
                     }
                 }
                 self.approval_retry_at = None;
+                if let Some(coordinator) = &self.coordination {
+                    coordinator.approval_sent(&due);
+                }
                 self.commit()?;
                 tracing::info!(event_ids = ?due, "approved at IMDS");
                 self.emit(TimelineEntry::Approved { event_ids: due });
@@ -492,6 +605,7 @@ impl Daemon {
         Ok(())
     }
 
+    /// Decides a call: marks it in flight now, starts it after the journal commit.
     fn spawn_call(
         &mut self,
         id: &str,
@@ -508,23 +622,40 @@ impl Daemon {
             Handling::Prepare { affects_this_vm } => affects_this_vm,
             _ => true,
         };
-        let context = CallContext {
-            vm_name: self.settings.vm_name.clone(),
-            affects_this_vm,
-            attempt,
-        };
-        self.emit(TimelineEntry::PluginCalled {
+        self.in_flight.insert((id.to_owned(), plugin.name().to_owned()));
+        self.planned.push(PlannedCall {
             event_id: id.to_owned(),
+            plugin: plugin.clone(),
+            phase,
+            context: CallContext {
+                vm_name: self.settings.vm_name.clone(),
+                affects_this_vm,
+                attempt,
+            },
+            budget,
+            event: event.clone(),
+        });
+    }
+
+    fn start_call(&mut self, call: PlannedCall) {
+        let PlannedCall {
+            event_id,
+            plugin,
+            phase,
+            context,
+            budget,
+            event,
+        } = call;
+        self.emit(TimelineEntry::PluginCalled {
+            event_id: event_id.clone(),
             plugin: plugin.name().to_owned(),
             phase: phase_name(phase).to_owned(),
-            attempt,
+            attempt: context.attempt,
             budget_ms: budget.as_millis() as u64,
         });
-        tracing::debug!(event_id = %id, plugin = plugin.name(), phase = phase_name(phase), attempt, ?budget, "calling plugin");
-        self.in_flight.insert((id.to_owned(), plugin.name().to_owned()));
-        let wit_event = to_wit_event(event);
-        let runnable = plugin.plugin.clone();
-        let event_id = id.to_owned();
+        tracing::debug!(event_id = %event_id, plugin = plugin.name(), phase = phase_name(phase), attempt = context.attempt, ?budget, "calling plugin");
+        let wit_event = to_wit_event(&event);
+        let runnable = plugin.plugin;
         self.calls.spawn(async move {
             let outcome = runnable.call(&wit_event, phase, &context, budget).await;
             CallResult {
@@ -552,7 +683,8 @@ impl Daemon {
     }
 
     fn record_call(&mut self, result: CallResult) -> Result<(), DaemonError> {
-        self.in_flight.remove(&(result.event_id.clone(), result.plugin.clone()));
+        self.in_flight
+            .remove(&(result.event_id.clone(), result.plugin.clone()));
         let now = SystemTime::now();
         let answer = answer_of(&result, now);
         log_answer(&result.event_id, &result.plugin, &answer);
@@ -635,6 +767,7 @@ impl Daemon {
 
     fn commit(&mut self) -> Result<(), DaemonError> {
         self.journal.commit(&self.state)?;
+        self.snapshots.send_replace(Arc::new(self.state.clone()));
         Ok(())
     }
 
@@ -754,10 +887,12 @@ fn describe_handling(handling: &Handling) -> String {
     match handling {
         Handling::Ignored { reason } => format!("ignored: {reason}"),
         Handling::ApproveAtOnce { rule } => format!("approve at once (rule: {rule})"),
-        Handling::Prepare { affects_this_vm: true } => "plugins prepare this VM".into(),
-        Handling::Prepare { affects_this_vm: false } => {
-            "plugins are told (the event names other VMs, not this one)".into()
-        }
+        Handling::Prepare {
+            affects_this_vm: true,
+        } => "plugins prepare this VM".into(),
+        Handling::Prepare {
+            affects_this_vm: false,
+        } => "plugins are told (the event names other VMs, not this one)".into(),
     }
 }
 

@@ -9,12 +9,12 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use forewarn_host::config::{Config, DEFAULT_CONFIG_PATH};
-use forewarn_host::{app, demo, timeline};
+use forewarn_host::{app, demo, status, timeline};
 use tokio_util::sync::CancellationToken;
 
 /// forewarn: prepares this VM for Azure maintenance through sandboxed WebAssembly plugins.
 #[derive(Parser)]
-#[command(version, about, long_about = None)]
+#[command(name = "forewarn", version, about, long_about = None)]
 struct Cli {
     /// Log format: human-readable text, or one JSON object per line (for journald and collectors).
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
@@ -40,6 +40,35 @@ enum Command {
     /// Work with plugin components.
     #[command(subcommand)]
     Plugin(PluginCommand),
+    /// Show what the running daemon is doing: events, plugin decisions, plugins, IMDS polls.
+    Status(StatusArgs),
+    /// Print the example configuration, or check a configuration file.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(clap::Args)]
+struct StatusArgs {
+    /// The daemon's admin endpoint. Default: `[admin] listen` from the config file.
+    #[arg(long)]
+    admin: Option<String>,
+    /// Config file to read the admin address from. Default: /etc/forewarn/forewarn.toml if it exists.
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// Print the status as JSON (for scripts) instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Print a fully commented configuration with every option at its default.
+    Example,
+    /// Validate a configuration file; errors name the line and the key.
+    Check {
+        /// The TOML file.
+        path: PathBuf,
+    },
 }
 
 #[derive(clap::Args)]
@@ -100,12 +129,20 @@ enum PluginCommand {
         /// The .wasm component.
         path: PathBuf,
     },
+    /// Write the plugins bundled in this binary (NAME.wasm and NAME.toml) into a directory.
+    ExportBundled {
+        /// Where to write them (created if missing).
+        dir: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format, matches!(cli.command, Command::Demo(_)));
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("forewarn: cannot start the async runtime: {error}");
@@ -134,6 +171,15 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         .map(|()| ExitCode::SUCCESS),
         Command::Simulate(args) => simulate(args).await.map(|()| ExitCode::SUCCESS),
         Command::Plugin(PluginCommand::Check { path }) => plugin_check(&path).await,
+        Command::Plugin(PluginCommand::ExportBundled { dir }) => {
+            export_bundled(&dir).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Status(args) => status(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Config(ConfigCommand::Example) => {
+            print!("{}", forewarn_host::config_example::CONFIG_EXAMPLE);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Config(ConfigCommand::Check { path }) => Ok(config_check(&path)),
     }
 }
 
@@ -151,14 +197,94 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(name) = args.vm_name {
         config.vm_name = name;
     }
-    let prepared = app::build_runtime(&config.state_dir)?;
-    let loaded = app::load_plugins(&prepared.runtime, &config.plugin_dir).await?;
-    let plugins = app::publish_plugins(loaded);
+    let prepared = app::build_runtime(&config)?;
+    let plugins = forewarn_host::reload::PluginDirectory::start(
+        prepared.runtime.clone(),
+        &config.plugin_dir,
+        forewarn_host::reload::ReloadOptions::default(),
+    )
+    .await?;
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
     tracing::info!(imds = %config.imds.url, plugin_dir = %config.plugin_dir.display(), state_dir = %config.state_dir.display(), "forewarn starting");
-    app::run_daemon(&config, plugins.subscribe(), timeline::new_timeline(), shutdown).await?;
+    app::run_daemon(
+        &config,
+        plugins.subscribe(),
+        timeline::new_timeline(),
+        prepared.readiness.clone(),
+        shutdown,
+    )
+    .await?;
     tracing::info!("forewarn stopped");
+    Ok(())
+}
+
+/// `forewarn status`: fetches `/status` from the admin endpoint and prints it.
+async fn status(args: StatusArgs) -> anyhow::Result<()> {
+    let base = match args.admin {
+        Some(url) => url,
+        None => admin_url(&load_config(args.config.as_deref())?),
+    };
+    let url = format!("{}/status", base.trim_end_matches('/'));
+    let body = fetch_status(&url).await.with_context(|| {
+        format!("cannot get the status from {url}: is forewarn running (`systemctl status forewarn`)? If its admin endpoint listens elsewhere, pass --admin http://ADDRESS:PORT")
+    })?;
+    if args.json {
+        println!("{}", body.trim_end());
+        return Ok(());
+    }
+    let snapshot: status::StatusSnapshot = serde_json::from_str(&body).with_context(|| {
+        format!("{url} did not answer with a forewarn status (is it a different forewarn version?)")
+    })?;
+    print!("{}", status::render_table(&snapshot));
+    Ok(())
+}
+
+/// The admin endpoint's URL from the config, reaching a wildcard address over loopback.
+fn admin_url(config: &Config) -> String {
+    let mut address = config.admin.listen;
+    if address.ip().is_unspecified() {
+        address.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    format!("http://{address}")
+}
+
+async fn fetch_status(url: &str) -> anyhow::Result<String> {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(5))
+        .build()?;
+    let response = client.get(url).send().await?.error_for_status()?;
+    Ok(response.text().await?)
+}
+
+/// `forewarn config check`: "PATH: ok", or the error naming the line and key.
+fn config_check(path: &std::path::Path) -> ExitCode {
+    match Config::load(path) {
+        Ok(_) => {
+            println!("{}: ok", path.display());
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("forewarn: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `forewarn plugin export-bundled DIR`: writes each bundled plugin's component and manifest.
+fn export_bundled(dir: &std::path::Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for plugin in forewarn_host::bundled::bundled_plugins() {
+        let wasm = dir.join(format!("{}.wasm", plugin.name));
+        let manifest = dir.join(format!("{}.toml", plugin.name));
+        std::fs::write(&wasm, plugin.wasm)
+            .with_context(|| format!("cannot write {}", wasm.display()))?;
+        std::fs::write(&manifest, plugin.manifest)
+            .with_context(|| format!("cannot write {}", manifest.display()))?;
+        println!("{}", wasm.display());
+        println!("{}", manifest.display());
+    }
     Ok(())
 }
 
@@ -178,16 +304,17 @@ async fn cancel_on_signal(shutdown: CancellationToken) {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut terminate =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(signal) => signal,
-                Err(error) => {
-                    tracing::error!(%error, "cannot listen for SIGTERM; only Ctrl-C stops forewarn");
-                    let _ignored = interrupt.await;
-                    shutdown.cancel();
-                    return;
-                }
-            };
+        let mut terminate = match tokio::signal::unix::signal(
+            tokio::signal::unix::SignalKind::terminate(),
+        ) {
+            Ok(signal) => signal,
+            Err(error) => {
+                tracing::error!(%error, "cannot listen for SIGTERM; only Ctrl-C stops forewarn");
+                let _ignored = interrupt.await;
+                shutdown.cancel();
+                return;
+            }
+        };
         tokio::select! {
             _ = interrupt => tracing::info!("SIGINT received, stopping"),
             _ = terminate.recv() => tracing::info!("SIGTERM received, stopping"),
@@ -215,7 +342,12 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
     })
     .await
     .context("cannot start the simulator")?;
-    println!("simulating IMDS at {} (scenario {}, speed {}x)", simulator.base_url(), args.scenario, args.speed);
+    println!(
+        "simulating IMDS at {} (scenario {}, speed {}x)",
+        simulator.base_url(),
+        args.scenario,
+        args.speed
+    );
     let interrupted = async {
         let _ignored = tokio::signal::ctrl_c().await;
     };
@@ -240,7 +372,10 @@ async fn plugin_check(path: &std::path::Path) -> anyhow::Result<ExitCode> {
     let report = tokio::task::spawn_blocking(move || runtime.inspect(&bytes)).await?;
     match report {
         Ok(report) => {
-            println!("{}: a valid forewarn plugin (world forewarn:plugin/event-handler@0.1.0)", path.display());
+            println!(
+                "{}: a valid forewarn plugin (world forewarn:plugin/event-handler@0.1.0)",
+                path.display()
+            );
             println!("  size:    {} bytes", report.size_bytes);
             println!("  sha256:  {}", report.content_hash);
             println!("  exports: {}", report.exports.join(", "));
@@ -260,8 +395,11 @@ async fn plugin_check(path: &std::path::Path) -> anyhow::Result<ExitCode> {
 fn init_logging(format: LogFormat, quiet_by_default: bool) {
     use tracing_subscriber::EnvFilter;
     let default = if quiet_by_default { "warn" } else { "info" };
-    let filter = EnvFilter::try_from_env("FOREWARN_LOG").unwrap_or_else(|_| EnvFilter::new(default));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter =
+        EnvFilter::try_from_env("FOREWARN_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().flatten_event(true).init(),

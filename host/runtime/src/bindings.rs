@@ -12,10 +12,10 @@ wasmtime::component::bindgen!({
     additional_derives: [PartialEq, Eq],
 });
 
+pub use forewarn::plugin::host::{ActionOutput, HostError, HttpRequest, HttpResponse, Level};
 pub use forewarn::plugin::types::{
     Context, Decision, Deferral, EventSource, EventStatus, EventType, Phase, ScheduledEvent,
 };
-pub use forewarn::plugin::host::{ActionOutput, HostError, HttpRequest, HttpResponse, Level};
 
 /// The fully qualified name of the interface every plugin must export.
 pub const HANDLER_EXPORT: &str = "forewarn:plugin/handler@0.1.0";

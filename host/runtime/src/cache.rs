@@ -41,10 +41,20 @@ impl CompileCache {
         if !path.exists() {
             return None;
         }
+        // Read into memory rather than `deserialize_file`, which maps the file: a mapped
+        // entry truncated or overwritten in place later (`cp` over it, a restore) would
+        // kill the daemon with SIGBUS when the plugin next runs.
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                tracing::warn!(path = %path.display(), %error, "could not read compile-cache entry; compiling instead");
+                return None;
+            }
+        };
         // SAFETY: entries are written only by `store` below, from `Component::serialize`
         // of this same engine configuration, into a directory only this user can write;
         // wasmtime still checks the header and the engine compatibility hash.
-        match unsafe { Component::deserialize_file(engine, &path) } {
+        match unsafe { Component::deserialize(engine, &bytes) } {
             Ok(component) => Some(component),
             Err(error) => {
                 tracing::warn!(path = %path.display(), %error, "discarding unusable compile-cache entry");
@@ -62,9 +72,11 @@ impl CompileCache {
         content_hash: &str,
         component: &Component,
     ) -> Result<(), CacheError> {
-        let bytes = component.serialize().map_err(|error| CacheError::Serialize {
-            message: error.to_string(),
-        })?;
+        let bytes = component
+            .serialize()
+            .map_err(|error| CacheError::Serialize {
+                message: error.to_string(),
+            })?;
         let path = self.entry_path(engine, content_hash);
         let temp = path.with_extension("cwasm.tmp");
         write_synced(&temp, &bytes).map_err(|source| CacheError::Write {

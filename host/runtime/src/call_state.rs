@@ -2,6 +2,7 @@
 //! and everything the `host` interface needs to answer that plugin for that call.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -23,6 +24,8 @@ pub struct CallState {
     pub(crate) plugin: Arc<str>,
     pub(crate) settings: Arc<PluginSettings>,
     pub(crate) services: HostServices,
+    /// When the call is cut off: host calls that wait (HTTP, actions) end by then too.
+    pub(crate) deadline: Instant,
     pub(crate) log_lines: u32,
     pub(crate) log_lines_dropped: u32,
     pub(crate) stdout: CapturedOutput,
@@ -34,6 +37,7 @@ impl CallState {
         plugin: Arc<str>,
         settings: Arc<PluginSettings>,
         services: HostServices,
+        deadline: Instant,
     ) -> Self {
         let stdout = CapturedOutput::default();
         let stderr = CapturedOutput::default();
@@ -44,6 +48,7 @@ impl CallState {
             plugin,
             settings,
             services,
+            deadline,
             log_lines: 0,
             log_lines_dropped: 0,
             stdout,

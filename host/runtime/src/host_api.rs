@@ -1,9 +1,11 @@
 //! The `host` interface of the WIT contract as the daemon implements it: logging under the
-//! plugin's name, config lookup, durable state, readiness; each capability checked first.
+//! plugin's name, config lookup, durable state, readiness, HTTP and actions; grants first.
 
+use crate::actions;
 use crate::bindings::forewarn::plugin::{host, types};
 use crate::bindings::{ActionOutput, HostError, HttpRequest, HttpResponse, Level};
 use crate::call_state::{CallState, LOG_LINE_MAX_BYTES, LOG_LINES_PER_CALL};
+use crate::http;
 
 /// The target plugin log lines are written under, so operators can filter them.
 pub const PLUGIN_LOG_TARGET: &str = "forewarn::plugin";
@@ -57,19 +59,57 @@ impl host::Host for CallState {
     }
 
     async fn http_send(&mut self, request: HttpRequest) -> Result<HttpResponse, HostError> {
-        Err(HostError::NotGranted(format!(
-            "plugin `{}` may not send HTTP requests ({} {}): outbound HTTP is not available \
-             in this version of forewarn",
-            self.plugin, request.method, request.url
-        )))
+        let url = http::check_allowed(&self.plugin, &request.url, &self.settings.grants.http)
+            .inspect_err(|error| {
+                tracing::warn!(plugin = %self.plugin, url = %request.url, ?error, "plugin HTTP request refused");
+            })?;
+        let method = request.method.clone();
+        let result = http::send(&self.services.http, request, url.clone(), self.deadline).await;
+        match &result {
+            Ok(response) => {
+                tracing::debug!(plugin = %self.plugin, %method, %url, status = response.status, "plugin HTTP request")
+            }
+            Err(error) => {
+                tracing::warn!(plugin = %self.plugin, %method, %url, ?error, "plugin HTTP request failed")
+            }
+        }
+        result
     }
 
     async fn run_action(&mut self, name: String) -> Result<ActionOutput, HostError> {
-        Err(HostError::NotGranted(format!(
-            "plugin `{}` may not run action `{name}`: actions are not available in this \
-             version of forewarn",
-            self.plugin
-        )))
+        let spec = actions::resolve(
+            &self.plugin,
+            &name,
+            &self.settings.grants.actions,
+            &self.services.actions,
+        )
+        .inspect_err(|error| {
+            tracing::warn!(plugin = %self.plugin, action = %name, ?error, "plugin action refused");
+        })?
+        .clone();
+        tracing::info!(plugin = %self.plugin, action = %name, argv = ?spec.argv, "running action");
+        let result = actions::run(&spec, self.deadline).await;
+        log_action_result(&self.plugin, &name, &result);
+        result
+    }
+}
+
+fn log_action_result(plugin: &str, action: &str, result: &Result<ActionOutput, HostError>) {
+    match result {
+        Ok(output) => tracing::info!(
+            plugin,
+            action,
+            exit_code = %output.exit_code.map_or_else(|| "killed by a signal".to_owned(), |code| code.to_string()),
+            stdout = %truncate(output.stdout.trim_end(), LOG_LINE_MAX_BYTES),
+            stderr = %truncate(output.stderr.trim_end(), LOG_LINE_MAX_BYTES),
+            "action finished"
+        ),
+        Err(HostError::TimedOut) => tracing::warn!(
+            plugin,
+            action,
+            "action killed: it ran past its timeout or the plugin's deadline"
+        ),
+        Err(error) => tracing::warn!(plugin, action, ?error, "action failed"),
     }
 }
 

@@ -134,7 +134,9 @@ mod tests {
         assert_eq!(core, LoadError::CoreModule);
         let truncated = check_header(b"\0asm").unwrap_err().to_string();
         assert!(truncated.contains("truncated"), "{truncated}");
-        let elf = check_header(b"\x7fELF\x02\x01\x01\0").unwrap_err().to_string();
+        let elf = check_header(b"\x7fELF\x02\x01\x01\0")
+            .unwrap_err()
+            .to_string();
         assert!(elf.contains("7f454c46"), "{elf}");
         assert!(check_header(b"\0asm\x0d\0\x01\0").is_ok());
     }

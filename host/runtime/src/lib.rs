@@ -4,12 +4,14 @@
 //! It knows wasmtime and the WIT contract, and nothing of IMDS: the daemon maps its events
 //! to the WIT types in [`bindings`] and decides what to do with the answers.
 
+mod actions;
 pub mod bindings;
 mod cache;
 mod call_state;
 mod epoch;
 mod error;
 mod host_api;
+mod http;
 mod inspect;
 mod limits;
 mod plugin;
@@ -17,13 +19,15 @@ mod runtime;
 mod sandbox;
 mod services;
 
+pub use actions::ACTION_OUTPUT_MAX_BYTES;
 pub use cache::{CacheError, CompileCache};
 pub use error::{LoadError, RuntimeError};
 pub use host_api::PLUGIN_LOG_TARGET;
+pub use http::{HttpClient, RESPONSE_BODY_MAX_BYTES};
 pub use inspect::ComponentReport;
 pub use plugin::{CallContext, CallFailure, CallOutcome, Plugin, REASON_MAX_BYTES};
 pub use runtime::{Compiled, Runtime, RuntimeConfig};
 pub use services::{
-    DEFAULT_MEMORY_LIMIT, Grants, HostServices, MemoryStateStore, PluginSettings, Readiness,
-    StateStore,
+    ActionSpec, DEFAULT_MEMORY_LIMIT, Grants, HostServices, MemoryStateStore, PluginSettings,
+    Readiness, StateStore,
 };

@@ -15,6 +15,9 @@ use crate::services::PluginSettings;
 /// Longest defer reason kept from a plugin; longer ones are cut.
 pub const REASON_MAX_BYTES: usize = 1024;
 
+/// Marks a reason that was cut.
+const ELLIPSIS: &str = "…";
+
 /// A plugin ready to be called. Cheap to clone; calls in flight keep their version alive
 /// when a newer one replaces it.
 #[derive(Clone)]
@@ -67,7 +70,10 @@ impl CallFailure {
                 format!("budget exceeded ({} ms)", budget.as_millis())
             }
             CallFailure::MemoryExceeded { limit_bytes } => {
-                format!("memory limit exceeded ({} MiB)", limit_bytes / (1024 * 1024))
+                format!(
+                    "memory limit exceeded ({} MiB)",
+                    limit_bytes / (1024 * 1024)
+                )
             }
             CallFailure::Trapped { message } => format!("plugin trapped: {message}"),
             CallFailure::Instantiation { message } => {
@@ -178,6 +184,7 @@ impl Plugin {
             self.inner.name.clone(),
             self.inner.settings.clone(),
             runtime.services.clone(),
+            deadline,
         );
         let mut store = Store::new(&runtime.engine, state);
         store.limiter(|state| &mut state.limits);
@@ -203,7 +210,12 @@ impl Plugin {
                 tracing::info!(target: crate::host_api::PLUGIN_LOG_TARGET, plugin, stream, "{line}");
             }
             if dropped > 0 {
-                tracing::warn!(plugin, stream, dropped_bytes = dropped, "plugin output over the limit was dropped");
+                tracing::warn!(
+                    plugin,
+                    stream,
+                    dropped_bytes = dropped,
+                    "plugin output over the limit was dropped"
+                );
             }
         }
         if state.log_lines_dropped > 0 {
@@ -264,7 +276,9 @@ fn sanitize(decision: Decision) -> Decision {
         Decision::Approve => Decision::Approve,
         Decision::Defer(mut deferral) => {
             if deferral.reason.len() > REASON_MAX_BYTES {
-                deferral.reason = format!("{}…", truncate(&deferral.reason, REASON_MAX_BYTES));
+                // The ellipsis counts against the cap too.
+                let kept = truncate(&deferral.reason, REASON_MAX_BYTES - ELLIPSIS.len());
+                deferral.reason = format!("{kept}{ELLIPSIS}");
             }
             Decision::Defer(deferral)
         }

@@ -55,10 +55,14 @@ impl Runtime {
         let engine = Engine::new(&engine_config()).map_err(RuntimeError::engine)?;
         let linker = build_linker(&engine).map_err(RuntimeError::engine)?;
         let cache = match &config.cache_dir {
-            Some(dir) => Some(CompileCache::open(dir).map_err(|source| RuntimeError::CacheDir {
-                path: dir.clone(),
-                source,
-            })?),
+            Some(dir) => {
+                Some(
+                    CompileCache::open(dir).map_err(|source| RuntimeError::CacheDir {
+                        path: dir.clone(),
+                        source,
+                    })?,
+                )
+            }
             None => None,
         };
         let ticker = EpochTicker::start(engine.clone()).map_err(RuntimeError::Ticker)?;
@@ -149,7 +153,9 @@ impl Runtime {
             .inner
             .linker
             .instantiate_pre(component)
-            .map_err(|error| inspect::explain_import_error(&self.inner.engine, component, &error))?;
+            .map_err(|error| {
+                inspect::explain_import_error(&self.inner.engine, component, &error)
+            })?;
         EventHandlerPre::new(instance_pre).map_err(|error| LoadError::WrongWorld {
             details: format!(
                 "its `{}` export does not match this version of the contract: {error:#}",

@@ -12,6 +12,9 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder};
 /// and dropped, so a plugin that floods its output cannot exhaust the daemon's memory.
 pub const CAPTURE_LIMIT: usize = 16 * 1024;
 
+/// How Rust's standard library starts the line it prints after a panic message.
+const BACKTRACE_HINT: &str = "note: run with `RUST_BACKTRACE=";
+
 /// Builds the WASI context for one call: clocks and randomness only, output captured.
 pub fn wasi_context(stdout: &CapturedOutput, stderr: &CapturedOutput) -> WasiCtx {
     WasiCtxBuilder::new()
@@ -43,11 +46,16 @@ impl CapturedOutput {
         (std::mem::take(&mut captured.kept), captured.dropped)
     }
 
-    /// The last non-empty line kept so far, without consuming it.
+    /// The last non-empty line kept so far, without consuming it. Rust's hint after a
+    /// panic message ("note: run with `RUST_BACKTRACE=1` …") is skipped: the line before
+    /// it says what went wrong.
     pub fn peek_last_line(&self) -> Option<String> {
         let captured = lock(&self.inner);
         let text = String::from_utf8_lossy(&captured.kept);
-        let line = text.lines().rev().find(|line| !line.trim().is_empty())?;
+        let line = text
+            .lines()
+            .rev()
+            .find(|line| !line.trim().is_empty() && !line.starts_with(BACKTRACE_HINT))?;
         Some(crate::host_api::truncate(line.trim(), 300).to_owned())
     }
 
@@ -140,5 +148,18 @@ mod tests {
         assert_eq!(kept.len(), CAPTURE_LIMIT);
         assert_eq!(kept.last(), Some(&b'b'));
         assert_eq!(dropped, 2);
+    }
+
+    #[test]
+    fn the_last_line_skips_rusts_backtrace_hint() {
+        let output = CapturedOutput::default();
+        output.append(
+            b"thread '<unnamed>' panicked at src/lib.rs:33:20:\nprobe panicked on purpose\n\
+              note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n",
+        );
+        assert_eq!(
+            output.peek_last_line().as_deref(),
+            Some("probe panicked on purpose")
+        );
     }
 }

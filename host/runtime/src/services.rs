@@ -1,8 +1,11 @@
 //! What the daemon lends to plugins through the `host` interface, and what each plugin is
-//! allowed to use of it: durable state, the readiness flag, and the per-plugin grants.
+//! allowed to use of it: durable state, readiness, HTTP, operator actions, per-plugin grants.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::http::HttpClient;
 
 /// Durable per-plugin key/value storage behind `state-get`, `state-set`, `state-delete`.
 /// The daemon implements it on disk; `MemoryStateStore` serves tests and `plugin check`.
@@ -67,11 +70,25 @@ impl Readiness {
     }
 }
 
+/// An operator-defined command (`[actions.NAME]` in the daemon config): run without a
+/// shell, killed after `timeout` (or at the calling plugin's deadline, if sooner).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionSpec {
+    /// The program and its arguments.
+    pub argv: Vec<String>,
+    pub timeout: Duration,
+}
+
 /// The services shared by every plugin of one daemon.
 #[derive(Clone)]
 pub struct HostServices {
     pub state: Arc<dyn StateStore>,
     pub readiness: Arc<Readiness>,
+    /// The actions the operator defined, by name. A plugin may run one only when its
+    /// grants name it too.
+    pub actions: Arc<BTreeMap<String, ActionSpec>>,
+    /// The client behind `http-send` (no proxy, no redirects).
+    pub http: HttpClient,
 }
 
 impl Default for HostServices {
@@ -79,6 +96,8 @@ impl Default for HostServices {
         HostServices {
             state: Arc::new(MemoryStateStore::default()),
             readiness: Arc::new(Readiness::default()),
+            actions: Arc::new(BTreeMap::new()),
+            http: HttpClient::default(),
         }
     }
 }

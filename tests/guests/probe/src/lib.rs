@@ -1,6 +1,7 @@
 //! Test guest `probe-guest`: one plugin whose behaviour is chosen by `config("mode")`, so the
 //! host's tests exercise every answer, trap, resource abuse and sandbox probe with one component.
 
+mod daemon_modes;
 mod echo;
 mod host_calls;
 mod misbehave;
@@ -27,8 +28,10 @@ fn run_mode(mode: &str, event: &Event, phase: Phase, ctx: &Context) -> Decision 
         "defer" => Decision::defer("not yet", Duration::from_millis(1500)),
         "echo" => echo::echo(event, phase, ctx),
         "loop" => misbehave::spin_forever(),
+        "loop-first-attempt" => misbehave::spin_on_first_attempt(ctx),
         "oom" => misbehave::allocate_forever(),
         "stack-overflow" => misbehave::overflow_stack(),
+        "call-stack-overflow" => misbehave::overflow_call_stack(),
         "panic" => panic!("probe panicked on purpose"),
         "log-flood" => misbehave::flood_log(),
         "stdout-flood" => misbehave::flood_stdout(),
@@ -44,6 +47,7 @@ fn run_mode(mode: &str, event: &Event, phase: Phase, ctx: &Context) -> Decision 
         "state" => host_calls::count_in_state(),
         "ready" => host_calls::mark_not_ready(),
         "config" => host_calls::greeting(),
+        "defer-until-attempt" => daemon_modes::defer_until_attempt(phase, ctx),
         unknown => defer_with(format!("unknown probe mode: {unknown}")),
     }
 }

@@ -19,6 +19,15 @@ pub fn spin_forever() -> Decision {
     }
 }
 
+/// Burns CPU forever on attempt 1, approves on every later attempt: shows that a plugin
+/// cut off at its budget answers its next call normally.
+pub fn spin_on_first_attempt(ctx: &Context) -> Decision {
+    if ctx.attempt <= 1 {
+        return spin_forever();
+    }
+    Decision::approve()
+}
+
 /// Allocates and touches 1 MiB chunks forever, keeping them all alive.
 pub fn allocate_forever() -> Decision {
     let mut chunks: Vec<Vec<u8>> = Vec::new();
@@ -47,6 +56,26 @@ fn recurse(depth: u64) -> u64 {
         return depth;
     }
     recurse(black_box(depth + 1)).wrapping_add(frame[7])
+}
+
+/// Recurses with nothing in linear memory, so the engine's own call-stack limit
+/// (`max_wasm_stack`) is hit before Rust's shadow stack runs out ("stack-overflow" exhausts
+/// the shadow stack instead, which wasm reports as an out-of-bounds memory access).
+pub fn overflow_call_stack() -> Decision {
+    let depth = recurse_on_call_stack(0, u64::from(black_box(u32::MAX)));
+    Decision::defer(
+        format!("call stack survived {depth} frames"),
+        Duration::from_secs(1),
+    )
+}
+
+fn recurse_on_call_stack(depth: u64, limit: u64) -> u64 {
+    if depth >= limit {
+        return depth;
+    }
+    // Work after the call that is not an accumulation, so it is not made a loop.
+    let below = recurse_on_call_stack(depth + 1, limit);
+    below.rotate_left((depth % 63) as u32) ^ depth
 }
 
 /// Writes 100 000 log lines of 1 KiB each, then approves.

@@ -1,0 +1,31 @@
+//! Mode for the daemon's end-to-end tests: "defer-until-attempt" defers prepare until the
+//! daemon's attempt counter (journaled, so it survives a restart) reaches `attempts`.
+
+use std::time::Duration;
+
+use forewarn_sdk::host;
+use forewarn_sdk::{Context, Decision, Phase};
+
+/// Prepare: defers until `ctx.attempt` reaches config `attempts` (default 3), then approves.
+/// Every other phase approves at once.
+pub fn defer_until_attempt(phase: Phase, ctx: &Context) -> Decision {
+    if phase != Phase::Prepare {
+        return Decision::approve();
+    }
+    let wanted = config_number("attempts", 3);
+    if u64::from(ctx.attempt) >= wanted {
+        return Decision::approve();
+    }
+    Decision::defer(format!("attempt={}", ctx.attempt), retry_after())
+}
+
+/// Config `retry-ms` (default 200) as the defer's retry-after.
+fn retry_after() -> Duration {
+    Duration::from_millis(config_number("retry-ms", 200))
+}
+
+fn config_number(key: &str, default: u64) -> u64 {
+    host::config(key)
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(default)
+}

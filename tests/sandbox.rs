@@ -1,0 +1,992 @@
+//! Containment tests of the plugin runtime, driven directly (no daemon): round trips of every
+//! event field, CPU and memory budgets, traps, the WASI sandbox, floods, host calls, rejection, cache.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use forewarn_runtime::bindings::{
+    Decision, EventSource, EventStatus, EventType, Phase, ScheduledEvent,
+};
+use forewarn_runtime::{
+    CallContext, CallFailure, CallOutcome, DEFAULT_MEMORY_LIMIT, Grants, HostServices, LoadError,
+    MemoryStateStore, PLUGIN_LOG_TARGET, Plugin, PluginSettings, REASON_MAX_BYTES, Readiness,
+    Runtime, RuntimeConfig,
+};
+use forewarn_tests::guests::{NOOP, OTHER_WORLD, PROBE};
+use serde_json::{Value, json};
+use tracing::instrument::WithSubscriber;
+
+const MIB: u64 = 1024 * 1024;
+/// A budget no well-behaved call comes near, even in a debug build on a busy machine.
+const GENEROUS: Duration = Duration::from_secs(20);
+/// How late after its budget a cut-off call may return and still count as "cut off".
+const CUT_OFF_SLACK: Duration = Duration::from_secs(5);
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------
+
+/// One runtime for the tests that need no services of their own. Its compile cache (in a
+/// temporary directory kept for the whole run) means the probe is compiled once, not per test.
+fn shared_runtime() -> &'static Runtime {
+    static RUNTIME: OnceLock<(tempfile::TempDir, Runtime)> = OnceLock::new();
+    let (_dir, runtime) = RUNTIME.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let config = RuntimeConfig {
+            cache_dir: Some(dir.path().join("cache")),
+        };
+        let runtime = Runtime::new(config, HostServices::default()).unwrap();
+        (dir, runtime)
+    });
+    runtime
+}
+
+fn read(path: &str) -> Vec<u8> {
+    std::fs::read(path).unwrap_or_else(|error| panic!("cannot read {path}: {error}"))
+}
+
+fn probe_bytes() -> &'static [u8] {
+    static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
+    BYTES.get_or_init(|| read(PROBE))
+}
+
+fn config(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+        .collect()
+}
+
+fn settings(pairs: &[(&str, &str)]) -> PluginSettings {
+    PluginSettings {
+        config: config(pairs),
+        ..PluginSettings::default()
+    }
+}
+
+/// Loads the probe into `runtime` as `name`, in `mode`, with `extra` config values.
+fn probe_in(runtime: &Runtime, name: &str, mode: &str, extra: &[(&str, &str)]) -> Plugin {
+    let mut pairs = vec![("mode", mode)];
+    pairs.extend_from_slice(extra);
+    load_ok(runtime, name, probe_bytes(), settings(&pairs))
+}
+
+/// Loads the probe into the shared runtime; the plugin is named after the mode.
+fn probe(mode: &str) -> Plugin {
+    probe_in(shared_runtime(), &format!("probe-{mode}"), mode, &[])
+}
+
+fn load_ok(runtime: &Runtime, name: &str, bytes: &[u8], settings: PluginSettings) -> Plugin {
+    match runtime.load(name, bytes, settings) {
+        Ok(plugin) => plugin,
+        Err(error) => panic!("loading {name} failed: {error}"),
+    }
+}
+
+fn sample_event() -> ScheduledEvent {
+    ScheduledEvent {
+        id: "602d9444-d2cd-49c7-8624-8643e7171297".into(),
+        event_type: EventType::Reboot,
+        event_type_raw: "Reboot".into(),
+        resource_type: "VirtualMachine".into(),
+        resources: vec!["vm-a".into(), "vm-b".into()],
+        status: EventStatus::Scheduled,
+        not_before_unix_ms: Some(1_700_000_000_000),
+        description: "Virtual machine is going to be restarted as requested by authorized user."
+            .into(),
+        source: EventSource::User,
+        duration_seconds: Some(-1),
+    }
+}
+
+fn context(attempt: u32) -> CallContext {
+    CallContext {
+        vm_name: "vm-a".into(),
+        affects_this_vm: true,
+        attempt,
+    }
+}
+
+async fn call_with(plugin: &Plugin, attempt: u32, budget: Duration) -> CallOutcome {
+    plugin
+        .call(&sample_event(), Phase::Prepare, &context(attempt), budget)
+        .await
+}
+
+async fn call(plugin: &Plugin) -> CallOutcome {
+    call_with(plugin, 1, GENEROUS).await
+}
+
+/// The defer reason of an outcome; fails the test on anything else.
+fn defer_reason(outcome: &CallOutcome) -> String {
+    match &outcome.answer {
+        Ok(Decision::Defer(deferral)) => deferral.reason.clone(),
+        other => panic!("expected a defer, got {other:?}"),
+    }
+}
+
+fn assert_approved(outcome: &CallOutcome) {
+    assert_eq!(outcome.answer, Ok(Decision::Approve), "{outcome:?}");
+}
+
+/// Asserts that a call was cut off at `budget`: reported as such, not before the budget
+/// was spent, and not long after.
+fn assert_cut_off(outcome: &CallOutcome, budget: Duration) {
+    assert_eq!(
+        outcome.answer,
+        Err(CallFailure::BudgetExceeded { budget }),
+        "{outcome:?}"
+    );
+    assert!(
+        outcome.elapsed >= budget,
+        "cut off before its budget: {outcome:?}"
+    );
+    assert!(
+        outcome.elapsed < budget + CUT_OFF_SLACK,
+        "not cut off near its budget: {outcome:?}"
+    );
+}
+
+fn trap_message(outcome: &CallOutcome) -> String {
+    match &outcome.answer {
+        Err(CallFailure::Trapped { message }) => message.clone(),
+        other => panic!("expected a trap, got {other:?}"),
+    }
+}
+
+fn unix_ms_now() -> u64 {
+    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    u64::try_from(since.as_millis()).unwrap()
+}
+
+// ---------------------------------------------------------------------------------------
+// Round trips: every field of the event, the phase and the context reach the plugin intact
+// ---------------------------------------------------------------------------------------
+
+fn event_type_name(event_type: EventType) -> &'static str {
+    match event_type {
+        EventType::Freeze => "freeze",
+        EventType::Reboot => "reboot",
+        EventType::Redeploy => "redeploy",
+        EventType::Preempt => "preempt",
+        EventType::Terminate => "terminate",
+        EventType::Unknown => "unknown",
+    }
+}
+
+fn phase_name(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Prepare => "prepare",
+        Phase::Started => "started",
+        Phase::EndedAfterStart => "ended-after-start",
+        Phase::EndedWithoutStart => "ended-without-start",
+    }
+}
+
+/// What the probe's "echo" mode must report for this call, minus the deadline.
+fn expected_echo(event: &ScheduledEvent, phase: Phase, ctx: &CallContext) -> Value {
+    json!({
+        "id": event.id,
+        "event_type": event_type_name(event.event_type),
+        "event_type_raw": event.event_type_raw,
+        "resource_type": event.resource_type,
+        "resources": event.resources,
+        "status": match event.status {
+            EventStatus::Scheduled => "scheduled",
+            EventStatus::Started => "started",
+        },
+        "not_before_unix_ms": event.not_before_unix_ms,
+        "description": event.description,
+        "source": match event.source {
+            EventSource::Platform => "platform",
+            EventSource::User => "user",
+            EventSource::Unknown => "unknown",
+        },
+        "duration_seconds": event.duration_seconds,
+        "phase": phase_name(phase),
+        "vm_name": ctx.vm_name,
+        "affects_this_vm": ctx.affects_this_vm,
+        "attempt": ctx.attempt,
+    })
+}
+
+/// Calls the echo probe and checks every field it saw, the retry-after and the deadline.
+async fn assert_echoes(plugin: &Plugin, event: &ScheduledEvent, phase: Phase, ctx: &CallContext) {
+    let budget = GENEROUS;
+    let before = unix_ms_now();
+    let outcome = plugin.call(event, phase, ctx, budget).await;
+    let after = unix_ms_now();
+    let Ok(Decision::Defer(deferral)) = &outcome.answer else {
+        panic!("echo must defer, got {outcome:?}");
+    };
+    let mut seen: Value = serde_json::from_str(&deferral.reason)
+        .unwrap_or_else(|error| panic!("echo reason is not JSON ({error}): {}", deferral.reason));
+    let deadline = seen
+        .as_object_mut()
+        .unwrap()
+        .remove("deadline_unix_ms")
+        .and_then(|value| value.as_u64())
+        .expect("echo reports deadline_unix_ms");
+    assert_eq!(seen, expected_echo(event, phase, ctx));
+    assert_eq!(deferral.retry_after_ms, 1000 * ctx.attempt);
+    let budget_ms = u64::try_from(budget.as_millis()).unwrap();
+    assert!(
+        deadline >= before + budget_ms && deadline <= after + budget_ms,
+        "deadline {deadline} is not now + budget ({before}..={after} + {budget_ms})"
+    );
+}
+
+#[tokio::test]
+async fn approve_and_defer_round_trip() {
+    assert_approved(&call(&probe("approve")).await);
+    let deferred = call(&probe("defer")).await;
+    let Ok(Decision::Defer(deferral)) = &deferred.answer else {
+        panic!("{deferred:?}");
+    };
+    assert_eq!(deferral.reason, "not yet");
+    assert_eq!(deferral.retry_after_ms, 1500);
+}
+
+#[tokio::test]
+async fn every_event_type_status_and_source_reaches_the_plugin() {
+    let echo = probe("echo");
+    let types = [
+        (
+            EventType::Freeze,
+            "Freeze",
+            EventStatus::Scheduled,
+            EventSource::Platform,
+        ),
+        (
+            EventType::Reboot,
+            "Reboot",
+            EventStatus::Started,
+            EventSource::User,
+        ),
+        (
+            EventType::Redeploy,
+            "Redeploy",
+            EventStatus::Scheduled,
+            EventSource::Unknown,
+        ),
+        (
+            EventType::Preempt,
+            "Preempt",
+            EventStatus::Started,
+            EventSource::Platform,
+        ),
+        (
+            EventType::Terminate,
+            "Terminate",
+            EventStatus::Scheduled,
+            EventSource::User,
+        ),
+        (
+            EventType::Unknown,
+            "Hibernate-Ω",
+            EventStatus::Scheduled,
+            EventSource::Unknown,
+        ),
+    ];
+    for (event_type, raw, status, source) in types {
+        let event = ScheduledEvent {
+            event_type,
+            event_type_raw: raw.into(),
+            status,
+            source,
+            ..sample_event()
+        };
+        assert_echoes(&echo, &event, Phase::Prepare, &context(1)).await;
+    }
+}
+
+#[tokio::test]
+async fn every_phase_and_attempt_reaches_the_plugin() {
+    let echo = probe("echo");
+    let phases = [
+        Phase::Prepare,
+        Phase::Started,
+        Phase::EndedAfterStart,
+        Phase::EndedWithoutStart,
+    ];
+    for (index, phase) in phases.into_iter().enumerate() {
+        for attempt in [1, 2, 7, 4_000_000] {
+            let ctx = CallContext {
+                vm_name: format!("vm-{index}"),
+                affects_this_vm: index % 2 == 0,
+                attempt,
+            };
+            assert_echoes(&echo, &sample_event(), phase, &ctx).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn unicode_empty_and_optional_fields_round_trip() {
+    let echo = probe("echo");
+    let unicode = ScheduledEvent {
+        id: "ид-🚧-42".into(),
+        description: "Wartung für vm-ä 🚧 — 维护".into(),
+        resources: vec!["vm-ä".into(), "vm-日本".into(), "".into()],
+        resource_type: "VirtualMachine™".into(),
+        ..sample_event()
+    };
+    let empty = ScheduledEvent {
+        id: String::new(),
+        event_type: EventType::Unknown,
+        event_type_raw: String::new(),
+        resource_type: String::new(),
+        resources: Vec::new(),
+        description: String::new(),
+        not_before_unix_ms: None,
+        duration_seconds: None,
+        ..sample_event()
+    };
+    let durations = [
+        None,
+        Some(-1),
+        Some(-5),
+        Some(0),
+        Some(i64::MAX),
+        Some(i64::MIN),
+    ];
+    let unicode_ctx = CallContext {
+        vm_name: "vm-ä 🚧".into(),
+        affects_this_vm: false,
+        attempt: 1,
+    };
+    let empty_ctx = CallContext {
+        vm_name: String::new(),
+        affects_this_vm: false,
+        attempt: 0,
+    };
+    assert_echoes(&echo, &unicode, Phase::Prepare, &unicode_ctx).await;
+    assert_echoes(&echo, &empty, Phase::EndedWithoutStart, &empty_ctx).await;
+    for duration_seconds in durations {
+        for not_before_unix_ms in [None, Some(0), Some(1_700_000_000_123), Some(u64::MAX)] {
+            let event = ScheduledEvent {
+                duration_seconds,
+                not_before_unix_ms,
+                ..sample_event()
+            };
+            assert_echoes(&echo, &event, Phase::Prepare, &context(3)).await;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// CPU budget
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loop_is_cut_off_while_another_plugin_keeps_answering() {
+    let budget = Duration::from_millis(1500);
+    let looping = probe("loop");
+    let noop = load_ok(
+        shared_runtime(),
+        "noop",
+        &read(NOOP),
+        PluginSettings::default(),
+    );
+    let started = Instant::now();
+    let looping_task = tokio::spawn({
+        let looping = looping.clone();
+        async move {
+            let outcome = call_with(&looping, 1, budget).await;
+            (outcome, started.elapsed())
+        }
+    });
+    let noop_task = tokio::spawn(async move {
+        let mut answers = Vec::new();
+        for attempt in 1..=5 {
+            answers.push(call_with(&noop, attempt, GENEROUS).await);
+        }
+        (answers, started.elapsed())
+    });
+    let (looped, noop_answered) = tokio::join!(looping_task, noop_task);
+    let (looped, loop_finished) = looped.unwrap();
+    let (answers, noop_finished) = noop_answered.unwrap();
+    assert_cut_off(&looped, budget);
+    for answer in &answers {
+        assert_approved(answer);
+    }
+    assert!(
+        noop_finished < loop_finished,
+        "the second plugin's 5 answers ({noop_finished:?}) came only after the loop was cut off ({loop_finished:?})"
+    );
+    eprintln!(
+        "loop cut off {:?} after its budget of {budget:?}",
+        looped.elapsed - budget
+    );
+}
+
+#[tokio::test]
+async fn a_plugin_cut_off_answers_its_next_call_and_the_runtime_is_not_poisoned() {
+    let budget = Duration::from_millis(300);
+    let looping = probe("loop");
+    assert_cut_off(&call_with(&looping, 1, budget).await, budget);
+    assert_cut_off(&call_with(&looping, 2, budget).await, budget);
+
+    // The same plugin instance (same settings): loops on attempt 1, approves on attempt 2.
+    let first_only = probe("loop-first-attempt");
+    assert_cut_off(&call_with(&first_only, 1, budget).await, budget);
+    assert_approved(&call_with(&first_only, 2, budget).await);
+
+    // And a fresh plugin of the same runtime is unaffected.
+    assert_approved(&call(&probe("approve")).await);
+}
+
+#[tokio::test]
+async fn a_host_call_loop_is_cut_off_at_its_budget() {
+    let budget = Duration::from_millis(500);
+    assert_cut_off(
+        &call_with(&probe("host-call-loop"), 1, budget).await,
+        budget,
+    );
+}
+
+#[tokio::test]
+async fn a_plugin_blocked_in_a_wasi_sleep_is_cut_off_by_the_wall_clock() {
+    let budget = Duration::from_millis(500);
+    assert_cut_off(&call_with(&probe("sleep"), 1, budget).await, budget);
+    assert_approved(&call(&probe("approve")).await);
+}
+
+#[tokio::test]
+async fn a_call_that_uses_most_of_its_budget_still_answers() {
+    let plugin = probe_in(
+        shared_runtime(),
+        "probe-slow",
+        "slow",
+        &[("margin_ms", "400")],
+    );
+    // Busy until 400 ms before the deadline: 60 % of the budget spent, then an answer.
+    let budget = Duration::from_millis(1000);
+    let outcome = call_with(&plugin, 1, budget).await;
+    assert_approved(&outcome);
+    assert!(outcome.elapsed >= Duration::from_millis(500), "{outcome:?}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Memory cap and traps
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn allocating_past_the_default_cap_traps_and_the_host_goes_on() {
+    let oom = probe("oom");
+    let outcome = call(&oom).await;
+    assert_eq!(
+        outcome.answer,
+        Err(CallFailure::MemoryExceeded {
+            limit_bytes: DEFAULT_MEMORY_LIMIT
+        }),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        CallFailure::MemoryExceeded {
+            limit_bytes: DEFAULT_MEMORY_LIMIT
+        }
+        .reason(),
+        "memory limit exceeded (64 MiB)"
+    );
+    // Each call starts with a fresh instance: same failure again, and others unaffected.
+    assert!(matches!(
+        call(&oom).await.answer,
+        Err(CallFailure::MemoryExceeded { .. })
+    ));
+    assert_approved(&call(&probe("approve")).await);
+}
+
+#[tokio::test]
+async fn a_custom_small_memory_cap_is_enforced() {
+    let limit_bytes = 8 * MIB;
+    let oom_settings = PluginSettings {
+        memory_limit_bytes: limit_bytes,
+        ..settings(&[("mode", "oom")])
+    };
+    let small = load_ok(
+        shared_runtime(),
+        "probe-oom-8mib",
+        probe_bytes(),
+        oom_settings,
+    );
+    let outcome = call(&small).await;
+    assert_eq!(
+        outcome.answer,
+        Err(CallFailure::MemoryExceeded { limit_bytes }),
+        "{outcome:?}"
+    );
+    // The same cap leaves room for a plugin that behaves.
+    let approve_settings = PluginSettings {
+        memory_limit_bytes: limit_bytes,
+        ..settings(&[("mode", "approve")])
+    };
+    let fits = load_ok(
+        shared_runtime(),
+        "probe-8mib",
+        probe_bytes(),
+        approve_settings,
+    );
+    assert_approved(&call(&fits).await);
+}
+
+/// Rust keeps its stack in linear memory (below the data, "stack-first"): overflowing it
+/// runs below address 0 and traps as an out-of-bounds access before wasm's own call stack
+/// is exhausted. Either way the call traps and the host goes on.
+#[tokio::test]
+async fn a_stack_overflow_traps() {
+    let outcome = call(&probe("stack-overflow")).await;
+    let message = trap_message(&outcome);
+    assert!(
+        message == "stack overflow" || message.contains("out of bounds memory access"),
+        "{message}"
+    );
+    assert_approved(&call(&probe("approve")).await);
+}
+
+#[tokio::test]
+async fn exhausting_the_wasm_call_stack_is_reported_as_a_stack_overflow() {
+    let outcome = call(&probe("call-stack-overflow")).await;
+    assert_eq!(
+        outcome.answer,
+        Err(CallFailure::Trapped {
+            message: "stack overflow".into()
+        }),
+        "{outcome:?}"
+    );
+    assert_approved(&call(&probe("approve")).await);
+}
+
+#[tokio::test]
+async fn a_panic_traps_with_the_panic_message() {
+    let outcome = call(&probe("panic")).await;
+    let message = trap_message(&outcome);
+    assert!(
+        message.contains("probe panicked on purpose"),
+        "the trap does not carry the panic message: {message}"
+    );
+    assert_approved(&call(&probe("approve")).await);
+}
+
+// ---------------------------------------------------------------------------------------
+// The WASI sandbox grants nothing
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn reading_etc_passwd_is_denied() {
+    let reason = defer_reason(&call(&probe("read-file")).await);
+    assert!(reason.starts_with("read-file: denied:"), "{reason}");
+}
+
+#[tokio::test]
+async fn listing_the_root_directory_is_denied() {
+    let reason = defer_reason(&call(&probe("list-root")).await);
+    assert!(reason.starts_with("list-root: denied:"), "{reason}");
+}
+
+#[tokio::test]
+async fn opening_a_tcp_socket_is_denied() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let plugin = probe_in(shared_runtime(), "probe-tcp", "tcp", &[("port", &port)]);
+    let reason = defer_reason(&call(&plugin).await);
+    assert!(reason.starts_with("tcp: denied:"), "{reason}");
+    match listener.accept() {
+        Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {}
+        Ok((_, peer)) => panic!("the plugin connected to the listener from {peer}"),
+        Err(error) => panic!("accept failed: {error}"),
+    }
+}
+
+#[tokio::test]
+async fn the_environment_is_not_inherited() {
+    // The test process has an environment (PATH at least): the plugin must not see it.
+    assert!(std::env::var_os("PATH").is_some());
+    assert!(std::env::vars_os().count() > 0);
+    let reason = defer_reason(&call(&probe("env")).await);
+    assert_eq!(reason, "env: 0 vars, PATH=unset");
+}
+
+#[tokio::test]
+async fn there_are_no_arguments() {
+    assert!(std::env::args_os().count() > 0);
+    let reason = defer_reason(&call(&probe("args")).await);
+    assert_eq!(reason, "args: 0");
+}
+
+// ---------------------------------------------------------------------------------------
+// Floods and huge answers are bounded
+// ---------------------------------------------------------------------------------------
+
+/// A `tracing` subscriber that writes plain-text lines into a shared buffer, everything at
+/// debug level and above (as `FOREWARN_LOG=debug`). Not trace: wasmtime-wasi traces every
+/// host call with its arguments, so at trace level a plugin's 10 MiB of stdout reach the log.
+fn capturing_subscriber() -> (impl tracing::Subscriber + Send + Sync, Arc<Mutex<Vec<u8>>>) {
+    let buffer = Arc::new(Mutex::new(Vec::new()));
+    let writer = {
+        let buffer = buffer.clone();
+        move || SharedWriter(buffer.clone())
+    };
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_ansi(false)
+        .with_writer(writer)
+        .finish();
+    (subscriber, buffer)
+}
+
+struct SharedWriter(Arc<Mutex<Vec<u8>>>);
+
+impl Write for SharedWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Calls `plugin` with every log line captured; returns the outcome and the log text.
+async fn call_capturing_logs(plugin: &Plugin) -> (CallOutcome, String) {
+    let (subscriber, buffer) = capturing_subscriber();
+    let outcome = call(plugin).with_subscriber(subscriber).await;
+    let text = String::from_utf8(buffer.lock().unwrap().clone()).unwrap();
+    (outcome, text)
+}
+
+#[tokio::test]
+async fn a_log_flood_is_bounded() {
+    let (outcome, log) = call_capturing_logs(&probe("log-flood")).await;
+    assert_approved(&outcome);
+    let plugin_lines = log
+        .lines()
+        .filter(|line| line.contains(PLUGIN_LOG_TARGET) && line.contains("xxxxxxxx"))
+        .count();
+    let dropped_notices: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("dropped"))
+        .collect();
+    assert!(
+        (1..=200).contains(&plugin_lines),
+        "{plugin_lines} plugin log lines of the 100 000 the plugin wrote"
+    );
+    assert_eq!(dropped_notices.len(), 1, "{dropped_notices:?}");
+    assert!(
+        dropped_notices[0].contains(&format!("dropped_lines={}", 100_000 - plugin_lines)),
+        "{}",
+        dropped_notices[0]
+    );
+    // 200 lines of 1 KiB and change: nowhere near the 100 MiB the plugin tried to log.
+    assert!(log.len() < 512 * 1024, "{} bytes of log", log.len());
+}
+
+#[tokio::test]
+async fn a_stdout_flood_is_bounded() {
+    let (outcome, log) = call_capturing_logs(&probe("stdout-flood")).await;
+    assert_approved(&outcome);
+    let kept: usize = log
+        .lines()
+        .filter(|line| line.contains(PLUGIN_LOG_TARGET))
+        .map(|line| line.matches('y').count())
+        .sum();
+    assert!(
+        kept > 0,
+        "nothing of the plugin's stdout reached the log:\n{log}"
+    );
+    let dropped_notices: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("dropped"))
+        .collect();
+    assert_eq!(dropped_notices.len(), 1, "{dropped_notices:?}");
+    assert!(
+        dropped_notices[0].contains("stream=\"stdout\"")
+            || dropped_notices[0].contains("stream=stdout")
+    );
+    // The plugin printed 10 MiB; the log got a bounded prefix of it.
+    assert!(log.len() < 256 * 1024, "{} bytes of log", log.len());
+}
+
+#[tokio::test]
+async fn a_huge_reason_is_truncated() {
+    let outcome = call(&probe("huge-reason")).await;
+    let reason = defer_reason(&outcome);
+    assert!(
+        reason.starts_with("rrrr"),
+        "{}",
+        &reason[..reason.len().min(40)]
+    );
+    assert!(reason.ends_with('…'), "a cut reason ends with an ellipsis");
+    assert!(
+        reason.len() <= REASON_MAX_BYTES,
+        "a reason of {} bytes was kept; the cap is {REASON_MAX_BYTES}",
+        reason.len()
+    );
+    assert!(
+        reason.len() >= REASON_MAX_BYTES / 2,
+        "{} bytes",
+        reason.len()
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Host calls: state, readiness, config
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn state_persists_across_calls_and_runtimes_sharing_a_store() {
+    let services = HostServices {
+        state: Arc::new(MemoryStateStore::default()),
+        ..HostServices::default()
+    };
+    let first = Runtime::new(RuntimeConfig::default(), services.clone()).unwrap();
+    let counter = probe_in(&first, "counter", "state", &[]);
+    for expected in 1..=3 {
+        assert_eq!(
+            defer_reason(&call(&counter).await),
+            format!("count={expected}")
+        );
+    }
+    let second = Runtime::new(RuntimeConfig::default(), services.clone()).unwrap();
+    let counter_again = probe_in(&second, "counter", "state", &[]);
+    assert_eq!(defer_reason(&call(&counter_again).await), "count=4");
+    // State is per plugin: another name starts from zero.
+    let other = probe_in(&second, "other-counter", "state", &[]);
+    assert_eq!(defer_reason(&call(&other).await), "count=1");
+}
+
+#[tokio::test]
+async fn readiness_needs_its_grant() {
+    let readiness = Arc::new(Readiness::default());
+    let services = HostServices {
+        readiness: readiness.clone(),
+        ..HostServices::default()
+    };
+    let runtime = Runtime::new(RuntimeConfig::default(), services).unwrap();
+
+    let denied = probe_in(&runtime, "lb", "ready", &[]);
+    let reason = defer_reason(&call(&denied).await);
+    assert!(reason.starts_with("ready: not granted:"), "{reason}");
+    assert!(reason.contains("readiness = true"), "{reason}");
+    assert!(readiness.is_ready());
+
+    let granted_settings = PluginSettings {
+        grants: Grants {
+            readiness: true,
+            ..Grants::default()
+        },
+        ..settings(&[("mode", "ready")])
+    };
+    let granted = load_ok(&runtime, "lb", probe_bytes(), granted_settings);
+    assert_eq!(defer_reason(&call(&granted).await), "ready: ok");
+    assert!(!readiness.is_ready());
+    assert_eq!(readiness.holders(), vec!["lb".to_owned()]);
+}
+
+#[tokio::test]
+async fn config_returns_the_manifest_value() {
+    let greeting = probe_in(
+        shared_runtime(),
+        "probe-config",
+        "config",
+        &[("greeting", "grüß dich 👋")],
+    );
+    assert_eq!(defer_reason(&call(&greeting).await), "grüß dich 👋");
+    assert_eq!(defer_reason(&call(&probe("config")).await), "none");
+}
+
+// ---------------------------------------------------------------------------------------
+// Rejection of what is not a plugin
+// ---------------------------------------------------------------------------------------
+
+/// The load error and the inspect error for `bytes`; both must fail, with the same message.
+fn rejection(bytes: &[u8]) -> String {
+    let runtime = shared_runtime();
+    let Some(load_error) = runtime.load("bad", bytes, PluginSettings::default()).err() else {
+        panic!("loaded a plugin that should have been rejected");
+    };
+    let inspect_error = runtime
+        .inspect(bytes)
+        .expect_err("inspect accepted a plugin that should have been rejected");
+    assert_eq!(load_error, inspect_error);
+    load_error.to_string()
+}
+
+#[test]
+fn random_bytes_are_rejected() {
+    let message = rejection(b"#!/bin/sh\necho this is not a plugin\n");
+    assert!(message.starts_with("not a WebAssembly file"), "{message}");
+    assert!(message.contains("magic bytes"), "{message}");
+}
+
+#[test]
+fn an_empty_file_is_rejected() {
+    let message = rejection(b"");
+    assert!(message.contains("empty"), "{message}");
+}
+
+#[test]
+fn a_core_module_is_rejected() {
+    let message = rejection(b"\0asm\x01\0\0\0");
+    assert!(message.contains("core WebAssembly module"), "{message}");
+    assert!(message.contains("wasm32-wasip2"), "{message}");
+}
+
+#[test]
+fn a_truncated_component_is_rejected() {
+    let bytes = probe_bytes();
+    let message = rejection(&bytes[..bytes.len() / 2]);
+    assert!(
+        message.starts_with("the component is not valid or could not be compiled"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_component_of_another_world_is_rejected() {
+    let runtime = shared_runtime();
+    let bytes = read(OTHER_WORLD);
+    let message = rejection(&bytes);
+    assert!(
+        message.contains("does not implement forewarn's plugin world"),
+        "{message}"
+    );
+    assert!(
+        message.contains("does not export `forewarn:plugin/handler@0.1.0`"),
+        "{message}"
+    );
+    assert!(message.contains("it exports `run`"), "{message}");
+    assert!(matches!(
+        runtime
+            .load("other", &bytes, PluginSettings::default())
+            .err(),
+        Some(LoadError::WrongWorld { .. })
+    ));
+}
+
+#[test]
+fn inspect_describes_a_valid_plugin() {
+    let report = shared_runtime().inspect(probe_bytes()).unwrap();
+    assert!(
+        report
+            .exports
+            .iter()
+            .any(|name| name == "forewarn:plugin/handler@0.1.0"),
+        "{report:?}"
+    );
+    assert!(
+        report
+            .imports
+            .iter()
+            .any(|name| name == "forewarn:plugin/host@0.1.0"),
+        "{report:?}"
+    );
+    assert_eq!(report.size_bytes, probe_bytes().len());
+    assert_eq!(report.content_hash.len(), 64);
+}
+
+// ---------------------------------------------------------------------------------------
+// Compile cache
+// ---------------------------------------------------------------------------------------
+
+fn cache_entries(dir: &Path) -> Vec<PathBuf> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "cwasm"))
+        .collect();
+    entries.sort();
+    entries
+}
+
+#[tokio::test]
+async fn the_compile_cache_is_used_and_survives_a_damaged_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache_dir = dir.path().join("cache");
+    let new_runtime = || {
+        let config = RuntimeConfig {
+            cache_dir: Some(cache_dir.clone()),
+        };
+        Runtime::new(config, HostServices::default()).unwrap()
+    };
+    let noop_bytes = read(NOOP);
+
+    let runtime = new_runtime();
+    let first = load_ok(&runtime, "noop", &noop_bytes, PluginSettings::default());
+    assert!(!first.loaded_from_cache());
+    let entries = cache_entries(&cache_dir);
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert!(
+        entries[0]
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with(first.content_hash()),
+        "{entries:?}"
+    );
+
+    // Same runtime, and a new one (a restart): both load from the cache.
+    let second = load_ok(&runtime, "noop", &noop_bytes, PluginSettings::default());
+    assert!(second.loaded_from_cache());
+    assert_approved(&call(&second).await);
+    let restarted = load_ok(
+        &new_runtime(),
+        "noop",
+        &noop_bytes,
+        PluginSettings::default(),
+    );
+    assert!(restarted.loaded_from_cache());
+    assert_approved(&call(&restarted).await);
+
+    // A damaged entry is discarded; the plugin compiles fresh, works, and is cached again.
+    // (Entries are memory-mapped: damage one in place only once nothing maps it, or the
+    // process dies of SIGBUS. The runtime itself replaces entries by rename, never in place.)
+    drop((first, second, restarted, runtime));
+    std::fs::write(&entries[0], b"garbage, not a compiled component").unwrap();
+    let runtime = new_runtime();
+    let recompiled = load_ok(&runtime, "noop", &noop_bytes, PluginSettings::default());
+    assert!(!recompiled.loaded_from_cache());
+    assert_approved(&call(&recompiled).await);
+    let again = load_ok(&runtime, "noop", &noop_bytes, PluginSettings::default());
+    assert!(again.loaded_from_cache());
+    assert_eq!(cache_entries(&cache_dir), entries);
+}
+
+#[tokio::test]
+async fn a_cache_entry_damaged_in_place_does_not_harm_a_plugin_loaded_from_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = RuntimeConfig {
+        cache_dir: Some(dir.path().to_path_buf()),
+    };
+    let runtime = Runtime::new(config, HostServices::default()).unwrap();
+    let noop_bytes = read(NOOP);
+    load_ok(&runtime, "noop", &noop_bytes, PluginSettings::default());
+    let cached = load_ok(&runtime, "noop", &noop_bytes, PluginSettings::default());
+    assert!(cached.loaded_from_cache());
+    // Truncate and rewrite the entry in place, as `cp` over it or a restore would.
+    let entries = cache_entries(dir.path());
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    std::fs::write(&entries[0], b"x").unwrap();
+    for attempt in 1..=3 {
+        assert_approved(&call_with(&cached, attempt, GENEROUS).await);
+    }
+}
+
+#[test]
+fn components_with_different_bytes_get_different_cache_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = RuntimeConfig {
+        cache_dir: Some(dir.path().to_path_buf()),
+    };
+    let runtime = Runtime::new(config, HostServices::default()).unwrap();
+    let noop = load_ok(&runtime, "noop", &read(NOOP), PluginSettings::default());
+    let probe = load_ok(&runtime, "probe", probe_bytes(), PluginSettings::default());
+    assert_ne!(noop.content_hash(), probe.content_hash());
+    assert_eq!(cache_entries(dir.path()).len(), 2);
+}
