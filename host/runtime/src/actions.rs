@@ -166,6 +166,46 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_call_cut_off_mid_action_leaves_no_process_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        let script = format!("echo $$ > {}; exec sleep 30", pid_file.display());
+        let action = spec(&["sh", "-c", &script], Duration::from_secs(60));
+        let call = tokio::spawn(async move { run(&action, far()).await });
+        let pid = loop {
+            if let Ok(text) = std::fs::read_to_string(&pid_file)
+                && !text.trim().is_empty()
+            {
+                break text.trim().to_owned();
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        // What the runtime does when a call runs past its budget: drop the call's future.
+        call.abort();
+        let _ignored = call.await;
+        let stat = format!("/proc/{pid}/stat");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while running(&stat) {
+            assert!(
+                Instant::now() < deadline,
+                "the action's process {pid} still runs"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Whether the process behind `/proc/PID/stat` exists and is not a zombie.
+    fn running(stat: &str) -> bool {
+        std::fs::read_to_string(stat)
+            .ok()
+            .and_then(|text| {
+                text.rsplit_once(") ")
+                    .map(|(_, rest)| !rest.starts_with('Z'))
+            })
+            .unwrap_or(false)
+    }
+
+    #[tokio::test]
     async fn the_call_deadline_cuts_an_action_too() {
         let action = spec(&["sleep", "30"], Duration::from_secs(60));
         let deadline = Instant::now() + Duration::from_millis(200);

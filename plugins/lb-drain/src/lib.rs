@@ -1,21 +1,164 @@
-//! Bundled plugin `lb-drain`: takes this VM out of its load balancer before maintenance.
-//! For now a placeholder that logs each call and approves; its real logic comes later.
+//! Bundled plugin `lb-drain`: takes this VM out of its load balancer before maintenance that
+//! takes it down (readiness 503, drain window, optional deregistration) and back in after.
 
-use forewarn_sdk::host::log;
+mod logic;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use forewarn_sdk::host::{self, http, log, state};
 use forewarn_sdk::{Context, Decision, Event, Phase, Plugin};
 
-struct LbDrain;
+pub use logic::{DrainSettings, DrainStep, EventIds, drain_step, seconds_left, should_drain};
+
+/// State key holding the ids of the events this plugin drained for, one per line.
+const DRAINING_KEY: &str = "draining-events";
+
+/// The plugin; `forewarn_sdk::export!` makes it the component's handler.
+pub struct LbDrain;
 
 impl Plugin for LbDrain {
     fn on_event(event: &Event, phase: Phase, ctx: &Context) -> Decision {
-        log::info!(
-            "{} {}: {phase} (attempt {})",
-            event.event_type,
-            event.id,
-            ctx.attempt
-        );
-        Decision::approve()
+        let settings = match DrainSettings::from_lookup(host::config) {
+            Ok(settings) => settings,
+            Err(problem) => {
+                log::error!("{problem}");
+                return Decision::defer(problem, Duration::from_secs(30));
+            }
+        };
+        match phase {
+            Phase::Prepare => prepare(event, ctx, &settings),
+            Phase::Started => Decision::approve(),
+            Phase::EndedAfterStart | Phase::EndedWithoutStart => {
+                recover(event, &settings);
+                Decision::approve()
+            }
+        }
     }
+}
+
+fn prepare(event: &Event, ctx: &Context, settings: &DrainSettings) -> Decision {
+    if !should_drain(event, ctx, settings) {
+        log::info!(
+            "{} {}: no drain needed (another VM, or a short Freeze)",
+            event.event_type,
+            event.id
+        );
+        return Decision::approve();
+    }
+    if let Err(error) = host::set_ready(false) {
+        return Decision::defer(
+            format!("cannot mark the VM not ready: {error}"),
+            Duration::from_secs(10),
+        );
+    }
+    let started_ms = match remember_drain(&event.id) {
+        Ok(started_ms) => started_ms,
+        Err(error) => {
+            return Decision::defer(
+                format!("cannot record the drain: {error}"),
+                Duration::from_secs(5),
+            );
+        }
+    };
+    match drain_step(started_ms, now_ms(), settings.drain) {
+        DrainStep::Wait { left, retry_after } => Decision::defer(
+            format!("draining: {} s left", seconds_left(left)),
+            retry_after,
+        ),
+        DrainStep::Done => finish_drain(event, settings),
+    }
+}
+
+/// After the drain window: deregister (once, if configured), then approve.
+fn finish_drain(event: &Event, settings: &DrainSettings) -> Decision {
+    let done_key = format!("deregistered/{}", event.id);
+    if let Some(url) = &settings.deregister_url
+        && state::get_bool(&done_key) != Some(true)
+    {
+        match http::post(url, "application/json", notice_body(event)) {
+            Ok(response) if response.is_success() => {
+                log::info!("deregistered from the load balancer ({url})");
+                let _ignored = state::set_bool(&done_key, true);
+            }
+            Ok(response) => {
+                return Decision::defer(
+                    format!("deregistration at {url} answered {}", response.status),
+                    Duration::from_secs(2),
+                );
+            }
+            Err(error) => {
+                return Decision::defer(
+                    format!("deregistration at {url} failed: {error}"),
+                    Duration::from_secs(2),
+                );
+            }
+        }
+    }
+    log::info!("drained for {} {}", event.event_type, event.id);
+    Decision::approve()
+}
+
+/// The event is over: forget it, and when no other drained event is still in progress,
+/// register again (if configured) and mark the VM ready.
+fn recover(event: &Event, settings: &DrainSettings) {
+    let mut draining = EventIds::parse(&state::get_string(DRAINING_KEY).unwrap_or_default());
+    if !draining.remove(&event.id) {
+        return;
+    }
+    let _ignored = state::set_string(DRAINING_KEY, &draining.render());
+    let _ignored = state::delete(&format!("drain-start/{}", event.id));
+    let _ignored = state::delete(&format!("deregistered/{}", event.id));
+    if !draining.is_empty() {
+        log::info!(
+            "{} is over, but still drained for {}",
+            event.id,
+            draining.render().replace('\n', ", ")
+        );
+        return;
+    }
+    if let Some(url) = &settings.register_url {
+        match http::post(url, "application/json", notice_body(event)) {
+            Ok(response) if response.is_success() => log::info!("registered again ({url})"),
+            Ok(response) => log::error!("registration at {url} answered {}", response.status),
+            Err(error) => log::error!("registration at {url} failed: {error}"),
+        }
+    }
+    match host::set_ready(true) {
+        Ok(()) => log::info!("{} is over: the VM is ready again", event.id),
+        Err(error) => log::error!("cannot mark the VM ready again: {error}"),
+    }
+}
+
+/// Adds the event to the drained set and returns when its drain started (now, the first time).
+fn remember_drain(event_id: &str) -> Result<u64, forewarn_sdk::HostError> {
+    let mut draining = EventIds::parse(&state::get_string(DRAINING_KEY).unwrap_or_default());
+    if draining.insert(event_id) {
+        state::set_string(DRAINING_KEY, &draining.render())?;
+    }
+    let start_key = format!("drain-start/{event_id}");
+    if let Some(started_ms) = state::get_u64(&start_key) {
+        return Ok(started_ms);
+    }
+    let started_ms = now_ms();
+    state::set_u64(&start_key, started_ms)?;
+    log::info!("marked not ready; draining for {event_id}");
+    Ok(started_ms)
+}
+
+/// The JSON body sent to the (de)registration URLs.
+fn notice_body(event: &Event) -> String {
+    format!(
+        "{{\"event_id\":\"{}\",\"event_type\":\"{}\"}}",
+        event.id.escape_default(),
+        event.event_type
+    )
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
 }
 
 forewarn_sdk::export!(LbDrain);

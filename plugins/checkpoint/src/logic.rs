@@ -1,0 +1,233 @@
+//! checkpoint's decisions as pure functions: its settings from config and how to read the
+//! workload's answers (HTTP status and body, or an action's exit code); tested natively.
+
+use std::time::Duration;
+
+/// Exit code a checkpoint action uses to say "started, still running: ask me again"
+/// (`EX_TEMPFAIL` from sysexits.h).
+pub const STILL_RUNNING_EXIT_CODE: i32 = 75;
+
+/// How the workload is asked to checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trigger {
+    /// POST to this URL; then poll `status_url` if set.
+    Http {
+        url: String,
+        status_url: Option<String>,
+    },
+    /// Run this named action until it exits 0.
+    Action(String),
+    /// Nothing configured: approve at once.
+    None,
+}
+
+/// How the workload is asked to restore after an event that started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Restore {
+    Http(String),
+    Action(String),
+    None,
+}
+
+/// checkpoint's configuration (the `[config]` table of `checkpoint.toml`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointSettings {
+    pub trigger: Trigger,
+    pub restore: Restore,
+    /// Time between two checks of a running checkpoint.
+    pub retry: Duration,
+}
+
+impl CheckpointSettings {
+    /// Reads `checkpoint-url`, `status-url`, `checkpoint-action`, `restore-url`,
+    /// `restore-action` and `retry-seconds` (default 2) through `lookup`. A URL wins over
+    /// an action when both are set.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let value = |key: &str| lookup(key).filter(|value| !value.trim().is_empty());
+        let trigger = match (value("checkpoint-url"), value("checkpoint-action")) {
+            (Some(url), _) => Trigger::Http {
+                url,
+                status_url: value("status-url"),
+            },
+            (None, Some(action)) => Trigger::Action(action),
+            (None, None) => Trigger::None,
+        };
+        let restore = match (value("restore-url"), value("restore-action")) {
+            (Some(url), _) => Restore::Http(url),
+            (None, Some(action)) => Restore::Action(action),
+            (None, None) => Restore::None,
+        };
+        let retry_seconds = match value("retry-seconds") {
+            None => 2,
+            Some(text) => text.trim().parse().map_err(|_| {
+                format!("checkpoint config `retry-seconds` = \"{text}\" is not a whole number")
+            })?,
+        };
+        Ok(CheckpointSettings {
+            trigger,
+            restore,
+            retry: Duration::from_secs(retry_seconds),
+        })
+    }
+}
+
+/// What the workload said about its checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    Done,
+    Running(String),
+    Failed(String),
+}
+
+/// Reads the answer to POST `checkpoint-url`: any 2xx means the request was taken (done at
+/// once when there is no status URL to poll); anything else is a failure.
+pub fn read_trigger_answer(status: u16, body: &str, has_status_url: bool) -> Progress {
+    if !(200..300).contains(&status) {
+        return Progress::Failed(format!(
+            "checkpoint request answered {status}{}",
+            excerpt(body)
+        ));
+    }
+    if has_status_url {
+        return Progress::Running("checkpoint started".into());
+    }
+    Progress::Done
+}
+
+/// Reads the answer to GET `status-url`: 200 with a body containing "done" is done; a
+/// 5xx, or a body containing "failed", is a failure; anything else is still running.
+pub fn read_status_answer(status: u16, body: &str) -> Progress {
+    let lower = body.to_ascii_lowercase();
+    if status >= 500 || lower.contains("failed") {
+        return Progress::Failed(format!("the workload reports {status}{}", excerpt(body)));
+    }
+    if status == 200 && lower.contains("done") {
+        return Progress::Done;
+    }
+    Progress::Running(format!("checkpoint running ({status}{})", excerpt(body)))
+}
+
+/// Reads a checkpoint action's exit: 0 done, 75 still running, anything else (or a signal)
+/// a failure with the last line of stderr.
+pub fn read_action_exit(exit_code: Option<i32>, stderr: &str) -> Progress {
+    match exit_code {
+        Some(0) => Progress::Done,
+        Some(STILL_RUNNING_EXIT_CODE) => {
+            Progress::Running("checkpoint action still running".into())
+        }
+        Some(code) => Progress::Failed(format!(
+            "checkpoint action exited {code}{}",
+            excerpt(stderr)
+        )),
+        None => Progress::Failed("checkpoint action was killed by a signal".into()),
+    }
+}
+
+/// ": <last non-empty line, at most 200 bytes>", or "" for an empty text.
+fn excerpt(text: &str) -> String {
+    let Some(line) = text
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+    else {
+        return String::new();
+    };
+    let mut end = line.len().min(200);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(": {}", &line[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn settings(pairs: &[(&str, &str)]) -> Result<CheckpointSettings, String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        CheckpointSettings::from_lookup(|key| map.get(key).cloned())
+    }
+
+    #[test]
+    fn nothing_configured_means_nothing_to_do() {
+        let parsed = settings(&[]).unwrap();
+        assert_eq!(parsed.trigger, Trigger::None);
+        assert_eq!(parsed.restore, Restore::None);
+        assert_eq!(parsed.retry, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn url_wins_over_action() {
+        let parsed = settings(&[
+            ("checkpoint-url", "http://127.0.0.1:8080/checkpoint"),
+            ("status-url", "http://127.0.0.1:8080/status"),
+            ("checkpoint-action", "ckpt"),
+            ("restore-action", "restore"),
+            ("retry-seconds", "1"),
+        ])
+        .unwrap();
+        assert_eq!(
+            parsed.trigger,
+            Trigger::Http {
+                url: "http://127.0.0.1:8080/checkpoint".into(),
+                status_url: Some("http://127.0.0.1:8080/status".into())
+            }
+        );
+        assert_eq!(parsed.restore, Restore::Action("restore".into()));
+        assert_eq!(parsed.retry, Duration::from_secs(1));
+        assert!(settings(&[("retry-seconds", "x")]).is_err());
+    }
+
+    #[test]
+    fn trigger_answers() {
+        assert_eq!(read_trigger_answer(200, "", false), Progress::Done);
+        assert!(matches!(
+            read_trigger_answer(202, "", true),
+            Progress::Running(_)
+        ));
+        let failed = read_trigger_answer(503, "busy\n", false);
+        assert_eq!(
+            failed,
+            Progress::Failed("checkpoint request answered 503: busy".into())
+        );
+    }
+
+    #[test]
+    fn status_answers() {
+        assert_eq!(read_status_answer(200, "done"), Progress::Done);
+        assert_eq!(read_status_answer(200, "Checkpoint DONE\n"), Progress::Done);
+        assert!(matches!(
+            read_status_answer(202, "done soon"),
+            Progress::Running(_)
+        ));
+        assert!(matches!(
+            read_status_answer(200, "running 40%"),
+            Progress::Running(_)
+        ));
+        assert!(matches!(
+            read_status_answer(200, "failed: disk full"),
+            Progress::Failed(_)
+        ));
+        assert!(matches!(read_status_answer(500, ""), Progress::Failed(_)));
+    }
+
+    #[test]
+    fn action_exits() {
+        assert_eq!(read_action_exit(Some(0), ""), Progress::Done);
+        assert!(matches!(
+            read_action_exit(Some(75), ""),
+            Progress::Running(_)
+        ));
+        assert_eq!(
+            read_action_exit(Some(2), "starting\nno space left\n"),
+            Progress::Failed("checkpoint action exited 2: no space left".into())
+        );
+        assert!(matches!(read_action_exit(None, ""), Progress::Failed(_)));
+    }
+}

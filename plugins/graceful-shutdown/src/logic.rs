@@ -1,0 +1,163 @@
+//! graceful-shutdown's decisions as pure functions: its settings from config, which events
+//! stop the app, and the set of events it stopped the app for (tested natively).
+
+use std::collections::BTreeSet;
+
+use forewarn_sdk::Event;
+
+/// Event types that stop the app unless `event-types` says otherwise.
+pub const DEFAULT_EVENT_TYPES: &str = "Reboot, Redeploy, Preempt, Terminate";
+
+/// graceful-shutdown's configuration (the `[config]` table of `graceful-shutdown.toml`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShutdownSettings {
+    pub stop_action: Option<String>,
+    pub start_action: Option<String>,
+    /// Lower-case event type names, or "*" for all.
+    pub event_types: Vec<String>,
+}
+
+impl ShutdownSettings {
+    /// Reads `stop-action`, `start-action` and `event-types` (comma-separated, default
+    /// "Reboot, Redeploy, Preempt, Terminate") through `lookup`.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let value = |key: &str| lookup(key).filter(|value| !value.trim().is_empty());
+        let types = value("event-types").unwrap_or_else(|| DEFAULT_EVENT_TYPES.to_owned());
+        ShutdownSettings {
+            stop_action: value("stop-action"),
+            start_action: value("start-action"),
+            event_types: types
+                .split(',')
+                .map(|name| name.trim().to_ascii_lowercase())
+                .filter(|name| !name.is_empty())
+                .collect(),
+        }
+    }
+
+    /// Whether `event`'s type is one that stops the app (by parsed or raw name).
+    pub fn stops_for(&self, event: &Event) -> bool {
+        self.event_types.iter().any(|name| {
+            name == "*"
+                || name == event.event_type.as_str()
+                || name.eq_ignore_ascii_case(&event.event_type_raw)
+        })
+    }
+}
+
+/// A set of event ids, stored in state as one id per line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventIds(BTreeSet<String>);
+
+impl EventIds {
+    pub fn parse(text: &str) -> Self {
+        EventIds(
+            text.lines()
+                .map(str::trim)
+                .filter(|id| !id.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        )
+    }
+
+    pub fn render(&self) -> String {
+        self.0.iter().cloned().collect::<Vec<_>>().join("\n")
+    }
+
+    pub fn contains(&self, id: &str) -> bool {
+        self.0.contains(id)
+    }
+
+    /// Adds `id`; true when it was new.
+    pub fn insert(&mut self, id: &str) -> bool {
+        self.0.insert(id.to_owned())
+    }
+
+    /// Removes `id`; true when it was there.
+    pub fn remove(&mut self, id: &str) -> bool {
+        self.0.remove(id)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Whether to run the start action when an event ends: after a started event always (the
+/// VM went down), after a canceled one only if the app was stopped for it; and in both
+/// cases only when no other event still holds the app stopped.
+pub fn should_start(ended_after_start: bool, was_stopped_for_it: bool, others_left: bool) -> bool {
+    if others_left {
+        return false;
+    }
+    ended_after_start || was_stopped_for_it
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use forewarn_sdk::{EventSource, EventStatus, EventType};
+
+    use super::*;
+
+    fn settings(pairs: &[(&str, &str)]) -> ShutdownSettings {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        ShutdownSettings::from_lookup(|key| map.get(key).cloned())
+    }
+
+    fn event(event_type: EventType, raw: &str) -> Event {
+        Event {
+            id: "E1".into(),
+            event_type,
+            event_type_raw: raw.into(),
+            resource_type: "VirtualMachine".into(),
+            resources: vec!["vm-a".into()],
+            status: EventStatus::Scheduled,
+            not_before_unix_ms: None,
+            description: String::new(),
+            source: EventSource::Platform,
+            duration_seconds: None,
+        }
+    }
+
+    #[test]
+    fn default_types_are_the_ones_that_take_the_vm_down() {
+        let parsed = settings(&[("stop-action", "stop-app")]);
+        assert_eq!(parsed.stop_action.as_deref(), Some("stop-app"));
+        assert_eq!(parsed.start_action, None);
+        assert!(parsed.stops_for(&event(EventType::Reboot, "Reboot")));
+        assert!(parsed.stops_for(&event(EventType::Terminate, "Terminate")));
+        assert!(!parsed.stops_for(&event(EventType::Freeze, "Freeze")));
+        assert!(!parsed.stops_for(&event(EventType::Unknown, "Hibernate")));
+    }
+
+    #[test]
+    fn event_types_are_configurable_by_name_or_star() {
+        let parsed = settings(&[("event-types", "Preempt, hibernate")]);
+        assert!(parsed.stops_for(&event(EventType::Preempt, "Preempt")));
+        assert!(parsed.stops_for(&event(EventType::Unknown, "Hibernate")));
+        assert!(!parsed.stops_for(&event(EventType::Reboot, "Reboot")));
+        assert!(settings(&[("event-types", "*")]).stops_for(&event(EventType::Freeze, "Freeze")));
+    }
+
+    #[test]
+    fn start_runs_after_a_started_event_or_an_undone_stop_when_nothing_else_holds() {
+        assert!(should_start(true, false, false));
+        assert!(should_start(false, true, false));
+        assert!(!should_start(false, false, false));
+        assert!(!should_start(true, true, true));
+    }
+
+    #[test]
+    fn event_ids_round_trip() {
+        let mut ids = EventIds::parse("A\nB");
+        assert!(ids.contains("A"));
+        assert!(ids.remove("A"));
+        assert!(!ids.insert("B"));
+        assert_eq!(ids.render(), "B");
+        assert!(ids.remove("B") && ids.is_empty());
+    }
+}

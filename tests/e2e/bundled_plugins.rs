@@ -1,0 +1,752 @@
+//! End-to-end tests of the bundled plugins in the real `forewarn` binary against real parts:
+//! HAProxy health-checking `/readyz` (lb-drain), a local HTTP workload (checkpoint), real
+//! processes stopped and started by actions (graceful-shutdown), and refused capabilities.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use forewarn_host::bundled::bundled_plugins;
+use forewarn_tests::support::{ChildGuard, Daemon, PluginDecision, Simulator, http_get, wait_for};
+
+const FOREWARN: &str = env!("CARGO_BIN_EXE_forewarn");
+
+/// Scenario speed: scenario time runs this many times faster than the wall clock.
+const SPEED: f64 = 10.0;
+
+/// A platform Reboot for vm-a appearing 6 s (wall) after the simulator starts, with a 90 s
+/// (wall) notice, running 3 s (wall) once approved, then removed.
+const REBOOT_SCENARIO: &str = r#"
+name = "bundled-plugins-reboot"
+description = "A platform Reboot that starts when approved and ends 30 s (scenario) later."
+end_after = "5s"
+
+[[events]]
+type = "Reboot"
+source = "Platform"
+appear_at = "60s"
+notice = "15m"
+description = "Virtual machine is going to be restarted because of planned host maintenance."
+runs_for = "30s"
+"#;
+
+/// Everything one test runs: a temporary directory with the scenario, plugin dir, state dir
+/// and daemon config, the simulator, and the daemon once started.
+struct Setup {
+    dir: tempfile::TempDir,
+    simulator: Simulator,
+}
+
+impl Setup {
+    fn new(scenario: &str) -> Setup {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let scenario_path = dir.path().join("scenario.toml");
+        std::fs::write(&scenario_path, scenario).expect("write the scenario");
+        std::fs::create_dir_all(dir.path().join("plugins")).expect("create the plugin dir");
+        let simulator = Simulator::start(
+            Path::new(FOREWARN),
+            &scenario_path.display().to_string(),
+            SPEED,
+        );
+        Setup { dir, simulator }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Installs the bundled plugin `name` with `manifest` as its NAME.toml.
+    fn install_plugin(&self, name: &str, manifest: &str) {
+        let plugin = bundled_plugins()
+            .into_iter()
+            .find(|plugin| plugin.name == name)
+            .unwrap_or_else(|| panic!("no bundled plugin named {name}"));
+        let plugins = self.path("plugins");
+        std::fs::write(plugins.join(format!("{name}.wasm")), plugin.wasm).expect("write wasm");
+        std::fs::write(plugins.join(format!("{name}.toml")), manifest).expect("write manifest");
+    }
+
+    /// Writes the daemon config (admin on an ephemeral loopback port, `extra` appended) and
+    /// starts `forewarn run`.
+    fn start_daemon(&self, extra: &str) -> Daemon {
+        let config = format!(
+            "vm-name = \"vm-a\"\nstate-dir = \"{}\"\nplugin-dir = \"{}\"\n\n[imds]\nurl = \"{}\"\n\
+             poll-interval = \"200ms\"\n\n[admin]\nlisten = \"127.0.0.1:0\"\n\n{extra}\n",
+            self.path("state").display(),
+            self.path("plugins").display(),
+            self.simulator.base_url,
+        );
+        let config_path = self.path("forewarn.toml");
+        std::fs::write(&config_path, config).expect("write the daemon config");
+        Daemon::start(Path::new(FOREWARN), &config_path)
+    }
+}
+
+/// The admin endpoint's `host:port`, from the daemon's "admin endpoint listening" line.
+fn admin_address(daemon: &Daemon) -> String {
+    wait_for(Duration::from_secs(30), "the admin endpoint", || {
+        daemon
+            .lines()
+            .iter()
+            .find(|line| line.message().starts_with("admin endpoint listening"))
+            .map(|line| line.text("address").to_owned())
+            .ok_or_else(|| daemon.describe_for_failure())
+    })
+}
+
+/// When the daemon logged "approved at IMDS" for the first time (Unix ms).
+fn approval_time(daemon: &Daemon) -> u64 {
+    wait_for(Duration::from_secs(60), "approval at IMDS", || {
+        daemon
+            .lines()
+            .iter()
+            .find(|line| line.message() == "approved at IMDS")
+            .map(|line| line.at_unix_ms)
+            .ok_or_else(|| daemon.describe_for_failure())
+    })
+}
+
+/// Waits for `plugin`'s first decision in `phase` and returns it.
+fn wait_for_phase(daemon: &Daemon, plugin: &str, phase: &str, timeout: Duration) -> PluginDecision {
+    let what = format!("{plugin} to be called for {phase}");
+    let decisions = daemon.wait_for_decisions(timeout, &what, |decisions| {
+        decisions
+            .iter()
+            .any(|d| d.plugin == plugin && d.phase == phase)
+    });
+    decisions
+        .into_iter()
+        .find(|d| d.plugin == plugin && d.phase == phase)
+        .expect("found above")
+}
+
+fn now_ms() -> u64 {
+    u64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
+// ---------------------------------------------------------------------------------------
+// lb-drain with HAProxy
+
+/// HAProxy running with a backend `app` whose server `vm-a` is health-checked with
+/// `GET /readyz` on the daemon's admin endpoint every 100 ms (down after 2 failures, up
+/// after 2 successes). A thread records every state change seen on the stats socket.
+struct Haproxy {
+    _process: ChildGuard,
+    socket: PathBuf,
+    history: Arc<Mutex<Vec<(u64, String)>>>,
+    stop: Arc<AtomicBool>,
+    watcher: Option<JoinHandle<()>>,
+}
+
+impl Haproxy {
+    fn start(dir: &Path, readyz_address: &str) -> Haproxy {
+        let binary = find_haproxy();
+        let socket = dir.join("haproxy.sock");
+        let config = dir.join("haproxy.cfg");
+        std::fs::write(
+            &config,
+            format!(
+                "global\n    stats socket {} mode 600 level admin\n\n\
+                 defaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server 5s\n\n\
+                 backend app\n    option httpchk GET /readyz\n    http-check expect status 200\n\
+                 \x20   server vm-a {readyz_address} check inter 100ms fall 2 rise 2\n",
+                socket.display()
+            ),
+        )
+        .expect("write haproxy.cfg");
+        let child = Command::new(&binary)
+            .arg("-db")
+            .arg("-f")
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot start {}: {error}", binary.display()));
+        let process = ChildGuard::new(child);
+        wait_for(Duration::from_secs(10), "HAProxy's stats socket", || {
+            server_status(&socket)
+        });
+        let history = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let watcher = std::thread::spawn({
+            let socket = socket.clone();
+            let history = history.clone();
+            let stop = stop.clone();
+            move || record_status_changes(&socket, &history, &stop)
+        });
+        Haproxy {
+            _process: process,
+            socket,
+            history,
+            stop,
+            watcher: Some(watcher),
+        }
+    }
+
+    fn status(&self) -> String {
+        server_status(&self.socket).unwrap_or_else(|error| error)
+    }
+
+    /// Every (Unix ms, status) change seen so far.
+    fn history(&self) -> Vec<(u64, String)> {
+        self.history.lock().expect("history lock").clone()
+    }
+}
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(watcher) = self.watcher.take() {
+            let _ignored = watcher.join();
+        }
+    }
+}
+
+/// The haproxy binary; fails the test (not skips it) when it is missing.
+fn find_haproxy() -> PathBuf {
+    for candidate in [
+        "/usr/sbin/haproxy",
+        "/usr/bin/haproxy",
+        "/usr/local/sbin/haproxy",
+    ] {
+        if Path::new(candidate).exists() {
+            return PathBuf::from(candidate);
+        }
+    }
+    panic!(
+        "HAProxy is not installed: this test runs a real load balancer against forewarn's \
+         /readyz. Install it with `apt-get install -y haproxy` (CI does)."
+    );
+}
+
+fn record_status_changes(socket: &Path, history: &Mutex<Vec<(u64, String)>>, stop: &AtomicBool) {
+    while !stop.load(Ordering::SeqCst) {
+        if let Ok(status) = server_status(socket) {
+            let mut history = history.lock().expect("history lock");
+            if history
+                .last()
+                .map(|(_, last)| last != &status)
+                .unwrap_or(true)
+            {
+                history.push((now_ms(), status));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The `status` column of backend `app`, server `vm-a`, from `show stat` ("UP", "DOWN",
+/// "UP 1/2", …).
+fn server_status(socket: &Path) -> Result<String, String> {
+    let mut stream = UnixStream::connect(socket).map_err(|error| format!("connect: {error}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .map_err(|error| error.to_string())?;
+    stream
+        .write_all(b"show stat\n")
+        .map_err(|error| format!("send: {error}"))?;
+    let mut csv = String::new();
+    stream
+        .read_to_string(&mut csv)
+        .map_err(|error| format!("read: {error}"))?;
+    let mut lines = csv.lines();
+    let header = lines.next().ok_or("empty answer")?;
+    let columns: Vec<&str> = header.trim_start_matches("# ").split(',').collect();
+    let status_column = columns
+        .iter()
+        .position(|name| *name == "status")
+        .ok_or_else(|| format!("no status column in {header}"))?;
+    lines
+        .map(|line| line.split(',').collect::<Vec<_>>())
+        .find(|fields| fields.first() == Some(&"app") && fields.get(1) == Some(&"vm-a"))
+        .and_then(|fields| fields.get(status_column).map(|status| (*status).to_owned()))
+        .ok_or_else(|| format!("no app/vm-a row in {csv}"))
+}
+
+fn readyz(address: &str) -> String {
+    match http_get(address, "/readyz") {
+        Ok(_) => "200".to_owned(),
+        Err(error) => error,
+    }
+}
+
+#[test]
+fn lb_drain_takes_the_vm_out_of_haproxy_before_approval_and_back_after() {
+    let haproxy_binary = find_haproxy();
+    assert!(haproxy_binary.exists());
+    let setup = Setup::new(REBOOT_SCENARIO);
+    setup.install_plugin(
+        "lb-drain",
+        "subscribe = [\"Freeze\", \"Reboot\", \"Redeploy\", \"Preempt\", \"Terminate\"]\n\
+         budget = \"5s\"\n[config]\ndrain-seconds = 3\n[capabilities]\nreadiness = true\n",
+    );
+    let daemon = setup.start_daemon("");
+    let admin = admin_address(&daemon);
+    let haproxy = Haproxy::start(setup.dir.path(), &admin);
+    wait_for(Duration::from_secs(10), "HAProxy to see vm-a UP", || {
+        let status = haproxy.status();
+        if status == "UP" { Ok(()) } else { Err(status) }
+    });
+    assert!(
+        daemon.decisions().is_empty(),
+        "the event appeared before HAProxy saw the backend UP; {}",
+        daemon.describe_for_failure()
+    );
+
+    let first_defer = wait_for_phase(&daemon, "lb-drain", "prepare", Duration::from_secs(30));
+    assert_eq!(first_defer.decision, "defer", "{first_defer:?}");
+    assert!(
+        first_defer.reason.starts_with("draining: "),
+        "{first_defer:?}"
+    );
+    let approved_at = approval_time(&daemon);
+    let history_at_approval: Vec<_> = haproxy
+        .history()
+        .into_iter()
+        .filter(|(at, _)| *at <= approved_at)
+        .collect();
+    assert!(
+        history_at_approval
+            .iter()
+            .any(|(_, status)| status == "DOWN"),
+        "HAProxy never saw vm-a DOWN before forewarn approved at {approved_at}: {history_at_approval:?}"
+    );
+    assert_eq!(
+        history_at_approval
+            .last()
+            .map(|(_, status)| status.as_str()),
+        Some("DOWN"),
+        "vm-a must still be DOWN when the event is approved: {history_at_approval:?}"
+    );
+
+    let ended = wait_for_phase(
+        &daemon,
+        "lb-drain",
+        "ended-after-start",
+        Duration::from_secs(30),
+    );
+    assert_eq!(readyz(&admin), "200", "/readyz after the event");
+    wait_for(
+        Duration::from_secs(10),
+        "HAProxy to see vm-a UP again",
+        || {
+            let status = haproxy.status();
+            if status == "UP" { Ok(()) } else { Err(status) }
+        },
+    );
+    let history = haproxy.history();
+    let up_again = history
+        .iter()
+        .find(|(at, status)| *at >= ended.at_unix_ms && status == "UP")
+        .unwrap_or_else(|| panic!("no UP after the event ended: {history:?}"));
+    assert!(up_again.0 > approved_at);
+    let approvals = setup.simulator.state().approvals;
+    assert!(
+        approvals.iter().any(|approval| approval.accepted),
+        "{approvals:?}"
+    );
+}
+
+#[test]
+fn lb_drain_approves_a_short_freeze_without_draining() {
+    let setup = Setup::new(
+        r#"
+name = "short-freeze"
+end_after = "5s"
+
+[[events]]
+type = "Freeze"
+appear_at = "20s"
+notice = "15m"
+duration_seconds = 5
+runs_for = "20s"
+"#,
+    );
+    setup.install_plugin(
+        "lb-drain",
+        "budget = \"5s\"\n[config]\ndrain-seconds = 60\nfreeze-threshold-seconds = 10\n\
+         [capabilities]\nreadiness = true\n",
+    );
+    let daemon = setup.start_daemon("");
+    let admin = admin_address(&daemon);
+    let prepare = wait_for_phase(&daemon, "lb-drain", "prepare", Duration::from_secs(30));
+    assert_eq!(prepare.decision, "approve", "{prepare:?}");
+    approval_time(&daemon);
+    assert_eq!(
+        readyz(&admin),
+        "200",
+        "a short Freeze must not take the VM out of rotation"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// checkpoint with a local HTTP workload
+
+/// One request the workload received.
+#[derive(Debug, Clone)]
+struct Received {
+    at_unix_ms: u64,
+    method: String,
+    path: String,
+    body: String,
+}
+
+/// A tiny HTTP/1.1 workload on 127.0.0.1:0: POST /checkpoint answers 202, GET /status answers
+/// "running" until it has been asked `running_polls` times and "done" after, POST /restore
+/// answers 200. Every request is recorded.
+struct Workload {
+    address: String,
+    received: Arc<Mutex<Vec<Received>>>,
+}
+
+impl Workload {
+    fn start(running_polls: usize) -> Workload {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the workload");
+        let address = listener.local_addr().expect("local address").to_string();
+        let received = Arc::new(Mutex::new(Vec::new()));
+        std::thread::spawn({
+            let received = received.clone();
+            move || {
+                for stream in listener.incoming().flatten() {
+                    let _ignored = serve_one(stream, &received, running_polls);
+                }
+            }
+        });
+        Workload { address, received }
+    }
+
+    fn received(&self) -> Vec<Received> {
+        self.received.lock().expect("lock").clone()
+    }
+
+    fn count(&self, method: &str, path: &str) -> usize {
+        self.received()
+            .iter()
+            .filter(|r| r.method == method && r.path == path)
+            .count()
+    }
+}
+
+fn serve_one(
+    stream: TcpStream,
+    received: &Mutex<Vec<Received>>,
+    running_polls: usize,
+) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut request_line = String::new();
+    reader.read_line(&mut request_line)?;
+    let mut content_length = 0;
+    loop {
+        let mut header = String::new();
+        reader.read_line(&mut header)?;
+        if header.trim().is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            content_length = value.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0; content_length];
+    reader.read_exact(&mut body)?;
+    let mut parts = request_line.split_whitespace();
+    let method = parts.next().unwrap_or("").to_owned();
+    let path = parts.next().unwrap_or("").to_owned();
+    let (status, text) = {
+        let mut received = received.lock().expect("lock");
+        let polls_so_far = received.iter().filter(|r| r.path == "/status").count();
+        received.push(Received {
+            at_unix_ms: now_ms(),
+            method: method.clone(),
+            path: path.clone(),
+            body: String::from_utf8_lossy(&body).into_owned(),
+        });
+        match (method.as_str(), path.as_str()) {
+            ("POST", "/checkpoint") => ("202 Accepted", "started"),
+            ("GET", "/status") if polls_so_far < running_polls => ("200 OK", "running"),
+            ("GET", "/status") => ("200 OK", "done"),
+            ("POST", "/restore") => ("200 OK", "restored"),
+            _ => ("404 Not Found", "no such thing"),
+        }
+    };
+    let mut stream = stream;
+    write!(
+        stream,
+        "HTTP/1.1 {status}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
+        text.len()
+    )?;
+    stream.flush()
+}
+
+#[test]
+fn checkpoint_asks_the_workload_waits_for_it_and_restores_after_the_event() {
+    let workload = Workload::start(2);
+    let setup = Setup::new(REBOOT_SCENARIO);
+    let base = format!("http://{}", workload.address);
+    setup.install_plugin(
+        "checkpoint",
+        &format!(
+            "subscribe = [\"Reboot\"]\nbudget = \"5s\"\n[config]\n\
+             checkpoint-url = \"{base}/checkpoint\"\nstatus-url = \"{base}/status\"\n\
+             restore-url = \"{base}/restore\"\nretry-seconds = 1\n\
+             [capabilities]\nhttp = [\"{}\"]\n",
+            workload.address
+        ),
+    );
+    let daemon = setup.start_daemon("");
+    let approved_at = approval_time(&daemon);
+    let decisions = daemon.decisions();
+    let prepare: Vec<_> = decisions.iter().filter(|d| d.phase == "prepare").collect();
+    assert!(
+        prepare.len() >= 3
+            && prepare[..prepare.len() - 1]
+                .iter()
+                .all(|d| d.decision == "defer" && d.reason.contains("running")),
+        "the plugin must defer while the checkpoint runs: {prepare:#?}"
+    );
+    assert_eq!(prepare.last().map(|d| d.decision.as_str()), Some("approve"));
+    assert_eq!(
+        workload.count("POST", "/checkpoint"),
+        1,
+        "{:#?}",
+        workload.received()
+    );
+    let done_at = workload
+        .received()
+        .iter()
+        .filter(|r| r.path == "/status")
+        .nth(2)
+        .map(|r| r.at_unix_ms)
+        .expect("a third status poll, answered done");
+    assert!(
+        done_at <= approved_at,
+        "approved before the workload said done"
+    );
+    let event_id = &prepare[0].event_id;
+    let checkpoint_body = &workload.received()[0].body;
+    assert!(
+        checkpoint_body.contains(event_id.as_str()),
+        "{checkpoint_body}"
+    );
+
+    wait_for_phase(
+        &daemon,
+        "checkpoint",
+        "ended-after-start",
+        Duration::from_secs(30),
+    );
+    wait_for(
+        Duration::from_secs(10),
+        "the restore request",
+        || match workload.count("POST", "/restore") {
+            1 => Ok(()),
+            n => Err(format!("{n} restore requests: {:#?}", workload.received())),
+        },
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// graceful-shutdown with real processes
+
+/// Shell text that starts `sleep 1000` detached (its output closed, so the action ends at
+/// once) and writes its pid to `pid_file`.
+fn start_app_script(pid_file: &Path) -> String {
+    format!(
+        "sleep 1000 </dev/null >/dev/null 2>&1 & echo $! > {}",
+        pid_file.display()
+    )
+}
+
+fn read_pid(pid_file: &Path) -> Option<u32> {
+    std::fs::read_to_string(pid_file).ok()?.trim().parse().ok()
+}
+
+/// Whether `pid` runs (exists and is not a zombie).
+fn is_running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .map(|(_, rest)| !rest.starts_with('Z'))
+            .unwrap_or(false),
+        Err(_) => false,
+    }
+}
+
+/// Kills whatever pid the file names when dropped, so a failing test leaves nothing behind.
+struct KillOnDrop(PathBuf);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(pid) = read_pid(&self.0) {
+            let _ignored = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+        }
+    }
+}
+
+fn toml_argv(argv: &[&str]) -> String {
+    let quoted: Vec<String> = argv.iter().map(|arg| format!("{arg:?}")).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+#[test]
+fn graceful_shutdown_stops_the_app_before_approval_and_starts_it_after() {
+    let setup = Setup::new(REBOOT_SCENARIO);
+    let pid_file = setup.path("app.pid");
+    let _cleanup = KillOnDrop(pid_file.clone());
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(start_app_script(&pid_file))
+        .status()
+        .expect("start the app");
+    assert!(status.success());
+    let first_pid = read_pid(&pid_file).expect("the app's pid");
+    assert!(is_running(first_pid));
+
+    let stop_script = format!("kill $(cat {})", pid_file.display());
+    let start_script = start_app_script(&pid_file);
+    let actions = format!(
+        "[actions.stop-app]\nargv = {}\ntimeout = \"5s\"\n\n[actions.start-app]\nargv = {}\ntimeout = \"5s\"\n",
+        toml_argv(&["sh", "-c", &stop_script]),
+        toml_argv(&["sh", "-c", &start_script]),
+    );
+    setup.install_plugin(
+        "graceful-shutdown",
+        "subscribe = [\"Reboot\"]\nbudget = \"5s\"\n[config]\nstop-action = \"stop-app\"\n\
+         start-action = \"start-app\"\n[capabilities]\nactions = [\"stop-app\", \"start-app\"]\n",
+    );
+    let daemon = setup.start_daemon(&actions);
+
+    let prepare = wait_for_phase(
+        &daemon,
+        "graceful-shutdown",
+        "prepare",
+        Duration::from_secs(30),
+    );
+    assert_eq!(
+        prepare.decision,
+        "approve",
+        "{}",
+        daemon.describe_for_failure()
+    );
+    wait_for(Duration::from_secs(5), "the app to die", || {
+        if is_running(first_pid) {
+            Err(format!("pid {first_pid} still runs"))
+        } else {
+            Ok(())
+        }
+    });
+    let action_lines = daemon.lines_with_message("action finished");
+    assert!(
+        action_lines
+            .iter()
+            .any(|line| line.text("action") == "stop-app" && line.text("exit_code") == "0"),
+        "the stop action's exit status is logged: {:?}",
+        action_lines.iter().map(|l| &l.fields).collect::<Vec<_>>()
+    );
+    approval_time(&daemon);
+
+    wait_for_phase(
+        &daemon,
+        "graceful-shutdown",
+        "ended-after-start",
+        Duration::from_secs(30),
+    );
+    let second_pid = wait_for(
+        Duration::from_secs(10),
+        "a new app process",
+        || match read_pid(&pid_file) {
+            Some(pid) if pid != first_pid && is_running(pid) => Ok(pid),
+            other => Err(format!("pid file says {other:?}")),
+        },
+    );
+    let cmdline = std::fs::read(format!("/proc/{second_pid}/cmdline")).unwrap_or_default();
+    assert!(
+        String::from_utf8_lossy(&cmdline).starts_with("sleep"),
+        "{cmdline:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// refusals
+
+#[test]
+fn plugins_are_refused_hosts_and_actions_they_were_not_granted() {
+    let workload = Workload::start(0);
+    let setup = Setup::new(REBOOT_SCENARIO);
+    let pid_file = setup.path("app.pid");
+    let _cleanup = KillOnDrop(pid_file.clone());
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(start_app_script(&pid_file))
+        .status()
+        .expect("start the app");
+    assert!(status.success());
+    let pid = read_pid(&pid_file).expect("the app's pid");
+    // checkpoint may reach another port only; graceful-shutdown is granted no action.
+    setup.install_plugin(
+        "checkpoint",
+        &format!(
+            "subscribe = [\"Reboot\"]\n[config]\ncheckpoint-url = \"http://{}/checkpoint\"\n\
+             [capabilities]\nhttp = [\"127.0.0.1:1\"]\n",
+            workload.address
+        ),
+    );
+    setup.install_plugin(
+        "graceful-shutdown",
+        "subscribe = [\"Reboot\"]\n[config]\nstop-action = \"stop-app\"\n",
+    );
+    let actions = format!(
+        "[actions.stop-app]\nargv = {}\n",
+        toml_argv(&["sh", "-c", &format!("kill $(cat {})", pid_file.display())])
+    );
+    let daemon = setup.start_daemon(&actions);
+
+    let checkpoint = wait_for_phase(&daemon, "checkpoint", "prepare", Duration::from_secs(30));
+    assert_eq!(checkpoint.decision, "defer");
+    let expected = format!(
+        "add \"{}\" to [capabilities] http in checkpoint.toml",
+        workload.address
+    );
+    assert!(
+        checkpoint.reason.contains("not granted") && checkpoint.reason.contains(&expected),
+        "{checkpoint:?}"
+    );
+    let shutdown = wait_for_phase(
+        &daemon,
+        "graceful-shutdown",
+        "prepare",
+        Duration::from_secs(30),
+    );
+    assert_eq!(shutdown.decision, "defer");
+    assert!(
+        shutdown.reason.contains("not granted")
+            && shutdown
+                .reason
+                .contains("add \"stop-app\" to [capabilities] actions in graceful-shutdown.toml"),
+        "{shutdown:?}"
+    );
+    assert!(workload.received().is_empty(), "{:?}", workload.received());
+    assert!(
+        is_running(pid),
+        "an action that was not granted must not run"
+    );
+    let approvals = setup.simulator.state().approvals;
+    assert!(
+        approvals.is_empty(),
+        "nothing may be approved: {approvals:?}"
+    );
+}
