@@ -83,6 +83,15 @@ pub enum ManifestError {
     },
 }
 
+impl ManifestError {
+    /// The manifest file the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            ManifestError::Read { path, .. } | ManifestError::Invalid { path, .. } => path,
+        }
+    }
+}
+
 impl PluginManifest {
     /// Reads and validates a manifest file.
     pub fn load(path: &Path) -> Result<PluginManifest, ManifestError> {
@@ -90,43 +99,62 @@ impl PluginManifest {
             path: path.to_path_buf(),
             source,
         })?;
-        PluginManifest::parse(&text).map_err(|message| ManifestError::Invalid {
+        PluginManifest::from_text(path, &text)
+    }
+
+    /// Parses the text of the manifest file `path` (already read); the error names the file,
+    /// the line and the key.
+    pub fn from_text(path: &Path, text: &str) -> Result<PluginManifest, ManifestError> {
+        PluginManifest::parse(text).map_err(|message| ManifestError::Invalid {
             path: path.to_path_buf(),
             message,
         })
     }
 
-    /// Parses manifest text; the error names the line and the key.
+    /// Parses manifest text; the error names the line and the key ("line 3: key `budget`: …").
     pub fn parse(text: &str) -> Result<PluginManifest, String> {
         let manifest: PluginManifest =
             toml::from_str(text).map_err(|error| describe_toml_error(text, &error))?;
-        manifest.validate()?;
+        manifest
+            .validate()
+            .map_err(|(key, message)| match line_of_key(text, key) {
+                Some(line) => format!("line {line}: key `{key}`: {message}"),
+                None => format!("key `{key}`: {message}"),
+            })?;
         Ok(manifest)
     }
 
-    fn validate(&self) -> Result<(), String> {
+    /// Checks the values serde cannot; the error is (dotted key, what is wrong).
+    fn validate(&self) -> Result<(), (&'static str, String)> {
         for name in &self.subscribe {
             if name != "*" && name != "Unknown" && EventType::from_wire(name) == EventType::Unknown
             {
-                return Err(format!(
-                    "key `subscribe`: unknown event type \"{name}\"; use Freeze, Reboot, \
-                     Redeploy, Preempt, Terminate, Unknown or \"*\""
+                return Err((
+                    "subscribe",
+                    format!(
+                        "unknown event type \"{name}\"; use Freeze, Reboot, Redeploy, Preempt, \
+                         Terminate, Unknown or \"*\""
+                    ),
                 ));
             }
         }
         if self.budget.is_zero() {
-            return Err("key `budget`: must be more than zero, e.g. \"10s\"".into());
+            return Err(("budget", "must be more than zero, e.g. \"10s\"".into()));
         }
         if self.memory.as_u64() < 1024 * 1024 {
-            return Err(format!(
-                "key `memory`: {} is too small to run a plugin; use at least \"1MiB\"",
-                self.memory
+            return Err((
+                "memory",
+                format!(
+                    "{} is too small to run a plugin; use at least \"1MiB\"",
+                    self.memory
+                ),
             ));
         }
         for target in &self.capabilities.http {
             if !target.contains(':') {
-                return Err(format!(
-                    "key `capabilities.http`: \"{target}\" must be host:port, e.g. \"127.0.0.1:8080\""
+                return Err((
+                    "capabilities.http",
+                    format!("\"{target}\" must be host:port, e.g. \"127.0.0.1:8080\""),
                 ));
             }
         }
@@ -172,16 +200,59 @@ impl ConfigValue {
     }
 }
 
-/// Turns a TOML error into "line N: message" using the span the parser reports.
+/// Turns a TOML error into "line N: key `K`: message" using the span the parser reports.
 pub fn describe_toml_error(text: &str, error: &toml::de::Error) -> String {
     let message = error.message().trim_end();
-    match error.span() {
-        Some(span) => {
-            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-            format!("line {line}: {message}")
-        }
-        None => message.to_owned(),
+    let Some(span) = error.span() else {
+        return message.to_owned();
+    };
+    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+    match key_on_line(text, line) {
+        Some(key) => format!("line {line}: key `{key}`: {message}"),
+        None => format!("line {line}: {message}"),
     }
+}
+
+/// The dotted key (`capabilities.http`) assigned on line `line` (1-based), if any, taking
+/// the `[table]` header above it into account; for a header line, the table's name.
+fn key_on_line(text: &str, line: usize) -> Option<String> {
+    let mut table = String::new();
+    for (index, raw) in text.lines().enumerate() {
+        let trimmed = raw.trim();
+        if let Some(header) = table_header(trimmed) {
+            if index + 1 == line {
+                return Some(header);
+            }
+            table = header;
+            continue;
+        }
+        if index + 1 != line {
+            continue;
+        }
+        let (key, _value) = trimmed.split_once('=')?;
+        let key = key.trim().trim_matches(|c| c == '"' || c == '\'');
+        if key.is_empty() {
+            return None;
+        }
+        return Some(if table.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{table}.{key}")
+        });
+    }
+    None
+}
+
+/// The line (1-based) where the dotted `key` is assigned, if it can be found.
+fn line_of_key(text: &str, key: &str) -> Option<usize> {
+    let count = text.lines().count();
+    (1..=count).find(|&line| key_on_line(text, line).as_deref() == Some(key))
+}
+
+/// `[capabilities]` → `capabilities`.
+fn table_header(line: &str) -> Option<String> {
+    let inner = line.strip_prefix('[')?.split(']').next()?;
+    Some(inner.trim().trim_matches('[').trim().to_owned())
 }
 
 #[cfg(test)]
@@ -234,5 +305,48 @@ mod tests {
         assert!(error.contains("Reboo"), "{error}");
         let error = PluginManifest::parse("budget = \"soon\"").unwrap_err();
         assert!(error.starts_with("line 1:"), "{error}");
+    }
+
+    #[test]
+    fn every_error_names_line_and_dotted_key() {
+        let cases = [
+            (
+                "budget = \"5s\"\nbudgett = \"1s\"\n",
+                "line 2: key `budgett`:",
+            ),
+            ("budget = \"soon\"", "line 1: key `budget`:"),
+            ("\n\nsubscribe = [\"Reboo\"]", "line 3: key `subscribe`:"),
+            ("budget = \"0s\"", "line 1: key `budget`:"),
+            ("memory = \"1KiB\"", "line 1: key `memory`:"),
+            (
+                "[capabilities]\nreadiness = \"yes\"",
+                "line 2: key `capabilities.readiness`:",
+            ),
+            (
+                "[capabilities]\nhttp = [\"localhost\"]",
+                "line 2: key `capabilities.http`:",
+            ),
+            (
+                "[capabilities]\nroot = true",
+                "line 2: key `capabilities.root`:",
+            ),
+            ("[config]\nlist = [1, 2]", "line 2: key `config.list`:"),
+        ];
+        for (text, expected) in cases {
+            let error = PluginManifest::parse(text).unwrap_err();
+            assert!(error.starts_with(expected), "{text:?} gave {error}");
+        }
+    }
+
+    #[test]
+    fn file_errors_name_the_file() {
+        let path = Path::new("/etc/forewarn/plugins.d/lb-drain.toml");
+        let error = PluginManifest::from_text(path, "budgett = \"1s\"").unwrap_err();
+        let text = error.to_string();
+        assert!(
+            text.starts_with("invalid plugin manifest /etc/forewarn/plugins.d/lb-drain.toml: line 1: key `budgett`: unknown field `budgett`"),
+            "{text}"
+        );
+        assert_eq!(error.path(), path);
     }
 }

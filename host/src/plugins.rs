@@ -42,6 +42,9 @@ pub struct PluginSet {
     predecessors: BTreeMap<String, Vec<String>>,
     /// Problems found while ordering (unknown names in `after`, cycles), for the log and status.
     warnings: Vec<String>,
+    /// Plugin files that failed to load, by file, with the reason (the previous version of
+    /// that plugin, if any, stays in `ordered`).
+    load_errors: BTreeMap<PathBuf, String>,
 }
 
 /// A plugin file that could not be loaded.
@@ -61,6 +64,18 @@ pub enum PluginLoadError {
         path.display()
     )]
     BadName { path: PathBuf },
+}
+
+impl PluginLoadError {
+    /// The file the error is about (the component or its manifest).
+    pub fn path(&self) -> &Path {
+        match self {
+            PluginLoadError::Read { path, .. }
+            | PluginLoadError::Component { path, .. }
+            | PluginLoadError::BadName { path } => path,
+            PluginLoadError::Manifest(error) => error.path(),
+        }
+    }
 }
 
 impl PluginSet {
@@ -96,7 +111,19 @@ impl PluginSet {
             ordered,
             predecessors,
             warnings,
+            load_errors: BTreeMap::new(),
         }
+    }
+
+    /// The same set, reporting these load failures (file → reason).
+    pub fn with_load_errors(mut self, load_errors: BTreeMap<PathBuf, String>) -> PluginSet {
+        self.load_errors = load_errors;
+        self
+    }
+
+    /// Plugin files that failed to load, with the reason.
+    pub fn load_errors(&self) -> &BTreeMap<PathBuf, String> {
+        &self.load_errors
     }
 
     /// All plugins, in dependency order.
@@ -118,7 +145,10 @@ impl PluginSet {
 
     /// The loaded plugins `name` must wait for.
     pub fn predecessors(&self, name: &str) -> &[String] {
-        self.predecessors.get(name).map(Vec::as_slice).unwrap_or(&[])
+        self.predecessors
+            .get(name)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
     }
 
     /// Problems found while ordering the plugins.
@@ -153,7 +183,11 @@ fn topological_order(
                     "plugins {} name each other in `after` (a cycle); running them in name order",
                     stuck.join(", ")
                 ));
-                remaining.iter().copied().next().expect("remaining is not empty")
+                remaining
+                    .iter()
+                    .copied()
+                    .next()
+                    .expect("remaining is not empty")
             }
         };
         remaining.remove(next);
@@ -167,17 +201,19 @@ pub fn plugin_name_of(path: &Path) -> Option<String> {
     let stem = path.file_stem()?.to_str()?;
     let valid = !stem.is_empty()
         && stem.len() <= 64
-        && stem
-            .bytes()
-            .all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'-' || byte == b'_');
+        && stem.bytes().all(|byte| {
+            byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'-' || byte == b'_'
+        });
     valid.then(|| stem.to_owned())
 }
 
 /// Loads one plugin from `NAME.wasm`, with `NAME.toml` beside it when present. Blocking.
 pub fn load_plugin_file(runtime: &Runtime, wasm: &Path) -> Result<LoadedPlugin, PluginLoadError> {
-    let name = plugin_name_of(wasm).ok_or_else(|| PluginLoadError::BadName {
-        path: wasm.to_path_buf(),
-    })?;
+    if plugin_name_of(wasm).is_none() {
+        return Err(PluginLoadError::BadName {
+            path: wasm.to_path_buf(),
+        });
+    }
     let manifest_path = wasm.with_extension("toml");
     let manifest = if manifest_path.exists() {
         PluginManifest::load(&manifest_path)?
@@ -188,8 +224,22 @@ pub fn load_plugin_file(runtime: &Runtime, wasm: &Path) -> Result<LoadedPlugin, 
         path: wasm.to_path_buf(),
         source,
     })?;
+    load_plugin_bytes(runtime, wasm, &bytes, manifest)
+}
+
+/// Loads a plugin from the bytes of `wasm` (already read) with its manifest: checks the
+/// name, compiles (or takes the compiled form from the cache) and validates. Blocking.
+pub fn load_plugin_bytes(
+    runtime: &Runtime,
+    wasm: &Path,
+    bytes: &[u8],
+    manifest: PluginManifest,
+) -> Result<LoadedPlugin, PluginLoadError> {
+    let name = plugin_name_of(wasm).ok_or_else(|| PluginLoadError::BadName {
+        path: wasm.to_path_buf(),
+    })?;
     let plugin = runtime
-        .load(&name, &bytes, manifest.runtime_settings())
+        .load(&name, bytes, manifest.runtime_settings())
         .map_err(|source| PluginLoadError::Component {
             path: wasm.to_path_buf(),
             source,
@@ -229,7 +279,24 @@ pub fn is_plugin_file(path: &Path) -> bool {
         .file_name()
         .and_then(|name| name.to_str())
         .is_none_or(|name| name.starts_with('.'));
-    !hidden && path.extension().is_some_and(|extension| extension == "wasm")
+    !hidden
+        && path
+            .extension()
+            .is_some_and(|extension| extension == "wasm")
+}
+
+/// Whether `path` is a file the plugin directory watcher acts on: a visible `*.wasm` or
+/// `*.toml`. Editor temp files (`x.wasm.swp`, `x.wasm~`, `x.wasm.tmp`, `#x.toml#`) and
+/// dotfiles are not.
+pub fn is_watched_file(path: &Path) -> bool {
+    let Some(file_name) = path.file_name().and_then(|name| name.to_str()) else {
+        return false;
+    };
+    if file_name.starts_with('.') || file_name.starts_with('#') {
+        return false;
+    }
+    path.extension()
+        .is_some_and(|extension| extension == "wasm" || extension == "toml")
 }
 
 /// Shared handle to the live plugin set.
@@ -261,7 +328,10 @@ mod tests {
             ("lb-drain", &[]),
             ("audit", &[]),
         ]);
-        assert_eq!(order, ["audit", "lb-drain", "checkpoint", "graceful-shutdown"]);
+        assert_eq!(
+            order,
+            ["audit", "lb-drain", "checkpoint", "graceful-shutdown"]
+        );
         assert!(warnings.is_empty());
     }
 
@@ -275,11 +345,35 @@ mod tests {
 
     #[test]
     fn plugin_names_come_from_file_stems() {
-        assert_eq!(plugin_name_of(Path::new("/x/lb-drain.wasm")).as_deref(), Some("lb-drain"));
+        assert_eq!(
+            plugin_name_of(Path::new("/x/lb-drain.wasm")).as_deref(),
+            Some("lb-drain")
+        );
         assert_eq!(plugin_name_of(Path::new("/x/Bad Name.wasm")), None);
         assert!(is_plugin_file(Path::new("/x/a.wasm")));
         assert!(!is_plugin_file(Path::new("/x/.a.wasm")));
         assert!(!is_plugin_file(Path::new("/x/a.wasm.tmp")));
         assert!(!is_plugin_file(Path::new("/x/a.toml")));
+    }
+
+    #[test]
+    fn watcher_ignores_editor_files_and_dotfiles() {
+        for watched in ["/x/a.wasm", "/x/lb-drain.toml", "/x/Bad Name.wasm"] {
+            assert!(is_watched_file(Path::new(watched)), "{watched}");
+        }
+        for ignored in [
+            "/x/.a.wasm",
+            "/x/.a.wasm.swp",
+            "/x/a.wasm.swp",
+            "/x/a.wasm~",
+            "/x/a.toml~",
+            "/x/a.wasm.tmp",
+            "/x/#a.toml#",
+            "/x/a.wat",
+            "/x/README",
+            "/x/",
+        ] {
+            assert!(!is_watched_file(Path::new(ignored)), "{ignored}");
+        }
     }
 }
