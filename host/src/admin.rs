@@ -1,0 +1,157 @@
+//! The daemon's admin HTTP endpoint (`[admin] listen`, loopback by default): `/healthz`,
+//! `/readyz` for load balancers, `/metrics` for Prometheus and `/status` for `forewarn status`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use forewarn_imds::PollStatus;
+use forewarn_runtime::Readiness;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics::Metrics;
+use crate::plugins::PluginSet;
+use crate::state::DaemonState;
+use crate::status::{StatusInputs, StatusSnapshot, build_snapshot};
+
+/// The content type of the Prometheus text exposition `prometheus-client` writes.
+const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The running daemon's live views, published once the event loop is about to run.
+#[derive(Clone)]
+pub struct DaemonViews {
+    pub vm_name: String,
+    pub state: watch::Receiver<Arc<DaemonState>>,
+    pub poll: watch::Receiver<PollStatus>,
+}
+
+/// What the endpoint reads from.
+#[derive(Clone)]
+pub struct AdminState {
+    pub metrics: Arc<Metrics>,
+    pub readiness: Arc<Readiness>,
+    pub plugins: watch::Receiver<Arc<PluginSet>>,
+    /// `None` while the daemon starts (resolving the VM name, opening the journal).
+    pub daemon: watch::Receiver<Option<DaemonViews>>,
+}
+
+/// The admin address could not be used.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot listen on the admin address {address}: {source} (another forewarn running? set `[admin] listen` in the config to a free address)"
+)]
+pub struct AdminBindError {
+    pub address: SocketAddr,
+    pub source: std::io::Error,
+}
+
+/// Binds the admin address (port 0 picks a free port; the log says which).
+pub async fn bind(address: SocketAddr) -> Result<TcpListener, AdminBindError> {
+    TcpListener::bind(address)
+        .await
+        .map_err(|source| AdminBindError { address, source })
+}
+
+/// The routes, for serving or for tests.
+pub fn router(state: AdminState) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/status", get(status))
+        .with_state(state)
+}
+
+/// Serves the endpoint on `listener` until `shutdown`.
+pub async fn serve(listener: TcpListener, state: AdminState, shutdown: CancellationToken) {
+    let address = listener
+        .local_addr()
+        .map(|address| address.to_string())
+        .unwrap_or_default();
+    tracing::info!(address = %address, paths = "/healthz /readyz /metrics /status", "admin endpoint listening");
+    let served = axum::serve(listener, router(state))
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await;
+    if let Err(error) = served {
+        tracing::error!(%error, "the admin endpoint stopped");
+    }
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(state): State<AdminState>) -> Response {
+    if state.readiness.is_ready() {
+        return (StatusCode::OK, "ready\n").into_response();
+    }
+    let holders = state.readiness.holders().join(", ");
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("not ready: held by {holders}\n"),
+    )
+        .into_response()
+}
+
+async fn metrics(State(state): State<AdminState>) -> Response {
+    let events = current_views(&state)
+        .map(|views| views.state.borrow().events.len())
+        .unwrap_or(0);
+    state
+        .metrics
+        .set_current(events, state.readiness.is_ready());
+    (
+        [(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)],
+        state.metrics.encode(),
+    )
+        .into_response()
+}
+
+async fn status(State(state): State<AdminState>) -> Response {
+    let snapshot = snapshot_of(&state);
+    match serde_json::to_string_pretty(&snapshot) {
+        Ok(json) => ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
+        Err(error) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot encode the status: {error}\n"),
+        )
+            .into_response(),
+    }
+}
+
+fn current_views(state: &AdminState) -> Option<DaemonViews> {
+    state.daemon.borrow().clone()
+}
+
+/// The status as of now.
+pub fn snapshot_of(state: &AdminState) -> StatusSnapshot {
+    let plugins = state.plugins.borrow().clone();
+    let views = current_views(state);
+    let (vm_name, daemon_state, poll) = match &views {
+        Some(views) => (
+            views.vm_name.as_str(),
+            views.state.borrow().clone(),
+            views.poll.borrow().clone(),
+        ),
+        None => ("", Arc::new(DaemonState::default()), PollStatus::default()),
+    };
+    build_snapshot(
+        StatusInputs {
+            running: views.is_some(),
+            vm_name,
+            state: &daemon_state,
+            poll: &poll,
+            plugins: &plugins,
+            ready: state.readiness.is_ready(),
+            held_by: state.readiness.holders(),
+        },
+        SystemTime::now(),
+    )
+}

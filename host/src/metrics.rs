@@ -1,0 +1,520 @@
+//! Prometheus metrics for `GET /metrics`: counters fed from the timeline, the poller's
+//! status and the plugin set. Labels are bounded: plugin names, kinds, never event ids.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use forewarn_imds::PollStatus;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::plugins::PluginSet;
+use crate::timeline::TimelineEntry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TransitionLabels {
+    event_type: String,
+    transition: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    plugin: String,
+    phase: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PluginLabel {
+    plugin: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VersionLabel {
+    version: String,
+}
+
+/// Plugin call latency buckets, in seconds: 1 ms to the default 10 s budget and beyond.
+const LATENCY_BUCKETS: [f64; 12] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+];
+
+/// Every metric forewarn exports, and the registry that encodes them.
+pub struct Metrics {
+    registry: Registry,
+    polls: Counter,
+    poll_errors: Family<KindLabel, Counter>,
+    documents: Counter,
+    consecutive_poll_failures: Gauge,
+    transitions: Family<TransitionLabels, Counter>,
+    plugin_calls: Family<CallLabels, Counter>,
+    call_latency: Family<PluginLabel, Histogram>,
+    approvals: Counter,
+    approval_failures: Counter,
+    not_approved: Counter,
+    events_finished: Counter,
+    reloads: Counter,
+    load_failures: Counter,
+    plugins_loaded: Gauge,
+    plugin_load_errors: Gauge,
+    events_current: Gauge,
+    ready: Gauge,
+    timeline_missed: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every metric under the `forewarn_` prefix.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("forewarn");
+        let build_info = Family::<VersionLabel, Gauge>::default();
+        build_info
+            .get_or_create(&VersionLabel {
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+            })
+            .set(1);
+        registry.register("build_info", "forewarn's version (always 1)", build_info);
+        let metrics = Metrics {
+            polls: Counter::default(),
+            poll_errors: Family::default(),
+            documents: Counter::default(),
+            consecutive_poll_failures: Gauge::default(),
+            transitions: Family::default(),
+            plugin_calls: Family::default(),
+            call_latency: Family::new_with_constructor(|| {
+                Histogram::new(LATENCY_BUCKETS.iter().copied())
+            }),
+            approvals: Counter::default(),
+            approval_failures: Counter::default(),
+            not_approved: Counter::default(),
+            events_finished: Counter::default(),
+            reloads: Counter::default(),
+            load_failures: Counter::default(),
+            plugins_loaded: Gauge::default(),
+            plugin_load_errors: Gauge::default(),
+            events_current: Gauge::default(),
+            ready: Gauge::default(),
+            timeline_missed: Counter::default(),
+            registry: Registry::default(),
+        };
+        metrics.register_all(registry)
+    }
+
+    fn register_all(mut self, mut registry: Registry) -> Metrics {
+        registry.register(
+            "imds_polls",
+            "IMDS Scheduled Events requests made, successful or not",
+            self.polls.clone(),
+        );
+        registry.register("imds_poll_errors", "Failed IMDS polls by kind (gone, throttled, server, transport, timeout, malformed, status)", self.poll_errors.clone());
+        registry.register(
+            "imds_documents",
+            "Scheduled Events documents fetched and parsed",
+            self.documents.clone(),
+        );
+        registry.register(
+            "imds_consecutive_failures",
+            "Failed IMDS polls since the last success",
+            self.consecutive_poll_failures.clone(),
+        );
+        registry.register(
+            "event_transitions",
+            "Event transitions seen, by event type and transition",
+            self.transitions.clone(),
+        );
+        registry.register("plugin_calls", "Plugin calls by plugin, phase and outcome (approve, defer, budget-exceeded, trap, memory-exceeded, ...)", self.plugin_calls.clone());
+        registry.register(
+            "plugin_call_duration_seconds",
+            "Plugin call latency by plugin",
+            self.call_latency.clone(),
+        );
+        registry.register(
+            "approvals",
+            "Events approved at IMDS (each event of an accepted approval counts once)",
+            self.approvals.clone(),
+        );
+        registry.register(
+            "approval_failures",
+            "Approval requests IMDS did not accept (retried)",
+            self.approval_failures.clone(),
+        );
+        registry.register(
+            "events_not_approved",
+            "Events every plugin approved but no approval was sent (policy, dry run, deadline)",
+            self.not_approved.clone(),
+        );
+        registry.register(
+            "events_finished",
+            "Events whose handling is complete",
+            self.events_finished.clone(),
+        );
+        registry.register(
+            "plugin_reloads",
+            "Plugin sets published after the first (reloads)",
+            self.reloads.clone(),
+        );
+        registry.register(
+            "plugin_load_failures",
+            "Plugin files that failed to load (each new failure counts once)",
+            self.load_failures.clone(),
+        );
+        registry.register(
+            "plugins_loaded",
+            "Plugins currently loaded",
+            self.plugins_loaded.clone(),
+        );
+        registry.register(
+            "plugin_load_errors",
+            "Plugin files currently failing to load",
+            self.plugin_load_errors.clone(),
+        );
+        registry.register(
+            "events_current",
+            "Scheduled events currently being handled",
+            self.events_current.clone(),
+        );
+        registry.register(
+            "ready",
+            "1 while no plugin holds the VM out of rotation, else 0",
+            self.ready.clone(),
+        );
+        registry.register(
+            "timeline_missed",
+            "Timeline entries the metrics reader missed because it fell behind",
+            self.timeline_missed.clone(),
+        );
+        self.registry = registry;
+        self
+    }
+
+    /// The Prometheus text exposition (OpenMetrics 1.0 text format).
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        if let Err(error) = prometheus_client::encoding::text::encode(&mut text, &self.registry) {
+            tracing::warn!(%error, "cannot encode the metrics");
+        }
+        text
+    }
+
+    /// Counts one timeline entry.
+    pub fn record_timeline(&self, entry: &TimelineEntry) {
+        match entry {
+            TimelineEntry::Transition {
+                event_type,
+                transition,
+                ..
+            } => {
+                self.transitions
+                    .get_or_create(&TransitionLabels {
+                        event_type: event_type.clone(),
+                        transition: transition.clone(),
+                    })
+                    .inc();
+            }
+            TimelineEntry::PluginAnswered {
+                plugin,
+                phase,
+                outcome,
+                elapsed_ms,
+                ..
+            } => {
+                self.plugin_calls
+                    .get_or_create(&CallLabels {
+                        plugin: plugin.clone(),
+                        phase: phase.clone(),
+                        outcome: outcome.clone(),
+                    })
+                    .inc();
+                self.call_latency
+                    .get_or_create(&PluginLabel {
+                        plugin: plugin.clone(),
+                    })
+                    .observe(*elapsed_ms as f64 / 1000.0);
+            }
+            TimelineEntry::Approved { event_ids } => {
+                self.approvals.inc_by(event_ids.len() as u64);
+            }
+            TimelineEntry::ApprovalFailed { .. } => {
+                self.approval_failures.inc();
+            }
+            TimelineEntry::NotApproved { .. } => {
+                self.not_approved.inc();
+            }
+            TimelineEntry::Finished { .. } => {
+                self.events_finished.inc();
+            }
+            TimelineEntry::Handling { .. } | TimelineEntry::PluginCalled { .. } => {}
+        }
+    }
+
+    /// Brings the poll counters up to `now`, given the status they were last updated from.
+    pub fn record_poll(&self, before: &PollStatus, now: &PollStatus) {
+        self.polls.inc_by(now.polls.saturating_sub(before.polls));
+        for (kind, count) in &now.errors_by_kind {
+            let previous = before.errors_by_kind.get(kind).copied().unwrap_or(0);
+            self.poll_errors
+                .get_or_create(&KindLabel {
+                    kind: (*kind).to_owned(),
+                })
+                .inc_by(count.saturating_sub(previous));
+        }
+        let successes = |status: &PollStatus| {
+            let errors: u64 = status.errors_by_kind.values().sum();
+            status.polls.saturating_sub(errors)
+        };
+        self.documents
+            .inc_by(successes(now).saturating_sub(successes(before)));
+        self.consecutive_poll_failures
+            .set(i64::from(now.consecutive_failures));
+    }
+
+    /// Counts a newly published plugin set: a reload (unless `first`) and its new load errors.
+    pub fn record_plugin_set(
+        &self,
+        previous_errors: &BTreeMap<PathBuf, String>,
+        set: &PluginSet,
+        first: bool,
+    ) {
+        if !first {
+            self.reloads.inc();
+        }
+        let new_failures = set
+            .load_errors()
+            .iter()
+            .filter(|(file, error)| previous_errors.get(*file) != Some(*error))
+            .count();
+        self.load_failures.inc_by(new_failures as u64);
+        self.plugins_loaded.set(set.all().len() as i64);
+        self.plugin_load_errors.set(set.load_errors().len() as i64);
+    }
+
+    /// Sets the gauges read at scrape time.
+    pub fn set_current(&self, events: usize, ready: bool) {
+        self.events_current.set(events as i64);
+        self.ready.set(i64::from(ready));
+    }
+
+    fn record_missed(&self, missed: u64) {
+        self.timeline_missed.inc_by(missed);
+    }
+}
+
+/// Spawns the tasks that keep `metrics` up to date until `shutdown`.
+pub fn spawn_collectors(
+    metrics: Arc<Metrics>,
+    timeline: broadcast::Receiver<TimelineEntry>,
+    poll: watch::Receiver<PollStatus>,
+    plugins: watch::Receiver<Arc<PluginSet>>,
+    shutdown: CancellationToken,
+) {
+    tokio::spawn(follow_timeline(metrics.clone(), timeline, shutdown.clone()));
+    tokio::spawn(follow_polls(metrics.clone(), poll, shutdown.clone()));
+    tokio::spawn(follow_plugin_sets(metrics, plugins, shutdown));
+}
+
+async fn follow_timeline(
+    metrics: Arc<Metrics>,
+    mut timeline: broadcast::Receiver<TimelineEntry>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let received = tokio::select! {
+            () = shutdown.cancelled() => return,
+            received = timeline.recv() => received,
+        };
+        match received {
+            Ok(entry) => metrics.record_timeline(&entry),
+            Err(broadcast::error::RecvError::Lagged(missed)) => metrics.record_missed(missed),
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+async fn follow_polls(
+    metrics: Arc<Metrics>,
+    mut poll: watch::Receiver<PollStatus>,
+    shutdown: CancellationToken,
+) {
+    let mut before = PollStatus::default();
+    loop {
+        let now = poll.borrow_and_update().clone();
+        metrics.record_poll(&before, &now);
+        before = now;
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            changed = poll.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
+async fn follow_plugin_sets(
+    metrics: Arc<Metrics>,
+    mut plugins: watch::Receiver<Arc<PluginSet>>,
+    shutdown: CancellationToken,
+) {
+    let mut previous_errors = BTreeMap::new();
+    let mut first = true;
+    loop {
+        let set = plugins.borrow_and_update().clone();
+        metrics.record_plugin_set(&previous_errors, &set, first);
+        previous_errors = set.load_errors().clone();
+        first = false;
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            changed = plugins.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value_of(text: &str, series: &str) -> Option<f64> {
+        text.lines()
+            .find(|line| line.starts_with(series) && line[series.len()..].starts_with(' '))
+            .and_then(|line| line.rsplit(' ').next())
+            .and_then(|value| value.parse().ok())
+    }
+
+    #[test]
+    fn timeline_entries_become_bounded_series() {
+        let metrics = Metrics::new();
+        for id in ["E1", "E2", "E3"] {
+            metrics.record_timeline(&TimelineEntry::PluginAnswered {
+                event_id: id.into(),
+                plugin: "lb-drain".into(),
+                phase: "prepare".into(),
+                outcome: "approve".into(),
+                reason: String::new(),
+                elapsed_ms: 4,
+            });
+        }
+        metrics.record_timeline(&TimelineEntry::Approved {
+            event_ids: vec!["E1".into(), "E2".into()],
+        });
+        metrics.record_timeline(&TimelineEntry::Transition {
+            event_id: "E1".into(),
+            event_type: "Reboot".into(),
+            transition: "scheduled".into(),
+            detail: String::new(),
+        });
+        let text = metrics.encode();
+        assert_eq!(
+            value_of(
+                &text,
+                "forewarn_plugin_calls_total{plugin=\"lb-drain\",phase=\"prepare\",outcome=\"approve\"}"
+            ),
+            Some(3.0),
+            "{text}"
+        );
+        assert_eq!(
+            value_of(&text, "forewarn_approvals_total"),
+            Some(2.0),
+            "{text}"
+        );
+        assert_eq!(
+            value_of(
+                &text,
+                "forewarn_event_transitions_total{event_type=\"Reboot\",transition=\"scheduled\"}"
+            ),
+            Some(1.0),
+            "{text}"
+        );
+        assert_eq!(
+            value_of(
+                &text,
+                "forewarn_plugin_call_duration_seconds_count{plugin=\"lb-drain\"}"
+            ),
+            Some(3.0),
+            "{text}"
+        );
+        assert!(
+            !text.contains("E1"),
+            "event ids must not become labels: {text}"
+        );
+    }
+
+    #[test]
+    fn poll_status_deltas_accumulate() {
+        let metrics = Metrics::new();
+        let first = PollStatus {
+            polls: 5,
+            errors_by_kind: BTreeMap::from([("server", 1)]),
+            consecutive_failures: 1,
+            ..PollStatus::default()
+        };
+        let second = PollStatus {
+            polls: 9,
+            errors_by_kind: BTreeMap::from([("server", 1), ("throttled", 2)]),
+            consecutive_failures: 0,
+            ..PollStatus::default()
+        };
+        metrics.record_poll(&PollStatus::default(), &first);
+        metrics.record_poll(&first, &second);
+        let text = metrics.encode();
+        assert_eq!(
+            value_of(&text, "forewarn_imds_polls_total"),
+            Some(9.0),
+            "{text}"
+        );
+        assert_eq!(
+            value_of(&text, "forewarn_imds_poll_errors_total{kind=\"throttled\"}"),
+            Some(2.0),
+            "{text}"
+        );
+        assert_eq!(
+            value_of(&text, "forewarn_imds_documents_total"),
+            Some(6.0),
+            "{text}"
+        );
+        assert_eq!(
+            value_of(&text, "forewarn_imds_consecutive_failures"),
+            Some(0.0),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn plugin_sets_count_reloads_and_new_failures() {
+        let metrics = Metrics::new();
+        let failing = BTreeMap::from([(PathBuf::from("/p/bad.wasm"), "broken".to_owned())]);
+        let set = PluginSet::default().with_load_errors(failing.clone());
+        metrics.record_plugin_set(&BTreeMap::new(), &PluginSet::default(), true);
+        metrics.record_plugin_set(&BTreeMap::new(), &set, false);
+        metrics.record_plugin_set(&failing, &set, false);
+        let text = metrics.encode();
+        assert_eq!(
+            value_of(&text, "forewarn_plugin_reloads_total"),
+            Some(2.0),
+            "{text}"
+        );
+        assert_eq!(
+            value_of(&text, "forewarn_plugin_load_failures_total"),
+            Some(1.0),
+            "{text}"
+        );
+        assert_eq!(
+            value_of(&text, "forewarn_plugin_load_errors"),
+            Some(1.0),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,624 @@
+//! What `GET /status` answers and `forewarn status` prints: a `StatusSnapshot` built from the
+//! daemon's state, the plugin set, the poller and readiness, and its at-a-glance table.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use forewarn_imds::PollStatus;
+use serde::{Deserialize, Serialize};
+
+use crate::plugins::{PluginSet, PluginSource};
+use crate::state::{Approval, DaemonState, EventProgress, Handling, Lifecycle};
+
+/// Everything an operator wants to see at once. Times are RFC 3339 (UTC) strings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatusSnapshot {
+    /// forewarn's version.
+    pub version: String,
+    /// "starting" until the daemon loop runs, then "running".
+    pub phase: String,
+    pub vm_name: String,
+    pub generated_at: String,
+    pub readiness: ReadinessView,
+    pub events: Vec<EventView>,
+    pub plugins: Vec<PluginView>,
+    pub load_errors: Vec<LoadErrorView>,
+    /// Ordering problems in the plugin set (unknown `after` names, cycles).
+    pub plugin_warnings: Vec<String>,
+    pub imds: PollView,
+}
+
+/// Whether the VM is in rotation, and who holds it out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReadinessView {
+    pub ready: bool,
+    pub held_by: Vec<String>,
+}
+
+/// One scheduled event being handled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventView {
+    pub id: String,
+    pub event_type: String,
+    /// IMDS's EventStatus: "Scheduled" or "Started".
+    pub status: String,
+    pub not_before: Option<String>,
+    /// Seconds until NotBefore (negative once it passed); none without a NotBefore.
+    pub time_left_seconds: Option<i64>,
+    pub resources: Vec<String>,
+    pub handling: String,
+    pub lifecycle: String,
+    pub approval: String,
+    /// Each plugin's latest decision on this event.
+    pub plugins: Vec<DecisionView>,
+}
+
+/// A plugin's latest answer on an event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecisionView {
+    pub plugin: String,
+    pub phase: String,
+    /// "approve", "defer", or the failure kind ("budget-exceeded", "trap", …).
+    pub decision: String,
+    pub reason: String,
+    pub at: String,
+    pub elapsed_ms: u64,
+    pub prepare_attempts: u32,
+}
+
+/// A loaded plugin.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PluginView {
+    pub name: String,
+    /// sha256 of the component.
+    pub content_hash: String,
+    /// The .wasm file, or "bundled".
+    pub source: String,
+    pub subscribe: Vec<String>,
+    pub after: Vec<String>,
+    pub budget_ms: u64,
+}
+
+/// A plugin file that failed to load.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadErrorView {
+    pub file: String,
+    pub error: String,
+}
+
+/// The IMDS poller's latest attempt and its result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PollView {
+    pub polls: u64,
+    pub last_attempt: Option<String>,
+    pub last_success: Option<String>,
+    pub last_error: Option<String>,
+    pub consecutive_failures: u32,
+    pub errors_by_kind: BTreeMap<String, u64>,
+}
+
+/// The inputs of a snapshot, borrowed from the live daemon.
+pub struct StatusInputs<'a> {
+    pub running: bool,
+    pub vm_name: &'a str,
+    pub state: &'a DaemonState,
+    pub poll: &'a PollStatus,
+    pub plugins: &'a PluginSet,
+    pub ready: bool,
+    pub held_by: Vec<String>,
+}
+
+/// Builds the snapshot as of `now`.
+pub fn build_snapshot(inputs: StatusInputs<'_>, now: SystemTime) -> StatusSnapshot {
+    StatusSnapshot {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        phase: if inputs.running {
+            "running"
+        } else {
+            "starting"
+        }
+        .to_owned(),
+        vm_name: inputs.vm_name.to_owned(),
+        generated_at: rfc3339(now),
+        readiness: ReadinessView {
+            ready: inputs.ready,
+            held_by: inputs.held_by,
+        },
+        events: inputs
+            .state
+            .events
+            .iter()
+            .map(|(id, progress)| event_view(id, progress, now))
+            .collect(),
+        plugins: inputs.plugins.all().iter().map(plugin_view).collect(),
+        load_errors: inputs
+            .plugins
+            .load_errors()
+            .iter()
+            .map(|(file, error)| LoadErrorView {
+                file: file.display().to_string(),
+                error: error.clone(),
+            })
+            .collect(),
+        plugin_warnings: inputs.plugins.warnings().to_vec(),
+        imds: poll_view(inputs.poll),
+    }
+}
+
+fn event_view(id: &str, progress: &EventProgress, now: SystemTime) -> EventView {
+    let event = &progress.event;
+    EventView {
+        id: id.to_owned(),
+        event_type: event.event_type_raw.clone(),
+        status: event.status.to_string(),
+        not_before: event.not_before.map(rfc3339),
+        time_left_seconds: event.not_before.map(|at| seconds_between(now, at)),
+        resources: event.resources.clone(),
+        handling: describe_handling(&progress.handling),
+        lifecycle: describe_lifecycle(progress.lifecycle),
+        approval: describe_approval(&progress.approval),
+        plugins: progress
+            .plugins
+            .iter()
+            .filter_map(|(plugin, done)| {
+                let answer = done.last_answer.as_ref()?;
+                Some(DecisionView {
+                    plugin: plugin.clone(),
+                    phase: answer.phase.clone(),
+                    decision: answer.outcome.clone(),
+                    reason: answer.reason.clone(),
+                    at: rfc3339(UNIX_EPOCH + Duration::from_millis(answer.at_unix_ms)),
+                    elapsed_ms: answer.elapsed_ms,
+                    prepare_attempts: done.prepare_attempts,
+                })
+            })
+            .collect(),
+    }
+}
+
+fn plugin_view(plugin: &crate::plugins::LoadedPlugin) -> PluginView {
+    PluginView {
+        name: plugin.name().to_owned(),
+        content_hash: plugin.plugin.content_hash().to_owned(),
+        source: match &plugin.source {
+            PluginSource::File(path) => path.display().to_string(),
+            PluginSource::Bundled => "bundled".to_owned(),
+        },
+        subscribe: plugin.manifest.subscribe.clone(),
+        after: plugin.manifest.after.clone(),
+        budget_ms: plugin.manifest.budget.as_millis() as u64,
+    }
+}
+
+fn poll_view(poll: &PollStatus) -> PollView {
+    PollView {
+        polls: poll.polls,
+        last_attempt: poll.last_attempt.map(rfc3339),
+        last_success: poll.last_success.map(rfc3339),
+        last_error: poll.last_error.clone(),
+        consecutive_failures: poll.consecutive_failures,
+        errors_by_kind: poll
+            .errors_by_kind
+            .iter()
+            .map(|(kind, count)| ((*kind).to_owned(), *count))
+            .collect(),
+    }
+}
+
+fn describe_handling(handling: &Handling) -> String {
+    match handling {
+        Handling::Ignored { reason } => format!("ignored: {reason}"),
+        Handling::ApproveAtOnce { rule } => format!("approve at once ({rule})"),
+        Handling::Prepare {
+            affects_this_vm: true,
+        } => "prepare (this VM)".to_owned(),
+        Handling::Prepare {
+            affects_this_vm: false,
+        } => "prepare (other VMs)".to_owned(),
+    }
+}
+
+fn describe_lifecycle(lifecycle: Lifecycle) -> String {
+    match lifecycle {
+        Lifecycle::Scheduled => "scheduled",
+        Lifecycle::Started => "started",
+        Lifecycle::Ended { after_start: true } => "ended (recovering)",
+        Lifecycle::Ended { after_start: false } => "ended without starting",
+    }
+    .to_owned()
+}
+
+fn describe_approval(approval: &Approval) -> String {
+    match approval {
+        Approval::Pending => "pending".to_owned(),
+        Approval::Due { .. } => "due (sending)".to_owned(),
+        Approval::Sent { at_unix_ms } => format!(
+            "sent at {}",
+            rfc3339(UNIX_EPOCH + Duration::from_millis(*at_unix_ms))
+        ),
+        Approval::Withheld { reason } => format!("withheld: {reason}"),
+        Approval::Coordinating { .. } => "coordinating with the other VMs (etcd)".to_owned(),
+        Approval::DryRun { would } => format!("dry run: {would}"),
+        Approval::Abandoned { reason } => format!("abandoned: {reason}"),
+    }
+}
+
+/// `to - from` in whole seconds, negative when `to` is in the past.
+fn seconds_between(from: SystemTime, to: SystemTime) -> i64 {
+    match to.duration_since(from) {
+        Ok(ahead) => ahead.as_secs() as i64,
+        Err(behind) => -(behind.duration().as_secs() as i64),
+    }
+}
+
+/// RFC 3339 in UTC, to the second.
+pub fn rfc3339(at: SystemTime) -> String {
+    chrono::DateTime::<chrono::Utc>::from(at)
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// "4m05s", "-12s", "1h02m": a duration a person reads at a glance.
+pub fn format_time_left(seconds: i64) -> String {
+    let sign = if seconds < 0 { "-" } else { "" };
+    let total = seconds.unsigned_abs();
+    let (hours, minutes, secs) = (total / 3600, (total % 3600) / 60, total % 60);
+    if hours > 0 {
+        return format!("{sign}{hours}h{minutes:02}m");
+    }
+    if minutes > 0 {
+        return format!("{sign}{minutes}m{secs:02}s");
+    }
+    format!("{sign}{secs}s")
+}
+
+/// The table `forewarn status` prints: events, each plugin's latest decision, plugins and
+/// their load errors, and the last IMDS poll.
+pub fn render_table(snapshot: &StatusSnapshot) -> String {
+    let mut out = String::new();
+    let ready = if snapshot.readiness.ready {
+        "ready".to_owned()
+    } else {
+        format!(
+            "NOT READY (held by {})",
+            snapshot.readiness.held_by.join(", ")
+        )
+    };
+    let _ = writeln!(
+        out,
+        "forewarn {} on VM {} — {}, {}  (as of {})",
+        snapshot.version,
+        or_dash(&snapshot.vm_name),
+        snapshot.phase,
+        ready,
+        snapshot.generated_at
+    );
+    out.push('\n');
+    render_events(&mut out, &snapshot.events);
+    out.push('\n');
+    render_plugins(&mut out, snapshot);
+    out.push('\n');
+    render_poll(&mut out, &snapshot.imds);
+    out
+}
+
+fn render_events(out: &mut String, events: &[EventView]) {
+    if events.is_empty() {
+        out.push_str("EVENTS: none\n");
+        return;
+    }
+    out.push_str("EVENTS\n");
+    let rows: Vec<Vec<String>> = events
+        .iter()
+        .map(|event| {
+            vec![
+                event.id.clone(),
+                event.event_type.clone(),
+                event.status.clone(),
+                event.not_before.clone().unwrap_or_else(|| "-".into()),
+                event
+                    .time_left_seconds
+                    .map(format_time_left)
+                    .unwrap_or_else(|| "-".into()),
+                event.handling.clone(),
+                event.approval.clone(),
+            ]
+        })
+        .collect();
+    let header = [
+        "ID",
+        "TYPE",
+        "STATUS",
+        "NOT BEFORE",
+        "TIME LEFT",
+        "HANDLING",
+        "APPROVAL",
+    ];
+    write_table(out, &header, &rows);
+    for event in events {
+        if event.plugins.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "  decisions on {}:", event.id);
+        let rows: Vec<Vec<String>> = event
+            .plugins
+            .iter()
+            .map(|decision| {
+                vec![
+                    format!("  {}", decision.plugin),
+                    decision.phase.clone(),
+                    decision.decision.clone(),
+                    or_dash(&decision.reason).to_owned(),
+                    decision.at.clone(),
+                ]
+            })
+            .collect();
+        write_table(
+            out,
+            &["  PLUGIN", "PHASE", "DECISION", "REASON", "AT"],
+            &rows,
+        );
+    }
+}
+
+fn render_plugins(out: &mut String, snapshot: &StatusSnapshot) {
+    if snapshot.plugins.is_empty() {
+        out.push_str("PLUGINS: none loaded\n");
+    } else {
+        out.push_str("PLUGINS\n");
+        let rows: Vec<Vec<String>> = snapshot
+            .plugins
+            .iter()
+            .map(|plugin| {
+                vec![
+                    plugin.name.clone(),
+                    plugin.content_hash.chars().take(12).collect(),
+                    plugin.subscribe.join(","),
+                    format_budget(plugin.budget_ms),
+                    plugin.source.clone(),
+                ]
+            })
+            .collect();
+        write_table(
+            out,
+            &["NAME", "HASH", "SUBSCRIBE", "BUDGET", "SOURCE"],
+            &rows,
+        );
+    }
+    for error in &snapshot.load_errors {
+        let _ = writeln!(out, "  LOAD ERROR {}: {}", error.file, error.error);
+    }
+    for warning in &snapshot.plugin_warnings {
+        let _ = writeln!(out, "  WARNING {warning}");
+    }
+}
+
+fn render_poll(out: &mut String, poll: &PollView) {
+    let result = match (&poll.last_error, poll.consecutive_failures) {
+        (Some(error), failures) => format!("FAILING ({failures} in a row): {error}"),
+        (None, _) if poll.last_success.is_some() => "ok".to_owned(),
+        (None, _) => "no answer yet".to_owned(),
+    };
+    let _ = writeln!(
+        out,
+        "IMDS: {} polls, last at {}, last success {}: {}",
+        poll.polls,
+        poll.last_attempt.as_deref().unwrap_or("never"),
+        poll.last_success.as_deref().unwrap_or("never"),
+        result
+    );
+    if !poll.errors_by_kind.is_empty() {
+        let errors: Vec<String> = poll
+            .errors_by_kind
+            .iter()
+            .map(|(kind, count)| format!("{kind}={count}"))
+            .collect();
+        let _ = writeln!(out, "  errors by kind: {}", errors.join(" "));
+    }
+}
+
+fn format_budget(ms: u64) -> String {
+    if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+fn or_dash(text: &str) -> &str {
+    if text.is_empty() { "-" } else { text }
+}
+
+/// Left-aligned columns, two spaces apart.
+fn write_table(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|title| title.chars().count()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let header: Vec<String> = header.iter().map(|title| (*title).to_owned()).collect();
+    for row in std::iter::once(&header).chain(rows) {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        let _ = writeln!(out, "{}", cells.join("  ").trim_end());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot() -> StatusSnapshot {
+        StatusSnapshot {
+            version: "0.1.0".into(),
+            phase: "running".into(),
+            vm_name: "vm-a".into(),
+            generated_at: "2026-01-01T00:00:00Z".into(),
+            readiness: ReadinessView {
+                ready: false,
+                held_by: vec!["lb-drain".into()],
+            },
+            events: vec![EventView {
+                id: "E1".into(),
+                event_type: "Reboot".into(),
+                status: "Scheduled".into(),
+                not_before: Some("2026-01-01T00:04:05Z".into()),
+                time_left_seconds: Some(245),
+                resources: vec!["vm-a".into()],
+                handling: "prepare (this VM)".into(),
+                lifecycle: "scheduled".into(),
+                approval: "pending".into(),
+                plugins: vec![DecisionView {
+                    plugin: "lb-drain".into(),
+                    phase: "prepare".into(),
+                    decision: "defer".into(),
+                    reason: "draining, 12 connections left".into(),
+                    at: "2026-01-01T00:00:00Z".into(),
+                    elapsed_ms: 3,
+                    prepare_attempts: 2,
+                }],
+            }],
+            plugins: vec![PluginView {
+                name: "lb-drain".into(),
+                content_hash: "0123456789abcdef0123".into(),
+                source: "/etc/forewarn/plugins.d/lb-drain.wasm".into(),
+                subscribe: vec!["Reboot".into(), "Redeploy".into()],
+                after: vec![],
+                budget_ms: 10_000,
+            }],
+            load_errors: vec![LoadErrorView {
+                file: "/etc/forewarn/plugins.d/bad.wasm".into(),
+                error: "not a component".into(),
+            }],
+            plugin_warnings: vec![],
+            imds: PollView {
+                polls: 42,
+                last_attempt: Some("2026-01-01T00:00:00Z".into()),
+                last_success: Some("2025-12-31T23:59:59Z".into()),
+                last_error: Some("IMDS answered 500".into()),
+                consecutive_failures: 1,
+                errors_by_kind: BTreeMap::from([("server".into(), 3)]),
+            },
+        }
+    }
+
+    #[test]
+    fn table_shows_events_decisions_plugins_and_poll() {
+        let table = render_table(&snapshot());
+        assert!(table.contains("VM vm-a"), "{table}");
+        assert!(table.contains("NOT READY (held by lb-drain)"), "{table}");
+        let event_row = table.lines().find(|line| line.starts_with("E1")).unwrap();
+        for cell in [
+            "Reboot",
+            "Scheduled",
+            "2026-01-01T00:04:05Z",
+            "4m05s",
+            "pending",
+        ] {
+            assert!(event_row.contains(cell), "{cell} missing from {event_row}");
+        }
+        let decision = table
+            .lines()
+            .find(|line| line.trim_start().starts_with("lb-drain") && line.contains("defer"))
+            .unwrap();
+        assert!(
+            decision.contains("draining, 12 connections left"),
+            "{decision}"
+        );
+        let plugin = table
+            .lines()
+            .find(|line| line.contains("0123456789ab"))
+            .unwrap();
+        assert!(
+            !plugin.contains("0123456789abc"),
+            "hash shortened: {plugin}"
+        );
+        assert!(
+            plugin.contains("Reboot,Redeploy") && plugin.contains("10s"),
+            "{plugin}"
+        );
+        assert!(table.contains("LOAD ERROR /etc/forewarn/plugins.d/bad.wasm: not a component"));
+        assert!(table.contains("IMDS: 42 polls"), "{table}");
+        assert!(
+            table.contains("FAILING (1 in a row): IMDS answered 500"),
+            "{table}"
+        );
+        assert!(table.contains("server=3"), "{table}");
+    }
+
+    #[test]
+    fn columns_line_up() {
+        let table = render_table(&snapshot());
+        let header = table.lines().find(|line| line.starts_with("ID")).unwrap();
+        let row = table.lines().find(|line| line.starts_with("E1")).unwrap();
+        assert_eq!(header.find("TIME LEFT"), row.find("4m05s"));
+    }
+
+    #[test]
+    fn empty_daemon_says_so() {
+        let mut empty = snapshot();
+        empty.events.clear();
+        empty.plugins.clear();
+        empty.load_errors.clear();
+        empty.readiness = ReadinessView {
+            ready: true,
+            held_by: vec![],
+        };
+        empty.imds = PollView {
+            polls: 0,
+            last_attempt: None,
+            last_success: None,
+            last_error: None,
+            consecutive_failures: 0,
+            errors_by_kind: BTreeMap::new(),
+        };
+        let table = render_table(&empty);
+        assert!(table.contains("EVENTS: none"), "{table}");
+        assert!(table.contains("PLUGINS: none loaded"), "{table}");
+        assert!(table.contains(", ready"), "{table}");
+        assert!(
+            table.contains("last at never, last success never: no answer yet"),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn time_left_reads_at_a_glance() {
+        assert_eq!(format_time_left(0), "0s");
+        assert_eq!(format_time_left(59), "59s");
+        assert_eq!(format_time_left(245), "4m05s");
+        assert_eq!(format_time_left(3720), "1h02m");
+        assert_eq!(format_time_left(-12), "-12s");
+    }
+
+    #[test]
+    fn snapshot_of_an_empty_daemon() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let snapshot = build_snapshot(
+            StatusInputs {
+                running: true,
+                vm_name: "vm-a",
+                state: &DaemonState::default(),
+                poll: &PollStatus {
+                    polls: 3,
+                    ..PollStatus::default()
+                },
+                plugins: &PluginSet::default(),
+                ready: true,
+                held_by: vec![],
+            },
+            now,
+        );
+        assert_eq!(snapshot.phase, "running");
+        assert_eq!(snapshot.imds.polls, 3);
+        assert_eq!(snapshot.generated_at, "2027-01-15T08:00:00Z");
+        let json = serde_json::to_string(&snapshot).unwrap();
+        let back: StatusSnapshot = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, snapshot);
+    }
+}

@@ -1,0 +1,80 @@
+//! systemd integration for `Type=notify`: READY=1 when the daemon loop runs, WATCHDOG=1 at
+//! half of `WatchdogSec`, STOPPING=1 on shutdown. Every call is a no-op without NOTIFY_SOCKET.
+
+use std::time::Duration;
+
+use sd_notify::NotifyState;
+use tokio_util::sync::CancellationToken;
+
+/// Tells systemd the daemon is up (`READY=1`).
+pub fn notify_ready() {
+    send(&[NotifyState::Ready], "READY=1");
+}
+
+/// Tells systemd the daemon is stopping (`STOPPING=1`).
+pub fn notify_stopping() {
+    send(&[NotifyState::Stopping], "STOPPING=1");
+}
+
+fn send(states: &[NotifyState<'_>], what: &str) {
+    if std::env::var_os("NOTIFY_SOCKET").is_none() {
+        return;
+    }
+    if let Err(error) = sd_notify::notify(false, states) {
+        tracing::warn!(%error, "cannot send {what} to systemd");
+    }
+}
+
+/// The interval to ping the watchdog at: half of WATCHDOG_USEC, if systemd set it for this
+/// process. As in libsystemd's `sd_watchdog_enabled`, WATCHDOG_PID (when set) must be ours.
+pub fn watchdog_interval() -> Option<Duration> {
+    let usec = std::env::var("WATCHDOG_USEC").ok()?;
+    let pid = std::env::var("WATCHDOG_PID").ok();
+    watchdog_interval_from(&usec, pid.as_deref(), std::process::id())
+}
+
+fn watchdog_interval_from(usec: &str, pid: Option<&str>, own_pid: u32) -> Option<Duration> {
+    if let Some(pid) = pid
+        && pid.trim().parse::<u32>().ok() != Some(own_pid)
+    {
+        return None;
+    }
+    let usec: u64 = usec.trim().parse().ok().filter(|usec| *usec > 0)?;
+    Some(Duration::from_micros(usec) / 2)
+}
+
+/// Pings the watchdog from the async runtime until `shutdown`, if the unit has
+/// `WatchdogSec`: a wedged runtime stops the pings and systemd restarts forewarn.
+pub fn spawn_watchdog(shutdown: CancellationToken) {
+    let Some(interval) = watchdog_interval() else {
+        return;
+    };
+    tracing::info!(
+        interval_ms = interval.as_millis() as u64,
+        "systemd watchdog enabled"
+    );
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(interval);
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                _ = ticks.tick() => send(&[NotifyState::Watchdog], "WATCHDOG=1"),
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watchdog_interval_is_half_of_watchdog_usec_for_this_process() {
+        let half = Some(Duration::from_secs(15));
+        assert_eq!(watchdog_interval_from("30000000", None, 7), half);
+        assert_eq!(watchdog_interval_from("30000000", Some("7"), 7), half);
+        assert_eq!(watchdog_interval_from("30000000", Some("8"), 7), None);
+        assert_eq!(watchdog_interval_from("0", None, 7), None);
+        assert_eq!(watchdog_interval_from("soon", None, 7), None);
+    }
+}

@@ -1,0 +1,574 @@
+//! End-to-end tests of operating forewarn: `/metrics` and `/readyz` during a simulated
+//! scenario, `forewarn status`, decision logs, `config check`, the systemd unit and the .deb.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use forewarn_host::config::Config;
+use forewarn_host::status::StatusSnapshot;
+use forewarn_tests::guests;
+use forewarn_tests::support::{
+    Daemon, DaemonConfig, ProbePlugin, Simulator, http_get, wait_for, write_plugin_dir,
+};
+
+const FOREWARN: &str = env!("CARGO_BIN_EXE_forewarn");
+const WAIT: Duration = Duration::from_secs(60);
+
+fn forewarn() -> &'static Path {
+    Path::new(FOREWARN)
+}
+
+/// A daemon with `plugins` against a fresh simulator playing `scenario`.
+struct Setup {
+    _dir: tempfile::TempDir,
+    simulator: Simulator,
+    daemon: Daemon,
+    /// `127.0.0.1:PORT` of the admin endpoint.
+    admin: String,
+}
+
+fn start(scenario: &str, speed: f64, write_plugins: impl FnOnce(&Path)) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin_dir = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugin_dir).unwrap();
+    write_plugins(&plugin_dir);
+    let simulator = Simulator::start(forewarn(), scenario, speed);
+    let config_path = dir.path().join("forewarn.toml");
+    DaemonConfig {
+        vm_name: "vm-a".into(),
+        state_dir: dir.path().join("state"),
+        plugin_dir,
+        imds_url: simulator.base_url.clone(),
+        poll_interval: "250ms".into(),
+        policy: Vec::new(),
+    }
+    .write(&config_path);
+    let daemon = Daemon::start(forewarn(), &config_path);
+    let admin = wait_for(WAIT, "the admin endpoint's address in the log", || {
+        daemon
+            .lines_with_message("admin endpoint listening")
+            .first()
+            .map(|line| line.text("address").to_owned())
+            .ok_or_else(|| daemon.describe_for_failure())
+    });
+    Setup {
+        _dir: dir,
+        simulator,
+        daemon,
+        admin,
+    }
+}
+
+/// The value of the series `series` (name with labels, exactly) in a Prometheus text body.
+fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// The sum of every series of `name` whose labels contain `label`.
+fn metric_sum(text: &str, name: &str, label: &str) -> f64 {
+    text.lines()
+        .filter(|line| line.starts_with(&format!("{name}{{")) && line.contains(label))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn scrape(admin: &str) -> String {
+    http_get(admin, "/metrics").unwrap_or_else(|error| panic!("GET /metrics: {error}"))
+}
+
+fn status_json(admin: &str) -> StatusSnapshot {
+    let body = http_get(admin, "/status").unwrap_or_else(|error| panic!("GET /status: {error}"));
+    serde_json::from_str(&body).unwrap_or_else(|error| panic!("bad /status ({error}): {body}"))
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(FOREWARN)
+        .args(args)
+        .output()
+        .unwrap_or_else(|error| panic!("cannot run forewarn {args:?}: {error}"))
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn metrics_count_polls_plugin_outcomes_and_approvals_and_every_decision_is_logged() {
+    let setup = start("user-reboot", 20.0, |dir| {
+        write_plugin_dir(
+            dir,
+            Path::new(guests::PROBE),
+            &[
+                ProbePlugin::new("patient", "defer-until-attempt")
+                    .config("attempts", "3")
+                    .config("retry-ms", "100"),
+                ProbePlugin::new("stuck-once", "loop-first-attempt").budget("300ms"),
+            ],
+        );
+    });
+    let healthz = http_get(&setup.admin, "/healthz").unwrap();
+    assert_eq!(healthz.trim(), "ok");
+
+    setup
+        .simulator
+        .wait_for_state(WAIT, "an accepted approval", |state| {
+            state.approvals.iter().any(|approval| approval.accepted)
+        });
+    let text = wait_for(WAIT, "the approval in /metrics", || {
+        let text = scrape(&setup.admin);
+        if metric(&text, "forewarn_approvals_total") >= 1.0 {
+            Ok(text)
+        } else {
+            Err(text)
+        }
+    });
+    assert!(metric(&text, "forewarn_imds_polls_total") > 0.0, "{text}");
+    assert!(
+        metric(&text, "forewarn_imds_documents_total") > 0.0,
+        "{text}"
+    );
+    assert!(
+        metric_sum(
+            &text,
+            "forewarn_event_transitions_total",
+            "event_type=\"Reboot\""
+        ) >= 1.0,
+        "{text}"
+    );
+    let calls = "forewarn_plugin_calls_total";
+    assert!(
+        metric_sum(
+            &text,
+            calls,
+            "plugin=\"patient\",phase=\"prepare\",outcome=\"defer\""
+        ) >= 2.0,
+        "{text}"
+    );
+    assert!(
+        metric_sum(
+            &text,
+            calls,
+            "plugin=\"patient\",phase=\"prepare\",outcome=\"approve\""
+        ) >= 1.0,
+        "{text}"
+    );
+    assert!(
+        metric_sum(
+            &text,
+            calls,
+            "plugin=\"stuck-once\",phase=\"prepare\",outcome=\"budget-exceeded\""
+        ) >= 1.0,
+        "{text}"
+    );
+    assert!(
+        metric(
+            &text,
+            "forewarn_plugin_call_duration_seconds_count{plugin=\"stuck-once\"}"
+        ) >= 2.0,
+        "{text}"
+    );
+    assert_eq!(metric(&text, "forewarn_plugins_loaded"), 2.0, "{text}");
+    // Cardinality stays bounded: no event id ever becomes a label value.
+    let event_ids: Vec<String> = setup
+        .simulator
+        .state()
+        .history
+        .iter()
+        .map(|record| record.event_id.clone())
+        .collect();
+    assert!(!event_ids.is_empty());
+    for id in &event_ids {
+        assert!(
+            !text.contains(id.as_str()),
+            "event id {id} in /metrics:\n{text}"
+        );
+    }
+
+    // The audit trail: one structured line per decision with event id, plugin, decision, reason.
+    let decisions: Vec<_> = setup
+        .daemon
+        .lines()
+        .into_iter()
+        .filter(|line| {
+            line.message() == "plugin decision" || line.message().starts_with("plugin call failed")
+        })
+        .collect();
+    assert!(
+        decisions.len() >= 4,
+        "{}",
+        setup.daemon.describe_for_failure()
+    );
+    for line in &decisions {
+        for field in ["event_id", "plugin", "phase", "decision", "reason"] {
+            assert!(
+                line.fields.get(field).is_some(),
+                "no {field} in {}",
+                line.fields
+            );
+        }
+        assert!(
+            event_ids.iter().any(|id| id == line.text("event_id")),
+            "{}",
+            line.fields
+        );
+    }
+    let failed = decisions
+        .iter()
+        .find(|line| line.text("plugin") == "stuck-once" && line.text("decision") != "approve")
+        .unwrap_or_else(|| {
+            panic!(
+                "no failed call logged: {}",
+                setup.daemon.describe_for_failure()
+            )
+        });
+    assert!(!failed.text("reason").is_empty(), "{}", failed.fields);
+}
+
+#[test]
+fn status_shows_the_event_its_decisions_plugins_and_polls_and_readyz_follows_plugins() {
+    let setup = start("user-reboot", 1.0, |dir| {
+        let probe = Path::new(guests::PROBE);
+        std::fs::copy(probe, dir.join("holder.wasm")).unwrap();
+        std::fs::write(
+            dir.join("holder.toml"),
+            "[config]\nmode = \"ready\"\n\n[capabilities]\nreadiness = true\n",
+        )
+        .unwrap();
+        write_plugin_dir(dir, probe, &[ProbePlugin::new("waiter", "defer")]);
+    });
+    let snapshot = wait_for(WAIT, "both plugins' decisions in /status", || {
+        let snapshot = status_json(&setup.admin);
+        let decided = snapshot
+            .events
+            .first()
+            .is_some_and(|event| event.plugins.len() == 2);
+        if decided {
+            Ok(snapshot)
+        } else {
+            Err(format!("{snapshot:?}"))
+        }
+    });
+    let event = &snapshot.events[0];
+    assert_eq!(snapshot.vm_name, "vm-a");
+    assert_eq!(snapshot.phase, "running");
+    assert_eq!(event.event_type, "Reboot");
+    assert_eq!(event.status, "Scheduled");
+    assert_eq!(event.approval, "pending");
+    let time_left = event.time_left_seconds.expect("a NotBefore");
+    assert!((1..=15 * 60).contains(&time_left), "{event:?}");
+    let waiter = event
+        .plugins
+        .iter()
+        .find(|decision| decision.plugin == "waiter")
+        .unwrap();
+    assert_eq!(
+        (waiter.decision.as_str(), waiter.reason.as_str()),
+        ("defer", "not yet")
+    );
+    assert_eq!(snapshot.plugins.len(), 2);
+    assert!(
+        snapshot
+            .plugins
+            .iter()
+            .all(|plugin| plugin.content_hash.len() == 64)
+    );
+    assert!(snapshot.imds.polls > 0 && snapshot.imds.last_success.is_some());
+    assert!(!snapshot.readiness.ready);
+    assert_eq!(snapshot.readiness.held_by, ["holder"]);
+    let readyz = http_get(&setup.admin, "/readyz").unwrap_err();
+    assert!(readyz.contains("503"), "{readyz}");
+
+    let url = format!("http://{}", setup.admin);
+    let table = run(&["status", "--admin", &url]);
+    assert!(table.status.success(), "{}", stderr(&table));
+    let table = stdout(&table);
+    let row = table
+        .lines()
+        .find(|line| line.starts_with(event.id.as_str()))
+        .unwrap_or_else(|| panic!("no row for {}:\n{table}", event.id));
+    for cell in ["Reboot", "Scheduled", "pending"] {
+        assert!(row.contains(cell), "{cell} missing: {row}");
+    }
+    assert!(row.contains(event.not_before.as_deref().unwrap()), "{row}");
+    assert!(
+        row.split_whitespace()
+            .any(|cell| cell.ends_with('s') && cell.contains('m')),
+        "time left: {row}"
+    );
+    let waiter_line = table
+        .lines()
+        .find(|line| line.trim_start().starts_with("waiter") && line.contains("defer"))
+        .unwrap_or_else(|| panic!("no decision line for waiter:\n{table}"));
+    assert!(waiter_line.contains("not yet"), "{waiter_line}");
+    let short_hash = &snapshot.plugins[0].content_hash[..12];
+    assert!(table.contains(short_hash), "{table}");
+    assert!(table.contains("NOT READY (held by holder)"), "{table}");
+    assert!(
+        table.contains("IMDS: ") && table.contains(": ok"),
+        "{table}"
+    );
+
+    let json = run(&["status", "--admin", &url, "--json"]);
+    assert!(json.status.success(), "{}", stderr(&json));
+    let parsed: StatusSnapshot = serde_json::from_str(&stdout(&json)).unwrap();
+    assert_eq!(parsed.events.len(), 1);
+    assert_eq!(parsed.events[0].id, event.id);
+
+    // Without --admin, the address comes from the config file's `[admin] listen`.
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        config.path(),
+        format!("[admin]\nlisten = \"{}\"\n", setup.admin),
+    )
+    .unwrap();
+    let from_config = run(&["status", "--config", config.path().to_str().unwrap()]);
+    assert!(from_config.status.success(), "{}", stderr(&from_config));
+    assert!(stdout(&from_config).contains(event.id.as_str()));
+
+    let unreachable = run(&["status", "--admin", "http://127.0.0.1:9"]);
+    assert!(!unreachable.status.success());
+    assert!(
+        stderr(&unreachable).contains("--admin"),
+        "{}",
+        stderr(&unreachable)
+    );
+}
+
+#[test]
+fn config_example_is_valid_and_config_check_names_the_line_and_key() {
+    let example = run(&["config", "example"]);
+    assert!(example.status.success());
+    let text = stdout(&example);
+    assert_eq!(Config::parse(&text).unwrap(), Config::default());
+
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.toml");
+    std::fs::write(&good, &text).unwrap();
+    let checked = run(&["config", "check", good.to_str().unwrap()]);
+    assert!(checked.status.success(), "{}", stderr(&checked));
+    assert!(stdout(&checked).contains("ok"));
+
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "vm-name = \"vm-a\"\n\n[policy]\nobserve = true\n").unwrap();
+    let rejected = run(&["config", "check", bad.to_str().unwrap()]);
+    assert!(!rejected.status.success());
+    let message = stderr(&rejected);
+    assert!(message.contains("line 4"), "{message}");
+    assert!(message.contains("observe"), "{message}");
+
+    let wrong_type = dir.path().join("wrong-type.toml");
+    std::fs::write(&wrong_type, "[imds]\npoll-interval = 5\n").unwrap();
+    let rejected = run(&["config", "check", wrong_type.to_str().unwrap()]);
+    let message = stderr(&rejected);
+    assert!(!rejected.status.success());
+    assert!(
+        message.contains("line 2") && message.contains("poll-interval"),
+        "{message}"
+    );
+}
+
+fn repository_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+#[test]
+fn systemd_unit_passes_systemd_analyze_verify() {
+    let unit =
+        std::fs::read_to_string(repository_root().join("packaging/forewarn.service")).unwrap();
+    assert!(unit.contains("ExecStart=/usr/bin/forewarn run"));
+    // verify checks that ExecStart's binary exists: point it at the one just built.
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("forewarn.service");
+    std::fs::write(&copy, unit.replace("/usr/bin/forewarn", FOREWARN)).unwrap();
+    let output = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&copy)
+        .output()
+        .unwrap_or_else(|error| {
+            panic!("cannot run systemd-analyze ({error}): install Debian's `systemd` package (apt-get install systemd)")
+        });
+    let complaints = stderr(&output);
+    assert!(
+        output.status.success(),
+        "systemd-analyze verify failed: {complaints}"
+    );
+    assert!(
+        complaints.trim().is_empty(),
+        "systemd-analyze verify warned: {complaints}"
+    );
+}
+
+#[test]
+fn deb_installs_binary_unit_config_and_plugin_directories() {
+    // Package the binary this test run built (debug profile: a release build of wasmtime
+    // takes a quarter of an hour); release packaging is the same with --release paths.
+    let profile_dir = Path::new(FOREWARN).parent().unwrap();
+    let exported = run(&[
+        "plugin",
+        "export-bundled",
+        profile_dir.join("bundled-plugins").to_str().unwrap(),
+    ]);
+    assert!(exported.status.success(), "{}", stderr(&exported));
+    let out = tempfile::tempdir().unwrap();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let built = Command::new(cargo)
+        .args([
+            "deb",
+            "-p",
+            "forewarn-host",
+            "--profile",
+            "dev",
+            "--no-build",
+            "-o",
+        ])
+        .arg(out.path())
+        .current_dir(repository_root())
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "cargo deb failed (install it with `cargo install cargo-deb --version 3.8.0 --locked`): {}",
+        stderr(&built)
+    );
+    let deb = std::fs::read_dir(out.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.extension().is_some_and(|ext| ext == "deb"))
+        .expect("a .deb in the output directory");
+    let listing = Command::new("dpkg-deb")
+        .arg("-c")
+        .arg(&deb)
+        .output()
+        .unwrap();
+    assert!(listing.status.success(), "{}", stderr(&listing));
+    let listing = stdout(&listing);
+    for path in [
+        "./usr/bin/forewarn",
+        "./usr/lib/systemd/system/forewarn.service",
+        "./etc/forewarn/forewarn.toml",
+        "./etc/forewarn/plugins.d/",
+        "./usr/share/forewarn/plugins/lb-drain.wasm",
+        "./usr/share/forewarn/plugins/lb-drain.toml",
+        "./usr/share/forewarn/plugins/checkpoint.wasm",
+        "./usr/share/forewarn/plugins/graceful-shutdown.wasm",
+        "./usr/share/doc/forewarn/operations.md",
+    ] {
+        assert!(
+            listing.lines().any(|line| line.ends_with(path)),
+            "{path} missing from the .deb:\n{listing}"
+        );
+    }
+    let conffiles = Command::new("dpkg-deb")
+        .arg("-I")
+        .arg(&deb)
+        .arg("conffiles")
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&conffiles)
+            .lines()
+            .any(|line| line == "/etc/forewarn/forewarn.toml")
+    );
+
+    let root = tempfile::tempdir().unwrap();
+    let extracted = Command::new("dpkg-deb")
+        .arg("-x")
+        .arg(&deb)
+        .arg(root.path())
+        .output()
+        .unwrap();
+    assert!(extracted.status.success(), "{}", stderr(&extracted));
+    let config = std::fs::read_to_string(root.path().join("etc/forewarn/forewarn.toml")).unwrap();
+    assert_eq!(config, stdout(&run(&["config", "example"])));
+    let packaged = root.path().join("usr/bin/forewarn");
+    let version = Command::new(&packaged).arg("--version").output().unwrap();
+    assert!(
+        stdout(&version).starts_with("forewarn "),
+        "{}",
+        stdout(&version)
+    );
+}
+
+/// Reads datagrams from `socket` until one equals `wanted`; panics after `WAIT`.
+fn wait_for_notification(
+    socket: &std::os::unix::net::UnixDatagram,
+    wanted: &str,
+    seen: &mut Vec<String>,
+) {
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut buffer = [0u8; 4096];
+    while std::time::Instant::now() < deadline {
+        let Ok(length) = socket.recv(&mut buffer) else {
+            continue;
+        };
+        let message = String::from_utf8_lossy(&buffer[..length]).into_owned();
+        let found = message.lines().any(|line| line == wanted);
+        seen.push(message);
+        if found {
+            return;
+        }
+    }
+    panic!("no {wanted} from forewarn within {WAIT:?}; got {seen:?}");
+}
+
+#[test]
+fn tells_systemd_ready_watchdog_and_stopping() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin_dir = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugin_dir).unwrap();
+    let config = dir.path().join("forewarn.toml");
+    DaemonConfig {
+        vm_name: "vm-a".into(),
+        state_dir: dir.path().join("state"),
+        plugin_dir,
+        // Nothing listens there: readiness does not wait for IMDS.
+        imds_url: "http://127.0.0.1:9".into(),
+        poll_interval: "1s".into(),
+        policy: Vec::new(),
+    }
+    .write(&config);
+    let socket_path = dir.path().join("notify.sock");
+    let socket = std::os::unix::net::UnixDatagram::bind(&socket_path).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let child = Command::new(FOREWARN)
+        .args(["--log-format", "json", "run", "--config"])
+        .arg(&config)
+        .env("NOTIFY_SOCKET", &socket_path)
+        .env("WATCHDOG_USEC", "300000")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut daemon = forewarn_tests::support::ChildGuard::new(child);
+    let mut seen = Vec::new();
+    wait_for_notification(&socket, "READY=1", &mut seen);
+    wait_for_notification(&socket, "WATCHDOG=1", &mut seen);
+    wait_for_notification(&socket, "WATCHDOG=1", &mut seen);
+    let terminated = Command::new("kill")
+        .args(["-TERM", &daemon.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(terminated.success());
+    wait_for_notification(&socket, "STOPPING=1", &mut seen);
+    wait_for(WAIT, "forewarn to exit after SIGTERM", || {
+        if daemon.has_exited() {
+            Ok(())
+        } else {
+            Err(format!("{seen:?}"))
+        }
+    });
+}
