@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Builds a forewarn plugin written in C into a WebAssembly component, in one command:
+#   sdk/c/build.sh my-plugin.c [more.c ...] -o my-plugin.wasm
+# Needs clang-19, lld-19, wasi-libc and libclang-rt-19-dev-wasm32 (tests/install-language-toolchains.sh)
+# and cargo (it builds host/component-tool, which generates the bindings and wraps the component).
+set -euo pipefail
+
+sdk_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo_dir="$(cd "$sdk_dir/../.." && pwd)"
+clang="${CLANG:-clang-19}"
+
+sources=()
+output=""
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        -o) output="$2"; shift 2 ;;
+        -h|--help) sed -n '2,5p' "$0"; exit 0 ;;
+        *) sources+=("$1"); shift ;;
+    esac
+done
+if [[ -z "$output" || ${#sources[@]} -eq 0 ]]; then
+    echo "usage: $0 PLUGIN.c [MORE.c ...] -o PLUGIN.wasm" >&2
+    exit 2
+fi
+if ! command -v "$clang" >/dev/null; then
+    echo "error: $clang not found: run tests/install-language-toolchains.sh c (or apt-get install clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32)" >&2
+    exit 1
+fi
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+# 1. The build tool: FOREWARN_COMPONENT_TOOL if set, else built by cargo (cached after the
+#    first build, which takes ~2.5 min on two cores).
+tool="${FOREWARN_COMPONENT_TOOL:-}"
+if [[ -z "$tool" ]]; then
+    cargo build --quiet --manifest-path "$repo_dir/Cargo.toml" -p forewarn-component-tool
+    tool="$(cargo metadata --format-version 1 --no-deps --manifest-path "$repo_dir/Cargo.toml" \
+        | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/debug/forewarn-component-tool"
+fi
+
+# 2. C bindings of the contract: event_handler.{h,c} and the component-type object.
+"$tool" c-bindings --wit "$repo_dir/wit" --out-dir "$work/bindings"
+
+# 3. A core wasm module (a reactor: no main, the host calls the export).
+"$clang" --target=wasm32-wasi -mexec-model=reactor -O2 -Wall -Wextra -Wno-unused-parameter \
+    -I "$sdk_dir" -I "$work/bindings" \
+    "${sources[@]}" "$sdk_dir/forewarn.c" "$work/bindings/event_handler.c" \
+    "$work/bindings/event_handler_component_type.o" \
+    -o "$work/core.wasm"
+
+# 4. The component.
+"$tool" new "$work/core.wasm" -o "$output"
+echo "built $output ($(stat -c %s "$output") bytes)"

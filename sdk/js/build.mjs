@@ -1,0 +1,53 @@
+// build.mjs — bundles a JavaScript plugin with the SDK (rolldown) and turns it into a
+// WebAssembly component (componentize-js). Called by build.sh: node build.mjs PLUGIN.js OUT.wasm
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { componentize } from '@bytecodealliance/componentize-js';
+import { rolldown } from 'rolldown';
+
+const sdkDir = dirname(fileURLToPath(import.meta.url));
+const witDir = resolve(sdkDir, '../../wit');
+const [plugin, output] = process.argv.slice(2);
+
+// The component's entry module: the SDK turns the plugin's onEvent into the handler export.
+const entrySource = (pluginPath) => `import { handler as makeHandler } from 'forewarn';
+import { onEvent } from ${JSON.stringify(pluginPath)};
+export const handler = makeHandler(onEvent);
+`;
+
+async function bundle(pluginPath, work) {
+  const entry = join(work, 'entry.js');
+  await writeFile(entry, entrySource(resolve(pluginPath)));
+  const build = await rolldown({
+    input: entry,
+    external: [/^forewarn:plugin\//, /^wasi:/],
+    resolve: { alias: { forewarn: join(sdkDir, 'forewarn.js') } },
+    logLevel: 'warn',
+  });
+  const file = join(work, 'plugin.bundle.js');
+  await build.write({ file, format: 'esm' });
+  await build.close();
+  return file;
+}
+
+async function main() {
+  const work = await mkdtemp(join(tmpdir(), 'forewarn-js-'));
+  try {
+    const sourcePath = await bundle(plugin, work);
+    const { component } = await componentize({
+      sourcePath,
+      witPath: witDir,
+      worldName: 'event-handler',
+      // wasi:http is not offered to plugins; stdio, clocks and random stay (sandboxed).
+      disableFeatures: ['http', 'fetch-event'],
+    });
+    await writeFile(output, component);
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
+await main();

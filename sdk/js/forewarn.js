@@ -1,0 +1,113 @@
+// forewarn.js — the JavaScript SDK for forewarn plugins.
+// Import what you need from 'forewarn', export `onEvent`, build with sdk/js/build.sh.
+import * as host from 'forewarn:plugin/host@0.1.0';
+
+/** Deferral retry when the plugin does not say, in milliseconds. */
+export const DEFAULT_RETRY_AFTER_MS = 5000;
+
+/** Ready: the maintenance may start as far as this plugin cares. */
+export function approve() {
+  return { tag: 'approve' };
+}
+
+/** Not yet: ask again after `retryAfterMs` milliseconds. */
+export function defer(reason, retryAfterMs = DEFAULT_RETRY_AFTER_MS) {
+  return { tag: 'defer', val: { reason: String(reason), retryAfterMs } };
+}
+
+/** Whether the event stops or removes the VM (everything but a Freeze). */
+export function takesVmDown(event) {
+  return event.eventType !== 'freeze';
+}
+
+/** A host call did not do what was asked: `kind` is 'not-granted', 'invalid', 'failed' or 'timed-out'. */
+export class HostError extends Error {
+  constructor(call, kind, detail) {
+    super(detail ? `${call}: ${kind}: ${detail}` : `${call}: ${kind}`);
+    this.name = 'HostError';
+    this.call = call;
+    this.kind = kind;
+    this.detail = detail ?? '';
+  }
+}
+
+// Runs a host call whose WIT result is an error variant, rethrowing it as a HostError.
+function hostCall(call, run) {
+  try {
+    return run();
+  } catch (error) {
+    const payload = error?.payload ?? error;
+    if (payload && typeof payload.tag === 'string') {
+      throw new HostError(call, payload.tag, payload.val);
+    }
+    throw error;
+  }
+}
+
+/** Lines in the daemon's log under this plugin's name. */
+export const log = {
+  trace: (message) => host.log('trace', String(message)),
+  debug: (message) => host.log('debug', String(message)),
+  info: (message) => host.log('info', String(message)),
+  warn: (message) => host.log('warn', String(message)),
+  error: (message) => host.log('error', String(message)),
+};
+
+/** A value from the manifest's [config] table, or `fallback`. */
+export function config(key, fallback = undefined) {
+  const value = host.config(key);
+  return value === undefined ? fallback : value;
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** This plugin's durable state: survives reloads and restarts. Values are bytes or strings. */
+export const state = {
+  get: (key) => host.stateGet(key),
+  getText: (key) => {
+    const bytes = host.stateGet(key);
+    return bytes === undefined ? undefined : decoder.decode(bytes);
+  },
+  set: (key, value) => {
+    const bytes = typeof value === 'string' ? encoder.encode(value) : value;
+    hostCall('state-set', () => host.stateSet(key, bytes));
+  },
+  delete: (key) => hostCall('state-delete', () => host.stateDelete(key)),
+};
+
+/** Marks this VM ready or not on /readyz (needs `readiness = true`). */
+export function setReady(ready) {
+  hostCall('set-ready', () => host.setReady(ready));
+}
+
+/** Outbound HTTP to the hosts on the manifest's `[capabilities] http` allow-list. */
+export const http = {
+  send: (method, url, { headers = [], body = new Uint8Array() } = {}) => {
+    const bytes = typeof body === 'string' ? encoder.encode(body) : body;
+    const response = hostCall('http-send', () => host.httpSend({ method, url, headers, body: bytes }));
+    return { ...response, ok: response.status >= 200 && response.status < 300, text: () => decoder.decode(response.body) };
+  },
+  get: (url) => http.send('GET', url),
+  post: (url, body, contentType = 'application/json') =>
+    http.send('POST', url, { headers: [['content-type', contentType]], body }),
+};
+
+/** Runs an operator-defined action granted to this plugin: { exitCode, stdout, stderr }. */
+export function runAction(name) {
+  return hostCall('run-action', () => host.runAction(name));
+}
+
+/** Makes the component's `handler` export from a plain function. An exception from
+ * `onEvent` becomes a deferral whose reason names it, instead of a trap. */
+export function handler(onEvent) {
+  return {
+    onEvent(event, phase, ctx) {
+      try {
+        return onEvent(event, phase, ctx);
+      } catch (error) {
+        return defer(`plugin threw ${error?.name ?? 'error'}: ${error?.message ?? error}`);
+      }
+    },
+  };
+}

@@ -1,0 +1,185 @@
+"""forewarn — the Python SDK for forewarn plugins.
+
+Write a module with one function, ``on_event(event, phase, ctx)``, that returns
+``approve()`` or ``defer(reason, retry_after_ms)``, and build it with sdk/python/build.sh.
+The host imports (log, config, state, readiness, HTTP, actions) are wrapped here as plain
+functions; a host error is raised as ``HostError``.
+"""
+
+from typing import Callable, List, Optional, Tuple
+
+from componentize_py_types import Err
+from wit_world.imports import host as _host
+from wit_world.imports import types as _types
+
+# The data a plugin receives (see wit/forewarn.wit for every field).
+Event = _types.ScheduledEvent
+EventType = _types.EventType
+EventStatus = _types.EventStatus
+EventSource = _types.EventSource
+Phase = _types.Phase
+Context = _types.Context
+Decision = _types.Decision
+
+__all__ = [
+    "Event", "EventType", "EventStatus", "EventSource", "Phase", "Context", "Decision",
+    "approve", "defer", "log", "config", "state", "set_ready", "http", "run_action",
+    "HostError", "takes_vm_down", "handler",
+]
+
+# Deferral retry when the plugin does not say.
+DEFAULT_RETRY_AFTER_MS = 5_000
+
+
+def approve() -> Decision:
+    """Ready: the maintenance may start as far as this plugin cares."""
+    return _types.Decision_Approve()
+
+
+def defer(reason: str, retry_after_ms: int = DEFAULT_RETRY_AFTER_MS) -> Decision:
+    """Not yet: ask again after ``retry_after_ms`` milliseconds."""
+    return _types.Decision_Defer(_types.Deferral(reason=reason, retry_after_ms=retry_after_ms))
+
+
+def takes_vm_down(event: Event) -> bool:
+    """Whether the event stops or removes the VM (everything but a Freeze)."""
+    return event.event_type != EventType.FREEZE
+
+
+class HostError(Exception):
+    """A host call did not do what was asked. ``kind`` is one of "not-granted",
+    "invalid", "failed", "timed-out"; ``detail`` says more."""
+
+    def __init__(self, call: str, kind: str, detail: str):
+        super().__init__(f"{call}: {kind}: {detail}" if detail else f"{call}: {kind}")
+        self.call, self.kind, self.detail = call, kind, detail
+
+
+def _host_error(call: str, error: Err) -> HostError:
+    value = error.value
+    kinds = {
+        _host.HostError_NotGranted: "not-granted",
+        _host.HostError_Invalid: "invalid",
+        _host.HostError_Failed: "failed",
+        _host.HostError_TimedOut: "timed-out",
+    }
+    return HostError(call, kinds.get(type(value), "error"), getattr(value, "value", "") or "")
+
+
+class log:
+    """Lines in the daemon's log under this plugin's name."""
+
+    @staticmethod
+    def trace(message: str) -> None:
+        _host.log(_host.Level.TRACE, message)
+
+    @staticmethod
+    def debug(message: str) -> None:
+        _host.log(_host.Level.DEBUG, message)
+
+    @staticmethod
+    def info(message: str) -> None:
+        _host.log(_host.Level.INFO, message)
+
+    @staticmethod
+    def warn(message: str) -> None:
+        _host.log(_host.Level.WARN, message)
+
+    @staticmethod
+    def error(message: str) -> None:
+        _host.log(_host.Level.ERROR, message)
+
+
+def config(key: str, default: Optional[str] = None) -> Optional[str]:
+    """A value from the manifest's [config] table, or ``default``."""
+    value = _host.config(key)
+    return default if value is None else value
+
+
+class state:
+    """This plugin's durable state: survives reloads and restarts."""
+
+    @staticmethod
+    def get(key: str) -> Optional[bytes]:
+        return _host.state_get(key)
+
+    @staticmethod
+    def set(key: str, value: bytes) -> None:
+        try:
+            _host.state_set(key, value)
+        except Err as error:
+            raise _host_error("state-set", error) from None
+
+    @staticmethod
+    def delete(key: str) -> None:
+        try:
+            _host.state_delete(key)
+        except Err as error:
+            raise _host_error("state-delete", error) from None
+
+
+def set_ready(ready: bool) -> None:
+    """Marks this VM ready or not on /readyz (needs ``readiness = true``)."""
+    try:
+        _host.set_ready(ready)
+    except Err as error:
+        raise _host_error("set-ready", error) from None
+
+
+class Response:
+    """An HTTP response: ``status``, ``headers`` (list of pairs) and ``body`` (bytes)."""
+
+    def __init__(self, status: int, headers: List[Tuple[str, str]], body: bytes):
+        self.status, self.headers, self.body = status, headers, body
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
+
+
+class http:
+    """Outbound HTTP to the hosts on the manifest's ``[capabilities] http`` allow-list."""
+
+    @staticmethod
+    def send(method: str, url: str, body: bytes = b"",
+             headers: Optional[List[Tuple[str, str]]] = None) -> Response:
+        request = _host.HttpRequest(method=method, url=url, headers=headers or [], body=body)
+        try:
+            response = _host.http_send(request)
+        except Err as error:
+            raise _host_error("http-send", error) from None
+        return Response(response.status, response.headers, response.body)
+
+    @staticmethod
+    def get(url: str) -> Response:
+        return http.send("GET", url)
+
+    @staticmethod
+    def post(url: str, body, content_type: str = "application/json") -> Response:
+        data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+        return http.send("POST", url, data, [("content-type", content_type)])
+
+
+def run_action(name: str) -> _host.ActionOutput:
+    """Runs an operator-defined action granted to this plugin (``exit_code``, ``stdout``, ``stderr``)."""
+    try:
+        return _host.run_action(name)
+    except Err as error:
+        raise _host_error("run-action", error) from None
+
+
+def handler(on_event: Callable[[Event, Phase, Context], Decision]):
+    """Makes the component's ``Handler`` export from a plain function. An exception from
+    ``on_event`` becomes a deferral whose reason names it, instead of a trap."""
+
+    class Handler:
+        def on_event(self, event: Event, phase: Phase, ctx: Context) -> Decision:
+            try:
+                return on_event(event, phase, ctx)
+            except Exception as error:  # the plugin's bug must not cost more than a defer
+                return defer(f"plugin raised {type(error).__name__}: {error}")
+
+    return Handler

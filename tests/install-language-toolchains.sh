@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Installs the toolchains that build forewarn plugins in C, Python and JavaScript, from the
+# package registries (Debian, PyPI, npm). Idempotent: a second run checks and returns in ~1 s.
+#   tests/install-language-toolchains.sh            # all three
+#   tests/install-language-toolchains.sh c python   # some
+# C: clang-19, lld-19, wasi-libc, libclang-rt-19-dev-wasm32 (apt; root or sudo).
+# Python: componentize-py (pinned) in sdk/python/.venv. JavaScript: componentize-js (pinned in
+# sdk/js/package.json and package-lock.json) in sdk/js/node_modules; needs node >= 20.19 and npm.
+set -euo pipefail
+
+COMPONENTIZE_PY_VERSION="0.25.1"
+C_PACKAGES=(clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32)
+
+repo_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+as_root() {
+    if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi
+}
+
+install_c() {
+    if command -v clang-19 >/dev/null && command -v wasm-ld-19 >/dev/null \
+        && [[ -f /usr/lib/wasm32-wasi/libc.a ]] \
+        && compgen -G "/usr/lib/llvm-19/lib/clang/19/lib/wasi/libclang_rt.builtins-wasm32.a" >/dev/null; then
+        echo "c: clang-19 and wasi-libc already installed"
+        return
+    fi
+    echo "c: installing ${C_PACKAGES[*]} (apt)"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${C_PACKAGES[@]}" >/dev/null
+}
+
+install_python() {
+    local venv="$repo_dir/sdk/python/.venv"
+    if [[ -x "$venv/bin/componentize-py" ]] \
+        && [[ "$("$venv/bin/componentize-py" --version)" == "componentize-py $COMPONENTIZE_PY_VERSION" ]]; then
+        echo "python: componentize-py $COMPONENTIZE_PY_VERSION already installed"
+        return
+    fi
+    command -v python3 >/dev/null || { echo "python: python3 is missing: apt-get install python3 python3-venv" >&2; exit 1; }
+    echo "python: installing componentize-py $COMPONENTIZE_PY_VERSION into sdk/python/.venv (pip)"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "componentize-py==$COMPONENTIZE_PY_VERSION"
+}
+
+install_js() {
+    local sdk="$repo_dir/sdk/js"
+    command -v node >/dev/null && command -v npm >/dev/null \
+        || { echo "js: node and npm are missing: install Node.js >= 20.19" >&2; exit 1; }
+    if ! node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>22||(a===22&&b>=12)||(a===20&&b>=19)?0:1)'; then
+        echo "js: node $(node --version) is too old: componentize-js's bundler needs >= 20.19 (or >= 22.12)" >&2
+        exit 1
+    fi
+    local wanted installed
+    wanted="$(node -p 'require(process.argv[1]).dependencies["@bytecodealliance/componentize-js"]' "$sdk/package.json")"
+    installed="$(node -p 'try { require(process.argv[1]).version } catch { "" }' \
+        "$sdk/node_modules/@bytecodealliance/componentize-js/package.json")"
+    if [[ "$installed" == "$wanted" ]]; then
+        echo "js: componentize-js $wanted already installed"
+        return
+    fi
+    echo "js: installing componentize-js $wanted into sdk/js/node_modules (npm install)"
+    # `npm install`, not `npm ci`: npm 11 rejects this lockfile in `ci` for the optional
+    # per-platform packages it leaves out; `install` still takes the locked versions.
+    (cd "$sdk" && npm install --no-audit --no-fund --loglevel=error)
+}
+
+languages=("$@")
+[[ ${#languages[@]} -eq 0 ]] && languages=(c python js)
+for language in "${languages[@]}"; do
+    case "$language" in
+        c) install_c ;;
+        python) install_python ;;
+        js) install_js ;;
+        *) echo "unknown language '$language': expected c, python or js" >&2; exit 2 ;;
+    esac
+done
