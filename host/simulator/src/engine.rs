@@ -107,14 +107,22 @@ impl Engine {
         outcome
     }
 
-    pub fn record_request(&self, method: &str, path: &str, vm: &str, status: u16) {
+    /// Records a request, stamped with when it arrived (before any injected delay).
+    pub fn record_request(
+        &self,
+        method: &str,
+        path: &str,
+        vm: &str,
+        status: u16,
+        arrived: SystemTime,
+    ) {
         let mut inner = self.lock();
         inner.requests.push(RequestRecord {
             method: method.to_string(),
             path: path.to_string(),
             vm: vm.to_string(),
             status,
-            at_unix_ms: unix_ms(SystemTime::now()),
+            at_unix_ms: unix_ms(arrived),
         });
     }
 

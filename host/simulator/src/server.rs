@@ -207,6 +207,7 @@ async fn compute_name_vm(
 
 /// Checks the VM, the Metadata header and the api-version, answers, and records the request.
 async fn serve(engine: &Engine, call: Call, endpoint: Endpoint) -> Response {
+    let arrived = std::time::SystemTime::now();
     let Some(vm) = engine.resolve_vm(call.vm_prefix.as_deref()) else {
         let known = engine.scenario().vms.join(", ");
         let message = format!(
@@ -214,7 +215,7 @@ async fn serve(engine: &Engine, call: Call, endpoint: Endpoint) -> Response {
             call.vm_prefix.as_deref().unwrap_or_default()
         );
         let response = error(StatusCode::NOT_FOUND, json!({ "error": message }));
-        record(engine, &call, "", &response);
+        record(engine, &call, "", &response, arrived);
         return response;
     };
     let response = match rejection(&call, endpoint) {
@@ -226,16 +227,23 @@ async fn serve(engine: &Engine, call: Call, endpoint: Endpoint) -> Response {
             Endpoint::ComputeName => vm.clone().into_response(),
         },
     };
-    record(engine, &call, &vm, &response);
+    record(engine, &call, &vm, &response, arrived);
     response
 }
 
-fn record(engine: &Engine, call: &Call, vm: &str, response: &Response) {
+fn record(
+    engine: &Engine,
+    call: &Call,
+    vm: &str,
+    response: &Response,
+    arrived: std::time::SystemTime,
+) {
     engine.record_request(
         call.method.as_str(),
         call.uri.path(),
         vm,
         response.status().as_u16(),
+        arrived,
     );
 }
 

@@ -1,0 +1,662 @@
+//! Helpers for end-to-end tests that run the real `forewarn` binary: the simulator, plugin
+//! directories, daemon configs, the daemon with its JSON log read live, and polling waits.
+//!
+//! The binary's path comes from the caller (`env!("CARGO_BIN_EXE_forewarn")` exists only in
+//! the host's integration tests). Every child process is killed when its guard is dropped,
+//! so a failing test leaks nothing.
+
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStderr, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use forewarn_simulator::StateSnapshot;
+
+/// How often [`wait_for`] looks again.
+pub const POLL_EVERY: Duration = Duration::from_millis(50);
+
+/// Polls `check` every [`POLL_EVERY`] until it returns `Ok`, and returns that value. Panics
+/// after `timeout`, naming `what` was awaited and the last thing `check` reported seeing.
+pub fn wait_for<T>(
+    timeout: Duration,
+    what: &str,
+    mut check: impl FnMut() -> Result<T, String>,
+) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let seen = match check() {
+            Ok(value) => return value,
+            Err(seen) => seen,
+        };
+        if Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for {what}; last seen: {seen}");
+        }
+        std::thread::sleep(POLL_EVERY);
+    }
+}
+
+/// [`wait_for`] with a yes/no condition; `describe` says what was seen when it is false.
+pub fn wait_until(
+    timeout: Duration,
+    what: &str,
+    mut condition: impl FnMut() -> bool,
+    mut describe: impl FnMut() -> String,
+) {
+    wait_for(timeout, what, || {
+        if condition() { Ok(()) } else { Err(describe()) }
+    });
+}
+
+/// A child process killed (SIGKILL) and reaped when dropped.
+#[derive(Debug)]
+pub struct ChildGuard {
+    child: Option<Child>,
+}
+
+impl ChildGuard {
+    pub fn new(child: Child) -> ChildGuard {
+        ChildGuard { child: Some(child) }
+    }
+
+    /// The operating system's process id.
+    pub fn id(&self) -> u32 {
+        self.child.as_ref().map(Child::id).unwrap_or(0)
+    }
+
+    /// Kills the process with SIGKILL and waits for it; doing it twice is harmless.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ignored = child.kill();
+            let _ignored = child.wait();
+        }
+    }
+
+    /// Whether the process has exited (and reaps it if so).
+    pub fn has_exited(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(child) => !matches!(child.try_wait(), Ok(None)),
+            None => true,
+        }
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A running `forewarn simulate`.
+#[derive(Debug)]
+pub struct Simulator {
+    process: ChildGuard,
+    /// `http://127.0.0.1:PORT`, the IMDS base URL for the first VM.
+    pub base_url: String,
+}
+
+impl Simulator {
+    /// Starts `forewarn simulate --listen 127.0.0.1:0 --scenario SCENARIO --speed SPEED
+    /// --stay` and reads the address from its first stdout line. `scenario` is a built-in
+    /// name or a file path.
+    pub fn start(binary: &Path, scenario: &str, speed: f64) -> Simulator {
+        let mut child = Command::new(binary)
+            .args(["simulate", "--listen", "127.0.0.1:0", "--stay"])
+            .args(["--scenario", scenario, "--speed", &speed.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot start {}: {error}", binary.display()));
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let process = ChildGuard::new(child);
+        let mut first_line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut first_line)
+            .expect("read the simulator's first line");
+        let base_url = parse_simulator_url(&first_line).unwrap_or_else(|| {
+            panic!("unexpected first line from forewarn simulate: {first_line:?}")
+        });
+        Simulator { process, base_url }
+    }
+
+    /// `host:port` of the simulator.
+    pub fn address(&self) -> &str {
+        self.base_url.trim_start_matches("http://")
+    }
+
+    /// `GET /simulator/state`, parsed.
+    pub fn state(&self) -> StateSnapshot {
+        let body = http_get(self.address(), "/simulator/state")
+            .unwrap_or_else(|error| panic!("GET /simulator/state failed: {error}"));
+        serde_json::from_str(&body)
+            .unwrap_or_else(|error| panic!("cannot parse /simulator/state ({error}): {body}"))
+    }
+
+    /// Polls the state until `check` accepts it; panics after `timeout` with the last state's
+    /// summary.
+    pub fn wait_for_state(
+        &self,
+        timeout: Duration,
+        what: &str,
+        mut check: impl FnMut(&StateSnapshot) -> bool,
+    ) -> StateSnapshot {
+        wait_for(timeout, what, || {
+            let state = self.state();
+            if check(&state) {
+                Ok(state)
+            } else {
+                Err(summarize_state(&state))
+            }
+        })
+    }
+
+    /// Kills the simulator now.
+    pub fn stop(&mut self) {
+        self.process.kill();
+    }
+}
+
+/// The `http://ADDR` in "simulating IMDS at http://ADDR (scenario …)".
+pub fn parse_simulator_url(line: &str) -> Option<String> {
+    let rest = line.split("simulating IMDS at ").nth(1)?;
+    let url = rest.split_whitespace().next()?;
+    url.starts_with("http://").then(|| url.to_owned())
+}
+
+/// A short account of a simulator state for failure messages.
+pub fn summarize_state(state: &StateSnapshot) -> String {
+    let mut text = format!(
+        "scenario {} at {} ms (finished: {}), incarnation {}; events:",
+        state.scenario, state.now_scenario_ms, state.finished, state.incarnation
+    );
+    for event in &state.events {
+        let _ = write!(
+            text,
+            " [{} {} {}]",
+            event.event_id, event.event_type, event.event_status
+        );
+    }
+    let _ = write!(text, "; history:");
+    for record in &state.history {
+        let _ = write!(
+            text,
+            " {}:{:?}@{}",
+            short_id(&record.event_id),
+            record.transition,
+            record.at_scenario_ms
+        );
+    }
+    let _ = write!(text, "; approvals:");
+    for approval in &state.approvals {
+        let _ = write!(
+            text,
+            " {}:{}:{}@{}",
+            short_id(&approval.event_id),
+            approval.vm,
+            approval.accepted,
+            approval.at_scenario_ms
+        );
+    }
+    let _ = write!(text, "; {} requests", state.requests.len());
+    text
+}
+
+fn short_id(id: &str) -> &str {
+    &id[..id.len().min(8)]
+}
+
+/// A minimal HTTP/1.1 GET over a fresh loopback connection (the simulator's /simulator
+/// endpoints only), returning the body of a 200 answer.
+pub fn http_get(address: &str, path: &str) -> Result<String, String> {
+    let mut stream = TcpStream::connect(address).map_err(|error| format!("connect: {error}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|error| error.to_string())?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|error| format!("send: {error}"))?;
+    let mut response = Vec::new();
+    stream
+        .read_to_end(&mut response)
+        .map_err(|error| format!("read: {error}"))?;
+    let response = String::from_utf8_lossy(&response);
+    let (head, body) = response
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("no header end in {response:?}"))?;
+    if !head.starts_with("HTTP/1.1 200") {
+        return Err(format!("not a 200: {head}"));
+    }
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        return Ok(dechunk(body));
+    }
+    Ok(body.to_owned())
+}
+
+/// Decodes a chunked body.
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size_line, rest)) = body.split_once("\r\n") {
+        let size = usize::from_str_radix(size_line.trim(), 16).unwrap_or(0);
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        body = rest[size..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// One plugin for a test's plugin directory: the probe guest under `name`.
+#[derive(Debug, Clone)]
+pub struct ProbePlugin {
+    pub name: String,
+    /// The probe's `mode` config value.
+    pub mode: String,
+    /// Event types it subscribes to; empty means the manifest's default (all).
+    pub subscribe: Vec<String>,
+    pub after: Vec<String>,
+    /// e.g. "5s"; `None` keeps the default.
+    pub budget: Option<String>,
+    /// Further `[config]` values (key, TOML value text, e.g. "3" or "\"x\"").
+    pub config: Vec<(String, String)>,
+}
+
+impl ProbePlugin {
+    /// The probe named `name` in `mode`, subscribed to everything, after nobody.
+    pub fn new(name: &str, mode: &str) -> ProbePlugin {
+        ProbePlugin {
+            name: name.to_owned(),
+            mode: mode.to_owned(),
+            subscribe: Vec::new(),
+            after: Vec::new(),
+            budget: None,
+            config: Vec::new(),
+        }
+    }
+
+    pub fn subscribe(mut self, types: &[&str]) -> ProbePlugin {
+        self.subscribe = types.iter().map(|name| (*name).to_owned()).collect();
+        self
+    }
+
+    pub fn after(mut self, names: &[&str]) -> ProbePlugin {
+        self.after = names.iter().map(|name| (*name).to_owned()).collect();
+        self
+    }
+
+    pub fn budget(mut self, budget: &str) -> ProbePlugin {
+        self.budget = Some(budget.to_owned());
+        self
+    }
+
+    /// Adds a `[config]` value; `value` is TOML (a number, or a quoted string).
+    pub fn config(mut self, key: &str, value: &str) -> ProbePlugin {
+        self.config.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// The manifest text (`NAME.toml`).
+    pub fn manifest(&self) -> String {
+        let mut text = String::new();
+        if !self.subscribe.is_empty() {
+            let _ = writeln!(text, "subscribe = {}", toml_list(&self.subscribe));
+        }
+        if !self.after.is_empty() {
+            let _ = writeln!(text, "after = {}", toml_list(&self.after));
+        }
+        if let Some(budget) = &self.budget {
+            let _ = writeln!(text, "budget = \"{budget}\"");
+        }
+        let _ = writeln!(text, "[config]\nmode = \"{}\"", self.mode);
+        for (key, value) in &self.config {
+            let _ = writeln!(text, "{key} = {value}");
+        }
+        text
+    }
+}
+
+fn toml_list(items: &[String]) -> String {
+    let quoted: Vec<String> = items.iter().map(|item| format!("\"{item}\"")).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+/// Writes `dir/NAME.wasm` (a copy of `probe_wasm`) and `dir/NAME.toml` for each plugin.
+pub fn write_plugin_dir(dir: &Path, probe_wasm: &Path, plugins: &[ProbePlugin]) {
+    std::fs::create_dir_all(dir).expect("create the plugin directory");
+    for plugin in plugins {
+        std::fs::copy(probe_wasm, dir.join(format!("{}.wasm", plugin.name)))
+            .unwrap_or_else(|error| panic!("copy {}: {error}", probe_wasm.display()));
+        std::fs::write(dir.join(format!("{}.toml", plugin.name)), plugin.manifest())
+            .expect("write a plugin manifest");
+    }
+}
+
+/// What goes into a daemon config file.
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    pub vm_name: String,
+    pub state_dir: PathBuf,
+    pub plugin_dir: PathBuf,
+    pub imds_url: String,
+    /// e.g. "250ms".
+    pub poll_interval: String,
+    /// Lines of the `[policy]` table, e.g. `approve-user-initiated = true`.
+    pub policy: Vec<String>,
+}
+
+impl DaemonConfig {
+    /// The config file's text. The admin endpoint listens on an ephemeral port so that
+    /// daemons of parallel tests do not collide.
+    pub fn to_toml(&self) -> String {
+        let mut text = format!(
+            "vm-name = \"{}\"\nstate-dir = \"{}\"\nplugin-dir = \"{}\"\n\n[imds]\nurl = \"{}\"\npoll-interval = \"{}\"\n\n[admin]\nlisten = \"127.0.0.1:0\"\n\n[policy]\n",
+            self.vm_name,
+            self.state_dir.display(),
+            self.plugin_dir.display(),
+            self.imds_url,
+            self.poll_interval,
+        );
+        for line in &self.policy {
+            let _ = writeln!(text, "{line}");
+        }
+        text
+    }
+
+    /// Writes the config to `path`.
+    pub fn write(&self, path: &Path) {
+        std::fs::write(path, self.to_toml()).expect("write the daemon config");
+    }
+}
+
+/// One JSON log line of the daemon, with its timestamp in Unix milliseconds.
+#[derive(Debug, Clone)]
+pub struct LogLine {
+    pub at_unix_ms: u64,
+    pub fields: serde_json::Value,
+}
+
+impl LogLine {
+    /// A string field ("" when absent or not a string).
+    pub fn text(&self, field: &str) -> &str {
+        self.fields
+            .get(field)
+            .and_then(|value| value.as_str())
+            .unwrap_or("")
+    }
+
+    pub fn message(&self) -> &str {
+        self.text("message")
+    }
+}
+
+/// One plugin decision as the daemon logged it ("plugin decision", or "plugin call
+/// failed; counted as a defer" with `failure` set).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginDecision {
+    pub at_unix_ms: u64,
+    pub event_id: String,
+    pub plugin: String,
+    pub phase: String,
+    pub decision: String,
+    pub reason: String,
+    /// The failure kind for a failed call ("trap", "budget-exceeded", …), else "".
+    pub failure: String,
+}
+
+impl PluginDecision {
+    fn from_line(line: &LogLine) -> Option<PluginDecision> {
+        let message = line.message();
+        if message != "plugin decision" && !message.starts_with("plugin call failed") {
+            return None;
+        }
+        Some(PluginDecision {
+            at_unix_ms: line.at_unix_ms,
+            event_id: line.text("event_id").to_owned(),
+            plugin: line.text("plugin").to_owned(),
+            phase: line.text("phase").to_owned(),
+            decision: line.text("decision").to_owned(),
+            reason: line.text("reason").to_owned(),
+            failure: line.text("failure").to_owned(),
+        })
+    }
+}
+
+/// Everything the daemon wrote to stderr, split into parsed lines and the rest.
+#[derive(Debug, Default)]
+struct CapturedLog {
+    lines: Vec<LogLine>,
+    unparsed: Vec<String>,
+}
+
+/// A running `forewarn --log-format json run --config PATH`, its stderr read on a thread.
+#[derive(Debug)]
+pub struct Daemon {
+    process: ChildGuard,
+    log: Arc<Mutex<CapturedLog>>,
+    reader: Option<JoinHandle<()>>,
+}
+
+impl Daemon {
+    /// Starts the daemon with `config` and `FOREWARN_LOG=info` (plus `extra_env`).
+    pub fn start(binary: &Path, config: &Path) -> Daemon {
+        let mut child = Command::new(binary)
+            .args(["--log-format", "json", "run", "--config"])
+            .arg(config)
+            .env("FOREWARN_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot start {}: {error}", binary.display()));
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let log = Arc::new(Mutex::new(CapturedLog::default()));
+        let reader = spawn_log_reader(stderr, log.clone());
+        Daemon {
+            process: ChildGuard::new(child),
+            log,
+            reader: Some(reader),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.process.id()
+    }
+
+    /// SIGKILL, and wait until the process is gone and its log fully read.
+    pub fn kill(&mut self) {
+        self.process.kill();
+        if let Some(reader) = self.reader.take() {
+            let _ignored = reader.join();
+        }
+    }
+
+    /// Whether the process has exited.
+    pub fn has_exited(&mut self) -> bool {
+        self.process.has_exited()
+    }
+
+    /// Every parsed log line so far.
+    pub fn lines(&self) -> Vec<LogLine> {
+        self.log.lock().expect("log lock").lines.clone()
+    }
+
+    /// Lines of stderr that were not JSON (panics, early errors).
+    pub fn unparsed(&self) -> Vec<String> {
+        self.log.lock().expect("log lock").unparsed.clone()
+    }
+
+    /// Every plugin decision logged so far, in log order.
+    pub fn decisions(&self) -> Vec<PluginDecision> {
+        let log = self.log.lock().expect("log lock");
+        log.lines
+            .iter()
+            .filter_map(PluginDecision::from_line)
+            .collect()
+    }
+
+    /// Lines whose message is `message`.
+    pub fn lines_with_message(&self, message: &str) -> Vec<LogLine> {
+        let log = self.log.lock().expect("log lock");
+        log.lines
+            .iter()
+            .filter(|line| line.message() == message)
+            .cloned()
+            .collect()
+    }
+
+    /// Polls the decisions until `check` accepts them; on timeout the message lists them.
+    pub fn wait_for_decisions(
+        &self,
+        timeout: Duration,
+        what: &str,
+        mut check: impl FnMut(&[PluginDecision]) -> bool,
+    ) -> Vec<PluginDecision> {
+        wait_for(timeout, what, || {
+            let decisions = self.decisions();
+            if check(&decisions) {
+                Ok(decisions)
+            } else {
+                Err(self.describe_for_failure())
+            }
+        })
+    }
+
+    /// The decisions and any warnings/errors, one per line, for failure messages.
+    pub fn describe_for_failure(&self) -> String {
+        let log = self.log.lock().expect("log lock");
+        let mut text = String::from("daemon log:");
+        for line in &log.lines {
+            if let Some(decision) = PluginDecision::from_line(line) {
+                let _ = write!(
+                    text,
+                    "\n  {} {} {} {} {:?}",
+                    short_id(&decision.event_id),
+                    decision.plugin,
+                    decision.phase,
+                    decision.decision,
+                    decision.reason
+                );
+                continue;
+            }
+            let level = line.text("level");
+            if level == "WARN" || level == "ERROR" || line.message() == "approved at IMDS" {
+                let _ = write!(text, "\n  {level} {}", line.fields);
+            }
+        }
+        for raw in &log.unparsed {
+            let _ = write!(text, "\n  (raw) {raw}");
+        }
+        text
+    }
+}
+
+fn spawn_log_reader(stderr: ChildStderr, log: Arc<Mutex<CapturedLog>>) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            let parsed = parse_log_line(&line);
+            let mut log = log.lock().expect("log lock");
+            match parsed {
+                Some(parsed) => log.lines.push(parsed),
+                None => log.unparsed.push(line),
+            }
+        }
+    })
+}
+
+/// Parses one JSON log line of `tracing-subscriber` (flattened fields, RFC 3339 timestamp).
+pub fn parse_log_line(line: &str) -> Option<LogLine> {
+    let fields: serde_json::Value = serde_json::from_str(line).ok()?;
+    let timestamp = fields.get("timestamp")?.as_str()?;
+    let at = chrono::DateTime::parse_from_rfc3339(timestamp).ok()?;
+    Some(LogLine {
+        at_unix_ms: u64::try_from(at.timestamp_millis()).ok()?,
+        fields,
+    })
+}
+
+/// The largest number of requests in any 1-second window `[t, t + 1 s)` of `instants_ms`.
+pub fn max_requests_per_second(instants_ms: &[u64]) -> usize {
+    max_requests_in_window(instants_ms, 1000)
+}
+
+/// The largest number of `instants_ms` in any window `[t, t + window_ms)`.
+pub fn max_requests_in_window(instants_ms: &[u64], window_ms: u64) -> usize {
+    let mut sorted = instants_ms.to_vec();
+    sorted.sort_unstable();
+    let mut most = 0;
+    let mut start = 0;
+    for end in 0..sorted.len() {
+        while sorted[end] - sorted[start] >= window_ms {
+            start += 1;
+        }
+        most = most.max(end - start + 1);
+    }
+    most
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_simulator_address() {
+        let line = "simulating IMDS at http://127.0.0.1:4321 (scenario x, speed 2x)\n";
+        assert_eq!(
+            parse_simulator_url(line).as_deref(),
+            Some("http://127.0.0.1:4321")
+        );
+        assert_eq!(parse_simulator_url("something else"), None);
+    }
+
+    #[test]
+    fn parses_a_json_log_line() {
+        let line = r#"{"timestamp":"2026-01-02T03:04:05.678901Z","level":"INFO","message":"plugin decision","event_id":"E","plugin":"p","phase":"prepare","decision":"approve","reason":""}"#;
+        let parsed = parse_log_line(line).unwrap();
+        assert_eq!(parsed.at_unix_ms, 1_767_323_045_678);
+        let decision = PluginDecision::from_line(&parsed).unwrap();
+        assert_eq!(decision.plugin, "p");
+        assert_eq!(decision.phase, "prepare");
+        assert_eq!(decision.decision, "approve");
+        assert!(parse_log_line("not json").is_none());
+    }
+
+    #[test]
+    fn counts_requests_in_sliding_windows() {
+        assert_eq!(max_requests_per_second(&[]), 0);
+        assert_eq!(max_requests_per_second(&[0, 200, 400, 600, 800, 1000]), 5);
+        assert_eq!(max_requests_per_second(&[0, 200, 400, 600, 800, 999]), 6);
+        assert_eq!(max_requests_per_second(&[5000, 0, 10]), 2);
+        assert_eq!(
+            max_requests_in_window(&[0, 200, 400, 600, 800, 950], 900),
+            5
+        );
+    }
+
+    #[test]
+    fn manifest_lists_what_was_set() {
+        let manifest = ProbePlugin::new("second", "approve")
+            .subscribe(&["Reboot"])
+            .after(&["first"])
+            .budget("2s")
+            .config("attempts", "3")
+            .manifest();
+        assert_eq!(
+            manifest,
+            "subscribe = [\"Reboot\"]\nafter = [\"first\"]\nbudget = \"2s\"\n[config]\nmode = \"approve\"\nattempts = 3\n"
+        );
+    }
+
+    #[test]
+    fn dechunks_a_body() {
+        assert_eq!(dechunk("3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"), "abcde");
+    }
+}
