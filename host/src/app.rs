@@ -1,20 +1,22 @@
 //! Wiring the daemon together: state directory, plugin runtime, plugins, IMDS client and
 //! poller, then the event loop; shared by `forewarn run` and `forewarn demo`.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use forewarn_imds::{ClientConfig, ImdsClient, Poller};
-use forewarn_runtime::{HostServices, Readiness, Runtime, RuntimeConfig, StateStore};
+use forewarn_runtime::{ActionSpec, HostServices, Readiness, Runtime, RuntimeConfig, StateStore};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::admin::{self, AdminState, DaemonViews};
 use crate::config::Config;
 use crate::daemon::{Daemon, DaemonSettings};
+use crate::metrics::{self, Metrics};
 use crate::plugin_state::PluginStateStore;
-use crate::plugins::{self, LoadedPlugin, PluginSet};
+use crate::plugins::{LoadedPlugin, PluginSet};
+use crate::systemd;
 use crate::timeline::Timeline;
 
 /// The pieces of a running daemon that callers may want to look at.
@@ -24,8 +26,9 @@ pub struct Prepared {
 }
 
 /// Builds the plugin runtime with its compile cache and durable plugin state under
-/// `state_dir`.
-pub fn build_runtime(state_dir: &Path) -> anyhow::Result<Prepared> {
+/// `config.state_dir`, and the operator's `[actions]` for plugins granted them.
+pub fn build_runtime(config: &Config) -> anyhow::Result<Prepared> {
+    let state_dir = config.state_dir.as_path();
     std::fs::create_dir_all(state_dir).with_context(|| {
         format!(
             "cannot create the state directory {} (set `state-dir` in the config or pass --state-dir)",
@@ -35,9 +38,22 @@ pub fn build_runtime(state_dir: &Path) -> anyhow::Result<Prepared> {
     let store = PluginStateStore::open(&state_dir.join("plugin-state"))
         .context("cannot open the plugin state store")?;
     let readiness = Arc::new(Readiness::default());
+    let actions = config
+        .actions
+        .iter()
+        .map(|(name, action)| {
+            let spec = ActionSpec {
+                argv: action.argv.clone(),
+                timeout: action.timeout,
+            };
+            (name.clone(), spec)
+        })
+        .collect();
     let services = HostServices {
         state: Arc::new(store),
         readiness: readiness.clone(),
+        actions: Arc::new(actions),
+        ..HostServices::default()
     };
     let runtime = Runtime::new(
         RuntimeConfig {
@@ -61,35 +77,6 @@ impl StateStore for PluginStateStore {
     fn delete(&self, plugin: &str, key: &str) -> Result<(), String> {
         PluginStateStore::delete(self, plugin, key).map_err(|error| error.to_string())
     }
-}
-
-/// Loads the plugin directory off the async runtime, logging each file that fails.
-pub async fn load_plugins(runtime: &Runtime, dir: &Path) -> anyhow::Result<Vec<LoadedPlugin>> {
-    let runtime = runtime.clone();
-    let dir_owned: PathBuf = dir.to_path_buf();
-    let (loaded, failed) =
-        tokio::task::spawn_blocking(move || plugins::load_plugin_dir(&runtime, &dir_owned))
-            .await
-            .context("the plugin loading task failed")?
-            .with_context(|| {
-                format!(
-                    "cannot read the plugin directory {} (create it, or set `plugin-dir` / --plugins)",
-                    dir.display()
-                )
-            })?;
-    for error in &failed {
-        tracing::error!("{error}");
-    }
-    for plugin in &loaded {
-        tracing::info!(
-            plugin = plugin.name(),
-            hash = &plugin.plugin.content_hash()[..12],
-            cached = plugin.plugin.loaded_from_cache(),
-            subscribe = ?plugin.manifest.subscribe,
-            "plugin loaded"
-        );
-    }
-    Ok(loaded)
 }
 
 /// Orders the plugins, logs ordering problems, and publishes the set.
@@ -144,26 +131,90 @@ pub async fn resolve_vm_name(
     }
 }
 
-/// Runs the poller and the event loop until `shutdown`.
+/// Runs the admin endpoint, the poller and the event loop until `shutdown`; tells systemd
+/// when the loop runs and when it stops. `readiness` is `Prepared::readiness`.
 pub async fn run_daemon(
     config: &Config,
     plugins: watch::Receiver<Arc<PluginSet>>,
     timeline: Timeline,
+    readiness: Arc<Readiness>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let client = imds_client(config)?;
-    let vm_name = resolve_vm_name(config, &client, &shutdown).await?;
+    let listener = admin::bind(config.admin.listen).await?;
+    let metrics = Arc::new(Metrics::new());
+    let metrics_timeline = timeline.subscribe();
+    let (views, views_rx) = watch::channel(None);
+    let admin_stop = shutdown.child_token();
+    let admin_state = AdminState {
+        metrics: metrics.clone(),
+        readiness,
+        plugins: plugins.clone(),
+        daemon: views_rx,
+    };
+    let admin = tokio::spawn(admin::serve(listener, admin_state, admin_stop.clone()));
+    let observers = Observers {
+        metrics,
+        timeline: metrics_timeline,
+        views,
+    };
+    let result = run_event_loop(config, client, plugins, timeline, observers, &shutdown).await;
+    systemd::notify_stopping();
+    admin_stop.cancel();
+    let _ignored = admin.await;
+    result
+}
+
+/// Who watches the running loop: the metrics (fed from the timeline) and the admin endpoint.
+struct Observers {
+    metrics: Arc<Metrics>,
+    /// Subscribed before the loop starts, so no entry is missed.
+    timeline: tokio::sync::broadcast::Receiver<crate::timeline::TimelineEntry>,
+    views: watch::Sender<Option<DaemonViews>>,
+}
+
+/// Resolves the VM name, opens the journal, starts the poller, and runs the loop.
+async fn run_event_loop(
+    config: &Config,
+    client: ImdsClient,
+    plugins: watch::Receiver<Arc<PluginSet>>,
+    timeline: Timeline,
+    observers: Observers,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
+    let vm_name = resolve_vm_name(config, &client, shutdown).await?;
     let settings = DaemonSettings {
-        vm_name,
+        vm_name: vm_name.clone(),
         policy: config.policy.clone(),
         state_dir: config.state_dir.clone(),
     };
-    let daemon = Daemon::open(settings, client.clone(), plugins, timeline)
+    let daemon = Daemon::open(settings, client.clone(), plugins.clone(), timeline)
         .context("cannot open the journal")?;
+    let daemon = match &config.coordination {
+        Some(coordination) => daemon.with_coordination(
+            crate::coordination::Coordinator::start(coordination, &vm_name, shutdown.child_token())
+                .context("cannot start coordinated approval")?,
+        ),
+        None => daemon,
+    };
     let poller_stop = shutdown.child_token();
-    let (poller, documents, _status) =
+    let (poller, documents, poll_status) =
         Poller::spawn(client, config.imds.poll_interval, poller_stop.clone());
-    let result = daemon.run(documents, shutdown).await;
+    metrics::spawn_collectors(
+        observers.metrics,
+        observers.timeline,
+        poll_status.clone(),
+        plugins,
+        poller_stop.clone(),
+    );
+    observers.views.send_replace(Some(DaemonViews {
+        vm_name,
+        state: daemon.snapshots(),
+        poll: poll_status,
+    }));
+    systemd::notify_ready();
+    systemd::spawn_watchdog(poller_stop.clone());
+    let result = daemon.run(documents, shutdown.clone()).await;
     poller_stop.cancel();
     let _ignored = poller.await;
     result.context("the daemon stopped")

@@ -53,7 +53,11 @@ mod tests {
         let plugins = bundled_plugins();
         assert_eq!(plugins.len(), 3);
         for plugin in plugins {
-            assert!(!plugin.manifest.is_empty(), "{} has no manifest", plugin.name);
+            assert!(
+                !plugin.manifest.is_empty(),
+                "{} has no manifest",
+                plugin.name
+            );
             plugin.parsed_manifest().unwrap();
             assert_eq!(&plugin.wasm[..4], b"\0asm");
         }

@@ -1,11 +1,14 @@
 //! The daemon's configuration file (one TOML file), its defaults, and the command-line
 //! overrides applied on top of it.
 
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::coordination::DeadVm;
 use crate::manifest::describe_toml_error;
 use crate::policy::PolicyConfig;
 
@@ -24,6 +27,94 @@ pub struct Config {
     pub plugin_dir: PathBuf,
     pub imds: ImdsConfig,
     pub policy: PolicyConfig,
+    pub admin: AdminConfig,
+    /// Commands plugins may run by name (`[actions.NAME]`), if their manifest grants it.
+    pub actions: BTreeMap<String, ActionConfig>,
+    /// `[coordination]`: approve events naming several VMs together, through etcd.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coordination: Option<CoordinationConfig>,
+}
+
+/// `[coordination]` (docs/coordination.md): for an event whose Resources name several VMs,
+/// each VM records in etcd that its plugins are ready, and one elected VM approves for all
+/// of them. Absent (the default): every VM decides alone, by `policy.group-approval`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct CoordinationConfig {
+    /// etcd client URLs, e.g. `["http://10.0.0.4:2379", "http://10.0.0.5:2379"]`; tried in
+    /// turn. forewarn talks to etcd's JSON gateway (etcd 3.4 or later).
+    pub endpoints: Vec<String>,
+    /// Every key forewarn writes starts with this (default "/forewarn").
+    #[serde(default = "default_coordination_prefix")]
+    pub prefix: String,
+    /// How long after a daemon stops renewing its lease (crash, stop, network cut) its
+    /// "ready" records and leadership vanish (default "10s"; etcd needs at least "2s").
+    #[serde(with = "humantime_serde", default = "default_lease_ttl")]
+    pub lease_ttl: Duration,
+    /// etcd user name, when etcd has authentication enabled.
+    #[serde(default)]
+    pub username: Option<String>,
+    /// etcd password for `username`.
+    #[serde(default)]
+    pub password: Option<String>,
+    /// CA certificate (PEM) to verify `https://` endpoints with, instead of the system's.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// Client certificate (PEM), for etcd's `--client-cert-auth`; needs `key-file`.
+    #[serde(default)]
+    pub cert_file: Option<PathBuf>,
+    /// Client private key (PEM) for `cert-file`.
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
+    /// A VM that recorded ready and then lost its lease: "hold" (default) keeps the event
+    /// waiting for it until NotBefore; "counts-as-ready" lets the others go.
+    #[serde(default)]
+    pub dead_vm: DeadVm,
+    /// How long before NotBefore the leader stops waiting for VMs that are not ready and
+    /// approves anyway. Unset (default): it never approves without every VM, and the
+    /// platform starts the event at NotBefore.
+    #[serde(with = "humantime_serde", default)]
+    pub deadline: Option<Duration>,
+}
+
+fn default_coordination_prefix() -> String {
+    "/forewarn".into()
+}
+
+fn default_lease_ttl() -> Duration {
+    Duration::from_secs(10)
+}
+
+/// The daemon's own HTTP endpoint: health, readiness for load balancers, metrics, status.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
+pub struct AdminConfig {
+    /// Address to serve `/healthz`, `/readyz`, `/metrics` and `/status` on. Loopback by
+    /// default; a load balancer probing `/readyz` from outside needs a reachable address.
+    pub listen: SocketAddr,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        AdminConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 9555)),
+        }
+    }
+}
+
+/// An operator-defined command a plugin may run by name — never an arbitrary command line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ActionConfig {
+    /// The program and its arguments, run without a shell.
+    pub argv: Vec<String>,
+    /// How long the action may run before it is killed.
+    #[serde(with = "humantime_serde", default = "default_action_timeout")]
+    pub timeout: Duration,
+}
+
+fn default_action_timeout() -> Duration {
+    Duration::from_secs(30)
 }
 
 /// How to reach IMDS.
@@ -48,6 +139,9 @@ impl Default for Config {
             plugin_dir: PathBuf::from("/etc/forewarn/plugins.d"),
             imds: ImdsConfig::default(),
             policy: PolicyConfig::default(),
+            admin: AdminConfig::default(),
+            actions: BTreeMap::new(),
+            coordination: None,
         }
     }
 }
@@ -103,9 +197,9 @@ impl Config {
                 self.imds.max_requests_per_second
             ));
         }
-        if self.imds.poll_interval < Duration::from_millis(200) {
+        if self.imds.poll_interval < Duration::from_millis(250) {
             return Err(
-                "key `imds.poll-interval`: must be at least \"200ms\" to stay under the IMDS rate limit"
+                "key `imds.poll-interval`: must be at least \"250ms\": IMDS allows 5 requests per second, and approvals need room beside the polls"
                     .into(),
             );
         }
@@ -114,6 +208,16 @@ impl Config {
                 "key `imds.url`: \"{}\" must start with http:// (IMDS is plain HTTP on 169.254.169.254)",
                 self.imds.url
             ));
+        }
+        if let Some(coordination) = &self.coordination {
+            crate::coordination::validate(coordination)?;
+        }
+        for (name, action) in &self.actions {
+            if action.argv.is_empty() || action.argv[0].is_empty() {
+                return Err(format!(
+                    "key `actions.{name}.argv`: must name a program, e.g. [\"systemctl\", \"stop\", \"app\"]"
+                ));
+            }
         }
         Ok(())
     }

@@ -250,6 +250,10 @@ impl Daemon {
 
     fn reschedule(&mut self, event: ScheduledEvent) {
         let id = event.id.clone();
+        if let Some(coordinator) = &self.coordination {
+            // This VM prepares again: it is no longer ready for the event.
+            coordinator.withdraw(&id);
+        }
         // A reschedule can change Resources, so the policy is asked again.
         let previous_plugins = self.state.events.remove(&id).map(|p| p.plugins);
         self.start_handling(event, Lifecycle::Scheduled);
@@ -280,6 +284,7 @@ impl Daemon {
         let id = event.id.clone();
         match self.state.events.get_mut(&id) {
             Some(progress) => {
+                let after_start = after_start || missed_the_start(progress, SystemTime::now());
                 progress.event = event;
                 progress.lifecycle = Lifecycle::Ended { after_start };
                 if matches!(progress.approval, Approval::Pending | Approval::Due { .. }) {
@@ -506,7 +511,11 @@ impl Daemon {
         let coordinated = self.coordination.is_some()
             && coordination::applies_to(&progress.event, &self.settings.vm_name);
         let gate = if coordinated {
-            coordination::gate(&progress.event, &self.settings.vm_name, &self.settings.policy)
+            coordination::gate(
+                &progress.event,
+                &self.settings.vm_name,
+                &self.settings.policy,
+            )
         } else {
             policy::approval_gate(
                 &progress.event,
@@ -559,7 +568,13 @@ impl Daemon {
             return false;
         };
         let settings = &self.settings;
-        coordination::advance(coordinator, progress, &settings.vm_name, &settings.policy, now)
+        coordination::advance(
+            coordinator,
+            progress,
+            &settings.vm_name,
+            &settings.policy,
+            now,
+        )
     }
 
     /// POSTs every due approval in one request (already journaled as due).
@@ -775,6 +790,28 @@ impl Daemon {
         // No subscriber is fine: the timeline is for whoever listens.
         let _ignored = self.timeline.send(entry);
     }
+}
+
+/// Whether an event that vanished while the daemon last saw it Scheduled most likely ran:
+/// IMDS accepted our approval, or its NotBefore had passed. Either way the daemon missed the
+/// Started document (it was down — perhaps rebooted by this very event — or IMDS was
+/// unreadable for longer than the event lasted). A cancel happens before the start, so
+/// recovering as after a start is the safe reading: plugins restore and restart.
+fn missed_the_start(progress: &EventProgress, now: SystemTime) -> bool {
+    let approved = matches!(progress.approval, Approval::Sent { .. });
+    let past_not_before = progress
+        .event
+        .not_before
+        .is_some_and(|not_before| not_before <= now);
+    if approved || past_not_before {
+        tracing::info!(
+            event_id = %progress.event.id,
+            approved,
+            past_not_before,
+            "event vanished without being seen Started; recovering as after a start"
+        );
+    }
+    approved || past_not_before
 }
 
 fn record_prepare(

@@ -50,9 +50,13 @@ pub async fn run(options: DemoOptions) -> anyhow::Result<()> {
             poll_interval: Duration::from_millis(250),
             ..Default::default()
         },
+        // Any free port: demos may run side by side with a daemon on the default port.
+        admin: crate::config::AdminConfig {
+            listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        },
         ..Config::default()
     };
-    let prepared = app::build_runtime(&config.state_dir)?;
+    let prepared = app::build_runtime(&config)?;
     let loaded = load_bundled(&prepared.runtime, options.drain_seconds).await?;
     print_header(&options, &simulator, &vm_name, &loaded);
     let plugins = app::publish_plugins(loaded);
@@ -65,7 +69,8 @@ pub async fn run(options: DemoOptions) -> anyhow::Result<()> {
         let plugins = plugins.subscribe();
         let timeline = timeline.clone();
         let shutdown = shutdown.clone();
-        async move { app::run_daemon(&config, plugins, timeline, shutdown).await }
+        let readiness = prepared.readiness.clone();
+        async move { app::run_daemon(&config, plugins, timeline, readiness, shutdown).await }
     });
     let finished = tokio::time::timeout(options.timeout, simulator.finished()).await;
     // Let recovery of the last event complete: the daemon forgets an event once done.
@@ -98,18 +103,18 @@ async fn load_bundled(runtime: &Runtime, drain_seconds: u64) -> anyhow::Result<V
             .parsed_manifest()
             .map_err(|error| anyhow::anyhow!("bundled manifest of {}: {error}", bundled.name))?;
         if manifest.config.contains_key("drain-seconds") {
-            manifest
-                .config
-                .insert("drain-seconds".into(), ConfigValue::Integer(drain_seconds as i64));
+            manifest.config.insert(
+                "drain-seconds".into(),
+                ConfigValue::Integer(drain_seconds as i64),
+            );
         }
         let runtime = runtime.clone();
         let settings = manifest.runtime_settings();
-        let plugin = tokio::task::spawn_blocking(move || {
-            runtime.load(bundled.name, bundled.wasm, settings)
-        })
-        .await
-        .context("the plugin loading task failed")?
-        .with_context(|| format!("cannot load the bundled plugin {}", bundled.name))?;
+        let plugin =
+            tokio::task::spawn_blocking(move || runtime.load(bundled.name, bundled.wasm, settings))
+                .await
+                .context("the plugin loading task failed")?
+                .with_context(|| format!("cannot load the bundled plugin {}", bundled.name))?;
         loaded.push(LoadedPlugin {
             plugin,
             manifest: PluginManifest { ..manifest },
@@ -168,7 +173,10 @@ struct Summary {
     recoveries: usize,
 }
 
-async fn print_timeline(mut entries: broadcast::Receiver<TimelineEntry>, start: Instant) -> Summary {
+async fn print_timeline(
+    mut entries: broadcast::Receiver<TimelineEntry>,
+    start: Instant,
+) -> Summary {
     let mut summary = Summary::default();
     loop {
         let entry = match entries.recv().await {
@@ -189,28 +197,51 @@ async fn print_timeline(mut entries: broadcast::Receiver<TimelineEntry>, start: 
 
 fn render(entry: &TimelineEntry, summary: &mut Summary) -> Option<String> {
     Some(match entry {
-        TimelineEntry::Transition { event_id, transition, detail, .. } => {
+        TimelineEntry::Transition {
+            event_id,
+            transition,
+            detail,
+            ..
+        } => {
             summary.events.insert(event_id.clone());
             format!("event {}  {transition:<20} {detail}", short(event_id))
         }
         TimelineEntry::Handling { event_id, handling } => {
             format!("event {}  {:<20} {handling}", short(event_id), "policy")
         }
-        TimelineEntry::PluginCalled { plugin, phase, attempt, .. } => {
+        TimelineEntry::PluginCalled {
+            plugin,
+            phase,
+            attempt,
+            ..
+        } => {
             format!("   -> {plugin:<18} {phase} (attempt {attempt})")
         }
-        TimelineEntry::PluginAnswered { plugin, phase, outcome, reason, elapsed_ms, .. } => {
+        TimelineEntry::PluginAnswered {
+            plugin,
+            phase,
+            outcome,
+            reason,
+            elapsed_ms,
+            ..
+        } => {
             if phase.starts_with("ended") {
                 summary.recoveries += 1;
             }
-            let reason = if reason.is_empty() { String::new() } else { format!(": {reason}") };
+            let reason = if reason.is_empty() {
+                String::new()
+            } else {
+                format!(": {reason}")
+            };
             format!("   <- {plugin:<18} {outcome}{reason}  ({elapsed_ms} ms)")
         }
         TimelineEntry::Approved { event_ids } => {
             let ids: Vec<String> = event_ids.iter().map(|id| short(id)).collect();
             format!("APPROVED at IMDS: {}", ids.join(", "))
         }
-        TimelineEntry::ApprovalFailed { error, .. } => format!("approval failed, retrying: {error}"),
+        TimelineEntry::ApprovalFailed { error, .. } => {
+            format!("approval failed, retrying: {error}")
+        }
         TimelineEntry::NotApproved { event_id, reason } => {
             format!("event {}  not approved: {reason}", short(event_id))
         }
@@ -223,4 +254,3 @@ fn render(entry: &TimelineEntry, summary: &mut Summary) -> Option<String> {
 fn short(id: &str) -> String {
     id.chars().take(8).collect()
 }
-

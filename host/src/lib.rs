@@ -1,17 +1,24 @@
 //! forewarn's daemon as a library: the binary in `main.rs` is a thin CLI over these modules,
 //! and the end-to-end tests drive the binary built from them.
 
+pub mod admin;
 pub mod app;
 pub mod bundled;
 pub mod config;
+pub mod config_example;
 pub mod convert;
+pub mod coordination;
 pub mod daemon;
 pub mod demo;
 pub mod journal;
 pub mod manifest;
+pub mod metrics;
 pub mod plugin_state;
 pub mod plugins;
 pub mod policy;
+pub mod reload;
 pub mod state;
+pub mod status;
+pub mod systemd;
 pub mod timeline;
 pub mod tracker;

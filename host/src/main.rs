@@ -1,6 +1,7 @@
 //! The `forewarn` command line: `run` the daemon, `demo` it against the simulator,
 //! `simulate` IMDS on its own, and `plugin check` a component.
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -329,8 +330,12 @@ async fn cancel_on_signal(shutdown: CancellationToken) {
 
 async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
     if args.list {
+        let mut out = std::io::stdout().lock();
         for (name, description) in forewarn_simulator::builtin_scenarios() {
-            println!("{name:<24} {description}");
+            // A closed pipe (`| head`) just ends the listing.
+            if writeln!(out, "{name:<24} {description}").is_err() {
+                break;
+            }
         }
         return Ok(());
     }
@@ -395,8 +400,13 @@ async fn plugin_check(path: &std::path::Path) -> anyhow::Result<ExitCode> {
 fn init_logging(format: LogFormat, quiet_by_default: bool) {
     use tracing_subscriber::EnvFilter;
     let default = if quiet_by_default { "warn" } else { "info" };
-    let filter =
-        EnvFilter::try_from_env("FOREWARN_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    let filter = EnvFilter::try_from_env("FOREWARN_LOG")
+        .unwrap_or_else(|_| EnvFilter::new(default))
+        // At trace level wasmtime-wasi logs every host call with its arguments, which
+        // would let a plugin's stdout flood reach the log unbounded.
+        .add_directive("wasmtime_wasi=debug".parse().expect("a valid static directive"))
+        // notify reports a deleted plugin directory at INFO; forewarn logs that itself.
+        .add_directive("notify=warn".parse().expect("a valid static directive"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

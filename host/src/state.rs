@@ -45,7 +45,9 @@ pub enum Lifecycle {
     Scheduled,
     Started,
     /// Gone from the document; recovery runs, then the event is forgotten.
-    Ended { after_start: bool },
+    Ended {
+        after_start: bool,
+    },
 }
 
 /// The approval of the event at IMDS.
@@ -58,6 +60,10 @@ pub enum Approval {
     Due { since_unix_ms: u64 },
     /// IMDS accepted the approval.
     Sent { at_unix_ms: u64 },
+    /// Every plugin approved, and the event names other VMs too: the approval waits on the
+    /// etcd barrier (`[coordination]`, docs/coordination.md) until one elected VM sends it
+    /// for all. Stays so on the VMs that did not send it.
+    Coordinating { since_unix_ms: u64 },
     /// Every plugin approved but the policy holds the approval back; the reason says why.
     Withheld { reason: String },
     /// Dry run: logged what would have been approved.

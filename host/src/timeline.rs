@@ -36,7 +36,10 @@ pub enum TimelineEntry {
     /// The approval was accepted by IMDS.
     Approved { event_ids: Vec<String> },
     /// The approval POST failed; it is retried.
-    ApprovalFailed { event_ids: Vec<String>, error: String },
+    ApprovalFailed {
+        event_ids: Vec<String>,
+        error: String,
+    },
     /// Every plugin approved but no approval is sent (policy, dry run, deadline).
     NotApproved { event_id: String, reason: String },
     /// Recovery is complete and the event is forgotten.

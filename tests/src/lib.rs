@@ -2,3 +2,4 @@
 //! `guests::PROBE`, `guests::OTHER_WORLD` and `guests::NOOP` are paths to built `.wasm` files.
 
 pub mod guests;
+pub mod support;

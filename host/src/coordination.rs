@@ -1,0 +1,1073 @@
+//! Coordinated approval across VMs: an approval barrier on etcd. Each VM records that it is
+//! ready for an event naming several VMs; one elected VM approves once all of them are.
+//!
+//! Keys (all under `coordination.prefix`, VM names in lower case):
+//!
+//! | key | value | lease |
+//! | --- | --- | --- |
+//! | `members/VM` | VM | the daemon's lease: alive while the daemon runs |
+//! | `events/ID/ready/VM` | NotBefore it prepared for (ms, 0 = none) | the daemon's lease |
+//! | `events/ID/was-ready/VM` | VM | a 24 h record lease: outlives the daemon |
+//! | `events/ID/leader` | VM | the leader's lease: created only if absent (the election) |
+//! | `events/ID/approval` | VM | the leader's lease while claimed, a record lease once sent |
+//!
+//! The daemon asks [`Coordinator::verdict`] on every pass over an event in
+//! `Approval::Coordinating`; a background task talks to etcd and wakes the daemon
+//! ([`changed`]) when a verdict changes. Only the leader, in a transaction that also checks
+//! its leadership and every ready key it counted, claims the approval; only a claim makes
+//! the verdict [`Verdict::Approve`].
+
+pub mod barrier;
+pub mod etcd;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+use forewarn_imds::ScheduledEvent;
+use serde::Serialize;
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+
+pub use barrier::{BarrierView, DeadVm, VmStanding};
+pub use etcd::{Compare, Credentials, EtcdClient, EtcdError, KeyValue, Write};
+
+use crate::config::CoordinationConfig;
+use crate::convert::unix_ms;
+use crate::policy::{self, ApprovalGate, GroupApproval, PolicyConfig};
+use crate::state::{Approval, EventProgress};
+
+/// How often the coordinator reads etcd while events are being coordinated.
+pub const ROUND_EVERY: Duration = Duration::from_millis(200);
+/// An event the daemon stopped asking about for this long is no longer coordinated: its
+/// ready key and leadership are released.
+const FORGET_AFTER: Duration = Duration::from_secs(15);
+/// How long records that must outlive a daemon (`was-ready`, a sent `approval`) are kept.
+const RECORD_TTL: Duration = Duration::from_secs(24 * 3600);
+/// etcd refuses leases shorter than about its election timeout.
+const MIN_LEASE_TTL: Duration = Duration::from_secs(2);
+
+/// What the daemon should do about an event waiting on the barrier.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Keep waiting: for the other VMs, for leadership, or for etcd's first answer.
+    Wait,
+    /// This VM leads and claimed the approval in etcd: send it now. `why` is for the log.
+    Approve { why: String },
+    /// etcd cannot be reached: decide by the single-VM policy (`policy.group-approval`).
+    Unreachable,
+}
+
+/// The coordinator could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum CoordinationError {
+    #[error("[coordination]: {0}")]
+    Setup(String),
+    #[error("[coordination]: {0}")]
+    Client(#[from] EtcdError),
+}
+
+/// The link to etcd, as the status shows it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Connection {
+    /// No answer yet.
+    #[default]
+    Connecting,
+    Connected,
+    /// The last round failed; events fall back to the single-VM policy.
+    Unreachable,
+}
+
+/// What `/status` shows about coordination (see [`Coordinator::status`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CoordinationStatus {
+    pub vm_name: String,
+    pub endpoints: Vec<String>,
+    pub prefix: String,
+    pub connection: Connection,
+    /// When `connection` last changed (ms since the Unix epoch).
+    pub since_unix_ms: u64,
+    /// The last error talking to etcd, kept after it recovers.
+    pub last_error: Option<String>,
+    /// This daemon's lease, while it holds one.
+    pub lease_id: Option<i64>,
+    /// Events being coordinated.
+    pub events: Vec<EventBarrier>,
+}
+
+/// One event on the barrier, as this VM last read it from etcd.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct EventBarrier {
+    pub event_id: String,
+    pub leader: Option<String>,
+    /// Each VM named in Resources with where it stands.
+    pub vms: Vec<(String, VmStanding)>,
+    /// One line: "waiting for vm-c", "approving: this VM leads", "approved by vm-a".
+    pub state: String,
+}
+
+/// The handle the daemon holds; cheap to clone.
+#[derive(Clone)]
+pub struct Coordinator {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: CoordinationConfig,
+    vm: String,
+    client: EtcdClient,
+    shared: Mutex<Shared>,
+    /// Wakes the daemon's loop: a verdict may have changed.
+    daemon_wake: Notify,
+    /// Wakes the coordinator's task: a new event, or an approval was sent.
+    task_wake: Notify,
+    status: watch::Sender<CoordinationStatus>,
+}
+
+#[derive(Default)]
+struct Shared {
+    events: BTreeMap<String, Tracked>,
+    /// Events this VM is no longer ready for (rescheduled): keys to release, and whether
+    /// this VM's approval claim, if any, was sent.
+    withdrawn: Vec<(String, bool)>,
+    connection: Connection,
+    since_unix_ms: u64,
+    last_error: Option<String>,
+    lease_id: Option<i64>,
+}
+
+struct Tracked {
+    event: ScheduledEvent,
+    asked_at: Instant,
+    verdict: Verdict,
+    /// The lease the ready key was last written under.
+    ready_in_lease: Option<i64>,
+    /// The lease of this event's lasting records.
+    record_lease: Option<i64>,
+    leading: bool,
+    claimed: bool,
+    sent: bool,
+    sent_recorded: bool,
+    barrier: EventBarrier,
+}
+
+impl Tracked {
+    fn new(event: &ScheduledEvent) -> Tracked {
+        Tracked {
+            event: event.clone(),
+            asked_at: Instant::now(),
+            verdict: Verdict::Wait,
+            ready_in_lease: None,
+            record_lease: None,
+            leading: false,
+            claimed: false,
+            sent: false,
+            sent_recorded: false,
+            barrier: EventBarrier {
+                event_id: event.id.clone(),
+                state: "recording ready in etcd".into(),
+                ..EventBarrier::default()
+            },
+        }
+    }
+}
+
+/// This daemon's lease and when it was last renewed.
+struct Lease {
+    id: i64,
+    renewed_at: Instant,
+}
+
+/// Checks a `[coordination]` section; the message names the key and the fix.
+pub fn validate(config: &CoordinationConfig) -> Result<(), String> {
+    if config.endpoints.is_empty() {
+        return Err(
+            "key `coordination.endpoints`: name at least one etcd client URL, e.g. [\"http://10.0.0.4:2379\"]"
+                .into(),
+        );
+    }
+    for endpoint in &config.endpoints {
+        if !endpoint.starts_with("http://") && !endpoint.starts_with("https://") {
+            return Err(format!(
+                "key `coordination.endpoints`: \"{endpoint}\" must start with http:// or https://"
+            ));
+        }
+    }
+    if !config.prefix.starts_with('/') || config.prefix.len() < 2 {
+        return Err(format!(
+            "key `coordination.prefix`: \"{}\" must start with / and name something, e.g. \"/forewarn\"",
+            config.prefix
+        ));
+    }
+    if config.lease_ttl < MIN_LEASE_TTL {
+        return Err(
+            "key `coordination.lease-ttl`: must be at least \"2s\" (etcd refuses shorter leases)"
+                .into(),
+        );
+    }
+    if config.password.is_some() != config.username.is_some() {
+        return Err(
+            "keys `coordination.username` and `coordination.password`: set both or neither".into(),
+        );
+    }
+    if wants_tls(config) {
+        return Err(NO_TLS.into());
+    }
+    if config.cert_file.is_some() != config.key_file.is_some() {
+        return Err(
+            "keys `coordination.cert-file` and `coordination.key-file`: set both or neither".into(),
+        );
+    }
+    Ok(())
+}
+
+/// Whether the barrier coordinates `event` for `vm_name`: it names this VM and another one.
+pub fn applies_to(event: &ScheduledEvent, vm_name: &str) -> bool {
+    event.names_vm(vm_name)
+        && event
+            .resources
+            .iter()
+            .any(|resource| !resource.eq_ignore_ascii_case(vm_name))
+}
+
+/// The policy's approval gate for an event the barrier coordinates: every rule applies
+/// (observe-only, dry-run, started, not this VM) except `group-approval`, which the barrier
+/// replaces.
+pub fn gate(event: &ScheduledEvent, vm_name: &str, config: &PolicyConfig) -> ApprovalGate {
+    let coordinated = PolicyConfig {
+        group_approval: GroupApproval::Always,
+        ..config.clone()
+    };
+    policy::approval_gate(event, vm_name, &coordinated)
+}
+
+/// Moves an event in `Approval::Coordinating` forward by the coordinator's verdict: due when
+/// this VM claimed the approval, or — etcd unreachable — when the single-VM policy alone
+/// would approve. Returns whether the journaled state changed.
+pub fn advance(
+    coordinator: &Coordinator,
+    progress: &mut EventProgress,
+    vm_name: &str,
+    policy: &PolicyConfig,
+    now: SystemTime,
+) -> bool {
+    let id = progress.event.id.clone();
+    match coordinator.verdict(&progress.event) {
+        Verdict::Wait => false,
+        Verdict::Approve { why } => {
+            tracing::info!(event_id = %id, "{why}");
+            progress.approval = Approval::Due {
+                since_unix_ms: unix_ms(now),
+            };
+            true
+        }
+        Verdict::Unreachable => match policy::approval_gate(&progress.event, vm_name, policy) {
+            ApprovalGate::Approve => {
+                tracing::warn!(
+                    event_id = %id,
+                    "etcd cannot be reached, and the single-VM policy (`policy.group-approval`) \
+                     lets this VM approve event {id} on its own"
+                );
+                progress.approval = Approval::Due {
+                    since_unix_ms: unix_ms(now),
+                };
+                true
+            }
+            _ => false,
+        },
+    }
+}
+
+/// Resolves when a coordinator's verdict may have changed; never without a coordinator.
+pub async fn changed(coordinator: Option<&Coordinator>) {
+    match coordinator {
+        Some(coordinator) => coordinator.inner.daemon_wake.notified().await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Coordinator {
+    /// Builds the etcd client and starts the coordinator's task (it stops with `shutdown`).
+    /// etcd need not be reachable yet: until it is, verdicts fall back to the policy.
+    pub fn start(
+        config: &CoordinationConfig,
+        vm_name: &str,
+        shutdown: CancellationToken,
+    ) -> Result<Coordinator, CoordinationError> {
+        validate(config).map_err(CoordinationError::Setup)?;
+        let credentials = match (&config.username, &config.password) {
+            (Some(user), Some(password)) => Some(Credentials {
+                user: user.clone(),
+                password: password.clone(),
+            }),
+            _ => None,
+        };
+        let client = EtcdClient::new(&config.endpoints, credentials, http_builder(config)?)?;
+        let vm = vm_name.to_ascii_lowercase();
+        let status = CoordinationStatus {
+            vm_name: vm.clone(),
+            endpoints: config.endpoints.clone(),
+            prefix: config.prefix.clone(),
+            ..CoordinationStatus::default()
+        };
+        let inner = Arc::new(Inner {
+            config: config.clone(),
+            vm,
+            client,
+            shared: Mutex::new(Shared {
+                since_unix_ms: unix_ms(SystemTime::now()),
+                ..Shared::default()
+            }),
+            daemon_wake: Notify::new(),
+            task_wake: Notify::new(),
+            status: watch::channel(status).0,
+        });
+        tokio::spawn(inner.clone().run(shutdown));
+        Ok(Coordinator { inner })
+    }
+
+    /// The verdict on `event` (this VM's plugins all approved it). The first call starts
+    /// coordinating it: the task records this VM ready and campaigns for leadership.
+    pub fn verdict(&self, event: &ScheduledEvent) -> Verdict {
+        let mut shared = self.inner.lock();
+        let unreachable = shared.connection == Connection::Unreachable;
+        let tracked = match shared.events.get_mut(&event.id) {
+            Some(tracked) => tracked,
+            None => {
+                self.inner.task_wake.notify_one();
+                shared
+                    .events
+                    .entry(event.id.clone())
+                    .or_insert_with(|| Tracked::new(event))
+            }
+        };
+        tracked.event = event.clone();
+        tracked.asked_at = Instant::now();
+        if tracked.claimed || !unreachable {
+            return tracked.verdict.clone();
+        }
+        Verdict::Unreachable
+    }
+
+    /// This VM is no longer ready for the event (it was rescheduled and its plugins prepare
+    /// again): its ready key, leadership and unsent claim are released.
+    pub fn withdraw(&self, event_id: &str) {
+        let mut shared = self.inner.lock();
+        let Some(tracked) = shared.events.remove(event_id) else {
+            return;
+        };
+        shared.withdrawn.push((event_id.to_owned(), tracked.sent));
+        self.inner.task_wake.notify_one();
+    }
+
+    /// The daemon sent these approvals; the leader records them in etcd.
+    pub fn approval_sent(&self, event_ids: &[String]) {
+        let mut shared = self.inner.lock();
+        for id in event_ids {
+            if let Some(tracked) = shared.events.get_mut(id) {
+                tracked.sent = true;
+            }
+        }
+        self.inner.task_wake.notify_one();
+    }
+
+    /// The coordination status as of the last round.
+    pub fn status(&self) -> CoordinationStatus {
+        self.inner.status.borrow().clone()
+    }
+
+    /// Follows the coordination status (for the status page).
+    pub fn subscribe(&self) -> watch::Receiver<CoordinationStatus> {
+        self.inner.status.subscribe()
+    }
+}
+
+/// Why TLS settings are refused: this build has no TLS stack.
+const NO_TLS: &str = "keys `coordination.endpoints` (https://), `ca-file`, `cert-file`, `key-file`: \
+     this build of forewarn talks to etcd over plain http:// only; use http:// endpoints \
+     (for example a local stunnel or ghostunnel client tunnel that holds the TLS \
+     certificates, see docs/coordination.md) and remove `ca-file`, `cert-file` and `key-file`";
+
+fn wants_tls(config: &CoordinationConfig) -> bool {
+    config.endpoints.iter().any(|e| e.starts_with("https://"))
+        || config.ca_file.is_some()
+        || config.cert_file.is_some()
+        || config.key_file.is_some()
+}
+
+/// The HTTP client builder for etcd (plain HTTP; [`validate`] refuses TLS settings).
+fn http_builder(config: &CoordinationConfig) -> Result<reqwest::ClientBuilder, CoordinationError> {
+    if wants_tls(config) {
+        return Err(CoordinationError::Setup(NO_TLS.into()));
+    }
+    Ok(reqwest::Client::builder())
+}
+
+/// The keys of one event.
+struct EventKeys {
+    event_prefix: String,
+    ready: String,
+    was_ready: String,
+    leader: String,
+    approval: String,
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn member_key(&self, vm: &str) -> String {
+        format!("{}/members/{vm}", self.config.prefix)
+    }
+
+    fn keys(&self, event_id: &str) -> EventKeys {
+        let event_prefix = format!("{}/events/{event_id}/", self.config.prefix);
+        EventKeys {
+            ready: format!("{event_prefix}ready/{}", self.vm),
+            was_ready: format!("{event_prefix}was-ready/{}", self.vm),
+            leader: format!("{event_prefix}leader"),
+            approval: format!("{event_prefix}approval"),
+            event_prefix,
+        }
+    }
+
+    async fn run(self: Arc<Inner>, shutdown: CancellationToken) {
+        let mut lease: Option<Lease> = None;
+        loop {
+            let outcome = self.round(&mut lease).await;
+            self.record_outcome(outcome, lease.as_ref().map(|lease| lease.id));
+            let pause = if self.lock().events.is_empty() {
+                self.config.lease_ttl / 3
+            } else {
+                ROUND_EVERY
+            };
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                () = self.task_wake.notified() => {}
+                () = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+
+    /// One pass: keep the lease, drop forgotten events, move each event forward.
+    async fn round(&self, lease: &mut Option<Lease>) -> Result<(), EtcdError> {
+        let lease_id = self.ensure_lease(lease).await?;
+        self.release_withdrawn().await?;
+        self.forget_stale().await?;
+        let ids: Vec<String> = self.lock().events.keys().cloned().collect();
+        for id in ids {
+            self.step(&id, lease_id).await?;
+        }
+        Ok(())
+    }
+
+    /// Grants the lease (and registers this VM as a member) or renews it when due.
+    async fn ensure_lease(&self, lease: &mut Option<Lease>) -> Result<i64, EtcdError> {
+        if let Some(held) = lease.as_mut() {
+            if held.renewed_at.elapsed() < self.config.lease_ttl / 3 {
+                return Ok(held.id);
+            }
+            if self.client.keep_alive(held.id).await?.is_some() {
+                held.renewed_at = Instant::now();
+                return Ok(held.id);
+            }
+            tracing::warn!(
+                lease = held.id,
+                "this VM's etcd lease expired (etcd was out of reach for longer than \
+                 `coordination.lease-ttl`); recording ready again under a new lease"
+            );
+            *lease = None;
+        }
+        let id = self.client.grant_lease(self.config.lease_ttl).await?;
+        self.client
+            .put(&self.member_key(&self.vm), &self.vm, id)
+            .await?;
+        *lease = Some(Lease {
+            id,
+            renewed_at: Instant::now(),
+        });
+        Ok(id)
+    }
+
+    /// Stops coordinating events the daemon no longer asks about, releasing their keys.
+    async fn forget_stale(&self) -> Result<(), EtcdError> {
+        let stale: Vec<String> = self
+            .lock()
+            .events
+            .iter()
+            .filter(|(_, tracked)| tracked.asked_at.elapsed() >= FORGET_AFTER)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in stale {
+            let keys = self.keys(&id);
+            self.client.delete(&keys.ready).await?;
+            let release = [Compare::ValueIs(keys.leader.clone(), self.vm.clone())];
+            self.client
+                .transaction(&release, &[Write::Delete(keys.leader.clone())])
+                .await?;
+            self.lock().events.remove(&id);
+            tracing::debug!(event_id = %id, "no longer coordinating the event");
+        }
+        Ok(())
+    }
+
+    /// Releases what this VM held for events it is no longer ready for.
+    async fn release_withdrawn(&self) -> Result<(), EtcdError> {
+        let withdrawn = std::mem::take(&mut self.lock().withdrawn);
+        for (index, (id, sent)) in withdrawn.iter().enumerate() {
+            let keys = self.keys(id);
+            let mine = Compare::ValueIs(keys.leader.clone(), self.vm.clone());
+            let mut releases = vec![Write::Delete(keys.leader.clone())];
+            if !sent {
+                releases.push(Write::Delete(keys.approval.clone()));
+            }
+            let outcome = async {
+                self.client.delete(&keys.ready).await?;
+                self.client.transaction(&[mine], &releases).await
+            }
+            .await;
+            if let Err(error) = outcome {
+                // Try again next round, with whatever was not released yet.
+                self.lock()
+                    .withdrawn
+                    .extend(withdrawn[index..].iter().cloned());
+                return Err(error);
+            }
+            tracing::info!(event_id = %id, "withdrew this VM's ready record: the event was rescheduled");
+        }
+        Ok(())
+    }
+
+    /// Moves one event forward: record ready, campaign, and — leading — claim the approval
+    /// when every VM is ready or the deadline came.
+    async fn step(&self, id: &str, lease: i64) -> Result<(), EtcdError> {
+        let Some((event, ready_in_lease, claimed)) = self.snapshot(id) else {
+            return Ok(());
+        };
+        let keys = self.keys(id);
+        if ready_in_lease != Some(lease) {
+            self.record_ready(id, &keys, lease).await?;
+        }
+        if claimed {
+            return self.record_sent(id, &keys).await;
+        }
+        let records = self.client.list(&keys.event_prefix).await?;
+        let records = EventRecords::read(&records, &keys.event_prefix);
+        let members = self
+            .client
+            .list(&format!("{}/members/", self.config.prefix))
+            .await?;
+        let marker = ready_marker(&event);
+        let view = BarrierView {
+            ready: records.ready_for(&marker),
+            was_ready: records.was_ready.clone(),
+            alive: members.into_iter().map(|kv| kv.value).collect(),
+        };
+        let resources: Vec<String> = event
+            .resources
+            .iter()
+            .map(|vm| vm.to_ascii_lowercase())
+            .collect();
+        let standings = barrier::standings(&resources, &view, self.config.dead_vm);
+        if let Some(by) = &records.approval {
+            return self.settle_approved(id, by, records.leader, standings);
+        }
+        let leader = match records.leader {
+            Some(leader) => leader,
+            None => self.campaign(&keys, lease).await?,
+        };
+        if leader != self.vm {
+            let state = format!("{leader} leads; waiting for it to approve");
+            self.update(id, Some(leader), standings, state, Verdict::Wait);
+            return Ok(());
+        }
+        self.note_leading(id);
+        self.lead(id, &event, &keys, lease, standings).await
+    }
+
+    fn snapshot(&self, id: &str) -> Option<(ScheduledEvent, Option<i64>, bool)> {
+        let shared = self.lock();
+        let tracked = shared.events.get(id)?;
+        Some((
+            tracked.event.clone(),
+            tracked.ready_in_lease,
+            tracked.claimed,
+        ))
+    }
+
+    async fn record_ready(&self, id: &str, keys: &EventKeys, lease: i64) -> Result<(), EtcdError> {
+        let record_lease = self.record_lease(id).await?;
+        self.client
+            .put(&keys.was_ready, &self.vm, record_lease)
+            .await?;
+        let marker = self
+            .lock()
+            .events
+            .get(id)
+            .map(|tracked| ready_marker(&tracked.event))
+            .unwrap_or_default();
+        self.client.put(&keys.ready, &marker, lease).await?;
+        if let Some(tracked) = self.lock().events.get_mut(id) {
+            tracked.ready_in_lease = Some(lease);
+        }
+        tracing::info!(event_id = %id, vm = %self.vm, "recorded in etcd: this VM is ready for the event");
+        Ok(())
+    }
+
+    /// The lease of this event's lasting records, granted on first use.
+    async fn record_lease(&self, id: &str) -> Result<i64, EtcdError> {
+        if let Some(lease) = self.lock().events.get(id).and_then(|t| t.record_lease) {
+            return Ok(lease);
+        }
+        let lease = self.client.grant_lease(RECORD_TTL).await?;
+        if let Some(tracked) = self.lock().events.get_mut(id) {
+            tracked.record_lease = Some(lease);
+        }
+        Ok(lease)
+    }
+
+    /// After the daemon sent the approval: the claim becomes a lasting record, so that a
+    /// new leader never approves the event again.
+    async fn record_sent(&self, id: &str, keys: &EventKeys) -> Result<(), EtcdError> {
+        let due = self
+            .lock()
+            .events
+            .get(id)
+            .is_some_and(|tracked| tracked.sent && !tracked.sent_recorded);
+        if !due {
+            return Ok(());
+        }
+        let record_lease = self.record_lease(id).await?;
+        self.client
+            .put(&keys.approval, &self.vm, record_lease)
+            .await?;
+        if let Some(tracked) = self.lock().events.get_mut(id) {
+            tracked.sent_recorded = true;
+            tracked.barrier.state = "approved by this VM".into();
+        }
+        Ok(())
+    }
+
+    /// Another VM (or this one before a restart) claimed the approval.
+    fn settle_approved(
+        &self,
+        id: &str,
+        by: &str,
+        leader: Option<String>,
+        standings: Vec<(String, VmStanding)>,
+    ) -> Result<(), EtcdError> {
+        if by == self.vm {
+            // Claimed by this VM before the daemon restarted: send it (IMDS accepts repeats).
+            let why = format!(
+                "this VM claimed the approval of event {id} before it restarted; sending it"
+            );
+            self.claimed(id, why);
+            return Ok(());
+        }
+        let state = format!("approved by {by}");
+        self.update(id, leader, standings, state, Verdict::Wait);
+        Ok(())
+    }
+
+    /// Creates the leader key if absent; returns the leader.
+    async fn campaign(&self, keys: &EventKeys, lease: i64) -> Result<String, EtcdError> {
+        let won = self
+            .client
+            .transaction(
+                &[Compare::Absent(keys.leader.clone())],
+                &[Write::Put {
+                    key: keys.leader.clone(),
+                    value: self.vm.clone(),
+                    lease,
+                }],
+            )
+            .await?;
+        if won {
+            return Ok(self.vm.clone());
+        }
+        let records = self.client.list(&keys.leader).await?;
+        Ok(records
+            .into_iter()
+            .find(|kv| kv.key == keys.leader)
+            .map(|kv| kv.value)
+            .unwrap_or_default())
+    }
+
+    fn note_leading(&self, id: &str) {
+        let mut shared = self.lock();
+        let Some(tracked) = shared.events.get_mut(id) else {
+            return;
+        };
+        if !tracked.leading {
+            tracked.leading = true;
+            tracing::info!(event_id = %id, vm = %self.vm, "this VM leads the approval of the event");
+        }
+    }
+
+    /// As the leader: claim the approval when the barrier is down or the deadline came.
+    async fn lead(
+        &self,
+        id: &str,
+        event: &ScheduledEvent,
+        keys: &EventKeys,
+        lease: i64,
+        standings: Vec<(String, VmStanding)>,
+    ) -> Result<(), EtcdError> {
+        let waiting: Vec<String> = standings
+            .iter()
+            .filter(|(_, standing)| !standing.releases())
+            .map(|(vm, _)| vm.clone())
+            .collect();
+        let all_ready = waiting.is_empty();
+        let deadline =
+            barrier::deadline_came(event.not_before, self.config.deadline, SystemTime::now());
+        if !all_ready && !deadline {
+            let state = format!("this VM leads; waiting for {}", waiting.join(", "));
+            self.update(id, Some(self.vm.clone()), standings, state, Verdict::Wait);
+            return Ok(());
+        }
+        let compares = self.claim_conditions(keys, &standings, all_ready, &ready_marker(event));
+        let claim = [Write::Put {
+            key: keys.approval.clone(),
+            value: self.vm.clone(),
+            lease,
+        }];
+        if !self.client.transaction(&compares, &claim).await? {
+            // Something changed between the read and the claim; the next round reads again.
+            return Ok(());
+        }
+        let why = if all_ready {
+            format!(
+                "every VM named in event {id} is ready ({}); this VM leads and approves it for all of them",
+                resources_list(&standings)
+            )
+        } else {
+            format!(
+                "the coordination deadline of event {id} came ({} before NotBefore) with {} not ready; \
+                 this VM leads and approves it (`coordination.deadline`)",
+                humantime::format_duration(self.config.deadline.unwrap_or_default()),
+                waiting.join(", ")
+            )
+        };
+        self.update(
+            id,
+            Some(self.vm.clone()),
+            standings,
+            "approving: this VM leads".into(),
+            Verdict::Wait,
+        );
+        self.claimed(id, why);
+        Ok(())
+    }
+
+    /// The claim holds only if this VM still leads, nobody claimed yet, and — when every VM
+    /// counted ready — each ready key read is still there and each dead VM still dead.
+    fn claim_conditions(
+        &self,
+        keys: &EventKeys,
+        standings: &[(String, VmStanding)],
+        all_ready: bool,
+        marker: &str,
+    ) -> Vec<Compare> {
+        let mut compares = vec![
+            Compare::ValueIs(keys.leader.clone(), self.vm.clone()),
+            Compare::Absent(keys.approval.clone()),
+        ];
+        if !all_ready {
+            return compares;
+        }
+        for (vm, standing) in standings {
+            let ready_key = format!("{}ready/{vm}", keys.event_prefix);
+            match standing {
+                VmStanding::Ready => compares.push(Compare::ValueIs(ready_key, marker.to_owned())),
+                VmStanding::DeadCountedReady => {
+                    compares.push(Compare::Absent(ready_key));
+                    compares.push(Compare::Absent(self.member_key(vm)));
+                }
+                VmStanding::DeadHolding | VmStanding::NotReady => {}
+            }
+        }
+        compares
+    }
+
+    fn claimed(&self, id: &str, why: String) {
+        let mut shared = self.lock();
+        if let Some(tracked) = shared.events.get_mut(id) {
+            tracked.claimed = true;
+            tracked.verdict = Verdict::Approve { why };
+        }
+        drop(shared);
+        self.daemon_wake.notify_one();
+    }
+
+    fn update(
+        &self,
+        id: &str,
+        leader: Option<String>,
+        vms: Vec<(String, VmStanding)>,
+        state: String,
+        verdict: Verdict,
+    ) {
+        let mut shared = self.lock();
+        let Some(tracked) = shared.events.get_mut(id) else {
+            return;
+        };
+        tracked.barrier = EventBarrier {
+            event_id: id.to_owned(),
+            leader,
+            vms,
+            state,
+        };
+        if !tracked.claimed {
+            tracked.verdict = verdict;
+        }
+    }
+
+    /// Tracks the link to etcd, logs each change once, and publishes the status.
+    fn record_outcome(&self, outcome: Result<(), EtcdError>, lease_id: Option<i64>) {
+        let mut shared = self.lock();
+        shared.lease_id = lease_id;
+        let previous = shared.connection;
+        match outcome {
+            Ok(()) => shared.connection = Connection::Connected,
+            Err(error) => {
+                shared.connection = Connection::Unreachable;
+                if previous != Connection::Unreachable {
+                    tracing::warn!(
+                        %error,
+                        "etcd cannot be reached: events naming several VMs fall back to the \
+                         single-VM policy (`policy.group-approval`) until it answers; nothing \
+                         is approved early because of this"
+                    );
+                }
+                shared.last_error = Some(error.to_string());
+            }
+        }
+        let changed = shared.connection != previous;
+        if changed {
+            shared.since_unix_ms = unix_ms(SystemTime::now());
+            if previous == Connection::Unreachable {
+                tracing::info!("etcd answers again: coordinating events naming several VMs");
+            }
+            if previous == Connection::Connecting && shared.connection == Connection::Connected {
+                tracing::info!(endpoints = ?self.config.endpoints, "connected to etcd for coordinated approval");
+            }
+        }
+        let status = CoordinationStatus {
+            vm_name: self.vm.clone(),
+            endpoints: self.config.endpoints.clone(),
+            prefix: self.config.prefix.clone(),
+            connection: shared.connection,
+            since_unix_ms: shared.since_unix_ms,
+            last_error: shared.last_error.clone(),
+            lease_id: shared.lease_id,
+            events: shared.events.values().map(|t| t.barrier.clone()).collect(),
+        };
+        drop(shared);
+        self.status.send_if_modified(|current| {
+            let modified = *current != status;
+            *current = status;
+            modified
+        });
+        if changed {
+            self.daemon_wake.notify_one();
+        }
+    }
+}
+
+/// What etcd holds about one event.
+#[derive(Debug, Default)]
+struct EventRecords {
+    leader: Option<String>,
+    approval: Option<String>,
+    /// VM → the NotBefore it is ready for ([`ready_marker`]).
+    ready: BTreeMap<String, String>,
+    was_ready: BTreeSet<String>,
+}
+
+impl EventRecords {
+    fn read(records: &[KeyValue], event_prefix: &str) -> EventRecords {
+        let mut read = EventRecords::default();
+        for record in records {
+            let Some(name) = record.key.strip_prefix(event_prefix) else {
+                continue;
+            };
+            match name.split_once('/') {
+                Some(("ready", vm)) => {
+                    read.ready.insert(vm.to_owned(), record.value.clone());
+                }
+                Some(("was-ready", vm)) => {
+                    read.was_ready.insert(vm.to_owned());
+                }
+                _ if name == "leader" => read.leader = Some(record.value.clone()),
+                _ if name == "approval" => read.approval = Some(record.value.clone()),
+                _ => {}
+            }
+        }
+        read
+    }
+
+    /// The VMs ready for the event as scheduled at `marker` (a VM still ready for an
+    /// earlier NotBefore has not seen the reschedule yet).
+    fn ready_for(&self, marker: &str) -> BTreeSet<String> {
+        self.ready
+            .iter()
+            .filter(|(_, ready_for)| ready_for.as_str() == marker)
+            .map(|(vm, _)| vm.clone())
+            .collect()
+    }
+}
+
+/// What a ready key holds: the NotBefore (ms since the epoch, 0 if none) the VM prepared for.
+fn ready_marker(event: &ScheduledEvent) -> String {
+    event.not_before.map(unix_ms).unwrap_or(0).to_string()
+}
+
+fn resources_list(standings: &[(String, VmStanding)]) -> String {
+    standings
+        .iter()
+        .map(|(vm, standing)| match standing {
+            VmStanding::DeadCountedReady => format!("{vm} (gone, counted ready)"),
+            _ => vm.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> CoordinationConfig {
+        crate::config::Config::parse("[coordination]\nendpoints = [\"http://127.0.0.1:2379\"]\n")
+            .unwrap()
+            .coordination
+            .unwrap()
+    }
+
+    #[test]
+    fn defaults_are_documented_ones() {
+        let config = config();
+        assert_eq!(config.prefix, "/forewarn");
+        assert_eq!(config.lease_ttl, Duration::from_secs(10));
+        assert_eq!(config.dead_vm, DeadVm::Hold);
+        assert_eq!(config.deadline, None);
+    }
+
+    #[test]
+    fn validation_names_the_key() {
+        let cases = [
+            ("endpoints = []", "coordination.endpoints"),
+            ("endpoints = [\"10.0.0.4:2379\"]", "must start with http://"),
+            (
+                "endpoints = [\"http://a:2379\"]\nlease-ttl = \"1s\"",
+                "coordination.lease-ttl",
+            ),
+            (
+                "endpoints = [\"http://a:2379\"]\nusername = \"u\"",
+                "coordination.password",
+            ),
+            (
+                "endpoints = [\"http://a:2379\"]\nprefix = \"forewarn\"",
+                "coordination.prefix",
+            ),
+            (
+                "endpoints = [\"http://a:2379\"]\ndead-vm = \"ignore\"",
+                "dead-vm",
+            ),
+        ];
+        for (body, needle) in cases {
+            let error =
+                crate::config::Config::parse(&format!("[coordination]\n{body}\n")).expect_err(body);
+            assert!(error.contains(needle), "{body}: {error}");
+        }
+        let parsed = crate::config::Config::parse(
+            "[coordination]\nendpoints = [\"http://a:2379\"]\ndead-vm = \"counts-as-ready\"\ndeadline = \"2m\"\n",
+        )
+        .unwrap()
+        .coordination
+        .unwrap();
+        assert_eq!(parsed.dead_vm, DeadVm::CountsAsReady);
+        assert_eq!(parsed.deadline, Some(Duration::from_secs(120)));
+    }
+
+    #[test]
+    fn tls_settings_are_refused_with_the_way_out() {
+        for body in [
+            "endpoints = [\"https://127.0.0.1:2379\"]",
+            "endpoints = [\"http://127.0.0.1:2379\"]\nca-file = \"/etc/ssl/ca.pem\"",
+        ] {
+            let error =
+                crate::config::Config::parse(&format!("[coordination]\n{body}\n")).expect_err(body);
+            assert!(error.contains("stunnel"), "{error}");
+        }
+        let mut config = config();
+        config.endpoints = vec!["https://127.0.0.1:2379".into()];
+        assert!(http_builder(&config).is_err());
+    }
+
+    #[test]
+    fn event_records_are_read_by_key() {
+        let prefix = "/forewarn/events/E1/";
+        let kv = |key: &str, value: &str| KeyValue {
+            key: format!("{prefix}{key}"),
+            value: value.into(),
+            lease: 1,
+        };
+        let read = EventRecords::read(
+            &[
+                kv("leader", "vm-b"),
+                kv("ready/vm-a", "1000"),
+                kv("ready/vm-b", "999"),
+                kv("was-ready/vm-c", "vm-c"),
+                kv("approval", "vm-b"),
+            ],
+            prefix,
+        );
+        assert_eq!(read.leader.as_deref(), Some("vm-b"));
+        assert_eq!(read.approval.as_deref(), Some("vm-b"));
+        assert_eq!(read.ready.len(), 2);
+        assert_eq!(
+            read.ready_for("1000").into_iter().collect::<Vec<_>>(),
+            ["vm-a"]
+        );
+        assert!(read.was_ready.contains("vm-c"));
+    }
+
+    #[test]
+    fn only_events_naming_this_vm_and_another_are_coordinated() {
+        use forewarn_imds::{EventSource, EventStatus, EventType};
+        let event = |resources: &[&str]| ScheduledEvent {
+            id: "E1".into(),
+            event_type: EventType::Reboot,
+            event_type_raw: "Reboot".into(),
+            resource_type: "VirtualMachine".into(),
+            resources: resources.iter().map(|r| (*r).to_owned()).collect(),
+            status: EventStatus::Scheduled,
+            not_before: None,
+            description: String::new(),
+            source: EventSource::Platform,
+            duration_seconds: None,
+        };
+        assert!(applies_to(&event(&["vm-a", "VM-B"]), "vm-a"));
+        assert!(applies_to(&event(&["vm-b", "vm-a"]), "VM-A"));
+        assert!(!applies_to(&event(&["vm-a"]), "vm-a"));
+        assert!(!applies_to(&event(&[]), "vm-a"));
+        assert!(!applies_to(&event(&["vm-b", "vm-c"]), "vm-a"));
+        let policy = PolicyConfig::default();
+        assert_eq!(
+            gate(&event(&["vm-a", "vm-b"]), "vm-a", &policy),
+            ApprovalGate::Approve
+        );
+        let observe = PolicyConfig {
+            observe_only: true,
+            ..PolicyConfig::default()
+        };
+        assert!(matches!(
+            gate(&event(&["vm-a", "vm-b"]), "vm-a", &observe),
+            ApprovalGate::Withhold { .. }
+        ));
+    }
+}

@@ -1,0 +1,507 @@
+//! A small etcd v3 client over the JSON gateway that etcd serves beside gRPC (`/v3/…`):
+//! leases, puts, prefix reads, deletes and transactions — all the approval barrier needs.
+//!
+//! The gateway speaks protobuf-as-JSON: keys and values are base64, 64-bit integers are
+//! strings, and fields at their default value (false, 0, empty) are left out of answers.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+/// How long one request to etcd may take before the endpoint counts as unreachable.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A user name and password for etcd's authentication (`/v3/auth/authenticate`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub user: String,
+    pub password: String,
+}
+
+/// What went wrong talking to etcd.
+#[derive(Debug, thiserror::Error)]
+pub enum EtcdError {
+    #[error(
+        "cannot reach etcd at {endpoint}: {message} (is etcd running, and is \
+         `coordination.endpoints` right?)"
+    )]
+    Unreachable { endpoint: String, message: String },
+    #[error("etcd at {endpoint} refused {path} with HTTP {status}: {message}")]
+    Refused {
+        endpoint: String,
+        path: String,
+        status: u16,
+        message: String,
+    },
+    #[error("etcd at {endpoint} sent an answer to {path} that forewarn cannot read: {message}")]
+    Malformed {
+        endpoint: String,
+        path: String,
+        message: String,
+    },
+    #[error("cannot set up the etcd client: {0}")]
+    Setup(String),
+}
+
+/// One key as read from etcd.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyValue {
+    pub key: String,
+    pub value: String,
+    /// The lease the key is attached to; 0 for none.
+    pub lease: i64,
+}
+
+/// A condition of a transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Compare {
+    /// The key does not exist.
+    Absent(String),
+    /// The key exists.
+    Present(String),
+    /// The key exists with exactly this value.
+    ValueIs(String, String),
+}
+
+/// A write of a transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Write {
+    /// Puts `value` at `key`, attached to `lease` when not 0.
+    Put {
+        key: String,
+        value: String,
+        lease: i64,
+    },
+    /// Deletes one key.
+    Delete(String),
+}
+
+/// An etcd client that tries each endpoint in turn, starting with the last one that worked.
+#[derive(Debug)]
+pub struct EtcdClient {
+    http: reqwest::Client,
+    endpoints: Vec<String>,
+    preferred: AtomicUsize,
+    credentials: Option<Credentials>,
+    token: Mutex<Option<String>>,
+}
+
+impl EtcdClient {
+    /// A client for `endpoints` (`http://host:port`, no trailing path), never through a proxy.
+    pub fn new(
+        endpoints: &[String],
+        credentials: Option<Credentials>,
+        http: reqwest::ClientBuilder,
+    ) -> Result<EtcdClient, EtcdError> {
+        if endpoints.is_empty() {
+            return Err(EtcdError::Setup(
+                "no endpoints: set `coordination.endpoints`, e.g. [\"http://10.0.0.4:2379\"]"
+                    .into(),
+            ));
+        }
+        let http = http
+            .no_proxy()
+            .timeout(REQUEST_TIMEOUT)
+            .connect_timeout(REQUEST_TIMEOUT)
+            .build()
+            .map_err(|error| EtcdError::Setup(error.to_string()))?;
+        Ok(EtcdClient {
+            http,
+            endpoints: endpoints
+                .iter()
+                .map(|endpoint| endpoint.trim_end_matches('/').to_owned())
+                .collect(),
+            preferred: AtomicUsize::new(0),
+            credentials,
+            token: Mutex::new(None),
+        })
+    }
+
+    /// Grants a lease of `ttl` (whole seconds, at least one) and returns its id.
+    pub async fn grant_lease(&self, ttl: Duration) -> Result<i64, EtcdError> {
+        #[derive(Deserialize)]
+        struct Granted {
+            #[serde(rename = "ID", default)]
+            id: Int,
+        }
+        let seconds = ttl.as_secs().max(1);
+        let granted: Granted = self
+            .call("/v3/lease/grant", json!({ "TTL": seconds.to_string() }))
+            .await?;
+        Ok(granted.id.0)
+    }
+
+    /// Renews `lease`; returns its new TTL, or `None` when the lease no longer exists.
+    pub async fn keep_alive(&self, lease: i64) -> Result<Option<Duration>, EtcdError> {
+        #[derive(Deserialize)]
+        struct Renewed {
+            #[serde(default)]
+            result: RenewedResult,
+        }
+        #[derive(Deserialize, Default)]
+        struct RenewedResult {
+            #[serde(rename = "TTL", default)]
+            ttl: Int,
+        }
+        let renewed: Renewed = self
+            .call("/v3/lease/keepalive", json!({ "ID": lease.to_string() }))
+            .await?;
+        let ttl = renewed.result.ttl.0;
+        Ok((ttl > 0).then(|| Duration::from_secs(ttl.unsigned_abs())))
+    }
+
+    /// Puts `value` at `key`, attached to `lease` when not 0.
+    pub async fn put(&self, key: &str, value: &str, lease: i64) -> Result<(), EtcdError> {
+        let _: Value = self.call("/v3/kv/put", put_body(key, value, lease)).await?;
+        Ok(())
+    }
+
+    /// Every key starting with `prefix`.
+    pub async fn list(&self, prefix: &str) -> Result<Vec<KeyValue>, EtcdError> {
+        let body = json!({ "key": encode(prefix), "range_end": encode_bytes(&prefix_end(prefix)) });
+        let range: RangeAnswer = self.call("/v3/kv/range", body).await?;
+        Ok(range.key_values())
+    }
+
+    /// Deletes `key` (nothing happens when it does not exist).
+    pub async fn delete(&self, key: &str) -> Result<(), EtcdError> {
+        let _: Value = self
+            .call("/v3/kv/deleterange", json!({ "key": encode(key) }))
+            .await?;
+        Ok(())
+    }
+
+    /// Runs `writes` if every comparison holds; returns whether they ran.
+    pub async fn transaction(
+        &self,
+        compares: &[Compare],
+        writes: &[Write],
+    ) -> Result<bool, EtcdError> {
+        #[derive(Deserialize)]
+        struct TxnAnswer {
+            #[serde(default)]
+            succeeded: bool,
+        }
+        let body = json!({
+            "compare": compares.iter().map(compare_body).collect::<Vec<_>>(),
+            "success": writes.iter().map(write_body).collect::<Vec<_>>(),
+        });
+        let answer: TxnAnswer = self.call("/v3/kv/txn", body).await?;
+        Ok(answer.succeeded)
+    }
+
+    /// POSTs `body` to `path` on the preferred endpoint, then on each other one.
+    async fn call<T: DeserializeOwned>(&self, path: &str, body: Value) -> Result<T, EtcdError> {
+        let first = self.preferred.load(Ordering::Relaxed);
+        let mut last_error = None;
+        for offset in 0..self.endpoints.len() {
+            let index = (first + offset) % self.endpoints.len();
+            let endpoint = &self.endpoints[index];
+            match self.call_endpoint(endpoint, path, &body).await {
+                Ok(answer) => {
+                    self.preferred.store(index, Ordering::Relaxed);
+                    return Ok(answer);
+                }
+                Err(error @ EtcdError::Unreachable { .. }) => last_error = Some(error),
+                Err(error) => return Err(error),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| EtcdError::Setup("no endpoints".into())))
+    }
+
+    /// One endpoint; authenticates first when credentials are set, and once more when etcd
+    /// says the token expired.
+    async fn call_endpoint<T: DeserializeOwned>(
+        &self,
+        endpoint: &str,
+        path: &str,
+        body: &Value,
+    ) -> Result<T, EtcdError> {
+        let token = self.token(endpoint).await?;
+        match self.post(endpoint, path, body, token.as_deref()).await {
+            Err(EtcdError::Refused { message, .. })
+                if token.is_some() && message.contains("auth") =>
+            {
+                self.forget_token();
+                let token = self.token(endpoint).await?;
+                self.post(endpoint, path, body, token.as_deref()).await
+            }
+            other => other,
+        }
+    }
+
+    async fn post<T: DeserializeOwned>(
+        &self,
+        endpoint: &str,
+        path: &str,
+        body: &Value,
+        token: Option<&str>,
+    ) -> Result<T, EtcdError> {
+        let mut request = self.http.post(format!("{endpoint}{path}")).json(body);
+        if let Some(token) = token {
+            request = request.header("Authorization", token);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|error| EtcdError::Unreachable {
+                endpoint: endpoint.to_owned(),
+                message: describe_reqwest_error(&error),
+            })?;
+        let status = response.status();
+        let text = response
+            .text()
+            .await
+            .map_err(|error| EtcdError::Unreachable {
+                endpoint: endpoint.to_owned(),
+                message: describe_reqwest_error(&error),
+            })?;
+        if !status.is_success() {
+            return Err(EtcdError::Refused {
+                endpoint: endpoint.to_owned(),
+                path: path.to_owned(),
+                status: status.as_u16(),
+                message: gateway_error_message(&text),
+            });
+        }
+        // Streaming endpoints (keepalive) answer one JSON object per line.
+        let first_line = text
+            .lines()
+            .find(|line| !line.trim().is_empty())
+            .unwrap_or("{}");
+        serde_json::from_str(first_line).map_err(|error| EtcdError::Malformed {
+            endpoint: endpoint.to_owned(),
+            path: path.to_owned(),
+            message: format!("{error} in {}", truncate(first_line, 200)),
+        })
+    }
+
+    /// The auth token, fetched on first use when credentials are configured.
+    async fn token(&self, endpoint: &str) -> Result<Option<String>, EtcdError> {
+        let Some(credentials) = &self.credentials else {
+            return Ok(None);
+        };
+        if let Some(token) = self.cached_token() {
+            return Ok(Some(token));
+        }
+        #[derive(Deserialize)]
+        struct Authenticated {
+            #[serde(default)]
+            token: String,
+        }
+        let body = json!({ "name": credentials.user, "password": credentials.password });
+        let answer: Authenticated = self
+            .post(endpoint, "/v3/auth/authenticate", &body, None)
+            .await
+            .map_err(|error| match error {
+                EtcdError::Refused {
+                    endpoint,
+                    path,
+                    status,
+                    message,
+                } => EtcdError::Refused {
+                    endpoint,
+                    path,
+                    status,
+                    message: format!(
+                        "{message} (check `coordination.username` and `coordination.password`)"
+                    ),
+                },
+                other => other,
+            })?;
+        if let Ok(mut cached) = self.token.lock() {
+            *cached = Some(answer.token.clone());
+        }
+        Ok(Some(answer.token))
+    }
+
+    fn cached_token(&self) -> Option<String> {
+        self.token.lock().ok().and_then(|cached| cached.clone())
+    }
+
+    fn forget_token(&self) {
+        if let Ok(mut cached) = self.token.lock() {
+            *cached = None;
+        }
+    }
+}
+
+/// A 64-bit integer that the gateway writes as a string (or, leniently, a number).
+#[derive(Debug, Default, Clone, Copy)]
+struct Int(i64);
+
+impl<'de> Deserialize<'de> for Int {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        match Value::deserialize(deserializer)? {
+            Value::String(text) => text.parse().map(Int).map_err(serde::de::Error::custom),
+            Value::Number(number) => number
+                .as_i64()
+                .map(Int)
+                .ok_or_else(|| serde::de::Error::custom("not a 64-bit integer")),
+            other => Err(serde::de::Error::custom(format!(
+                "expected an integer, got {other}"
+            ))),
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct RangeAnswer {
+    #[serde(default)]
+    kvs: Vec<RawKeyValue>,
+}
+
+#[derive(Deserialize)]
+struct RawKeyValue {
+    #[serde(default)]
+    key: String,
+    #[serde(default)]
+    value: String,
+    #[serde(default)]
+    lease: Int,
+}
+
+impl RangeAnswer {
+    fn key_values(self) -> Vec<KeyValue> {
+        self.kvs
+            .into_iter()
+            .map(|raw| KeyValue {
+                key: decode(&raw.key),
+                value: decode(&raw.value),
+                lease: raw.lease.0,
+            })
+            .collect()
+    }
+}
+
+fn put_body(key: &str, value: &str, lease: i64) -> Value {
+    let mut body = json!({ "key": encode(key), "value": encode(value) });
+    if lease != 0 {
+        body["lease"] = json!(lease.to_string());
+    }
+    body
+}
+
+fn compare_body(compare: &Compare) -> Value {
+    match compare {
+        Compare::Absent(key) => {
+            json!({ "key": encode(key), "target": "CREATE", "result": "EQUAL", "create_revision": "0" })
+        }
+        Compare::Present(key) => {
+            json!({ "key": encode(key), "target": "CREATE", "result": "GREATER", "create_revision": "0" })
+        }
+        Compare::ValueIs(key, value) => {
+            json!({ "key": encode(key), "target": "VALUE", "result": "EQUAL", "value": encode(value) })
+        }
+    }
+}
+
+fn write_body(write: &Write) -> Value {
+    match write {
+        Write::Put { key, value, lease } => json!({ "request_put": put_body(key, value, *lease) }),
+        Write::Delete(key) => json!({ "request_delete_range": { "key": encode(key) } }),
+    }
+}
+
+fn encode(text: &str) -> String {
+    BASE64.encode(text.as_bytes())
+}
+
+fn encode_bytes(bytes: &[u8]) -> String {
+    BASE64.encode(bytes)
+}
+
+/// Keys are forewarn's own UTF-8 text; anything else is shown lossily.
+fn decode(base64: &str) -> String {
+    let bytes = BASE64.decode(base64).unwrap_or_default();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The range end that selects every key starting with `prefix` (last byte plus one).
+fn prefix_end(prefix: &str) -> Vec<u8> {
+    let mut end = prefix.as_bytes().to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    // Every byte was 0xff (or the prefix was empty): "\0" means "to the end of the keyspace".
+    vec![0]
+}
+
+/// The gateway's `{"error": …, "message": …, "code": …}`, or the body itself.
+fn gateway_error_message(body: &str) -> String {
+    let parsed: Option<Value> = serde_json::from_str(body).ok();
+    let message = parsed.as_ref().and_then(|value| {
+        value
+            .get("message")
+            .or_else(|| value.get("error"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    });
+    message.unwrap_or_else(|| truncate(body, 200))
+}
+
+fn describe_reqwest_error(error: &reqwest::Error) -> String {
+    use std::error::Error as _;
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+fn truncate(text: &str, limit: usize) -> String {
+    match text.char_indices().nth(limit) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_end_is_the_next_key_after_every_prefixed_one() {
+        assert_eq!(prefix_end("/f/"), b"/f0".to_vec());
+        assert_eq!(prefix_end(""), vec![0]);
+    }
+
+    #[test]
+    fn ranges_decode_keys_values_and_leases() {
+        let body = r#"{"header":{},"kvs":[{"key":"L2YvbA==","create_revision":"2","value":"dm0tYQ==","lease":"7587899075636302855"}],"count":"1"}"#;
+        let answer: RangeAnswer = serde_json::from_str(body).unwrap();
+        let kvs = answer.key_values();
+        assert_eq!(
+            kvs,
+            vec![KeyValue {
+                key: "/f/l".into(),
+                value: "vm-a".into(),
+                lease: 7587899075636302855,
+            }]
+        );
+        let empty: RangeAnswer = serde_json::from_str(r#"{"header":{}}"#).unwrap();
+        assert!(empty.key_values().is_empty());
+    }
+
+    #[test]
+    fn gateway_errors_are_shown_by_their_message() {
+        let body = r#"{"error":"etcdserver: invalid auth token","code":16,"message":"etcdserver: invalid auth token"}"#;
+        assert_eq!(
+            gateway_error_message(body),
+            "etcdserver: invalid auth token"
+        );
+        assert_eq!(gateway_error_message("oops"), "oops");
+    }
+}
