@@ -8,7 +8,8 @@ const BUNDLED: &[&str] = &["lb-drain", "checkpoint", "graceful-shutdown"];
 
 fn main() {
     let built = forewarn_wasm_build::build_components(BUNDLED);
-    let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR for build scripts"));
+    let out_dir =
+        PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR for build scripts"));
     forewarn_wasm_build::write_constants(&out_dir.join("bundled.rs"), &built);
     forewarn_wasm_build::write_embedded(&out_dir.join("bundled_wasm.rs"), &built);
 }

@@ -77,7 +77,7 @@ impl Setup {
     fn start_daemon(&self, extra: &str) -> Daemon {
         let config = format!(
             "vm-name = \"vm-a\"\nstate-dir = \"{}\"\nplugin-dir = \"{}\"\n\n[imds]\nurl = \"{}\"\n\
-             poll-interval = \"200ms\"\n\n[admin]\nlisten = \"127.0.0.1:0\"\n\n{extra}\n",
+             poll-interval = \"250ms\"\n\n[admin]\nlisten = \"127.0.0.1:0\"\n\n{extra}\n",
             self.path("state").display(),
             self.path("plugins").display(),
             self.simulator.base_url,
