@@ -259,6 +259,17 @@ fn table_header(line: &str) -> Option<String> {
 mod tests {
     use super::*;
 
+    /// The manifest shown in the top-level README parses (it is what operators copy).
+    #[test]
+    fn the_readme_manifest_example_parses() {
+        let readme = include_str!("../../README.md");
+        let start = readme.find("```toml\n").expect("README has a TOML example") + 8;
+        let length = readme[start..].find("```").expect("the TOML example ends");
+        let manifest = PluginManifest::parse(&readme[start..start + length]).unwrap();
+        assert_eq!(manifest.after, ["lb-drain", "checkpoint"]);
+        assert_eq!(manifest.capabilities.actions, ["stop-app", "start-app"]);
+    }
+
     #[test]
     fn full_manifest_parses() {
         let manifest = PluginManifest::parse(
@@ -348,5 +359,47 @@ mod tests {
             "{text}"
         );
         assert_eq!(error.path(), path);
+    }
+
+    /// The parser reads text from the operator's plugin directory: whatever it holds, the
+    /// answer is a manifest or an error message, never a panic.
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Lines shaped like a manifest's (keys, tables, values, broken pieces, non-ASCII),
+        /// so validation and error location see many near-valid inputs.
+        fn manifest_like() -> impl Strategy<Value = String> {
+            let line = prop_oneof![
+                Just("subscribe = [\"Reboot\", \"*\"]".to_owned()),
+                Just("subscribe = [\"Rebooot\"]".to_owned()),
+                Just("after = [\"lb-drain\"]".to_owned()),
+                Just("budget = \"0s\"".to_owned()),
+                Just("budget = \"10s\"".to_owned()),
+                Just("memory = \"1KiB\"".to_owned()),
+                Just("memory = \"64MiB\"".to_owned()),
+                Just("[config]".to_owned()),
+                Just("[capabilities]".to_owned()),
+                Just("http = [\"localhost\"]".to_owned()),
+                Just("readiness = \"yes\"".to_owned()),
+                Just("é = \"ü\"".to_owned()),
+                "[a-z\\[\\]=\" .0-9é€\\\\]{0,16}",
+            ];
+            prop::collection::vec(line, 0..8).prop_map(|lines| lines.join("\n"))
+        }
+
+        proptest! {
+            #[test]
+            fn any_text_gives_a_manifest_or_an_error(text in any::<String>()) {
+                let _ = PluginManifest::parse(&text);
+            }
+
+            #[test]
+            fn manifest_shaped_text_gives_a_manifest_or_a_message(text in manifest_like()) {
+                if let Err(message) = PluginManifest::parse(&text) {
+                    prop_assert!(!message.is_empty());
+                }
+            }
+        }
     }
 }
