@@ -1,0 +1,552 @@
+//! End-to-end tests of coordinated approval: three `forewarn run` daemons (vm-a, vm-b, vm-c)
+//! against one `forewarn simulate` and a real etcd that each test starts on loopback.
+//!
+//! They assert at the simulator (how many approval POSTs, from which VM, when) and in the
+//! daemons' JSON logs (when each VM's plugins approved and recorded ready, who led). The
+//! figures the issue asks for (last VM ready → approval POST, leader failover) are printed,
+//! not asserted. The tests run one at a time so that those figures are not skewed by
+//! nine daemons sharing two cores. etcd must be installed (`apt-get install etcd-server`).
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use forewarn_simulator::{StateSnapshot, Transition, stable_event_id};
+use forewarn_tests::guests;
+use forewarn_tests::support::{
+    ChildGuard, Daemon, DaemonConfig, LogLine, ProbePlugin, Simulator, http_get, summarize_state,
+    wait_for, wait_until, write_plugin_dir,
+};
+use tempfile::TempDir;
+
+const BINARY: &str = env!("CARGO_BIN_EXE_forewarn");
+const VMS: [&str; 3] = ["vm-a", "vm-b", "vm-c"];
+const SCENARIO: &str = "coordinated-reboot";
+/// Generous bound for a single wait.
+const WAIT: Duration = Duration::from_secs(60);
+/// The lease TTL the tests configure (etcd's minimum is about 2 s).
+const LEASE_TTL: Duration = Duration::from_secs(3);
+const READY_MESSAGE: &str = "recorded in etcd: this VM is ready for the event";
+const LEADS_MESSAGE: &str = "this VM leads the approval of the event";
+const UNREACHABLE_PREFIX: &str = "etcd cannot be reached";
+const ROOT_PASSWORD: &str = "forewarn-test-secret";
+
+/// One test at a time (see the module comment).
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// A real etcd on free loopback ports with its data in a temp dir.
+struct Etcd {
+    process: ChildGuard,
+    address: String,
+    _dir: TempDir,
+}
+
+impl Etcd {
+    fn start() -> Etcd {
+        let binary = find_on_path("etcd").unwrap_or_else(|| {
+            panic!(
+                "etcd is not installed: the coordination tests run a real etcd. Install it \
+                 with `apt-get install -y etcd-server` (Debian/Ubuntu) so that `etcd` is on PATH"
+            )
+        });
+        let dir = TempDir::new().expect("temp dir");
+        let address = format!("127.0.0.1:{}", free_port());
+        let peer = format!("http://127.0.0.1:{}", free_port());
+        let log = std::fs::File::create(dir.path().join("etcd.log")).expect("etcd log");
+        let child = Command::new(binary)
+            .arg("--name=forewarn-test")
+            .arg(format!("--data-dir={}", dir.path().join("data").display()))
+            .arg(format!("--listen-client-urls=http://{address}"))
+            .arg(format!("--advertise-client-urls=http://{address}"))
+            .arg(format!("--listen-peer-urls={peer}"))
+            .arg(format!("--initial-advertise-peer-urls={peer}"))
+            .arg(format!("--initial-cluster=forewarn-test={peer}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot start etcd: {error}"));
+        let etcd = Etcd {
+            process: ChildGuard::new(child),
+            address,
+            _dir: dir,
+        };
+        wait_for(WAIT, "etcd to report healthy", || {
+            http_get(&etcd.address, "/health").and_then(|body| {
+                if body.contains("\"health\":\"true\"") {
+                    Ok(())
+                } else {
+                    Err(body)
+                }
+            })
+        });
+        etcd
+    }
+
+    /// Creates user root and turns authentication on, with `etcdctl` (package etcd-client).
+    fn enable_auth(&self) {
+        let steps: [&[&str]; 3] = [
+            &["user", "add", &format!("root:{ROOT_PASSWORD}")],
+            &["user", "grant-role", "root", "root"],
+            &["auth", "enable"],
+        ];
+        for step in steps {
+            let output = self.etcdctl(step);
+            assert!(output.status.success(), "etcdctl {step:?}: {output:?}");
+        }
+        let anonymous = self.etcdctl(&["get", "/forewarn"]);
+        assert!(
+            !anonymous.status.success(),
+            "etcd must refuse requests without a user now"
+        );
+    }
+
+    fn etcdctl(&self, args: &[&str]) -> std::process::Output {
+        let binary = find_on_path("etcdctl").unwrap_or_else(|| {
+            panic!(
+                "etcdctl is not installed: the authentication test sets etcd up with it. \
+                 Install it with `apt-get install -y etcd-client`"
+            )
+        });
+        Command::new(binary)
+            .env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints={}", self.endpoint()))
+            .args(args)
+            .output()
+            .unwrap_or_else(|error| panic!("cannot run etcdctl: {error}"))
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    fn stop(&mut self) {
+        self.process.kill();
+    }
+}
+
+fn find_on_path(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("local address").port()
+}
+
+fn now_unix_ms() -> u64 {
+    let since = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock");
+    u64::try_from(since.as_millis()).expect("ms fit u64")
+}
+
+/// How the set is configured for one test.
+struct Setup {
+    /// Scenario notice (NotBefore − appearance).
+    notice: &'static str,
+    /// vm-c's probe defers this many prepare attempts (250 ms apart) before approving.
+    slow_attempts: u32,
+    /// Extra `[coordination]` lines.
+    coordination: &'static [&'static str],
+    /// Turn on etcd authentication (user root) and give the daemons its password.
+    auth: bool,
+}
+
+/// Three daemons, one simulator, one etcd.
+struct Set {
+    dir: TempDir,
+    etcd: Etcd,
+    simulator: Simulator,
+    daemons: Vec<(String, Daemon)>,
+    event_id: String,
+}
+
+impl Set {
+    fn start(setup: &Setup) -> Set {
+        let dir = TempDir::new().expect("temp dir");
+        let etcd = Etcd::start();
+        if setup.auth {
+            etcd.enable_auth();
+        }
+        let scenario = dir.path().join("scenario.toml");
+        std::fs::write(&scenario, scenario_text(setup.notice)).expect("write scenario");
+        let simulator = Simulator::start(Path::new(BINARY), path_text(&scenario), 1.0);
+        let mut set = Set {
+            dir,
+            etcd,
+            simulator,
+            daemons: Vec::new(),
+            event_id: stable_event_id(SCENARIO, 0),
+        };
+        for vm in VMS {
+            let daemon = set.start_daemon(vm, setup);
+            set.daemons.push((vm.to_owned(), daemon));
+        }
+        set
+    }
+
+    fn start_daemon(&self, vm: &str, setup: &Setup) -> Daemon {
+        let root = self.dir.path().join(vm);
+        let probe = if vm == "vm-c" {
+            ProbePlugin::new("probe", "defer-until-attempt")
+                .config("attempts", &setup.slow_attempts.to_string())
+                .config("retry-ms", "250")
+        } else {
+            ProbePlugin::new("probe", "approve")
+        };
+        write_plugin_dir(&root.join("plugins"), Path::new(guests::PROBE), &[probe]);
+        let config = DaemonConfig {
+            vm_name: vm.to_owned(),
+            state_dir: root.join("state"),
+            plugin_dir: root.join("plugins"),
+            imds_url: format!("{}/vm/{vm}", self.simulator.base_url),
+            poll_interval: "250ms".into(),
+            policy: vec!["safety-margin-ms = 300".into()],
+        };
+        let mut text = config.to_toml();
+        text.push_str(&format!(
+            "\n[coordination]\nendpoints = [\"{}\"]\nlease-ttl = \"{}s\"\n",
+            self.etcd.endpoint(),
+            LEASE_TTL.as_secs()
+        ));
+        if setup.auth {
+            text.push_str(&format!(
+                "username = \"root\"\npassword = \"{ROOT_PASSWORD}\"\n"
+            ));
+        }
+        for line in setup.coordination {
+            text.push_str(line);
+            text.push('\n');
+        }
+        let path = root.join("forewarn.toml");
+        std::fs::write(&path, text).expect("write the daemon config");
+        Daemon::start(Path::new(BINARY), &path)
+    }
+
+    fn daemon(&self, vm: &str) -> &Daemon {
+        &self
+            .daemons
+            .iter()
+            .find(|(name, _)| name == vm)
+            .expect("a daemon of the set")
+            .1
+    }
+
+    fn daemon_mut(&mut self, vm: &str) -> &mut Daemon {
+        &mut self
+            .daemons
+            .iter_mut()
+            .find(|(name, _)| name == vm)
+            .expect("a daemon of the set")
+            .1
+    }
+
+    /// The first log line with `message` of `vm` about this set's event.
+    fn first_line(&self, vm: &str, message: &str) -> Option<LogLine> {
+        self.daemon(vm)
+            .lines_with_message(message)
+            .into_iter()
+            .find(|line| line.text("event_id") == self.event_id)
+    }
+
+    /// When `vm`'s probe first approved the event's preparation.
+    fn prepared_at(&self, vm: &str) -> Option<u64> {
+        self.daemon(vm)
+            .decisions()
+            .into_iter()
+            .find(|d| {
+                d.event_id == self.event_id && d.phase == "prepare" && d.decision == "approve"
+            })
+            .map(|d| d.at_unix_ms)
+    }
+
+    /// Every daemon's log, for failure messages.
+    fn describe(&self) -> String {
+        let mut text = summarize_state(&self.simulator.state());
+        for (vm, daemon) in &self.daemons {
+            text.push_str(&format!("\n--- {vm}: {}", daemon.describe_for_failure()));
+            for line in daemon.lines() {
+                let message = line.message();
+                if message == READY_MESSAGE || message == LEADS_MESSAGE {
+                    text.push_str(&format!("\n  {message} at {}", line.at_unix_ms));
+                }
+            }
+        }
+        text
+    }
+
+    fn wait_for_approval(&self) -> StateSnapshot {
+        wait_for(WAIT, "the coordinated approval at the simulator", || {
+            let state = self.simulator.state();
+            if state.approvals.is_empty() {
+                return Err(self.describe());
+            }
+            Ok(state)
+        })
+    }
+
+    /// The leader named in the logs: the daemon that logged LEADS_MESSAGE.
+    fn leaders(&self) -> Vec<(String, u64)> {
+        VMS.iter()
+            .filter_map(|vm| {
+                self.first_line(vm, LEADS_MESSAGE)
+                    .map(|line| ((*vm).to_owned(), line.at_unix_ms))
+            })
+            .collect()
+    }
+}
+
+fn scenario_text(notice: &str) -> String {
+    format!(
+        "name = \"{SCENARIO}\"\n\
+         description = \"One Platform Reboot naming vm-a, vm-b and vm-c.\"\n\
+         vms = [\"vm-a\", \"vm-b\", \"vm-c\"]\n\
+         end_after = \"10s\"\n\n\
+         [[events]]\n\
+         type = \"Reboot\"\n\
+         appear_at = \"2s\"\n\
+         notice = \"{notice}\"\n\
+         runs_for = \"30s\"\n"
+    )
+}
+
+fn path_text(path: &Path) -> &str {
+    path.to_str().expect("temp paths are UTF-8")
+}
+
+fn approval_posts(state: &StateSnapshot) -> usize {
+    state
+        .requests
+        .iter()
+        .filter(|request| request.method == "POST" && request.path.contains("scheduledevents"))
+        .count()
+}
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[test]
+fn the_event_is_approved_once_after_the_slowest_vm_is_ready() {
+    let _serial = lock();
+    approved_once_after_the_slowest(&Setup {
+        notice: "5m",
+        slow_attempts: 16,
+        coordination: &[],
+        auth: false,
+    });
+}
+
+#[test]
+fn etcd_with_authentication_is_used_with_the_configured_user() {
+    let _serial = lock();
+    approved_once_after_the_slowest(&Setup {
+        notice: "5m",
+        slow_attempts: 8,
+        coordination: &[],
+        auth: true,
+    });
+}
+
+/// Starts the set, waits for the approval, and checks it came once, from the leader,
+/// after vm-c's plugins approved; prints the time from vm-c's ready record to the POST.
+fn approved_once_after_the_slowest(setup: &Setup) {
+    let set = Set::start(setup);
+    let state = set.wait_for_approval();
+    // Let a second, wrong approval show itself if there were one.
+    wait_until(
+        Duration::from_secs(5),
+        "every VM to see the event started",
+        || {
+            VMS.iter().all(|vm| {
+                set.daemon(vm)
+                    .lines_with_message("event transition")
+                    .iter()
+                    .any(|line| line.text("transition") == "started")
+            })
+        },
+        || set.describe(),
+    );
+    let state_after = set.simulator.state();
+    assert_eq!(state_after.approvals.len(), 1, "{}", set.describe());
+    assert_eq!(approval_posts(&state_after), 1, "{}", set.describe());
+    let approval = &state.approvals[0];
+    assert!(approval.accepted);
+    assert_eq!(approval.event_id, set.event_id);
+
+    let slowest_prepared = set.prepared_at("vm-c").unwrap_or_else(|| {
+        panic!(
+            "approved before vm-c's plugins approved\n{}",
+            set.describe()
+        )
+    });
+    for fast in ["vm-a", "vm-b"] {
+        let prepared = set.prepared_at(fast).expect("fast VM prepared");
+        assert!(
+            prepared < slowest_prepared,
+            "{fast} should be faster than vm-c"
+        );
+    }
+    assert!(
+        approval.at_unix_ms >= slowest_prepared,
+        "approved at {} before vm-c's plugins approved at {slowest_prepared}\n{}",
+        approval.at_unix_ms,
+        set.describe()
+    );
+    let leaders = set.leaders();
+    assert_eq!(leaders.len(), 1, "exactly one leader: {leaders:?}");
+    assert_eq!(approval.vm, leaders[0].0, "the leader approves");
+    assert_ne!(
+        approval.vm, "vm-c",
+        "vm-c was never ready early enough to lead"
+    );
+
+    let last_ready = set
+        .first_line("vm-c", READY_MESSAGE)
+        .expect("vm-c recorded ready")
+        .at_unix_ms;
+    println!(
+        "FIGURE last VM ready -> approval POST at the simulator: {} ms (vm-c plugins approved -> POST: {} ms; leader {})",
+        approval.at_unix_ms.saturating_sub(last_ready),
+        approval.at_unix_ms.saturating_sub(slowest_prepared),
+        approval.vm
+    );
+}
+
+#[test]
+fn killing_the_leader_hands_over_within_the_lease_ttl_and_approves_once() {
+    let _serial = lock();
+    let mut set = Set::start(&Setup {
+        notice: "5m",
+        slow_attempts: 60,
+        coordination: &["dead-vm = \"counts-as-ready\""],
+        auth: false,
+    });
+    wait_until(
+        WAIT,
+        "a leader among the fast VMs",
+        || set.leaders().len() == 1,
+        || set.describe(),
+    );
+    let (leader, _) = set.leaders()[0].clone();
+    assert!(
+        set.prepared_at("vm-c").is_none(),
+        "vm-c must still be preparing"
+    );
+    let killed_at = now_unix_ms();
+    set.daemon_mut(&leader).kill();
+    let survivor = if leader == "vm-a" { "vm-b" } else { "vm-a" };
+    wait_until(
+        LEASE_TTL + Duration::from_secs(10),
+        "the surviving fast VM to take the lead",
+        || set.first_line(survivor, LEADS_MESSAGE).is_some(),
+        || set.describe(),
+    );
+    let took_over_at = set
+        .first_line(survivor, LEADS_MESSAGE)
+        .expect("survivor leads")
+        .at_unix_ms;
+    assert!(
+        set.simulator.state().approvals.is_empty(),
+        "nothing approved before vm-c is ready"
+    );
+    let state = set.wait_for_approval();
+    wait_until(
+        Duration::from_secs(5),
+        "the survivors to see the event started",
+        || {
+            [survivor, "vm-c"].iter().all(|vm| {
+                set.daemon(vm)
+                    .lines_with_message("event transition")
+                    .iter()
+                    .any(|line| line.text("transition") == "started")
+            })
+        },
+        || set.describe(),
+    );
+    let state_after = set.simulator.state();
+    assert_eq!(state_after.approvals.len(), 1, "{}", set.describe());
+    assert_eq!(approval_posts(&state_after), 1, "{}", set.describe());
+    let approval = &state.approvals[0];
+    assert_eq!(approval.vm, survivor, "the new leader approves");
+    let slowest_prepared = set.prepared_at("vm-c").expect("vm-c prepared");
+    assert!(
+        approval.at_unix_ms >= slowest_prepared,
+        "{}",
+        set.describe()
+    );
+    println!(
+        "FIGURE leader failover: {} killed, {survivor} leads {} ms later (lease TTL {} ms); approval POST {} ms after vm-c's plugins approved",
+        leader,
+        took_over_at.saturating_sub(killed_at),
+        LEASE_TTL.as_millis(),
+        approval.at_unix_ms.saturating_sub(slowest_prepared)
+    );
+}
+
+#[test]
+fn stopping_etcd_mid_event_never_approves_early() {
+    let _serial = lock();
+    let mut set = Set::start(&Setup {
+        notice: "25s",
+        slow_attempts: 16,
+        coordination: &[],
+        auth: false,
+    });
+    wait_until(
+        WAIT,
+        "a leader among the fast VMs",
+        || set.leaders().len() == 1,
+        || set.describe(),
+    );
+    assert!(
+        set.prepared_at("vm-c").is_none(),
+        "vm-c must still be preparing"
+    );
+    set.etcd.stop();
+    let started = wait_for(WAIT, "the event to start at NotBefore", || {
+        let state = set.simulator.state();
+        state
+            .history
+            .iter()
+            .find(|record| {
+                record.event_id == set.event_id && record.transition == Transition::Started
+            })
+            .map(|record| record.at_unix_ms)
+            .ok_or_else(|| set.describe())
+    });
+    let state = set.simulator.state();
+    assert!(
+        state.approvals.is_empty(),
+        "approved without coordination:\n{}",
+        set.describe()
+    );
+    assert_eq!(approval_posts(&state), 0, "{}", set.describe());
+    let slowest_prepared = set
+        .prepared_at("vm-c")
+        .expect("vm-c's plugins approved before NotBefore");
+    assert!(
+        slowest_prepared < started,
+        "vm-c must have been ready before the start"
+    );
+    for vm in VMS {
+        let warnings = set
+            .daemon(vm)
+            .lines()
+            .into_iter()
+            .filter(|line| line.message().starts_with(UNREACHABLE_PREFIX))
+            .count();
+        assert_eq!(
+            warnings,
+            1,
+            "{vm} logs the outage once per streak\n{}",
+            set.describe()
+        );
+    }
+}
