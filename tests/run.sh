@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # forewarn's whole test suite, as a new machine runs it: installs the system programs the
-# end-to-end tests drive for real (HAProxy, systemd-analyze, the plugin toolchains) when missing, then runs every
+# end-to-end tests drive for real (HAProxy, systemd-analyze, etcd, the plugin toolchains) when missing, then runs every
 # test of the workspace with cargo. The wasm plugins are built by build scripts on the way.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 missing=()
 command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
+command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "tests/run.sh: installing ${missing[*]} from Debian's packages (the end-to-end tests use them)"
     sudo=""
@@ -26,4 +28,4 @@ if ! cargo deb --version >/dev/null 2>&1; then
     cargo install cargo-deb --version 3.8.0 --locked --quiet
 fi
 
-cargo test --workspace --locked
+cargo test --workspace --locked --no-fail-fast

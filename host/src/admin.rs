@@ -30,6 +30,8 @@ pub struct DaemonViews {
     pub vm_name: String,
     pub state: watch::Receiver<Arc<DaemonState>>,
     pub poll: watch::Receiver<PollStatus>,
+    /// The etcd barrier's view, when `[coordination]` is configured.
+    pub coordination: Option<watch::Receiver<crate::coordination::CoordinationStatus>>,
 }
 
 /// What the endpoint reads from.
@@ -151,7 +153,14 @@ pub fn snapshot_of(state: &AdminState) -> StatusSnapshot {
             plugins: &plugins,
             ready: state.readiness.is_ready(),
             held_by: state.readiness.holders(),
+            coordination: coordination_view(views.as_ref()),
         },
         SystemTime::now(),
     )
+}
+
+/// The coordination status as JSON, for the status snapshot.
+fn coordination_view(views: Option<&DaemonViews>) -> Option<serde_json::Value> {
+    let receiver = views?.coordination.as_ref()?;
+    serde_json::to_value(&*receiver.borrow()).ok()
 }

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::admin::{self, AdminState, DaemonViews};
 use crate::config::Config;
+use crate::coordination::Coordinator;
 use crate::daemon::{Daemon, DaemonSettings};
 use crate::metrics::{self, Metrics};
 use crate::plugin_state::PluginStateStore;
@@ -190,12 +191,15 @@ async fn run_event_loop(
     };
     let daemon = Daemon::open(settings, client.clone(), plugins.clone(), timeline)
         .context("cannot open the journal")?;
-    let daemon = match &config.coordination {
-        Some(coordination) => daemon.with_coordination(
-            crate::coordination::Coordinator::start(coordination, &vm_name, shutdown.child_token())
-                .context("cannot start coordinated approval")?,
-        ),
-        None => daemon,
+    let (daemon, coordination) = match &config.coordination {
+        Some(coordination) => {
+            let stop = shutdown.child_token();
+            let coordinator = Coordinator::start(coordination, &vm_name, stop)
+                .context("cannot start coordinated approval")?;
+            let status = coordinator.subscribe();
+            (daemon.with_coordination(coordinator), Some(status))
+        }
+        None => (daemon, None),
     };
     let poller_stop = shutdown.child_token();
     let (poller, documents, poll_status) =
@@ -211,6 +215,7 @@ async fn run_event_loop(
         vm_name,
         state: daemon.snapshots(),
         poll: poll_status,
+        coordination,
     }));
     systemd::notify_ready();
     systemd::spawn_watchdog(poller_stop.clone());

@@ -637,7 +637,8 @@ impl Daemon {
             Handling::Prepare { affects_this_vm } => affects_this_vm,
             _ => true,
         };
-        self.in_flight.insert((id.to_owned(), plugin.name().to_owned()));
+        self.in_flight
+            .insert((id.to_owned(), plugin.name().to_owned()));
         self.planned.push(PlannedCall {
             event_id: id.to_owned(),
             plugin: plugin.clone(),

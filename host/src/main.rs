@@ -404,7 +404,11 @@ fn init_logging(format: LogFormat, quiet_by_default: bool) {
         .unwrap_or_else(|_| EnvFilter::new(default))
         // At trace level wasmtime-wasi logs every host call with its arguments, which
         // would let a plugin's stdout flood reach the log unbounded.
-        .add_directive("wasmtime_wasi=debug".parse().expect("a valid static directive"))
+        .add_directive(
+            "wasmtime_wasi=debug"
+                .parse()
+                .expect("a valid static directive"),
+        )
         // notify reports a deleted plugin directory at INFO; forewarn logs that itself.
         .add_directive("notify=warn".parse().expect("a valid static directive"));
     let builder = tracing_subscriber::fmt()

@@ -27,6 +27,10 @@ pub struct StatusSnapshot {
     /// Ordering problems in the plugin set (unknown `after` names, cycles).
     pub plugin_warnings: Vec<String>,
     pub imds: PollView,
+    /// The etcd approval barrier (`[coordination]`), when configured: its connection and the
+    /// events it coordinates, as `forewarn_host::coordination::CoordinationStatus` serializes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coordination: Option<serde_json::Value>,
 }
 
 /// Whether the VM is in rotation, and who holds it out.
@@ -107,6 +111,7 @@ pub struct StatusInputs<'a> {
     pub plugins: &'a PluginSet,
     pub ready: bool,
     pub held_by: Vec<String>,
+    pub coordination: Option<serde_json::Value>,
 }
 
 /// Builds the snapshot as of `now`.
@@ -143,6 +148,7 @@ pub fn build_snapshot(inputs: StatusInputs<'_>, now: SystemTime) -> StatusSnapsh
             .collect(),
         plugin_warnings: inputs.plugins.warnings().to_vec(),
         imds: poll_view(inputs.poll),
+        coordination: inputs.coordination,
     }
 }
 
@@ -300,7 +306,26 @@ pub fn render_table(snapshot: &StatusSnapshot) -> String {
     render_plugins(&mut out, snapshot);
     out.push('\n');
     render_poll(&mut out, &snapshot.imds);
+    if let Some(coordination) = &snapshot.coordination {
+        render_coordination(&mut out, coordination);
+    }
     out
+}
+
+fn render_coordination(out: &mut String, coordination: &serde_json::Value) {
+    let field = |name: &str| coordination.get(name).and_then(|value| value.as_str());
+    let events = coordination
+        .get("events")
+        .and_then(|events| events.as_array())
+        .map_or(0, Vec::len);
+    out.push_str(&format!(
+        "\nCOORDINATION: etcd {} ({} event(s) coordinated)\n",
+        field("connection").unwrap_or("unknown"),
+        events
+    ));
+    if let Some(error) = field("last_error") {
+        out.push_str(&format!("  last error: {error}\n"));
+    }
 }
 
 fn render_events(out: &mut String, events: &[EventView]) {
@@ -504,7 +529,26 @@ mod tests {
                 consecutive_failures: 1,
                 errors_by_kind: BTreeMap::from([("server".into(), 3)]),
             },
+            coordination: None,
         }
+    }
+
+    #[test]
+    fn table_shows_the_coordination_connection_and_its_last_error() {
+        let mut out = String::new();
+        render_coordination(
+            &mut out,
+            &serde_json::json!({
+                "connection": "unreachable",
+                "last_error": "connection refused",
+                "events": [{"event_id": "e1"}],
+            }),
+        );
+        assert!(
+            out.contains("COORDINATION: etcd unreachable (1 event(s) coordinated)"),
+            "{out}"
+        );
+        assert!(out.contains("last error: connection refused"), "{out}");
     }
 
     #[test]
@@ -611,6 +655,7 @@ mod tests {
                 plugins: &PluginSet::default(),
                 ready: true,
                 held_by: vec![],
+                coordination: None,
             },
             now,
         );

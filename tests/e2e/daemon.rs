@@ -200,7 +200,11 @@ fn transition_at(state: &StateSnapshot, event_id: &str, transition: Transition) 
 /// The simulator stamps each request when it arrives, before any injected delay, which is
 /// how IMDS counts them.
 fn assert_polite(state: &StateSnapshot) {
-    let instants: Vec<u64> = state.requests.iter().map(|request| request.at_unix_ms).collect();
+    let instants: Vec<u64> = state
+        .requests
+        .iter()
+        .map(|request| request.at_unix_ms)
+        .collect();
     let most = max_requests_in_window(&instants, 1000);
     assert!(
         most <= 5,
@@ -919,22 +923,14 @@ const FAULT_EVENT: &str = "FA000000-0000-0000-0000-000000000001";
 /// Runs a fault scenario with an approving plugin and checks that every event in `ids` is
 /// approved once and recovered, that the daemon kept running, and that it stayed within 5
 /// requests per second (arrivals at the simulator).
-fn assert_survives_fault(
-    name: &str,
-    extra: &str,
-    ids: &[&str],
-) -> StateSnapshot {
+fn assert_survives_fault(name: &str, extra: &str, ids: &[&str]) -> StateSnapshot {
     let scenario = fault_scenario(name, "20s", extra);
     let probe = ProbePlugin::new("probe", "approve");
     assert_survives_fault_with(&scenario, probe, ids)
 }
 
 /// [`assert_survives_fault`] with a whole scenario text and the plugin named "probe".
-fn assert_survives_fault_with(
-    scenario: &str,
-    probe: ProbePlugin,
-    ids: &[&str],
-) -> StateSnapshot {
+fn assert_survives_fault_with(scenario: &str, probe: ProbePlugin, ids: &[&str]) -> StateSnapshot {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("faults.toml");
     std::fs::write(&path, scenario).expect("write scenario");
