@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # forewarn's whole test suite, as a new machine runs it: installs the system programs the
-# end-to-end tests drive for real (HAProxy, systemd-analyze, etcd, the plugin toolchains) when missing, then runs every
+# end-to-end tests drive for real (HAProxy, systemd-analyze, etcd, openssl, the plugin toolchains) when missing, then runs every
 # test of the workspace with cargo. The wasm plugins are built by build scripts on the way.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +10,7 @@ command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "tests/run.sh: installing ${missing[*]} from Debian's packages (the end-to-end tests use them)"
     sudo=""

@@ -176,10 +176,16 @@ impl Config {
             path: path.to_path_buf(),
             source,
         })?;
-        Config::parse(&text).map_err(|message| ConfigError::Invalid {
+        let invalid = |message| ConfigError::Invalid {
             path: path.to_path_buf(),
             message,
-        })
+        };
+        let config = Config::parse(&text).map_err(invalid)?;
+        // The files a section names (certificates) are read only for a real config file.
+        if let Some(coordination) = &config.coordination {
+            crate::coordination::check_files(coordination).map_err(invalid)?;
+        }
+        Ok(config)
     }
 
     /// Parses config text; errors name the line and the key.

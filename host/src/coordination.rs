@@ -19,6 +19,7 @@
 
 pub mod barrier;
 pub mod etcd;
+pub mod tls;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -211,12 +212,13 @@ pub fn validate(config: &CoordinationConfig) -> Result<(), String> {
             "keys `coordination.username` and `coordination.password`: set both or neither".into(),
         );
     }
-    if config.cert_file.is_some() != config.key_file.is_some() {
-        return Err(
-            "keys `coordination.cert-file` and `coordination.key-file`: set both or neither".into(),
-        );
-    }
-    Ok(())
+    tls::check_settings(config)
+}
+
+/// Reads and checks the files a `[coordination]` section names (`ca-file`, `cert-file`,
+/// `key-file`); the message names the key. [`validate`] does not read files.
+pub fn check_files(config: &CoordinationConfig) -> Result<(), String> {
+    tls::client_config(config).map(|_| ())
 }
 
 /// Whether the barrier coordinates `event` for `vm_name`: it names this VM and another one.
@@ -300,7 +302,8 @@ impl Coordinator {
             }),
             _ => None,
         };
-        let client = EtcdClient::new(&config.endpoints, credentials, http_builder(config)?)?;
+        let tls = tls::client_config(config).map_err(CoordinationError::Setup)?;
+        let client = EtcdClient::new(&config.endpoints, credentials, tls)?;
         let vm = vm_name.to_ascii_lowercase();
         let status = CoordinationStatus {
             vm_name: vm.clone(),
@@ -378,27 +381,6 @@ impl Coordinator {
     pub fn subscribe(&self) -> watch::Receiver<CoordinationStatus> {
         self.inner.status.subscribe()
     }
-}
-
-/// Why TLS settings are refused: this build has no TLS stack.
-const NO_TLS: &str = "keys `coordination.endpoints` (https://), `ca-file`, `cert-file`, `key-file`: \
-     this build of forewarn talks to etcd over plain http:// only; use http:// endpoints \
-     (for example a local stunnel or ghostunnel client tunnel that holds the TLS \
-     certificates, see docs/coordination.md) and remove `ca-file`, `cert-file` and `key-file`";
-
-fn wants_tls(config: &CoordinationConfig) -> bool {
-    config.endpoints.iter().any(|e| e.starts_with("https://"))
-        || config.ca_file.is_some()
-        || config.cert_file.is_some()
-        || config.key_file.is_some()
-}
-
-/// The HTTP client builder for etcd: plain HTTP; TLS settings are refused, naming the way out.
-fn http_builder(config: &CoordinationConfig) -> Result<reqwest::ClientBuilder, CoordinationError> {
-    if wants_tls(config) {
-        return Err(CoordinationError::Setup(NO_TLS.into()));
-    }
-    Ok(reqwest::Client::builder())
 }
 
 /// The keys of one event.
@@ -991,16 +973,24 @@ mod tests {
     }
 
     #[test]
-    fn tls_settings_are_refused_at_start_with_the_way_out() {
-        let mut config = config();
-        config.endpoints = vec!["https://127.0.0.1:2379".into()];
-        let Err(error) = http_builder(&config) else {
-            panic!("https endpoints need TLS");
-        };
-        assert!(error.to_string().contains("stunnel"), "{error}");
-        let mut config = self::tests::config();
-        config.ca_file = Some("/etc/ssl/ca.pem".into());
-        assert!(http_builder(&config).is_err());
+    fn tls_settings_are_checked_with_the_config_and_its_files_on_load() {
+        let mixed = crate::config::Config::parse(
+            "[coordination]\nendpoints = [\"http://127.0.0.1:2379\"]\nca-file = \"/etc/ca.pem\"\n",
+        )
+        .expect_err("certificate files with a plain endpoint");
+        assert!(mixed.contains("use https://"), "{mixed}");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("forewarn.toml");
+        std::fs::write(
+            &path,
+            "[coordination]\nendpoints = [\"https://127.0.0.1:2379\"]\nca-file = \"/nonexistent/ca.pem\"\n",
+        )
+        .unwrap();
+        let error = crate::config::Config::load(&path)
+            .expect_err("a missing ca-file")
+            .to_string();
+        assert!(error.contains("coordination.ca-file"), "{error}");
+        assert!(error.contains("/nonexistent/ca.pem"), "{error}");
     }
 
     #[test]

@@ -36,15 +36,17 @@ const ROOT_PASSWORD: &str = "forewarn-test-secret";
 /// One test at a time (see the module comment).
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// A real etcd on free loopback ports with its data in a temp dir.
+/// A real etcd on free loopback ports with its data in a temp dir; over TLS with client
+/// certificates when started with a [`Pki`].
 struct Etcd {
     process: ChildGuard,
     address: String,
+    tls: bool,
     _dir: TempDir,
 }
 
 impl Etcd {
-    fn start() -> Etcd {
+    fn start(pki: Option<&Pki>) -> Etcd {
         let binary = find_on_path("etcd").unwrap_or_else(|| {
             panic!(
                 "etcd is not installed: the coordination tests run a real etcd. Install it \
@@ -54,12 +56,24 @@ impl Etcd {
         let dir = TempDir::new().expect("temp dir");
         let address = format!("127.0.0.1:{}", free_port());
         let peer = format!("http://127.0.0.1:{}", free_port());
+        // /health on plain HTTP: the client port wants a client certificate under TLS.
+        let metrics = format!("127.0.0.1:{}", free_port());
+        let scheme = if pki.is_some() { "https" } else { "http" };
         let log = std::fs::File::create(dir.path().join("etcd.log")).expect("etcd log");
-        let child = Command::new(binary)
+        let mut command = Command::new(binary);
+        if let Some(pki) = pki {
+            command
+                .arg(format!("--cert-file={}", pki.file("server.pem")))
+                .arg(format!("--key-file={}", pki.file("server.key")))
+                .arg(format!("--trusted-ca-file={}", pki.file("ca.pem")))
+                .arg("--client-cert-auth");
+        }
+        let child = command
             .arg("--name=forewarn-test")
             .arg(format!("--data-dir={}", dir.path().join("data").display()))
-            .arg(format!("--listen-client-urls=http://{address}"))
-            .arg(format!("--advertise-client-urls=http://{address}"))
+            .arg(format!("--listen-client-urls={scheme}://{address}"))
+            .arg(format!("--advertise-client-urls={scheme}://{address}"))
+            .arg(format!("--listen-metrics-urls=http://{metrics}"))
             .arg(format!("--listen-peer-urls={peer}"))
             .arg(format!("--initial-advertise-peer-urls={peer}"))
             .arg(format!("--initial-cluster=forewarn-test={peer}"))
@@ -71,10 +85,11 @@ impl Etcd {
         let etcd = Etcd {
             process: ChildGuard::new(child),
             address,
+            tls: pki.is_some(),
             _dir: dir,
         };
         wait_for(WAIT, "etcd to report healthy", || {
-            http_get(&etcd.address, "/health").and_then(|body| {
+            http_get(&metrics, "/health").and_then(|body| {
                 if body.contains("\"health\":\"true\"") {
                     Ok(())
                 } else {
@@ -119,11 +134,110 @@ impl Etcd {
     }
 
     fn endpoint(&self) -> String {
-        format!("http://{}", self.address)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.address)
     }
 
     fn stop(&mut self) {
         self.process.kill();
+    }
+}
+
+/// A test CA with a server certificate for 127.0.0.1 and a client certificate, made with
+/// the `openssl` command (Debian package openssl) in a temp dir.
+struct Pki {
+    dir: TempDir,
+}
+
+impl Pki {
+    fn generate() -> Pki {
+        let dir = TempDir::new().expect("temp dir");
+        let pki = Pki { dir };
+        pki.openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=forewarn test CA",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+            "-keyout",
+            &pki.file("ca.key"),
+            "-out",
+            &pki.file("ca.pem"),
+        ]);
+        // clientAuth too: etcd's JSON gateway dials etcd's own gRPC port with the server
+        // certificate, and --client-cert-auth refuses it without (HTTP 503 "connection closed").
+        pki.issue(
+            "server",
+            "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth",
+        );
+        pki.issue("client", "extendedKeyUsage=clientAuth");
+        pki
+    }
+
+    /// NAME.pem and NAME.key, signed by the CA with the given X.509 extensions.
+    fn issue(&self, name: &str, extensions: &str) {
+        let extfile = self.file(&format!("{name}.ext"));
+        std::fs::write(&extfile, format!("{extensions}\n")).expect("write extensions");
+        let request = self.file(&format!("{name}.csr"));
+        self.openssl(&[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-subj",
+            &format!("/CN=forewarn test {name}"),
+            "-keyout",
+            &self.file(&format!("{name}.key")),
+            "-out",
+            &request,
+        ]);
+        self.openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &request,
+            "-days",
+            "1",
+            "-CA",
+            &self.file("ca.pem"),
+            "-CAkey",
+            &self.file("ca.key"),
+            "-CAcreateserial",
+            "-extfile",
+            &extfile,
+            "-out",
+            &self.file(&format!("{name}.pem")),
+        ]);
+    }
+
+    fn openssl(&self, args: &[&str]) {
+        let binary = find_on_path("openssl").unwrap_or_else(|| {
+            panic!(
+                "openssl is not installed: the TLS test makes its certificates with it. \
+                 Install it with `apt-get install -y openssl`"
+            )
+        });
+        let output = Command::new(binary)
+            .args(args)
+            .output()
+            .unwrap_or_else(|error| panic!("cannot run openssl: {error}"));
+        assert!(output.status.success(), "openssl {args:?}: {output:?}");
+    }
+
+    fn file(&self, name: &str) -> String {
+        path_text(&self.dir.path().join(name)).to_owned()
     }
 }
 
@@ -154,6 +268,18 @@ struct Setup {
     coordination: &'static [&'static str],
     /// Turn on etcd authentication (user root) and give the daemons its password.
     auth: bool,
+    /// etcd over TLS with client certificates, and what the daemons are given.
+    tls: Tls,
+}
+
+/// etcd over TLS or not, and which CA the daemons trust.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Tls {
+    Off,
+    /// The daemons trust etcd's CA and present a client certificate it issued.
+    On,
+    /// The daemons trust another CA: they cannot verify etcd's certificate.
+    WrongCa,
 }
 
 /// Three daemons, one simulator, one etcd.
@@ -163,12 +289,17 @@ struct Set {
     simulator: Simulator,
     daemons: Vec<(String, Daemon)>,
     event_id: String,
+    pki: Option<Pki>,
+    /// A CA that did not issue etcd's certificate (for [`Tls::WrongCa`]).
+    other_pki: Option<Pki>,
 }
 
 impl Set {
     fn start(setup: &Setup) -> Set {
         let dir = TempDir::new().expect("temp dir");
-        let etcd = Etcd::start();
+        let pki = (setup.tls != Tls::Off).then(Pki::generate);
+        let other_pki = (setup.tls == Tls::WrongCa).then(Pki::generate);
+        let etcd = Etcd::start(pki.as_ref());
         if setup.auth {
             etcd.enable_auth();
         }
@@ -181,6 +312,8 @@ impl Set {
             simulator,
             daemons: Vec::new(),
             event_id: stable_event_id(SCENARIO, 0),
+            pki,
+            other_pki,
         };
         for vm in VMS {
             let daemon = set.start_daemon(vm, setup);
@@ -216,6 +349,15 @@ impl Set {
         if setup.auth {
             text.push_str(&format!(
                 "username = \"root\"\npassword = \"{ROOT_PASSWORD}\"\n"
+            ));
+        }
+        if let Some(pki) = &self.pki {
+            let ca = self.other_pki.as_ref().unwrap_or(pki);
+            text.push_str(&format!(
+                "ca-file = \"{}\"\ncert-file = \"{}\"\nkey-file = \"{}\"\n",
+                ca.file("ca.pem"),
+                pki.file("client.pem"),
+                pki.file("client.key")
             ));
         }
         for line in setup.coordination {
@@ -340,6 +482,7 @@ fn the_event_is_approved_once_after_the_slowest_vm_is_ready() {
         slow_attempts: 16,
         coordination: &[],
         auth: false,
+        tls: Tls::Off,
     });
 }
 
@@ -351,6 +494,7 @@ fn etcd_with_authentication_is_used_with_the_configured_user() {
         slow_attempts: 8,
         coordination: &[],
         auth: true,
+        tls: Tls::Off,
     });
 }
 
@@ -427,6 +571,7 @@ fn killing_the_leader_hands_over_within_the_lease_ttl_and_approves_once() {
         slow_attempts: 60,
         coordination: &["dead-vm = \"counts-as-ready\""],
         auth: false,
+        tls: Tls::Off,
     });
     wait_until(
         WAIT,
@@ -498,6 +643,7 @@ fn stopping_etcd_mid_event_never_approves_early() {
         slow_attempts: 16,
         coordination: &[],
         auth: false,
+        tls: Tls::Off,
     });
     wait_until(
         WAIT,
@@ -549,4 +695,60 @@ fn stopping_etcd_mid_event_never_approves_early() {
             set.describe()
         );
     }
+}
+
+#[test]
+fn etcd_over_tls_with_client_certificates_approves_once() {
+    let _serial = lock();
+    approved_once_after_the_slowest(&Setup {
+        notice: "5m",
+        slow_attempts: 4,
+        coordination: &[],
+        auth: false,
+        tls: Tls::On,
+    });
+}
+
+#[test]
+fn a_daemon_that_cannot_verify_etcd_never_approves_early() {
+    let _serial = lock();
+    let set = Set::start(&Setup {
+        notice: "5m",
+        slow_attempts: 4,
+        coordination: &[],
+        auth: false,
+        tls: Tls::WrongCa,
+    });
+    let unreachable = |vm: &str| {
+        set.daemon(vm)
+            .lines()
+            .into_iter()
+            .find(|line| line.message().starts_with(UNREACHABLE_PREFIX))
+    };
+    wait_until(
+        WAIT,
+        "every daemon to log etcd as unreachable, and vm-c's plugins to approve",
+        || VMS.iter().all(|vm| unreachable(vm).is_some()) && set.prepared_at("vm-c").is_some(),
+        || set.describe(),
+    );
+    let warning = unreachable("vm-a").expect("logged above");
+    println!("wrong CA: vm-a logged {:?}", warning.text("error"));
+    assert!(
+        warning.text("error").contains("certificate"),
+        "the warning names the certificate problem: {}",
+        warning.text("error")
+    );
+    for vm in VMS {
+        assert!(
+            set.first_line(vm, READY_MESSAGE).is_none(),
+            "{vm} cannot have written to etcd"
+        );
+    }
+    let state = set.simulator.state();
+    assert!(
+        state.approvals.is_empty(),
+        "approved although no VM could coordinate:\n{}",
+        set.describe()
+    );
+    assert_eq!(approval_posts(&state), 0, "{}", set.describe());
 }

@@ -10,6 +10,13 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper::StatusCode;
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -82,10 +89,13 @@ pub enum Write {
     Delete(String),
 }
 
+/// The HTTP/1.1 client under [`EtcdClient`]: `http://` or `https://` (rustls), no proxy.
+type HttpClient = HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
 /// An etcd client that tries each endpoint in turn, starting with the last one that worked.
 #[derive(Debug)]
 pub struct EtcdClient {
-    http: reqwest::Client,
+    http: HttpClient,
     endpoints: Vec<String>,
     preferred: AtomicUsize,
     credentials: Option<Credentials>,
@@ -93,11 +103,12 @@ pub struct EtcdClient {
 }
 
 impl EtcdClient {
-    /// A client for `endpoints` (`http://host:port`, no trailing path), never through a proxy.
+    /// A client for `endpoints` (`http://host:port` or `https://host:port`, no trailing path),
+    /// never through a proxy; `tls` is used for the `https://` ones.
     pub fn new(
         endpoints: &[String],
         credentials: Option<Credentials>,
-        http: reqwest::ClientBuilder,
+        tls: rustls::ClientConfig,
     ) -> Result<EtcdClient, EtcdError> {
         if endpoints.is_empty() {
             return Err(EtcdError::Setup(
@@ -105,12 +116,16 @@ impl EtcdClient {
                     .into(),
             ));
         }
-        let http = http
-            .no_proxy()
-            .timeout(REQUEST_TIMEOUT)
-            .connect_timeout(REQUEST_TIMEOUT)
-            .build()
-            .map_err(|error| EtcdError::Setup(error.to_string()))?;
+        let mut tcp = HttpConnector::new();
+        tcp.enforce_http(false);
+        tcp.set_connect_timeout(Some(REQUEST_TIMEOUT));
+        tcp.set_nodelay(true);
+        let connector = HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(tcp);
+        let http = HyperClient::builder(TokioExecutor::new()).build(connector);
         Ok(EtcdClient {
             http,
             endpoints: endpoints
@@ -243,25 +258,27 @@ impl EtcdClient {
         body: &Value,
         token: Option<&str>,
     ) -> Result<T, EtcdError> {
-        let mut request = self.http.post(format!("{endpoint}{path}")).json(body);
+        let unreachable = |mut message: String| {
+            if message.contains("certificate") {
+                message.push_str(" (check `coordination.ca-file`, `cert-file` and `key-file`)");
+            }
+            EtcdError::Unreachable {
+                endpoint: endpoint.to_owned(),
+                message,
+            }
+        };
+        let mut request = hyper::Request::post(format!("{endpoint}{path}"))
+            .header(hyper::header::CONTENT_TYPE, "application/json");
         if let Some(token) = token {
-            request = request.header("Authorization", token);
+            request = request.header(hyper::header::AUTHORIZATION, token);
         }
-        let response = request
-            .send()
+        let request = request
+            .body(Full::new(Bytes::from(body.to_string())))
+            .map_err(|error| EtcdError::Setup(format!("{endpoint}{path}: {error}")))?;
+        let (status, text) = tokio::time::timeout(REQUEST_TIMEOUT, self.exchange(request))
             .await
-            .map_err(|error| EtcdError::Unreachable {
-                endpoint: endpoint.to_owned(),
-                message: describe_reqwest_error(&error),
-            })?;
-        let status = response.status();
-        let text = response
-            .text()
-            .await
-            .map_err(|error| EtcdError::Unreachable {
-                endpoint: endpoint.to_owned(),
-                message: describe_reqwest_error(&error),
-            })?;
+            .map_err(|_| unreachable(format!("no answer within {REQUEST_TIMEOUT:?}")))?
+            .map_err(unreachable)?;
         if !status.is_success() {
             return Err(EtcdError::Refused {
                 endpoint: endpoint.to_owned(),
@@ -280,6 +297,26 @@ impl EtcdClient {
             path: path.to_owned(),
             message: format!("{error} in {}", truncate(first_line, 200)),
         })
+    }
+
+    /// Sends `request` and reads the whole answer; the error is for [`EtcdError::Unreachable`].
+    async fn exchange(
+        &self,
+        request: hyper::Request<Full<Bytes>>,
+    ) -> Result<(StatusCode, String), String> {
+        let response = self
+            .http
+            .request(request)
+            .await
+            .map_err(|error| describe_error(&error))?;
+        let status = response.status();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|error| describe_error(&error))?
+            .to_bytes();
+        Ok((status, String::from_utf8_lossy(&body).into_owned()))
     }
 
     /// The auth token, fetched on first use when credentials are configured.
@@ -449,8 +486,8 @@ fn gateway_error_message(body: &str) -> String {
     message.unwrap_or_else(|| truncate(body, 200))
 }
 
-fn describe_reqwest_error(error: &reqwest::Error) -> String {
-    use std::error::Error as _;
+/// An error with its causes, e.g. "client error (Connect): invalid peer certificate: UnknownIssuer".
+fn describe_error(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
