@@ -69,6 +69,9 @@ pub struct Daemon {
     coordination: Option<Coordinator>,
     /// Calls decided in this round, started once the round's state is journaled.
     planned: Vec<PlannedCall>,
+    /// State changed (a document or an answer was applied) and is not journaled yet; the
+    /// next round journals it before anything is acted on, so each round costs one fsync.
+    unsaved: bool,
 }
 
 struct PlannedCall {
@@ -121,6 +124,7 @@ impl Daemon {
             snapshots,
             coordination: None,
             planned: Vec::new(),
+            unsaved: false,
         })
     }
 
@@ -188,7 +192,8 @@ impl Daemon {
         self.commit()
     }
 
-    /// Applies one document: journal the transitions, then act on them.
+    /// Applies one document's transitions to the state. Nothing is acted on until the next
+    /// round (`advance`) has journaled them.
     pub fn observe(&mut self, document: &Document, now: SystemTime) -> Result<(), DaemonError> {
         let transitions = self.state.tracker.observe(document, now);
         if transitions.is_empty() {
@@ -197,7 +202,8 @@ impl Daemon {
         for transition in &transitions {
             self.apply_transition(transition);
         }
-        self.commit()
+        self.unsaved = true;
+        Ok(())
     }
 
     fn apply_transition(&mut self, transition: &Transition) {
@@ -305,8 +311,9 @@ impl Daemon {
         for id in ids {
             changed |= self.advance_event(&id, &plugins, now);
         }
-        // Journal first (attempt numbers, approvals due), then act: start the calls.
-        if changed || !self.planned.is_empty() {
+        // Journal first (transitions, answers, attempt numbers, approvals due), then act:
+        // start the calls and send the approvals.
+        if self.unsaved || changed || !self.planned.is_empty() {
             self.commit()?;
         }
         for call in std::mem::take(&mut self.planned) {
@@ -726,7 +733,8 @@ impl Daemon {
                 record_recovery(own, &result.outcome, now)
             }
         }
-        self.commit()
+        self.unsaved = true;
+        Ok(())
     }
 
     fn forget(&mut self, id: &str) -> bool {
@@ -783,6 +791,7 @@ impl Daemon {
 
     fn commit(&mut self) -> Result<(), DaemonError> {
         self.journal.commit(&self.state)?;
+        self.unsaved = false;
         self.snapshots.send_replace(Arc::new(self.state.clone()));
         Ok(())
     }
@@ -794,12 +803,16 @@ impl Daemon {
 }
 
 /// Whether an event that vanished while the daemon last saw it Scheduled most likely ran:
-/// IMDS accepted our approval, or its NotBefore had passed. Either way the daemon missed the
+/// our approval was sent (or was due: a crash between the POST and the journal write leaves
+/// it so), or its NotBefore had passed. Either way the daemon missed the
 /// Started document (it was down — perhaps rebooted by this very event — or IMDS was
 /// unreadable for longer than the event lasted). A cancel happens before the start, so
 /// recovering as after a start is the safe reading: plugins restore and restart.
 fn missed_the_start(progress: &EventProgress, now: SystemTime) -> bool {
-    let approved = matches!(progress.approval, Approval::Sent { .. });
+    let approved = matches!(
+        progress.approval,
+        Approval::Sent { .. } | Approval::Due { .. }
+    );
     let past_not_before = progress
         .event
         .not_before

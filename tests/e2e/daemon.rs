@@ -827,7 +827,7 @@ from = "1500ms"
 /// it comes back. IMDS accepted the approval, and an approved event starts (the docs allow a
 /// rare cancel while other tenants are still to approve), so the recovery the plugins get
 /// should be ended-after-start (the VM went through the Reboot), not ended-without-start
-/// (which tells them nothing happened). Fails today: see the report of the e2e tests.
+/// (which tells them nothing happened).
 #[test]
 fn approved_event_that_ended_while_down_is_recovered_as_started() {
     let dir = tempfile::tempdir().expect("temp dir");

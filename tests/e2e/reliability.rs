@@ -1,0 +1,633 @@
+//! Reliability suites against the real `forewarn run`: hostile plugins beside a good one, a
+//! long run through every kind of IMDS fault, and SIGKILL at random points (seeded).
+//!
+//! Each test is bounded (scenarios run sped up, every wait has a deadline) and asserts at the
+//! simulator (approvals, requests, history) and in the daemon's JSON log (plugin decisions).
+//! Set FOREWARN_CRASH_SEED=N to replay a crash-safety run; the seed used is always printed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use forewarn_simulator::{StateSnapshot, Transition, stable_event_id};
+use forewarn_tests::guests;
+use forewarn_tests::support::{
+    Daemon, DaemonConfig, PluginDecision, ProbePlugin, Simulator, max_requests_per_second,
+    summarize_state, wait_for, write_plugin_dir,
+};
+use tempfile::TempDir;
+
+const BINARY: &str = env!("CARGO_BIN_EXE_forewarn");
+
+/// A temp dir with a plugin directory, a config, a state dir, and the simulator.
+struct Setup {
+    dir: TempDir,
+    simulator: Simulator,
+    config: PathBuf,
+}
+
+impl Setup {
+    /// Writes `scenario_text` to a file, starts the simulator on it at `speed`, writes
+    /// `plugins` and a config polling every `poll_interval` with `policy` lines.
+    fn new(
+        scenario_text: &str,
+        speed: f64,
+        plugins: &[ProbePlugin],
+        poll_interval: &str,
+        policy: &[&str],
+    ) -> Setup {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let scenario = dir.path().join("scenario.toml");
+        std::fs::write(&scenario, scenario_text).expect("write the scenario");
+        let simulator = Simulator::start(Path::new(BINARY), &scenario.to_string_lossy(), speed);
+        let plugin_dir = dir.path().join("plugins");
+        write_plugin_dir(&plugin_dir, Path::new(guests::PROBE), plugins);
+        let config = dir.path().join("forewarn.toml");
+        DaemonConfig {
+            vm_name: "vm-a".into(),
+            state_dir: dir.path().join("state"),
+            plugin_dir,
+            imds_url: simulator.base_url.clone(),
+            poll_interval: poll_interval.into(),
+            policy: policy.iter().map(|line| (*line).to_owned()).collect(),
+        }
+        .write(&config);
+        Setup {
+            dir,
+            simulator,
+            config,
+        }
+    }
+
+    fn start_daemon(&self) -> Daemon {
+        Daemon::start(Path::new(BINARY), &self.config)
+    }
+
+    /// Waits for the scenario's end; panics at once if `daemon` exits on the way.
+    fn wait_finished(&self, daemon: &mut Daemon, timeout: Duration) -> StateSnapshot {
+        wait_for(timeout, "the scenario to finish", || {
+            if daemon.has_exited() {
+                panic!("the daemon exited: {}", daemon.describe_for_failure());
+            }
+            let state = self.simulator.state();
+            if state.finished {
+                Ok(state)
+            } else {
+                Err(summarize_state(&state))
+            }
+        })
+    }
+}
+
+fn same_id(left: &str, right: &str) -> bool {
+    left.eq_ignore_ascii_case(right)
+}
+
+fn accepted_approvals_of(state: &StateSnapshot, id: &str) -> usize {
+    state
+        .approvals
+        .iter()
+        .filter(|record| record.accepted && same_id(&record.event_id, id))
+        .count()
+}
+
+/// Every EventId with an accepted approval, upper-cased, with how many times.
+fn accepted_approval_counts(state: &StateSnapshot) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for record in state.approvals.iter().filter(|record| record.accepted) {
+        *counts
+            .entry(record.event_id.to_ascii_uppercase())
+            .or_insert(0) += 1;
+    }
+    counts
+}
+
+fn transition_at(state: &StateSnapshot, id: &str, transition: Transition) -> Option<u64> {
+    state
+        .history
+        .iter()
+        .find(|record| same_id(&record.event_id, id) && record.transition == transition)
+        .map(|record| record.at_scenario_ms)
+}
+
+fn decisions_of<'a>(
+    decisions: &'a [PluginDecision],
+    id: &str,
+    plugin: &str,
+) -> Vec<&'a PluginDecision> {
+    decisions
+        .iter()
+        .filter(|decision| same_id(&decision.event_id, id) && decision.plugin == plugin)
+        .collect()
+}
+
+fn assert_polite(state: &StateSnapshot) {
+    let instants: Vec<u64> = state
+        .requests
+        .iter()
+        .map(|request| request.at_unix_ms)
+        .collect();
+    let most = max_requests_per_second(&instants);
+    assert!(
+        most <= 5,
+        "{most} requests arrived within one second at the simulator (IMDS allows 5)"
+    );
+}
+
+fn unix_ms_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|since| since.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+// ---- hostile plugins ------------------------------------------------------------------
+
+/// A Reboot (every plugin subscribes) whose NotBefore comes 20 s of wall time after it
+/// appears, and a Freeze (only the good plugin subscribes) appearing 2 s later.
+const HOSTILE_SCENARIO: &str = r#"
+name = "hostile"
+end_after = "1s"
+
+[[events]]
+type = "Reboot"
+appear_at = "2s"
+notice = "40s"
+runs_for = "4s"
+
+[[events]]
+type = "Freeze"
+appear_at = "6s"
+notice = "10m"
+runs_for = "2s"
+"#;
+const HOSTILE_SPEED: f64 = 2.0;
+const HOSTILE_MARGIN_MS: u64 = 2_000;
+
+#[test]
+fn hostile_plugins_leave_the_daemon_and_a_good_plugin_unaffected() {
+    let plugins = [
+        ProbePlugin::new("good", "approve"),
+        // Calls the host's `config` in a tight loop until cut off.
+        ProbePlugin::new("hammer", "host-call-loop")
+            .subscribe(&["Reboot"])
+            .budget("1s"),
+        // Defers with an 8 MiB reason.
+        ProbePlugin::new("huge", "huge-reason").subscribe(&["Reboot"]),
+        // Defers forever.
+        ProbePlugin::new("stubborn", "defer").subscribe(&["Reboot"]),
+        // Sits in a WASI sleep (a host call) for an hour.
+        ProbePlugin::new("sleeper", "sleep")
+            .subscribe(&["Reboot"])
+            .budget("1s"),
+    ];
+    let margin = format!("safety-margin-ms = {HOSTILE_MARGIN_MS}");
+    let setup = Setup::new(
+        HOSTILE_SCENARIO,
+        HOSTILE_SPEED,
+        &plugins,
+        "300ms",
+        &[&margin],
+    );
+    let mut daemon = setup.start_daemon();
+    let reboot = stable_event_id("hostile", 0);
+    let freeze = stable_event_id("hostile", 1);
+
+    // The Freeze is prepared and approved while the Reboot's hostile plugins misbehave.
+    let state = setup.simulator.wait_for_state(
+        Duration::from_secs(30),
+        "the Freeze to be approved",
+        |state| accepted_approvals_of(state, &freeze) == 1,
+    );
+    let freeze_approved_ms = state
+        .approvals
+        .iter()
+        .find(|record| record.accepted && same_id(&record.event_id, &freeze))
+        .map(|record| record.at_scenario_ms)
+        .unwrap_or(u64::MAX);
+    let reboot_not_before_ms = 2_000 + 40_000;
+    assert!(
+        freeze_approved_ms < reboot_not_before_ms,
+        "the Freeze waited for the Reboot's NotBefore: approved at {freeze_approved_ms} ms"
+    );
+
+    // The Reboot is never approved by forewarn: it starts on its own at NotBefore, and the
+    // good plugin is told it started and then recovers: nothing is stuck.
+    let decisions = daemon.wait_for_decisions(
+        Duration::from_secs(45),
+        "the good plugin to recover from the Reboot",
+        |decisions| {
+            decisions_of(decisions, &reboot, "good")
+                .iter()
+                .any(|decision| decision.phase == "ended-after-start")
+        },
+    );
+    let state = setup.simulator.state();
+    let context = format!(
+        "{}\n{}",
+        summarize_state(&state),
+        daemon.describe_for_failure()
+    );
+    assert_eq!(
+        accepted_approvals_of(&state, &reboot),
+        0,
+        "the Reboot was approved though a plugin deferred it; {context}"
+    );
+    let started_ms = transition_at(&state, &reboot, Transition::Started)
+        .unwrap_or_else(|| panic!("the Reboot never started; {context}"));
+    assert!(
+        started_ms >= reboot_not_before_ms,
+        "the Reboot started at {started_ms} ms, before its NotBefore; {context}"
+    );
+
+    // The daemon stopped asking at NotBefore − margin: no prepare call answered after it,
+    // beyond a cut-off's lateness.
+    let appeared_unix_ms = state
+        .history
+        .iter()
+        .find(|record| {
+            same_id(&record.event_id, &reboot) && record.transition == Transition::Appeared
+        })
+        .map(|record| record.at_unix_ms)
+        .unwrap_or_else(|| panic!("no appearance of the Reboot; {context}"));
+    let not_before_unix_ms = appeared_unix_ms + (40_000.0 / HOSTILE_SPEED) as u64;
+    let last_prepare_ms = decisions
+        .iter()
+        .filter(|decision| same_id(&decision.event_id, &reboot) && decision.phase == "prepare")
+        .map(|decision| decision.at_unix_ms)
+        .max()
+        .unwrap_or(0);
+    assert!(
+        last_prepare_ms <= not_before_unix_ms - HOSTILE_MARGIN_MS + 500,
+        "a prepare answer was logged {} ms before NotBefore (the margin is {HOSTILE_MARGIN_MS} ms); {context}",
+        not_before_unix_ms as i64 - last_prepare_ms as i64
+    );
+    assert!(
+        !daemon
+            .lines()
+            .iter()
+            .filter(|line| line.text("level") == "WARN")
+            .filter(|line| line.message().contains("NotBefore (minus the"))
+            .collect::<Vec<_>>()
+            .is_empty(),
+        "the daemon did not say it gave up preparing at NotBefore − margin; {context}"
+    );
+
+    // Each hostile plugin was contained the way it should be.
+    let stubborn = decisions_of(&decisions, &reboot, "stubborn");
+    assert!(
+        stubborn.len() >= 3
+            && stubborn
+                .iter()
+                .filter(|decision| decision.phase == "prepare")
+                .all(|decision| decision.decision == "defer"),
+        "the deferring plugin was not asked again and again: {stubborn:?}"
+    );
+    for plugin in ["hammer", "sleeper"] {
+        let prepares: Vec<_> = decisions_of(&decisions, &reboot, plugin)
+            .into_iter()
+            .filter(|decision| decision.phase == "prepare")
+            .collect();
+        assert!(
+            !prepares.is_empty() && prepares.iter().all(|d| d.failure == "budget-exceeded"),
+            "{plugin} was not cut off at its budget: {prepares:?}; {context}"
+        );
+    }
+    let huge: Vec<_> = decisions_of(&decisions, &reboot, "huge")
+        .into_iter()
+        .filter(|decision| decision.phase == "prepare")
+        .collect();
+    assert!(
+        !huge.is_empty()
+            && huge
+                .iter()
+                .all(|d| d.decision == "defer" && d.reason.len() <= 1024),
+        "the 8 MiB reason was not cut to 1 KiB: {:?}",
+        huge.iter().map(|d| d.reason.len()).collect::<Vec<_>>()
+    );
+
+    // The good plugin saw every phase of both events, and the daemon is still running.
+    for (id, phases) in [
+        (&reboot, ["prepare", "started", "ended-after-start"]),
+        (&freeze, ["prepare", "started", "ended-after-start"]),
+    ] {
+        let seen: Vec<&str> = decisions_of(&decisions, id, "good")
+            .iter()
+            .map(|decision| decision.phase.as_str())
+            .collect();
+        for phase in phases {
+            assert!(
+                seen.contains(&phase),
+                "the good plugin missed {phase} of {id}: {seen:?}; {context}"
+            );
+        }
+    }
+    assert!(!daemon.has_exited(), "the daemon exited; {context}");
+    assert_polite(&state);
+}
+
+// ---- a long mixed run through IMDS faults ---------------------------------------------
+
+const MIXED_EVENTS: usize = 40;
+/// The fault windows repeat with this period (scenario time), twice over the run.
+const FAULT_CYCLE_MS: u64 = 65_000;
+const MIXED_SPEED: f64 = 2.0;
+
+/// Events of every type, one every 3 s (scenario time) from 5 s, each with a 3-minute
+/// notice, gone 4 s after it starts; two cycles of fault windows of every kind among them.
+fn mixed_scenario() -> String {
+    let types = ["Reboot", "Redeploy", "Freeze", "Preempt", "Terminate"];
+    let mut text = String::from("name = \"mixed\"\nend_after = \"2s\"\n");
+    for index in 0..MIXED_EVENTS {
+        let _ = write!(
+            text,
+            "\n[[events]]\ntype = \"{}\"\nappear_at = \"{}ms\"\nnotice = \"3m\"\nruns_for = \"4s\"\n",
+            types[index % types.len()],
+            5_000 + 3_000 * index
+        );
+    }
+    for cycle in 0..2 {
+        for fault in fault_cycle(cycle * FAULT_CYCLE_MS) {
+            let _ = write!(text, "\n[[faults]]\n{fault}\n");
+        }
+    }
+    text
+}
+
+/// One cycle of fault windows of every kind, starting `offset_ms` into the scenario.
+fn fault_cycle(offset_ms: u64) -> Vec<String> {
+    let at = |ms: u64| format!("{}ms", offset_ms + ms);
+    let mut faults = vec![
+        format!(
+            "kind = \"status\"\nstatus = 429\nfrom = \"{}\"\nuntil = \"{}\"",
+            at(8_000),
+            at(12_000)
+        ),
+        format!(
+            "kind = \"status\"\nstatus = 410\nfrom = \"{}\"\nuntil = \"{}\"",
+            at(16_000),
+            at(20_000)
+        ),
+        format!(
+            "kind = \"status\"\nstatus = 500\nmethods = [\"GET\", \"POST\"]\nfrom = \"{}\"\nuntil = \"{}\"",
+            at(24_000),
+            at(27_000)
+        ),
+        format!(
+            "kind = \"status\"\nstatus = 503\nmethods = [\"POST\"]\nfrom = \"{}\"\nuntil = \"{}\"",
+            at(30_000),
+            at(35_000)
+        ),
+        format!(
+            "kind = \"delay\"\ndelay = \"1500ms\"\nfrom = \"{}\"\nuntil = \"{}\"",
+            at(38_000),
+            at(44_000)
+        ),
+        format!(
+            "kind = \"malformed\"\nbody = \"garbage\"\nfrom = \"{}\"\nuntil = \"{}\"",
+            at(47_000),
+            at(50_000)
+        ),
+        format!(
+            "kind = \"malformed\"\nbody = \"truncated\"\nfrom = \"{}\"\nuntil = \"{}\"",
+            at(53_000),
+            at(56_000)
+        ),
+        format!("kind = \"incarnation-reset\"\nat = \"{}\"", at(59_000)),
+        format!(
+            "kind = \"delay\"\ndelay = \"700ms\"\nmethods = [\"POST\"]\nfrom = \"{}\"\nuntil = \"{}\"",
+            at(60_000),
+            at(63_000)
+        ),
+    ];
+    if offset_ms == 0 {
+        faults.push("kind = \"slow-first-call\"\ndelay = \"1500ms\"".to_owned());
+    }
+    faults
+}
+
+#[test]
+fn long_mixed_run_through_imds_faults_misses_nothing_and_approves_once() {
+    let plugins = [
+        ProbePlugin::new("good", "approve"),
+        ProbePlugin::new("twice", "defer-until-attempt")
+            .config("attempts", "2")
+            .config("retry-ms", "300"),
+    ];
+    let setup = Setup::new(
+        &mixed_scenario(),
+        MIXED_SPEED,
+        &plugins,
+        "250ms",
+        &["safety-margin-ms = 300"],
+    );
+    let mut daemon = setup.start_daemon();
+    let state = setup.wait_finished(&mut daemon, Duration::from_secs(120));
+    let context = format!(
+        "{}\n{}",
+        summarize_state(&state),
+        daemon.describe_for_failure()
+    );
+    let decisions = daemon.decisions();
+    let counts = accepted_approval_counts(&state);
+    for index in 0..MIXED_EVENTS {
+        let id = stable_event_id("mixed", index);
+        assert_eq!(
+            counts.get(&id.to_ascii_uppercase()).copied().unwrap_or(0),
+            1,
+            "event {index} ({id}) was not approved exactly once; {context}"
+        );
+        let appeared = transition_at(&state, &id, Transition::Appeared).unwrap_or(0);
+        let started = transition_at(&state, &id, Transition::Started)
+            .unwrap_or_else(|| panic!("event {index} never started; {context}"));
+        assert!(
+            started < appeared + 180_000,
+            "event {index} started at NotBefore, not by the approval; {context}"
+        );
+        for plugin in ["good", "twice"] {
+            let phases: BTreeSet<&str> = decisions_of(&decisions, &id, plugin)
+                .iter()
+                .map(|decision| decision.phase.as_str())
+                .collect();
+            assert!(
+                phases.contains("prepare") && phases.contains("ended-after-start"),
+                "{plugin} missed phases of event {index}: {phases:?}; {context}"
+            );
+        }
+    }
+    assert_eq!(
+        counts.len(),
+        MIXED_EVENTS,
+        "approvals for unknown events: {counts:?}"
+    );
+    assert_polite(&state);
+    let gets = state
+        .requests
+        .iter()
+        .filter(|request| request.method == "GET")
+        .count();
+    assert!(
+        gets >= 120,
+        "only {gets} documents were fetched; the run is meant to be long"
+    );
+    let fault_statuses: BTreeSet<u16> = state
+        .requests
+        .iter()
+        .map(|request| request.status)
+        .filter(|status| *status != 200)
+        .collect();
+    for status in [410, 429, 500, 503] {
+        assert!(
+            fault_statuses.contains(&status),
+            "no request was answered {status}: the fault windows were missed; {fault_statuses:?}"
+        );
+    }
+    eprintln!(
+        "mixed run: {MIXED_EVENTS} events, {gets} GETs, {} requests, statuses seen {fault_statuses:?}",
+        state.requests.len()
+    );
+}
+
+// ---- SIGKILL at random points -------------------------------------------------------------
+
+const CRASH_EVENTS: usize = 10;
+const CRASH_SPEED: f64 = 2.0;
+const MAX_KILLS: usize = 16;
+
+/// Reboots and Redeploys, one every 3 s (scenario time) from 4 s, 2-minute notice.
+fn crash_scenario() -> String {
+    let mut text = String::from("name = \"crash\"\nend_after = \"2s\"\n");
+    for index in 0..CRASH_EVENTS {
+        let event_type = if index % 2 == 0 { "Reboot" } else { "Redeploy" };
+        let _ = write!(
+            text,
+            "\n[[events]]\ntype = \"{event_type}\"\nappear_at = \"{}ms\"\nnotice = \"2m\"\nruns_for = \"3s\"\n",
+            4_000 + 3_000 * index
+        );
+    }
+    text
+}
+
+fn crash_plugins() -> Vec<ProbePlugin> {
+    vec![
+        ProbePlugin::new("good", "approve"),
+        ProbePlugin::new("twice", "defer-until-attempt")
+            .config("attempts", "2")
+            .config("retry-ms", "200"),
+    ]
+}
+
+/// xorshift64*: small, seeded, good enough to pick kill instants.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn millis_between(&mut self, low: u64, high: u64) -> u64 {
+        low + self.next() % (high - low)
+    }
+}
+
+fn crash_seed() -> u64 {
+    if let Some(seed) = std::env::var("FOREWARN_CRASH_SEED")
+        .ok()
+        .and_then(|text| text.parse().ok())
+    {
+        return seed;
+    }
+    unix_ms_now() | 1
+}
+
+/// Waits until the simulator has answered a request made after `since_unix_ms`: the daemon
+/// started, read its journal and polls.
+fn wait_for_a_poll_since(setup: &Setup, daemon: &mut Daemon, since_unix_ms: u64) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let state = setup.simulator.state();
+        if state
+            .requests
+            .iter()
+            .any(|request| request.at_unix_ms >= since_unix_ms)
+        {
+            return;
+        }
+        assert!(
+            !daemon.has_exited(),
+            "the daemon exited after a restart: {}",
+            daemon.describe_for_failure()
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the restarted daemon did not poll within 20 s: {}",
+            daemon.describe_for_failure()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sigkill_at_random_points_changes_no_approval() {
+    let seed = crash_seed();
+    eprintln!("crash-safety seed: {seed} (replay with FOREWARN_CRASH_SEED={seed})");
+    let mut rng = Rng(seed);
+    let scenario = crash_scenario();
+    let clean = Setup::new(&scenario, CRASH_SPEED, &crash_plugins(), "250ms", &[]);
+    let mut clean_daemon = clean.start_daemon();
+    let crashed = Setup::new(&scenario, CRASH_SPEED, &crash_plugins(), "250ms", &[]);
+
+    let mut killed: Vec<Daemon> = Vec::new();
+    let mut daemon = crashed.start_daemon();
+    let mut kills = 0;
+    while kills < MAX_KILLS && !crashed.simulator.state().finished {
+        wait_for_a_poll_since(&crashed, &mut daemon, unix_ms_now());
+        std::thread::sleep(Duration::from_millis(rng.millis_between(100, 1_800)));
+        daemon.kill();
+        kills += 1;
+        killed.push(daemon);
+        daemon = crashed.start_daemon();
+    }
+    wait_for_a_poll_since(&crashed, &mut daemon, unix_ms_now());
+    let crashed_state = crashed.wait_finished(&mut daemon, Duration::from_secs(90));
+    let clean_state = clean.wait_finished(&mut clean_daemon, Duration::from_secs(30));
+
+    let quarantined: Vec<String> = killed
+        .iter()
+        .chain(std::iter::once(&daemon))
+        .flat_map(|daemon| daemon.lines())
+        .filter(|line| line.message().contains("journal was unreadable"))
+        .map(|line| line.fields.to_string())
+        .collect();
+    assert!(
+        quarantined.is_empty(),
+        "a journal was unreadable after a SIGKILL (seed {seed}): {quarantined:?}"
+    );
+    let clean_counts = accepted_approval_counts(&clean_state);
+    let crashed_counts = accepted_approval_counts(&crashed_state);
+    assert_eq!(
+        clean_counts.len(),
+        CRASH_EVENTS,
+        "the clean run did not approve every event: {}",
+        summarize_state(&clean_state)
+    );
+    assert_eq!(
+        crashed_counts,
+        clean_counts,
+        "after {kills} kills (seed {seed}) the approvals differ from a clean run's\ncrashed: {}\nclean: {}",
+        summarize_state(&crashed_state),
+        summarize_state(&clean_state)
+    );
+    assert!(
+        kills >= 8,
+        "only {kills} kills happened; the run is meant to kill the daemon many times"
+    );
+    eprintln!(
+        "crash safety: {kills} kills (seed {seed}), {CRASH_EVENTS} events approved once each"
+    );
+    let _keep = (&clean.dir, &crashed.dir);
+}

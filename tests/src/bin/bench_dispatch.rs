@@ -1,0 +1,622 @@
+//! `bench-dispatch`: what the daemon adds around a plugin — a call beside the same logic run
+//! natively, document → first call and last approval → POST latency, and fan-out growth.
+//!
+//! Everything runs in this one process (simulator, daemon loop, plugins) so that instants
+//! are comparable to the microsecond. Figures for BENCHMARKS.md; no assertions on time.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, bail};
+use forewarn_host::daemon::{Daemon, DaemonSettings};
+use forewarn_host::journal::Journal;
+use forewarn_host::manifest::PluginManifest;
+use forewarn_host::plugins::{PluginSet, load_plugin_bytes};
+use forewarn_host::policy::PolicyConfig;
+use forewarn_host::state::DaemonState;
+use forewarn_host::timeline::{TimelineEntry, new_timeline};
+use forewarn_imds::{ClientConfig, Document, ImdsClient};
+use forewarn_runtime::bindings::{
+    Context, Decision, EventSource, EventStatus, EventType, Phase, ScheduledEvent,
+};
+use forewarn_runtime::{
+    CallContext, CallFailure, CallOutcome, HostServices, PluginSettings, Runtime, RuntimeConfig,
+};
+use forewarn_simulator::{Scenario, SimulatorConfig, SimulatorHandle};
+use forewarn_tests::guests::NOOP;
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+const WARM_UP_CALLS: usize = 200;
+const JOURNAL_COMMITS: usize = 200;
+const OVERHEAD_CALLS: usize = 2000;
+const CALL_BUDGET: Duration = Duration::from_secs(10);
+/// Events of the latency run, one appearing every `LATENCY_SPACING`.
+const LATENCY_EVENTS: usize = 300;
+const LATENCY_SPACING: Duration = Duration::from_millis(100);
+/// Repetitions of each fan-out shape.
+const FAN_OUT_ROUNDS: usize = 15;
+/// How long after an event's appearance the feeder fetches the document.
+const FETCH_AFTER: Duration = Duration::from_millis(2);
+/// How long to wait for the daemon to get somewhere before giving up.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+fn main() -> anyhow::Result<()> {
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("could not start the tokio runtime")?;
+    tokio.block_on(run())
+}
+
+async fn run() -> anyhow::Result<()> {
+    let work = tempfile::tempdir().context("could not create a temporary directory")?;
+    let runtime = Runtime::new(
+        RuntimeConfig {
+            cache_dir: Some(work.path().join("cache")),
+        },
+        HostServices::default(),
+    )?;
+    let noop = std::fs::read(NOOP).with_context(|| format!("could not read {NOOP}"))?;
+    println!("# forewarn dispatch figures\n");
+    measure_call_overhead(&runtime, &noop).await?;
+    measure_journal_commit(work.path())?;
+    measure_latency(&runtime, &noop, work.path()).await?;
+    measure_fan_out(&runtime, &noop, work.path()).await?;
+    Ok(())
+}
+
+// ---- plugin call overhead -------------------------------------------------------------
+
+async fn measure_call_overhead(runtime: &Runtime, noop: &[u8]) -> anyhow::Result<()> {
+    let plugin = runtime.load("noop", noop, PluginSettings::default())?;
+    let wasm = time_calls(|| async {
+        plugin
+            .call(&event(), Phase::Prepare, &call_context(), CALL_BUDGET)
+            .await
+    })
+    .await?;
+    let native = time_calls(|| async {
+        native_call(&event(), Phase::Prepare, &call_context(), CALL_BUDGET).await
+    })
+    .await?;
+    println!(
+        "## Plugin call overhead ({OVERHEAD_CALLS} sequential calls after {WARM_UP_CALLS} warm-up)\n"
+    );
+    println!("| path | median | p99 | max |");
+    println!("|---|---:|---:|---:|");
+    print_row("wasm: instantiate + call of the no-op plugin", &wasm);
+    print_row(
+        "native: the same logic as a Rust fn, same async path",
+        &native,
+    );
+    println!(
+        "\nratio wasm / native: median {:.0}x, p99 {:.0}x\n",
+        ratio(percentile(&wasm, 50), percentile(&native, 50)),
+        ratio(percentile(&wasm, 99), percentile(&native, 99)),
+    );
+    Ok(())
+}
+
+async fn time_calls<F, Fut>(mut call: F) -> anyhow::Result<Vec<Duration>>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = CallOutcome>,
+{
+    for _ in 0..WARM_UP_CALLS {
+        call().await;
+    }
+    let mut times = Vec::with_capacity(OVERHEAD_CALLS);
+    for _ in 0..OVERHEAD_CALLS {
+        let started = Instant::now();
+        let outcome = call().await;
+        times.push(started.elapsed());
+        if outcome.answer != Ok(Decision::Approve) {
+            bail!("the call did not approve: {:?}", outcome.answer);
+        }
+    }
+    times.sort();
+    Ok(times)
+}
+
+/// `Plugin::call` without wasm: the same deadline, context, timeout and outcome, with the
+/// no-op plugin's logic (approve) as a plain Rust function.
+async fn native_call(
+    event: &ScheduledEvent,
+    phase: Phase,
+    context: &CallContext,
+    budget: Duration,
+) -> CallOutcome {
+    let started = Instant::now();
+    let deadline = started + budget;
+    let wit_context = Context {
+        vm_name: context.vm_name.clone(),
+        affects_this_vm: context.affects_this_vm,
+        deadline_unix_ms: unix_ms(SystemTime::now() + budget),
+        attempt: context.attempt,
+    };
+    let result = tokio::time::timeout_at(deadline.into(), async {
+        std::hint::black_box(native_noop(event, phase, &wit_context))
+    })
+    .await;
+    CallOutcome {
+        answer: result.map_err(|_elapsed| CallFailure::BudgetExceeded { budget }),
+        elapsed: started.elapsed(),
+    }
+}
+
+fn native_noop(_event: &ScheduledEvent, _phase: Phase, _context: &Context) -> Decision {
+    Decision::Approve
+}
+
+// ---- journal commit --------------------------------------------------------------------
+
+/// One journal commit (serialize, write a temporary file, fsync, rename, fsync the
+/// directory), which the loop does before every action and after every answer.
+fn measure_journal_commit(work: &Path) -> anyhow::Result<()> {
+    let (mut journal, _) = Journal::<DaemonState>::open(&work.join("journal-bench"), "journal")?;
+    let state = DaemonState::default();
+    let mut times = Vec::with_capacity(JOURNAL_COMMITS);
+    for _ in 0..JOURNAL_COMMITS {
+        let started = Instant::now();
+        journal.commit(&state)?;
+        times.push(started.elapsed());
+    }
+    println!("## Journal commit of an empty state ({JOURNAL_COMMITS} commits)\n");
+    println!("| span | median | p99 | max |");
+    println!("|---|---:|---:|---:|");
+    print_row("write + fsync + rename + fsync(dir)", &sorted(times));
+    println!();
+    Ok(())
+}
+
+// ---- dispatch latency -----------------------------------------------------------------
+
+/// When things happened to one event, as seen in this process.
+#[derive(Debug, Default, Clone)]
+struct EventTimes {
+    fetch_started: Option<Instant>,
+    handed_over: Option<Instant>,
+    first_call: Option<Instant>,
+    last_approval: Option<Instant>,
+    last_approval_wall: Option<SystemTime>,
+    approved: Option<Instant>,
+}
+
+async fn measure_latency(runtime: &Runtime, noop: &[u8], work: &Path) -> anyhow::Result<()> {
+    let scenario = spaced_scenario(LATENCY_EVENTS, LATENCY_SPACING)?;
+    let plugins = load_noops(runtime, noop, 1)?;
+    let mut bench = Bench::start(scenario, plugins, &work.join("latency")).await?;
+    let ids = bench.event_ids();
+    let bench_started = bench.started;
+    let appear_at: Vec<Duration> = bench
+        .simulator
+        .scenario()
+        .events
+        .iter()
+        .map(|event| event.appear_at)
+        .collect();
+    for (index, id) in ids.iter().enumerate() {
+        bench.sleep_until(appear_at[index] + FETCH_AFTER).await;
+        bench.feed(std::slice::from_ref(id)).await?;
+    }
+    bench.wait_until_approved(&ids).await?;
+    let approvals = bench.simulator.snapshot().approvals;
+    let times = bench.stop().await;
+
+    let mut slowest: Vec<(Duration, Duration)> = Vec::new();
+    let mut fetch_to_call = Vec::new();
+    let mut handover_to_call = Vec::new();
+    let mut approval_to_approved = Vec::new();
+    let mut approval_to_received = Vec::new();
+    for id in &ids {
+        let Some(event) = times.get(id) else {
+            bail!("no times recorded for {id}");
+        };
+        let (Some(fetch), Some(handed), Some(call), Some(last), Some(done)) = (
+            event.fetch_started,
+            event.handed_over,
+            event.first_call,
+            event.last_approval,
+            event.approved,
+        ) else {
+            bail!("incomplete times for {id}: {event:?}");
+        };
+        fetch_to_call.push(call - fetch);
+        slowest.push((call - handed, fetch.duration_since(bench_started)));
+        handover_to_call.push(call - handed);
+        approval_to_approved.push(done - last);
+        let received = approvals
+            .iter()
+            .find(|record| record.accepted && record.event_id.eq_ignore_ascii_case(id))
+            .map(|record| record.at_unix_ms);
+        if let (Some(received_ms), Some(wall)) = (received, event.last_approval_wall) {
+            let answered_ms = unix_ms(wall);
+            approval_to_received.push(Duration::from_millis(
+                received_ms.saturating_sub(answered_ms),
+            ));
+        }
+    }
+    println!(
+        "## Dispatch latency ({} events, one every {} ms, one no-op plugin; poll interval excluded)\n",
+        ids.len(),
+        LATENCY_SPACING.as_millis()
+    );
+    println!("| span | p50 | p99 | max |");
+    println!("|---|---:|---:|---:|");
+    print_row(
+        "document: GET started → first plugin call",
+        &sorted(fetch_to_call),
+    );
+    print_row(
+        "document: parsed document handed to the loop → first plugin call",
+        &sorted(handover_to_call),
+    );
+    print_row(
+        "approval: last plugin approval → POST answered and journaled",
+        &sorted(approval_to_approved),
+    );
+    print_row(
+        "approval: last plugin approval → POST received by IMDS (ms clock)",
+        &sorted(approval_to_received),
+    );
+    slowest.sort_by_key(|(latency, _)| std::cmp::Reverse(*latency));
+    let listed: Vec<String> = slowest
+        .iter()
+        .take(6)
+        .map(|(latency, at)| format!("{} at {:.1} s", micros(*latency), at.as_secs_f64()))
+        .collect();
+    println!(
+        "\nslowest hand-overs (latency at seconds into the run): {}\n",
+        listed.join(", ")
+    );
+    Ok(())
+}
+
+// ---- fan-out --------------------------------------------------------------------------
+
+async fn measure_fan_out(runtime: &Runtime, noop: &[u8], work: &Path) -> anyhow::Result<()> {
+    println!(
+        "## Fan-out: document handed to the loop → every event approved at IMDS ({FAN_OUT_ROUNDS} rounds each)\n"
+    );
+    println!("| plugins | events in the document | p50 | p99 | max | p50 ÷ (plugins × events) |");
+    println!("|---:|---:|---:|---:|---:|---:|");
+    let shapes = [(1, 1), (10, 1), (50, 1), (1, 10), (1, 100)];
+    for (plugin_count, event_count) in shapes {
+        let plugins = load_noops(runtime, noop, plugin_count)?;
+        let mut times = Vec::with_capacity(FAN_OUT_ROUNDS);
+        for round in 0..FAN_OUT_ROUNDS {
+            let scenario = spaced_scenario(event_count, Duration::ZERO)?;
+            let dir = work.join(format!("fan-out-{plugin_count}-{event_count}-{round}"));
+            let mut bench = Bench::start(scenario, plugins.clone(), &dir).await?;
+            let ids = bench.event_ids();
+            let appear = bench.simulator.scenario().events[0].appear_at;
+            bench.sleep_until(appear + FETCH_AFTER).await;
+            bench.feed(&ids).await?;
+            let handed = bench.handed_over(&ids[0])?;
+            let done = bench.wait_until_approved(&ids).await?;
+            times.push(done - handed);
+            bench.stop().await;
+        }
+        let times = sorted(times);
+        let per_call = percentile(&times, 50) / (plugin_count * event_count) as u32;
+        println!(
+            "| {plugin_count} | {event_count} | {} | {} | {} | {} |",
+            micros(percentile(&times, 50)),
+            micros(percentile(&times, 99)),
+            micros(times[times.len() - 1]),
+            micros(per_call),
+        );
+    }
+    println!();
+    Ok(())
+}
+
+// ---- the in-process simulator + daemon ------------------------------------------------
+
+/// A simulator and a daemon loop in this process, documents fed by hand.
+struct Bench {
+    simulator: SimulatorHandle,
+    client: ImdsClient,
+    documents: mpsc::Sender<Document>,
+    shutdown: CancellationToken,
+    daemon: tokio::task::JoinHandle<anyhow::Result<()>>,
+    recorder: tokio::task::JoinHandle<()>,
+    times: Arc<std::sync::Mutex<HashMap<String, EventTimes>>>,
+    approved: watch::Receiver<HashSet<String>>,
+    started: Instant,
+}
+
+impl Bench {
+    async fn start(
+        scenario: Scenario,
+        plugins: Vec<forewarn_host::plugins::LoadedPlugin>,
+        state_dir: &Path,
+    ) -> anyhow::Result<Bench> {
+        std::fs::create_dir_all(state_dir)
+            .with_context(|| format!("could not create {}", state_dir.display()))?;
+        let simulator = forewarn_simulator::spawn(SimulatorConfig {
+            listen: "127.0.0.1:0".parse()?,
+            scenario,
+            speed: 1.0,
+        })
+        .await?;
+        let started = Instant::now();
+        let client = ImdsClient::new(ClientConfig {
+            base_url: simulator.base_url(),
+            // The bench feeds documents itself; the 5 per second cap is shown elsewhere.
+            max_requests_per_second: 10_000,
+            ..ClientConfig::default()
+        })
+        .map_err(|error| anyhow::anyhow!("cannot build the IMDS client: {}", error.0))?;
+        let (_plugins_tx, plugins_rx) = watch::channel(Arc::new(PluginSet::new(plugins)));
+        let timeline = new_timeline();
+        let times = Arc::new(std::sync::Mutex::new(HashMap::new()));
+        let (approved_tx, approved) = watch::channel(HashSet::new());
+        let recorder = tokio::spawn(record_timeline(
+            timeline.subscribe(),
+            times.clone(),
+            approved_tx,
+        ));
+        let settings = DaemonSettings {
+            vm_name: "vm-a".into(),
+            policy: PolicyConfig::default(),
+            state_dir: state_dir.to_path_buf(),
+        };
+        let daemon = Daemon::open(settings, client.clone(), plugins_rx, timeline)?;
+        let (documents, documents_rx) = mpsc::channel(16);
+        let shutdown = CancellationToken::new();
+        let stop = shutdown.clone();
+        let daemon = tokio::spawn(async move {
+            // Keeps the plugin set's sender alive as long as the loop runs.
+            let _plugins_tx = _plugins_tx;
+            daemon.run(documents_rx, stop).await?;
+            Ok(())
+        });
+        Ok(Bench {
+            simulator,
+            client,
+            documents,
+            shutdown,
+            daemon,
+            recorder,
+            times,
+            approved,
+            started,
+        })
+    }
+
+    fn event_ids(&self) -> Vec<String> {
+        self.simulator
+            .scenario()
+            .events
+            .iter()
+            .map(|event| event.id().to_owned())
+            .collect()
+    }
+
+    async fn sleep_until(&self, scenario_time: Duration) {
+        tokio::time::sleep_until((self.started + scenario_time).into()).await;
+    }
+
+    /// GETs the document and hands it to the loop; `new_ids` are the events it introduces.
+    async fn feed(&self, new_ids: &[String]) -> anyhow::Result<()> {
+        let fetch_started = Instant::now();
+        let fetched = self.client.fetch_events().await?;
+        for id in new_ids {
+            if !fetched.document.events.iter().any(|event| &event.id == id) {
+                bail!(
+                    "event {id} is not in the fetched document yet: {}",
+                    fetched.raw
+                );
+            }
+        }
+        let handed_over = Instant::now();
+        {
+            let mut times = self.times.lock().expect("times lock");
+            for id in new_ids {
+                let entry = times.entry(id.clone()).or_default();
+                entry.fetch_started = Some(fetch_started);
+                entry.handed_over = Some(handed_over);
+            }
+        }
+        self.documents
+            .send(fetched.document)
+            .await
+            .context("the daemon loop stopped")?;
+        Ok(())
+    }
+
+    fn handed_over(&self, id: &str) -> anyhow::Result<Instant> {
+        let times = self.times.lock().expect("times lock");
+        times
+            .get(id)
+            .and_then(|times| times.handed_over)
+            .with_context(|| format!("{id} was never handed over"))
+    }
+
+    /// Waits until every id was approved at IMDS; returns when the last was seen.
+    async fn wait_until_approved(&mut self, ids: &[String]) -> anyhow::Result<Instant> {
+        let wanted: HashSet<String> = ids.iter().cloned().collect();
+        let waited = tokio::time::timeout(
+            PATIENCE,
+            self.approved
+                .wait_for(|approved| wanted.is_subset(approved)),
+        )
+        .await;
+        match waited {
+            Ok(Ok(_)) => Ok(Instant::now()),
+            Ok(Err(_)) => bail!("the timeline recorder stopped"),
+            Err(_) => bail!(
+                "not every event was approved within {PATIENCE:?}: {:?}",
+                self.simulator.snapshot().approvals
+            ),
+        }
+    }
+
+    /// Stops the loop and the simulator; returns the recorded times.
+    async fn stop(self) -> HashMap<String, EventTimes> {
+        self.shutdown.cancel();
+        if let Ok(Err(error)) = self.daemon.await {
+            eprintln!("the daemon loop failed: {error:#}");
+        }
+        self.recorder.abort();
+        self.simulator.shutdown().await;
+        let times = self.times.lock().expect("times lock");
+        times.clone()
+    }
+}
+
+/// Notes the instant of every first prepare call, plugin approval and approval at IMDS.
+async fn record_timeline(
+    mut timeline: broadcast::Receiver<TimelineEntry>,
+    times: Arc<std::sync::Mutex<HashMap<String, EventTimes>>>,
+    approved: watch::Sender<HashSet<String>>,
+) {
+    loop {
+        let entry = match timeline.recv().await {
+            Ok(entry) => entry,
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                eprintln!("the recorder missed {missed} timeline entries");
+                continue;
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        let now = Instant::now();
+        let wall = SystemTime::now();
+        match entry {
+            TimelineEntry::PluginCalled {
+                event_id, phase, ..
+            } if phase == "prepare" => {
+                let mut times = times.lock().expect("times lock");
+                let event = times.entry(event_id).or_default();
+                event.first_call.get_or_insert(now);
+            }
+            TimelineEntry::PluginAnswered {
+                event_id,
+                phase,
+                outcome,
+                ..
+            } if phase == "prepare" && outcome == "approve" => {
+                let mut times = times.lock().expect("times lock");
+                let event = times.entry(event_id).or_default();
+                event.last_approval = Some(now);
+                event.last_approval_wall = Some(wall);
+            }
+            TimelineEntry::Approved { event_ids } => {
+                {
+                    let mut times = times.lock().expect("times lock");
+                    for id in &event_ids {
+                        times
+                            .entry(id.clone())
+                            .or_default()
+                            .approved
+                            .get_or_insert(now);
+                    }
+                }
+                approved.send_modify(|approved| approved.extend(event_ids));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `count` Platform Reboots, the first at 300 ms and then one every `spacing`, each with a
+/// 15-minute notice and gone 500 ms after it starts.
+fn spaced_scenario(count: usize, spacing: Duration) -> anyhow::Result<Scenario> {
+    let mut text = String::from("name = \"bench\"\nend_after = \"1s\"\n");
+    for index in 0..count {
+        let appear = Duration::from_millis(300) + spacing * index as u32;
+        text.push_str(&format!(
+            "\n[[events]]\ntype = \"Reboot\"\nappear_at = \"{}ms\"\nnotice = \"15m\"\nruns_for = \"500ms\"\n",
+            appear.as_millis()
+        ));
+    }
+    Ok(Scenario::from_toml(&text, "bench")?)
+}
+
+/// `count` copies of the no-op plugin, `noop-00`, `noop-01`, …, all independent.
+fn load_noops(
+    runtime: &Runtime,
+    noop: &[u8],
+    count: usize,
+) -> anyhow::Result<Vec<forewarn_host::plugins::LoadedPlugin>> {
+    (0..count)
+        .map(|index| {
+            let path = PathBuf::from(format!("noop-{index:02}.wasm"));
+            load_plugin_bytes(runtime, &path, noop, PluginManifest::default())
+                .map_err(|error| anyhow::anyhow!("{error}"))
+        })
+        .collect()
+}
+
+// ---- small helpers --------------------------------------------------------------------
+
+fn event() -> ScheduledEvent {
+    ScheduledEvent {
+        id: "602d9444-d2cd-49c7-8624-8643e7171297".into(),
+        event_type: EventType::Reboot,
+        event_type_raw: "Reboot".into(),
+        resource_type: "VirtualMachine".into(),
+        resources: vec!["vm-a".into()],
+        status: EventStatus::Scheduled,
+        not_before_unix_ms: Some(1_700_000_000_000),
+        description: "Virtual machine is going to be restarted.".into(),
+        source: EventSource::Platform,
+        duration_seconds: Some(-1),
+    }
+}
+
+fn call_context() -> CallContext {
+    CallContext {
+        vm_name: "vm-a".into(),
+        affects_this_vm: true,
+        attempt: 1,
+    }
+}
+
+fn unix_ms(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH)
+        .map(|since| since.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn sorted(mut times: Vec<Duration>) -> Vec<Duration> {
+    times.sort();
+    times
+}
+
+/// The `percent`th percentile of sorted `times` (nearest rank).
+fn percentile(times: &[Duration], percent: usize) -> Duration {
+    if times.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = (times.len() * percent).div_ceil(100).max(1);
+    times[rank.min(times.len()) - 1]
+}
+
+fn ratio(left: Duration, right: Duration) -> f64 {
+    left.as_secs_f64() / right.as_secs_f64().max(1e-9)
+}
+
+fn print_row(label: &str, sorted_times: &[Duration]) {
+    let max = sorted_times.last().copied().unwrap_or_default();
+    println!(
+        "| {label} | {} | {} | {} |",
+        micros(percentile(sorted_times, 50)),
+        micros(percentile(sorted_times, 99)),
+        micros(max)
+    );
+}
+
+fn micros(duration: Duration) -> String {
+    if duration >= Duration::from_millis(10) {
+        return format!("{:.1} ms", duration.as_secs_f64() * 1000.0);
+    }
+    if duration >= Duration::from_millis(1) {
+        return format!("{:.2} ms", duration.as_secs_f64() * 1000.0);
+    }
+    format!("{:.1} µs", duration.as_secs_f64() * 1e6)
+}

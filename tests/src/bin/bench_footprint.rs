@@ -1,0 +1,248 @@
+//! `bench-footprint`: the idle daemon's memory and CPU — the real `forewarn run` with the
+//! three bundled plugins, polling a simulator once a second, sampled from /proc.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use forewarn_tests::support::{Daemon, DaemonConfig, Simulator, wait_for};
+
+/// How long the idle daemon is watched unless `--seconds N` says otherwise.
+const DEFAULT_SECONDS: u64 = 70;
+/// Time given to the daemon to settle (plugins loaded, first polls) before measuring.
+const SETTLE: Duration = Duration::from_secs(5);
+const SAMPLE_EVERY: Duration = Duration::from_secs(5);
+
+/// An event far in the future keeps the simulator serving an empty document.
+const IDLE_SCENARIO: &str =
+    "name = \"idle\"\n\n[[events]]\ntype = \"Reboot\"\nappear_at = \"24h\"\n";
+
+fn main() -> anyhow::Result<()> {
+    let (binary, seconds) = arguments()?;
+    let work = tempfile::tempdir().context("could not create a temporary directory")?;
+    let plugin_dir = work.path().join("plugins");
+    export_bundled(&binary, &plugin_dir)?;
+    let scenario = work.path().join("idle.toml");
+    std::fs::write(&scenario, IDLE_SCENARIO).context("could not write the scenario")?;
+    let simulator = Simulator::start(&binary, &scenario.to_string_lossy(), 1.0);
+    let config = work.path().join("forewarn.toml");
+    DaemonConfig {
+        vm_name: "vm-a".into(),
+        state_dir: work.path().join("state"),
+        plugin_dir: plugin_dir.clone(),
+        imds_url: simulator.base_url.clone(),
+        poll_interval: "1s".into(),
+        policy: Vec::new(),
+    }
+    .write(&config);
+    let mut daemon = Daemon::start(&binary, &config);
+    let pid = daemon.pid();
+    wait_for(Duration::from_secs(30), "the daemon's first poll", || {
+        let gets = simulator.state().requests.len();
+        if gets > 0 {
+            Ok(())
+        } else {
+            Err(format!("{gets} requests"))
+        }
+    });
+    std::thread::sleep(SETTLE);
+    let loaded = daemon.lines_with_message("plugin loaded").len();
+
+    let requests_before = simulator.state().requests.len();
+    let ticks_before = cpu_ticks(pid)?;
+    let started = Instant::now();
+    let mut rss_samples = Vec::new();
+    let watch_for = Duration::from_secs(seconds);
+    while started.elapsed() < watch_for {
+        rss_samples.push(status_kib(pid, "VmRSS")?);
+        let remaining = watch_for.saturating_sub(started.elapsed());
+        std::thread::sleep(SAMPLE_EVERY.min(remaining));
+    }
+    let wall = started.elapsed();
+    let ticks = cpu_ticks(pid)? - ticks_before;
+    let requests = simulator.state().requests.len() - requests_before;
+    let status = read_status(pid)?;
+    let top_mappings = largest_mappings(pid, 8)?;
+    if daemon.has_exited() {
+        bail!(
+            "the daemon exited during the measurement:\n{}",
+            daemon.describe_for_failure()
+        );
+    }
+    daemon.kill();
+
+    let tick_hz = clock_ticks_per_second();
+    let cpu_seconds = ticks as f64 / tick_hz;
+    println!("# forewarn idle footprint\n");
+    println!("- binary: {}", binary.display());
+    println!("- plugins: the three bundled ones ({loaded} \"plugin loaded\" log lines)");
+    println!(
+        "- watched for {:.1} s after {} s to settle; {requests} IMDS requests in that time",
+        wall.as_secs_f64(),
+        SETTLE.as_secs()
+    );
+    println!(
+        "- CPU: {ticks} ticks of 1/{tick_hz} s = {cpu_seconds:.2} s → {:.3} % of one core",
+        100.0 * cpu_seconds / wall.as_secs_f64()
+    );
+    let rss_min = rss_samples.iter().min().copied().unwrap_or(0);
+    let rss_max = rss_samples.iter().max().copied().unwrap_or(0);
+    println!(
+        "- VmRSS over {} samples: {:.1}–{:.1} MiB; at the end {}",
+        rss_samples.len(),
+        mib(rss_min),
+        mib(rss_max),
+        describe_status(&status)
+    );
+    println!("\nLargest mappings by RSS at the end (/proc/PID/smaps):\n");
+    println!("| mapping | RSS |");
+    println!("|---|---:|");
+    for (name, kib) in top_mappings {
+        println!("| {name} | {:.1} MiB |", mib(kib));
+    }
+    Ok(())
+}
+
+/// `[FOREWARN_BINARY] [--seconds N]`; the binary defaults to `forewarn` beside this one.
+fn arguments() -> anyhow::Result<(PathBuf, u64)> {
+    let mut binary = None;
+    let mut seconds = DEFAULT_SECONDS;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        if arg == "--seconds" {
+            let value = args.next().context("--seconds needs a number")?;
+            seconds = value
+                .parse()
+                .with_context(|| format!("--seconds needs a whole number, not {value:?}"))?;
+            continue;
+        }
+        binary = Some(PathBuf::from(arg));
+    }
+    let binary = match binary {
+        Some(binary) => binary,
+        None => std::env::current_exe()
+            .context("cannot find this program's path")?
+            .with_file_name("forewarn"),
+    };
+    if !binary.exists() {
+        bail!(
+            "{} does not exist: build it first (`cargo build -p forewarn-host`) or pass the \
+             forewarn binary's path",
+            binary.display()
+        );
+    }
+    Ok((binary, seconds))
+}
+
+fn export_bundled(binary: &Path, dir: &Path) -> anyhow::Result<()> {
+    let output = Command::new(binary)
+        .args(["plugin", "export-bundled"])
+        .arg(dir)
+        .output()
+        .with_context(|| format!("cannot run {}", binary.display()))?;
+    if !output.status.success() {
+        bail!(
+            "forewarn plugin export-bundled failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(())
+}
+
+/// utime + stime of the process, in clock ticks (/proc/PID/stat fields 14 and 15).
+fn cpu_ticks(pid: u32) -> anyhow::Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("cannot read /proc/{pid}/stat"))?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let after_name = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .context("unexpected /proc/PID/stat format")?;
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // after_name starts at field 3 (state): utime is field 14, stime 15.
+    let utime: u64 = fields.get(11).context("no utime")?.parse()?;
+    let stime: u64 = fields.get(12).context("no stime")?.parse()?;
+    Ok(utime + stime)
+}
+
+fn read_status(pid: u32) -> anyhow::Result<BTreeMap<String, u64>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("cannot read /proc/{pid}/status"))?;
+    let mut values = BTreeMap::new();
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let number = value.trim().trim_end_matches(" kB");
+        if let Ok(number) = number.parse::<u64>() {
+            values.insert(key.to_owned(), number);
+        }
+    }
+    Ok(values)
+}
+
+fn status_kib(pid: u32, key: &str) -> anyhow::Result<u64> {
+    read_status(pid)?
+        .get(key)
+        .copied()
+        .with_context(|| format!("no {key} in /proc/{pid}/status"))
+}
+
+fn describe_status(status: &BTreeMap<String, u64>) -> String {
+    let field = |key: &str| status.get(key).copied().unwrap_or(0);
+    format!(
+        "VmRSS {:.1} MiB (RssAnon {:.1}, RssFile {:.1}, RssShmem {:.1}), VmHWM {:.1} MiB, \
+         VmSize {:.0} MiB, {} threads",
+        mib(field("VmRSS")),
+        mib(field("RssAnon")),
+        mib(field("RssFile")),
+        mib(field("RssShmem")),
+        mib(field("VmHWM")),
+        mib(field("VmSize")),
+        field("Threads"),
+    )
+}
+
+/// RSS summed by mapping name ("[heap]", "[anon]", file paths), largest first.
+fn largest_mappings(pid: u32, count: usize) -> anyhow::Result<Vec<(String, u64)>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps"))
+        .with_context(|| format!("cannot read /proc/{pid}/smaps"))?;
+    let mut by_name: BTreeMap<String, u64> = BTreeMap::new();
+    let mut current = String::from("[anon]");
+    for line in text.lines() {
+        let mut parts = line.split_whitespace();
+        let first = parts.next().unwrap_or("");
+        if first.contains('-') && first.chars().next().is_some_and(|c| c.is_ascii_hexdigit()) {
+            // A mapping header: address perms offset dev inode [name].
+            current = parts
+                .nth(4)
+                .map(str::to_owned)
+                .unwrap_or_else(|| "[anon]".into());
+            continue;
+        }
+        if first == "Rss:" {
+            let kib: u64 = parts.next().unwrap_or("0").parse().unwrap_or(0);
+            *by_name.entry(current.clone()).or_default() += kib;
+        }
+    }
+    let mut sorted: Vec<(String, u64)> = by_name.into_iter().collect();
+    sorted.sort_by_key(|(_, kib)| std::cmp::Reverse(*kib));
+    sorted.truncate(count);
+    Ok(sorted)
+}
+
+fn clock_ticks_per_second() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|output| String::from_utf8(output.stdout).ok())
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
