@@ -23,6 +23,7 @@ pub mod bindings;
 mod decision;
 mod error;
 mod event;
+mod event_ids;
 pub mod host;
 mod plugin;
 
@@ -32,6 +33,7 @@ pub use bindings::forewarn::plugin::types::{
     ScheduledEvent as Event,
 };
 pub use error::HostError;
+pub use event_ids::EventIds;
 pub use plugin::Plugin;
 
 /// Everything a typical plugin names, for `use forewarn_sdk::prelude::*;`.

@@ -6,9 +6,9 @@ mod logic;
 use std::time::Duration;
 
 use forewarn_sdk::host::{self, log, state};
-use forewarn_sdk::{Context, Decision, Event, HostError, Phase, Plugin};
+use forewarn_sdk::{Context, Decision, Event, EventIds, HostError, Phase, Plugin};
 
-pub use logic::{DEFAULT_EVENT_TYPES, EventIds, ShutdownSettings, should_start};
+pub use logic::{DEFAULT_EVENT_TYPES, ShutdownSettings, should_start};
 
 /// State key holding the ids of the events the app was stopped for, one per line.
 const STOPPED_KEY: &str = "stopped-for";

@@ -1,8 +1,6 @@
 //! graceful-shutdown's decisions as pure functions: its settings from config, which events
 //! stop the app, and the set of events it stopped the app for (tested natively).
 
-use std::collections::BTreeSet;
-
 use forewarn_sdk::Event;
 
 /// Event types that stop the app unless `event-types` says otherwise.
@@ -41,44 +39,6 @@ impl ShutdownSettings {
                 || name == event.event_type.as_str()
                 || name.eq_ignore_ascii_case(&event.event_type_raw)
         })
-    }
-}
-
-/// A set of event ids, stored in state as one id per line.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct EventIds(BTreeSet<String>);
-
-impl EventIds {
-    pub fn parse(text: &str) -> Self {
-        EventIds(
-            text.lines()
-                .map(str::trim)
-                .filter(|id| !id.is_empty())
-                .map(str::to_owned)
-                .collect(),
-        )
-    }
-
-    pub fn render(&self) -> String {
-        self.0.iter().cloned().collect::<Vec<_>>().join("\n")
-    }
-
-    pub fn contains(&self, id: &str) -> bool {
-        self.0.contains(id)
-    }
-
-    /// Adds `id`; true when it was new.
-    pub fn insert(&mut self, id: &str) -> bool {
-        self.0.insert(id.to_owned())
-    }
-
-    /// Removes `id`; true when it was there.
-    pub fn remove(&mut self, id: &str) -> bool {
-        self.0.remove(id)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 }
 
@@ -149,15 +109,5 @@ mod tests {
         assert!(should_start(false, true, false));
         assert!(!should_start(false, false, false));
         assert!(!should_start(true, true, true));
-    }
-
-    #[test]
-    fn event_ids_round_trip() {
-        let mut ids = EventIds::parse("A\nB");
-        assert!(ids.contains("A"));
-        assert!(ids.remove("A"));
-        assert!(!ids.insert("B"));
-        assert_eq!(ids.render(), "B");
-        assert!(ids.remove("B") && ids.is_empty());
     }
 }

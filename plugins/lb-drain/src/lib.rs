@@ -6,9 +6,9 @@ mod logic;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use forewarn_sdk::host::{self, http, log, state};
-use forewarn_sdk::{Context, Decision, Event, Phase, Plugin};
+use forewarn_sdk::{Context, Decision, Event, EventIds, Phase, Plugin};
 
-pub use logic::{DrainSettings, DrainStep, EventIds, drain_step, seconds_left, should_drain};
+pub use logic::{DrainSettings, DrainStep, drain_step, seconds_left, should_drain};
 
 /// State key holding the ids of the events this plugin drained for, one per line.
 const DRAINING_KEY: &str = "draining-events";

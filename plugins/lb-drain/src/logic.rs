@@ -1,7 +1,6 @@
 //! lb-drain's decisions as pure functions: its settings from config, whether an event needs a
 //! drain, where a drain stands, and the set of events drained for (tested natively).
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use forewarn_sdk::{Context, Event, EventType};
@@ -98,40 +97,6 @@ pub fn drain_step(started_ms: u64, now_ms: u64, window: Duration) -> DrainStep {
     DrainStep::Wait {
         left,
         retry_after: left.min(MAX_RETRY),
-    }
-}
-
-/// A set of event ids, stored in state as one id per line.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct EventIds(BTreeSet<String>);
-
-impl EventIds {
-    pub fn parse(text: &str) -> Self {
-        EventIds(
-            text.lines()
-                .map(str::trim)
-                .filter(|id| !id.is_empty())
-                .map(str::to_owned)
-                .collect(),
-        )
-    }
-
-    pub fn render(&self) -> String {
-        self.0.iter().cloned().collect::<Vec<_>>().join("\n")
-    }
-
-    /// Adds `id`; true when it was new.
-    pub fn insert(&mut self, id: &str) -> bool {
-        self.0.insert(id.to_owned())
-    }
-
-    /// Removes `id`; true when it was there.
-    pub fn remove(&mut self, id: &str) -> bool {
-        self.0.remove(id)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 }
 
@@ -267,17 +232,5 @@ mod tests {
         assert_eq!(seconds_left(Duration::from_millis(2_001)), 3);
         assert_eq!(seconds_left(Duration::from_millis(3_000)), 3);
         assert_eq!(seconds_left(Duration::from_millis(1)), 1);
-    }
-
-    #[test]
-    fn event_ids_round_trip_and_track_membership() {
-        let mut ids = EventIds::parse("B\n\nA\n");
-        assert_eq!(ids.render(), "A\nB");
-        assert!(!ids.insert("A"));
-        assert!(ids.insert("C"));
-        assert!(ids.remove("A"));
-        assert!(!ids.remove("A"));
-        assert_eq!(EventIds::parse(&ids.render()), ids);
-        assert!(ids.remove("B") && ids.remove("C") && ids.is_empty());
     }
 }
