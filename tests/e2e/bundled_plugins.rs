@@ -339,19 +339,20 @@ fn lb_drain_takes_the_vm_out_of_haproxy_before_approval_and_back_after() {
         Duration::from_secs(30),
     );
     assert_eq!(readyz(&admin), "200", "/readyz after the event");
-    wait_for(
+    // Wait on the watcher's recorded history, not the live status: the watcher samples
+    // on its own thread and may record UP a moment after HAProxy reports it.
+    let up_again = wait_for(
         Duration::from_secs(10),
-        "HAProxy to see vm-a UP again",
+        "HAProxy to see vm-a UP again after the event ended",
         || {
-            let status = haproxy.status();
-            if status == "UP" { Ok(()) } else { Err(status) }
+            let history = haproxy.history();
+            history
+                .iter()
+                .find(|(at, status)| *at >= ended.at_unix_ms && status == "UP")
+                .cloned()
+                .ok_or_else(|| format!("{history:?}"))
         },
     );
-    let history = haproxy.history();
-    let up_again = history
-        .iter()
-        .find(|(at, status)| *at >= ended.at_unix_ms && status == "UP")
-        .unwrap_or_else(|| panic!("no UP after the event ended: {history:?}"));
     assert!(up_again.0 > approved_at);
     let approvals = setup.simulator.state().approvals;
     assert!(
