@@ -141,14 +141,7 @@ async fn compute_default(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let call = Call {
-        vm_prefix: None,
-        method: Method::GET,
-        uri,
-        headers,
-        query,
-        body: Bytes::new(),
-    };
+    let call = get_call(None, uri, headers, query);
     serve(&engine, call, Endpoint::Compute).await
 }
 
@@ -159,14 +152,7 @@ async fn compute_vm(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let call = Call {
-        vm_prefix: Some(vm),
-        method: Method::GET,
-        uri,
-        headers,
-        query,
-        body: Bytes::new(),
-    };
+    let call = get_call(Some(vm), uri, headers, query);
     serve(&engine, call, Endpoint::Compute).await
 }
 
@@ -176,14 +162,7 @@ async fn compute_name_default(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let call = Call {
-        vm_prefix: None,
-        method: Method::GET,
-        uri,
-        headers,
-        query,
-        body: Bytes::new(),
-    };
+    let call = get_call(None, uri, headers, query);
     serve(&engine, call, Endpoint::ComputeName).await
 }
 
@@ -194,15 +173,25 @@ async fn compute_name_vm(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let call = Call {
-        vm_prefix: Some(vm),
+    let call = get_call(Some(vm), uri, headers, query);
+    serve(&engine, call, Endpoint::ComputeName).await
+}
+
+/// A bodiless GET, for the compute endpoints.
+fn get_call(
+    vm_prefix: Option<String>,
+    uri: Uri,
+    headers: HeaderMap,
+    query: Option<String>,
+) -> Call {
+    Call {
+        vm_prefix,
         method: Method::GET,
         uri,
         headers,
         query,
         body: Bytes::new(),
-    };
-    serve(&engine, call, Endpoint::ComputeName).await
+    }
 }
 
 /// Checks the VM, the Metadata header and the api-version, answers, and records the request.
