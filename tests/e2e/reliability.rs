@@ -329,13 +329,13 @@ fn hostile_plugins_leave_the_daemon_and_a_good_plugin_unaffected() {
 
 // ---- a long mixed run through IMDS faults ---------------------------------------------
 
-const MIXED_EVENTS: usize = 40;
-/// The fault windows repeat with this period (scenario time), twice over the run.
+const MIXED_EVENTS: usize = 80;
+/// The fault windows repeat with this period (scenario time), four times over the run.
 const FAULT_CYCLE_MS: u64 = 65_000;
 const MIXED_SPEED: f64 = 2.0;
 
 /// Events of every type, one every 3 s (scenario time) from 5 s, each with a 3-minute
-/// notice, gone 4 s after it starts; two cycles of fault windows of every kind among them.
+/// notice, gone 4 s after it starts; four cycles of fault windows of every kind among them.
 fn mixed_scenario() -> String {
     let types = ["Reboot", "Redeploy", "Freeze", "Preempt", "Terminate"];
     let mut text = String::from("name = \"mixed\"\nend_after = \"2s\"\n");
@@ -347,7 +347,7 @@ fn mixed_scenario() -> String {
             5_000 + 3_000 * index
         );
     }
-    for cycle in 0..2 {
+    for cycle in 0..4 {
         for fault in fault_cycle(cycle * FAULT_CYCLE_MS) {
             let _ = write!(text, "\n[[faults]]\n{fault}\n");
         }
@@ -423,7 +423,23 @@ fn long_mixed_run_through_imds_faults_misses_nothing_and_approves_once() {
         &["safety-margin-ms = 300"],
     );
     let mut daemon = setup.start_daemon();
-    let state = setup.wait_finished(&mut daemon, Duration::from_secs(120));
+    let state = setup.wait_finished(&mut daemon, Duration::from_secs(240));
+    // The simulator can finish before the daemon has seen the last removals (it may be
+    // backing off through a fault window): wait for every recovery to be delivered.
+    let last = stable_event_id("mixed", MIXED_EVENTS - 1);
+    daemon.wait_for_decisions(
+        Duration::from_secs(30),
+        "the recovery of the last event by both plugins",
+        |decisions| {
+            ["good", "twice"].iter().all(|plugin| {
+                decisions.iter().any(|decision| {
+                    decision.event_id.eq_ignore_ascii_case(&last)
+                        && decision.plugin == *plugin
+                        && decision.phase == "ended-after-start"
+                })
+            })
+        },
+    );
     let context = format!(
         "{}\n{}",
         summarize_state(&state),
@@ -468,7 +484,7 @@ fn long_mixed_run_through_imds_faults_misses_nothing_and_approves_once() {
         .filter(|request| request.method == "GET")
         .count();
     assert!(
-        gets >= 120,
+        gets >= 200,
         "only {gets} documents were fetched; the run is meant to be long"
     );
     let fault_statuses: BTreeSet<u16> = state
