@@ -38,8 +38,20 @@ install_python() {
     fi
     command -v python3 >/dev/null || { echo "python: python3 is missing: apt-get install python3 python3-venv" >&2; exit 1; }
     echo "python: installing componentize-py $COMPONENTIZE_PY_VERSION into sdk/python/.venv (pip)"
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "componentize-py==$COMPONENTIZE_PY_VERSION"
+    # The venv is made without pip, then pip is bootstrapped with its output shown: `python3
+    # -m venv` hides why ensurepip failed, and it has failed once here on a saturated machine,
+    # so a failed attempt is retried once from scratch.
+    local attempt
+    for attempt in 1 2; do
+        rm -rf "$venv"
+        if python3 -m venv --without-pip "$venv" \
+            && "$venv/bin/python3" -m ensurepip --upgrade --default-pip >/dev/null \
+            && "$venv/bin/pip" install --quiet --disable-pip-version-check "componentize-py==$COMPONENTIZE_PY_VERSION"; then
+            return
+        fi
+        echo "python: attempt $attempt to set up sdk/python/.venv failed (see above)" >&2
+    done
+    exit 1
 }
 
 install_js() {
