@@ -18,13 +18,12 @@ use forewarn_host::policy::PolicyConfig;
 use forewarn_host::state::DaemonState;
 use forewarn_host::timeline::{TimelineEntry, new_timeline};
 use forewarn_imds::{ClientConfig, Document, ImdsClient};
-use forewarn_runtime::bindings::{
-    Context, Decision, EventSource, EventStatus, EventType, Phase, ScheduledEvent,
-};
+use forewarn_runtime::bindings::{Context, Decision, Phase, ScheduledEvent};
 use forewarn_runtime::{
     CallContext, CallFailure, CallOutcome, HostServices, PluginSettings, Runtime, RuntimeConfig,
 };
 use forewarn_simulator::{Scenario, SimulatorConfig, SimulatorHandle};
+use forewarn_tests::fixtures::{sample_context, sample_event};
 use forewarn_tests::guests::NOOP;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -74,12 +73,23 @@ async fn measure_call_overhead(runtime: &Runtime, noop: &[u8]) -> anyhow::Result
     let plugin = runtime.load("noop", noop, PluginSettings::default())?;
     let wasm = time_calls(|| async {
         plugin
-            .call(&event(), Phase::Prepare, &call_context(), CALL_BUDGET)
+            .call(
+                &sample_event(),
+                Phase::Prepare,
+                &sample_context(),
+                CALL_BUDGET,
+            )
             .await
     })
     .await?;
     let native = time_calls(|| async {
-        native_call(&event(), Phase::Prepare, &call_context(), CALL_BUDGET).await
+        native_call(
+            &sample_event(),
+            Phase::Prepare,
+            &sample_context(),
+            CALL_BUDGET,
+        )
+        .await
     })
     .await?;
     println!(
@@ -553,29 +563,6 @@ fn load_noops(
 }
 
 // ---- small helpers --------------------------------------------------------------------
-
-fn event() -> ScheduledEvent {
-    ScheduledEvent {
-        id: "602d9444-d2cd-49c7-8624-8643e7171297".into(),
-        event_type: EventType::Reboot,
-        event_type_raw: "Reboot".into(),
-        resource_type: "VirtualMachine".into(),
-        resources: vec!["vm-a".into()],
-        status: EventStatus::Scheduled,
-        not_before_unix_ms: Some(1_700_000_000_000),
-        description: "Virtual machine is going to be restarted.".into(),
-        source: EventSource::Platform,
-        duration_seconds: Some(-1),
-    }
-}
-
-fn call_context() -> CallContext {
-    CallContext {
-        vm_name: "vm-a".into(),
-        affects_this_vm: true,
-        attempt: 1,
-    }
-}
 
 fn unix_ms(at: SystemTime) -> u64 {
     at.duration_since(UNIX_EPOCH)

@@ -6,10 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use forewarn_runtime::bindings::{EventSource, EventStatus, EventType, Phase, ScheduledEvent};
-use forewarn_runtime::{
-    CallContext, CallFailure, HostServices, Plugin, PluginSettings, Runtime, RuntimeConfig,
-};
+use forewarn_runtime::bindings::Phase;
+use forewarn_runtime::{CallFailure, HostServices, Plugin, PluginSettings, Runtime, RuntimeConfig};
+use forewarn_tests::fixtures::{sample_context, sample_event};
 use forewarn_tests::guests::{NOOP, PROBE};
 
 const COLD_COMPILES: usize = 5;
@@ -147,7 +146,12 @@ async fn measure_loop_cut_off(runtime: &Runtime) -> anyhow::Result<()> {
     let mut late = Vec::with_capacity(LOOP_CALLS);
     for _ in 0..LOOP_CALLS {
         let outcome = looping
-            .call(&event(), Phase::Prepare, &context(), LOOP_BUDGET)
+            .call(
+                &sample_event(),
+                Phase::Prepare,
+                &sample_context(),
+                LOOP_BUDGET,
+            )
             .await;
         if outcome.answer
             != Err(CallFailure::BudgetExceeded {
@@ -173,34 +177,11 @@ async fn measure_loop_cut_off(runtime: &Runtime) -> anyhow::Result<()> {
 
 async fn call(plugin: &Plugin, budget: Duration) -> anyhow::Result<()> {
     let outcome = plugin
-        .call(&event(), Phase::Prepare, &context(), budget)
+        .call(&sample_event(), Phase::Prepare, &sample_context(), budget)
         .await;
     match outcome.answer {
         Ok(_) => Ok(()),
         Err(failure) => bail!("the call failed: {}", failure.reason()),
-    }
-}
-
-fn event() -> ScheduledEvent {
-    ScheduledEvent {
-        id: "602d9444-d2cd-49c7-8624-8643e7171297".into(),
-        event_type: EventType::Reboot,
-        event_type_raw: "Reboot".into(),
-        resource_type: "VirtualMachine".into(),
-        resources: vec!["vm-a".into()],
-        status: EventStatus::Scheduled,
-        not_before_unix_ms: Some(1_700_000_000_000),
-        description: "Virtual machine is going to be restarted.".into(),
-        source: EventSource::Platform,
-        duration_seconds: Some(-1),
-    }
-}
-
-fn context() -> CallContext {
-    CallContext {
-        vm_name: "vm-a".into(),
-        affects_this_vm: true,
-        attempt: 1,
     }
 }
 
