@@ -236,12 +236,7 @@ mod tests {
         });
         let url =
             check_allowed("p", &format!("http://{address}/"), &[address.to_string()]).unwrap();
-        let request = HttpRequest {
-            method: "GET".into(),
-            url: url.to_string(),
-            headers: vec![],
-            body: vec![],
-        };
+        let request = get_request(&url);
         let deadline = Instant::now() + std::time::Duration::from_millis(200);
         let result = send(&HttpClient::default(), request, url, deadline).await;
         assert_eq!(result, Err(HostError::TimedOut));
@@ -254,14 +249,19 @@ mod tests {
         drop(listener);
         let url =
             check_allowed("p", &format!("http://{address}/"), &[address.to_string()]).unwrap();
-        let request = HttpRequest {
+        let request = get_request(&url);
+        let deadline = Instant::now() + std::time::Duration::from_secs(5);
+        let result = send(&HttpClient::default(), request, url, deadline).await;
+        assert!(matches!(result, Err(HostError::Failed(_))), "{result:?}");
+    }
+
+    /// A bodiless GET of `url`, as a plugin would send it.
+    fn get_request(url: &impl std::fmt::Display) -> HttpRequest {
+        HttpRequest {
             method: "GET".into(),
             url: url.to_string(),
             headers: vec![],
             body: vec![],
-        };
-        let deadline = Instant::now() + std::time::Duration::from_secs(5);
-        let result = send(&HttpClient::default(), request, url, deadline).await;
-        assert!(matches!(result, Err(HostError::Failed(_))), "{result:?}");
+        }
     }
 }
