@@ -44,6 +44,18 @@ pub enum BuildError {
     /// A path cannot be written into Rust source.
     #[error("path {} is not UTF-8, so it cannot be written into Rust source: move the workspace to a UTF-8 path", .0.display())]
     NonUtf8Path(PathBuf),
+    /// The wasm target is missing and there is no rustup to add it.
+    #[error(
+        "the Rust toolchain building forewarn (sysroot {}) has no standard library for the wasm32-wasip2 target, and no `rustup` was found on PATH or in CARGO_HOME to add it: install it with your toolchain's own means (with rustup: `rustup target add wasm32-wasip2`; a distribution's Rust: its rust-std package for wasm32-wasip2), then build again",
+        sysroot.display()
+    )]
+    TargetMissing { sysroot: PathBuf },
+    /// rustup said it added the target, but the toolchain still has none.
+    #[error(
+        "`rustup target add wasm32-wasip2` succeeded, but the toolchain building forewarn (sysroot {}) still has no wasm32-wasip2 standard library: the `rustc` cargo runs is not the one rustup manages (check RUSTC and PATH), or add the target to that toolchain by hand",
+        sysroot.display()
+    )]
+    TargetStillMissing { sysroot: PathBuf },
     /// The generated source could not be written.
     #[error("could not write {}: {source}", path.display())]
     Write {

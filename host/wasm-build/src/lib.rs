@@ -17,6 +17,7 @@ mod constants;
 mod error;
 mod nested;
 mod target_dir;
+mod toolchain;
 mod workspace;
 
 use std::path::{Path, PathBuf};
@@ -24,6 +25,7 @@ use std::path::{Path, PathBuf};
 pub use component::{COMPONENT_HEADER, is_component};
 pub use constants::{constant_name, render_constants, render_embedded};
 pub use error::BuildError;
+pub use toolchain::{TargetPlan, Toolchain, ensure_wasm_target, find_rustup, plan};
 
 /// The rustc target plugins are built for.
 pub const WASM_TARGET: &str = "wasm32-wasip2";
@@ -42,14 +44,17 @@ pub struct BuiltComponent {
 /// Builds the workspace packages `packages` into components and tells cargo to rerun the
 /// build script when they, `sdk/` or `wit/` change.
 ///
-/// # Panics
-/// When the build fails, with the nested cargo's command line and error output: this is
-/// meant for build scripts, where a panic is how a failure reaches the person.
+/// When the build fails this prints the error (the nested cargo's command line and output,
+/// or what to install) on standard error and exits the build script with status 1: cargo
+/// shows exactly that to the person, with no panic message or backtrace around it.
 pub fn build_components(packages: &[&str]) -> Vec<BuiltComponent> {
-    match try_build_components(packages) {
-        Ok(built) => built,
-        Err(error) => panic!("{error}"),
-    }
+    try_build_components(packages).unwrap_or_else(|error| fail(&error))
+}
+
+/// Ends the build script with `error` as the whole message.
+fn fail(error: &BuildError) -> ! {
+    eprintln!("error: {error}");
+    std::process::exit(1)
 }
 
 /// [`build_components`], returning the failure instead of panicking.
@@ -60,6 +65,12 @@ pub fn try_build_components(packages: &[&str]) -> Result<Vec<BuiltComponent>, Bu
         println!("cargo:rerun-if-changed={}", path.display());
     }
     let wasm_target_dir = target_dir::wasm_target_dir(&workspace.root)?;
+    if let Some(TargetPlan::Install { toolchain, .. }) = ensure_wasm_target(&wasm_target_dir)? {
+        let toolchain = toolchain.as_deref().unwrap_or("the active toolchain");
+        println!(
+            "cargo:warning=the wasm32-wasip2 target was missing: added it with `rustup target add {WASM_TARGET}` for {toolchain}"
+        );
+    }
     nested::build(&workspace.root, &wasm_target_dir, packages)?;
     crates
         .iter()
@@ -83,8 +94,7 @@ pub fn try_build_components(packages: &[&str]) -> Result<Vec<BuiltComponent>, Bu
 /// component (NAME is the package in SCREAMING_SNAKE_CASE) and
 /// `pub const ALL: &[(&str, &str)]` listing `(package, path)` pairs.
 ///
-/// # Panics
-/// When `out` cannot be written or a path is not UTF-8.
+/// Exits the build script with the error when `out` cannot be written or a path is not UTF-8.
 pub fn write_constants(out: &Path, built: &[BuiltComponent]) {
     write_source(out, render_constants(built));
 }
@@ -93,8 +103,7 @@ pub fn write_constants(out: &Path, built: &[BuiltComponent]) {
 /// (`pub const NAME: &[u8] = include_bytes!("/abs/path.wasm");`) and `ALL` is
 /// `&[(&str, &[u8])]`. For embedding components in a binary.
 ///
-/// # Panics
-/// When `out` cannot be written or a path is not UTF-8.
+/// Exits the build script with the error when `out` cannot be written or a path is not UTF-8.
 pub fn write_embedded(out: &Path, built: &[BuiltComponent]) {
     write_source(out, render_embedded(built));
 }
@@ -107,6 +116,6 @@ fn write_source(out: &Path, source: Result<String, BuildError>) {
         })
     });
     if let Err(error) = written {
-        panic!("{error}");
+        fail(&error);
     }
 }
