@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::convert::{from_unix_ms, phase_name, to_wit_event, unix_ms};
 use crate::coordination::{self, Coordinator};
 use crate::journal::{Journal, JournalError};
+use crate::log_fields;
 use crate::plugins::{LoadedPlugin, PluginSet, SharedPlugins};
 use crate::policy::{self, ApprovalGate, Plan, PolicyConfig};
 use crate::state::{
@@ -212,8 +213,8 @@ impl Daemon {
             event_id = %event.id,
             event_type = %event.event_type_raw,
             transition = transition.kind(),
-            not_before = ?event.not_before,
-            resources = ?event.resources,
+            not_before = %log_fields::time(event.not_before),
+            resources = %log_fields::list(&event.resources),
             "event transition"
         );
         self.emit(TimelineEntry::Transition {
@@ -612,11 +613,11 @@ impl Daemon {
                     coordinator.approval_sent(&due);
                 }
                 self.commit()?;
-                tracing::info!(event_ids = ?due, "approved at IMDS");
+                tracing::info!(event_ids = %log_fields::list(&due), "approved at IMDS");
                 self.emit(TimelineEntry::Approved { event_ids: due });
             }
             Err(error) => {
-                tracing::warn!(event_ids = ?due, %error, "approval not accepted by IMDS; retrying");
+                tracing::warn!(event_ids = %log_fields::list(&due), %error, "approval not accepted by IMDS; retrying");
                 self.approval_retry_at = Some(SystemTime::now() + APPROVAL_RETRY);
                 self.emit(TimelineEntry::ApprovalFailed {
                     event_ids: due,
@@ -676,7 +677,7 @@ impl Daemon {
             attempt: context.attempt,
             budget_ms: budget.as_millis() as u64,
         });
-        tracing::debug!(event_id = %event_id, plugin = plugin.name(), phase = phase_name(phase), attempt = context.attempt, ?budget, "calling plugin");
+        tracing::debug!(event_id = %event_id, plugin = plugin.name(), phase = phase_name(phase), attempt = context.attempt, budget = %log_fields::duration(budget), "calling plugin");
         let wit_event = to_wit_event(&event);
         let runnable = plugin.plugin;
         self.calls.spawn(async move {
@@ -711,6 +712,14 @@ impl Daemon {
         let now = SystemTime::now();
         let answer = answer_of(&result, now);
         log_answer(&result.event_id, &result.plugin, &answer);
+        for line in &result.outcome.logs {
+            self.emit(TimelineEntry::PluginLog {
+                event_id: result.event_id.clone(),
+                plugin: result.plugin.clone(),
+                level: line.level,
+                message: line.message.clone(),
+            });
+        }
         self.emit(TimelineEntry::PluginAnswered {
             event_id: result.event_id.clone(),
             plugin: result.plugin.clone(),

@@ -1,5 +1,5 @@
-//! `forewarn demo`: the simulator and the daemon in one process with the bundled plugins,
-//! printing a timeline a person can follow, until the scenario is over.
+//! `forewarn demo`: the simulator, the daemon with the bundled plugins and a small workload
+//! in one process, printing a timeline a person can follow until the scenario is over.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -9,12 +9,15 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use forewarn_runtime::Runtime;
 use forewarn_simulator::{SimulatorConfig, SimulatorHandle};
-use tokio::sync::broadcast;
+use serde::Serialize;
+use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use crate::app;
 use crate::bundled::bundled_plugins;
 use crate::config::Config;
+use crate::demo_log::{self, DemoLogLine};
+use crate::demo_workload::{DemoWorkload, START_ACTION, STOP_ACTION, WorkloadFacts, WorkloadNote};
 use crate::manifest::{ConfigValue, PluginManifest};
 use crate::plugins::{LoadedPlugin, PluginSource};
 use crate::timeline::{TimelineEntry, new_timeline};
@@ -28,10 +31,27 @@ pub struct DemoOptions {
     pub drain_seconds: u64,
     /// Give up after this long (a bug, not a scenario, would get there).
     pub timeout: Duration,
+    /// Print one JSON object per line instead of the human timeline.
+    pub json: bool,
+}
+
+/// What the demo saw, printed at the end (and as the last JSON line with `--json`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DemoSummary {
+    pub events: BTreeSet<String>,
+    pub approved_at_imds: usize,
+    pub recoveries: usize,
+    /// Warnings and errors: the daemon's, and those the plugins logged.
+    pub warnings: usize,
+    pub workload: WorkloadFacts,
 }
 
 /// Runs the demo; Ok when the scenario finished and every event was handled to the end.
 pub async fn run(options: DemoOptions) -> anyhow::Result<()> {
+    let (log_sender, log_lines) = mpsc::unbounded_channel();
+    demo_log::route_to(log_sender);
+    let (note_sender, notes) = mpsc::unbounded_channel();
+    let workload = DemoWorkload::start(note_sender).await?;
     let scenario = forewarn_simulator::load_scenario(&options.scenario)?;
     let vm_name = scenario.default_vm().to_owned();
     let simulator = forewarn_simulator::spawn(SimulatorConfig {
@@ -42,26 +62,19 @@ pub async fn run(options: DemoOptions) -> anyhow::Result<()> {
     .await
     .context("cannot start the IMDS simulator")?;
     let state_dir = tempfile::tempdir().context("cannot create a temporary state directory")?;
-    let config = Config {
-        vm_name: vm_name.clone(),
-        state_dir: state_dir.path().to_path_buf(),
-        imds: crate::config::ImdsConfig {
-            url: simulator.base_url(),
-            poll_interval: Duration::from_millis(250),
-            ..Default::default()
-        },
-        // Any free port: demos may run side by side with a daemon on the default port.
-        admin: crate::config::AdminConfig {
-            listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-        },
-        ..Config::default()
-    };
+    let config = demo_config(&simulator, &workload, &vm_name, state_dir.path());
     let prepared = app::build_runtime(&config)?;
-    let loaded = load_bundled(&prepared.runtime, options.drain_seconds).await?;
-    print_header(&options, &simulator, &vm_name, &loaded);
+    let loaded = load_bundled(&prepared.runtime, &options, &workload).await?;
+    let output = Output { json: options.json };
+    output.header(&options, &simulator, &workload, &vm_name, &loaded);
     let plugins = app::publish_plugins(loaded);
     let timeline = new_timeline();
-    let printer = tokio::spawn(print_timeline(timeline.subscribe(), Instant::now()));
+    let inputs = PrinterInputs {
+        timeline: timeline.subscribe(),
+        notes,
+        log_lines,
+    };
+    let printer = tokio::spawn(print_timeline(inputs, output, Instant::now()));
     let finish_watch = timeline.subscribe();
     let shutdown = CancellationToken::new();
     let daemon = tokio::spawn({
@@ -78,7 +91,8 @@ pub async fn run(options: DemoOptions) -> anyhow::Result<()> {
     shutdown.cancel();
     daemon.await.context("the daemon task failed")??;
     drop(timeline);
-    let summary = printer.await.context("the timeline printer failed")?;
+    let facts = workload.shutdown().await;
+    let mut summary = printer.await.context("the timeline printer failed")?;
     let snapshot = simulator.snapshot();
     simulator.shutdown().await;
     if finished.is_err() {
@@ -87,27 +101,49 @@ pub async fn run(options: DemoOptions) -> anyhow::Result<()> {
     if !drained {
         bail!("the daemon still had events in progress when the scenario ended");
     }
-    println!(
-        "\nScenario over: {} event(s) seen, {} approved by forewarn at IMDS, {} recovery call(s).",
-        summary.events.len(),
-        snapshot.approvals.iter().filter(|a| a.accepted).count(),
-        summary.recoveries
-    );
+    summary.approved_at_imds = snapshot.approvals.iter().filter(|a| a.accepted).count();
+    summary.workload = facts;
+    output.summary(&summary);
     Ok(())
 }
 
-async fn load_bundled(runtime: &Runtime, drain_seconds: u64) -> anyhow::Result<Vec<LoadedPlugin>> {
+/// The daemon's configuration for the demo: the simulator as IMDS, a throwaway state
+/// directory, any free admin port, and the workload's stop/start actions.
+fn demo_config(
+    simulator: &SimulatorHandle,
+    workload: &DemoWorkload,
+    vm_name: &str,
+    state_dir: &std::path::Path,
+) -> Config {
+    Config {
+        vm_name: vm_name.to_owned(),
+        state_dir: state_dir.to_path_buf(),
+        imds: crate::config::ImdsConfig {
+            url: simulator.base_url(),
+            poll_interval: Duration::from_millis(250),
+            ..Default::default()
+        },
+        // Any free port: demos may run side by side with a daemon on the default port.
+        admin: crate::config::AdminConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        },
+        actions: workload.actions().into_iter().collect(),
+        ..Config::default()
+    }
+}
+
+/// The bundled plugins, configured for the demo's workload and drain window.
+async fn load_bundled(
+    runtime: &Runtime,
+    options: &DemoOptions,
+    workload: &DemoWorkload,
+) -> anyhow::Result<Vec<LoadedPlugin>> {
     let mut loaded = Vec::new();
     for bundled in bundled_plugins() {
         let mut manifest = bundled
             .parsed_manifest()
             .map_err(|error| anyhow::anyhow!("bundled manifest of {}: {error}", bundled.name))?;
-        if manifest.config.contains_key("drain-seconds") {
-            manifest.config.insert(
-                "drain-seconds".into(),
-                ConfigValue::Integer(drain_seconds as i64),
-            );
-        }
+        configure_for_demo(bundled.name, &mut manifest, options, workload);
         let runtime = runtime.clone();
         let settings = manifest.runtime_settings();
         let plugin =
@@ -117,11 +153,48 @@ async fn load_bundled(runtime: &Runtime, drain_seconds: u64) -> anyhow::Result<V
                 .with_context(|| format!("cannot load the bundled plugin {}", bundled.name))?;
         loaded.push(LoadedPlugin {
             plugin,
-            manifest: PluginManifest { ..manifest },
+            manifest,
             source: PluginSource::Bundled,
         });
     }
     Ok(loaded)
+}
+
+/// What an operator would write in each bundled plugin's manifest for this workload.
+fn configure_for_demo(
+    name: &str,
+    manifest: &mut PluginManifest,
+    options: &DemoOptions,
+    workload: &DemoWorkload,
+) {
+    let text = |value: String| ConfigValue::Text(value);
+    let base = workload.base_url();
+    let settings: Vec<(&str, ConfigValue)> = match name {
+        "lb-drain" => vec![(
+            "drain-seconds",
+            ConfigValue::Integer(i64::try_from(options.drain_seconds).unwrap_or(i64::MAX)),
+        )],
+        "checkpoint" => {
+            manifest.capabilities.http = vec![workload.authority()];
+            vec![
+                ("checkpoint-url", text(format!("{base}/checkpoint"))),
+                ("status-url", text(format!("{base}/checkpoint/status"))),
+                ("restore-url", text(format!("{base}/restore"))),
+                ("retry-seconds", ConfigValue::Integer(1)),
+            ]
+        }
+        "graceful-shutdown" => {
+            manifest.capabilities.actions = vec![STOP_ACTION.into(), START_ACTION.into()];
+            vec![
+                ("stop-action", text(STOP_ACTION.into())),
+                ("start-action", text(START_ACTION.into())),
+            ]
+        }
+        _ => Vec::new(),
+    };
+    for (key, value) in settings {
+        manifest.config.insert(key.into(), value);
+    }
 }
 
 /// Waits (briefly) until every event the daemon took up is finished.
@@ -151,61 +224,185 @@ async fn wait_for_idle_daemon(
     }
 }
 
-fn print_header(
-    options: &DemoOptions,
-    simulator: &SimulatorHandle,
-    vm_name: &str,
-    plugins: &[LoadedPlugin],
-) {
-    let names: Vec<&str> = plugins.iter().map(|p| p.name()).collect();
-    println!(
-        "forewarn demo: scenario `{}` at {}x speed\n  IMDS simulator: {}  (this VM: {vm_name})\n  plugins: {} (bundled)\n",
-        options.scenario,
-        options.speed,
-        simulator.base_url(),
-        names.join(", ")
-    );
+/// Everything the printer shows, from three sources.
+struct PrinterInputs {
+    timeline: broadcast::Receiver<TimelineEntry>,
+    notes: mpsc::UnboundedReceiver<WorkloadNote>,
+    log_lines: mpsc::UnboundedReceiver<DemoLogLine>,
 }
 
-#[derive(Default)]
-struct Summary {
-    events: BTreeSet<String>,
-    recoveries: usize,
+/// One thing to print.
+enum Shown {
+    Entry(TimelineEntry),
+    Workload(WorkloadNote),
+    Log(DemoLogLine),
+    Skipped(u64),
 }
 
-async fn print_timeline(
-    mut entries: broadcast::Receiver<TimelineEntry>,
-    start: Instant,
-) -> Summary {
-    let mut summary = Summary::default();
+async fn print_timeline(mut inputs: PrinterInputs, output: Output, start: Instant) -> DemoSummary {
+    let mut summary = DemoSummary::default();
     loop {
-        let entry = match entries.recv().await {
-            Ok(entry) => entry,
-            Err(broadcast::error::RecvError::Lagged(missed)) => {
-                println!("  ({missed} timeline entries skipped)");
-                continue;
-            }
-            Err(broadcast::error::RecvError::Closed) => return summary,
+        // Biased: a plugin's log lines and the workload's notes happen before the answer
+        // that the timeline carries, so they are printed first when both are waiting.
+        let shown = tokio::select! {
+            biased;
+            Some(line) = inputs.log_lines.recv() => Shown::Log(line),
+            Some(note) = inputs.notes.recv() => Shown::Workload(note),
+            entry = inputs.timeline.recv() => match entry {
+                Ok(entry) => Shown::Entry(entry),
+                Err(broadcast::error::RecvError::Lagged(missed)) => Shown::Skipped(missed),
+                Err(broadcast::error::RecvError::Closed) => return summary,
+            },
         };
-        if let Some(line) = render(&entry, &mut summary) {
-            let elapsed = start.elapsed().as_secs_f64();
-            println!("{elapsed:>6.1}s  {line}");
-            let _ignored = std::io::stdout().flush();
-        }
+        output.show(&shown, &mut summary, start.elapsed());
     }
 }
 
-fn render(entry: &TimelineEntry, summary: &mut Summary) -> Option<String> {
+/// How the demo prints: for people, or JSON lines for scripts and tests.
+#[derive(Clone, Copy)]
+struct Output {
+    json: bool,
+}
+
+impl Output {
+    fn header(
+        &self,
+        options: &DemoOptions,
+        simulator: &SimulatorHandle,
+        workload: &DemoWorkload,
+        vm_name: &str,
+        plugins: &[LoadedPlugin],
+    ) {
+        let names: Vec<&str> = plugins.iter().map(|p| p.name()).collect();
+        if self.json {
+            let header = serde_json::json!({
+                "kind": "demo",
+                "scenario": options.scenario,
+                "speed": options.speed,
+                "imds": simulator.base_url(),
+                "workload": workload.base_url(),
+                "vm_name": vm_name,
+                "plugins": names,
+            });
+            print_line(&header.to_string());
+            return;
+        }
+        print_line(&format!(
+            "forewarn demo: scenario `{}` at {}x speed\n  IMDS simulator: {}  (this VM: {vm_name})\n  plugins: {} (bundled)\n  workload: {}  (checkpoints, restores, and an app process the stop/start actions stop and start)\n",
+            options.scenario,
+            options.speed,
+            simulator.base_url(),
+            names.join(", "),
+            workload.base_url(),
+        ));
+    }
+
+    fn show(&self, shown: &Shown, summary: &mut DemoSummary, elapsed: Duration) {
+        count(shown, summary);
+        if self.json {
+            if let Some(value) = json_of(shown, elapsed) {
+                print_line(&value.to_string());
+            }
+            return;
+        }
+        if let Some(line) = render(shown) {
+            print_line(&format!("{:>6.1}s  {line}", elapsed.as_secs_f64()));
+        }
+    }
+
+    fn summary(&self, summary: &DemoSummary) {
+        if self.json {
+            let mut value = serde_json::to_value(summary).unwrap_or_default();
+            value["kind"] = "summary".into();
+            print_line(&value.to_string());
+            return;
+        }
+        let facts = &summary.workload;
+        print_line(&format!(
+            "\nScenario over: {} event(s) seen, {} approved by forewarn at IMDS, {} recovery call(s).\nWorkload: {} checkpoint(s) written, {} restore(s), app stopped {} time(s) and started {} time(s) (pids {}).",
+            summary.events.len(),
+            summary.approved_at_imds,
+            summary.recoveries,
+            facts.checkpoints_completed,
+            facts.restores,
+            facts.app_stops,
+            facts.app_starts,
+            facts
+                .app_pids
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(" -> "),
+        ));
+    }
+}
+
+fn print_line(line: &str) {
+    let mut out = std::io::stdout().lock();
+    // A closed pipe (`| head`) only ends the output; the demo itself goes on.
+    let _ignored = writeln!(out, "{line}").and_then(|()| out.flush());
+}
+
+fn count(shown: &Shown, summary: &mut DemoSummary) {
+    match shown {
+        Shown::Entry(TimelineEntry::Transition { event_id, .. }) => {
+            summary.events.insert(event_id.clone());
+        }
+        Shown::Entry(TimelineEntry::PluginAnswered { phase, .. }) if phase.starts_with("ended") => {
+            summary.recoveries += 1;
+        }
+        Shown::Entry(TimelineEntry::PluginLog { level, .. })
+            if *level >= forewarn_runtime::LogLevel::Warn =>
+        {
+            summary.warnings += 1;
+        }
+        Shown::Log(_) => summary.warnings += 1,
+        _ => {}
+    }
+}
+
+fn json_of(shown: &Shown, elapsed: Duration) -> Option<serde_json::Value> {
+    let mut value = match shown {
+        Shown::Entry(entry) => serde_json::to_value(entry).ok()?,
+        Shown::Workload(note) => {
+            let mut value = serde_json::to_value(note).ok()?;
+            value["kind"] = "workload".into();
+            value
+        }
+        Shown::Log(line) => serde_json::json!({
+            "kind": "daemon-log",
+            "level": line.level.as_str().to_ascii_lowercase(),
+            "message": line.text,
+        }),
+        Shown::Skipped(missed) => serde_json::json!({ "kind": "skipped", "entries": missed }),
+    };
+    value["at_ms"] = u64::try_from(elapsed.as_millis())
+        .unwrap_or(u64::MAX)
+        .into();
+    Some(value)
+}
+
+fn render(shown: &Shown) -> Option<String> {
+    match shown {
+        Shown::Entry(entry) => render_entry(entry),
+        Shown::Workload(note) => Some(format!("   ~  {:<18} {note}", "workload")),
+        Shown::Log(line) => Some(format!(
+            "   !  {}: {}",
+            line.level.as_str().to_ascii_lowercase(),
+            line.text
+        )),
+        Shown::Skipped(missed) => Some(format!("   ({missed} timeline entries skipped)")),
+    }
+}
+
+fn render_entry(entry: &TimelineEntry) -> Option<String> {
     Some(match entry {
         TimelineEntry::Transition {
             event_id,
             transition,
             detail,
             ..
-        } => {
-            summary.events.insert(event_id.clone());
-            format!("event {}  {transition:<20} {detail}", short(event_id))
-        }
+        } => format!("event {}  {transition:<20} {detail}", short(event_id)),
         TimelineEntry::Handling { event_id, handling } => {
             format!("event {}  {:<20} {handling}", short(event_id), "policy")
         }
@@ -214,24 +411,23 @@ fn render(entry: &TimelineEntry, summary: &mut Summary) -> Option<String> {
             phase,
             attempt,
             ..
-        } => {
-            format!("   -> {plugin:<18} {phase} (attempt {attempt})")
-        }
+        } => format!("   -> {plugin:<18} {phase} (attempt {attempt})"),
+        TimelineEntry::PluginLog { level, message, .. } => match level {
+            forewarn_runtime::LogLevel::Warn | forewarn_runtime::LogLevel::Error => {
+                format!("      {:<18} {}: {message}", "", level.as_str())
+            }
+            _ => format!("      {:<18} {message}", ""),
+        },
         TimelineEntry::PluginAnswered {
             plugin,
-            phase,
             outcome,
             reason,
             elapsed_ms,
             ..
         } => {
-            if phase.starts_with("ended") {
-                summary.recoveries += 1;
-            }
-            let reason = if reason.is_empty() {
-                String::new()
-            } else {
-                format!(": {reason}")
+            let reason = match reason.is_empty() {
+                true => String::new(),
+                false => format!(": {reason}"),
             };
             format!("   <- {plugin:<18} {outcome}{reason}  ({elapsed_ms} ms)")
         }

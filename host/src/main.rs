@@ -46,11 +46,31 @@ enum Command {
     /// Print the example configuration, or check a configuration file.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// The demo's workload (its app process, and the stop/start actions); used by `demo`.
+    #[command(subcommand, hide = true)]
+    DemoWorkload(DemoWorkloadCommand),
+}
+
+#[derive(Subcommand)]
+enum DemoWorkloadCommand {
+    /// Run the demo's app until SIGTERM.
+    App,
+    /// Ask the demo workload to stop its app.
+    Stop {
+        #[arg(long)]
+        control: String,
+    },
+    /// Ask the demo workload to start its app.
+    Start {
+        #[arg(long)]
+        control: String,
+    },
 }
 
 #[derive(clap::Args)]
 struct StatusArgs {
-    /// The daemon's admin endpoint. Default: `[admin] listen` from the config file.
+    /// The daemon's admin endpoint, as `[admin] listen` writes it (`127.0.0.1:9555`) or as a
+    /// URL (`http://127.0.0.1:9555`). Default: `[admin] listen` from the config file.
     #[arg(long)]
     admin: Option<String>,
     /// Config file to read the admin address from. Default: /etc/forewarn/forewarn.toml if it exists.
@@ -102,6 +122,9 @@ struct DemoArgs {
     /// lb-drain's drain window in seconds (real time).
     #[arg(long, default_value_t = 3)]
     drain_seconds: u64,
+    /// Print the timeline as JSON lines (one object per entry, a summary last).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -167,6 +190,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             speed: args.speed,
             drain_seconds: args.drain_seconds,
             timeout: Duration::from_secs(300),
+            json: args.json,
         })
         .await
         .map(|()| ExitCode::SUCCESS),
@@ -181,6 +205,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Config(ConfigCommand::Check { path }) => Ok(config_check(&path)),
+        Command::DemoWorkload(command) => demo_workload(command).await.map(|()| ExitCode::SUCCESS),
     }
 }
 
@@ -223,12 +248,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
 /// `forewarn status`: fetches `/status` from the admin endpoint and prints it.
 async fn status(args: StatusArgs) -> anyhow::Result<()> {
     let base = match args.admin {
-        Some(url) => url,
+        Some(address) => admin_base_url(&address),
         None => admin_url(&load_config(args.config.as_deref())?),
     };
     let url = format!("{}/status", base.trim_end_matches('/'));
     let body = fetch_status(&url).await.with_context(|| {
-        format!("cannot get the status from {url}: is forewarn running (`systemctl status forewarn`)? If its admin endpoint listens elsewhere, pass --admin http://ADDRESS:PORT")
+        format!("cannot get the status from {url}: is forewarn running (`systemctl status forewarn`)? If its admin endpoint listens elsewhere, pass --admin ADDRESS:PORT")
     })?;
     if args.json {
         println!("{}", body.trim_end());
@@ -248,6 +273,25 @@ fn admin_url(config: &Config) -> String {
         address.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
     }
     format!("http://{address}")
+}
+
+/// `--admin` as given: a URL is kept, a bare `host:port` (the form of `[admin] listen`)
+/// gets `http://`.
+fn admin_base_url(address: &str) -> String {
+    let address = address.trim();
+    match address.contains("://") {
+        true => address.to_owned(),
+        false => format!("http://{address}"),
+    }
+}
+
+async fn demo_workload(command: DemoWorkloadCommand) -> anyhow::Result<()> {
+    use forewarn_host::demo_workload::{run_app, run_control};
+    match command {
+        DemoWorkloadCommand::App => run_app().await,
+        DemoWorkloadCommand::Stop { control } => run_control("stop", &control).await,
+        DemoWorkloadCommand::Start { control } => run_control("start", &control).await,
+    }
 }
 
 async fn fetch_status(url: &str) -> anyhow::Result<String> {
@@ -397,11 +441,27 @@ async fn plugin_check(path: &std::path::Path) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn init_logging(format: LogFormat, quiet_by_default: bool) {
+/// The daemon's log on stderr; for `demo`, warnings and errors routed into its timeline
+/// instead (plugins' own lines reach the timeline through the daemon).
+fn init_logging(format: LogFormat, demo: bool) {
     use tracing_subscriber::EnvFilter;
-    let default = if quiet_by_default { "warn" } else { "info" };
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    if demo {
+        let filter = EnvFilter::try_from_env("FOREWARN_LOG")
+            .unwrap_or_else(|_| EnvFilter::new("warn"))
+            .add_directive(forewarn_directive(
+                forewarn_runtime::PLUGIN_LOG_TARGET,
+                "off",
+            ));
+        let _ignored = tracing_subscriber::registry()
+            .with(filter)
+            .with(forewarn_host::demo_log::DemoLogLayer)
+            .try_init();
+        return;
+    }
     let filter = EnvFilter::try_from_env("FOREWARN_LOG")
-        .unwrap_or_else(|_| EnvFilter::new(default))
+        .unwrap_or_else(|_| EnvFilter::new("info"))
         // At trace level wasmtime-wasi logs every host call with its arguments, which
         // would let a plugin's stdout flood reach the log unbounded.
         .add_directive(
@@ -412,10 +472,18 @@ fn init_logging(format: LogFormat, quiet_by_default: bool) {
         // notify reports a deleted plugin directory at INFO; forewarn logs that itself.
         .add_directive("notify=warn".parse().expect("a valid static directive"));
     let builder = tracing_subscriber::fmt()
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().flatten_event(true).init(),
     }
+}
+
+/// `target=level` as a filter directive.
+fn forewarn_directive(target: &str, level: &str) -> tracing_subscriber::filter::Directive {
+    format!("{target}={level}")
+        .parse()
+        .expect("a target and a level make a valid directive")
 }

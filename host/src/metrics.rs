@@ -260,7 +260,9 @@ impl Metrics {
             TimelineEntry::Finished { .. } => {
                 self.events_finished.inc();
             }
-            TimelineEntry::Handling { .. } | TimelineEntry::PluginCalled { .. } => {}
+            TimelineEntry::Handling { .. }
+            | TimelineEntry::PluginCalled { .. }
+            | TimelineEntry::PluginLog { .. } => {}
         }
     }
 

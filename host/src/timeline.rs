@@ -24,6 +24,13 @@ pub enum TimelineEntry {
         attempt: u32,
         budget_ms: u64,
     },
+    /// A line the plugin logged (or printed) during a call, sent just before its answer.
+    PluginLog {
+        event_id: String,
+        plugin: String,
+        level: forewarn_runtime::LogLevel,
+        message: String,
+    },
     /// A plugin answered (or failed, counted as a defer).
     PluginAnswered {
         event_id: String,

@@ -8,6 +8,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::limits::InstanceLimits;
+use crate::plugin_log::PluginLogLine;
 use crate::sandbox::{self, CapturedOutput};
 use crate::services::{HostServices, PluginSettings};
 
@@ -28,6 +29,8 @@ pub struct CallState {
     pub(crate) deadline: Instant,
     pub(crate) log_lines: u32,
     pub(crate) log_lines_dropped: u32,
+    /// What the plugin logged (and printed) in this call, handed back with its answer.
+    pub(crate) logged: Vec<PluginLogLine>,
     pub(crate) stdout: CapturedOutput,
     pub(crate) stderr: CapturedOutput,
 }
@@ -51,6 +54,7 @@ impl CallState {
             deadline,
             log_lines: 0,
             log_lines_dropped: 0,
+            logged: Vec::new(),
             stdout,
             stderr,
         }

@@ -6,6 +6,7 @@ use crate::bindings::forewarn::plugin::{host, types};
 use crate::bindings::{ActionOutput, HostError, HttpRequest, HttpResponse, Level};
 use crate::call_state::{CallState, LOG_LINE_MAX_BYTES, LOG_LINES_PER_CALL};
 use crate::http;
+use crate::plugin_log::PluginLogLine;
 
 /// The target plugin log lines are written under, so operators can filter them.
 pub const PLUGIN_LOG_TARGET: &str = "forewarn::plugin";
@@ -21,6 +22,7 @@ impl host::Host for CallState {
         self.log_lines += 1;
         let message = truncate(&message, LOG_LINE_MAX_BYTES);
         write_plugin_log(&self.plugin, level, message);
+        self.logged.push(PluginLogLine::new(level.into(), message));
     }
 
     fn config(&mut self, key: String) -> Option<String> {

@@ -15,6 +15,7 @@ mod http;
 mod inspect;
 mod limits;
 mod plugin;
+mod plugin_log;
 mod runtime;
 mod sandbox;
 mod services;
@@ -26,6 +27,7 @@ pub use host_api::PLUGIN_LOG_TARGET;
 pub use http::{HttpClient, RESPONSE_BODY_MAX_BYTES};
 pub use inspect::ComponentReport;
 pub use plugin::{CallContext, CallFailure, CallOutcome, Plugin, REASON_MAX_BYTES};
+pub use plugin_log::{LogLevel, PluginLogLine};
 pub use runtime::{Compiled, Runtime, RuntimeConfig};
 pub use services::{
     ActionSpec, DEFAULT_MEMORY_LIMIT, Grants, HostServices, MemoryStateStore, PluginSettings,

@@ -9,6 +9,7 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 use crate::bindings::{Context, Decision, EventHandlerPre, Phase, ScheduledEvent};
 use crate::call_state::CallState;
 use crate::host_api::truncate;
+use crate::plugin_log::{LogLevel, PluginLogLine};
 use crate::runtime::Runtime;
 use crate::services::PluginSettings;
 
@@ -47,6 +48,9 @@ pub struct CallContext {
 pub struct CallOutcome {
     pub answer: Result<Decision, CallFailure>,
     pub elapsed: Duration,
+    /// What the plugin logged through `log` and printed on stdout/stderr, in order of
+    /// source (log lines first), within the per-call caps.
+    pub logs: Vec<PluginLogLine>,
 }
 
 /// Why a call produced no decision. The dispatcher counts each as a defer with `reason()`.
@@ -171,10 +175,11 @@ impl Plugin {
             Ok(Ok(decision)) => Ok(sanitize(decision)),
             Ok(Err(error)) => Err(classify(error, store.data(), budget)),
         };
-        self.forward_output(store.data());
+        let logs = self.forward_output(store.data_mut());
         CallOutcome {
             answer,
             elapsed: started.elapsed(),
+            logs,
         }
     }
 
@@ -200,14 +205,20 @@ impl Plugin {
         store
     }
 
-    /// Writes what the plugin printed, and what it was not allowed to log, to the daemon log.
-    fn forward_output(&self, state: &CallState) {
+    /// Writes what the plugin printed, and what it was not allowed to log, to the daemon log;
+    /// returns everything it logged and printed in this call.
+    fn forward_output(&self, state: &mut CallState) -> Vec<PluginLogLine> {
         let plugin = &*self.inner.name;
-        for (stream, output) in [("stdout", &state.stdout), ("stderr", &state.stderr)] {
+        let mut logged = std::mem::take(&mut state.logged);
+        for (stream, output, level) in [
+            ("stdout", &state.stdout, LogLevel::Info),
+            ("stderr", &state.stderr, LogLevel::Warn),
+        ] {
             let (kept, dropped) = output.take();
             let text = String::from_utf8_lossy(&kept);
             for line in text.lines().filter(|line| !line.trim().is_empty()) {
                 tracing::info!(target: crate::host_api::PLUGIN_LOG_TARGET, plugin, stream, "{line}");
+                logged.push(PluginLogLine::new(level, line));
             }
             if dropped > 0 {
                 tracing::warn!(
@@ -226,6 +237,7 @@ impl Plugin {
                 crate::call_state::LOG_LINES_PER_CALL
             );
         }
+        logged
     }
 }
 

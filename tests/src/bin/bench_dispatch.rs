@@ -154,6 +154,7 @@ async fn native_call(
     CallOutcome {
         answer: result.map_err(|_elapsed| CallFailure::BudgetExceeded { budget }),
         elapsed: started.elapsed(),
+        logs: Vec::new(),
     }
 }
 

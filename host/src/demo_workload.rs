@@ -1,0 +1,340 @@
+//! The demo's workload: a loopback HTTP service that checkpoints and restores (for the
+//! checkpoint plugin) and supervises an app process that the stop/start actions really stop.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use serde::Serialize;
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::ActionConfig;
+
+/// How long the workload's checkpoint takes: long enough that the checkpoint plugin has to
+/// defer once and ask again.
+const CHECKPOINT_TAKES: Duration = Duration::from_millis(700);
+/// How long the app may take to exit after SIGTERM before it is killed.
+const APP_STOP_GRACE: Duration = Duration::from_secs(5);
+/// The action names the demo defines for graceful-shutdown.
+pub const STOP_ACTION: &str = "stop-app";
+pub const START_ACTION: &str = "start-app";
+
+/// One thing the workload did, shown in the demo's timeline (`--json`: `"what"` names it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "what", rename_all = "kebab-case")]
+pub enum WorkloadNote {
+    AppStarted { pid: u32 },
+    AppStopped { pid: u32, how: String },
+    AppStopFailed { pid: u32, error: String },
+    CheckpointStarted,
+    CheckpointWritten,
+    Restored,
+}
+
+impl std::fmt::Display for WorkloadNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WorkloadNote::AppStarted { pid } => write!(f, "app started (pid {pid})"),
+            WorkloadNote::AppStopped { pid, how } => write!(f, "app (pid {pid}) stopped: {how}"),
+            WorkloadNote::AppStopFailed { pid, error } => {
+                write!(f, "app (pid {pid}) did not stop cleanly: {error}")
+            }
+            WorkloadNote::CheckpointStarted => write!(f, "checkpoint started"),
+            WorkloadNote::CheckpointWritten => write!(f, "checkpoint written"),
+            WorkloadNote::Restored => write!(f, "state restored from the checkpoint"),
+        }
+    }
+}
+
+/// What the workload did, for the demo's summary and its test.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct WorkloadFacts {
+    pub checkpoints_requested: u32,
+    pub checkpoints_completed: u32,
+    pub restores: u32,
+    pub app_stops: u32,
+    pub app_starts: u32,
+    /// The app's process ids, in the order they ran (the first one started with the demo).
+    pub app_pids: Vec<u32>,
+    /// Whether the app was running when the demo ended.
+    pub app_running_at_end: bool,
+}
+
+/// The running workload. Dropping it does not stop the app: call [`DemoWorkload::shutdown`].
+pub struct DemoWorkload {
+    address: SocketAddr,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+    server: tokio::task::JoinHandle<()>,
+}
+
+struct Shared {
+    /// The program that runs the app (this binary, `demo-workload app`).
+    program: PathBuf,
+    inner: Mutex<Inner>,
+    notes: mpsc::UnboundedSender<WorkloadNote>,
+}
+
+#[derive(Default)]
+struct Inner {
+    facts: WorkloadFacts,
+    app: Option<Child>,
+    checkpoint_done_at: Option<Instant>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn note(&self, note: WorkloadNote) {
+        // The printer may be gone at the very end; a lost note is fine then.
+        let _ignored = self.notes.send(note);
+    }
+}
+
+impl DemoWorkload {
+    /// Starts the app and the HTTP service on a free loopback port. `notes` receives one line
+    /// per thing the workload does, for the timeline.
+    pub async fn start(notes: mpsc::UnboundedSender<WorkloadNote>) -> anyhow::Result<Self> {
+        let program = std::env::current_exe().context("cannot find the forewarn binary")?;
+        let shared = Arc::new(Shared {
+            program,
+            inner: Mutex::new(Inner::default()),
+            notes,
+        });
+        let pid = start_app(&shared).await?;
+        shared.note(WorkloadNote::AppStarted { pid });
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .await
+            .context("cannot start the demo workload's HTTP service")?;
+        let address = listener.local_addr()?;
+        let stop = CancellationToken::new();
+        let app = router(shared.clone());
+        let server = tokio::spawn({
+            let stop = stop.clone();
+            async move {
+                let _ignored = axum::serve(listener, app)
+                    .with_graceful_shutdown(stop.cancelled_owned())
+                    .await;
+            }
+        });
+        Ok(DemoWorkload {
+            address,
+            shared,
+            stop,
+            server,
+        })
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// `127.0.0.1:PORT`, as a plugin's `[capabilities] http` names it.
+    pub fn authority(&self) -> String {
+        self.address.to_string()
+    }
+
+    /// The `[actions]` graceful-shutdown runs: this binary asking the workload to stop or
+    /// start its app.
+    pub fn actions(&self) -> Vec<(String, ActionConfig)> {
+        [(STOP_ACTION, "stop"), (START_ACTION, "start")]
+            .into_iter()
+            .map(|(name, verb)| {
+                let argv = vec![
+                    self.shared.program.display().to_string(),
+                    "demo-workload".into(),
+                    verb.into(),
+                    "--control".into(),
+                    self.base_url(),
+                ];
+                let action = ActionConfig {
+                    argv,
+                    timeout: Duration::from_secs(10),
+                };
+                (name.to_owned(), action)
+            })
+            .collect()
+    }
+
+    /// Stops the service and the app; returns what the workload did.
+    pub async fn shutdown(self) -> WorkloadFacts {
+        self.stop.cancel();
+        let _ignored = self.server.await;
+        let app = self.shared.lock().app.take();
+        let mut facts = self.shared.lock().facts.clone();
+        facts.app_running_at_end = app.is_some();
+        if let Some(child) = app {
+            let _ignored = stop_child(child).await;
+        }
+        facts
+    }
+}
+
+fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/checkpoint", post(checkpoint))
+        .route("/checkpoint/status", get(checkpoint_status))
+        .route("/restore", post(restore))
+        .route("/app/stop", post(app_stop))
+        .route("/app/start", post(app_start))
+        .with_state(shared)
+}
+
+async fn checkpoint(State(shared): State<Arc<Shared>>) -> (StatusCode, &'static str) {
+    let mut inner = shared.lock();
+    inner.facts.checkpoints_requested += 1;
+    inner.checkpoint_done_at = Some(Instant::now() + CHECKPOINT_TAKES);
+    drop(inner);
+    shared.note(WorkloadNote::CheckpointStarted);
+    (StatusCode::ACCEPTED, "started")
+}
+
+async fn checkpoint_status(State(shared): State<Arc<Shared>>) -> (StatusCode, &'static str) {
+    let mut inner = shared.lock();
+    match inner.checkpoint_done_at {
+        Some(done_at) if Instant::now() >= done_at => {
+            inner.checkpoint_done_at = None;
+            inner.facts.checkpoints_completed += 1;
+            drop(inner);
+            shared.note(WorkloadNote::CheckpointWritten);
+            (StatusCode::OK, "done")
+        }
+        Some(_) => (StatusCode::ACCEPTED, "running"),
+        None => (StatusCode::OK, "done"),
+    }
+}
+
+async fn restore(State(shared): State<Arc<Shared>>) -> (StatusCode, &'static str) {
+    shared.lock().facts.restores += 1;
+    shared.note(WorkloadNote::Restored);
+    (StatusCode::OK, "restored")
+}
+
+async fn app_stop(State(shared): State<Arc<Shared>>) -> (StatusCode, String) {
+    let Some(child) = shared.lock().app.take() else {
+        return (StatusCode::OK, "the app was not running".into());
+    };
+    let pid = child.id().unwrap_or_default();
+    let note = match stop_child(child).await {
+        Ok(how) => {
+            shared.lock().facts.app_stops += 1;
+            WorkloadNote::AppStopped { pid, how }
+        }
+        Err(error) => WorkloadNote::AppStopFailed {
+            pid,
+            error: format!("{error:#}"),
+        },
+    };
+    let answer = note.to_string();
+    shared.note(note);
+    (StatusCode::OK, answer)
+}
+
+async fn app_start(State(shared): State<Arc<Shared>>) -> (StatusCode, String) {
+    if let Some(pid) = shared.lock().app.as_ref().and_then(Child::id) {
+        return (StatusCode::OK, format!("the app is running (pid {pid})"));
+    }
+    match start_app(&shared).await {
+        Ok(pid) => {
+            shared.lock().facts.app_starts += 1;
+            let note = WorkloadNote::AppStarted { pid };
+            let answer = note.to_string();
+            shared.note(note);
+            (StatusCode::OK, answer)
+        }
+        Err(error) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot start the app: {error:#}"),
+        ),
+    }
+}
+
+/// Spawns the app (`forewarn demo-workload app`) and records it.
+async fn start_app(shared: &Shared) -> anyhow::Result<u32> {
+    let child = spawn_app(&shared.program)?;
+    let pid = child.id().context("the app exited as soon as it started")?;
+    let mut inner = shared.lock();
+    inner.facts.app_pids.push(pid);
+    inner.app = Some(child);
+    Ok(pid)
+}
+
+fn spawn_app(program: &Path) -> anyhow::Result<Child> {
+    Command::new(program)
+        .args(["demo-workload", "app"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("cannot run {} demo-workload app", program.display()))
+}
+
+/// SIGTERM, then wait (killing it after the grace period); says how it ended.
+async fn stop_child(mut child: Child) -> anyhow::Result<String> {
+    #[cfg(unix)]
+    if let Some(pid) = child.id().and_then(|pid| i32::try_from(pid).ok()) {
+        // SAFETY: kill(2) with a pid this process spawned and has not reaped yet.
+        unsafe {
+            libc::kill(pid, libc::SIGTERM);
+        }
+    }
+    match tokio::time::timeout(APP_STOP_GRACE, child.wait()).await {
+        Ok(status) => Ok(match status?.code() {
+            Some(0) => "exited cleanly".into(),
+            Some(code) => format!("exited with status {code}"),
+            None => "ended by a signal".into(),
+        }),
+        Err(_elapsed) => {
+            child.kill().await?;
+            Ok(format!(
+                "killed after {}",
+                humantime::format_duration(APP_STOP_GRACE)
+            ))
+        }
+    }
+}
+
+/// `forewarn demo-workload app`: the demo's app; runs until SIGTERM, then exits 0.
+pub async fn run_app() -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        terminate.recv().await;
+    }
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c().await?;
+    Ok(())
+}
+
+/// `forewarn demo-workload stop|start --control URL`: the demo's stop and start actions.
+pub async fn run_control(verb: &str, control: &str) -> anyhow::Result<()> {
+    let url = format!("{}/app/{verb}", control.trim_end_matches('/'));
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(10))
+        .build()?;
+    let response = client
+        .post(&url)
+        .send()
+        .await
+        .with_context(|| format!("cannot reach the demo workload at {url}"))?;
+    let status = response.status();
+    let body = response.text().await.unwrap_or_default();
+    println!("{body}");
+    anyhow::ensure!(status.is_success(), "{url} answered {status}");
+    Ok(())
+}

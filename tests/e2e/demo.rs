@@ -1,0 +1,138 @@
+//! End-to-end tests of `forewarn demo`, the README's first command: each bundled plugin does
+//! its job against the built-in workload, in order, and the terminal shows no raw log lines.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+const FOREWARN: &str = env!("CARGO_BIN_EXE_forewarn");
+
+/// Runs `forewarn demo` with `args`; its stdout and stderr, after checking it exited 0.
+fn demo(args: &[&str]) -> (String, String) {
+    let output = Command::new(FOREWARN)
+        .arg("demo")
+        .args(args)
+        .env_remove("FOREWARN_LOG")
+        .output()
+        .expect("forewarn demo runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "forewarn demo failed ({}):\n{stdout}\n{stderr}",
+        output.status
+    );
+    (stdout, stderr)
+}
+
+/// The demo's JSON lines.
+fn entries(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|error| panic!("{error}: {line}")))
+        .collect()
+}
+
+fn position(entries: &[Value], what: impl Fn(&Value) -> bool) -> Option<usize> {
+    entries.iter().position(what)
+}
+
+fn is(entry: &Value, kind: &str) -> bool {
+    entry["kind"] == kind
+}
+
+fn workload(entry: &Value, what: &str) -> bool {
+    is(entry, "workload") && entry["what"] == what
+}
+
+fn answered(entry: &Value, plugin: &str, phase: &str, outcome: &str) -> bool {
+    is(entry, "plugin-answered")
+        && entry["plugin"] == plugin
+        && entry["phase"] == phase
+        && entry["outcome"] == outcome
+}
+
+#[test]
+fn every_bundled_plugin_does_its_job_before_the_approval_and_recovers_after() {
+    let (stdout, _) = demo(&["--json"]);
+    let entries = entries(&stdout);
+    let at = |index: usize| entries[index]["at_ms"].as_u64().expect("at_ms");
+    let approved = position(&entries, |e| is(e, "approved")).expect("an approval at IMDS");
+
+    // lb-drain holds the VM out of rotation for its drain window (3 s), then approves.
+    let first_drain = position(&entries, |e| answered(e, "lb-drain", "prepare", "defer"))
+        .expect("lb-drain defers while draining");
+    let drained = position(&entries, |e| answered(e, "lb-drain", "prepare", "approve"))
+        .expect("lb-drain approves after draining");
+    assert!(first_drain < drained && drained < approved);
+    assert!(
+        at(drained) - at(first_drain) >= 2_500,
+        "lb-drain approved {} ms after it started draining; the window is 3 s",
+        at(drained) - at(first_drain)
+    );
+    assert!(
+        position(&entries, |e| is(e, "plugin-log")
+            && e["plugin"] == "lb-drain")
+        .is_some(),
+        "lb-drain's own log lines reach the timeline"
+    );
+
+    // checkpoint: the workload wrote a checkpoint before the approval, restored after the start.
+    let written = position(&entries, |e| workload(e, "checkpoint-written"))
+        .expect("the workload wrote a checkpoint");
+    assert!(written < approved, "checkpoint written before the approval");
+    let started = position(&entries, |e| {
+        is(e, "transition") && e["transition"] == "started"
+    })
+    .expect("the event started");
+    let restored = position(&entries, |e| workload(e, "restored")).expect("the workload restored");
+    assert!(started < restored, "restore after the event started");
+
+    // graceful-shutdown: the stop action stopped the app before the approval; the start
+    // action started a new app process after the event.
+    let stopped = position(&entries, |e| workload(e, "app-stopped")).expect("the stop action ran");
+    assert!(stopped < approved, "app stopped before the approval");
+    let restarted = entries
+        .iter()
+        .enumerate()
+        .skip(started)
+        .find(|(_, e)| workload(e, "app-started"))
+        .map(|(index, _)| index)
+        .expect("the start action ran after the event started");
+    assert!(stopped < restarted);
+
+    let summary = entries.last().expect("a summary line");
+    assert!(is(summary, "summary"), "{summary}");
+    let facts = &summary["workload"];
+    assert!(
+        facts["checkpoints_completed"].as_u64() >= Some(1),
+        "{facts}"
+    );
+    assert!(facts["restores"].as_u64() >= Some(1), "{facts}");
+    assert!(facts["app_stops"].as_u64() >= Some(1), "{facts}");
+    assert!(facts["app_starts"].as_u64() >= Some(1), "{facts}");
+    let pids: Vec<u64> = facts["app_pids"]
+        .as_array()
+        .expect("pids")
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    assert!(
+        pids.len() >= 2 && pids[0] != pids[1],
+        "a new app process: {pids:?}"
+    );
+    assert_eq!(facts["app_running_at_end"], true, "{facts}");
+    assert_eq!(summary["warnings"], 0, "no warnings or errors: {stdout}");
+    assert!(summary["approved_at_imds"].as_u64() >= Some(1), "{summary}");
+}
+
+#[test]
+fn the_human_timeline_has_no_raw_log_lines() {
+    let (stdout, stderr) = demo(&[]);
+    assert!(!stdout.contains('\u{1b}'), "no ANSI escapes:\n{stdout}");
+    assert!(
+        stderr.trim().is_empty(),
+        "nothing on stderr (raw tracing output goes there):\n{stderr}"
+    );
+    assert!(stdout.contains("APPROVED at IMDS"), "{stdout}");
+}
