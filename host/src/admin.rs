@@ -42,6 +42,8 @@ pub struct AdminState {
     pub plugins: watch::Receiver<Arc<PluginSet>>,
     /// `None` while the daemon starts (resolving the VM name, opening the journal).
     pub daemon: watch::Receiver<Option<DaemonViews>>,
+    /// While starting: what the daemon waits for and what the operator should do about it.
+    pub startup: watch::Receiver<Option<String>>,
 }
 
 /// The admin address could not be used.
@@ -154,6 +156,7 @@ pub fn snapshot_of(state: &AdminState) -> StatusSnapshot {
             ready: state.readiness.is_ready(),
             held_by: state.readiness.holders(),
             coordination: coordination_view(views.as_ref()),
+            waiting_for: state.startup.borrow().clone(),
         },
         SystemTime::now(),
     )

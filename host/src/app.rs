@@ -103,33 +103,60 @@ pub fn imds_client(config: &Config) -> anyhow::Result<ImdsClient> {
     .map_err(|error| anyhow::anyhow!("cannot build the IMDS client: {}", error.0))
 }
 
-/// This VM's name: from the config, or asked of IMDS until it answers (or shutdown).
+/// This VM's name: from the config, or asked of IMDS until it answers (or shutdown). After
+/// `imds.vm-name-patience` of failures it says once, in the log and in `startup`, what to set.
 pub async fn resolve_vm_name(
     config: &Config,
     client: &ImdsClient,
+    startup: &watch::Sender<Option<String>>,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<String> {
     if !config.vm_name.is_empty() {
         return Ok(config.vm_name.clone());
     }
-    let mut reported = false;
+    let started = tokio::time::Instant::now();
+    let mut warned = false;
+    let mut told = false;
     loop {
-        match client.fetch_vm_name().await {
+        let error = match client.fetch_vm_name().await {
             Ok(name) => {
                 tracing::info!(vm_name = %name, "VM name from IMDS instance metadata");
+                startup.send_replace(None);
                 return Ok(name);
             }
-            Err(error) if !reported => {
-                tracing::warn!(%error, "cannot read this VM's name from IMDS instance metadata yet; retrying (set `vm-name` in the config to skip this)");
-                reported = true;
-            }
-            Err(_) => {}
+            Err(error) => error,
+        };
+        if !warned {
+            tracing::warn!(%error, "cannot read this VM's name from IMDS instance metadata yet; retrying (set `vm-name` in the config to skip this)");
+            warned = true;
+        }
+        if !told && started.elapsed() >= config.imds.vm_name_patience {
+            let problem = vm_name_problem(config, &error.to_string(), started.elapsed());
+            tracing::error!(%error, waited = %humantime::format_duration(whole_seconds(started.elapsed())), "{problem}");
+            startup.send_replace(Some(problem));
+            told = true;
         }
         tokio::select! {
             () = shutdown.cancelled() => bail!("stopped before this VM's name was known"),
-            () = tokio::time::sleep(Duration::from_secs(2)) => {}
+            () = tokio::time::sleep(VM_NAME_RETRY) => {}
         }
     }
+}
+
+/// Time between two lookups of the VM name.
+const VM_NAME_RETRY: Duration = Duration::from_secs(2);
+
+/// What the operator reads when the name lookup keeps failing.
+pub fn vm_name_problem(config: &Config, error: &str, waited: Duration) -> String {
+    format!(
+        "waiting for this VM's name: IMDS instance metadata ({}/metadata/instance/compute/name) has not answered for {} ({error}), so no events are handled; set `vm-name = \"NAME\"` (the name IMDS lists in an event's Resources) in the config file and restart forewarn",
+        config.imds.url.trim_end_matches('/'),
+        humantime::format_duration(whole_seconds(waited)),
+    )
+}
+
+fn whole_seconds(duration: Duration) -> Duration {
+    Duration::from_secs(duration.as_secs())
 }
 
 /// Runs the admin endpoint, the poller and the event loop until `shutdown`; tells systemd
@@ -146,18 +173,21 @@ pub async fn run_daemon(
     let metrics = Arc::new(Metrics::new());
     let metrics_timeline = timeline.subscribe();
     let (views, views_rx) = watch::channel(None);
+    let (startup, startup_rx) = watch::channel(None);
     let admin_stop = shutdown.child_token();
     let admin_state = AdminState {
         metrics: metrics.clone(),
         readiness,
         plugins: plugins.clone(),
         daemon: views_rx,
+        startup: startup_rx,
     };
     let admin = tokio::spawn(admin::serve(listener, admin_state, admin_stop.clone()));
     let observers = Observers {
         metrics,
         timeline: metrics_timeline,
         views,
+        startup,
     };
     let result = run_event_loop(config, client, plugins, timeline, observers, &shutdown).await;
     systemd::notify_stopping();
@@ -172,6 +202,8 @@ struct Observers {
     /// Subscribed before the loop starts, so no entry is missed.
     timeline: tokio::sync::broadcast::Receiver<crate::timeline::TimelineEntry>,
     views: watch::Sender<Option<DaemonViews>>,
+    /// What the daemon is waiting for while it starts (`None`: nothing worth saying).
+    startup: watch::Sender<Option<String>>,
 }
 
 /// Resolves the VM name, opens the journal, starts the poller, and runs the loop.
@@ -183,7 +215,7 @@ async fn run_event_loop(
     observers: Observers,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let vm_name = resolve_vm_name(config, &client, shutdown).await?;
+    let vm_name = resolve_vm_name(config, &client, &observers.startup, shutdown).await?;
     let settings = DaemonSettings {
         vm_name: vm_name.clone(),
         policy: config.policy.clone(),

@@ -129,6 +129,10 @@ pub struct ImdsConfig {
     pub poll_interval: Duration,
     /// Upper bound on requests per second, retries and approvals included (IMDS allows 5).
     pub max_requests_per_second: u32,
+    /// With `vm-name` unset: how long the name lookup is retried before forewarn says, in
+    /// the log and in `forewarn status`, that `vm-name` must be set. It keeps retrying.
+    #[serde(with = "humantime_serde")]
+    pub vm_name_patience: Duration,
 }
 
 impl Default for Config {
@@ -153,6 +157,7 @@ impl Default for ImdsConfig {
             api_version: "2020-07-01".into(),
             poll_interval: Duration::from_secs(1),
             max_requests_per_second: 5,
+            vm_name_patience: Duration::from_secs(30),
         }
     }
 }

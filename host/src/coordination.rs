@@ -831,7 +831,7 @@ impl Inner {
                 tracing::info!("etcd answers again: coordinating events naming several VMs");
             }
             if previous == Connection::Connecting && shared.connection == Connection::Connected {
-                tracing::info!(endpoints = ?self.config.endpoints, "connected to etcd for coordinated approval");
+                tracing::info!(endpoints = %crate::log_fields::list(&self.config.endpoints), "connected to etcd for coordinated approval");
             }
         }
         let status = CoordinationStatus {

@@ -18,6 +18,9 @@ pub struct StatusSnapshot {
     pub version: String,
     /// "starting" until the daemon loop runs, then "running".
     pub phase: String,
+    /// While starting: what the daemon waits for, and what to do about it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<String>,
     pub vm_name: String,
     pub generated_at: String,
     pub readiness: ReadinessView,
@@ -112,6 +115,7 @@ pub struct StatusInputs<'a> {
     pub ready: bool,
     pub held_by: Vec<String>,
     pub coordination: Option<serde_json::Value>,
+    pub waiting_for: Option<String>,
 }
 
 /// Builds the snapshot as of `now`.
@@ -124,6 +128,7 @@ pub fn build_snapshot(inputs: StatusInputs<'_>, now: SystemTime) -> StatusSnapsh
             "starting"
         }
         .to_owned(),
+        waiting_for: inputs.waiting_for.clone(),
         vm_name: inputs.vm_name.to_owned(),
         generated_at: rfc3339(now),
         readiness: ReadinessView {
@@ -300,6 +305,9 @@ pub fn render_table(snapshot: &StatusSnapshot) -> String {
         ready,
         snapshot.generated_at
     );
+    if let Some(waiting_for) = &snapshot.waiting_for {
+        let _ = writeln!(out, "\n{waiting_for}");
+    }
     out.push('\n');
     render_events(&mut out, &snapshot.events);
     out.push('\n');
@@ -482,6 +490,7 @@ mod tests {
         StatusSnapshot {
             version: "0.1.0".into(),
             phase: "running".into(),
+            waiting_for: None,
             vm_name: "vm-a".into(),
             generated_at: "2026-01-01T00:00:00Z".into(),
             readiness: ReadinessView {
@@ -656,6 +665,7 @@ mod tests {
                 ready: true,
                 held_by: vec![],
                 coordination: None,
+                waiting_for: None,
             },
             now,
         );

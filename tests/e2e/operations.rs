@@ -45,19 +45,24 @@ fn start(scenario: &str, speed: f64, write_plugins: impl FnOnce(&Path)) -> Setup
     }
     .write(&config_path);
     let daemon = Daemon::start(forewarn(), &config_path);
-    let admin = wait_for(WAIT, "the admin endpoint's address in the log", || {
-        daemon
-            .lines_with_message("admin endpoint listening")
-            .first()
-            .map(|line| line.text("address").to_owned())
-            .ok_or_else(|| daemon.describe_for_failure())
-    });
+    let admin = admin_address(&daemon);
     Setup {
         _dir: dir,
         simulator,
         daemon,
         admin,
     }
+}
+
+/// `127.0.0.1:PORT` of the daemon's admin endpoint, from its log.
+fn admin_address(daemon: &Daemon) -> String {
+    wait_for(WAIT, "the admin endpoint's address in the log", || {
+        daemon
+            .lines_with_message("admin endpoint listening")
+            .first()
+            .map(|line| line.text("address").to_owned())
+            .ok_or_else(|| daemon.describe_for_failure())
+    })
 }
 
 /// The value of the series `series` (name with labels, exactly) in a Prometheus text body.
@@ -571,4 +576,52 @@ fn tells_systemd_ready_watchdog_and_stopping() {
             Err(format!("{seen:?}"))
         }
     });
+}
+
+/// Without `vm-name`, on an IMDS whose instance metadata never answers, the daemon says after
+/// `vm-name-patience` what to set, in `/status` and in `forewarn status`, which also accepts
+/// the admin address in the bare `host:port` form of `[admin] listen`.
+#[test]
+fn a_missing_vm_name_is_reported_in_status_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin_dir = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugin_dir).unwrap();
+    // A port nothing listens on: every instance-metadata lookup fails at once.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let imds = closed.local_addr().unwrap();
+    drop(closed);
+    let config_path = dir.path().join("forewarn.toml");
+    std::fs::write(
+        &config_path,
+        format!(
+            "vm-name = \"\"\nstate-dir = \"{}\"\nplugin-dir = \"{}\"\n\n[imds]\nurl = \"http://{imds}\"\nvm-name-patience = \"1s\"\n\n[admin]\nlisten = \"127.0.0.1:0\"\n",
+            dir.path().join("state").display(),
+            plugin_dir.display(),
+        ),
+    )
+    .unwrap();
+    let daemon = Daemon::start(forewarn(), &config_path);
+    let admin = admin_address(&daemon);
+    let waiting_for = wait_for(WAIT, "status to say what the daemon waits for", || {
+        let body = http_get(&admin, "/status")?;
+        let snapshot: StatusSnapshot = serde_json::from_str(&body).map_err(|e| e.to_string())?;
+        match (snapshot.phase.as_str(), snapshot.waiting_for) {
+            ("starting", Some(waiting_for)) => Ok(waiting_for),
+            (phase, other) => Err(format!("phase {phase}, waiting_for {other:?}")),
+        }
+    });
+    assert!(waiting_for.contains("vm-name = \""), "{waiting_for}");
+    assert!(waiting_for.contains(&imds.to_string()), "{waiting_for}");
+
+    let output = Command::new(forewarn())
+        .args(["status", "--admin", &admin])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "forewarn status --admin {admin}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(table.contains(&waiting_for), "{table}");
 }

@@ -163,10 +163,13 @@ impl PollLoop {
 
     fn on_success(&mut self) {
         if let Some(streak) = self.streak.take() {
+            let over = Duration::from_millis(
+                u64::try_from(streak.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            );
             tracing::info!(
-                "IMDS recovered after {} failures over {:?}",
-                streak.failures,
-                streak.started.elapsed()
+                failures = streak.failures,
+                over = %humantime::format_duration(over),
+                "IMDS recovered"
             );
         }
         self.status.last_success = Some(SystemTime::now());

@@ -104,7 +104,7 @@ impl Runtime {
         let component = Component::new(engine, bytes).map_err(|error| LoadError::Compile {
             message: format!("{error:#}"),
         })?;
-        tracing::debug!(hash = %content_hash, elapsed = ?started.elapsed(), "compiled component");
+        tracing::debug!(hash = %content_hash, elapsed_ms = started.elapsed().as_millis() as u64, "compiled component");
         if let Some(cache) = &self.inner.cache
             && let Err(error) = cache.store(engine, &content_hash, &component)
         {

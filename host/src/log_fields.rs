@@ -1,0 +1,45 @@
+//! How times, durations and lists appear in the daemon's log fields: RFC 3339, human units,
+//! comma-separated names — never Rust's `Debug` output (`Some(SystemTime { .. })`).
+
+use std::time::{Duration, SystemTime};
+
+/// `2026-11-23T01:50:37Z`, or `none` when there is no time (an event without NotBefore).
+pub fn time(at: Option<SystemTime>) -> String {
+    at.map_or_else(|| "none".to_owned(), crate::status::rfc3339)
+}
+
+/// `1s 250ms`, `2m 5s`: whole milliseconds, in the largest units that fit.
+pub fn duration(span: Duration) -> String {
+    let millis = u64::try_from(span.as_millis()).unwrap_or(u64::MAX);
+    humantime::format_duration(Duration::from_millis(millis)).to_string()
+}
+
+/// `vm-a, vm-b`, or `none` for an empty list.
+pub fn list<T: AsRef<str>>(items: &[T]) -> String {
+    if items.is_empty() {
+        return "none".to_owned();
+    }
+    items
+        .iter()
+        .map(AsRef::as_ref)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::UNIX_EPOCH;
+
+    use super::*;
+
+    #[test]
+    fn fields_read_like_a_person_wrote_them() {
+        let at = UNIX_EPOCH + Duration::from_secs(1_795_391_148);
+        assert_eq!(time(Some(at)), "2026-11-22T23:45:48Z");
+        assert_eq!(time(None), "none");
+        assert_eq!(duration(Duration::from_micros(1_250_400)), "1s 250ms");
+        assert_eq!(duration(Duration::from_secs(125)), "2m 5s");
+        assert_eq!(list(&["vm-a", "vm-b"]), "vm-a, vm-b");
+        assert_eq!(list::<String>(&[]), "none");
+    }
+}
