@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# forewarn's whole test suite, as a new machine runs it: installs the system programs the
-# end-to-end tests drive for real (HAProxy, systemd-analyze, etcd, openssl, the plugin toolchains) when missing, then runs every
-# test of the workspace with cargo. The wasm plugins are built by build scripts on the way.
+# forewarn's whole test suite, as a new machine runs it: installs what the end-to-end tests
+# drive for real when missing (HAProxy, systemd-analyze, etcd, openssl, procps, dpkg-deb from
+# Debian; the C, Python and JavaScript plugin toolchains; cargo-deb), then runs every test of
+# the workspace with cargo. The build scripts build the wasm plugins on the way, adding the
+# wasm32-wasip2 target with rustup when the toolchain lacks it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,6 +13,8 @@ command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+command -v ps >/dev/null 2>&1 || missing+=(procps)
+command -v dpkg-deb >/dev/null 2>&1 || missing+=(dpkg)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "tests/run.sh: installing ${missing[*]} from Debian's packages (the end-to-end tests use them)"
     sudo=""
@@ -22,6 +26,8 @@ fi
 # The C, Python and JavaScript plugin examples need their toolchains (clang and wasi-libc
 # from Debian, componentize-py from PyPI, componentize-js from npm): quick when present.
 bash tests/install-language-toolchains.sh
+# A Node.js the script had to fetch (the machine's was missing or too old) comes first.
+[ -x tests/.tools/node/bin/node ] && export PATH="$PWD/tests/.tools/node/bin:$PATH"
 
 # The .deb packaging test needs cargo-deb (a crates.io tool, ~2 minutes to build once).
 if ! cargo deb --version >/dev/null 2>&1; then
