@@ -126,6 +126,13 @@ impl Tracker {
                 transitions.push(transition);
             }
         }
+        // An event IMDS still lists but forewarn cannot read this time has not vanished:
+        // keep it as it was. An unreadable entry without an EventId could be any known
+        // event, so nothing is taken as vanished from such a document.
+        if doc.rejected.iter().any(|error| error.event_id().is_none()) {
+            return transitions;
+        }
+        listed.extend(doc.rejected.iter().filter_map(|error| error.event_id()));
         transitions.extend(self.remove_unlisted(&listed));
         transitions
     }
@@ -279,7 +286,45 @@ mod tests {
         Document {
             incarnation: Some(incarnation),
             events,
+            rejected: Vec::new(),
         }
+    }
+
+    #[test]
+    fn an_event_that_turns_unreadable_has_not_vanished() {
+        let mut tracker = Tracker::default();
+        let first = doc(
+            1,
+            vec![
+                reboot("A", EventStatus::Scheduled),
+                reboot("B", EventStatus::Scheduled),
+            ],
+        );
+        assert_eq!(tracker.observe(&first, at(0)).len(), 2);
+        let bad_time = forewarn_imds::parse_document(
+            r#"{"DocumentIncarnation": 2, "Events": [{"EventId": "A", "EventType": "Reboot", "NotBefore": "soon"}]}"#,
+        )
+        .expect("kept");
+        let transitions = tracker.observe(&bad_time, at(1));
+        assert_eq!(
+            kinds(&transitions),
+            ["ended-without-start"],
+            "B vanished, A is kept"
+        );
+        assert!(tracker.get("A").is_some());
+        let no_id = forewarn_imds::parse_document(
+            r#"{"DocumentIncarnation": 3, "Events": [{"EventType": "Reboot"}]}"#,
+        )
+        .expect("kept");
+        assert!(tracker.observe(&no_id, at(2)).is_empty());
+        assert!(
+            tracker.get("A").is_some(),
+            "an entry without EventId could be A"
+        );
+        assert_eq!(
+            kinds(&tracker.observe(&doc(4, vec![]), at(3))),
+            ["ended-without-start"]
+        );
     }
 
     fn kinds(transitions: &[Transition]) -> Vec<&'static str> {
@@ -467,6 +512,7 @@ mod tests {
         let no_incarnation = Document {
             incarnation: None,
             events,
+            rejected: Vec::new(),
         };
         assert!(tracker.observe(&no_incarnation, at(3)).is_empty());
     }
@@ -594,6 +640,7 @@ mod tests {
             .prop_map(|(incarnation, events)| Document {
                 incarnation,
                 events,
+                rejected: Vec::new(),
             })
     }
 

@@ -14,6 +14,10 @@ pub struct Document {
     pub incarnation: Option<u64>,
     /// `Events`, in the order IMDS listed them; empty when nothing is scheduled.
     pub events: Vec<ScheduledEvent>,
+    /// Entries of `Events` forewarn could not read (no EventId, an unreadable NotBefore, odd
+    /// Resources): set aside so that they do not hide the others. Never serialized.
+    #[serde(skip)]
+    pub rejected: Vec<crate::wire::ParseError>,
 }
 
 /// One event of a document, with every field of api-version 2020-07-01.

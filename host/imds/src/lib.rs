@@ -39,7 +39,7 @@ pub mod wire;
 
 pub use client::{ApproveError, BuildError, ClientConfig, FetchError, Fetched, ImdsClient};
 pub use event::{Document, EventSource, EventStatus, EventType, ScheduledEvent};
-pub use poller::{PollStatus, Poller, PollerConfig, PollerParts};
+pub use poller::{BACKOFF_CAP, PollStatus, Poller, PollerConfig, PollerParts};
 pub use rate_limit::RateLimiter;
 pub use wire::{
     ParseError, StartRequests, parse_document, parse_start_requests, render_document,

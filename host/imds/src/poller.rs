@@ -12,6 +12,12 @@ use tokio_util::sync::CancellationToken;
 use crate::client::{FetchError, ImdsClient};
 use crate::event::Document;
 
+/// The longest wait after failures in a row (see [`PollerConfig::backoff_max`]).
+pub const BACKOFF_CAP: Duration = Duration::from_secs(5);
+
+/// How many distinct unreadable events are remembered as already logged.
+const REJECTED_REMEMBERED: usize = 256;
+
 /// How the poller paces itself. `PollerConfig::new(interval)` gives the production values.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PollerConfig {
@@ -21,9 +27,11 @@ pub struct PollerConfig {
     pub gone_retry: Duration,
     /// The least wait after 429 Too Many Requests: 1 s (it grows like other backoff).
     pub throttle_min: Duration,
-    /// First backoff after a server, transport, timeout or malformed failure: 1 s.
+    /// First backoff after a server, transport or timeout failure: 1 s. A malformed answer
+    /// is not a sign of overload: it is asked again after `interval`.
     pub backoff_min: Duration,
-    /// Cap of the exponential backoff: 30 s.
+    /// Cap of the exponential backoff: 5 s, well below a Preempt's notice (30 s at most, often
+    /// less), so that a few 5xx or 429 answers cannot make the daemon miss the eviction.
     pub backoff_max: Duration,
     /// Documents buffered for the daemon before the poller waits for it: 16.
     pub channel_capacity: usize,
@@ -37,7 +45,7 @@ impl PollerConfig {
             gone_retry: Duration::from_secs(1),
             throttle_min: Duration::from_secs(1),
             backoff_min: Duration::from_secs(1),
-            backoff_max: Duration::from_secs(30),
+            backoff_max: BACKOFF_CAP,
             channel_capacity: 16,
         }
     }
@@ -104,6 +112,7 @@ impl Poller {
             status_tx,
             status: PollStatus::default(),
             streak: None,
+            rejected_logged: BTreeSet::new(),
         };
         let task = tokio::spawn(poll_loop.run());
         (task, documents_rx, status_rx)
@@ -119,6 +128,8 @@ struct PollLoop {
     status_tx: watch::Sender<PollStatus>,
     status: PollStatus,
     streak: Option<FailureStreak>,
+    /// Unreadable events already logged (their error text), so each is logged once.
+    rejected_logged: BTreeSet<String>,
 }
 
 impl PollLoop {
@@ -134,6 +145,7 @@ impl PollLoop {
             let delay = match result {
                 Ok(fetched) => {
                     self.on_success();
+                    self.log_rejected(&fetched.document);
                     if !self.deliver(fetched.document).await {
                         return;
                     }
@@ -176,6 +188,21 @@ impl PollLoop {
         self.status.last_error = None;
         self.status.consecutive_failures = 0;
         self.status_tx.send_replace(self.status.clone());
+    }
+
+    /// Logs each event IMDS listed but forewarn could not read, once.
+    fn log_rejected(&mut self, document: &Document) {
+        for error in &document.rejected {
+            let text = error.to_string();
+            if self.rejected_logged.contains(&text) {
+                continue;
+            }
+            if self.rejected_logged.len() >= REJECTED_REMEMBERED {
+                self.rejected_logged.clear();
+            }
+            tracing::warn!(%error, "IMDS listed an event forewarn cannot read; skipping it (the other events are handled)");
+            self.rejected_logged.insert(text);
+        }
     }
 
     /// Records and logs a failure; returns how long to wait before the next attempt.
@@ -241,7 +268,8 @@ fn failure_signature(error: &FetchError) -> String {
 }
 
 /// How long to wait after the `failures`-th failure in a row. `jitter` is in [0, 1).
-/// 410: `gone_retry`. 429: exponential, at least `throttle_min`. Anything else:
+/// 410: `gone_retry`. 429: exponential, at least `throttle_min`. A malformed document: the
+/// normal `interval` (IMDS answered; nothing suggests it is overloaded). Anything else:
 /// exponential from `backoff_min`, doubling, jittered to 50–150 %, within
 /// [`backoff_min`, `backoff_max`].
 pub fn retry_delay(
@@ -253,6 +281,7 @@ pub fn retry_delay(
     let backoff = exponential_backoff(failures, config.backoff_min, config.backoff_max, jitter);
     match error {
         FetchError::Gone => config.gone_retry,
+        FetchError::Malformed(..) => config.interval,
         FetchError::Throttled => backoff.max(config.throttle_min),
         _ => backoff,
     }
@@ -295,13 +324,13 @@ mod tests {
                 secs(1),
                 secs(2),
                 secs(4),
-                secs(8),
-                secs(16),
-                secs(30),
-                secs(30)
+                secs(5),
+                secs(5),
+                secs(5),
+                secs(5)
             ]
         );
-        assert_eq!(retry_delay(&server, u32::MAX, &config(), 0.5), secs(30));
+        assert_eq!(retry_delay(&server, u32::MAX, &config(), 0.5), secs(5));
     }
 
     #[test]
@@ -310,14 +339,15 @@ mod tests {
         for failures in 1..12 {
             for jitter in [0.0, 0.25, 0.999, f64::NAN, -3.0, 7.0] {
                 let delay = retry_delay(&timeout, failures, &config(), jitter);
-                assert!(delay >= secs(1) && delay <= secs(30), "{delay:?}");
+                assert!(delay >= secs(1) && delay <= secs(5), "{delay:?}");
             }
         }
         assert_eq!(retry_delay(&timeout, 3, &config(), 0.0), secs(2));
         assert_eq!(
-            retry_delay(&timeout, 3, &config(), 0.999),
-            secs(4).mul_f64(1.499)
+            retry_delay(&timeout, 2, &config(), 0.999),
+            secs(2).mul_f64(1.499)
         );
+        assert_eq!(retry_delay(&timeout, 3, &config(), 0.999), BACKOFF_CAP);
     }
 
     #[test]
@@ -333,8 +363,32 @@ mod tests {
             "429 waits at least throttle_min even when backoff is shorter"
         );
         assert_eq!(
-            retry_delay(&FetchError::Throttled, 4, &config(), 0.5),
-            secs(8)
+            retry_delay(&FetchError::Throttled, 3, &config(), 0.5),
+            secs(4)
+        );
+        assert_eq!(
+            retry_delay(&FetchError::Throttled, 9, &config(), 0.5),
+            BACKOFF_CAP,
+            "even a throttling IMDS is asked again well within a Preempt's notice"
+        );
+    }
+
+    #[test]
+    fn a_malformed_answer_is_asked_again_at_the_normal_interval() {
+        let malformed = FetchError::Malformed(
+            ParseError::MissingField {
+                field: "Events",
+                excerpt: "{}".into(),
+            },
+            "{}".into(),
+        );
+        for failures in [1, 2, 10, 100] {
+            assert_eq!(retry_delay(&malformed, failures, &config(), 0.9), secs(1));
+        }
+        let fast = PollerConfig::new(Duration::from_millis(250));
+        assert_eq!(
+            retry_delay(&malformed, 7, &fast, 0.9),
+            Duration::from_millis(250)
         );
     }
 

@@ -11,8 +11,9 @@ use crate::event::{Document, EventSource, EventStatus, EventType, ScheduledEvent
 /// How many characters of offending input an error message quotes.
 const EXCERPT_CHARS: usize = 200;
 
-/// Why a piece of IMDS JSON was rejected. The whole document is rejected, never a part of
-/// it, so the caller keeps its previous view and asks again.
+/// Why a piece of IMDS JSON was rejected. A document that is not JSON, not an object or has
+/// no `Events` array is rejected whole (the caller keeps its previous view and asks again);
+/// an unreadable entry of `Events` is set aside in [`Document::rejected`] and the rest kept.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
     /// The text is not JSON at all.
@@ -80,6 +81,17 @@ pub enum ParseError {
     },
 }
 
+impl ParseError {
+    /// The `EventId` of the event this error is about, where it could be read.
+    pub fn event_id(&self) -> Option<&str> {
+        match self {
+            ParseError::BadNotBefore { event_id, .. }
+            | ParseError::BadEventField { event_id, .. } => Some(event_id),
+            _ => None,
+        }
+    }
+}
+
 /// The body of an approval: `{"StartRequests":[{"EventId":"…"}]}`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct StartRequests {
@@ -102,8 +114,8 @@ impl StartRequests {
 /// Parses a Scheduled Events document leniently: any api-version from 2017-03-01 to
 /// 2020-07-01, field names in any case, unknown fields ignored, optional fields missing,
 /// `NotBefore` in any common date format. Rejects (as a whole) a document that is not an
-/// object, has no `Events` array, or has an event without `EventId` or with an unreadable
-/// `NotBefore`.
+/// object or has no `Events` array; an event without `EventId`, with an unreadable
+/// `NotBefore` or unusable `Resources` goes to `rejected`, and the other events are kept.
 pub fn parse_document(text: &str) -> Result<Document, ParseError> {
     let value = parse_json(text)?;
     let object = as_object(&value, text)?;
@@ -124,14 +136,20 @@ pub fn parse_document(text: &str) -> Result<Document, ParseError> {
             });
         }
     };
-    let events = events
-        .iter()
-        .enumerate()
-        .map(|(index, event)| parse_event(index, event))
-        .collect::<Result<Vec<_>, _>>()?;
+    let (events, rejected) = events.iter().enumerate().fold(
+        (Vec::new(), Vec::new()),
+        |(mut events, mut rejected), (index, event)| {
+            match parse_event(index, event) {
+                Ok(event) => events.push(event),
+                Err(error) => rejected.push(error),
+            }
+            (events, rejected)
+        },
+    );
     Ok(Document {
         incarnation,
         events,
+        rejected,
     })
 }
 

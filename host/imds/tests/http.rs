@@ -319,7 +319,7 @@ async fn the_poller_recovers_from_every_failure_and_drops_malformed_documents() 
         Reply::Status(410, ""),
         Reply::Status(429, ""),
         Reply::Status(503, ""),
-        Reply::Ok(r#"{"Events": [{"EventType": "Reboot"}]}"#),
+        Reply::Ok(r#"{"Events": null}"#),
         Reply::Ok("<html>gateway</html>"),
         Reply::Slow(Duration::from_millis(900), DOC_ONE),
         Reply::Status(404, "no such api-version"),
@@ -365,6 +365,33 @@ async fn the_poller_recovers_from_every_failure_and_drops_malformed_documents() 
         expected
     );
 
+    shutdown.cancel();
+    tokio::time::timeout(GIVE_UP, task).await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn one_unreadable_event_does_not_hold_back_the_others() {
+    let mixed = r#"{"DocumentIncarnation": 4, "Events": [
+        {"EventId": "odd", "EventType": "Reboot", "NotBefore": "whenever"},
+        {"EventId": "evict", "EventType": "Preempt", "EventStatus": "Scheduled", "NotBefore": "Mon, 11 Apr 2022 22:26:58 GMT"}
+    ]}"#;
+    let (_fake, base_url) = start_fake(vec![Reply::Ok(mixed)], Reply::Ok(mixed), 200).await;
+    let shutdown = CancellationToken::new();
+    let (task, mut documents, status) =
+        Poller::spawn_with(fast_client(&base_url), fast_poller(), shutdown.clone());
+    let document = tokio::time::timeout(GIVE_UP, documents.recv())
+        .await
+        .unwrap()
+        .expect("a document");
+    let ids: Vec<&str> = document
+        .events
+        .iter()
+        .map(|event| event.id.as_str())
+        .collect();
+    assert_eq!(ids, ["evict"]);
+    assert_eq!(document.rejected.len(), 1);
+    assert_eq!(document.rejected[0].event_id(), Some("odd"));
+    assert_eq!(status.borrow().consecutive_failures, 0, "not a failed poll");
     shutdown.cancel();
     tokio::time::timeout(GIVE_UP, task).await.unwrap().unwrap();
 }

@@ -192,6 +192,7 @@ impl Simulation {
         Document {
             incarnation: Some(self.incarnation),
             events,
+            rejected: Vec::new(),
         }
     }
 

@@ -39,9 +39,14 @@ fn seed_freeze(status: EventStatus, not_before: Option<SystemTime>) -> Scheduled
 }
 
 /// Parses a document holding one event whose fields are `event_fields` (JSON members).
+/// The one event of a document listing just it: parsed, or the reason it was set aside.
 fn parse_one(event_fields: &str) -> Result<ScheduledEvent, ParseError> {
     let text = format!(r#"{{"DocumentIncarnation": 1, "Events": [{{{event_fields}}}]}}"#);
     let mut doc = parse_document(&text)?;
+    if let Some(rejected) = doc.rejected.pop() {
+        assert!(doc.events.is_empty());
+        return Err(rejected);
+    }
     assert_eq!(doc.events.len(), 1);
     Ok(doc.events.remove(0))
 }
@@ -68,6 +73,7 @@ fn seed_scheduled_freeze_parses_every_field() {
         Document {
             incarnation: Some(2),
             events: vec![seed_freeze(EventStatus::Scheduled, Some(apr_11_2022()))],
+            rejected: Vec::new(),
         }
     );
 }
@@ -80,6 +86,7 @@ fn seed_started_freeze_has_no_not_before() {
         Document {
             incarnation: Some(3),
             events: vec![seed_freeze(EventStatus::Started, None)],
+            rejected: Vec::new(),
         }
     );
 }
@@ -127,6 +134,7 @@ fn render_writes_blank_not_before_and_unknown_duration() {
     let text = render_document(&Document {
         incarnation: Some(9),
         events: vec![event],
+        rejected: Vec::new(),
     });
     assert!(text.contains(r#""NotBefore":"""#), "{text}");
     assert!(text.contains(r#""DurationInSeconds":-1"#), "{text}");
@@ -141,6 +149,7 @@ fn render_keeps_unknown_event_type_text() {
     let text = render_document(&Document {
         incarnation: Some(1),
         events: vec![event],
+        rejected: Vec::new(),
     });
     assert!(text.contains(r#""EventType":"Hibernate""#), "{text}");
 }
@@ -240,7 +249,7 @@ fn not_before_reads_every_common_format() {
 }
 
 #[test]
-fn unreadable_not_before_rejects_the_document() {
+fn unreadable_not_before_sets_the_event_aside() {
     let error = parse_one(r#""EventId": "ev-1", "NotBefore": "next tuesday""#).unwrap_err();
     assert_eq!(
         error,
@@ -353,21 +362,35 @@ fn rejects_documents_without_an_events_array() {
 }
 
 #[test]
-fn rejects_the_whole_document_for_one_event_without_id() {
-    let text = r#"{"Events": [{"EventId": "good"}, {"EventType": "Reboot"}]}"#;
-    let error = parse_document(text).unwrap_err();
-    assert!(
-        matches!(error, ParseError::MissingEventId { index: 1, .. }),
-        "{error}"
-    );
-    assert!(error.to_string().contains("Reboot"), "{error}");
-    for bad in [
-        r#"{"EventId": ""}"#,
-        r#"{"EventId": null}"#,
-        r#""just text""#,
-    ] {
+fn one_unreadable_event_does_not_hide_the_others() {
+    let text = r#"{"DocumentIncarnation": 5, "Events": [
+        {"EventId": "good-1", "EventType": "Preempt", "NotBefore": "Mon, 11 Apr 2022 22:26:58 GMT"},
+        {"EventType": "Reboot"},
+        {"EventId": "bad-time", "EventType": "Reboot", "NotBefore": "next tuesday"},
+        {"EventId": "bad-resources", "Resources": [{"name": "vm"}]},
+        "just text",
+        {"EventId": "good-2", "EventType": "Freeze"}
+    ]}"#;
+    let doc = parse_document(text).expect("the document is kept");
+    let ids: Vec<&str> = doc.events.iter().map(|event| event.id.as_str()).collect();
+    assert_eq!(ids, ["good-1", "good-2"]);
+    assert_eq!(doc.incarnation, Some(5));
+    assert_eq!(doc.rejected.len(), 4, "{:?}", doc.rejected);
+    assert!(matches!(
+        doc.rejected[0],
+        ParseError::MissingEventId { index: 1, .. }
+    ));
+    assert!(doc.rejected[0].to_string().contains("Reboot"));
+    assert!(matches!(doc.rejected[1], ParseError::BadNotBefore { .. }));
+    assert!(matches!(doc.rejected[2], ParseError::BadEventField { .. }));
+    assert!(matches!(
+        doc.rejected[3],
+        ParseError::MissingEventId { index: 4, .. }
+    ));
+    for bad in [r#"{"EventId": ""}"#, r#"{"EventId": null}"#] {
         let text = format!(r#"{{"Events": [{bad}]}}"#);
-        assert!(parse_document(&text).is_err(), "{text}");
+        let doc = parse_document(&text).expect("kept");
+        assert!(doc.events.is_empty() && doc.rejected.len() == 1, "{text}");
     }
 }
 
@@ -494,6 +517,7 @@ fn arb_document() -> impl Strategy<Value = Document> {
         .prop_map(|(incarnation, events)| Document {
             incarnation,
             events,
+            rejected: Vec::new(),
         })
 }
 
