@@ -27,6 +27,16 @@ mod tests {
     }
 
     #[test]
+    fn the_operations_guide_shows_the_example_verbatim() {
+        let guide = include_str!("../../docs/operations.md");
+        let block = format!("```toml\n{}```", CONFIG_EXAMPLE);
+        assert!(
+            guide.contains(&block),
+            "docs/operations.md's configuration reference differs from packaging/forewarn.toml: paste `forewarn config example` into it"
+        );
+    }
+
+    #[test]
     fn example_is_exactly_the_defaults() {
         assert_eq!(Config::parse(CONFIG_EXAMPLE).unwrap(), Config::default());
     }
