@@ -18,8 +18,13 @@ const NAMES_LISTED: usize = 5;
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
 pub struct PolicyConfig {
-    /// Approve `EventSource = User` events at once, without plugins (default false).
+    /// Approve `EventSource = User` events of `user-initiated-types` at once, without
+    /// plugins (default false).
     pub approve_user_initiated: bool,
+    /// The event types `approve-user-initiated` applies to (default Reboot and Redeploy, what
+    /// the VM's owner starts from the portal or the CLI; a Spot eviction or a scale-in is
+    /// never the owner asking for maintenance now).
+    pub user_initiated_types: Vec<EventType>,
     /// Approve a Freeze at once, without plugins, when its `DurationInSeconds` is known and
     /// below this many seconds (default: no such rule).
     pub approve_freeze_shorter_than: Option<u64>,
@@ -40,6 +45,7 @@ impl Default for PolicyConfig {
     fn default() -> Self {
         PolicyConfig {
             approve_user_initiated: false,
+            user_initiated_types: vec![EventType::Reboot, EventType::Redeploy],
             approve_freeze_shorter_than: None,
             observe_only: false,
             dry_run: false,
@@ -115,7 +121,10 @@ pub fn plan(event: &ScheduledEvent, vm_name: &str, config: &PolicyConfig) -> Pla
             ),
         };
     }
-    if config.approve_user_initiated && event.source == EventSource::User {
+    if config.approve_user_initiated
+        && event.source == EventSource::User
+        && config.user_initiated_types.contains(&event.event_type)
+    {
         return Plan::ApproveAtOnce {
             rule: "user-initiated",
         };
@@ -224,7 +233,7 @@ fn group_withhold_reason(
     let others: Vec<String> = event
         .resources
         .iter()
-        .filter(|resource| !resource.eq_ignore_ascii_case(vm_name))
+        .filter(|resource| !forewarn_imds::is_vm_name(resource, vm_name))
         .cloned()
         .collect();
     if others.is_empty() {
@@ -241,7 +250,7 @@ fn group_withhold_reason(
         )),
         GroupApproval::FirstListed => {
             let first = event.resources.first()?;
-            if first.eq_ignore_ascii_case(vm_name) {
+            if forewarn_imds::is_vm_name(first, vm_name) {
                 return None;
             }
             Some(format!(
@@ -367,6 +376,33 @@ mod tests {
                 user(EventType::Redeploy),
                 config(user_ok),
                 at_once("user-initiated"),
+            ),
+            (
+                "a user-initiated Preempt is still prepared",
+                user(EventType::Preempt),
+                config(user_ok),
+                prepare(true),
+            ),
+            (
+                "a user-initiated Terminate is still prepared",
+                user(EventType::Terminate),
+                config(user_ok),
+                prepare(true),
+            ),
+            (
+                "the types are configurable",
+                user(EventType::Terminate),
+                config(|c| {
+                    c.approve_user_initiated = true;
+                    c.user_initiated_types = vec![EventType::Terminate];
+                }),
+                at_once("user-initiated"),
+            ),
+            (
+                "the pre-2019 underscore prefix names this VM",
+                event(EventType::Reboot, &["_vm-a"]),
+                config(|_| {}),
+                prepare(true),
             ),
             (
                 "platform event not user-initiated",

@@ -162,13 +162,22 @@ impl EventSource {
 }
 
 impl ScheduledEvent {
-    /// Whether `Resources` names `vm_name` (compared case-insensitively, as Azure
-    /// resource names are).
+    /// Whether `Resources` names `vm_name` (see [`is_vm_name`]).
     pub fn names_vm(&self, vm_name: &str) -> bool {
         self.resources
             .iter()
-            .any(|resource| resource.eq_ignore_ascii_case(vm_name))
+            .any(|resource| is_vm_name(resource, vm_name))
     }
+}
+
+/// Whether the `Resources` entry `resource` names the VM `vm_name`: compared
+/// case-insensitively, as Azure resource names are, and with the `_` that api-versions
+/// before 2019 put before IaaS VM names (`_vm-a` for `vm-a`; Azure names never start with
+/// `_`, so this cannot confuse two VMs).
+pub fn is_vm_name(resource: &str, vm_name: &str) -> bool {
+    let bare = |name: &str| name.trim().trim_start_matches('_').to_owned();
+    let resource = bare(resource);
+    !resource.is_empty() && resource.eq_ignore_ascii_case(&bare(vm_name))
 }
 
 #[cfg(test)]
@@ -180,6 +189,17 @@ mod tests {
         assert_eq!(EventType::from_wire("Preempt"), EventType::Preempt);
         assert_eq!(EventType::from_wire("freeze"), EventType::Freeze);
         assert_eq!(EventType::from_wire("Hibernate"), EventType::Unknown);
+    }
+
+    #[test]
+    fn old_api_versions_underscore_prefix_names_the_same_vm() {
+        assert!(is_vm_name("_vm-a", "vm-a"));
+        assert!(is_vm_name("_VM-A", "vm-a"));
+        assert!(is_vm_name("vm-a", "_vm-a"));
+        assert!(is_vm_name("myvmss_2", "MyVmss_2"));
+        assert!(!is_vm_name("_vm-a", "vm-b"));
+        assert!(!is_vm_name("vm-a_", "vm-a"));
+        assert!(!is_vm_name("_", ""));
     }
 
     #[test]

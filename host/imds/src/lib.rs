@@ -38,7 +38,7 @@ pub mod rate_limit;
 pub mod wire;
 
 pub use client::{ApproveError, BuildError, ClientConfig, FetchError, Fetched, ImdsClient};
-pub use event::{Document, EventSource, EventStatus, EventType, ScheduledEvent};
+pub use event::{Document, EventSource, EventStatus, EventType, ScheduledEvent, is_vm_name};
 pub use poller::{BACKOFF_CAP, PollStatus, Poller, PollerConfig, PollerParts};
 pub use rate_limit::RateLimiter;
 pub use wire::{
