@@ -87,7 +87,9 @@ pub fn publish_plugins(loaded: Vec<LoadedPlugin>) -> watch::Sender<Arc<PluginSet
         tracing::warn!("{warning}");
     }
     if set.is_empty() {
-        tracing::warn!("no plugins are loaded: events are tracked and approved per policy only");
+        tracing::warn!(
+            "no plugins are loaded: events are tracked, and approved only by policy rules (approve-user-initiated, approve-freeze-shorter-than, approve-unsubscribed)"
+        );
     }
     watch::channel(Arc::new(set)).0
 }

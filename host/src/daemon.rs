@@ -70,6 +70,9 @@ pub struct Daemon {
     coordination: Option<Coordinator>,
     /// Calls decided in this round, started once the round's state is journaled.
     planned: Vec<PlannedCall>,
+    /// The approval holds already announced, by event (see `announce_hold`); not journaled:
+    /// a restart announces them again.
+    holds_announced: std::collections::HashMap<String, String>,
     /// State changed (a document or an answer was applied) and is not journaled yet; the
     /// next round journals it before anything is acted on, so each round costs one fsync.
     unsaved: bool,
@@ -125,6 +128,7 @@ impl Daemon {
             snapshots,
             coordination: None,
             planned: Vec::new(),
+            holds_announced: std::collections::HashMap::new(),
             unsaved: false,
         })
     }
@@ -366,6 +370,10 @@ impl Daemon {
             .iter()
             .all(|plugin| progress.plugin(plugin.name()).prepared);
         if all_prepared {
+            if let Some(reason) = self.approval_hold(&event, subscribers.len(), plugins) {
+                self.announce_hold(id, reason);
+                return false;
+            }
             return self.decide_approval(id, now);
         }
         let mut changed = false;
@@ -746,7 +754,51 @@ impl Daemon {
         Ok(())
     }
 
+    /// Why an event whose subscribers all approved may still not be approved: a plugin file
+    /// that failed to load counts as a subscriber that has not approved, and nobody
+    /// subscribing is not consent unless `policy.approve-unsubscribed` says so. None: go on.
+    fn approval_hold(
+        &self,
+        event: &ScheduledEvent,
+        subscribers: usize,
+        plugins: &PluginSet,
+    ) -> Option<String> {
+        let failed: Vec<String> = plugins
+            .load_errors()
+            .keys()
+            .map(|path| path.display().to_string())
+            .collect();
+        if !failed.is_empty() {
+            return Some(format!(
+                "not approving event {}: plugin file(s) {} failed to load, and a plugin that                  cannot run has not approved; fix or remove the file (`forewarn status` shows                  why it failed) and the approval goes ahead",
+                event.id,
+                failed.join(", ")
+            ));
+        }
+        if subscribers == 0 && !self.settings.policy.approve_unsubscribed {
+            return Some(format!(
+                "not approving event {}: no plugin subscribes to {}, so nothing prepared this                  VM and the event starts at NotBefore; add a plugin that subscribes to it, or                  set `policy.approve-unsubscribed = true` to approve such events at once",
+                event.id, event.event_type_raw
+            ));
+        }
+        None
+    }
+
+    /// Logs and shows `reason` once per event and reason (the hold is checked every round).
+    fn announce_hold(&mut self, id: &str, reason: String) {
+        if self.holds_announced.get(id) == Some(&reason) {
+            return;
+        }
+        tracing::warn!(event_id = %id, "{reason}");
+        self.emit(TimelineEntry::NotApproved {
+            event_id: id.to_owned(),
+            reason: reason.clone(),
+        });
+        self.holds_announced.insert(id.to_owned(), reason);
+    }
+
     fn forget(&mut self, id: &str) -> bool {
+        self.holds_announced.remove(id);
         if self.state.events.remove(id).is_none() {
             return false;
         }

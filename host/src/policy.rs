@@ -39,6 +39,9 @@ pub struct PolicyConfig {
     /// Also call plugins (with affects-this-vm = false, approving nothing) for events that
     /// name only other VMs; by default such events are ignored (default false).
     pub notify_other_vms: bool,
+    /// Approve at once an event no plugin subscribes to (default false: nobody subscribed is
+    /// not consent, and such an event starts at NotBefore).
+    pub approve_unsubscribed: bool,
 }
 
 impl Default for PolicyConfig {
@@ -52,6 +55,7 @@ impl Default for PolicyConfig {
             group_approval: GroupApproval::Never,
             safety_margin_ms: 2000,
             notify_other_vms: false,
+            approve_unsubscribed: false,
         }
     }
 }

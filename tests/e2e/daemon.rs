@@ -534,6 +534,63 @@ fn full_lifecycle_approves_the_reboot_and_undoes_the_canceled_redeploy() {
     assert_polite(&state);
 }
 
+/// Nobody subscribed is not consent: a Freeze no plugin subscribes to starts at NotBefore,
+/// unless `approve-unsubscribed` says to approve such events at once.
+#[test]
+fn an_event_no_plugin_subscribes_to_is_approved_only_when_configured() {
+    let reboot_only = [ProbePlugin::new("probe", "approve").subscribe(&["Reboot"])];
+    let id = event_of("live-migration", 0);
+    let held = World::start("live-migration", 200.0, &reboot_only, &[]);
+    let state = held.wait_for_transition(&id, Transition::Started);
+    let context = held.context();
+    assert!(state.approvals.is_empty(), "{context}");
+    let started = transition_at(&state, &id, Transition::Started).expect("started");
+    assert!(started >= APPEAR_MS + 15 * MINUTE_MS, "{context}");
+
+    let allowed = World::start(
+        "live-migration",
+        200.0,
+        &reboot_only,
+        &["approve-unsubscribed = true"],
+    );
+    let state = allowed.wait_for_transition(&id, Transition::Started);
+    let context = allowed.context();
+    assert_eq!(accepted_approvals(&state, &id).len(), 1, "{context}");
+    assert!(
+        allowed.daemon.decisions().is_empty(),
+        "no plugin calls; {context}"
+    );
+}
+
+/// A plugin file that failed to load counts as a subscriber that has not approved: the
+/// working plugin approves, and still nothing is approved at IMDS.
+#[test]
+fn a_plugin_that_failed_to_load_holds_the_approval_back() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let plugin_dir = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugin_dir).expect("plugin dir");
+    std::fs::write(plugin_dir.join("broken.wasm"), b"not a component").expect("broken file");
+    let world = World::start_in(
+        dir,
+        "live-migration",
+        200.0,
+        &[ProbePlugin::new("probe", "approve")],
+        &[],
+    );
+    let id = event_of("live-migration", 0);
+    let state = world.wait_for_transition(&id, Transition::Started);
+    let decisions = world.wait_for_phase(&id, "probe", "started");
+    let context = world.context();
+    assert_eq!(
+        phases(&decisions, &id, "probe"),
+        ["prepare", "started"],
+        "{context}"
+    );
+    assert!(state.approvals.is_empty(), "{context}");
+    let started = transition_at(&state, &id, Transition::Started).expect("started");
+    assert!(started >= APPEAR_MS + 15 * MINUTE_MS, "{context}");
+}
+
 #[test]
 fn observe_only_prepares_but_never_approves() {
     let world = World::start(
