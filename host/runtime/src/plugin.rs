@@ -8,9 +8,14 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 
 use crate::bindings::{Context, Decision, EventHandlerPre, Phase, ScheduledEvent};
 use crate::call_state::CallState;
-use crate::host_api::truncate;
+use crate::call_state::LOG_LINE_MAX_BYTES;
+use crate::host_api::{log_safe, truncate};
 use crate::runtime::Runtime;
 use crate::services::PluginSettings;
+
+/// Longest budget a call gets, whatever it asks for: a day. Manifests are bounded far lower
+/// at parse time; this keeps `Instant + budget` from overflowing for any caller.
+pub const MAX_CALL_BUDGET: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// Longest defer reason kept from a plugin; longer ones are cut.
 pub const REASON_MAX_BYTES: usize = 1024;
@@ -143,12 +148,13 @@ impl Plugin {
         budget: Duration,
     ) -> CallOutcome {
         let started = Instant::now();
+        let budget = budget.min(MAX_CALL_BUDGET);
         let deadline = started + budget;
         let mut store = self.new_store(deadline);
         let wit_context = Context {
             vm_name: context.vm_name.clone(),
             affects_this_vm: context.affects_this_vm,
-            deadline_unix_ms: unix_ms(SystemTime::now() + budget),
+            deadline_unix_ms: unix_ms(SystemTime::now().checked_add(budget)),
             attempt: context.attempt,
         };
         let _ticking = self.inner.runtime.inner.ticker.enter();
@@ -171,7 +177,7 @@ impl Plugin {
             Ok(Ok(decision)) => Ok(sanitize(decision)),
             Ok(Err(error)) => Err(classify(error, store.data(), budget)),
         };
-        self.forward_output(store.data());
+        self.forward_output(store.data_mut());
         CallOutcome {
             answer,
             elapsed: started.elapsed(),
@@ -201,12 +207,21 @@ impl Plugin {
     }
 
     /// Writes what the plugin printed, and what it was not allowed to log, to the daemon log.
-    fn forward_output(&self, state: &CallState) {
+    /// Printed lines count against the call's log lines and are escaped like `log` text.
+    fn forward_output(&self, state: &mut CallState) {
         let plugin = &*self.inner.name;
-        for (stream, output) in [("stdout", &state.stdout), ("stderr", &state.stderr)] {
+        let streams = [
+            ("stdout", state.stdout.clone()),
+            ("stderr", state.stderr.clone()),
+        ];
+        for (stream, output) in streams {
             let (kept, dropped) = output.take();
             let text = String::from_utf8_lossy(&kept);
             for line in text.lines().filter(|line| !line.trim().is_empty()) {
+                if !state.take_log_line() {
+                    continue;
+                }
+                let line = log_safe(line, LOG_LINE_MAX_BYTES);
                 tracing::info!(target: crate::host_api::PLUGIN_LOG_TARGET, plugin, stream, "{line}");
             }
             if dropped > 0 {
@@ -285,7 +300,11 @@ fn sanitize(decision: Decision) -> Decision {
     }
 }
 
-fn unix_ms(time: SystemTime) -> u64 {
+/// Milliseconds since the Unix epoch; a time too far ahead to represent is `u64::MAX`.
+fn unix_ms(time: Option<SystemTime>) -> u64 {
+    let Some(time) = time else {
+        return u64::MAX;
+    };
     time.duration_since(UNIX_EPOCH)
         .map(|since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
         .unwrap_or(0)
