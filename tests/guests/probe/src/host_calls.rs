@@ -39,11 +39,13 @@ pub fn flood_state() -> Decision {
     defer_with("state-flood: all 1000 writes landed".to_owned())
 }
 
-/// Writes state forever (a write refused is ignored), then never returns.
+/// Writes 32 KiB values under 24 rotating keys forever (a refused write is ignored): each
+/// write rewrites most of the plugin's 1 MiB state quota. Never returns.
 pub fn state_set_forever() -> Decision {
+    let value = vec![b's'; 32 * 1024];
     let mut index = 0u64;
     loop {
-        let _ignored = state::set_u64("loop", index);
+        let _ignored = state::set(&format!("loop-{}", index % 24), &value);
         index = index.wrapping_add(1);
     }
 }
