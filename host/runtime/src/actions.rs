@@ -43,14 +43,15 @@ pub const ACTION_ENV_ALLOWED: &[&str] = &["PATH", "LANG", "TZ"];
 /// Prefixes of variables an action inherits too (the locale categories `LC_*`).
 pub const ACTION_ENV_ALLOWED_PREFIXES: &[&str] = &["LC_"];
 
-/// How long, after the action's own process exited and its process group was killed,
-/// the output pipes are still read; a process that escaped the group cannot hold the call.
+/// How long, after the action's own process exited, its output pipes are still read: a
+/// background process it started and that keeps them open cannot hold the call.
 const PIPE_GRACE: Duration = Duration::from_millis(500);
 
 /// Runs `spec` in its own process group: stdin from /dev/null, an allow-listed environment,
-/// stdout and stderr captured (each cut at 64 KiB). At `min(spec.timeout, deadline)` the
-/// whole group is killed and the answer is `timed-out`; when the action's process exits,
-/// whatever it left running in its group is killed too, so no action outlives its call.
+/// stdout and stderr captured (each cut at 64 KiB). At `min(spec.timeout, deadline)` (or
+/// when the call is dropped) the whole group is killed and the answer is `timed-out`. When
+/// the action's own process exits in time, what it started in the background keeps running
+/// (an action may start an app), and its output is read for `PIPE_GRACE` more at most.
 pub async fn run(spec: &ActionSpec, deadline: Instant) -> Result<ActionOutput, HostError> {
     let Some((program, args)) = spec.argv.split_first() else {
         return Err(HostError::Invalid("the action's argv is empty".into()));
@@ -66,7 +67,7 @@ pub async fn run(spec: &ActionSpec, deadline: Instant) -> Result<ActionOutput, H
         .kill_on_drop(true)
         .spawn()
         .map_err(|error| HostError::Failed(format!("cannot start `{program}`: {error}")))?;
-    let group = ProcessGroup::of(&child);
+    let mut group = ProcessGroup::of(&child);
     let cutoff = checked_cutoff(deadline, spec.timeout);
     let mut stdout = Vec::new();
     let mut stderr = Vec::new();
@@ -88,13 +89,16 @@ pub async fn run(spec: &ActionSpec, deadline: Instant) -> Result<ActionOutput, H
             }
         })
         .await;
-        // Whatever the action started and left behind dies with it (or at its timeout).
-        group.kill();
         let Ok(status) = exited else {
-            // Reaps the action's own process at once (its group is already killed).
+            // At the timeout, everything the action started dies with it; this also reaps
+            // the action's own process at once.
+            group.kill();
             let _ignored = child.kill().await;
             return Err(HostError::TimedOut);
         };
+        // It exited in time: what it started in the background (an app it was asked to
+        // start) keeps running; its output is read for a short grace only.
+        group.disarm();
         if !reading_done {
             let _cut = tokio::time::timeout(PIPE_GRACE, &mut reading).await;
         }
@@ -132,7 +136,8 @@ fn allowed_env(
 }
 
 /// The process group an action runs in (its leader is the action's own process). Killed
-/// when dropped too, so a call cut off mid-action leaves no process of the group behind.
+/// when dropped too (unless disarmed), so a call cut off mid-action leaves no process of
+/// the group behind.
 struct ProcessGroup {
     id: Option<libc::pid_t>,
 }
@@ -155,6 +160,13 @@ impl ProcessGroup {
         // SAFETY: killpg has no memory-safety preconditions; a group without members
         // yields ESRCH, which is the wanted outcome.
         let _result = unsafe { libc::killpg(id, libc::SIGKILL) };
+    }
+}
+
+impl ProcessGroup {
+    /// The action ended in time: leave what it started alone.
+    fn disarm(&mut self) {
+        self.id = None;
     }
 }
 
@@ -350,10 +362,14 @@ mod tests {
         let output = run(&action, far()).await.unwrap();
         assert_eq!(output.exit_code, Some(0));
         assert_eq!(output.stdout, "started\n");
+        // What the action started in time keeps running (an action may start an app).
         let pid = std::fs::read_to_string(&pid_file).unwrap();
+        let stat = format!("/proc/{}/stat", pid.trim());
+        let still_running = running(&stat);
+        let _ignored = std::process::Command::new("kill").arg(pid.trim()).status();
         assert!(
-            ends_soon(pid.trim()).await,
-            "the process {pid} the action left behind still runs"
+            still_running,
+            "the process {pid} the action started was killed"
         );
     }
 
