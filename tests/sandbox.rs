@@ -12,9 +12,9 @@ use forewarn_runtime::bindings::{
     Decision, EventSource, EventStatus, EventType, Phase, ScheduledEvent,
 };
 use forewarn_runtime::{
-    CallContext, CallFailure, CallOutcome, DEFAULT_MEMORY_LIMIT, Grants, HostServices, LoadError,
-    MemoryStateStore, PLUGIN_LOG_TARGET, Plugin, PluginSettings, REASON_MAX_BYTES, Readiness,
-    Runtime, RuntimeConfig,
+    CallContext, CallFailure, CallOutcome, DEFAULT_MEMORY_LIMIT, Grants, HostServices,
+    LOG_LINE_MAX_BYTES, LOG_LINES_PER_CALL, LoadError, MemoryStateStore, PLUGIN_LOG_TARGET, Plugin,
+    PluginSettings, REASON_MAX_BYTES, Readiness, Runtime, RuntimeConfig, STATE_WRITES_PER_CALL,
 };
 use forewarn_tests::guests::{NOOP, OTHER_WORLD, PROBE};
 use serde_json::{Value, json};
@@ -457,6 +457,13 @@ async fn a_plugin_blocked_in_a_wasi_sleep_is_cut_off_by_the_wall_clock() {
 }
 
 #[tokio::test]
+async fn a_huge_budget_neither_panics_nor_hangs() {
+    // `Instant + Duration::MAX` overflows: a call must clamp it, not panic.
+    let outcome = call_with(&probe("approve"), 1, Duration::MAX).await;
+    assert_approved(&outcome);
+}
+
+#[tokio::test]
 async fn a_call_that_uses_most_of_its_budget_still_answers() {
     let plugin = probe_in(
         shared_runtime(),
@@ -687,6 +694,36 @@ async fn a_log_flood_is_bounded() {
     assert!(log.len() < 512 * 1024, "{} bytes of log", log.len());
 }
 
+/// The forged line's date, written by the "log-forge" probe mode.
+const FORGED_LINE_START: &str = "1999-01-01T00:00:00";
+
+#[tokio::test]
+async fn a_plugin_can_neither_forge_nor_flood_log_lines() {
+    let (outcome, log) = call_capturing_logs(&probe("log-forge")).await;
+    assert_approved(&outcome);
+    let forged: Vec<&str> = log
+        .lines()
+        .filter(|line| line.trim_start().starts_with(FORGED_LINE_START))
+        .collect();
+    assert!(forged.is_empty(), "forged log lines: {forged:?}");
+    // Everything a plugin puts in the log — its own lines, refused calls, stdout — is one
+    // of its LOG_LINES_PER_CALL lines, plus the daemon's notices about what was dropped.
+    let lines = log.lines().count();
+    assert!(
+        lines <= LOG_LINES_PER_CALL as usize + 5,
+        "{lines} log lines from one call"
+    );
+    let longest = log.lines().map(str::len).max().unwrap_or(0);
+    assert!(
+        longest <= LOG_LINE_MAX_BYTES + 1024,
+        "a log line of {longest} bytes"
+    );
+    assert!(
+        log.contains("dropped_lines="),
+        "no notice of the dropped lines:\n{log}"
+    );
+}
+
 #[tokio::test]
 async fn a_stdout_flood_is_bounded() {
     let (outcome, log) = call_capturing_logs(&probe("stdout-flood")).await;
@@ -759,6 +796,95 @@ async fn state_persists_across_calls_and_runtimes_sharing_a_store() {
     // State is per plugin: another name starts from zero.
     let other = probe_in(&second, "other-counter", "state", &[]);
     assert_eq!(defer_reason(&call(&other).await), "count=1");
+}
+
+#[tokio::test]
+async fn state_writes_per_call_are_limited() {
+    let runtime = Runtime::new(RuntimeConfig::default(), HostServices::default()).unwrap();
+    let flood = probe_in(&runtime, "flood", "state-flood", &[]);
+    let reason = defer_reason(&call(&flood).await);
+    let expected = format!("state-flood: {STATE_WRITES_PER_CALL} writes, then: invalid request:");
+    assert!(reason.starts_with(&expected), "{reason}");
+    assert!(reason.contains("state writes in one call"), "{reason}");
+}
+
+/// A state store whose `set` blocks (as a slow disk's fsync would) until the test releases
+/// it, giving up after 10 s; it records whether it was released or gave up.
+struct BlockingStore {
+    entered: tokio::sync::Notify,
+    release: Mutex<std::sync::mpsc::Receiver<()>>,
+    released: Mutex<Option<bool>>,
+}
+
+impl forewarn_runtime::StateStore for BlockingStore {
+    fn get(&self, _plugin: &str, _key: &str) -> Option<Vec<u8>> {
+        None
+    }
+
+    fn set(&self, _plugin: &str, _key: &str, _value: &[u8]) -> Result<(), String> {
+        self.entered.notify_one();
+        let release = self.release.lock().unwrap();
+        let released = release.recv_timeout(Duration::from_secs(10)).is_ok();
+        *self.released.lock().unwrap() = Some(released);
+        Ok(())
+    }
+
+    fn delete(&self, _plugin: &str, _key: &str) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+fn blocking_store() -> (Arc<BlockingStore>, std::sync::mpsc::Sender<()>) {
+    let (release, receiver) = std::sync::mpsc::channel();
+    let store = BlockingStore {
+        entered: tokio::sync::Notify::new(),
+        release: Mutex::new(receiver),
+        released: Mutex::new(None),
+    };
+    (Arc::new(store), release)
+}
+
+// A single-threaded runtime: a state write done on the async worker would block the test.
+#[tokio::test(flavor = "current_thread")]
+async fn a_slow_state_write_does_not_block_the_async_workers() {
+    let (store, release) = blocking_store();
+    let services = HostServices {
+        state: store.clone(),
+        ..HostServices::default()
+    };
+    let runtime = Runtime::new(RuntimeConfig::default(), services).unwrap();
+    let plugin = probe_in(&runtime, "writer", "state", &[]);
+    let call = tokio::spawn(async move { call(&plugin).await });
+    store.entered.notified().await;
+    // Runs only if the write left this (only) worker thread free.
+    release.send(()).unwrap();
+    let outcome = call.await.unwrap();
+    assert_eq!(defer_reason(&outcome), "count=1");
+    assert_eq!(*store.released.lock().unwrap(), Some(true));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_budget_covers_a_state_write_that_hangs() {
+    let (store, _release) = blocking_store();
+    let services = HostServices {
+        state: store.clone(),
+        ..HostServices::default()
+    };
+    let runtime = Runtime::new(RuntimeConfig::default(), services).unwrap();
+    let plugin = probe_in(&runtime, "writer", "state", &[]);
+    let budget = Duration::from_millis(500);
+    let outcome = call_with(&plugin, 1, budget).await;
+    // The write ends as `timed-out` at the deadline; the probe reports it as a defer.
+    assert!(
+        outcome.elapsed < budget + CUT_OFF_SLACK,
+        "the call took {:?}",
+        outcome.elapsed
+    );
+    let answer = format!("{:?}", outcome.answer);
+    assert!(
+        answer.contains("timed out") || answer.contains("BudgetExceeded"),
+        "{answer}"
+    );
 }
 
 #[tokio::test]
@@ -956,6 +1082,107 @@ async fn the_compile_cache_is_used_and_survives_a_damaged_entry() {
     let again = load_ok(&runtime, "noop", &noop_bytes, PluginSettings::default());
     assert!(again.loaded_from_cache());
     assert_eq!(cache_entries(&cache_dir), entries);
+}
+
+/// The cache entry of the component whose content hash is `hash`.
+fn entry_of(dir: &Path, hash: &str) -> PathBuf {
+    cache_entries(dir)
+        .into_iter()
+        .find(|path| {
+            path.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(hash)
+        })
+        .unwrap_or_else(|| panic!("no cache entry for {hash} in {}", dir.display()))
+}
+
+#[tokio::test]
+async fn a_cache_entry_swapped_for_other_code_is_recompiled_not_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = RuntimeConfig {
+        cache_dir: Some(dir.path().join("cache")),
+    };
+    let runtime = Runtime::new(config.clone(), HostServices::default()).unwrap();
+    let noop = load_ok(&runtime, "noop", &read(NOOP), PluginSettings::default());
+    let probe = load_ok(
+        &runtime,
+        "probe",
+        probe_bytes(),
+        settings(&[("mode", "defer")]),
+    );
+    let cache_dir = dir.path().join("cache");
+    let noop_entry = entry_of(&cache_dir, noop.content_hash());
+    let probe_entry = entry_of(&cache_dir, probe.content_hash());
+    drop((noop, probe, runtime));
+    // Whoever can write the cache puts other native code (valid for this engine) under
+    // the probe's name: the noop's, which approves where the probe defers.
+    std::fs::copy(&noop_entry, &probe_entry).unwrap();
+    let runtime = Runtime::new(config, HostServices::default()).unwrap();
+    let probe = load_ok(
+        &runtime,
+        "probe",
+        probe_bytes(),
+        settings(&[("mode", "defer")]),
+    );
+    assert!(
+        !probe.loaded_from_cache(),
+        "the swapped entry was loaded from the cache"
+    );
+    assert_eq!(defer_reason(&call(&probe).await), "not yet");
+}
+
+#[test]
+fn stale_temporary_cache_files_are_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = RuntimeConfig {
+        cache_dir: Some(dir.path().join("cache")),
+    };
+    drop(Runtime::new(config.clone(), HostServices::default()).unwrap());
+    let stale = dir.path().join("cache/0123-4567.cwasm.tmp");
+    std::fs::write(&stale, b"half written").unwrap();
+    drop(Runtime::new(config, HostServices::default()).unwrap());
+    assert!(!stale.exists(), "{} is still there", stale.display());
+}
+
+#[test]
+fn a_group_writable_cache_dir_is_refused_naming_the_path_and_the_fix() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let cache_dir = dir.path().join("cache");
+    std::fs::create_dir(&cache_dir).unwrap();
+    std::fs::set_permissions(&cache_dir, std::fs::Permissions::from_mode(0o775)).unwrap();
+    let config = RuntimeConfig {
+        cache_dir: Some(cache_dir.clone()),
+    };
+    let Err(error) = Runtime::new(config, HostServices::default()) else {
+        panic!("a group-writable cache directory was accepted");
+    };
+    let message = error.to_string();
+    assert!(
+        message.contains(&cache_dir.display().to_string()),
+        "{message}"
+    );
+    assert!(message.contains("chmod 700"), "{message}");
+}
+
+#[tokio::test]
+async fn cache_entries_of_plugins_no_longer_present_are_evicted() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = RuntimeConfig {
+        cache_dir: Some(dir.path().join("cache")),
+    };
+    let runtime = Runtime::new(config, HostServices::default()).unwrap();
+    let noop = load_ok(&runtime, "noop", &read(NOOP), PluginSettings::default());
+    let probe = load_ok(&runtime, "probe", probe_bytes(), PluginSettings::default());
+    let keep = std::collections::BTreeSet::from([probe.content_hash().to_owned()]);
+    assert_eq!(runtime.evict_cached_except(&keep), 1);
+    let cache_dir = dir.path().join("cache");
+    assert_eq!(
+        cache_entries(&cache_dir),
+        vec![entry_of(&cache_dir, probe.content_hash())]
+    );
+    drop(noop);
 }
 
 #[tokio::test]

@@ -30,9 +30,11 @@ pub struct Prepared {
 /// `config.state_dir`, and the operator's `[actions]` for plugins granted them.
 pub fn build_runtime(config: &Config) -> anyhow::Result<Prepared> {
     let state_dir = config.state_dir.as_path();
-    std::fs::create_dir_all(state_dir).with_context(|| {
+    // Created 0700; refused when another user owns it or group or others may write it
+    // (the compile cache in it holds native code the daemon runs).
+    forewarn_runtime::trust::ensure_private_dir(state_dir).with_context(|| {
         format!(
-            "cannot create the state directory {} (set `state-dir` in the config or pass --state-dir)",
+            "cannot use the state directory {} (set `state-dir` in the config or pass --state-dir)",
             state_dir.display()
         )
     })?;

@@ -25,6 +25,10 @@ pub struct Config {
     pub state_dir: PathBuf,
     /// The directory of plugins (`NAME.wasm` + optional `NAME.toml`).
     pub plugin_dir: PathBuf,
+    /// Largest plugin component (`.wasm`) loaded; larger files are refused (default "64MiB").
+    pub max_plugin_size: bytesize::ByteSize,
+    /// Largest plugin manifest (`.toml`) read; larger files are refused (default "1MiB").
+    pub max_manifest_size: bytesize::ByteSize,
     pub imds: ImdsConfig,
     pub policy: PolicyConfig,
     pub admin: AdminConfig,
@@ -117,6 +121,26 @@ fn default_action_timeout() -> Duration {
     Duration::from_secs(30)
 }
 
+/// Longest `actions.NAME.timeout`: an action never outlives its plugin's budget, which is at
+/// most 15 minutes.
+pub const MAX_ACTION_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+/// Longest `imds.poll-interval`: polling less often than once a minute misses short notices.
+pub const MAX_POLL_INTERVAL: Duration = Duration::from_secs(60);
+/// Longest `coordination.lease-ttl` and `coordination.deadline`.
+pub const MAX_COORDINATION_DURATION: Duration = Duration::from_secs(60 * 60);
+
+/// Err naming `key` and the maximum when `value` is longer than `max`.
+fn check_at_most(key: &str, value: Duration, max: Duration) -> Result<(), String> {
+    if value <= max {
+        return Ok(());
+    }
+    Err(format!(
+        "key `{key}`: {} is longer than the maximum \"{}\"; use a shorter duration",
+        humantime::format_duration(value),
+        humantime::format_duration(max)
+    ))
+}
+
 /// How to reach IMDS.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
@@ -141,6 +165,8 @@ impl Default for Config {
             vm_name: String::new(),
             state_dir: PathBuf::from("/var/lib/forewarn"),
             plugin_dir: PathBuf::from("/etc/forewarn/plugins.d"),
+            max_plugin_size: bytesize::ByteSize::b(crate::plugins::DEFAULT_MAX_PLUGIN_BYTES),
+            max_manifest_size: bytesize::ByteSize::b(crate::plugins::DEFAULT_MAX_MANIFEST_BYTES),
             imds: ImdsConfig::default(),
             policy: PolicyConfig::default(),
             admin: AdminConfig::default(),
@@ -175,6 +201,14 @@ pub enum ConfigError {
 }
 
 impl Config {
+    /// The size limits of plugin files this config sets.
+    pub fn plugin_file_limits(&self) -> crate::plugins::PluginFileLimits {
+        crate::plugins::PluginFileLimits {
+            max_wasm_bytes: self.max_plugin_size.as_u64(),
+            max_manifest_bytes: self.max_manifest_size.as_u64(),
+        }
+    }
+
     /// Reads and validates a config file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
@@ -220,10 +254,28 @@ impl Config {
                 self.imds.url
             ));
         }
+        check_at_most(
+            "imds.poll-interval",
+            self.imds.poll_interval,
+            MAX_POLL_INTERVAL,
+        )?;
         if let Some(coordination) = &self.coordination {
+            check_at_most(
+                "coordination.lease-ttl",
+                coordination.lease_ttl,
+                MAX_COORDINATION_DURATION,
+            )?;
+            if let Some(deadline) = coordination.deadline {
+                check_at_most("coordination.deadline", deadline, MAX_COORDINATION_DURATION)?;
+            }
             crate::coordination::validate(coordination)?;
         }
         for (name, action) in &self.actions {
+            check_at_most(
+                &format!("actions.{name}.timeout"),
+                action.timeout,
+                MAX_ACTION_TIMEOUT,
+            )?;
             if action.argv.is_empty() || action.argv[0].is_empty() {
                 return Err(format!(
                     "key `actions.{name}.argv`: must name a program, e.g. [\"systemctl\", \"stop\", \"app\"]"
@@ -241,6 +293,27 @@ mod tests {
     #[test]
     fn empty_config_is_the_default() {
         assert_eq!(Config::parse("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn huge_durations_are_refused_naming_the_key_and_the_maximum() {
+        let cases = [
+            (
+                "[actions.stop]\nargv = [\"true\"]\ntimeout = \"18446744073709551615s\"\n",
+                "key `actions.stop.timeout`",
+                "\"15m\"",
+            ),
+            (
+                "[imds]\npoll-interval = \"18446744073709551615s\"\n",
+                "key `imds.poll-interval`",
+                "\"1m\"",
+            ),
+        ];
+        for (text, key, max) in cases {
+            let error = Config::parse(text).unwrap_err();
+            assert!(error.contains(key), "{error}");
+            assert!(error.contains(max), "{error}");
+        }
     }
 
     #[test]

@@ -4,12 +4,13 @@
 //! [`write_atomically`] is the crash-safe write itself; the per-plugin state store uses it too.
 //! After a crash, a reader sees either the previous file or the new one, never a mix.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Write};
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use forewarn_runtime::trust::{self, FileRules, Owners, TrustError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -24,6 +25,9 @@ pub enum JournalError {
         path: PathBuf,
         error: io::Error,
     },
+    /// A file or directory another user could have written, or a link (never followed).
+    #[error(transparent)]
+    Untrusted(#[from] TrustError),
     /// The value could not be turned into JSON (a bug in the value's type, not the disk).
     #[error("could not encode the state for {}: {error}", path.display())]
     Encode {
@@ -176,12 +180,20 @@ pub(crate) fn remove_stale_tmp(path: &Path) -> Result<(), JournalError> {
 
 /// Reads `path`, or None when it does not exist.
 pub(crate) fn read_if_exists(path: &Path) -> Result<Option<Vec<u8>>, JournalError> {
-    match fs::read(path) {
+    let rules = FileRules {
+        owners: Owners::DaemonOnly,
+        max_bytes: JOURNAL_MAX_BYTES,
+        max_setting: "(none: move the file away)",
+    };
+    match trust::read_trusted_file(path, rules) {
         Ok(bytes) => Ok(Some(bytes)),
-        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(error) => Err(JournalError::io("read", path, error)),
+        Err(TrustError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(JournalError::Untrusted(error)),
     }
 }
+
+/// Largest journal or state file read (a plugin's state is at most 1 MiB, hex-encoded).
+const JOURNAL_MAX_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Moves an unreadable file to `path.corrupt-<unix-secs>` (with `-N` appended if that
 /// exists already) and returns where it went.
@@ -202,23 +214,18 @@ pub(crate) fn quarantine(path: &Path) -> Result<PathBuf, JournalError> {
     Ok(target)
 }
 
-/// Creates `dir` and its parents; new directories get mode 0700 on unix.
+/// Creates `dir` and its parents with mode 0700, then refuses it if another user owns it
+/// or its group or others may write it.
 pub(crate) fn create_private_dir(dir: &Path) -> Result<(), JournalError> {
-    let mut builder = fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder
-        .create(dir)
-        .map_err(|error| JournalError::io("create the directory", dir, error))
+    trust::ensure_private_dir(dir).map_err(|error| match error {
+        TrustError::Io { source, .. } => JournalError::io("create the directory", dir, source),
+        untrusted => JournalError::Untrusted(untrusted),
+    })
 }
 
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), JournalError> {
-    let mut options = OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options
+    // Mode 0600, and O_NOFOLLOW: a link planted at the temporary name is not followed.
+    let mut file = trust::create_options()
         .open(path)
         .map_err(|error| JournalError::io("create", path, error))?;
     file.write_all(bytes)
@@ -300,6 +307,35 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(file_mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_symlinked_journal_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let elsewhere = dir.path().join("elsewhere.json");
+        fs::write(&elsewhere, b"{\"counter\": 1}").expect("writes");
+        let journal_dir = dir.path().join("journal");
+        create_private_dir(&journal_dir).expect("creates");
+        let path = journal_dir.join("state.json");
+        std::os::unix::fs::symlink(&elsewhere, &path).expect("links");
+        let Err(error) = Journal::<State>::open(&journal_dir, "state") else {
+            panic!("a symlinked journal was opened");
+        };
+        let text = error.to_string();
+        assert!(text.contains("symbolic link"), "{text}");
+        assert!(text.contains(&path.display().to_string()), "{text}");
+    }
+
+    #[test]
+    fn a_group_writable_journal_dir_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o770)).expect("chmod");
+        let Err(error) = Journal::<State>::open(dir.path(), "state") else {
+            panic!("a group-writable journal directory was accepted");
+        };
+        let text = error.to_string();
+        assert!(text.contains("chmod 700"), "{text}");
     }
 
     #[test]

@@ -227,7 +227,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let plugins = forewarn_host::reload::PluginDirectory::start(
         prepared.runtime.clone(),
         &config.plugin_dir,
-        forewarn_host::reload::ReloadOptions::default(),
+        forewarn_host::reload::ReloadOptions {
+            file_limits: config.plugin_file_limits(),
+            ..Default::default()
+        },
     )
     .await?;
     let shutdown = CancellationToken::new();

@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 
 /// Default time a plugin has to answer one call.
 pub const DEFAULT_BUDGET: Duration = Duration::from_secs(10);
+/// Longest budget a manifest may give: IMDS announces events at most 15 minutes ahead, so
+/// a longer budget could never be used (and a huge one would overflow time arithmetic).
+pub const MAX_BUDGET: Duration = Duration::from_secs(15 * 60);
 
 /// Everything the operator says about one plugin. Every field has a default, so a plugin
 /// without a manifest subscribes to every event type with the default budget and no grants.
@@ -140,6 +143,17 @@ impl PluginManifest {
         }
         if self.budget.is_zero() {
             return Err(("budget", "must be more than zero, e.g. \"10s\"".into()));
+        }
+        if self.budget > MAX_BUDGET {
+            return Err((
+                "budget",
+                format!(
+                    "{} is longer than the maximum \"{}\" (IMDS announces events at most \
+                     15 minutes ahead); use e.g. \"10s\"",
+                    humantime::format_duration(self.budget),
+                    humantime::format_duration(MAX_BUDGET)
+                ),
+            ));
         }
         if self.memory.as_u64() < 1024 * 1024 {
             return Err((
@@ -319,6 +333,15 @@ mod tests {
     }
 
     #[test]
+    fn a_huge_budget_is_refused_naming_the_key_and_the_maximum() {
+        let error = PluginManifest::parse("budget = \"18446744073709551615s\"").unwrap_err();
+        assert!(error.starts_with("line 1: key `budget`:"), "{error}");
+        assert!(error.contains("\"15m\""), "{error}");
+        let manifest = PluginManifest::parse("budget = \"15m\"").unwrap();
+        assert_eq!(manifest.budget, MAX_BUDGET);
+    }
+
+    #[test]
     fn every_error_names_line_and_dotted_key() {
         let cases = [
             (
@@ -328,6 +351,11 @@ mod tests {
             ("budget = \"soon\"", "line 1: key `budget`:"),
             ("\n\nsubscribe = [\"Reboo\"]", "line 3: key `subscribe`:"),
             ("budget = \"0s\"", "line 1: key `budget`:"),
+            (
+                "budget = \"18446744073709551615s\"",
+                "line 1: key `budget`:",
+            ),
+            ("budget = \"16m\"", "line 1: key `budget`:"),
             ("memory = \"1KiB\"", "line 1: key `memory`:"),
             (
                 "[capabilities]\nreadiness = \"yes\"",

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::journal::{self, JournalError};
 
@@ -71,11 +71,13 @@ pub enum StateError {
 type StateMap = BTreeMap<String, Vec<u8>>;
 
 /// Every plugin's durable key/value state. Safe to share between threads (`&self` methods).
+/// Each plugin has its own lock, held while its file is written: one plugin's writes
+/// (and fsyncs) never wait for another's.
 #[derive(Debug)]
 pub struct PluginStateStore {
     dir: PathBuf,
     limits: StateLimits,
-    plugins: Mutex<HashMap<String, StateMap>>,
+    plugins: Mutex<HashMap<String, Arc<Mutex<StateMap>>>>,
 }
 
 impl PluginStateStore {
@@ -93,7 +95,7 @@ impl PluginStateStore {
         for plugin in plugin_files_in(dir)? {
             match load_plugin(dir, &plugin) {
                 Ok(map) => {
-                    plugins.insert(plugin, map);
+                    plugins.insert(plugin, Arc::new(Mutex::new(map)));
                 }
                 Err(error @ StateError::Quarantined { .. }) => tracing::error!("{error}"),
                 Err(error) => return Err(error),
@@ -108,7 +110,8 @@ impl PluginStateStore {
 
     /// The value `plugin` stored under `key`, if any. Invalid names simply have no state.
     pub fn get(&self, plugin: &str, key: &str) -> Option<Vec<u8>> {
-        self.lock().get(plugin)?.get(key).cloned()
+        let map = self.lock().get(plugin)?.clone();
+        lock_map(&map).get(key).cloned()
     }
 
     /// Stores `value` under `key` for `plugin`; durable when this returns Ok. Fails without
@@ -116,40 +119,48 @@ impl PluginStateStore {
     pub fn set(&self, plugin: &str, key: &str, value: &[u8]) -> Result<(), StateError> {
         validate_plugin_name(plugin)?;
         self.check_entry(plugin, key, value)?;
-        let mut plugins = self.lock();
-        let current = plugins.get(plugin);
-        if current.and_then(|map| map.get(key)).map(Vec::as_slice) == Some(value) {
+        let entry = self.entry(plugin);
+        let mut map = lock_map(&entry);
+        if map.get(key).map(Vec::as_slice) == Some(value) {
             return Ok(());
         }
-        let mut updated = current.cloned().unwrap_or_default();
-        updated.insert(key.to_owned(), value.to_vec());
-        self.check_total(plugin, &updated)?;
-        self.persist(plugin, &updated)?;
-        plugins.insert(plugin.to_owned(), updated);
-        Ok(())
+        let previous = map.insert(key.to_owned(), value.to_vec());
+        let written = self
+            .check_total(plugin, &map)
+            .and_then(|()| self.persist(plugin, &map));
+        if written.is_err() {
+            match previous {
+                Some(previous) => map.insert(key.to_owned(), previous),
+                None => map.remove(key),
+            };
+        }
+        written
     }
 
     /// Removes `key` from `plugin`'s state; durable when this returns Ok. Removing a key
     /// that is not there is Ok and writes nothing.
     pub fn delete(&self, plugin: &str, key: &str) -> Result<(), StateError> {
         validate_plugin_name(plugin)?;
-        let mut plugins = self.lock();
-        let Some(current) = plugins.get(plugin) else {
+        let Some(entry) = self.lock().get(plugin).cloned() else {
             return Ok(());
         };
-        if !current.contains_key(key) {
+        let mut map = lock_map(&entry);
+        let Some(previous) = map.remove(key) else {
             return Ok(());
+        };
+        let written = self.persist(plugin, &map);
+        if written.is_err() {
+            map.insert(key.to_owned(), previous);
         }
-        let mut updated = current.clone();
-        updated.remove(key);
-        self.persist(plugin, &updated)?;
-        plugins.insert(plugin.to_owned(), updated);
-        Ok(())
+        written
     }
 
     /// Bytes `plugin` uses against [`StateLimits::max_total_bytes`].
     pub fn usage(&self, plugin: &str) -> usize {
-        self.lock().get(plugin).map_or(0, total_bytes)
+        let Some(entry) = self.lock().get(plugin).cloned() else {
+            return 0;
+        };
+        total_bytes(&lock_map(&entry))
     }
 
     /// The limits this store enforces.
@@ -162,10 +173,14 @@ impl PluginStateStore {
         &self.dir
     }
 
-    /// Locks the cache. A panic while locked cannot leave it inconsistent (maps are only
-    /// replaced after a successful write), so a poisoned lock is used as is.
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, StateMap>> {
+    /// Locks the table of plugins, held only to find (or add) one plugin's map.
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Mutex<StateMap>>>> {
         self.plugins.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// `plugin`'s map, created empty on first use.
+    fn entry(&self, plugin: &str) -> Arc<Mutex<StateMap>> {
+        self.lock().entry(plugin.to_owned()).or_default().clone()
     }
 
     fn check_entry(&self, plugin: &str, key: &str, value: &[u8]) -> Result<(), StateError> {
@@ -242,6 +257,12 @@ pub fn validate_plugin_name(name: &str) -> Result<(), StateError> {
             problem,
         }),
     }
+}
+
+/// Locks one plugin's map. A panic while locked cannot leave it inconsistent (a failed
+/// write is undone before the lock is released), so a poisoned lock is used as is.
+fn lock_map(map: &Mutex<StateMap>) -> MutexGuard<'_, StateMap> {
+    map.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn over_quota(plugin: &str, detail: String) -> StateError {

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use forewarn_imds::EventType;
+use forewarn_runtime::trust::{self, FileRules, Owners, TrustError};
 use forewarn_runtime::{LoadError, Plugin, Runtime};
 
 use crate::manifest::{ManifestError, PluginManifest};
@@ -64,6 +65,50 @@ pub enum PluginLoadError {
         path.display()
     )]
     BadName { path: PathBuf },
+    #[error("plugin file refused: {0}")]
+    Untrusted(#[from] TrustError),
+}
+
+/// Default largest plugin component: well above a Python component (about 40 MiB).
+pub const DEFAULT_MAX_PLUGIN_BYTES: u64 = 64 * 1024 * 1024;
+/// Default largest plugin manifest.
+pub const DEFAULT_MAX_MANIFEST_BYTES: u64 = 1024 * 1024;
+
+/// How large plugin files may be (`max-plugin-size`, `max-manifest-size` in the config).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PluginFileLimits {
+    pub max_wasm_bytes: u64,
+    pub max_manifest_bytes: u64,
+}
+
+impl Default for PluginFileLimits {
+    fn default() -> Self {
+        PluginFileLimits {
+            max_wasm_bytes: DEFAULT_MAX_PLUGIN_BYTES,
+            max_manifest_bytes: DEFAULT_MAX_MANIFEST_BYTES,
+        }
+    }
+}
+
+impl PluginFileLimits {
+    /// The rules a `.wasm` must pass: a regular file of the daemon's user or root, writable
+    /// by no one else, at most `max_wasm_bytes`.
+    pub fn wasm_rules(&self) -> FileRules {
+        FileRules {
+            owners: Owners::DaemonOrRoot,
+            max_bytes: self.max_wasm_bytes,
+            max_setting: "max-plugin-size",
+        }
+    }
+
+    /// The rules a `.toml` manifest must pass (it grants capabilities, root actions too).
+    pub fn manifest_rules(&self) -> FileRules {
+        FileRules {
+            owners: Owners::DaemonOrRoot,
+            max_bytes: self.max_manifest_bytes,
+            max_setting: "max-manifest-size",
+        }
+    }
 }
 
 impl PluginLoadError {
@@ -74,6 +119,7 @@ impl PluginLoadError {
             | PluginLoadError::Component { path, .. }
             | PluginLoadError::BadName { path } => path,
             PluginLoadError::Manifest(error) => error.path(),
+            PluginLoadError::Untrusted(error) => error.path(),
         }
     }
 }
@@ -214,16 +260,16 @@ pub fn load_plugin_file(runtime: &Runtime, wasm: &Path) -> Result<LoadedPlugin, 
             path: wasm.to_path_buf(),
         });
     }
+    let limits = PluginFileLimits::default();
     let manifest_path = wasm.with_extension("toml");
-    let manifest = if manifest_path.exists() {
-        PluginManifest::load(&manifest_path)?
+    let manifest = if std::fs::symlink_metadata(&manifest_path).is_ok() {
+        let raw = trust::read_trusted_file(&manifest_path, limits.manifest_rules())?;
+        let text = String::from_utf8_lossy(&raw);
+        PluginManifest::from_text(&manifest_path, &text)?
     } else {
         PluginManifest::default()
     };
-    let bytes = std::fs::read(wasm).map_err(|source| PluginLoadError::Read {
-        path: wasm.to_path_buf(),
-        source,
-    })?;
+    let bytes = trust::read_trusted_file(wasm, limits.wasm_rules())?;
     load_plugin_bytes(runtime, wasm, &bytes, manifest)
 }
 

@@ -17,6 +17,7 @@
 //!   dropped.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,8 +30,10 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use forewarn_runtime::trust::{self, FileRules, Owners, TrustError};
+
 use crate::manifest::PluginManifest;
-use crate::plugins::{self, LoadedPlugin, PluginLoadError, PluginSet};
+use crate::plugins::{self, LoadedPlugin, PluginFileLimits, PluginLoadError, PluginSet};
 
 /// Quiet time after the last change to a plugin's files before they are loaded.
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(250);
@@ -51,6 +54,8 @@ pub struct ReloadOptions {
     pub rescan_interval: Duration,
     /// How often a deleted plugin directory's path is checked until it exists again.
     pub missing_dir_poll: Duration,
+    /// Largest `.wasm` and `.toml` accepted (`max-plugin-size`, `max-manifest-size`).
+    pub file_limits: PluginFileLimits,
 }
 
 impl Default for ReloadOptions {
@@ -59,6 +64,7 @@ impl Default for ReloadOptions {
             debounce: DEFAULT_DEBOUNCE,
             rescan_interval: DEFAULT_RESCAN_INTERVAL,
             missing_dir_poll: DEFAULT_MISSING_DIR_POLL,
+            file_limits: PluginFileLimits::default(),
         }
     }
 }
@@ -82,6 +88,8 @@ pub enum ReloadError {
         path: PathBuf,
         source: notify::Error,
     },
+    #[error("the plugin directory is not safe to load plugins from: {0}")]
+    Untrusted(#[from] TrustError),
     #[error("the plugin loading task failed: {0}; this is a bug in forewarn")]
     Task(#[from] tokio::task::JoinError),
 }
@@ -109,6 +117,7 @@ impl PluginDirectory {
         if let Err(source) = std::fs::read_dir(&dir) {
             return Err(ReloadError::Directory { path: dir, source });
         }
+        trust::check_dir(&dir, Owners::DaemonOrRoot)?;
         let (signals_in, signals) = mpsc::unbounded_channel();
         let watcher = DirWatcher::new(&dir, signals_in)?;
         let mut reloader = Reloader::new(runtime, dir.clone(), options, watcher);
@@ -450,13 +459,38 @@ impl Reloader {
             let dir = self.dir.clone();
             let last = self.attempted.get(&stem).cloned();
             let name = stem.clone();
-            let outcome =
-                tokio::task::spawn_blocking(move || examine(&runtime, &dir, &name, last.as_ref()))
-                    .await?;
+            let limits = self.options.file_limits;
+            let outcome = tokio::task::spawn_blocking(move || {
+                examine(&runtime, &dir, &name, last.as_ref(), limits)
+            })
+            .await?;
             changed |= self.apply(stem, outcome);
         }
         if changed || publish_anyway {
             self.publish();
+        }
+        if publish_anyway {
+            self.evict_unused_cache_entries().await?;
+        }
+        Ok(())
+    }
+
+    /// Removes compiled-cache entries of plugins no longer in the directory (off the async
+    /// runtime); logs how many.
+    async fn evict_unused_cache_entries(&self) -> Result<(), ReloadError> {
+        let keep: BTreeSet<String> = self
+            .loaded
+            .values()
+            .map(|plugin| plugin.plugin.content_hash().to_owned())
+            .collect();
+        let runtime = self.runtime.clone();
+        let evicted =
+            tokio::task::spawn_blocking(move || runtime.evict_cached_except(&keep)).await?;
+        if evicted > 0 {
+            tracing::info!(
+                evicted,
+                "removed compiled-cache entries of plugins no longer present"
+            );
         }
         Ok(())
     }
@@ -559,10 +593,18 @@ fn log_loaded(plugin: &LoadedPlugin, replaced: bool, elapsed: Duration) {
 }
 
 /// Reads one plugin's files and, if they differ from the last attempt, loads them. Blocking.
-fn examine(runtime: &Runtime, dir: &Path, stem: &str, last: Option<&Fingerprint>) -> Outcome {
+/// Files that are not trusted (links, FIFOs, devices, oversized, writable by others) fail
+/// that plugin only, and the version already loaded stays live.
+fn examine(
+    runtime: &Runtime,
+    dir: &Path,
+    stem: &str,
+    last: Option<&Fingerprint>,
+    limits: PluginFileLimits,
+) -> Outcome {
     let wasm = dir.join(format!("{stem}.wasm"));
     let manifest_path = dir.join(format!("{stem}.toml"));
-    let bytes = match read_settled(&wasm) {
+    let bytes = match read_settled(&wasm, limits.wasm_rules()) {
         Ok(Settled::Absent) => return Outcome::Absent,
         Ok(Settled::Moving) => return Outcome::StillBeingWritten(wasm),
         Ok(Settled::Bytes(bytes)) => bytes,
@@ -571,11 +613,11 @@ fn examine(runtime: &Runtime, dir: &Path, stem: &str, last: Option<&Fingerprint>
                 wasm: [0; 32],
                 manifest: None,
             };
-            let error = PluginLoadError::Read { path: wasm, source };
+            let error = PluginLoadError::Untrusted(source);
             return Outcome::Failed { error, fingerprint };
         }
     };
-    let manifest_text = match read_settled(&manifest_path) {
+    let manifest_text = match read_settled(&manifest_path, limits.manifest_rules()) {
         Ok(Settled::Absent) => None,
         Ok(Settled::Moving) => return Outcome::StillBeingWritten(manifest_path),
         Ok(Settled::Bytes(text)) => Some(text),
@@ -584,10 +626,7 @@ fn examine(runtime: &Runtime, dir: &Path, stem: &str, last: Option<&Fingerprint>
                 wasm: sha256(&bytes),
                 manifest: None,
             };
-            let error = PluginLoadError::Read {
-                path: manifest_path,
-                source,
-            };
+            let error = PluginLoadError::Untrusted(source);
             return Outcome::Failed { error, fingerprint };
         }
     };
@@ -649,22 +688,21 @@ enum Settled {
     Bytes(Vec<u8>),
 }
 
-/// Reads `path`, comparing its size and modification time before and after the read.
-fn read_settled(path: &Path) -> std::io::Result<Settled> {
-    let before = match std::fs::metadata(path) {
-        Ok(metadata) => metadata,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Settled::Absent),
-        Err(error) => return Err(error),
+/// Reads `path` if it is a trusted regular file (see [`trust::read_trusted_file`]),
+/// comparing its size and modification time before and after the read.
+fn read_settled(path: &Path, rules: FileRules) -> Result<Settled, TrustError> {
+    let Some(before) = look_at(path)? else {
+        return Ok(Settled::Absent);
     };
-    let bytes = match std::fs::read(path) {
+    let bytes = match trust::read_trusted_file(path, rules) {
         Ok(bytes) => bytes,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Settled::Absent),
+        Err(TrustError::Io { source, .. }) if source.kind() == ErrorKind::NotFound => {
+            return Ok(Settled::Absent);
+        }
         Err(error) => return Err(error),
     };
-    let after = match std::fs::metadata(path) {
-        Ok(metadata) => metadata,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Settled::Absent),
-        Err(error) => return Err(error),
+    let Some(after) = look_at(path)? else {
+        return Ok(Settled::Absent);
     };
     let same_size = before.len() == after.len() && after.len() == bytes.len() as u64;
     let same_time = before.modified().ok() == after.modified().ok();
@@ -672,6 +710,19 @@ fn read_settled(path: &Path) -> std::io::Result<Settled> {
         Ok(Settled::Bytes(bytes))
     } else {
         Ok(Settled::Moving)
+    }
+}
+
+/// The metadata of `path` itself (a link is not followed), or None if it is absent.
+fn look_at(path: &Path) -> Result<Option<std::fs::Metadata>, TrustError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(metadata) => Ok(Some(metadata)),
+        Err(error) if error.kind() == ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(TrustError::Io {
+            action: "inspect",
+            path: path.to_path_buf(),
+            source,
+        }),
     }
 }
 
@@ -750,8 +801,13 @@ mod tests {
     fn settled_read_sees_absent_and_present_files() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.wasm");
-        assert!(matches!(read_settled(&path).unwrap(), Settled::Absent));
+        assert!(matches!(
+            read_settled(&path, PluginFileLimits::default().wasm_rules()).unwrap(),
+            Settled::Absent
+        ));
         std::fs::write(&path, b"abc").unwrap();
-        assert!(matches!(read_settled(&path).unwrap(), Settled::Bytes(bytes) if bytes == b"abc"));
+        assert!(
+            matches!(read_settled(&path, PluginFileLimits::default().wasm_rules()).unwrap(), Settled::Bytes(bytes) if bytes == b"abc")
+        );
     }
 }

@@ -327,6 +327,123 @@ fn hostile_plugins_leave_the_daemon_and_a_good_plugin_unaffected() {
     assert_polite(&state);
 }
 
+// ---- plugins hammering durable state ---------------------------------------------------
+
+/// Longest a `/healthz` answer may take while plugins hammer their state.
+const HEALTHZ_MAX: Duration = Duration::from_millis(1000);
+/// Longest gap between two IMDS polls (every 300 ms) while plugins hammer their state.
+const POLL_GAP_MAX_MS: u64 = 1500;
+
+/// The admin endpoint's `host:port`, from the daemon's "admin endpoint listening" line.
+fn admin_address(daemon: &Daemon) -> String {
+    wait_for(Duration::from_secs(30), "the admin endpoint", || {
+        daemon
+            .lines_with_message("admin endpoint listening")
+            .first()
+            .map(|line| line.text("address").to_owned())
+            .ok_or_else(|| daemon.describe_for_failure())
+    })
+}
+
+#[test]
+fn plugins_looping_state_set_leave_polling_healthz_and_a_good_plugin_unaffected() {
+    let plugins = [
+        ProbePlugin::new("good", "approve"),
+        ProbePlugin::new("writer-a", "state-loop")
+            .subscribe(&["Reboot"])
+            .budget("3s"),
+        ProbePlugin::new("writer-b", "state-loop")
+            .subscribe(&["Reboot"])
+            .budget("3s"),
+        ProbePlugin::new("writer-c", "state-loop")
+            .subscribe(&["Reboot"])
+            .budget("3s"),
+    ];
+    let margin = format!("safety-margin-ms = {HOSTILE_MARGIN_MS}");
+    let setup = Setup::new(
+        HOSTILE_SCENARIO,
+        HOSTILE_SPEED,
+        &plugins,
+        "300ms",
+        &[&margin],
+    );
+    let mut daemon = setup.start_daemon();
+    let admin = admin_address(&daemon);
+    let freeze = stable_event_id("hostile", 1);
+    let reboot = stable_event_id("hostile", 0);
+
+    // Until the Freeze is approved and every writer has been cut off at its budget once
+    // (they hammer their state meanwhile), time every /healthz answer.
+    let mut slowest = Duration::ZERO;
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let state = loop {
+        assert!(!daemon.has_exited(), "{}", daemon.describe_for_failure());
+        let asked = Instant::now();
+        let healthz = forewarn_tests::support::http_get(&admin, "/healthz");
+        slowest = slowest.max(asked.elapsed());
+        assert!(healthz.is_ok(), "/healthz failed: {healthz:?}");
+        let state = setup.simulator.state();
+        let decisions = daemon.decisions();
+        let writers_cut_off = ["writer-a", "writer-b", "writer-c"].iter().all(|writer| {
+            decisions_of(&decisions, &reboot, writer)
+                .iter()
+                .any(|d| d.failure == "budget-exceeded")
+        });
+        if accepted_approvals_of(&state, &freeze) == 1 && writers_cut_off {
+            break state;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the Freeze was not approved or a writer was not cut off; {}\n{}",
+            summarize_state(&state),
+            daemon.describe_for_failure()
+        );
+    };
+    let context = format!(
+        "{}\n{}",
+        summarize_state(&state),
+        daemon.describe_for_failure()
+    );
+    assert!(
+        slowest <= HEALTHZ_MAX,
+        "/healthz took {slowest:?} while plugins wrote state; {context}"
+    );
+
+    // The writers really ran (and were cut off at their budget) while the good plugin answered.
+    let decisions = daemon.decisions();
+    for writer in ["writer-a", "writer-b", "writer-c"] {
+        let prepares = decisions_of(&decisions, &reboot, writer);
+        assert!(
+            prepares.iter().any(|d| d.failure == "budget-exceeded"),
+            "{writer} was not cut off at its budget: {prepares:?}; {context}"
+        );
+    }
+    assert!(
+        decisions_of(&decisions, &freeze, "good")
+            .iter()
+            .any(|d| d.decision == "approve"),
+        "the good plugin did not approve the Freeze; {context}"
+    );
+
+    // IMDS was polled on cadence the whole time, seen at the simulator.
+    let polls: Vec<u64> = state
+        .requests
+        .iter()
+        .filter(|request| request.method == "GET" && request.path.contains("scheduledevents"))
+        .map(|request| request.at_unix_ms)
+        .collect();
+    let widest = polls
+        .windows(2)
+        .map(|pair| pair[1].saturating_sub(pair[0]))
+        .max()
+        .unwrap_or(u64::MAX);
+    assert!(
+        widest <= POLL_GAP_MAX_MS,
+        "{widest} ms between two IMDS polls (every 300 ms) while plugins wrote state; {context}"
+    );
+    assert_polite(&state);
+}
+
 // ---- a long mixed run through IMDS faults ---------------------------------------------
 
 const MIXED_EVENTS: usize = 80;

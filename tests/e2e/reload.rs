@@ -426,6 +426,88 @@ async fn a_broken_manifest_leaves_the_old_version_live_and_names_file_line_and_k
     assert_eq!(greeting_of(&set, "lb").await, "defer: v1");
 }
 
+/// Puts a symbolic link to `target` at `path`, the way a deploy would: made aside, renamed.
+fn link_into_place(fixture: &Fixture, file_name: &str, target: &str) {
+    let aside = fixture.path(&format!(".{file_name}.link"));
+    std::os::unix::fs::symlink(target, &aside).unwrap();
+    std::fs::rename(&aside, fixture.path(file_name)).unwrap();
+}
+
+/// Puts a FIFO at `path`, made aside and renamed into place.
+fn fifo_into_place(fixture: &Fixture, file_name: &str) {
+    let aside = fixture.path(&format!(".{file_name}.fifo"));
+    let made = std::process::Command::new("mkfifo")
+        .arg(&aside)
+        .status()
+        .unwrap();
+    assert!(made.success(), "mkfifo failed");
+    std::fs::rename(&aside, fixture.path(file_name)).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn untrusted_plugin_files_are_refused_and_the_rest_stays_live() {
+    use std::os::unix::fs::PermissionsExt;
+    let fixture = Fixture::new();
+    let mut hashes = std::collections::BTreeMap::new();
+    for name in ["good", "zero", "fifo", "big", "open"] {
+        hashes.insert(name, fixture.deploy_probe(name, "v1", name));
+    }
+    // A limit just above the probe, so an oversized file needs only a few more KiB.
+    let mut options = ReloadOptions::default();
+    options.file_limits.max_wasm_bytes = probe_bytes("v1").len() as u64 + 1024;
+    let directory = PluginDirectory::start(fixture.runtime.clone(), &fixture.dir, options)
+        .await
+        .unwrap();
+    let mut receiver = directory.subscribe();
+    assert_eq!(
+        directory.current().all().len(),
+        5,
+        "{}",
+        describe(&directory.current())
+    );
+
+    link_into_place(&fixture, "zero.wasm", "/dev/zero");
+    fifo_into_place(&fixture, "fifo.wasm");
+    fixture.deploy("big.wasm", &tagged(&probe_bytes("v2"), &"x".repeat(4096)));
+    let open = fixture.path("open.toml");
+    let aside = fixture.path(".open.toml.tmp");
+    std::fs::write(&aside, greeting_manifest("open v2", "10s")).unwrap();
+    std::fs::set_permissions(&aside, std::fs::Permissions::from_mode(0o666)).unwrap();
+    std::fs::rename(&aside, &open).unwrap();
+
+    let expected = [
+        (fixture.path("zero.wasm"), "symbolic link"),
+        (fixture.path("fifo.wasm"), "FIFO"),
+        (fixture.path("big.wasm"), "max-plugin-size"),
+        (open.clone(), "writable by everyone"),
+    ];
+    let set = wait_for_set(&mut receiver, "an error for each untrusted file", |set| {
+        expected
+            .iter()
+            .all(|(path, _)| error_for(set, path).is_some())
+    })
+    .await;
+    for (path, reason) in &expected {
+        let error = error_for(&set, path).unwrap();
+        assert!(error.contains(reason), "{}: {error}", path.display());
+        assert!(error.contains(&path.display().to_string()), "{error}");
+        assert!(
+            error.contains("Fix:"),
+            "the error says how to fix it: {error}"
+        );
+    }
+    for (name, hash) in &hashes {
+        assert_eq!(
+            hash_of(&set, name).as_ref(),
+            Some(hash),
+            "{name}: the old version stays live; {}",
+            describe(&set)
+        );
+    }
+    assert_eq!(greeting_of(&set, "good").await, "defer: good");
+    assert_eq!(greeting_of(&set, "open").await, "defer: open");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_plain_copy_never_replaces_the_working_version() {
     let fixture = Fixture::new();

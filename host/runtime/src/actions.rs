@@ -1,9 +1,10 @@
 //! Operator-defined actions for plugins (`run-action`): the grant check, then the command run
-//! without a shell, output captured and capped, killed at its timeout or the call's deadline.
+//! without a shell in its own process group, output capped, the group killed at the timeout.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::process::Stdio;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
@@ -36,51 +37,163 @@ pub fn resolve<'a>(
     })
 }
 
-/// Runs `spec`: stdin from /dev/null, stdout and stderr captured (each cut at 64 KiB), the
-/// process killed at `min(spec.timeout, deadline)` with `timed-out` as the answer.
+/// The environment variables an action inherits from the daemon; everything else
+/// (`NOTIFY_SOCKET`, `WATCHDOG_*`, `INVOCATION_ID`, credentials, proxies…) is cleared.
+pub const ACTION_ENV_ALLOWED: &[&str] = &["PATH", "LANG", "TZ"];
+/// Prefixes of variables an action inherits too (the locale categories `LC_*`).
+pub const ACTION_ENV_ALLOWED_PREFIXES: &[&str] = &["LC_"];
+
+/// How long, after the action's own process exited, its output pipes are still read: a
+/// background process it started and that keeps them open cannot hold the call.
+const PIPE_GRACE: Duration = Duration::from_millis(500);
+
+/// Runs `spec` in its own process group: stdin from /dev/null, an allow-listed environment,
+/// stdout and stderr captured (each cut at 64 KiB). At `min(spec.timeout, deadline)` (or
+/// when the call is dropped) the whole group is killed and the answer is `timed-out`. When
+/// the action's own process exits in time, what it started in the background keeps running
+/// (an action may start an app), and its output is read for `PIPE_GRACE` more at most.
 pub async fn run(spec: &ActionSpec, deadline: Instant) -> Result<ActionOutput, HostError> {
     let Some((program, args)) = spec.argv.split_first() else {
         return Err(HostError::Invalid("the action's argv is empty".into()));
     };
     let mut child = Command::new(program)
         .args(args)
+        .env_clear()
+        .envs(allowed_env(std::env::vars_os()))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .process_group(0)
         .kill_on_drop(true)
         .spawn()
         .map_err(|error| HostError::Failed(format!("cannot start `{program}`: {error}")))?;
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
-    let cutoff = deadline.min(Instant::now() + spec.timeout);
-    let finished = async {
-        let (status, stdout, stderr) =
-            tokio::join!(child.wait(), read_capped(stdout), read_capped(stderr));
-        (status, stdout, stderr)
-    };
-    let (status, stdout, stderr) = match tokio::time::timeout_at(cutoff.into(), finished).await {
-        Ok(done) => done,
-        Err(_elapsed) => {
-            // kill_on_drop would do it too; killing here also reaps the process at once.
+    let mut group = ProcessGroup::of(&child);
+    let cutoff = checked_cutoff(deadline, spec.timeout);
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    let status = {
+        let reading = read_both(
+            child.stdout.take(),
+            child.stderr.take(),
+            &mut stdout,
+            &mut stderr,
+        );
+        let mut reading = std::pin::pin!(reading);
+        let mut reading_done = false;
+        let exited = tokio::time::timeout_at(cutoff.into(), async {
+            loop {
+                tokio::select! {
+                    status = child.wait() => return status,
+                    () = &mut reading, if !reading_done => reading_done = true,
+                }
+            }
+        })
+        .await;
+        let Ok(status) = exited else {
+            // At the timeout, everything the action started dies with it; this also reaps
+            // the action's own process at once.
+            group.kill();
             let _ignored = child.kill().await;
             return Err(HostError::TimedOut);
+        };
+        // It exited in time: what it started in the background (an app it was asked to
+        // start) keeps running; its output is read for a short grace only.
+        group.disarm();
+        if !reading_done {
+            let _cut = tokio::time::timeout(PIPE_GRACE, &mut reading).await;
         }
+        status
     };
     let status = status
         .map_err(|error| HostError::Failed(format!("waiting for `{program}` failed: {error}")))?;
     Ok(ActionOutput {
         exit_code: status.code(),
-        stdout,
-        stderr,
+        stdout: capped_text(&stdout),
+        stderr: capped_text(&stderr),
     })
 }
 
-/// Reads a pipe to its end, keeping the first 64 KiB (on a character boundary).
-async fn read_capped(pipe: Option<impl AsyncRead + Unpin>) -> String {
+/// `min(deadline, now + timeout)`, where a timeout too large to add means "the deadline".
+fn checked_cutoff(deadline: Instant, timeout: Duration) -> Instant {
+    Instant::now()
+        .checked_add(timeout)
+        .map_or(deadline, |end| end.min(deadline))
+}
+
+/// The variables of `vars` an action may see: `ACTION_ENV_ALLOWED` and `LC_*`.
+fn allowed_env(
+    vars: impl Iterator<Item = (OsString, OsString)>,
+) -> impl Iterator<Item = (OsString, OsString)> {
+    vars.filter(|(name, _)| {
+        let Some(name) = name.to_str() else {
+            return false;
+        };
+        ACTION_ENV_ALLOWED.contains(&name)
+            || ACTION_ENV_ALLOWED_PREFIXES
+                .iter()
+                .any(|prefix| name.starts_with(prefix))
+    })
+}
+
+/// The process group an action runs in (its leader is the action's own process). Killed
+/// when dropped too (unless disarmed), so a call cut off mid-action leaves no process of
+/// the group behind.
+struct ProcessGroup {
+    id: Option<libc::pid_t>,
+}
+
+impl ProcessGroup {
+    fn of(child: &tokio::process::Child) -> ProcessGroup {
+        let id = child
+            .id()
+            .and_then(|pid| libc::pid_t::try_from(pid).ok())
+            .filter(|pid| *pid > 0);
+        ProcessGroup { id }
+    }
+
+    /// Sends SIGKILL to every process of the group. The group id cannot be reused while
+    /// any member lives, so this never reaches an unrelated process.
+    fn kill(&self) {
+        let Some(id) = self.id else {
+            return;
+        };
+        // SAFETY: killpg has no memory-safety preconditions; a group without members
+        // yields ESRCH, which is the wanted outcome.
+        let _result = unsafe { libc::killpg(id, libc::SIGKILL) };
+    }
+}
+
+impl ProcessGroup {
+    /// The action ended in time: leave what it started alone.
+    fn disarm(&mut self) {
+        self.id = None;
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Reads both pipes to their ends into `stdout` and `stderr`, keeping the first 64 KiB of each.
+async fn read_both(
+    stdout: Option<impl AsyncRead + Unpin>,
+    stderr: Option<impl AsyncRead + Unpin>,
+    stdout_kept: &mut Vec<u8>,
+    stderr_kept: &mut Vec<u8>,
+) {
+    tokio::join!(
+        read_capped(stdout, stdout_kept),
+        read_capped(stderr, stderr_kept)
+    );
+}
+
+/// Reads a pipe to its end into `kept`, keeping the first 64 KiB; the rest is read and dropped.
+async fn read_capped(pipe: Option<impl AsyncRead + Unpin>, kept: &mut Vec<u8>) {
     let Some(mut pipe) = pipe else {
-        return String::new();
+        return;
     };
-    let mut kept = Vec::new();
     let mut buffer = [0u8; 8192];
     loop {
         match pipe.read(&mut buffer).await {
@@ -91,7 +204,11 @@ async fn read_capped(pipe: Option<impl AsyncRead + Unpin>) -> String {
             }
         }
     }
-    let text = String::from_utf8_lossy(&kept).into_owned();
+}
+
+/// The captured bytes as text, cut to 64 KiB on a character boundary.
+fn capped_text(kept: &[u8]) -> String {
+    let text = String::from_utf8_lossy(kept);
     crate::host_api::truncate(&text, ACTION_OUTPUT_MAX_BYTES).to_owned()
 }
 
@@ -203,6 +320,97 @@ mod tests {
                     .map(|(_, rest)| !rest.starts_with('Z'))
             })
             .unwrap_or(false)
+    }
+
+    /// Polls `/proc` until the process `pid` is gone or a zombie; false after 5 s.
+    async fn ends_soon(pid: &str) -> bool {
+        let stat = format!("/proc/{pid}/stat");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while running(&stat) {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        true
+    }
+
+    #[tokio::test]
+    async fn a_grandchild_dies_with_its_action_at_the_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("grandchild");
+        let script = format!(
+            "sleep 30 > /dev/null 2>&1 & echo $! > {}; wait",
+            pid_file.display()
+        );
+        let action = spec(&["sh", "-c", &script], Duration::from_millis(500));
+        assert_eq!(run(&action, far()).await, Err(HostError::TimedOut));
+        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        assert!(
+            ends_soon(pid.trim()).await,
+            "the action's grandchild {pid} outlived the action's timeout"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_action_that_backgrounds_a_process_reports_its_exit_code() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("background");
+        // The background process keeps the action's stdout open.
+        let script = format!("sleep 30 & echo $! > {}; echo started", pid_file.display());
+        let action = spec(&["sh", "-c", &script], Duration::from_secs(3));
+        let output = run(&action, far()).await.unwrap();
+        assert_eq!(output.exit_code, Some(0));
+        assert_eq!(output.stdout, "started\n");
+        // What the action started in time keeps running (an action may start an app).
+        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        let stat = format!("/proc/{}/stat", pid.trim());
+        let still_running = running(&stat);
+        let _ignored = std::process::Command::new("kill").arg(pid.trim()).status();
+        assert!(
+            still_running,
+            "the process {pid} the action started was killed"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_action_sees_only_the_allowed_environment() {
+        let action = spec(&["env"], Duration::from_secs(10));
+        let output = run(&action, far()).await.unwrap();
+        assert_eq!(output.exit_code, Some(0));
+        for line in output.stdout.lines() {
+            let name = line.split_once('=').map_or(line, |(name, _)| name);
+            let allowed = ACTION_ENV_ALLOWED.contains(&name)
+                || ACTION_ENV_ALLOWED_PREFIXES
+                    .iter()
+                    .any(|prefix| name.starts_with(prefix));
+            assert!(allowed, "the action inherited `{name}`");
+        }
+    }
+
+    #[test]
+    fn systemd_and_secret_variables_are_not_passed_on() {
+        let daemon_env = [
+            ("NOTIFY_SOCKET", "/run/systemd/notify"),
+            ("WATCHDOG_USEC", "30000000"),
+            ("WATCHDOG_PID", "1"),
+            ("INVOCATION_ID", "abc"),
+            ("AWS_SECRET_ACCESS_KEY", "x"),
+            ("PATH", "/usr/bin"),
+            ("LC_ALL", "C.UTF-8"),
+            ("TZ", "UTC"),
+        ]
+        .map(|(name, value)| (OsString::from(name), OsString::from(value)));
+        let names: Vec<OsString> = allowed_env(daemon_env.into_iter())
+            .map(|(name, _)| name)
+            .collect();
+        assert_eq!(names, ["PATH", "LC_ALL", "TZ"].map(OsString::from));
+    }
+
+    #[test]
+    fn a_huge_timeout_does_not_overflow() {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        assert_eq!(checked_cutoff(deadline, Duration::MAX), deadline);
     }
 
     #[tokio::test]

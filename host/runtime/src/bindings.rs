@@ -1,5 +1,5 @@
 //! Rust types and glue generated from `wit/forewarn.wit` by wasmtime's `bindgen!`.
-//! Host calls that wait on the outside world (HTTP, actions) are async; the rest are plain.
+//! Host calls that wait on the outside world (HTTP, actions, state writes to disk) are async.
 
 wasmtime::component::bindgen!({
     path: "../../wit",
@@ -7,6 +7,8 @@ wasmtime::component::bindgen!({
     imports: {
         "forewarn:plugin/host.http-send": async,
         "forewarn:plugin/host.run-action": async,
+        "forewarn:plugin/host.state-set": async,
+        "forewarn:plugin/host.state-delete": async,
     },
     exports: { default: async },
     additional_derives: [PartialEq, Eq],

@@ -16,6 +16,13 @@ use crate::services::{HostServices, PluginSettings};
 pub const LOG_LINES_PER_CALL: u32 = 200;
 /// Longest log line kept; longer ones are cut.
 pub const LOG_LINE_MAX_BYTES: usize = 4096;
+/// Most state writes (`state-set`, `state-delete`) one call may make: each is an fsync.
+pub const STATE_WRITES_PER_CALL: u32 = 64;
+/// Most bytes (keys plus values) one call may write with `state-set`.
+pub const STATE_WRITE_BYTES_PER_CALL: usize = 1024 * 1024;
+
+/// Longest plugin-chosen value (URL, action name, error text) in a daemon log line.
+pub const LOG_FIELD_MAX_BYTES: usize = 512;
 
 /// The data of one call's store. Built fresh for every call and dropped after it.
 pub struct CallState {
@@ -31,6 +38,8 @@ pub struct CallState {
     pub(crate) log_lines_dropped: u32,
     /// What the plugin logged (and printed) in this call, handed back with its answer.
     pub(crate) logged: Vec<PluginLogLine>,
+    pub(crate) state_writes: u32,
+    pub(crate) state_write_bytes: usize,
     pub(crate) stdout: CapturedOutput,
     pub(crate) stderr: CapturedOutput,
 }
@@ -46,7 +55,7 @@ impl CallState {
         let stderr = CapturedOutput::default();
         CallState {
             wasi: sandbox::wasi_context(&stdout, &stderr),
-            table: ResourceTable::new(),
+            table: resource_table(),
             limits: InstanceLimits::new(settings.memory_limit_bytes),
             plugin,
             settings,
@@ -55,9 +64,57 @@ impl CallState {
             log_lines: 0,
             log_lines_dropped: 0,
             logged: Vec::new(),
+            state_writes: 0,
+            state_write_bytes: 0,
             stdout,
             stderr,
         }
+    }
+}
+
+/// The call's WASI resource table, bounded so a plugin cannot make the host allocate
+/// entries without end.
+fn resource_table() -> ResourceTable {
+    let mut table = ResourceTable::new();
+    table.set_max_capacity(crate::limits::MAX_RESOURCES);
+    table
+}
+
+impl CallState {
+    /// Counts one log line written on the plugin's behalf (its own `log`, refused or
+    /// failed host calls, its stdout and stderr): false, and counted as dropped, once the
+    /// call has used its `LOG_LINES_PER_CALL`.
+    pub(crate) fn take_log_line(&mut self) -> bool {
+        if self.log_lines >= LOG_LINES_PER_CALL {
+            self.log_lines_dropped = self.log_lines_dropped.saturating_add(1);
+            return false;
+        }
+        self.log_lines += 1;
+        true
+    }
+}
+
+impl CallState {
+    /// Counts one state write of `bytes` against the call's limits; Err names the limit.
+    pub(crate) fn take_state_write(&mut self, bytes: usize) -> Result<(), String> {
+        if self.state_writes >= STATE_WRITES_PER_CALL {
+            return Err(format!(
+                "plugin `{}` made more than {STATE_WRITES_PER_CALL} state writes in one call; \
+                 keep related values under one key, or write once at the end of the call",
+                self.plugin
+            ));
+        }
+        let total = self.state_write_bytes.saturating_add(bytes);
+        if total > STATE_WRITE_BYTES_PER_CALL {
+            return Err(format!(
+                "plugin `{}` wrote more than {STATE_WRITE_BYTES_PER_CALL} bytes of state in one \
+                 call; store less, or spread the writes over calls",
+                self.plugin
+            ));
+        }
+        self.state_writes += 1;
+        self.state_write_bytes = total;
+        Ok(())
     }
 }
 

@@ -8,10 +8,10 @@ use std::path::PathBuf;
 pub enum RuntimeError {
     #[error("could not set up the WebAssembly engine: {0}")]
     Engine(String),
-    #[error("could not create the compile cache directory {}: {source} (check permissions, or pick another --state-dir)", path.display())]
+    #[error("could not use the compile cache directory {}: {source}", path.display())]
     CacheDir {
         path: PathBuf,
-        source: std::io::Error,
+        source: crate::trust::TrustError,
     },
     #[error("could not start the epoch ticker thread: {0}")]
     Ticker(std::io::Error),

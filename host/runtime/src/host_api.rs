@@ -4,7 +4,7 @@
 use crate::actions;
 use crate::bindings::forewarn::plugin::{host, types};
 use crate::bindings::{ActionOutput, HostError, HttpRequest, HttpResponse, Level};
-use crate::call_state::{CallState, LOG_LINE_MAX_BYTES, LOG_LINES_PER_CALL};
+use crate::call_state::{CallState, LOG_FIELD_MAX_BYTES, LOG_LINE_MAX_BYTES};
 use crate::http;
 use crate::plugin_log::PluginLogLine;
 
@@ -15,14 +15,12 @@ impl types::Host for CallState {}
 
 impl host::Host for CallState {
     fn log(&mut self, level: Level, message: String) {
-        if self.log_lines >= LOG_LINES_PER_CALL {
-            self.log_lines_dropped += 1;
+        if !self.take_log_line() {
             return;
         }
-        self.log_lines += 1;
-        let message = truncate(&message, LOG_LINE_MAX_BYTES);
-        write_plugin_log(&self.plugin, level, message);
-        self.logged.push(PluginLogLine::new(level.into(), message));
+        let message = log_safe(&message, LOG_LINE_MAX_BYTES);
+        write_plugin_log(&self.plugin, level, &message);
+        self.logged.push(PluginLogLine::new(level.into(), &message));
     }
 
     fn config(&mut self, key: String) -> Option<String> {
@@ -33,18 +31,22 @@ impl host::Host for CallState {
         self.services.state.get(&self.plugin, &key)
     }
 
-    fn state_set(&mut self, key: String, value: Vec<u8>) -> Result<(), HostError> {
-        self.services
-            .state
-            .set(&self.plugin, &key, &value)
-            .map_err(HostError::Invalid)
+    async fn state_set(&mut self, key: String, value: Vec<u8>) -> Result<(), HostError> {
+        self.take_state_write(key.len().saturating_add(value.len()))
+            .map_err(HostError::Invalid)?;
+        let store = self.services.state.clone();
+        let plugin = self.plugin.clone();
+        let write = move || store.set(&plugin, &key, &value).map_err(HostError::Invalid);
+        off_the_workers(write, self.deadline).await
     }
 
-    fn state_delete(&mut self, key: String) -> Result<(), HostError> {
-        self.services
-            .state
-            .delete(&self.plugin, &key)
-            .map_err(HostError::Failed)
+    async fn state_delete(&mut self, key: String) -> Result<(), HostError> {
+        self.take_state_write(key.len())
+            .map_err(HostError::Invalid)?;
+        let store = self.services.state.clone();
+        let plugin = self.plugin.clone();
+        let write = move || store.delete(&plugin, &key).map_err(HostError::Failed);
+        off_the_workers(write, self.deadline).await
     }
 
     fn set_ready(&mut self, ready: bool) -> Result<(), HostError> {
@@ -61,38 +63,80 @@ impl host::Host for CallState {
     }
 
     async fn http_send(&mut self, request: HttpRequest) -> Result<HttpResponse, HostError> {
-        let url = http::check_allowed(&self.plugin, &request.url, &self.settings.grants.http)
-            .inspect_err(|error| {
-                tracing::warn!(plugin = %self.plugin, url = %request.url, ?error, "plugin HTTP request refused");
-            })?;
-        let method = request.method.clone();
+        let checked = http::check_allowed(&self.plugin, &request.url, &self.settings.grants.http);
+        let url = match checked {
+            Ok(url) => url,
+            Err(error) => {
+                if self.take_log_line() {
+                    tracing::warn!(
+                        plugin = %self.plugin,
+                        url = %log_safe(&request.url, LOG_FIELD_MAX_BYTES),
+                        error = %log_safe(&format!("{error:?}"), LOG_FIELD_MAX_BYTES),
+                        "plugin HTTP request refused"
+                    );
+                }
+                return Err(error);
+            }
+        };
+        let method = log_safe(&request.method, LOG_FIELD_MAX_BYTES);
         let result = http::send(&self.services.http, request, url.clone(), self.deadline).await;
+        if !self.take_log_line() {
+            return result;
+        }
+        let url = log_safe(url.as_str(), LOG_FIELD_MAX_BYTES);
         match &result {
             Ok(response) => {
                 tracing::debug!(plugin = %self.plugin, %method, %url, status = response.status, "plugin HTTP request")
             }
             Err(error) => {
-                tracing::warn!(plugin = %self.plugin, %method, %url, ?error, "plugin HTTP request failed")
+                let error = log_safe(&format!("{error:?}"), LOG_FIELD_MAX_BYTES);
+                tracing::warn!(plugin = %self.plugin, %method, %url, %error, "plugin HTTP request failed")
             }
         }
         result
     }
 
     async fn run_action(&mut self, name: String) -> Result<ActionOutput, HostError> {
-        let spec = actions::resolve(
+        let resolved = actions::resolve(
             &self.plugin,
             &name,
             &self.settings.grants.actions,
             &self.services.actions,
-        )
-        .inspect_err(|error| {
-            tracing::warn!(plugin = %self.plugin, action = %name, ?error, "plugin action refused");
-        })?
-        .clone();
+        );
+        let spec = match resolved {
+            Ok(spec) => spec.clone(),
+            Err(error) => {
+                if self.take_log_line() {
+                    tracing::warn!(
+                        plugin = %self.plugin,
+                        action = %log_safe(&name, LOG_FIELD_MAX_BYTES),
+                        error = %log_safe(&format!("{error:?}"), LOG_FIELD_MAX_BYTES),
+                        "plugin action refused"
+                    );
+                }
+                return Err(error);
+            }
+        };
         tracing::info!(plugin = %self.plugin, action = %name, argv = ?spec.argv, "running action");
         let result = actions::run(&spec, self.deadline).await;
         log_action_result(&self.plugin, &name, &result);
         result
+    }
+}
+
+/// Runs a blocking state write (it fsyncs) on the blocking pool, not on an async worker;
+/// `timed-out` at the call's deadline (the write itself still completes, or not, on its own).
+async fn off_the_workers(
+    write: impl FnOnce() -> Result<(), HostError> + Send + 'static,
+    deadline: std::time::Instant,
+) -> Result<(), HostError> {
+    let task = tokio::task::spawn_blocking(write);
+    match tokio::time::timeout_at(deadline.into(), task).await {
+        Err(_elapsed) => Err(HostError::TimedOut),
+        Ok(Err(join_error)) => Err(HostError::Failed(format!(
+            "the state write failed: {join_error}"
+        ))),
+        Ok(Ok(result)) => result,
     }
 }
 
@@ -102,8 +146,8 @@ fn log_action_result(plugin: &str, action: &str, result: &Result<ActionOutput, H
             plugin,
             action,
             exit_code = %output.exit_code.map_or_else(|| "killed by a signal".to_owned(), |code| code.to_string()),
-            stdout = %truncate(output.stdout.trim_end(), LOG_LINE_MAX_BYTES),
-            stderr = %truncate(output.stderr.trim_end(), LOG_LINE_MAX_BYTES),
+            stdout = %log_safe(output.stdout.trim_end(), LOG_LINE_MAX_BYTES),
+            stderr = %log_safe(output.stderr.trim_end(), LOG_LINE_MAX_BYTES),
             "action finished"
         ),
         Err(HostError::TimedOut) => tracing::warn!(
@@ -126,6 +170,31 @@ pub fn write_plugin_log(plugin: &str, level: Level, message: &str) {
     }
 }
 
+/// `text` made safe for one log line: control characters (newlines, carriage returns, ANSI
+/// escapes) written escaped (`\n`, `\u{1b}`), so a plugin cannot forge or hide log lines,
+/// and the result cut to at most `max_bytes` (a cut ends in `…`, which counts).
+pub fn log_safe(text: &str, max_bytes: usize) -> String {
+    let room = max_bytes.saturating_sub(ELLIPSIS.len());
+    let mut safe = String::with_capacity(text.len().min(max_bytes));
+    for character in text.chars() {
+        let before = safe.len();
+        if character.is_control() {
+            safe.extend(character.escape_default());
+        } else {
+            safe.push(character);
+        }
+        if safe.len() > room {
+            safe.truncate(before);
+            safe.push_str(ELLIPSIS);
+            return safe;
+        }
+    }
+    safe
+}
+
+/// Marks text cut by `log_safe`.
+const ELLIPSIS: &str = "…";
+
 /// `text` cut to at most `max_bytes`, on a character boundary.
 pub fn truncate(text: &str, max_bytes: usize) -> &str {
     if text.len() <= max_bytes {
@@ -140,7 +209,26 @@ pub fn truncate(text: &str, max_bytes: usize) -> &str {
 
 #[cfg(test)]
 mod tests {
-    use super::truncate;
+    use super::{log_safe, truncate};
+
+    #[test]
+    fn log_safe_escapes_control_characters() {
+        assert_eq!(
+            log_safe("ok\n2026-01-01T00:00:00Z INFO forged\r\u{1b}[2J", 200),
+            "ok\\n2026-01-01T00:00:00Z INFO forged\\r\\u{1b}[2J"
+        );
+        assert_eq!(log_safe("plain text, ünïcode", 200), "plain text, ünïcode");
+    }
+
+    #[test]
+    fn log_safe_caps_the_escaped_length() {
+        let cut = log_safe(&"\n".repeat(1000), 100);
+        assert!(cut.len() <= 100, "{} bytes", cut.len());
+        assert!(cut.ends_with('…'), "{cut}");
+        assert!(!cut.contains('\n'));
+        let cut = log_safe(&"é".repeat(1000), 101);
+        assert!(cut.len() <= 101 && cut.ends_with('…'), "{cut}");
+    }
 
     #[test]
     fn truncate_respects_char_boundaries() {

@@ -19,9 +19,14 @@ mod plugin_log;
 mod runtime;
 mod sandbox;
 mod services;
+pub mod trust;
 
 pub use actions::ACTION_OUTPUT_MAX_BYTES;
-pub use cache::{CacheError, CompileCache};
+pub use cache::{CACHE_INDEX_FILE, CacheError, CompileCache};
+pub use call_state::{
+    LOG_FIELD_MAX_BYTES, LOG_LINE_MAX_BYTES, LOG_LINES_PER_CALL, STATE_WRITE_BYTES_PER_CALL,
+    STATE_WRITES_PER_CALL,
+};
 pub use error::{LoadError, RuntimeError};
 pub use host_api::PLUGIN_LOG_TARGET;
 pub use http::{HttpClient, RESPONSE_BODY_MAX_BYTES};

@@ -8,10 +8,15 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 
 use crate::bindings::{Context, Decision, EventHandlerPre, Phase, ScheduledEvent};
 use crate::call_state::CallState;
-use crate::host_api::truncate;
+use crate::call_state::LOG_LINE_MAX_BYTES;
+use crate::host_api::{log_safe, truncate};
 use crate::plugin_log::{LogLevel, PluginLogLine};
 use crate::runtime::Runtime;
 use crate::services::PluginSettings;
+
+/// Longest budget a call gets, whatever it asks for: a day. Manifests are bounded far lower
+/// at parse time; this keeps `Instant + budget` from overflowing for any caller.
+pub const MAX_CALL_BUDGET: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// Longest defer reason kept from a plugin; longer ones are cut.
 pub const REASON_MAX_BYTES: usize = 1024;
@@ -147,12 +152,13 @@ impl Plugin {
         budget: Duration,
     ) -> CallOutcome {
         let started = Instant::now();
+        let budget = budget.min(MAX_CALL_BUDGET);
         let deadline = started + budget;
         let mut store = self.new_store(deadline);
         let wit_context = Context {
             vm_name: context.vm_name.clone(),
             affects_this_vm: context.affects_this_vm,
-            deadline_unix_ms: unix_ms(SystemTime::now() + budget),
+            deadline_unix_ms: unix_ms(SystemTime::now().checked_add(budget)),
             attempt: context.attempt,
         };
         let _ticking = self.inner.runtime.inner.ticker.enter();
@@ -206,19 +212,25 @@ impl Plugin {
     }
 
     /// Writes what the plugin printed, and what it was not allowed to log, to the daemon log;
-    /// returns everything it logged and printed in this call.
+    /// returns everything it logged and printed in this call. Printed lines count against
+    /// the call's log lines and are escaped like `log` text.
     fn forward_output(&self, state: &mut CallState) -> Vec<PluginLogLine> {
         let plugin = &*self.inner.name;
         let mut logged = std::mem::take(&mut state.logged);
-        for (stream, output, level) in [
-            ("stdout", &state.stdout, LogLevel::Info),
-            ("stderr", &state.stderr, LogLevel::Warn),
-        ] {
+        let streams = [
+            ("stdout", state.stdout.clone(), LogLevel::Info),
+            ("stderr", state.stderr.clone(), LogLevel::Warn),
+        ];
+        for (stream, output, level) in streams {
             let (kept, dropped) = output.take();
             let text = String::from_utf8_lossy(&kept);
             for line in text.lines().filter(|line| !line.trim().is_empty()) {
+                if !state.take_log_line() {
+                    continue;
+                }
+                let line = log_safe(line, LOG_LINE_MAX_BYTES);
                 tracing::info!(target: crate::host_api::PLUGIN_LOG_TARGET, plugin, stream, "{line}");
-                logged.push(PluginLogLine::new(level, line));
+                logged.push(PluginLogLine::new(level, &line));
             }
             if dropped > 0 {
                 tracing::warn!(
@@ -297,7 +309,11 @@ fn sanitize(decision: Decision) -> Decision {
     }
 }
 
-fn unix_ms(time: SystemTime) -> u64 {
+/// Milliseconds since the Unix epoch; a time too far ahead to represent is `u64::MAX`.
+fn unix_ms(time: Option<SystemTime>) -> u64 {
+    let Some(time) = time else {
+        return u64::MAX;
+    };
     time.duration_since(UNIX_EPOCH)
         .map(|since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
         .unwrap_or(0)

@@ -77,6 +77,15 @@ impl Runtime {
         })
     }
 
+    /// Removes compile-cache entries of components whose content hash is not in `keep`
+    /// (plugins no longer present). Returns how many were removed; 0 without a cache.
+    pub fn evict_cached_except(&self, keep: &std::collections::BTreeSet<String>) -> usize {
+        self.inner
+            .cache
+            .as_ref()
+            .map_or(0, |cache| cache.retain(keep))
+    }
+
     /// The services plugins of this runtime share (state, readiness).
     pub fn services(&self) -> &HostServices {
         &self.inner.services

@@ -27,3 +27,25 @@ pub fn mark_not_ready() -> Decision {
 pub fn greeting() -> Decision {
     defer_with(host::config_or("greeting", "none"))
 }
+
+/// Writes 1000 keys of state, stopping at the first refusal; reports how many landed and
+/// why the next was refused ("state-flood: N writes, then: ERROR").
+pub fn flood_state() -> Decision {
+    for index in 0..1000 {
+        if let Err(error) = state::set(&format!("key-{index}"), b"value") {
+            return defer_with(format!("state-flood: {index} writes, then: {error}"));
+        }
+    }
+    defer_with("state-flood: all 1000 writes landed".to_owned())
+}
+
+/// Writes 32 KiB values under 24 rotating keys forever (a refused write is ignored): each
+/// write rewrites most of the plugin's 1 MiB state quota. Never returns.
+pub fn state_set_forever() -> Decision {
+    let value = vec![b's'; 32 * 1024];
+    let mut index = 0u64;
+    loop {
+        let _ignored = state::set(&format!("loop-{}", index % 24), &value);
+        index = index.wrapping_add(1);
+    }
+}

@@ -130,3 +130,22 @@ pub fn busy_until_near_deadline(ctx: &Context) -> Decision {
     }
     Decision::approve()
 }
+
+/// A line a plugin might try to forge in the daemon's text log.
+const FORGED: &str = "1999-01-01T00:00:00.000000Z  INFO forewarn: event approved by every plugin";
+
+/// Tries to forge and flood log lines through every channel a plugin has into the daemon's
+/// log: `log` text with newlines, stdout, a refused 1 MiB URL and a refused 1 MiB action
+/// name (each with an embedded forged line); then 300 more refused calls; then approves.
+pub fn forge_log_lines() -> Decision {
+    let forged = format!("harmless\n{FORGED}\r\n{FORGED}");
+    let huge = format!("{forged}{}", "u".repeat(MIB));
+    log::info(&forged);
+    println!("harmless\r{FORGED}\u{1b}[2K");
+    black_box(host::http::get(&format!("http://not-granted.invalid/{huge}")).is_ok());
+    black_box(host::run_action(&huge).is_ok());
+    for _ in 0..300 {
+        black_box(host::run_action("not-granted").is_ok());
+    }
+    Decision::approve()
+}

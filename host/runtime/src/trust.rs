@@ -1,0 +1,353 @@
+//! Who may write the files the daemon trusts: directories and files must belong to the
+//! daemon's user (or root) and be writable by no one else; links and special files are refused.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Why a path is not trusted. Every message names the path and the command that fixes it.
+#[derive(Debug, thiserror::Error)]
+pub enum TrustError {
+    #[error(
+        "{} is owned by uid {owner}, not by the daemon's user (uid {expected}){root}: whoever \
+         owns it controls what the daemon runs. Fix: `chown {expected} {}`",
+        path.display(),
+        path.display(),
+        root = if *root_allowed { " or root" } else { "" }
+    )]
+    Owner {
+        path: PathBuf,
+        owner: u32,
+        expected: u32,
+        root_allowed: bool,
+    },
+    #[error(
+        "{} is writable by {who} (mode {mode:04o}): anyone there could change what the daemon \
+         runs. Fix: `chmod {fix} {}`",
+        path.display(),
+        path.display()
+    )]
+    Writable {
+        path: PathBuf,
+        mode: u32,
+        who: &'static str,
+        fix: &'static str,
+    },
+    #[error(
+        "{} is a symbolic link; forewarn does not follow links here. Fix: replace the link \
+         with the {kind} itself",
+        path.display()
+    )]
+    Symlink { path: PathBuf, kind: &'static str },
+    #[error(
+        "{} is a {found}, not a {expected}; forewarn reads only {expected}s here. Fix: remove \
+         it or replace it with a {expected}",
+        path.display()
+    )]
+    NotRegular {
+        path: PathBuf,
+        found: &'static str,
+        expected: &'static str,
+    },
+    #[error(
+        "{} is {size} bytes, more than the limit of {limit} bytes. Fix: use a smaller file, or \
+         raise `{setting}` in the daemon config",
+        path.display()
+    )]
+    TooLarge {
+        path: PathBuf,
+        size: u64,
+        limit: u64,
+        setting: &'static str,
+    },
+    #[error("cannot {action} {}: {source} (check that it exists and the daemon may read it)", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl TrustError {
+    /// The path the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            TrustError::Owner { path, .. }
+            | TrustError::Writable { path, .. }
+            | TrustError::Symlink { path, .. }
+            | TrustError::NotRegular { path, .. }
+            | TrustError::TooLarge { path, .. }
+            | TrustError::Io { path, .. } => path,
+        }
+    }
+
+    fn io(action: &'static str, path: &Path, source: std::io::Error) -> TrustError {
+        TrustError::Io {
+            action,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// Whose files are trusted besides the daemon's own user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owners {
+    /// Only the daemon's user: its state and cache.
+    DaemonOnly,
+    /// The daemon's user or root: configuration an administrator installs.
+    DaemonOrRoot,
+}
+
+/// The daemon's effective user id.
+pub fn daemon_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Creates `dir` (and its parents) with mode 0700 when missing, then checks it is a real
+/// directory of the daemon's user that no one else may write.
+pub fn ensure_private_dir(dir: &Path) -> Result<(), TrustError> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|error| TrustError::io("create the directory", dir, error))?;
+    check_dir(dir, Owners::DaemonOnly)
+}
+
+/// Checks that `dir` is a directory (not a link to one) owned as `owners` says, and not
+/// writable by group or others.
+pub fn check_dir(dir: &Path, owners: Owners) -> Result<(), TrustError> {
+    let metadata = fs::symlink_metadata(dir)
+        .map_err(|error| TrustError::io("inspect the directory", dir, error))?;
+    if metadata.file_type().is_symlink() {
+        return Err(TrustError::Symlink {
+            path: dir.to_path_buf(),
+            kind: "directory",
+        });
+    }
+    if !metadata.is_dir() {
+        return Err(TrustError::NotRegular {
+            path: dir.to_path_buf(),
+            found: kind_of(&metadata),
+            expected: "directory",
+        });
+    }
+    check_owner_and_mode(dir, &metadata, owners, "700")
+}
+
+/// Checks owner and mode bits of `path`; `dir_fix` is the chmod for a directory.
+fn check_owner_and_mode(
+    path: &Path,
+    metadata: &fs::Metadata,
+    owners: Owners,
+    dir_fix: &'static str,
+) -> Result<(), TrustError> {
+    let expected = daemon_uid();
+    let owner = metadata.uid();
+    let root_allowed = owners == Owners::DaemonOrRoot;
+    if owner != expected && !(root_allowed && owner == 0) {
+        return Err(TrustError::Owner {
+            path: path.to_path_buf(),
+            owner,
+            expected,
+            root_allowed,
+        });
+    }
+    let mode = metadata.permissions().mode() & 0o7777;
+    if mode & 0o022 == 0 {
+        return Ok(());
+    }
+    let who = if mode & 0o002 != 0 {
+        "everyone"
+    } else {
+        "its group"
+    };
+    let fix = if metadata.is_dir() { dir_fix } else { "go-w" };
+    Err(TrustError::Writable {
+        path: path.to_path_buf(),
+        mode,
+        who,
+        fix,
+    })
+}
+
+fn kind_of(metadata: &fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let file_type = metadata.file_type();
+    if file_type.is_dir() {
+        "directory"
+    } else if file_type.is_symlink() {
+        "symbolic link"
+    } else if file_type.is_fifo() {
+        "FIFO (named pipe)"
+    } else if file_type.is_socket() {
+        "socket"
+    } else if file_type.is_char_device() || file_type.is_block_device() {
+        "device"
+    } else {
+        "file"
+    }
+}
+
+/// What [`read_trusted_file`] may accept.
+#[derive(Debug, Clone, Copy)]
+pub struct FileRules {
+    pub owners: Owners,
+    /// Largest size accepted, in bytes.
+    pub max_bytes: u64,
+    /// The config setting that raises `max_bytes`, named in the error.
+    pub max_setting: &'static str,
+}
+
+/// Reads `path` when it is a regular file (no link, FIFO or device: opened with
+/// `O_NOFOLLOW | O_NONBLOCK`, then checked on the open descriptor), owned as the rules say,
+/// writable by no one else, and at most `max_bytes` long (also while reading).
+pub fn read_trusted_file(path: &Path, rules: FileRules) -> Result<Vec<u8>, TrustError> {
+    let link =
+        fs::symlink_metadata(path).map_err(|error| TrustError::io("inspect", path, error))?;
+    if link.file_type().is_symlink() {
+        return Err(TrustError::Symlink {
+            path: path.to_path_buf(),
+            kind: "file",
+        });
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|error| TrustError::io("open", path, error))?;
+    let metadata = file
+        .metadata()
+        .map_err(|error| TrustError::io("inspect", path, error))?;
+    if !metadata.is_file() {
+        return Err(TrustError::NotRegular {
+            path: path.to_path_buf(),
+            found: kind_of(&metadata),
+            expected: "regular file",
+        });
+    }
+    check_owner_and_mode(path, &metadata, rules.owners, "700")?;
+    read_capped(file, path, &rules, metadata.len())
+}
+
+fn read_capped(
+    file: File,
+    path: &Path,
+    rules: &FileRules,
+    size: u64,
+) -> Result<Vec<u8>, TrustError> {
+    let too_large = |size| TrustError::TooLarge {
+        path: path.to_path_buf(),
+        size,
+        limit: rules.max_bytes,
+        setting: rules.max_setting,
+    };
+    if size > rules.max_bytes {
+        return Err(too_large(size));
+    }
+    let mut bytes = Vec::new();
+    // One byte more than allowed tells a file that grew since the check.
+    file.take(rules.max_bytes.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|error| TrustError::io("read", path, error))?;
+    let read = bytes.len() as u64;
+    if read > rules.max_bytes {
+        return Err(too_large(read));
+    }
+    Ok(bytes)
+}
+
+/// Options that create (or truncate) `path` for writing, mode 0600, never through a
+/// symbolic link (`O_NOFOLLOW`).
+pub fn create_options() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    options
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RULES: FileRules = FileRules {
+        owners: Owners::DaemonOnly,
+        max_bytes: 16,
+        max_setting: "limits.test",
+    };
+
+    #[test]
+    fn a_group_writable_dir_is_refused_naming_path_and_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o770)).unwrap();
+        let error = ensure_private_dir(dir.path()).unwrap_err();
+        assert!(matches!(error, TrustError::Writable { .. }), "{error}");
+        let text = error.to_string();
+        assert!(text.contains(&dir.path().display().to_string()), "{text}");
+        assert!(text.contains("chmod 700"), "{text}");
+    }
+
+    #[test]
+    fn a_new_dir_is_created_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state/nested");
+        ensure_private_dir(&state).unwrap();
+        let mode = fs::metadata(&state).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+    }
+
+    #[test]
+    fn links_fifos_and_large_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("zero");
+        std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+        let error = read_trusted_file(&link, RULES).unwrap_err();
+        assert!(matches!(error, TrustError::Symlink { .. }), "{error}");
+        let fifo = dir.path().join("fifo");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        let error = read_trusted_file(&fifo, RULES).unwrap_err();
+        assert!(matches!(error, TrustError::NotRegular { .. }), "{error}");
+        let large = dir.path().join("large");
+        fs::write(&large, [0u8; 17]).unwrap();
+        let error = read_trusted_file(&large, RULES).unwrap_err();
+        assert!(error.to_string().contains("limits.test"), "{error}");
+        let fine = dir.path().join("fine");
+        fs::write(&fine, b"ok").unwrap();
+        fs::set_permissions(&fine, fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(read_trusted_file(&fine, RULES).unwrap(), b"ok");
+    }
+
+    #[test]
+    fn a_world_writable_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("open.toml");
+        fs::write(&path, b"x").unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o666)).unwrap();
+        let error = read_trusted_file(&path, RULES).unwrap_err();
+        let text = error.to_string();
+        assert!(
+            text.contains("everyone") && text.contains("chmod go-w"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn creating_through_a_link_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        fs::write(&target, b"keep").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert!(create_options().open(&link).is_err());
+        assert_eq!(fs::read(&target).unwrap(), b"keep");
+    }
+}

@@ -1,0 +1,237 @@
+//! The memory cap holds for a whole plugin call, not per linear memory: a hostile component
+//! with many memories, each grown to just under the cap, fails and the host's RSS stays bounded.
+//!
+//! Its own test binary, so the process's peak RSS is this test's alone. The component is
+//! generated here (a Rust guest cannot have several memories): a core module built with
+//! wasm-encoder, wrapped into a component of forewarn's world by wit-component.
+
+use std::time::Duration;
+
+use forewarn_runtime::bindings::{EventSource, EventStatus, EventType, Phase, ScheduledEvent};
+use forewarn_runtime::{CallContext, CallFailure, HostServices, PluginSettings, Runtime};
+use wasm_encoder::{
+    BlockType, CodeSection, ConstExpr, ExportKind, ExportSection, Function, FunctionSection,
+    GlobalSection, GlobalType, MemArg, MemorySection, MemoryType, Module, TypeSection, ValType,
+};
+
+const MIB: u64 = 1024 * 1024;
+const WASM_PAGE: u64 = 64 * 1024;
+/// The cap the hostile plugin runs under.
+const CAP: u64 = 16 * MIB;
+/// How many extra memories the hostile component has, each grown to just under `CAP`.
+const EXTRA_MEMORIES: u32 = 8;
+/// Pages each extra memory grows by: one page short of the cap.
+const PAGES_PER_MEMORY: u64 = CAP / WASM_PAGE - 1;
+/// Where the (zeroed) answer lies in memory 0: tag 0 of `decision` is `approve`.
+const ANSWER_ADDRESS: i32 = 16;
+/// Where `cabi_realloc` starts handing out memory 0.
+const HEAP_START: i32 = 1024;
+/// The export name of `on-event` in the core module, as wit-component expects it.
+const ON_EVENT: &str = "forewarn:plugin/handler@0.1.0#on-event";
+
+/// A core module with memory 0 (exported, for the canonical ABI) and `EXTRA_MEMORIES` more.
+/// `on-event` grows each extra memory by `PAGES_PER_MEMORY`, writes to every 4 KiB page of
+/// it (so the pages are really resident), traps if a growth is refused, and approves.
+fn many_memories_core_module() -> Vec<u8> {
+    let mut types = TypeSection::new();
+    types.ty().function([ValType::I32; 4], [ValType::I32]); // 0: cabi_realloc
+    types.ty().function([ValType::I32], [ValType::I32]); // 1: on-event
+    let mut functions = FunctionSection::new();
+    functions.function(0);
+    functions.function(1);
+    let mut memories = MemorySection::new();
+    for index in 0..=EXTRA_MEMORIES {
+        memories.memory(MemoryType {
+            minimum: if index == 0 { 2 } else { 0 },
+            maximum: None,
+            memory64: false,
+            shared: false,
+            page_size_log2: None,
+        });
+    }
+    let mut globals = GlobalSection::new();
+    let heap = GlobalType {
+        val_type: ValType::I32,
+        mutable: true,
+        shared: false,
+    };
+    globals.global(heap, &ConstExpr::i32_const(HEAP_START));
+    let mut exports = ExportSection::new();
+    exports.export("memory", ExportKind::Memory, 0);
+    exports.export("cabi_realloc", ExportKind::Func, 0);
+    exports.export(ON_EVENT, ExportKind::Func, 1);
+    let mut code = CodeSection::new();
+    code.function(&bump_realloc());
+    code.function(&grow_every_memory());
+    let mut module = Module::new();
+    module
+        .section(&types)
+        .section(&functions)
+        .section(&memories)
+        .section(&globals)
+        .section(&exports)
+        .section(&code);
+    module.finish()
+}
+
+/// `cabi_realloc(old, old_size, align, new_size)`: a bump allocator over memory 0.
+fn bump_realloc() -> Function {
+    let mut function = Function::new([(1, ValType::I32)]);
+    function
+        .instructions()
+        // aligned = (heap + align - 1) & -align
+        .global_get(0)
+        .local_get(2)
+        .i32_add()
+        .i32_const(1)
+        .i32_sub()
+        .i32_const(0)
+        .local_get(2)
+        .i32_sub()
+        .i32_and()
+        .local_tee(4)
+        .local_get(3)
+        .i32_add()
+        .global_set(0)
+        .local_get(4)
+        .end();
+    function
+}
+
+/// `on-event(args) -> answer`: grows and touches every extra memory, then approves.
+fn grow_every_memory() -> Function {
+    let mut function = Function::new([(1, ValType::I32)]);
+    let bytes = i32::try_from(PAGES_PER_MEMORY * WASM_PAGE).expect("fits a 32-bit memory");
+    let pages = i32::try_from(PAGES_PER_MEMORY).expect("few pages");
+    let mut sink = function.instructions();
+    for memory in 1..=EXTRA_MEMORIES {
+        let store = MemArg {
+            offset: 0,
+            align: 0,
+            memory_index: memory,
+        };
+        sink.i32_const(pages)
+            .memory_grow(memory)
+            .i32_const(-1)
+            .i32_eq()
+            .if_(BlockType::Empty)
+            .unreachable()
+            .end()
+            .i32_const(0)
+            .local_set(1)
+            .loop_(BlockType::Empty)
+            .local_get(1)
+            .i32_const(1)
+            .i32_store8(store)
+            .local_get(1)
+            .i32_const(4096)
+            .i32_add()
+            .local_tee(1)
+            .i32_const(bytes)
+            .i32_lt_u()
+            .br_if(0)
+            .end();
+    }
+    sink.i32_const(ANSWER_ADDRESS).end();
+    function
+}
+
+/// The core module wrapped into a component of forewarn's `event-handler` world.
+fn many_memories_component() -> Vec<u8> {
+    let mut resolve = wit_parser::Resolve::default();
+    let wit = include_str!("../wit/forewarn.wit");
+    let package = resolve
+        .push_str("forewarn.wit", wit)
+        .expect("wit/forewarn.wit parses");
+    let world = resolve
+        .select_world(&[package], Some("event-handler"))
+        .expect("the world exists");
+    let mut module = many_memories_core_module();
+    wit_component::embed_component_metadata(
+        &mut module,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+    )
+    .expect("metadata embeds");
+    wit_component::ComponentEncoder::default()
+        .module(&module)
+        .expect("the core module is accepted")
+        .validate(true)
+        .encode()
+        .expect("the component encodes")
+}
+
+fn sample_event() -> ScheduledEvent {
+    ScheduledEvent {
+        id: "602d9444-d2cd-49c7-8624-8643e7171297".into(),
+        event_type: EventType::Reboot,
+        event_type_raw: "Reboot".into(),
+        resource_type: "VirtualMachine".into(),
+        resources: vec!["vm-a".into()],
+        status: EventStatus::Scheduled,
+        not_before_unix_ms: None,
+        description: "memory cap test".into(),
+        source: EventSource::Platform,
+        duration_seconds: None,
+    }
+}
+
+/// A field of /proc/self/status in KiB, as bytes.
+fn status_bytes(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("Linux /proc");
+    let line = status
+        .lines()
+        .find(|line| line.starts_with(field))
+        .unwrap_or_else(|| panic!("no {field} in /proc/self/status"));
+    let kib: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|value| value.parse().ok())
+        .unwrap_or_else(|| panic!("unreadable line {line:?}"));
+    kib * 1024
+}
+
+#[tokio::test]
+async fn many_memories_share_one_cap_and_rss_stays_bounded() {
+    let runtime = Runtime::new(Default::default(), HostServices::default()).unwrap();
+    let settings = PluginSettings {
+        memory_limit_bytes: CAP,
+        ..PluginSettings::default()
+    };
+    let plugin = runtime
+        .load("many-memories", &many_memories_component(), settings)
+        .unwrap_or_else(|error| panic!("loading the hostile component failed: {error}"));
+    // Start the peak RSS afresh (writing 5 to clear_refs resets VmHWM), after compiling.
+    std::fs::write("/proc/self/clear_refs", "5").expect("can reset the peak RSS");
+    let baseline = status_bytes("VmRSS:");
+    let context = CallContext {
+        vm_name: "vm-a".into(),
+        affects_this_vm: true,
+        attempt: 1,
+    };
+    let outcome = plugin
+        .call(
+            &sample_event(),
+            Phase::Prepare,
+            &context,
+            Duration::from_secs(20),
+        )
+        .await;
+    assert_eq!(
+        outcome.answer,
+        Err(CallFailure::MemoryExceeded { limit_bytes: CAP }),
+        "{} memories of {} MiB each, under a cap of {} MiB",
+        EXTRA_MEMORIES,
+        PAGES_PER_MEMORY * WASM_PAGE / MIB,
+        CAP / MIB
+    );
+    let peak = status_bytes("VmHWM:");
+    let grown = peak.saturating_sub(baseline);
+    assert!(
+        grown <= 2 * CAP,
+        "the call raised the peak RSS by {} MiB; the cap is {} MiB",
+        grown / MIB,
+        CAP / MIB
+    );
+}
