@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use forewarn_imds::{ClientConfig, ImdsClient, Poller};
-use forewarn_runtime::{ActionSpec, HostServices, Readiness, Runtime, RuntimeConfig, StateStore};
+use forewarn_runtime::{
+    ActionSpec, HostServices, HttpClient, Readiness, Runtime, RuntimeConfig, StateStore,
+};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -54,7 +56,7 @@ pub fn build_runtime(config: &Config) -> anyhow::Result<Prepared> {
         state: Arc::new(store),
         readiness: readiness.clone(),
         actions: Arc::new(actions),
-        ..HostServices::default()
+        http: HttpClient::refusing(config.imds.endpoint_addresses()),
     };
     let runtime = Runtime::new(
         RuntimeConfig {

@@ -157,6 +157,28 @@ impl Default for ImdsConfig {
     }
 }
 
+impl ImdsConfig {
+    /// The socket addresses `url` names (a name is resolved now, once), which plugins'
+    /// `http-send` refuses. Empty when the URL cannot be parsed or resolved.
+    pub fn endpoint_addresses(&self) -> Vec<SocketAddr> {
+        use std::net::ToSocketAddrs;
+        let Ok(url) = reqwest::Url::parse(&self.url) else {
+            return Vec::new();
+        };
+        let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+            return Vec::new();
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        match (host, port).to_socket_addrs() {
+            Ok(addresses) => addresses.collect(),
+            Err(error) => {
+                tracing::warn!(url = %self.url, %error, "cannot resolve `imds.url` to refuse it to plugins; link-local addresses stay refused");
+                Vec::new()
+            }
+        }
+    }
+}
+
 /// A config file that could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
