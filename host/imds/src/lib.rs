@@ -37,7 +37,9 @@ pub mod poller;
 pub mod rate_limit;
 pub mod wire;
 
-pub use client::{ApproveError, BuildError, ClientConfig, FetchError, Fetched, ImdsClient};
+pub use client::{
+    ApproveError, BuildError, ClientConfig, FetchError, Fetched, IMDS_BODY_MAX_BYTES, ImdsClient,
+};
 pub use event::{Document, EventSource, EventStatus, EventType, ScheduledEvent};
 pub use poller::{PollStatus, Poller, PollerConfig, PollerParts};
 pub use rate_limit::RateLimiter;
