@@ -57,6 +57,10 @@ pub struct CoordinationConfig {
     /// etcd password for `username`.
     #[serde(default)]
     pub password: Option<String>,
+    /// Send `username`/`password` to `http://` endpoints, in clear text. Off by default:
+    /// credentials need `https://` endpoints unless the operator opts in here.
+    #[serde(default)]
+    pub allow_plaintext_credentials: bool,
     /// CA certificate (PEM) to verify `https://` endpoints with, instead of the system's.
     #[serde(default)]
     pub ca_file: Option<PathBuf>,
