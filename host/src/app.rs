@@ -41,6 +41,7 @@ pub fn build_runtime(config: &Config) -> anyhow::Result<Prepared> {
     let store = PluginStateStore::open(&state_dir.join("plugin-state"))
         .context("cannot open the plugin state store")?;
     let readiness = Arc::new(Readiness::default());
+    crate::readiness_holds::restore(&readiness, state_dir);
     let actions = config
         .actions
         .iter()
@@ -151,7 +152,7 @@ pub async fn run_daemon(
     let admin_stop = shutdown.child_token();
     let admin_state = AdminState {
         metrics: metrics.clone(),
-        readiness,
+        readiness: readiness.clone(),
         plugins: plugins.clone(),
         daemon: views_rx,
     };
@@ -160,6 +161,7 @@ pub async fn run_daemon(
         metrics,
         timeline: metrics_timeline,
         views,
+        readiness,
     };
     let result = run_event_loop(config, client, plugins, timeline, observers, &shutdown).await;
     systemd::notify_stopping();
@@ -174,6 +176,8 @@ struct Observers {
     /// Subscribed before the loop starts, so no entry is missed.
     timeline: tokio::sync::broadcast::Receiver<crate::timeline::TimelineEntry>,
     views: watch::Sender<Option<DaemonViews>>,
+    /// The readiness `/readyz` answers from; the loop journals its holds.
+    readiness: Arc<Readiness>,
 }
 
 /// Resolves the VM name, opens the journal, starts the poller, and runs the loop.
@@ -192,7 +196,8 @@ async fn run_event_loop(
         state_dir: config.state_dir.clone(),
     };
     let daemon = Daemon::open(settings, client.clone(), plugins.clone(), timeline)
-        .context("cannot open the journal")?;
+        .context("cannot open the journal")?
+        .with_readiness(observers.readiness.clone());
     let (daemon, coordination) = match &config.coordination {
         Some(coordination) => {
             let stop = shutdown.child_token();

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use forewarn_imds::{Document, EventStatus, ImdsClient, ScheduledEvent};
 use forewarn_runtime::bindings::{Decision, Phase};
-use forewarn_runtime::{CallContext, CallOutcome};
+use forewarn_runtime::{CallContext, CallOutcome, Readiness};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -18,6 +18,7 @@ use crate::coordination::{self, Coordinator};
 use crate::journal::{Journal, JournalError};
 use crate::plugins::{LoadedPlugin, PluginSet, SharedPlugins};
 use crate::policy::{self, ApprovalGate, Plan, PolicyConfig};
+use crate::readiness_holds;
 use crate::state::{
     Answer, Approval, DaemonState, EventProgress, Handling, Lifecycle, PluginProgress,
 };
@@ -33,7 +34,7 @@ const APPROVAL_RETRY: Duration = Duration::from_secs(1);
 /// Recovery calls made before giving up on a plugin's recovery.
 const RECOVERY_ATTEMPTS: u32 = 3;
 /// The journal's file name in the state directory.
-const JOURNAL_NAME: &str = "journal";
+pub const JOURNAL_NAME: &str = "journal";
 
 /// What the loop needs to know besides its inputs.
 #[derive(Debug, Clone)]
@@ -67,6 +68,8 @@ pub struct Daemon {
     snapshots: watch::Sender<Arc<DaemonState>>,
     /// The etcd approval barrier for events naming several VMs (`[coordination]`).
     coordination: Option<Coordinator>,
+    /// The VM's readiness, whose holds are journaled with the state (`with_readiness`).
+    readiness: Option<Arc<Readiness>>,
     /// Calls decided in this round, started once the round's state is journaled.
     planned: Vec<PlannedCall>,
     /// State changed (a document or an answer was applied) and is not journaled yet; the
@@ -123,6 +126,7 @@ impl Daemon {
             approval_retry_at: None,
             snapshots,
             coordination: None,
+            readiness: None,
             planned: Vec::new(),
             unsaved: false,
         })
@@ -139,6 +143,24 @@ impl Daemon {
         self
     }
 
+    /// Journals `readiness`'s holds with every commit (restored at start by
+    /// [`readiness_holds::restore`]) and releases those of removed or ungranted plugins.
+    pub fn with_readiness(mut self, readiness: Arc<Readiness>) -> Daemon {
+        self.readiness = Some(readiness);
+        self
+    }
+
+    /// Releases the readiness holds of plugins that were removed or lost the grant.
+    fn release_stale_holds(&mut self) {
+        let Some(readiness) = &self.readiness else {
+            return;
+        };
+        let plugins = self.plugins.borrow().clone();
+        if readiness_holds::release_stale(readiness, &plugins) {
+            self.unsaved = true;
+        }
+    }
+
     /// The state as last journaled (for status and tests).
     pub fn state(&self) -> &DaemonState {
         &self.state
@@ -153,6 +175,7 @@ impl Daemon {
     ) -> Result<(), DaemonError> {
         let mut plugins = self.plugins.clone();
         let coordination = self.coordination.clone();
+        self.release_stale_holds();
         loop {
             self.advance(SystemTime::now()).await?;
             let wake = self.next_wakeup(SystemTime::now());
@@ -171,6 +194,7 @@ impl Daemon {
                         // The plugin set can no longer change; keep working with the last one.
                         plugins = self.plugins.clone();
                     }
+                    self.release_stale_holds();
                 }
                 () = coordination::changed(coordination.as_ref()) => {}
                 () = tokio::time::sleep(wake) => {}
@@ -790,6 +814,9 @@ impl Daemon {
     }
 
     fn commit(&mut self) -> Result<(), DaemonError> {
+        if let Some(readiness) = &self.readiness {
+            self.state.readiness_holds = readiness.holders().into_iter().collect();
+        }
         self.journal.commit(&self.state)?;
         self.unsaved = false;
         self.snapshots.send_replace(Arc::new(self.state.clone()));
