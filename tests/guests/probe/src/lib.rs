@@ -47,6 +47,7 @@ fn run_mode(mode: &str, event: &Event, phase: Phase, ctx: &Context) -> Decision 
         "state" => host_calls::count_in_state(),
         "ready" => host_calls::mark_not_ready(),
         "config" => host_calls::greeting(),
+        "http" => host_calls::http(),
         "defer-until-attempt" => daemon_modes::defer_until_attempt(phase, ctx),
         unknown => defer_with(format!("unknown probe mode: {unknown}")),
     }
