@@ -652,12 +652,14 @@ fn two_thousand_idle_admin_connections_stop_neither_polls_nor_approvals() {
     });
 
     // Open the flood and keep every connection open (and silent) to the end of the test.
+    // Some connects may fail (a daemon out of descriptors stops accepting); the flood
+    // must still be larger than everything the daemon could hold open.
     let idle: Vec<std::net::TcpStream> = (0..ADMIN_FLOOD_CONNECTIONS)
         .filter_map(|_| std::net::TcpStream::connect(&admin).ok())
         .collect();
     assert!(
-        idle.len() >= ADMIN_FLOOD_CONNECTIONS / 2,
-        "only {} connections opened",
+        idle.len() as u64 > FLOOD_DAEMON_FD_LIMIT,
+        "only {} connections opened, not more than the daemon's {FLOOD_DAEMON_FD_LIMIT} descriptors",
         idle.len()
     );
     let flooded_at = unix_ms_now();
