@@ -769,6 +769,12 @@ fn a_forged_approval_key_naming_this_vm_is_not_acted_on() {
     let forged = set.etcd.etcdctl(&["put", &key, "vm-a"]);
     assert!(forged.status.success(), "etcdctl put: {forged:?}");
     wait_for(WAIT, "vm-a to see the forged approval record", || {
+        let approvals = set.simulator.state().approvals;
+        assert!(
+            approvals.is_empty(),
+            "an approval was sent on the strength of the forged key: {}",
+            set.describe()
+        );
         set.first_line(
             "vm-a",
             forewarn_host::coordination::NOT_OUR_APPROVAL_MESSAGE,
