@@ -1217,3 +1217,118 @@ fn components_with_different_bytes_get_different_cache_entries() {
     assert_ne!(noop.content_hash(), probe.content_hash());
     assert_eq!(cache_entries(dir.path()).len(), 2);
 }
+
+// ---------------------------------------------------------------------------------------
+// Network rules for `http-send` (docs/operations.md, "Network rules for plugins")
+// ---------------------------------------------------------------------------------------
+
+/// Resolves names from a fixed table, so a name can point at IMDS without /etc/hosts.
+struct TableResolver(BTreeMap<String, std::net::IpAddr>);
+
+impl forewarn_runtime::network::Resolver for TableResolver {
+    fn lookup(&self, host: &str, port: u16) -> forewarn_runtime::network::ResolveFuture {
+        let answer = self
+            .0
+            .get(host)
+            .map(|ip| vec![std::net::SocketAddr::new(*ip, port)])
+            .ok_or_else(|| std::io::Error::other(format!("no such host {host}")));
+        Box::pin(async move { answer })
+    }
+}
+
+/// A runtime whose `http-send` resolves `evil.test` to IMDS and `backend.test` to loopback.
+fn runtime_with_test_dns() -> Runtime {
+    let table = [
+        ("evil.test", "169.254.169.254"),
+        ("backend.test", "127.0.0.1"),
+    ]
+    .iter()
+    .map(|(name, ip)| ((*name).to_owned(), ip.parse().unwrap()))
+    .collect();
+    let http =
+        forewarn_runtime::HttpClient::default().with_resolver(Arc::new(TableResolver(table)));
+    let services = HostServices {
+        http,
+        ..HostServices::default()
+    };
+    Runtime::new(RuntimeConfig::default(), services).unwrap()
+}
+
+/// The probe in "http" mode, granted exactly `grant`.
+fn http_probe(runtime: &Runtime, grant: &str, extra: &[(&str, &str)]) -> Plugin {
+    let mut pairs = vec![("mode", "http")];
+    pairs.extend_from_slice(extra);
+    let settings = PluginSettings {
+        grants: Grants {
+            http: vec![grant.to_owned()],
+            ..Grants::default()
+        },
+        ..settings(&pairs)
+    };
+    load_ok(runtime, "probe-http", probe_bytes(), settings)
+}
+
+#[tokio::test]
+async fn a_plugin_cannot_post_start_requests_to_imds_through_an_allowed_name() {
+    let runtime = runtime_with_test_dns();
+    let url = "http://evil.test/metadata/scheduledevents?api-version=2020-07-01";
+    let plugin = http_probe(
+        &runtime,
+        "evil.test:80",
+        &[
+            ("url", url),
+            ("method", "POST"),
+            ("headers", "Metadata: true"),
+        ],
+    );
+    let reason = defer_reason(&call(&plugin).await);
+    assert!(reason.starts_with("http: not granted:"), "{reason}");
+    assert!(reason.contains("169.254.169.254:80"), "{reason}");
+    assert!(reason.contains("plugins may never reach it"), "{reason}");
+}
+
+#[tokio::test]
+async fn a_plugin_set_host_header_does_not_reach_the_server() {
+    use std::io::{BufRead, BufReader};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        let (socket, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(socket.try_clone().unwrap());
+        let mut head = Vec::new();
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if line.trim().is_empty() {
+                break;
+            }
+            head.push(line.trim().to_ascii_lowercase());
+        }
+        let mut socket = socket;
+        socket
+            .write_all(b"HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n")
+            .unwrap();
+        head
+    });
+    let runtime = runtime_with_test_dns();
+    let url = format!("http://backend.test:{port}/drain");
+    let plugin = http_probe(
+        &runtime,
+        &format!("backend.test:{port}"),
+        &[
+            ("url", &url),
+            ("headers", "Host: 169.254.169.254|Metadata: true"),
+        ],
+    );
+    assert_eq!(defer_reason(&call(&plugin).await), "http: status 204");
+    let head = server.join().unwrap();
+    let hosts: Vec<&String> = head
+        .iter()
+        .filter(|line| line.starts_with("host:"))
+        .collect();
+    assert_eq!(hosts, [&format!("host: backend.test:{port}")], "{head:?}");
+    assert!(
+        !head.iter().any(|line| line.starts_with("metadata:")),
+        "{head:?}"
+    );
+}

@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use axum::Router;
 use axum::extract::State;
@@ -12,8 +12,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use forewarn_imds::PollStatus;
 use forewarn_runtime::Readiness;
-use tokio::net::TcpListener;
-use tokio::sync::watch;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
@@ -23,6 +25,16 @@ use crate::status::{StatusInputs, StatusSnapshot, build_snapshot};
 
 /// The content type of the Prometheus text exposition `prometheus-client` writes.
 const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Connections served at once; one more is accepted and closed at once, so idle clients
+/// cannot use up the daemon's file descriptors (IMDS and etcd need them).
+pub const ADMIN_MAX_CONNECTIONS: usize = 64;
+/// How long a client may take to send a request's headers.
+pub const ADMIN_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one connection may stay open, keep-alive included.
+pub const ADMIN_CONNECTION_MAX_DURATION: Duration = Duration::from_secs(30);
+/// The pause after a failed accept (e.g. EMFILE) before accepting again.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
 
 /// The running daemon's live views, published once the event loop is about to run.
 #[derive(Clone)]
@@ -73,18 +85,62 @@ pub fn router(state: AdminState) -> Router {
         .with_state(state)
 }
 
-/// Serves the endpoint on `listener` until `shutdown`.
+/// Serves the endpoint on `listener` until `shutdown`: at most `ADMIN_MAX_CONNECTIONS` at
+/// once (more are closed on accept), headers within `ADMIN_HEADER_READ_TIMEOUT`, each
+/// connection closed after `ADMIN_CONNECTION_MAX_DURATION`.
 pub async fn serve(listener: TcpListener, state: AdminState, shutdown: CancellationToken) {
     let address = listener
         .local_addr()
         .map(|address| address.to_string())
         .unwrap_or_default();
-    tracing::info!(address = %address, paths = "/healthz /readyz /metrics /status", "admin endpoint listening");
-    let served = axum::serve(listener, router(state))
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await;
-    if let Err(error) = served {
-        tracing::error!(%error, "the admin endpoint stopped");
+    tracing::info!(
+        address = %address,
+        paths = "/healthz /readyz /metrics /status",
+        max_connections = ADMIN_MAX_CONNECTIONS,
+        "admin endpoint listening"
+    );
+    let router = router(state);
+    let permits = Arc::new(Semaphore::new(ADMIN_MAX_CONNECTIONS));
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _peer)) => stream,
+            Err(error) => {
+                tracing::warn!(%error, "the admin endpoint cannot accept a connection; retrying");
+                tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                continue;
+            }
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            tracing::debug!(
+                max_connections = ADMIN_MAX_CONNECTIONS,
+                "admin connection closed: the endpoint serves this many at once"
+            );
+            continue;
+        };
+        tokio::spawn(serve_connection(stream, router.clone(), permit));
+    }
+}
+
+/// Serves one connection under the header-read timeout and the overall time limit.
+async fn serve_connection(stream: TcpStream, router: Router, permit: OwnedSemaphorePermit) {
+    let _permit = permit;
+    let service = TowerToHyperService::new(router);
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(ADMIN_HEADER_READ_TIMEOUT);
+    let connection = builder.serve_connection(TokioIo::new(stream), service);
+    match tokio::time::timeout(ADMIN_CONNECTION_MAX_DURATION, connection).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => tracing::debug!(%error, "admin connection ended with an error"),
+        Err(_elapsed) => tracing::debug!(
+            limit_seconds = ADMIN_CONNECTION_MAX_DURATION.as_secs(),
+            "admin connection closed: open longer than the limit"
+        ),
     }
 }
 

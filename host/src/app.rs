@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use forewarn_imds::{ClientConfig, ImdsClient, Poller};
-use forewarn_runtime::{ActionSpec, HostServices, Readiness, Runtime, RuntimeConfig, StateStore};
+use forewarn_runtime::{
+    ActionSpec, HostServices, HttpClient, Readiness, Runtime, RuntimeConfig, StateStore,
+};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -41,6 +43,7 @@ pub fn build_runtime(config: &Config) -> anyhow::Result<Prepared> {
     let store = PluginStateStore::open(&state_dir.join("plugin-state"))
         .context("cannot open the plugin state store")?;
     let readiness = Arc::new(Readiness::default());
+    crate::readiness_holds::restore(&readiness, state_dir);
     let actions = config
         .actions
         .iter()
@@ -56,7 +59,7 @@ pub fn build_runtime(config: &Config) -> anyhow::Result<Prepared> {
         state: Arc::new(store),
         readiness: readiness.clone(),
         actions: Arc::new(actions),
-        ..HostServices::default()
+        http: HttpClient::refusing(config.imds.endpoint_addresses()),
     };
     let runtime = Runtime::new(
         RuntimeConfig {
@@ -181,7 +184,7 @@ pub async fn run_daemon(
     let admin_stop = shutdown.child_token();
     let admin_state = AdminState {
         metrics: metrics.clone(),
-        readiness,
+        readiness: readiness.clone(),
         plugins: plugins.clone(),
         daemon: views_rx,
         startup: startup_rx,
@@ -192,6 +195,7 @@ pub async fn run_daemon(
         timeline: metrics_timeline,
         views,
         startup,
+        readiness,
     };
     let result = run_event_loop(config, client, plugins, timeline, observers, &shutdown).await;
     systemd::notify_stopping();
@@ -208,6 +212,8 @@ struct Observers {
     views: watch::Sender<Option<DaemonViews>>,
     /// What the daemon is waiting for while it starts (`None`: nothing worth saying).
     startup: watch::Sender<Option<String>>,
+    /// The readiness `/readyz` answers from; the loop journals its holds.
+    readiness: Arc<Readiness>,
 }
 
 /// Resolves the VM name, opens the journal, starts the poller, and runs the loop.
@@ -226,7 +232,8 @@ async fn run_event_loop(
         state_dir: config.state_dir.clone(),
     };
     let daemon = Daemon::open(settings, client.clone(), plugins.clone(), timeline)
-        .context("cannot open the journal")?;
+        .context("cannot open the journal")?
+        .with_readiness(observers.readiness.clone());
     let (daemon, coordination) = match &config.coordination {
         Some(coordination) => {
             let stop = shutdown.child_token();

@@ -61,6 +61,10 @@ pub struct CoordinationConfig {
     /// etcd password for `username`.
     #[serde(default)]
     pub password: Option<String>,
+    /// Send `username`/`password` to `http://` endpoints, in clear text. Off by default:
+    /// credentials need `https://` endpoints unless the operator opts in here.
+    #[serde(default)]
+    pub allow_plaintext_credentials: bool,
     /// CA certificate (PEM) to verify `https://` endpoints with, instead of the system's.
     #[serde(default)]
     pub ca_file: Option<PathBuf>,
@@ -184,6 +188,28 @@ impl Default for ImdsConfig {
             poll_interval: Duration::from_secs(1),
             max_requests_per_second: 5,
             vm_name_patience: Duration::from_secs(30),
+        }
+    }
+}
+
+impl ImdsConfig {
+    /// The socket addresses `url` names (a name is resolved now, once), which plugins'
+    /// `http-send` refuses. Empty when the URL cannot be parsed or resolved.
+    pub fn endpoint_addresses(&self) -> Vec<SocketAddr> {
+        use std::net::ToSocketAddrs;
+        let Ok(url) = reqwest::Url::parse(&self.url) else {
+            return Vec::new();
+        };
+        let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+            return Vec::new();
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        match (host, port).to_socket_addrs() {
+            Ok(addresses) => addresses.collect(),
+            Err(error) => {
+                tracing::warn!(url = %self.url, %error, "cannot resolve `imds.url` to refuse it to plugins; link-local addresses stay refused");
+                Vec::new()
+            }
         }
     }
 }

@@ -67,6 +67,7 @@ mod tests {
             "# lease-ttl = ",
             "# username = ",
             "# password = ",
+            "# allow-plaintext-credentials = ",
             "# ca-file = ",
             "# cert-file = ",
             "# key-file = ",

@@ -212,7 +212,23 @@ pub fn validate(config: &CoordinationConfig) -> Result<(), String> {
             "keys `coordination.username` and `coordination.password`: set both or neither".into(),
         );
     }
+    check_plaintext_credentials(config)?;
     tls::check_settings(config)
+}
+
+/// Credentials go only to `https://` endpoints, unless `allow-plaintext-credentials` says so.
+fn check_plaintext_credentials(config: &CoordinationConfig) -> Result<(), String> {
+    if config.username.is_none() || config.allow_plaintext_credentials {
+        return Ok(());
+    }
+    match config.endpoints.iter().find(|e| e.starts_with("http://")) {
+        Some(endpoint) => Err(format!(
+            "key `coordination.username`: the password would go to \"{endpoint}\" in clear \
+             text; use https:// endpoints (see TLS in docs/coordination.md), or set \
+             `allow-plaintext-credentials = true` in [coordination] to accept that"
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Reads and checks the files a `[coordination]` section names (`ca-file`, `cert-file`,
@@ -220,6 +236,13 @@ pub fn validate(config: &CoordinationConfig) -> Result<(), String> {
 pub fn check_files(config: &CoordinationConfig) -> Result<(), String> {
     tls::client_config(config).map(|_| ())
 }
+
+/// Logged (field `event_id`) when an approval record names this VM under a lease this
+/// daemon does not hold: it is not acted on.
+pub const NOT_OUR_APPROVAL_MESSAGE: &str = "an approval record in etcd names this VM, but \
+     this daemon did not write it (another lease); not sending it. If it is not a stale claim \
+     of a previous run (those expire with `coordination.lease-ttl`), check who may write under \
+     `coordination.prefix`";
 
 /// Whether the barrier coordinates `event` for `vm_name`: it names this VM and another one.
 pub fn applies_to(event: &ScheduledEvent, vm_name: &str) -> bool {
@@ -550,8 +573,9 @@ impl Inner {
             .map(|vm| vm.to_ascii_lowercase())
             .collect();
         let standings = barrier::standings(&resources, &view, self.config.dead_vm);
-        if let Some(by) = &records.approval {
-            return self.settle_approved(id, by, records.leader, standings);
+        if let Some((by, by_lease)) = &records.approval {
+            let ours = self.written_by_us(id, *by_lease, lease);
+            return self.settle_approved(id, by, ours, records.leader, standings);
         }
         let leader = match records.leader {
             Some(leader) => leader,
@@ -629,21 +653,35 @@ impl Inner {
         Ok(())
     }
 
-    /// Another VM (or this one before a restart) claimed the approval.
+    /// Whether a record attached to `record_lease` was written by this process: under its
+    /// daemon lease `lease`, or under the event's record lease it granted.
+    fn written_by_us(&self, id: &str, record_lease: i64, lease: i64) -> bool {
+        if record_lease == 0 {
+            return false;
+        }
+        let event_lease = self.lock().events.get(id).and_then(|t| t.record_lease);
+        record_lease == lease || Some(record_lease) == event_lease
+    }
+
+    /// An approval record exists. This VM sends the approval only for a claim it wrote
+    /// itself in this process's lease (`ours`); a record naming it under another lease (a
+    /// forged key, or a claim of a previous run, which expires with that run's lease) is
+    /// never acted on.
     fn settle_approved(
         &self,
         id: &str,
         by: &str,
+        ours: bool,
         leader: Option<String>,
         standings: Vec<(String, VmStanding)>,
     ) -> Result<(), EtcdError> {
-        if by == self.vm {
-            // Claimed by this VM before the daemon restarted: send it (IMDS accepts repeats).
-            let why = format!(
-                "this VM claimed the approval of event {id} before it restarted; sending it"
-            );
+        if by == self.vm && ours {
+            let why = format!("this VM claimed the approval of event {id}; sending it");
             self.claimed(id, why);
             return Ok(());
+        }
+        if by == self.vm {
+            tracing::warn!(event_id = %id, vm = %self.vm, "{NOT_OUR_APPROVAL_MESSAGE}");
         }
         let state = format!("approved by {by}");
         self.update(id, leader, standings, state, Verdict::Wait);
@@ -860,7 +898,8 @@ impl Inner {
 #[derive(Debug, Default)]
 struct EventRecords {
     leader: Option<String>,
-    approval: Option<String>,
+    /// Who claimed the approval, and the lease the claim is attached to.
+    approval: Option<(String, i64)>,
     /// VM → the NotBefore it is ready for ([`ready_marker`]).
     ready: BTreeMap<String, String>,
     was_ready: BTreeSet<String>,
@@ -881,7 +920,9 @@ impl EventRecords {
                     read.was_ready.insert(vm.to_owned());
                 }
                 _ if name == "leader" => read.leader = Some(record.value.clone()),
-                _ if name == "approval" => read.approval = Some(record.value.clone()),
+                _ if name == "approval" => {
+                    read.approval = Some((record.value.clone(), record.lease));
+                }
                 _ => {}
             }
         }
@@ -945,8 +986,12 @@ mod tests {
                 "coordination.lease-ttl",
             ),
             (
-                "endpoints = [\"http://a:2379\"]\nusername = \"u\"",
+                "endpoints = [\"https://a:2379\"]\nusername = \"u\"",
                 "coordination.password",
+            ),
+            (
+                "endpoints = [\"https://a:2379\", \"http://b:2379\"]\nusername = \"u\"\npassword = \"p\"",
+                "key `coordination.username`: the password would go to \"http://b:2379\" in clear text",
             ),
             (
                 "endpoints = [\"http://a:2379\"]\nprefix = \"forewarn\"",
@@ -1012,7 +1057,7 @@ mod tests {
             prefix,
         );
         assert_eq!(read.leader.as_deref(), Some("vm-b"));
-        assert_eq!(read.approval.as_deref(), Some("vm-b"));
+        assert_eq!(read.approval, Some(("vm-b".to_owned(), 1)));
         assert_eq!(read.ready.len(), 2);
         assert_eq!(
             read.ready_for("1000").into_iter().collect::<Vec<_>>(),

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use forewarn_imds::{Document, EventStatus, ImdsClient, ScheduledEvent};
 use forewarn_runtime::bindings::{Decision, Phase};
-use forewarn_runtime::{CallContext, CallOutcome};
+use forewarn_runtime::{CallContext, CallOutcome, Readiness};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -19,6 +19,7 @@ use crate::journal::{Journal, JournalError};
 use crate::log_fields;
 use crate::plugins::{LoadedPlugin, PluginSet, SharedPlugins};
 use crate::policy::{self, ApprovalGate, Plan, PolicyConfig};
+use crate::readiness_holds;
 use crate::state::{
     Answer, Approval, DaemonState, EventProgress, Handling, Lifecycle, PluginProgress,
 };
@@ -34,7 +35,7 @@ const APPROVAL_RETRY: Duration = Duration::from_secs(1);
 /// Recovery calls made before giving up on a plugin's recovery.
 const RECOVERY_ATTEMPTS: u32 = 3;
 /// The journal's file name in the state directory.
-const JOURNAL_NAME: &str = "journal";
+pub const JOURNAL_NAME: &str = "journal";
 
 /// What the loop needs to know besides its inputs.
 #[derive(Debug, Clone)]
@@ -68,6 +69,8 @@ pub struct Daemon {
     snapshots: watch::Sender<Arc<DaemonState>>,
     /// The etcd approval barrier for events naming several VMs (`[coordination]`).
     coordination: Option<Coordinator>,
+    /// The VM's readiness, whose holds are journaled with the state (`with_readiness`).
+    readiness: Option<Arc<Readiness>>,
     /// Calls decided in this round, started once the round's state is journaled.
     planned: Vec<PlannedCall>,
     /// The approval holds already announced, by event (see `announce_hold`); not journaled:
@@ -127,6 +130,7 @@ impl Daemon {
             approval_retry_at: None,
             snapshots,
             coordination: None,
+            readiness: None,
             planned: Vec::new(),
             holds_announced: std::collections::HashMap::new(),
             unsaved: false,
@@ -144,6 +148,24 @@ impl Daemon {
         self
     }
 
+    /// Journals `readiness`'s holds with every commit (restored at start by
+    /// [`readiness_holds::restore`]) and releases those of removed or ungranted plugins.
+    pub fn with_readiness(mut self, readiness: Arc<Readiness>) -> Daemon {
+        self.readiness = Some(readiness);
+        self
+    }
+
+    /// Releases the readiness holds of plugins that were removed or lost the grant.
+    fn release_stale_holds(&mut self) {
+        let Some(readiness) = &self.readiness else {
+            return;
+        };
+        let plugins = self.plugins.borrow().clone();
+        if readiness_holds::release_stale(readiness, &plugins) {
+            self.unsaved = true;
+        }
+    }
+
     /// The state as last journaled (for status and tests).
     pub fn state(&self) -> &DaemonState {
         &self.state
@@ -158,6 +180,7 @@ impl Daemon {
     ) -> Result<(), DaemonError> {
         let mut plugins = self.plugins.clone();
         let coordination = self.coordination.clone();
+        self.release_stale_holds();
         loop {
             self.advance(SystemTime::now()).await?;
             let wake = self.next_wakeup(SystemTime::now());
@@ -176,6 +199,7 @@ impl Daemon {
                         // The plugin set can no longer change; keep working with the last one.
                         plugins = self.plugins.clone();
                     }
+                    self.release_stale_holds();
                 }
                 () = coordination::changed(coordination.as_ref()) => {}
                 () = tokio::time::sleep(wake) => {}
@@ -851,6 +875,9 @@ impl Daemon {
     }
 
     fn commit(&mut self) -> Result<(), DaemonError> {
+        if let Some(readiness) = &self.readiness {
+            self.state.readiness_holds = readiness.holders().into_iter().collect();
+        }
         self.journal.commit(&self.state)?;
         self.unsaved = false;
         self.snapshots.send_replace(Arc::new(self.state.clone()));

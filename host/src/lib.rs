@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod plugin_state;
 pub mod plugins;
 pub mod policy;
+pub mod readiness_holds;
 pub mod reload;
 pub mod state;
 pub mod status;

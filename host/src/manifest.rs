@@ -171,6 +171,15 @@ impl PluginManifest {
                     format!("\"{target}\" must be host:port, e.g. \"127.0.0.1:8080\""),
                 ));
             }
+            if let Some(reason) = forewarn_runtime::network::forbidden_entry(target) {
+                return Err((
+                    "capabilities.http",
+                    format!(
+                        "\"{target}\" is {reason}, which plugins may never reach; remove the \
+                         entry (see \"Network rules for plugins\" in docs/operations.md)"
+                    ),
+                ));
+            }
         }
         Ok(())
     }
@@ -339,6 +348,26 @@ mod tests {
         assert!(error.contains("\"15m\""), "{error}");
         let manifest = PluginManifest::parse("budget = \"15m\"").unwrap();
         assert_eq!(manifest.budget, MAX_BUDGET);
+    }
+
+    #[test]
+    fn platform_addresses_in_capabilities_http_are_a_load_error_naming_the_entry() {
+        for entry in [
+            "169.254.169.254:80",
+            "2852039166:80",
+            "168.63.129.16:80",
+            "[fe80::1]:80",
+            "[::ffff:169.254.169.254]:80",
+        ] {
+            let text = format!("[capabilities]\nhttp = [\"127.0.0.1:8080\", \"{entry}\"]\n");
+            let error = PluginManifest::parse(&text).unwrap_err();
+            assert!(
+                error.starts_with("line 2: key `capabilities.http`:"),
+                "{entry}: {error}"
+            );
+            assert!(error.contains(&format!("\"{entry}\"")), "{entry}: {error}");
+            assert!(error.contains("remove the entry"), "{entry}: {error}");
+        }
     }
 
     #[test]

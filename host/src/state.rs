@@ -1,7 +1,7 @@
 //! The daemon's durable state: the tracker plus, per event, how far each plugin got and
 //! whether the event was approved. Journaled before every action, so a restart resumes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use forewarn_imds::ScheduledEvent;
 use serde::{Deserialize, Serialize};
@@ -14,6 +14,10 @@ pub struct DaemonState {
     pub tracker: Tracker,
     /// Events being handled, by EventId.
     pub events: BTreeMap<String, EventProgress>,
+    /// Plugins holding the VM not ready (`set-ready(false)`), as of the last commit:
+    /// restored at start, so `/readyz` stays 503 across a restart mid-drain.
+    #[serde(default)]
+    pub readiness_holds: BTreeSet<String>,
 }
 
 /// One event's handling.

@@ -751,3 +751,117 @@ fn plugins_are_refused_hosts_and_actions_they_were_not_granted() {
         "nothing may be approved: {approvals:?}"
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Readiness across a restart (docs/operations.md, "Readiness across restarts")
+
+/// A platform Reboot appearing 6 s (wall) after the simulator starts that runs 10 s (wall)
+/// once approved: room to kill and restart the daemon while the VM is about to reboot.
+const LONG_REBOOT_SCENARIO: &str = r#"
+name = "bundled-plugins-long-reboot"
+end_after = "5s"
+
+[[events]]
+type = "Reboot"
+source = "Platform"
+appear_at = "60s"
+notice = "15m"
+runs_for = "100s"
+"#;
+
+/// A free loopback `host:port` (bound, then released) for an admin endpoint that must keep
+/// its address across a restart, as HAProxy's config names it.
+fn free_loopback_address() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    listener.local_addr().expect("its address").to_string()
+}
+
+/// Writes a config with the admin endpoint on `admin` and starts `forewarn run`.
+fn start_daemon_on(setup: &Setup, admin: &str) -> Daemon {
+    let config = format!(
+        "vm-name = \"vm-a\"\nstate-dir = \"{}\"\nplugin-dir = \"{}\"\n\n[imds]\nurl = \"{}\"\n\
+         poll-interval = \"250ms\"\n\n[admin]\nlisten = \"{admin}\"\n",
+        setup.path("state").display(),
+        setup.path("plugins").display(),
+        setup.simulator.base_url,
+    );
+    let config_path = setup.path("forewarn.toml");
+    std::fs::write(&config_path, config).expect("write the daemon config");
+    Daemon::start(Path::new(FOREWARN), &config_path)
+}
+
+#[test]
+fn readiness_hold_survives_a_sigkill_mid_drain_and_haproxy_keeps_the_vm_down() {
+    find_haproxy();
+    let setup = Setup::new(LONG_REBOOT_SCENARIO);
+    setup.install_plugin(
+        "lb-drain",
+        "subscribe = [\"Reboot\"]\nbudget = \"5s\"\n[config]\ndrain-seconds = 1\n\
+         [capabilities]\nreadiness = true\n",
+    );
+    let admin = free_loopback_address();
+    let mut first = start_daemon_on(&setup, &admin);
+    assert_eq!(admin_address(&first), admin);
+    let haproxy = Haproxy::start(setup.dir.path(), &admin);
+    wait_for(Duration::from_secs(10), "HAProxy to see vm-a UP", || {
+        let status = haproxy.status();
+        if status == "UP" { Ok(()) } else { Err(status) }
+    });
+
+    // The approval went out, so the journal says lb-drain prepared (and holds readiness).
+    approval_time(&first);
+    first.kill();
+    let killed_at = now_ms();
+
+    let second = start_daemon_on(&setup, &admin);
+    admin_address(&second);
+    let first_readyz = wait_for(
+        Duration::from_secs(30),
+        "the restarted admin endpoint",
+        || {
+            http_get(&admin, "/healthz")?;
+            Ok::<_, String>(readyz(&admin))
+        },
+    );
+    let ended = wait_for_phase(
+        &second,
+        "lb-drain",
+        "ended-after-start",
+        Duration::from_secs(60),
+    );
+    assert!(
+        first_readyz != "200",
+        "/readyz answered 200 after the restart, before the event ended: {first_readyz}"
+    );
+    assert!(
+        second
+            .decisions()
+            .iter()
+            .all(|decision| decision.phase != "prepare"),
+        "lb-drain was asked to prepare again, so this test did not restart mid-event: {}",
+        second.describe_for_failure()
+    );
+    let history = haproxy.history();
+    let up_while_rebooting: Vec<_> = history
+        .iter()
+        .filter(|(at, status)| {
+            *at >= killed_at && *at < ended.at_unix_ms && status.starts_with("UP")
+        })
+        .collect();
+    assert!(
+        up_while_rebooting.is_empty(),
+        "HAProxy saw vm-a UP between the SIGKILL and the end of the event: {history:?}"
+    );
+    wait_for(
+        Duration::from_secs(10),
+        "HAProxy to see vm-a UP again after the event ended",
+        || {
+            let history = haproxy.history();
+            history
+                .iter()
+                .find(|(at, status)| *at >= ended.at_unix_ms && status == "UP")
+                .cloned()
+                .ok_or_else(|| format!("{history:?}"))
+        },
+    );
+}

@@ -348,7 +348,7 @@ impl Set {
         ));
         if setup.auth {
             text.push_str(&format!(
-                "username = \"root\"\npassword = \"{ROOT_PASSWORD}\"\n"
+                "username = \"root\"\npassword = \"{ROOT_PASSWORD}\"\nallow-plaintext-credentials = true\n"
             ));
         }
         if let Some(pki) = &self.pki {
@@ -751,4 +751,44 @@ fn a_daemon_that_cannot_verify_etcd_never_approves_early() {
         set.describe()
     );
     assert_eq!(approval_posts(&state), 0, "{}", set.describe());
+}
+
+/// A key `events/ID/approval = vm-a` written by someone else (no lease, not vm-a's daemon)
+/// before any VM could claim: vm-a must not send an approval on the strength of it.
+#[test]
+fn a_forged_approval_key_naming_this_vm_is_not_acted_on() {
+    let _serial = lock();
+    let set = Set::start(&Setup {
+        notice: "20s",
+        slow_attempts: 12,
+        coordination: &[],
+        auth: false,
+        tls: Tls::Off,
+    });
+    let key = format!("/forewarn/events/{}/approval", set.event_id);
+    let forged = set.etcd.etcdctl(&["put", &key, "vm-a"]);
+    assert!(forged.status.success(), "etcdctl put: {forged:?}");
+    wait_for(WAIT, "vm-a to see the forged approval record", || {
+        let approvals = set.simulator.state().approvals;
+        assert!(
+            approvals.is_empty(),
+            "an approval was sent on the strength of the forged key: {}",
+            set.describe()
+        );
+        set.first_line(
+            "vm-a",
+            forewarn_host::coordination::NOT_OUR_APPROVAL_MESSAGE,
+        )
+        .ok_or_else(|| set.describe())
+    });
+    let started = set
+        .simulator
+        .wait_for_state(WAIT, "the event to start at NotBefore", |state| {
+            state
+                .history
+                .iter()
+                .any(|record| record.transition == Transition::Started)
+        });
+    assert_eq!(approval_posts(&started), 0, "{}", set.describe());
+    assert!(started.approvals.is_empty(), "{}", set.describe());
 }

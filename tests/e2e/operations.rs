@@ -9,7 +9,8 @@ use forewarn_host::config::Config;
 use forewarn_host::status::StatusSnapshot;
 use forewarn_tests::guests;
 use forewarn_tests::support::{
-    Daemon, DaemonConfig, ProbePlugin, Simulator, http_get, wait_for, write_plugin_dir,
+    Daemon, DaemonConfig, ProbePlugin, Simulator, http_get, summarize_state, wait_for,
+    write_plugin_dir,
 };
 
 const FOREWARN: &str = env!("CARGO_BIN_EXE_forewarn");
@@ -392,6 +393,10 @@ fn systemd_unit_passes_systemd_analyze_verify() {
     let unit =
         std::fs::read_to_string(repository_root().join("packaging/forewarn.service")).unwrap();
     assert!(unit.contains("ExecStart=/usr/bin/forewarn run"));
+    assert!(
+        unit.contains("\nLimitNOFILE=4096\n"),
+        "the unit must bound file descriptors"
+    );
     // verify checks that ExecStart's binary exists: point it at the one just built.
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("forewarn.service");
@@ -624,4 +629,121 @@ fn a_missing_vm_name_is_reported_in_status_with_the_fix() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(table.contains(&waiting_for), "{table}");
+}
+
+// ---- admin endpoint limits (docs/operations.md, "Admin endpoint limits") ----------------
+
+/// Idle connections a hostile local client opens to the admin port.
+const ADMIN_FLOOD_CONNECTIONS: usize = 2000;
+/// The daemon's file-descriptor limit in the flood test: far below the flood.
+const FLOOD_DAEMON_FD_LIMIT: u64 = 256;
+
+/// One Reboot appearing 8 s after the simulator starts, approved by its one plugin.
+const FLOOD_SCENARIO: &str = r#"
+name = "admin-flood"
+end_after = "1s"
+
+[[events]]
+type = "Reboot"
+appear_at = "8s"
+notice = "10m"
+runs_for = "2s"
+"#;
+
+/// Raises this process's soft RLIMIT_NOFILE to its hard limit, so it can hold the flood.
+fn raise_own_fd_limit(wanted: u64) {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed in.
+    let got = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    assert_eq!(got, 0, "getrlimit failed");
+    if limit.rlim_cur >= wanted {
+        return;
+    }
+    assert!(
+        limit.rlim_max >= wanted,
+        "this test needs {wanted} file descriptors; raise the hard limit (ulimit -Hn)"
+    );
+    limit.rlim_cur = limit.rlim_max;
+    // SAFETY: as above.
+    let set = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) };
+    assert_eq!(set, 0, "setrlimit failed");
+}
+
+#[test]
+fn two_thousand_idle_admin_connections_stop_neither_polls_nor_approvals() {
+    raise_own_fd_limit(ADMIN_FLOOD_CONNECTIONS as u64 + 256);
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("scenario.toml");
+    std::fs::write(&scenario, FLOOD_SCENARIO).unwrap();
+    let simulator = Simulator::start(forewarn(), scenario.to_str().unwrap(), 1.0);
+    let plugin_dir = dir.path().join("plugins");
+    write_plugin_dir(
+        &plugin_dir,
+        Path::new(guests::PROBE),
+        &[ProbePlugin::new("ok", "approve")],
+    );
+    let config_path = dir.path().join("forewarn.toml");
+    DaemonConfig {
+        vm_name: "vm-a".into(),
+        state_dir: dir.path().join("state"),
+        plugin_dir,
+        imds_url: simulator.base_url.clone(),
+        poll_interval: "250ms".into(),
+        policy: Vec::new(),
+    }
+    .write(&config_path);
+    let daemon = Daemon::start_with_fd_limit(forewarn(), &config_path, FLOOD_DAEMON_FD_LIMIT);
+    let admin = wait_for(WAIT, "the admin endpoint's address in the log", || {
+        daemon
+            .lines_with_message("admin endpoint listening")
+            .first()
+            .map(|line| line.text("address").to_owned())
+            .ok_or_else(|| daemon.describe_for_failure())
+    });
+
+    // Open the flood and keep every connection open (and silent) to the end of the test.
+    // Some connects may fail (a daemon out of descriptors stops accepting); the flood
+    // must still be larger than everything the daemon could hold open.
+    let idle: Vec<std::net::TcpStream> = (0..ADMIN_FLOOD_CONNECTIONS)
+        .filter_map(|_| std::net::TcpStream::connect(&admin).ok())
+        .collect();
+    assert!(
+        idle.len() as u64 > FLOOD_DAEMON_FD_LIMIT,
+        "only {} connections opened, not more than the daemon's {FLOOD_DAEMON_FD_LIMIT} descriptors",
+        idle.len()
+    );
+    let flooded_at = unix_ms_now();
+    let state = simulator.wait_for_state(WAIT, "an accepted approval during the flood", |state| {
+        state.approvals.iter().any(|approval| approval.accepted)
+    });
+    let approval = state.approvals.iter().find(|a| a.accepted).unwrap();
+    assert!(
+        approval.at_unix_ms > flooded_at,
+        "the event was approved before the flood was open; the test proves nothing \
+         (approved at {}, flood open at {flooded_at})",
+        approval.at_unix_ms
+    );
+    let polls_during_flood = state
+        .requests
+        .iter()
+        .filter(|request| request.at_unix_ms > flooded_at && request.method == "GET")
+        .filter(|request| request.path.contains("scheduledevents") && request.status == 200)
+        .count();
+    assert!(polls_during_flood >= 2, "{}", summarize_state(&state));
+    // The endpoint still answers once the idle connections are cut.
+    let healthz = wait_for(WAIT, "/healthz during the flood", || {
+        http_get(&admin, "/healthz")
+    });
+    assert_eq!(healthz.trim(), "ok");
+    drop(idle);
+}
+
+fn unix_ms_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|since| since.as_millis() as u64)
+        .unwrap_or(0)
 }

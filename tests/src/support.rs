@@ -447,7 +447,22 @@ pub struct Daemon {
 impl Daemon {
     /// Starts the daemon with `config` and `FOREWARN_LOG=info` (plus `extra_env`).
     pub fn start(binary: &Path, config: &Path) -> Daemon {
-        let mut child = Command::new(binary)
+        Daemon::spawn(Command::new(binary), binary, config)
+    }
+
+    /// [`Daemon::start`] with the daemon's file-descriptor limit (RLIMIT_NOFILE) set to
+    /// `limit`: `sh` sets it with `ulimit -n`, then execs the daemon (same pid).
+    pub fn start_with_fd_limit(binary: &Path, config: &Path, limit: u64) -> Daemon {
+        let mut shell = Command::new("sh");
+        shell
+            .arg("-c")
+            .arg(format!("ulimit -n {limit} && exec \"$0\" \"$@\""))
+            .arg(binary);
+        Daemon::spawn(shell, binary, config)
+    }
+
+    fn spawn(mut command: Command, binary: &Path, config: &Path) -> Daemon {
+        let mut child = command
             .args(["--log-format", "json", "run", "--config"])
             .arg(config)
             .env("FOREWARN_LOG", "info")

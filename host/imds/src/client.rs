@@ -11,6 +11,9 @@ use crate::event::Document;
 use crate::rate_limit::RateLimiter;
 use crate::wire::{self, ParseError, excerpt, truncate};
 
+/// The largest IMDS answer read (a real Scheduled Events document is a few KiB); a longer
+/// body is an error, not truncated, so a half document is never parsed.
+pub const IMDS_BODY_MAX_BYTES: usize = 1024 * 1024;
 /// How much of a malformed document a `FetchError::Malformed` keeps.
 const RAW_KEEP_CHARS: usize = 2048;
 /// The api-version of the instance metadata (compute) endpoint.
@@ -80,6 +83,16 @@ pub enum FetchError {
     /// The connection broke or the body could not be read.
     #[error("talking to IMDS failed: {0}")]
     Transport(String),
+    /// A 3xx: never followed (it would carry the `Metadata` header and approvals elsewhere).
+    #[error(
+        "IMDS answered {0} redirecting to \"{1}\"; forewarn never follows redirects from IMDS: set `imds.url` to IMDS itself (http://169.254.169.254)"
+    )]
+    Redirected(u16, String),
+    /// The body was longer than `IMDS_BODY_MAX_BYTES`.
+    #[error(
+        "IMDS sent an answer larger than {0} bytes, the most forewarn reads; check that `imds.url` points at IMDS"
+    )]
+    TooLarge(usize),
     /// 200 with a body forewarn cannot read; the raw body is kept, cut to ~2 KiB.
     #[error("IMDS sent a document forewarn cannot read: {0}")]
     Malformed(ParseError, String),
@@ -93,8 +106,10 @@ impl FetchError {
             FetchError::Gone => "gone",
             FetchError::Throttled => "throttled",
             FetchError::Server(_) => "server",
-            FetchError::OtherStatus(..) => "status",
-            FetchError::Connect(_) | FetchError::Transport(_) => "transport",
+            FetchError::OtherStatus(..) | FetchError::Redirected(..) => "status",
+            FetchError::Connect(_) | FetchError::Transport(_) | FetchError::TooLarge(_) => {
+                "transport"
+            }
             FetchError::Timeout(_) => "timeout",
             FetchError::Malformed(..) => "malformed",
         }
@@ -107,6 +122,11 @@ pub enum ApproveError {
     /// IMDS answered something other than 200 (400: the body or header was malformed).
     #[error("IMDS refused the approval with {0}: \"{1}\"")]
     Status(u16, String),
+    /// A 3xx, not followed: the approval went nowhere.
+    #[error(
+        "IMDS answered the approval with {0} redirecting to \"{1}\"; forewarn never follows redirects from IMDS: set `imds.url` to IMDS itself (http://169.254.169.254)"
+    )]
+    Redirected(u16, String),
     /// No connection could be made.
     #[error("cannot connect to IMDS to approve ({0})")]
     Connect(String),
@@ -142,7 +162,15 @@ struct Inner {
 enum Transport {
     Connect(String),
     Timeout(Duration),
+    TooLarge(usize),
     Other(String),
+}
+
+/// One answer from IMDS: status, `Location` (for a 3xx) and the body.
+struct Answer {
+    status: StatusCode,
+    location: String,
+    body: String,
 }
 
 impl From<Transport> for FetchError {
@@ -150,6 +178,7 @@ impl From<Transport> for FetchError {
         match failure {
             Transport::Connect(reason) => FetchError::Connect(reason),
             Transport::Timeout(limit) => FetchError::Timeout(limit),
+            Transport::TooLarge(limit) => FetchError::TooLarge(limit),
             Transport::Other(reason) => FetchError::Transport(reason),
         }
     }
@@ -160,6 +189,9 @@ impl From<Transport> for ApproveError {
         match failure {
             Transport::Connect(reason) => ApproveError::Connect(reason),
             Transport::Timeout(limit) => ApproveError::Timeout(limit),
+            Transport::TooLarge(limit) => ApproveError::Transport(format!(
+                "the answer was larger than {limit} bytes, the most forewarn reads; check that `imds.url` points at IMDS"
+            )),
             Transport::Other(reason) => ApproveError::Transport(reason),
         }
     }
@@ -167,10 +199,11 @@ impl From<Transport> for ApproveError {
 
 impl ImdsClient {
     /// Builds a client. Never uses a proxy (HTTP_PROXY and friends are ignored: IMDS must be
-    /// reached directly) and sends no `X-Forwarded-For`.
+    /// reached directly), never follows a redirect, and sends no `X-Forwarded-For`.
     pub fn new(config: ClientConfig) -> Result<ImdsClient, BuildError> {
         let http = reqwest::Client::builder()
             .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(config.request_timeout)
             .build()
             .map_err(|error| BuildError(error_chain(&error)))?;
@@ -217,9 +250,10 @@ impl ImdsClient {
             self.inner.config.first_request_timeout
         };
         let request = self.request(Method::GET, self.scheduled_events_url());
-        let (status, body) = self.send(request, timeout).await?;
+        let answer = self.send(request, timeout).await?;
         self.inner.answered_once.store(true, Ordering::Relaxed);
-        check_fetch_status(status, &body)?;
+        check_fetch_answer(&answer)?;
+        let body = answer.body;
         match wire::parse_document(&body) {
             Ok(document) => Ok(Fetched {
                 document,
@@ -242,11 +276,20 @@ impl ImdsClient {
             .request(Method::POST, self.scheduled_events_url())
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(wire::render_start_requests(event_ids));
-        let (status, body) = self
+        let answer = self
             .send(request, self.inner.config.request_timeout)
             .await?;
-        if status != StatusCode::OK {
-            return Err(ApproveError::Status(status.as_u16(), excerpt(&body)));
+        if answer.status.is_redirection() {
+            return Err(ApproveError::Redirected(
+                answer.status.as_u16(),
+                answer.location,
+            ));
+        }
+        if answer.status != StatusCode::OK {
+            return Err(ApproveError::Status(
+                answer.status.as_u16(),
+                excerpt(&answer.body),
+            ));
         }
         Ok(())
     }
@@ -255,10 +298,11 @@ impl ImdsClient {
     /// `Resources`, e.g. "myvmss_2" for a scale-set instance.
     pub async fn fetch_vm_name(&self) -> Result<String, FetchError> {
         let request = self.request(Method::GET, self.compute_url());
-        let (status, body) = self
+        let answer = self
             .send(request, self.inner.config.request_timeout)
             .await?;
-        check_fetch_status(status, &body)?;
+        check_fetch_answer(&answer)?;
+        let body = answer.body;
         read_vm_name(&body)
             .map_err(|error| FetchError::Malformed(error, truncate(&body, RAW_KEEP_CHARS)))
     }
@@ -271,27 +315,61 @@ impl ImdsClient {
             .header("Metadata", "true")
     }
 
-    /// Waits for the rate limit, sends, and reads the whole body within `timeout`.
-    async fn send(
-        &self,
-        request: RequestBuilder,
-        timeout: Duration,
-    ) -> Result<(StatusCode, String), Transport> {
+    /// Waits for the rate limit, sends, and reads the body (at most `IMDS_BODY_MAX_BYTES`)
+    /// within `timeout`.
+    async fn send(&self, request: RequestBuilder, timeout: Duration) -> Result<Answer, Transport> {
         self.inner.limiter.acquire().await;
-        let exchange = async {
-            let response = request.send().await?;
-            let status = response.status();
-            let body = response.text().await?;
-            Ok::<_, reqwest::Error>((status, body))
-        };
-        match tokio::time::timeout(timeout, exchange).await {
+        match tokio::time::timeout(timeout, exchange(request, timeout)).await {
             Err(_) => Err(Transport::Timeout(timeout)),
-            Ok(Err(error)) if error.is_timeout() => Err(Transport::Timeout(timeout)),
-            Ok(Err(error)) if error.is_connect() => Err(Transport::Connect(error_chain(&error))),
-            Ok(Err(error)) => Err(Transport::Other(error_chain(&error))),
-            Ok(Ok(answer)) => Ok(answer),
+            Ok(result) => result,
         }
     }
+}
+
+/// Sends `request` and reads the answer, the body in chunks up to `IMDS_BODY_MAX_BYTES`.
+async fn exchange(request: RequestBuilder, timeout: Duration) -> Result<Answer, Transport> {
+    let failed = |error| transport_error(error, timeout);
+    let mut response = request.send().await.map_err(failed)?;
+    let status = response.status();
+    let location = response
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
+        .unwrap_or_default();
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(failed)? {
+        if body.len() + chunk.len() > IMDS_BODY_MAX_BYTES {
+            return Err(Transport::TooLarge(IMDS_BODY_MAX_BYTES));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Answer {
+        status,
+        location,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    })
+}
+
+/// Sorts a reqwest error into connect, timeout or other.
+fn transport_error(error: reqwest::Error, timeout: Duration) -> Transport {
+    if error.is_timeout() {
+        return Transport::Timeout(timeout);
+    }
+    if error.is_connect() {
+        return Transport::Connect(error_chain(&error));
+    }
+    Transport::Other(error_chain(&error))
+}
+
+/// Sorts an answer to a GET: a redirect, or its status.
+fn check_fetch_answer(answer: &Answer) -> Result<(), FetchError> {
+    if answer.status.is_redirection() {
+        return Err(FetchError::Redirected(
+            answer.status.as_u16(),
+            answer.location.clone(),
+        ));
+    }
+    check_fetch_status(answer.status, &answer.body)
 }
 
 /// Sorts a non-200 status of a GET into its `FetchError`.

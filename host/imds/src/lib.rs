@@ -37,7 +37,9 @@ pub mod poller;
 pub mod rate_limit;
 pub mod wire;
 
-pub use client::{ApproveError, BuildError, ClientConfig, FetchError, Fetched, ImdsClient};
+pub use client::{
+    ApproveError, BuildError, ClientConfig, FetchError, Fetched, IMDS_BODY_MAX_BYTES, ImdsClient,
+};
 pub use event::{Document, EventSource, EventStatus, EventType, ScheduledEvent, is_vm_name};
 pub use poller::{BACKOFF_CAP, PollStatus, Poller, PollerConfig, PollerParts};
 pub use rate_limit::RateLimiter;

@@ -11,8 +11,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::Response;
 use forewarn_imds::{
-    ApproveError, ClientConfig, Document, FetchError, ImdsClient, Poller, PollerConfig,
-    parse_document,
+    ApproveError, ClientConfig, Document, FetchError, IMDS_BODY_MAX_BYTES, ImdsClient, Poller,
+    PollerConfig, parse_document,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -447,4 +447,66 @@ async fn the_poller_sends_every_document_including_repeats() {
     }
     shutdown.cancel();
     tokio::time::timeout(GIVE_UP, task).await.unwrap().unwrap();
+}
+
+/// A server answering every request with 302 to `location`.
+async fn start_redirector(location: String) -> String {
+    let app = Router::new().fallback(move || {
+        let location = location.clone();
+        async move {
+            Response::builder()
+                .status(StatusCode::FOUND)
+                .header("location", location)
+                .body(Body::empty())
+                .unwrap()
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base_url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    base_url
+}
+
+#[tokio::test]
+async fn a_redirect_is_never_followed_and_the_target_gets_nothing() {
+    let (target, target_url) = start_fake(vec![], Reply::Ok(DOC_ONE), 200).await;
+    let location = format!("{target_url}/metadata/scheduledevents?api-version=2020-07-01");
+    let redirector = start_redirector(location.clone()).await;
+    let client = fast_client(&redirector);
+
+    let fetched = client.fetch_events().await;
+    assert_eq!(fetched, Err(FetchError::Redirected(302, location.clone())));
+    let text = fetched.unwrap_err().to_string();
+    assert!(
+        text.contains("never follows redirects") && text.contains("imds.url"),
+        "{text}"
+    );
+
+    let approved = client.approve(&["event-1".to_owned()]).await;
+    assert_eq!(approved, Err(ApproveError::Redirected(302, location)));
+    assert!(client.fetch_vm_name().await.is_err());
+
+    assert!(
+        target.seen().is_empty(),
+        "the redirect target got {:?}",
+        target.seen()
+    );
+}
+
+#[tokio::test]
+async fn an_oversized_answer_is_refused_naming_the_cap() {
+    let huge: &'static str = Box::leak(" ".repeat(IMDS_BODY_MAX_BYTES + 1).into_boxed_str());
+    let (_fake, base_url) = start_fake(vec![], Reply::Ok(huge), 200).await;
+    let client = ImdsClient::new(ClientConfig {
+        base_url,
+        request_timeout: Duration::from_secs(10),
+        first_request_timeout: Duration::from_secs(10),
+        max_requests_per_second: 1000,
+        ..ClientConfig::default()
+    })
+    .unwrap();
+    let fetched = client.fetch_events().await;
+    assert_eq!(fetched, Err(FetchError::TooLarge(IMDS_BODY_MAX_BYTES)));
+    let text = fetched.unwrap_err().to_string();
+    assert!(text.contains(&IMDS_BODY_MAX_BYTES.to_string()), "{text}");
 }

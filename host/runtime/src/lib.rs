@@ -14,6 +14,7 @@ mod host_api;
 mod http;
 mod inspect;
 mod limits;
+pub mod network;
 mod plugin;
 mod plugin_log;
 mod runtime;
@@ -29,7 +30,7 @@ pub use call_state::{
 };
 pub use error::{LoadError, RuntimeError};
 pub use host_api::PLUGIN_LOG_TARGET;
-pub use http::{HttpClient, RESPONSE_BODY_MAX_BYTES};
+pub use http::{DROPPED_REQUEST_HEADERS, HttpClient, RESPONSE_BODY_MAX_BYTES};
 pub use inspect::ComponentReport;
 pub use plugin::{CallContext, CallFailure, CallOutcome, Plugin, REASON_MAX_BYTES};
 pub use plugin_log::{LogLevel, PluginLogLine};

@@ -24,6 +24,10 @@ use serde_json::{Value, json};
 /// How long one request to etcd may take before the endpoint counts as unreachable.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The largest answer read from etcd (forewarn's keys for one event are a few hundred
+/// bytes); a longer one is refused, naming this cap.
+pub const ETCD_BODY_MAX_BYTES: usize = 4 * 1024 * 1024;
+
 /// A user name and password for etcd's authentication (`/v3/auth/authenticate`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Credentials {
@@ -310,11 +314,18 @@ impl EtcdClient {
             .await
             .map_err(|error| describe_error(&error))?;
         let status = response.status();
-        let body = response
-            .into_body()
+        let body = http_body_util::Limited::new(response.into_body(), ETCD_BODY_MAX_BYTES)
             .collect()
             .await
-            .map_err(|error| describe_error(&error))?
+            .map_err(|error| {
+                if error.is::<http_body_util::LengthLimitError>() {
+                    return format!(
+                        "the answer is larger than {ETCD_BODY_MAX_BYTES} bytes, the most forewarn \
+                         reads; check that `coordination.endpoints` names etcd client URLs"
+                    );
+                }
+                describe_error(error.as_ref())
+            })?
             .to_bytes();
         Ok((status, String::from_utf8_lossy(&body).into_owned()))
     }
@@ -530,6 +541,38 @@ mod tests {
         );
         let empty: RangeAnswer = serde_json::from_str(r#"{"header":{}}"#).unwrap();
         assert!(empty.key_values().is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_answer_over_the_cap_is_refused_naming_the_cap() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = [0u8; 4096];
+            let _ = socket.read(&mut request).await;
+            let length = ETCD_BODY_MAX_BYTES + 1;
+            let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {length}\r\n\r\n");
+            let _ = socket.write_all(head.as_bytes()).await;
+            let _ = socket.write_all(&vec![b' '; length]).await;
+        });
+        let config = crate::config::Config::parse(&format!(
+            "[coordination]\nendpoints = [\"{endpoint}\"]\n"
+        ))
+        .unwrap()
+        .coordination
+        .unwrap();
+        let tls = super::super::tls::client_config(&config).unwrap();
+        let client = EtcdClient::new(&config.endpoints, None, tls).unwrap();
+        let error = client.list("/forewarn/").await.unwrap_err();
+        let EtcdError::Unreachable { message, .. } = &error else {
+            panic!("expected the cap to refuse the answer, got {error:?}");
+        };
+        assert!(
+            message.contains(&format!("larger than {ETCD_BODY_MAX_BYTES} bytes")),
+            "{message}"
+        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Modes that exercise host calls: "state" (a durable counter), "ready" (readiness, which
-//! needs a grant) and "config" (a manifest value).
+//! needs a grant), "config" (a manifest value) and "http" (a request the config describes).
 
 use forewarn_sdk::Decision;
 use forewarn_sdk::host::{self, state};
@@ -47,5 +47,22 @@ pub fn state_set_forever() -> Decision {
     loop {
         let _ignored = state::set(&format!("loop-{}", index % 24), &value);
         index = index.wrapping_add(1);
+    }
+}
+
+/// Sends `config("method")` (default GET) to `config("url")` with the headers in
+/// `config("headers")` ("Name: value" pairs separated by `|`); reports the status or error.
+pub fn http() -> Decision {
+    let url = host::config_or("url", "http://127.0.0.1/");
+    let method = host::config_or("method", "GET");
+    let mut request = forewarn_sdk::HttpRequest::new(&method, &url);
+    let headers = host::config_or("headers", "");
+    for pair in headers.split('|').filter(|pair| !pair.is_empty()) {
+        let (name, value) = pair.split_once(':').unwrap_or((pair, ""));
+        request = request.header(name.trim(), value.trim());
+    }
+    match host::http::send(&request) {
+        Ok(response) => defer_with(format!("http: status {}", response.status)),
+        Err(error) => defer_with(format!("http: {error}")),
     }
 }

@@ -50,6 +50,7 @@ fn run_mode(mode: &str, event: &Event, phase: Phase, ctx: &Context) -> Decision 
         "state-loop" => host_calls::state_set_forever(),
         "ready" => host_calls::mark_not_ready(),
         "config" => host_calls::greeting(),
+        "http" => host_calls::http(),
         "defer-until-attempt" => daemon_modes::defer_until_attempt(phase, ctx),
         unknown => defer_with(format!("unknown probe mode: {unknown}")),
     }
