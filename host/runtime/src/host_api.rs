@@ -57,8 +57,9 @@ impl host::Host for CallState {
                 self.plugin
             )));
         }
-        self.services.readiness.set(&self.plugin, ready);
-        tracing::info!(plugin = %self.plugin, ready, "readiness changed by plugin");
+        if self.services.readiness.set(&self.plugin, ready) {
+            tracing::info!(plugin = %self.plugin, ready, "readiness changed by plugin");
+        }
         Ok(())
     }
 
@@ -71,7 +72,7 @@ impl host::Host for CallState {
                     tracing::warn!(
                         plugin = %self.plugin,
                         url = %log_safe(&request.url, LOG_FIELD_MAX_BYTES),
-                        error = %log_safe(&format!("{error:?}"), LOG_FIELD_MAX_BYTES),
+                        error = %log_safe(&describe(&error), LOG_FIELD_MAX_BYTES),
                         "plugin HTTP request refused"
                     );
                 }
@@ -89,7 +90,7 @@ impl host::Host for CallState {
                 tracing::debug!(plugin = %self.plugin, %method, %url, status = response.status, "plugin HTTP request")
             }
             Err(error) => {
-                let error = log_safe(&format!("{error:?}"), LOG_FIELD_MAX_BYTES);
+                let error = log_safe(&describe(&error), LOG_FIELD_MAX_BYTES);
                 tracing::warn!(plugin = %self.plugin, %method, %url, %error, "plugin HTTP request failed")
             }
         }
@@ -110,14 +111,14 @@ impl host::Host for CallState {
                     tracing::warn!(
                         plugin = %self.plugin,
                         action = %log_safe(&name, LOG_FIELD_MAX_BYTES),
-                        error = %log_safe(&format!("{error:?}"), LOG_FIELD_MAX_BYTES),
+                        error = %log_safe(&describe(&error), LOG_FIELD_MAX_BYTES),
                         "plugin action refused"
                     );
                 }
                 return Err(error);
             }
         };
-        tracing::info!(plugin = %self.plugin, action = %name, argv = ?spec.argv, "running action");
+        tracing::info!(plugin = %self.plugin, action = %name, argv = %spec.argv.join(" "), "running action");
         let result = actions::run(&spec, self.deadline).await;
         log_action_result(&self.plugin, &name, &result);
         result
@@ -155,7 +156,18 @@ fn log_action_result(plugin: &str, action: &str, result: &Result<ActionOutput, H
             action,
             "action killed: it ran past its timeout or the plugin's deadline"
         ),
-        Err(error) => tracing::warn!(plugin, action, ?error, "action failed"),
+        Err(error) => tracing::warn!(plugin, action, error = %describe(error), "action failed"),
+    }
+}
+
+/// A host error as a log field reads it: `not granted: …`, `invalid: …`, `failed: …`,
+/// `timed out` (never Rust's `Debug` form).
+pub fn describe(error: &HostError) -> String {
+    match error {
+        HostError::NotGranted(text) => format!("not granted: {text}"),
+        HostError::Invalid(text) => format!("invalid: {text}"),
+        HostError::Failed(text) => format!("failed: {text}"),
+        HostError::TimedOut => "timed out".to_owned(),
     }
 }
 

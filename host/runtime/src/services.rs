@@ -50,12 +50,14 @@ pub struct Readiness {
 
 impl Readiness {
     /// Records `plugin`'s view: `false` holds the VM out of rotation until it says `true`.
-    pub fn set(&self, plugin: &str, ready: bool) {
+    /// Records `plugin`'s view; returns whether it changed (a plugin that repeats itself on
+    /// every call changes nothing).
+    pub fn set(&self, plugin: &str, ready: bool) -> bool {
         let mut not_ready = lock(&self.not_ready);
         if ready {
-            not_ready.remove(plugin);
+            not_ready.remove(plugin)
         } else {
-            not_ready.insert(plugin.to_owned());
+            not_ready.insert(plugin.to_owned())
         }
     }
 
