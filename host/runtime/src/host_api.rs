@@ -90,7 +90,7 @@ impl host::Host for CallState {
                 tracing::debug!(plugin = %self.plugin, %method, %url, status = response.status, "plugin HTTP request")
             }
             Err(error) => {
-                let error = log_safe(&describe(&error), LOG_FIELD_MAX_BYTES);
+                let error = log_safe(&describe(error), LOG_FIELD_MAX_BYTES);
                 tracing::warn!(plugin = %self.plugin, %method, %url, %error, "plugin HTTP request failed")
             }
         }
