@@ -228,6 +228,13 @@ async fn many_memories_share_one_cap_and_rss_stays_bounded() {
     );
     let peak = status_bytes("VmHWM:");
     let grown = peak.saturating_sub(baseline);
+    // The figure docs/operations.md quotes (`--nocapture` shows it).
+    eprintln!(
+        "{EXTRA_MEMORIES} memories of {} MiB under a {} MiB cap: peak RSS grew by {} KiB",
+        PAGES_PER_MEMORY * WASM_PAGE / MIB,
+        CAP / MIB,
+        grown / 1024
+    );
     assert!(
         grown <= 2 * CAP,
         "the call raised the peak RSS by {} MiB; the cap is {} MiB",
