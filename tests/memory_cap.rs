@@ -7,8 +7,9 @@
 
 use std::time::Duration;
 
-use forewarn_runtime::bindings::{EventSource, EventStatus, EventType, Phase, ScheduledEvent};
-use forewarn_runtime::{CallContext, CallFailure, HostServices, PluginSettings, Runtime};
+use forewarn_runtime::bindings::Phase;
+use forewarn_runtime::{CallFailure, HostServices, PluginSettings, Runtime};
+use forewarn_tests::fixtures::{sample_context, sample_event};
 use wasm_encoder::{
     BlockType, CodeSection, ConstExpr, ExportKind, ExportSection, Function, FunctionSection,
     GlobalSection, GlobalType, MemArg, MemorySection, MemoryType, Module, TypeSection, ValType,
@@ -162,21 +163,6 @@ fn many_memories_component() -> Vec<u8> {
         .expect("the component encodes")
 }
 
-fn sample_event() -> ScheduledEvent {
-    ScheduledEvent {
-        id: "602d9444-d2cd-49c7-8624-8643e7171297".into(),
-        event_type: EventType::Reboot,
-        event_type_raw: "Reboot".into(),
-        resource_type: "VirtualMachine".into(),
-        resources: vec!["vm-a".into()],
-        status: EventStatus::Scheduled,
-        not_before_unix_ms: None,
-        description: "memory cap test".into(),
-        source: EventSource::Platform,
-        duration_seconds: None,
-    }
-}
-
 /// A field of /proc/self/status in KiB, as bytes.
 fn status_bytes(field: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").expect("Linux /proc");
@@ -205,11 +191,7 @@ async fn many_memories_share_one_cap_and_rss_stays_bounded() {
     // Start the peak RSS afresh (writing 5 to clear_refs resets VmHWM), after compiling.
     std::fs::write("/proc/self/clear_refs", "5").expect("can reset the peak RSS");
     let baseline = status_bytes("VmRSS:");
-    let context = CallContext {
-        vm_name: "vm-a".into(),
-        affects_this_vm: true,
-        attempt: 1,
-    };
+    let context = sample_context();
     let outcome = plugin
         .call(
             &sample_event(),
