@@ -75,9 +75,14 @@ impl Setup {
     /// Writes the daemon config (admin on an ephemeral loopback port, `extra` appended) and
     /// starts `forewarn run`.
     fn start_daemon(&self, extra: &str) -> Daemon {
+        self.start_daemon_listening("127.0.0.1:0", extra)
+    }
+
+    /// [`Setup::start_daemon`] with the admin endpoint on `admin`.
+    fn start_daemon_listening(&self, admin: &str, extra: &str) -> Daemon {
         let config = format!(
             "vm-name = \"vm-a\"\nstate-dir = \"{}\"\nplugin-dir = \"{}\"\n\n[imds]\nurl = \"{}\"\n\
-             poll-interval = \"250ms\"\n\n[admin]\nlisten = \"127.0.0.1:0\"\n\n{extra}\n",
+             poll-interval = \"250ms\"\n\n[admin]\nlisten = \"{admin}\"\n\n{extra}\n",
             self.path("state").display(),
             self.path("plugins").display(),
             self.simulator.base_url,
@@ -776,20 +781,6 @@ fn free_loopback_address() -> String {
     listener.local_addr().expect("its address").to_string()
 }
 
-/// Writes a config with the admin endpoint on `admin` and starts `forewarn run`.
-fn start_daemon_on(setup: &Setup, admin: &str) -> Daemon {
-    let config = format!(
-        "vm-name = \"vm-a\"\nstate-dir = \"{}\"\nplugin-dir = \"{}\"\n\n[imds]\nurl = \"{}\"\n\
-         poll-interval = \"250ms\"\n\n[admin]\nlisten = \"{admin}\"\n",
-        setup.path("state").display(),
-        setup.path("plugins").display(),
-        setup.simulator.base_url,
-    );
-    let config_path = setup.path("forewarn.toml");
-    std::fs::write(&config_path, config).expect("write the daemon config");
-    Daemon::start(Path::new(FOREWARN), &config_path)
-}
-
 #[test]
 fn readiness_hold_survives_a_sigkill_mid_drain_and_haproxy_keeps_the_vm_down() {
     find_haproxy();
@@ -800,7 +791,7 @@ fn readiness_hold_survives_a_sigkill_mid_drain_and_haproxy_keeps_the_vm_down() {
          [capabilities]\nreadiness = true\n",
     );
     let admin = free_loopback_address();
-    let mut first = start_daemon_on(&setup, &admin);
+    let mut first = setup.start_daemon_listening(&admin, "");
     assert_eq!(admin_address(&first), admin);
     let haproxy = Haproxy::start(setup.dir.path(), &admin);
     wait_for(Duration::from_secs(10), "HAProxy to see vm-a UP", || {
@@ -813,7 +804,7 @@ fn readiness_hold_survives_a_sigkill_mid_drain_and_haproxy_keeps_the_vm_down() {
     first.kill();
     let killed_at = now_ms();
 
-    let second = start_daemon_on(&setup, &admin);
+    let second = setup.start_daemon_listening(&admin, "");
     admin_address(&second);
     let first_readyz = wait_for(
         Duration::from_secs(30),

@@ -35,16 +35,7 @@ fn start(scenario: &str, speed: f64, write_plugins: impl FnOnce(&Path)) -> Setup
     std::fs::create_dir_all(&plugin_dir).unwrap();
     write_plugins(&plugin_dir);
     let simulator = Simulator::start(forewarn(), scenario, speed);
-    let config_path = dir.path().join("forewarn.toml");
-    DaemonConfig {
-        vm_name: "vm-a".into(),
-        state_dir: dir.path().join("state"),
-        plugin_dir,
-        imds_url: simulator.base_url.clone(),
-        poll_interval: "250ms".into(),
-        policy: Vec::new(),
-    }
-    .write(&config_path);
+    let config_path = write_config(dir.path(), &simulator, plugin_dir);
     let daemon = Daemon::start(forewarn(), &config_path);
     let admin = admin_address(&daemon);
     Setup {
@@ -53,6 +44,21 @@ fn start(scenario: &str, speed: f64, write_plugins: impl FnOnce(&Path)) -> Setup
         daemon,
         admin,
     }
+}
+
+/// Writes `dir/forewarn.toml` for vm-a against `simulator` with `plugin_dir`; its path.
+fn write_config(dir: &Path, simulator: &Simulator, plugin_dir: PathBuf) -> PathBuf {
+    let config_path = dir.join("forewarn.toml");
+    DaemonConfig {
+        vm_name: "vm-a".into(),
+        state_dir: dir.join("state"),
+        plugin_dir,
+        imds_url: simulator.base_url.clone(),
+        poll_interval: "250ms".into(),
+        policy: Vec::new(),
+    }
+    .write(&config_path);
+    config_path
 }
 
 /// `127.0.0.1:PORT` of the daemon's admin endpoint, from its log.
@@ -685,24 +691,9 @@ fn two_thousand_idle_admin_connections_stop_neither_polls_nor_approvals() {
         Path::new(guests::PROBE),
         &[ProbePlugin::new("ok", "approve")],
     );
-    let config_path = dir.path().join("forewarn.toml");
-    DaemonConfig {
-        vm_name: "vm-a".into(),
-        state_dir: dir.path().join("state"),
-        plugin_dir,
-        imds_url: simulator.base_url.clone(),
-        poll_interval: "250ms".into(),
-        policy: Vec::new(),
-    }
-    .write(&config_path);
+    let config_path = write_config(dir.path(), &simulator, plugin_dir);
     let daemon = Daemon::start_with_fd_limit(forewarn(), &config_path, FLOOD_DAEMON_FD_LIMIT);
-    let admin = wait_for(WAIT, "the admin endpoint's address in the log", || {
-        daemon
-            .lines_with_message("admin endpoint listening")
-            .first()
-            .map(|line| line.text("address").to_owned())
-            .ok_or_else(|| daemon.describe_for_failure())
-    });
+    let admin = admin_address(&daemon);
 
     // Open the flood and keep every connection open (and silent) to the end of the test.
     // Some connects may fail (a daemon out of descriptors stops accepting); the flood

@@ -165,6 +165,18 @@ runs_for = "2s"
 const HOSTILE_SPEED: f64 = 2.0;
 const HOSTILE_MARGIN_MS: u64 = 2_000;
 
+/// The hostile scenario with `plugins`, polled every 300 ms, with the hostile safety margin.
+fn hostile_setup(plugins: &[ProbePlugin]) -> Setup {
+    let margin = format!("safety-margin-ms = {HOSTILE_MARGIN_MS}");
+    Setup::new(
+        HOSTILE_SCENARIO,
+        HOSTILE_SPEED,
+        plugins,
+        "300ms",
+        &[&margin],
+    )
+}
+
 #[test]
 fn hostile_plugins_leave_the_daemon_and_a_good_plugin_unaffected() {
     let plugins = [
@@ -182,14 +194,7 @@ fn hostile_plugins_leave_the_daemon_and_a_good_plugin_unaffected() {
             .subscribe(&["Reboot"])
             .budget("1s"),
     ];
-    let margin = format!("safety-margin-ms = {HOSTILE_MARGIN_MS}");
-    let setup = Setup::new(
-        HOSTILE_SCENARIO,
-        HOSTILE_SPEED,
-        &plugins,
-        "300ms",
-        &[&margin],
-    );
+    let setup = hostile_setup(&plugins);
     let mut daemon = setup.start_daemon();
     let reboot = stable_event_id("hostile", 0);
     let freeze = stable_event_id("hostile", 1);
@@ -359,14 +364,7 @@ fn plugins_looping_state_set_leave_polling_healthz_and_a_good_plugin_unaffected(
             .subscribe(&["Reboot"])
             .budget("3s"),
     ];
-    let margin = format!("safety-margin-ms = {HOSTILE_MARGIN_MS}");
-    let setup = Setup::new(
-        HOSTILE_SCENARIO,
-        HOSTILE_SPEED,
-        &plugins,
-        "300ms",
-        &[&margin],
-    );
+    let setup = hostile_setup(&plugins);
     let mut daemon = setup.start_daemon();
     let admin = admin_address(&daemon);
     let freeze = stable_event_id("hostile", 1);
