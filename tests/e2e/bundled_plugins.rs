@@ -209,6 +209,24 @@ impl Haproxy {
     fn history(&self) -> Vec<(u64, String)> {
         self.history.lock().expect("history lock").clone()
     }
+
+    /// Waits until the recorded history shows vm-a UP at or after `since` (Unix ms); that
+    /// change. The recorded history, not the live status: the watcher samples on its own
+    /// thread and may record UP a moment after HAProxy reports it.
+    fn wait_up_since(&self, since: u64) -> (u64, String) {
+        wait_for(
+            Duration::from_secs(10),
+            "HAProxy to see vm-a UP again after the event ended",
+            || {
+                let history = self.history();
+                history
+                    .iter()
+                    .find(|(at, status)| *at >= since && status == "UP")
+                    .cloned()
+                    .ok_or_else(|| format!("{history:?}"))
+            },
+        )
+    }
 }
 
 impl Drop for Haproxy {
@@ -344,20 +362,7 @@ fn lb_drain_takes_the_vm_out_of_haproxy_before_approval_and_back_after() {
         Duration::from_secs(30),
     );
     assert_eq!(readyz(&admin), "200", "/readyz after the event");
-    // Wait on the watcher's recorded history, not the live status: the watcher samples
-    // on its own thread and may record UP a moment after HAProxy reports it.
-    let up_again = wait_for(
-        Duration::from_secs(10),
-        "HAProxy to see vm-a UP again after the event ended",
-        || {
-            let history = haproxy.history();
-            history
-                .iter()
-                .find(|(at, status)| *at >= ended.at_unix_ms && status == "UP")
-                .cloned()
-                .ok_or_else(|| format!("{history:?}"))
-        },
-    );
+    let up_again = haproxy.wait_up_since(ended.at_unix_ms);
     assert!(up_again.0 > approved_at);
     let approvals = setup.simulator.state().approvals;
     assert!(
@@ -843,16 +848,5 @@ fn readiness_hold_survives_a_sigkill_mid_drain_and_haproxy_keeps_the_vm_down() {
         up_while_rebooting.is_empty(),
         "HAProxy saw vm-a UP between the SIGKILL and the end of the event: {history:?}"
     );
-    wait_for(
-        Duration::from_secs(10),
-        "HAProxy to see vm-a UP again after the event ended",
-        || {
-            let history = haproxy.history();
-            history
-                .iter()
-                .find(|(at, status)| *at >= ended.at_unix_ms && status == "UP")
-                .cloned()
-                .ok_or_else(|| format!("{history:?}"))
-        },
-    );
+    haproxy.wait_up_since(ended.at_unix_ms);
 }
