@@ -97,7 +97,8 @@ pub async fn serve(listener: TcpListener, state: AdminState, shutdown: Cancellat
         address = %address,
         paths = "/healthz /readyz /metrics /status",
         max_connections = ADMIN_MAX_CONNECTIONS,
-        "admin endpoint listening"
+        "{}",
+        crate::log_messages::ADMIN_LISTENING
     );
     let router = router(state);
     let permits = Arc::new(Semaphore::new(ADMIN_MAX_CONNECTIONS));

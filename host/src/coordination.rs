@@ -35,6 +35,7 @@ pub use etcd::{Compare, Credentials, EtcdClient, EtcdError, KeyValue, Write};
 
 use crate::config::CoordinationConfig;
 use crate::convert::unix_ms;
+use crate::log_messages;
 use crate::policy::{self, ApprovalGate, GroupApproval, PolicyConfig};
 use crate::state::{Approval, EventProgress};
 
@@ -615,7 +616,7 @@ impl Inner {
         if let Some(tracked) = self.lock().events.get_mut(id) {
             tracked.ready_in_lease = Some(lease);
         }
-        tracing::info!(event_id = %id, vm = %self.vm, "recorded in etcd: this VM is ready for the event");
+        tracing::info!(event_id = %id, vm = %self.vm, "{}", log_messages::COORDINATION_READY);
         Ok(())
     }
 
@@ -719,7 +720,7 @@ impl Inner {
         };
         if !tracked.leading {
             tracked.leading = true;
-            tracing::info!(event_id = %id, vm = %self.vm, "this VM leads the approval of the event");
+            tracing::info!(event_id = %id, vm = %self.vm, "{}", log_messages::COORDINATION_LEADS);
         }
     }
 

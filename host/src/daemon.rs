@@ -17,6 +17,7 @@ use crate::convert::{from_unix_ms, phase_name, to_wit_event, unix_ms};
 use crate::coordination::{self, Coordinator};
 use crate::journal::{Journal, JournalError};
 use crate::log_fields;
+use crate::log_messages;
 use crate::plugins::{LoadedPlugin, PluginSet, SharedPlugins};
 use crate::policy::{self, ApprovalGate, Plan, PolicyConfig};
 use crate::readiness_holds;
@@ -109,8 +110,8 @@ impl Daemon {
         if let Some(quarantined) = &opened.quarantined {
             tracing::error!(
                 moved_to = %quarantined.display(),
-                "the journal was unreadable and was moved aside; starting without it, so \
-                 events already prepared may be prepared again"
+                "{}",
+                log_messages::JOURNAL_QUARANTINED
             );
         }
         let state: DaemonState = opened.value.unwrap_or_default();
@@ -243,7 +244,8 @@ impl Daemon {
             transition = transition.kind(),
             not_before = %log_fields::time(event.not_before),
             resources = %log_fields::list(&event.resources),
-            "event transition"
+            "{}",
+            log_messages::EVENT_TRANSITION
         );
         self.emit(TimelineEntry::Transition {
             event_id: event.id.clone(),
@@ -990,12 +992,14 @@ fn log_answer(event_id: &str, plugin: &str, answer: &Answer) {
     match answer.outcome.as_str() {
         "approve" | "defer" => tracing::info!(
             event_id, plugin, phase = %answer.phase, decision = %answer.outcome,
-            reason = %answer.reason, elapsed_ms = answer.elapsed_ms, "plugin decision"
+            reason = %answer.reason, elapsed_ms = answer.elapsed_ms, "{}",
+            log_messages::PLUGIN_DECISION
         ),
         _ => tracing::warn!(
             event_id, plugin, phase = %answer.phase, decision = "defer",
             failure = %answer.outcome, reason = %answer.reason, elapsed_ms = answer.elapsed_ms,
-            "plugin call failed; counted as a defer"
+            "{}",
+            log_messages::PLUGIN_CALL_FAILED
         ),
     }
 }

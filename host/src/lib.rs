@@ -14,6 +14,7 @@ pub mod demo_log;
 pub mod demo_workload;
 pub mod journal;
 pub mod log_fields;
+pub mod log_messages;
 pub mod manifest;
 pub mod metrics;
 pub mod plugin_state;

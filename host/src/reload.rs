@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use forewarn_runtime::trust::{self, FileRules, Owners, TrustError};
 
+use crate::log_messages;
 use crate::manifest::PluginManifest;
 use crate::plugins::{self, LoadedPlugin, PluginFileLimits, PluginLoadError, PluginSet};
 
@@ -588,7 +589,11 @@ fn log_loaded(plugin: &LoadedPlugin, replaced: bool, elapsed: Duration) {
         subscribe = %crate::log_fields::list(&plugin.manifest.subscribe),
         budget = %crate::log_fields::duration(plugin.manifest.budget),
         "{}",
-        if replaced { "plugin reloaded" } else { "plugin loaded" }
+        if replaced {
+            log_messages::PLUGIN_RELOADED
+        } else {
+            log_messages::PLUGIN_LOADED
+        }
     );
 }
 
