@@ -9,8 +9,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
+use forewarn_host::cli::demo;
 use forewarn_host::config::{Config, DEFAULT_CONFIG_PATH};
-use forewarn_host::{app, demo, status, timeline};
+use forewarn_host::daemon::wiring as app;
+use forewarn_host::ops::status;
+use forewarn_host::pipeline::timeline;
 use tokio_util::sync::CancellationToken;
 
 /// forewarn: prepares this VM for Azure maintenance through sandboxed WebAssembly plugins.
@@ -201,7 +204,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Status(args) => status(args).await.map(|()| ExitCode::SUCCESS),
         Command::Config(ConfigCommand::Example) => {
-            print!("{}", forewarn_host::config_example::CONFIG_EXAMPLE);
+            print!("{}", forewarn_host::config::example::CONFIG_EXAMPLE);
             Ok(ExitCode::SUCCESS)
         }
         Command::Config(ConfigCommand::Check { path }) => Ok(config_check(&path)),
@@ -224,10 +227,10 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         config.vm_name = name;
     }
     let prepared = app::build_runtime(&config)?;
-    let plugins = forewarn_host::reload::PluginDirectory::start(
+    let plugins = forewarn_host::plugins::reload::PluginDirectory::start(
         prepared.runtime.clone(),
         &config.plugin_dir,
-        forewarn_host::reload::ReloadOptions {
+        forewarn_host::plugins::reload::ReloadOptions {
             file_limits: config.plugin_file_limits(),
             ..Default::default()
         },
@@ -289,7 +292,7 @@ fn admin_base_url(address: &str) -> String {
 }
 
 async fn demo_workload(command: DemoWorkloadCommand) -> anyhow::Result<()> {
-    use forewarn_host::demo_workload::{run_app, run_control};
+    use forewarn_host::cli::demo_workload::{run_app, run_control};
     match command {
         DemoWorkloadCommand::App => run_app().await,
         DemoWorkloadCommand::Stop { control } => run_control("stop", &control).await,
@@ -323,7 +326,7 @@ fn config_check(path: &std::path::Path) -> ExitCode {
 /// `forewarn plugin export-bundled DIR`: writes each bundled plugin's component and manifest.
 fn export_bundled(dir: &std::path::Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    for plugin in forewarn_host::bundled::bundled_plugins() {
+    for plugin in forewarn_host::plugins::bundled::bundled_plugins() {
         let wasm = dir.join(format!("{}.wasm", plugin.name));
         let manifest = dir.join(format!("{}.toml", plugin.name));
         std::fs::write(&wasm, plugin.wasm)
@@ -459,7 +462,7 @@ fn init_logging(format: LogFormat, demo: bool) {
             ));
         let _ignored = tracing_subscriber::registry()
             .with(filter)
-            .with(forewarn_host::demo_log::DemoLogLayer)
+            .with(forewarn_host::cli::demo_log::DemoLogLayer)
             .try_init();
         return;
     }

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use forewarn_host::bundled::bundled_plugins;
+use forewarn_host::plugins::bundled::bundled_plugins;
 use forewarn_tests::support::{ChildGuard, Daemon, PluginDecision, Simulator, http_get, wait_for};
 
 const FOREWARN: &str = env!("CARGO_BIN_EXE_forewarn");

@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use forewarn_host::config::Config;
-use forewarn_host::status::StatusSnapshot;
+use forewarn_host::ops::status::StatusSnapshot;
 use forewarn_tests::guests;
 use forewarn_tests::support::{
     Daemon, DaemonConfig, ProbePlugin, Simulator, http_get, summarize_state, wait_for,

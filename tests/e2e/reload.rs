@@ -1,4 +1,4 @@
-//! End-to-end tests of the watched plugin directory (`forewarn_host::reload`): hot reload,
+//! End-to-end tests of the watched plugin directory (`forewarn_host::plugins::reload`): hot reload,
 //! partial and broken files, removal, manifest edits, the directory deleted and recreated.
 //!
 //! Most tests drive `PluginDirectory` in-process with a real runtime and a temp directory
@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use forewarn_host::plugins::PluginSet;
-use forewarn_host::reload::{PluginDirectory, ReloadOptions};
+use forewarn_host::plugins::reload::{PluginDirectory, ReloadOptions};
+use forewarn_host::plugins::set::PluginSet;
 use forewarn_runtime::bindings as wit;
 use forewarn_runtime::{CallContext, CallOutcome, HostServices, Plugin, Runtime, RuntimeConfig};
 use forewarn_tests::guests;
@@ -691,7 +691,7 @@ async fn the_watcher_survives_the_directory_being_deleted_and_created_again() {
 /// key with its default value is exactly the defaults.
 #[test]
 fn the_documented_manifests_parse_and_the_defaults_are_the_defaults() {
-    use forewarn_host::manifest::PluginManifest;
+    use forewarn_host::plugins::manifest::PluginManifest;
     let doc_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/plugin-directory.md");
     let doc = std::fs::read_to_string(doc_path).unwrap();
     let blocks: Vec<&str> = doc
@@ -817,7 +817,7 @@ fn the_daemon_picks_up_a_new_plugin_version_without_restarting() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement, not a test: run it by hand for BENCHMARKS.md"]
 async fn measure_reload_latency() {
-    let lb_drain = forewarn_host::bundled::bundled_plugins()
+    let lb_drain = forewarn_host::plugins::bundled::bundled_plugins()
         .into_iter()
         .find(|plugin| plugin.name == "lb-drain")
         .expect("lb-drain is bundled");

@@ -10,13 +10,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail};
+use forewarn_host::daemon::journal::Journal;
 use forewarn_host::daemon::{Daemon, DaemonSettings};
-use forewarn_host::journal::Journal;
-use forewarn_host::manifest::PluginManifest;
-use forewarn_host::plugins::{PluginSet, load_plugin_bytes};
-use forewarn_host::policy::PolicyConfig;
-use forewarn_host::state::DaemonState;
-use forewarn_host::timeline::{TimelineEntry, new_timeline};
+use forewarn_host::pipeline::policy::PolicyConfig;
+use forewarn_host::pipeline::state::DaemonState;
+use forewarn_host::pipeline::timeline::{TimelineEntry, new_timeline};
+use forewarn_host::plugins::manifest::PluginManifest;
+use forewarn_host::plugins::set::{PluginSet, load_plugin_bytes};
 use forewarn_imds::{ClientConfig, Document, ImdsClient};
 use forewarn_runtime::bindings::{Context, Decision, Phase, ScheduledEvent};
 use forewarn_runtime::{
@@ -343,7 +343,7 @@ struct Bench {
 impl Bench {
     async fn start(
         scenario: Scenario,
-        plugins: Vec<forewarn_host::plugins::LoadedPlugin>,
+        plugins: Vec<forewarn_host::plugins::set::LoadedPlugin>,
         state_dir: &Path,
     ) -> anyhow::Result<Bench> {
         std::fs::create_dir_all(state_dir)
@@ -553,7 +553,7 @@ fn load_noops(
     runtime: &Runtime,
     noop: &[u8],
     count: usize,
-) -> anyhow::Result<Vec<forewarn_host::plugins::LoadedPlugin>> {
+) -> anyhow::Result<Vec<forewarn_host::plugins::set::LoadedPlugin>> {
     (0..count)
         .map(|index| {
             let path = PathBuf::from(format!("noop-{index:02}.wasm"));

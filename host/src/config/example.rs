@@ -2,7 +2,7 @@
 //! the default /etc/forewarn/forewarn.toml the .deb installs: every option at its default.
 
 /// The example configuration text (packaging/forewarn.toml).
-pub const CONFIG_EXAMPLE: &str = include_str!("../../packaging/forewarn.toml");
+pub const CONFIG_EXAMPLE: &str = include_str!("../../../packaging/forewarn.toml");
 
 #[cfg(test)]
 mod tests {
@@ -28,7 +28,7 @@ mod tests {
 
     #[test]
     fn the_operations_guide_shows_the_example_verbatim() {
-        let guide = include_str!("../../docs/operations.md");
+        let guide = include_str!("../../../docs/operations.md");
         let block = format!("```toml\n{}```", CONFIG_EXAMPLE);
         assert!(
             guide.contains(&block),

@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 /// `2026-11-23T01:50:37Z`, or `none` when there is no time (an event without NotBefore).
 pub fn time(at: Option<SystemTime>) -> String {
-    at.map_or_else(|| "none".to_owned(), crate::status::rfc3339)
+    at.map_or_else(|| "none".to_owned(), crate::ops::status::rfc3339)
 }
 
 /// `1s 250ms`, `2m 5s`: whole milliseconds, in the largest units that fit.

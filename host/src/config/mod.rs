@@ -1,6 +1,8 @@
 //! The daemon's configuration file (one TOML file), its defaults, and the command-line
 //! overrides applied on top of it.
 
+pub mod example;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -9,8 +11,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::coordination::DeadVm;
-use crate::manifest::describe_toml_error;
-use crate::policy::PolicyConfig;
+use crate::pipeline::policy::PolicyConfig;
+use crate::plugins::manifest::describe_toml_error;
 
 /// Where `forewarn run` looks for its config when none is named.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/forewarn/forewarn.toml";
@@ -169,8 +171,10 @@ impl Default for Config {
             vm_name: String::new(),
             state_dir: PathBuf::from("/var/lib/forewarn"),
             plugin_dir: PathBuf::from("/etc/forewarn/plugins.d"),
-            max_plugin_size: bytesize::ByteSize::b(crate::plugins::DEFAULT_MAX_PLUGIN_BYTES),
-            max_manifest_size: bytesize::ByteSize::b(crate::plugins::DEFAULT_MAX_MANIFEST_BYTES),
+            max_plugin_size: bytesize::ByteSize::b(crate::plugins::set::DEFAULT_MAX_PLUGIN_BYTES),
+            max_manifest_size: bytesize::ByteSize::b(
+                crate::plugins::set::DEFAULT_MAX_MANIFEST_BYTES,
+            ),
             imds: ImdsConfig::default(),
             policy: PolicyConfig::default(),
             admin: AdminConfig::default(),
@@ -228,8 +232,8 @@ pub enum ConfigError {
 
 impl Config {
     /// The size limits of plugin files this config sets.
-    pub fn plugin_file_limits(&self) -> crate::plugins::PluginFileLimits {
-        crate::plugins::PluginFileLimits {
+    pub fn plugin_file_limits(&self) -> crate::plugins::set::PluginFileLimits {
+        crate::plugins::set::PluginFileLimits {
             max_wasm_bytes: self.max_plugin_size.as_u64(),
             max_manifest_bytes: self.max_manifest_size.as_u64(),
         }

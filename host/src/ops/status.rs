@@ -8,8 +8,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use forewarn_imds::PollStatus;
 use serde::{Deserialize, Serialize};
 
-use crate::plugins::{PluginSet, PluginSource};
-use crate::state::{Approval, DaemonState, EventProgress, Handling, Lifecycle};
+use crate::pipeline::state::{Approval, DaemonState, EventProgress, Handling, Lifecycle};
+use crate::plugins::set::{PluginSet, PluginSource};
 
 /// Everything an operator wants to see at once. Times are RFC 3339 (UTC) strings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -188,7 +188,7 @@ fn event_view(id: &str, progress: &EventProgress, now: SystemTime) -> EventView 
     }
 }
 
-fn plugin_view(plugin: &crate::plugins::LoadedPlugin) -> PluginView {
+fn plugin_view(plugin: &crate::plugins::set::LoadedPlugin) -> PluginView {
     PluginView {
         name: plugin.name().to_owned(),
         content_hash: plugin.plugin.content_hash().to_owned(),

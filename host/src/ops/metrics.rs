@@ -15,8 +15,8 @@ use prometheus_client::registry::Registry;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::plugins::PluginSet;
-use crate::timeline::TimelineEntry;
+use crate::pipeline::timeline::TimelineEntry;
+use crate::plugins::set::PluginSet;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabel {

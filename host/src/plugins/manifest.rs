@@ -285,7 +285,7 @@ mod tests {
     /// The manifest shown in the top-level README parses (it is what operators copy).
     #[test]
     fn the_readme_manifest_example_parses() {
-        let readme = include_str!("../../README.md");
+        let readme = include_str!("../../../README.md");
         let start = readme.find("```toml\n").expect("README has a TOML example") + 8;
         let length = readme[start..].find("```").expect("the TOML example ends");
         let manifest = PluginManifest::parse(&readme[start..start + length]).unwrap();

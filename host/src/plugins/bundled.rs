@@ -1,7 +1,7 @@
 //! The plugins compiled into the forewarn binary (built from `plugins/*` by `build.rs`),
 //! with the manifests they ship with; the demo runs them, `plugin export` writes them out.
 
-use crate::manifest::PluginManifest;
+use crate::plugins::manifest::PluginManifest;
 
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/bundled_wasm.rs"));
@@ -28,10 +28,10 @@ pub fn bundled_plugins() -> Vec<BundledPlugin> {
 
 fn default_manifest(name: &str) -> &'static str {
     match name {
-        "lb-drain" => include_str!("../../plugins/lb-drain/lb-drain.toml"),
-        "checkpoint" => include_str!("../../plugins/checkpoint/checkpoint.toml"),
+        "lb-drain" => include_str!("../../../plugins/lb-drain/lb-drain.toml"),
+        "checkpoint" => include_str!("../../../plugins/checkpoint/checkpoint.toml"),
         "graceful-shutdown" => {
-            include_str!("../../plugins/graceful-shutdown/graceful-shutdown.toml")
+            include_str!("../../../plugins/graceful-shutdown/graceful-shutdown.toml")
         }
         _ => "",
     }

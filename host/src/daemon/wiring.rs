@@ -12,15 +12,15 @@ use forewarn_runtime::{
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::admin::{self, AdminState, DaemonViews};
 use crate::config::Config;
 use crate::coordination::Coordinator;
 use crate::daemon::{Daemon, DaemonSettings};
-use crate::metrics::{self, Metrics};
-use crate::plugin_state::PluginStateStore;
-use crate::plugins::{LoadedPlugin, PluginSet};
-use crate::systemd;
-use crate::timeline::Timeline;
+use crate::ops::admin::{self, AdminState, DaemonViews};
+use crate::ops::metrics::{self, Metrics};
+use crate::ops::systemd;
+use crate::pipeline::timeline::Timeline;
+use crate::plugins::set::{LoadedPlugin, PluginSet};
+use crate::plugins::state_store::PluginStateStore;
 
 /// The pieces of a running daemon that callers may want to look at.
 pub struct Prepared {
@@ -43,7 +43,7 @@ pub fn build_runtime(config: &Config) -> anyhow::Result<Prepared> {
     let store = PluginStateStore::open(&state_dir.join("plugin-state"))
         .context("cannot open the plugin state store")?;
     let readiness = Arc::new(Readiness::default());
-    crate::readiness_holds::restore(&readiness, state_dir);
+    crate::daemon::readiness_holds::restore(&readiness, state_dir);
     let actions = config
         .actions
         .iter()
@@ -208,7 +208,7 @@ pub async fn run_daemon(
 struct Observers {
     metrics: Arc<Metrics>,
     /// Subscribed before the loop starts, so no entry is missed.
-    timeline: tokio::sync::broadcast::Receiver<crate::timeline::TimelineEntry>,
+    timeline: tokio::sync::broadcast::Receiver<crate::pipeline::timeline::TimelineEntry>,
     views: watch::Sender<Option<DaemonViews>>,
     /// What the daemon is waiting for while it starts (`None`: nothing worth saying).
     startup: watch::Sender<Option<String>>,

@@ -18,10 +18,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::metrics::Metrics;
-use crate::plugins::PluginSet;
-use crate::state::DaemonState;
-use crate::status::{StatusInputs, StatusSnapshot, build_snapshot};
+use crate::ops::metrics::Metrics;
+use crate::ops::status::{StatusInputs, StatusSnapshot, build_snapshot};
+use crate::pipeline::state::DaemonState;
+use crate::plugins::set::PluginSet;
 
 /// The content type of the Prometheus text exposition `prometheus-client` writes.
 const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

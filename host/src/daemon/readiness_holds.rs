@@ -7,7 +7,7 @@ use std::path::Path;
 use forewarn_runtime::Readiness;
 use serde::Deserialize;
 
-use crate::plugins::{PluginSet, plugin_name_of};
+use crate::plugins::set::{PluginSet, plugin_name_of};
 
 use crate::daemon::JOURNAL_NAME;
 

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use forewarn_imds::ScheduledEvent;
 use serde::{Deserialize, Serialize};
 
-use crate::tracker::Tracker;
+use crate::pipeline::tracker::Tracker;
 
 /// Everything the daemon must not forget across a restart.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

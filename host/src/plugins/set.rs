@@ -9,7 +9,7 @@ use forewarn_imds::EventType;
 use forewarn_runtime::trust::{self, FileRules, Owners, TrustError};
 use forewarn_runtime::{LoadError, Plugin, Runtime};
 
-use crate::manifest::{ManifestError, PluginManifest};
+use crate::plugins::manifest::{ManifestError, PluginManifest};
 
 /// Where a plugin came from.
 #[derive(Debug, Clone, PartialEq, Eq)]

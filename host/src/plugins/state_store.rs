@@ -2,7 +2,7 @@
 //! and `state-delete`: one JSON file per plugin, bounded, written crash-safely.
 //!
 //! Each plugin's map lives in `DIR/<plugin>.json` as `{ "key": "<hex of the value>" }` and
-//! is rewritten with [`crate::journal::write_atomically`] on every change, so a `set` that
+//! is rewritten with [`crate::daemon::journal::write_atomically`] on every change, so a `set` that
 //! returned Ok survives a crash. All files are loaded at [`PluginStateStore::open`]; reads
 //! are served from memory.
 
@@ -11,7 +11,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use crate::journal::{self, JournalError};
+use crate::daemon::journal::{self, JournalError};
 
 /// Longest key a plugin may use, in bytes.
 pub const MAX_KEY_BYTES: usize = 256;

@@ -33,8 +33,10 @@ use tokio_util::sync::CancellationToken;
 use forewarn_runtime::trust::{self, FileRules, Owners, TrustError};
 
 use crate::log_messages;
-use crate::manifest::PluginManifest;
-use crate::plugins::{self, LoadedPlugin, PluginFileLimits, PluginLoadError, PluginSet};
+use crate::plugins::manifest::PluginManifest;
+use crate::plugins::set::{
+    self as plugins, LoadedPlugin, PluginFileLimits, PluginLoadError, PluginSet,
+};
 
 /// Quiet time after the last change to a plugin's files before they are loaded.
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(250);
@@ -586,8 +588,8 @@ fn log_loaded(plugin: &LoadedPlugin, replaced: bool, elapsed: Duration) {
         cached = plugin.plugin.loaded_from_cache(),
         elapsed_ms = elapsed.as_millis() as u64,
         replaced,
-        subscribe = %crate::log_fields::list(&plugin.manifest.subscribe),
-        budget = %crate::log_fields::duration(plugin.manifest.budget),
+        subscribe = %crate::ops::log_fields::list(&plugin.manifest.subscribe),
+        budget = %crate::ops::log_fields::duration(plugin.manifest.budget),
         "{}",
         if replaced {
             log_messages::PLUGIN_RELOADED
@@ -670,7 +672,7 @@ fn load(
         None => PluginManifest::default(),
         Some(raw) => {
             let text = std::str::from_utf8(raw).map_err(|_| {
-                PluginLoadError::Manifest(crate::manifest::ManifestError::Invalid {
+                PluginLoadError::Manifest(crate::plugins::manifest::ManifestError::Invalid {
                     path: manifest_path.to_path_buf(),
                     message: "not UTF-8 text; save the manifest as UTF-8".into(),
                 })

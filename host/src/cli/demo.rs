@@ -13,14 +13,16 @@ use serde::Serialize;
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use crate::app;
-use crate::bundled::bundled_plugins;
+use crate::cli::demo_log::{self, DemoLogLine};
+use crate::cli::demo_workload::{
+    DemoWorkload, START_ACTION, STOP_ACTION, WorkloadFacts, WorkloadNote,
+};
 use crate::config::Config;
-use crate::demo_log::{self, DemoLogLine};
-use crate::demo_workload::{DemoWorkload, START_ACTION, STOP_ACTION, WorkloadFacts, WorkloadNote};
-use crate::manifest::{ConfigValue, PluginManifest};
-use crate::plugins::{LoadedPlugin, PluginSource};
-use crate::timeline::{TimelineEntry, new_timeline};
+use crate::daemon::wiring;
+use crate::pipeline::timeline::{TimelineEntry, new_timeline};
+use crate::plugins::bundled::bundled_plugins;
+use crate::plugins::manifest::{ConfigValue, PluginManifest};
+use crate::plugins::set::{LoadedPlugin, PluginSource};
 
 /// Options of `forewarn demo`.
 #[derive(Debug, Clone)]
@@ -63,11 +65,11 @@ pub async fn run(options: DemoOptions) -> anyhow::Result<()> {
     .context("cannot start the IMDS simulator")?;
     let state_dir = tempfile::tempdir().context("cannot create a temporary state directory")?;
     let config = demo_config(&simulator, &workload, &vm_name, state_dir.path());
-    let prepared = app::build_runtime(&config)?;
+    let prepared = wiring::build_runtime(&config)?;
     let loaded = load_bundled(&prepared.runtime, &options, &workload).await?;
     let output = Output { json: options.json };
     output.header(&options, &simulator, &workload, &vm_name, &loaded);
-    let plugins = app::publish_plugins(loaded);
+    let plugins = wiring::publish_plugins(loaded);
     let timeline = new_timeline();
     let inputs = PrinterInputs {
         timeline: timeline.subscribe(),
@@ -83,7 +85,7 @@ pub async fn run(options: DemoOptions) -> anyhow::Result<()> {
         let timeline = timeline.clone();
         let shutdown = shutdown.clone();
         let readiness = prepared.readiness.clone();
-        async move { app::run_daemon(&config, plugins, timeline, readiness, shutdown).await }
+        async move { wiring::run_daemon(&config, plugins, timeline, readiness, shutdown).await }
     });
     let finished = tokio::time::timeout(options.timeout, simulator.finished()).await;
     // Let recovery of the last event complete: the daemon forgets an event once done.

@@ -13,19 +13,19 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::convert::{from_unix_ms, phase_name, to_wit_event, unix_ms};
 use crate::coordination::{self, Coordinator};
-use crate::journal::{Journal, JournalError};
-use crate::log_fields;
+use crate::daemon::journal::{Journal, JournalError};
+use crate::daemon::readiness_holds;
 use crate::log_messages;
-use crate::plugins::{LoadedPlugin, PluginSet, SharedPlugins};
-use crate::policy::{self, ApprovalGate, Plan, PolicyConfig};
-use crate::readiness_holds;
-use crate::state::{
+use crate::ops::log_fields;
+use crate::pipeline::policy::{self, ApprovalGate, Plan, PolicyConfig};
+use crate::pipeline::state::{
     Answer, Approval, DaemonState, EventProgress, Handling, Lifecycle, PluginProgress,
 };
-use crate::timeline::{Timeline, TimelineEntry};
-use crate::tracker::Transition;
+use crate::pipeline::timeline::{Timeline, TimelineEntry};
+use crate::pipeline::tracker::Transition;
+use crate::plugins::convert::{from_unix_ms, phase_name, to_wit_event, unix_ms};
+use crate::plugins::set::{LoadedPlugin, PluginSet, SharedPlugins};
 
 /// Shortest wait before asking a deferring plugin again.
 const MIN_RETRY: Duration = Duration::from_millis(100);

@@ -17,7 +17,6 @@
 //! its leadership and every ready key it counted, claims the approval; only a claim makes
 //! the verdict [`Verdict::Approve`].
 
-pub mod barrier;
 pub mod etcd;
 pub mod tls;
 
@@ -30,14 +29,15 @@ use serde::Serialize;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
-pub use barrier::{BarrierView, DeadVm, VmStanding};
+pub use crate::pipeline::barrier::{BarrierView, DeadVm, VmStanding};
 pub use etcd::{Compare, Credentials, EtcdClient, EtcdError, KeyValue, Write};
 
 use crate::config::CoordinationConfig;
-use crate::convert::unix_ms;
 use crate::log_messages;
-use crate::policy::{self, ApprovalGate, GroupApproval, PolicyConfig};
-use crate::state::{Approval, EventProgress};
+use crate::pipeline::barrier;
+use crate::pipeline::policy::{self, ApprovalGate, GroupApproval, PolicyConfig};
+use crate::pipeline::state::{Approval, EventProgress};
+use crate::plugins::convert::unix_ms;
 
 /// How often the coordinator reads etcd while events are being coordinated.
 pub const ROUND_EVERY: Duration = Duration::from_millis(200);
@@ -870,7 +870,7 @@ impl Inner {
                 tracing::info!("etcd answers again: coordinating events naming several VMs");
             }
             if previous == Connection::Connecting && shared.connection == Connection::Connected {
-                tracing::info!(endpoints = %crate::log_fields::list(&self.config.endpoints), "connected to etcd for coordinated approval");
+                tracing::info!(endpoints = %crate::ops::log_fields::list(&self.config.endpoints), "connected to etcd for coordinated approval");
             }
         }
         let status = CoordinationStatus {
