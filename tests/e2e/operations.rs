@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use forewarn_host::config::Config;
-use forewarn_host::ops::status::StatusSnapshot;
+use forewarn_host::ops::status::{DaemonPhase, StatusSnapshot};
 use forewarn_tests::guests;
 use forewarn_tests::support::{
     Daemon, DaemonConfig, ProbePlugin, Simulator, http_get, summarize_state, wait_for,
@@ -270,7 +270,7 @@ fn status_shows_the_event_its_decisions_plugins_and_polls_and_readyz_follows_plu
     });
     let event = &snapshot.events[0];
     assert_eq!(snapshot.vm_name, "vm-a");
-    assert_eq!(snapshot.phase, "running");
+    assert_eq!(snapshot.phase, DaemonPhase::Running);
     assert_eq!(event.event_type, "Reboot");
     assert_eq!(event.status, "Scheduled");
     assert_eq!(event.approval, "pending");
@@ -616,8 +616,8 @@ fn a_missing_vm_name_is_reported_in_status_with_the_fix() {
     let waiting_for = wait_for(WAIT, "status to say what the daemon waits for", || {
         let body = http_get(&admin, "/status")?;
         let snapshot: StatusSnapshot = serde_json::from_str(&body).map_err(|e| e.to_string())?;
-        match (snapshot.phase.as_str(), snapshot.waiting_for) {
-            ("starting", Some(waiting_for)) => Ok(waiting_for),
+        match (snapshot.phase, snapshot.waiting_for) {
+            (DaemonPhase::Starting, Some(waiting_for)) => Ok(waiting_for),
             (phase, other) => Err(format!("phase {phase}, waiting_for {other:?}")),
         }
     });

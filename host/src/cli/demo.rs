@@ -350,7 +350,7 @@ fn count(shown: &Shown, summary: &mut DemoSummary) {
         Shown::Entry(TimelineEntry::Transition { event_id, .. }) => {
             summary.events.insert(event_id.clone());
         }
-        Shown::Entry(TimelineEntry::PluginAnswered { phase, .. }) if phase.starts_with("ended") => {
+        Shown::Entry(TimelineEntry::PluginAnswered { phase, .. }) if phase.is_recovery() => {
             summary.recoveries += 1;
         }
         Shown::Entry(TimelineEntry::PluginLog { level, .. })

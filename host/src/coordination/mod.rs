@@ -34,10 +34,9 @@ pub use etcd::{Compare, Credentials, EtcdClient, EtcdError, KeyValue, Write};
 
 use crate::config::CoordinationConfig;
 use crate::log_messages;
+use crate::pipeline::approval::{Barrier, Verdict};
 use crate::pipeline::barrier;
-use crate::pipeline::policy::{self, ApprovalGate, GroupApproval, PolicyConfig};
-use crate::pipeline::state::{Approval, EventProgress};
-use crate::plugins::convert::unix_ms;
+use crate::pipeline::clock::unix_ms;
 
 /// How often the coordinator reads etcd while events are being coordinated.
 pub const ROUND_EVERY: Duration = Duration::from_millis(200);
@@ -48,17 +47,6 @@ const FORGET_AFTER: Duration = Duration::from_secs(15);
 const RECORD_TTL: Duration = Duration::from_secs(24 * 3600);
 /// etcd refuses leases shorter than about its election timeout.
 const MIN_LEASE_TTL: Duration = Duration::from_secs(2);
-
-/// What the daemon should do about an event waiting on the barrier.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    /// Keep waiting: for the other VMs, for leadership, or for etcd's first answer.
-    Wait,
-    /// This VM leads and claimed the approval in etcd: send it now. `why` is for the log.
-    Approve { why: String },
-    /// etcd cannot be reached: decide by the single-VM policy (`policy.group-approval`).
-    Unreachable,
-}
 
 /// The coordinator could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -245,68 +233,26 @@ pub const NOT_OUR_APPROVAL_MESSAGE: &str = "an approval record in etcd names thi
      of a previous run (those expire with `coordination.lease-ttl`), check who may write under \
      `coordination.prefix`";
 
-/// Whether the barrier coordinates `event` for `vm_name`: it names this VM and another one.
-pub fn applies_to(event: &ScheduledEvent, vm_name: &str) -> bool {
-    event.names_vm(vm_name)
-        && event
-            .resources
-            .iter()
-            .any(|resource| !resource.eq_ignore_ascii_case(vm_name))
-}
-
-/// The policy's approval gate for an event the barrier coordinates: every rule applies
-/// (observe-only, dry-run, started, not this VM) except `group-approval`, which the barrier
-/// replaces.
-pub fn gate(event: &ScheduledEvent, vm_name: &str, config: &PolicyConfig) -> ApprovalGate {
-    let coordinated = PolicyConfig {
-        group_approval: GroupApproval::Always,
-        ..config.clone()
-    };
-    policy::approval_gate(event, vm_name, &coordinated)
-}
-
-/// Moves an event in `Approval::Coordinating` forward by the coordinator's verdict: due when
-/// this VM claimed the approval, or — etcd unreachable — when the single-VM policy alone
-/// would approve. Returns whether the journaled state changed.
-pub fn advance(
-    coordinator: &Coordinator,
-    progress: &mut EventProgress,
-    vm_name: &str,
-    policy: &PolicyConfig,
-    now: SystemTime,
-) -> bool {
-    let id = progress.event.id.clone();
-    match coordinator.verdict(&progress.event) {
-        Verdict::Wait => false,
-        Verdict::Approve { why } => {
-            tracing::info!(event_id = %id, "{why}");
-            progress.approval = Approval::Due {
-                since_unix_ms: unix_ms(now),
-            };
-            true
-        }
-        Verdict::Unreachable => match policy::approval_gate(&progress.event, vm_name, policy) {
-            ApprovalGate::Approve => {
-                tracing::warn!(
-                    event_id = %id,
-                    "etcd cannot be reached, and the single-VM policy (`policy.group-approval`) \
-                     lets this VM approve event {id} on its own"
-                );
-                progress.approval = Approval::Due {
-                    since_unix_ms: unix_ms(now),
-                };
-                true
-            }
-            _ => false,
-        },
-    }
-}
-
 /// Resolves when a coordinator's verdict may have changed; never without a coordinator.
 pub async fn changed(coordinator: Option<&Coordinator>) {
     match coordinator {
         Some(coordinator) => coordinator.inner.daemon_wake.notified().await,
         None => std::future::pending().await,
+    }
+}
+
+/// The etcd barrier as the approval stage asks it (see [`crate::pipeline::approval`]).
+impl Barrier for Coordinator {
+    fn verdict(&mut self, event: &ScheduledEvent) -> Verdict {
+        Coordinator::verdict(self, event)
+    }
+
+    fn withdraw(&mut self, event_id: &str) {
+        Coordinator::withdraw(self, event_id);
+    }
+
+    fn approval_sent(&mut self, event_ids: &[String]) {
+        Coordinator::approval_sent(self, event_ids);
     }
 }
 
@@ -1065,40 +1011,5 @@ mod tests {
             ["vm-a"]
         );
         assert!(read.was_ready.contains("vm-c"));
-    }
-
-    #[test]
-    fn only_events_naming_this_vm_and_another_are_coordinated() {
-        use forewarn_imds::{EventSource, EventStatus, EventType};
-        let event = |resources: &[&str]| ScheduledEvent {
-            id: "E1".into(),
-            event_type: EventType::Reboot,
-            event_type_raw: "Reboot".into(),
-            resource_type: "VirtualMachine".into(),
-            resources: resources.iter().map(|r| (*r).to_owned()).collect(),
-            status: EventStatus::Scheduled,
-            not_before: None,
-            description: String::new(),
-            source: EventSource::Platform,
-            duration_seconds: None,
-        };
-        assert!(applies_to(&event(&["vm-a", "VM-B"]), "vm-a"));
-        assert!(applies_to(&event(&["vm-b", "vm-a"]), "VM-A"));
-        assert!(!applies_to(&event(&["vm-a"]), "vm-a"));
-        assert!(!applies_to(&event(&[]), "vm-a"));
-        assert!(!applies_to(&event(&["vm-b", "vm-c"]), "vm-a"));
-        let policy = PolicyConfig::default();
-        assert_eq!(
-            gate(&event(&["vm-a", "vm-b"]), "vm-a", &policy),
-            ApprovalGate::Approve
-        );
-        let observe = PolicyConfig {
-            observe_only: true,
-            ..PolicyConfig::default()
-        };
-        assert!(matches!(
-            gate(&event(&["vm-a", "vm-b"]), "vm-a", &observe),
-            ApprovalGate::Withhold { .. }
-        ));
     }
 }

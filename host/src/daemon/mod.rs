@@ -3,7 +3,9 @@
 
 pub mod event_loop;
 pub mod journal;
+pub mod journal_record;
 pub mod readiness_holds;
 pub mod wiring;
 
-pub use event_loop::{Daemon, DaemonError, DaemonSettings, JOURNAL_NAME};
+pub use event_loop::{Daemon, DaemonError, DaemonSettings};
+pub use journal_record::JOURNAL_NAME;

@@ -224,7 +224,7 @@ impl Metrics {
                 self.transitions
                     .get_or_create(&TransitionLabels {
                         event_type: event_type.clone(),
-                        transition: transition.clone(),
+                        transition: transition.as_str().to_owned(),
                     })
                     .inc();
             }
@@ -238,8 +238,8 @@ impl Metrics {
                 self.plugin_calls
                     .get_or_create(&CallLabels {
                         plugin: plugin.clone(),
-                        phase: phase.clone(),
-                        outcome: outcome.clone(),
+                        phase: phase.as_str().to_owned(),
+                        outcome: outcome.as_str().to_owned(),
                     })
                     .inc();
                 self.call_latency
@@ -388,6 +388,8 @@ async fn follow_plugin_sets(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::state::{AnswerOutcome, CallPhase};
+    use crate::pipeline::tracker::TransitionKind;
 
     fn value_of(text: &str, series: &str) -> Option<f64> {
         text.lines()
@@ -403,8 +405,8 @@ mod tests {
             metrics.record_timeline(&TimelineEntry::PluginAnswered {
                 event_id: id.into(),
                 plugin: "lb-drain".into(),
-                phase: "prepare".into(),
-                outcome: "approve".into(),
+                phase: CallPhase::Prepare,
+                outcome: AnswerOutcome::Approve,
                 reason: String::new(),
                 elapsed_ms: 4,
             });
@@ -415,7 +417,7 @@ mod tests {
         metrics.record_timeline(&TimelineEntry::Transition {
             event_id: "E1".into(),
             event_type: "Reboot".into(),
-            transition: "scheduled".into(),
+            transition: TransitionKind::Scheduled,
             detail: String::new(),
         });
         let text = metrics.encode();

@@ -8,16 +8,37 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use forewarn_imds::PollStatus;
 use serde::{Deserialize, Serialize};
 
-use crate::pipeline::state::{Approval, DaemonState, EventProgress, Handling, Lifecycle};
+use crate::pipeline::state::{
+    AnswerOutcome, Approval, CallPhase, DaemonState, EventProgress, Handling, Lifecycle,
+};
 use crate::plugins::set::{PluginSet, PluginSource};
+
+/// Whether the daemon loop runs yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DaemonPhase {
+    /// Waiting for something (the VM name, the plugin directory) before the loop starts.
+    Starting,
+    /// The loop runs.
+    Running,
+}
+
+impl std::fmt::Display for DaemonPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DaemonPhase::Starting => "starting",
+            DaemonPhase::Running => "running",
+        })
+    }
+}
 
 /// Everything an operator wants to see at once. Times are RFC 3339 (UTC) strings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatusSnapshot {
     /// forewarn's version.
     pub version: String,
-    /// "starting" until the daemon loop runs, then "running".
-    pub phase: String,
+    /// Starting until the daemon loop runs, then running.
+    pub phase: DaemonPhase,
     /// While starting: what the daemon waits for, and what to do about it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_for: Option<String>,
@@ -65,9 +86,9 @@ pub struct EventView {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DecisionView {
     pub plugin: String,
-    pub phase: String,
+    pub phase: CallPhase,
     /// "approve", "defer", or the failure kind ("budget-exceeded", "trap", …).
-    pub decision: String,
+    pub decision: AnswerOutcome,
     pub reason: String,
     pub at: String,
     pub elapsed_ms: u64,
@@ -123,11 +144,10 @@ pub fn build_snapshot(inputs: StatusInputs<'_>, now: SystemTime) -> StatusSnapsh
     StatusSnapshot {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         phase: if inputs.running {
-            "running"
+            DaemonPhase::Running
         } else {
-            "starting"
-        }
-        .to_owned(),
+            DaemonPhase::Starting
+        },
         waiting_for: inputs.waiting_for.clone(),
         vm_name: inputs.vm_name.to_owned(),
         generated_at: rfc3339(now),
@@ -166,7 +186,7 @@ fn event_view(id: &str, progress: &EventProgress, now: SystemTime) -> EventView 
         not_before: event.not_before.map(rfc3339),
         time_left_seconds: event.not_before.map(|at| seconds_between(now, at)),
         resources: event.resources.clone(),
-        handling: describe_handling(&progress.handling),
+        handling: Handling::label(&progress.handling),
         lifecycle: describe_lifecycle(progress.lifecycle),
         approval: describe_approval(&progress.approval),
         plugins: progress
@@ -176,8 +196,8 @@ fn event_view(id: &str, progress: &EventProgress, now: SystemTime) -> EventView 
                 let answer = done.last_answer.as_ref()?;
                 Some(DecisionView {
                     plugin: plugin.clone(),
-                    phase: answer.phase.clone(),
-                    decision: answer.outcome.clone(),
+                    phase: answer.phase,
+                    decision: answer.outcome,
                     reason: answer.reason.clone(),
                     at: rfc3339(UNIX_EPOCH + Duration::from_millis(answer.at_unix_ms)),
                     elapsed_ms: answer.elapsed_ms,
@@ -214,19 +234,6 @@ fn poll_view(poll: &PollStatus) -> PollView {
             .iter()
             .map(|(kind, count)| ((*kind).to_owned(), *count))
             .collect(),
-    }
-}
-
-fn describe_handling(handling: &Handling) -> String {
-    match handling {
-        Handling::Ignored { reason } => format!("ignored: {reason}"),
-        Handling::ApproveAtOnce { rule } => format!("approve at once ({rule})"),
-        Handling::Prepare {
-            affects_this_vm: true,
-        } => "prepare (this VM)".to_owned(),
-        Handling::Prepare {
-            affects_this_vm: false,
-        } => "prepare (other VMs)".to_owned(),
     }
 }
 
@@ -380,8 +387,8 @@ fn render_events(out: &mut String, events: &[EventView]) {
             .map(|decision| {
                 vec![
                     format!("  {}", decision.plugin),
-                    decision.phase.clone(),
-                    decision.decision.clone(),
+                    decision.phase.to_string(),
+                    decision.decision.to_string(),
                     or_dash(&decision.reason).to_owned(),
                     decision.at.clone(),
                 ]
@@ -489,7 +496,7 @@ mod tests {
     fn snapshot() -> StatusSnapshot {
         StatusSnapshot {
             version: "0.1.0".into(),
-            phase: "running".into(),
+            phase: DaemonPhase::Running,
             waiting_for: None,
             vm_name: "vm-a".into(),
             generated_at: "2026-01-01T00:00:00Z".into(),
@@ -509,8 +516,8 @@ mod tests {
                 approval: "pending".into(),
                 plugins: vec![DecisionView {
                     plugin: "lb-drain".into(),
-                    phase: "prepare".into(),
-                    decision: "defer".into(),
+                    phase: CallPhase::Prepare,
+                    decision: AnswerOutcome::Defer,
                     reason: "draining, 12 connections left".into(),
                     at: "2026-01-01T00:00:00Z".into(),
                     elapsed_ms: 3,
@@ -669,7 +676,7 @@ mod tests {
             },
             now,
         );
-        assert_eq!(snapshot.phase, "running");
+        assert_eq!(snapshot.phase, DaemonPhase::Running);
         assert_eq!(snapshot.imds.polls, 3);
         assert_eq!(snapshot.generated_at, "2027-01-15T08:00:00Z");
         let json = serde_json::to_string(&snapshot).unwrap();

@@ -1,8 +1,22 @@
-//! The event pipeline's pure stages: IMDS documents become transitions (tracker), the
-//! policy plans each event, and the durable state records how far every plugin got.
+//! The event pipeline's pure stages, clock-injected and free of I/O: tracker → policy →
+//! scheduler → approval, driven as one state machine ([`Pipeline`]) by the event loop.
+//!
+//! - [`tracker`] turns IMDS documents into transitions;
+//! - [`policy`] plans each event (ignore, approve at once, or let plugins prepare);
+//! - [`scheduler`] decides which plugin call is due, in which order, under which budget;
+//! - [`approval`] decides whether and when the approval goes to IMDS (alone, by group
+//!   policy, or through the [`barrier`]);
+//! - [`state`] is what the journal keeps; [`timeline`] what the pipeline reports.
 
+pub use machine::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
+
+pub mod approval;
 pub mod barrier;
+pub mod clock;
+pub mod machine;
 pub mod policy;
+pub mod roster;
+pub mod scheduler;
 pub mod state;
 pub mod timeline;
 pub mod tracker;

@@ -1,23 +1,23 @@
 //! The daemon's durable state: the tracker plus, per event, how far each plugin got and
 //! whether the event was approved. Journaled before every action, so a restart resumes.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
+use std::fmt;
 
 use forewarn_imds::ScheduledEvent;
 use serde::{Deserialize, Serialize};
 
 use crate::pipeline::tracker::Tracker;
 
-/// Everything the daemon must not forget across a restart.
+/// Everything the pipeline must not forget across a restart. Every field has a default,
+/// so a journal written before a field existed still loads (see `daemon::journal_record`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct DaemonState {
+    /// What the tracker last saw of each listed event.
     pub tracker: Tracker,
     /// Events being handled, by EventId.
     pub events: BTreeMap<String, EventProgress>,
-    /// Plugins holding the VM not ready (`set-ready(false)`), as of the last commit:
-    /// restored at start, so `/readyz` stays 503 across a restart mid-drain.
-    #[serde(default)]
-    pub readiness_holds: BTreeSet<String>,
 }
 
 /// One event's handling.
@@ -78,6 +78,7 @@ pub enum Approval {
 
 /// One plugin's progress on one event.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct PluginProgress {
     /// Prepare calls made so far (for this NotBefore: a reschedule starts again at 0).
     pub prepare_attempts: u32,
@@ -98,14 +99,131 @@ pub struct PluginProgress {
 /// A plugin's answer as recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Answer {
-    /// "prepare", "started", "ended-after-start" or "ended-without-start".
-    pub phase: String,
-    /// "approve", "defer", or the failure kind ("budget-exceeded", "trap", …).
-    pub outcome: String,
+    /// The phase the plugin was called for.
+    pub phase: CallPhase,
+    /// What the call came to.
+    pub outcome: AnswerOutcome,
     /// The defer or failure reason; empty for approve.
+    #[serde(default)]
     pub reason: String,
+    /// When the answer arrived (ms since the Unix epoch).
     pub at_unix_ms: u64,
+    /// How long the call took.
+    #[serde(default)]
     pub elapsed_ms: u64,
+}
+
+/// The phase of a plugin call: the WIT `phase`, as journaled, logged and shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CallPhase {
+    /// Prepare for the event; approve when ready.
+    Prepare,
+    /// The event started.
+    Started,
+    /// The event is over, after it started: recover.
+    EndedAfterStart,
+    /// The event is gone without having started (canceled): undo the preparation.
+    EndedWithoutStart,
+}
+
+impl CallPhase {
+    /// The name in logs, metrics and the journal ("prepare", "ended-after-start", …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallPhase::Prepare => "prepare",
+            CallPhase::Started => "started",
+            CallPhase::EndedAfterStart => "ended-after-start",
+            CallPhase::EndedWithoutStart => "ended-without-start",
+        }
+    }
+
+    /// Whether this is a recovery phase (the event ended).
+    pub fn is_recovery(self) -> bool {
+        matches!(
+            self,
+            CallPhase::EndedAfterStart | CallPhase::EndedWithoutStart
+        )
+    }
+}
+
+impl fmt::Display for CallPhase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a plugin call came to: a decision, or the way it failed (counted as a defer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AnswerOutcome {
+    /// The plugin is ready.
+    Approve,
+    /// The plugin needs more time.
+    Defer,
+    /// The call ran past its budget and was cut off.
+    BudgetExceeded,
+    /// The plugin went past its memory limit.
+    MemoryExceeded,
+    /// The plugin trapped (a panic, an unreachable, a bad host call).
+    Trap,
+    /// The plugin could not be instantiated for the call.
+    Instantiation,
+}
+
+impl AnswerOutcome {
+    /// The name in logs, metrics and the journal ("approve", "budget-exceeded", …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AnswerOutcome::Approve => "approve",
+            AnswerOutcome::Defer => "defer",
+            AnswerOutcome::BudgetExceeded => "budget-exceeded",
+            AnswerOutcome::MemoryExceeded => "memory-exceeded",
+            AnswerOutcome::Trap => "trap",
+            AnswerOutcome::Instantiation => "instantiation",
+        }
+    }
+
+    /// Whether the call failed (and so counts as a defer).
+    pub fn is_failure(self) -> bool {
+        !matches!(self, AnswerOutcome::Approve | AnswerOutcome::Defer)
+    }
+}
+
+impl fmt::Display for AnswerOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Handling {
+    /// One sentence for the timeline: "plugins prepare this VM", "ignored: …".
+    pub fn sentence(&self) -> String {
+        match self {
+            Handling::Ignored { reason } => format!("ignored: {reason}"),
+            Handling::ApproveAtOnce { rule } => format!("approve at once (rule: {rule})"),
+            Handling::Prepare {
+                affects_this_vm: true,
+            } => "plugins prepare this VM".into(),
+            Handling::Prepare {
+                affects_this_vm: false,
+            } => "plugins are told (the event names other VMs, not this one)".into(),
+        }
+    }
+
+    /// A short label for the status table: "prepare (this VM)", "ignored: …".
+    pub fn label(&self) -> String {
+        match self {
+            Handling::Ignored { reason } => format!("ignored: {reason}"),
+            Handling::ApproveAtOnce { rule } => format!("approve at once ({rule})"),
+            Handling::Prepare {
+                affects_this_vm: true,
+            } => "prepare (this VM)".to_owned(),
+            Handling::Prepare {
+                affects_this_vm: false,
+            } => "prepare (other VMs)".to_owned(),
+        }
+    }
 }
 
 impl EventProgress {

@@ -3,6 +3,9 @@
 
 use serde::Serialize;
 
+use crate::pipeline::state::{AnswerOutcome, CallPhase};
+use crate::pipeline::tracker::TransitionKind;
+
 /// One step of the daemon's work.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
@@ -11,7 +14,7 @@ pub enum TimelineEntry {
     Transition {
         event_id: String,
         event_type: String,
-        transition: String,
+        transition: TransitionKind,
         detail: String,
     },
     /// The policy decided how to handle a new event.
@@ -20,7 +23,7 @@ pub enum TimelineEntry {
     PluginCalled {
         event_id: String,
         plugin: String,
-        phase: String,
+        phase: CallPhase,
         attempt: u32,
         budget_ms: u64,
     },
@@ -35,8 +38,8 @@ pub enum TimelineEntry {
     PluginAnswered {
         event_id: String,
         plugin: String,
-        phase: String,
-        outcome: String,
+        phase: CallPhase,
+        outcome: AnswerOutcome,
         reason: String,
         elapsed_ms: u64,
     },

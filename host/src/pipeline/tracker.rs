@@ -75,16 +75,51 @@ impl Transition {
         }
     }
 
-    /// A short stable name for logs and the journal: "scheduled", "rescheduled", "started",
-    /// "ended-after-start" or "ended-without-start".
-    pub fn kind(&self) -> &'static str {
+    /// Which kind of transition this is.
+    pub fn kind(&self) -> TransitionKind {
         match self {
-            Transition::Scheduled(_) => "scheduled",
-            Transition::Rescheduled { .. } => "rescheduled",
-            Transition::Started { .. } => "started",
-            Transition::EndedAfterStart(_) => "ended-after-start",
-            Transition::EndedWithoutStart(_) => "ended-without-start",
+            Transition::Scheduled(_) => TransitionKind::Scheduled,
+            Transition::Rescheduled { .. } => TransitionKind::Rescheduled,
+            Transition::Started { .. } => TransitionKind::Started,
+            Transition::EndedAfterStart(_) => TransitionKind::EndedAfterStart,
+            Transition::EndedWithoutStart(_) => TransitionKind::EndedWithoutStart,
         }
+    }
+}
+
+/// The kind of a [`Transition`], for logs, metrics labels and the timeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransitionKind {
+    /// A new Scheduled event.
+    Scheduled,
+    /// A Scheduled event whose NotBefore, Resources or type changed.
+    Rescheduled,
+    /// The event started.
+    Started,
+    /// The event is gone after it started.
+    EndedAfterStart,
+    /// The event is gone without having started.
+    EndedWithoutStart,
+}
+
+impl TransitionKind {
+    /// A short stable name: "scheduled", "rescheduled", "started", "ended-after-start" or
+    /// "ended-without-start".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransitionKind::Scheduled => "scheduled",
+            TransitionKind::Rescheduled => "rescheduled",
+            TransitionKind::Started => "started",
+            TransitionKind::EndedAfterStart => "ended-after-start",
+            TransitionKind::EndedWithoutStart => "ended-without-start",
+        }
+    }
+}
+
+impl std::fmt::Display for TransitionKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -328,7 +363,7 @@ mod tests {
     }
 
     fn kinds(transitions: &[Transition]) -> Vec<&'static str> {
-        transitions.iter().map(Transition::kind).collect()
+        transitions.iter().map(|t| t.kind().as_str()).collect()
     }
 
     #[test]
@@ -490,7 +525,7 @@ mod tests {
         );
         let summary: Vec<(&str, &str)> = transitions
             .iter()
-            .map(|t| (t.kind(), t.event().id.as_str()))
+            .map(|t| (t.kind().as_str(), t.event().id.as_str()))
             .collect();
         assert_eq!(
             summary,

@@ -1,10 +1,15 @@
 //! Maps IMDS events onto the WIT types plugins receive; the one place where the daemon's
 //! view of an event meets the plugin contract.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use forewarn_imds as imds;
 use forewarn_runtime::bindings as wit;
+use forewarn_runtime::{CallFailure, CallOutcome};
+
+use crate::pipeline::clock::unix_ms;
+use crate::pipeline::scheduler::CallReply;
+use crate::pipeline::state::{AnswerOutcome, CallPhase};
 
 /// The event as a plugin sees it.
 pub fn to_wit_event(event: &imds::ScheduledEvent) -> wit::ScheduledEvent {
@@ -40,24 +45,52 @@ fn to_wit_type(event_type: imds::EventType) -> wit::EventType {
     }
 }
 
-/// Milliseconds since the Unix epoch (0 before it).
-pub fn unix_ms(time: SystemTime) -> u64 {
-    time.duration_since(UNIX_EPOCH)
-        .map(|since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
-
-/// The instant `ms` milliseconds after the Unix epoch.
-pub fn from_unix_ms(ms: u64) -> SystemTime {
-    UNIX_EPOCH + std::time::Duration::from_millis(ms)
-}
-
-/// The WIT name of a phase, for logs and the timeline.
-pub fn phase_name(phase: wit::Phase) -> &'static str {
+/// The WIT phase for a pipeline phase.
+pub fn to_wit_phase(phase: CallPhase) -> wit::Phase {
     match phase {
-        wit::Phase::Prepare => "prepare",
-        wit::Phase::Started => "started",
-        wit::Phase::EndedAfterStart => "ended-after-start",
-        wit::Phase::EndedWithoutStart => "ended-without-start",
+        CallPhase::Prepare => wit::Phase::Prepare,
+        CallPhase::Started => wit::Phase::Started,
+        CallPhase::EndedAfterStart => wit::Phase::EndedAfterStart,
+        CallPhase::EndedWithoutStart => wit::Phase::EndedWithoutStart,
+    }
+}
+
+/// A call's outcome as the pipeline records it.
+pub fn reply_of(outcome: CallOutcome) -> CallReply {
+    let (outcome_kind, reason, retry_after) = match &outcome.answer {
+        Ok(wit::Decision::Approve) => (AnswerOutcome::Approve, String::new(), Duration::ZERO),
+        Ok(wit::Decision::Defer(deferral)) => (
+            AnswerOutcome::Defer,
+            deferral.reason.clone(),
+            Duration::from_millis(u64::from(deferral.retry_after_ms)),
+        ),
+        Err(failure) => (failure_outcome(failure), failure.reason(), Duration::ZERO),
+    };
+    CallReply {
+        outcome: outcome_kind,
+        reason,
+        retry_after,
+        elapsed: outcome.elapsed,
+        logs: outcome.logs,
+    }
+}
+
+/// The reply recorded for a call whose plugin was unloaded before it could start.
+pub fn unloaded_reply(plugin: &str) -> CallReply {
+    CallReply {
+        outcome: AnswerOutcome::Instantiation,
+        reason: format!("plugin `{plugin}` was unloaded before the call could start"),
+        retry_after: Duration::ZERO,
+        elapsed: Duration::ZERO,
+        logs: Vec::new(),
+    }
+}
+
+fn failure_outcome(failure: &CallFailure) -> AnswerOutcome {
+    match failure {
+        CallFailure::BudgetExceeded { .. } => AnswerOutcome::BudgetExceeded,
+        CallFailure::MemoryExceeded { .. } => AnswerOutcome::MemoryExceeded,
+        CallFailure::Trapped { .. } => AnswerOutcome::Trap,
+        CallFailure::Instantiation { .. } => AnswerOutcome::Instantiation,
     }
 }

@@ -1,14 +1,14 @@
 //! The set of loaded plugins the daemon dispatches to: each with its manifest, kept in
 //! dependency order (`after`), and how plugins are loaded from files or bundled bytes.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use forewarn_imds::EventType;
 use forewarn_runtime::trust::{self, FileRules, Owners, TrustError};
 use forewarn_runtime::{LoadError, Plugin, Runtime};
 
+use crate::pipeline::roster::Roster;
 use crate::plugins::manifest::{ManifestError, PluginManifest};
 
 /// Where a plugin came from.
@@ -35,17 +35,12 @@ impl LoadedPlugin {
 }
 
 /// The plugins live at one moment, in dependency order. Replaced whole on reload, so a
-/// dispatch round sees one consistent set.
+/// dispatch round sees one consistent set. The pipeline sees only its [`Roster`].
 #[derive(Clone, Default)]
 pub struct PluginSet {
+    /// In the roster's order.
     ordered: Vec<LoadedPlugin>,
-    /// Per plugin, the loaded plugins it runs after.
-    predecessors: BTreeMap<String, Vec<String>>,
-    /// Problems found while ordering (unknown names in `after`, cycles), for the log and status.
-    warnings: Vec<String>,
-    /// Plugin files that failed to load, by file, with the reason (the previous version of
-    /// that plugin, if any, stays in `ordered`).
-    load_errors: BTreeMap<PathBuf, String>,
+    roster: Arc<Roster>,
 }
 
 /// A plugin file that could not be loaded.
@@ -125,51 +120,44 @@ impl PluginLoadError {
 }
 
 impl PluginSet {
-    /// Orders `plugins` so that every plugin comes after those it names in `after`.
-    /// Unknown names are ignored and a cycle is broken by name order, each with a warning,
-    /// so one bad manifest line never leaves the VM without its other plugins.
+    /// Orders `plugins` so that every plugin comes after those it names in `after` (see
+    /// [`Roster::new`]: one bad manifest line never leaves the VM without its other plugins).
     pub fn new(plugins: Vec<LoadedPlugin>) -> PluginSet {
-        let mut warnings = Vec::new();
-        let by_name: BTreeMap<String, LoadedPlugin> = plugins
+        let roster = Roster::new(
+            plugins
+                .iter()
+                .map(|plugin| (plugin.name().to_owned(), plugin.manifest.clone()))
+                .collect(),
+        );
+        let mut by_name: BTreeMap<String, LoadedPlugin> = plugins
             .into_iter()
             .map(|plugin| (plugin.name().to_owned(), plugin))
             .collect();
-        let mut predecessors = BTreeMap::new();
-        for (name, plugin) in &by_name {
-            let mut known = Vec::new();
-            for before in &plugin.manifest.after {
-                if by_name.contains_key(before) {
-                    known.push(before.clone());
-                } else {
-                    warnings.push(format!(
-                        "plugin `{name}` runs after `{before}`, which is not loaded; ignoring that constraint"
-                    ));
-                }
-            }
-            predecessors.insert(name.clone(), known);
-        }
-        let order = topological_order(&predecessors, &mut warnings);
-        let ordered = order
+        let ordered = roster
+            .members()
             .iter()
-            .filter_map(|name| by_name.get(name).cloned())
+            .filter_map(|member| by_name.remove(&member.name))
             .collect();
         PluginSet {
             ordered,
-            predecessors,
-            warnings,
-            load_errors: BTreeMap::new(),
+            roster: Arc::new(roster),
         }
     }
 
     /// The same set, reporting these load failures (file → reason).
     pub fn with_load_errors(mut self, load_errors: BTreeMap<PathBuf, String>) -> PluginSet {
-        self.load_errors = load_errors;
+        Arc::make_mut(&mut self.roster).set_load_errors(load_errors);
         self
+    }
+
+    /// What the pipeline schedules by: names, manifests, order and load errors.
+    pub fn roster(&self) -> &Arc<Roster> {
+        &self.roster
     }
 
     /// Plugin files that failed to load, with the reason.
     pub fn load_errors(&self) -> &BTreeMap<PathBuf, String> {
-        &self.load_errors
+        self.roster.load_errors()
     }
 
     /// All plugins, in dependency order.
@@ -177,69 +165,20 @@ impl PluginSet {
         &self.ordered
     }
 
+    /// The plugin called `name`.
     pub fn get(&self, name: &str) -> Option<&LoadedPlugin> {
         self.ordered.iter().find(|plugin| plugin.name() == name)
     }
 
-    /// The plugins subscribed to `event_type`, in dependency order.
-    pub fn subscribers(&self, event_type: EventType) -> Vec<&LoadedPlugin> {
-        self.ordered
-            .iter()
-            .filter(|plugin| plugin.manifest.subscribes_to(event_type))
-            .collect()
-    }
-
-    /// The loaded plugins `name` must wait for.
-    pub fn predecessors(&self, name: &str) -> &[String] {
-        self.predecessors
-            .get(name)
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
-    }
-
     /// Problems found while ordering the plugins.
     pub fn warnings(&self) -> &[String] {
-        &self.warnings
+        self.roster.warnings()
     }
 
+    /// Whether no plugin is loaded.
     pub fn is_empty(&self) -> bool {
         self.ordered.is_empty()
     }
-}
-
-/// Kahn's algorithm with names in sorted order at each step, so the order is stable.
-fn topological_order(
-    predecessors: &BTreeMap<String, Vec<String>>,
-    warnings: &mut Vec<String>,
-) -> Vec<String> {
-    let mut done: Vec<String> = Vec::new();
-    let mut remaining: BTreeSet<&String> = predecessors.keys().collect();
-    while !remaining.is_empty() {
-        let ready = remaining.iter().copied().find(|name| {
-            predecessors[*name]
-                .iter()
-                .all(|before| done.contains(before))
-        });
-        let next = match ready {
-            Some(name) => name,
-            None => {
-                // Every remaining plugin waits on another: a cycle. Break it by name order.
-                let stuck: Vec<&str> = remaining.iter().map(|name| name.as_str()).collect();
-                warnings.push(format!(
-                    "plugins {} name each other in `after` (a cycle); running them in name order",
-                    stuck.join(", ")
-                ));
-                remaining
-                    .iter()
-                    .copied()
-                    .next()
-                    .expect("remaining is not empty")
-            }
-        };
-        remaining.remove(next);
-        done.push(next.clone());
-    }
-    done
 }
 
 /// The plugin name a file stands for: its stem, if it is a usable name.
@@ -351,43 +290,6 @@ pub type SharedPlugins = tokio::sync::watch::Receiver<Arc<PluginSet>>;
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn order(edges: &[(&str, &[&str])]) -> (Vec<String>, Vec<String>) {
-        let predecessors = edges
-            .iter()
-            .map(|(name, after)| {
-                (
-                    name.to_string(),
-                    after.iter().map(|s| s.to_string()).collect(),
-                )
-            })
-            .collect();
-        let mut warnings = Vec::new();
-        (topological_order(&predecessors, &mut warnings), warnings)
-    }
-
-    #[test]
-    fn orders_by_after_then_name() {
-        let (order, warnings) = order(&[
-            ("graceful-shutdown", &["lb-drain", "checkpoint"]),
-            ("checkpoint", &["lb-drain"]),
-            ("lb-drain", &[]),
-            ("audit", &[]),
-        ]);
-        assert_eq!(
-            order,
-            ["audit", "lb-drain", "checkpoint", "graceful-shutdown"]
-        );
-        assert!(warnings.is_empty());
-    }
-
-    #[test]
-    fn cycle_is_broken_with_a_warning() {
-        let (order, warnings) = order(&[("a", &["b"]), ("b", &["a"]), ("c", &[])]);
-        assert_eq!(order, ["c", "a", "b"]);
-        assert_eq!(warnings.len(), 1);
-        assert!(warnings[0].contains("cycle"));
-    }
 
     #[test]
     fn plugin_names_come_from_file_stems() {

@@ -13,7 +13,7 @@ use anyhow::{Context as _, bail};
 use forewarn_host::daemon::journal::Journal;
 use forewarn_host::daemon::{Daemon, DaemonSettings};
 use forewarn_host::pipeline::policy::PolicyConfig;
-use forewarn_host::pipeline::state::DaemonState;
+use forewarn_host::pipeline::state::{AnswerOutcome, CallPhase, DaemonState};
 use forewarn_host::pipeline::timeline::{TimelineEntry, new_timeline};
 use forewarn_host::plugins::manifest::PluginManifest;
 use forewarn_host::plugins::set::{PluginSet, load_plugin_bytes};
@@ -500,7 +500,7 @@ async fn record_timeline(
         match entry {
             TimelineEntry::PluginCalled {
                 event_id, phase, ..
-            } if phase == "prepare" => {
+            } if phase == CallPhase::Prepare => {
                 let mut times = times.lock().expect("times lock");
                 let event = times.entry(event_id).or_default();
                 event.first_call.get_or_insert(now);
@@ -510,7 +510,7 @@ async fn record_timeline(
                 phase,
                 outcome,
                 ..
-            } if phase == "prepare" && outcome == "approve" => {
+            } if phase == CallPhase::Prepare && outcome == AnswerOutcome::Approve => {
                 let mut times = times.lock().expect("times lock");
                 let event = times.entry(event_id).or_default();
                 event.last_approval = Some(now);

@@ -1,0 +1,118 @@
+//! What the daemon journals: the pipeline's state and the readiness holds, under a schema
+//! version. A journal from an older forewarn is migrated on load, never quarantined.
+//!
+//! | version | written by | shape |
+//! | --- | --- | --- |
+//! | 1 (no `version` field) | forewarn before the pipeline split | `tracker`, `events`, `readiness_holds` |
+//! | 2 | this forewarn | the same fields plus `version`; answers' `phase` and `outcome` typed |
+//!
+//! Every field has a default, so a field added later loads from an older file as its
+//! default; a change that defaults cannot express gets a new version and a step in
+//! [`migrate`].
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::pipeline::state::DaemonState;
+
+/// The journal's file name in the state directory (`journal.json`).
+pub const JOURNAL_NAME: &str = "journal";
+/// The schema version this forewarn writes.
+pub const JOURNAL_VERSION: u32 = 2;
+/// The version of a journal written before the schema had one.
+const UNVERSIONED: u32 = 1;
+
+/// One journal file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JournalRecord {
+    /// The schema version the file was written with.
+    #[serde(default = "unversioned")]
+    pub version: u32,
+    /// The pipeline's state.
+    #[serde(flatten)]
+    pub state: DaemonState,
+    /// Plugins holding the VM not ready (`set-ready(false)`) at the commit: restored at
+    /// start, so `/readyz` stays 503 across a restart mid-drain.
+    #[serde(default)]
+    pub readiness_holds: BTreeSet<String>,
+}
+
+fn unversioned() -> u32 {
+    UNVERSIONED
+}
+
+impl JournalRecord {
+    /// A record of the current version.
+    pub fn new(state: DaemonState, readiness_holds: BTreeSet<String>) -> JournalRecord {
+        JournalRecord {
+            version: JOURNAL_VERSION,
+            state,
+            readiness_holds,
+        }
+    }
+}
+
+/// The state to resume from: the journal's, migrated to this version, or an empty one.
+pub fn resume(record: Option<JournalRecord>) -> DaemonState {
+    let Some(record) = record else {
+        return DaemonState::default();
+    };
+    let record = migrate(record);
+    if !record.state.events.is_empty() {
+        tracing::info!(
+            events = record.state.events.len(),
+            version = record.version,
+            "resuming from the journal"
+        );
+    }
+    record.state
+}
+
+/// Brings a record of any version to [`JOURNAL_VERSION`].
+pub fn migrate(mut record: JournalRecord) -> JournalRecord {
+    if record.version > JOURNAL_VERSION {
+        tracing::warn!(
+            version = record.version,
+            supported = JOURNAL_VERSION,
+            "the journal was written by a newer forewarn; reading the fields this version \
+             knows, so events resume, but fields it does not know are dropped at the next commit"
+        );
+    }
+    if record.version == UNVERSIONED {
+        // Version 1 had the same fields, and answers' phase and outcome were the same
+        // strings the typed enums read: nothing to convert.
+        record.version = JOURNAL_VERSION;
+    }
+    record
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unversioned_journal_reads_as_version_one_and_migrates() {
+        let record: JournalRecord =
+            serde_json::from_str(r#"{"tracker":{"events":{}},"events":{}}"#).expect("parses");
+        assert_eq!(record.version, 1);
+        assert!(record.readiness_holds.is_empty());
+        assert_eq!(migrate(record).version, JOURNAL_VERSION);
+    }
+
+    #[test]
+    fn missing_fields_take_their_defaults() {
+        let record: JournalRecord = serde_json::from_str("{}").expect("parses");
+        assert_eq!(record.state, DaemonState::default());
+    }
+
+    #[test]
+    fn a_record_round_trips_with_its_version() {
+        let holds = BTreeSet::from(["lb-drain".to_owned()]);
+        let record = JournalRecord::new(DaemonState::default(), holds);
+        let text = serde_json::to_string(&record).expect("encodes");
+        assert!(text.contains(r#""version":2"#), "{text}");
+        let back: JournalRecord = serde_json::from_str(&text).expect("parses");
+        assert_eq!(back, record);
+    }
+}

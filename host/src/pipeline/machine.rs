@@ -1,0 +1,632 @@
+//! The pipeline as one sans-I/O state machine, in the style of quinn-proto's `Connection`:
+//! inputs and `now` go in through [`Pipeline::handle`], actions come out of
+//! [`Pipeline::poll_action`], and [`Pipeline::poll_timeout`] says when to wake it.
+//!
+//! Nothing here reads the clock, touches the disk or the network, or spawns a task: the
+//! event loop (`crate::daemon::event_loop`) executes the actions. Every round ends with the
+//! rule that makes restarts safe: [`Action::Persist`] comes before the [`Action::Call`]s
+//! and [`Action::Approve`] it covers.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use forewarn_imds::{Document, EventStatus, ScheduledEvent};
+
+use crate::log_messages;
+use crate::ops::log_fields;
+use crate::pipeline::approval::{self, Approver};
+use crate::pipeline::clock::unix_ms;
+use crate::pipeline::policy::{self, Plan, PolicyConfig};
+use crate::pipeline::roster::Roster;
+use crate::pipeline::scheduler::{
+    self, CallReply, InFlight, PlannedCall, Preparation, Recovery, Schedule,
+};
+use crate::pipeline::state::{Answer, Approval, DaemonState, EventProgress, Handling, Lifecycle};
+use crate::pipeline::timeline::TimelineEntry;
+use crate::pipeline::tracker::Transition;
+
+/// Wait before re-sending an approval IMDS did not accept.
+pub const APPROVAL_RETRY: Duration = Duration::from_secs(1);
+
+/// What the pipeline needs to know besides its inputs.
+#[derive(Debug, Clone)]
+pub struct PipelineSettings {
+    /// This VM's name, as IMDS lists it in `Resources`.
+    pub vm_name: String,
+    /// The `[policy]` section.
+    pub policy: PolicyConfig,
+}
+
+/// Something that happened outside the pipeline.
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// IMDS listed this document.
+    Document(Document),
+    /// A plugin call finished.
+    Answer(CallAnswer),
+    /// The plugin set changed (reload).
+    Plugins(Arc<Roster>),
+    /// IMDS accepted the approval of these events.
+    ApprovalSent(Vec<String>),
+    /// IMDS did not accept the approval of these events.
+    ApprovalFailed {
+        /// The events whose approval failed.
+        event_ids: Vec<String>,
+        /// What went wrong, for the log and the timeline.
+        error: String,
+    },
+    /// Something journaled beside the state changed (readiness holds): persist again.
+    ReadinessHoldsChanged,
+    /// The daemon is stopping: record answers still arriving, start nothing new.
+    ShutdownStarted,
+}
+
+/// A finished plugin call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallAnswer {
+    /// The call this answers.
+    pub call: PlannedCall,
+    /// What the plugin replied.
+    pub reply: CallReply,
+}
+
+/// Something the event loop must do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Journal this state durably before the actions after it.
+    Persist(Arc<DaemonState>),
+    /// Start this plugin call; answer with [`Input::Answer`].
+    Call(PlannedCall),
+    /// POST the approval of these events to IMDS; answer with [`Input::ApprovalSent`] or
+    /// [`Input::ApprovalFailed`].
+    Approve(Vec<String>),
+    /// Report this step on the timeline (demo, metrics, tests).
+    Emit(TimelineEntry),
+}
+
+/// The pipeline: tracker → policy → scheduler → approval, over the journaled state.
+pub struct Pipeline {
+    settings: PipelineSettings,
+    state: DaemonState,
+    roster: Arc<Roster>,
+    approver: Box<dyn Approver>,
+    in_flight: InFlight,
+    /// The approval POST in flight, if any.
+    approving: Option<Vec<String>>,
+    approval_retry_at: Option<SystemTime>,
+    /// The approval holds already announced, by event; not journaled (a restart announces
+    /// them again).
+    holds_announced: HashMap<String, String>,
+    /// State changed and is not journaled yet; the round's end persists it.
+    unsaved: bool,
+    stopping: bool,
+    actions: VecDeque<Action>,
+}
+
+impl Pipeline {
+    /// A pipeline resuming from `state` (empty on a first start), approving through
+    /// `approver`.
+    pub fn new(
+        settings: PipelineSettings,
+        state: DaemonState,
+        approver: Box<dyn Approver>,
+    ) -> Pipeline {
+        Pipeline {
+            settings,
+            state,
+            roster: Arc::default(),
+            approver,
+            in_flight: InFlight::new(),
+            approving: None,
+            approval_retry_at: None,
+            holds_announced: HashMap::new(),
+            unsaved: false,
+            stopping: false,
+            actions: VecDeque::new(),
+        }
+    }
+
+    /// Replaces how approvals are decided (the daemon adds the etcd barrier this way).
+    pub fn set_approver(&mut self, approver: Box<dyn Approver>) {
+        self.approver = approver;
+    }
+
+    /// The state as it stands (journaled at the end of every round).
+    pub fn state(&self) -> &DaemonState {
+        &self.state
+    }
+
+    /// Whether plugin calls are still out.
+    pub fn has_calls_in_flight(&self) -> bool {
+        !self.in_flight.is_empty()
+    }
+
+    /// Applies `input` at `now`, then runs a round (see [`Pipeline::handle_timeout`]).
+    pub fn handle(&mut self, input: Input, now: SystemTime) {
+        match input {
+            Input::Document(document) => self.observe(&document, now),
+            Input::Answer(answer) => self.record_answer(answer, now),
+            Input::Plugins(roster) => self.roster = roster,
+            Input::ApprovalSent(event_ids) => self.approval_sent(event_ids, now),
+            Input::ApprovalFailed { event_ids, error } => {
+                self.approval_failed(event_ids, &error, now)
+            }
+            Input::ReadinessHoldsChanged => self.unsaved = true,
+            Input::ShutdownStarted => self.stopping = true,
+        }
+        self.handle_timeout(now);
+    }
+
+    /// Runs a round at `now`: moves every event forward, then queues the journal write and,
+    /// after it, the calls and the approval the round decided.
+    pub fn handle_timeout(&mut self, now: SystemTime) {
+        let mut calls = Vec::new();
+        if !self.stopping {
+            let ids: Vec<String> = self.state.events.keys().cloned().collect();
+            for id in ids {
+                self.advance_event(&id, now, &mut calls);
+            }
+        }
+        if self.unsaved || !calls.is_empty() {
+            self.unsaved = false;
+            self.actions
+                .push_back(Action::Persist(Arc::new(self.state.clone())));
+        }
+        for call in calls {
+            self.queue_call(call);
+        }
+        self.queue_due_approvals(now);
+    }
+
+    /// The next action to execute, in order.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// When a round is next due without any input: a retry, a deadline, an approval retry.
+    /// None: nothing is scheduled.
+    pub fn poll_timeout(&self) -> Option<SystemTime> {
+        let margin = self.settings.policy.safety_margin();
+        self.state
+            .events
+            .values()
+            .filter_map(|progress| scheduler::next_due(progress, margin))
+            .chain(self.approval_retry_at)
+            .min()
+    }
+
+    fn emit(&mut self, entry: TimelineEntry) {
+        self.actions.push_back(Action::Emit(entry));
+    }
+
+    fn observe(&mut self, document: &Document, now: SystemTime) {
+        let transitions = self.state.tracker.observe(document, now);
+        for transition in &transitions {
+            self.apply_transition(transition, now);
+        }
+        if !transitions.is_empty() {
+            self.unsaved = true;
+        }
+    }
+
+    fn apply_transition(&mut self, transition: &Transition, now: SystemTime) {
+        let event = transition.event().clone();
+        tracing::info!(
+            event_id = %event.id,
+            event_type = %event.event_type_raw,
+            transition = %transition.kind(),
+            not_before = %log_fields::time(event.not_before),
+            resources = %log_fields::list(&event.resources),
+            "{}",
+            log_messages::EVENT_TRANSITION
+        );
+        self.emit(TimelineEntry::Transition {
+            event_id: event.id.clone(),
+            event_type: event.event_type_raw.clone(),
+            transition: transition.kind(),
+            detail: describe_event(&event, now),
+        });
+        match transition {
+            Transition::Scheduled(_) => self.start_handling(event, Lifecycle::Scheduled),
+            Transition::Rescheduled { .. } => self.reschedule(event),
+            Transition::Started { .. } => self.mark_started(event),
+            Transition::EndedAfterStart(_) => self.mark_ended(event, true, now),
+            Transition::EndedWithoutStart(_) => self.mark_ended(event, false, now),
+        }
+    }
+
+    fn start_handling(&mut self, event: ScheduledEvent, lifecycle: Lifecycle) {
+        let handling = match policy::plan(&event, &self.settings.vm_name, &self.settings.policy) {
+            Plan::Ignore { reason } => {
+                tracing::info!(event_id = %event.id, "{reason}");
+                Handling::Ignored { reason }
+            }
+            Plan::ApproveAtOnce { rule } => Handling::ApproveAtOnce { rule: rule.into() },
+            Plan::Prepare { affects_this_vm } => Handling::Prepare { affects_this_vm },
+        };
+        self.emit(TimelineEntry::Handling {
+            event_id: event.id.clone(),
+            handling: handling.sentence(),
+        });
+        let id = event.id.clone();
+        let mut progress = EventProgress::new(event, handling, lifecycle);
+        if lifecycle == Lifecycle::Started {
+            progress.approval = Approval::Abandoned {
+                reason: "the event appeared already started".into(),
+            };
+        }
+        self.state.events.insert(id, progress);
+    }
+
+    fn reschedule(&mut self, event: ScheduledEvent) {
+        let id = event.id.clone();
+        // This VM prepares again: it is no longer ready for the event.
+        self.approver.withdraw(&id);
+        // A reschedule can change Resources, so the policy is asked again.
+        let previous_plugins = self.state.events.remove(&id).map(|p| p.plugins);
+        self.start_handling(event, Lifecycle::Scheduled);
+        if let (Some(progress), Some(plugins)) = (self.state.events.get_mut(&id), previous_plugins)
+        {
+            progress.plugins = plugins;
+            progress.restart_preparation();
+        }
+    }
+
+    fn mark_started(&mut self, event: ScheduledEvent) {
+        let Some(progress) = self.state.events.get_mut(&event.id) else {
+            // Straight to Started (a hardware failure): plugins are told it started.
+            self.start_handling(event, Lifecycle::Started);
+            return;
+        };
+        progress.event = event;
+        progress.lifecycle = Lifecycle::Started;
+        if matches!(progress.approval, Approval::Pending | Approval::Due { .. }) {
+            progress.approval = Approval::Abandoned {
+                reason: "the event started before it was approved".into(),
+            };
+        }
+    }
+
+    fn mark_ended(&mut self, event: ScheduledEvent, after_start: bool, now: SystemTime) {
+        let Some(progress) = self.state.events.get_mut(&event.id) else {
+            tracing::debug!(event_id = %event.id, "an event the daemon never handled ended");
+            return;
+        };
+        let after_start = after_start || missed_the_start(progress, now);
+        progress.event = event;
+        progress.lifecycle = Lifecycle::Ended { after_start };
+        if matches!(progress.approval, Approval::Pending | Approval::Due { .. }) {
+            progress.approval = Approval::Abandoned {
+                reason: "the event ended before it was approved".into(),
+            };
+        }
+    }
+
+    /// Moves one event forward, collecting the calls it needs.
+    fn advance_event(&mut self, id: &str, now: SystemTime, calls: &mut Vec<PlannedCall>) {
+        let Some(progress) = self.state.events.get(id) else {
+            return;
+        };
+        let stage = (&progress.handling, progress.lifecycle, &progress.approval);
+        match stage {
+            (_, Lifecycle::Scheduled, Approval::Coordinating { .. }) => self.coordinate(id, now),
+            (
+                Handling::Ignored { .. } | Handling::ApproveAtOnce { .. },
+                Lifecycle::Ended { .. },
+                _,
+            ) => self.forget(id),
+            (Handling::Ignored { .. }, _, _)
+            | (Handling::ApproveAtOnce { .. }, Lifecycle::Started, _) => {}
+            (Handling::ApproveAtOnce { .. }, Lifecycle::Scheduled, _) => {
+                self.decide_approval(id, now)
+            }
+            (Handling::Prepare { .. }, Lifecycle::Scheduled, _) => self.prepare(id, now, calls),
+            (Handling::Prepare { .. }, Lifecycle::Started, _) => self.tell_started(id, calls),
+            (Handling::Prepare { .. }, Lifecycle::Ended { .. }, _) => self.recover(id, now, calls),
+        }
+    }
+
+    fn schedule(&self) -> Schedule<'_> {
+        Schedule {
+            roster: &self.roster,
+            in_flight: &self.in_flight,
+            margin: self.settings.policy.safety_margin(),
+        }
+    }
+
+    fn prepare(&mut self, id: &str, now: SystemTime, calls: &mut Vec<PlannedCall>) {
+        let pending = self
+            .state
+            .events
+            .get(id)
+            .is_some_and(|progress| progress.approval == Approval::Pending);
+        if !pending {
+            return;
+        }
+        let schedule = Schedule {
+            roster: &self.roster,
+            in_flight: &self.in_flight,
+            margin: self.settings.policy.safety_margin(),
+        };
+        let Some(progress) = self.state.events.get_mut(id) else {
+            return;
+        };
+        match scheduler::prepare(progress, schedule, now) {
+            Preparation::Calls(due) => calls.extend(due),
+            Preparation::AllPrepared { subscribers } => {
+                let event = progress.event.clone();
+                match approval::hold(&event, subscribers, &self.roster, &self.settings.policy) {
+                    Some(reason) => self.announce_hold(id, reason),
+                    None => self.decide_approval(id, now),
+                }
+            }
+            Preparation::DeadlinePassed { still_preparing } => {
+                self.abandon_for_deadline(id, &still_preparing)
+            }
+        }
+    }
+
+    fn tell_started(&mut self, id: &str, calls: &mut Vec<PlannedCall>) {
+        if let Some(progress) = self.state.events.get(id) {
+            calls.extend(scheduler::tell_started(progress, self.schedule()));
+        }
+    }
+
+    fn recover(&mut self, id: &str, now: SystemTime, calls: &mut Vec<PlannedCall>) {
+        let schedule = Schedule {
+            roster: &self.roster,
+            in_flight: &self.in_flight,
+            margin: self.settings.policy.safety_margin(),
+        };
+        let Some(progress) = self.state.events.get_mut(id) else {
+            return;
+        };
+        match scheduler::recover(progress, schedule, now) {
+            Recovery::Calls(due) => calls.extend(due),
+            Recovery::Done => self.forget(id),
+        }
+    }
+
+    fn abandon_for_deadline(&mut self, id: &str, still_preparing: &[String]) {
+        let reason = format!(
+            "NotBefore (minus the {} ms safety margin) came before every plugin approved \
+             (still preparing: {}); the platform starts the event on its own",
+            self.settings.policy.safety_margin_ms,
+            if still_preparing.is_empty() {
+                "none".into()
+            } else {
+                still_preparing.join(", ")
+            }
+        );
+        tracing::warn!(event_id = %id, "{reason}");
+        if let Some(progress) = self.state.events.get_mut(id) {
+            progress.approval = Approval::Abandoned {
+                reason: reason.clone(),
+            };
+        }
+        self.unsaved = true;
+        self.emit(TimelineEntry::NotApproved {
+            event_id: id.to_owned(),
+            reason,
+        });
+    }
+
+    /// Every plugin approved (or none was needed): the approver decides.
+    fn decide_approval(&mut self, id: &str, now: SystemTime) {
+        let Some(progress) = self.state.events.get_mut(id) else {
+            return;
+        };
+        if progress.approval != Approval::Pending {
+            return;
+        }
+        let approval = self.approver.decide(&progress.event, now);
+        let note = match &approval {
+            Approval::DryRun { would } => Some(would.clone()),
+            Approval::Withheld { reason } => Some(reason.clone()),
+            _ => None,
+        };
+        progress.approval = approval;
+        self.unsaved = true;
+        if let Some(reason) = note {
+            tracing::info!(event_id = %id, "{reason}");
+            self.emit(TimelineEntry::NotApproved {
+                event_id: id.to_owned(),
+                reason,
+            });
+        }
+    }
+
+    /// An event waiting on the barrier: the approver says whether to approve now.
+    fn coordinate(&mut self, id: &str, now: SystemTime) {
+        let Some(progress) = self.state.events.get_mut(id) else {
+            return;
+        };
+        if self.approver.advance(progress, now) {
+            self.unsaved = true;
+        }
+    }
+
+    /// Logs and shows `reason` once per event and reason (the hold is checked every round).
+    fn announce_hold(&mut self, id: &str, reason: String) {
+        if self.holds_announced.get(id) == Some(&reason) {
+            return;
+        }
+        tracing::warn!(event_id = %id, "{reason}");
+        self.emit(TimelineEntry::NotApproved {
+            event_id: id.to_owned(),
+            reason: reason.clone(),
+        });
+        self.holds_announced.insert(id.to_owned(), reason);
+    }
+
+    fn forget(&mut self, id: &str) {
+        self.holds_announced.remove(id);
+        if self.state.events.remove(id).is_none() {
+            return;
+        }
+        self.unsaved = true;
+        tracing::info!(event_id = %id, "event handled to the end");
+        self.emit(TimelineEntry::Finished {
+            event_id: id.to_owned(),
+        });
+    }
+
+    fn queue_call(&mut self, call: PlannedCall) {
+        self.in_flight
+            .insert((call.event_id.clone(), call.plugin.clone()));
+        self.emit(TimelineEntry::PluginCalled {
+            event_id: call.event_id.clone(),
+            plugin: call.plugin.clone(),
+            phase: call.phase,
+            attempt: call.attempt,
+            budget_ms: u64::try_from(call.budget.as_millis()).unwrap_or(u64::MAX),
+        });
+        tracing::debug!(event_id = %call.event_id, plugin = %call.plugin, phase = %call.phase, attempt = call.attempt, budget = %log_fields::duration(call.budget), "calling plugin");
+        self.actions.push_back(Action::Call(call));
+    }
+
+    /// Queues one POST for every approval due (already journaled as due), unless one is in
+    /// flight or the last one failed less than [`APPROVAL_RETRY`] ago.
+    fn queue_due_approvals(&mut self, now: SystemTime) {
+        if self.stopping
+            || self.approving.is_some()
+            || self.approval_retry_at.is_some_and(|at| at > now)
+        {
+            return;
+        }
+        let due: Vec<String> = self
+            .state
+            .events
+            .iter()
+            .filter(|(_, progress)| matches!(progress.approval, Approval::Due { .. }))
+            .map(|(id, _)| id.clone())
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        self.approving = Some(due.clone());
+        self.actions.push_back(Action::Approve(due));
+    }
+
+    fn approval_sent(&mut self, event_ids: Vec<String>, now: SystemTime) {
+        self.approving = None;
+        self.approval_retry_at = None;
+        let at_unix_ms = unix_ms(now);
+        for id in &event_ids {
+            if let Some(progress) = self.state.events.get_mut(id) {
+                progress.approval = Approval::Sent { at_unix_ms };
+            }
+        }
+        self.approver.approval_sent(&event_ids);
+        self.unsaved = true;
+        tracing::info!(event_ids = %log_fields::list(&event_ids), "approved at IMDS");
+        self.emit(TimelineEntry::Approved { event_ids });
+    }
+
+    fn approval_failed(&mut self, event_ids: Vec<String>, error: &str, now: SystemTime) {
+        self.approving = None;
+        tracing::warn!(event_ids = %log_fields::list(&event_ids), %error, "approval not accepted by IMDS; retrying");
+        self.approval_retry_at = Some(now + APPROVAL_RETRY);
+        self.emit(TimelineEntry::ApprovalFailed {
+            event_ids,
+            error: error.to_owned(),
+        });
+    }
+
+    fn record_answer(&mut self, answer: CallAnswer, now: SystemTime) {
+        let CallAnswer { call, reply } = answer;
+        self.in_flight
+            .remove(&(call.event_id.clone(), call.plugin.clone()));
+        for line in &reply.logs {
+            self.emit(TimelineEntry::PluginLog {
+                event_id: call.event_id.clone(),
+                plugin: call.plugin.clone(),
+                level: line.level,
+                message: line.message.clone(),
+            });
+        }
+        let margin = self.settings.policy.safety_margin();
+        let Some(progress) = self.state.events.get_mut(&call.event_id) else {
+            return;
+        };
+        let recorded =
+            scheduler::record_reply(progress, &call.plugin, call.phase, &reply, now, margin);
+        log_answer(&call.event_id, &call.plugin, &recorded);
+        self.unsaved = true;
+        self.emit(TimelineEntry::PluginAnswered {
+            event_id: call.event_id,
+            plugin: call.plugin,
+            phase: recorded.phase,
+            outcome: recorded.outcome,
+            reason: recorded.reason,
+            elapsed_ms: recorded.elapsed_ms,
+        });
+    }
+}
+
+/// Whether an event that vanished while the daemon last saw it Scheduled most likely ran:
+/// our approval was sent (or was due: a crash between the POST and the journal write leaves
+/// it so), or its NotBefore had passed. Either way the daemon missed the Started document
+/// (it was down — perhaps rebooted by this very event — or IMDS was unreadable for longer
+/// than the event lasted). A cancel happens before the start, so recovering as after a
+/// start is the safe reading: plugins restore and restart.
+fn missed_the_start(progress: &EventProgress, now: SystemTime) -> bool {
+    let approved = matches!(
+        progress.approval,
+        Approval::Sent { .. } | Approval::Due { .. }
+    );
+    let past_not_before = progress
+        .event
+        .not_before
+        .is_some_and(|not_before| not_before <= now);
+    if approved || past_not_before {
+        tracing::info!(
+            event_id = %progress.event.id,
+            approved,
+            past_not_before,
+            "event vanished without being seen Started; recovering as after a start"
+        );
+    }
+    approved || past_not_before
+}
+
+/// The audit trail: one structured line per plugin decision.
+fn log_answer(event_id: &str, plugin: &str, answer: &Answer) {
+    if answer.outcome.is_failure() {
+        tracing::warn!(
+            event_id, plugin, phase = %answer.phase, decision = "defer",
+            failure = %answer.outcome, reason = %answer.reason, elapsed_ms = answer.elapsed_ms,
+            "{}",
+            log_messages::PLUGIN_CALL_FAILED
+        );
+        return;
+    }
+    tracing::info!(
+        event_id, plugin, phase = %answer.phase, decision = %answer.outcome,
+        reason = %answer.reason, elapsed_ms = answer.elapsed_ms, "{}",
+        log_messages::PLUGIN_DECISION
+    );
+}
+
+fn describe_event(event: &ScheduledEvent, now: SystemTime) -> String {
+    let status = match event.status {
+        EventStatus::Scheduled => "Scheduled",
+        EventStatus::Started => "Started",
+    };
+    let mut parts = vec![
+        format!("{} {}", event.event_type_raw, status),
+        format!("for {}", event.resources.join(", ")),
+    ];
+    if let Some(not_before) = event.not_before {
+        let seconds = not_before
+            .duration_since(now)
+            .map(|left| left.as_secs())
+            .unwrap_or(0);
+        parts.push(format!("NotBefore in {seconds}s"));
+    }
+    if let Some(duration) = event.duration_seconds {
+        parts.push(format!("impact {duration}s"));
+    }
+    parts.join(", ")
+}

@@ -1,0 +1,186 @@
+//! The plugins as the pipeline schedules them: names and manifests in dependency order
+//! (`after`), with the files that failed to load. No wasm here: tests build one from text.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use forewarn_imds::EventType;
+
+use crate::plugins::manifest::PluginManifest;
+
+/// One plugin: its name and the operator's manifest for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Member {
+    /// The plugin's name (its file stem).
+    pub name: String,
+    /// Subscriptions, `after`, budget, capabilities.
+    pub manifest: PluginManifest,
+}
+
+/// The plugins live at one moment, in dependency order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Roster {
+    ordered: Vec<Member>,
+    /// Per plugin, the loaded plugins it runs after.
+    predecessors: BTreeMap<String, Vec<String>>,
+    /// Problems found while ordering (unknown names in `after`, cycles), for the log and status.
+    warnings: Vec<String>,
+    /// Plugin files that failed to load, by file, with the reason (the previous version of
+    /// that plugin, if any, stays loaded).
+    load_errors: BTreeMap<PathBuf, String>,
+}
+
+impl Roster {
+    /// Orders `plugins` (name, manifest) so that every plugin comes after those it names in
+    /// `after`. Unknown names are ignored and a cycle is broken by name order, each with a
+    /// warning, so one bad manifest line never leaves the VM without its other plugins.
+    pub fn new(plugins: Vec<(String, PluginManifest)>) -> Roster {
+        let mut warnings = Vec::new();
+        let by_name: BTreeMap<String, PluginManifest> = plugins.into_iter().collect();
+        let mut predecessors = BTreeMap::new();
+        for (name, manifest) in &by_name {
+            let mut known = Vec::new();
+            for before in &manifest.after {
+                if by_name.contains_key(before) {
+                    known.push(before.clone());
+                } else {
+                    warnings.push(format!(
+                        "plugin `{name}` runs after `{before}`, which is not loaded; ignoring that constraint"
+                    ));
+                }
+            }
+            predecessors.insert(name.clone(), known);
+        }
+        let ordered = topological_order(&predecessors, &mut warnings)
+            .into_iter()
+            .filter_map(|name| {
+                let manifest = by_name.get(&name)?.clone();
+                Some(Member { name, manifest })
+            })
+            .collect();
+        Roster {
+            ordered,
+            predecessors,
+            warnings,
+            load_errors: BTreeMap::new(),
+        }
+    }
+
+    /// Records the plugin files that failed to load (file → reason).
+    pub fn set_load_errors(&mut self, load_errors: BTreeMap<PathBuf, String>) {
+        self.load_errors = load_errors;
+    }
+
+    /// Every plugin, in dependency order.
+    pub fn members(&self) -> &[Member] {
+        &self.ordered
+    }
+
+    /// The plugin called `name`.
+    pub fn get(&self, name: &str) -> Option<&Member> {
+        self.ordered.iter().find(|member| member.name == name)
+    }
+
+    /// The plugins subscribed to `event_type`, in dependency order.
+    pub fn subscribers(&self, event_type: EventType) -> Vec<&Member> {
+        self.ordered
+            .iter()
+            .filter(|member| member.manifest.subscribes_to(event_type))
+            .collect()
+    }
+
+    /// The loaded plugins `name` must wait for.
+    pub fn predecessors(&self, name: &str) -> &[String] {
+        self.predecessors
+            .get(name)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+
+    /// Plugin files that failed to load, with the reason.
+    pub fn load_errors(&self) -> &BTreeMap<PathBuf, String> {
+        &self.load_errors
+    }
+
+    /// Problems found while ordering the plugins.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+}
+
+/// Kahn's algorithm with names in sorted order at each step, so the order is stable.
+fn topological_order(
+    predecessors: &BTreeMap<String, Vec<String>>,
+    warnings: &mut Vec<String>,
+) -> Vec<String> {
+    let mut done: Vec<String> = Vec::new();
+    let mut remaining: BTreeSet<&String> = predecessors.keys().collect();
+    while !remaining.is_empty() {
+        let ready = remaining.iter().copied().find(|name| {
+            predecessors[*name]
+                .iter()
+                .all(|before| done.contains(before))
+        });
+        let next = match ready {
+            Some(name) => name,
+            None => {
+                // Every remaining plugin waits on another: a cycle. Break it by name order.
+                let stuck: Vec<&str> = remaining.iter().map(|name| name.as_str()).collect();
+                warnings.push(format!(
+                    "plugins {} name each other in `after` (a cycle); running them in name order",
+                    stuck.join(", ")
+                ));
+                remaining
+                    .iter()
+                    .copied()
+                    .next()
+                    .expect("remaining is not empty")
+            }
+        };
+        remaining.remove(next);
+        done.push(next.clone());
+    }
+    done
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn order(edges: &[(&str, &[&str])]) -> (Vec<String>, Vec<String>) {
+        let predecessors = edges
+            .iter()
+            .map(|(name, after)| {
+                (
+                    name.to_string(),
+                    after.iter().map(|s| s.to_string()).collect(),
+                )
+            })
+            .collect();
+        let mut warnings = Vec::new();
+        (topological_order(&predecessors, &mut warnings), warnings)
+    }
+
+    #[test]
+    fn orders_by_after_then_name() {
+        let (order, warnings) = order(&[
+            ("graceful-shutdown", &["lb-drain", "checkpoint"]),
+            ("checkpoint", &["lb-drain"]),
+            ("lb-drain", &[]),
+            ("audit", &[]),
+        ]);
+        assert_eq!(
+            order,
+            ["audit", "lb-drain", "checkpoint", "graceful-shutdown"]
+        );
+        assert!(warnings.is_empty());
+    }
+
+    #[test]
+    fn cycle_is_broken_with_a_warning() {
+        let (order, warnings) = order(&[("a", &["b"]), ("b", &["a"]), ("c", &[])]);
+        assert_eq!(order, ["c", "a", "b"]);
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].contains("cycle"));
+    }
+}
