@@ -226,7 +226,7 @@ impl Daemon {
         match joined {
             Ok(answer) => self
                 .pipeline
-                .handle(Input::Answer(answer), SystemTime::now()),
+                .handle(Input::Answer(Box::new(answer)), SystemTime::now()),
             // A panic inside the runtime is a forewarn bug; the call is lost, but the
             // (event, plugin) pair stays marked in flight only until the next restart.
             Err(error) => {

@@ -44,7 +44,7 @@ pub enum Input {
     /// IMDS listed this document.
     Document(Document),
     /// A plugin call finished.
-    Answer(CallAnswer),
+    Answer(Box<CallAnswer>),
     /// The plugin set changed (reload).
     Plugins(Arc<Roster>),
     /// IMDS accepted the approval of these events.
@@ -146,7 +146,7 @@ impl Pipeline {
     pub fn handle(&mut self, input: Input, now: SystemTime) {
         match input {
             Input::Document(document) => self.observe(&document, now),
-            Input::Answer(answer) => self.record_answer(answer, now),
+            Input::Answer(answer) => self.record_answer(*answer, now),
             Input::Plugins(roster) => self.roster = roster,
             Input::ApprovalSent(event_ids) => self.approval_sent(event_ids, now),
             Input::ApprovalFailed { event_ids, error } => {
@@ -296,6 +296,10 @@ impl Pipeline {
         let after_start = after_start || missed_the_start(progress, now);
         progress.event = event;
         progress.lifecycle = Lifecycle::Ended { after_start };
+        // A deferral's wait was for preparation: recovery starts now, not when it ends.
+        for own in progress.plugins.values_mut() {
+            own.retry_at_unix_ms = None;
+        }
         if matches!(progress.approval, Approval::Pending | Approval::Due { .. }) {
             progress.approval = Approval::Abandoned {
                 reason: "the event ended before it was approved".into(),
@@ -630,3 +634,6 @@ fn describe_event(event: &ScheduledEvent, now: SystemTime) -> String {
     }
     parts.join(", ")
 }
+
+#[cfg(test)]
+mod tests;

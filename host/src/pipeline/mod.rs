@@ -13,6 +13,8 @@ pub use machine::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
 pub mod approval;
 pub mod barrier;
 pub mod clock;
+#[cfg(test)]
+pub(crate) mod harness;
 pub mod machine;
 pub mod policy;
 pub mod roster;

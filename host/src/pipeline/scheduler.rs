@@ -242,8 +242,7 @@ fn may_recover(
         schedule
             .roster
             .predecessors(&other.name)
-            .iter()
-            .any(|before| *before == member.name)
+            .contains(&member.name)
             && !progress.plugin(&other.name).told_ended
     });
     !own.told_ended
@@ -367,14 +366,21 @@ pub fn retry_instant(
     wanted.min(last_useful).max(now + MIN_RETRY)
 }
 
-/// The next instant something is due for `progress`: a retry, or the preparation deadline.
+/// The next instant something is due for `progress`: a retry while the event is being
+/// prepared or recovered, or the preparation deadline. A retry left over from a phase that
+/// is over (preparation abandoned at the deadline) is not due: counting it would wake the
+/// loop at once, forever.
 pub fn next_due(progress: &EventProgress, margin: Duration) -> Option<SystemTime> {
+    let preparing =
+        progress.lifecycle == Lifecycle::Scheduled && progress.approval == Approval::Pending;
+    let recovering = matches!(progress.lifecycle, Lifecycle::Ended { .. });
     let retries = progress
         .plugins
         .values()
+        .filter(|_| preparing || recovering)
+        .filter(|own| !(recovering && own.told_ended))
         .filter_map(|own| own.retry_at_unix_ms.map(from_unix_ms));
-    let deadline = (progress.lifecycle == Lifecycle::Scheduled
-        && progress.approval == Approval::Pending)
+    let deadline = preparing
         .then_some(progress.event.not_before)
         .flatten()
         .map(|not_before| not_before.checked_sub(margin).unwrap_or(not_before));

@@ -499,18 +499,20 @@ async fn record_timeline(
         let wall = SystemTime::now();
         match entry {
             TimelineEntry::PluginCalled {
-                event_id, phase, ..
-            } if phase == CallPhase::Prepare => {
+                event_id,
+                phase: CallPhase::Prepare,
+                ..
+            } => {
                 let mut times = times.lock().expect("times lock");
                 let event = times.entry(event_id).or_default();
                 event.first_call.get_or_insert(now);
             }
             TimelineEntry::PluginAnswered {
                 event_id,
-                phase,
-                outcome,
+                phase: CallPhase::Prepare,
+                outcome: AnswerOutcome::Approve,
                 ..
-            } if phase == CallPhase::Prepare && outcome == AnswerOutcome::Approve => {
+            } => {
                 let mut times = times.lock().expect("times lock");
                 let event = times.entry(event_id).or_default();
                 event.last_approval = Some(now);

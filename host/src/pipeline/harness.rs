@@ -1,0 +1,287 @@
+//! A test harness for the pipeline on a fake clock, in the style of quinn-proto's `Pair`:
+//! time only moves when a test steps it to the pipeline's next timeout, and plugins answer
+//! as each test scripts them, so every test runs in microseconds and never sleeps.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use forewarn_imds::{Document, EventSource, EventStatus, EventType, ScheduledEvent};
+
+use crate::pipeline::approval::{Approver, LocalApprover};
+use crate::pipeline::policy::PolicyConfig;
+use crate::pipeline::roster::Roster;
+use crate::pipeline::scheduler::{CallReply, PlannedCall};
+use crate::pipeline::state::{AnswerOutcome, CallPhase, DaemonState};
+use crate::pipeline::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
+use crate::plugins::manifest::PluginManifest;
+
+/// The VM the harness's pipeline runs on.
+pub(crate) const VM: &str = "vm-a";
+
+/// The harness's start time: a fixed instant, so failures print the same numbers.
+pub(crate) fn t0() -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+}
+
+type Script = Box<dyn Fn(&PlannedCall) -> CallReply>;
+
+/// One action as the harness executed it, with the fake time.
+#[derive(Debug, Clone)]
+pub(crate) struct Executed {
+    pub(crate) at: SystemTime,
+    pub(crate) action: Action,
+}
+
+/// A pipeline, a fake clock, and scripted plugins.
+pub(crate) struct Harness {
+    pub(crate) now: SystemTime,
+    pub(crate) pipeline: Pipeline,
+    /// Every action executed, in order.
+    pub(crate) log: Vec<Executed>,
+    /// The state last persisted.
+    pub(crate) persisted: Option<Arc<DaemonState>>,
+    scripts: BTreeMap<String, Script>,
+    /// Whether IMDS accepts approvals.
+    pub(crate) imds_accepts: bool,
+}
+
+impl Harness {
+    /// A fresh pipeline with `plugins` (name, manifest text), under `policy`.
+    pub(crate) fn new(plugins: &[(&str, &str)], policy: PolicyConfig) -> Harness {
+        Harness::resume(plugins, policy, DaemonState::default(), t0())
+    }
+
+    /// A pipeline resuming from `state` (as after a restart) at `now`.
+    pub(crate) fn resume(
+        plugins: &[(&str, &str)],
+        policy: PolicyConfig,
+        state: DaemonState,
+        now: SystemTime,
+    ) -> Harness {
+        let approver = Box::new(LocalApprover::new(VM, &policy));
+        Harness::with_approver(plugins, policy, state, approver, now)
+    }
+
+    /// A pipeline approving through `approver`.
+    pub(crate) fn with_approver(
+        plugins: &[(&str, &str)],
+        policy: PolicyConfig,
+        state: DaemonState,
+        approver: Box<dyn Approver>,
+        now: SystemTime,
+    ) -> Harness {
+        let settings = PipelineSettings {
+            vm_name: VM.to_owned(),
+            policy,
+        };
+        let mut harness = Harness {
+            now,
+            pipeline: Pipeline::new(settings, state, approver),
+            log: Vec::new(),
+            persisted: None,
+            scripts: BTreeMap::new(),
+            imds_accepts: true,
+        };
+        harness.input(Input::Plugins(Arc::new(roster(plugins))));
+        harness
+    }
+
+    /// Scripts how `plugin` answers (every plugin approves at once unless scripted).
+    pub(crate) fn script(
+        &mut self,
+        plugin: &str,
+        reply: impl Fn(&PlannedCall) -> CallReply + 'static,
+    ) {
+        self.scripts.insert(plugin.to_owned(), Box::new(reply));
+    }
+
+    /// IMDS lists `events` now.
+    pub(crate) fn document(&mut self, events: &[ScheduledEvent]) {
+        let document = Document {
+            incarnation: Some(1),
+            events: events.to_vec(),
+            rejected: Vec::new(),
+        };
+        self.input(Input::Document(document));
+    }
+
+    /// Feeds `input` at the current time and executes everything that follows: calls are
+    /// answered at once by their scripts, approvals by IMDS as `imds_accepts` says.
+    pub(crate) fn input(&mut self, input: Input) {
+        self.pipeline.handle(input, self.now);
+        self.execute();
+    }
+
+    /// Jumps the clock to the pipeline's next timeout (if it is before `limit`) and runs the
+    /// round; returns false when nothing is due before `limit`.
+    pub(crate) fn step_before(&mut self, limit: SystemTime) -> bool {
+        let Some(at) = self.pipeline.poll_timeout() else {
+            return false;
+        };
+        if at > limit {
+            return false;
+        }
+        self.now = self.now.max(at);
+        self.pipeline.handle_timeout(self.now);
+        self.execute();
+        // A timeout that is still due after its round would make the event loop spin.
+        if let Some(next) = self.pipeline.poll_timeout() {
+            assert!(
+                next > self.now,
+                "the timeout at {next:?} is still due after its round (now {:?})",
+                self.now
+            );
+        }
+        true
+    }
+
+    /// Steps through every timeout in the next `span` of fake time, then sets the clock to
+    /// its end.
+    pub(crate) fn run_for(&mut self, span: Duration) {
+        let end = self.now + span;
+        while self.step_before(end) {}
+        self.now = end;
+        self.pipeline.handle_timeout(self.now);
+        self.execute();
+    }
+
+    fn execute(&mut self) {
+        while let Some(action) = self.pipeline.poll_action() {
+            self.log.push(Executed {
+                at: self.now,
+                action: action.clone(),
+            });
+            match action {
+                Action::Persist(state) => self.persisted = Some(state),
+                Action::Call(call) => {
+                    let reply = match self.scripts.get(&call.plugin) {
+                        Some(script) => script(&call),
+                        None => approve(),
+                    };
+                    // Answered later in this loop, after the actions already queued.
+                    self.pipeline.handle(
+                        Input::Answer(Box::new(CallAnswer { call, reply })),
+                        self.now,
+                    );
+                }
+                Action::Approve(event_ids) => {
+                    let input = if self.imds_accepts {
+                        Input::ApprovalSent(event_ids)
+                    } else {
+                        Input::ApprovalFailed {
+                            event_ids,
+                            error: "IMDS answered 500".into(),
+                        }
+                    };
+                    self.pipeline.handle(input, self.now);
+                }
+                Action::Emit(_) => {}
+            }
+        }
+    }
+
+    /// The calls started so far: (time, plugin, phase, attempt, budget).
+    pub(crate) fn calls(&self) -> Vec<(SystemTime, String, CallPhase, u32, Duration)> {
+        self.log
+            .iter()
+            .filter_map(|executed| match &executed.action {
+                Action::Call(call) => Some((
+                    executed.at,
+                    call.plugin.clone(),
+                    call.phase,
+                    call.attempt,
+                    call.budget,
+                )),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The (plugin, phase) of every call started, in order.
+    pub(crate) fn call_order(&self) -> Vec<(String, CallPhase)> {
+        self.calls()
+            .into_iter()
+            .map(|(_, plugin, phase, _, _)| (plugin, phase))
+            .collect()
+    }
+
+    /// The approval POSTs: (time, event ids).
+    pub(crate) fn approvals(&self) -> Vec<(SystemTime, Vec<String>)> {
+        self.log
+            .iter()
+            .filter_map(|executed| match &executed.action {
+                Action::Approve(ids) => Some((executed.at, ids.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// A roster from (name, manifest text) pairs.
+pub(crate) fn roster(plugins: &[(&str, &str)]) -> Roster {
+    Roster::new(
+        plugins
+            .iter()
+            .map(|(name, text)| {
+                let manifest = PluginManifest::parse(text)
+                    .unwrap_or_else(|error| panic!("manifest of {name}: {error}"));
+                ((*name).to_owned(), manifest)
+            })
+            .collect(),
+    )
+}
+
+/// A Scheduled event for [`VM`] with NotBefore `notice` after `now`.
+pub(crate) fn event(
+    id: &str,
+    event_type: EventType,
+    now: SystemTime,
+    notice: Duration,
+) -> ScheduledEvent {
+    ScheduledEvent {
+        id: id.to_owned(),
+        event_type,
+        event_type_raw: format!("{event_type:?}"),
+        resource_type: "VirtualMachine".into(),
+        resources: vec![VM.to_owned()],
+        status: EventStatus::Scheduled,
+        not_before: Some(now + notice),
+        description: String::new(),
+        source: EventSource::Platform,
+        duration_seconds: None,
+    }
+}
+
+/// The same event, Started.
+pub(crate) fn started(event: &ScheduledEvent) -> ScheduledEvent {
+    ScheduledEvent {
+        status: EventStatus::Started,
+        not_before: None,
+        ..event.clone()
+    }
+}
+
+/// An approving reply.
+pub(crate) fn approve() -> CallReply {
+    reply(AnswerOutcome::Approve, Duration::ZERO)
+}
+
+/// A deferring reply asking to be called again after `retry_after`.
+pub(crate) fn defer(retry_after: Duration) -> CallReply {
+    CallReply {
+        reason: "not yet".into(),
+        ..reply(AnswerOutcome::Defer, retry_after)
+    }
+}
+
+/// A reply with `outcome` (a failure kind, for instance).
+pub(crate) fn reply(outcome: AnswerOutcome, retry_after: Duration) -> CallReply {
+    CallReply {
+        outcome,
+        reason: String::new(),
+        retry_after,
+        elapsed: Duration::from_millis(3),
+        logs: Vec::new(),
+    }
+}

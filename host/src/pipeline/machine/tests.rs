@@ -1,0 +1,424 @@
+//! The pipeline on a fake clock: ordering, deferral, budgets from NotBefore, recovery
+//! order, approval, the journal-first rule, and resuming from a journal (one written by
+//! the forewarn before this pipeline existed).
+
+use std::time::Duration;
+
+use forewarn_imds::{EventType, ScheduledEvent};
+
+use super::*;
+use crate::daemon::journal_record::{self, JournalRecord};
+use crate::pipeline::approval::{Barrier, CoordinatedApprover, LocalApprover, Verdict};
+use crate::pipeline::clock;
+use crate::pipeline::harness::{Harness, VM, approve, defer, event, reply, started, t0};
+use crate::pipeline::state::{AnswerOutcome, CallPhase};
+
+const SECOND: Duration = Duration::from_secs(1);
+
+/// lb-drain, then checkpoint (after lb-drain), then graceful-shutdown (after both).
+const CHAIN: &[(&str, &str)] = &[
+    (
+        "graceful-shutdown",
+        "subscribe = [\"*\"]\nafter = [\"lb-drain\", \"checkpoint\"]\nbudget = \"10s\"\n",
+    ),
+    (
+        "checkpoint",
+        "subscribe = [\"*\"]\nafter = [\"lb-drain\"]\nbudget = \"10s\"\n",
+    ),
+    ("lb-drain", "subscribe = [\"*\"]\nbudget = \"10s\"\n"),
+];
+
+fn names(order: &[(String, CallPhase)], phase: CallPhase) -> Vec<&str> {
+    order
+        .iter()
+        .filter(|(_, p)| *p == phase)
+        .map(|(name, _)| name.as_str())
+        .collect()
+}
+
+#[test]
+fn plugins_prepare_in_dependency_order_and_recover_in_reverse() {
+    let mut harness = Harness::new(CHAIN, PolicyConfig::default());
+    let reboot = event("E1", EventType::Reboot, t0(), 300 * SECOND);
+    harness.document(std::slice::from_ref(&reboot));
+    assert_eq!(
+        names(&harness.call_order(), CallPhase::Prepare),
+        ["lb-drain", "checkpoint", "graceful-shutdown"]
+    );
+    assert_eq!(
+        harness.approvals().len(),
+        1,
+        "approved once every plugin approved"
+    );
+    harness.document(&[started(&reboot)]);
+    harness.document(&[]);
+    let order = harness.call_order();
+    assert_eq!(
+        names(&order, CallPhase::Started),
+        ["lb-drain", "checkpoint", "graceful-shutdown"]
+    );
+    assert_eq!(
+        names(&order, CallPhase::EndedAfterStart),
+        ["graceful-shutdown", "checkpoint", "lb-drain"]
+    );
+    assert!(
+        harness.pipeline.state().events.is_empty(),
+        "forgotten once recovered"
+    );
+}
+
+#[test]
+fn a_later_plugin_waits_while_an_earlier_one_defers() {
+    let mut harness = Harness::new(CHAIN, PolicyConfig::default());
+    harness.script("lb-drain", |call| {
+        if call.attempt < 3 {
+            defer(2 * SECOND)
+        } else {
+            approve()
+        }
+    });
+    harness.document(&[event("E1", EventType::Reboot, t0(), 300 * SECOND)]);
+    harness.run_for(10 * SECOND);
+    let calls = harness.calls();
+    let drain: Vec<_> = calls.iter().filter(|c| c.1 == "lb-drain").collect();
+    assert_eq!(drain.len(), 3);
+    // Asked again after the wait the deferral named, not sooner.
+    assert_eq!(drain[1].0, drain[0].0 + 2 * SECOND);
+    assert_eq!(drain[2].0, drain[1].0 + 2 * SECOND);
+    let first_checkpoint = calls
+        .iter()
+        .find(|c| c.1 == "checkpoint")
+        .expect("checkpoint asked");
+    assert!(
+        first_checkpoint.0 >= drain[2].0,
+        "checkpoint was asked before lb-drain approved"
+    );
+    assert_eq!(harness.approvals().len(), 1);
+}
+
+#[test]
+fn budgets_and_retries_are_cut_to_the_deadline() {
+    // (manifest budget, notice, safety margin, plugin's retry-after) →
+    // (first budget, second call's delay after the first)
+    let rows = [
+        ("10s", 300, 2_000, 60, 10 * SECOND, 60 * SECOND),
+        ("10s", 8, 2_000, 60, 6 * SECOND, 5 * SECOND),
+        ("10s", 30, 5_000, 1, 10 * SECOND, SECOND),
+        ("2s", 30, 2_000, 0, 2 * SECOND, Duration::from_millis(100)),
+    ];
+    for (budget, notice, margin_ms, retry_after, first_budget, second_after) in rows {
+        let manifest = format!("subscribe = [\"*\"]\nbudget = \"{budget}\"\n");
+        let policy = PolicyConfig {
+            safety_margin_ms: margin_ms,
+            ..PolicyConfig::default()
+        };
+        let mut harness = Harness::new(&[("p", &manifest)], policy);
+        harness.script("p", move |call| {
+            if call.attempt == 1 {
+                defer(Duration::from_secs(retry_after))
+            } else {
+                approve()
+            }
+        });
+        harness.document(&[event(
+            "E1",
+            EventType::Preempt,
+            t0(),
+            Duration::from_secs(notice),
+        )]);
+        harness.run_for(Duration::from_secs(notice));
+        let calls = harness.calls();
+        let row = format!(
+            "budget {budget}, notice {notice}s, margin {margin_ms}ms, retry {retry_after}s"
+        );
+        assert_eq!(calls[0].4, first_budget, "{row}");
+        assert_eq!(
+            calls[1].0.duration_since(calls[0].0).ok(),
+            Some(second_after),
+            "{row}"
+        );
+        assert!(
+            calls[1].0 + calls[1].4 <= t0() + Duration::from_secs(notice),
+            "{row}: call runs past NotBefore"
+        );
+    }
+}
+
+#[test]
+fn the_deadline_abandons_the_approval_and_names_who_was_still_preparing() {
+    let mut harness = Harness::new(CHAIN, PolicyConfig::default());
+    harness.script("checkpoint", |_| defer(SECOND));
+    harness.document(&[event("E1", EventType::Preempt, t0(), 10 * SECOND)]);
+    harness.run_for(20 * SECOND);
+    assert!(harness.approvals().is_empty());
+    let progress = &harness.pipeline.state().events["E1"];
+    match &progress.approval {
+        Approval::Abandoned { reason } => {
+            assert!(reason.contains("checkpoint, graceful-shutdown"), "{reason}")
+        }
+        other => panic!("expected abandoned, got {other:?}"),
+    }
+    let last_checkpoint = harness
+        .calls()
+        .into_iter()
+        .rfind(|c| c.1 == "checkpoint")
+        .expect("checkpoint was asked");
+    assert!(
+        last_checkpoint.0 < t0() + 8 * SECOND,
+        "asked after NotBefore minus the margin"
+    );
+}
+
+#[test]
+fn a_failed_call_is_retried_after_the_failure_wait_and_counts_as_a_defer() {
+    let mut harness = Harness::new(
+        &[("p", "subscribe = [\"*\"]\nbudget = \"1s\"\n")],
+        PolicyConfig::default(),
+    );
+    harness.script("p", |call| {
+        if call.attempt == 1 {
+            reply(AnswerOutcome::Trap, Duration::ZERO)
+        } else {
+            approve()
+        }
+    });
+    harness.document(&[event("E1", EventType::Reboot, t0(), 300 * SECOND)]);
+    harness.run_for(10 * SECOND);
+    let calls = harness.calls();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(
+        calls[1].0.duration_since(calls[0].0).ok(),
+        Some(scheduler::FAILURE_RETRY)
+    );
+    assert_eq!(harness.approvals().len(), 1);
+}
+
+#[test]
+fn every_call_and_approval_is_journaled_before_it_is_acted_on() {
+    let mut harness = Harness::new(CHAIN, PolicyConfig::default());
+    harness.script("checkpoint", |call| {
+        if call.attempt == 1 {
+            defer(SECOND)
+        } else {
+            approve()
+        }
+    });
+    let reboot = event("E1", EventType::Reboot, t0(), 300 * SECOND);
+    harness.document(std::slice::from_ref(&reboot));
+    harness.run_for(5 * SECOND);
+    harness.document(&[started(&reboot)]);
+    harness.document(&[]);
+    let mut journaled: Option<Arc<DaemonState>> = None;
+    for executed in &harness.log {
+        match &executed.action {
+            Action::Persist(state) => journaled = Some(state.clone()),
+            Action::Call(call) => {
+                let state = journaled.as_ref().expect("a call before any journal write");
+                let own = state.events[&call.event_id].plugin(&call.plugin);
+                let recorded = match call.phase {
+                    CallPhase::Prepare => own.prepare_attempts,
+                    CallPhase::Started => 1,
+                    _ => own.recovery_attempts,
+                };
+                assert_eq!(recorded, call.attempt, "{call:?} not journaled first");
+            }
+            Action::Approve(ids) => {
+                let state = journaled
+                    .as_ref()
+                    .expect("an approval before any journal write");
+                for id in ids {
+                    assert!(
+                        matches!(state.events[id].approval, Approval::Due { .. }),
+                        "approval of {id} sent before it was journaled as due"
+                    );
+                }
+            }
+            Action::Emit(_) => {}
+        }
+    }
+}
+
+#[test]
+fn a_failed_approval_is_sent_again_after_the_retry_wait() {
+    let mut harness = Harness::new(
+        &[("p", "subscribe = [\"*\"]\nbudget = \"1s\"\n")],
+        PolicyConfig::default(),
+    );
+    harness.imds_accepts = false;
+    harness.document(&[event("E1", EventType::Reboot, t0(), 300 * SECOND)]);
+    assert_eq!(harness.pipeline.poll_timeout(), Some(t0() + APPROVAL_RETRY));
+    harness.imds_accepts = true;
+    harness.run_for(5 * SECOND);
+    let approvals = harness.approvals();
+    assert_eq!(approvals.len(), 2, "{approvals:?}");
+    assert_eq!(approvals[1].0, t0() + APPROVAL_RETRY);
+    assert!(matches!(
+        harness.pipeline.state().events["E1"].approval,
+        Approval::Sent { .. }
+    ));
+}
+
+#[test]
+fn a_restart_resumes_without_preparing_again() {
+    let plugins: &[(&str, &str)] = &[
+        ("drain", "subscribe = [\"*\"]\nbudget = \"5s\"\n"),
+        ("stopper", "subscribe = [\"*\"]\nbudget = \"5s\"\n"),
+    ];
+    let mut first = Harness::new(plugins, PolicyConfig::default());
+    first.script("stopper", |_| defer(3 * SECOND));
+    first.document(&[event("E1", EventType::Reboot, t0(), 300 * SECOND)]);
+    let journaled = first.persisted.clone().expect("journaled");
+
+    let mut second = Harness::resume(
+        plugins,
+        PolicyConfig::default(),
+        (*journaled).clone(),
+        first.now + SECOND,
+    );
+    second.run_for(10 * SECOND);
+    let calls = second.calls();
+    assert!(
+        calls.iter().all(|c| c.1 != "drain"),
+        "drain prepared again: {calls:?}"
+    );
+    assert_eq!(calls[0].1, "stopper");
+    assert_eq!(calls[0].3, 2, "the attempt count carries over");
+    assert_eq!(
+        calls[0].0,
+        t0() + 3 * SECOND,
+        "the journaled retry time is kept"
+    );
+    assert_eq!(second.approvals().len(), 1);
+}
+
+/// `host/tests/fixtures/journal-v1-mid-preparation.json` was written by forewarn at commit
+/// 4e650df (before the journal had a version): `forewarn run` against `forewarn simulate
+/// --scenario user-reboot`, with two probe plugins, `drain` (approves) and `stopper`
+/// (defers 1.5 s), killed with SIGKILL after stopper's second deferral.
+#[test]
+fn a_journal_from_the_previous_release_resumes_without_preparing_again() {
+    let text = include_str!("../../../tests/fixtures/journal-v1-mid-preparation.json");
+    let record: JournalRecord = serde_json::from_str(text).expect("the old journal parses");
+    assert_eq!(record.version, 1);
+    let state = journal_record::resume(Some(record));
+    let (id, progress) = state.events.iter().next().expect("one event");
+    let id = id.clone();
+    assert!(progress.plugin("drain").prepared);
+    let stopper_attempts = progress.plugin("stopper").prepare_attempts;
+    assert!(stopper_attempts >= 1);
+    let answered_at = progress
+        .plugins
+        .values()
+        .filter_map(|own| own.last_answer.as_ref())
+        .map(|answer| answer.at_unix_ms)
+        .max()
+        .expect("answers journaled");
+
+    let plugins: &[(&str, &str)] = &[
+        ("drain", "subscribe = [\"*\"]\nbudget = \"5s\"\n"),
+        ("stopper", "subscribe = [\"*\"]\nbudget = \"5s\"\n"),
+    ];
+    let restart = clock::from_unix_ms(answered_at) + SECOND;
+    let mut harness = Harness::resume(plugins, PolicyConfig::default(), state, restart);
+    harness.run_for(10 * SECOND);
+    let calls = harness.calls();
+    assert!(
+        calls.iter().all(|c| c.1 != "drain"),
+        "drain prepared again: {calls:?}"
+    );
+    assert_eq!(
+        calls.first().map(|c| (c.1.as_str(), c.3)),
+        Some(("stopper", stopper_attempts + 1))
+    );
+    assert_eq!(harness.approvals(), vec![(calls[0].0, vec![id])]);
+    // The next commit writes the current version.
+    let record = JournalRecord::new(
+        (*harness.persisted.clone().expect("persisted")).clone(),
+        Default::default(),
+    );
+    assert_eq!(record.version, journal_record::JOURNAL_VERSION);
+}
+
+#[test]
+fn an_event_canceled_before_approval_is_undone_without_a_start() {
+    let mut harness = Harness::new(CHAIN, PolicyConfig::default());
+    harness.script("graceful-shutdown", |_| defer(10 * SECOND));
+    harness.document(&[event("E1", EventType::Redeploy, t0(), 300 * SECOND)]);
+    harness.run_for(SECOND);
+    harness.document(&[]);
+    let order = harness.call_order();
+    assert_eq!(
+        names(&order, CallPhase::EndedWithoutStart),
+        ["graceful-shutdown", "checkpoint", "lb-drain"]
+    );
+    assert!(names(&order, CallPhase::EndedAfterStart).is_empty());
+    assert!(harness.approvals().is_empty());
+}
+
+#[test]
+fn an_approved_event_that_vanishes_is_recovered_as_after_a_start() {
+    let mut harness = Harness::new(CHAIN, PolicyConfig::default());
+    harness.document(&[event("E1", EventType::Reboot, t0(), 300 * SECOND)]);
+    assert_eq!(harness.approvals().len(), 1);
+    harness.document(&[]);
+    let order = harness.call_order();
+    assert_eq!(names(&order, CallPhase::EndedAfterStart).len(), 3);
+    assert!(names(&order, CallPhase::EndedWithoutStart).is_empty());
+}
+
+#[test]
+fn nothing_new_starts_once_shutdown_began() {
+    let mut harness = Harness::new(CHAIN, PolicyConfig::default());
+    harness.input(Input::ShutdownStarted);
+    harness.document(&[event("E1", EventType::Reboot, t0(), 300 * SECOND)]);
+    assert!(harness.calls().is_empty());
+    assert!(
+        harness.persisted.is_some(),
+        "the transition is still journaled"
+    );
+}
+
+/// A barrier whose verdict the test sets.
+#[derive(Clone, Default)]
+struct SharedBarrier(Arc<std::sync::Mutex<Option<Verdict>>>);
+
+impl Barrier for SharedBarrier {
+    fn verdict(&mut self, _event: &ScheduledEvent) -> Verdict {
+        self.0
+            .lock()
+            .ok()
+            .and_then(|verdict| verdict.clone())
+            .unwrap_or(Verdict::Wait)
+    }
+    fn withdraw(&mut self, _event_id: &str) {}
+    fn approval_sent(&mut self, _event_ids: &[String]) {}
+}
+
+#[test]
+fn an_event_naming_two_vms_waits_for_the_barrier() {
+    let barrier = SharedBarrier::default();
+    let policy = PolicyConfig::default();
+    let approver = CoordinatedApprover::new(LocalApprover::new(VM, &policy), barrier.clone());
+    let mut harness = Harness::with_approver(
+        CHAIN,
+        policy,
+        DaemonState::default(),
+        Box::new(approver),
+        t0(),
+    );
+    let mut both = event("E1", EventType::Reboot, t0(), 300 * SECOND);
+    both.resources.push("vm-b".into());
+    harness.document(&[both]);
+    harness.run_for(5 * SECOND);
+    assert!(
+        harness.approvals().is_empty(),
+        "approved before the barrier said so"
+    );
+    if let Ok(mut verdict) = barrier.0.lock() {
+        *verdict = Some(Verdict::Approve {
+            why: "vm-a and vm-b are ready".into(),
+        });
+    }
+    harness.run_for(SECOND);
+    assert_eq!(harness.approvals().len(), 1);
+}
