@@ -4,7 +4,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use forewarn_imds as imds;
-use forewarn_runtime::bindings as wit;
+use forewarn_runtime::wit::latest as wit;
 
 /// The event as a plugin sees it.
 pub fn to_wit_event(event: &imds::ScheduledEvent) -> wit::ScheduledEvent {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use forewarn_imds::{Document, EventStatus, ImdsClient, ScheduledEvent};
-use forewarn_runtime::bindings::{Decision, Phase};
+use forewarn_runtime::wit::latest::{Decision, Phase};
 use forewarn_runtime::{CallContext, CallOutcome, Readiness};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;

@@ -47,11 +47,6 @@ impl CompileCache {
         })
     }
 
-    /// Where the compiled form of `content_hash` lives for `engine`.
-    pub fn entry_path(&self, engine: &Engine, content_hash: &str) -> PathBuf {
-        self.dir.join(entry_name(engine, content_hash))
-    }
-
     /// The cached component, if an entry exists, matches its recorded digest and the engine
     /// accepts it. A stale, damaged or tampered entry is removed and reported as a miss.
     pub fn load(&self, engine: &Engine, content_hash: &str) -> Option<Component> {
@@ -155,9 +150,7 @@ impl CompileCache {
     }
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, String>> {
-        self.index
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::mutex::lock(&self.index)
     }
 }
 

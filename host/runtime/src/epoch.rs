@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use wasmtime::Engine;
 
+use crate::mutex::lock;
+
 /// How often the epoch advances while calls run: the granularity of budget enforcement.
 pub const TICK: Duration = Duration::from_millis(1);
 
@@ -81,10 +83,4 @@ fn tick_while_alive(engine: Engine, shared: Weak<TickerShared>) {
         thread::sleep(TICK);
         engine.increment_epoch();
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -47,4 +47,10 @@ pub enum LoadError {
          wasi:random, wasi:io, wasi:filesystem, wasi:sockets — all sandboxed). Details: {details}"
     )]
     UnknownImport { import: String, details: String },
+    #[error(
+        "the plugin was built against forewarn:plugin@{found}, which this forewarn does not \
+         support; it supports {supported}. Rebuild the plugin with a forewarn-sdk for one of \
+         those, or upgrade forewarn"
+    )]
+    UnsupportedVersion { found: String, supported: String },
 }

@@ -8,6 +8,9 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder};
 
+use crate::mutex::lock;
+use crate::text::truncate;
+
 /// How much of a call's stdout and stderr (each) is kept for the log; the rest is counted
 /// and dropped, so a plugin that floods its output cannot exhaust the daemon's memory.
 pub const CAPTURE_LIMIT: usize = 16 * 1024;
@@ -56,7 +59,7 @@ impl CapturedOutput {
             .lines()
             .rev()
             .find(|line| !line.trim().is_empty() && !line.starts_with(BACKTRACE_HINT))?;
-        Some(crate::host_api::truncate(line.trim(), 300).to_owned())
+        Some(truncate(line.trim(), 300).to_owned())
     }
 
     fn append(&self, bytes: &[u8]) {
@@ -66,12 +69,6 @@ impl CapturedOutput {
         captured.kept.extend_from_slice(&bytes[..kept]);
         captured.dropped += (bytes.len() - kept) as u64;
     }
-}
-
-fn lock(mutex: &Mutex<Captured>) -> std::sync::MutexGuard<'_, Captured> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl IsTerminal for CapturedOutput {

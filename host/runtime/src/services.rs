@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::http::HttpClient;
+use crate::mutex::lock;
 
 /// Durable per-plugin key/value storage behind `state-get`, `state-set`, `state-delete`.
 /// The daemon implements it on disk; `MemoryStateStore` serves tests and `plugin check`.
@@ -136,12 +137,6 @@ impl Default for PluginSettings {
             grants: Grants::default(),
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

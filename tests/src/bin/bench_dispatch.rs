@@ -18,7 +18,7 @@ use forewarn_host::policy::PolicyConfig;
 use forewarn_host::state::DaemonState;
 use forewarn_host::timeline::{TimelineEntry, new_timeline};
 use forewarn_imds::{ClientConfig, Document, ImdsClient};
-use forewarn_runtime::bindings::{Context, Decision, Phase, ScheduledEvent};
+use forewarn_runtime::wit::latest::{Context, Decision, Phase, ScheduledEvent};
 use forewarn_runtime::{
     CallContext, CallFailure, CallOutcome, HostServices, PluginSettings, Runtime, RuntimeConfig,
 };
