@@ -14,7 +14,7 @@ use crate::text::truncate;
 use crate::wit::latest::{ActionOutput, HostError};
 
 /// Longest stdout (and stderr) handed back to a plugin; the rest is read and dropped.
-pub const ACTION_OUTPUT_MAX_BYTES: usize = 64 * 1024;
+pub(crate) const ACTION_OUTPUT_MAX_BYTES: usize = 64 * 1024;
 
 /// The daemon's definition of the granted action `name`. Err names the missing setting.
 pub(crate) fn defined<'a>(
@@ -32,9 +32,9 @@ pub(crate) fn defined<'a>(
 
 /// The environment variables an action inherits from the daemon; everything else
 /// (`NOTIFY_SOCKET`, `WATCHDOG_*`, `INVOCATION_ID`, credentials, proxies…) is cleared.
-pub const ACTION_ENV_ALLOWED: &[&str] = &["PATH", "LANG", "TZ"];
+pub(crate) const ACTION_ENV_ALLOWED: &[&str] = &["PATH", "LANG", "TZ"];
 /// Prefixes of variables an action inherits too (the locale categories `LC_*`).
-pub const ACTION_ENV_ALLOWED_PREFIXES: &[&str] = &["LC_"];
+pub(crate) const ACTION_ENV_ALLOWED_PREFIXES: &[&str] = &["LC_"];
 
 /// How long, after the action's own process exited, its output pipes are still read: a
 /// background process it started and that keeps them open cannot hold the call.
@@ -45,7 +45,7 @@ const PIPE_GRACE: Duration = Duration::from_millis(500);
 /// when the call is dropped) the whole group is killed and the answer is `timed-out`. When
 /// the action's own process exits in time, what it started in the background keeps running
 /// (an action may start an app), and its output is read for `PIPE_GRACE` more at most.
-pub async fn run(spec: &ActionSpec, deadline: Instant) -> Result<ActionOutput, HostError> {
+pub(crate) async fn run(spec: &ActionSpec, deadline: Instant) -> Result<ActionOutput, HostError> {
     let Some((program, args)) = spec.argv.split_first() else {
         return Err(HostError::Invalid("the action's argv is empty".into()));
     };

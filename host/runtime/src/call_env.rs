@@ -39,11 +39,6 @@ impl CallEnv {
         &self.inner.engine
     }
 
-    /// The services plugins share (state, readiness, HTTP, actions).
-    pub(crate) fn services(&self) -> &HostServices {
-        &self.inner.services
-    }
-
     /// Keeps the epoch ticking until the returned guard is dropped.
     pub(crate) fn enter_call(&self) -> ActiveCall {
         self.inner.ticker.enter()

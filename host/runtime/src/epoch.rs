@@ -10,10 +10,10 @@ use wasmtime::Engine;
 use crate::mutex::lock;
 
 /// How often the epoch advances while calls run: the granularity of budget enforcement.
-pub const TICK: Duration = Duration::from_millis(1);
+pub(crate) const TICK: Duration = Duration::from_millis(1);
 
 /// Advances an engine's epoch while calls are active. Dropping it stops the thread.
-pub struct EpochTicker {
+pub(crate) struct EpochTicker {
     shared: Arc<TickerShared>,
 }
 
@@ -23,13 +23,13 @@ struct TickerShared {
 }
 
 /// Held for the length of one plugin call; the ticker runs while any guard is alive.
-pub struct ActiveCall {
+pub(crate) struct ActiveCall {
     shared: Arc<TickerShared>,
 }
 
 impl EpochTicker {
     /// Starts the ticker thread for `engine`.
-    pub fn start(engine: Engine) -> std::io::Result<EpochTicker> {
+    pub(crate) fn start(engine: Engine) -> std::io::Result<EpochTicker> {
         let shared = Arc::new(TickerShared {
             active_calls: Mutex::new(0),
             wake: Condvar::new(),
@@ -42,7 +42,7 @@ impl EpochTicker {
     }
 
     /// Marks a call as running until the returned guard is dropped.
-    pub fn enter(&self) -> ActiveCall {
+    pub(crate) fn enter(&self) -> ActiveCall {
         let mut active = lock(&self.shared.active_calls);
         *active += 1;
         self.shared.wake.notify_all();

@@ -12,11 +12,11 @@ use crate::network::{self, Resolver, SystemResolver};
 use crate::wit::latest::{HostError, HttpRequest, HttpResponse};
 
 /// Largest response body handed to a plugin; the rest is not read.
-pub const RESPONSE_BODY_MAX_BYTES: usize = 1024 * 1024;
+pub(crate) const RESPONSE_BODY_MAX_BYTES: usize = 1024 * 1024;
 
 /// Request headers a plugin may not set: `Host` (the real host is always sent), `Metadata`
 /// (what IMDS requires), and the hop-by-hop and framing headers the client owns.
-pub const DROPPED_REQUEST_HEADERS: &[&str] = &[
+pub(crate) const DROPPED_REQUEST_HEADERS: &[&str] = &[
     "host",
     "metadata",
     "connection",
@@ -80,7 +80,7 @@ impl HttpClient {
 /// Sends `request` to the already checked `url`: resolves its host once, refuses the
 /// request if any address is forbidden, then connects to exactly those addresses. A request
 /// still running at `deadline` fails with `timed-out`.
-pub async fn send(
+pub(crate) async fn send(
     client: &HttpClient,
     request: HttpRequest,
     url: Url,

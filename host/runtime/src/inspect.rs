@@ -11,9 +11,13 @@ use crate::wit::{self, HANDLER_INTERFACE};
 /// What a component imports and exports, for `forewarn plugin check`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ComponentReport {
+    /// Hex SHA-256 of the component bytes.
     pub content_hash: String,
+    /// Size of the component file.
     pub size_bytes: usize,
+    /// The fully qualified names of the interfaces it imports.
     pub imports: Vec<String>,
+    /// The fully qualified names of the interfaces it exports.
     pub exports: Vec<String>,
 }
 
@@ -21,7 +25,7 @@ const WASM_MAGIC: &[u8; 4] = b"\0asm";
 const CORE_MODULE_VERSION: [u8; 4] = [0x01, 0x00, 0x00, 0x00];
 
 /// Rejects anything that is not a WebAssembly component, saying what it is instead.
-pub fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
+pub(crate) fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
     if bytes.is_empty() {
         return Err(LoadError::NotWasm {
             details: "the file is empty (was it still being written?)".into(),
@@ -58,7 +62,7 @@ fn describe_non_wasm(bytes: &[u8]) -> String {
 }
 
 /// Lists the component's imports and exports by name.
-pub fn describe(engine: &Engine, component: &Component) -> ComponentReport {
+pub(crate) fn describe(engine: &Engine, component: &Component) -> ComponentReport {
     let component_type = component.component_type();
     ComponentReport {
         imports: component_type
@@ -106,7 +110,7 @@ fn not_a_handler(exports: &[&str]) -> LoadError {
 }
 
 /// Turns the linker's "import not found" into a message naming the import.
-pub fn explain_import_error(
+pub(crate) fn explain_import_error(
     engine: &Engine,
     component: &Component,
     error: &wasmtime::Error,

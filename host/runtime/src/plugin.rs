@@ -16,7 +16,7 @@ use crate::wit::latest::{Context, Decision, Phase, ScheduledEvent};
 
 /// Longest budget a call gets, whatever it asks for: a day. Manifests are bounded far lower
 /// at parse time; this keeps `Instant + budget` from overflowing for any caller.
-pub const MAX_CALL_BUDGET: Duration = Duration::from_secs(24 * 60 * 60);
+pub(crate) const MAX_CALL_BUDGET: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// Longest defer reason kept from a plugin; longer ones are cut.
 pub const REASON_MAX_BYTES: usize = 1024;
@@ -40,15 +40,20 @@ struct PluginInner {
 /// The facts of a call that are not the event itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallContext {
+    /// This VM's name as it appears in the event's resources.
     pub vm_name: String,
+    /// Whether the event's resources name this VM.
     pub affects_this_vm: bool,
+    /// 1 on the first call for this event and phase, then 2, 3, … on each retry.
     pub attempt: u32,
 }
 
 /// What came of one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallOutcome {
+    /// The plugin's decision, or why there is none.
     pub answer: Result<Decision, CallFailure>,
+    /// How long the call took, instantiation included.
     pub elapsed: Duration,
     /// What the plugin logged through `log` and printed on stdout/stderr, in order of
     /// source (log lines first), within the per-call caps.
@@ -59,13 +64,25 @@ pub struct CallOutcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CallFailure {
     /// The call ran past its budget and was cut off.
-    BudgetExceeded { budget: Duration },
+    BudgetExceeded {
+        /// The budget it was given.
+        budget: Duration,
+    },
     /// The plugin asked for more memory than its cap.
-    MemoryExceeded { limit_bytes: u64 },
+    MemoryExceeded {
+        /// The plugin's memory cap.
+        limit_bytes: u64,
+    },
     /// The plugin trapped: a panic, a stack overflow, an `unreachable`, a host-call error.
-    Trapped { message: String },
+    Trapped {
+        /// The trap, with the guest's last stderr line (a panic message) when it wrote one.
+        message: String,
+    },
     /// A new instance could not be created.
-    Instantiation { message: String },
+    Instantiation {
+        /// wasmtime's error.
+        message: String,
+    },
 }
 
 impl CallFailure {
@@ -120,6 +137,7 @@ impl Plugin {
         }
     }
 
+    /// The plugin's name (its file name without `.wasm`).
     pub fn name(&self) -> &str {
         &self.inner.name
     }
@@ -134,6 +152,7 @@ impl Plugin {
         self.inner.loaded_from_cache
     }
 
+    /// The memory cap, config and grants every call of this plugin runs under.
     pub fn settings(&self) -> &PluginSettings {
         &self.inner.settings
     }

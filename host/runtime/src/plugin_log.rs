@@ -9,10 +9,15 @@ pub const PLUGIN_LOG_TARGET: &str = "forewarn::plugin";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LogLevel {
+    /// Detail for debugging the plugin.
     Trace,
+    /// Detail for debugging a deployment.
     Debug,
+    /// What the plugin did (stdout too).
     Info,
+    /// Something the operator should look at (stderr too).
     Warn,
+    /// Something failed.
     Error,
 }
 
@@ -43,12 +48,14 @@ pub(crate) fn write_plugin_log(plugin: &str, level: LogLevel, message: &str) {
 /// One line, already cut to the per-line cap.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct PluginLogLine {
+    /// How important the plugin said it is.
     pub level: LogLevel,
+    /// The text, escaped and cut like the daemon log's copy.
     pub message: String,
 }
 
 impl PluginLogLine {
-    pub fn new(level: LogLevel, message: &str) -> Self {
+    pub(crate) fn new(level: LogLevel, message: &str) -> Self {
         PluginLogLine {
             level,
             message: message.to_owned(),

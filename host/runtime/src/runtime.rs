@@ -39,12 +39,12 @@ struct RuntimeInner {
 }
 
 /// A compiled component and how it was obtained.
-pub struct Compiled {
-    pub component: Component,
+pub(crate) struct Compiled {
+    component: Component,
     /// Hex SHA-256 of the component bytes.
-    pub content_hash: String,
+    content_hash: String,
     /// Whether it came from the on-disk cache instead of the compiler.
-    pub from_cache: bool,
+    from_cache: bool,
 }
 
 impl Runtime {
@@ -83,18 +83,13 @@ impl Runtime {
             .map_or(0, |cache| cache.retain(keep))
     }
 
-    /// The services plugins of this runtime share (state, readiness).
-    pub fn services(&self) -> &HostServices {
-        self.inner.env.services()
-    }
-
     fn engine(&self) -> &Engine {
         self.inner.env.engine()
     }
 
     /// Compiles `bytes`, or loads the compiled form from the cache. Blocking and possibly
     /// slow (seconds for large components): call it off the async runtime.
-    pub fn compile(&self, bytes: &[u8]) -> Result<Compiled, LoadError> {
+    pub(crate) fn compile(&self, bytes: &[u8]) -> Result<Compiled, LoadError> {
         inspect::check_header(bytes)?;
         let content_hash = hex::encode(Sha256::digest(bytes));
         let engine = self.engine();

@@ -13,13 +13,13 @@ use crate::text::truncate;
 
 /// How much of a call's stdout and stderr (each) is kept for the log; the rest is counted
 /// and dropped, so a plugin that floods its output cannot exhaust the daemon's memory.
-pub const CAPTURE_LIMIT: usize = 16 * 1024;
+pub(crate) const CAPTURE_LIMIT: usize = 16 * 1024;
 
 /// How Rust's standard library starts the line it prints after a panic message.
 const BACKTRACE_HINT: &str = "note: run with `RUST_BACKTRACE=";
 
 /// Builds the WASI context for one call: clocks and randomness only, output captured.
-pub fn wasi_context(stdout: &CapturedOutput, stderr: &CapturedOutput) -> WasiCtx {
+pub(crate) fn wasi_context(stdout: &CapturedOutput, stderr: &CapturedOutput) -> WasiCtx {
     WasiCtxBuilder::new()
         .stdout(stdout.clone())
         .stderr(stderr.clone())
@@ -32,7 +32,7 @@ pub fn wasi_context(stdout: &CapturedOutput, stderr: &CapturedOutput) -> WasiCtx
 /// A stdout or stderr stream that keeps the first `CAPTURE_LIMIT` bytes and counts the rest.
 /// Writes never fail, so a chatty plugin is not broken by the cap, only trimmed.
 #[derive(Clone, Default)]
-pub struct CapturedOutput {
+pub(crate) struct CapturedOutput {
     inner: Arc<Mutex<Captured>>,
 }
 
@@ -44,7 +44,7 @@ struct Captured {
 
 impl CapturedOutput {
     /// The bytes kept so far and the number of bytes dropped.
-    pub fn take(&self) -> (Vec<u8>, u64) {
+    pub(crate) fn take(&self) -> (Vec<u8>, u64) {
         let mut captured = lock(&self.inner);
         (std::mem::take(&mut captured.kept), captured.dropped)
     }
@@ -52,7 +52,7 @@ impl CapturedOutput {
     /// The last non-empty line kept so far, without consuming it. Rust's hint after a
     /// panic message ("note: run with `RUST_BACKTRACE=1` …") is skipped: the line before
     /// it says what went wrong.
-    pub fn peek_last_line(&self) -> Option<String> {
+    pub(crate) fn peek_last_line(&self) -> Option<String> {
         let captured = lock(&self.inner);
         let text = String::from_utf8_lossy(&captured.kept);
         let line = text

@@ -79,13 +79,16 @@ impl Readiness {
 pub struct ActionSpec {
     /// The program and its arguments.
     pub argv: Vec<String>,
+    /// How long it may run before its process group is killed.
     pub timeout: Duration,
 }
 
 /// The services shared by every plugin of one daemon.
 #[derive(Clone)]
 pub struct HostServices {
+    /// Where plugins' durable state lives.
     pub state: Arc<dyn StateStore>,
+    /// The VM's readiness, as plugins set it.
     pub readiness: Arc<Readiness>,
     /// The actions the operator defined, by name. A plugin may run one only when its
     /// grants name it too.
@@ -123,6 +126,7 @@ pub struct PluginSettings {
     pub memory_limit_bytes: u64,
     /// Values returned by the `config` host function.
     pub config: BTreeMap<String, String>,
+    /// What the plugin may use of the host.
     pub grants: Grants,
 }
 
