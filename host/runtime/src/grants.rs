@@ -113,7 +113,7 @@ fn parse_http_url(url: &str) -> Result<Url, GrantError> {
 }
 
 /// `host:port` of an http URL, host in lower case, with the scheme's default port filled in.
-pub(crate) fn authority_of(url: &Url) -> Option<String> {
+fn authority_of(url: &Url) -> Option<String> {
     let host = url.host_str()?;
     let port = url.port_or_known_default()?;
     Some(format!("{}:{port}", host.to_ascii_lowercase()))

@@ -12,7 +12,8 @@
 //! 3. In `v0_1_0.rs`, keep only delegation: `impl host::Host for CallState` calling the
 //!    latest implementation, and `From` impls between its types and the latest ones.
 //! 4. Add a variant `V0_2_0` to `HandlerPre` and `Handler`, its `MIN_VERSION` to
-//!    `SUPPORTED` and its `add_to_linker` to [`add_to_linker`].
+//!    `SUPPORTED`, its `add_to_linker` to [`add_to_linker`], the old `Host` traits to
+//!    `HostFunctions`.
 //! 5. Add one arm per call in `HandlerPre` and `Handler`; the old arms convert with `.into()`.
 
 pub mod v0_1_0;
@@ -136,5 +137,41 @@ impl Handler {
                     .await
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_version_names_the_plugins_version_and_the_supported_ones() {
+        assert_eq!(check_supported(WitVersion::new(0, 1, 0)), Ok(()));
+        let rows = [
+            (WitVersion::new(0, 2, 0), "forewarn:plugin@0.2.0"),
+            (WitVersion::new(1, 0, 0), "forewarn:plugin@1.0.0"),
+            (WitVersion::new(0, 0, 9), "forewarn:plugin@0.0.9"),
+        ];
+        for (plugin, named) in rows {
+            let error = check_supported(plugin).unwrap_err();
+            assert!(
+                matches!(error, LoadError::UnsupportedVersion { .. }),
+                "{error:?}"
+            );
+            let message = error.to_string();
+            assert!(message.contains(named), "{message}");
+            assert!(
+                message.contains("it supports forewarn:plugin@0.1.0"),
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_supported_handler_exports_are_listed_for_messages() {
+        assert_eq!(
+            supported_handler_exports(),
+            "`forewarn:plugin/handler@0.1.0`"
+        );
     }
 }
