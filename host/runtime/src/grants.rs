@@ -157,26 +157,36 @@ mod tests {
         }
     }
 
+    /// Checks every `(grants, request, expected)` row through `ask`.
+    fn check_rows<T>(
+        rows: &[(&Grants, &str, Expected)],
+        ask: impl Fn(CapabilityGranter<'_>, &str) -> Result<T, GrantError>,
+    ) {
+        for (grants, request, expected) in rows {
+            check(
+                ask(CapabilityGranter::new("p", grants), request),
+                expected,
+                request,
+            );
+        }
+    }
+
     #[test]
     fn readiness_is_granted_only_by_the_manifest_flag() {
+        let granted = grants(true, &[], &[]);
+        let everything_else = grants(false, &["127.0.0.1:80"], &["stop-app"]);
         let rows = [
-            (grants(true, &[], &[]), Expected::Granted),
+            (&granted, "set-ready", Expected::Granted),
             (
-                grants(false, &["127.0.0.1:80"], &["stop-app"]),
+                &everything_else,
+                "set-ready",
                 Expected::Refused(
                     "plugin `p` may not change readiness: add `readiness = true` under \
                      [capabilities] in its manifest",
                 ),
             ),
         ];
-        for (grants, expected) in rows {
-            let row = format!("{grants:?}");
-            check(
-                CapabilityGranter::new("p", &grants).grant_readiness(),
-                &expected,
-                &row,
-            );
-        }
+        check_rows(&rows, |granter, _| granter.grant_readiness());
     }
 
     #[test]
@@ -216,13 +226,7 @@ mod tests {
             (&list, "ftp://127.0.0.1/", Expected::Unusable),
             (&list, "https://127.0.0.1/", Expected::Unusable),
         ];
-        for (grants, url, expected) in rows {
-            check(
-                CapabilityGranter::new("p", grants).grant_http(url),
-                &expected,
-                url,
-            );
-        }
+        check_rows(&rows, |granter, url| granter.grant_http(url));
     }
 
     #[test]
@@ -241,13 +245,7 @@ mod tests {
             ),
             (&granted, "Stop-App", Expected::Refused("Stop-App")),
         ];
-        for (grants, action, expected) in rows {
-            check(
-                CapabilityGranter::new("p", grants).grant_action(action),
-                &expected,
-                action,
-            );
-        }
+        check_rows(&rows, |granter, action| granter.grant_action(action));
     }
 
     #[test]
