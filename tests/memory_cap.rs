@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use forewarn_runtime::bindings::Phase;
+use forewarn_runtime::wit::latest::Phase;
 use forewarn_runtime::{CallFailure, HostServices, PluginSettings, Runtime};
 use forewarn_tests::fixtures::{sample_context, sample_event};
 use wasm_encoder::{

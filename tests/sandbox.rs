@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use forewarn_runtime::bindings::{
+use forewarn_runtime::wit::latest::{
     Decision, EventSource, EventStatus, EventType, Phase, ScheduledEvent,
 };
 use forewarn_runtime::{

@@ -13,7 +13,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use forewarn_runtime::bindings as wit;
+use forewarn_runtime::wit::latest as wit;
 use forewarn_runtime::{
     CallContext, Grants, HostServices, Plugin, PluginSettings, Runtime, RuntimeConfig,
 };

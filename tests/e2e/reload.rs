@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use forewarn_host::plugins::reload::{PluginDirectory, ReloadOptions};
 use forewarn_host::plugins::set::PluginSet;
-use forewarn_runtime::bindings as wit;
+use forewarn_runtime::wit::latest as wit;
 use forewarn_runtime::{CallContext, CallOutcome, HostServices, Plugin, Runtime, RuntimeConfig};
 use forewarn_tests::guests;
 use sha2::{Digest, Sha256};

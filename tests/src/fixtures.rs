@@ -2,7 +2,7 @@
 //! pass to every call, so their figures are measured on the same input.
 
 use forewarn_runtime::CallContext;
-use forewarn_runtime::bindings::{EventSource, EventStatus, EventType, ScheduledEvent};
+use forewarn_runtime::wit::latest::{EventSource, EventStatus, EventType, ScheduledEvent};
 
 /// A platform Reboot of vm-a, as a plugin receives it.
 pub fn sample_event() -> ScheduledEvent {

@@ -1,5 +1,5 @@
-//! Operator-defined actions for plugins (`run-action`): the grant check, then the command run
-//! without a shell in its own process group, output capped, the group killed at the timeout.
+//! Operator-defined actions for plugins (`run-action`), once granted: the command run without
+//! a shell in its own process group, output capped, the group killed at the timeout.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -9,27 +9,20 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
-use crate::bindings::{ActionOutput, HostError};
 use crate::services::ActionSpec;
+use crate::text::truncate;
+use crate::wit::latest::{ActionOutput, HostError};
 
 /// Longest stdout (and stderr) handed back to a plugin; the rest is read and dropped.
-pub const ACTION_OUTPUT_MAX_BYTES: usize = 64 * 1024;
+pub(crate) const ACTION_OUTPUT_MAX_BYTES: usize = 64 * 1024;
 
-/// The action `name` when the plugin may run it: granted in its manifest and defined in the
-/// daemon config. Err names the missing setting.
-pub fn resolve<'a>(
+/// The daemon's definition of the granted action `name`. Err names the missing setting.
+pub(crate) fn defined<'a>(
     plugin: &str,
     name: &str,
-    granted: &[String],
-    defined: &'a BTreeMap<String, ActionSpec>,
+    definitions: &'a BTreeMap<String, ActionSpec>,
 ) -> Result<&'a ActionSpec, HostError> {
-    if !granted.iter().any(|grant| grant == name) {
-        return Err(HostError::NotGranted(format!(
-            "plugin `{plugin}` may not run action `{name}`: add \"{name}\" to \
-             [capabilities] actions in {plugin}.toml"
-        )));
-    }
-    defined.get(name).ok_or_else(|| {
+    definitions.get(name).ok_or_else(|| {
         HostError::Invalid(format!(
             "action `{name}` is granted to plugin `{plugin}` but not defined: add \
              [actions.{name}] with argv = [\"program\", \"arg\", …] to the daemon config"
@@ -39,9 +32,9 @@ pub fn resolve<'a>(
 
 /// The environment variables an action inherits from the daemon; everything else
 /// (`NOTIFY_SOCKET`, `WATCHDOG_*`, `INVOCATION_ID`, credentials, proxies…) is cleared.
-pub const ACTION_ENV_ALLOWED: &[&str] = &["PATH", "LANG", "TZ"];
+pub(crate) const ACTION_ENV_ALLOWED: &[&str] = &["PATH", "LANG", "TZ"];
 /// Prefixes of variables an action inherits too (the locale categories `LC_*`).
-pub const ACTION_ENV_ALLOWED_PREFIXES: &[&str] = &["LC_"];
+pub(crate) const ACTION_ENV_ALLOWED_PREFIXES: &[&str] = &["LC_"];
 
 /// How long, after the action's own process exited, its output pipes are still read: a
 /// background process it started and that keeps them open cannot hold the call.
@@ -52,7 +45,7 @@ const PIPE_GRACE: Duration = Duration::from_millis(500);
 /// when the call is dropped) the whole group is killed and the answer is `timed-out`. When
 /// the action's own process exits in time, what it started in the background keeps running
 /// (an action may start an app), and its output is read for `PIPE_GRACE` more at most.
-pub async fn run(spec: &ActionSpec, deadline: Instant) -> Result<ActionOutput, HostError> {
+pub(crate) async fn run(spec: &ActionSpec, deadline: Instant) -> Result<ActionOutput, HostError> {
     let Some((program, args)) = spec.argv.split_first() else {
         return Err(HostError::Invalid("the action's argv is empty".into()));
     };
@@ -209,7 +202,7 @@ async fn read_capped(pipe: Option<impl AsyncRead + Unpin>, kept: &mut Vec<u8>) {
 /// The captured bytes as text, cut to 64 KiB on a character boundary.
 fn capped_text(kept: &[u8]) -> String {
     let text = String::from_utf8_lossy(kept);
-    crate::host_api::truncate(&text, ACTION_OUTPUT_MAX_BYTES).to_owned()
+    truncate(&text, ACTION_OUTPUT_MAX_BYTES).to_owned()
 }
 
 #[cfg(test)]
@@ -230,16 +223,11 @@ mod tests {
     }
 
     #[test]
-    fn only_granted_and_defined_actions_resolve() {
-        let defined = BTreeMap::from([("stop-app".to_owned(), spec(&["true"], Duration::ZERO))]);
-        let granted = vec!["stop-app".to_owned(), "start-app".to_owned()];
-        assert!(resolve("p", "stop-app", &granted, &defined).is_ok());
-        let error = resolve("p", "reboot-now", &granted, &defined).unwrap_err();
-        assert!(
-            matches!(&error, HostError::NotGranted(text) if text.contains("[capabilities] actions in p.toml")),
-            "{error:?}"
-        );
-        let error = resolve("p", "start-app", &granted, &defined).unwrap_err();
+    fn an_undefined_action_names_the_daemon_setting() {
+        let definitions =
+            BTreeMap::from([("stop-app".to_owned(), spec(&["true"], Duration::ZERO))]);
+        assert!(defined("p", "stop-app", &definitions).is_ok());
+        let error = defined("p", "start-app", &definitions).unwrap_err();
         assert!(
             matches!(&error, HostError::Invalid(text) if text.contains("[actions.start-app]")),
             "{error:?}"

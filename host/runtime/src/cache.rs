@@ -20,7 +20,7 @@ use wasmtime::component::Component;
 use crate::trust::{self, FileRules, Owners, TrustError};
 
 /// The file, in the cache directory, of entry name → hex SHA-256 of the entry's bytes.
-pub const CACHE_INDEX_FILE: &str = "index.sha256";
+pub(crate) const CACHE_INDEX_FILE: &str = "index.sha256";
 /// Largest index accepted (about 100 000 entries).
 const INDEX_MAX_BYTES: u64 = 16 * 1024 * 1024;
 /// Largest compiled entry accepted.
@@ -28,7 +28,7 @@ const ENTRY_MAX_BYTES: u64 = 1024 * 1024 * 1024;
 
 /// A directory of `<sha256>-<engine>.cwasm` files written by this daemon, and their digests.
 #[derive(Debug, Clone)]
-pub struct CompileCache {
+pub(crate) struct CompileCache {
     dir: PathBuf,
     /// Entry file name → hex SHA-256 of its bytes; mirrors `index.sha256`.
     index: Arc<Mutex<BTreeMap<String, String>>>,
@@ -37,7 +37,7 @@ pub struct CompileCache {
 impl CompileCache {
     /// Opens (and creates, private to this user) the cache directory: refuses one another
     /// user could write, removes temporary files a crash left, loads the digest index.
-    pub fn open(dir: &Path) -> Result<CompileCache, TrustError> {
+    pub(crate) fn open(dir: &Path) -> Result<CompileCache, TrustError> {
         trust::ensure_private_dir(dir)?;
         remove_stale_temporaries(dir);
         let index = load_index(dir);
@@ -47,14 +47,9 @@ impl CompileCache {
         })
     }
 
-    /// Where the compiled form of `content_hash` lives for `engine`.
-    pub fn entry_path(&self, engine: &Engine, content_hash: &str) -> PathBuf {
-        self.dir.join(entry_name(engine, content_hash))
-    }
-
     /// The cached component, if an entry exists, matches its recorded digest and the engine
     /// accepts it. A stale, damaged or tampered entry is removed and reported as a miss.
-    pub fn load(&self, engine: &Engine, content_hash: &str) -> Option<Component> {
+    pub(crate) fn load(&self, engine: &Engine, content_hash: &str) -> Option<Component> {
         let name = entry_name(engine, content_hash);
         let path = self.dir.join(&name);
         let recorded = self.lock().get(&name).cloned();
@@ -98,7 +93,7 @@ impl CompileCache {
     /// Writes `component` for `content_hash`: temp file (never through a link), fsync,
     /// rename, then the digest into the index (written the same way), so a crash never
     /// leaves a half-written entry or an entry without its digest under the real name.
-    pub fn store(
+    pub(crate) fn store(
         &self,
         engine: &Engine,
         content_hash: &str,
@@ -119,7 +114,7 @@ impl CompileCache {
 
     /// Removes every entry whose content hash is not in `keep` (plugins no longer present),
     /// with its digest. Returns how many entries were removed.
-    pub fn retain(&self, keep: &BTreeSet<String>) -> usize {
+    pub(crate) fn retain(&self, keep: &BTreeSet<String>) -> usize {
         let mut index = self.lock();
         let mut removed = 0;
         for name in entry_names(&self.dir) {
@@ -155,9 +150,7 @@ impl CompileCache {
     }
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, String>> {
-        self.index
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::mutex::lock(&self.index)
     }
 }
 
@@ -241,7 +234,7 @@ fn parse_index(text: &str) -> BTreeMap<String, String> {
 
 /// Why a compiled component could not be cached (the plugin still loads).
 #[derive(Debug, thiserror::Error)]
-pub enum CacheError {
+pub(crate) enum CacheError {
     #[error("could not serialize the compiled component: {message}")]
     Serialize { message: String },
     #[error("could not write the compile cache entry {}: {source} (check free disk space and permissions)", path.display())]

@@ -19,13 +19,13 @@ pub const LOG_LINE_MAX_BYTES: usize = 4096;
 /// Most state writes (`state-set`, `state-delete`) one call may make: each is an fsync.
 pub const STATE_WRITES_PER_CALL: u32 = 64;
 /// Most bytes (keys plus values) one call may write with `state-set`.
-pub const STATE_WRITE_BYTES_PER_CALL: usize = 1024 * 1024;
+pub(crate) const STATE_WRITE_BYTES_PER_CALL: usize = 1024 * 1024;
 
 /// Longest plugin-chosen value (URL, action name, error text) in a daemon log line.
-pub const LOG_FIELD_MAX_BYTES: usize = 512;
+pub(crate) const LOG_FIELD_MAX_BYTES: usize = 512;
 
 /// The data of one call's store. Built fresh for every call and dropped after it.
-pub struct CallState {
+pub(crate) struct CallState {
     pub(crate) wasi: WasiCtx,
     pub(crate) table: ResourceTable,
     pub(crate) limits: InstanceLimits,

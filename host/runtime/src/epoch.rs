@@ -7,11 +7,13 @@ use std::time::Duration;
 
 use wasmtime::Engine;
 
+use crate::mutex::lock;
+
 /// How often the epoch advances while calls run: the granularity of budget enforcement.
-pub const TICK: Duration = Duration::from_millis(1);
+pub(crate) const TICK: Duration = Duration::from_millis(1);
 
 /// Advances an engine's epoch while calls are active. Dropping it stops the thread.
-pub struct EpochTicker {
+pub(crate) struct EpochTicker {
     shared: Arc<TickerShared>,
 }
 
@@ -21,13 +23,13 @@ struct TickerShared {
 }
 
 /// Held for the length of one plugin call; the ticker runs while any guard is alive.
-pub struct ActiveCall {
+pub(crate) struct ActiveCall {
     shared: Arc<TickerShared>,
 }
 
 impl EpochTicker {
     /// Starts the ticker thread for `engine`.
-    pub fn start(engine: Engine) -> std::io::Result<EpochTicker> {
+    pub(crate) fn start(engine: Engine) -> std::io::Result<EpochTicker> {
         let shared = Arc::new(TickerShared {
             active_calls: Mutex::new(0),
             wake: Condvar::new(),
@@ -40,7 +42,7 @@ impl EpochTicker {
     }
 
     /// Marks a call as running until the returned guard is dropped.
-    pub fn enter(&self) -> ActiveCall {
+    pub(crate) fn enter(&self) -> ActiveCall {
         let mut active = lock(&self.shared.active_calls);
         *active += 1;
         self.shared.wake.notify_all();
@@ -81,10 +83,4 @@ fn tick_while_alive(engine: Engine, shared: Weak<TickerShared>) {
         thread::sleep(TICK);
         engine.increment_epoch();
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

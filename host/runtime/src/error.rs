@@ -6,18 +6,24 @@ use std::path::PathBuf;
 /// The runtime itself could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
+    /// wasmtime refused the engine configuration or the linker; the text is its error.
     #[error("could not set up the WebAssembly engine: {0}")]
     Engine(String),
     #[error("could not use the compile cache directory {}: {source}", path.display())]
+    /// The compile cache directory is not the daemon's own, or cannot be created.
     CacheDir {
+        /// The configured cache directory.
         path: PathBuf,
+        /// Why it is not trusted.
         source: crate::trust::TrustError,
     },
+    /// The thread that lets wasmtime interrupt plugins could not start.
     #[error("could not start the epoch ticker thread: {0}")]
     Ticker(std::io::Error),
 }
 
 impl RuntimeError {
+    /// A wasmtime error while setting up the engine or linker.
     pub(crate) fn engine(error: wasmtime::Error) -> RuntimeError {
         RuntimeError::Engine(format!("{error:#}"))
     }
@@ -26,25 +32,56 @@ impl RuntimeError {
 /// A component could not be loaded as a forewarn plugin.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LoadError {
+    /// The bytes are not WebAssembly at all.
     #[error("not a WebAssembly file: {details}")]
-    NotWasm { details: String },
+    NotWasm {
+        /// What the file looks like instead.
+        details: String,
+    },
+    /// A core module, not a component.
     #[error(
         "this is a core WebAssembly module, not a component. Build the plugin for the \
          `wasm32-wasip2` target (`cargo build --target wasm32-wasip2 --release`), or wrap a \
          core module with `wasm-tools component new`"
     )]
     CoreModule,
+    /// wasmtime could not validate or compile the component.
     #[error("the component is not valid or could not be compiled: {message}")]
-    Compile { message: String },
+    Compile {
+        /// wasmtime's error.
+        message: String,
+    },
+    /// The component does not export the plugin world's handler.
     #[error(
         "the component does not implement forewarn's plugin world `forewarn:plugin/event-handler@0.1.0`: \
          {details}. Build it against wit/forewarn.wit (the Rust SDK forewarn-sdk does this for you)"
     )]
-    WrongWorld { details: String },
+    WrongWorld {
+        /// What the component exports instead, or how its export differs.
+        details: String,
+    },
+    /// The component imports something the host does not offer.
     #[error(
         "the component imports {import}, which forewarn does not provide. Plugins may import \
          only `forewarn:plugin/host@0.1.0` and WASI 0.2 interfaces (wasi:cli, wasi:clocks, \
          wasi:random, wasi:io, wasi:filesystem, wasi:sockets — all sandboxed). Details: {details}"
     )]
-    UnknownImport { import: String, details: String },
+    UnknownImport {
+        /// The import, quoted, or "an interface" when the linker's error names none.
+        import: String,
+        /// The linker's error.
+        details: String,
+    },
+    /// The plugin was built against a contract version the host has no bindings for.
+    #[error(
+        "the plugin was built against forewarn:plugin@{found}, which this forewarn does not \
+         support; it supports {supported}. Rebuild the plugin with a forewarn-sdk for one of \
+         those, or upgrade forewarn"
+    )]
+    UnsupportedVersion {
+        /// The version in the plugin's handler export name.
+        found: String,
+        /// The versions the host supports, as a list.
+        supported: String,
+    },
 }

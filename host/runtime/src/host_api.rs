@@ -1,15 +1,14 @@
-//! The `host` interface of the WIT contract as the daemon implements it: logging under the
-//! plugin's name, config lookup, durable state, readiness, HTTP and actions; grants first.
+//! The `host` interface of the latest WIT contract as the daemon implements it: logging under
+//! the plugin's name, config lookup, durable state, readiness, HTTP and actions; grants first.
 
 use crate::actions;
-use crate::bindings::forewarn::plugin::{host, types};
-use crate::bindings::{ActionOutput, HostError, HttpRequest, HttpResponse, Level};
 use crate::call_state::{CallState, LOG_FIELD_MAX_BYTES, LOG_LINE_MAX_BYTES};
+use crate::grants::CapabilityGranter;
 use crate::http;
-use crate::plugin_log::PluginLogLine;
-
-/// The target plugin log lines are written under, so operators can filter them.
-pub const PLUGIN_LOG_TARGET: &str = "forewarn::plugin";
+use crate::plugin_log::{PluginLogLine, write_plugin_log};
+use crate::text::log_safe;
+use crate::wit::latest::forewarn::plugin::{host, types};
+use crate::wit::latest::{ActionOutput, HostError, HttpRequest, HttpResponse, Level};
 
 impl types::Host for CallState {}
 
@@ -18,9 +17,10 @@ impl host::Host for CallState {
         if !self.take_log_line() {
             return;
         }
+        let level = level.into();
         let message = log_safe(&message, LOG_LINE_MAX_BYTES);
         write_plugin_log(&self.plugin, level, &message);
-        self.logged.push(PluginLogLine::new(level.into(), &message));
+        self.logged.push(PluginLogLine::new(level, &message));
     }
 
     fn config(&mut self, key: String) -> Option<String> {
@@ -50,13 +50,7 @@ impl host::Host for CallState {
     }
 
     fn set_ready(&mut self, ready: bool) -> Result<(), HostError> {
-        if !self.settings.grants.readiness {
-            return Err(HostError::NotGranted(format!(
-                "plugin `{}` may not change readiness: add `readiness = true` under \
-                 [capabilities] in its manifest",
-                self.plugin
-            )));
-        }
+        self.granter().grant_readiness()?;
         if self.services.readiness.set(&self.plugin, ready) {
             tracing::info!(plugin = %self.plugin, ready, "readiness changed by plugin");
         }
@@ -64,10 +58,11 @@ impl host::Host for CallState {
     }
 
     async fn http_send(&mut self, request: HttpRequest) -> Result<HttpResponse, HostError> {
-        let checked = http::check_allowed(&self.plugin, &request.url, &self.settings.grants.http);
-        let url = match checked {
+        let granted = self.granter().grant_http(&request.url);
+        let url = match granted {
             Ok(url) => url,
-            Err(error) => {
+            Err(refused) => {
+                let error = HostError::from(refused);
                 if self.take_log_line() {
                     tracing::warn!(
                         plugin = %self.plugin,
@@ -98,12 +93,9 @@ impl host::Host for CallState {
     }
 
     async fn run_action(&mut self, name: String) -> Result<ActionOutput, HostError> {
-        let resolved = actions::resolve(
-            &self.plugin,
-            &name,
-            &self.settings.grants.actions,
-            &self.services.actions,
-        );
+        let granted = self.granter().grant_action(&name).map_err(HostError::from);
+        let resolved =
+            granted.and_then(|()| actions::defined(&self.plugin, &name, &self.services.actions));
         let spec = match resolved {
             Ok(spec) => spec.clone(),
             Err(error) => {
@@ -122,6 +114,13 @@ impl host::Host for CallState {
         let result = actions::run(&spec, self.deadline).await;
         log_action_result(&self.plugin, &name, &result);
         result
+    }
+}
+
+impl CallState {
+    /// Answers this call's plugin's capability requests from its grants.
+    fn granter(&self) -> CapabilityGranter<'_> {
+        CapabilityGranter::new(&self.plugin, &self.settings.grants)
     }
 }
 
@@ -162,90 +161,11 @@ fn log_action_result(plugin: &str, action: &str, result: &Result<ActionOutput, H
 
 /// A host error as a log field reads it: `not granted: …`, `invalid: …`, `failed: …`,
 /// `timed out` (never Rust's `Debug` form).
-pub fn describe(error: &HostError) -> String {
+fn describe(error: &HostError) -> String {
     match error {
         HostError::NotGranted(text) => format!("not granted: {text}"),
         HostError::Invalid(text) => format!("invalid: {text}"),
         HostError::Failed(text) => format!("failed: {text}"),
         HostError::TimedOut => "timed out".to_owned(),
-    }
-}
-
-/// Writes one plugin log line at the matching tracing level.
-pub fn write_plugin_log(plugin: &str, level: Level, message: &str) {
-    match level {
-        Level::Trace => tracing::trace!(target: PLUGIN_LOG_TARGET, plugin, "{message}"),
-        Level::Debug => tracing::debug!(target: PLUGIN_LOG_TARGET, plugin, "{message}"),
-        Level::Info => tracing::info!(target: PLUGIN_LOG_TARGET, plugin, "{message}"),
-        Level::Warn => tracing::warn!(target: PLUGIN_LOG_TARGET, plugin, "{message}"),
-        Level::Error => tracing::error!(target: PLUGIN_LOG_TARGET, plugin, "{message}"),
-    }
-}
-
-/// `text` made safe for one log line: control characters (newlines, carriage returns, ANSI
-/// escapes) written escaped (`\n`, `\u{1b}`), so a plugin cannot forge or hide log lines,
-/// and the result cut to at most `max_bytes` (a cut ends in `…`, which counts).
-pub fn log_safe(text: &str, max_bytes: usize) -> String {
-    let room = max_bytes.saturating_sub(ELLIPSIS.len());
-    let mut safe = String::with_capacity(text.len().min(max_bytes));
-    for character in text.chars() {
-        let before = safe.len();
-        if character.is_control() {
-            safe.extend(character.escape_default());
-        } else {
-            safe.push(character);
-        }
-        if safe.len() > room {
-            safe.truncate(before);
-            safe.push_str(ELLIPSIS);
-            return safe;
-        }
-    }
-    safe
-}
-
-/// Marks text cut by `log_safe`.
-const ELLIPSIS: &str = "…";
-
-/// `text` cut to at most `max_bytes`, on a character boundary.
-pub fn truncate(text: &str, max_bytes: usize) -> &str {
-    if text.len() <= max_bytes {
-        return text;
-    }
-    let mut end = max_bytes;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{log_safe, truncate};
-
-    #[test]
-    fn log_safe_escapes_control_characters() {
-        assert_eq!(
-            log_safe("ok\n2026-01-01T00:00:00Z INFO forged\r\u{1b}[2J", 200),
-            "ok\\n2026-01-01T00:00:00Z INFO forged\\r\\u{1b}[2J"
-        );
-        assert_eq!(log_safe("plain text, ünïcode", 200), "plain text, ünïcode");
-    }
-
-    #[test]
-    fn log_safe_caps_the_escaped_length() {
-        let cut = log_safe(&"\n".repeat(1000), 100);
-        assert!(cut.len() <= 100, "{} bytes", cut.len());
-        assert!(cut.ends_with('…'), "{cut}");
-        assert!(!cut.contains('\n'));
-        let cut = log_safe(&"é".repeat(1000), 101);
-        assert!(cut.len() <= 101 && cut.ends_with('…'), "{cut}");
-    }
-
-    #[test]
-    fn truncate_respects_char_boundaries() {
-        assert_eq!(truncate("héllo", 2), "h");
-        assert_eq!(truncate("héllo", 3), "hé");
-        assert_eq!(truncate("short", 100), "short");
     }
 }

@@ -1,5 +1,5 @@
-//! Outbound HTTP for plugins (`http-send`): the allow-list check on the URL's host and port,
-//! then DNS once, the network rules on every address, and one request to the checked address.
+//! Outbound HTTP for plugins (`http-send`), once the URL is granted: DNS once, the network
+//! rules on every address, and one request to exactly the checked addresses.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -8,15 +8,15 @@ use std::time::Instant;
 use reqwest::Url;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
-use crate::bindings::{HostError, HttpRequest, HttpResponse};
 use crate::network::{self, Resolver, SystemResolver};
+use crate::wit::latest::{HostError, HttpRequest, HttpResponse};
 
 /// Largest response body handed to a plugin; the rest is not read.
-pub const RESPONSE_BODY_MAX_BYTES: usize = 1024 * 1024;
+pub(crate) const RESPONSE_BODY_MAX_BYTES: usize = 1024 * 1024;
 
 /// Request headers a plugin may not set: `Host` (the real host is always sent), `Metadata`
 /// (what IMDS requires), and the hop-by-hop and framing headers the client owns.
-pub const DROPPED_REQUEST_HEADERS: &[&str] = &[
+pub(crate) const DROPPED_REQUEST_HEADERS: &[&str] = &[
     "host",
     "metadata",
     "connection",
@@ -77,55 +77,10 @@ impl HttpClient {
     }
 }
 
-/// Parses `url` and checks that its `host:port` is on `allowed` (host compared without
-/// regard to case, port exact; the port defaults to 80 for http). Err names the fix.
-pub fn check_allowed(plugin: &str, url: &str, allowed: &[String]) -> Result<Url, HostError> {
-    let parsed = Url::parse(url)
-        .map_err(|error| HostError::Invalid(format!("`{url}` is not an absolute URL: {error}")))?;
-    match parsed.scheme() {
-        "http" => {}
-        "https" => {
-            return Err(HostError::Invalid(format!(
-                "`{url}`: https is not supported by this build of forewarn; use http:// \
-                 (plugins talk to local services; put a local proxy in front of remote ones)"
-            )));
-        }
-        other => {
-            return Err(HostError::Invalid(format!(
-                "`{url}`: scheme `{other}` is not supported; use http://"
-            )));
-        }
-    }
-    let authority = authority_of(&parsed)
-        .ok_or_else(|| HostError::Invalid(format!("`{url}` names no host")))?;
-    if allowed
-        .iter()
-        .any(|entry| authority_matches(entry, &authority))
-    {
-        return Ok(parsed);
-    }
-    Err(HostError::NotGranted(format!(
-        "plugin `{plugin}` may not send HTTP requests to {authority}: add \"{authority}\" to \
-         [capabilities] http in {plugin}.toml"
-    )))
-}
-
-/// `host:port` of an http(s) URL, with the scheme's default port filled in.
-fn authority_of(url: &Url) -> Option<String> {
-    let host = url.host_str()?;
-    let port = url.port_or_known_default()?;
-    Some(format!("{}:{port}", host.to_ascii_lowercase()))
-}
-
-/// Whether an allow-list entry `host:port` names `authority` (already lower-case).
-fn authority_matches(entry: &str, authority: &str) -> bool {
-    entry.trim().eq_ignore_ascii_case(authority)
-}
-
 /// Sends `request` to the already checked `url`: resolves its host once, refuses the
 /// request if any address is forbidden, then connects to exactly those addresses. A request
 /// still running at `deadline` fails with `timed-out`.
-pub async fn send(
+pub(crate) async fn send(
     client: &HttpClient,
     request: HttpRequest,
     url: Url,
@@ -266,58 +221,6 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 mod tests {
     use super::*;
 
-    fn allowed(entries: &[&str]) -> Vec<String> {
-        entries.iter().map(|entry| (*entry).to_owned()).collect()
-    }
-
-    #[test]
-    fn allow_list_matches_host_and_port_exactly() {
-        let list = allowed(&["127.0.0.1:8080", "Backend.Local:80"]);
-        let cases = [
-            ("http://127.0.0.1:8080/checkpoint", true),
-            ("http://127.0.0.1:8081/checkpoint", false),
-            ("http://127.0.0.1/", false),
-            ("http://backend.local/x", true),
-            ("http://BACKEND.local:80/x", true),
-            ("http://backend.local:8080/x", false),
-            ("http://evil.example:8080/", false),
-            ("http://127.0.0.1:8080@evil.example:8080/", false),
-        ];
-        for (url, expected) in cases {
-            let result = check_allowed("p", url, &list);
-            assert_eq!(result.is_ok(), expected, "{url}: {result:?}");
-        }
-    }
-
-    #[test]
-    fn refusal_names_the_manifest_setting() {
-        let error = check_allowed("checkpoint", "http://10.0.0.9:9000/x", &[]).unwrap_err();
-        let HostError::NotGranted(text) = error else {
-            panic!("expected not-granted, got {error:?}");
-        };
-        assert!(text.contains("\"10.0.0.9:9000\""), "{text}");
-        assert!(
-            text.contains("[capabilities] http in checkpoint.toml"),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn bad_urls_are_invalid() {
-        let list = allowed(&["127.0.0.1:80"]);
-        for url in [
-            "not a url",
-            "/relative",
-            "ftp://127.0.0.1/",
-            "https://127.0.0.1/",
-        ] {
-            assert!(
-                matches!(check_allowed("p", url, &list), Err(HostError::Invalid(_))),
-                "{url}"
-            );
-        }
-    }
-
     #[tokio::test]
     async fn a_request_past_the_deadline_times_out() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -327,8 +230,7 @@ mod tests {
             let (_socket, _) = listener.accept().await.unwrap();
             std::future::pending::<()>().await;
         });
-        let url =
-            check_allowed("p", &format!("http://{address}/"), &[address.to_string()]).unwrap();
+        let url = Url::parse(&format!("http://{address}/")).unwrap();
         let request = get_request(&url);
         let deadline = Instant::now() + std::time::Duration::from_millis(200);
         let result = send(&HttpClient::default(), request, url, deadline).await;
@@ -340,8 +242,7 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let address = listener.local_addr().unwrap();
         drop(listener);
-        let url =
-            check_allowed("p", &format!("http://{address}/"), &[address.to_string()]).unwrap();
+        let url = Url::parse(&format!("http://{address}/")).unwrap();
         let request = get_request(&url);
         let deadline = Instant::now() + std::time::Duration::from_secs(5);
         let result = send(&HttpClient::default(), request, url, deadline).await;
@@ -412,14 +313,11 @@ mod tests {
         (address, server)
     }
 
-    /// Checks `url` against an allow-list holding its own authority (as if a manifest had
-    /// granted it) and sends a GET through `client`.
+    /// Sends a GET of `url` through `client`, as if the plugin's manifest had granted it.
     async fn send_granted(client: &HttpClient, url: &str) -> Result<HttpResponse, HostError> {
-        let parsed = Url::parse(url).unwrap();
-        let authority = authority_of(&parsed).unwrap();
-        let checked = check_allowed("p", url, &[authority]).unwrap();
+        let granted = Url::parse(url).unwrap();
         let deadline = Instant::now() + std::time::Duration::from_secs(5);
-        send(client, get_request(&checked), checked, deadline).await
+        send(client, get_request(&granted), granted, deadline).await
     }
 
     fn assert_never_reachable(result: &Result<HttpResponse, HostError>, url: &str) {
@@ -515,8 +413,7 @@ mod tests {
         let resolver = TableResolver::new(&[("backend.test", address.ip())], None);
         let client = HttpClient::default().with_resolver(resolver);
         let url = format!("http://backend.test:{}/drain", address.port());
-        let checked =
-            check_allowed("p", &url, &[format!("backend.test:{}", address.port())]).unwrap();
+        let checked = Url::parse(&url).unwrap();
         let mut request = get_request(&checked);
         request.headers = [
             ("Host", "169.254.169.254"),

@@ -4,15 +4,20 @@
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-use crate::bindings::HANDLER_EXPORT;
 use crate::error::LoadError;
+use crate::wit::version::WitVersion;
+use crate::wit::{self, HANDLER_INTERFACE};
 
 /// What a component imports and exports, for `forewarn plugin check`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ComponentReport {
+    /// Hex SHA-256 of the component bytes.
     pub content_hash: String,
+    /// Size of the component file.
     pub size_bytes: usize,
+    /// The fully qualified names of the interfaces it imports.
     pub imports: Vec<String>,
+    /// The fully qualified names of the interfaces it exports.
     pub exports: Vec<String>,
 }
 
@@ -20,7 +25,7 @@ const WASM_MAGIC: &[u8; 4] = b"\0asm";
 const CORE_MODULE_VERSION: [u8; 4] = [0x01, 0x00, 0x00, 0x00];
 
 /// Rejects anything that is not a WebAssembly component, saying what it is instead.
-pub fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
+pub(crate) fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
     if bytes.is_empty() {
         return Err(LoadError::NotWasm {
             details: "the file is empty (was it still being written?)".into(),
@@ -57,7 +62,7 @@ fn describe_non_wasm(bytes: &[u8]) -> String {
 }
 
 /// Lists the component's imports and exports by name.
-pub fn describe(engine: &Engine, component: &Component) -> ComponentReport {
+pub(crate) fn describe(engine: &Engine, component: &Component) -> ComponentReport {
     let component_type = component.component_type();
     ComponentReport {
         imports: component_type
@@ -72,28 +77,40 @@ pub fn describe(engine: &Engine, component: &Component) -> ComponentReport {
     }
 }
 
-/// Fails unless the component exports the handler interface.
-pub fn check_exports(engine: &Engine, component: &Component) -> Result<(), LoadError> {
+/// The contract version of the handler interface the component exports, read from the export
+/// name `forewarn:plugin/handler@x.y.z`. Err when it exports none, or an unreadable version.
+pub(crate) fn handler_version(
+    engine: &Engine,
+    component: &Component,
+) -> Result<WitVersion, LoadError> {
     let component_type = component.component_type();
-    if component_type.get_export(engine, HANDLER_EXPORT).is_some() {
-        return Ok(());
-    }
     let exports: Vec<&str> = component_type
         .exports(engine)
         .map(|(name, _)| name)
         .collect();
+    let prefix = format!("{HANDLER_INTERFACE}@");
+    let Some(version) = exports.iter().find_map(|name| name.strip_prefix(&prefix)) else {
+        return Err(not_a_handler(&exports));
+    };
+    WitVersion::parse(version).ok_or_else(|| wit::unsupported(version.to_owned()))
+}
+
+fn not_a_handler(exports: &[&str]) -> LoadError {
     let found = if exports.is_empty() {
         "it exports nothing".to_owned()
     } else {
-        format!("it exports {}", quoted_list(&exports))
+        format!("it exports {}", quoted_list(exports))
     };
-    Err(LoadError::WrongWorld {
-        details: format!("it does not export `{HANDLER_EXPORT}` ({found})"),
-    })
+    LoadError::WrongWorld {
+        details: format!(
+            "it does not export {} ({found})",
+            wit::supported_handler_exports()
+        ),
+    }
 }
 
 /// Turns the linker's "import not found" into a message naming the import.
-pub fn explain_import_error(
+pub(crate) fn explain_import_error(
     engine: &Engine,
     component: &Component,
     error: &wasmtime::Error,

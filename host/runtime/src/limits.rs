@@ -5,22 +5,22 @@ use wasmtime::ResourceLimiter;
 
 /// Most core instances one call may create. A Rust component has about five; a Python or
 /// JavaScript component a few dozen at most.
-pub const MAX_INSTANCES: usize = 64;
+pub(crate) const MAX_INSTANCES: usize = 64;
 /// Most linear memories one call may create. Each reserves address space even when small,
 /// so their number is bounded on its own, not only their bytes.
-pub const MAX_MEMORIES: usize = 16;
+pub(crate) const MAX_MEMORIES: usize = 16;
 /// Most tables one call may create.
-pub const MAX_TABLES: usize = 64;
+pub(crate) const MAX_TABLES: usize = 64;
 /// Most table elements all of a call's tables may hold together (function tables of large
 /// guests included).
-pub const MAX_TABLE_ELEMENTS: usize = 1_000_000;
+pub(crate) const MAX_TABLE_ELEMENTS: usize = 1_000_000;
 /// What one table element costs against the memory cap: a pointer.
 const TABLE_ELEMENT_BYTES: usize = std::mem::size_of::<usize>();
 /// Most entries of the WASI resource table of one call (streams, pollables, …).
-pub const MAX_RESOURCES: usize = 4096;
+pub(crate) const MAX_RESOURCES: usize = 4096;
 
 /// Caps one call's store: its memories and tables count against one memory total.
-pub struct InstanceLimits {
+pub(crate) struct InstanceLimits {
     memory_limit_bytes: usize,
     /// Bytes of every memory plus the element bytes of every table, as grown so far.
     total_bytes: usize,
@@ -30,7 +30,7 @@ pub struct InstanceLimits {
 }
 
 impl InstanceLimits {
-    pub fn new(memory_limit_bytes: u64) -> Self {
+    pub(crate) fn new(memory_limit_bytes: u64) -> Self {
         InstanceLimits {
             memory_limit_bytes: usize::try_from(memory_limit_bytes).unwrap_or(usize::MAX),
             total_bytes: 0,
@@ -40,13 +40,13 @@ impl InstanceLimits {
     }
 
     /// Whether the call asked for more memory than its cap.
-    pub fn memory_cap_hit(&self) -> bool {
+    pub(crate) fn memory_cap_hit(&self) -> bool {
         self.memory_cap_hit
     }
 
     /// Bytes counted against the cap so far: all memories and tables of the call.
     #[cfg(test)]
-    pub fn total_bytes(&self) -> usize {
+    pub(crate) fn total_bytes(&self) -> usize {
         self.total_bytes
     }
 

@@ -7,11 +7,11 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
 
 /// The Azure wireserver (host agent, VM extensions, instance health).
-pub const AZURE_WIRESERVER: Ipv4Addr = Ipv4Addr::new(168, 63, 129, 16);
+const AZURE_WIRESERVER: Ipv4Addr = Ipv4Addr::new(168, 63, 129, 16);
 
 /// Why `ip` is never reachable from a plugin, or None if it may be allow-listed.
 /// IPv4-mapped, IPv4-compatible and NAT64 (64:ff9b::/96) IPv6 forms count as the IPv4 address.
-pub fn forbidden_ip(ip: IpAddr) -> Option<&'static str> {
+pub(crate) fn forbidden_ip(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(v4) => forbidden_v4(v4),
         IpAddr::V6(v6) => embedded_v4(v6)
@@ -52,7 +52,7 @@ fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
 }
 
 /// `address` with an IPv4-mapped IPv6 address turned into the IPv4 one, for comparisons.
-pub fn canonical(address: SocketAddr) -> SocketAddr {
+pub(crate) fn canonical(address: SocketAddr) -> SocketAddr {
     SocketAddr::new(address.ip().to_canonical(), address.port())
 }
 
@@ -94,7 +94,7 @@ pub trait Resolver: Send + Sync {
 }
 
 /// The system resolver (getaddrinfo, through tokio).
-pub struct SystemResolver;
+pub(crate) struct SystemResolver;
 
 impl Resolver for SystemResolver {
     fn lookup(&self, host: &str, port: u16) -> ResolveFuture {

@@ -4,25 +4,22 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use wasmtime::{Store, Trap, UpdateDeadline};
+use wasmtime::Trap;
 
-use crate::bindings::{Context, Decision, EventHandlerPre, Phase, ScheduledEvent};
-use crate::call_state::CallState;
-use crate::call_state::LOG_LINE_MAX_BYTES;
-use crate::host_api::{log_safe, truncate};
-use crate::plugin_log::{LogLevel, PluginLogLine};
-use crate::runtime::Runtime;
+use crate::call_env::CallEnv;
+use crate::call_state::{CallState, LOG_LINE_MAX_BYTES, LOG_LINES_PER_CALL};
+use crate::plugin_log::{LogLevel, PLUGIN_LOG_TARGET, PluginLogLine};
 use crate::services::PluginSettings;
+use crate::text::{log_safe, shorten};
+use crate::wit::HandlerPre;
+use crate::wit::latest::{Context, Decision, Phase, ScheduledEvent};
 
 /// Longest budget a call gets, whatever it asks for: a day. Manifests are bounded far lower
 /// at parse time; this keeps `Instant + budget` from overflowing for any caller.
-pub const MAX_CALL_BUDGET: Duration = Duration::from_secs(24 * 60 * 60);
+pub(crate) const MAX_CALL_BUDGET: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// Longest defer reason kept from a plugin; longer ones are cut.
 pub const REASON_MAX_BYTES: usize = 1024;
-
-/// Marks a reason that was cut.
-const ELLIPSIS: &str = "…";
 
 /// A plugin ready to be called. Cheap to clone; calls in flight keep their version alive
 /// when a newer one replaces it.
@@ -32,26 +29,31 @@ pub struct Plugin {
 }
 
 struct PluginInner {
-    runtime: Runtime,
+    env: CallEnv,
     name: Arc<str>,
     content_hash: String,
     loaded_from_cache: bool,
-    pre: EventHandlerPre<CallState>,
+    pre: HandlerPre<CallState>,
     settings: Arc<PluginSettings>,
 }
 
 /// The facts of a call that are not the event itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallContext {
+    /// This VM's name as it appears in the event's resources.
     pub vm_name: String,
+    /// Whether the event's resources name this VM.
     pub affects_this_vm: bool,
+    /// 1 on the first call for this event and phase, then 2, 3, … on each retry.
     pub attempt: u32,
 }
 
 /// What came of one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallOutcome {
+    /// The plugin's decision, or why there is none.
     pub answer: Result<Decision, CallFailure>,
+    /// How long the call took, instantiation included.
     pub elapsed: Duration,
     /// What the plugin logged through `log` and printed on stdout/stderr, in order of
     /// source (log lines first), within the per-call caps.
@@ -62,13 +64,25 @@ pub struct CallOutcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CallFailure {
     /// The call ran past its budget and was cut off.
-    BudgetExceeded { budget: Duration },
+    BudgetExceeded {
+        /// The budget it was given.
+        budget: Duration,
+    },
     /// The plugin asked for more memory than its cap.
-    MemoryExceeded { limit_bytes: u64 },
+    MemoryExceeded {
+        /// The plugin's memory cap.
+        limit_bytes: u64,
+    },
     /// The plugin trapped: a panic, a stack overflow, an `unreachable`, a host-call error.
-    Trapped { message: String },
+    Trapped {
+        /// The trap, with the guest's last stderr line (a panic message) when it wrote one.
+        message: String,
+    },
     /// A new instance could not be created.
-    Instantiation { message: String },
+    Instantiation {
+        /// wasmtime's error.
+        message: String,
+    },
 }
 
 impl CallFailure {
@@ -104,16 +118,16 @@ impl CallFailure {
 
 impl Plugin {
     pub(crate) fn new(
-        runtime: Runtime,
+        env: CallEnv,
         name: &str,
         content_hash: String,
         loaded_from_cache: bool,
-        pre: EventHandlerPre<CallState>,
+        pre: HandlerPre<CallState>,
         settings: PluginSettings,
     ) -> Plugin {
         Plugin {
             inner: Arc::new(PluginInner {
-                runtime,
+                env,
                 name: Arc::from(name),
                 content_hash,
                 loaded_from_cache,
@@ -123,6 +137,7 @@ impl Plugin {
         }
     }
 
+    /// The plugin's name (its file name without `.wasm`).
     pub fn name(&self) -> &str {
         &self.inner.name
     }
@@ -137,6 +152,7 @@ impl Plugin {
         self.inner.loaded_from_cache
     }
 
+    /// The memory cap, config and grants every call of this plugin runs under.
     pub fn settings(&self) -> &PluginSettings {
         &self.inner.settings
     }
@@ -154,14 +170,18 @@ impl Plugin {
         let started = Instant::now();
         let budget = budget.min(MAX_CALL_BUDGET);
         let deadline = started + budget;
-        let mut store = self.new_store(deadline);
+        let mut store = self.inner.env.new_store(
+            self.inner.name.clone(),
+            self.inner.settings.clone(),
+            deadline,
+        );
         let wit_context = Context {
             vm_name: context.vm_name.clone(),
             affects_this_vm: context.affects_this_vm,
             deadline_unix_ms: unix_ms(SystemTime::now().checked_add(budget)),
             attempt: context.attempt,
         };
-        let _ticking = self.inner.runtime.inner.ticker.enter();
+        let _ticking = self.inner.env.enter_call();
         let result = tokio::time::timeout_at(deadline.into(), async {
             let instance = self
                 .inner
@@ -170,7 +190,6 @@ impl Plugin {
                 .await
                 .map_err(CallError::Instantiate)?;
             instance
-                .forewarn_plugin_handler()
                 .call_on_event(&mut store, event, phase, &wit_context)
                 .await
                 .map_err(CallError::Run)
@@ -187,28 +206,6 @@ impl Plugin {
             elapsed: started.elapsed(),
             logs,
         }
-    }
-
-    fn new_store(&self, deadline: Instant) -> Store<CallState> {
-        let runtime = &self.inner.runtime.inner;
-        let state = CallState::new(
-            self.inner.name.clone(),
-            self.inner.settings.clone(),
-            runtime.services.clone(),
-            deadline,
-        );
-        let mut store = Store::new(&runtime.engine, state);
-        store.limiter(|state| &mut state.limits);
-        // Every epoch tick (1 ms) the plugin yields to the executor, so the wall-clock
-        // timeout can fire; at the deadline the plugin is interrupted with a trap.
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |_| {
-            if Instant::now() >= deadline {
-                return Ok(UpdateDeadline::Interrupt);
-            }
-            Ok(UpdateDeadline::Yield(1))
-        });
-        store
     }
 
     /// Writes what the plugin printed, and what it was not allowed to log, to the daemon log;
@@ -229,7 +226,7 @@ impl Plugin {
                     continue;
                 }
                 let line = log_safe(line, LOG_LINE_MAX_BYTES);
-                tracing::info!(target: crate::host_api::PLUGIN_LOG_TARGET, plugin, stream, "{line}");
+                tracing::info!(target: PLUGIN_LOG_TARGET, plugin, stream, "{line}");
                 logged.push(PluginLogLine::new(level, &line));
             }
             if dropped > 0 {
@@ -246,7 +243,7 @@ impl Plugin {
                 plugin,
                 dropped_lines = state.log_lines_dropped,
                 "plugin logged more than {} lines in one call; the rest were dropped",
-                crate::call_state::LOG_LINES_PER_CALL
+                LOG_LINES_PER_CALL
             );
         }
         logged
@@ -300,9 +297,7 @@ fn sanitize(decision: Decision) -> Decision {
         Decision::Approve => Decision::Approve,
         Decision::Defer(mut deferral) => {
             if deferral.reason.len() > REASON_MAX_BYTES {
-                // The ellipsis counts against the cap too.
-                let kept = truncate(&deferral.reason, REASON_MAX_BYTES - ELLIPSIS.len());
-                deferral.reason = format!("{kept}{ELLIPSIS}");
+                deferral.reason = shorten(&deferral.reason, REASON_MAX_BYTES);
             }
             Decision::Defer(deferral)
         }

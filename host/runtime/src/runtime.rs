@@ -9,14 +9,15 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine};
 
-use crate::bindings::{EventHandler, EventHandlerPre};
 use crate::cache::CompileCache;
+use crate::call_env::CallEnv;
 use crate::call_state::CallState;
 use crate::epoch::EpochTicker;
 use crate::error::{LoadError, RuntimeError};
 use crate::inspect::{self, ComponentReport};
 use crate::plugin::Plugin;
 use crate::services::{HostServices, PluginSettings};
+use crate::wit::{self, HandlerPre};
 
 /// How the runtime is set up.
 #[derive(Debug, Clone, Default)]
@@ -28,24 +29,22 @@ pub struct RuntimeConfig {
 /// Shared by every plugin: cheap to clone.
 #[derive(Clone)]
 pub struct Runtime {
-    pub(crate) inner: Arc<RuntimeInner>,
+    inner: Arc<RuntimeInner>,
 }
 
-pub(crate) struct RuntimeInner {
-    pub(crate) engine: Engine,
-    pub(crate) linker: Linker<CallState>,
-    pub(crate) ticker: EpochTicker,
-    pub(crate) services: HostServices,
+struct RuntimeInner {
+    env: CallEnv,
+    linker: Linker<CallState>,
     cache: Option<CompileCache>,
 }
 
 /// A compiled component and how it was obtained.
-pub struct Compiled {
-    pub component: Component,
+pub(crate) struct Compiled {
+    component: Component,
     /// Hex SHA-256 of the component bytes.
-    pub content_hash: String,
+    content_hash: String,
     /// Whether it came from the on-disk cache instead of the compiler.
-    pub from_cache: bool,
+    from_cache: bool,
 }
 
 impl Runtime {
@@ -68,10 +67,8 @@ impl Runtime {
         let ticker = EpochTicker::start(engine.clone()).map_err(RuntimeError::Ticker)?;
         Ok(Runtime {
             inner: Arc::new(RuntimeInner {
-                engine,
+                env: CallEnv::new(engine, ticker, services),
                 linker,
-                ticker,
-                services,
                 cache,
             }),
         })
@@ -86,17 +83,16 @@ impl Runtime {
             .map_or(0, |cache| cache.retain(keep))
     }
 
-    /// The services plugins of this runtime share (state, readiness).
-    pub fn services(&self) -> &HostServices {
-        &self.inner.services
+    fn engine(&self) -> &Engine {
+        self.inner.env.engine()
     }
 
     /// Compiles `bytes`, or loads the compiled form from the cache. Blocking and possibly
     /// slow (seconds for large components): call it off the async runtime.
-    pub fn compile(&self, bytes: &[u8]) -> Result<Compiled, LoadError> {
+    pub(crate) fn compile(&self, bytes: &[u8]) -> Result<Compiled, LoadError> {
         inspect::check_header(bytes)?;
         let content_hash = hex::encode(Sha256::digest(bytes));
-        let engine = &self.inner.engine;
+        let engine = self.engine();
         if let Some(component) = self
             .inner
             .cache
@@ -137,7 +133,7 @@ impl Runtime {
         let compiled = self.compile(bytes)?;
         let pre = self.prepare(&compiled.component)?;
         Ok(Plugin::new(
-            self.clone(),
+            self.inner.env.clone(),
             name,
             compiled.content_hash,
             compiled.from_cache,
@@ -149,28 +145,23 @@ impl Runtime {
     /// Describes a component and checks it against the world, without loading it.
     pub fn inspect(&self, bytes: &[u8]) -> Result<ComponentReport, LoadError> {
         let compiled = self.compile(bytes)?;
-        let mut report = inspect::describe(&self.inner.engine, &compiled.component);
+        let mut report = inspect::describe(self.engine(), &compiled.component);
         report.content_hash = compiled.content_hash;
         report.size_bytes = bytes.len();
         self.prepare(&compiled.component)?;
         Ok(report)
     }
 
-    fn prepare(&self, component: &Component) -> Result<EventHandlerPre<CallState>, LoadError> {
-        inspect::check_exports(&self.inner.engine, component)?;
+    /// Checks `component` against the contract version it was built for and links it.
+    fn prepare(&self, component: &Component) -> Result<HandlerPre<CallState>, LoadError> {
+        let version = inspect::handler_version(self.engine(), component)?;
+        wit::check_supported(version)?;
         let instance_pre = self
             .inner
             .linker
             .instantiate_pre(component)
-            .map_err(|error| {
-                inspect::explain_import_error(&self.inner.engine, component, &error)
-            })?;
-        EventHandlerPre::new(instance_pre).map_err(|error| LoadError::WrongWorld {
-            details: format!(
-                "its `{}` export does not match this version of the contract: {error:#}",
-                crate::bindings::HANDLER_EXPORT
-            ),
-        })
+            .map_err(|error| inspect::explain_import_error(self.engine(), component, &error))?;
+        HandlerPre::new(version, instance_pre)
     }
 }
 
@@ -184,9 +175,6 @@ fn engine_config() -> Config {
 fn build_linker(engine: &Engine) -> wasmtime::Result<Linker<CallState>> {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-    EventHandler::add_to_linker::<CallState, wasmtime::component::HasSelf<CallState>>(
-        &mut linker,
-        |state| state,
-    )?;
+    wit::add_to_linker(&mut linker)?;
     Ok(linker)
 }

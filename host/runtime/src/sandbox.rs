@@ -8,15 +8,18 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder};
 
+use crate::mutex::lock;
+use crate::text::truncate;
+
 /// How much of a call's stdout and stderr (each) is kept for the log; the rest is counted
 /// and dropped, so a plugin that floods its output cannot exhaust the daemon's memory.
-pub const CAPTURE_LIMIT: usize = 16 * 1024;
+pub(crate) const CAPTURE_LIMIT: usize = 16 * 1024;
 
 /// How Rust's standard library starts the line it prints after a panic message.
 const BACKTRACE_HINT: &str = "note: run with `RUST_BACKTRACE=";
 
 /// Builds the WASI context for one call: clocks and randomness only, output captured.
-pub fn wasi_context(stdout: &CapturedOutput, stderr: &CapturedOutput) -> WasiCtx {
+pub(crate) fn wasi_context(stdout: &CapturedOutput, stderr: &CapturedOutput) -> WasiCtx {
     WasiCtxBuilder::new()
         .stdout(stdout.clone())
         .stderr(stderr.clone())
@@ -29,7 +32,7 @@ pub fn wasi_context(stdout: &CapturedOutput, stderr: &CapturedOutput) -> WasiCtx
 /// A stdout or stderr stream that keeps the first `CAPTURE_LIMIT` bytes and counts the rest.
 /// Writes never fail, so a chatty plugin is not broken by the cap, only trimmed.
 #[derive(Clone, Default)]
-pub struct CapturedOutput {
+pub(crate) struct CapturedOutput {
     inner: Arc<Mutex<Captured>>,
 }
 
@@ -41,7 +44,7 @@ struct Captured {
 
 impl CapturedOutput {
     /// The bytes kept so far and the number of bytes dropped.
-    pub fn take(&self) -> (Vec<u8>, u64) {
+    pub(crate) fn take(&self) -> (Vec<u8>, u64) {
         let mut captured = lock(&self.inner);
         (std::mem::take(&mut captured.kept), captured.dropped)
     }
@@ -49,14 +52,14 @@ impl CapturedOutput {
     /// The last non-empty line kept so far, without consuming it. Rust's hint after a
     /// panic message ("note: run with `RUST_BACKTRACE=1` …") is skipped: the line before
     /// it says what went wrong.
-    pub fn peek_last_line(&self) -> Option<String> {
+    pub(crate) fn peek_last_line(&self) -> Option<String> {
         let captured = lock(&self.inner);
         let text = String::from_utf8_lossy(&captured.kept);
         let line = text
             .lines()
             .rev()
             .find(|line| !line.trim().is_empty() && !line.starts_with(BACKTRACE_HINT))?;
-        Some(crate::host_api::truncate(line.trim(), 300).to_owned())
+        Some(truncate(line.trim(), 300).to_owned())
     }
 
     fn append(&self, bytes: &[u8]) {
@@ -66,12 +69,6 @@ impl CapturedOutput {
         captured.kept.extend_from_slice(&bytes[..kept]);
         captured.dropped += (bytes.len() - kept) as u64;
     }
-}
-
-fn lock(mutex: &Mutex<Captured>) -> std::sync::MutexGuard<'_, Captured> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl IsTerminal for CapturedOutput {

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::http::HttpClient;
+use crate::mutex::lock;
 
 /// Durable per-plugin key/value storage behind `state-get`, `state-set`, `state-delete`.
 /// The daemon implements it on disk; `MemoryStateStore` serves tests and `plugin check`.
@@ -78,13 +79,16 @@ impl Readiness {
 pub struct ActionSpec {
     /// The program and its arguments.
     pub argv: Vec<String>,
+    /// How long it may run before its process group is killed.
     pub timeout: Duration,
 }
 
 /// The services shared by every plugin of one daemon.
 #[derive(Clone)]
 pub struct HostServices {
+    /// Where plugins' durable state lives.
     pub state: Arc<dyn StateStore>,
+    /// The VM's readiness, as plugins set it.
     pub readiness: Arc<Readiness>,
     /// The actions the operator defined, by name. A plugin may run one only when its
     /// grants name it too.
@@ -122,6 +126,7 @@ pub struct PluginSettings {
     pub memory_limit_bytes: u64,
     /// Values returned by the `config` host function.
     pub config: BTreeMap<String, String>,
+    /// What the plugin may use of the host.
     pub grants: Grants,
 }
 
@@ -136,12 +141,6 @@ impl Default for PluginSettings {
             grants: Grants::default(),
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

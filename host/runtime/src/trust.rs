@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 /// Why a path is not trusted. Every message names the path and the command that fixes it.
 #[derive(Debug, thiserror::Error)]
 pub enum TrustError {
+    /// The path belongs to another user.
     #[error(
         "{} is owned by uid {owner}, not by the daemon's user (uid {expected}){root}: whoever \
          owns it controls what the daemon runs. Fix: `chown {expected} {}`",
@@ -17,11 +18,16 @@ pub enum TrustError {
         root = if *root_allowed { " or root" } else { "" }
     )]
     Owner {
+        /// The path checked.
         path: PathBuf,
+        /// The uid that owns it.
         owner: u32,
+        /// The daemon's uid.
         expected: u32,
+        /// Whether root would have been accepted too.
         root_allowed: bool,
     },
+    /// Someone besides the owner may write the path.
     #[error(
         "{} is writable by {who} (mode {mode:04o}): anyone there could change what the daemon \
          runs. Fix: `chmod {fix} {}`",
@@ -29,42 +35,65 @@ pub enum TrustError {
         path.display()
     )]
     Writable {
+        /// The path checked.
         path: PathBuf,
+        /// Its permission bits.
         mode: u32,
+        /// Who may write it: "its group", "everyone", ...
         who: &'static str,
+        /// The `chmod` mode that fixes it.
         fix: &'static str,
     },
+    /// The path is a symbolic link.
     #[error(
         "{} is a symbolic link; forewarn does not follow links here. Fix: replace the link \
          with the {kind} itself",
         path.display()
     )]
-    Symlink { path: PathBuf, kind: &'static str },
+    Symlink {
+        /// The path checked.
+        path: PathBuf,
+        /// What was expected there: "file" or "directory".
+        kind: &'static str,
+    },
+    /// The path is of another kind than expected (a directory, a socket, ...).
     #[error(
         "{} is a {found}, not a {expected}; forewarn reads only {expected}s here. Fix: remove \
          it or replace it with a {expected}",
         path.display()
     )]
     NotRegular {
+        /// The path checked.
         path: PathBuf,
+        /// What it is.
         found: &'static str,
+        /// What it should be.
         expected: &'static str,
     },
+    /// The file is larger than its limit.
     #[error(
         "{} is {size} bytes, more than the limit of {limit} bytes. Fix: use a smaller file, or \
          raise `{setting}` in the daemon config",
         path.display()
     )]
     TooLarge {
+        /// The path checked.
         path: PathBuf,
+        /// Its size in bytes.
         size: u64,
+        /// The limit in bytes.
         limit: u64,
+        /// The daemon setting that raises the limit.
         setting: &'static str,
     },
+    /// Reading or creating the path failed.
     #[error("cannot {action} {}: {source} (check that it exists and the daemon may read it)", path.display())]
     Io {
+        /// What was attempted: "read", "create", ...
         action: &'static str,
+        /// The path.
         path: PathBuf,
+        /// The operating system's error.
         source: std::io::Error,
     },
 }
@@ -101,7 +130,7 @@ pub enum Owners {
 }
 
 /// The daemon's effective user id.
-pub fn daemon_uid() -> u32 {
+fn daemon_uid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
 }
@@ -195,6 +224,7 @@ fn kind_of(metadata: &fs::Metadata) -> &'static str {
 /// What [`read_trusted_file`] may accept.
 #[derive(Debug, Clone, Copy)]
 pub struct FileRules {
+    /// Who may own the file.
     pub owners: Owners,
     /// Largest size accepted, in bytes.
     pub max_bytes: u64,

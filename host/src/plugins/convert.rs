@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use forewarn_imds as imds;
-use forewarn_runtime::bindings as wit;
+use forewarn_runtime::wit::latest as wit;
 use forewarn_runtime::{CallFailure, CallOutcome};
 
 use crate::pipeline::clock::unix_ms;

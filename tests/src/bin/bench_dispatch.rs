@@ -18,7 +18,7 @@ use forewarn_host::pipeline::timeline::{TimelineEntry, new_timeline};
 use forewarn_host::plugins::manifest::PluginManifest;
 use forewarn_host::plugins::set::{PluginSet, load_plugin_bytes};
 use forewarn_imds::{ClientConfig, Document, ImdsClient};
-use forewarn_runtime::bindings::{Context, Decision, Phase, ScheduledEvent};
+use forewarn_runtime::wit::latest::{Context, Decision, Phase, ScheduledEvent};
 use forewarn_runtime::{
     CallContext, CallFailure, CallOutcome, HostServices, PluginSettings, Runtime, RuntimeConfig,
 };

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use forewarn_runtime::bindings::Phase;
+use forewarn_runtime::wit::latest::Phase;
 use forewarn_runtime::{CallFailure, HostServices, Plugin, PluginSettings, Runtime, RuntimeConfig};
 use forewarn_tests::fixtures::{sample_context, sample_event};
 use forewarn_tests::guests::{NOOP, PROBE};

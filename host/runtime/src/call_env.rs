@@ -1,0 +1,68 @@
+//! What every call of every plugin shares — the engine, the epoch ticker, the host services —
+//! and the fresh store each call runs in, under the plugin's memory cap and deadline.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use wasmtime::{Engine, Store, UpdateDeadline};
+
+use crate::call_state::CallState;
+use crate::epoch::{ActiveCall, EpochTicker};
+use crate::services::{HostServices, PluginSettings};
+
+/// Shared by the runtime and every plugin it loaded: cheap to clone.
+#[derive(Clone)]
+pub(crate) struct CallEnv {
+    inner: Arc<CallEnvInner>,
+}
+
+struct CallEnvInner {
+    engine: Engine,
+    ticker: EpochTicker,
+    services: HostServices,
+}
+
+impl CallEnv {
+    /// Bundles the engine, its running epoch ticker and the services plugins share.
+    pub(crate) fn new(engine: Engine, ticker: EpochTicker, services: HostServices) -> Self {
+        CallEnv {
+            inner: Arc::new(CallEnvInner {
+                engine,
+                ticker,
+                services,
+            }),
+        }
+    }
+
+    /// The engine every component is compiled for and every call runs on.
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    /// Keeps the epoch ticking until the returned guard is dropped.
+    pub(crate) fn enter_call(&self) -> ActiveCall {
+        self.inner.ticker.enter()
+    }
+
+    /// A fresh store for one call of `plugin`: its memory cap, and interrupted at `deadline`.
+    pub(crate) fn new_store(
+        &self,
+        plugin: Arc<str>,
+        settings: Arc<PluginSettings>,
+        deadline: Instant,
+    ) -> Store<CallState> {
+        let state = CallState::new(plugin, settings, self.inner.services.clone(), deadline);
+        let mut store = Store::new(&self.inner.engine, state);
+        store.limiter(|state| &mut state.limits);
+        // Every epoch tick (1 ms) the plugin yields to the executor, so the wall-clock
+        // timeout can fire; at the deadline the plugin is interrupted with a trap.
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            if Instant::now() >= deadline {
+                return Ok(UpdateDeadline::Interrupt);
+            }
+            Ok(UpdateDeadline::Yield(1))
+        });
+        store
+    }
+}

@@ -1,0 +1,87 @@
+//! Text helpers for what plugins hand the daemon: cutting on character boundaries and
+//! making plugin-chosen text safe for one log line. A leaf: it imports nothing of the crate.
+
+/// Marks text that was cut; it counts against the byte cap it was cut to.
+const ELLIPSIS: &str = "…";
+
+/// `text` cut to at most `max_bytes`, on a character boundary.
+pub(crate) fn truncate(text: &str, max_bytes: usize) -> &str {
+    if text.len() <= max_bytes {
+        return text;
+    }
+    let mut end = max_bytes;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// `text` unchanged when it fits `max_bytes`; otherwise cut so that it, with a closing `…`,
+/// takes at most `max_bytes`.
+pub(crate) fn shorten(text: &str, max_bytes: usize) -> String {
+    if text.len() <= max_bytes {
+        return text.to_owned();
+    }
+    let kept = truncate(text, max_bytes.saturating_sub(ELLIPSIS.len()));
+    format!("{kept}{ELLIPSIS}")
+}
+
+/// `text` made safe for one log line: control characters (newlines, carriage returns, ANSI
+/// escapes) written escaped (`\n`, `\u{1b}`), so a plugin cannot forge or hide log lines,
+/// and the result cut to at most `max_bytes` (a cut ends in `…`, which counts).
+pub(crate) fn log_safe(text: &str, max_bytes: usize) -> String {
+    let room = max_bytes.saturating_sub(ELLIPSIS.len());
+    let mut safe = String::with_capacity(text.len().min(max_bytes));
+    for character in text.chars() {
+        let before = safe.len();
+        if character.is_control() {
+            safe.extend(character.escape_default());
+        } else {
+            safe.push(character);
+        }
+        if safe.len() > room {
+            safe.truncate(before);
+            safe.push_str(ELLIPSIS);
+            return safe;
+        }
+    }
+    safe
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{log_safe, shorten, truncate};
+
+    #[test]
+    fn log_safe_escapes_control_characters() {
+        assert_eq!(
+            log_safe("ok\n2026-01-01T00:00:00Z INFO forged\r\u{1b}[2J", 200),
+            "ok\\n2026-01-01T00:00:00Z INFO forged\\r\\u{1b}[2J"
+        );
+        assert_eq!(log_safe("plain text, ünïcode", 200), "plain text, ünïcode");
+    }
+
+    #[test]
+    fn log_safe_caps_the_escaped_length() {
+        let cut = log_safe(&"\n".repeat(1000), 100);
+        assert!(cut.len() <= 100, "{} bytes", cut.len());
+        assert!(cut.ends_with('…'), "{cut}");
+        assert!(!cut.contains('\n'));
+        let cut = log_safe(&"é".repeat(1000), 101);
+        assert!(cut.len() <= 101 && cut.ends_with('…'), "{cut}");
+    }
+
+    #[test]
+    fn truncate_respects_char_boundaries() {
+        assert_eq!(truncate("héllo", 2), "h");
+        assert_eq!(truncate("héllo", 3), "hé");
+        assert_eq!(truncate("short", 100), "short");
+    }
+
+    #[test]
+    fn shorten_keeps_what_fits_and_marks_a_cut() {
+        assert_eq!(shorten("short", 5), "short");
+        let cut = shorten(&"é".repeat(100), 11);
+        assert!(cut.len() <= 11 && cut.ends_with('…'), "{cut}");
+    }
+}
