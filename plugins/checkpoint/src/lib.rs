@@ -8,13 +8,13 @@ use std::time::Duration;
 use forewarn_sdk::host::{self, http, log, state};
 use forewarn_sdk::{Context, Decision, Event, HostError, Phase, Plugin};
 
-pub use logic::{
-    CheckpointSettings, Progress, Restore, STILL_RUNNING_EXIT_CODE, Trigger, read_action_exit,
-    read_status_answer, read_trigger_answer,
+use logic::{
+    CheckpointSettings, Progress, Restore, Trigger, read_action_exit, read_status_answer,
+    read_trigger_answer,
 };
 
 /// The plugin; `forewarn_sdk::export!` makes it the component's handler.
-pub struct Checkpoint;
+struct Checkpoint;
 
 impl Plugin for Checkpoint {
     fn on_event(event: &Event, phase: Phase, ctx: &Context) -> Decision {

@@ -8,13 +8,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use forewarn_sdk::host::{self, http, log, state};
 use forewarn_sdk::{Context, Decision, Event, EventIds, Phase, Plugin};
 
-pub use logic::{DrainSettings, DrainStep, drain_step, seconds_left, should_drain};
+use logic::{DrainSettings, DrainStep, drain_step, seconds_left, should_drain};
 
 /// State key holding the ids of the events this plugin drained for, one per line.
 const DRAINING_KEY: &str = "draining-events";
 
 /// The plugin; `forewarn_sdk::export!` makes it the component's handler.
-pub struct LbDrain;
+struct LbDrain;
 
 impl Plugin for LbDrain {
     fn on_event(event: &Event, phase: Phase, ctx: &Context) -> Decision {
