@@ -390,16 +390,10 @@ fn read_vm_name(body: &str) -> Result<String, ParseError> {
         field: "name",
         excerpt: excerpt(body),
     };
-    let value: serde_json::Value =
-        serde_json::from_str(body).map_err(|error| ParseError::NotJson {
-            reason: error.to_string(),
-            excerpt: excerpt(body),
-        })?;
+    let value = wire::parse_json(body)?;
     let object = value.as_object().ok_or_else(missing)?;
-    let name = object
-        .iter()
-        .find(|(key, _)| key.eq_ignore_ascii_case("name"))
-        .and_then(|(_, name)| name.as_str())
+    let name = wire::field(object, "name")
+        .and_then(|name| name.as_str())
         .map(str::trim)
         .filter(|name| !name.is_empty())
         .ok_or_else(missing)?;

@@ -123,22 +123,9 @@ pub fn parse_document(text: &str) -> Result<Document, ParseError> {
     let value = parse_json(text)?;
     let object = as_object(&value, text)?;
     let incarnation = field(object, "DocumentIncarnation").and_then(read_incarnation);
-    let events = match field(object, "Events") {
-        None | Some(Value::Null) => {
-            return Err(ParseError::MissingField {
-                field: "Events",
-                excerpt: excerpt(text),
-            });
-        }
-        Some(Value::Array(events)) => events,
-        Some(other) => {
-            return Err(ParseError::WrongType {
-                field: "Events",
-                expected: "an array",
-                excerpt: excerpt(&other.to_string()),
-            });
-        }
-    };
+    // Lenient: a null `Events` is as good as none.
+    let events = field(object, "Events").filter(|events| !events.is_null());
+    let events = required_array("Events", events, text)?;
     let (events, rejected) = events.iter().enumerate().fold(
         (Vec::new(), Vec::new()),
         |(mut events, mut rejected), (index, event)| {
@@ -183,22 +170,7 @@ pub(crate) fn render_start_requests(ids: &[String]) -> String {
 pub fn parse_start_requests(text: &str) -> Result<Vec<String>, ParseError> {
     let value = parse_json(text)?;
     let object = as_object(&value, text)?;
-    let requests = match object.get("StartRequests") {
-        None => {
-            return Err(ParseError::MissingField {
-                field: "StartRequests",
-                excerpt: excerpt(text),
-            });
-        }
-        Some(Value::Array(requests)) => requests,
-        Some(other) => {
-            return Err(ParseError::WrongType {
-                field: "StartRequests",
-                expected: "an array",
-                excerpt: excerpt(&other.to_string()),
-            });
-        }
-    };
+    let requests = required_array("StartRequests", object.get("StartRequests"), text)?;
     requests
         .iter()
         .enumerate()
@@ -283,7 +255,29 @@ fn parse_naive_utc_time(text: &str) -> Option<DateTime<Utc>> {
         .map(|naive| naive.and_utc())
 }
 
-fn parse_json(text: &str) -> Result<Value, ParseError> {
+/// The array `found` under the name `name`, which the document `text` cannot do without:
+/// absent is [`ParseError::MissingField`], anything but an array [`ParseError::WrongType`].
+fn required_array<'a>(
+    name: &'static str,
+    found: Option<&'a Value>,
+    text: &str,
+) -> Result<&'a Vec<Value>, ParseError> {
+    match found {
+        None => Err(ParseError::MissingField {
+            field: name,
+            excerpt: excerpt(text),
+        }),
+        Some(Value::Array(items)) => Ok(items),
+        Some(other) => Err(ParseError::WrongType {
+            field: name,
+            expected: "an array",
+            excerpt: excerpt(&other.to_string()),
+        }),
+    }
+}
+
+/// Parses `text` as JSON, or says why not with the start of the text.
+pub(crate) fn parse_json(text: &str) -> Result<Value, ParseError> {
     serde_json::from_str(text).map_err(|error| ParseError::NotJson {
         reason: error.to_string(),
         excerpt: excerpt(text),
@@ -334,7 +328,7 @@ fn parse_event(index: usize, value: &Value) -> Result<ScheduledEvent, ParseError
 }
 
 /// Looks a field up by name, exact match first, then ignoring ASCII case.
-fn field<'a>(object: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
+pub(crate) fn field<'a>(object: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
     object.get(name).or_else(|| {
         object
             .iter()
