@@ -71,7 +71,8 @@ pub struct PollStatus {
     pub errors_by_kind: BTreeMap<&'static str, u64>,
 }
 
-/// The polling loop. See [`Poller::spawn`].
+/// Starts the polling loop, which runs as a tokio task (see [`Poller::spawn`]); this type
+/// only names the constructors.
 #[derive(Debug)]
 pub struct Poller;
 
