@@ -9,7 +9,11 @@ const DEFAULT_EVENT_TYPES: &str = "Reboot, Redeploy, Preempt, Terminate";
 /// graceful-shutdown's configuration (the `[config]` table of `graceful-shutdown.toml`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ShutdownSettings {
+    /// `stop-action`: the operator action (`[actions.NAME]`) that stops the app before
+    /// maintenance; `None` when not configured (the plugin then approves without stopping).
     pub(crate) stop_action: Option<String>,
+    /// `start-action`: the action that starts the app again once the event is over; `None`
+    /// when not configured.
     pub(crate) start_action: Option<String>,
     /// Lower-case event type names, or "*" for all.
     pub(crate) event_types: Vec<String>,
