@@ -57,6 +57,17 @@ impl Event {
     pub fn affects(&self, vm_name: &str) -> bool {
         self.resources.iter().any(|name| name == vm_name)
     }
+
+    /// The event as the small JSON object the bundled plugins POST to a workload's endpoints:
+    /// `{"event_id":"…","event_type":"reboot"}` (the type's WIT name, see
+    /// [`EventType::as_str`]). Compact, keys in that order, the id escaped as a JSON string.
+    pub fn notice_json(&self) -> String {
+        format!(
+            "{{\"event_id\":\"{}\",\"event_type\":\"{}\"}}",
+            json_escape(&self.id),
+            self.event_type
+        )
+    }
 }
 
 impl Context {
@@ -146,6 +157,20 @@ macro_rules! display_as_str {
 }
 
 display_as_str!(Phase, EventType, EventStatus, EventSource);
+
+/// `text` with what JSON must escape in a string (`"`, `\`, control characters) escaped.
+fn json_escape(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '"' => escaped.push_str("\\\""),
+            '\\' => escaped.push_str("\\\\"),
+            c if u32::from(c) < 0x20 => escaped.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => escaped.push(c),
+        }
+    }
+    escaped
+}
 
 fn unix_ms_to_time(unix_ms: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(unix_ms)
@@ -249,6 +274,20 @@ mod tests {
         let reboot = event(EventType::Reboot);
         assert!(reboot.affects("vm-b"));
         assert!(!reboot.affects("vm"));
+    }
+
+    #[test]
+    fn notice_json_is_compact_and_escapes_the_id() {
+        let mut reboot = event(EventType::Reboot);
+        assert_eq!(
+            reboot.notice_json(),
+            r#"{"event_id":"E1","event_type":"reboot"}"#
+        );
+        reboot.id = "a\"b\\c\nd".into();
+        assert_eq!(
+            reboot.notice_json(),
+            r#"{"event_id":"a\"b\\c\u000ad","event_type":"reboot"}"#
+        );
     }
 
     #[test]

@@ -45,10 +45,13 @@ impl EventIds {
         self.0.remove(id)
     }
 
+    /// Whether `id` is in the set (compared exactly, case included).
     pub fn contains(&self, id: &str) -> bool {
         self.0.contains(id)
     }
 
+    /// Whether the set holds no id: for a plugin, that no event it acted on is still pending,
+    /// so it may undo what it did (mark the VM ready, start services again).
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

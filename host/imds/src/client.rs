@@ -68,7 +68,7 @@ pub enum FetchError {
     /// 429 Too Many Requests: slow down.
     #[error("IMDS answered 429 Too Many Requests; slowing down")]
     Throttled,
-    /// A 5xx status.
+    /// A 5xx status (the code): IMDS is failing or overloaded.
     #[error("IMDS answered {0} (a server error); retrying with backoff")]
     Server(u16),
     /// Any other non-200 status, with the start of the body.
@@ -218,13 +218,8 @@ impl ImdsClient {
         })
     }
 
-    /// The configuration this client was built with.
-    pub fn config(&self) -> &ClientConfig {
-        &self.inner.config
-    }
-
     /// The Scheduled Events URL: `{base}/metadata/scheduledevents?api-version=V`.
-    pub fn scheduled_events_url(&self) -> String {
+    fn scheduled_events_url(&self) -> String {
         let config = &self.inner.config;
         format!(
             "{}/metadata/scheduledevents?api-version={}",
@@ -234,15 +229,18 @@ impl ImdsClient {
     }
 
     /// The compute metadata URL: `{base}/metadata/instance/compute?api-version=2021-02-01`.
-    pub fn compute_url(&self) -> String {
+    fn compute_url(&self) -> String {
         format!(
             "{}/metadata/instance/compute?api-version={COMPUTE_API_VERSION}",
             self.inner.config.base_url.trim_end_matches('/')
         )
     }
 
-    /// GETs the Scheduled Events document once (no retries) and parses it leniently. Until
-    /// IMDS has answered once, the request may take `first_request_timeout`.
+    /// GETs the Scheduled Events document once (no retries) and parses it leniently (see
+    /// [`parse_document`](crate::parse_document)). First waits for a slot in the shared rate
+    /// limit; then the request may take `request_timeout`, or `first_request_timeout` until
+    /// IMDS has answered once. Every failure, including a document that cannot be read, is a
+    /// [`FetchError`]; the caller decides whether and when to ask again.
     pub async fn fetch_events(&self) -> Result<Fetched, FetchError> {
         let timeout = if self.inner.answered_once.load(Ordering::Relaxed) {
             self.inner.config.request_timeout
@@ -266,8 +264,10 @@ impl ImdsClient {
         }
     }
 
-    /// POSTs `{"StartRequests":[…]}` for `event_ids`. 200 is success, also when another VM
-    /// approved first. An empty list sends nothing and succeeds.
+    /// POSTs `{"StartRequests":[…]}` for `event_ids`, telling IMDS the maintenance may start
+    /// now. 200 is success, also when another VM approved first. An empty list sends nothing
+    /// and succeeds at once; otherwise this waits for the rate limit, then at most
+    /// `request_timeout`. After [`ApproveError::Timeout`] the approval may have arrived.
     pub async fn approve(&self, event_ids: &[String]) -> Result<(), ApproveError> {
         if event_ids.is_empty() {
             return Ok(());
@@ -295,7 +295,8 @@ impl ImdsClient {
     }
 
     /// Reads this VM's name (`name` of the compute metadata): the name IMDS puts in
-    /// `Resources`, e.g. "myvmss_2" for a scale-set instance.
+    /// `Resources`, e.g. "myvmss_2" for a scale-set instance. Waits for the rate limit, then
+    /// at most `request_timeout`; a missing or empty name is [`FetchError::Malformed`].
     pub async fn fetch_vm_name(&self) -> Result<String, FetchError> {
         let request = self.request(Method::GET, self.compute_url());
         let answer = self
@@ -389,16 +390,10 @@ fn read_vm_name(body: &str) -> Result<String, ParseError> {
         field: "name",
         excerpt: excerpt(body),
     };
-    let value: serde_json::Value =
-        serde_json::from_str(body).map_err(|error| ParseError::NotJson {
-            reason: error.to_string(),
-            excerpt: excerpt(body),
-        })?;
+    let value = wire::parse_json(body)?;
     let object = value.as_object().ok_or_else(missing)?;
-    let name = object
-        .iter()
-        .find(|(key, _)| key.eq_ignore_ascii_case("name"))
-        .and_then(|(_, name)| name.as_str())
+    let name = wire::field(object, "name")
+        .and_then(|name| name.as_str())
         .map(str::trim)
         .filter(|name| !name.is_empty())
         .ok_or_else(missing)?;

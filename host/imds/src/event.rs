@@ -33,7 +33,8 @@ pub struct ScheduledEvent {
     pub resource_type: String,
     /// `Resources`: the VM names this event affects.
     pub resources: Vec<String>,
-    /// `EventStatus`.
+    /// Where the event stands (its `EventStatus`): announced and waiting, or under way. An
+    /// event that is over is not listed at all.
     pub status: EventStatus,
     /// `NotBefore`; None when blank (always so once Started) or absent.
     pub not_before: Option<SystemTime>,
@@ -45,7 +46,9 @@ pub struct ScheduledEvent {
     pub duration_seconds: Option<i64>,
 }
 
-/// `EventType`.
+/// What the maintenance does to the VM (the event's `EventType`), from least to most
+/// disruptive; a type newer than forewarn is `Unknown`, with its text kept in
+/// [`ScheduledEvent::event_type_raw`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum EventType {
     /// The VM pauses for a few seconds; memory, files and connections are kept.
@@ -71,7 +74,8 @@ pub enum EventStatus {
     Started,
 }
 
-/// `EventSource` (api-version 2019-08-01 and later).
+/// Who asked for the maintenance (the event's `EventSource`, sent by api-version
+/// 2019-08-01 and later).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum EventSource {
     /// Initiated by Azure.
@@ -111,12 +115,6 @@ impl EventType {
             EventType::Unknown => "Unknown",
         }
     }
-
-    /// Whether the maintenance takes the VM down (everything but a Freeze pauses it
-    /// for longer than a moment or removes it).
-    pub fn takes_vm_down(self) -> bool {
-        !matches!(self, EventType::Freeze)
-    }
 }
 
 impl fmt::Display for EventType {
@@ -127,7 +125,7 @@ impl fmt::Display for EventType {
 
 impl EventStatus {
     /// The text IMDS uses.
-    pub fn as_wire(self) -> &'static str {
+    pub(crate) fn as_wire(self) -> &'static str {
         match self {
             EventStatus::Scheduled => "Scheduled",
             EventStatus::Started => "Started",
@@ -143,7 +141,7 @@ impl fmt::Display for EventStatus {
 
 impl EventSource {
     /// Parses the wire text, case-insensitively; anything else is `Unknown`.
-    pub fn from_wire(text: &str) -> EventSource {
+    pub(crate) fn from_wire(text: &str) -> EventSource {
         match text.trim() {
             t if t.eq_ignore_ascii_case("Platform") => EventSource::Platform,
             t if t.eq_ignore_ascii_case("User") => EventSource::User,
@@ -152,7 +150,7 @@ impl EventSource {
     }
 
     /// The text IMDS uses; "" for `Unknown`.
-    pub fn as_wire(self) -> &'static str {
+    pub(crate) fn as_wire(self) -> &'static str {
         match self {
             EventSource::Platform => "Platform",
             EventSource::User => "User",

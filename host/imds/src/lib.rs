@@ -1,6 +1,5 @@
 //! Azure IMDS Scheduled Events: the typed document, the lenient parser and strict renderer
 //! of its JSON, and the HTTP client and polling loop the daemon watches and approves with.
-
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -29,21 +28,15 @@
 //! # }
 //! ```
 
-#![warn(missing_docs)]
-
-pub mod client;
-pub mod event;
-pub mod poller;
-pub mod rate_limit;
-pub mod wire;
+mod client;
+mod event;
+mod poller;
+mod rate_limit;
+mod wire;
 
 pub use client::{
     ApproveError, BuildError, ClientConfig, FetchError, Fetched, IMDS_BODY_MAX_BYTES, ImdsClient,
 };
 pub use event::{Document, EventSource, EventStatus, EventType, ScheduledEvent, is_vm_name};
-pub use poller::{BACKOFF_CAP, PollStatus, Poller, PollerConfig, PollerParts};
-pub use rate_limit::RateLimiter;
-pub use wire::{
-    ParseError, StartRequests, parse_document, parse_start_requests, render_document,
-    render_start_requests,
-};
+pub use poller::{PollStatus, Poller, PollerConfig, PollerParts};
+pub use wire::{ParseError, parse_document, parse_start_requests, render_document};

@@ -13,12 +13,13 @@ use crate::client::{FetchError, ImdsClient};
 use crate::event::Document;
 
 /// The longest wait after failures in a row (see [`PollerConfig::backoff_max`]).
-pub const BACKOFF_CAP: Duration = Duration::from_secs(5);
+pub(crate) const BACKOFF_CAP: Duration = Duration::from_secs(5);
 
 /// How many distinct unreadable events are remembered as already logged.
 const REJECTED_REMEMBERED: usize = 256;
 
-/// How the poller paces itself. `PollerConfig::new(interval)` gives the production values.
+/// How the poller paces itself, for [`Poller::spawn_with`]. [`Poller::spawn`] uses the
+/// production values given in each field's description; all durations are wall-clock time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PollerConfig {
     /// Time between the starts of two successful polls (the docs recommend 1 s).
@@ -39,7 +40,7 @@ pub struct PollerConfig {
 
 impl PollerConfig {
     /// Production pacing around `interval`.
-    pub fn new(interval: Duration) -> PollerConfig {
+    pub(crate) fn new(interval: Duration) -> PollerConfig {
         PollerConfig {
             interval,
             gone_retry: Duration::from_secs(1),
@@ -70,7 +71,8 @@ pub struct PollStatus {
     pub errors_by_kind: BTreeMap<&'static str, u64>,
 }
 
-/// The polling loop. See [`Poller::spawn`].
+/// Starts the polling loop, which runs as a tokio task (see [`Poller::spawn`]); this type
+/// only names the constructors.
 #[derive(Debug)]
 pub struct Poller;
 
@@ -82,7 +84,7 @@ pub type PollerParts = (
 );
 
 impl Poller {
-    /// Starts polling every `interval` with production backoff (see [`PollerConfig::new`]).
+    /// Starts polling every `interval` with production backoff (the values in [`PollerConfig`]'s field descriptions).
     /// Returns the task, a receiver of EVERY successfully parsed document (duplicates
     /// included — the daemon diffs; a malformed answer sends nothing), and the status.
     /// When the receiver falls `channel_capacity` documents behind, the poller waits for
@@ -272,7 +274,7 @@ fn failure_signature(error: &FetchError) -> String {
 /// normal `interval` (IMDS answered; nothing suggests it is overloaded). Anything else:
 /// exponential from `backoff_min`, doubling, jittered to 50–150 %, within
 /// [`backoff_min`, `backoff_max`].
-pub fn retry_delay(
+pub(crate) fn retry_delay(
     error: &FetchError,
     failures: u32,
     config: &PollerConfig,

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 /// Hands out at most `max` permits in any sliding window of length `window`, first come
 /// first served. Every instant a permit was granted is remembered until it leaves the window.
 #[derive(Debug)]
-pub struct RateLimiter {
+pub(crate) struct RateLimiter {
     max: usize,
     window: Duration,
     /// Grant instants still inside the window, oldest first. The tokio mutex is fair, so
@@ -20,7 +20,7 @@ pub struct RateLimiter {
 
 impl RateLimiter {
     /// A limiter granting at most `max` permits (0 is taken as 1) per `window`.
-    pub fn new(max: u32, window: Duration) -> RateLimiter {
+    pub(crate) fn new(max: u32, window: Duration) -> RateLimiter {
         let max = max.max(1) as usize;
         RateLimiter {
             max,
@@ -31,7 +31,7 @@ impl RateLimiter {
 
     /// Waits until a permit may be granted without exceeding the limit, then records it.
     /// Dropping the future while it waits takes no permit.
-    pub async fn acquire(&self) {
+    pub(crate) async fn acquire(&self) {
         let mut granted = self.granted.lock().await;
         if granted.len() >= self.max
             && let Some(&oldest) = granted.front()

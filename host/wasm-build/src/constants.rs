@@ -7,7 +7,7 @@ use crate::BuiltComponent;
 use crate::error::BuildError;
 
 /// The constant's name for a package: `probe-guest` → `PROBE_GUEST`.
-pub fn constant_name(package: &str) -> String {
+pub(crate) fn constant_name(package: &str) -> String {
     let name: String = package
         .chars()
         .map(|c| {
@@ -25,13 +25,13 @@ pub fn constant_name(package: &str) -> String {
 }
 
 /// `pub const NAME: &str = "/abs/path.wasm";` per component, and `ALL: &[(&str, &str)]`.
-pub fn render_constants(built: &[BuiltComponent]) -> Result<String, BuildError> {
+pub(crate) fn render_constants(built: &[BuiltComponent]) -> Result<String, BuildError> {
     render(built, "&str", |path| format!("{path:?}"))
 }
 
 /// `pub const NAME: &[u8] = include_bytes!("/abs/path.wasm");` per component, and
 /// `ALL: &[(&str, &[u8])]`.
-pub fn render_embedded(built: &[BuiltComponent]) -> Result<String, BuildError> {
+pub(crate) fn render_embedded(built: &[BuiltComponent]) -> Result<String, BuildError> {
     render(built, "&[u8]", |path| format!("include_bytes!({path:?})"))
 }
 

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 /// Why the components could not be built.
 #[derive(Debug, thiserror::Error)]
-pub enum BuildError {
+pub(crate) enum BuildError {
     /// A required environment variable is missing (not running under cargo).
     #[error(
         "environment variable {0} is not set: forewarn-wasm-build must run inside a cargo build script"

@@ -12,7 +12,6 @@
 //! target directory, `<workspace target dir>/wasm`, shared by every caller: it never waits on
 //! the lock of the outer build, and a second caller finds the components already built.
 
-mod component;
 mod constants;
 mod error;
 mod nested;
@@ -22,27 +21,33 @@ mod workspace;
 
 use std::path::{Path, PathBuf};
 
-pub use component::{COMPONENT_HEADER, is_component};
-pub use constants::{constant_name, render_constants, render_embedded};
-pub use error::BuildError;
-pub use toolchain::{TargetPlan, Toolchain, ensure_wasm_target, find_rustup, plan};
+use constants::{render_constants, render_embedded};
+use error::BuildError;
+use toolchain::{TargetPlan, ensure_wasm_target};
 
 /// The rustc target plugins are built for.
-pub const WASM_TARGET: &str = "wasm32-wasip2";
+const WASM_TARGET: &str = "wasm32-wasip2";
 /// The cargo profile plugins are built with (`[profile.plugin]` in the workspace).
-pub const WASM_PROFILE: &str = "plugin";
+const WASM_PROFILE: &str = "plugin";
 
-/// One compiled component.
+/// One compiled component, as [`build_components`] returns it. A build script may rename
+/// `package` before [`write_constants`]: the constant's name is derived from it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BuiltComponent {
     /// The cargo package it was built from, e.g. `probe-guest`.
     pub package: String,
-    /// Absolute path of the `.wasm` component.
+    /// Absolute path of the `.wasm` component, under `<target dir>/wasm/wasm32-wasip2/plugin/`.
     pub path: PathBuf,
 }
 
-/// Builds the workspace packages `packages` into components and tells cargo to rerun the
-/// build script when they, `sdk/` or `wit/` change.
+/// Builds the workspace packages `packages` (each a `cdylib`) into components, in the order
+/// given, and tells cargo to rerun the build script when they, `sdk/`, `wit/` or the workspace
+/// manifest or lock file change.
+///
+/// Blocks for the whole nested `cargo build` (seconds when the components are up to date,
+/// minutes on a cold target directory) and, the first time on a toolchain without the wasm
+/// target, for `rustup target add`. Must be called from a build script: it reads the
+/// variables cargo sets for one (`CARGO`, `OUT_DIR`, `CARGO_MANIFEST_DIR`).
 ///
 /// When the build fails this prints the error (the nested cargo's command line and output,
 /// or what to install) on standard error and exits the build script with status 1: cargo
@@ -57,8 +62,8 @@ fn fail(error: &BuildError) -> ! {
     std::process::exit(1)
 }
 
-/// [`build_components`], returning the failure instead of panicking.
-pub fn try_build_components(packages: &[&str]) -> Result<Vec<BuiltComponent>, BuildError> {
+/// [`build_components`], returning the failure instead of ending the build script.
+fn try_build_components(packages: &[&str]) -> Result<Vec<BuiltComponent>, BuildError> {
     let workspace = workspace::Workspace::load()?;
     let crates = workspace.find_plugin_crates(packages)?;
     for path in workspace.watched_paths(&crates) {

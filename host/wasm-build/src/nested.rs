@@ -50,7 +50,7 @@ const SCRUBBED: &[&str] = &[
 const SCRUBBED_PREFIXES: &[&str] = &["CARGO_CFG_", "CARGO_FEATURE_", "CARGO_PKG_", "DEP_"];
 
 /// Whether the nested cargo must not inherit the variable `name`.
-pub fn is_scrubbed(name: &str) -> bool {
+pub(crate) fn is_scrubbed(name: &str) -> bool {
     SCRUBBED.contains(&name)
         || SCRUBBED_PREFIXES
             .iter()
@@ -59,7 +59,7 @@ pub fn is_scrubbed(name: &str) -> bool {
 
 /// A `Command` for the cargo that runs this build script (`$CARGO`), without the outer
 /// build's environment.
-pub fn cargo_command() -> Result<Command, BuildError> {
+pub(crate) fn cargo_command() -> Result<Command, BuildError> {
     let cargo = std::env::var_os("CARGO").ok_or(BuildError::MissingEnv("CARGO"))?;
     let mut command = Command::new(cargo);
     for (name, _) in std::env::vars_os() {
@@ -71,7 +71,7 @@ pub fn cargo_command() -> Result<Command, BuildError> {
 }
 
 /// Builds `packages` for wasm32-wasip2 with the plugin profile into `target_dir`.
-pub fn build(
+pub(crate) fn build(
     workspace_root: &Path,
     target_dir: &Path,
     packages: &[&str],
@@ -102,7 +102,7 @@ pub fn build(
 }
 
 /// Where cargo puts the component of the library `lib_name`.
-pub fn artifact_path(target_dir: &Path, lib_name: &str) -> PathBuf {
+pub(crate) fn artifact_path(target_dir: &Path, lib_name: &str) -> PathBuf {
     target_dir
         .join(WASM_TARGET)
         .join(WASM_PROFILE)
@@ -110,7 +110,7 @@ pub fn artifact_path(target_dir: &Path, lib_name: &str) -> PathBuf {
 }
 
 /// What to tell the person, given the failed build's error output.
-pub fn hint_for_build(stderr: &str) -> &'static str {
+pub(crate) fn hint_for_build(stderr: &str) -> &'static str {
     if stderr.contains("may not be installed") || stderr.contains("can't find crate for `core`") {
         return "The wasm32-wasip2 target is missing: run `rustup target add wasm32-wasip2` \
                 (rustup installs it by itself from rust-toolchain.toml on a fresh setup).";
@@ -121,7 +121,10 @@ pub fn hint_for_build(stderr: &str) -> &'static str {
 
 /// Runs `command` to completion and returns its standard output, or the failure with the
 /// command line, its error output and what `hint` makes of that output.
-pub fn run(command: &mut Command, hint: fn(&str) -> &'static str) -> Result<Vec<u8>, BuildError> {
+pub(crate) fn run(
+    command: &mut Command,
+    hint: fn(&str) -> &'static str,
+) -> Result<Vec<u8>, BuildError> {
     let shown = show(command);
     let output = command
         .stdin(Stdio::null())

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use crate::error::BuildError;
 
 /// The nested build's target directory, shared by every build script that calls this crate.
-pub fn wasm_target_dir(workspace_root: &Path) -> Result<PathBuf, BuildError> {
+pub(crate) fn wasm_target_dir(workspace_root: &Path) -> Result<PathBuf, BuildError> {
     let out_dir = std::env::var_os("OUT_DIR").ok_or(BuildError::MissingEnv("OUT_DIR"))?;
     let cargo_target_dir = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from);
     let outer = outer_target_dir(
@@ -19,7 +19,7 @@ pub fn wasm_target_dir(workspace_root: &Path) -> Result<PathBuf, BuildError> {
 
 /// The outer build's target directory: the nearest ancestor of `out_dir` holding
 /// CACHEDIR.TAG, else an absolute `cargo_target_dir`, else `<workspace>/target`.
-pub fn outer_target_dir(
+pub(crate) fn outer_target_dir(
     out_dir: &Path,
     cargo_target_dir: Option<&Path>,
     workspace_root: &Path,

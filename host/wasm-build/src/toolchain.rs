@@ -12,7 +12,7 @@ use crate::nested::run;
 
 /// What to do about the wasm target, given what is known of the toolchain.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TargetPlan {
+pub(crate) enum TargetPlan {
     /// The target's standard library is installed: build.
     Ready,
     /// Missing, and rustup can add it: run this rustup for this toolchain (None: the active one).
@@ -26,18 +26,18 @@ pub enum TargetPlan {
 
 /// The facts [`plan`] decides on, gathered by [`Toolchain::probe`] (or written by a test).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Toolchain {
+pub(crate) struct Toolchain {
     /// `rustc --print sysroot`.
-    pub sysroot: PathBuf,
+    pub(crate) sysroot: PathBuf,
     /// The rustup found on PATH or in CARGO_HOME, if any.
-    pub rustup: Option<PathBuf>,
+    pub(crate) rustup: Option<PathBuf>,
     /// `RUSTUP_TOOLCHAIN`, set by rustup's proxies: the toolchain this build runs on.
-    pub toolchain: Option<String>,
+    pub(crate) toolchain: Option<String>,
 }
 
 impl Toolchain {
     /// Asks the `rustc` cargo uses for its sysroot, and looks for rustup.
-    pub fn probe() -> Result<Self, BuildError> {
+    pub(crate) fn probe() -> Result<Self, BuildError> {
         let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| OsString::from("rustc"));
         let mut command = Command::new(rustc);
         command.args(["--print", "sysroot"]);
@@ -60,13 +60,13 @@ impl Toolchain {
     }
 
     /// Whether the sysroot holds the wasm target's standard library.
-    pub fn has_wasm_target(&self) -> bool {
+    pub(crate) fn has_wasm_target(&self) -> bool {
         target_lib_dir(&self.sysroot).is_dir()
     }
 }
 
 /// `<sysroot>/lib/rustlib/wasm32-wasip2/lib`: where rustup puts the target's std.
-pub fn target_lib_dir(sysroot: &Path) -> PathBuf {
+pub(crate) fn target_lib_dir(sysroot: &Path) -> PathBuf {
     sysroot
         .join("lib")
         .join("rustlib")
@@ -75,7 +75,7 @@ pub fn target_lib_dir(sysroot: &Path) -> PathBuf {
 }
 
 /// The decision, from the facts alone.
-pub fn plan(toolchain: &Toolchain) -> TargetPlan {
+pub(crate) fn plan(toolchain: &Toolchain) -> TargetPlan {
     if toolchain.has_wasm_target() {
         return TargetPlan::Ready;
     }
@@ -91,7 +91,7 @@ pub fn plan(toolchain: &Toolchain) -> TargetPlan {
 }
 
 /// The first executable `rustup` on `path`, else `<cargo_home>/bin/rustup`.
-pub fn find_rustup(path: &std::ffi::OsStr, cargo_home: Option<&Path>) -> Option<PathBuf> {
+pub(crate) fn find_rustup(path: &std::ffi::OsStr, cargo_home: Option<&Path>) -> Option<PathBuf> {
     std::env::split_paths(path)
         .map(|dir| dir.join("rustup"))
         .chain(cargo_home.map(|home| home.join("bin").join("rustup")))
@@ -114,7 +114,7 @@ fn is_executable(path: &Path) -> bool {
 /// Makes sure the wasm target is there, adding it when missing. `lock_dir` holds the lock
 /// file that keeps two build scripts of one build from running rustup at once. Returns
 /// whether it installed the target (the caller tells the person, in one line).
-pub fn ensure_wasm_target(lock_dir: &Path) -> Result<Option<TargetPlan>, BuildError> {
+pub(crate) fn ensure_wasm_target(lock_dir: &Path) -> Result<Option<TargetPlan>, BuildError> {
     if Toolchain::probe()?.has_wasm_target() {
         return Ok(None);
     }

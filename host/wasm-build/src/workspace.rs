@@ -10,9 +10,9 @@ use crate::nested::{cargo_command, run};
 
 /// The parts of `cargo metadata --no-deps` this crate reads.
 #[derive(Debug, Deserialize)]
-pub struct Workspace {
+pub(crate) struct Workspace {
     #[serde(rename = "workspace_root")]
-    pub root: PathBuf,
+    pub(crate) root: PathBuf,
     packages: Vec<Package>,
 }
 
@@ -31,16 +31,16 @@ struct Target {
 
 /// A workspace package that builds a component.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PluginCrate {
-    pub package: String,
-    pub dir: PathBuf,
+pub(crate) struct PluginCrate {
+    pub(crate) package: String,
+    pub(crate) dir: PathBuf,
     /// The library target's name: the component is `<lib_name>.wasm`.
-    pub lib_name: String,
+    pub(crate) lib_name: String,
 }
 
 impl Workspace {
     /// Reads the workspace that contains the calling build script's package.
-    pub fn load() -> Result<Self, BuildError> {
+    pub(crate) fn load() -> Result<Self, BuildError> {
         let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR")
             .ok_or(BuildError::MissingEnv("CARGO_MANIFEST_DIR"))?;
         let mut command = cargo_command()?;
@@ -64,7 +64,10 @@ impl Workspace {
     }
 
     /// The requested packages, in the order asked.
-    pub fn find_plugin_crates(&self, names: &[&str]) -> Result<Vec<PluginCrate>, BuildError> {
+    pub(crate) fn find_plugin_crates(
+        &self,
+        names: &[&str],
+    ) -> Result<Vec<PluginCrate>, BuildError> {
         names
             .iter()
             .map(|name| self.find_plugin_crate(name))
@@ -96,7 +99,7 @@ impl Workspace {
 
     /// What should rebuild the components: the crates themselves, the SDK,
     /// the WIT, and the workspace manifest and lock file (profile, dependency versions).
-    pub fn watched_paths(&self, crates: &[PluginCrate]) -> Vec<PathBuf> {
+    pub(crate) fn watched_paths(&self, crates: &[PluginCrate]) -> Vec<PathBuf> {
         let shared = ["sdk", "wit", "Cargo.toml", "Cargo.lock"].map(|name| self.root.join(name));
         crates
             .iter()

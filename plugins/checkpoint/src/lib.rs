@@ -8,13 +8,13 @@ use std::time::Duration;
 use forewarn_sdk::host::{self, http, log, state};
 use forewarn_sdk::{Context, Decision, Event, HostError, Phase, Plugin};
 
-pub use logic::{
-    CheckpointSettings, Progress, Restore, STILL_RUNNING_EXIT_CODE, Trigger, read_action_exit,
-    read_status_answer, read_trigger_answer,
+use logic::{
+    CheckpointSettings, Progress, Restore, Trigger, read_action_exit, read_status_answer,
+    read_trigger_answer,
 };
 
 /// The plugin; `forewarn_sdk::export!` makes it the component's handler.
-pub struct Checkpoint;
+struct Checkpoint;
 
 impl Plugin for Checkpoint {
     fn on_event(event: &Event, phase: Phase, ctx: &Context) -> Decision {
@@ -92,7 +92,7 @@ fn prepare(event: &Event, settings: &CheckpointSettings) -> Decision {
 /// Triggers the checkpoint (unless already requested), then reads the status URL if any.
 fn http_progress(event: &Event, url: &str, status_url: Option<&str>, requested: bool) -> Progress {
     if !requested {
-        let answer = http::post(url, "application/json", notice_body(event));
+        let answer = http::post(url, "application/json", event.notice_json());
         let progress = match answer {
             Ok(response) => {
                 read_trigger_answer(response.status, &response.text(), status_url.is_some())
@@ -131,7 +131,7 @@ fn restore(event: &Event, settings: &CheckpointSettings) {
             "{} is over; no restore-url or restore-action configured",
             event.id
         ),
-        Restore::Http(url) => match http::post(url, "application/json", notice_body(event)) {
+        Restore::Http(url) => match http::post(url, "application/json", event.notice_json()) {
             Ok(response) if response.is_success() => log::info!("restore requested at {url}"),
             Ok(response) => log::error!("restore request to {url} answered {}", response.status),
             Err(error) => log::error!("{}", host_error_text(url, &error)),
@@ -154,15 +154,6 @@ fn forget(event: &Event) {
 
 fn host_error_text(url: &str, error: &HostError) -> String {
     format!("request to {url}: {error}")
-}
-
-/// The JSON body sent with the checkpoint and restore requests.
-fn notice_body(event: &Event) -> String {
-    format!(
-        "{{\"event_id\":\"{}\",\"event_type\":\"{}\"}}",
-        event.id.escape_default(),
-        event.event_type
-    )
 }
 
 forewarn_sdk::export!(Checkpoint);

@@ -5,11 +5,11 @@ use std::time::Duration;
 
 /// Exit code a checkpoint action uses to say "started, still running: ask me again"
 /// (`EX_TEMPFAIL` from sysexits.h).
-pub const STILL_RUNNING_EXIT_CODE: i32 = 75;
+const STILL_RUNNING_EXIT_CODE: i32 = 75;
 
 /// How the workload is asked to checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Trigger {
+pub(crate) enum Trigger {
     /// POST to this URL; then poll `status_url` if set.
     Http {
         url: String,
@@ -23,7 +23,7 @@ pub enum Trigger {
 
 /// How the workload is asked to restore after an event that started.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Restore {
+pub(crate) enum Restore {
     Http(String),
     Action(String),
     None,
@@ -31,18 +31,18 @@ pub enum Restore {
 
 /// checkpoint's configuration (the `[config]` table of `checkpoint.toml`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CheckpointSettings {
-    pub trigger: Trigger,
-    pub restore: Restore,
+pub(crate) struct CheckpointSettings {
+    pub(crate) trigger: Trigger,
+    pub(crate) restore: Restore,
     /// Time between two checks of a running checkpoint.
-    pub retry: Duration,
+    pub(crate) retry: Duration,
 }
 
 impl CheckpointSettings {
     /// Reads `checkpoint-url`, `status-url`, `checkpoint-action`, `restore-url`,
     /// `restore-action` and `retry-seconds` (default 2) through `lookup`. A URL wins over
     /// an action when both are set.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+    pub(crate) fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
         let value = |key: &str| lookup(key).filter(|value| !value.trim().is_empty());
         let trigger = match (value("checkpoint-url"), value("checkpoint-action")) {
             (Some(url), _) => Trigger::Http {
@@ -73,7 +73,7 @@ impl CheckpointSettings {
 
 /// What the workload said about its checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Progress {
+pub(crate) enum Progress {
     Done,
     Running(String),
     Failed(String),
@@ -81,7 +81,7 @@ pub enum Progress {
 
 /// Reads the answer to POST `checkpoint-url`: any 2xx means the request was taken (done at
 /// once when there is no status URL to poll); anything else is a failure.
-pub fn read_trigger_answer(status: u16, body: &str, has_status_url: bool) -> Progress {
+pub(crate) fn read_trigger_answer(status: u16, body: &str, has_status_url: bool) -> Progress {
     if !(200..300).contains(&status) {
         return Progress::Failed(format!(
             "checkpoint request answered {status}{}",
@@ -96,7 +96,7 @@ pub fn read_trigger_answer(status: u16, body: &str, has_status_url: bool) -> Pro
 
 /// Reads the answer to GET `status-url`: 200 with a body containing "done" is done; a
 /// 5xx, or a body containing "failed", is a failure; anything else is still running.
-pub fn read_status_answer(status: u16, body: &str) -> Progress {
+pub(crate) fn read_status_answer(status: u16, body: &str) -> Progress {
     let lower = body.to_ascii_lowercase();
     if status >= 500 || lower.contains("failed") {
         return Progress::Failed(format!("the workload reports {status}{}", excerpt(body)));
@@ -109,7 +109,7 @@ pub fn read_status_answer(status: u16, body: &str) -> Progress {
 
 /// Reads a checkpoint action's exit: 0 done, 75 still running, anything else (or a signal)
 /// a failure with the last line of stderr.
-pub fn read_action_exit(exit_code: Option<i32>, stderr: &str) -> Progress {
+pub(crate) fn read_action_exit(exit_code: Option<i32>, stderr: &str) -> Progress {
     match exit_code {
         Some(0) => Progress::Done,
         Some(STILL_RUNNING_EXIT_CODE) => {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use forewarn_sdk::host::{self, log, state};
 use forewarn_sdk::{Context, Decision, Event, EventIds, HostError, Phase, Plugin};
 
-pub use logic::{DEFAULT_EVENT_TYPES, ShutdownSettings, should_start};
+use logic::{ShutdownSettings, should_start};
 
 /// State key holding the ids of the events the app was stopped for, one per line.
 const STOPPED_KEY: &str = "stopped-for";
@@ -17,7 +17,7 @@ const STOPPED_KEY: &str = "stopped-for";
 const RETRY: Duration = Duration::from_secs(2);
 
 /// The plugin; `forewarn_sdk::export!` makes it the component's handler.
-pub struct GracefulShutdown;
+struct GracefulShutdown;
 
 impl Plugin for GracefulShutdown {
     fn on_event(event: &Event, phase: Phase, ctx: &Context) -> Decision {

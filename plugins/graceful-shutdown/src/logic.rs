@@ -4,21 +4,25 @@
 use forewarn_sdk::Event;
 
 /// Event types that stop the app unless `event-types` says otherwise.
-pub const DEFAULT_EVENT_TYPES: &str = "Reboot, Redeploy, Preempt, Terminate";
+const DEFAULT_EVENT_TYPES: &str = "Reboot, Redeploy, Preempt, Terminate";
 
 /// graceful-shutdown's configuration (the `[config]` table of `graceful-shutdown.toml`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShutdownSettings {
-    pub stop_action: Option<String>,
-    pub start_action: Option<String>,
+pub(crate) struct ShutdownSettings {
+    /// `stop-action`: the operator action (`[actions.NAME]`) that stops the app before
+    /// maintenance; `None` when not configured (the plugin then approves without stopping).
+    pub(crate) stop_action: Option<String>,
+    /// `start-action`: the action that starts the app again once the event is over; `None`
+    /// when not configured.
+    pub(crate) start_action: Option<String>,
     /// Lower-case event type names, or "*" for all.
-    pub event_types: Vec<String>,
+    pub(crate) event_types: Vec<String>,
 }
 
 impl ShutdownSettings {
     /// Reads `stop-action`, `start-action` and `event-types` (comma-separated, default
     /// "Reboot, Redeploy, Preempt, Terminate") through `lookup`.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+    pub(crate) fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
         let value = |key: &str| lookup(key).filter(|value| !value.trim().is_empty());
         let types = value("event-types").unwrap_or_else(|| DEFAULT_EVENT_TYPES.to_owned());
         ShutdownSettings {
@@ -33,7 +37,7 @@ impl ShutdownSettings {
     }
 
     /// Whether `event`'s type is one that stops the app (by parsed or raw name).
-    pub fn stops_for(&self, event: &Event) -> bool {
+    pub(crate) fn stops_for(&self, event: &Event) -> bool {
         self.event_types.iter().any(|name| {
             name == "*"
                 || name == event.event_type.as_str()
@@ -45,7 +49,11 @@ impl ShutdownSettings {
 /// Whether to run the start action when an event ends: after a started event always (the
 /// VM went down), after a canceled one only if the app was stopped for it; and in both
 /// cases only when no other event still holds the app stopped.
-pub fn should_start(ended_after_start: bool, was_stopped_for_it: bool, others_left: bool) -> bool {
+pub(crate) fn should_start(
+    ended_after_start: bool,
+    was_stopped_for_it: bool,
+    others_left: bool,
+) -> bool {
     if others_left {
         return false;
     }

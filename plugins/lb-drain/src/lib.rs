@@ -8,13 +8,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use forewarn_sdk::host::{self, http, log, state};
 use forewarn_sdk::{Context, Decision, Event, EventIds, Phase, Plugin};
 
-pub use logic::{DrainSettings, DrainStep, drain_step, seconds_left, should_drain};
+use logic::{DrainSettings, DrainStep, drain_step, seconds_left, should_drain};
 
 /// State key holding the ids of the events this plugin drained for, one per line.
 const DRAINING_KEY: &str = "draining-events";
 
 /// The plugin; `forewarn_sdk::export!` makes it the component's handler.
-pub struct LbDrain;
+struct LbDrain;
 
 impl Plugin for LbDrain {
     fn on_event(event: &Event, phase: Phase, ctx: &Context) -> Decision {
@@ -75,7 +75,7 @@ fn finish_drain(event: &Event, settings: &DrainSettings) -> Decision {
     if let Some(url) = &settings.deregister_url
         && state::get_bool(&done_key) != Some(true)
     {
-        match http::post(url, "application/json", notice_body(event)) {
+        match http::post(url, "application/json", event.notice_json()) {
             Ok(response) if response.is_success() => {
                 log::info!("deregistered from the load balancer ({url})");
                 let _ignored = state::set_bool(&done_key, true);
@@ -117,7 +117,7 @@ fn recover(event: &Event, settings: &DrainSettings) {
         return;
     }
     if let Some(url) = &settings.register_url {
-        match http::post(url, "application/json", notice_body(event)) {
+        match http::post(url, "application/json", event.notice_json()) {
             Ok(response) if response.is_success() => log::info!("registered again ({url})"),
             Ok(response) => log::error!("registration at {url} answered {}", response.status),
             Err(error) => log::error!("registration at {url} failed: {error}"),
@@ -143,15 +143,6 @@ fn remember_drain(event_id: &str) -> Result<u64, forewarn_sdk::HostError> {
     state::set_u64(&start_key, started_ms)?;
     log::info!("marked not ready; draining for {event_id}");
     Ok(started_ms)
-}
-
-/// The JSON body sent to the (de)registration URLs.
-fn notice_body(event: &Event) -> String {
-    format!(
-        "{{\"event_id\":\"{}\",\"event_type\":\"{}\"}}",
-        event.id.escape_default(),
-        event.event_type
-    )
 }
 
 fn now_ms() -> u64 {

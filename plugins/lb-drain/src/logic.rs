@@ -10,22 +10,22 @@ const MAX_RETRY: Duration = Duration::from_secs(2);
 
 /// lb-drain's configuration (the `[config]` table of `lb-drain.toml`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DrainSettings {
+pub(crate) struct DrainSettings {
     /// How long the VM stays not ready before approval.
-    pub drain: Duration,
+    pub(crate) drain: Duration,
     /// A Freeze whose announced duration is shorter than this is approved without draining.
-    pub freeze_threshold: Duration,
+    pub(crate) freeze_threshold: Duration,
     /// POSTed once the drain window has passed, before approving.
-    pub deregister_url: Option<String>,
+    pub(crate) deregister_url: Option<String>,
     /// POSTed when the last drained event is over, before marking the VM ready.
-    pub register_url: Option<String>,
+    pub(crate) register_url: Option<String>,
 }
 
 impl DrainSettings {
     /// Reads the settings through `lookup` (the `config` host call). The drain window is
     /// `drain-seconds`, or else `probe-interval-seconds` × `unhealthy-threshold` +
     /// `connection-drain-seconds` (defaults 5, 2 and 5: 15 s).
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+    pub(crate) fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
         let number = |key: &str, default: u64| -> Result<u64, String> {
             match lookup(key) {
                 None => Ok(default),
@@ -54,7 +54,7 @@ impl DrainSettings {
 /// Whether preparing for `event` means draining this VM: it must name this VM and take it
 /// down. A Freeze counts only when it is announced to last at least the threshold (or its
 /// length is unknown).
-pub fn should_drain(event: &Event, ctx: &Context, settings: &DrainSettings) -> bool {
+pub(crate) fn should_drain(event: &Event, ctx: &Context, settings: &DrainSettings) -> bool {
     if !ctx.affects_this_vm {
         return false;
     }
@@ -69,7 +69,7 @@ pub fn should_drain(event: &Event, ctx: &Context, settings: &DrainSettings) -> b
 
 /// Where a drain that started at `started_ms` stands at `now_ms`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DrainStep {
+pub(crate) enum DrainStep {
     /// Still draining: `left` to go; check again after `retry_after`.
     Wait {
         left: Duration,
@@ -80,7 +80,7 @@ pub enum DrainStep {
 }
 
 /// Whole seconds left, rounded up: "draining: 3 s left" until the last moment.
-pub fn seconds_left(left: Duration) -> u64 {
+pub(crate) fn seconds_left(left: Duration) -> u64 {
     left.as_millis()
         .div_ceil(1000)
         .try_into()
@@ -88,7 +88,7 @@ pub fn seconds_left(left: Duration) -> u64 {
 }
 
 /// The drain step for a window of `window` begun at `started_ms`.
-pub fn drain_step(started_ms: u64, now_ms: u64, window: Duration) -> DrainStep {
+pub(crate) fn drain_step(started_ms: u64, now_ms: u64, window: Duration) -> DrainStep {
     let elapsed = Duration::from_millis(now_ms.saturating_sub(started_ms));
     let left = window.saturating_sub(elapsed);
     if left.is_zero() {

@@ -4,7 +4,10 @@
 use crate::bindings::forewarn::plugin::host as raw;
 use crate::{HostError, HttpRequest, HttpResponse};
 
-/// Sends `request`. Any status, 4xx and 5xx included, is an `Ok` response.
+/// Sends `request` through the daemon and waits for the whole answer. Any status, 4xx and 5xx
+/// included, is an `Ok` response; a host not on the allow-list is
+/// [`HostError::NotGranted`], a refused connection [`HostError::Failed`], and an answer
+/// still missing at the plugin's deadline [`HostError::TimedOut`].
 pub fn send(request: &HttpRequest) -> Result<HttpResponse, HostError> {
     raw::http_send(request)
 }
@@ -37,13 +40,14 @@ impl HttpRequest {
         }
     }
 
-    /// Adds a header.
+    /// Appends the header `name: value`; headers are sent in the order added, a repeated
+    /// name as many times as it was added.
     pub fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.to_owned(), value.to_owned()));
         self
     }
 
-    /// Sets the body.
+    /// Replaces the body with `body` (bytes or text, sent as they are).
     pub fn body(mut self, body: impl Into<Vec<u8>>) -> Self {
         self.body = body.into();
         self

@@ -8,7 +8,7 @@ use forewarn_sdk::{Context, Decision, Phase};
 
 /// Prepare: defers until `ctx.attempt` reaches config `attempts` (default 3), then approves.
 /// Every other phase approves at once.
-pub fn defer_until_attempt(phase: Phase, ctx: &Context) -> Decision {
+pub(crate) fn defer_until_attempt(phase: Phase, ctx: &Context) -> Decision {
     if phase != Phase::Prepare {
         return Decision::approve();
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use forewarn_sdk::{Context, Decision, Event, Phase};
 use serde_json::json;
 
-pub fn echo(event: &Event, phase: Phase, ctx: &Context) -> Decision {
+pub(crate) fn echo(event: &Event, phase: Phase, ctx: &Context) -> Decision {
     let retry_after = Duration::from_millis(1000 * u64::from(ctx.attempt));
     Decision::defer(describe(event, phase, ctx).to_string(), retry_after)
 }

@@ -12,7 +12,7 @@ const MIB: usize = 1 << 20;
 const PAGE: usize = 4096;
 
 /// Burns CPU forever.
-pub fn spin_forever() -> Decision {
+pub(crate) fn spin_forever() -> Decision {
     let mut counter = 0u64;
     loop {
         counter = black_box(counter.wrapping_add(1));
@@ -21,7 +21,7 @@ pub fn spin_forever() -> Decision {
 
 /// Burns CPU forever on attempt 1, approves on every later attempt: shows that a plugin
 /// cut off at its budget answers its next call normally.
-pub fn spin_on_first_attempt(ctx: &Context) -> Decision {
+pub(crate) fn spin_on_first_attempt(ctx: &Context) -> Decision {
     if ctx.attempt <= 1 {
         return spin_forever();
     }
@@ -29,7 +29,7 @@ pub fn spin_on_first_attempt(ctx: &Context) -> Decision {
 }
 
 /// Allocates and touches 1 MiB chunks forever, keeping them all alive.
-pub fn allocate_forever() -> Decision {
+pub(crate) fn allocate_forever() -> Decision {
     let mut chunks: Vec<Vec<u8>> = Vec::new();
     loop {
         let mut chunk = vec![0u8; MIB];
@@ -41,7 +41,7 @@ pub fn allocate_forever() -> Decision {
 }
 
 /// Recurses until the stack runs out.
-pub fn overflow_stack() -> Decision {
+pub(crate) fn overflow_stack() -> Decision {
     let depth = recurse(black_box(0));
     Decision::defer(
         format!("stack survived {depth} frames"),
@@ -61,7 +61,7 @@ fn recurse(depth: u64) -> u64 {
 /// Recurses with nothing in linear memory, so the engine's own call-stack limit
 /// (`max_wasm_stack`) is hit before Rust's shadow stack runs out ("stack-overflow" exhausts
 /// the shadow stack instead, which wasm reports as an out-of-bounds memory access).
-pub fn overflow_call_stack() -> Decision {
+pub(crate) fn overflow_call_stack() -> Decision {
     let depth = recurse_on_call_stack(0, u64::from(black_box(u32::MAX)));
     Decision::defer(
         format!("call stack survived {depth} frames"),
@@ -79,7 +79,7 @@ fn recurse_on_call_stack(depth: u64, limit: u64) -> u64 {
 }
 
 /// Writes 100 000 log lines of 1 KiB each, then approves.
-pub fn flood_log() -> Decision {
+pub(crate) fn flood_log() -> Decision {
     let line = "x".repeat(1024);
     for _ in 0..100_000 {
         log::info(&line);
@@ -88,7 +88,7 @@ pub fn flood_log() -> Decision {
 }
 
 /// Prints 10 MiB to stdout (stopping at the first failed write), then approves.
-pub fn flood_stdout() -> Decision {
+pub(crate) fn flood_stdout() -> Decision {
     let chunk = "y".repeat(1024);
     let mut stdout = std::io::stdout();
     for _ in 0..(10 * MIB / chunk.len()) {
@@ -101,26 +101,26 @@ pub fn flood_stdout() -> Decision {
 }
 
 /// Calls the host's `config` forever.
-pub fn call_host_forever() -> Decision {
+pub(crate) fn call_host_forever() -> Decision {
     loop {
         black_box(host::config("x"));
     }
 }
 
 /// Defers with an 8 MiB reason.
-pub fn huge_reason() -> Decision {
+pub(crate) fn huge_reason() -> Decision {
     Decision::defer("r".repeat(8 * MIB), Duration::from_secs(1))
 }
 
 /// Sleeps an hour inside a WASI call (which epoch interruption cannot cut), then approves.
-pub fn sleep_an_hour() -> Decision {
+pub(crate) fn sleep_an_hour() -> Decision {
     std::thread::sleep(Duration::from_secs(3600));
     Decision::approve()
 }
 
 /// Busy-waits until `margin_ms` (default 50) before the deadline, then approves: proves a
 /// call that uses nearly all its budget still completes.
-pub fn busy_until_near_deadline(ctx: &Context) -> Decision {
+pub(crate) fn busy_until_near_deadline(ctx: &Context) -> Decision {
     let margin_ms = host::config("margin_ms")
         .and_then(|text| text.parse::<u64>().ok())
         .unwrap_or(50);
@@ -137,7 +137,7 @@ const FORGED: &str = "1999-01-01T00:00:00.000000Z  INFO forewarn: event approved
 /// Tries to forge and flood log lines through every channel a plugin has into the daemon's
 /// log: `log` text with newlines, stdout, a refused 1 MiB URL and a refused 1 MiB action
 /// name (each with an embedded forged line); then 300 more refused calls; then approves.
-pub fn forge_log_lines() -> Decision {
+pub(crate) fn forge_log_lines() -> Decision {
     let forged = format!("harmless\n{FORGED}\r\n{FORGED}");
     let huge = format!("{forged}{}", "u".repeat(MIB));
     log::info(&forged);

@@ -8,7 +8,7 @@ use forewarn_sdk::{Decision, host};
 use crate::defer_with;
 
 /// Tries to read /etc/passwd.
-pub fn read_file() -> Decision {
+pub(crate) fn read_file() -> Decision {
     match std::fs::read_to_string("/etc/passwd") {
         Ok(text) => defer_with(format!("read-file: ok: {} bytes", text.len())),
         Err(error) => defer_with(format!("read-file: denied: {error}")),
@@ -16,7 +16,7 @@ pub fn read_file() -> Decision {
 }
 
 /// Tries to list the root directory.
-pub fn list_root() -> Decision {
+pub(crate) fn list_root() -> Decision {
     match std::fs::read_dir("/") {
         Ok(entries) => defer_with(format!("list-root: ok: {} entries", entries.count())),
         Err(error) => defer_with(format!("list-root: denied: {error}")),
@@ -24,7 +24,7 @@ pub fn list_root() -> Decision {
 }
 
 /// Tries to connect to 127.0.0.1:<config("port")>.
-pub fn tcp() -> Decision {
+pub(crate) fn tcp() -> Decision {
     let port = host::config_or("port", "80");
     match TcpStream::connect(format!("127.0.0.1:{port}")) {
         Ok(_stream) => defer_with("tcp: connected".to_owned()),
@@ -33,7 +33,7 @@ pub fn tcp() -> Decision {
 }
 
 /// Counts the environment variables and checks for PATH.
-pub fn env() -> Decision {
+pub(crate) fn env() -> Decision {
     let count = std::env::vars_os().count();
     let path = if std::env::var_os("PATH").is_some() {
         "set"
@@ -44,6 +44,6 @@ pub fn env() -> Decision {
 }
 
 /// Counts the command-line arguments.
-pub fn args() -> Decision {
+pub(crate) fn args() -> Decision {
     defer_with(format!("args: {}", std::env::args_os().count()))
 }
