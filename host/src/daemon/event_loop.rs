@@ -26,7 +26,7 @@ use crate::pipeline::policy::PolicyConfig;
 use crate::pipeline::scheduler::PlannedCall;
 use crate::pipeline::state::DaemonState;
 use crate::pipeline::timeline::Timeline;
-use crate::pipeline::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
+use crate::pipeline::machine::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
 use crate::plugins::convert::{reply_of, to_wit_event, to_wit_phase, unloaded_reply};
 use crate::plugins::set::SharedPlugins;
 

@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use crate::plugins::set::{PluginSet, plugin_name_of};
 
-use crate::daemon::JOURNAL_NAME;
+use crate::daemon::journal_record::JOURNAL_NAME;
 
 /// Why a hold is released.
 pub const RELEASED_PLUGIN_REMOVED: &str = "plugin removed";

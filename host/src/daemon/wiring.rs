@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::coordination::Coordinator;
-use crate::daemon::{Daemon, DaemonSettings};
+use crate::daemon::event_loop::{Daemon, DaemonSettings};
 use crate::ops::admin::{self, AdminState, DaemonViews};
 use crate::ops::metrics::{self, Metrics};
 use crate::ops::systemd;

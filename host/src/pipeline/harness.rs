@@ -13,7 +13,7 @@ use crate::pipeline::policy::PolicyConfig;
 use crate::pipeline::roster::Roster;
 use crate::pipeline::scheduler::{CallReply, PlannedCall};
 use crate::pipeline::state::{AnswerOutcome, CallPhase, DaemonState};
-use crate::pipeline::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
+use crate::pipeline::machine::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
 use crate::plugins::manifest::PluginManifest;
 
 /// The VM the harness's pipeline runs on.
