@@ -22,11 +22,11 @@ use crate::daemon::journal_record::{self, JOURNAL_NAME, JournalRecord};
 use crate::daemon::readiness_holds;
 use crate::log_messages;
 use crate::pipeline::approval::{CoordinatedApprover, LocalApprover};
+use crate::pipeline::machine::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
 use crate::pipeline::policy::PolicyConfig;
 use crate::pipeline::scheduler::PlannedCall;
 use crate::pipeline::state::DaemonState;
 use crate::pipeline::timeline::Timeline;
-use crate::pipeline::machine::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
 use crate::plugins::convert::{reply_of, to_wit_event, to_wit_phase, unloaded_reply};
 use crate::plugins::set::SharedPlugins;
 

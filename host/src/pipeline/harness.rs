@@ -9,11 +9,11 @@ use std::time::{Duration, SystemTime};
 use forewarn_imds::{Document, EventSource, EventStatus, EventType, ScheduledEvent};
 
 use crate::pipeline::approval::{Approver, LocalApprover};
+use crate::pipeline::machine::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
 use crate::pipeline::policy::PolicyConfig;
 use crate::pipeline::roster::Roster;
 use crate::pipeline::scheduler::{CallReply, PlannedCall};
 use crate::pipeline::state::{AnswerOutcome, CallPhase, DaemonState};
-use crate::pipeline::machine::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
 use crate::plugins::manifest::PluginManifest;
 
 /// The VM the harness's pipeline runs on.

@@ -3,6 +3,7 @@
 
 pub mod bundled;
 pub mod convert;
+pub mod debounce;
 pub mod manifest;
 pub mod reload;
 pub mod set;

@@ -33,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 use forewarn_runtime::trust::{self, FileRules, Owners, TrustError};
 
 use crate::log_messages;
+use crate::plugins::debounce::Debounce;
 use crate::plugins::manifest::PluginManifest;
 use crate::plugins::set::{
     self as plugins, LoadedPlugin, PluginFileLimits, PluginLoadError, PluginSet,
@@ -329,7 +330,7 @@ struct Reloader {
     errors: BTreeMap<String, (PathBuf, String)>,
     attempted: BTreeMap<String, Fingerprint>,
     /// Plugin stems waiting for their quiet period to end, with when it ends.
-    pending: BTreeMap<String, Instant>,
+    pending: Debounce,
 }
 
 impl Reloader {
@@ -339,6 +340,7 @@ impl Reloader {
         options: ReloadOptions,
         watcher: DirWatcher,
     ) -> Reloader {
+        let pending = Debounce::new(options.debounce);
         Reloader {
             runtime,
             dir,
@@ -348,7 +350,7 @@ impl Reloader {
             loaded: BTreeMap::new(),
             errors: BTreeMap::new(),
             attempted: BTreeMap::new(),
-            pending: BTreeMap::new(),
+            pending,
         }
     }
 
@@ -359,7 +361,7 @@ impl Reloader {
         let mut look_for_dir = tokio::time::interval(self.options.missing_dir_poll);
         look_for_dir.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let next_due = self.pending.values().min().copied();
+            let next_due = self.pending.next_due();
             let dir_missing = !self.watcher.watching_dir;
             tokio::select! {
                 () = stop.cancelled() => return,
@@ -388,8 +390,7 @@ impl Reloader {
     /// Starts (or restarts) the quiet period of one plugin.
     fn mark(&mut self, stem: String) {
         tracing::trace!(plugin = %stem, "plugin file changed");
-        self.pending
-            .insert(stem, Instant::now() + self.options.debounce);
+        self.pending.mark(stem, Instant::now());
     }
 
     /// Watches the directory afresh and looks at every plugin on disk or loaded.
@@ -436,16 +437,7 @@ impl Reloader {
 
     /// Loads the plugins whose quiet period is over, then publishes once.
     async fn load_due(&mut self) -> Result<(), ReloadError> {
-        let now = Instant::now();
-        let due: Vec<String> = self
-            .pending
-            .iter()
-            .filter(|(_, until)| **until <= now)
-            .map(|(stem, _)| stem.clone())
-            .collect();
-        for stem in &due {
-            self.pending.remove(stem);
-        }
+        let due = self.pending.take_due(Instant::now());
         self.load_now(due, false).await
     }
 
