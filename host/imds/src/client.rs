@@ -8,8 +8,9 @@ use std::time::Duration;
 use reqwest::{Method, RequestBuilder, StatusCode};
 
 use crate::event::Document;
+use crate::parse_error::ParseError;
 use crate::rate_limit::RateLimiter;
-use crate::wire::{self, ParseError, excerpt, truncate};
+use crate::wire::{self, excerpt, truncate};
 
 /// The largest IMDS answer read (a real Scheduled Events document is a few KiB); a longer
 /// body is an error, not truncated, so a half document is never parsed.

@@ -17,7 +17,7 @@ pub struct Document {
     /// Entries of `Events` forewarn could not read (no EventId, an unreadable NotBefore, odd
     /// Resources): set aside so that they do not hide the others. Never serialized.
     #[serde(skip)]
-    pub rejected: Vec<crate::wire::ParseError>,
+    pub rejected: Vec<crate::parse_error::ParseError>,
 }
 
 /// One event of a document, with every field of api-version 2020-07-01.

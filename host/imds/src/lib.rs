@@ -30,6 +30,7 @@
 
 mod client;
 mod event;
+mod parse_error;
 mod poller;
 mod rate_limit;
 mod wire;
@@ -38,5 +39,6 @@ pub use client::{
     ApproveError, BuildError, ClientConfig, FetchError, Fetched, IMDS_BODY_MAX_BYTES, ImdsClient,
 };
 pub use event::{Document, EventSource, EventStatus, EventType, ScheduledEvent, is_vm_name};
+pub use parse_error::ParseError;
 pub use poller::{PollStatus, Poller, PollerConfig, PollerParts};
-pub use wire::{ParseError, parse_document, parse_start_requests, render_document};
+pub use wire::{parse_document, parse_start_requests, render_document};

@@ -304,7 +304,7 @@ fn exponential_backoff(failures: u32, min: Duration, max: Duration, jitter: f64)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::ParseError;
+    use crate::parse_error::ParseError;
 
     fn config() -> PollerConfig {
         PollerConfig::new(Duration::from_secs(1))

@@ -816,7 +816,7 @@ impl Inner {
                 tracing::info!("etcd answers again: coordinating events naming several VMs");
             }
             if previous == Connection::Connecting && shared.connection == Connection::Connected {
-                tracing::info!(endpoints = %crate::ops::log_fields::list(&self.config.endpoints), "connected to etcd for coordinated approval");
+                tracing::info!(endpoints = %crate::log_fields::list(&self.config.endpoints), "connected to etcd for coordinated approval");
             }
         }
         let status = CoordinationStatus {

@@ -1,8 +1,7 @@
 //! Operations: the admin endpoint (health, readiness, metrics, status), Prometheus
-//! metrics, the status snapshot, systemd notification, and log field formatting.
+//! metrics, the status snapshot and systemd notification.
 
 pub mod admin;
-pub mod log_fields;
 pub mod metrics;
 pub mod status;
 pub mod systemd;

@@ -13,8 +13,8 @@ use std::time::{Duration, SystemTime};
 
 use forewarn_imds::{Document, EventStatus, ScheduledEvent};
 
+use crate::log_fields;
 use crate::log_messages;
-use crate::ops::log_fields;
 use crate::pipeline::approval::{self, Approver};
 use crate::pipeline::clock::unix_ms;
 use crate::pipeline::policy::{self, Plan, PolicyConfig};

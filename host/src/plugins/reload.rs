@@ -580,8 +580,8 @@ fn log_loaded(plugin: &LoadedPlugin, replaced: bool, elapsed: Duration) {
         cached = plugin.plugin.loaded_from_cache(),
         elapsed_ms = elapsed.as_millis() as u64,
         replaced,
-        subscribe = %crate::ops::log_fields::list(&plugin.manifest.subscribe),
-        budget = %crate::ops::log_fields::duration(plugin.manifest.budget),
+        subscribe = %crate::log_fields::list(&plugin.manifest.subscribe),
+        budget = %crate::log_fields::duration(plugin.manifest.budget),
         "{}",
         if replaced {
             log_messages::PLUGIN_RELOADED
