@@ -14,8 +14,8 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use forewarn_simulator::{StateSnapshot, Transition, stable_event_id};
-use forewarn_tests::guests;
-use forewarn_tests::support::{
+use forewarn_test_support::guests;
+use forewarn_test_support::support::{
     ChildGuard, Daemon, DaemonConfig, LogLine, ProbePlugin, Simulator, http_get, summarize_state,
     wait_for, wait_until, write_plugin_dir,
 };

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use forewarn_simulator::{StateSnapshot, Transition, stable_event_id};
-use forewarn_tests::guests;
-use forewarn_tests::support::{
+use forewarn_test_support::guests;
+use forewarn_test_support::support::{
     Daemon, DaemonConfig, PluginDecision, ProbePlugin, Simulator, max_requests_in_window,
     summarize_state, write_plugin_dir,
 };
@@ -441,13 +441,13 @@ fn rescheduled_event_is_prepared_again() {
             .collect()
     };
     let not_before_of = |echo: &serde_json::Value| echo["not_before_unix_ms"].as_u64();
-    let first_not_before = forewarn_tests::support::wait_for(WAIT, "a first prepare", || {
+    let first_not_before = forewarn_test_support::support::wait_for(WAIT, "a first prepare", || {
         echoes(&world.daemon)
             .first()
             .and_then(not_before_of)
             .ok_or_else(|| world.context())
     });
-    let after = forewarn_tests::support::wait_for(WAIT, "a prepare with the new NotBefore", || {
+    let after = forewarn_test_support::support::wait_for(WAIT, "a prepare with the new NotBefore", || {
         echoes(&world.daemon)
             .into_iter()
             .find(|echo| not_before_of(echo) != Some(first_not_before))

@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use forewarn_host::bundled::bundled_plugins;
-use forewarn_tests::support::{ChildGuard, Daemon, PluginDecision, Simulator, http_get, wait_for};
+use forewarn_test_support::support::{ChildGuard, Daemon, PluginDecision, Simulator, http_get, wait_for};
 
 const FOREWARN: &str = env!("CARGO_BIN_EXE_forewarn");
 

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use forewarn_simulator::{StateSnapshot, Transition, stable_event_id};
-use forewarn_tests::guests;
-use forewarn_tests::support::{
+use forewarn_test_support::guests;
+use forewarn_test_support::support::{
     Daemon, DaemonConfig, PluginDecision, ProbePlugin, Simulator, max_requests_per_second,
     summarize_state, wait_for, write_plugin_dir,
 };
@@ -377,7 +377,7 @@ fn plugins_looping_state_set_leave_polling_healthz_and_a_good_plugin_unaffected(
     let state = loop {
         assert!(!daemon.has_exited(), "{}", daemon.describe_for_failure());
         let asked = Instant::now();
-        let healthz = forewarn_tests::support::http_get(&admin, "/healthz");
+        let healthz = forewarn_test_support::support::http_get(&admin, "/healthz");
         slowest = slowest.max(asked.elapsed());
         assert!(healthz.is_ok(), "/healthz failed: {healthz:?}");
         let state = setup.simulator.state();

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use forewarn_host::config::Config;
 use forewarn_host::status::StatusSnapshot;
-use forewarn_tests::guests;
-use forewarn_tests::support::{
+use forewarn_test_support::guests;
+use forewarn_test_support::support::{
     Daemon, DaemonConfig, ProbePlugin, Simulator, http_get, summarize_state, wait_for,
     write_plugin_dir,
 };
@@ -569,7 +569,7 @@ fn tells_systemd_ready_watchdog_and_stopping() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let mut daemon = forewarn_tests::support::ChildGuard::new(child);
+    let mut daemon = forewarn_test_support::support::ChildGuard::new(child);
     let mut seen = Vec::new();
     wait_for_notification(&socket, "READY=1", &mut seen);
     wait_for_notification(&socket, "WATCHDOG=1", &mut seen);

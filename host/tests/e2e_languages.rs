@@ -17,7 +17,7 @@ use forewarn_runtime::bindings as wit;
 use forewarn_runtime::{
     CallContext, Grants, HostServices, Plugin, PluginSettings, Runtime, RuntimeConfig,
 };
-use forewarn_tests::support::{Daemon, DaemonConfig, Simulator, wait_for};
+use forewarn_test_support::support::{Daemon, DaemonConfig, Simulator, wait_for};
 
 /// Generous: a debug daemon compiling an 18 MiB component on a busy 2-core machine.
 const TIMEOUT: Duration = Duration::from_secs(180);

@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use forewarn_tests::support::{Daemon, DaemonConfig, Simulator, wait_for};
+use forewarn_test_support::support::{Daemon, DaemonConfig, Simulator, wait_for};
 
 /// How long the idle daemon is watched unless `--seconds N` says otherwise.
 const DEFAULT_SECONDS: u64 = 70;

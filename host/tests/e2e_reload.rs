@@ -13,7 +13,7 @@ use forewarn_host::plugins::PluginSet;
 use forewarn_host::reload::{PluginDirectory, ReloadOptions};
 use forewarn_runtime::bindings as wit;
 use forewarn_runtime::{CallContext, CallOutcome, HostServices, Plugin, Runtime, RuntimeConfig};
-use forewarn_tests::guests;
+use forewarn_test_support::guests;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
@@ -724,7 +724,7 @@ fn the_documented_manifests_parse_and_the_defaults_are_the_defaults() {
 /// deployed by rename while the daemon runs, approves it.
 #[test]
 fn the_daemon_picks_up_a_new_plugin_version_without_restarting() {
-    use forewarn_tests::support::{Daemon, DaemonConfig, Simulator, wait_for};
+    use forewarn_test_support::support::{Daemon, DaemonConfig, Simulator, wait_for};
     let binary = Path::new(env!("CARGO_BIN_EXE_forewarn"));
     let temp = tempfile::tempdir().unwrap();
     let scenario = temp.path().join("held-reboot.toml");
