@@ -11,25 +11,23 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
+use forewarn_host::log_messages::{COORDINATION_LEADS, COORDINATION_READY, EVENT_TRANSITION};
 use forewarn_simulator::{StateSnapshot, Transition, stable_event_id};
-use forewarn_test_support::guests;
-use forewarn_test_support::support::{
-    ChildGuard, Daemon, DaemonConfig, LogLine, ProbePlugin, Simulator, http_get, summarize_state,
-    wait_for, wait_until, write_plugin_dir,
+use forewarn_test_support::harness::{
+    ChildGuard, Daemon, DaemonConfig, LogLine, ProbePlugin, Simulator, http_get, now_unix_ms,
+    summarize_state, wait_for, wait_until, write_plugin_dir,
 };
+use forewarn_test_support::{forewarn_binary, guests};
 use tempfile::TempDir;
 
-const BINARY: &str = env!("CARGO_BIN_EXE_forewarn");
 const VMS: [&str; 3] = ["vm-a", "vm-b", "vm-c"];
 const SCENARIO: &str = "coordinated-reboot";
 /// Generous bound for a single wait.
 const WAIT: Duration = Duration::from_secs(60);
 /// The lease TTL the tests configure (etcd's minimum is about 2 s).
 const LEASE_TTL: Duration = Duration::from_secs(3);
-const READY_MESSAGE: &str = "recorded in etcd: this VM is ready for the event";
-const LEADS_MESSAGE: &str = "this VM leads the approval of the event";
 const UNREACHABLE_PREFIX: &str = "etcd cannot be reached";
 const ROOT_PASSWORD: &str = "forewarn-test-secret";
 
@@ -253,11 +251,6 @@ fn free_port() -> u16 {
     listener.local_addr().expect("local address").port()
 }
 
-fn now_unix_ms() -> u64 {
-    let since = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock");
-    u64::try_from(since.as_millis()).expect("ms fit u64")
-}
-
 /// How the set is configured for one test.
 struct Setup {
     /// Scenario notice (NotBefore − appearance).
@@ -303,9 +296,9 @@ impl Set {
         if setup.auth {
             etcd.enable_auth();
         }
-        let scenario = dir.path().join("scenario.toml");
-        std::fs::write(&scenario, scenario_text(setup.notice)).expect("write scenario");
-        let simulator = Simulator::start(Path::new(BINARY), path_text(&scenario), 1.0);
+        let simulator = Simulator::builder(forewarn_binary!())
+            .scenario_text(&scenario_text(setup.notice))
+            .start();
         let mut set = Set {
             dir,
             etcd,
@@ -366,7 +359,7 @@ impl Set {
         }
         let path = root.join("forewarn.toml");
         std::fs::write(&path, text).expect("write the daemon config");
-        Daemon::start(Path::new(BINARY), &path)
+        Daemon::start(forewarn_binary!(), &path)
     }
 
     fn daemon(&self, vm: &str) -> &Daemon {
@@ -413,7 +406,7 @@ impl Set {
             text.push_str(&format!("\n--- {vm}: {}", daemon.describe_for_failure()));
             for line in daemon.lines() {
                 let message = line.message();
-                if message == READY_MESSAGE || message == LEADS_MESSAGE {
+                if message == COORDINATION_READY || message == COORDINATION_LEADS {
                     text.push_str(&format!("\n  {message} at {}", line.at_unix_ms));
                 }
             }
@@ -431,11 +424,11 @@ impl Set {
         })
     }
 
-    /// The leader named in the logs: the daemon that logged LEADS_MESSAGE.
+    /// The leader named in the logs: the daemon that logged COORDINATION_LEADS.
     fn leaders(&self) -> Vec<(String, u64)> {
         VMS.iter()
             .filter_map(|vm| {
-                self.first_line(vm, LEADS_MESSAGE)
+                self.first_line(vm, COORDINATION_LEADS)
                     .map(|line| ((*vm).to_owned(), line.at_unix_ms))
             })
             .collect()
@@ -510,7 +503,7 @@ fn approved_once_after_the_slowest(setup: &Setup) {
         || {
             VMS.iter().all(|vm| {
                 set.daemon(vm)
-                    .lines_with_message("event transition")
+                    .lines_with_message(EVENT_TRANSITION)
                     .iter()
                     .any(|line| line.text("transition") == "started")
             })
@@ -552,7 +545,7 @@ fn approved_once_after_the_slowest(setup: &Setup) {
     );
 
     let last_ready = set
-        .first_line("vm-c", READY_MESSAGE)
+        .first_line("vm-c", COORDINATION_READY)
         .expect("vm-c recorded ready")
         .at_unix_ms;
     println!(
@@ -590,11 +583,11 @@ fn killing_the_leader_hands_over_within_the_lease_ttl_and_approves_once() {
     wait_until(
         LEASE_TTL + Duration::from_secs(10),
         "the surviving fast VM to take the lead",
-        || set.first_line(survivor, LEADS_MESSAGE).is_some(),
+        || set.first_line(survivor, COORDINATION_LEADS).is_some(),
         || set.describe(),
     );
     let took_over_at = set
-        .first_line(survivor, LEADS_MESSAGE)
+        .first_line(survivor, COORDINATION_LEADS)
         .expect("survivor leads")
         .at_unix_ms;
     assert!(
@@ -608,7 +601,7 @@ fn killing_the_leader_hands_over_within_the_lease_ttl_and_approves_once() {
         || {
             [survivor, "vm-c"].iter().all(|vm| {
                 set.daemon(vm)
-                    .lines_with_message("event transition")
+                    .lines_with_message(EVENT_TRANSITION)
                     .iter()
                     .any(|line| line.text("transition") == "started")
             })
@@ -740,7 +733,7 @@ fn a_daemon_that_cannot_verify_etcd_never_approves_early() {
     );
     for vm in VMS {
         assert!(
-            set.first_line(vm, READY_MESSAGE).is_none(),
+            set.first_line(vm, COORDINATION_READY).is_none(),
             "{vm} cannot have written to etcd"
         );
     }

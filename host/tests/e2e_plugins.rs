@@ -10,12 +10,13 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use forewarn_host::bundled::bundled_plugins;
-use forewarn_test_support::support::{ChildGuard, Daemon, PluginDecision, Simulator, http_get, wait_for};
-
-const FOREWARN: &str = env!("CARGO_BIN_EXE_forewarn");
+use forewarn_test_support::forewarn_binary;
+use forewarn_test_support::harness::{
+    ChildGuard, Daemon, PluginDecision, Simulator, http_get, now_unix_ms, wait_for,
+};
 
 /// Scenario speed: scenario time runs this many times faster than the wall clock.
 const SPEED: f64 = 10.0;
@@ -46,14 +47,11 @@ struct Setup {
 impl Setup {
     fn new(scenario: &str) -> Setup {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let scenario_path = dir.path().join("scenario.toml");
-        std::fs::write(&scenario_path, scenario).expect("write the scenario");
         std::fs::create_dir_all(dir.path().join("plugins")).expect("create the plugin dir");
-        let simulator = Simulator::start(
-            Path::new(FOREWARN),
-            &scenario_path.display().to_string(),
-            SPEED,
-        );
+        let simulator = Simulator::builder(forewarn_binary!())
+            .scenario_text(scenario)
+            .speed(SPEED)
+            .start();
         Setup { dir, simulator }
     }
 
@@ -89,20 +87,13 @@ impl Setup {
         );
         let config_path = self.path("forewarn.toml");
         std::fs::write(&config_path, config).expect("write the daemon config");
-        Daemon::start(Path::new(FOREWARN), &config_path)
+        Daemon::start(forewarn_binary!(), &config_path)
     }
 }
 
-/// The admin endpoint's `host:port`, from the daemon's "admin endpoint listening" line.
+/// The admin endpoint's `host:port`, from the daemon's log.
 fn admin_address(daemon: &Daemon) -> String {
-    wait_for(Duration::from_secs(30), "the admin endpoint", || {
-        daemon
-            .lines()
-            .iter()
-            .find(|line| line.message().starts_with("admin endpoint listening"))
-            .map(|line| line.text("address").to_owned())
-            .ok_or_else(|| daemon.describe_for_failure())
-    })
+    daemon.admin_address(Duration::from_secs(30))
 }
 
 /// When the daemon logged "approved at IMDS" for the first time (Unix ms).
@@ -119,26 +110,11 @@ fn approval_time(daemon: &Daemon) -> u64 {
 
 /// Waits for `plugin`'s first decision in `phase` and returns it.
 fn wait_for_phase(daemon: &Daemon, plugin: &str, phase: &str, timeout: Duration) -> PluginDecision {
-    let what = format!("{plugin} to be called for {phase}");
-    let decisions = daemon.wait_for_decisions(timeout, &what, |decisions| {
-        decisions
-            .iter()
-            .any(|d| d.plugin == plugin && d.phase == phase)
-    });
-    decisions
+    daemon
+        .wait_for_phase(timeout, None, plugin, phase)
         .into_iter()
         .find(|d| d.plugin == plugin && d.phase == phase)
         .expect("found above")
-}
-
-fn now_ms() -> u64 {
-    u64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_millis(),
-    )
-    .unwrap()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -264,7 +240,7 @@ fn record_status_changes(socket: &Path, history: &Mutex<Vec<(u64, String)>>, sto
                 .map(|(_, last)| last != &status)
                 .unwrap_or(true)
             {
-                history.push((now_ms(), status));
+                history.push((now_unix_ms(), status));
             }
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -481,7 +457,7 @@ fn serve_one(
         let mut received = received.lock().expect("lock");
         let polls_so_far = received.iter().filter(|r| r.path == "/status").count();
         received.push(Received {
-            at_unix_ms: now_ms(),
+            at_unix_ms: now_unix_ms(),
             method: method.clone(),
             path: path.clone(),
             body: String::from_utf8_lossy(&body).into_owned(),
@@ -807,7 +783,7 @@ fn readiness_hold_survives_a_sigkill_mid_drain_and_haproxy_keeps_the_vm_down() {
     // The approval went out, so the journal says lb-drain prepared (and holds readiness).
     approval_time(&first);
     first.kill();
-    let killed_at = now_ms();
+    let killed_at = now_unix_ms();
 
     let second = setup.start_daemon_listening(&admin, "");
     admin_address(&second);

@@ -4,4 +4,4 @@
 
 pub mod fixtures;
 pub mod guests;
-pub mod support;
+pub mod harness;
