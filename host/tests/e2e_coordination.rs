@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use forewarn_host::log_messages::{COORDINATION_LEADS, COORDINATION_READY, EVENT_TRANSITION};
+use forewarn_host::log_messages::{COORDINATION_LEADS, COORDINATION_READY};
 use forewarn_simulator::{StateSnapshot, Transition, stable_event_id};
 use forewarn_test_support::harness::{
     ChildGuard, Daemon, DaemonConfig, LogLine, ProbePlugin, Simulator, http_get, now_unix_ms,
@@ -325,13 +325,11 @@ impl Set {
             ProbePlugin::new("probe", "approve")
         };
         write_plugin_dir(&root.join("plugins"), Path::new(guests::PROBE), &[probe]);
+        let imds_url = format!("{}/vm/{vm}", self.simulator.base_url);
         let config = DaemonConfig {
             vm_name: vm.to_owned(),
-            state_dir: root.join("state"),
-            plugin_dir: root.join("plugins"),
-            imds_url: format!("{}/vm/{vm}", self.simulator.base_url),
-            poll_interval: "250ms".into(),
             policy: vec!["safety-margin-ms = 300".into()],
+            ..DaemonConfig::vm_a(&root, root.join("plugins"), &imds_url)
         };
         let mut text = config.to_toml();
         text.push_str(&format!(
@@ -501,12 +499,8 @@ fn approved_once_after_the_slowest(setup: &Setup) {
         Duration::from_secs(5),
         "every VM to see the event started",
         || {
-            VMS.iter().all(|vm| {
-                set.daemon(vm)
-                    .lines_with_message(EVENT_TRANSITION)
-                    .iter()
-                    .any(|line| line.text("transition") == "started")
-            })
+            VMS.iter()
+                .all(|vm| !set.daemon(vm).transitions("started").is_empty())
         },
         || set.describe(),
     );
@@ -599,12 +593,9 @@ fn killing_the_leader_hands_over_within_the_lease_ttl_and_approves_once() {
         Duration::from_secs(5),
         "the survivors to see the event started",
         || {
-            [survivor, "vm-c"].iter().all(|vm| {
-                set.daemon(vm)
-                    .lines_with_message(EVENT_TRANSITION)
-                    .iter()
-                    .any(|line| line.text("transition") == "started")
-            })
+            [survivor, "vm-c"]
+                .iter()
+                .all(|vm| !set.daemon(vm).transitions("started").is_empty())
         },
         || set.describe(),
     );

@@ -138,14 +138,11 @@ impl Setup {
     /// Starts the daemon for vm-a against `simulator`, state in the temp dir.
     fn daemon(&self, simulator: &Simulator) -> Daemon {
         let config = self.temp.path().join("forewarn.toml");
-        DaemonConfig {
-            vm_name: "vm-a".into(),
-            state_dir: self.temp.path().join("state"),
-            plugin_dir: self.plugin_dir.clone(),
-            imds_url: simulator.base_url.clone(),
-            poll_interval: "250ms".into(),
-            policy: Vec::new(),
-        }
+        DaemonConfig::vm_a(
+            self.temp.path(),
+            self.plugin_dir.clone(),
+            &simulator.base_url,
+        )
         .write(&config);
         Daemon::start(binary(), &config)
     }

@@ -518,14 +518,10 @@ fn tells_systemd_ready_watchdog_and_stopping() {
     let plugin_dir = dir.path().join("plugins");
     std::fs::create_dir_all(&plugin_dir).unwrap();
     let config = dir.path().join("forewarn.toml");
+    // Nothing listens at port 9: readiness does not wait for IMDS.
     DaemonConfig {
-        vm_name: "vm-a".into(),
-        state_dir: dir.path().join("state"),
-        plugin_dir,
-        // Nothing listens there: readiness does not wait for IMDS.
-        imds_url: "http://127.0.0.1:9".into(),
         poll_interval: "1s".into(),
-        policy: Vec::new(),
+        ..DaemonConfig::vm_a(dir.path(), plugin_dir, "http://127.0.0.1:9")
     }
     .write(&config);
     let socket_path = dir.path().join("notify.sock");

@@ -576,6 +576,21 @@ fn is_running(pid: u32) -> bool {
 /// Kills whatever pid the file names when dropped, so a failing test leaves nothing behind.
 struct KillOnDrop(PathBuf);
 
+/// Starts the app (pid file `app.pid` in the setup's dir): the pid file, the guard that kills
+/// the app at the end of the test, and the app's pid.
+fn start_app(setup: &Setup) -> (PathBuf, KillOnDrop, u32) {
+    let pid_file = setup.path("app.pid");
+    let cleanup = KillOnDrop(pid_file.clone());
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(start_app_script(&pid_file))
+        .status()
+        .expect("start the app");
+    assert!(status.success());
+    let pid = read_pid(&pid_file).expect("the app's pid");
+    (pid_file, cleanup, pid)
+}
+
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
         if let Some(pid) = read_pid(&self.0) {
@@ -592,15 +607,7 @@ fn toml_argv(argv: &[&str]) -> String {
 #[test]
 fn graceful_shutdown_stops_the_app_before_approval_and_starts_it_after() {
     let setup = Setup::new(REBOOT_SCENARIO);
-    let pid_file = setup.path("app.pid");
-    let _cleanup = KillOnDrop(pid_file.clone());
-    let status = Command::new("sh")
-        .arg("-c")
-        .arg(start_app_script(&pid_file))
-        .status()
-        .expect("start the app");
-    assert!(status.success());
-    let first_pid = read_pid(&pid_file).expect("the app's pid");
+    let (pid_file, _cleanup, first_pid) = start_app(&setup);
     assert!(is_running(first_pid));
 
     let stop_script = format!("kill $(cat {})", pid_file.display());
@@ -674,15 +681,7 @@ fn graceful_shutdown_stops_the_app_before_approval_and_starts_it_after() {
 fn plugins_are_refused_hosts_and_actions_they_were_not_granted() {
     let workload = Workload::start(0);
     let setup = Setup::new(REBOOT_SCENARIO);
-    let pid_file = setup.path("app.pid");
-    let _cleanup = KillOnDrop(pid_file.clone());
-    let status = Command::new("sh")
-        .arg("-c")
-        .arg(start_app_script(&pid_file))
-        .status()
-        .expect("start the app");
-    assert!(status.success());
-    let pid = read_pid(&pid_file).expect("the app's pid");
+    let (pid_file, _cleanup, pid) = start_app(&setup);
     // checkpoint may reach another port only; graceful-shutdown is granted no action.
     setup.install_plugin(
         "checkpoint",

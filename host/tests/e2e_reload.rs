@@ -745,15 +745,7 @@ fn the_daemon_picks_up_a_new_plugin_version_without_restarting() {
     fixture_deploy("gate.toml", b"[config]\nmode = \"defer\"\n");
     fixture_deploy("gate.wasm", &probe_bytes("defer"));
     let config = temp.path().join("forewarn.toml");
-    DaemonConfig {
-        vm_name: "vm-a".into(),
-        state_dir: temp.path().join("state"),
-        plugin_dir: plugin_dir.clone(),
-        imds_url: simulator.base_url.clone(),
-        poll_interval: "250ms".into(),
-        policy: Vec::new(),
-    }
-    .write(&config);
+    DaemonConfig::vm_a(temp.path(), plugin_dir.clone(), &simulator.base_url).write(&config);
     let daemon = Daemon::start(binary, &config);
     daemon.wait_for_decisions(TIMEOUT, "gate deferring the reboot", |decisions| {
         decisions

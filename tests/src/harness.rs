@@ -524,6 +524,19 @@ pub struct DaemonConfig {
 }
 
 impl DaemonConfig {
+    /// vm-a against `imds_url`, its state in `dir/state`, plugins from `plugin_dir`,
+    /// polling every 250 ms, no policy lines.
+    pub fn vm_a(dir: &Path, plugin_dir: PathBuf, imds_url: &str) -> DaemonConfig {
+        DaemonConfig {
+            vm_name: "vm-a".into(),
+            state_dir: dir.join("state"),
+            plugin_dir,
+            imds_url: imds_url.to_owned(),
+            poll_interval: "250ms".into(),
+            policy: Vec::new(),
+        }
+    }
+
     /// The config file's text. The admin endpoint listens on an ephemeral port so that
     /// daemons of parallel tests do not collide.
     pub fn to_toml(&self) -> String {
@@ -923,11 +936,9 @@ impl TestEnvBuilder {
         let config = dir.path().join("forewarn.toml");
         DaemonConfig {
             vm_name: self.vm_name,
-            state_dir: dir.path().join("state"),
-            plugin_dir,
-            imds_url: simulator.base_url.clone(),
             poll_interval: self.poll_interval,
             policy: self.policy,
+            ..DaemonConfig::vm_a(dir.path(), plugin_dir, &simulator.base_url)
         }
         .write(&config);
         Setup {

@@ -29,12 +29,8 @@ fn main() -> anyhow::Result<()> {
         .start();
     let config = work.path().join("forewarn.toml");
     DaemonConfig {
-        vm_name: "vm-a".into(),
-        state_dir: work.path().join("state"),
-        plugin_dir: plugin_dir.clone(),
-        imds_url: simulator.base_url.clone(),
         poll_interval: "1s".into(),
-        policy: Vec::new(),
+        ..DaemonConfig::vm_a(work.path(), plugin_dir.clone(), &simulator.base_url)
     }
     .write(&config);
     let mut daemon = Daemon::start(&binary, &config);
