@@ -7,7 +7,6 @@
 //! not asserted. The tests run one at a time so that those figures are not skewed by
 //! nine daemons sharing two cores. etcd must be installed (`apt-get install etcd-server`).
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -16,8 +15,8 @@ use std::time::Duration;
 use forewarn_host::log_messages::{COORDINATION_LEADS, COORDINATION_READY};
 use forewarn_simulator::{StateSnapshot, Transition, stable_event_id};
 use forewarn_test_support::harness::{
-    ChildGuard, Daemon, DaemonConfig, LogLine, ProbePlugin, Simulator, http_get, now_unix_ms,
-    summarize_state, wait_for, wait_until, write_plugin_dir,
+    ChildGuard, Daemon, DaemonConfig, LogLine, ProbePlugin, Simulator, free_loopback_address,
+    http_get, now_unix_ms, summarize_state, wait_for, wait_until, write_plugin_dir,
 };
 use forewarn_test_support::{forewarn_binary, guests};
 use tempfile::TempDir;
@@ -52,10 +51,10 @@ impl Etcd {
             )
         });
         let dir = TempDir::new().expect("temp dir");
-        let address = format!("127.0.0.1:{}", free_port());
-        let peer = format!("http://127.0.0.1:{}", free_port());
+        let address = free_loopback_address();
+        let peer = format!("http://{}", free_loopback_address());
         // /health on plain HTTP: the client port wants a client certificate under TLS.
-        let metrics = format!("127.0.0.1:{}", free_port());
+        let metrics = free_loopback_address();
         let scheme = if pki.is_some() { "https" } else { "http" };
         let log = std::fs::File::create(dir.path().join("etcd.log")).expect("etcd log");
         let mut command = Command::new(binary);
@@ -244,11 +243,6 @@ fn find_on_path(program: &str) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|dir| dir.join(program))
         .find(|candidate| candidate.is_file())
-}
-
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    listener.local_addr().expect("local address").port()
 }
 
 /// How the set is configured for one test.

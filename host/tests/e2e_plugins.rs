@@ -15,7 +15,8 @@ use std::time::Duration;
 use forewarn_host::bundled::bundled_plugins;
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
-    ChildGuard, Daemon, PluginDecision, Simulator, http_get, now_unix_ms, wait_for,
+    ChildGuard, Daemon, PluginDecision, Simulator, free_loopback_address, http_get, now_unix_ms,
+    wait_for,
 };
 
 /// Scenario speed: scenario time runs this many times faster than the wall clock.
@@ -753,13 +754,6 @@ appear_at = "60s"
 notice = "15m"
 runs_for = "100s"
 "#;
-
-/// A free loopback `host:port` (bound, then released) for an admin endpoint that must keep
-/// its address across a restart, as HAProxy's config names it.
-fn free_loopback_address() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    listener.local_addr().expect("its address").to_string()
-}
 
 #[test]
 fn readiness_hold_survives_a_sigkill_mid_drain_and_haproxy_keeps_the_vm_down() {

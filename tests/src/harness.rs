@@ -47,6 +47,14 @@ pub fn now_unix_ms() -> u64 {
     u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// A free loopback `127.0.0.1:PORT` (bound, then released), for a server whose address must
+/// be known before it starts (etcd's ports, an admin endpoint that keeps its address across
+/// a restart).
+pub fn free_loopback_address() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    listener.local_addr().expect("its address").to_string()
+}
+
 /// Whether two EventIds are the same (IMDS ids compare case-insensitively).
 pub fn same_id(left: &str, right: &str) -> bool {
     left.eq_ignore_ascii_case(right)
@@ -247,7 +255,7 @@ impl Simulator {
     pub fn builder(binary: &Path) -> SimulatorBuilder {
         SimulatorBuilder {
             binary: binary.to_owned(),
-            scenario: ScenarioSource::Named("full-lifecycle".to_owned()),
+            scenario: ScenarioSource::Named(forewarn_simulator::DEFAULT_SCENARIO.to_owned()),
             speed: 1.0,
             faults: Vec::new(),
         }
