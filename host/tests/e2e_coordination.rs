@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use forewarn_host::log_messages::{COORDINATION_LEADS, COORDINATION_READY};
-use forewarn_simulator::{StateSnapshot, Transition, stable_event_id};
+use forewarn_simulator::{ApprovalRecord, StateSnapshot, Transition, stable_event_id};
 use forewarn_test_support::harness::{
     ChildGuard, Daemon, DaemonConfig, LogLine, ProbePlugin, Simulator, free_loopback_address,
     http_get, now_unix_ms, summarize_state, wait_for, wait_until, write_plugin_dir,
@@ -416,6 +416,26 @@ impl Set {
         })
     }
 
+    /// Waits for the approval, then until each of `vms` has seen the event start (a second,
+    /// wrong approval would show by then), and asserts the simulator received exactly one
+    /// approval POST; returns that approval.
+    fn the_one_approval(&self, vms: &[&str]) -> ApprovalRecord {
+        let state = self.wait_for_approval();
+        wait_until(
+            Duration::from_secs(5),
+            &format!("{vms:?} to see the event started"),
+            || {
+                vms.iter()
+                    .all(|vm| !self.daemon(vm).transitions("started").is_empty())
+            },
+            || self.describe(),
+        );
+        let state_after = self.simulator.state();
+        assert_eq!(state_after.approvals.len(), 1, "{}", self.describe());
+        assert_eq!(approval_posts(&state_after), 1, "{}", self.describe());
+        state.approvals[0].clone()
+    }
+
     /// The leader named in the logs: the daemon that logged COORDINATION_LEADS.
     fn leaders(&self) -> Vec<(String, u64)> {
         VMS.iter()
@@ -487,21 +507,7 @@ fn etcd_with_authentication_is_used_with_the_configured_user() {
 /// after vm-c's plugins approved; prints the time from vm-c's ready record to the POST.
 fn approved_once_after_the_slowest(setup: &Setup) {
     let set = Set::start(setup);
-    let state = set.wait_for_approval();
-    // Let a second, wrong approval show itself if there were one.
-    wait_until(
-        Duration::from_secs(5),
-        "every VM to see the event started",
-        || {
-            VMS.iter()
-                .all(|vm| !set.daemon(vm).transitions("started").is_empty())
-        },
-        || set.describe(),
-    );
-    let state_after = set.simulator.state();
-    assert_eq!(state_after.approvals.len(), 1, "{}", set.describe());
-    assert_eq!(approval_posts(&state_after), 1, "{}", set.describe());
-    let approval = &state.approvals[0];
+    let approval = &set.the_one_approval(&VMS);
     assert!(approval.accepted);
     assert_eq!(approval.event_id, set.event_id);
 
@@ -582,21 +588,7 @@ fn killing_the_leader_hands_over_within_the_lease_ttl_and_approves_once() {
         set.simulator.state().approvals.is_empty(),
         "nothing approved before vm-c is ready"
     );
-    let state = set.wait_for_approval();
-    wait_until(
-        Duration::from_secs(5),
-        "the survivors to see the event started",
-        || {
-            [survivor, "vm-c"]
-                .iter()
-                .all(|vm| !set.daemon(vm).transitions("started").is_empty())
-        },
-        || set.describe(),
-    );
-    let state_after = set.simulator.state();
-    assert_eq!(state_after.approvals.len(), 1, "{}", set.describe());
-    assert_eq!(approval_posts(&state_after), 1, "{}", set.describe());
-    let approval = &state.approvals[0];
+    let approval = &set.the_one_approval(&[survivor, "vm-c"]);
     assert_eq!(approval.vm, survivor, "the new leader approves");
     let slowest_prepared = set.prepared_at("vm-c").expect("vm-c prepared");
     assert!(
