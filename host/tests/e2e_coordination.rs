@@ -436,6 +436,17 @@ impl Set {
         state.approvals[0].clone()
     }
 
+    /// Waits until exactly one daemon has logged that it leads; that leader and when.
+    fn wait_for_one_leader(&self) -> (String, u64) {
+        wait_until(
+            WAIT,
+            "a leader among the fast VMs",
+            || self.leaders().len() == 1,
+            || self.describe(),
+        );
+        self.leaders()[0].clone()
+    }
+
     /// The leader named in the logs: the daemon that logged COORDINATION_LEADS.
     fn leaders(&self) -> Vec<(String, u64)> {
         VMS.iter()
@@ -560,13 +571,7 @@ fn killing_the_leader_hands_over_within_the_lease_ttl_and_approves_once() {
         auth: false,
         tls: Tls::Off,
     });
-    wait_until(
-        WAIT,
-        "a leader among the fast VMs",
-        || set.leaders().len() == 1,
-        || set.describe(),
-    );
-    let (leader, _) = set.leaders()[0].clone();
+    let (leader, _) = set.wait_for_one_leader();
     assert!(
         set.prepared_at("vm-c").is_none(),
         "vm-c must still be preparing"
@@ -615,12 +620,7 @@ fn stopping_etcd_mid_event_never_approves_early() {
         auth: false,
         tls: Tls::Off,
     });
-    wait_until(
-        WAIT,
-        "a leader among the fast VMs",
-        || set.leaders().len() == 1,
-        || set.describe(),
-    );
+    set.wait_for_one_leader();
     assert!(
         set.prepared_at("vm-c").is_none(),
         "vm-c must still be preparing"

@@ -11,7 +11,7 @@
 //! - checks shared by every file: [`same_id`], [`transition_at`], [`accepted_approvals`],
 //!   [`assert_polite`], [`now_unix_ms`], [`wait_for`].
 //!
-//! The binary's path comes from the caller, once per test file: [`forewarn_binary!`]
+//! The binary's path comes from the caller, once per test file: [`forewarn_binary!`](crate::forewarn_binary)
 //! (`env!("CARGO_BIN_EXE_forewarn")` exists only in the host's integration tests). Every
 //! child process is killed when its guard is dropped, so a failing test leaks nothing.
 
@@ -250,7 +250,7 @@ impl SimulatorBuilder {
 }
 
 impl Simulator {
-    /// A builder for a simulator run by `binary` (see [`forewarn_binary!`]): the default
+    /// A builder for a simulator run by `binary` (see [`forewarn_binary!`](crate::forewarn_binary)): the default
     /// built-in scenario at speed 1, no faults added.
     pub fn builder(binary: &Path) -> SimulatorBuilder {
         SimulatorBuilder {
@@ -1018,7 +1018,7 @@ pub struct TestEnv {
 }
 
 impl TestEnv {
-    /// A builder for an environment whose processes `binary` runs (see [`forewarn_binary!`]):
+    /// A builder for an environment whose processes `binary` runs (see [`forewarn_binary!`](crate::forewarn_binary)):
     /// the default built-in scenario at speed 1, no plugins, vm-a polling every 250 ms.
     pub fn builder(binary: &Path) -> TestEnvBuilder {
         TestEnvBuilder {
