@@ -1,6 +1,7 @@
-//! forewarn-tests: end-to-end tests of forewarn, and the test guest components they load.
-//! `guests::PROBE`, `guests::OTHER_WORLD` and `guests::NOOP` are paths to built `.wasm` files.
+//! forewarn-test-support: the shared harness of forewarn's end-to-end tests, fixtures, and the
+//! test guest components. `guests::PROBE`, `guests::OTHER_WORLD` and `guests::NOOP` are paths to
+//! built `.wasm` files.
 
 pub mod fixtures;
 pub mod guests;
-pub mod support;
+pub mod harness;

@@ -61,7 +61,7 @@ pub fn builtin_scenarios() -> Vec<(&'static str, &'static str)> {
 }
 
 /// The TOML text of a built-in scenario, for users who want to copy and edit one.
-pub fn builtin_scenario_text(name: &str) -> Option<&'static str> {
+pub(crate) fn builtin_scenario_text(name: &str) -> Option<&'static str> {
     BUILTINS
         .iter()
         .find(|(builtin, _)| *builtin == name)
@@ -69,7 +69,7 @@ pub fn builtin_scenario_text(name: &str) -> Option<&'static str> {
 }
 
 /// A built-in scenario, parsed.
-pub fn builtin_scenario(name: &str) -> Result<Scenario, ScenarioError> {
+pub(crate) fn builtin_scenario(name: &str) -> Result<Scenario, ScenarioError> {
     match builtin_scenario_text(name) {
         Some(text) => Scenario::from_toml(text, &format!("built-in scenario {name}")),
         None => Err(not_found(name)),

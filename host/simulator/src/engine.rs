@@ -7,11 +7,13 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
-use crate::faults::{FaultMethod, FaultPlan, plan_request};
+use crate::faults::{
+    FaultKind, FaultMethod, FaultOutcome, FaultPlan, incarnation_resets, plan_request,
+};
 use crate::scenario::Scenario;
 use crate::snapshot::{
-    ApprovalRecord, BoundedLog, HistoryRecord, REQUEST_LOG_LIMIT, RequestRecord, StateSnapshot,
-    WireDocument,
+    ApprovalRecord, BoundedLog, FaultRecord, HistoryRecord, REQUEST_LOG_LIMIT, RequestRecord,
+    StateSnapshot, WireDocument,
 };
 use crate::state::{Simulation, UnknownEvent};
 use crate::timeline::{Timeline, unix_ms};
@@ -31,16 +33,21 @@ struct Inner {
     requests: BoundedLog<RequestRecord>,
     vms_past_first_get: HashSet<String>,
     history_logged: usize,
+    faults: BoundedLog<FaultRecord>,
+    /// How many incarnation resets a served document has shown so far.
+    resets_served: usize,
 }
 
 impl Engine {
-    pub fn new(scenario: Scenario, timeline: Timeline) -> Engine {
+    pub(crate) fn new(scenario: Scenario, timeline: Timeline) -> Engine {
         let inner = Inner {
             simulation: Simulation::new(&scenario),
             approvals: BoundedLog::new(REQUEST_LOG_LIMIT),
             requests: BoundedLog::new(REQUEST_LOG_LIMIT),
             vms_past_first_get: HashSet::new(),
             history_logged: 0,
+            faults: BoundedLog::new(REQUEST_LOG_LIMIT),
+            resets_served: 0,
         };
         Engine {
             scenario,
@@ -51,18 +58,18 @@ impl Engine {
         }
     }
 
-    pub fn scenario(&self) -> &Scenario {
+    pub(crate) fn scenario(&self) -> &Scenario {
         &self.scenario
     }
 
     /// Catches the state up to now (the timer calls this).
-    pub fn tick(&self) {
+    pub(crate) fn tick(&self) {
         drop(self.current());
     }
 
     /// The VM a request is for: the default VM when unprefixed; None if the scenario
     /// has no VM of that name.
-    pub fn resolve_vm(&self, prefix: Option<&str>) -> Option<String> {
+    pub(crate) fn resolve_vm(&self, prefix: Option<&str>) -> Option<String> {
         match prefix {
             None => Some(self.scenario.default_vm().to_string()),
             Some(name) => self
@@ -74,23 +81,64 @@ impl Engine {
         }
     }
 
-    /// How the faults disturb this request; a GET counts as the VM's first call once.
-    pub fn plan_fault(&self, vm: &str, method: FaultMethod) -> FaultPlan {
+    /// How the faults disturb this request; a GET counts as the VM's first call once. The
+    /// faults that act on it are recorded as served, and so is an incarnation reset the
+    /// first time a document after it is served.
+    pub(crate) fn plan_fault(&self, vm: &str, method: FaultMethod) -> FaultPlan {
         let mut inner = self.current();
         let first_call =
             method == FaultMethod::Get && inner.vms_past_first_get.insert(vm.to_string());
         let now = inner.simulation.now();
-        plan_request(&self.scenario.faults, method, now, first_call)
+        let plan = plan_request(&self.scenario.faults, method, now, first_call);
+        let record = |kind: FaultKind| FaultRecord {
+            kind,
+            method: match method {
+                FaultMethod::Get => "GET".to_string(),
+                FaultMethod::Post => "POST".to_string(),
+            },
+            vm: vm.to_string(),
+            at_unix_ms: unix_ms(SystemTime::now()),
+            at_scenario_ms: millis(now),
+            status: None,
+            delay_ms: None,
+            body: None,
+            incarnation: None,
+        };
+        for fault in &plan.applied {
+            let mut served = record(fault.kind);
+            match fault.kind {
+                FaultKind::Status => served.status = fault.status,
+                FaultKind::Delay | FaultKind::SlowFirstCall => {
+                    served.delay_ms = fault.delay.map(millis);
+                }
+                FaultKind::Malformed => served.body = fault.body,
+                FaultKind::IncarnationReset => {}
+            }
+            inner.faults.push(served);
+        }
+        if method == FaultMethod::Get && plan.outcome == FaultOutcome::Normal {
+            let passed = incarnation_resets(&self.scenario.faults)
+                .iter()
+                .filter(|at| **at <= now)
+                .count();
+            if passed > inner.resets_served {
+                inner.resets_served = passed;
+                let mut served = record(FaultKind::IncarnationReset);
+                served.incarnation = Some(inner.simulation.incarnation());
+                inner.faults.push(served);
+            }
+        }
+        plan
     }
 
     /// The current document as 2020-07-01 JSON.
-    pub fn document_json(&self) -> String {
+    pub(crate) fn document_json(&self) -> String {
         let inner = self.current();
         forewarn_imds::render_document(&inner.simulation.document(&self.timeline))
     }
 
     /// Approves the events on behalf of `vm`, recording each id either way.
-    pub fn approve(&self, vm: &str, event_ids: &[String]) -> Result<(), UnknownEvent> {
+    pub(crate) fn approve(&self, vm: &str, event_ids: &[String]) -> Result<(), UnknownEvent> {
         let mut inner = self.current();
         let now = inner.simulation.now();
         let outcome = inner.simulation.approve(now, event_ids).map(|_| ());
@@ -108,7 +156,7 @@ impl Engine {
     }
 
     /// Records a request, stamped with when it arrived (before any injected delay).
-    pub fn record_request(
+    pub(crate) fn record_request(
         &self,
         method: &str,
         path: &str,
@@ -126,7 +174,7 @@ impl Engine {
         });
     }
 
-    pub fn snapshot(&self) -> StateSnapshot {
+    pub(crate) fn snapshot(&self) -> StateSnapshot {
         let inner = self.current();
         let simulation = &inner.simulation;
         let rendered = forewarn_imds::render_document(&simulation.document(&self.timeline));
@@ -154,18 +202,19 @@ impl Engine {
             approvals: inner.approvals.to_vec(),
             requests: inner.requests.to_vec(),
             history,
+            faults: inner.faults.to_vec(),
         }
     }
 
-    pub fn subscribe_finished(&self) -> watch::Receiver<bool> {
+    pub(crate) fn subscribe_finished(&self) -> watch::Receiver<bool> {
         self.finished.subscribe()
     }
 
-    pub fn subscribe_shutdown(&self) -> watch::Receiver<bool> {
+    pub(crate) fn subscribe_shutdown(&self) -> watch::Receiver<bool> {
         self.shutdown.subscribe()
     }
 
-    pub fn begin_shutdown(&self) {
+    pub(crate) fn begin_shutdown(&self) {
         self.shutdown.send_replace(true);
     }
 

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FaultSpec {
+    /// The sort of fault; which other fields apply depends on it.
     pub kind: FaultKind,
     /// Start of the window (scenario time); the beginning of the run when absent.
     #[serde(default, with = "humantime_serde")]
@@ -34,6 +35,7 @@ pub struct FaultSpec {
     pub methods: Vec<FaultMethod>,
 }
 
+/// The sorts of fault a scenario can inject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FaultKind {
@@ -50,6 +52,7 @@ pub enum FaultKind {
     IncarnationReset,
 }
 
+/// What a `malformed` fault serves instead of the document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum MalformedBody {
@@ -59,24 +62,31 @@ pub enum MalformedBody {
     Truncated,
 }
 
+/// The HTTP methods a fault can hit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FaultMethod {
+    /// GET: reading the document.
     #[serde(rename = "GET", alias = "get")]
     Get,
+    /// POST: approving events.
     #[serde(rename = "POST", alias = "post")]
     Post,
 }
 
 /// How one request is disturbed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct FaultPlan {
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct FaultPlan {
     /// Wall time to wait before answering.
-    pub delay: Duration,
-    pub outcome: FaultOutcome,
+    pub(crate) delay: Duration,
+    /// What to answer instead of the real answer, if anything.
+    pub(crate) outcome: FaultOutcome,
+    /// The faults that act on this request (a delay, and the status or malformed body
+    /// that won), for the record of faults served.
+    pub(crate) applied: Vec<FaultSpec>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum FaultOutcome {
+pub(crate) enum FaultOutcome {
     #[default]
     Normal,
     Status(u16),
@@ -122,7 +132,7 @@ impl FaultSpec {
 /// The disturbance for one request to scheduledevents at scenario time `now`.
 /// `first_call` says whether this is the VM's first GET. The first matching fault of
 /// each sort wins; delays add up.
-pub fn plan_request(
+pub(crate) fn plan_request(
     faults: &[FaultSpec],
     method: FaultMethod,
     now: Duration,
@@ -142,14 +152,15 @@ pub fn plan_request(
                 plan.outcome =
                     FaultOutcome::Malformed(fault.body.unwrap_or(MalformedBody::Garbage));
             }
-            _ => {}
+            _ => continue,
         }
+        plan.applied.push(fault.clone());
     }
     plan
 }
 
 /// The scenario times at which DocumentIncarnation drops back to 1, earliest first.
-pub fn incarnation_resets(faults: &[FaultSpec]) -> Vec<Duration> {
+pub(crate) fn incarnation_resets(faults: &[FaultSpec]) -> Vec<Duration> {
     let mut resets: Vec<Duration> = faults
         .iter()
         .filter(|fault| fault.kind == FaultKind::IncarnationReset)
@@ -160,7 +171,7 @@ pub fn incarnation_resets(faults: &[FaultSpec]) -> Vec<Duration> {
 }
 
 /// What a malformed answer carries instead of `document`.
-pub fn malformed_text(body: MalformedBody, document: &str) -> String {
+pub(crate) fn malformed_text(body: MalformedBody, document: &str) -> String {
     match body {
         MalformedBody::Garbage => "<html><body>upstream error</body></html>{\"Docu".into(),
         MalformedBody::Truncated => {

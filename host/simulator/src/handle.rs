@@ -22,6 +22,7 @@ const TICK: Duration = Duration::from_millis(50);
 pub struct SimulatorConfig {
     /// Where to listen; port 0 picks a free port (see [`SimulatorHandle::local_addr`]).
     pub listen: SocketAddr,
+    /// The scenario to play.
     pub scenario: Scenario,
     /// Scenario time runs this many times faster than wall time (finite, > 0).
     pub speed: f64,
@@ -30,13 +31,17 @@ pub struct SimulatorConfig {
 /// Why a simulator could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
+    /// `--speed` was not a finite number greater than 0.
     #[error(
         "--speed must be a number greater than 0 (e.g. 1 for real time, 30 for a demo), not {0}"
     )]
     InvalidSpeed(f64),
+    /// The listening socket could not be bound.
     #[error("the simulator could not listen on {addr}: {source}; pick another address or port 0")]
     Bind {
+        /// The address asked for.
         addr: SocketAddr,
+        /// Why binding failed.
         source: std::io::Error,
     },
 }
@@ -127,6 +132,7 @@ impl SimulatorHandle {
         format!("http://{}/vm/{vm}", self.local_addr)
     }
 
+    /// The scenario being played.
     pub fn scenario(&self) -> &Scenario {
         self.engine.scenario()
     }

@@ -1,23 +1,27 @@
 //! forewarn's built-in Azure IMDS Scheduled Events simulator: scenarios as data, a state
 //! machine in scenario time, injectable faults, and an axum server (`forewarn simulate`).
+//!
+//! Start one with [`spawn`] and a [`SimulatorConfig`]; read what it did with
+//! [`SimulatorHandle::snapshot`] or `GET /simulator/state` (a [`StateSnapshot`]: the
+//! document, approvals, requests, history and the faults it served).
 
 mod builtin;
 mod engine;
-pub mod faults;
+mod faults;
 mod handle;
 mod ids;
-pub mod scenario;
+mod scenario;
 mod server;
-pub mod snapshot;
-pub mod state;
-pub mod timeline;
+mod snapshot;
+mod state;
+mod timeline;
 
-pub use builtin::{
-    DEFAULT_SCENARIO, builtin_scenario, builtin_scenario_text, builtin_scenarios, load_scenario,
-};
+pub use builtin::{DEFAULT_SCENARIO, builtin_scenarios, load_scenario};
+pub use faults::{FaultKind, FaultMethod, FaultSpec, MalformedBody};
 pub use handle::{SimError, SimulatorConfig, SimulatorHandle, spawn};
 pub use ids::stable_event_id;
-pub use scenario::{Scenario, ScenarioError};
-pub use server::SUPPORTED_API_VERSIONS;
-pub use snapshot::{ApprovalRecord, HistoryRecord, RequestRecord, StateSnapshot, WireEvent};
-pub use state::{Simulation, Transition};
+pub use scenario::{EventSpec, InitialStatus, Reschedule, Scenario, ScenarioError, Source};
+pub use snapshot::{
+    ApprovalRecord, FaultRecord, HistoryRecord, RequestRecord, StateSnapshot, WireEvent,
+};
+pub use state::Transition;

@@ -13,7 +13,9 @@ use crate::ids::stable_event_id;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
+    /// The scenario's name, shown in `/simulator/state` and the simulator's log.
     pub name: String,
+    /// One line saying what the scenario shows (`forewarn simulate --list`).
     #[serde(default)]
     pub description: String,
     /// The VM names this simulator serves; the first answers unprefixed requests.
@@ -22,8 +24,10 @@ pub struct Scenario {
     /// `vmScaleSetName` in the compute metadata; empty for a standalone VM.
     #[serde(default)]
     pub vm_scale_set: String,
+    /// The events, in the order they were written.
     #[serde(default)]
     pub events: Vec<EventSpec>,
+    /// The faults injected into the scheduledevents endpoint.
     #[serde(default)]
     pub faults: Vec<FaultSpec>,
     /// Idle time after the last event disappeared before the scenario counts as finished.
@@ -42,11 +46,13 @@ pub struct EventSpec {
     /// `EventType`, passed through as written, so unknown types can be simulated.
     #[serde(rename = "type")]
     pub event_type: String,
+    /// Who started the maintenance (`EventSource`).
     #[serde(default)]
     pub source: Source,
     /// `Resources`; all of the scenario's VMs when absent.
     #[serde(default)]
     pub resources: Option<Vec<String>>,
+    /// When the event first appears in the document (scenario time).
     #[serde(with = "humantime_serde")]
     pub appear_at: Duration,
     /// NotBefore = appear_at + notice; the docs' minimum notice for the type when absent.
@@ -55,6 +61,7 @@ pub struct EventSpec {
     /// `DurationInSeconds`; -1 means unknown.
     #[serde(default = "unknown_duration")]
     pub duration_seconds: i64,
+    /// The `Description` IMDS shows.
     #[serde(default)]
     pub description: String,
     /// The status the event appears with: `Started` models a hardware failure.
@@ -76,11 +83,13 @@ pub struct EventSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Reschedule {
+    /// When the reschedule happens (scenario time).
     #[serde(with = "humantime_serde")]
     pub at: Duration,
     /// New NotBefore = at + notice.
     #[serde(default, with = "humantime_serde")]
     pub notice: Option<Duration>,
+    /// The VMs the event names from then on; unchanged when absent.
     #[serde(default)]
     pub resources: Option<Vec<String>>,
 }
@@ -88,50 +97,72 @@ pub struct Reschedule {
 /// `EventSource`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum Source {
+    /// The platform started it (`EventSource: Platform`).
     #[default]
     Platform,
+    /// A user started it (`EventSource: User`).
     User,
 }
 
 /// The status an event appears with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum InitialStatus {
+    /// Appears Scheduled, with a NotBefore.
     #[default]
     Scheduled,
+    /// Appears already Started (as a hardware failure does).
     Started,
 }
 
 /// Why a scenario could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
+    /// The name is neither a built-in scenario nor a readable file.
     #[error(
         "there is no built-in scenario called \"{name}\" and no file at that path; built-in scenarios: {builtins}"
     )]
-    NotFound { name: String, builtins: String },
+    NotFound {
+        /// The name or path asked for.
+        name: String,
+        /// The built-in scenarios, comma-separated.
+        builtins: String,
+    },
+    /// The scenario file could not be read.
     #[error("could not read scenario file {path}: {source}")]
     Read {
+        /// The path that could not be read.
         path: String,
+        /// Why it could not be read.
         source: std::io::Error,
     },
+    /// The scenario file is not valid TOML or JSON of a scenario.
     #[error("scenario {file}, line {line}, column {column}: {message}{snippet}")]
     Parse {
+        /// The scenario file.
         file: String,
+        /// The line of the problem (1-based).
         line: usize,
+        /// The column of the problem (1-based).
         column: usize,
+        /// What the parser said.
         message: String,
         /// The offending source line, so the key is visible; empty when unknown.
         snippet: String,
     },
+    /// The scenario parses but says something impossible.
     #[error("scenario {file}: {key}: {problem}")]
     Invalid {
+        /// The scenario file.
         file: String,
+        /// The key that is wrong.
         key: String,
+        /// What is wrong with it, worded for the author.
         problem: String,
     },
 }
 
 /// The "Started to Completed" guideline from the docs.
-pub const DEFAULT_RUNS_FOR: Duration = Duration::from_secs(10 * 60);
+pub(crate) const DEFAULT_RUNS_FOR: Duration = Duration::from_secs(10 * 60);
 
 fn default_vms() -> Vec<String> {
     vec!["vm-a".to_string()]
@@ -142,7 +173,7 @@ fn unknown_duration() -> i64 {
 }
 
 /// The docs' minimum notice for an event type (15 minutes for types it does not list).
-pub fn minimum_notice(event_type: &str) -> Duration {
+pub(crate) fn minimum_notice(event_type: &str) -> Duration {
     let minutes = |m: u64| Duration::from_secs(m * 60);
     match event_type.to_ascii_lowercase().as_str() {
         "redeploy" => minutes(10),
@@ -158,11 +189,13 @@ impl EventSpec {
         self.id.as_deref().unwrap_or_default()
     }
 
+    /// The notice before NotBefore: the scenario's, or the minimum for the event type.
     pub fn notice_or_default(&self) -> Duration {
         self.notice
             .unwrap_or_else(|| minimum_notice(&self.event_type))
     }
 
+    /// How long the event runs once started: the scenario's, or the default.
     pub fn runs_for_or_default(&self) -> Duration {
         self.runs_for.unwrap_or(DEFAULT_RUNS_FOR)
     }

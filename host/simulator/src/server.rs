@@ -16,7 +16,7 @@ use crate::engine::Engine;
 use crate::faults::{FaultMethod, FaultOutcome, malformed_text};
 
 /// The Scheduled Events api-versions the docs list; others get IMDS's 400.
-pub const SUPPORTED_API_VERSIONS: [&str; 7] = [
+pub(crate) const SUPPORTED_API_VERSIONS: [&str; 7] = [
     "2017-03-01",
     "2017-08-01",
     "2017-11-01",

@@ -5,39 +5,59 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
+use crate::faults::{FaultKind, MalformedBody};
 use crate::state::Transition;
 
 /// The simulator's whole visible state at one instant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StateSnapshot {
+    /// The scenario's name.
     pub scenario: String,
+    /// How many times faster than the wall scenario time runs.
     pub speed: f64,
+    /// Scenario time 0 on the wall clock, Unix milliseconds.
     pub started_at_unix_ms: u64,
+    /// Scenario time now, in milliseconds.
     pub now_scenario_ms: u64,
+    /// Whether every event has appeared and gone (plus the scenario's `end_after`).
     pub finished: bool,
     /// DocumentIncarnation as clients see it now.
     pub incarnation: u64,
     /// The events of the current document, exactly as rendered on the wire.
     pub events: Vec<WireEvent>,
+    /// Every EventId named in a POST (at most [`REQUEST_LOG_LIMIT`]), oldest first.
     pub approvals: Vec<ApprovalRecord>,
     /// The most recent requests (at most [`REQUEST_LOG_LIMIT`]), oldest first.
     pub requests: Vec<RequestRecord>,
+    /// Every change of every event, oldest first.
     pub history: Vec<HistoryRecord>,
+    /// Every fault the simulator actually served (at most [`REQUEST_LOG_LIMIT`]), oldest
+    /// first: proof that a scenario's fault happened, not only that it was configured.
+    #[serde(default)]
+    pub faults: Vec<FaultRecord>,
 }
 
 /// One event as the 2020-07-01 JSON has it (field names as on the wire).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct WireEvent {
+    /// `EventId`.
     pub event_id: String,
+    /// `EventType`, e.g. `Reboot`.
     pub event_type: String,
+    /// `ResourceType`, `VirtualMachine`.
     pub resource_type: String,
+    /// `Resources`: the VMs the event affects.
     pub resources: Vec<String>,
+    /// `EventStatus`: `Scheduled` or `Started`.
     pub event_status: String,
     /// RFC 1123, or "" once Started.
     pub not_before: String,
+    /// `Description`.
     pub description: String,
+    /// `EventSource`: `Platform` or `User`.
     pub event_source: String,
+    /// `DurationInSeconds` (-1 when unknown).
     pub duration_in_seconds: i64,
 }
 
@@ -51,10 +71,13 @@ pub(crate) struct WireDocument {
 /// One EventId named in an accepted or rejected POST.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApprovalRecord {
+    /// The EventId as the POST named it.
     pub event_id: String,
     /// The VM whose URL the POST came to (the default VM for unprefixed URLs).
     pub vm: String,
+    /// When the POST arrived, Unix milliseconds.
     pub at_unix_ms: u64,
+    /// When the POST arrived, in scenario time.
     pub at_scenario_ms: u64,
     /// Whether the POST was answered 200 (the id named a current event).
     pub accepted: bool,
@@ -63,48 +86,80 @@ pub struct ApprovalRecord {
 /// One HTTP request to the IMDS endpoints (not the /simulator ones).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestRecord {
+    /// `GET` or `POST`.
     pub method: String,
+    /// The URL path, e.g. `/metadata/scheduledevents`.
     pub path: String,
+    /// The VM the URL names (the default VM when unprefixed; "" when unknown).
     pub vm: String,
+    /// The status answered.
     pub status: u16,
+    /// When the request arrived (before any injected delay), Unix milliseconds.
     pub at_unix_ms: u64,
+}
+
+/// One fault served: which kind, to which request, and what it did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultRecord {
+    /// The kind of fault, as the scenario names it.
+    pub kind: FaultKind,
+    /// The request's method, `GET` or `POST`.
+    pub method: String,
+    /// The VM whose URL the request came to.
+    pub vm: String,
+    /// When the request arrived (before any injected delay), Unix milliseconds.
+    pub at_unix_ms: u64,
+    /// When the request arrived, in scenario time.
+    pub at_scenario_ms: u64,
+    /// `status`: the status answered.
+    pub status: Option<u16>,
+    /// `delay` and `slow-first-call`: how long the answer was held, in wall milliseconds.
+    pub delay_ms: Option<u64>,
+    /// `malformed`: what was served instead of the document.
+    pub body: Option<MalformedBody>,
+    /// `incarnation-reset`: the DocumentIncarnation of the first document served after it.
+    pub incarnation: Option<u64>,
 }
 
 /// One change of one event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HistoryRecord {
+    /// The event that changed.
     pub event_id: String,
+    /// How it changed.
     pub transition: Transition,
+    /// When, in scenario time.
     pub at_scenario_ms: u64,
+    /// When, on the wall clock, Unix milliseconds.
     pub at_unix_ms: u64,
 }
 
 /// How many requests the simulator remembers.
-pub const REQUEST_LOG_LIMIT: usize = 10_000;
+pub(crate) const REQUEST_LOG_LIMIT: usize = 10_000;
 
 /// A log that forgets its oldest entries beyond a limit.
 #[derive(Debug, Clone)]
-pub struct BoundedLog<T> {
+pub(crate) struct BoundedLog<T> {
     entries: VecDeque<T>,
     limit: usize,
 }
 
 impl<T: Clone> BoundedLog<T> {
-    pub fn new(limit: usize) -> BoundedLog<T> {
+    pub(crate) fn new(limit: usize) -> BoundedLog<T> {
         BoundedLog {
             entries: VecDeque::new(),
             limit,
         }
     }
 
-    pub fn push(&mut self, entry: T) {
+    pub(crate) fn push(&mut self, entry: T) {
         if self.entries.len() == self.limit {
             self.entries.pop_front();
         }
         self.entries.push_back(entry);
     }
 
-    pub fn to_vec(&self) -> Vec<T> {
+    pub(crate) fn to_vec(&self) -> Vec<T> {
         self.entries.iter().cloned().collect()
     }
 }
@@ -115,6 +170,14 @@ impl StateSnapshot {
         self.events
             .iter()
             .find(|event| event.event_id.eq_ignore_ascii_case(event_id))
+    }
+
+    /// The faults of one kind the simulator served, oldest first.
+    pub fn faults_of(&self, kind: FaultKind) -> Vec<&FaultRecord> {
+        self.faults
+            .iter()
+            .filter(|fault| fault.kind == kind)
+            .collect()
     }
 
     /// The history of one event, oldest first.

@@ -12,7 +12,7 @@ use crate::timeline::Timeline;
 
 /// Where one event is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
+pub(crate) enum Phase {
     /// Not yet in the document.
     Pending,
     Scheduled {
@@ -31,8 +31,11 @@ pub enum Phase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Transition {
+    /// The event entered the document.
     Appeared,
+    /// The event started (approved, or NotBefore passed).
     Started,
+    /// The event's NotBefore moved.
     Rescheduled,
     /// Disappeared after it had started.
     Removed,
@@ -42,7 +45,7 @@ pub enum Transition {
 
 /// One history entry, in scenario time.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Change {
+pub(crate) struct Change {
     pub event_id: String,
     pub transition: Transition,
     pub at: Duration,
@@ -50,7 +53,7 @@ pub struct Change {
 
 /// What an approval did to one event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ApprovalEffect {
+pub(crate) enum ApprovalEffect {
     /// The event was Scheduled and is now Started.
     StartedNow,
     /// The event had already started; nothing changed (still a 200, as at IMDS).
@@ -60,7 +63,7 @@ pub enum ApprovalEffect {
 /// An approval named an event that is not in the current document.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("EventId \"{0}\" is not in the current document")]
-pub struct UnknownEvent(pub String);
+pub(crate) struct UnknownEvent(pub String);
 
 #[derive(Debug, Clone)]
 struct EventState {
@@ -82,7 +85,7 @@ enum Step {
 
 /// The whole simulated IMDS state. Time only moves forward, through [`Simulation::advance`].
 #[derive(Debug, Clone)]
-pub struct Simulation {
+pub(crate) struct Simulation {
     events: Vec<EventState>,
     incarnation: u64,
     pending_resets: Vec<Duration>,
@@ -93,7 +96,7 @@ pub struct Simulation {
 
 impl Simulation {
     /// A simulation at scenario time 0: no events yet, DocumentIncarnation 1.
-    pub fn new(scenario: &Scenario) -> Simulation {
+    pub(crate) fn new(scenario: &Scenario) -> Simulation {
         let events = scenario
             .events
             .iter()
@@ -117,26 +120,27 @@ impl Simulation {
         }
     }
 
-    pub fn now(&self) -> Duration {
+    pub(crate) fn now(&self) -> Duration {
         self.now
     }
 
-    pub fn incarnation(&self) -> u64 {
+    pub(crate) fn incarnation(&self) -> u64 {
         self.incarnation
     }
 
-    pub fn history(&self) -> &[Change] {
+    pub(crate) fn history(&self) -> &[Change] {
         &self.history
     }
 
     /// The phase of the event with this id, if the scenario has it.
-    pub fn phase_of(&self, event_id: &str) -> Option<Phase> {
+    #[cfg(test)]
+    pub(crate) fn phase_of(&self, event_id: &str) -> Option<Phase> {
         self.find(event_id).map(|event| event.phase)
     }
 
     /// Applies every change due up to `now`, in time order. Changes due at the same
     /// instant make one new incarnation. A `now` in the past is ignored.
-    pub fn advance(&mut self, now: Duration) {
+    pub(crate) fn advance(&mut self, now: Duration) {
         while let Some(due) = self.next_due().filter(|due| *due <= now) {
             self.apply_due_at(due);
         }
@@ -145,7 +149,7 @@ impl Simulation {
 
     /// Approves the named events at `now` (advancing first). All ids must be in the
     /// current document, or nothing happens.
-    pub fn approve(
+    pub(crate) fn approve(
         &mut self,
         now: Duration,
         event_ids: &[String],
@@ -167,7 +171,7 @@ impl Simulation {
 
     /// When every event has appeared and disappeared, plus `end_after`, the instant the
     /// scenario finishes; None while an event is still to come or in the document.
-    pub fn finishes_at(&self) -> Option<Duration> {
+    pub(crate) fn finishes_at(&self) -> Option<Duration> {
         let mut last_gone = Duration::ZERO;
         for event in &self.events {
             let Phase::Gone { at } = event.phase else {
@@ -178,12 +182,12 @@ impl Simulation {
         Some(last_gone + self.end_after)
     }
 
-    pub fn is_finished(&self) -> bool {
+    pub(crate) fn is_finished(&self) -> bool {
         self.finishes_at().is_some_and(|at| self.now >= at)
     }
 
     /// The current document, with NotBefore as real wall-clock instants.
-    pub fn document(&self, timeline: &Timeline) -> Document {
+    pub(crate) fn document(&self, timeline: &Timeline) -> Document {
         let events = self
             .events
             .iter()

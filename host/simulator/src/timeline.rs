@@ -5,7 +5,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Maps scenario time (from the simulator's start) to wall time and back.
 #[derive(Debug, Clone, Copy)]
-pub struct Timeline {
+pub(crate) struct Timeline {
     started_wall: SystemTime,
     started_mono: Instant,
     speed: f64,
@@ -13,12 +13,12 @@ pub struct Timeline {
 
 impl Timeline {
     /// A timeline starting now. `speed` must be finite and > 0 (checked by the caller).
-    pub fn start_now(speed: f64) -> Timeline {
+    pub(crate) fn start_now(speed: f64) -> Timeline {
         Timeline::starting_at(SystemTime::now(), speed)
     }
 
     /// A timeline whose scenario time 0 is `started_wall` (for tests).
-    pub fn starting_at(started_wall: SystemTime, speed: f64) -> Timeline {
+    pub(crate) fn starting_at(started_wall: SystemTime, speed: f64) -> Timeline {
         Timeline {
             started_wall,
             started_mono: Instant::now(),
@@ -26,37 +26,32 @@ impl Timeline {
         }
     }
 
-    pub fn speed(&self) -> f64 {
+    pub(crate) fn speed(&self) -> f64 {
         self.speed
     }
 
     /// Scenario time elapsed since the start, by the monotonic clock.
-    pub fn scenario_now(&self) -> Duration {
+    pub(crate) fn scenario_now(&self) -> Duration {
         self.started_mono.elapsed().mul_f64(self.speed)
     }
 
     /// The wall-clock instant of a scenario instant.
-    pub fn wall_at(&self, scenario: Duration) -> SystemTime {
+    pub(crate) fn wall_at(&self, scenario: Duration) -> SystemTime {
         self.started_wall + scenario.div_f64(self.speed)
     }
 
     /// The wall-clock instant of a scenario instant, in Unix milliseconds.
-    pub fn unix_ms_at(&self, scenario: Duration) -> u64 {
+    pub(crate) fn unix_ms_at(&self, scenario: Duration) -> u64 {
         unix_ms(self.wall_at(scenario))
     }
 
-    pub fn started_unix_ms(&self) -> u64 {
+    pub(crate) fn started_unix_ms(&self) -> u64 {
         unix_ms(self.started_wall)
-    }
-
-    /// Wall time that passes while `scenario` time passes.
-    pub fn wall_span(&self, scenario: Duration) -> Duration {
-        scenario.div_f64(self.speed)
     }
 }
 
 /// Milliseconds since the Unix epoch (0 for instants before it).
-pub fn unix_ms(at: SystemTime) -> u64 {
+pub(crate) fn unix_ms(at: SystemTime) -> u64 {
     let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
     u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
 }

@@ -3,7 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use forewarn_simulator::{Scenario, SimulatorConfig, SimulatorHandle, StateSnapshot, Transition};
+use forewarn_simulator::{
+    FaultKind, MalformedBody, Scenario, SimulatorConfig, SimulatorHandle, StateSnapshot, Transition,
+};
 use reqwest::StatusCode;
 
 const API: &str = "api-version=2020-07-01";
@@ -336,6 +338,11 @@ body = "truncated"
     let text = response.text().await.unwrap();
     assert!(text.starts_with("{\"DocumentIncarnation\""), "{text}");
     assert!(forewarn_imds::parse_document(&text).is_err(), "{text}");
+    let state = sim.snapshot();
+    let served = state.faults_of(FaultKind::Malformed);
+    assert_eq!(served.len(), 1, "{:?}", state.faults);
+    assert_eq!(served[0].body, Some(MalformedBody::Truncated));
+    assert_eq!(served[0].method, "GET");
     sim.shutdown().await;
 }
 
@@ -351,6 +358,38 @@ delay = "300ms"
         let response = get_events(&sim.base_url()).await;
         assert_eq!(response.status(), StatusCode::OK);
     }
+    let state = sim.snapshot();
+    let served = state.faults_of(FaultKind::SlowFirstCall);
+    assert_eq!(
+        served.len(),
+        1,
+        "only the first call is slow: {:?}",
+        state.faults
+    );
+    assert_eq!(served[0].delay_ms, Some(300));
+    assert_eq!(served[0].vm, "vm-a");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_incarnation_reset_is_recorded_once_a_document_shows_it() {
+    let faults = r#"
+[[faults]]
+kind = "incarnation-reset"
+at = "1s"
+"#;
+    let sim = start(scenario(faults), 2.0).await;
+    assert_eq!(get_events(&sim.base_url()).await.status(), StatusCode::OK);
+    assert!(sim.snapshot().faults.is_empty(), "no reset before `at`");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    for _ in 0..2 {
+        assert_eq!(get_events(&sim.base_url()).await.status(), StatusCode::OK);
+    }
+    let state = sim.snapshot();
+    let served = state.faults_of(FaultKind::IncarnationReset);
+    assert_eq!(served.len(), 1, "{:?}", state.faults);
+    assert_eq!(served[0].incarnation, Some(state.incarnation));
+    assert!(served[0].at_scenario_ms >= 1_000, "{:?}", served[0]);
     sim.shutdown().await;
 }
 

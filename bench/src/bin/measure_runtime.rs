@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use forewarn_runtime::wit::latest::Phase;
 use forewarn_runtime::{CallFailure, HostServices, Plugin, PluginSettings, Runtime, RuntimeConfig};
-use forewarn_tests::fixtures::{sample_context, sample_event};
-use forewarn_tests::guests::{NOOP, PROBE};
+use forewarn_test_support::fixtures::{sample_context, sample_event};
+use forewarn_test_support::guests::{NOOP, PROBE};
 
 const COLD_COMPILES: usize = 5;
 const CACHED_LOADS: usize = 20;

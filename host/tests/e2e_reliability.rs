@@ -7,89 +7,36 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use forewarn_simulator::{StateSnapshot, Transition, stable_event_id};
-use forewarn_tests::guests;
-use forewarn_tests::support::{
-    Daemon, DaemonConfig, PluginDecision, ProbePlugin, Simulator, max_requests_per_second,
-    summarize_state, wait_for, write_plugin_dir,
+use forewarn_host::log_messages::{EVENT_TRANSITION, JOURNAL_QUARANTINED};
+use forewarn_simulator::{FaultKind, StateSnapshot, Transition, stable_event_id};
+use forewarn_test_support::forewarn_binary;
+use forewarn_test_support::harness::{
+    Daemon, PluginDecision, ProbePlugin, Setup, TestEnv, accepted_approvals, assert_polite,
+    now_unix_ms, same_id, summarize_state, transition_at,
 };
-use tempfile::TempDir;
 
-const BINARY: &str = env!("CARGO_BIN_EXE_forewarn");
-
-/// A temp dir with a plugin directory, a config, a state dir, and the simulator.
-struct Setup {
-    dir: TempDir,
-    simulator: Simulator,
-    config: PathBuf,
-}
-
-impl Setup {
-    /// Writes `scenario_text` to a file, starts the simulator on it at `speed`, writes
-    /// `plugins` and a config polling every `poll_interval` with `policy` lines.
-    fn new(
-        scenario_text: &str,
-        speed: f64,
-        plugins: &[ProbePlugin],
-        poll_interval: &str,
-        policy: &[&str],
-    ) -> Setup {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let scenario = dir.path().join("scenario.toml");
-        std::fs::write(&scenario, scenario_text).expect("write the scenario");
-        let simulator = Simulator::start(Path::new(BINARY), &scenario.to_string_lossy(), speed);
-        let plugin_dir = dir.path().join("plugins");
-        write_plugin_dir(&plugin_dir, Path::new(guests::PROBE), plugins);
-        let config = dir.path().join("forewarn.toml");
-        DaemonConfig {
-            vm_name: "vm-a".into(),
-            state_dir: dir.path().join("state"),
-            plugin_dir,
-            imds_url: simulator.base_url.clone(),
-            poll_interval: poll_interval.into(),
-            policy: policy.iter().map(|line| (*line).to_owned()).collect(),
-        }
-        .write(&config);
-        Setup {
-            dir,
-            simulator,
-            config,
-        }
-    }
-
-    fn start_daemon(&self) -> Daemon {
-        Daemon::start(Path::new(BINARY), &self.config)
-    }
-
-    /// Waits for the scenario's end; panics at once if `daemon` exits on the way.
-    fn wait_finished(&self, daemon: &mut Daemon, timeout: Duration) -> StateSnapshot {
-        wait_for(timeout, "the scenario to finish", || {
-            if daemon.has_exited() {
-                panic!("the daemon exited: {}", daemon.describe_for_failure());
-            }
-            let state = self.simulator.state();
-            if state.finished {
-                Ok(state)
-            } else {
-                Err(summarize_state(&state))
-            }
-        })
-    }
-}
-
-fn same_id(left: &str, right: &str) -> bool {
-    left.eq_ignore_ascii_case(right)
+/// A temp dir with the scenario `scenario_text` played at `speed`, `plugins`, and a config
+/// for vm-a polling every `poll_interval` with `policy` lines; the daemon not yet started.
+fn new_setup(
+    scenario_text: &str,
+    speed: f64,
+    plugins: &[ProbePlugin],
+    poll_interval: &str,
+    policy: &[&str],
+) -> Setup {
+    TestEnv::builder(forewarn_binary!())
+        .scenario_text(scenario_text)
+        .speed(speed)
+        .plugins(plugins)
+        .poll_interval(poll_interval)
+        .policy(policy)
+        .prepare()
 }
 
 fn accepted_approvals_of(state: &StateSnapshot, id: &str) -> usize {
-    state
-        .approvals
-        .iter()
-        .filter(|record| record.accepted && same_id(&record.event_id, id))
-        .count()
+    accepted_approvals(state, id).len()
 }
 
 /// Every EventId with an accepted approval, upper-cased, with how many times.
@@ -103,14 +50,6 @@ fn accepted_approval_counts(state: &StateSnapshot) -> BTreeMap<String, usize> {
     counts
 }
 
-fn transition_at(state: &StateSnapshot, id: &str, transition: Transition) -> Option<u64> {
-    state
-        .history
-        .iter()
-        .find(|record| same_id(&record.event_id, id) && record.transition == transition)
-        .map(|record| record.at_scenario_ms)
-}
-
 fn decisions_of<'a>(
     decisions: &'a [PluginDecision],
     id: &str,
@@ -120,26 +59,6 @@ fn decisions_of<'a>(
         .iter()
         .filter(|decision| same_id(&decision.event_id, id) && decision.plugin == plugin)
         .collect()
-}
-
-fn assert_polite(state: &StateSnapshot) {
-    let instants: Vec<u64> = state
-        .requests
-        .iter()
-        .map(|request| request.at_unix_ms)
-        .collect();
-    let most = max_requests_per_second(&instants);
-    assert!(
-        most <= 5,
-        "{most} requests arrived within one second at the simulator (IMDS allows 5)"
-    );
-}
-
-fn unix_ms_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|since| since.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 // ---- hostile plugins ------------------------------------------------------------------
@@ -168,7 +87,7 @@ const HOSTILE_MARGIN_MS: u64 = 2_000;
 /// The hostile scenario with `plugins`, polled every 300 ms, with the hostile safety margin.
 fn hostile_setup(plugins: &[ProbePlugin]) -> Setup {
     let margin = format!("safety-margin-ms = {HOSTILE_MARGIN_MS}");
-    Setup::new(
+    new_setup(
         HOSTILE_SCENARIO,
         HOSTILE_SPEED,
         plugins,
@@ -339,17 +258,6 @@ const HEALTHZ_MAX: Duration = Duration::from_millis(1000);
 /// Longest gap between two IMDS polls (every 300 ms) while plugins hammer their state.
 const POLL_GAP_MAX_MS: u64 = 1500;
 
-/// The admin endpoint's `host:port`, from the daemon's "admin endpoint listening" line.
-fn admin_address(daemon: &Daemon) -> String {
-    wait_for(Duration::from_secs(30), "the admin endpoint", || {
-        daemon
-            .lines_with_message("admin endpoint listening")
-            .first()
-            .map(|line| line.text("address").to_owned())
-            .ok_or_else(|| daemon.describe_for_failure())
-    })
-}
-
 #[test]
 fn plugins_looping_state_set_leave_polling_healthz_and_a_good_plugin_unaffected() {
     let plugins = [
@@ -366,7 +274,7 @@ fn plugins_looping_state_set_leave_polling_healthz_and_a_good_plugin_unaffected(
     ];
     let setup = hostile_setup(&plugins);
     let mut daemon = setup.start_daemon();
-    let admin = admin_address(&daemon);
+    let admin = daemon.admin_address(Duration::from_secs(30));
     let freeze = stable_event_id("hostile", 1);
     let reboot = stable_event_id("hostile", 0);
 
@@ -377,7 +285,7 @@ fn plugins_looping_state_set_leave_polling_healthz_and_a_good_plugin_unaffected(
     let state = loop {
         assert!(!daemon.has_exited(), "{}", daemon.describe_for_failure());
         let asked = Instant::now();
-        let healthz = forewarn_tests::support::http_get(&admin, "/healthz");
+        let healthz = forewarn_test_support::harness::http_get(&admin, "/healthz");
         slowest = slowest.max(asked.elapsed());
         assert!(healthz.is_ok(), "/healthz failed: {healthz:?}");
         let state = setup.simulator.state();
@@ -530,7 +438,7 @@ fn long_mixed_run_through_imds_faults_misses_nothing_and_approves_once() {
             .config("attempts", "2")
             .config("retry-ms", "300"),
     ];
-    let setup = Setup::new(
+    let setup = new_setup(
         &mixed_scenario(),
         MIXED_SPEED,
         &plugins,
@@ -614,6 +522,24 @@ fn long_mixed_run_through_imds_faults_misses_nothing_and_approves_once() {
             "no request was answered {status}: the fault windows were missed; {fault_statuses:?}"
         );
     }
+    // Every kind of fault the scenario configures was served at least once.
+    let served: BTreeSet<String> = state
+        .faults
+        .iter()
+        .map(|fault| format!("{:?}", fault.kind))
+        .collect();
+    for kind in [
+        FaultKind::Status,
+        FaultKind::Delay,
+        FaultKind::Malformed,
+        FaultKind::IncarnationReset,
+        FaultKind::SlowFirstCall,
+    ] {
+        assert!(
+            !state.faults_of(kind).is_empty(),
+            "the simulator never served a {kind:?} fault; served: {served:?}"
+        );
+    }
     eprintln!(
         "mixed run: {MIXED_EVENTS} events, {gets} GETs, {} requests, statuses seen {fault_statuses:?}",
         state.requests.len()
@@ -672,7 +598,7 @@ fn crash_seed() -> u64 {
     {
         return seed;
     }
-    unix_ms_now() | 1
+    now_unix_ms() | 1
 }
 
 /// Waits until the simulator has answered a request made after `since_unix_ms`: the daemon
@@ -708,35 +634,45 @@ fn sigkill_at_random_points_changes_no_approval() {
     eprintln!("crash-safety seed: {seed} (replay with FOREWARN_CRASH_SEED={seed})");
     let mut rng = Rng(seed);
     let scenario = crash_scenario();
-    let clean = Setup::new(&scenario, CRASH_SPEED, &crash_plugins(), "250ms", &[]);
+    let clean = new_setup(&scenario, CRASH_SPEED, &crash_plugins(), "250ms", &[]);
     let mut clean_daemon = clean.start_daemon();
-    let crashed = Setup::new(&scenario, CRASH_SPEED, &crash_plugins(), "250ms", &[]);
+    let crashed = new_setup(&scenario, CRASH_SPEED, &crash_plugins(), "250ms", &[]);
 
     let mut killed: Vec<Daemon> = Vec::new();
     let mut daemon = crashed.start_daemon();
     let mut kills = 0;
     while kills < MAX_KILLS && !crashed.simulator.state().finished {
-        wait_for_a_poll_since(&crashed, &mut daemon, unix_ms_now());
+        wait_for_a_poll_since(&crashed, &mut daemon, now_unix_ms());
         std::thread::sleep(Duration::from_millis(rng.millis_between(100, 1_800)));
         daemon.kill();
         kills += 1;
         killed.push(daemon);
         daemon = crashed.start_daemon();
     }
-    wait_for_a_poll_since(&crashed, &mut daemon, unix_ms_now());
+    wait_for_a_poll_since(&crashed, &mut daemon, now_unix_ms());
     let crashed_state = crashed.wait_finished(&mut daemon, Duration::from_secs(90));
     let clean_state = clean.wait_finished(&mut clean_daemon, Duration::from_secs(30));
 
-    let quarantined: Vec<String> = killed
+    let daemons: Vec<&Daemon> = killed.iter().chain(std::iter::once(&daemon)).collect();
+    let quarantined: Vec<String> = daemons
         .iter()
-        .chain(std::iter::once(&daemon))
-        .flat_map(|daemon| daemon.lines())
-        .filter(|line| line.message().contains("journal was unreadable"))
+        .flat_map(|daemon| daemon.lines_with_message(JOURNAL_QUARANTINED))
         .map(|line| line.fields.to_string())
         .collect();
     assert!(
         quarantined.is_empty(),
         "a journal was unreadable after a SIGKILL (seed {seed}): {quarantined:?}"
+    );
+    // The check above reads the same structured log as this: the daemons' lines were
+    // captured and parsed, so a quarantine line would have been seen.
+    let transitions = daemons
+        .iter()
+        .map(|daemon| daemon.lines_with_message(EVENT_TRANSITION).len())
+        .sum::<usize>();
+    assert!(
+        transitions > 0,
+        "no event transition in the logs of {} daemons (seed {seed})",
+        daemons.len()
     );
     let clean_counts = accepted_approval_counts(&clean_state);
     let crashed_counts = accepted_approval_counts(&crashed_state);

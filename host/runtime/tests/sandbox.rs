@@ -16,7 +16,7 @@ use forewarn_runtime::{
     LOG_LINE_MAX_BYTES, LOG_LINES_PER_CALL, LoadError, MemoryStateStore, PLUGIN_LOG_TARGET, Plugin,
     PluginSettings, REASON_MAX_BYTES, Readiness, Runtime, RuntimeConfig, STATE_WRITES_PER_CALL,
 };
-use forewarn_tests::guests::{NOOP, OTHER_WORLD, PROBE};
+use forewarn_test_support::guests::{NOOP, OTHER_WORLD, PROBE};
 use serde_json::{Value, json};
 use tracing::instrument::WithSubscriber;
 

@@ -23,8 +23,8 @@ use forewarn_runtime::{
     CallContext, CallFailure, CallOutcome, HostServices, PluginSettings, Runtime, RuntimeConfig,
 };
 use forewarn_simulator::{Scenario, SimulatorConfig, SimulatorHandle};
-use forewarn_tests::fixtures::{sample_context, sample_event};
-use forewarn_tests::guests::NOOP;
+use forewarn_test_support::fixtures::{sample_context, sample_event};
+use forewarn_test_support::guests::NOOP;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 

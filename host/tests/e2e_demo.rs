@@ -5,11 +5,11 @@ use std::process::Command;
 
 use serde_json::Value;
 
-const FOREWARN: &str = env!("CARGO_BIN_EXE_forewarn");
+use forewarn_test_support::forewarn_binary;
 
 /// Runs `forewarn demo` with `args`; its stdout and stderr, after checking it exited 0.
 fn demo(args: &[&str]) -> (String, String) {
-    let output = Command::new(FOREWARN)
+    let output = Command::new(forewarn_binary!())
         .arg("demo")
         .args(args)
         .env_remove("FOREWARN_LOG")

@@ -1,9 +1,19 @@
-//! Helpers for end-to-end tests that run the real `forewarn` binary: the simulator, plugin
-//! directories, daemon configs, the daemon with its JSON log read live, and polling waits.
+//! The one harness of forewarn's end-to-end tests, which run the real `forewarn` binary.
 //!
-//! The binary's path comes from the caller (`env!("CARGO_BIN_EXE_forewarn")` exists only in
-//! the host's integration tests). Every child process is killed when its guard is dropped,
-//! so a failing test leaks nothing.
+//! Shaped as builder → config → running instance:
+//! - [`Simulator::builder`]: a `forewarn simulate` with a scenario (built-in name, file, or
+//!   TOML text), a speed and faults;
+//! - [`TestEnv::builder`]: a simulator, a probe plugin directory, a daemon config (policy,
+//!   poll interval) in a temp dir; [`TestEnvBuilder::prepare`] writes everything
+//!   ([`Setup`]), [`TestEnvBuilder::start`] also starts the daemon ([`TestEnv`]);
+//! - [`Daemon`]: `forewarn run` with its JSON log read live; the oracles match the log's
+//!   `message` field for equality with [`forewarn_host::log_messages`] constants;
+//! - checks shared by every file: [`same_id`], [`transition_at`], [`accepted_approvals`],
+//!   [`assert_polite`], [`now_unix_ms`], [`wait_for`].
+//!
+//! The binary's path comes from the caller, once per test file: [`forewarn_binary!`](crate::forewarn_binary)
+//! (`env!("CARGO_BIN_EXE_forewarn")` exists only in the host's integration tests). Every
+//! child process is killed when its guard is dropped, so a failing test leaks nothing.
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -12,9 +22,78 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use forewarn_simulator::StateSnapshot;
+use forewarn_host::log_messages::{
+    ADMIN_LISTENING, EVENT_TRANSITION, PLUGIN_CALL_FAILED, PLUGIN_DECISION,
+};
+use forewarn_simulator::{ApprovalRecord, StateSnapshot, Transition};
+use tempfile::TempDir;
+
+/// The path of the `forewarn` binary cargo built for the calling integration test
+/// (`CARGO_BIN_EXE_forewarn`, as a `&'static Path`).
+#[macro_export]
+macro_rules! forewarn_binary {
+    () => {
+        ::std::path::Path::new(env!("CARGO_BIN_EXE_forewarn"))
+    };
+}
+
+/// Now, in Unix milliseconds (the unit of every timestamp the simulator and the log carry).
+pub fn now_unix_ms() -> u64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A free loopback `127.0.0.1:PORT` (bound, then released), for a server whose address must
+/// be known before it starts (etcd's ports, an admin endpoint that keeps its address across
+/// a restart).
+pub fn free_loopback_address() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    listener.local_addr().expect("its address").to_string()
+}
+
+/// Whether two EventIds are the same (IMDS ids compare case-insensitively).
+pub fn same_id(left: &str, right: &str) -> bool {
+    left.eq_ignore_ascii_case(right)
+}
+
+/// When `transition` of `event_id` first happened at the simulator, in scenario ms.
+pub fn transition_at(state: &StateSnapshot, event_id: &str, transition: Transition) -> Option<u64> {
+    state
+        .history
+        .iter()
+        .find(|record| same_id(&record.event_id, event_id) && record.transition == transition)
+        .map(|record| record.at_scenario_ms)
+}
+
+/// The accepted approvals of `event_id` at the simulator, oldest first.
+pub fn accepted_approvals<'a>(state: &'a StateSnapshot, event_id: &str) -> Vec<&'a ApprovalRecord> {
+    state
+        .approvals
+        .iter()
+        .filter(|approval| approval.accepted && same_id(&approval.event_id, event_id))
+        .collect()
+}
+
+/// No sliding one-second window at the simulator holds more than 5 requests (IMDS's limit).
+/// The simulator stamps each request when it arrives, before any injected delay, which is
+/// how IMDS counts them.
+pub fn assert_polite(state: &StateSnapshot) {
+    let instants: Vec<u64> = state
+        .requests
+        .iter()
+        .map(|request| request.at_unix_ms)
+        .collect();
+    let most = max_requests_per_second(&instants);
+    assert!(
+        most <= 5,
+        "{most} requests arrived within one second at the simulator (IMDS allows 5): {}",
+        summarize_state(state)
+    );
+}
 
 /// How often [`wait_for`] looks again.
 pub const POLL_EVERY: Duration = Duration::from_millis(50);
@@ -96,13 +175,95 @@ pub struct Simulator {
     process: ChildGuard,
     /// `http://127.0.0.1:PORT`, the IMDS base URL for the first VM.
     pub base_url: String,
+    /// Holds the scenario file written from text, for as long as the simulator runs.
+    _scenario_dir: Option<TempDir>,
+}
+
+/// What a [`SimulatorBuilder`] plays.
+#[derive(Debug, Clone)]
+enum ScenarioSource {
+    /// A built-in scenario's name, or a scenario file's path.
+    Named(String),
+    /// A scenario's TOML text.
+    Text(String),
+}
+
+/// Configures a [`Simulator`]: scenario, speed, faults. Made by [`Simulator::builder`].
+#[derive(Debug, Clone)]
+pub struct SimulatorBuilder {
+    binary: PathBuf,
+    scenario: ScenarioSource,
+    speed: f64,
+    faults: Vec<String>,
+}
+
+impl SimulatorBuilder {
+    /// Plays a built-in scenario (by name) or a scenario file (by path).
+    pub fn scenario(mut self, name_or_path: &str) -> SimulatorBuilder {
+        self.scenario = ScenarioSource::Named(name_or_path.to_owned());
+        self
+    }
+
+    /// Plays a scenario given as TOML text (written to a temp file the simulator keeps).
+    pub fn scenario_text(mut self, toml: &str) -> SimulatorBuilder {
+        self.scenario = ScenarioSource::Text(toml.to_owned());
+        self
+    }
+
+    /// Scenario time runs `speed` times faster than the wall clock (default 1).
+    pub fn speed(mut self, speed: f64) -> SimulatorBuilder {
+        self.speed = speed;
+        self
+    }
+
+    /// Adds a `[[faults]]` table with these TOML lines, e.g. `kind = "status"\nstatus = 429`
+    /// (for a scenario given as text).
+    pub fn fault(mut self, table: &str) -> SimulatorBuilder {
+        self.faults.push(table.to_owned());
+        self
+    }
+
+    /// Starts `forewarn simulate --listen 127.0.0.1:0 --stay` with the scenario and speed.
+    pub fn start(self) -> Simulator {
+        let (scenario, dir) = match self.scenario {
+            ScenarioSource::Named(name) => {
+                assert!(
+                    self.faults.is_empty(),
+                    "faults are added to a scenario given as text, not to {name}"
+                );
+                (name, None)
+            }
+            ScenarioSource::Text(mut text) => {
+                for fault in &self.faults {
+                    let _ = write!(text, "\n[[faults]]\n{fault}\n");
+                }
+                let dir = tempfile::tempdir().expect("a temp dir for the scenario");
+                let path = dir.path().join("scenario.toml");
+                std::fs::write(&path, text).expect("write the scenario");
+                (path.to_string_lossy().into_owned(), Some(dir))
+            }
+        };
+        let mut simulator = Simulator::spawn(&self.binary, &scenario, self.speed);
+        simulator._scenario_dir = dir;
+        simulator
+    }
 }
 
 impl Simulator {
+    /// A builder for a simulator run by `binary` (see [`forewarn_binary!`](crate::forewarn_binary)): the default
+    /// built-in scenario at speed 1, no faults added.
+    pub fn builder(binary: &Path) -> SimulatorBuilder {
+        SimulatorBuilder {
+            binary: binary.to_owned(),
+            scenario: ScenarioSource::Named(forewarn_simulator::DEFAULT_SCENARIO.to_owned()),
+            speed: 1.0,
+            faults: Vec::new(),
+        }
+    }
+
     /// Starts `forewarn simulate --listen 127.0.0.1:0 --scenario SCENARIO --speed SPEED
-    /// --stay` and reads the address from its first stdout line. `scenario` is a built-in
-    /// name or a file path.
-    pub fn start(binary: &Path, scenario: &str, speed: f64) -> Simulator {
+    /// --stay` and reads the address from its first stdout line.
+    fn spawn(binary: &Path, scenario: &str, speed: f64) -> Simulator {
         let mut child = Command::new(binary)
             .args(["simulate", "--listen", "127.0.0.1:0", "--stay"])
             .args(["--scenario", scenario, "--speed", &speed.to_string()])
@@ -120,7 +281,11 @@ impl Simulator {
         let base_url = parse_simulator_url(&first_line).unwrap_or_else(|| {
             panic!("unexpected first line from forewarn simulate: {first_line:?}")
         });
-        Simulator { process, base_url }
+        Simulator {
+            process,
+            base_url,
+            _scenario_dir: None,
+        }
     }
 
     /// `host:port` of the simulator.
@@ -152,6 +317,20 @@ impl Simulator {
                 Err(summarize_state(&state))
             }
         })
+    }
+
+    /// Waits until the simulator's history shows `transition` for `event_id`.
+    pub fn wait_for_transition(
+        &self,
+        timeout: Duration,
+        event_id: &str,
+        transition: Transition,
+    ) -> StateSnapshot {
+        self.wait_for_state(
+            timeout,
+            &format!("{transition:?} of event {event_id} at the simulator"),
+            |state| state.transitions_of(event_id).contains(&transition),
+        )
     }
 
     /// Kills the simulator now.
@@ -353,6 +532,19 @@ pub struct DaemonConfig {
 }
 
 impl DaemonConfig {
+    /// vm-a against `imds_url`, its state in `dir/state`, plugins from `plugin_dir`,
+    /// polling every 250 ms, no policy lines.
+    pub fn vm_a(dir: &Path, plugin_dir: PathBuf, imds_url: &str) -> DaemonConfig {
+        DaemonConfig {
+            vm_name: "vm-a".into(),
+            state_dir: dir.join("state"),
+            plugin_dir,
+            imds_url: imds_url.to_owned(),
+            poll_interval: "250ms".into(),
+            policy: Vec::new(),
+        }
+    }
+
     /// The config file's text. The admin endpoint listens on an ephemeral port so that
     /// daemons of parallel tests do not collide.
     pub fn to_toml(&self) -> String {
@@ -397,8 +589,8 @@ impl LogLine {
     }
 }
 
-/// One plugin decision as the daemon logged it ("plugin decision", or "plugin call
-/// failed; counted as a defer" with `failure` set).
+/// One plugin decision as the daemon logged it ([`PLUGIN_DECISION`], or
+/// [`PLUGIN_CALL_FAILED`] with `failure` set).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PluginDecision {
     pub at_unix_ms: u64,
@@ -414,7 +606,7 @@ pub struct PluginDecision {
 impl PluginDecision {
     fn from_line(line: &LogLine) -> Option<PluginDecision> {
         let message = line.message();
-        if message != "plugin decision" && !message.starts_with("plugin call failed") {
+        if message != PLUGIN_DECISION && message != PLUGIN_CALL_FAILED {
             return None;
         }
         Some(PluginDecision {
@@ -517,6 +709,48 @@ impl Daemon {
             .collect()
     }
 
+    /// The daemon's [`EVENT_TRANSITION`] lines whose `transition` field is `transition`
+    /// (`appeared`, `started`, `ended-after-start`, …).
+    pub fn transitions(&self, transition: &str) -> Vec<LogLine> {
+        self.lines_with_message(EVENT_TRANSITION)
+            .into_iter()
+            .filter(|line| line.text("transition") == transition)
+            .collect()
+    }
+
+    /// The admin endpoint's `host:port`, from the daemon's [`ADMIN_LISTENING`] line; waits
+    /// up to `timeout` for it.
+    pub fn admin_address(&self, timeout: Duration) -> String {
+        wait_for(timeout, "the admin endpoint's address in the log", || {
+            self.lines_with_message(ADMIN_LISTENING)
+                .first()
+                .map(|line| line.text("address").to_owned())
+                .ok_or_else(|| self.describe_for_failure())
+        })
+    }
+
+    /// Polls until `plugin` has answered `phase` for `event_id` (any event when `None`);
+    /// returns every decision so far.
+    pub fn wait_for_phase(
+        &self,
+        timeout: Duration,
+        event_id: Option<&str>,
+        plugin: &str,
+        phase: &str,
+    ) -> Vec<PluginDecision> {
+        let what = match event_id {
+            Some(id) => format!("plugin {plugin} to answer {phase} for event {id}"),
+            None => format!("plugin {plugin} to answer {phase}"),
+        };
+        self.wait_for_decisions(timeout, &what, |decisions| {
+            decisions.iter().any(|d| {
+                event_id.is_none_or(|id| same_id(&d.event_id, id))
+                    && d.plugin == plugin
+                    && d.phase == phase
+            })
+        })
+    }
+
     /// Lines whose message is `message`.
     pub fn lines_with_message(&self, message: &str) -> Vec<LogLine> {
         let log = self.log.lock().expect("log lock");
@@ -616,6 +850,233 @@ pub fn max_requests_in_window(instants_ms: &[u64], window_ms: u64) -> usize {
         most = most.max(end - start + 1);
     }
     most
+}
+
+/// How long a [`TestEnv`] waits for one thing unless told otherwise.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(20);
+
+/// Configures a [`TestEnv`]: the simulator, the probe plugins, the daemon's config. Made by
+/// [`TestEnv::builder`].
+#[derive(Debug)]
+pub struct TestEnvBuilder {
+    binary: PathBuf,
+    simulator: SimulatorBuilder,
+    dir: Option<TempDir>,
+    plugins: Vec<ProbePlugin>,
+    vm_name: String,
+    poll_interval: String,
+    policy: Vec<String>,
+    wait: Duration,
+}
+
+impl TestEnvBuilder {
+    /// Plays a built-in scenario (by name) or a scenario file (by path).
+    pub fn scenario(mut self, name_or_path: &str) -> TestEnvBuilder {
+        self.simulator = self.simulator.scenario(name_or_path);
+        self
+    }
+
+    /// Plays a scenario given as TOML text.
+    pub fn scenario_text(mut self, toml: &str) -> TestEnvBuilder {
+        self.simulator = self.simulator.scenario_text(toml);
+        self
+    }
+
+    /// The simulator's speed (default 1).
+    pub fn speed(mut self, speed: f64) -> TestEnvBuilder {
+        self.simulator = self.simulator.speed(speed);
+        self
+    }
+
+    /// Adds a `[[faults]]` table to the scenario text (see [`SimulatorBuilder::fault`]).
+    pub fn fault(mut self, table: &str) -> TestEnvBuilder {
+        self.simulator = self.simulator.fault(table);
+        self
+    }
+
+    /// Uses `dir` (already holding files the test wrote) instead of a fresh temp dir.
+    pub fn in_dir(mut self, dir: TempDir) -> TestEnvBuilder {
+        self.dir = Some(dir);
+        self
+    }
+
+    /// The probe plugins of the plugin directory (none by default).
+    pub fn plugins(mut self, plugins: &[ProbePlugin]) -> TestEnvBuilder {
+        self.plugins = plugins.to_vec();
+        self
+    }
+
+    /// The daemon's VM name (default `vm-a`).
+    pub fn vm_name(mut self, vm_name: &str) -> TestEnvBuilder {
+        self.vm_name = vm_name.to_owned();
+        self
+    }
+
+    /// The daemon's poll interval (default `250ms`).
+    pub fn poll_interval(mut self, poll_interval: &str) -> TestEnvBuilder {
+        self.poll_interval = poll_interval.to_owned();
+        self
+    }
+
+    /// Lines of the config's `[policy]` table, e.g. `approve-user-initiated = true`.
+    pub fn policy(mut self, lines: &[&str]) -> TestEnvBuilder {
+        self.policy
+            .extend(lines.iter().map(|line| (*line).to_owned()));
+        self
+    }
+
+    /// How long the [`TestEnv`]'s waits last (default [`DEFAULT_WAIT`]).
+    pub fn wait(mut self, wait: Duration) -> TestEnvBuilder {
+        self.wait = wait;
+        self
+    }
+
+    /// Starts the simulator and writes the plugin directory and the daemon config; the
+    /// daemon is not started.
+    pub fn prepare(self) -> Setup {
+        let dir = match self.dir {
+            Some(dir) => dir,
+            None => tempfile::tempdir().expect("temp dir"),
+        };
+        let simulator = self.simulator.start();
+        let plugin_dir = dir.path().join("plugins");
+        write_plugin_dir(&plugin_dir, Path::new(crate::guests::PROBE), &self.plugins);
+        let config = dir.path().join("forewarn.toml");
+        DaemonConfig {
+            vm_name: self.vm_name,
+            poll_interval: self.poll_interval,
+            policy: self.policy,
+            ..DaemonConfig::vm_a(dir.path(), plugin_dir, &simulator.base_url)
+        }
+        .write(&config);
+        Setup {
+            binary: self.binary,
+            dir,
+            simulator,
+            config,
+            wait: self.wait,
+        }
+    }
+
+    /// [`TestEnvBuilder::prepare`], then starts the daemon.
+    pub fn start(self) -> TestEnv {
+        let setup = self.prepare();
+        let daemon = setup.start_daemon();
+        TestEnv {
+            setup,
+            daemon,
+            earlier: Vec::new(),
+        }
+    }
+}
+
+/// A prepared environment: temp dir, running simulator, plugin directory, daemon config.
+#[derive(Debug)]
+pub struct Setup {
+    binary: PathBuf,
+    /// The temp dir: `plugins/`, `state/`, `forewarn.toml`.
+    pub dir: TempDir,
+    /// The running simulator.
+    pub simulator: Simulator,
+    /// The daemon config's path.
+    pub config: PathBuf,
+    /// How long waits last.
+    pub wait: Duration,
+}
+
+impl Setup {
+    /// Starts a daemon with the config.
+    pub fn start_daemon(&self) -> Daemon {
+        Daemon::start(&self.binary, &self.config)
+    }
+
+    /// Waits for the scenario's end; panics at once if `daemon` exits on the way.
+    pub fn wait_finished(&self, daemon: &mut Daemon, timeout: Duration) -> StateSnapshot {
+        wait_for(timeout, "the scenario to finish", || {
+            if daemon.has_exited() {
+                panic!("the daemon exited: {}", daemon.describe_for_failure());
+            }
+            let state = self.simulator.state();
+            if state.finished {
+                Ok(state)
+            } else {
+                Err(summarize_state(&state))
+            }
+        })
+    }
+}
+
+/// A running environment: a [`Setup`] and its daemon.
+#[derive(Debug)]
+pub struct TestEnv {
+    /// The simulator, temp dir and config.
+    pub setup: Setup,
+    /// The daemon running now.
+    pub daemon: Daemon,
+    /// The logs of daemons killed earlier in the test, oldest first.
+    pub earlier: Vec<Daemon>,
+}
+
+impl TestEnv {
+    /// A builder for an environment whose processes `binary` runs (see [`forewarn_binary!`](crate::forewarn_binary)):
+    /// the default built-in scenario at speed 1, no plugins, vm-a polling every 250 ms.
+    pub fn builder(binary: &Path) -> TestEnvBuilder {
+        TestEnvBuilder {
+            binary: binary.to_owned(),
+            simulator: Simulator::builder(binary),
+            dir: None,
+            plugins: Vec::new(),
+            vm_name: "vm-a".to_owned(),
+            poll_interval: "250ms".to_owned(),
+            policy: Vec::new(),
+            wait: DEFAULT_WAIT,
+        }
+    }
+
+    /// The simulator.
+    pub fn simulator(&self) -> &Simulator {
+        &self.setup.simulator
+    }
+
+    /// SIGKILLs the daemon; its log stays readable until the next restart.
+    pub fn kill_daemon(&mut self) {
+        self.daemon.kill();
+    }
+
+    /// Starts a new daemon with the same config and state directory (killing the old one).
+    pub fn restart_daemon(&mut self) {
+        self.daemon.kill();
+        let fresh = self.setup.start_daemon();
+        let old = std::mem::replace(&mut self.daemon, fresh);
+        self.earlier.push(old);
+    }
+
+    /// `GET /simulator/state`.
+    pub fn state(&self) -> StateSnapshot {
+        self.setup.simulator.state()
+    }
+
+    /// Waits until the simulator's history shows `transition` for `event_id`.
+    pub fn wait_for_transition(&self, event_id: &str, transition: Transition) -> StateSnapshot {
+        self.setup
+            .simulator
+            .wait_for_transition(self.setup.wait, event_id, transition)
+    }
+
+    /// Waits until `plugin` has answered `phase` for `event_id`; every decision so far.
+    pub fn wait_for_phase(&self, event_id: &str, plugin: &str, phase: &str) -> Vec<PluginDecision> {
+        self.daemon
+            .wait_for_phase(self.setup.wait, Some(event_id), plugin, phase)
+    }
+
+    /// A failure message's context: the simulator and the daemon log.
+    pub fn context(&self) -> String {
+        format!(
+            "simulator: {}\n{}",
+            summarize_state(&self.state()),
+            self.daemon.describe_for_failure()
+        )
+    }
 }
 
 #[cfg(test)]

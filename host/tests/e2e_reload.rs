@@ -13,7 +13,7 @@ use forewarn_host::plugins::reload::{PluginDirectory, ReloadOptions};
 use forewarn_host::plugins::set::PluginSet;
 use forewarn_runtime::wit::latest as wit;
 use forewarn_runtime::{CallContext, CallOutcome, HostServices, Plugin, Runtime, RuntimeConfig};
-use forewarn_tests::guests;
+use forewarn_test_support::guests;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
@@ -724,17 +724,17 @@ fn the_documented_manifests_parse_and_the_defaults_are_the_defaults() {
 /// deployed by rename while the daemon runs, approves it.
 #[test]
 fn the_daemon_picks_up_a_new_plugin_version_without_restarting() {
-    use forewarn_tests::support::{Daemon, DaemonConfig, Simulator, wait_for};
-    let binary = Path::new(env!("CARGO_BIN_EXE_forewarn"));
+    use forewarn_host::log_messages::PLUGIN_RELOADED;
+    use forewarn_test_support::forewarn_binary;
+    use forewarn_test_support::harness::{Daemon, DaemonConfig, Simulator, wait_for};
+    let binary = forewarn_binary!();
     let temp = tempfile::tempdir().unwrap();
-    let scenario = temp.path().join("held-reboot.toml");
-    std::fs::write(
-        &scenario,
-        "name = \"held-reboot\"\ndescription = \"A platform Reboot that waits for approval.\"\nend_after = \"1h\"\n\n\
-         [[events]]\ntype = \"Reboot\"\nsource = \"Platform\"\nappear_at = \"1s\"\nnotice = \"15m\"\nruns_for = \"1m\"\n",
-    )
-    .unwrap();
-    let simulator = Simulator::start(binary, scenario.to_str().unwrap(), 1.0);
+    let simulator = Simulator::builder(binary)
+        .scenario_text(
+            "name = \"held-reboot\"\ndescription = \"A platform Reboot that waits for approval.\"\nend_after = \"1h\"\n\n\
+             [[events]]\ntype = \"Reboot\"\nsource = \"Platform\"\nappear_at = \"1s\"\nnotice = \"15m\"\nruns_for = \"1m\"\n",
+        )
+        .start();
     let plugin_dir = temp.path().join("plugins.d");
     std::fs::create_dir(&plugin_dir).unwrap();
     let fixture_deploy = |file_name: &str, bytes: &[u8]| {
@@ -745,15 +745,7 @@ fn the_daemon_picks_up_a_new_plugin_version_without_restarting() {
     fixture_deploy("gate.toml", b"[config]\nmode = \"defer\"\n");
     fixture_deploy("gate.wasm", &probe_bytes("defer"));
     let config = temp.path().join("forewarn.toml");
-    DaemonConfig {
-        vm_name: "vm-a".into(),
-        state_dir: temp.path().join("state"),
-        plugin_dir: plugin_dir.clone(),
-        imds_url: simulator.base_url.clone(),
-        poll_interval: "250ms".into(),
-        policy: Vec::new(),
-    }
-    .write(&config);
+    DaemonConfig::vm_a(temp.path(), plugin_dir.clone(), &simulator.base_url).write(&config);
     let daemon = Daemon::start(binary, &config);
     daemon.wait_for_decisions(TIMEOUT, "gate deferring the reboot", |decisions| {
         decisions
@@ -789,7 +781,7 @@ fn the_daemon_picks_up_a_new_plugin_version_without_restarting() {
     );
     let reloaded = wait_for(TIMEOUT, "a \"plugin reloaded\" log line", || {
         daemon
-            .lines_with_message("plugin reloaded")
+            .lines_with_message(PLUGIN_RELOADED)
             .into_iter()
             .next()
             .ok_or_else(|| daemon.describe_for_failure())

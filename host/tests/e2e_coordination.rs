@@ -7,29 +7,26 @@
 //! not asserted. The tests run one at a time so that those figures are not skewed by
 //! nine daemons sharing two cores. etcd must be installed (`apt-get install etcd-server`).
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use forewarn_simulator::{StateSnapshot, Transition, stable_event_id};
-use forewarn_tests::guests;
-use forewarn_tests::support::{
-    ChildGuard, Daemon, DaemonConfig, LogLine, ProbePlugin, Simulator, http_get, summarize_state,
-    wait_for, wait_until, write_plugin_dir,
+use forewarn_host::log_messages::{COORDINATION_LEADS, COORDINATION_READY};
+use forewarn_simulator::{ApprovalRecord, StateSnapshot, Transition, stable_event_id};
+use forewarn_test_support::harness::{
+    ChildGuard, Daemon, DaemonConfig, LogLine, ProbePlugin, Simulator, free_loopback_address,
+    http_get, now_unix_ms, summarize_state, wait_for, wait_until, write_plugin_dir,
 };
+use forewarn_test_support::{forewarn_binary, guests};
 use tempfile::TempDir;
 
-const BINARY: &str = env!("CARGO_BIN_EXE_forewarn");
 const VMS: [&str; 3] = ["vm-a", "vm-b", "vm-c"];
 const SCENARIO: &str = "coordinated-reboot";
 /// Generous bound for a single wait.
 const WAIT: Duration = Duration::from_secs(60);
 /// The lease TTL the tests configure (etcd's minimum is about 2 s).
 const LEASE_TTL: Duration = Duration::from_secs(3);
-const READY_MESSAGE: &str = "recorded in etcd: this VM is ready for the event";
-const LEADS_MESSAGE: &str = "this VM leads the approval of the event";
 const UNREACHABLE_PREFIX: &str = "etcd cannot be reached";
 const ROOT_PASSWORD: &str = "forewarn-test-secret";
 
@@ -54,10 +51,10 @@ impl Etcd {
             )
         });
         let dir = TempDir::new().expect("temp dir");
-        let address = format!("127.0.0.1:{}", free_port());
-        let peer = format!("http://127.0.0.1:{}", free_port());
+        let address = free_loopback_address();
+        let peer = format!("http://{}", free_loopback_address());
         // /health on plain HTTP: the client port wants a client certificate under TLS.
-        let metrics = format!("127.0.0.1:{}", free_port());
+        let metrics = free_loopback_address();
         let scheme = if pki.is_some() { "https" } else { "http" };
         let log = std::fs::File::create(dir.path().join("etcd.log")).expect("etcd log");
         let mut command = Command::new(binary);
@@ -248,16 +245,6 @@ fn find_on_path(program: &str) -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    listener.local_addr().expect("local address").port()
-}
-
-fn now_unix_ms() -> u64 {
-    let since = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock");
-    u64::try_from(since.as_millis()).expect("ms fit u64")
-}
-
 /// How the set is configured for one test.
 struct Setup {
     /// Scenario notice (NotBefore − appearance).
@@ -303,9 +290,9 @@ impl Set {
         if setup.auth {
             etcd.enable_auth();
         }
-        let scenario = dir.path().join("scenario.toml");
-        std::fs::write(&scenario, scenario_text(setup.notice)).expect("write scenario");
-        let simulator = Simulator::start(Path::new(BINARY), path_text(&scenario), 1.0);
+        let simulator = Simulator::builder(forewarn_binary!())
+            .scenario_text(&scenario_text(setup.notice))
+            .start();
         let mut set = Set {
             dir,
             etcd,
@@ -332,13 +319,11 @@ impl Set {
             ProbePlugin::new("probe", "approve")
         };
         write_plugin_dir(&root.join("plugins"), Path::new(guests::PROBE), &[probe]);
+        let imds_url = format!("{}/vm/{vm}", self.simulator.base_url);
         let config = DaemonConfig {
             vm_name: vm.to_owned(),
-            state_dir: root.join("state"),
-            plugin_dir: root.join("plugins"),
-            imds_url: format!("{}/vm/{vm}", self.simulator.base_url),
-            poll_interval: "250ms".into(),
             policy: vec!["safety-margin-ms = 300".into()],
+            ..DaemonConfig::vm_a(&root, root.join("plugins"), &imds_url)
         };
         let mut text = config.to_toml();
         text.push_str(&format!(
@@ -366,7 +351,7 @@ impl Set {
         }
         let path = root.join("forewarn.toml");
         std::fs::write(&path, text).expect("write the daemon config");
-        Daemon::start(Path::new(BINARY), &path)
+        Daemon::start(forewarn_binary!(), &path)
     }
 
     fn daemon(&self, vm: &str) -> &Daemon {
@@ -413,7 +398,7 @@ impl Set {
             text.push_str(&format!("\n--- {vm}: {}", daemon.describe_for_failure()));
             for line in daemon.lines() {
                 let message = line.message();
-                if message == READY_MESSAGE || message == LEADS_MESSAGE {
+                if message == COORDINATION_READY || message == COORDINATION_LEADS {
                     text.push_str(&format!("\n  {message} at {}", line.at_unix_ms));
                 }
             }
@@ -431,11 +416,42 @@ impl Set {
         })
     }
 
-    /// The leader named in the logs: the daemon that logged LEADS_MESSAGE.
+    /// Waits for the approval, then until each of `vms` has seen the event start (a second,
+    /// wrong approval would show by then), and asserts the simulator received exactly one
+    /// approval POST; returns that approval.
+    fn the_one_approval(&self, vms: &[&str]) -> ApprovalRecord {
+        let state = self.wait_for_approval();
+        wait_until(
+            Duration::from_secs(5),
+            &format!("{vms:?} to see the event started"),
+            || {
+                vms.iter()
+                    .all(|vm| !self.daemon(vm).transitions("started").is_empty())
+            },
+            || self.describe(),
+        );
+        let state_after = self.simulator.state();
+        assert_eq!(state_after.approvals.len(), 1, "{}", self.describe());
+        assert_eq!(approval_posts(&state_after), 1, "{}", self.describe());
+        state.approvals[0].clone()
+    }
+
+    /// Waits until exactly one daemon has logged that it leads; that leader and when.
+    fn wait_for_one_leader(&self) -> (String, u64) {
+        wait_until(
+            WAIT,
+            "a leader among the fast VMs",
+            || self.leaders().len() == 1,
+            || self.describe(),
+        );
+        self.leaders()[0].clone()
+    }
+
+    /// The leader named in the logs: the daemon that logged COORDINATION_LEADS.
     fn leaders(&self) -> Vec<(String, u64)> {
         VMS.iter()
             .filter_map(|vm| {
-                self.first_line(vm, LEADS_MESSAGE)
+                self.first_line(vm, COORDINATION_LEADS)
                     .map(|line| ((*vm).to_owned(), line.at_unix_ms))
             })
             .collect()
@@ -502,25 +518,7 @@ fn etcd_with_authentication_is_used_with_the_configured_user() {
 /// after vm-c's plugins approved; prints the time from vm-c's ready record to the POST.
 fn approved_once_after_the_slowest(setup: &Setup) {
     let set = Set::start(setup);
-    let state = set.wait_for_approval();
-    // Let a second, wrong approval show itself if there were one.
-    wait_until(
-        Duration::from_secs(5),
-        "every VM to see the event started",
-        || {
-            VMS.iter().all(|vm| {
-                set.daemon(vm)
-                    .lines_with_message("event transition")
-                    .iter()
-                    .any(|line| line.text("transition") == "started")
-            })
-        },
-        || set.describe(),
-    );
-    let state_after = set.simulator.state();
-    assert_eq!(state_after.approvals.len(), 1, "{}", set.describe());
-    assert_eq!(approval_posts(&state_after), 1, "{}", set.describe());
-    let approval = &state.approvals[0];
+    let approval = &set.the_one_approval(&VMS);
     assert!(approval.accepted);
     assert_eq!(approval.event_id, set.event_id);
 
@@ -552,7 +550,7 @@ fn approved_once_after_the_slowest(setup: &Setup) {
     );
 
     let last_ready = set
-        .first_line("vm-c", READY_MESSAGE)
+        .first_line("vm-c", COORDINATION_READY)
         .expect("vm-c recorded ready")
         .at_unix_ms;
     println!(
@@ -573,13 +571,7 @@ fn killing_the_leader_hands_over_within_the_lease_ttl_and_approves_once() {
         auth: false,
         tls: Tls::Off,
     });
-    wait_until(
-        WAIT,
-        "a leader among the fast VMs",
-        || set.leaders().len() == 1,
-        || set.describe(),
-    );
-    let (leader, _) = set.leaders()[0].clone();
+    let (leader, _) = set.wait_for_one_leader();
     assert!(
         set.prepared_at("vm-c").is_none(),
         "vm-c must still be preparing"
@@ -590,35 +582,18 @@ fn killing_the_leader_hands_over_within_the_lease_ttl_and_approves_once() {
     wait_until(
         LEASE_TTL + Duration::from_secs(10),
         "the surviving fast VM to take the lead",
-        || set.first_line(survivor, LEADS_MESSAGE).is_some(),
+        || set.first_line(survivor, COORDINATION_LEADS).is_some(),
         || set.describe(),
     );
     let took_over_at = set
-        .first_line(survivor, LEADS_MESSAGE)
+        .first_line(survivor, COORDINATION_LEADS)
         .expect("survivor leads")
         .at_unix_ms;
     assert!(
         set.simulator.state().approvals.is_empty(),
         "nothing approved before vm-c is ready"
     );
-    let state = set.wait_for_approval();
-    wait_until(
-        Duration::from_secs(5),
-        "the survivors to see the event started",
-        || {
-            [survivor, "vm-c"].iter().all(|vm| {
-                set.daemon(vm)
-                    .lines_with_message("event transition")
-                    .iter()
-                    .any(|line| line.text("transition") == "started")
-            })
-        },
-        || set.describe(),
-    );
-    let state_after = set.simulator.state();
-    assert_eq!(state_after.approvals.len(), 1, "{}", set.describe());
-    assert_eq!(approval_posts(&state_after), 1, "{}", set.describe());
-    let approval = &state.approvals[0];
+    let approval = &set.the_one_approval(&[survivor, "vm-c"]);
     assert_eq!(approval.vm, survivor, "the new leader approves");
     let slowest_prepared = set.prepared_at("vm-c").expect("vm-c prepared");
     assert!(
@@ -645,12 +620,7 @@ fn stopping_etcd_mid_event_never_approves_early() {
         auth: false,
         tls: Tls::Off,
     });
-    wait_until(
-        WAIT,
-        "a leader among the fast VMs",
-        || set.leaders().len() == 1,
-        || set.describe(),
-    );
+    set.wait_for_one_leader();
     assert!(
         set.prepared_at("vm-c").is_none(),
         "vm-c must still be preparing"
@@ -740,7 +710,7 @@ fn a_daemon_that_cannot_verify_etcd_never_approves_early() {
     );
     for vm in VMS {
         assert!(
-            set.first_line(vm, READY_MESSAGE).is_none(),
+            set.first_line(vm, COORDINATION_READY).is_none(),
             "{vm} cannot have written to etcd"
         );
     }

@@ -10,12 +10,14 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use forewarn_host::plugins::bundled::bundled_plugins;
-use forewarn_tests::support::{ChildGuard, Daemon, PluginDecision, Simulator, http_get, wait_for};
-
-const FOREWARN: &str = env!("CARGO_BIN_EXE_forewarn");
+use forewarn_test_support::forewarn_binary;
+use forewarn_test_support::harness::{
+    ChildGuard, Daemon, PluginDecision, Simulator, free_loopback_address, http_get, now_unix_ms,
+    wait_for,
+};
 
 /// Scenario speed: scenario time runs this many times faster than the wall clock.
 const SPEED: f64 = 10.0;
@@ -46,14 +48,11 @@ struct Setup {
 impl Setup {
     fn new(scenario: &str) -> Setup {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let scenario_path = dir.path().join("scenario.toml");
-        std::fs::write(&scenario_path, scenario).expect("write the scenario");
         std::fs::create_dir_all(dir.path().join("plugins")).expect("create the plugin dir");
-        let simulator = Simulator::start(
-            Path::new(FOREWARN),
-            &scenario_path.display().to_string(),
-            SPEED,
-        );
+        let simulator = Simulator::builder(forewarn_binary!())
+            .scenario_text(scenario)
+            .speed(SPEED)
+            .start();
         Setup { dir, simulator }
     }
 
@@ -89,20 +88,13 @@ impl Setup {
         );
         let config_path = self.path("forewarn.toml");
         std::fs::write(&config_path, config).expect("write the daemon config");
-        Daemon::start(Path::new(FOREWARN), &config_path)
+        Daemon::start(forewarn_binary!(), &config_path)
     }
 }
 
-/// The admin endpoint's `host:port`, from the daemon's "admin endpoint listening" line.
+/// The admin endpoint's `host:port`, from the daemon's log.
 fn admin_address(daemon: &Daemon) -> String {
-    wait_for(Duration::from_secs(30), "the admin endpoint", || {
-        daemon
-            .lines()
-            .iter()
-            .find(|line| line.message().starts_with("admin endpoint listening"))
-            .map(|line| line.text("address").to_owned())
-            .ok_or_else(|| daemon.describe_for_failure())
-    })
+    daemon.admin_address(Duration::from_secs(30))
 }
 
 /// When the daemon logged "approved at IMDS" for the first time (Unix ms).
@@ -119,26 +111,11 @@ fn approval_time(daemon: &Daemon) -> u64 {
 
 /// Waits for `plugin`'s first decision in `phase` and returns it.
 fn wait_for_phase(daemon: &Daemon, plugin: &str, phase: &str, timeout: Duration) -> PluginDecision {
-    let what = format!("{plugin} to be called for {phase}");
-    let decisions = daemon.wait_for_decisions(timeout, &what, |decisions| {
-        decisions
-            .iter()
-            .any(|d| d.plugin == plugin && d.phase == phase)
-    });
-    decisions
+    daemon
+        .wait_for_phase(timeout, None, plugin, phase)
         .into_iter()
         .find(|d| d.plugin == plugin && d.phase == phase)
         .expect("found above")
-}
-
-fn now_ms() -> u64 {
-    u64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_millis(),
-    )
-    .unwrap()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -264,7 +241,7 @@ fn record_status_changes(socket: &Path, history: &Mutex<Vec<(u64, String)>>, sto
                 .map(|(_, last)| last != &status)
                 .unwrap_or(true)
             {
-                history.push((now_ms(), status));
+                history.push((now_unix_ms(), status));
             }
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -481,7 +458,7 @@ fn serve_one(
         let mut received = received.lock().expect("lock");
         let polls_so_far = received.iter().filter(|r| r.path == "/status").count();
         received.push(Received {
-            at_unix_ms: now_ms(),
+            at_unix_ms: now_unix_ms(),
             method: method.clone(),
             path: path.clone(),
             body: String::from_utf8_lossy(&body).into_owned(),
@@ -600,6 +577,21 @@ fn is_running(pid: u32) -> bool {
 /// Kills whatever pid the file names when dropped, so a failing test leaves nothing behind.
 struct KillOnDrop(PathBuf);
 
+/// Starts the app (pid file `app.pid` in the setup's dir): the pid file, the guard that kills
+/// the app at the end of the test, and the app's pid.
+fn start_app(setup: &Setup) -> (PathBuf, KillOnDrop, u32) {
+    let pid_file = setup.path("app.pid");
+    let cleanup = KillOnDrop(pid_file.clone());
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(start_app_script(&pid_file))
+        .status()
+        .expect("start the app");
+    assert!(status.success());
+    let pid = read_pid(&pid_file).expect("the app's pid");
+    (pid_file, cleanup, pid)
+}
+
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
         if let Some(pid) = read_pid(&self.0) {
@@ -616,15 +608,7 @@ fn toml_argv(argv: &[&str]) -> String {
 #[test]
 fn graceful_shutdown_stops_the_app_before_approval_and_starts_it_after() {
     let setup = Setup::new(REBOOT_SCENARIO);
-    let pid_file = setup.path("app.pid");
-    let _cleanup = KillOnDrop(pid_file.clone());
-    let status = Command::new("sh")
-        .arg("-c")
-        .arg(start_app_script(&pid_file))
-        .status()
-        .expect("start the app");
-    assert!(status.success());
-    let first_pid = read_pid(&pid_file).expect("the app's pid");
+    let (pid_file, _cleanup, first_pid) = start_app(&setup);
     assert!(is_running(first_pid));
 
     let stop_script = format!("kill $(cat {})", pid_file.display());
@@ -698,15 +682,7 @@ fn graceful_shutdown_stops_the_app_before_approval_and_starts_it_after() {
 fn plugins_are_refused_hosts_and_actions_they_were_not_granted() {
     let workload = Workload::start(0);
     let setup = Setup::new(REBOOT_SCENARIO);
-    let pid_file = setup.path("app.pid");
-    let _cleanup = KillOnDrop(pid_file.clone());
-    let status = Command::new("sh")
-        .arg("-c")
-        .arg(start_app_script(&pid_file))
-        .status()
-        .expect("start the app");
-    assert!(status.success());
-    let pid = read_pid(&pid_file).expect("the app's pid");
+    let (pid_file, _cleanup, pid) = start_app(&setup);
     // checkpoint may reach another port only; graceful-shutdown is granted no action.
     setup.install_plugin(
         "checkpoint",
@@ -779,13 +755,6 @@ notice = "15m"
 runs_for = "100s"
 "#;
 
-/// A free loopback `host:port` (bound, then released) for an admin endpoint that must keep
-/// its address across a restart, as HAProxy's config names it.
-fn free_loopback_address() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    listener.local_addr().expect("its address").to_string()
-}
-
 #[test]
 fn readiness_hold_survives_a_sigkill_mid_drain_and_haproxy_keeps_the_vm_down() {
     find_haproxy();
@@ -807,7 +776,7 @@ fn readiness_hold_survives_a_sigkill_mid_drain_and_haproxy_keeps_the_vm_down() {
     // The approval went out, so the journal says lb-drain prepared (and holds readiness).
     approval_time(&first);
     first.kill();
-    let killed_at = now_ms();
+    let killed_at = now_unix_ms();
 
     let second = setup.start_daemon_listening(&admin, "");
     admin_address(&second);

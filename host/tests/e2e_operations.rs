@@ -6,70 +6,40 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use forewarn_host::config::Config;
+use forewarn_host::log_messages::{PLUGIN_CALL_FAILED, PLUGIN_DECISION};
 use forewarn_host::ops::status::{DaemonPhase, StatusSnapshot};
-use forewarn_tests::guests;
-use forewarn_tests::support::{
-    Daemon, DaemonConfig, ProbePlugin, Simulator, http_get, summarize_state, wait_for,
-    write_plugin_dir,
+use forewarn_test_support::harness::{
+    Daemon, DaemonConfig, ProbePlugin, Setup, TestEnv, http_get, now_unix_ms, summarize_state,
+    wait_for, write_plugin_dir,
 };
+use forewarn_test_support::{forewarn_binary, guests};
 
-const FOREWARN: &str = env!("CARGO_BIN_EXE_forewarn");
 const WAIT: Duration = Duration::from_secs(60);
 
 fn forewarn() -> &'static Path {
-    Path::new(FOREWARN)
+    forewarn_binary!()
 }
 
-/// A daemon with `plugins` against a fresh simulator playing `scenario`.
-struct Setup {
-    _dir: tempfile::TempDir,
-    simulator: Simulator,
+/// A daemon with plugins against a fresh simulator.
+struct Running {
+    /// The temp dir, config and simulator.
+    env: Setup,
     daemon: Daemon,
     /// `127.0.0.1:PORT` of the admin endpoint.
     admin: String,
 }
 
-fn start(scenario: &str, speed: f64, write_plugins: impl FnOnce(&Path)) -> Setup {
-    let dir = tempfile::tempdir().unwrap();
-    let plugin_dir = dir.path().join("plugins");
-    std::fs::create_dir_all(&plugin_dir).unwrap();
-    write_plugins(&plugin_dir);
-    let simulator = Simulator::start(forewarn(), scenario, speed);
-    let config_path = write_config(dir.path(), &simulator, plugin_dir);
-    let daemon = Daemon::start(forewarn(), &config_path);
-    let admin = admin_address(&daemon);
-    Setup {
-        _dir: dir,
-        simulator,
-        daemon,
-        admin,
-    }
-}
-
-/// Writes `dir/forewarn.toml` for vm-a against `simulator` with `plugin_dir`; its path.
-fn write_config(dir: &Path, simulator: &Simulator, plugin_dir: PathBuf) -> PathBuf {
-    let config_path = dir.join("forewarn.toml");
-    DaemonConfig {
-        vm_name: "vm-a".into(),
-        state_dir: dir.join("state"),
-        plugin_dir,
-        imds_url: simulator.base_url.clone(),
-        poll_interval: "250ms".into(),
-        policy: Vec::new(),
-    }
-    .write(&config_path);
-    config_path
-}
-
-/// `127.0.0.1:PORT` of the daemon's admin endpoint, from its log.
-fn admin_address(daemon: &Daemon) -> String {
-    wait_for(WAIT, "the admin endpoint's address in the log", || {
-        daemon
-            .lines_with_message("admin endpoint listening")
-            .first()
-            .map(|line| line.text("address").to_owned())
-            .ok_or_else(|| daemon.describe_for_failure())
-    })
+/// Starts the simulator on `scenario` at `speed`, lets `write_plugins` fill the plugin
+/// directory, and starts the daemon for vm-a.
+fn start(scenario: &str, speed: f64, write_plugins: impl FnOnce(&Path)) -> Running {
+    let env = TestEnv::builder(forewarn())
+        .scenario(scenario)
+        .speed(speed)
+        .prepare();
+    write_plugins(&env.dir.path().join("plugins"));
+    let daemon = env.start_daemon();
+    let admin = daemon.admin_address(WAIT);
+    Running { env, daemon, admin }
 }
 
 /// The value of the series `series` (name with labels, exactly) in a Prometheus text body.
@@ -98,7 +68,7 @@ fn status_json(admin: &str) -> StatusSnapshot {
 }
 
 fn run(args: &[&str]) -> Output {
-    Command::new(FOREWARN)
+    Command::new(forewarn())
         .args(args)
         .output()
         .unwrap_or_else(|error| panic!("cannot run forewarn {args:?}: {error}"))
@@ -130,6 +100,7 @@ fn metrics_count_polls_plugin_outcomes_and_approvals_and_every_decision_is_logge
     assert_eq!(healthz.trim(), "ok");
 
     setup
+        .env
         .simulator
         .wait_for_state(WAIT, "an accepted approval", |state| {
             state.approvals.iter().any(|approval| approval.accepted)
@@ -190,6 +161,7 @@ fn metrics_count_polls_plugin_outcomes_and_approvals_and_every_decision_is_logge
     assert_eq!(metric(&text, "forewarn_plugins_loaded"), 2.0, "{text}");
     // Cardinality stays bounded: no event id ever becomes a label value.
     let event_ids: Vec<String> = setup
+        .env
         .simulator
         .state()
         .history
@@ -209,9 +181,7 @@ fn metrics_count_polls_plugin_outcomes_and_approvals_and_every_decision_is_logge
         .daemon
         .lines()
         .into_iter()
-        .filter(|line| {
-            line.message() == "plugin decision" || line.message().starts_with("plugin call failed")
-        })
+        .filter(|line| line.message() == PLUGIN_DECISION || line.message() == PLUGIN_CALL_FAILED)
         .collect();
     assert!(
         decisions.len() >= 4,
@@ -406,7 +376,11 @@ fn systemd_unit_passes_systemd_analyze_verify() {
     // verify checks that ExecStart's binary exists: point it at the one just built.
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("forewarn.service");
-    std::fs::write(&copy, unit.replace("/usr/bin/forewarn", FOREWARN)).unwrap();
+    std::fs::write(
+        &copy,
+        unit.replace("/usr/bin/forewarn", &forewarn().to_string_lossy()),
+    )
+    .unwrap();
     let output = Command::new("systemd-analyze")
         .arg("verify")
         .arg(&copy)
@@ -429,7 +403,7 @@ fn systemd_unit_passes_systemd_analyze_verify() {
 fn deb_installs_binary_unit_config_and_plugin_directories() {
     // Package the binary this test run built (debug profile: a release build of wasmtime
     // takes a quarter of an hour); release packaging is the same with --release paths.
-    let profile_dir = Path::new(FOREWARN).parent().unwrap();
+    let profile_dir = forewarn().parent().unwrap();
     let exported = run(&[
         "plugin",
         "export-bundled",
@@ -544,14 +518,10 @@ fn tells_systemd_ready_watchdog_and_stopping() {
     let plugin_dir = dir.path().join("plugins");
     std::fs::create_dir_all(&plugin_dir).unwrap();
     let config = dir.path().join("forewarn.toml");
+    // Nothing listens at port 9: readiness does not wait for IMDS.
     DaemonConfig {
-        vm_name: "vm-a".into(),
-        state_dir: dir.path().join("state"),
-        plugin_dir,
-        // Nothing listens there: readiness does not wait for IMDS.
-        imds_url: "http://127.0.0.1:9".into(),
         poll_interval: "1s".into(),
-        policy: Vec::new(),
+        ..DaemonConfig::vm_a(dir.path(), plugin_dir, "http://127.0.0.1:9")
     }
     .write(&config);
     let socket_path = dir.path().join("notify.sock");
@@ -559,7 +529,7 @@ fn tells_systemd_ready_watchdog_and_stopping() {
     socket
         .set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
-    let child = Command::new(FOREWARN)
+    let child = Command::new(forewarn())
         .args(["--log-format", "json", "run", "--config"])
         .arg(&config)
         .env("NOTIFY_SOCKET", &socket_path)
@@ -569,7 +539,7 @@ fn tells_systemd_ready_watchdog_and_stopping() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let mut daemon = forewarn_tests::support::ChildGuard::new(child);
+    let mut daemon = forewarn_test_support::harness::ChildGuard::new(child);
     let mut seen = Vec::new();
     wait_for_notification(&socket, "READY=1", &mut seen);
     wait_for_notification(&socket, "WATCHDOG=1", &mut seen);
@@ -612,7 +582,7 @@ fn a_missing_vm_name_is_reported_in_status_with_the_fix() {
     )
     .unwrap();
     let daemon = Daemon::start(forewarn(), &config_path);
-    let admin = admin_address(&daemon);
+    let admin = daemon.admin_address(WAIT);
     let waiting_for = wait_for(WAIT, "status to say what the daemon waits for", || {
         let body = http_get(&admin, "/status")?;
         let snapshot: StatusSnapshot = serde_json::from_str(&body).map_err(|e| e.to_string())?;
@@ -681,19 +651,13 @@ fn raise_own_fd_limit(wanted: u64) {
 #[test]
 fn two_thousand_idle_admin_connections_stop_neither_polls_nor_approvals() {
     raise_own_fd_limit(ADMIN_FLOOD_CONNECTIONS as u64 + 256);
-    let dir = tempfile::tempdir().unwrap();
-    let scenario = dir.path().join("scenario.toml");
-    std::fs::write(&scenario, FLOOD_SCENARIO).unwrap();
-    let simulator = Simulator::start(forewarn(), scenario.to_str().unwrap(), 1.0);
-    let plugin_dir = dir.path().join("plugins");
-    write_plugin_dir(
-        &plugin_dir,
-        Path::new(guests::PROBE),
-        &[ProbePlugin::new("ok", "approve")],
-    );
-    let config_path = write_config(dir.path(), &simulator, plugin_dir);
-    let daemon = Daemon::start_with_fd_limit(forewarn(), &config_path, FLOOD_DAEMON_FD_LIMIT);
-    let admin = admin_address(&daemon);
+    let env = TestEnv::builder(forewarn())
+        .scenario_text(FLOOD_SCENARIO)
+        .plugins(&[ProbePlugin::new("ok", "approve")])
+        .prepare();
+    let simulator = &env.simulator;
+    let daemon = Daemon::start_with_fd_limit(forewarn(), &env.config, FLOOD_DAEMON_FD_LIMIT);
+    let admin = daemon.admin_address(WAIT);
 
     // Open the flood and keep every connection open (and silent) to the end of the test.
     // Some connects may fail (a daemon out of descriptors stops accepting); the flood
@@ -706,7 +670,7 @@ fn two_thousand_idle_admin_connections_stop_neither_polls_nor_approvals() {
         "only {} connections opened, not more than the daemon's {FLOOD_DAEMON_FD_LIMIT} descriptors",
         idle.len()
     );
-    let flooded_at = unix_ms_now();
+    let flooded_at = now_unix_ms();
     let state = simulator.wait_for_state(WAIT, "an accepted approval during the flood", |state| {
         state.approvals.iter().any(|approval| approval.accepted)
     });
@@ -730,11 +694,4 @@ fn two_thousand_idle_admin_connections_stop_neither_polls_nor_approvals() {
     });
     assert_eq!(healthz.trim(), "ok");
     drop(idle);
-}
-
-fn unix_ms_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|since| since.as_millis() as u64)
-        .unwrap_or(0)
 }

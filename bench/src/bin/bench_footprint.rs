@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use forewarn_tests::support::{Daemon, DaemonConfig, Simulator, wait_for};
+use forewarn_test_support::harness::{Daemon, DaemonConfig, Simulator, wait_for};
 
 /// How long the idle daemon is watched unless `--seconds N` says otherwise.
 const DEFAULT_SECONDS: u64 = 70;
@@ -24,17 +24,13 @@ fn main() -> anyhow::Result<()> {
     let work = tempfile::tempdir().context("could not create a temporary directory")?;
     let plugin_dir = work.path().join("plugins");
     export_bundled(&binary, &plugin_dir)?;
-    let scenario = work.path().join("idle.toml");
-    std::fs::write(&scenario, IDLE_SCENARIO).context("could not write the scenario")?;
-    let simulator = Simulator::start(&binary, &scenario.to_string_lossy(), 1.0);
+    let simulator = Simulator::builder(&binary)
+        .scenario_text(IDLE_SCENARIO)
+        .start();
     let config = work.path().join("forewarn.toml");
     DaemonConfig {
-        vm_name: "vm-a".into(),
-        state_dir: work.path().join("state"),
-        plugin_dir: plugin_dir.clone(),
-        imds_url: simulator.base_url.clone(),
         poll_interval: "1s".into(),
-        policy: Vec::new(),
+        ..DaemonConfig::vm_a(work.path(), plugin_dir.clone(), &simulator.base_url)
     }
     .write(&config);
     let mut daemon = Daemon::start(&binary, &config);

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use forewarn_runtime::wit::latest::Phase;
 use forewarn_runtime::{CallFailure, HostServices, PluginSettings, Runtime};
-use forewarn_tests::fixtures::{sample_context, sample_event};
+use forewarn_test_support::fixtures::{sample_context, sample_event};
 use wasm_encoder::{
     BlockType, CodeSection, ConstExpr, ExportKind, ExportSection, Function, FunctionSection,
     GlobalSection, GlobalType, MemArg, MemorySection, MemoryType, Module, TypeSection, ValType,
@@ -140,7 +140,7 @@ fn grow_every_memory() -> Function {
 /// The core module wrapped into a component of forewarn's `event-handler` world.
 fn many_memories_component() -> Vec<u8> {
     let mut resolve = wit_parser::Resolve::default();
-    let wit = include_str!("../wit/forewarn.wit");
+    let wit = include_str!("../../../wit/forewarn.wit");
     let package = resolve
         .push_str("forewarn.wit", wit)
         .expect("wit/forewarn.wit parses");

@@ -5,18 +5,15 @@
 //! plugins (the "plugin decision" lines of the daemon's JSON log: which phases, in which
 //! order). Scenarios run sped up; NotBefore-based checks compare scenario milliseconds.
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use forewarn_simulator::{StateSnapshot, Transition, stable_event_id};
-use forewarn_tests::guests;
-use forewarn_tests::support::{
-    Daemon, DaemonConfig, PluginDecision, ProbePlugin, Simulator, max_requests_in_window,
-    summarize_state, write_plugin_dir,
+use forewarn_host::log_messages::{EVENT_TRANSITION, PLUGIN_DECISION};
+use forewarn_simulator::{FaultKind, MalformedBody, StateSnapshot, Transition, stable_event_id};
+use forewarn_test_support::forewarn_binary;
+use forewarn_test_support::harness::{
+    Daemon, PluginDecision, ProbePlugin, TestEnv, TestEnvBuilder, accepted_approvals,
+    assert_polite, same_id, summarize_state, transition_at,
 };
-use tempfile::TempDir;
-
-const BINARY: &str = env!("CARGO_BIN_EXE_forewarn");
 /// Every built-in event appears 5 s (scenario time) into the run.
 const APPEAR_MS: u64 = 5_000;
 const MINUTE_MS: u64 = 60_000;
@@ -26,122 +23,28 @@ const WAIT: Duration = Duration::from_secs(20);
 const SAFETY_MARGIN: &str = "safety-margin-ms = 300";
 
 /// One test's world: a temp dir with plugins, config and state; the simulator; the daemon.
-struct World {
-    dir: TempDir,
-    simulator: Simulator,
-    daemon: Daemon,
-    /// The logs of daemons killed earlier in the test, oldest first.
-    earlier: Vec<Daemon>,
+type World = TestEnv;
+
+/// The simulator on `scenario` at `speed`, `plugins`, and a config for vm-a with `policy`
+/// lines plus the small safety margin; the daemon not yet started.
+fn world_builder(
+    scenario: &str,
+    speed: f64,
+    plugins: &[ProbePlugin],
+    policy: &[&str],
+) -> TestEnvBuilder {
+    TestEnv::builder(forewarn_binary!())
+        .scenario(scenario)
+        .speed(speed)
+        .plugins(plugins)
+        .policy(policy)
+        .policy(&[SAFETY_MARGIN])
+        .wait(WAIT)
 }
 
-impl World {
-    /// Starts the simulator on `scenario`, writes `plugins` and a config for vm-a with
-    /// `policy` lines (plus the small safety margin), and starts the daemon.
-    fn start(scenario: &str, speed: f64, plugins: &[ProbePlugin], policy: &[&str]) -> World {
-        let dir = tempfile::tempdir().expect("temp dir");
-        World::start_in(dir, scenario, speed, plugins, policy)
-    }
-
-    fn start_in(
-        dir: TempDir,
-        scenario: &str,
-        speed: f64,
-        plugins: &[ProbePlugin],
-        policy: &[&str],
-    ) -> World {
-        World::start_polling(dir, scenario, speed, plugins, policy, "250ms")
-    }
-
-    /// [`World::start_in`] with another poll interval than 250 ms.
-    fn start_polling(
-        dir: TempDir,
-        scenario: &str,
-        speed: f64,
-        plugins: &[ProbePlugin],
-        policy: &[&str],
-        poll_interval: &str,
-    ) -> World {
-        let simulator = Simulator::start(Path::new(BINARY), scenario, speed);
-        write_plugin_dir(
-            &dir.path().join("plugins"),
-            Path::new(guests::PROBE),
-            plugins,
-        );
-        let mut policy: Vec<String> = policy.iter().map(|line| (*line).to_owned()).collect();
-        policy.push(SAFETY_MARGIN.to_owned());
-        let config = DaemonConfig {
-            vm_name: "vm-a".into(),
-            state_dir: dir.path().join("state"),
-            plugin_dir: dir.path().join("plugins"),
-            imds_url: simulator.base_url.clone(),
-            poll_interval: poll_interval.into(),
-            policy,
-        };
-        config.write(&config_path(&dir));
-        let daemon = Daemon::start(Path::new(BINARY), &config_path(&dir));
-        World {
-            dir,
-            simulator,
-            daemon,
-            earlier: Vec::new(),
-        }
-    }
-
-    /// SIGKILLs the daemon; its log stays readable until the next restart.
-    fn kill_daemon(&mut self) {
-        self.daemon.kill();
-    }
-
-    /// Starts a new daemon with the same config and state directory.
-    fn restart_daemon(&mut self) {
-        self.daemon.kill();
-        let fresh = Daemon::start(Path::new(BINARY), &config_path(&self.dir));
-        let old = std::mem::replace(&mut self.daemon, fresh);
-        self.earlier.push(old);
-    }
-
-    fn state(&self) -> StateSnapshot {
-        self.simulator.state()
-    }
-
-    /// Waits until the simulator's history shows `transition` for `event_id`.
-    fn wait_for_transition(&self, event_id: &str, transition: Transition) -> StateSnapshot {
-        self.simulator.wait_for_state(
-            WAIT,
-            &format!("{transition:?} of event {event_id} at the simulator"),
-            |state| state.transitions_of(event_id).contains(&transition),
-        )
-    }
-
-    /// Waits until `plugin` has answered `phase` for `event_id`.
-    fn wait_for_phase(&self, event_id: &str, plugin: &str, phase: &str) -> Vec<PluginDecision> {
-        self.daemon.wait_for_decisions(
-            WAIT,
-            &format!("plugin {plugin} to answer {phase} for event {event_id}"),
-            |decisions| {
-                decisions.iter().any(|d| {
-                    same_id(&d.event_id, event_id) && d.plugin == plugin && d.phase == phase
-                })
-            },
-        )
-    }
-
-    /// A failure message's context: the simulator and the daemon log.
-    fn context(&self) -> String {
-        format!(
-            "simulator: {}\n{}",
-            summarize_state(&self.state()),
-            self.daemon.describe_for_failure()
-        )
-    }
-}
-
-fn config_path(dir: &TempDir) -> PathBuf {
-    dir.path().join("forewarn.toml")
-}
-
-fn same_id(left: &str, right: &str) -> bool {
-    left.eq_ignore_ascii_case(right)
+/// [`world_builder`], started.
+fn start_world(scenario: &str, speed: f64, plugins: &[ProbePlugin], policy: &[&str]) -> World {
+    world_builder(scenario, speed, plugins, policy).start()
 }
 
 /// The id the simulator gives the `index`-th event of a built-in scenario.
@@ -175,48 +78,10 @@ fn first_index(
     })
 }
 
-/// The accepted approvals of `event_id` at the simulator.
-fn accepted_approvals<'a>(
-    state: &'a StateSnapshot,
-    event_id: &str,
-) -> Vec<&'a forewarn_simulator::ApprovalRecord> {
-    state
-        .approvals
-        .iter()
-        .filter(|approval| approval.accepted && same_id(&approval.event_id, event_id))
-        .collect()
-}
-
-/// When `transition` of `event_id` happened, in scenario ms.
-fn transition_at(state: &StateSnapshot, event_id: &str, transition: Transition) -> Option<u64> {
-    state
-        .history
-        .iter()
-        .find(|record| same_id(&record.event_id, event_id) && record.transition == transition)
-        .map(|record| record.at_scenario_ms)
-}
-
-/// No sliding one-second window at the simulator holds more than 5 requests (IMDS's limit).
-/// The simulator stamps each request when it arrives, before any injected delay, which is
-/// how IMDS counts them.
-fn assert_polite(state: &StateSnapshot) {
-    let instants: Vec<u64> = state
-        .requests
-        .iter()
-        .map(|request| request.at_unix_ms)
-        .collect();
-    let most = max_requests_in_window(&instants, 1000);
-    assert!(
-        most <= 5,
-        "{most} requests arrived within one second at the simulator (IMDS allows 5): {:?}",
-        state.requests
-    );
-}
-
 /// The lifecycle every approving plugin sees for an event it approves: prepare (approved at
 /// IMDS by vm-a, exactly once, before NotBefore), then started, then ended-after-start.
 fn assert_approved_lifecycle(scenario: &str, speed: f64, notice_ms: u64) {
-    let world = World::start(
+    let world = start_world(
         scenario,
         speed,
         &[ProbePlugin::new("probe", "approve")],
@@ -290,7 +155,7 @@ fn scaleset_terminate_is_prepared_approved_and_recovered() {
 /// The eviction then runs 2 min (12 s), so this test stops at the started phase.
 #[test]
 fn spot_preemption_is_approved_within_its_short_notice() {
-    let world = World::start(
+    let world = start_world(
         "spot-preemption",
         10.0,
         &[ProbePlugin::new("probe", "approve")],
@@ -317,7 +182,7 @@ fn spot_preemption_is_approved_within_its_short_notice() {
 
 #[test]
 fn hardware_failure_gets_started_and_recovery_but_no_prepare() {
-    let world = World::start(
+    let world = start_world(
         "hardware-failure",
         100.0,
         &[ProbePlugin::new("probe", "approve")],
@@ -342,7 +207,7 @@ fn hardware_failure_gets_started_and_recovery_but_no_prepare() {
 
 #[test]
 fn canceled_maintenance_is_not_approved_and_plugins_undo() {
-    let world = World::start(
+    let world = start_world(
         "canceled-maintenance",
         100.0,
         &[ProbePlugin::new("probe", "defer")],
@@ -369,7 +234,7 @@ fn canceled_maintenance_is_not_approved_and_plugins_undo() {
 /// that also names vm-b and vm-c: it starts at NotBefore.
 #[test]
 fn multi_vm_event_is_not_approved_without_group_permission() {
-    let world = World::start(
+    let world = start_world(
         "multi-vm",
         200.0,
         &[ProbePlugin::new("probe", "approve")],
@@ -401,7 +266,7 @@ fn multi_vm_event_is_not_approved_without_group_permission() {
 
 #[test]
 fn multi_vm_event_is_approved_by_the_first_listed_vm_when_allowed() {
-    let world = World::start(
+    let world = start_world(
         "multi-vm",
         100.0,
         &[ProbePlugin::new("probe", "approve")],
@@ -424,7 +289,7 @@ fn multi_vm_event_is_approved_by_the_first_listed_vm_when_allowed() {
 /// and sees the new NotBefore.
 #[test]
 fn rescheduled_event_is_prepared_again() {
-    let world = World::start(
+    let world = start_world(
         "rescheduled",
         30.0,
         &[ProbePlugin::new("probe", "echo")],
@@ -441,18 +306,20 @@ fn rescheduled_event_is_prepared_again() {
             .collect()
     };
     let not_before_of = |echo: &serde_json::Value| echo["not_before_unix_ms"].as_u64();
-    let first_not_before = forewarn_tests::support::wait_for(WAIT, "a first prepare", || {
-        echoes(&world.daemon)
-            .first()
-            .and_then(not_before_of)
-            .ok_or_else(|| world.context())
-    });
-    let after = forewarn_tests::support::wait_for(WAIT, "a prepare with the new NotBefore", || {
-        echoes(&world.daemon)
-            .into_iter()
-            .find(|echo| not_before_of(echo) != Some(first_not_before))
-            .ok_or_else(|| world.context())
-    });
+    let first_not_before =
+        forewarn_test_support::harness::wait_for(WAIT, "a first prepare", || {
+            echoes(&world.daemon)
+                .first()
+                .and_then(not_before_of)
+                .ok_or_else(|| world.context())
+        });
+    let after =
+        forewarn_test_support::harness::wait_for(WAIT, "a prepare with the new NotBefore", || {
+            echoes(&world.daemon)
+                .into_iter()
+                .find(|echo| not_before_of(echo) != Some(first_not_before))
+                .ok_or_else(|| world.context())
+        });
     let context = world.context();
     let moved_by = not_before_of(&after).expect("not before") as i64 - first_not_before as i64;
     // 2 min + 30 min instead of 5 s + 15 min: 16 min 55 s later, at speed 30 about 34 s.
@@ -466,7 +333,7 @@ fn rescheduled_event_is_prepared_again() {
 
 #[test]
 fn two_events_at_once_are_handled_independently() {
-    let world = World::start(
+    let world = start_world(
         "two-events",
         100.0,
         &[ProbePlugin::new("probe", "approve")],
@@ -495,7 +362,7 @@ fn two_events_at_once_are_handled_independently() {
 /// plugin keeps deferring, is canceled and its plugin told so.
 #[test]
 fn full_lifecycle_approves_the_reboot_and_undoes_the_canceled_redeploy() {
-    let world = World::start(
+    let world = start_world(
         "full-lifecycle",
         30.0,
         &[
@@ -540,14 +407,14 @@ fn full_lifecycle_approves_the_reboot_and_undoes_the_canceled_redeploy() {
 fn an_event_no_plugin_subscribes_to_is_approved_only_when_configured() {
     let reboot_only = [ProbePlugin::new("probe", "approve").subscribe(&["Reboot"])];
     let id = event_of("live-migration", 0);
-    let held = World::start("live-migration", 200.0, &reboot_only, &[]);
+    let held = start_world("live-migration", 200.0, &reboot_only, &[]);
     let state = held.wait_for_transition(&id, Transition::Started);
     let context = held.context();
     assert!(state.approvals.is_empty(), "{context}");
     let started = transition_at(&state, &id, Transition::Started).expect("started");
     assert!(started >= APPEAR_MS + 15 * MINUTE_MS, "{context}");
 
-    let allowed = World::start(
+    let allowed = start_world(
         "live-migration",
         200.0,
         &reboot_only,
@@ -570,13 +437,14 @@ fn a_plugin_that_failed_to_load_holds_the_approval_back() {
     let plugin_dir = dir.path().join("plugins");
     std::fs::create_dir_all(&plugin_dir).expect("plugin dir");
     std::fs::write(plugin_dir.join("broken.wasm"), b"not a component").expect("broken file");
-    let world = World::start_in(
-        dir,
+    let world = world_builder(
         "live-migration",
         200.0,
         &[ProbePlugin::new("probe", "approve")],
         &[],
-    );
+    )
+    .in_dir(dir)
+    .start();
     let id = event_of("live-migration", 0);
     let state = world.wait_for_transition(&id, Transition::Started);
     let decisions = world.wait_for_phase(&id, "probe", "started");
@@ -593,7 +461,7 @@ fn a_plugin_that_failed_to_load_holds_the_approval_back() {
 
 #[test]
 fn observe_only_prepares_but_never_approves() {
-    let world = World::start(
+    let world = start_world(
         "live-migration",
         200.0,
         &[ProbePlugin::new("probe", "approve")],
@@ -619,7 +487,7 @@ fn observe_only_prepares_but_never_approves() {
 
 #[test]
 fn dry_run_prepares_and_logs_but_never_approves() {
-    let world = World::start(
+    let world = start_world(
         "live-migration",
         200.0,
         &[ProbePlugin::new("probe", "approve")],
@@ -645,7 +513,7 @@ fn dry_run_prepares_and_logs_but_never_approves() {
 
 /// A built-in rule approves at once; the (deferring) plugin is never called.
 fn assert_rule_approves_without_plugins(scenario: &str, policy: &str) {
-    let world = World::start(
+    let world = start_world(
         scenario,
         100.0,
         &[ProbePlugin::new("probe", "defer")],
@@ -658,9 +526,11 @@ fn assert_rule_approves_without_plugins(scenario: &str, policy: &str) {
     world
         .daemon
         .wait_for_decisions(WAIT, "the daemon to see the event end", |_| {
-            world.daemon.lines().iter().any(|line| {
-                line.message() == "event transition" && line.text("transition").contains("ended")
-            })
+            world
+                .daemon
+                .lines_with_message(EVENT_TRANSITION)
+                .iter()
+                .any(|line| line.text("transition").contains("ended"))
         });
     let context = world.context();
     let approvals = accepted_approvals(&state, &id);
@@ -689,7 +559,7 @@ fn approve_short_freeze_rule_approves_without_plugins() {
 /// (once) only after it approves.
 #[test]
 fn deferring_plugin_is_asked_again_until_it_approves() {
-    let world = World::start(
+    let world = start_world(
         "user-reboot",
         100.0,
         &[ProbePlugin::new("slow", "defer-until-attempt").config("attempts", "4")],
@@ -728,7 +598,7 @@ fn deferring_plugin_is_asked_again_until_it_approves() {
 /// `second` runs after `first`: it is asked only once `first` approved, and recovers first.
 #[test]
 fn plugins_prepare_in_dependency_order_and_recover_in_reverse() {
-    let world = World::start(
+    let world = start_world(
         "user-reboot",
         100.0,
         &[
@@ -778,12 +648,8 @@ runs_for = "1m"
 /// daemon is down, and the next daemon delivers the recovery phase (in reverse order).
 #[test]
 fn restart_after_sigkill_resumes_the_event() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let scenario_path = dir.path().join("crash.toml");
-    std::fs::write(&scenario_path, CRASH_SCENARIO).expect("write scenario");
-    let mut world = World::start_in(
-        dir,
-        scenario_path.to_str().expect("utf-8 path"),
+    let mut world = world_builder(
+        "crash",
         20.0,
         &[
             ProbePlugin::new("first", "approve"),
@@ -792,7 +658,9 @@ fn restart_after_sigkill_resumes_the_event() {
                 .config("attempts", "8"),
         ],
         &[],
-    );
+    )
+    .scenario_text(CRASH_SCENARIO)
+    .start();
     let id = "C7061BAC-AFDC-4513-B24B-AA5F13A16123";
     world
         .daemon
@@ -887,29 +755,34 @@ from = "1500ms"
 /// (which tells them nothing happened).
 #[test]
 fn approved_event_that_ended_while_down_is_recovered_as_started() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let scenario_path = dir.path().join("unseen-start.toml");
-    std::fs::write(&scenario_path, UNSEEN_START_SCENARIO).expect("write scenario");
-    let mut world = World::start_in(
-        dir,
-        scenario_path.to_str().expect("utf-8 path"),
+    let mut world = world_builder(
+        "unseen-start",
         1.0,
         &[ProbePlugin::new("probe", "approve")],
         &[],
-    );
+    )
+    .scenario_text(UNSEEN_START_SCENARIO)
+    .start();
     let id = "5EE00000-0000-0000-0000-000000000001";
     world
-        .simulator
+        .simulator()
         .wait_for_state(WAIT, "the approval", |state| {
             !accepted_approvals(state, id).is_empty()
         });
     world.kill_daemon();
-    let saw_started =
-        world.daemon.lines().iter().any(|line| {
-            line.message() == "event transition" && line.text("transition") == "started"
-        });
+    // The negative check below keys on the transition lines; that the daemon logged the
+    // event's appearance with the same message and field shows the check can fail.
     assert!(
-        !saw_started,
+        world
+            .daemon
+            .transitions("scheduled")
+            .iter()
+            .any(|line| same_id(line.text("event_id"), id)),
+        "the daemon logged the event's appearance; {}",
+        world.daemon.describe_for_failure()
+    );
+    assert!(
+        world.daemon.transitions("started").is_empty(),
         "the test needs the daemon killed before it saw the start"
     );
     assert_eq!(phases(&world.daemon.decisions(), id, "probe"), ["prepare"]);
@@ -988,16 +861,9 @@ fn assert_survives_fault(name: &str, extra: &str, ids: &[&str]) -> StateSnapshot
 
 /// [`assert_survives_fault`] with a whole scenario text and the plugin named "probe".
 fn assert_survives_fault_with(scenario: &str, probe: ProbePlugin, ids: &[&str]) -> StateSnapshot {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("faults.toml");
-    std::fs::write(&path, scenario).expect("write scenario");
-    let mut world = World::start_in(
-        dir,
-        path.to_str().expect("utf-8 path"),
-        FAULT_SPEED,
-        &[probe],
-        &[],
-    );
+    let mut world = world_builder("faults", FAULT_SPEED, &[probe], &[])
+        .scenario_text(scenario)
+        .start();
     for id in ids {
         world.wait_for_phase(id, "probe", "ended-after-start");
     }
@@ -1030,8 +896,17 @@ fn assert_survives_fault_with(scenario: &str, probe: ProbePlugin, ids: &[&str]) 
     state
 }
 
-/// Faulty answers happened at the simulator (so the test did test something).
+/// Faulty answers happened at the simulator (so the test did test something): it served
+/// the status fault, and the request log shows the answer.
 fn assert_status_seen(state: &StateSnapshot, status: u16) {
+    assert!(
+        state
+            .faults_of(FaultKind::Status)
+            .iter()
+            .any(|fault| fault.status == Some(status)),
+        "the simulator served no {status} fault: {:?}",
+        state.faults
+    );
     assert!(
         state
             .requests
@@ -1070,14 +945,33 @@ fn fault_500s_lose_nothing() {
 #[test]
 fn fault_slow_responses_lose_nothing() {
     let faults = "[[faults]]\nkind = \"delay\"\ndelay = \"400ms\"\nmethods = [\"GET\", \"POST\"]\n";
-    assert_survives_fault("fslow", faults, &[FAULT_EVENT]);
+    let state = assert_survives_fault("fslow", faults, &[FAULT_EVENT]);
+    let delayed = state.faults_of(FaultKind::Delay);
+    for method in ["GET", "POST"] {
+        assert!(
+            delayed
+                .iter()
+                .any(|fault| fault.method == method && fault.delay_ms == Some(400)),
+            "the simulator held no {method} for 400 ms: {:?}",
+            state.faults
+        );
+    }
 }
 
 /// The first GET held 3 s (the docs: "expect a delayed response in your first call").
 #[test]
 fn fault_slow_first_call_loses_nothing() {
     let faults = "[[faults]]\nkind = \"slow-first-call\"\ndelay = \"3s\"\n";
-    assert_survives_fault("ffirst", faults, &[FAULT_EVENT]);
+    let state = assert_survives_fault("ffirst", faults, &[FAULT_EVENT]);
+    let held = state.faults_of(FaultKind::SlowFirstCall);
+    assert_eq!(
+        held.len(),
+        1,
+        "only the first GET is held: {:?}",
+        state.faults
+    );
+    assert_eq!(held[0].delay_ms, Some(3_000));
+    assert_eq!(held[0].method, "GET");
 }
 
 /// Garbage, then truncated JSON, while the event is known and still Scheduled (the plugin
@@ -1089,7 +983,32 @@ fn fault_malformed_json_loses_nothing() {
     let faults = "[[faults]]\nkind = \"malformed\"\nbody = \"garbage\"\nfrom = \"33s\"\nuntil = \"40s\"\n\n[[faults]]\nkind = \"malformed\"\nbody = \"truncated\"\nfrom = \"40s\"\nuntil = \"48s\"\n";
     let probe = ProbePlugin::new("probe", "defer-until-attempt").config("attempts", "12");
     let scenario = fault_scenario("fjson", "60s", faults);
-    assert_survives_fault_with(&scenario, probe, &[FAULT_EVENT]);
+    let state = assert_survives_fault_with(&scenario, probe, &[FAULT_EVENT]);
+    let served = state.faults_of(FaultKind::Malformed);
+    for (body, from_ms) in [
+        (MalformedBody::Garbage, 33_000),
+        (MalformedBody::Truncated, 40_000),
+    ] {
+        let while_known: Vec<_> = served
+            .iter()
+            .filter(|fault| fault.body == Some(body) && fault.at_scenario_ms >= from_ms)
+            .collect();
+        assert!(
+            !while_known.is_empty(),
+            "the simulator served no {body:?} document: {:?}",
+            state.faults
+        );
+    }
+    let appeared = transition_at(&state, FAULT_EVENT, Transition::Appeared).expect("appeared");
+    let started = transition_at(&state, FAULT_EVENT, Transition::Started).expect("started");
+    assert!(
+        served
+            .iter()
+            .all(|fault| appeared <= fault.at_scenario_ms && fault.at_scenario_ms < started),
+        "the malformed documents were served while the event was known and Scheduled \
+         (appeared {appeared} ms, started {started} ms): {:?}",
+        state.faults
+    );
 }
 
 /// DocumentIncarnation drops to 1 while the first event is known; a second event appears
@@ -1098,7 +1017,30 @@ fn fault_malformed_json_loses_nothing() {
 fn fault_incarnation_reset_loses_nothing() {
     let extra = "[[events]]\nid = \"FA000000-0000-0000-0000-000000000002\"\ntype = \"Freeze\"\nappear_at = \"45s\"\nnotice = \"15m\"\nduration_seconds = 5\nruns_for = \"20s\"\n\n[[faults]]\nkind = \"incarnation-reset\"\nat = \"40s\"\n";
     let second = "FA000000-0000-0000-0000-000000000002";
-    assert_survives_fault("freset", extra, &[FAULT_EVENT, second]);
+    let state = assert_survives_fault("freset", extra, &[FAULT_EVENT, second]);
+    let resets = state.faults_of(FaultKind::IncarnationReset);
+    assert_eq!(
+        resets.len(),
+        1,
+        "the reset was served once: {:?}",
+        state.faults
+    );
+    let first_appeared =
+        transition_at(&state, FAULT_EVENT, Transition::Appeared).expect("appeared");
+    let second_appeared = transition_at(&state, second, Transition::Appeared).expect("appeared");
+    assert!(
+        first_appeared <= resets[0].at_scenario_ms && resets[0].at_scenario_ms <= second_appeared,
+        "the daemon read the reset document while the first event was known and before the \
+         second appeared: {:?}",
+        resets[0]
+    );
+    assert!(
+        resets[0]
+            .incarnation
+            .is_some_and(|incarnation| incarnation < 3),
+        "the document served after the reset had a low incarnation: {:?}",
+        resets[0]
+    );
 }
 
 /// Latency figures for the report (not asserted): from the simulator publishing a new
@@ -1120,17 +1062,10 @@ fn measure_latencies() {
 }
 
 fn measure_with(scenario: &str, poll_interval: &str) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("measure.toml");
-    std::fs::write(&path, scenario).expect("write scenario");
-    let world = World::start_polling(
-        dir,
-        path.to_str().expect("utf-8 path"),
-        1.0,
-        &[ProbePlugin::new("probe", "approve")],
-        &[],
-        poll_interval,
-    );
+    let world = world_builder("measure", 1.0, &[ProbePlugin::new("probe", "approve")], &[])
+        .scenario_text(scenario)
+        .poll_interval(poll_interval)
+        .start();
     let ids: Vec<String> = (0..10)
         .map(|i| format!("AE000000-0000-0000-0000-{i:012}"))
         .collect();
@@ -1154,7 +1089,7 @@ fn measure_with(scenario: &str, poll_interval: &str) {
             .expect("approved");
         let elapsed_ms: u64 = world
             .daemon
-            .lines_with_message("plugin decision")
+            .lines_with_message(PLUGIN_DECISION)
             .iter()
             .find(|l| same_id(l.text("event_id"), id) && l.text("phase") == "prepare")
             .and_then(|l| l.fields["elapsed_ms"].as_u64())

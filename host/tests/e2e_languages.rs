@@ -13,11 +13,13 @@ use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use forewarn_host::log_messages::PLUGIN_LOADED;
 use forewarn_runtime::wit::latest as wit;
 use forewarn_runtime::{
     CallContext, Grants, HostServices, Plugin, PluginSettings, Runtime, RuntimeConfig,
 };
-use forewarn_tests::support::{Daemon, DaemonConfig, Simulator, wait_for};
+use forewarn_test_support::forewarn_binary;
+use forewarn_test_support::harness::{Daemon, DaemonConfig, Simulator, wait_for};
 
 /// Generous: a debug daemon compiling an 18 MiB component on a busy 2-core machine.
 const TIMEOUT: Duration = Duration::from_secs(180);
@@ -62,7 +64,7 @@ fn repo_dir() -> PathBuf {
 }
 
 fn binary() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_forewarn"))
+    forewarn_binary!()
 }
 
 /// Builds the example once per test process with its build script; panics with the build's
@@ -128,24 +130,19 @@ impl Setup {
         Setup { temp, plugin_dir }
     }
 
-    /// Writes a scenario file and starts the simulator on it.
-    fn simulator(&self, file_name: &str, scenario: &str) -> Simulator {
-        let path = self.temp.path().join(file_name);
-        std::fs::write(&path, scenario).unwrap();
-        Simulator::start(binary(), path.to_str().unwrap(), 1.0)
+    /// Starts the simulator on a scenario given as text.
+    fn simulator(&self, scenario: &str) -> Simulator {
+        Simulator::builder(binary()).scenario_text(scenario).start()
     }
 
     /// Starts the daemon for vm-a against `simulator`, state in the temp dir.
     fn daemon(&self, simulator: &Simulator) -> Daemon {
         let config = self.temp.path().join("forewarn.toml");
-        DaemonConfig {
-            vm_name: "vm-a".into(),
-            state_dir: self.temp.path().join("state"),
-            plugin_dir: self.plugin_dir.clone(),
-            imds_url: simulator.base_url.clone(),
-            poll_interval: "250ms".into(),
-            policy: Vec::new(),
-        }
+        DaemonConfig::vm_a(
+            self.temp.path(),
+            self.plugin_dir.clone(),
+            &simulator.base_url,
+        )
         .write(&config);
         Daemon::start(binary(), &config)
     }
@@ -195,9 +192,7 @@ fn c_example_approves_short_freezes_and_defers_long_ones() {
         C_FREEZE_GATE,
         "subscribe = [\"Freeze\"]\nbudget = \"5s\"\n\n[config]\nmax-freeze-seconds = 10\n",
     );
-    let simulator = setup.simulator(
-        "freezes.toml",
-        "name = \"freezes\"\ndescription = \"A short and a long Freeze.\"\nend_after = \"1h\"\n\n\
+    let simulator = setup.simulator("name = \"freezes\"\ndescription = \"A short and a long Freeze.\"\nend_after = \"1h\"\n\n\
          [[events]]\ntype = \"Freeze\"\nsource = \"Platform\"\nappear_at = \"1s\"\nnotice = \"15m\"\nduration_seconds = 5\nruns_for = \"1m\"\n\n\
          [[events]]\ntype = \"Freeze\"\nsource = \"Platform\"\nappear_at = \"1s\"\nnotice = \"15m\"\nduration_seconds = 30\nruns_for = \"1m\"\n",
     );
@@ -318,7 +313,7 @@ fn python_example_notifies_its_webhook_and_approves() {
             "subscribe = [\"Reboot\"]\nbudget = \"10s\"\nmemory = \"256MiB\"\n\n[config]\nwebhook-url = \"http://{address}/maintenance\"\n\n[capabilities]\nhttp = [\"{address}\"]\n"
         ),
     );
-    let simulator = setup.simulator("reboot.toml", &one_reboot("reboot"));
+    let simulator = setup.simulator(&one_reboot("reboot"));
     let daemon = setup.daemon(&simulator);
     let state =
         simulator.wait_for_state(TIMEOUT, "the Reboot approved after the webhook", |state| {
@@ -374,15 +369,12 @@ fn js_example_keeps_its_counter_across_restarts_and_the_restart_uses_the_compile
     let mut counts = Vec::new();
     let mut load_times = Vec::new();
     for run in 1..=2 {
-        let simulator = setup.simulator(
-            &format!("reboot-{run}.toml"),
-            &one_reboot(&format!("reboot-{run}")),
-        );
+        let simulator = setup.simulator(&one_reboot(&format!("reboot-{run}")));
         let started = Instant::now();
         let mut daemon = setup.daemon(&simulator);
         let loaded = wait_for(TIMEOUT, "a \"plugin loaded\" line", || {
             daemon
-                .lines_with_message("plugin loaded")
+                .lines_with_message(PLUGIN_LOADED)
                 .into_iter()
                 .next()
                 .ok_or_else(|| daemon.describe_for_failure())
