@@ -402,15 +402,9 @@ fn read_vm_name(body: &str) -> Result<String, ParseError> {
 }
 
 /// An error and its sources, "outer: inner: innermost", as reqwest hides the useful part.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let causes: Vec<String> = anyhow::Chain::new(error).map(ToString::to_string).collect();
+    causes.join(": ")
 }
 
 #[cfg(test)]

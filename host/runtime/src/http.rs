@@ -206,15 +206,9 @@ fn request_error(error: reqwest::Error) -> HostError {
 }
 
 /// The error and its sources on one line ("error sending request: connection refused").
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let causes: Vec<String> = anyhow::Chain::new(error).map(ToString::to_string).collect();
+    causes.join(": ")
 }
 
 #[cfg(test)]

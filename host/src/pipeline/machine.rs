@@ -7,7 +7,7 @@
 //! rule that makes restarts safe: [`Action::Persist`] comes before the [`Action::Call`]s
 //! and [`Action::Approve`] it covers.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -331,12 +331,15 @@ impl Pipeline {
         }
     }
 
-    fn schedule(&self) -> Schedule<'_> {
-        Schedule {
+    /// The scheduler's view and the events, borrowed apart so a stage can change one
+    /// event while it reads the roster and the calls in flight.
+    fn schedule_and_events(&mut self) -> (Schedule<'_>, &mut BTreeMap<String, EventProgress>) {
+        let schedule = Schedule {
             roster: &self.roster,
             in_flight: &self.in_flight,
             margin: self.settings.policy.safety_margin(),
-        }
+        };
+        (schedule, &mut self.state.events)
     }
 
     fn prepare(&mut self, id: &str, now: SystemTime, calls: &mut Vec<PlannedCall>) {
@@ -348,12 +351,8 @@ impl Pipeline {
         if !pending {
             return;
         }
-        let schedule = Schedule {
-            roster: &self.roster,
-            in_flight: &self.in_flight,
-            margin: self.settings.policy.safety_margin(),
-        };
-        let Some(progress) = self.state.events.get_mut(id) else {
+        let (schedule, events) = self.schedule_and_events();
+        let Some(progress) = events.get_mut(id) else {
             return;
         };
         match scheduler::prepare(progress, schedule, now) {
@@ -372,18 +371,15 @@ impl Pipeline {
     }
 
     fn tell_started(&mut self, id: &str, calls: &mut Vec<PlannedCall>) {
-        if let Some(progress) = self.state.events.get(id) {
-            calls.extend(scheduler::tell_started(progress, self.schedule()));
+        let (schedule, events) = self.schedule_and_events();
+        if let Some(progress) = events.get(id) {
+            calls.extend(scheduler::tell_started(progress, schedule));
         }
     }
 
     fn recover(&mut self, id: &str, now: SystemTime, calls: &mut Vec<PlannedCall>) {
-        let schedule = Schedule {
-            roster: &self.roster,
-            in_flight: &self.in_flight,
-            margin: self.settings.policy.safety_margin(),
-        };
-        let Some(progress) = self.state.events.get_mut(id) else {
+        let (schedule, events) = self.schedule_and_events();
+        let Some(progress) = events.get_mut(id) else {
             return;
         };
         match scheduler::recover(progress, schedule, now) {
