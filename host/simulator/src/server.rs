@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{FromRequest, FromRequestParts, Path, RawQuery, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -34,28 +34,22 @@ type Shared = State<Arc<Engine>>;
 /// Every route the simulator serves.
 pub(crate) fn router(engine: Arc<Engine>) -> Router {
     Router::new()
-        .route(
-            "/metadata/scheduledevents",
-            get(get_events_default).post(post_events_default),
-        )
-        .route("/metadata/instance/compute", get(compute_default))
-        .route("/metadata/instance/compute/name", get(compute_name_default))
+        .route("/metadata/scheduledevents", get(events).post(events))
+        .route("/metadata/instance/compute", get(compute_endpoint))
+        .route("/metadata/instance/compute/name", get(compute_name))
         .route(
             "/vm/{vm}/metadata/scheduledevents",
-            get(get_events_vm).post(post_events_vm),
+            get(events).post(events),
         )
-        .route("/vm/{vm}/metadata/instance/compute", get(compute_vm))
-        .route(
-            "/vm/{vm}/metadata/instance/compute/name",
-            get(compute_name_vm),
-        )
+        .route("/vm/{vm}/metadata/instance/compute", get(compute_endpoint))
+        .route("/vm/{vm}/metadata/instance/compute/name", get(compute_name))
         .route("/simulator/state", get(state))
         .route("/simulator/wait-finished", get(wait_finished))
         .fallback(not_found)
         .with_state(engine)
 }
 
-/// One IMDS request: which VM, and what the caller sent.
+/// One IMDS request: which VM (the `/vm/{vm}` prefix, if any), and what the caller sent.
 struct Call {
     vm_prefix: Option<String>,
     method: Method,
@@ -63,6 +57,29 @@ struct Call {
     headers: HeaderMap,
     query: Option<String>,
     body: Bytes,
+}
+
+impl<S: Send + Sync> FromRequest<S> for Call {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &S) -> Result<Call, Response> {
+        let (mut parts, body) = request.into_parts();
+        let vm_prefix = Path::<String>::from_request_parts(&mut parts, state)
+            .await
+            .ok()
+            .map(|Path(vm)| vm);
+        let body = Bytes::from_request(Request::from_parts(parts.clone(), body), state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        Ok(Call {
+            vm_prefix,
+            method: parts.method,
+            query: parts.uri.query().map(str::to_owned),
+            uri: parts.uri,
+            headers: parts.headers,
+            body,
+        })
+    }
 }
 
 /// What an IMDS endpoint does once the VM is known and the request is well formed.
@@ -73,125 +90,16 @@ enum Endpoint {
     ComputeName,
 }
 
-async fn get_events_default(
-    State(engine): Shared,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-    body: Bytes,
-) -> Response {
-    let call = Call {
-        vm_prefix: None,
-        method,
-        uri,
-        headers,
-        query,
-        body,
-    };
+async fn events(State(engine): Shared, call: Call) -> Response {
     serve(&engine, call, Endpoint::Events).await
 }
 
-async fn post_events_default(
-    state: Shared,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    query: RawQuery,
-    body: Bytes,
-) -> Response {
-    get_events_default(state, method, uri, headers, query, body).await
-}
-
-async fn get_events_vm(
-    State(engine): Shared,
-    Path(vm): Path<String>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-    body: Bytes,
-) -> Response {
-    let call = Call {
-        vm_prefix: Some(vm),
-        method,
-        uri,
-        headers,
-        query,
-        body,
-    };
-    serve(&engine, call, Endpoint::Events).await
-}
-
-async fn post_events_vm(
-    state: Shared,
-    vm: Path<String>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    query: RawQuery,
-    body: Bytes,
-) -> Response {
-    get_events_vm(state, vm, method, uri, headers, query, body).await
-}
-
-async fn compute_default(
-    State(engine): Shared,
-    uri: Uri,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-) -> Response {
-    let call = get_call(None, uri, headers, query);
+async fn compute_endpoint(State(engine): Shared, call: Call) -> Response {
     serve(&engine, call, Endpoint::Compute).await
 }
 
-async fn compute_vm(
-    State(engine): Shared,
-    Path(vm): Path<String>,
-    uri: Uri,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-) -> Response {
-    let call = get_call(Some(vm), uri, headers, query);
-    serve(&engine, call, Endpoint::Compute).await
-}
-
-async fn compute_name_default(
-    State(engine): Shared,
-    uri: Uri,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-) -> Response {
-    let call = get_call(None, uri, headers, query);
+async fn compute_name(State(engine): Shared, call: Call) -> Response {
     serve(&engine, call, Endpoint::ComputeName).await
-}
-
-async fn compute_name_vm(
-    State(engine): Shared,
-    Path(vm): Path<String>,
-    uri: Uri,
-    headers: HeaderMap,
-    RawQuery(query): RawQuery,
-) -> Response {
-    let call = get_call(Some(vm), uri, headers, query);
-    serve(&engine, call, Endpoint::ComputeName).await
-}
-
-/// A bodiless GET, for the compute endpoints.
-fn get_call(
-    vm_prefix: Option<String>,
-    uri: Uri,
-    headers: HeaderMap,
-    query: Option<String>,
-) -> Call {
-    Call {
-        vm_prefix,
-        method: Method::GET,
-        uri,
-        headers,
-        query,
-        body: Bytes::new(),
-    }
 }
 
 /// Checks the VM, the Metadata header and the api-version, answers, and records the request.
