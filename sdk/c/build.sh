@@ -9,19 +9,9 @@ sdk_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo_dir="$(cd "$sdk_dir/../.." && pwd)"
 clang="${CLANG:-clang-19}"
 
-sources=()
-output=""
-while [[ $# -gt 0 ]]; do
-    case "$1" in
-        -o) output="$2"; shift 2 ;;
-        -h|--help) sed -n '2,5p' "$0"; exit 0 ;;
-        *) sources+=("$1"); shift ;;
-    esac
-done
-if [[ -z "$output" || ${#sources[@]} -eq 0 ]]; then
-    echo "usage: $0 PLUGIN.c [MORE.c ...] -o PLUGIN.wasm" >&2
-    exit 2
-fi
+source "$sdk_dir/../build-args.sh"
+parse_build_args "PLUGIN.c [MORE.c ...] -o PLUGIN.wasm" "$@"
+sources=("${inputs[@]}")
 if ! command -v "$clang" >/dev/null; then
     echo "error: $clang not found: run tests/install-language-toolchains.sh c (or apt-get install clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32)" >&2
     exit 1

@@ -7,19 +7,13 @@ set -euo pipefail
 
 sdk_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
-plugin=""
-output=""
-while [[ $# -gt 0 ]]; do
-    case "$1" in
-        -o) output="$2"; shift 2 ;;
-        -h|--help) sed -n '2,5p' "$0"; exit 0 ;;
-        *) plugin="$1"; shift ;;
-    esac
-done
-if [[ -z "$output" || -z "$plugin" ]]; then
-    echo "usage: $0 PLUGIN.js -o PLUGIN.wasm" >&2
+source "$sdk_dir/../build-args.sh"
+parse_build_args "PLUGIN.js -o PLUGIN.wasm" "$@"
+if [[ ${#inputs[@]} -ne 1 ]]; then
+    echo "usage: $0 PLUGIN.js -o PLUGIN.wasm (one module)" >&2
     exit 2
 fi
+plugin="${inputs[0]}"
 if [[ ! -d "$sdk_dir/node_modules/@bytecodealliance/componentize-js" ]]; then
     echo "error: componentize-js is not installed in $sdk_dir/node_modules: run tests/install-language-toolchains.sh js" >&2
     exit 1

@@ -9,17 +9,11 @@ sdk_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo_dir="$(cd "$sdk_dir/../.." && pwd)"
 componentize_py="${COMPONENTIZE_PY:-$sdk_dir/.venv/bin/componentize-py}"
 
-plugin=""
-output=""
-while [[ $# -gt 0 ]]; do
-    case "$1" in
-        -o) output="$2"; shift 2 ;;
-        -h|--help) sed -n '2,5p' "$0"; exit 0 ;;
-        *) plugin="$1"; shift ;;
-    esac
-done
-if [[ -z "$output" || -z "$plugin" || "$plugin" != *.py ]]; then
-    echo "usage: $0 PLUGIN.py -o PLUGIN.wasm" >&2
+source "$sdk_dir/../build-args.sh"
+parse_build_args "PLUGIN.py -o PLUGIN.wasm" "$@"
+plugin="${inputs[0]}"
+if [[ ${#inputs[@]} -ne 1 || "$plugin" != *.py ]]; then
+    echo "usage: $0 PLUGIN.py -o PLUGIN.wasm (one .py module)" >&2
     exit 2
 fi
 if [[ ! -x "$componentize_py" ]]; then
