@@ -606,11 +606,7 @@ mod tests {
             let _ = socket.write_all(head.as_bytes()).await;
             let _ = socket.write_all(&vec![b' '; length]).await;
         });
-        let client = EtcdClient::connect(&EtcdSettings {
-            endpoints: vec![endpoint],
-            ..EtcdSettings::default()
-        })
-        .unwrap();
+        let client = EtcdClient::connect(&crate::settings::one_endpoint(&endpoint)).unwrap();
         let error = client.list("/forewarn/").await.unwrap_err();
         let EtcdError::Unreachable { message, .. } = &error else {
             panic!("expected the cap to refuse the answer, got {error:?}");

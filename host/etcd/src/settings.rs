@@ -194,16 +194,19 @@ impl EtcdSettings {
     }
 }
 
+/// Settings with one endpoint and nothing else, for tests.
+#[cfg(test)]
+pub(crate) fn one_endpoint(endpoint: &str) -> EtcdSettings {
+    EtcdSettings {
+        endpoints: vec![endpoint.to_owned()],
+        ..EtcdSettings::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn settings(endpoint: &str) -> EtcdSettings {
-        EtcdSettings {
-            endpoints: vec![endpoint.to_owned()],
-            ..EtcdSettings::default()
-        }
-    }
+    use one_endpoint as settings;
 
     #[test]
     fn endpoints_are_checked_and_named() {

@@ -123,13 +123,7 @@ fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, SettingsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn settings(endpoint: &str) -> EtcdSettings {
-        EtcdSettings {
-            endpoints: vec![endpoint.to_owned()],
-            ..EtcdSettings::default()
-        }
-    }
+    use crate::settings::one_endpoint as settings;
 
     #[test]
     fn plain_http_needs_no_files() {
