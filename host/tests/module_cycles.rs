@@ -7,6 +7,7 @@ use std::process::Command;
 /// The crates whose modules are checked, relative to the workspace root.
 const CRATES: &[&str] = &[
     "host/src",
+    "host/etcd/src",
     "host/imds/src",
     "host/runtime/src",
     "host/simulator/src",

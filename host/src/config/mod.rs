@@ -1,6 +1,7 @@
 //! The daemon's configuration file (one TOML file), its defaults, and the command-line
 //! overrides applied on top of it.
 
+mod coordination;
 pub mod example;
 
 use std::collections::BTreeMap;
@@ -10,7 +11,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::coordination::DeadVm;
+pub use coordination::CoordinationConfig;
+
 use crate::pipeline::policy::PolicyConfig;
 use crate::plugins::manifest::describe_toml_error;
 
@@ -39,60 +41,6 @@ pub struct Config {
     /// `[coordination]`: approve events naming several VMs together, through etcd.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub coordination: Option<CoordinationConfig>,
-}
-
-/// `[coordination]` (docs/coordination.md): for an event whose Resources name several VMs,
-/// each VM records in etcd that its plugins are ready, and one elected VM approves for all
-/// of them. Absent (the default): every VM decides alone, by `policy.group-approval`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct CoordinationConfig {
-    /// etcd client URLs, e.g. `["http://10.0.0.4:2379", "http://10.0.0.5:2379"]`; tried in
-    /// turn. forewarn talks to etcd's JSON gateway (etcd 3.4 or later).
-    pub endpoints: Vec<String>,
-    /// Every key forewarn writes starts with this (default "/forewarn").
-    #[serde(default = "default_coordination_prefix")]
-    pub prefix: String,
-    /// How long after a daemon stops renewing its lease (crash, stop, network cut) its
-    /// "ready" records and leadership vanish (default "10s"; etcd needs at least "2s").
-    #[serde(with = "humantime_serde", default = "default_lease_ttl")]
-    pub lease_ttl: Duration,
-    /// etcd user name, when etcd has authentication enabled.
-    #[serde(default)]
-    pub username: Option<String>,
-    /// etcd password for `username`.
-    #[serde(default)]
-    pub password: Option<String>,
-    /// Send `username`/`password` to `http://` endpoints, in clear text. Off by default:
-    /// credentials need `https://` endpoints unless the operator opts in here.
-    #[serde(default)]
-    pub allow_plaintext_credentials: bool,
-    /// CA certificate (PEM) to verify `https://` endpoints with, instead of the system's.
-    #[serde(default)]
-    pub ca_file: Option<PathBuf>,
-    /// Client certificate (PEM), for etcd's `--client-cert-auth`; needs `key-file`.
-    #[serde(default)]
-    pub cert_file: Option<PathBuf>,
-    /// Client private key (PEM) for `cert-file`.
-    #[serde(default)]
-    pub key_file: Option<PathBuf>,
-    /// A VM that recorded ready and then lost its lease: "hold" (default) keeps the event
-    /// waiting for it until NotBefore; "counts-as-ready" lets the others go.
-    #[serde(default)]
-    pub dead_vm: DeadVm,
-    /// How long before NotBefore the leader stops waiting for VMs that are not ready and
-    /// approves anyway. Unset (default): it never approves without every VM, and the
-    /// platform starts the event at NotBefore.
-    #[serde(with = "humantime_serde", default)]
-    pub deadline: Option<Duration>,
-}
-
-fn default_coordination_prefix() -> String {
-    "/forewarn".into()
-}
-
-fn default_lease_ttl() -> Duration {
-    Duration::from_secs(10)
 }
 
 /// The daemon's own HTTP endpoint: health, readiness for load balancers, metrics, status.
@@ -252,7 +200,7 @@ impl Config {
         let config = Config::parse(&text).map_err(invalid)?;
         // The files a section names (certificates) are read only for a real config file.
         if let Some(coordination) = &config.coordination {
-            crate::coordination::check_files(coordination).map_err(invalid)?;
+            coordination.check_files().map_err(invalid)?;
         }
         Ok(config)
     }
@@ -290,15 +238,7 @@ impl Config {
             MAX_POLL_INTERVAL,
         )?;
         if let Some(coordination) = &self.coordination {
-            check_at_most(
-                "coordination.lease-ttl",
-                coordination.lease_ttl,
-                MAX_COORDINATION_DURATION,
-            )?;
-            if let Some(deadline) = coordination.deadline {
-                check_at_most("coordination.deadline", deadline, MAX_COORDINATION_DURATION)?;
-            }
-            crate::coordination::validate(coordination)?;
+            coordination.validate()?;
         }
         for (name, action) in &self.actions {
             check_at_most(

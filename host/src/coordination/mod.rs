@@ -17,20 +17,17 @@
 //! its leadership and every ready key it counted, claims the approval; only a claim makes
 //! the verdict [`Verdict::Approve`].
 
-pub mod etcd;
-pub mod tls;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
+use forewarn_etcd::{Compare, EtcdClient, EtcdError, KeyValue, Write};
 use forewarn_imds::ScheduledEvent;
 use serde::Serialize;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use crate::pipeline::barrier::{BarrierView, DeadVm, VmStanding};
-pub use etcd::{Compare, Credentials, EtcdClient, EtcdError, KeyValue, Write};
 
 use crate::config::CoordinationConfig;
 use crate::log_messages;
@@ -45,15 +42,13 @@ pub const ROUND_EVERY: Duration = Duration::from_millis(200);
 const FORGET_AFTER: Duration = Duration::from_secs(15);
 /// How long records that must outlive a daemon (`was-ready`, a sent `approval`) are kept.
 const RECORD_TTL: Duration = Duration::from_secs(24 * 3600);
-/// etcd refuses leases shorter than about its election timeout.
-const MIN_LEASE_TTL: Duration = Duration::from_secs(2);
 
 /// The coordinator could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum CoordinationError {
     #[error("[coordination]: {0}")]
     Setup(String),
-    #[error("[coordination]: {0}")]
+    #[error("[coordination]: {}", .0.describe("coordination"))]
     Client(#[from] EtcdError),
 }
 
@@ -169,63 +164,6 @@ struct Lease {
     renewed_at: Instant,
 }
 
-/// Checks a `[coordination]` section; the message names the key and the fix.
-pub fn validate(config: &CoordinationConfig) -> Result<(), String> {
-    if config.endpoints.is_empty() {
-        return Err(
-            "key `coordination.endpoints`: name at least one etcd client URL, e.g. [\"http://10.0.0.4:2379\"]"
-                .into(),
-        );
-    }
-    for endpoint in &config.endpoints {
-        if !endpoint.starts_with("http://") && !endpoint.starts_with("https://") {
-            return Err(format!(
-                "key `coordination.endpoints`: \"{endpoint}\" must start with http:// or https://"
-            ));
-        }
-    }
-    if !config.prefix.starts_with('/') || config.prefix.len() < 2 {
-        return Err(format!(
-            "key `coordination.prefix`: \"{}\" must start with / and name something, e.g. \"/forewarn\"",
-            config.prefix
-        ));
-    }
-    if config.lease_ttl < MIN_LEASE_TTL {
-        return Err(
-            "key `coordination.lease-ttl`: must be at least \"2s\" (etcd refuses shorter leases)"
-                .into(),
-        );
-    }
-    if config.password.is_some() != config.username.is_some() {
-        return Err(
-            "keys `coordination.username` and `coordination.password`: set both or neither".into(),
-        );
-    }
-    check_plaintext_credentials(config)?;
-    tls::check_settings(config)
-}
-
-/// Credentials go only to `https://` endpoints, unless `allow-plaintext-credentials` says so.
-fn check_plaintext_credentials(config: &CoordinationConfig) -> Result<(), String> {
-    if config.username.is_none() || config.allow_plaintext_credentials {
-        return Ok(());
-    }
-    match config.endpoints.iter().find(|e| e.starts_with("http://")) {
-        Some(endpoint) => Err(format!(
-            "key `coordination.username`: the password would go to \"{endpoint}\" in clear \
-             text; use https:// endpoints (see TLS in docs/coordination.md), or set \
-             `allow-plaintext-credentials = true` in [coordination] to accept that"
-        )),
-        None => Ok(()),
-    }
-}
-
-/// Reads and checks the files a `[coordination]` section names (`ca-file`, `cert-file`,
-/// `key-file`); the message names the key. [`validate`] does not read files.
-pub fn check_files(config: &CoordinationConfig) -> Result<(), String> {
-    tls::client_config(config).map(|_| ())
-}
-
 /// Logged (field `event_id`) when an approval record names this VM under a lease this
 /// daemon does not hold: it is not acted on.
 pub const NOT_OUR_APPROVAL_MESSAGE: &str = "an approval record in etcd names this VM, but \
@@ -264,16 +202,8 @@ impl Coordinator {
         vm_name: &str,
         shutdown: CancellationToken,
     ) -> Result<Coordinator, CoordinationError> {
-        validate(config).map_err(CoordinationError::Setup)?;
-        let credentials = match (&config.username, &config.password) {
-            (Some(user), Some(password)) => Some(Credentials {
-                user: user.clone(),
-                password: password.clone(),
-            }),
-            _ => None,
-        };
-        let tls = tls::client_config(config).map_err(CoordinationError::Setup)?;
-        let client = EtcdClient::new(&config.endpoints, credentials, tls)?;
+        config.validate().map_err(CoordinationError::Setup)?;
+        let client = EtcdClient::connect(&config.etcd_settings())?;
         let vm = vm_name.to_ascii_lowercase();
         let status = CoordinationStatus {
             vm_name: vm.clone(),
@@ -797,6 +727,8 @@ impl Inner {
         match outcome {
             Ok(()) => shared.connection = Connection::Connected,
             Err(error) => {
+                // Settings are named as keys of the config file, e.g. `coordination.endpoints`.
+                let error = error.describe("coordination");
                 shared.connection = Connection::Unreachable;
                 if previous != Connection::Unreachable {
                     tracing::warn!(
@@ -806,7 +738,7 @@ impl Inner {
                          is approved early because of this"
                     );
                 }
-                shared.last_error = Some(error.to_string());
+                shared.last_error = Some(error);
             }
         }
         let changed = shared.connection != previous;
@@ -906,84 +838,6 @@ fn resources_list(standings: &[(String, VmStanding)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn config() -> CoordinationConfig {
-        crate::config::Config::parse("[coordination]\nendpoints = [\"http://127.0.0.1:2379\"]\n")
-            .unwrap()
-            .coordination
-            .unwrap()
-    }
-
-    #[test]
-    fn defaults_are_documented_ones() {
-        let config = config();
-        assert_eq!(config.prefix, "/forewarn");
-        assert_eq!(config.lease_ttl, Duration::from_secs(10));
-        assert_eq!(config.dead_vm, DeadVm::Hold);
-        assert_eq!(config.deadline, None);
-    }
-
-    #[test]
-    fn validation_names_the_key() {
-        let cases = [
-            ("endpoints = []", "coordination.endpoints"),
-            ("endpoints = [\"10.0.0.4:2379\"]", "must start with http://"),
-            (
-                "endpoints = [\"http://a:2379\"]\nlease-ttl = \"1s\"",
-                "coordination.lease-ttl",
-            ),
-            (
-                "endpoints = [\"https://a:2379\"]\nusername = \"u\"",
-                "coordination.password",
-            ),
-            (
-                "endpoints = [\"https://a:2379\", \"http://b:2379\"]\nusername = \"u\"\npassword = \"p\"",
-                "key `coordination.username`: the password would go to \"http://b:2379\" in clear text",
-            ),
-            (
-                "endpoints = [\"http://a:2379\"]\nprefix = \"forewarn\"",
-                "coordination.prefix",
-            ),
-            (
-                "endpoints = [\"http://a:2379\"]\ndead-vm = \"ignore\"",
-                "dead-vm",
-            ),
-        ];
-        for (body, needle) in cases {
-            let error =
-                crate::config::Config::parse(&format!("[coordination]\n{body}\n")).expect_err(body);
-            assert!(error.contains(needle), "{body}: {error}");
-        }
-        let parsed = crate::config::Config::parse(
-            "[coordination]\nendpoints = [\"http://a:2379\"]\ndead-vm = \"counts-as-ready\"\ndeadline = \"2m\"\n",
-        )
-        .unwrap()
-        .coordination
-        .unwrap();
-        assert_eq!(parsed.dead_vm, DeadVm::CountsAsReady);
-        assert_eq!(parsed.deadline, Some(Duration::from_secs(120)));
-    }
-
-    #[test]
-    fn tls_settings_are_checked_with_the_config_and_its_files_on_load() {
-        let mixed = crate::config::Config::parse(
-            "[coordination]\nendpoints = [\"http://127.0.0.1:2379\"]\nca-file = \"/etc/ca.pem\"\n",
-        )
-        .expect_err("certificate files with a plain endpoint");
-        assert!(mixed.contains("use https://"), "{mixed}");
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("forewarn.toml");
-        std::fs::write(
-            &path,
-            "[coordination]\nendpoints = [\"https://127.0.0.1:2379\"]\nca-file = \"/nonexistent/ca.pem\"\n",
-        )
-        .unwrap();
-        let error = crate::config::Config::load(&path)
-            .expect_err("a missing ca-file")
-            .to_string();
-        assert!(error.contains("coordination.ca-file"), "{error}");
-        assert!(error.contains("/nonexistent/ca.pem"), "{error}");
-    }
 
     #[test]
     fn event_records_are_read_by_key() {

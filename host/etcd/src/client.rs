@@ -1,5 +1,5 @@
-//! A small etcd v3 client over the JSON gateway that etcd serves beside gRPC (`/v3/…`):
-//! leases, puts, prefix reads, deletes and transactions — all the approval barrier needs.
+//! The etcd v3 client over the JSON gateway that etcd serves beside gRPC (`/v3/…`):
+//! leases, puts, prefix reads, deletes, transactions and authentication.
 //!
 //! The gateway speaks protobuf-as-JSON: keys and values are base64, 64-bit integers are
 //! strings, and fields at their default value (false, 0, empty) are left out of answers.
@@ -21,6 +21,8 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use crate::settings::{Credentials, EtcdSettings, Setting, SettingsError};
+
 /// How long one request to etcd may take before the endpoint counts as unreachable.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -28,42 +30,116 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 /// bytes); a longer one is refused, naming this cap.
 pub const ETCD_BODY_MAX_BYTES: usize = 4 * 1024 * 1024;
 
-/// A user name and password for etcd's authentication (`/v3/auth/authenticate`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Credentials {
-    pub user: String,
-    pub password: String,
-}
+/// The gateway path that exchanges [`Credentials`] for a token.
+pub const AUTH_PATH: &str = "/v3/auth/authenticate";
 
-/// What went wrong talking to etcd.
+/// What went wrong talking to etcd. Its text names settings by their own names
+/// (`endpoints`, `ca-file`); [`EtcdError::describe`] names them as keys of a config section.
 #[derive(Debug, thiserror::Error)]
 pub enum EtcdError {
-    #[error(
-        "cannot reach etcd at {endpoint}: {message} (is etcd running, and is \
-         `coordination.endpoints` right?)"
-    )]
-    Unreachable { endpoint: String, message: String },
-    #[error("etcd at {endpoint} refused {path} with HTTP {status}: {message}")]
+    /// No endpoint answered (connection refused, timeout, TLS failure, an oversized answer).
+    #[error("{}", self.describe(""))]
+    Unreachable {
+        /// The endpoint tried last.
+        endpoint: String,
+        /// The cause, with its own causes.
+        message: String,
+        /// Whether the cause is a certificate (then the TLS files are worth checking).
+        certificate: bool,
+    },
+    /// etcd answered with an HTTP error.
+    #[error("{}", self.describe(""))]
     Refused {
+        /// The endpoint that answered.
         endpoint: String,
+        /// The gateway path asked, e.g. `/v3/kv/put`.
         path: String,
+        /// The HTTP status.
         status: u16,
+        /// etcd's message.
         message: String,
     },
-    #[error("etcd at {endpoint} sent an answer to {path} that forewarn cannot read: {message}")]
+    /// etcd's answer could not be read.
+    #[error("{}", self.describe(""))]
     Malformed {
+        /// The endpoint that answered.
         endpoint: String,
+        /// The gateway path asked.
         path: String,
+        /// What could not be read, with the start of the answer.
         message: String,
     },
-    #[error("cannot set up the etcd client: {0}")]
+    /// The settings cannot work, or the TLS files cannot be used.
+    #[error("{}", self.describe(""))]
+    Settings(#[from] SettingsError),
+    /// A request could not be built.
+    #[error("{}", self.describe(""))]
     Setup(String),
+}
+
+impl EtcdError {
+    /// The error's text with settings named as keys of `section` (`coordination.endpoints`),
+    /// or by their own names when `section` is empty (that is the `Display` text).
+    pub fn describe(&self, section: &str) -> String {
+        let key = |setting: Setting| setting.key(section);
+        match self {
+            EtcdError::Unreachable {
+                endpoint,
+                message,
+                certificate,
+            } => {
+                let hint = if *certificate {
+                    format!(
+                        " (check `{}`, `{}` and `{}`)",
+                        key(Setting::CaFile),
+                        Setting::CertFile.name(),
+                        Setting::KeyFile.name()
+                    )
+                } else {
+                    String::new()
+                };
+                format!(
+                    "cannot reach etcd at {endpoint}: {message}{hint} (is etcd running, and is \
+                     `{}` right?)",
+                    key(Setting::Endpoints)
+                )
+            }
+            EtcdError::Refused {
+                endpoint,
+                path,
+                status,
+                message,
+            } => {
+                let hint = if path == AUTH_PATH {
+                    format!(
+                        " (check `{}` and `{}`)",
+                        key(Setting::Username),
+                        key(Setting::Password)
+                    )
+                } else {
+                    String::new()
+                };
+                format!("etcd at {endpoint} refused {path} with HTTP {status}: {message}{hint}")
+            }
+            EtcdError::Malformed {
+                endpoint,
+                path,
+                message,
+            } => format!(
+                "etcd at {endpoint} sent an answer to {path} that forewarn cannot read: {message}"
+            ),
+            EtcdError::Settings(error) => error.render(section),
+            EtcdError::Setup(message) => format!("cannot set up the etcd client: {message}"),
+        }
+    }
 }
 
 /// One key as read from etcd.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyValue {
+    /// The key.
     pub key: String,
+    /// Its value.
     pub value: String,
     /// The lease the key is attached to; 0 for none.
     pub lease: i64,
@@ -85,8 +161,11 @@ pub enum Compare {
 pub enum Write {
     /// Puts `value` at `key`, attached to `lease` when not 0.
     Put {
+        /// The key.
         key: String,
+        /// The value.
         value: String,
+        /// The lease to attach the key to; 0 for none.
         lease: i64,
     },
     /// Deletes one key.
@@ -107,19 +186,10 @@ pub struct EtcdClient {
 }
 
 impl EtcdClient {
-    /// A client for `endpoints` (`http://host:port` or `https://host:port`, no trailing path),
-    /// never through a proxy; `tls` is used for the `https://` ones.
-    pub fn new(
-        endpoints: &[String],
-        credentials: Option<Credentials>,
-        tls: rustls::ClientConfig,
-    ) -> Result<EtcdClient, EtcdError> {
-        if endpoints.is_empty() {
-            return Err(EtcdError::Setup(
-                "no endpoints: set `coordination.endpoints`, e.g. [\"http://10.0.0.4:2379\"]"
-                    .into(),
-            ));
-        }
+    /// A client for `settings` (checked, and its TLS files read), never through a proxy.
+    /// Nothing is sent yet: etcd need not be reachable.
+    pub fn connect(settings: &EtcdSettings) -> Result<EtcdClient, EtcdError> {
+        let tls = crate::tls::client_config(settings)?;
         let mut tcp = HttpConnector::new();
         tcp.enforce_http(false);
         tcp.set_connect_timeout(Some(REQUEST_TIMEOUT));
@@ -132,12 +202,13 @@ impl EtcdClient {
         let http = HyperClient::builder(TokioExecutor::new()).build(connector);
         Ok(EtcdClient {
             http,
-            endpoints: endpoints
+            endpoints: settings
+                .endpoints
                 .iter()
                 .map(|endpoint| endpoint.trim_end_matches('/').to_owned())
                 .collect(),
             preferred: AtomicUsize::new(0),
-            credentials,
+            credentials: settings.credentials.clone(),
             token: Mutex::new(None),
         })
     }
@@ -262,14 +333,10 @@ impl EtcdClient {
         body: &Value,
         token: Option<&str>,
     ) -> Result<T, EtcdError> {
-        let unreachable = |mut message: String| {
-            if message.contains("certificate") {
-                message.push_str(" (check `coordination.ca-file`, `cert-file` and `key-file`)");
-            }
-            EtcdError::Unreachable {
-                endpoint: endpoint.to_owned(),
-                message,
-            }
+        let unreachable = |message: String| EtcdError::Unreachable {
+            endpoint: endpoint.to_owned(),
+            certificate: message.contains("certificate"),
+            message,
         };
         let mut request = hyper::Request::post(format!("{endpoint}{path}"))
             .header(hyper::header::CONTENT_TYPE, "application/json");
@@ -321,7 +388,7 @@ impl EtcdClient {
                 if error.is::<http_body_util::LengthLimitError>() {
                     return format!(
                         "the answer is larger than {ETCD_BODY_MAX_BYTES} bytes, the most forewarn \
-                         reads; check that `coordination.endpoints` names etcd client URLs"
+                         reads; check that the endpoints are etcd client URLs"
                     );
                 }
                 describe_error(error.as_ref())
@@ -344,25 +411,7 @@ impl EtcdClient {
             token: String,
         }
         let body = json!({ "name": credentials.user, "password": credentials.password });
-        let answer: Authenticated = self
-            .post(endpoint, "/v3/auth/authenticate", &body, None)
-            .await
-            .map_err(|error| match error {
-                EtcdError::Refused {
-                    endpoint,
-                    path,
-                    status,
-                    message,
-                } => EtcdError::Refused {
-                    endpoint,
-                    path,
-                    status,
-                    message: format!(
-                        "{message} (check `coordination.username` and `coordination.password`)"
-                    ),
-                },
-                other => other,
-            })?;
+        let answer: Authenticated = self.post(endpoint, AUTH_PATH, &body, None).await?;
         if let Ok(mut cached) = self.token.lock() {
             *cached = Some(answer.token.clone());
         }
@@ -498,15 +547,9 @@ fn gateway_error_message(body: &str) -> String {
 }
 
 /// An error with its causes, e.g. "client error (Connect): invalid peer certificate: UnknownIssuer".
-fn describe_error(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
+fn describe_error(error: &(dyn std::error::Error + 'static)) -> String {
+    let causes: Vec<String> = anyhow::Chain::new(error).map(ToString::to_string).collect();
+    causes.join(": ")
 }
 
 fn truncate(text: &str, limit: usize) -> String {
@@ -557,14 +600,7 @@ mod tests {
             let _ = socket.write_all(head.as_bytes()).await;
             let _ = socket.write_all(&vec![b' '; length]).await;
         });
-        let config = crate::config::Config::parse(&format!(
-            "[coordination]\nendpoints = [\"{endpoint}\"]\n"
-        ))
-        .unwrap()
-        .coordination
-        .unwrap();
-        let tls = super::super::tls::client_config(&config).unwrap();
-        let client = EtcdClient::new(&config.endpoints, None, tls).unwrap();
+        let client = EtcdClient::connect(&crate::settings::one_endpoint(&endpoint)).unwrap();
         let error = client.list("/forewarn/").await.unwrap_err();
         let EtcdError::Unreachable { message, .. } = &error else {
             panic!("expected the cap to refuse the answer, got {error:?}");
@@ -572,6 +608,44 @@ mod tests {
         assert!(
             message.contains(&format!("larger than {ETCD_BODY_MAX_BYTES} bytes")),
             "{message}"
+        );
+    }
+
+    #[test]
+    fn errors_name_settings_as_keys_of_a_section() {
+        let unreachable = EtcdError::Unreachable {
+            endpoint: "https://10.0.0.4:2379".into(),
+            message: "invalid peer certificate: UnknownIssuer".into(),
+            certificate: true,
+        };
+        assert_eq!(
+            unreachable.describe("coordination"),
+            "cannot reach etcd at https://10.0.0.4:2379: invalid peer certificate: UnknownIssuer \
+             (check `coordination.ca-file`, `cert-file` and `key-file`) (is etcd running, and is \
+             `coordination.endpoints` right?)"
+        );
+        assert!(
+            unreachable
+                .to_string()
+                .contains("(check `ca-file`, `cert-file`")
+        );
+        let refused = EtcdError::Refused {
+            endpoint: "http://a:2379".into(),
+            path: AUTH_PATH.into(),
+            status: 400,
+            message: "etcdserver: authentication failed, invalid user ID or password".into(),
+        };
+        assert!(
+            refused
+                .describe("coordination")
+                .ends_with("(check `coordination.username` and `coordination.password`)")
+        );
+        let error = EtcdClient::connect(&EtcdSettings::default()).unwrap_err();
+        assert!(
+            error
+                .describe("coordination")
+                .starts_with("key `coordination.endpoints`: name at least one"),
+            "{error}"
         );
     }
 

@@ -1,0 +1,232 @@
+//! `[coordination]` of the config file: the section, its defaults, its validation, and the
+//! etcd settings it stands for.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use forewarn_etcd::{Credentials, EtcdSettings, TlsFiles};
+use serde::{Deserialize, Serialize};
+
+use super::{MAX_COORDINATION_DURATION, check_at_most};
+use crate::pipeline::barrier::DeadVm;
+
+/// The section's name: settings errors of the etcd client are shown as its keys.
+const SECTION: &str = "coordination";
+
+/// etcd refuses leases shorter than about its election timeout.
+const MIN_LEASE_TTL: Duration = Duration::from_secs(2);
+
+/// `[coordination]` (docs/coordination.md): for an event whose Resources name several VMs,
+/// each VM records in etcd that its plugins are ready, and one elected VM approves for all
+/// of them. Absent (the default): every VM decides alone, by `policy.group-approval`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct CoordinationConfig {
+    /// etcd client URLs, e.g. `["http://10.0.0.4:2379", "http://10.0.0.5:2379"]`; tried in
+    /// turn. forewarn talks to etcd's JSON gateway (etcd 3.4 or later).
+    pub endpoints: Vec<String>,
+    /// Every key forewarn writes starts with this (default "/forewarn").
+    #[serde(default = "default_coordination_prefix")]
+    pub prefix: String,
+    /// How long after a daemon stops renewing its lease (crash, stop, network cut) its
+    /// "ready" records and leadership vanish (default "10s"; etcd needs at least "2s").
+    #[serde(with = "humantime_serde", default = "default_lease_ttl")]
+    pub lease_ttl: Duration,
+    /// etcd user name, when etcd has authentication enabled.
+    #[serde(default)]
+    pub username: Option<String>,
+    /// etcd password for `username`.
+    #[serde(default)]
+    pub password: Option<String>,
+    /// Send `username`/`password` to `http://` endpoints, in clear text. Off by default:
+    /// credentials need `https://` endpoints unless the operator opts in here.
+    #[serde(default)]
+    pub allow_plaintext_credentials: bool,
+    /// CA certificate (PEM) to verify `https://` endpoints with, instead of the system's.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// Client certificate (PEM), for etcd's `--client-cert-auth`; needs `key-file`.
+    #[serde(default)]
+    pub cert_file: Option<PathBuf>,
+    /// Client private key (PEM) for `cert-file`.
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
+    /// A VM that recorded ready and then lost its lease: "hold" (default) keeps the event
+    /// waiting for it until NotBefore; "counts-as-ready" lets the others go.
+    #[serde(default)]
+    pub dead_vm: DeadVm,
+    /// How long before NotBefore the leader stops waiting for VMs that are not ready and
+    /// approves anyway. Unset (default): it never approves without every VM, and the
+    /// platform starts the event at NotBefore.
+    #[serde(with = "humantime_serde", default)]
+    pub deadline: Option<Duration>,
+}
+
+fn default_coordination_prefix() -> String {
+    "/forewarn".into()
+}
+
+fn default_lease_ttl() -> Duration {
+    Duration::from_secs(10)
+}
+
+impl CoordinationConfig {
+    /// The etcd client's settings: endpoints, credentials (when both are set) and TLS files.
+    pub fn etcd_settings(&self) -> EtcdSettings {
+        let credentials = match (&self.username, &self.password) {
+            (Some(user), Some(password)) => Some(Credentials {
+                user: user.clone(),
+                password: password.clone(),
+            }),
+            _ => None,
+        };
+        EtcdSettings {
+            endpoints: self.endpoints.clone(),
+            credentials,
+            tls: TlsFiles {
+                ca_file: self.ca_file.clone(),
+                cert_file: self.cert_file.clone(),
+                key_file: self.key_file.clone(),
+            },
+        }
+    }
+
+    /// Checks the section without reading files; the message names the key and the fix.
+    pub fn validate(&self) -> Result<(), String> {
+        check_at_most(
+            "coordination.lease-ttl",
+            self.lease_ttl,
+            MAX_COORDINATION_DURATION,
+        )?;
+        if let Some(deadline) = self.deadline {
+            check_at_most("coordination.deadline", deadline, MAX_COORDINATION_DURATION)?;
+        }
+        let settings = self.etcd_settings();
+        settings.check().map_err(|error| error.render(SECTION))?;
+        if !self.prefix.starts_with('/') || self.prefix.len() < 2 {
+            return Err(format!(
+                "key `coordination.prefix`: \"{}\" must start with / and name something, e.g. \"/forewarn\"",
+                self.prefix
+            ));
+        }
+        if self.lease_ttl < MIN_LEASE_TTL {
+            return Err(
+                "key `coordination.lease-ttl`: must be at least \"2s\" (etcd refuses shorter leases)"
+                    .into(),
+            );
+        }
+        if self.password.is_some() != self.username.is_some() {
+            return Err(
+                "keys `coordination.username` and `coordination.password`: set both or neither"
+                    .into(),
+            );
+        }
+        self.check_plaintext_credentials(&settings)
+    }
+
+    /// Credentials go only to `https://` endpoints, unless `allow-plaintext-credentials` says so.
+    fn check_plaintext_credentials(&self, settings: &EtcdSettings) -> Result<(), String> {
+        if self.username.is_none() || self.allow_plaintext_credentials {
+            return Ok(());
+        }
+        match settings.plain_endpoint() {
+            Some(endpoint) => Err(format!(
+                "key `coordination.username`: the password would go to \"{endpoint}\" in clear \
+                 text; use https:// endpoints (see TLS in docs/coordination.md), or set \
+                 `allow-plaintext-credentials = true` in [coordination] to accept that"
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Reads and checks the files the section names (`ca-file`, `cert-file`, `key-file`);
+    /// the message names the key. [`validate`](Self::validate) does not read files.
+    pub fn check_files(&self) -> Result<(), String> {
+        self.etcd_settings()
+            .check_files()
+            .map_err(|error| error.render(SECTION))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> CoordinationConfig {
+        super::super::Config::parse("[coordination]\nendpoints = [\"http://127.0.0.1:2379\"]\n")
+            .unwrap()
+            .coordination
+            .unwrap()
+    }
+
+    #[test]
+    fn defaults_are_documented_ones() {
+        let config = config();
+        assert_eq!(config.prefix, "/forewarn");
+        assert_eq!(config.lease_ttl, Duration::from_secs(10));
+        assert_eq!(config.dead_vm, DeadVm::Hold);
+        assert_eq!(config.deadline, None);
+    }
+
+    #[test]
+    fn validation_names_the_key() {
+        let cases = [
+            ("endpoints = []", "coordination.endpoints"),
+            ("endpoints = [\"10.0.0.4:2379\"]", "must start with http://"),
+            (
+                "endpoints = [\"http://a:2379\"]\nlease-ttl = \"1s\"",
+                "coordination.lease-ttl",
+            ),
+            (
+                "endpoints = [\"https://a:2379\"]\nusername = \"u\"",
+                "coordination.password",
+            ),
+            (
+                "endpoints = [\"https://a:2379\", \"http://b:2379\"]\nusername = \"u\"\npassword = \"p\"",
+                "key `coordination.username`: the password would go to \"http://b:2379\" in clear text",
+            ),
+            (
+                "endpoints = [\"http://a:2379\"]\nprefix = \"forewarn\"",
+                "coordination.prefix",
+            ),
+            (
+                "endpoints = [\"http://a:2379\"]\ndead-vm = \"ignore\"",
+                "dead-vm",
+            ),
+        ];
+        for (body, needle) in cases {
+            let error =
+                super::super::Config::parse(&format!("[coordination]\n{body}\n")).expect_err(body);
+            assert!(error.contains(needle), "{body}: {error}");
+        }
+        let parsed = super::super::Config::parse(
+            "[coordination]\nendpoints = [\"http://a:2379\"]\ndead-vm = \"counts-as-ready\"\ndeadline = \"2m\"\n",
+        )
+        .unwrap()
+        .coordination
+        .unwrap();
+        assert_eq!(parsed.dead_vm, DeadVm::CountsAsReady);
+        assert_eq!(parsed.deadline, Some(Duration::from_secs(120)));
+    }
+
+    #[test]
+    fn tls_settings_are_checked_with_the_config_and_its_files_on_load() {
+        let mixed = super::super::Config::parse(
+            "[coordination]\nendpoints = [\"http://127.0.0.1:2379\"]\nca-file = \"/etc/ca.pem\"\n",
+        )
+        .expect_err("certificate files with a plain endpoint");
+        assert!(mixed.contains("use https://"), "{mixed}");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("forewarn.toml");
+        std::fs::write(
+            &path,
+            "[coordination]\nendpoints = [\"https://127.0.0.1:2379\"]\nca-file = \"/nonexistent/ca.pem\"\n",
+        )
+        .unwrap();
+        let error = super::super::Config::load(&path)
+            .expect_err("a missing ca-file")
+            .to_string();
+        assert!(error.contains("coordination.ca-file"), "{error}");
+        assert!(error.contains("/nonexistent/ca.pem"), "{error}");
+    }
+}
