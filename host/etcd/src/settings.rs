@@ -179,12 +179,6 @@ impl EtcdSettings {
         }
     }
 
-    /// [`check`](Self::check), then reads and checks the TLS files (`ca-file`, `cert-file`,
-    /// `key-file`), as [`EtcdClient::connect`](crate::EtcdClient::connect) would.
-    pub fn check_files(&self) -> Result<(), SettingsError> {
-        crate::tls::client_config(self).map(|_| ())
-    }
-
     /// The first `http://` endpoint, if any (credentials would travel to it in clear text).
     pub fn plain_endpoint(&self) -> Option<&str> {
         self.endpoints

@@ -120,6 +120,14 @@ fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, SettingsError> {
     })
 }
 
+impl EtcdSettings {
+    /// [`check`](Self::check), then reads and checks the TLS files (`ca-file`, `cert-file`,
+    /// `key-file`), as [`EtcdClient::connect`](crate::EtcdClient::connect) would.
+    pub fn check_files(&self) -> Result<(), SettingsError> {
+        client_config(self).map(|_| ())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
