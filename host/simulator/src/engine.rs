@@ -11,17 +11,17 @@ use crate::faults::{
     FaultKind, FaultMethod, FaultOutcome, FaultPlan, incarnation_resets, plan_request,
 };
 use crate::scenario::Scenario;
+use crate::scenario_clock::{ScenarioClock, unix_ms};
+use crate::simulation::{Simulation, UnknownEvent};
 use crate::snapshot::{
     ApprovalRecord, BoundedLog, FaultRecord, HistoryRecord, REQUEST_LOG_LIMIT, RequestRecord,
     StateSnapshot, WireDocument,
 };
-use crate::state::{Simulation, UnknownEvent};
-use crate::timeline::{Timeline, unix_ms};
 
 /// Everything the handlers and the timer share.
 pub(crate) struct Engine {
     scenario: Scenario,
-    timeline: Timeline,
+    clock: ScenarioClock,
     inner: Mutex<Inner>,
     finished: watch::Sender<bool>,
     shutdown: watch::Sender<bool>,
@@ -39,7 +39,7 @@ struct Inner {
 }
 
 impl Engine {
-    pub(crate) fn new(scenario: Scenario, timeline: Timeline) -> Engine {
+    pub(crate) fn new(scenario: Scenario, clock: ScenarioClock) -> Engine {
         let inner = Inner {
             simulation: Simulation::new(&scenario),
             approvals: BoundedLog::new(REQUEST_LOG_LIMIT),
@@ -51,7 +51,7 @@ impl Engine {
         };
         Engine {
             scenario,
-            timeline,
+            clock,
             inner: Mutex::new(inner),
             finished: watch::Sender::new(false),
             shutdown: watch::Sender::new(false),
@@ -134,7 +134,7 @@ impl Engine {
     /// The current document as 2020-07-01 JSON.
     pub(crate) fn document_json(&self) -> String {
         let inner = self.current();
-        forewarn_imds::render_document(&inner.simulation.document(&self.timeline))
+        forewarn_imds::render_document(&inner.simulation.document(&self.clock))
     }
 
     /// Approves the events on behalf of `vm`, recording each id either way.
@@ -146,7 +146,7 @@ impl Engine {
             inner.approvals.push(ApprovalRecord {
                 event_id: event_id.clone(),
                 vm: vm.to_string(),
-                at_unix_ms: self.timeline.unix_ms_at(now),
+                at_unix_ms: self.clock.unix_ms_at(now),
                 at_scenario_ms: millis(now),
                 accepted: outcome.is_ok(),
             });
@@ -177,7 +177,7 @@ impl Engine {
     pub(crate) fn snapshot(&self) -> StateSnapshot {
         let inner = self.current();
         let simulation = &inner.simulation;
-        let rendered = forewarn_imds::render_document(&simulation.document(&self.timeline));
+        let rendered = forewarn_imds::render_document(&simulation.document(&self.clock));
         let events = serde_json::from_str::<WireDocument>(&rendered)
             .map(|document| document.events)
             .unwrap_or_default();
@@ -188,13 +188,13 @@ impl Engine {
                 event_id: change.event_id.clone(),
                 transition: change.transition,
                 at_scenario_ms: millis(change.at),
-                at_unix_ms: self.timeline.unix_ms_at(change.at),
+                at_unix_ms: self.clock.unix_ms_at(change.at),
             })
             .collect();
         StateSnapshot {
             scenario: self.scenario.name.clone(),
-            speed: self.timeline.speed(),
-            started_at_unix_ms: self.timeline.started_unix_ms(),
+            speed: self.clock.speed(),
+            started_at_unix_ms: self.clock.started_unix_ms(),
             now_scenario_ms: millis(simulation.now()),
             finished: simulation.is_finished(),
             incarnation: simulation.incarnation(),
@@ -221,7 +221,7 @@ impl Engine {
     /// The state, caught up to now.
     fn current(&self) -> MutexGuard<'_, Inner> {
         let mut inner = self.lock();
-        inner.simulation.advance(self.timeline.scenario_now());
+        inner.simulation.advance(self.clock.scenario_now());
         self.publish(&mut inner);
         inner
     }

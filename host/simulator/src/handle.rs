@@ -10,9 +10,9 @@ use tokio::task::JoinHandle;
 
 use crate::engine::Engine;
 use crate::scenario::Scenario;
+use crate::scenario_clock::ScenarioClock;
 use crate::server::router;
 use crate::snapshot::StateSnapshot;
-use crate::timeline::Timeline;
 
 /// How often the timer catches the state up when nobody asks (wall time).
 const TICK: Duration = Duration::from_millis(50);
@@ -71,7 +71,7 @@ pub async fn spawn(config: SimulatorConfig) -> Result<SimulatorHandle, SimError>
     })?;
     let engine = Arc::new(Engine::new(
         config.scenario,
-        Timeline::start_now(config.speed),
+        ScenarioClock::start_now(config.speed),
     ));
     let tasks = vec![
         tokio::spawn(serve(listener, Arc::clone(&engine))),

@@ -11,17 +11,17 @@ mod faults;
 mod handle;
 mod ids;
 mod scenario;
+mod scenario_clock;
 mod server;
+mod simulation;
 mod snapshot;
-mod state;
-mod timeline;
 
 pub use builtin::{DEFAULT_SCENARIO, builtin_scenarios, load_scenario};
 pub use faults::{FaultKind, FaultMethod, FaultSpec, MalformedBody};
 pub use handle::{SimError, SimulatorConfig, SimulatorHandle, spawn};
 pub use ids::stable_event_id;
 pub use scenario::{EventSpec, InitialStatus, Reschedule, Scenario, ScenarioError, Source};
+pub use simulation::Transition;
 pub use snapshot::{
     ApprovalRecord, FaultRecord, HistoryRecord, RequestRecord, StateSnapshot, WireEvent,
 };
-pub use state::Transition;

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 use crate::faults::{FaultKind, MalformedBody};
-use crate::state::Transition;
+use crate::simulation::Transition;
 
 /// The simulator's whole visible state at one instant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

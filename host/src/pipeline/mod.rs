@@ -13,12 +13,12 @@ pub use machine::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
 pub mod approval;
 pub mod barrier;
 pub mod clock;
-#[cfg(test)]
-pub(crate) mod harness;
 pub mod machine;
 pub mod policy;
 pub mod roster;
 pub mod scheduler;
 pub mod state;
+#[cfg(test)]
+pub(crate) mod test_harness;
 pub mod timeline;
 pub mod tracker;

@@ -10,8 +10,8 @@ use super::*;
 use crate::daemon::journal_record::{self, JournalRecord};
 use crate::pipeline::approval::{Barrier, CoordinatedApprover, LocalApprover, Verdict};
 use crate::pipeline::clock;
-use crate::pipeline::harness::{Harness, VM, approve, defer, event, reply, started, t0};
 use crate::pipeline::state::{AnswerOutcome, CallPhase};
+use crate::pipeline::test_harness::{Harness, VM, approve, defer, event, reply, started, t0};
 
 const SECOND: Duration = Duration::from_secs(1);
 

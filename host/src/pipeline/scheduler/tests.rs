@@ -3,7 +3,7 @@
 use forewarn_imds::EventType;
 
 use super::*;
-use crate::pipeline::harness::{defer, event, roster, t0};
+use crate::pipeline::test_harness::{defer, event, roster, t0};
 
 const SECOND: Duration = Duration::from_secs(1);
 const MARGIN: Duration = Duration::from_secs(2);

@@ -5,21 +5,21 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Maps scenario time (from the simulator's start) to wall time and back.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Timeline {
+pub(crate) struct ScenarioClock {
     started_wall: SystemTime,
     started_mono: Instant,
     speed: f64,
 }
 
-impl Timeline {
-    /// A timeline starting now. `speed` must be finite and > 0 (checked by the caller).
-    pub(crate) fn start_now(speed: f64) -> Timeline {
-        Timeline::starting_at(SystemTime::now(), speed)
+impl ScenarioClock {
+    /// A clock starting now. `speed` must be finite and > 0 (checked by the caller).
+    pub(crate) fn start_now(speed: f64) -> ScenarioClock {
+        ScenarioClock::starting_at(SystemTime::now(), speed)
     }
 
-    /// A timeline whose scenario time 0 is `started_wall` (for tests).
-    pub(crate) fn starting_at(started_wall: SystemTime, speed: f64) -> Timeline {
-        Timeline {
+    /// A clock whose scenario time 0 is `started_wall` (for tests).
+    pub(crate) fn starting_at(started_wall: SystemTime, speed: f64) -> ScenarioClock {
+        ScenarioClock {
             started_wall,
             started_mono: Instant::now(),
             speed,
@@ -63,12 +63,12 @@ mod tests {
     #[test]
     fn speed_compresses_notice_into_wall_time() {
         let start = UNIX_EPOCH + Duration::from_secs(1_000);
-        let timeline = Timeline::starting_at(start, 30.0);
+        let clock = ScenarioClock::starting_at(start, 30.0);
         let fifteen_minutes = Duration::from_secs(900);
         assert_eq!(
-            timeline.wall_at(fifteen_minutes),
+            clock.wall_at(fifteen_minutes),
             start + Duration::from_secs(30)
         );
-        assert_eq!(timeline.unix_ms_at(fifteen_minutes), 1_030_000);
+        assert_eq!(clock.unix_ms_at(fifteen_minutes), 1_030_000);
     }
 }

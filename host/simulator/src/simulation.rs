@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::faults::incarnation_resets;
 use crate::scenario::{EventSpec, InitialStatus, Scenario, Source};
-use crate::timeline::Timeline;
+use crate::scenario_clock::ScenarioClock;
 
 /// Where one event is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,11 +187,11 @@ impl Simulation {
     }
 
     /// The current document, with NotBefore as real wall-clock instants.
-    pub(crate) fn document(&self, timeline: &Timeline) -> Document {
+    pub(crate) fn document(&self, clock: &ScenarioClock) -> Document {
         let events = self
             .events
             .iter()
-            .filter_map(|event| wire_event(event, timeline))
+            .filter_map(|event| wire_event(event, clock))
             .collect();
         Document {
             incarnation: Some(self.incarnation),
@@ -343,10 +343,10 @@ fn due_step(event: &EventState) -> Option<(Duration, Step)> {
     }
 }
 
-fn wire_event(event: &EventState, timeline: &Timeline) -> Option<ScheduledEvent> {
+fn wire_event(event: &EventState, clock: &ScenarioClock) -> Option<ScheduledEvent> {
     let (status, not_before) = match event.phase {
         Phase::Scheduled { not_before } => {
-            (EventStatus::Scheduled, Some(timeline.wall_at(not_before)))
+            (EventStatus::Scheduled, Some(clock.wall_at(not_before)))
         }
         Phase::Started { .. } => (EventStatus::Started, None),
         Phase::Pending | Phase::Gone { .. } => return None,
@@ -406,8 +406,8 @@ mod tests {
             .collect()
     }
 
-    fn timeline() -> Timeline {
-        Timeline::starting_at(UNIX_EPOCH + secs(1_000_000), 1.0)
+    fn clock() -> ScenarioClock {
+        ScenarioClock::starting_at(UNIX_EPOCH + secs(1_000_000), 1.0)
     }
 
     #[test]
@@ -416,19 +416,19 @@ mod tests {
         let mut sim = Simulation::new(&scenario);
         let id = only_id(&sim, &scenario);
         sim.advance(secs(1));
-        assert_eq!(sim.document(&timeline()).events.len(), 0);
+        assert_eq!(sim.document(&clock()).events.len(), 0);
         assert_eq!(sim.incarnation(), 1);
 
         sim.advance(secs(6));
-        let document = sim.document(&timeline());
+        let document = sim.document(&clock());
         assert_eq!(document.incarnation, Some(2));
         assert_eq!(document.events[0].status, EventStatus::Scheduled);
-        let expected_not_before = timeline().wall_at(secs(5) + mins(15));
+        let expected_not_before = clock().wall_at(secs(5) + mins(15));
         assert_eq!(document.events[0].not_before, Some(expected_not_before));
 
         let effects = sim.approve(secs(10), std::slice::from_ref(&id)).unwrap();
         assert_eq!(effects, vec![ApprovalEffect::StartedNow]);
-        let document = sim.document(&timeline());
+        let document = sim.document(&clock());
         assert_eq!(document.incarnation, Some(3));
         assert_eq!(document.events[0].status, EventStatus::Started);
         assert_eq!(document.events[0].not_before, None);
@@ -440,7 +440,7 @@ mod tests {
 
         let runs_for = scenario.events[0].runs_for_or_default();
         sim.advance(secs(10) + runs_for);
-        assert!(sim.document(&timeline()).events.is_empty());
+        assert!(sim.document(&clock()).events.is_empty());
         assert_eq!(sim.incarnation(), 4);
         assert_eq!(
             transitions(&sim),
@@ -492,7 +492,7 @@ mod tests {
         let mut sim = Simulation::new(&scenario);
         let cancel_at = scenario.events[0].cancel_at.unwrap();
         sim.advance(cancel_at);
-        assert!(sim.document(&timeline()).events.is_empty());
+        assert!(sim.document(&clock()).events.is_empty());
         assert_eq!(
             transitions(&sim),
             vec![Transition::Appeared, Transition::Canceled]
@@ -515,7 +515,7 @@ mod tests {
         let scenario = builtin("hardware-failure");
         let mut sim = Simulation::new(&scenario);
         sim.advance(scenario.events[0].appear_at);
-        let document = sim.document(&timeline());
+        let document = sim.document(&clock());
         assert_eq!(document.events[0].status, EventStatus::Started);
         assert_eq!(document.events[0].event_type, EventType::Reboot);
         assert_eq!(document.events[0].not_before, None);
@@ -529,16 +529,13 @@ mod tests {
         let id = only_id(&sim, &scenario);
         let spec = &scenario.events[0];
         sim.advance(spec.appear_at);
-        let before = sim.document(&timeline()).events[0].not_before.unwrap();
+        let before = sim.document(&clock()).events[0].not_before.unwrap();
         let change = &spec.reschedule[0];
         sim.advance(change.at);
-        let document = sim.document(&timeline());
+        let document = sim.document(&clock());
         let after = document.events[0].not_before.unwrap();
         assert!(after > before, "NotBefore must move later");
-        assert_eq!(
-            after,
-            timeline().wall_at(change.at + change.notice.unwrap())
-        );
+        assert_eq!(after, clock().wall_at(change.at + change.notice.unwrap()));
         assert_eq!(document.events[0].id, id);
         assert_eq!(document.incarnation, Some(3));
         assert_eq!(
@@ -562,9 +559,9 @@ resources = ["vm-b"]
 "#,
         ));
         sim.advance(secs(1));
-        assert_eq!(sim.document(&timeline()).events[0].resources.len(), 2);
+        assert_eq!(sim.document(&clock()).events[0].resources.len(), 2);
         sim.advance(secs(2));
-        assert_eq!(sim.document(&timeline()).events[0].resources, vec!["vm-b"]);
+        assert_eq!(sim.document(&clock()).events[0].resources, vec!["vm-b"]);
     }
 
     #[test]
@@ -573,12 +570,12 @@ resources = ["vm-b"]
         let mut sim = Simulation::new(&scenario);
         let id = only_id(&sim, &scenario);
         sim.advance(scenario.events[0].appear_at);
-        let document = sim.document(&timeline());
+        let document = sim.document(&clock());
         assert_eq!(document.events[0].resources, vec!["vm-a", "vm-b", "vm-c"]);
         sim.approve(scenario.events[0].appear_at + secs(1), &[id.to_lowercase()])
             .unwrap();
         assert_eq!(
-            sim.document(&timeline()).events[0].status,
+            sim.document(&clock()).events[0].status,
             EventStatus::Started
         );
     }
@@ -607,7 +604,7 @@ resources = ["vm-b"]
         let mut sim = Simulation::new(&scenario);
         let last_appearance = scenario.events.iter().map(|e| e.appear_at).max().unwrap();
         sim.advance(last_appearance);
-        assert_eq!(sim.document(&timeline()).events.len(), 2);
+        assert_eq!(sim.document(&clock()).events.len(), 2);
     }
 
     #[test]
@@ -629,11 +626,11 @@ at = "5s"
         assert_eq!(sim.incarnation(), 2);
         sim.advance(secs(5));
         assert_eq!(sim.incarnation(), 1);
-        assert_eq!(sim.document(&timeline()).events.len(), 1);
+        assert_eq!(sim.document(&clock()).events.len(), 1);
         sim.advance(secs(11));
         assert_eq!(sim.incarnation(), 2);
         assert_eq!(
-            sim.document(&timeline()).events[0].status,
+            sim.document(&clock()).events[0].status,
             EventStatus::Started
         );
     }
@@ -671,7 +668,7 @@ runs_for = "1s"
             "name = \"u\"\n[[events]]\ntype = \"Hibernate\"\nappear_at = \"0s\"\n",
         ));
         sim.advance(secs(0));
-        let document = sim.document(&timeline());
+        let document = sim.document(&clock());
         assert_eq!(document.events[0].event_type, EventType::Unknown);
         assert_eq!(document.events[0].event_type_raw, "Hibernate");
     }
