@@ -10,6 +10,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use crate::limits::InstanceLimits;
 use crate::plugin_log::PluginLogLine;
 use crate::sandbox::{self, CapturedOutput};
+use crate::services::StateStoreError;
 use crate::services::{HostServices, PluginSettings};
 
 /// How much a plugin may log through the `log` host function in one call.
@@ -96,21 +97,21 @@ impl CallState {
 
 impl CallState {
     /// Counts one state write of `bytes` against the call's limits; Err names the limit.
-    pub(crate) fn take_state_write(&mut self, bytes: usize) -> Result<(), String> {
+    pub(crate) fn take_state_write(&mut self, bytes: usize) -> Result<(), StateStoreError> {
         if self.state_writes >= STATE_WRITES_PER_CALL {
-            return Err(format!(
+            return Err(StateStoreError::Refused(format!(
                 "plugin `{}` made more than {STATE_WRITES_PER_CALL} state writes in one call; \
                  keep related values under one key, or write once at the end of the call",
                 self.plugin
-            ));
+            )));
         }
         let total = self.state_write_bytes.saturating_add(bytes);
         if total > STATE_WRITE_BYTES_PER_CALL {
-            return Err(format!(
+            return Err(StateStoreError::Refused(format!(
                 "plugin `{}` wrote more than {STATE_WRITE_BYTES_PER_CALL} bytes of state in one \
                  call; store less, or spread the writes over calls",
                 self.plugin
-            ));
+            )));
         }
         self.state_writes += 1;
         self.state_write_bytes = total;

@@ -6,6 +6,7 @@ use crate::call_state::{CallState, LOG_FIELD_MAX_BYTES, LOG_LINE_MAX_BYTES};
 use crate::grants::CapabilityGranter;
 use crate::http;
 use crate::plugin_log::{PluginLogLine, write_plugin_log};
+use crate::services::StateStoreError;
 use crate::text::log_safe;
 use crate::wit::latest::forewarn::plugin::{host, types};
 use crate::wit::latest::{ActionOutput, HostError, HttpRequest, HttpResponse, Level};
@@ -33,19 +34,18 @@ impl host::Host for CallState {
 
     async fn state_set(&mut self, key: String, value: Vec<u8>) -> Result<(), HostError> {
         self.take_state_write(key.len().saturating_add(value.len()))
-            .map_err(HostError::Invalid)?;
+            .map_err(host_error)?;
         let store = self.services.state.clone();
         let plugin = self.plugin.clone();
-        let write = move || store.set(&plugin, &key, &value).map_err(HostError::Invalid);
+        let write = move || store.set(&plugin, &key, &value).map_err(host_error);
         off_the_workers(write, self.deadline).await
     }
 
     async fn state_delete(&mut self, key: String) -> Result<(), HostError> {
-        self.take_state_write(key.len())
-            .map_err(HostError::Invalid)?;
+        self.take_state_write(key.len()).map_err(host_error)?;
         let store = self.services.state.clone();
         let plugin = self.plugin.clone();
-        let write = move || store.delete(&plugin, &key).map_err(HostError::Failed);
+        let write = move || store.delete(&plugin, &key).map_err(host_error);
         off_the_workers(write, self.deadline).await
     }
 
@@ -167,5 +167,13 @@ fn describe(error: &HostError) -> String {
         HostError::Invalid(text) => format!("invalid: {text}"),
         HostError::Failed(text) => format!("failed: {text}"),
         HostError::TimedOut => "timed out".to_owned(),
+    }
+}
+/// How a state store's error reaches the plugin: a rule it broke is `invalid`, a store
+/// that failed is `failed`.
+fn host_error(error: StateStoreError) -> HostError {
+    match error {
+        StateStoreError::Refused(message) => HostError::Invalid(message),
+        StateStoreError::Failed(message) => HostError::Failed(message),
     }
 }

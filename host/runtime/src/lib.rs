@@ -35,5 +35,5 @@ pub use plugin_log::{LogLevel, PLUGIN_LOG_TARGET, PluginLogLine};
 pub use runtime::{Runtime, RuntimeConfig};
 pub use services::{
     ActionSpec, DEFAULT_MEMORY_LIMIT, Grants, HostServices, MemoryStateStore, PluginSettings,
-    Readiness, StateStore,
+    Readiness, StateStore, StateStoreError,
 };

@@ -8,15 +8,28 @@ use std::time::Duration;
 use crate::http::HttpClient;
 use crate::mutex::lock;
 
+/// Why a [`StateStore`] did not store or delete a value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StateStoreError {
+    /// The operation breaks a rule the plugin can keep (over its quota, too many writes in
+    /// one call): the plugin sees `invalid` with this text.
+    #[error("{0}")]
+    Refused(String),
+    /// The store could not do it (disk full, I/O error): not the plugin's doing; the plugin
+    /// sees `failed` with this text.
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// Durable per-plugin key/value storage behind `state-get`, `state-set`, `state-delete`.
 /// The daemon implements it on disk; `MemoryStateStore` serves tests and `plugin check`.
 pub trait StateStore: Send + Sync {
     /// The value stored under `key` for `plugin`, if any.
     fn get(&self, plugin: &str, key: &str) -> Option<Vec<u8>>;
     /// Stores `value`; durable when this returns Ok. Err says why (over quota, disk error).
-    fn set(&self, plugin: &str, key: &str, value: &[u8]) -> Result<(), String>;
+    fn set(&self, plugin: &str, key: &str, value: &[u8]) -> Result<(), StateStoreError>;
     /// Removes `key`; no error if it was absent.
-    fn delete(&self, plugin: &str, key: &str) -> Result<(), String>;
+    fn delete(&self, plugin: &str, key: &str) -> Result<(), StateStoreError>;
 }
 
 /// A `StateStore` that forgets everything when dropped.
@@ -32,12 +45,12 @@ impl StateStore for MemoryStateStore {
             .cloned()
     }
 
-    fn set(&self, plugin: &str, key: &str, value: &[u8]) -> Result<(), String> {
+    fn set(&self, plugin: &str, key: &str, value: &[u8]) -> Result<(), StateStoreError> {
         lock(&self.values).insert((plugin.to_owned(), key.to_owned()), value.to_vec());
         Ok(())
     }
 
-    fn delete(&self, plugin: &str, key: &str) -> Result<(), String> {
+    fn delete(&self, plugin: &str, key: &str) -> Result<(), StateStoreError> {
         lock(&self.values).remove(&(plugin.to_owned(), key.to_owned()));
         Ok(())
     }

@@ -821,7 +821,12 @@ impl forewarn_runtime::StateStore for BlockingStore {
         None
     }
 
-    fn set(&self, _plugin: &str, _key: &str, _value: &[u8]) -> Result<(), String> {
+    fn set(
+        &self,
+        _plugin: &str,
+        _key: &str,
+        _value: &[u8],
+    ) -> Result<(), forewarn_runtime::StateStoreError> {
         self.entered.notify_one();
         let release = self.release.lock().unwrap();
         let released = release.recv_timeout(Duration::from_secs(10)).is_ok();
@@ -829,7 +834,7 @@ impl forewarn_runtime::StateStore for BlockingStore {
         Ok(())
     }
 
-    fn delete(&self, _plugin: &str, _key: &str) -> Result<(), String> {
+    fn delete(&self, _plugin: &str, _key: &str) -> Result<(), forewarn_runtime::StateStoreError> {
         Ok(())
     }
 }

@@ -8,6 +8,7 @@ use anyhow::{Context, bail};
 use forewarn_imds::{ClientConfig, ImdsClient, Poller};
 use forewarn_runtime::{
     ActionSpec, HostServices, HttpClient, Readiness, Runtime, RuntimeConfig, StateStore,
+    StateStoreError,
 };
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -20,7 +21,7 @@ use crate::ops::metrics::{self, Metrics};
 use crate::ops::systemd;
 use crate::pipeline::timeline::Timeline;
 use crate::plugins::set::{LoadedPlugin, PluginSet};
-use crate::plugins::state_store::PluginStateStore;
+use crate::plugins::state_store::{PluginStateStore, StateError};
 
 /// The pieces of a running daemon that callers may want to look at.
 pub struct Prepared {
@@ -76,12 +77,24 @@ impl StateStore for PluginStateStore {
         PluginStateStore::get(self, plugin, key)
     }
 
-    fn set(&self, plugin: &str, key: &str, value: &[u8]) -> Result<(), String> {
-        PluginStateStore::set(self, plugin, key, value).map_err(|error| error.to_string())
+    fn set(&self, plugin: &str, key: &str, value: &[u8]) -> Result<(), StateStoreError> {
+        PluginStateStore::set(self, plugin, key, value).map_err(store_error)
     }
 
-    fn delete(&self, plugin: &str, key: &str) -> Result<(), String> {
-        PluginStateStore::delete(self, plugin, key).map_err(|error| error.to_string())
+    fn delete(&self, plugin: &str, key: &str) -> Result<(), StateStoreError> {
+        PluginStateStore::delete(self, plugin, key).map_err(store_error)
+    }
+}
+
+/// Over its quota, or a name that cannot be a file, is the plugin's to fix; the disk is not.
+fn store_error(error: StateError) -> StateStoreError {
+    match error {
+        StateError::OverQuota { .. } | StateError::InvalidPluginName { .. } => {
+            StateStoreError::Refused(error.to_string())
+        }
+        StateError::Storage(_) | StateError::Quarantined { .. } => {
+            StateStoreError::Failed(error.to_string())
+        }
     }
 }
 
