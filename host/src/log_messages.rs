@@ -5,21 +5,21 @@
 //! `message` field being equal to one of these, never on a substring of free text.
 
 /// An event appeared, changed or ended (fields `event_id`, `transition`, `event_type`).
-pub const EVENT_TRANSITION: &str = "event transition";
+pub(crate) const EVENT_TRANSITION: &str = "event transition";
 /// A plugin answered (fields `event_id`, `plugin`, `phase`, `decision`, `reason`, `elapsed_ms`).
-pub const PLUGIN_DECISION: &str = "plugin decision";
+pub(crate) const PLUGIN_DECISION: &str = "plugin decision";
 /// A plugin call trapped, ran out of budget or failed to start, and counts as a defer (fields
 /// as [`PLUGIN_DECISION`] plus `failure`).
-pub const PLUGIN_CALL_FAILED: &str = "plugin call failed; counted as a defer";
+pub(crate) const PLUGIN_CALL_FAILED: &str = "plugin call failed; counted as a defer";
 /// The journal could not be parsed and was moved aside (field `moved_to`).
-pub const JOURNAL_QUARANTINED: &str = "the journal was unreadable and was moved aside; starting without it, so events already prepared may be prepared again";
+pub(crate) const JOURNAL_QUARANTINED: &str = "the journal was unreadable and was moved aside; starting without it, so events already prepared may be prepared again";
 /// A plugin was loaded for the first time from the plugin directory (field `plugin`).
-pub const PLUGIN_LOADED: &str = "plugin loaded";
+pub(crate) const PLUGIN_LOADED: &str = "plugin loaded";
 /// A loaded plugin was replaced by a new version of its files (field `plugin`).
-pub const PLUGIN_RELOADED: &str = "plugin reloaded";
+pub(crate) const PLUGIN_RELOADED: &str = "plugin reloaded";
 /// The admin endpoint is bound (field `address`).
-pub const ADMIN_LISTENING: &str = "admin endpoint listening";
+pub(crate) const ADMIN_LISTENING: &str = "admin endpoint listening";
 /// Coordinated approval: this VM's readiness for an event is recorded in etcd (`event_id`, `vm`).
-pub const COORDINATION_READY: &str = "recorded in etcd: this VM is ready for the event";
+pub(crate) const COORDINATION_READY: &str = "recorded in etcd: this VM is ready for the event";
 /// Coordinated approval: this VM holds the event's election and will approve it (`event_id`, `vm`).
-pub const COORDINATION_LEADS: &str = "this VM leads the approval of the event";
+pub(crate) const COORDINATION_LEADS: &str = "this VM leads the approval of the event";

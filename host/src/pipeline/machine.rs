@@ -27,7 +27,7 @@ use crate::pipeline::timeline::TimelineEntry;
 use crate::pipeline::tracker::Transition;
 
 /// Wait before re-sending an approval IMDS did not accept.
-pub const APPROVAL_RETRY: Duration = Duration::from_secs(1);
+pub(crate) const APPROVAL_RETRY: Duration = Duration::from_secs(1);
 
 /// What the pipeline needs to know besides its inputs.
 #[derive(Debug, Clone)]

@@ -10,15 +10,15 @@
 
 pub use machine::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
 
-pub mod approval;
-pub mod barrier;
-pub mod clock;
+pub(crate) mod approval;
+pub(crate) mod barrier;
+pub(crate) mod clock;
 #[cfg(test)]
 pub(crate) mod harness;
-pub mod machine;
+pub(crate) mod machine;
 pub mod policy;
-pub mod roster;
-pub mod scheduler;
+pub(crate) mod roster;
+pub(crate) mod scheduler;
 pub mod state;
 pub mod timeline;
 pub mod tracker;
