@@ -3,6 +3,9 @@
 
 use crate::plugins::manifest::PluginManifest;
 
+// The generated constants are `pub` for every crate that embeds plugins; here they are
+// read only through `bundled_plugins`.
+#[allow(unreachable_pub)]
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/bundled_wasm.rs"));
 }
