@@ -39,7 +39,7 @@ pub struct DemoOptions {
 
 /// What the demo saw, printed at the end (and as the last JSON line with `--json`).
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct DemoSummary {
+pub(crate) struct DemoSummary {
     pub events: BTreeSet<String>,
     pub approved_at_imds: usize,
     pub recoveries: usize,

@@ -25,8 +25,8 @@ const CHECKPOINT_TAKES: Duration = Duration::from_millis(700);
 /// How long the app may take to exit after SIGTERM before it is killed.
 const APP_STOP_GRACE: Duration = Duration::from_secs(5);
 /// The action names the demo defines for graceful-shutdown.
-pub const STOP_ACTION: &str = "stop-app";
-pub const START_ACTION: &str = "start-app";
+pub(crate) const STOP_ACTION: &str = "stop-app";
+pub(crate) const START_ACTION: &str = "start-app";
 
 /// One thing the workload did, shown in the demo's timeline (`--json`: `"what"` names it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -142,7 +142,7 @@ impl DemoWorkload {
     }
 
     /// `127.0.0.1:PORT`, as a plugin's `[capabilities] http` names it.
-    pub fn authority(&self) -> String {
+    pub(crate) fn authority(&self) -> String {
         self.address.to_string()
     }
 

@@ -154,7 +154,7 @@ pub(crate) fn encode_json<V: Serialize>(path: &Path, value: &V) -> Result<Vec<u8
 /// Replaces `path` with `bytes` crash-safely: writes `path.tmp` (mode 0600), fsyncs it,
 /// renames it over `path`, and fsyncs the directory. Readers see the old or the new
 /// content, never a partial file. Callers must not write the same `path` concurrently.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), JournalError> {
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), JournalError> {
     let tmp = tmp_path(path);
     write_synced(&tmp, bytes)?;
     fs::rename(&tmp, path).map_err(|error| JournalError::io("rename into place", &tmp, error))?;

@@ -127,7 +127,7 @@ pub struct PollView {
 }
 
 /// The inputs of a snapshot, borrowed from the live daemon.
-pub struct StatusInputs<'a> {
+pub(crate) struct StatusInputs<'a> {
     pub running: bool,
     pub vm_name: &'a str,
     pub state: &'a DaemonState,
@@ -140,7 +140,7 @@ pub struct StatusInputs<'a> {
 }
 
 /// Builds the snapshot as of `now`.
-pub fn build_snapshot(inputs: StatusInputs<'_>, now: SystemTime) -> StatusSnapshot {
+pub(crate) fn build_snapshot(inputs: StatusInputs<'_>, now: SystemTime) -> StatusSnapshot {
     StatusSnapshot {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         phase: if inputs.running {
@@ -271,14 +271,14 @@ fn seconds_between(from: SystemTime, to: SystemTime) -> i64 {
 }
 
 /// RFC 3339 in UTC, to the second.
-pub fn rfc3339(at: SystemTime) -> String {
+pub(crate) fn rfc3339(at: SystemTime) -> String {
     chrono::DateTime::<chrono::Utc>::from(at)
         .format("%Y-%m-%dT%H:%M:%SZ")
         .to_string()
 }
 
 /// "4m05s", "-12s", "1h02m": a duration a person reads at a glance.
-pub fn format_time_left(seconds: i64) -> String {
+pub(crate) fn format_time_left(seconds: i64) -> String {
     let sign = if seconds < 0 { "-" } else { "" };
     let total = seconds.unsigned_abs();
     let (hours, minutes, secs) = (total / 3600, (total % 3600) / 60, total % 60);

@@ -139,7 +139,7 @@ impl CallPhase {
     }
 
     /// Whether this is a recovery phase (the event ended).
-    pub fn is_recovery(self) -> bool {
+    pub(crate) fn is_recovery(self) -> bool {
         matches!(
             self,
             CallPhase::EndedAfterStart | CallPhase::EndedWithoutStart
@@ -185,7 +185,7 @@ impl AnswerOutcome {
     }
 
     /// Whether the call failed (and so counts as a defer).
-    pub fn is_failure(self) -> bool {
+    pub(crate) fn is_failure(self) -> bool {
         !matches!(self, AnswerOutcome::Approve | AnswerOutcome::Defer)
     }
 }
@@ -198,7 +198,7 @@ impl fmt::Display for AnswerOutcome {
 
 impl Handling {
     /// One sentence for the timeline: "plugins prepare this VM", "ignored: …".
-    pub fn sentence(&self) -> String {
+    pub(crate) fn sentence(&self) -> String {
         match self {
             Handling::Ignored { reason } => format!("ignored: {reason}"),
             Handling::ApproveAtOnce { rule } => format!("approve at once (rule: {rule})"),
@@ -239,7 +239,7 @@ impl EventProgress {
     }
 
     /// The plugin's progress, created on first use.
-    pub fn plugin_mut(&mut self, name: &str) -> &mut PluginProgress {
+    pub(crate) fn plugin_mut(&mut self, name: &str) -> &mut PluginProgress {
         self.plugins.entry(name.to_owned()).or_default()
     }
 
@@ -249,7 +249,7 @@ impl EventProgress {
     }
 
     /// Forgets preparation (the event was rescheduled): every plugin is asked again.
-    pub fn restart_preparation(&mut self) {
+    pub(crate) fn restart_preparation(&mut self) {
         for progress in self.plugins.values_mut() {
             progress.prepared = false;
             progress.prepare_attempts = 0;

@@ -57,7 +57,7 @@ pub enum TimelineEntry {
 }
 
 /// Sender half: the daemon keeps it; anyone may `subscribe()`.
-pub type Timeline = tokio::sync::broadcast::Sender<TimelineEntry>;
+pub(crate) type Timeline = tokio::sync::broadcast::Sender<TimelineEntry>;
 
 /// A timeline with room for bursts; slow readers miss entries rather than slowing the daemon.
 pub fn new_timeline() -> Timeline {

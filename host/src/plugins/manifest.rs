@@ -10,10 +10,10 @@ use forewarn_runtime::{Grants, PluginSettings};
 use serde::{Deserialize, Serialize};
 
 /// Default time a plugin has to answer one call.
-pub const DEFAULT_BUDGET: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_BUDGET: Duration = Duration::from_secs(10);
 /// Longest budget a manifest may give: IMDS announces events at most 15 minutes ahead, so
 /// a longer budget could never be used (and a huge one would overflow time arithmetic).
-pub const MAX_BUDGET: Duration = Duration::from_secs(15 * 60);
+pub(crate) const MAX_BUDGET: Duration = Duration::from_secs(15 * 60);
 
 /// Everything the operator says about one plugin. Every field has a default, so a plugin
 /// without a manifest subscribes to every event type with the default budget and no grants.
@@ -107,7 +107,7 @@ impl PluginManifest {
 
     /// Parses the text of the manifest file `path` (already read); the error names the file,
     /// the line and the key.
-    pub fn from_text(path: &Path, text: &str) -> Result<PluginManifest, ManifestError> {
+    pub(crate) fn from_text(path: &Path, text: &str) -> Result<PluginManifest, ManifestError> {
         PluginManifest::parse(text).map_err(|message| ManifestError::Invalid {
             path: path.to_path_buf(),
             message,
@@ -185,7 +185,7 @@ impl PluginManifest {
     }
 
     /// Whether the plugin wants calls for events of this type.
-    pub fn subscribes_to(&self, event_type: EventType) -> bool {
+    pub(crate) fn subscribes_to(&self, event_type: EventType) -> bool {
         self.subscribe.iter().any(|name| {
             name == "*"
                 || (event_type == EventType::Unknown && name.eq_ignore_ascii_case("unknown"))
@@ -224,7 +224,7 @@ impl ConfigValue {
 }
 
 /// Turns a TOML error into "line N: key `K`: message" using the span the parser reports.
-pub fn describe_toml_error(text: &str, error: &toml::de::Error) -> String {
+pub(crate) fn describe_toml_error(text: &str, error: &toml::de::Error) -> String {
     let message = error.message().trim_end();
     let Some(span) = error.span() else {
         return message.to_owned();

@@ -40,14 +40,14 @@ use crate::plugins::set::{
 };
 
 /// Quiet time after the last change to a plugin's files before they are loaded.
-pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(250);
+pub(crate) const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(250);
 
 /// How often the whole directory is compared with what is loaded, in case a change
 /// notification was lost (a full kernel queue).
-pub const DEFAULT_RESCAN_INTERVAL: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_RESCAN_INTERVAL: Duration = Duration::from_secs(30);
 
 /// How often the path of a deleted plugin directory is looked at until it is back.
-pub const DEFAULT_MISSING_DIR_POLL: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_MISSING_DIR_POLL: Duration = Duration::from_secs(1);
 
 /// How the plugin directory is watched.
 #[derive(Debug, Clone, PartialEq, Eq)]
