@@ -27,7 +27,10 @@ use crate::plugins::set::{LoadedPlugin, PluginSource};
 /// Options of `forewarn demo`.
 #[derive(Debug, Clone)]
 pub struct DemoOptions {
+    /// A built-in scenario's name, or the path of a scenario file (TOML, or `.json`).
     pub scenario: String,
+    /// How much faster than real time the simulated IMDS runs the scenario (1 is real time);
+    /// finite and greater than 0, or the simulator refuses to start.
     pub speed: f64,
     /// Drain window the demo gives lb-drain, so the story fits in under a minute.
     pub drain_seconds: u64,

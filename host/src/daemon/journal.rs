@@ -22,7 +22,9 @@ pub enum JournalError {
     Io {
         /// What forewarn was doing, as a verb phrase ("write", "create the directory", …).
         action: &'static str,
+        /// The file or directory it was done to.
         path: PathBuf,
+        /// What the operating system answered.
         error: io::Error,
     },
     /// A file or directory another user could have written, or a link (never followed).
@@ -31,7 +33,9 @@ pub enum JournalError {
     /// The value could not be turned into JSON (a bug in the value's type, not the disk).
     #[error("could not encode the state for {}: {error}", path.display())]
     Encode {
+        /// The file the value was to be written to (left unchanged).
         path: PathBuf,
+        /// What serde_json refused.
         error: serde_json::Error,
     },
 }

@@ -24,7 +24,10 @@ use crate::plugins::state_store::PluginStateStore;
 
 /// The pieces of a running daemon that callers may want to look at.
 pub struct Prepared {
+    /// The plugin runtime plugins are loaded into and called through.
     pub runtime: Runtime,
+    /// Which plugins hold the VM out of rotation; shared with the runtime (plugins set it)
+    /// and read by `/readyz`. Pass it on to [`run_daemon`].
     pub readiness: Arc<Readiness>,
 }
 

@@ -12,8 +12,12 @@ mod embedded {
 
 /// One bundled plugin: its name, component bytes and default manifest text.
 pub struct BundledPlugin {
+    /// The plugin's name ("lb-drain", "checkpoint", "graceful-shutdown"); `plugin export`
+    /// writes it as `NAME.wasm` and `NAME.toml`.
     pub name: &'static str,
+    /// The WebAssembly component, as built from `plugins/NAME` with the `plugin` profile.
     pub wasm: &'static [u8],
+    /// The manifest the plugin ships with, as TOML text (a valid [`PluginManifest`]).
     pub manifest: &'static str,
 }
 

@@ -33,6 +33,8 @@ pub struct PluginManifest {
     pub memory: bytesize::ByteSize,
     /// Values the plugin reads with the `config` host function.
     pub config: BTreeMap<String, ConfigValue>,
+    /// What the plugin may do beyond computing: HTTP hosts, actions, readiness; none granted
+    /// by default.
     pub capabilities: Capabilities,
 }
 
@@ -40,9 +42,13 @@ pub struct PluginManifest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum ConfigValue {
+    /// A TOML string, handed over as written.
     Text(String),
+    /// A TOML integer, read by the plugin in decimal.
     Integer(i64),
+    /// A TOML float, read by the plugin as Rust formats it (`0.5`, `2`).
     Float(f64),
+    /// A TOML boolean, read by the plugin as `true` or `false`.
     Boolean(bool),
 }
 
@@ -74,14 +80,20 @@ impl Default for PluginManifest {
 /// A manifest that could not be read; the message names the file, line and key.
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
+    /// The manifest file could not be read.
     #[error("cannot read plugin manifest {}: {source}", path.display())]
     Read {
+        /// The `.toml` file.
         path: std::path::PathBuf,
+        /// What the operating system answered.
         source: std::io::Error,
     },
+    /// The manifest is not valid TOML, or a value is out of range or unknown.
     #[error("invalid plugin manifest {}: {message}", path.display())]
     Invalid {
+        /// The `.toml` file.
         path: std::path::PathBuf,
+        /// What is wrong, naming the key and, for TOML errors, the line.
         message: String,
     },
 }

@@ -23,12 +23,17 @@ pub enum PluginSource {
 /// A plugin ready to call, with the operator's settings for it.
 #[derive(Clone)]
 pub struct LoadedPlugin {
+    /// The compiled, validated component, ready to instantiate per call.
     pub plugin: Plugin,
+    /// Its manifest (the defaults when the plugin has no `.toml`).
     pub manifest: PluginManifest,
+    /// Where it was loaded from: a file in the plugin directory, or bundled.
     pub source: PluginSource,
 }
 
 impl LoadedPlugin {
+    /// The plugin's name: its file name without `.wasm` (or the bundled plugin's name),
+    /// unique within a [`PluginSet`].
     pub fn name(&self) -> &str {
         self.plugin.name()
     }
@@ -46,20 +51,28 @@ pub struct PluginSet {
 /// A plugin file that could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum PluginLoadError {
-    #[error("cannot read plugin {}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    /// The plugin's `.toml` manifest could not be read or is invalid.
     #[error("{0}")]
     Manifest(#[from] ManifestError),
+    /// The component did not compile or does not implement forewarn's plugin world.
     #[error("plugin {} was not loaded: {source}", path.display())]
-    Component { path: PathBuf, source: LoadError },
+    Component {
+        /// The `.wasm` file.
+        path: PathBuf,
+        /// What the runtime rejected.
+        source: LoadError,
+    },
+    /// The file name is not a valid plugin name (1–64 of `a-z 0-9 - _`).
     #[error(
         "plugin file name {} is not usable: a plugin name is 1 to 64 of a-z, 0-9, '-' and '_' (rename the file)",
         path.display()
     )]
-    BadName { path: PathBuf },
+    BadName {
+        /// The file with the rejected name.
+        path: PathBuf,
+    },
+    /// The file (or its manifest) is not one forewarn trusts: writable by another user, a
+    /// symbolic link, not a regular file, or larger than [`PluginFileLimits`] allows.
     #[error("plugin file refused: {0}")]
     Untrusted(#[from] TrustError),
 }
@@ -72,7 +85,9 @@ pub(crate) const DEFAULT_MAX_MANIFEST_BYTES: u64 = 1024 * 1024;
 /// How large plugin files may be (`max-plugin-size`, `max-manifest-size` in the config).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PluginFileLimits {
+    /// Largest `.wasm` accepted, in bytes (`max-plugin-size`; 64 MiB by default).
     pub max_wasm_bytes: u64,
+    /// Largest `.toml` manifest accepted, in bytes (`max-manifest-size`; 1 MiB by default).
     pub max_manifest_bytes: u64,
 }
 
@@ -110,9 +125,7 @@ impl PluginLoadError {
     /// The file the error is about (the component or its manifest).
     pub fn path(&self) -> &Path {
         match self {
-            PluginLoadError::Read { path, .. }
-            | PluginLoadError::Component { path, .. }
-            | PluginLoadError::BadName { path } => path,
+            PluginLoadError::Component { path, .. } | PluginLoadError::BadName { path } => path,
             PluginLoadError::Manifest(error) => error.path(),
             PluginLoadError::Untrusted(error) => error.path(),
         }
