@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::pipeline::state::DaemonState;
 
 /// The journal's file name in the state directory (`journal.json`).
-pub const JOURNAL_NAME: &str = "journal";
+pub(crate) const JOURNAL_NAME: &str = "journal";
 /// The schema version this forewarn writes.
 pub(crate) const JOURNAL_VERSION: u32 = 2;
 /// The version of a journal written before the schema had one.

@@ -8,4 +8,3 @@ pub(crate) mod readiness_holds;
 pub mod wiring;
 
 pub use event_loop::{Daemon, DaemonError, DaemonSettings};
-pub use journal_record::JOURNAL_NAME;

@@ -43,7 +43,7 @@ pub(crate) trait Barrier: Send {
 }
 
 /// Decides the approval of events whose plugins all approved.
-pub trait Approver: Send {
+pub(crate) trait Approver: Send {
     /// The approval an event gets when every plugin on this VM approved it at `now`.
     fn decide(&mut self, event: &ScheduledEvent, now: SystemTime) -> Approval;
     /// Moves an event in [`Approval::Coordinating`] forward; returns whether it changed.

@@ -8,8 +8,6 @@
 //!   policy, or through the [`barrier`]);
 //! - [`state`] is what the journal keeps; [`timeline`] what the pipeline reports.
 
-pub use machine::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
-
 pub(crate) mod approval;
 pub(crate) mod barrier;
 pub(crate) mod clock;

@@ -31,7 +31,7 @@ pub(crate) type InFlight = HashSet<(String, String)>;
 
 /// A call the scheduler decided on.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PlannedCall {
+pub(crate) struct PlannedCall {
     /// The event the call is about.
     pub event_id: String,
     /// The plugin to call.
@@ -51,7 +51,7 @@ pub struct PlannedCall {
 /// A plugin's reply to a call, as the pipeline needs it (the WIT glue converts the
 /// runtime's outcome into this).
 #[derive(Debug, Clone, PartialEq)]
-pub struct CallReply {
+pub(crate) struct CallReply {
     /// The decision, or how the call failed.
     pub outcome: AnswerOutcome,
     /// The defer or failure reason; empty for approve.
