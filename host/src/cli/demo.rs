@@ -24,7 +24,7 @@ use crate::plugins::bundled::bundled_plugins;
 use crate::plugins::manifest::{ConfigValue, PluginManifest};
 use crate::plugins::set::{LoadedPlugin, PluginSource};
 
-/// Options of `forewarn demo`.
+/// Options of `forewarn demo`, as the command line gives them.
 #[derive(Debug, Clone)]
 pub struct DemoOptions {
     /// A built-in scenario's name, or the path of a scenario file (TOML, or `.json`).

@@ -76,7 +76,8 @@ pub struct ReadinessView {
     pub held_by: Vec<String>,
 }
 
-/// One scheduled event being handled.
+/// One scheduled event the daemon is handling: what IMDS says about it and how far the
+/// daemon got (handling, lifecycle, approval, each plugin's latest answer).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventView {
     /// IMDS's EventId, unique per event.
@@ -125,7 +126,8 @@ pub struct DecisionView {
     pub prepare_attempts: u32,
 }
 
-/// A loaded plugin.
+/// A plugin in the live set, with the manifest settings that decide when and how long it
+/// is called.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PluginView {
     /// The plugin's name: its file name without `.wasm`, or the bundled plugin's name.

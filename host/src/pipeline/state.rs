@@ -20,7 +20,8 @@ pub struct DaemonState {
     pub events: BTreeMap<String, EventProgress>,
 }
 
-/// One event's handling.
+/// Everything the daemon knows and decided about one event, from its first listing until
+/// recovery is done; journaled, so a restart resumes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EventProgress {
     /// The event as last listed.
