@@ -13,7 +13,7 @@ pub mod cli;
 pub mod config;
 pub mod coordination;
 pub mod daemon;
-pub mod log_fields;
+pub(crate) mod log_fields;
 pub mod log_messages;
 pub mod ops;
 pub mod pipeline;

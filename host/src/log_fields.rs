@@ -4,18 +4,18 @@
 use std::time::{Duration, SystemTime};
 
 /// `2026-11-23T01:50:37Z`, or `none` when there is no time (an event without NotBefore).
-pub fn time(at: Option<SystemTime>) -> String {
+pub(crate) fn time(at: Option<SystemTime>) -> String {
     at.map_or_else(|| "none".to_owned(), crate::ops::status::rfc3339)
 }
 
 /// `1s 250ms`, `2m 5s`: whole milliseconds, in the largest units that fit.
-pub fn duration(span: Duration) -> String {
+pub(crate) fn duration(span: Duration) -> String {
     let millis = u64::try_from(span.as_millis()).unwrap_or(u64::MAX);
     humantime::format_duration(Duration::from_millis(millis)).to_string()
 }
 
 /// `vm-a, vm-b`, or `none` for an empty list.
-pub fn list<T: AsRef<str>>(items: &[T]) -> String {
+pub(crate) fn list<T: AsRef<str>>(items: &[T]) -> String {
     if items.is_empty() {
         return "none".to_owned();
     }

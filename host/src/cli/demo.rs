@@ -24,10 +24,13 @@ use crate::plugins::bundled::bundled_plugins;
 use crate::plugins::manifest::{ConfigValue, PluginManifest};
 use crate::plugins::set::{LoadedPlugin, PluginSource};
 
-/// Options of `forewarn demo`.
+/// Options of `forewarn demo`, as the command line gives them.
 #[derive(Debug, Clone)]
 pub struct DemoOptions {
+    /// A built-in scenario's name, or the path of a scenario file (TOML, or `.json`).
     pub scenario: String,
+    /// How much faster than real time the simulated IMDS runs the scenario (1 is real time);
+    /// finite and greater than 0, or the simulator refuses to start.
     pub speed: f64,
     /// Drain window the demo gives lb-drain, so the story fits in under a minute.
     pub drain_seconds: u64,
@@ -39,7 +42,7 @@ pub struct DemoOptions {
 
 /// What the demo saw, printed at the end (and as the last JSON line with `--json`).
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct DemoSummary {
+pub(crate) struct DemoSummary {
     pub events: BTreeSet<String>,
     pub approved_at_imds: usize,
     pub recoveries: usize,

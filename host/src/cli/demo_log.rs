@@ -11,7 +11,7 @@ use tracing_subscriber::layer::Context;
 
 /// One warning or error the daemon logged while the demo ran.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DemoLogLine {
+pub(crate) struct DemoLogLine {
     pub level: Level,
     /// The message, then the event's fields as `key=value`.
     pub text: String,
@@ -21,7 +21,7 @@ pub struct DemoLogLine {
 static SINK: OnceLock<mpsc::UnboundedSender<DemoLogLine>> = OnceLock::new();
 
 /// Routes the layer's lines to `sink` (the first call wins; later calls are ignored).
-pub fn route_to(sink: mpsc::UnboundedSender<DemoLogLine>) {
+pub(crate) fn route_to(sink: mpsc::UnboundedSender<DemoLogLine>) {
     let _ignored = SINK.set(sink);
 }
 

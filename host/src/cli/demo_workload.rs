@@ -25,18 +25,39 @@ const CHECKPOINT_TAKES: Duration = Duration::from_millis(700);
 /// How long the app may take to exit after SIGTERM before it is killed.
 const APP_STOP_GRACE: Duration = Duration::from_secs(5);
 /// The action names the demo defines for graceful-shutdown.
-pub const STOP_ACTION: &str = "stop-app";
-pub const START_ACTION: &str = "start-app";
+pub(crate) const STOP_ACTION: &str = "stop-app";
+pub(crate) const START_ACTION: &str = "start-app";
 
 /// One thing the workload did, shown in the demo's timeline (`--json`: `"what"` names it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "what", rename_all = "kebab-case")]
 pub enum WorkloadNote {
-    AppStarted { pid: u32 },
-    AppStopped { pid: u32, how: String },
-    AppStopFailed { pid: u32, error: String },
+    /// The app process was started.
+    AppStarted {
+        /// Its process id.
+        pid: u32,
+    },
+    /// The app process ended after the stop action's SIGTERM.
+    AppStopped {
+        /// Its process id.
+        pid: u32,
+        /// How it ended: "exited cleanly", "exited with status N", "ended by a signal" or
+        /// "killed after DURATION" (it ignored SIGTERM for the grace period).
+        how: String,
+    },
+    /// Stopping the app failed (waiting for or killing the process returned an error).
+    AppStopFailed {
+        /// Its process id (0 when the process had none any more).
+        pid: u32,
+        /// The error, with its causes.
+        error: String,
+    },
+    /// The checkpoint plugin asked for a checkpoint (`POST /checkpoint`).
     CheckpointStarted,
+    /// A checkpoint finished; reported when the plugin polls `/checkpoint/status` after it
+    /// is done.
     CheckpointWritten,
+    /// The checkpoint plugin asked to restore after the maintenance (`POST /restore`).
     Restored,
 }
 
@@ -58,10 +79,15 @@ impl std::fmt::Display for WorkloadNote {
 /// What the workload did, for the demo's summary and its test.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct WorkloadFacts {
+    /// Checkpoints asked for (`POST /checkpoint`).
     pub checkpoints_requested: u32,
+    /// Checkpoints finished and reported done to the plugin.
     pub checkpoints_completed: u32,
+    /// Restores asked for (`POST /restore`).
     pub restores: u32,
+    /// Times the app was stopped by the stop action (failed stops are not counted).
     pub app_stops: u32,
+    /// Times the start action started the app again (the start with the demo not counted).
     pub app_starts: u32,
     /// The app's process ids, in the order they ran (the first one started with the demo).
     pub app_pids: Vec<u32>,
@@ -142,7 +168,7 @@ impl DemoWorkload {
     }
 
     /// `127.0.0.1:PORT`, as a plugin's `[capabilities] http` names it.
-    pub fn authority(&self) -> String {
+    pub(crate) fn authority(&self) -> String {
         self.address.to_string()
     }
 

@@ -33,8 +33,11 @@ pub struct Config {
     pub max_plugin_size: bytesize::ByteSize,
     /// Largest plugin manifest (`.toml`) read; larger files are refused (default "1MiB").
     pub max_manifest_size: bytesize::ByteSize,
+    /// `[imds]`: where IMDS is and how often to poll it.
     pub imds: ImdsConfig,
+    /// `[policy]`: which events plugins prepare and which are approved at once.
     pub policy: PolicyConfig,
+    /// `[admin]`: the local HTTP endpoint for health, readiness, metrics and status.
     pub admin: AdminConfig,
     /// Commands plugins may run by name (`[actions.NAME]`), if their manifest grants it.
     pub actions: BTreeMap<String, ActionConfig>,
@@ -101,6 +104,7 @@ fn check_at_most(key: &str, value: Duration, max: Duration) -> Result<(), String
 pub struct ImdsConfig {
     /// Base URL; the daemon appends `/metadata/scheduledevents`.
     pub url: String,
+    /// The `api-version` query parameter (default "2020-07-01", the newest; older ones parse too).
     pub api_version: String,
     /// Time between polls; the docs recommend one second.
     #[serde(with = "humantime_serde")]
@@ -169,13 +173,22 @@ impl ImdsConfig {
 /// A config file that could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The file could not be read (missing, permissions).
     #[error("cannot read config file {}: {source}", path.display())]
     Read {
+        /// The config file.
         path: PathBuf,
+        /// What the operating system said.
         source: std::io::Error,
     },
+    /// The file was read but is not a valid config; the message names the line and key.
     #[error("invalid config file {}: {message}", path.display())]
-    Invalid { path: PathBuf, message: String },
+    Invalid {
+        /// The config file.
+        path: PathBuf,
+        /// What is wrong and how to fix it.
+        message: String,
+    },
 }
 
 impl Config {

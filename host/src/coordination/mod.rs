@@ -46,8 +46,10 @@ const RECORD_TTL: Duration = Duration::from_secs(24 * 3600);
 /// The coordinator could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum CoordinationError {
+    /// The `[coordination]` section is not usable (the message names the key).
     #[error("[coordination]: {0}")]
     Setup(String),
+    /// The etcd client could not be built (its settings or TLS files).
     #[error("[coordination]: {}", .0.describe("coordination"))]
     Client(#[from] EtcdError),
 }
@@ -59,6 +61,7 @@ pub enum Connection {
     /// No answer yet.
     #[default]
     Connecting,
+    /// The last round with etcd succeeded.
     Connected,
     /// The last round failed; events fall back to the single-VM policy.
     Unreachable,
@@ -67,9 +70,13 @@ pub enum Connection {
 /// What `/status` shows about coordination (see [`Coordinator::status`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct CoordinationStatus {
+    /// This VM's name as the barrier records it (lower case).
     pub vm_name: String,
+    /// The etcd client URLs from `coordination.endpoints`.
     pub endpoints: Vec<String>,
+    /// The key prefix from `coordination.prefix`.
     pub prefix: String,
+    /// The link to etcd as of the last round.
     pub connection: Connection,
     /// When `connection` last changed (ms since the Unix epoch).
     pub since_unix_ms: u64,
@@ -84,7 +91,9 @@ pub struct CoordinationStatus {
 /// One event on the barrier, as this VM last read it from etcd.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct EventBarrier {
+    /// The event's `EventId`.
     pub event_id: String,
+    /// The VM that holds the event's election, once one does.
     pub leader: Option<String>,
     /// Each VM named in Resources with where it stands.
     pub vms: Vec<(String, VmStanding)>,

@@ -106,12 +106,12 @@ impl Daemon {
     }
 
     /// A view of the state as last journaled, updated after every commit (for status).
-    pub fn snapshots(&self) -> watch::Receiver<Arc<DaemonState>> {
+    pub(crate) fn snapshots(&self) -> watch::Receiver<Arc<DaemonState>> {
         self.snapshots.subscribe()
     }
 
     /// Approves events naming several VMs together with the other VMs, through etcd.
-    pub fn with_coordination(mut self, coordinator: Coordinator) -> Daemon {
+    pub(crate) fn with_coordination(mut self, coordinator: Coordinator) -> Daemon {
         let local = LocalApprover::new(&self.settings.vm_name, &self.settings.policy);
         let approver = CoordinatedApprover::new(local, coordinator.clone());
         self.pipeline.set_approver(Box::new(approver));
@@ -121,7 +121,7 @@ impl Daemon {
 
     /// Journals `readiness`'s holds with every commit (restored at start by
     /// [`readiness_holds::restore`]) and releases those of removed or ungranted plugins.
-    pub fn with_readiness(mut self, readiness: Arc<Readiness>) -> Daemon {
+    pub(crate) fn with_readiness(mut self, readiness: Arc<Readiness>) -> Daemon {
         self.readiness = Some(readiness);
         self
     }

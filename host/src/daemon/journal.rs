@@ -22,7 +22,9 @@ pub enum JournalError {
     Io {
         /// What forewarn was doing, as a verb phrase ("write", "create the directory", …).
         action: &'static str,
+        /// The file or directory it was done to.
         path: PathBuf,
+        /// What the operating system answered.
         error: io::Error,
     },
     /// A file or directory another user could have written, or a link (never followed).
@@ -31,7 +33,9 @@ pub enum JournalError {
     /// The value could not be turned into JSON (a bug in the value's type, not the disk).
     #[error("could not encode the state for {}: {error}", path.display())]
     Encode {
+        /// The file the value was to be written to (left unchanged).
         path: PathBuf,
+        /// What serde_json refused.
         error: serde_json::Error,
     },
 }
@@ -154,7 +158,7 @@ pub(crate) fn encode_json<V: Serialize>(path: &Path, value: &V) -> Result<Vec<u8
 /// Replaces `path` with `bytes` crash-safely: writes `path.tmp` (mode 0600), fsyncs it,
 /// renames it over `path`, and fsyncs the directory. Readers see the old or the new
 /// content, never a partial file. Callers must not write the same `path` concurrently.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), JournalError> {
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), JournalError> {
     let tmp = tmp_path(path);
     write_synced(&tmp, bytes)?;
     fs::rename(&tmp, path).map_err(|error| JournalError::io("rename into place", &tmp, error))?;

@@ -17,15 +17,15 @@ use serde::{Deserialize, Serialize};
 use crate::pipeline::state::DaemonState;
 
 /// The journal's file name in the state directory (`journal.json`).
-pub const JOURNAL_NAME: &str = "journal";
+pub(crate) const JOURNAL_NAME: &str = "journal";
 /// The schema version this forewarn writes.
-pub const JOURNAL_VERSION: u32 = 2;
+pub(crate) const JOURNAL_VERSION: u32 = 2;
 /// The version of a journal written before the schema had one.
 const UNVERSIONED: u32 = 1;
 
 /// One journal file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct JournalRecord {
+pub(crate) struct JournalRecord {
     /// The schema version the file was written with.
     #[serde(default = "unversioned")]
     pub version: u32,
@@ -44,7 +44,7 @@ fn unversioned() -> u32 {
 
 impl JournalRecord {
     /// A record of the current version.
-    pub fn new(state: DaemonState, readiness_holds: BTreeSet<String>) -> JournalRecord {
+    pub(crate) fn new(state: DaemonState, readiness_holds: BTreeSet<String>) -> JournalRecord {
         JournalRecord {
             version: JOURNAL_VERSION,
             state,
@@ -54,7 +54,7 @@ impl JournalRecord {
 }
 
 /// The state to resume from: the journal's, migrated to this version, or an empty one.
-pub fn resume(record: Option<JournalRecord>) -> DaemonState {
+pub(crate) fn resume(record: Option<JournalRecord>) -> DaemonState {
     let Some(record) = record else {
         return DaemonState::default();
     };
@@ -70,7 +70,7 @@ pub fn resume(record: Option<JournalRecord>) -> DaemonState {
 }
 
 /// Brings a record of any version to [`JOURNAL_VERSION`].
-pub fn migrate(mut record: JournalRecord) -> JournalRecord {
+pub(crate) fn migrate(mut record: JournalRecord) -> JournalRecord {
     if record.version > JOURNAL_VERSION {
         tracing::warn!(
             version = record.version,

@@ -12,12 +12,12 @@ use crate::plugins::set::{PluginSet, plugin_name_of};
 use crate::daemon::journal_record::JOURNAL_NAME;
 
 /// Why a hold is released.
-pub const RELEASED_PLUGIN_REMOVED: &str = "plugin removed";
-pub const RELEASED_GRANT_REVOKED: &str = "readiness grant removed from the manifest";
+pub(crate) const RELEASED_PLUGIN_REMOVED: &str = "plugin removed";
+pub(crate) const RELEASED_GRANT_REVOKED: &str = "readiness grant removed from the manifest";
 
 /// What a plugin of the current set may do about readiness.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Standing {
+pub(crate) enum Standing {
     /// Loaded, with `readiness = true`.
     Granted,
     /// Loaded, without the grant.
@@ -30,7 +30,7 @@ pub enum Standing {
 
 /// Restores the holds last journaled in `state_dir` into `readiness`; returns them. An
 /// absent or unreadable journal restores nothing (the daemon reports an unreadable one).
-pub fn restore(readiness: &Readiness, state_dir: &Path) -> BTreeSet<String> {
+pub(crate) fn restore(readiness: &Readiness, state_dir: &Path) -> BTreeSet<String> {
     #[derive(Deserialize)]
     struct Holds {
         #[serde(default)]
@@ -53,7 +53,7 @@ pub fn restore(readiness: &Readiness, state_dir: &Path) -> BTreeSet<String> {
 }
 
 /// The standing of `name` in `plugins`.
-pub fn standing(plugins: &PluginSet, name: &str) -> Standing {
+pub(crate) fn standing(plugins: &PluginSet, name: &str) -> Standing {
     if let Some(plugin) = plugins.get(name) {
         if plugin.manifest.capabilities.readiness {
             return Standing::Granted;
@@ -73,7 +73,7 @@ pub fn standing(plugins: &PluginSet, name: &str) -> Standing {
 
 /// The holds to release, with the reason: those of removed plugins and of plugins that
 /// lost the readiness grant.
-pub fn stale(
+pub(crate) fn stale(
     holders: &[String],
     standing: impl Fn(&str) -> Standing,
 ) -> Vec<(String, &'static str)> {
@@ -88,7 +88,7 @@ pub fn stale(
 }
 
 /// Releases the stale holds of `readiness` against `plugins`; returns whether any was.
-pub fn release_stale(readiness: &Readiness, plugins: &PluginSet) -> bool {
+pub(crate) fn release_stale(readiness: &Readiness, plugins: &PluginSet) -> bool {
     let released = stale(&readiness.holders(), |name| standing(plugins, name));
     for (plugin, reason) in &released {
         readiness.set(plugin, true);

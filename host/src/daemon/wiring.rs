@@ -25,7 +25,10 @@ use crate::plugins::state_store::{PluginStateStore, StateError};
 
 /// The pieces of a running daemon that callers may want to look at.
 pub struct Prepared {
+    /// The plugin runtime plugins are loaded into and called through.
     pub runtime: Runtime,
+    /// Which plugins hold the VM out of rotation; shared with the runtime (plugins set it)
+    /// and read by `/readyz`. Pass it on to [`run_daemon`].
     pub readiness: Arc<Readiness>,
 }
 
@@ -99,7 +102,7 @@ fn store_error(error: StateError) -> StateStoreError {
 }
 
 /// Orders the plugins, logs ordering problems, and publishes the set.
-pub fn publish_plugins(loaded: Vec<LoadedPlugin>) -> watch::Sender<Arc<PluginSet>> {
+pub(crate) fn publish_plugins(loaded: Vec<LoadedPlugin>) -> watch::Sender<Arc<PluginSet>> {
     let set = PluginSet::new(loaded);
     for warning in set.warnings() {
         tracing::warn!("{warning}");
@@ -113,7 +116,7 @@ pub fn publish_plugins(loaded: Vec<LoadedPlugin>) -> watch::Sender<Arc<PluginSet
 }
 
 /// The IMDS client for `config`, never through a proxy.
-pub fn imds_client(config: &Config) -> anyhow::Result<ImdsClient> {
+pub(crate) fn imds_client(config: &Config) -> anyhow::Result<ImdsClient> {
     ImdsClient::new(ClientConfig {
         base_url: config.imds.url.trim_end_matches('/').to_owned(),
         api_version: config.imds.api_version.clone(),
@@ -125,7 +128,7 @@ pub fn imds_client(config: &Config) -> anyhow::Result<ImdsClient> {
 
 /// This VM's name: from the config, or asked of IMDS until it answers (or shutdown). After
 /// `imds.vm-name-patience` of failures it says once, in the log and in `startup`, what to set.
-pub async fn resolve_vm_name(
+pub(crate) async fn resolve_vm_name(
     config: &Config,
     client: &ImdsClient,
     startup: &watch::Sender<Option<String>>,
@@ -167,7 +170,7 @@ pub async fn resolve_vm_name(
 const VM_NAME_RETRY: Duration = Duration::from_secs(2);
 
 /// What the operator reads when the name lookup keeps failing.
-pub fn vm_name_problem(config: &Config, error: &str, waited: Duration) -> String {
+pub(crate) fn vm_name_problem(config: &Config, error: &str, waited: Duration) -> String {
     format!(
         "waiting for this VM's name: IMDS instance metadata ({}/metadata/instance/compute/name) has not answered for {} ({error}), so no events are handled; set `vm-name = \"NAME\"` (the name IMDS lists in an event's Resources) in the config file and restart forewarn",
         config.imds.url.trim_end_matches('/'),

@@ -28,17 +28,17 @@ const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0;
 
 /// Connections served at once; one more is accepted and closed at once, so idle clients
 /// cannot use up the daemon's file descriptors (IMDS and etcd need them).
-pub const ADMIN_MAX_CONNECTIONS: usize = 64;
+pub(crate) const ADMIN_MAX_CONNECTIONS: usize = 64;
 /// How long a client may take to send a request's headers.
-pub const ADMIN_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const ADMIN_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one connection may stay open, keep-alive included.
-pub const ADMIN_CONNECTION_MAX_DURATION: Duration = Duration::from_secs(30);
+pub(crate) const ADMIN_CONNECTION_MAX_DURATION: Duration = Duration::from_secs(30);
 /// The pause after a failed accept (e.g. EMFILE) before accepting again.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
 
 /// The running daemon's live views, published once the event loop is about to run.
 #[derive(Clone)]
-pub struct DaemonViews {
+pub(crate) struct DaemonViews {
     pub vm_name: String,
     pub state: watch::Receiver<Arc<DaemonState>>,
     pub poll: watch::Receiver<PollStatus>,
@@ -48,7 +48,7 @@ pub struct DaemonViews {
 
 /// What the endpoint reads from.
 #[derive(Clone)]
-pub struct AdminState {
+pub(crate) struct AdminState {
     pub metrics: Arc<Metrics>,
     pub readiness: Arc<Readiness>,
     pub plugins: watch::Receiver<Arc<PluginSet>>,
@@ -63,20 +63,20 @@ pub struct AdminState {
 #[error(
     "cannot listen on the admin address {address}: {source} (another forewarn running? set `[admin] listen` in the config to a free address)"
 )]
-pub struct AdminBindError {
+pub(crate) struct AdminBindError {
     pub address: SocketAddr,
     pub source: std::io::Error,
 }
 
 /// Binds the admin address (port 0 picks a free port; the log says which).
-pub async fn bind(address: SocketAddr) -> Result<TcpListener, AdminBindError> {
+pub(crate) async fn bind(address: SocketAddr) -> Result<TcpListener, AdminBindError> {
     TcpListener::bind(address)
         .await
         .map_err(|source| AdminBindError { address, source })
 }
 
 /// The routes, for serving or for tests.
-pub fn router(state: AdminState) -> Router {
+pub(crate) fn router(state: AdminState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -88,7 +88,7 @@ pub fn router(state: AdminState) -> Router {
 /// Serves the endpoint on `listener` until `shutdown`: at most `ADMIN_MAX_CONNECTIONS` at
 /// once (more are closed on accept), headers within `ADMIN_HEADER_READ_TIMEOUT`, each
 /// connection closed after `ADMIN_CONNECTION_MAX_DURATION`.
-pub async fn serve(listener: TcpListener, state: AdminState, shutdown: CancellationToken) {
+pub(crate) async fn serve(listener: TcpListener, state: AdminState, shutdown: CancellationToken) {
     let address = listener
         .local_addr()
         .map(|address| address.to_string())
@@ -192,7 +192,7 @@ fn current_views(state: &AdminState) -> Option<DaemonViews> {
 }
 
 /// The status as of now.
-pub fn snapshot_of(state: &AdminState) -> StatusSnapshot {
+pub(crate) fn snapshot_of(state: &AdminState) -> StatusSnapshot {
     let plugins = state.plugins.borrow().clone();
     let views = current_views(state);
     let (vm_name, daemon_state, poll) = match &views {

@@ -52,7 +52,7 @@ const LATENCY_BUCKETS: [f64; 12] = [
 ];
 
 /// Every metric forewarn exports, and the registry that encodes them.
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Registry,
     polls: Counter,
     poll_errors: Family<KindLabel, Counter>,
@@ -82,7 +82,7 @@ impl Default for Metrics {
 
 impl Metrics {
     /// Registers every metric under the `forewarn_` prefix.
-    pub fn new() -> Metrics {
+    pub(crate) fn new() -> Metrics {
         let mut registry = Registry::with_prefix("forewarn");
         let build_info = Family::<VersionLabel, Gauge>::default();
         build_info
@@ -205,7 +205,7 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition (OpenMetrics 1.0 text format).
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         let mut text = String::new();
         if let Err(error) = prometheus_client::encoding::text::encode(&mut text, &self.registry) {
             tracing::warn!(%error, "cannot encode the metrics");
@@ -214,7 +214,7 @@ impl Metrics {
     }
 
     /// Counts one timeline entry.
-    pub fn record_timeline(&self, entry: &TimelineEntry) {
+    pub(crate) fn record_timeline(&self, entry: &TimelineEntry) {
         match entry {
             TimelineEntry::Transition {
                 event_type,
@@ -267,7 +267,7 @@ impl Metrics {
     }
 
     /// Brings the poll counters up to `now`, given the status they were last updated from.
-    pub fn record_poll(&self, before: &PollStatus, now: &PollStatus) {
+    pub(crate) fn record_poll(&self, before: &PollStatus, now: &PollStatus) {
         self.polls.inc_by(now.polls.saturating_sub(before.polls));
         for (kind, count) in &now.errors_by_kind {
             let previous = before.errors_by_kind.get(kind).copied().unwrap_or(0);
@@ -288,7 +288,7 @@ impl Metrics {
     }
 
     /// Counts a newly published plugin set: a reload (unless `first`) and its new load errors.
-    pub fn record_plugin_set(
+    pub(crate) fn record_plugin_set(
         &self,
         previous_errors: &BTreeMap<PathBuf, String>,
         set: &PluginSet,
@@ -308,7 +308,7 @@ impl Metrics {
     }
 
     /// Sets the gauges read at scrape time.
-    pub fn set_current(&self, events: usize, ready: bool) {
+    pub(crate) fn set_current(&self, events: usize, ready: bool) {
         self.events_current.set(events as i64);
         self.ready.set(i64::from(ready));
     }
@@ -319,7 +319,7 @@ impl Metrics {
 }
 
 /// Spawns the tasks that keep `metrics` up to date until `shutdown`.
-pub fn spawn_collectors(
+pub(crate) fn spawn_collectors(
     metrics: Arc<Metrics>,
     timeline: broadcast::Receiver<TimelineEntry>,
     poll: watch::Receiver<PollStatus>,

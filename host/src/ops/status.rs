@@ -42,14 +42,24 @@ pub struct StatusSnapshot {
     /// While starting: what the daemon waits for, and what to do about it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_for: Option<String>,
+    /// The VM name this daemon answers for (from the config or asked of IMDS); empty while
+    /// the daemon is still starting and the name is not known yet.
     pub vm_name: String,
+    /// When this snapshot was taken, RFC 3339 in UTC.
     pub generated_at: String,
+    /// Whether `/readyz` reports the VM ready, and which plugins hold it out.
     pub readiness: ReadinessView,
+    /// The scheduled events the daemon is handling, one entry per event it has not finished;
+    /// empty when IMDS announces nothing.
     pub events: Vec<EventView>,
+    /// The plugins currently loaded, in dispatch order (each after the plugins it names in `after`).
     pub plugins: Vec<PluginView>,
+    /// Plugin files in the plugin directory that failed to load on the last scan; they are not
+    /// called until fixed. Empty when every file loaded.
     pub load_errors: Vec<LoadErrorView>,
     /// Ordering problems in the plugin set (unknown `after` names, cycles).
     pub plugin_warnings: Vec<String>,
+    /// The IMDS poller's counters and its latest result.
     pub imds: PollView,
     /// The etcd approval barrier (`[coordination]`), when configured: its connection and the
     /// events it coordinates, as `forewarn_host::coordination::CoordinationStatus` serializes.
@@ -60,23 +70,37 @@ pub struct StatusSnapshot {
 /// Whether the VM is in rotation, and who holds it out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReadinessView {
+    /// True while no plugin holds the VM out of rotation (`/readyz` answers 200).
     pub ready: bool,
+    /// The plugins holding the VM out of rotation, sorted by name; empty exactly when `ready`.
     pub held_by: Vec<String>,
 }
 
-/// One scheduled event being handled.
+/// One scheduled event the daemon is handling: what IMDS says about it and how far the
+/// daemon got (handling, lifecycle, approval, each plugin's latest answer).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventView {
+    /// IMDS's EventId, unique per event.
     pub id: String,
+    /// IMDS's EventType as sent ("Reboot", "Redeploy", "Freeze", "Preempt", "Terminate", …).
     pub event_type: String,
     /// IMDS's EventStatus: "Scheduled" or "Started".
     pub status: String,
+    /// IMDS's NotBefore as RFC 3339 (UTC): the earliest time Azure starts the maintenance on its
+    /// own. None when IMDS sent none (an event already started has none).
     pub not_before: Option<String>,
     /// Seconds until NotBefore (negative once it passed); none without a NotBefore.
     pub time_left_seconds: Option<i64>,
+    /// The VM names the event affects, as IMDS lists them.
     pub resources: Vec<String>,
+    /// How the policy decided to handle the event, in words: "prepare (this VM)",
+    /// "prepare (other VMs)", "approve at once (RULE)" or "ignored: REASON".
     pub handling: String,
+    /// Where the event is: "scheduled", "started", "ended (recovering)" or
+    /// "ended without starting".
     pub lifecycle: String,
+    /// Where the approval is: "pending", "due (sending)", "sent at TIME", "withheld: REASON",
+    /// "coordinating with the other VMs (etcd)", "dry run: …" or "abandoned: REASON".
     pub approval: String,
     /// Each plugin's latest decision on this event.
     pub plugins: Vec<DecisionView>,
@@ -85,49 +109,70 @@ pub struct EventView {
 /// A plugin's latest answer on an event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DecisionView {
+    /// The plugin's name.
     pub plugin: String,
+    /// Whether the answer was to a prepare call (before the maintenance) or a recover call (after).
     pub phase: CallPhase,
     /// "approve", "defer", or the failure kind ("budget-exceeded", "trap", …).
     pub decision: AnswerOutcome,
+    /// The plugin's own explanation; empty when it gave none.
     pub reason: String,
+    /// When the answer arrived, RFC 3339 (UTC).
     pub at: String,
+    /// How long the call took, in milliseconds.
     pub elapsed_ms: u64,
+    /// How many prepare calls the plugin has had on this event for its current NotBefore (a
+    /// reschedule starts again at 0); a plugin that deferred is asked again.
     pub prepare_attempts: u32,
 }
 
-/// A loaded plugin.
+/// A plugin in the live set, with the manifest settings that decide when and how long it
+/// is called.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PluginView {
+    /// The plugin's name: its file name without `.wasm`, or the bundled plugin's name.
     pub name: String,
     /// sha256 of the component.
     pub content_hash: String,
     /// The .wasm file, or "bundled".
     pub source: String,
+    /// The event types the plugin is called for (its X
     pub subscribe: Vec<String>,
+    /// The plugins this one is called after (its manifest's `after`); empty when it has no order.
     pub after: Vec<String>,
+    /// The time one call may take (its manifest's `budget`), in milliseconds.
     pub budget_ms: u64,
 }
 
 /// A plugin file that failed to load.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadErrorView {
+    /// The file that failed, as a path.
     pub file: String,
+    /// Why it failed, as a sentence an operator can act on.
     pub error: String,
 }
 
 /// The IMDS poller's latest attempt and its result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PollView {
+    /// How many polls the poller has made since the daemon started, successful or not.
     pub polls: u64,
+    /// When the last poll was made, RFC 3339 (UTC); None before the first one.
     pub last_attempt: Option<String>,
+    /// When IMDS last answered with a document, RFC 3339 (UTC); None while it never has.
     pub last_success: Option<String>,
+    /// The error of the last poll; None when it succeeded (or none was made yet).
     pub last_error: Option<String>,
+    /// Polls that failed in a row since the last success; 0 after a success.
     pub consecutive_failures: u32,
+    /// Failed polls since the start, by error kind ("timeout", "throttled", "server", "malformed", …); only
+    /// kinds that happened appear.
     pub errors_by_kind: BTreeMap<String, u64>,
 }
 
 /// The inputs of a snapshot, borrowed from the live daemon.
-pub struct StatusInputs<'a> {
+pub(crate) struct StatusInputs<'a> {
     pub running: bool,
     pub vm_name: &'a str,
     pub state: &'a DaemonState,
@@ -140,7 +185,7 @@ pub struct StatusInputs<'a> {
 }
 
 /// Builds the snapshot as of `now`.
-pub fn build_snapshot(inputs: StatusInputs<'_>, now: SystemTime) -> StatusSnapshot {
+pub(crate) fn build_snapshot(inputs: StatusInputs<'_>, now: SystemTime) -> StatusSnapshot {
     StatusSnapshot {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         phase: if inputs.running {
@@ -271,14 +316,14 @@ fn seconds_between(from: SystemTime, to: SystemTime) -> i64 {
 }
 
 /// RFC 3339 in UTC, to the second.
-pub fn rfc3339(at: SystemTime) -> String {
+pub(crate) fn rfc3339(at: SystemTime) -> String {
     chrono::DateTime::<chrono::Utc>::from(at)
         .format("%Y-%m-%dT%H:%M:%SZ")
         .to_string()
 }
 
 /// "4m05s", "-12s", "1h02m": a duration a person reads at a glance.
-pub fn format_time_left(seconds: i64) -> String {
+pub(crate) fn format_time_left(seconds: i64) -> String {
     let sign = if seconds < 0 { "-" } else { "" };
     let total = seconds.unsigned_abs();
     let (hours, minutes, secs) = (total / 3600, (total % 3600) / 60, total % 60);

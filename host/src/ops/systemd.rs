@@ -7,12 +7,12 @@ use sd_notify::NotifyState;
 use tokio_util::sync::CancellationToken;
 
 /// Tells systemd the daemon is up (`READY=1`).
-pub fn notify_ready() {
+pub(crate) fn notify_ready() {
     send(&[NotifyState::Ready], "READY=1");
 }
 
 /// Tells systemd the daemon is stopping (`STOPPING=1`).
-pub fn notify_stopping() {
+pub(crate) fn notify_stopping() {
     send(&[NotifyState::Stopping], "STOPPING=1");
 }
 
@@ -27,7 +27,7 @@ fn send(states: &[NotifyState<'_>], what: &str) {
 
 /// The interval to ping the watchdog at: half of WATCHDOG_USEC, if systemd set it for this
 /// process. As in libsystemd's `sd_watchdog_enabled`, WATCHDOG_PID (when set) must be ours.
-pub fn watchdog_interval() -> Option<Duration> {
+pub(crate) fn watchdog_interval() -> Option<Duration> {
     let usec = std::env::var("WATCHDOG_USEC").ok()?;
     let pid = std::env::var("WATCHDOG_PID").ok();
     watchdog_interval_from(&usec, pid.as_deref(), std::process::id())
@@ -45,7 +45,7 @@ fn watchdog_interval_from(usec: &str, pid: Option<&str>, own_pid: u32) -> Option
 
 /// Pings the watchdog from the async runtime until `shutdown`, if the unit has
 /// `WatchdogSec`: a wedged runtime stops the pings and systemd restarts forewarn.
-pub fn spawn_watchdog(shutdown: CancellationToken) {
+pub(crate) fn spawn_watchdog(shutdown: CancellationToken) {
     let Some(interval) = watchdog_interval() else {
         return;
     };

@@ -32,7 +32,7 @@ pub enum Verdict {
 
 /// A cross-VM approval barrier, as the approval stage sees it: non-blocking questions about
 /// state another task keeps up to date.
-pub trait Barrier: Send {
+pub(crate) trait Barrier: Send {
     /// The verdict on `event`, whose plugins all approved on this VM. The first question
     /// about an event starts coordinating it (this VM is recorded ready).
     fn verdict(&mut self, event: &ScheduledEvent) -> Verdict;
@@ -43,7 +43,7 @@ pub trait Barrier: Send {
 }
 
 /// Decides the approval of events whose plugins all approved.
-pub trait Approver: Send {
+pub(crate) trait Approver: Send {
     /// The approval an event gets when every plugin on this VM approved it at `now`.
     fn decide(&mut self, event: &ScheduledEvent, now: SystemTime) -> Approval;
     /// Moves an event in [`Approval::Coordinating`] forward; returns whether it changed.
@@ -56,14 +56,14 @@ pub trait Approver: Send {
 
 /// Approval by this VM alone, under the policy.
 #[derive(Debug, Clone)]
-pub struct LocalApprover {
+pub(crate) struct LocalApprover {
     vm_name: String,
     policy: PolicyConfig,
 }
 
 impl LocalApprover {
     /// The single-VM policy for `vm_name`.
-    pub fn new(vm_name: &str, policy: &PolicyConfig) -> LocalApprover {
+    pub(crate) fn new(vm_name: &str, policy: &PolicyConfig) -> LocalApprover {
         LocalApprover {
             vm_name: vm_name.to_owned(),
             policy: policy.clone(),
@@ -91,14 +91,14 @@ impl Approver for LocalApprover {
 
 /// Approval through a barrier for events that name this VM and another one; the local
 /// policy for every other event, and for coordinated ones while the barrier is unreachable.
-pub struct CoordinatedApprover<B> {
+pub(crate) struct CoordinatedApprover<B> {
     local: LocalApprover,
     barrier: B,
 }
 
 impl<B: Barrier> CoordinatedApprover<B> {
     /// Coordinates through `barrier`; `local` decides what the barrier does not.
-    pub fn new(local: LocalApprover, barrier: B) -> CoordinatedApprover<B> {
+    pub(crate) fn new(local: LocalApprover, barrier: B) -> CoordinatedApprover<B> {
         CoordinatedApprover { local, barrier }
     }
 }
@@ -156,7 +156,7 @@ impl<B: Barrier> Approver for CoordinatedApprover<B> {
 /// Why an event whose subscribers all approved may still not be approved: a plugin file
 /// that failed to load counts as a subscriber that has not approved, and nobody subscribing
 /// is not consent unless `policy.approve-unsubscribed` says so. None: go on.
-pub fn hold(
+pub(crate) fn hold(
     event: &ScheduledEvent,
     subscribers: usize,
     roster: &Roster,
@@ -188,7 +188,7 @@ pub fn hold(
 }
 
 /// Whether the barrier coordinates `event` for `vm_name`: it names this VM and another one.
-pub fn applies_to(event: &ScheduledEvent, vm_name: &str) -> bool {
+pub(crate) fn applies_to(event: &ScheduledEvent, vm_name: &str) -> bool {
     event.names_vm(vm_name)
         && event
             .resources

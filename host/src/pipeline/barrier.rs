@@ -51,7 +51,7 @@ pub struct BarrierView {
 }
 
 /// Each VM of `resources` (lower case) with its standing under `dead_vm`.
-pub fn standings(
+pub(crate) fn standings(
     resources: &[String],
     view: &BarrierView,
     dead_vm: DeadVm,
@@ -76,7 +76,7 @@ fn standing(vm: &str, view: &BarrierView, dead_vm: DeadVm) -> VmStanding {
 
 /// Whether the deadline came: `deadline` before NotBefore. No deadline configured, or no
 /// NotBefore known, means it never comes (the platform starts the event by itself).
-pub fn deadline_came(
+pub(crate) fn deadline_came(
     not_before: Option<SystemTime>,
     deadline: Option<Duration>,
     now: SystemTime,

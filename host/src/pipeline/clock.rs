@@ -4,14 +4,14 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Milliseconds since the Unix epoch (0 before it, `u64::MAX` past year 584 million).
-pub fn unix_ms(time: SystemTime) -> u64 {
+pub(crate) fn unix_ms(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH)
         .map(|since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
         .unwrap_or(0)
 }
 
 /// The instant `ms` milliseconds after the Unix epoch.
-pub fn from_unix_ms(ms: u64) -> SystemTime {
+pub(crate) fn from_unix_ms(ms: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(ms)
 }
 

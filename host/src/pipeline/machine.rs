@@ -27,11 +27,11 @@ use crate::pipeline::timeline::TimelineEntry;
 use crate::pipeline::tracker::Transition;
 
 /// Wait before re-sending an approval IMDS did not accept.
-pub const APPROVAL_RETRY: Duration = Duration::from_secs(1);
+pub(crate) const APPROVAL_RETRY: Duration = Duration::from_secs(1);
 
 /// What the pipeline needs to know besides its inputs.
 #[derive(Debug, Clone)]
-pub struct PipelineSettings {
+pub(crate) struct PipelineSettings {
     /// This VM's name, as IMDS lists it in `Resources`.
     pub vm_name: String,
     /// The `[policy]` section.
@@ -40,7 +40,7 @@ pub struct PipelineSettings {
 
 /// Something that happened outside the pipeline.
 #[derive(Debug, Clone)]
-pub enum Input {
+pub(crate) enum Input {
     /// IMDS listed this document.
     Document(Document),
     /// A plugin call finished.
@@ -64,7 +64,7 @@ pub enum Input {
 
 /// A finished plugin call.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CallAnswer {
+pub(crate) struct CallAnswer {
     /// The call this answers.
     pub call: PlannedCall,
     /// What the plugin replied.
@@ -73,7 +73,7 @@ pub struct CallAnswer {
 
 /// Something the event loop must do.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Action {
+pub(crate) enum Action {
     /// Journal this state durably before the actions after it.
     Persist(Arc<DaemonState>),
     /// Start this plugin call; answer with [`Input::Answer`].
@@ -86,7 +86,7 @@ pub enum Action {
 }
 
 /// The pipeline: tracker → policy → scheduler → approval, over the journaled state.
-pub struct Pipeline {
+pub(crate) struct Pipeline {
     settings: PipelineSettings,
     state: DaemonState,
     roster: Arc<Roster>,
@@ -107,7 +107,7 @@ pub struct Pipeline {
 impl Pipeline {
     /// A pipeline resuming from `state` (empty on a first start), approving through
     /// `approver`.
-    pub fn new(
+    pub(crate) fn new(
         settings: PipelineSettings,
         state: DaemonState,
         approver: Box<dyn Approver>,
@@ -128,22 +128,17 @@ impl Pipeline {
     }
 
     /// Replaces how approvals are decided (the daemon adds the etcd barrier this way).
-    pub fn set_approver(&mut self, approver: Box<dyn Approver>) {
+    pub(crate) fn set_approver(&mut self, approver: Box<dyn Approver>) {
         self.approver = approver;
     }
 
     /// The state as it stands (journaled at the end of every round).
-    pub fn state(&self) -> &DaemonState {
+    pub(crate) fn state(&self) -> &DaemonState {
         &self.state
     }
 
-    /// Whether plugin calls are still out.
-    pub fn has_calls_in_flight(&self) -> bool {
-        !self.in_flight.is_empty()
-    }
-
     /// Applies `input` at `now`, then runs a round (see [`Pipeline::handle_timeout`]).
-    pub fn handle(&mut self, input: Input, now: SystemTime) {
+    pub(crate) fn handle(&mut self, input: Input, now: SystemTime) {
         match input {
             Input::Document(document) => self.observe(&document, now),
             Input::Answer(answer) => self.record_answer(*answer, now),
@@ -160,7 +155,7 @@ impl Pipeline {
 
     /// Runs a round at `now`: moves every event forward, then queues the journal write and,
     /// after it, the calls and the approval the round decided.
-    pub fn handle_timeout(&mut self, now: SystemTime) {
+    pub(crate) fn handle_timeout(&mut self, now: SystemTime) {
         let mut calls = Vec::new();
         if !self.stopping {
             let ids: Vec<String> = self.state.events.keys().cloned().collect();
@@ -180,13 +175,13 @@ impl Pipeline {
     }
 
     /// The next action to execute, in order.
-    pub fn poll_action(&mut self) -> Option<Action> {
+    pub(crate) fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
     }
 
     /// When a round is next due without any input: a retry, a deadline, an approval retry.
     /// None: nothing is scheduled.
-    pub fn poll_timeout(&self) -> Option<SystemTime> {
+    pub(crate) fn poll_timeout(&self) -> Option<SystemTime> {
         let margin = self.settings.policy.safety_margin();
         self.state
             .events

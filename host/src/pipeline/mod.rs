@@ -8,15 +8,13 @@
 //!   policy, or through the [`barrier`]);
 //! - [`state`] is what the journal keeps; [`timeline`] what the pipeline reports.
 
-pub use machine::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
-
-pub mod approval;
-pub mod barrier;
-pub mod clock;
-pub mod machine;
+pub(crate) mod approval;
+pub(crate) mod barrier;
+pub(crate) mod clock;
+pub(crate) mod machine;
 pub mod policy;
-pub mod roster;
-pub mod scheduler;
+pub(crate) mod roster;
+pub(crate) mod scheduler;
 pub mod state;
 #[cfg(test)]
 pub(crate) mod test_harness;

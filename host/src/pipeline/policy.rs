@@ -62,7 +62,7 @@ impl Default for PolicyConfig {
 
 impl PolicyConfig {
     /// [`PolicyConfig::safety_margin_ms`] as a duration.
-    pub fn safety_margin(&self) -> Duration {
+    pub(crate) fn safety_margin(&self) -> Duration {
         Duration::from_millis(self.safety_margin_ms)
     }
 }
@@ -83,7 +83,7 @@ pub enum GroupApproval {
 
 /// What to do with a scheduled event.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Plan {
+pub(crate) enum Plan {
     /// Do nothing; log `reason` once.
     Ignore { reason: String },
     /// Approve without calling plugins (still through [`approval_gate`]); `rule` is
@@ -95,7 +95,7 @@ pub enum Plan {
 
 /// Whether an approval may be sent, asked once every plugin approved (or a built-in rule did).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ApprovalGate {
+pub(crate) enum ApprovalGate {
     /// Send the approval.
     Approve,
     /// Log `would`, send nothing.
@@ -109,7 +109,7 @@ pub enum ApprovalGate {
 /// user-initiated events and short Freezes may be approved at once; everything else,
 /// unknown types included, is prepared by the plugins. An event with an empty `Resources`
 /// list is taken to affect this VM. The status is not consulted.
-pub fn plan(event: &ScheduledEvent, vm_name: &str, config: &PolicyConfig) -> Plan {
+pub(crate) fn plan(event: &ScheduledEvent, vm_name: &str, config: &PolicyConfig) -> Plan {
     if !affects_vm(event, vm_name) {
         if config.notify_other_vms {
             return Plan::Prepare {
@@ -147,7 +147,11 @@ pub fn plan(event: &ScheduledEvent, vm_name: &str, config: &PolicyConfig) -> Pla
 /// built-in rule) approved. Withholds for: an event already started, an event not naming
 /// this VM, `observe-only`, and events naming other VMs unless `group-approval` allows it;
 /// under `dry-run` reports what would have been sent.
-pub fn approval_gate(event: &ScheduledEvent, vm_name: &str, config: &PolicyConfig) -> ApprovalGate {
+pub(crate) fn approval_gate(
+    event: &ScheduledEvent,
+    vm_name: &str,
+    config: &PolicyConfig,
+) -> ApprovalGate {
     if event.status == EventStatus::Started {
         return withhold(format!(
             "not approving event {}: it has already started",
@@ -192,7 +196,7 @@ pub fn approval_gate(event: &ScheduledEvent, vm_name: &str, config: &PolicyConfi
 /// call plugins to prepare (the call would be cut off at once), log that the event arrived
 /// or was reached too late to prepare, and let the event start at `NotBefore` without
 /// approving it.
-pub fn plugin_budget(
+pub(crate) fn plugin_budget(
     configured: Duration,
     not_before: Option<SystemTime>,
     now: SystemTime,

@@ -10,7 +10,7 @@ use crate::plugins::manifest::PluginManifest;
 
 /// One plugin: its name and the operator's manifest for it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Member {
+pub(crate) struct Member {
     /// The plugin's name (its file stem).
     pub name: String,
     /// Subscriptions, `after`, budget, capabilities.
@@ -19,7 +19,7 @@ pub struct Member {
 
 /// The plugins live at one moment, in dependency order.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Roster {
+pub(crate) struct Roster {
     ordered: Vec<Member>,
     /// Per plugin, the loaded plugins it runs after.
     predecessors: BTreeMap<String, Vec<String>>,
@@ -34,7 +34,7 @@ impl Roster {
     /// Orders `plugins` (name, manifest) so that every plugin comes after those it names in
     /// `after`. Unknown names are ignored and a cycle is broken by name order, each with a
     /// warning, so one bad manifest line never leaves the VM without its other plugins.
-    pub fn new(plugins: Vec<(String, PluginManifest)>) -> Roster {
+    pub(crate) fn new(plugins: Vec<(String, PluginManifest)>) -> Roster {
         let mut warnings = Vec::new();
         let by_name: BTreeMap<String, PluginManifest> = plugins.into_iter().collect();
         let mut predecessors = BTreeMap::new();
@@ -67,22 +67,22 @@ impl Roster {
     }
 
     /// Records the plugin files that failed to load (file → reason).
-    pub fn set_load_errors(&mut self, load_errors: BTreeMap<PathBuf, String>) {
+    pub(crate) fn set_load_errors(&mut self, load_errors: BTreeMap<PathBuf, String>) {
         self.load_errors = load_errors;
     }
 
     /// Every plugin, in dependency order.
-    pub fn members(&self) -> &[Member] {
+    pub(crate) fn members(&self) -> &[Member] {
         &self.ordered
     }
 
     /// The plugin called `name`.
-    pub fn get(&self, name: &str) -> Option<&Member> {
+    pub(crate) fn get(&self, name: &str) -> Option<&Member> {
         self.ordered.iter().find(|member| member.name == name)
     }
 
     /// The plugins subscribed to `event_type`, in dependency order.
-    pub fn subscribers(&self, event_type: EventType) -> Vec<&Member> {
+    pub(crate) fn subscribers(&self, event_type: EventType) -> Vec<&Member> {
         self.ordered
             .iter()
             .filter(|member| member.manifest.subscribes_to(event_type))
@@ -90,7 +90,7 @@ impl Roster {
     }
 
     /// The loaded plugins `name` must wait for.
-    pub fn predecessors(&self, name: &str) -> &[String] {
+    pub(crate) fn predecessors(&self, name: &str) -> &[String] {
         self.predecessors
             .get(name)
             .map(Vec::as_slice)
@@ -98,12 +98,12 @@ impl Roster {
     }
 
     /// Plugin files that failed to load, with the reason.
-    pub fn load_errors(&self) -> &BTreeMap<PathBuf, String> {
+    pub(crate) fn load_errors(&self) -> &BTreeMap<PathBuf, String> {
         &self.load_errors
     }
 
     /// Problems found while ordering the plugins.
-    pub fn warnings(&self) -> &[String] {
+    pub(crate) fn warnings(&self) -> &[String] {
         &self.warnings
     }
 }

@@ -20,18 +20,18 @@ use crate::pipeline::state::{
 };
 
 /// Shortest wait before asking a deferring plugin again.
-pub const MIN_RETRY: Duration = Duration::from_millis(100);
+pub(crate) const MIN_RETRY: Duration = Duration::from_millis(100);
 /// Wait before asking again a plugin whose call failed (trap, budget exceeded).
-pub const FAILURE_RETRY: Duration = Duration::from_secs(5);
+pub(crate) const FAILURE_RETRY: Duration = Duration::from_secs(5);
 /// Recovery calls made before giving up on a plugin's recovery.
-pub const RECOVERY_ATTEMPTS: u32 = 3;
+pub(crate) const RECOVERY_ATTEMPTS: u32 = 3;
 
 /// Calls started and not answered yet, by (event id, plugin name).
-pub type InFlight = HashSet<(String, String)>;
+pub(crate) type InFlight = HashSet<(String, String)>;
 
 /// A call the scheduler decided on.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PlannedCall {
+pub(crate) struct PlannedCall {
     /// The event the call is about.
     pub event_id: String,
     /// The plugin to call.
@@ -51,7 +51,7 @@ pub struct PlannedCall {
 /// A plugin's reply to a call, as the pipeline needs it (the WIT glue converts the
 /// runtime's outcome into this).
 #[derive(Debug, Clone, PartialEq)]
-pub struct CallReply {
+pub(crate) struct CallReply {
     /// The decision, or how the call failed.
     pub outcome: AnswerOutcome,
     /// The defer or failure reason; empty for approve.
@@ -67,7 +67,7 @@ pub struct CallReply {
 /// What the scheduler works with besides the event: the plugins, the calls in flight and
 /// the safety margin before NotBefore.
 #[derive(Debug, Clone, Copy)]
-pub struct Schedule<'a> {
+pub(crate) struct Schedule<'a> {
     /// The plugins, in dependency order.
     pub roster: &'a Roster,
     /// Calls not answered yet: never two calls to one plugin for one event.
@@ -78,7 +78,7 @@ pub struct Schedule<'a> {
 
 /// Where an event's preparation stands.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Preparation {
+pub(crate) enum Preparation {
     /// These calls are due now (possibly none: waiting on retries or on calls in flight).
     Calls(Vec<PlannedCall>),
     /// Every subscribed plugin approved (`subscribers` of them): the approval stage decides.
@@ -95,7 +95,7 @@ pub enum Preparation {
 
 /// Where an event's recovery stands.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Recovery {
+pub(crate) enum Recovery {
     /// These calls are due now (possibly none).
     Calls(Vec<PlannedCall>),
     /// Every plugin was told the event ended (or recovery was given up): forget the event.
@@ -116,7 +116,7 @@ impl Schedule<'_> {
 
 /// The prepare calls due for `progress` at `now`, in dependency order; records their
 /// attempt numbers. The event must be Scheduled with its approval pending.
-pub fn prepare(
+pub(crate) fn prepare(
     progress: &mut EventProgress,
     schedule: Schedule<'_>,
     now: SystemTime,
@@ -185,7 +185,7 @@ fn may_prepare(
 }
 
 /// The `started` calls due: every subscriber not told yet, each once.
-pub fn tell_started(progress: &EventProgress, schedule: Schedule<'_>) -> Vec<PlannedCall> {
+pub(crate) fn tell_started(progress: &EventProgress, schedule: Schedule<'_>) -> Vec<PlannedCall> {
     schedule
         .roster
         .subscribers(progress.event.event_type)
@@ -199,7 +199,11 @@ pub fn tell_started(progress: &EventProgress, schedule: Schedule<'_>) -> Vec<Pla
 /// The recovery calls due, in reverse dependency order: a plugin recovers once every
 /// plugin that runs after it has recovered (start the app before rejoining the load
 /// balancer). Records attempt numbers.
-pub fn recover(progress: &mut EventProgress, schedule: Schedule<'_>, now: SystemTime) -> Recovery {
+pub(crate) fn recover(
+    progress: &mut EventProgress,
+    schedule: Schedule<'_>,
+    now: SystemTime,
+) -> Recovery {
     let phase = match progress.lifecycle {
         Lifecycle::Ended { after_start: true } => CallPhase::EndedAfterStart,
         _ => CallPhase::EndedWithoutStart,
@@ -284,7 +288,7 @@ fn planned(
 
 /// Records `reply` from `plugin` for `phase` in `progress` at `now`, and when to ask again;
 /// returns the answer as journaled.
-pub fn record_reply(
+pub(crate) fn record_reply(
     progress: &mut EventProgress,
     plugin: &str,
     phase: CallPhase,
@@ -350,7 +354,7 @@ fn record_recovery(plugin: &str, own: &mut PluginProgress, reply: &CallReply, no
 
 /// When to ask again: after `wait`, but early enough that a last call fits before the
 /// deadline (NotBefore minus the margin), and never sooner than [`MIN_RETRY`].
-pub fn retry_instant(
+pub(crate) fn retry_instant(
     now: SystemTime,
     wait: Duration,
     not_before: Option<SystemTime>,
@@ -370,7 +374,7 @@ pub fn retry_instant(
 /// prepared or recovered, or the preparation deadline. A retry left over from a phase that
 /// is over (preparation abandoned at the deadline) is not due: counting it would wake the
 /// loop at once, forever.
-pub fn next_due(progress: &EventProgress, margin: Duration) -> Option<SystemTime> {
+pub(crate) fn next_due(progress: &EventProgress, margin: Duration) -> Option<SystemTime> {
     let preparing =
         progress.lifecycle == Lifecycle::Scheduled && progress.approval == Approval::Pending;
     let recovering = matches!(progress.lifecycle, Lifecycle::Ended { .. });

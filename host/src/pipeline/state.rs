@@ -20,13 +20,17 @@ pub struct DaemonState {
     pub events: BTreeMap<String, EventProgress>,
 }
 
-/// One event's handling.
+/// Everything the daemon knows and decided about one event, from its first listing until
+/// recovery is done; journaled, so a restart resumes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EventProgress {
     /// The event as last listed.
     pub event: ScheduledEvent,
+    /// What the policy decided when the event first appeared; kept for the event's life.
     pub handling: Handling,
+    /// Scheduled, started or ended, as the documents showed it.
     pub lifecycle: Lifecycle,
+    /// Where the approval of this event at IMDS stands.
     pub approval: Approval,
     /// Per plugin (by name), what it was asked and answered.
     pub plugins: BTreeMap<String, PluginProgress>,
@@ -36,20 +40,34 @@ pub struct EventProgress {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Handling {
     /// Not for this VM: plugins are not called and nothing is approved.
-    Ignored { reason: String },
+    Ignored {
+        /// Why, in words ("not listed for this VM", an ignore rule, …).
+        reason: String,
+    },
     /// A built-in rule approves it without waking plugins.
-    ApproveAtOnce { rule: String },
+    ApproveAtOnce {
+        /// The rule that matched, as the policy names it.
+        rule: String,
+    },
     /// Plugins prepare; approved when all of them approve.
-    Prepare { affects_this_vm: bool },
+    Prepare {
+        /// Whether this VM is among the event's resources; false when the event names only
+        /// other VMs and the policy still prepares for it.
+        affects_this_vm: bool,
+    },
 }
 
 /// Where the event is in its life, as the daemon last saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Lifecycle {
+    /// Listed with EventStatus Scheduled: the maintenance has not begun; plugins prepare.
     Scheduled,
+    /// Listed with EventStatus Started: the maintenance is under way.
     Started,
     /// Gone from the document; recovery runs, then the event is forgotten.
     Ended {
+        /// Whether the daemon saw the event Started before it went (the maintenance
+        /// happened); false when it vanished while Scheduled (cancelled, or missed).
         after_start: bool,
     },
 }
@@ -61,19 +79,37 @@ pub enum Approval {
     Pending,
     /// Every plugin approved and the policy allows it: the POST is due (or being retried).
     /// Journaled before the POST, so a crash in between re-sends it (IMDS accepts repeats).
-    Due { since_unix_ms: u64 },
+    Due {
+        /// When the approval became due, in milliseconds since the Unix epoch.
+        since_unix_ms: u64,
+    },
     /// IMDS accepted the approval.
-    Sent { at_unix_ms: u64 },
+    Sent {
+        /// When IMDS accepted it, in milliseconds since the Unix epoch.
+        at_unix_ms: u64,
+    },
     /// Every plugin approved, and the event names other VMs too: the approval waits on the
     /// etcd barrier (`[coordination]`, docs/coordination.md) until one elected VM sends it
     /// for all. Stays so on the VMs that did not send it.
-    Coordinating { since_unix_ms: u64 },
+    Coordinating {
+        /// When this VM joined the barrier, in milliseconds since the Unix epoch.
+        since_unix_ms: u64,
+    },
     /// Every plugin approved but the policy holds the approval back; the reason says why.
-    Withheld { reason: String },
+    Withheld {
+        /// The policy's reason, in words.
+        reason: String,
+    },
     /// Dry run: logged what would have been approved.
-    DryRun { would: String },
+    DryRun {
+        /// What would have been sent, in words (the events the POST would approve).
+        would: String,
+    },
     /// No approval will be sent: the deadline passed or the event started first.
-    Abandoned { reason: String },
+    Abandoned {
+        /// Why no approval will be sent, in words.
+        reason: String,
+    },
 }
 
 /// One plugin's progress on one event.
@@ -139,7 +175,7 @@ impl CallPhase {
     }
 
     /// Whether this is a recovery phase (the event ended).
-    pub fn is_recovery(self) -> bool {
+    pub(crate) fn is_recovery(self) -> bool {
         matches!(
             self,
             CallPhase::EndedAfterStart | CallPhase::EndedWithoutStart
@@ -185,7 +221,7 @@ impl AnswerOutcome {
     }
 
     /// Whether the call failed (and so counts as a defer).
-    pub fn is_failure(self) -> bool {
+    pub(crate) fn is_failure(self) -> bool {
         !matches!(self, AnswerOutcome::Approve | AnswerOutcome::Defer)
     }
 }
@@ -198,7 +234,7 @@ impl fmt::Display for AnswerOutcome {
 
 impl Handling {
     /// One sentence for the timeline: "plugins prepare this VM", "ignored: …".
-    pub fn sentence(&self) -> String {
+    pub(crate) fn sentence(&self) -> String {
         match self {
             Handling::Ignored { reason } => format!("ignored: {reason}"),
             Handling::ApproveAtOnce { rule } => format!("approve at once (rule: {rule})"),
@@ -239,7 +275,7 @@ impl EventProgress {
     }
 
     /// The plugin's progress, created on first use.
-    pub fn plugin_mut(&mut self, name: &str) -> &mut PluginProgress {
+    pub(crate) fn plugin_mut(&mut self, name: &str) -> &mut PluginProgress {
         self.plugins.entry(name.to_owned()).or_default()
     }
 
@@ -249,7 +285,7 @@ impl EventProgress {
     }
 
     /// Forgets preparation (the event was rescheduled): every plugin is asked again.
-    pub fn restart_preparation(&mut self) {
+    pub(crate) fn restart_preparation(&mut self) {
         for progress in self.plugins.values_mut() {
             progress.prepared = false;
             progress.prepare_attempts = 0;

@@ -12,52 +12,90 @@ use crate::pipeline::tracker::TransitionKind;
 pub enum TimelineEntry {
     /// The tracker turned a document into a transition.
     Transition {
+        /// IMDS's EventId.
         event_id: String,
+        /// IMDS's EventType as sent ("Reboot", "Freeze", …).
         event_type: String,
+        /// What changed: the event appeared, started, ended, …
         transition: TransitionKind,
+        /// The event in one line for people: type, status, resources, time to NotBefore.
         detail: String,
     },
     /// The policy decided how to handle a new event.
-    Handling { event_id: String, handling: String },
+    Handling {
+        /// IMDS's EventId.
+        event_id: String,
+        /// The decision in words ("prepare (this VM)", "ignored: REASON", …).
+        handling: String,
+    },
     /// A plugin is being called.
     PluginCalled {
+        /// The event the call is about.
         event_id: String,
+        /// The plugin's name.
         plugin: String,
+        /// Prepare (before the maintenance) or recover (after it).
         phase: CallPhase,
+        /// Which call this is for the plugin, event and phase, starting at 1; a plugin that
+        /// deferred is asked again with the next number.
         attempt: u32,
+        /// The time the call may take before it is cut off, in milliseconds.
         budget_ms: u64,
     },
     /// A line the plugin logged (or printed) during a call, sent just before its answer.
     PluginLog {
+        /// The event the call was about.
         event_id: String,
+        /// The plugin that logged the line.
         plugin: String,
+        /// The level the plugin logged the line at.
         level: forewarn_runtime::LogLevel,
+        /// The line as the plugin wrote it.
         message: String,
     },
     /// A plugin answered (or failed, counted as a defer).
     PluginAnswered {
+        /// The event the call was about.
         event_id: String,
+        /// The plugin that answered.
         plugin: String,
+        /// Prepare or recover, as in the matching [`TimelineEntry::PluginCalled`].
         phase: CallPhase,
+        /// Approve, defer, or the kind of failure.
         outcome: AnswerOutcome,
+        /// The plugin's explanation, or the failure's; empty when there was none.
         reason: String,
+        /// How long the call took, in milliseconds.
         elapsed_ms: u64,
     },
     /// The approval was accepted by IMDS.
-    Approved { event_ids: Vec<String> },
+    Approved {
+        /// The events approved by the one POST, never empty.
+        event_ids: Vec<String>,
+    },
     /// The approval POST failed; it is retried.
     ApprovalFailed {
+        /// The events the failed POST would have approved.
         event_ids: Vec<String>,
+        /// Why it failed, as the IMDS client reported it.
         error: String,
     },
     /// Every plugin approved but no approval is sent (policy, dry run, deadline).
-    NotApproved { event_id: String, reason: String },
+    NotApproved {
+        /// The event left for Azure to start at NotBefore.
+        event_id: String,
+        /// Why no approval is sent, in words.
+        reason: String,
+    },
     /// Recovery is complete and the event is forgotten.
-    Finished { event_id: String },
+    Finished {
+        /// The event that is done; no further entry names it.
+        event_id: String,
+    },
 }
 
 /// Sender half: the daemon keeps it; anyone may `subscribe()`.
-pub type Timeline = tokio::sync::broadcast::Sender<TimelineEntry>;
+pub(crate) type Timeline = tokio::sync::broadcast::Sender<TimelineEntry>;
 
 /// A timeline with room for bursts; slow readers miss entries rather than slowing the daemon.
 pub fn new_timeline() -> Timeline {

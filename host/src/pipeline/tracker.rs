@@ -48,13 +48,18 @@ pub enum Transition {
     Scheduled(ScheduledEvent),
     /// A still-`Scheduled` event whose `NotBefore`, `Resources` or `EventType` changed.
     Rescheduled {
+        /// The event as the latest document lists it.
         event: ScheduledEvent,
+        /// The event as it was listed before the change.
         previous: ScheduledEvent,
     },
     /// The event is now `Started`: it was seen `Scheduled` before (`was_scheduled`), or it
     /// appeared already started (hardware failure).
     Started {
+        /// The event as the document lists it now.
         event: ScheduledEvent,
+        /// True when the event was seen `Scheduled` first (plugins had the chance to
+        /// prepare); false when it appeared already `Started`.
         was_scheduled: bool,
     },
     /// The event disappeared after it was seen `Started`: the maintenance is over.

@@ -3,14 +3,21 @@
 
 use crate::plugins::manifest::PluginManifest;
 
+// The generated constants are `pub` for every crate that embeds plugins; here they are
+// read only through `bundled_plugins`.
+#[allow(unreachable_pub)]
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/bundled_wasm.rs"));
 }
 
 /// One bundled plugin: its name, component bytes and default manifest text.
 pub struct BundledPlugin {
+    /// The plugin's name ("lb-drain", "checkpoint", "graceful-shutdown"); `plugin export`
+    /// writes it as `NAME.wasm` and `NAME.toml`.
     pub name: &'static str,
+    /// The WebAssembly component, as built from `plugins/NAME` with the `plugin` profile.
     pub wasm: &'static [u8],
+    /// The manifest the plugin ships with, as TOML text (a valid [`PluginManifest`]).
     pub manifest: &'static str,
 }
 
@@ -39,7 +46,7 @@ fn default_manifest(name: &str) -> &'static str {
 
 impl BundledPlugin {
     /// The shipped manifest, parsed. It is tested at build time, so failure is a bug.
-    pub fn parsed_manifest(&self) -> Result<PluginManifest, String> {
+    pub(crate) fn parsed_manifest(&self) -> Result<PluginManifest, String> {
         PluginManifest::parse(self.manifest)
     }
 }

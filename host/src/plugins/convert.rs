@@ -12,7 +12,7 @@ use crate::pipeline::scheduler::CallReply;
 use crate::pipeline::state::{AnswerOutcome, CallPhase};
 
 /// The event as a plugin sees it.
-pub fn to_wit_event(event: &imds::ScheduledEvent) -> wit::ScheduledEvent {
+pub(crate) fn to_wit_event(event: &imds::ScheduledEvent) -> wit::ScheduledEvent {
     wit::ScheduledEvent {
         id: event.id.clone(),
         event_type: to_wit_type(event.event_type),
@@ -46,7 +46,7 @@ fn to_wit_type(event_type: imds::EventType) -> wit::EventType {
 }
 
 /// The WIT phase for a pipeline phase.
-pub fn to_wit_phase(phase: CallPhase) -> wit::Phase {
+pub(crate) fn to_wit_phase(phase: CallPhase) -> wit::Phase {
     match phase {
         CallPhase::Prepare => wit::Phase::Prepare,
         CallPhase::Started => wit::Phase::Started,
@@ -56,7 +56,7 @@ pub fn to_wit_phase(phase: CallPhase) -> wit::Phase {
 }
 
 /// A call's outcome as the pipeline records it.
-pub fn reply_of(outcome: CallOutcome) -> CallReply {
+pub(crate) fn reply_of(outcome: CallOutcome) -> CallReply {
     let (outcome_kind, reason, retry_after) = match &outcome.answer {
         Ok(wit::Decision::Approve) => (AnswerOutcome::Approve, String::new(), Duration::ZERO),
         Ok(wit::Decision::Defer(deferral)) => (
@@ -76,7 +76,7 @@ pub fn reply_of(outcome: CallOutcome) -> CallReply {
 }
 
 /// The reply recorded for a call whose plugin was unloaded before it could start.
-pub fn unloaded_reply(plugin: &str) -> CallReply {
+pub(crate) fn unloaded_reply(plugin: &str) -> CallReply {
     CallReply {
         outcome: AnswerOutcome::Instantiation,
         reason: format!("plugin `{plugin}` was unloaded before the call could start"),

@@ -6,14 +6,14 @@ use std::time::{Duration, Instant};
 
 /// Plugins whose files changed, each with the instant its quiet period ends.
 #[derive(Debug, Clone)]
-pub struct Debounce {
+pub(crate) struct Debounce {
     quiet: Duration,
     pending: BTreeMap<String, Instant>,
 }
 
 impl Debounce {
     /// Quiet periods of `quiet`.
-    pub fn new(quiet: Duration) -> Debounce {
+    pub(crate) fn new(quiet: Duration) -> Debounce {
         Debounce {
             quiet,
             pending: BTreeMap::new(),
@@ -21,17 +21,17 @@ impl Debounce {
     }
 
     /// `plugin`'s files changed at `now`: its quiet period starts (again).
-    pub fn mark(&mut self, plugin: String, now: Instant) {
+    pub(crate) fn mark(&mut self, plugin: String, now: Instant) {
         self.pending.insert(plugin, now + self.quiet);
     }
 
     /// When the next quiet period ends, if any plugin is waiting.
-    pub fn next_due(&self) -> Option<Instant> {
+    pub(crate) fn next_due(&self) -> Option<Instant> {
         self.pending.values().min().copied()
     }
 
     /// The plugins whose quiet period is over at `now`, no longer waiting.
-    pub fn take_due(&mut self, now: Instant) -> Vec<String> {
+    pub(crate) fn take_due(&mut self, now: Instant) -> Vec<String> {
         let due: Vec<String> = self
             .pending
             .iter()

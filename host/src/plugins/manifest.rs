@@ -10,10 +10,10 @@ use forewarn_runtime::{Grants, PluginSettings};
 use serde::{Deserialize, Serialize};
 
 /// Default time a plugin has to answer one call.
-pub const DEFAULT_BUDGET: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_BUDGET: Duration = Duration::from_secs(10);
 /// Longest budget a manifest may give: IMDS announces events at most 15 minutes ahead, so
 /// a longer budget could never be used (and a huge one would overflow time arithmetic).
-pub const MAX_BUDGET: Duration = Duration::from_secs(15 * 60);
+pub(crate) const MAX_BUDGET: Duration = Duration::from_secs(15 * 60);
 
 /// Everything the operator says about one plugin. Every field has a default, so a plugin
 /// without a manifest subscribes to every event type with the default budget and no grants.
@@ -33,6 +33,8 @@ pub struct PluginManifest {
     pub memory: bytesize::ByteSize,
     /// Values the plugin reads with the `config` host function.
     pub config: BTreeMap<String, ConfigValue>,
+    /// What the plugin may do beyond computing: HTTP hosts, actions, readiness; none granted
+    /// by default.
     pub capabilities: Capabilities,
 }
 
@@ -40,9 +42,13 @@ pub struct PluginManifest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum ConfigValue {
+    /// A TOML string, handed over as written.
     Text(String),
+    /// A TOML integer, read by the plugin in decimal.
     Integer(i64),
+    /// A TOML float, read by the plugin as Rust formats it (`0.5`, `2`).
     Float(f64),
+    /// A TOML boolean, read by the plugin as `true` or `false`.
     Boolean(bool),
 }
 
@@ -74,14 +80,20 @@ impl Default for PluginManifest {
 /// A manifest that could not be read; the message names the file, line and key.
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
+    /// The manifest file could not be read.
     #[error("cannot read plugin manifest {}: {source}", path.display())]
     Read {
+        /// The `.toml` file.
         path: std::path::PathBuf,
+        /// What the operating system answered.
         source: std::io::Error,
     },
+    /// The manifest is not valid TOML, or a value is out of range or unknown.
     #[error("invalid plugin manifest {}: {message}", path.display())]
     Invalid {
+        /// The `.toml` file.
         path: std::path::PathBuf,
+        /// What is wrong, naming the key and, for TOML errors, the line.
         message: String,
     },
 }
@@ -107,7 +119,7 @@ impl PluginManifest {
 
     /// Parses the text of the manifest file `path` (already read); the error names the file,
     /// the line and the key.
-    pub fn from_text(path: &Path, text: &str) -> Result<PluginManifest, ManifestError> {
+    pub(crate) fn from_text(path: &Path, text: &str) -> Result<PluginManifest, ManifestError> {
         PluginManifest::parse(text).map_err(|message| ManifestError::Invalid {
             path: path.to_path_buf(),
             message,
@@ -185,7 +197,7 @@ impl PluginManifest {
     }
 
     /// Whether the plugin wants calls for events of this type.
-    pub fn subscribes_to(&self, event_type: EventType) -> bool {
+    pub(crate) fn subscribes_to(&self, event_type: EventType) -> bool {
         self.subscribe.iter().any(|name| {
             name == "*"
                 || (event_type == EventType::Unknown && name.eq_ignore_ascii_case("unknown"))
@@ -224,7 +236,7 @@ impl ConfigValue {
 }
 
 /// Turns a TOML error into "line N: key `K`: message" using the span the parser reports.
-pub fn describe_toml_error(text: &str, error: &toml::de::Error) -> String {
+pub(crate) fn describe_toml_error(text: &str, error: &toml::de::Error) -> String {
     let message = error.message().trim_end();
     let Some(span) = error.span() else {
         return message.to_owned();

@@ -2,9 +2,9 @@
 //! dependency order, hot reload, the bundled plugins, and the per-plugin state store.
 
 pub mod bundled;
-pub mod convert;
-pub mod debounce;
+pub(crate) mod convert;
+pub(crate) mod debounce;
 pub mod manifest;
 pub mod reload;
 pub mod set;
-pub mod state_store;
+pub(crate) mod state_store;

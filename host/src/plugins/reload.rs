@@ -40,14 +40,14 @@ use crate::plugins::set::{
 };
 
 /// Quiet time after the last change to a plugin's files before they are loaded.
-pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(250);
+pub(crate) const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(250);
 
 /// How often the whole directory is compared with what is loaded, in case a change
 /// notification was lost (a full kernel queue).
-pub const DEFAULT_RESCAN_INTERVAL: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_RESCAN_INTERVAL: Duration = Duration::from_secs(30);
 
 /// How often the path of a deleted plugin directory is looked at until it is back.
-pub const DEFAULT_MISSING_DIR_POLL: Duration = Duration::from_secs(1);
+pub(crate) const DEFAULT_MISSING_DIR_POLL: Duration = Duration::from_secs(1);
 
 /// How the plugin directory is watched.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,24 +76,33 @@ impl Default for ReloadOptions {
 /// Why the plugin directory could not be set up at startup.
 #[derive(Debug, thiserror::Error)]
 pub enum ReloadError {
+    /// The plugin directory is missing or cannot be listed.
     #[error(
         "cannot read the plugin directory {}: {source} (create it, or set `plugin-dir` in the config or pass --plugins)",
         path.display()
     )]
     Directory {
+        /// The plugin directory, made absolute.
         path: PathBuf,
+        /// What the operating system answered.
         source: std::io::Error,
     },
+    /// The file watcher (inotify on Linux) could not be set up on the directory.
     #[error(
         "cannot watch the plugin directory {}: {source} (on Linux, raise fs.inotify.max_user_watches / max_user_instances if they are exhausted)",
         path.display()
     )]
     Watch {
+        /// The plugin directory.
         path: PathBuf,
+        /// What the watcher reported.
         source: notify::Error,
     },
+    /// The directory fails the trust check: not owned by the daemon's user or root, writable
+    /// by others, or not a real directory.
     #[error("the plugin directory is not safe to load plugins from: {0}")]
     Untrusted(#[from] TrustError),
+    /// The blocking task that loads the plugins panicked or was cancelled.
     #[error("the plugin loading task failed: {0}; this is a bug in forewarn")]
     Task(#[from] tokio::task::JoinError),
 }

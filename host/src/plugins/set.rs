@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use forewarn_runtime::trust::{self, FileRules, Owners, TrustError};
+use forewarn_runtime::trust::{FileRules, Owners, TrustError};
 use forewarn_runtime::{LoadError, Plugin, Runtime};
 
 use crate::pipeline::roster::Roster;
@@ -23,12 +23,17 @@ pub enum PluginSource {
 /// A plugin ready to call, with the operator's settings for it.
 #[derive(Clone)]
 pub struct LoadedPlugin {
+    /// The compiled, validated component, ready to instantiate per call.
     pub plugin: Plugin,
+    /// Its manifest (the defaults when the plugin has no `.toml`).
     pub manifest: PluginManifest,
+    /// Where it was loaded from: a file in the plugin directory, or bundled.
     pub source: PluginSource,
 }
 
 impl LoadedPlugin {
+    /// The plugin's name: its file name without `.wasm` (or the bundled plugin's name),
+    /// unique within a [`PluginSet`].
     pub fn name(&self) -> &str {
         self.plugin.name()
     }
@@ -46,33 +51,43 @@ pub struct PluginSet {
 /// A plugin file that could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum PluginLoadError {
-    #[error("cannot read plugin {}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    /// The plugin's `.toml` manifest could not be read or is invalid.
     #[error("{0}")]
     Manifest(#[from] ManifestError),
+    /// The component did not compile or does not implement forewarn's plugin world.
     #[error("plugin {} was not loaded: {source}", path.display())]
-    Component { path: PathBuf, source: LoadError },
+    Component {
+        /// The `.wasm` file.
+        path: PathBuf,
+        /// What the runtime rejected.
+        source: LoadError,
+    },
+    /// The file name is not a valid plugin name (1–64 of `a-z 0-9 - _`).
     #[error(
         "plugin file name {} is not usable: a plugin name is 1 to 64 of a-z, 0-9, '-' and '_' (rename the file)",
         path.display()
     )]
-    BadName { path: PathBuf },
+    BadName {
+        /// The file with the rejected name.
+        path: PathBuf,
+    },
+    /// The file (or its manifest) is not one forewarn trusts: writable by another user, a
+    /// symbolic link, not a regular file, or larger than [`PluginFileLimits`] allows.
     #[error("plugin file refused: {0}")]
     Untrusted(#[from] TrustError),
 }
 
 /// Default largest plugin component: well above a Python component (about 40 MiB).
-pub const DEFAULT_MAX_PLUGIN_BYTES: u64 = 64 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_PLUGIN_BYTES: u64 = 64 * 1024 * 1024;
 /// Default largest plugin manifest.
-pub const DEFAULT_MAX_MANIFEST_BYTES: u64 = 1024 * 1024;
+pub(crate) const DEFAULT_MAX_MANIFEST_BYTES: u64 = 1024 * 1024;
 
 /// How large plugin files may be (`max-plugin-size`, `max-manifest-size` in the config).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PluginFileLimits {
+    /// Largest `.wasm` accepted, in bytes (`max-plugin-size`; 64 MiB by default).
     pub max_wasm_bytes: u64,
+    /// Largest `.toml` manifest accepted, in bytes (`max-manifest-size`; 1 MiB by default).
     pub max_manifest_bytes: u64,
 }
 
@@ -88,7 +103,7 @@ impl Default for PluginFileLimits {
 impl PluginFileLimits {
     /// The rules a `.wasm` must pass: a regular file of the daemon's user or root, writable
     /// by no one else, at most `max_wasm_bytes`.
-    pub fn wasm_rules(&self) -> FileRules {
+    pub(crate) fn wasm_rules(&self) -> FileRules {
         FileRules {
             owners: Owners::DaemonOrRoot,
             max_bytes: self.max_wasm_bytes,
@@ -97,7 +112,7 @@ impl PluginFileLimits {
     }
 
     /// The rules a `.toml` manifest must pass (it grants capabilities, root actions too).
-    pub fn manifest_rules(&self) -> FileRules {
+    pub(crate) fn manifest_rules(&self) -> FileRules {
         FileRules {
             owners: Owners::DaemonOrRoot,
             max_bytes: self.max_manifest_bytes,
@@ -110,9 +125,7 @@ impl PluginLoadError {
     /// The file the error is about (the component or its manifest).
     pub fn path(&self) -> &Path {
         match self {
-            PluginLoadError::Read { path, .. }
-            | PluginLoadError::Component { path, .. }
-            | PluginLoadError::BadName { path } => path,
+            PluginLoadError::Component { path, .. } | PluginLoadError::BadName { path } => path,
             PluginLoadError::Manifest(error) => error.path(),
             PluginLoadError::Untrusted(error) => error.path(),
         }
@@ -145,13 +158,13 @@ impl PluginSet {
     }
 
     /// The same set, reporting these load failures (file → reason).
-    pub fn with_load_errors(mut self, load_errors: BTreeMap<PathBuf, String>) -> PluginSet {
+    pub(crate) fn with_load_errors(mut self, load_errors: BTreeMap<PathBuf, String>) -> PluginSet {
         Arc::make_mut(&mut self.roster).set_load_errors(load_errors);
         self
     }
 
     /// What the pipeline schedules by: names, manifests, order and load errors.
-    pub fn roster(&self) -> &Arc<Roster> {
+    pub(crate) fn roster(&self) -> &Arc<Roster> {
         &self.roster
     }
 
@@ -182,7 +195,7 @@ impl PluginSet {
 }
 
 /// The plugin name a file stands for: its stem, if it is a usable name.
-pub fn plugin_name_of(path: &Path) -> Option<String> {
+pub(crate) fn plugin_name_of(path: &Path) -> Option<String> {
     let stem = path.file_stem()?.to_str()?;
     let valid = !stem.is_empty()
         && stem.len() <= 64
@@ -190,26 +203,6 @@ pub fn plugin_name_of(path: &Path) -> Option<String> {
             byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'-' || byte == b'_'
         });
     valid.then(|| stem.to_owned())
-}
-
-/// Loads one plugin from `NAME.wasm`, with `NAME.toml` beside it when present. Blocking.
-pub fn load_plugin_file(runtime: &Runtime, wasm: &Path) -> Result<LoadedPlugin, PluginLoadError> {
-    if plugin_name_of(wasm).is_none() {
-        return Err(PluginLoadError::BadName {
-            path: wasm.to_path_buf(),
-        });
-    }
-    let limits = PluginFileLimits::default();
-    let manifest_path = wasm.with_extension("toml");
-    let manifest = if std::fs::symlink_metadata(&manifest_path).is_ok() {
-        let raw = trust::read_trusted_file(&manifest_path, limits.manifest_rules())?;
-        let text = String::from_utf8_lossy(&raw);
-        PluginManifest::from_text(&manifest_path, &text)?
-    } else {
-        PluginManifest::default()
-    };
-    let bytes = trust::read_trusted_file(wasm, limits.wasm_rules())?;
-    load_plugin_bytes(runtime, wasm, &bytes, manifest)
 }
 
 /// Loads a plugin from the bytes of `wasm` (already read) with its manifest: checks the
@@ -236,30 +229,9 @@ pub fn load_plugin_bytes(
     })
 }
 
-/// Loads every `*.wasm` in `dir` (sorted by name). Files that fail are returned beside the
-/// plugins that loaded, so one broken file costs only itself. Blocking.
-pub fn load_plugin_dir(
-    runtime: &Runtime,
-    dir: &Path,
-) -> Result<(Vec<LoadedPlugin>, Vec<PluginLoadError>), std::io::Error> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .filter(|path| is_plugin_file(path))
-        .collect();
-    paths.sort();
-    let mut loaded = Vec::new();
-    let mut failed = Vec::new();
-    for path in paths {
-        match load_plugin_file(runtime, &path) {
-            Ok(plugin) => loaded.push(plugin),
-            Err(error) => failed.push(error),
-        }
-    }
-    Ok((loaded, failed))
-}
-
 /// Whether `path` names a plugin component (`*.wasm`, not hidden).
-pub fn is_plugin_file(path: &Path) -> bool {
+#[cfg(test)]
+pub(crate) fn is_plugin_file(path: &Path) -> bool {
     let hidden = path
         .file_name()
         .and_then(|name| name.to_str())
@@ -273,7 +245,7 @@ pub fn is_plugin_file(path: &Path) -> bool {
 /// Whether `path` is a file the plugin directory watcher acts on: a visible `*.wasm` or
 /// `*.toml`. Editor temp files (`x.wasm.swp`, `x.wasm~`, `x.wasm.tmp`, `#x.toml#`) and
 /// dotfiles are not.
-pub fn is_watched_file(path: &Path) -> bool {
+pub(crate) fn is_watched_file(path: &Path) -> bool {
     let Some(file_name) = path.file_name().and_then(|name| name.to_str()) else {
         return false;
     };
@@ -285,7 +257,7 @@ pub fn is_watched_file(path: &Path) -> bool {
 }
 
 /// Shared handle to the live plugin set.
-pub type SharedPlugins = tokio::sync::watch::Receiver<Arc<PluginSet>>;
+pub(crate) type SharedPlugins = tokio::sync::watch::Receiver<Arc<PluginSet>>;
 
 #[cfg(test)]
 mod tests {

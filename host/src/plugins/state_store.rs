@@ -14,17 +14,17 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use crate::daemon::journal::{self, JournalError};
 
 /// Longest key a plugin may use, in bytes.
-pub const MAX_KEY_BYTES: usize = 256;
+pub(crate) const MAX_KEY_BYTES: usize = 256;
 /// Largest value a plugin may store under one key, in bytes.
-pub const MAX_VALUE_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_VALUE_BYTES: usize = 64 * 1024;
 /// Most a plugin may store in total (keys plus values, in bytes).
-pub const MAX_TOTAL_BYTES: usize = 1024 * 1024;
+pub(crate) const MAX_TOTAL_BYTES: usize = 1024 * 1024;
 /// Longest plugin name, in bytes.
-pub const MAX_PLUGIN_NAME_BYTES: usize = 64;
+pub(crate) const MAX_PLUGIN_NAME_BYTES: usize = 64;
 
 /// How much state each plugin may keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StateLimits {
+pub(crate) struct StateLimits {
     pub max_key_bytes: usize,
     pub max_value_bytes: usize,
     /// Sum over all entries of key length plus value length (raw bytes, not as encoded).
@@ -43,7 +43,7 @@ impl Default for StateLimits {
 
 /// Why a state operation failed.
 #[derive(Debug, thiserror::Error)]
-pub enum StateError {
+pub(crate) enum StateError {
     /// The plugin name cannot be used as a file name.
     #[error(
         "plugin name {name:?} is not usable for its state file: {problem}; plugin names may use \
@@ -74,7 +74,7 @@ type StateMap = BTreeMap<String, Vec<u8>>;
 /// Each plugin has its own lock, held while its file is written: one plugin's writes
 /// (and fsyncs) never wait for another's.
 #[derive(Debug)]
-pub struct PluginStateStore {
+pub(crate) struct PluginStateStore {
     dir: PathBuf,
     limits: StateLimits,
     plugins: Mutex<HashMap<String, Arc<Mutex<StateMap>>>>,
@@ -82,14 +82,14 @@ pub struct PluginStateStore {
 
 impl PluginStateStore {
     /// Opens the store in `dir` (created with mode 0700 if needed) with the default limits.
-    pub fn open(dir: &Path) -> Result<Self, StateError> {
+    pub(crate) fn open(dir: &Path) -> Result<Self, StateError> {
         Self::open_with_limits(dir, StateLimits::default())
     }
 
     /// Opens the store in `dir` and loads every plugin's file. Unreadable files are moved
     /// aside to `<plugin>.json.corrupt-<unix-secs>` and logged as errors; that plugin starts
     /// empty. Files whose names are not plugin names are left alone.
-    pub fn open_with_limits(dir: &Path, limits: StateLimits) -> Result<Self, StateError> {
+    pub(crate) fn open_with_limits(dir: &Path, limits: StateLimits) -> Result<Self, StateError> {
         journal::create_private_dir(dir)?;
         let mut plugins = HashMap::new();
         for plugin in plugin_files_in(dir)? {
@@ -109,14 +109,14 @@ impl PluginStateStore {
     }
 
     /// The value `plugin` stored under `key`, if any. Invalid names simply have no state.
-    pub fn get(&self, plugin: &str, key: &str) -> Option<Vec<u8>> {
+    pub(crate) fn get(&self, plugin: &str, key: &str) -> Option<Vec<u8>> {
         let map = self.lock().get(plugin)?.clone();
         lock_map(&map).get(key).cloned()
     }
 
     /// Stores `value` under `key` for `plugin`; durable when this returns Ok. Fails without
     /// changing anything if a limit would be exceeded or the file cannot be written.
-    pub fn set(&self, plugin: &str, key: &str, value: &[u8]) -> Result<(), StateError> {
+    pub(crate) fn set(&self, plugin: &str, key: &str, value: &[u8]) -> Result<(), StateError> {
         validate_plugin_name(plugin)?;
         self.check_entry(plugin, key, value)?;
         let entry = self.entry(plugin);
@@ -139,7 +139,7 @@ impl PluginStateStore {
 
     /// Removes `key` from `plugin`'s state; durable when this returns Ok. Removing a key
     /// that is not there is Ok and writes nothing.
-    pub fn delete(&self, plugin: &str, key: &str) -> Result<(), StateError> {
+    pub(crate) fn delete(&self, plugin: &str, key: &str) -> Result<(), StateError> {
         validate_plugin_name(plugin)?;
         let Some(entry) = self.lock().get(plugin).cloned() else {
             return Ok(());
@@ -156,21 +156,12 @@ impl PluginStateStore {
     }
 
     /// Bytes `plugin` uses against [`StateLimits::max_total_bytes`].
-    pub fn usage(&self, plugin: &str) -> usize {
+    #[cfg(test)]
+    pub(crate) fn usage(&self, plugin: &str) -> usize {
         let Some(entry) = self.lock().get(plugin).cloned() else {
             return 0;
         };
         total_bytes(&lock_map(&entry))
-    }
-
-    /// The limits this store enforces.
-    pub fn limits(&self) -> StateLimits {
-        self.limits
-    }
-
-    /// The directory holding the state files.
-    pub fn dir(&self) -> &Path {
-        &self.dir
     }
 
     /// Locks the table of plugins, held only to find (or add) one plugin's map.
@@ -237,7 +228,7 @@ impl PluginStateStore {
 }
 
 /// Checks that `name` is safe as a file name: 1 to 64 bytes of `[a-z0-9_-]`.
-pub fn validate_plugin_name(name: &str) -> Result<(), StateError> {
+pub(crate) fn validate_plugin_name(name: &str) -> Result<(), StateError> {
     let problem = if name.is_empty() {
         Some("it is empty")
     } else if name.len() > MAX_PLUGIN_NAME_BYTES {

@@ -1,4 +1,5 @@
-//! The scheduler's rules, one table each, on a fixed clock.
+//! The scheduler's rules, one table each, on a fixed clock: who is called, in which order,
+//! with which budget, how answers set the next step, and when the next round is due.
 
 use forewarn_imds::EventType;
 
