@@ -23,7 +23,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use forewarn_etcd::{Compare, EtcdClient, EtcdError, KeyValue, Write};
 use forewarn_imds::ScheduledEvent;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -55,7 +55,7 @@ pub enum CoordinationError {
 }
 
 /// The link to etcd, as the status shows it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Connection {
     /// No answer yet.
@@ -67,8 +67,19 @@ pub enum Connection {
     Unreachable,
 }
 
+impl Connection {
+    /// The name `/status` uses: "connecting", "connected" or "unreachable".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Connection::Connecting => "connecting",
+            Connection::Connected => "connected",
+            Connection::Unreachable => "unreachable",
+        }
+    }
+}
+
 /// What `/status` shows about coordination (see [`Coordinator::status`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CoordinationStatus {
     /// This VM's name as the barrier records it (lower case).
     pub vm_name: String,
@@ -89,7 +100,7 @@ pub struct CoordinationStatus {
 }
 
 /// One event on the barrier, as this VM last read it from etcd.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EventBarrier {
     /// The event's `EventId`.
     pub event_id: String,

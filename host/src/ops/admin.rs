@@ -219,8 +219,10 @@ pub(crate) fn snapshot_of(state: &AdminState) -> StatusSnapshot {
     )
 }
 
-/// The coordination status as JSON, for the status snapshot.
-fn coordination_view(views: Option<&DaemonViews>) -> Option<serde_json::Value> {
+/// The coordination status, for the status snapshot.
+fn coordination_view(
+    views: Option<&DaemonViews>,
+) -> Option<crate::coordination::CoordinationStatus> {
     let receiver = views?.coordination.as_ref()?;
-    serde_json::to_value(&*receiver.borrow()).ok()
+    Some(receiver.borrow().clone())
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use forewarn_imds::PollStatus;
 use serde::{Deserialize, Serialize};
 
+use crate::coordination::CoordinationStatus;
 use crate::pipeline::state::{
     AnswerOutcome, Approval, CallPhase, DaemonState, EventProgress, Handling, Lifecycle,
 };
@@ -62,9 +63,9 @@ pub struct StatusSnapshot {
     /// The IMDS poller's counters and its latest result.
     pub imds: PollView,
     /// The etcd approval barrier (`[coordination]`), when configured: its connection and the
-    /// events it coordinates, as `forewarn_host::coordination::CoordinationStatus` serializes.
+    /// events it coordinates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub coordination: Option<serde_json::Value>,
+    pub coordination: Option<CoordinationStatus>,
 }
 
 /// Whether the VM is in rotation, and who holds it out.
@@ -180,7 +181,7 @@ pub(crate) struct StatusInputs<'a> {
     pub plugins: &'a PluginSet,
     pub ready: bool,
     pub held_by: Vec<String>,
-    pub coordination: Option<serde_json::Value>,
+    pub coordination: Option<CoordinationStatus>,
     pub waiting_for: Option<String>,
 }
 
@@ -372,18 +373,13 @@ pub fn render_table(snapshot: &StatusSnapshot) -> String {
     out
 }
 
-fn render_coordination(out: &mut String, coordination: &serde_json::Value) {
-    let field = |name: &str| coordination.get(name).and_then(|value| value.as_str());
-    let events = coordination
-        .get("events")
-        .and_then(|events| events.as_array())
-        .map_or(0, Vec::len);
+fn render_coordination(out: &mut String, coordination: &CoordinationStatus) {
     out.push_str(&format!(
         "\nCOORDINATION: etcd {} ({} event(s) coordinated)\n",
-        field("connection").unwrap_or("unknown"),
-        events
+        coordination.connection.as_str(),
+        coordination.events.len()
     ));
-    if let Some(error) = field("last_error") {
+    if let Some(error) = &coordination.last_error {
         out.push_str(&format!("  last error: {error}\n"));
     }
 }
@@ -537,6 +533,7 @@ fn write_table(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::coordination::{Connection, EventBarrier};
 
     fn snapshot() -> StatusSnapshot {
         StatusSnapshot {
@@ -599,11 +596,15 @@ mod tests {
         let mut out = String::new();
         render_coordination(
             &mut out,
-            &serde_json::json!({
-                "connection": "unreachable",
-                "last_error": "connection refused",
-                "events": [{"event_id": "e1"}],
-            }),
+            &CoordinationStatus {
+                connection: Connection::Unreachable,
+                last_error: Some("connection refused".into()),
+                events: vec![EventBarrier {
+                    event_id: "e1".into(),
+                    ..EventBarrier::default()
+                }],
+                ..CoordinationStatus::default()
+            },
         );
         assert!(
             out.contains("COORDINATION: etcd unreachable (1 event(s) coordinated)"),

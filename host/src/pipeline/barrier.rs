@@ -19,7 +19,7 @@ pub enum DeadVm {
 }
 
 /// Where one VM named in Resources stands, as the leader sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum VmStanding {
     /// Its ready key is live.
