@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 /// `2026-11-23T01:50:37Z`, or `none` when there is no time (an event without NotBefore).
 pub(crate) fn time(at: Option<SystemTime>) -> String {
-    at.map_or_else(|| "none".to_owned(), crate::ops::status::rfc3339)
+    at.map_or_else(|| "none".to_owned(), rfc3339)
 }
 
 /// `1s 250ms`, `2m 5s`: whole milliseconds, in the largest units that fit.
@@ -24,6 +24,13 @@ pub(crate) fn list<T: AsRef<str>>(items: &[T]) -> String {
         .map(AsRef::as_ref)
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// RFC 3339 in UTC, to the second ("2026-11-23T05:53:10Z"), for logs and `/status`.
+pub(crate) fn rfc3339(at: SystemTime) -> String {
+    chrono::DateTime::<chrono::Utc>::from(at)
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
 
 #[cfg(test)]

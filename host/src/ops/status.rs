@@ -9,6 +9,7 @@ use forewarn_imds::PollStatus;
 use serde::{Deserialize, Serialize};
 
 use crate::coordination::CoordinationStatus;
+use crate::log_fields::rfc3339;
 use crate::pipeline::state::{
     AnswerOutcome, Approval, CallPhase, DaemonState, EventProgress, Handling, Lifecycle,
 };
@@ -314,13 +315,6 @@ fn seconds_between(from: SystemTime, to: SystemTime) -> i64 {
         Ok(ahead) => ahead.as_secs() as i64,
         Err(behind) => -(behind.duration().as_secs() as i64),
     }
-}
-
-/// RFC 3339 in UTC, to the second.
-pub(crate) fn rfc3339(at: SystemTime) -> String {
-    chrono::DateTime::<chrono::Utc>::from(at)
-        .format("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
 }
 
 /// "4m05s", "-12s", "1h02m": a duration a person reads at a glance.
