@@ -137,6 +137,7 @@ pub struct ChildGuard {
 }
 
 impl ChildGuard {
+    /// Guards `child`: it is killed when the guard is dropped.
     pub fn new(child: Child) -> ChildGuard {
         ChildGuard { child: Some(child) }
     }
@@ -436,11 +437,13 @@ fn dechunk(mut body: &str) -> String {
 /// One plugin for a test's plugin directory: the probe guest under `name`.
 #[derive(Debug, Clone)]
 pub struct ProbePlugin {
+    /// The plugin's name (its file stem in the plugin directory).
     pub name: String,
     /// The probe's `mode` config value.
     pub mode: String,
     /// Event types it subscribes to; empty means the manifest's default (all).
     pub subscribe: Vec<String>,
+    /// Plugins it runs after (`after` in its manifest).
     pub after: Vec<String>,
     /// e.g. "5s"; `None` keeps the default.
     pub budget: Option<String>,
@@ -461,16 +464,19 @@ impl ProbePlugin {
         }
     }
 
+    /// Subscribes it to these event types only.
     pub fn subscribe(mut self, types: &[&str]) -> ProbePlugin {
         self.subscribe = types.iter().map(|name| (*name).to_owned()).collect();
         self
     }
 
+    /// Makes it run after these plugins.
     pub fn after(mut self, names: &[&str]) -> ProbePlugin {
         self.after = names.iter().map(|name| (*name).to_owned()).collect();
         self
     }
 
+    /// Sets its budget ("5s", "500ms").
     pub fn budget(mut self, budget: &str) -> ProbePlugin {
         self.budget = Some(budget.to_owned());
         self
@@ -521,9 +527,13 @@ pub fn write_plugin_dir(dir: &Path, probe_wasm: &Path, plugins: &[ProbePlugin]) 
 /// What goes into a daemon config file.
 #[derive(Debug, Clone)]
 pub struct DaemonConfig {
+    /// `vm-name`.
     pub vm_name: String,
+    /// `state-dir` (the journal, plugin state, compile cache).
     pub state_dir: PathBuf,
+    /// `plugin-dir`.
     pub plugin_dir: PathBuf,
+    /// `imds.url`: the simulator's base URL.
     pub imds_url: String,
     /// e.g. "250ms".
     pub poll_interval: String,
@@ -571,7 +581,9 @@ impl DaemonConfig {
 /// One JSON log line of the daemon, with its timestamp in Unix milliseconds.
 #[derive(Debug, Clone)]
 pub struct LogLine {
+    /// When the line was logged (its `timestamp`), in ms since the Unix epoch.
     pub at_unix_ms: u64,
+    /// The whole JSON object of the line.
     pub fields: serde_json::Value,
 }
 
@@ -584,6 +596,7 @@ impl LogLine {
             .unwrap_or("")
     }
 
+    /// The `message` field: compare it with the constants of `forewarn_host::log_messages`.
     pub fn message(&self) -> &str {
         self.text("message")
     }
@@ -593,11 +606,17 @@ impl LogLine {
 /// [`PLUGIN_CALL_FAILED`] with `failure` set).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PluginDecision {
+    /// When it was logged, in ms since the Unix epoch.
     pub at_unix_ms: u64,
+    /// The event decided on.
     pub event_id: String,
+    /// The plugin that decided.
     pub plugin: String,
+    /// The phase ("prepare", "started", "ended-after-start", "ended-without-start").
     pub phase: String,
+    /// "approve" or "defer" (a failed call counts as a defer).
     pub decision: String,
+    /// The defer or failure reason; empty for approve.
     pub reason: String,
     /// The failure kind for a failed call ("trap", "budget-exceeded", …), else "".
     pub failure: String,
@@ -673,6 +692,7 @@ impl Daemon {
         }
     }
 
+    /// The daemon's process id.
     pub fn pid(&self) -> u32 {
         self.process.id()
     }
