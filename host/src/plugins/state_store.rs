@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::daemon::journal::{self, JournalError};
+use crate::plugins::set::{MAX_PLUGIN_NAME_BYTES, name_problem};
 
 /// Longest key a plugin may use, in bytes.
 pub(crate) const MAX_KEY_BYTES: usize = 256;
@@ -19,8 +20,6 @@ pub(crate) const MAX_KEY_BYTES: usize = 256;
 pub(crate) const MAX_VALUE_BYTES: usize = 64 * 1024;
 /// Most a plugin may store in total (keys plus values, in bytes).
 pub(crate) const MAX_TOTAL_BYTES: usize = 1024 * 1024;
-/// Longest plugin name, in bytes.
-pub(crate) const MAX_PLUGIN_NAME_BYTES: usize = 64;
 
 /// How much state each plugin may keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -227,21 +226,9 @@ impl PluginStateStore {
     }
 }
 
-/// Checks that `name` is safe as a file name: 1 to 64 bytes of `[a-z0-9_-]`.
+/// Checks that `name` is safe as a file name (see [`name_problem`]).
 pub(crate) fn validate_plugin_name(name: &str) -> Result<(), StateError> {
-    let problem = if name.is_empty() {
-        Some("it is empty")
-    } else if name.len() > MAX_PLUGIN_NAME_BYTES {
-        Some("it is too long")
-    } else if !name
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
-    {
-        Some("it contains a character outside a-z, 0-9, '_' and '-'")
-    } else {
-        None
-    };
-    match problem {
+    match name_problem(name) {
         None => Ok(()),
         Some(problem) => Err(StateError::InvalidPluginName {
             name: name.to_owned(),
