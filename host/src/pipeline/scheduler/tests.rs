@@ -21,6 +21,14 @@ const CHAIN: &[(&str, &str)] = &[
     ),
 ];
 
+fn schedule<'a>(roster: &'a Roster, in_flight: &'a InFlight) -> Schedule<'a> {
+    Schedule {
+        roster,
+        in_flight,
+        margin: MARGIN,
+    }
+}
+
 fn progress(event_type: EventType, notice: Duration) -> EventProgress {
     EventProgress::new(
         event("E1", event_type, t0(), notice),
@@ -90,11 +98,7 @@ fn preparation_follows_after_and_skips_what_is_not_due() {
             .iter()
             .map(|name| ("E1".to_owned(), (*name).to_owned()))
             .collect();
-        let schedule = Schedule {
-            roster: &roster,
-            in_flight: &in_flight,
-            margin: MARGIN,
-        };
+        let schedule = schedule(&roster, &in_flight);
         let preparation = prepare(&mut progress, schedule, t0());
         assert_eq!(
             called(&preparation),
@@ -108,11 +112,7 @@ fn preparation_follows_after_and_skips_what_is_not_due() {
 fn preparation_ends_when_all_approved_or_at_the_deadline() {
     let roster = roster(CHAIN);
     let in_flight = InFlight::new();
-    let schedule = Schedule {
-        roster: &roster,
-        in_flight: &in_flight,
-        margin: MARGIN,
-    };
+    let schedule = schedule(&roster, &in_flight);
     let mut done = progress(EventType::Freeze, 300 * SECOND);
     done.plugin_mut("a").prepared = true;
     done.plugin_mut("b").prepared = true;
@@ -134,11 +134,7 @@ fn preparation_ends_when_all_approved_or_at_the_deadline() {
 fn budgets_are_the_manifests_cut_to_the_deadline() {
     let roster = roster(CHAIN);
     let in_flight = InFlight::new();
-    let schedule = Schedule {
-        roster: &roster,
-        in_flight: &in_flight,
-        margin: MARGIN,
-    };
+    let schedule = schedule(&roster, &in_flight);
     // (notice) → budget of the first call
     for (notice, budget) in [(300, 10), (12, 10), (7, 5), (3, 1)] {
         let mut progress = progress(EventType::Reboot, Duration::from_secs(notice));
@@ -163,11 +159,7 @@ fn budgets_are_the_manifests_cut_to_the_deadline() {
 fn recovery_runs_in_reverse_order_one_step_at_a_time() {
     let roster = roster(CHAIN);
     let in_flight = InFlight::new();
-    let schedule = Schedule {
-        roster: &roster,
-        in_flight: &in_flight,
-        margin: MARGIN,
-    };
+    let schedule = schedule(&roster, &in_flight);
     // (already told the event ended) → recovered now
     let rows: &[(&[&str], Option<&[&str]>)] = &[
         (&[], Some(&["c"])),
