@@ -281,7 +281,7 @@ impl Daemon {
             .map(|readiness| readiness.holders().into_iter().collect())
             .unwrap_or_default();
         self.journal
-            .commit(&JournalRecord::new((*state).clone(), readiness_holds))?;
+            .commit(&JournalRecord::new(state.clone(), readiness_holds))?;
         self.snapshots.send_replace(state);
         Ok(())
     }

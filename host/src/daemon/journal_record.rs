@@ -11,6 +11,7 @@
 //! [`migrate`].
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -29,9 +30,9 @@ pub(crate) struct JournalRecord {
     /// The schema version the file was written with.
     #[serde(default = "unversioned")]
     pub version: u32,
-    /// The pipeline's state.
+    /// The pipeline's state (shared with the snapshot the status page reads, not copied).
     #[serde(flatten)]
-    pub state: DaemonState,
+    pub state: Arc<DaemonState>,
     /// Plugins holding the VM not ready (`set-ready(false)`) at the commit: restored at
     /// start, so `/readyz` stays 503 across a restart mid-drain.
     #[serde(default)]
@@ -44,7 +45,7 @@ fn unversioned() -> u32 {
 
 impl JournalRecord {
     /// A record of the current version.
-    pub(crate) fn new(state: DaemonState, readiness_holds: BTreeSet<String>) -> JournalRecord {
+    pub(crate) fn new(state: Arc<DaemonState>, readiness_holds: BTreeSet<String>) -> JournalRecord {
         JournalRecord {
             version: JOURNAL_VERSION,
             state,
@@ -66,7 +67,7 @@ pub(crate) fn resume(record: Option<JournalRecord>) -> DaemonState {
             "resuming from the journal"
         );
     }
-    record.state
+    Arc::unwrap_or_clone(record.state)
 }
 
 /// Brings a record of any version to [`JOURNAL_VERSION`].
@@ -103,13 +104,13 @@ mod tests {
     #[test]
     fn missing_fields_take_their_defaults() {
         let record: JournalRecord = serde_json::from_str("{}").expect("parses");
-        assert_eq!(record.state, DaemonState::default());
+        assert_eq!(*record.state, DaemonState::default());
     }
 
     #[test]
     fn a_record_round_trips_with_its_version() {
         let holds = BTreeSet::from(["lb-drain".to_owned()]);
-        let record = JournalRecord::new(DaemonState::default(), holds);
+        let record = JournalRecord::new(Arc::default(), holds);
         let text = serde_json::to_string(&record).expect("encodes");
         assert!(text.contains(r#""version":2"#), "{text}");
         let back: JournalRecord = serde_json::from_str(&text).expect("parses");

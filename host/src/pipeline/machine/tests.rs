@@ -333,7 +333,7 @@ fn a_journal_from_the_previous_release_resumes_without_preparing_again() {
     assert_eq!(harness.approvals(), vec![(calls[0].0, vec![id])]);
     // The next commit writes the current version.
     let record = JournalRecord::new(
-        (*harness.persisted.clone().expect("persisted")).clone(),
+        harness.persisted.clone().expect("persisted"),
         Default::default(),
     );
     assert_eq!(record.version, journal_record::JOURNAL_VERSION);
