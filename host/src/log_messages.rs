@@ -23,3 +23,14 @@ pub const ADMIN_LISTENING: &str = "admin endpoint listening";
 pub const COORDINATION_READY: &str = "recorded in etcd: this VM is ready for the event";
 /// Coordinated approval: this VM holds the event's election and will approve it (`event_id`, `vm`).
 pub const COORDINATION_LEADS: &str = "this VM leads the approval of the event";
+/// A plugin starts preparing before the plugins it runs after approved, so the chain fits
+/// before NotBefore (fields `event_id`, `plugin`, `cut_short`, `needed_ms`, `left_ms`).
+pub const TURN_SHORTENED: &str =
+    "short notice: a plugin starts before those it runs after approved";
+/// NotBefore minus the safety margin passed before every plugin approved; preparation goes
+/// on while the event is Scheduled (fields `event_id`, `still_preparing`).
+pub const PREPARING_LATE: &str =
+    "past NotBefore minus the safety margin; plugins are still asked to prepare";
+/// The event is further ahead than `policy.prepare-lead-time` (fields `event_id`,
+/// `starts_at`).
+pub const PREPARATION_WAITS: &str = "preparation starts at the lead time before NotBefore";

@@ -12,11 +12,10 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use forewarn_host::plugins::bundled::bundled_plugins;
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
-    ChildGuard, Daemon, PluginDecision, Simulator, free_loopback_address, http_get, now_unix_ms,
-    wait_for,
+    ChildGuard, Daemon, PluginDecision, Simulator, free_loopback_address, http_get,
+    install_bundled_plugin, now_unix_ms, wait_for,
 };
 
 /// Scenario speed: scenario time runs this many times faster than the wall clock.
@@ -62,13 +61,7 @@ impl Setup {
 
     /// Installs the bundled plugin `name` with `manifest` as its NAME.toml.
     fn install_plugin(&self, name: &str, manifest: &str) {
-        let plugin = bundled_plugins()
-            .into_iter()
-            .find(|plugin| plugin.name == name)
-            .unwrap_or_else(|| panic!("no bundled plugin named {name}"));
-        let plugins = self.path("plugins");
-        std::fs::write(plugins.join(format!("{name}.wasm")), plugin.wasm).expect("write wasm");
-        std::fs::write(plugins.join(format!("{name}.toml")), manifest).expect("write manifest");
+        install_bundled_plugin(&self.path("plugins"), name, Some(manifest));
     }
 
     /// Writes the daemon config (admin on an ephemeral loopback port, `extra` appended) and

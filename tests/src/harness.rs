@@ -513,6 +513,19 @@ fn toml_list(items: &[String]) -> String {
     format!("[{}]", quoted.join(", "))
 }
 
+/// Installs the bundled plugin `name` into `plugin_dir` with `manifest` as its NAME.toml, or
+/// with its bundled manifest.
+pub fn install_bundled_plugin(plugin_dir: &Path, name: &str, manifest: Option<&str>) {
+    let plugin = forewarn_host::plugins::bundled::bundled_plugins()
+        .into_iter()
+        .find(|plugin| plugin.name == name)
+        .unwrap_or_else(|| panic!("no bundled plugin named {name}"));
+    let wasm = plugin_dir.join(format!("{name}.wasm"));
+    std::fs::write(wasm, plugin.wasm).expect("write the plugin's wasm");
+    let toml = plugin_dir.join(format!("{name}.toml"));
+    std::fs::write(toml, manifest.unwrap_or(plugin.manifest)).expect("write the manifest");
+}
+
 /// Writes `dir/NAME.wasm` (a copy of `probe_wasm`) and `dir/NAME.toml` for each plugin.
 pub fn write_plugin_dir(dir: &Path, probe_wasm: &Path, plugins: &[ProbePlugin]) {
     std::fs::create_dir_all(dir).expect("create the plugin directory");
@@ -539,6 +552,8 @@ pub struct DaemonConfig {
     pub poll_interval: String,
     /// Lines of the `[policy]` table, e.g. `approve-user-initiated = true`.
     pub policy: Vec<String>,
+    /// Tables appended after `[policy]`, e.g. `[actions.stop-app]` with its keys.
+    pub extra: String,
 }
 
 impl DaemonConfig {
@@ -552,6 +567,7 @@ impl DaemonConfig {
             imds_url: imds_url.to_owned(),
             poll_interval: "250ms".into(),
             policy: Vec::new(),
+            extra: String::new(),
         }
     }
 
@@ -569,6 +585,7 @@ impl DaemonConfig {
         for line in &self.policy {
             let _ = writeln!(text, "{line}");
         }
+        let _ = writeln!(text, "\n{}", self.extra);
         text
     }
 

@@ -411,6 +411,37 @@ fn render_entry(entry: &TimelineEntry) -> Option<String> {
         TimelineEntry::Handling { event_id, handling } => {
             format!("event {}  {:<20} {handling}", short(event_id), "policy")
         }
+        TimelineEntry::PreparationWaits {
+            event_id,
+            starts_at_unix_ms,
+        } => format!(
+            "event {}  {:<20} plugins start preparing at {} (policy.prepare-lead-time)",
+            short(event_id),
+            "waits",
+            crate::log_fields::rfc3339(crate::pipeline::clock::from_unix_ms(*starts_at_unix_ms))
+        ),
+        TimelineEntry::TurnShortened {
+            plugin,
+            cut_short,
+            needed_ms,
+            left_ms,
+            ..
+        } => format!(
+            "   !! {plugin} starts now without waiting for {}: it and the plugins after it need \
+             {} s, {} s are left before NotBefore",
+            cut_short.join(", "),
+            needed_ms / 1000,
+            left_ms / 1000
+        ),
+        TimelineEntry::PreparingLate {
+            event_id,
+            still_preparing,
+        } => format!(
+            "event {}  past NotBefore minus the margin; still preparing: {} (asked again until \
+             the event starts)",
+            short(event_id),
+            still_preparing.join(", ")
+        ),
         TimelineEntry::PluginCalled {
             plugin,
             phase,

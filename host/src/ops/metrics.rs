@@ -64,6 +64,8 @@ pub(crate) struct Metrics {
     approvals: Counter,
     approval_failures: Counter,
     not_approved: Counter,
+    turns_shortened: Counter,
+    late_preparations: Counter,
     events_finished: Counter,
     reloads: Counter,
     load_failures: Counter,
@@ -104,6 +106,8 @@ impl Metrics {
             approvals: Counter::default(),
             approval_failures: Counter::default(),
             not_approved: Counter::default(),
+            turns_shortened: Counter::default(),
+            late_preparations: Counter::default(),
             events_finished: Counter::default(),
             reloads: Counter::default(),
             load_failures: Counter::default(),
@@ -159,6 +163,17 @@ impl Metrics {
             "events_not_approved",
             "Events every plugin approved but no approval was sent (policy, dry run, deadline)",
             self.not_approved.clone(),
+        );
+        registry.register(
+            "plugin_turns_shortened",
+            "Plugins that started preparing before those they run after approved, so that the \
+             chain fits before NotBefore (short notice)",
+            self.turns_shortened.clone(),
+        );
+        registry.register(
+            "events_prepared_late",
+            "Events whose NotBefore minus the safety margin passed before every plugin approved",
+            self.late_preparations.clone(),
         );
         registry.register(
             "events_finished",
@@ -260,7 +275,14 @@ impl Metrics {
             TimelineEntry::Finished { .. } => {
                 self.events_finished.inc();
             }
+            TimelineEntry::TurnShortened { .. } => {
+                self.turns_shortened.inc();
+            }
+            TimelineEntry::PreparingLate { .. } => {
+                self.late_preparations.inc();
+            }
             TimelineEntry::Handling { .. }
+            | TimelineEntry::PreparationWaits { .. }
             | TimelineEntry::PluginCalled { .. }
             | TimelineEntry::PluginLog { .. } => {}
         }

@@ -7,7 +7,7 @@
 //! rule that makes restarts safe: [`Action::Persist`] comes before the [`Action::Call`]s
 //! and [`Action::Approve`] it covers.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -20,7 +20,7 @@ use crate::pipeline::clock::unix_ms;
 use crate::pipeline::policy::{self, Plan, PolicyConfig};
 use crate::pipeline::roster::Roster;
 use crate::pipeline::scheduler::{
-    self, CallReply, InFlight, PlannedCall, Preparation, Recovery, Schedule,
+    self, CallReply, InFlight, PlannedCall, Preparation, Recovery, Schedule, ShortenedTurn,
 };
 use crate::pipeline::state::{Answer, Approval, DaemonState, EventProgress, Handling, Lifecycle};
 use crate::pipeline::timeline::TimelineEntry;
@@ -98,6 +98,11 @@ pub(crate) struct Pipeline {
     /// The approval holds already announced, by event; not journaled (a restart announces
     /// them again).
     holds_announced: HashMap<String, String>,
+    /// Events whose wait for the lead time or whose late preparation was announced; not
+    /// journaled (a restart announces them again).
+    notes_announced: HashSet<(String, PreparationNote)>,
+    /// The instant of the last round, for [`Pipeline::poll_timeout`].
+    last_round: SystemTime,
     /// State changed and is not journaled yet; the round's end persists it.
     unsaved: bool,
     stopping: bool,
@@ -121,6 +126,8 @@ impl Pipeline {
             approving: None,
             approval_retry_at: None,
             holds_announced: HashMap::new(),
+            notes_announced: HashSet::new(),
+            last_round: SystemTime::UNIX_EPOCH,
             unsaved: false,
             stopping: false,
             actions: VecDeque::new(),
@@ -156,6 +163,7 @@ impl Pipeline {
     /// Runs a round at `now`: moves every event forward, then queues the journal write and,
     /// after it, the calls and the approval the round decided.
     pub(crate) fn handle_timeout(&mut self, now: SystemTime) {
+        self.last_round = now;
         let mut calls = Vec::new();
         if !self.stopping {
             let ids: Vec<String> = self.state.events.keys().cloned().collect();
@@ -182,13 +190,23 @@ impl Pipeline {
     /// When a round is next due without any input: a retry, a deadline, an approval retry.
     /// None: nothing is scheduled.
     pub(crate) fn poll_timeout(&self) -> Option<SystemTime> {
-        let margin = self.settings.policy.safety_margin();
+        let schedule = self.schedule();
         self.state
             .events
             .values()
-            .filter_map(|progress| scheduler::next_due(progress, margin))
+            .filter_map(|progress| scheduler::next_due(progress, schedule, self.last_round))
             .chain(self.approval_retry_at)
             .min()
+    }
+
+    /// The scheduler's view of the plugins, the calls in flight and the policy's timings.
+    fn schedule(&self) -> Schedule<'_> {
+        Schedule {
+            roster: &self.roster,
+            in_flight: &self.in_flight,
+            margin: self.settings.policy.safety_margin(),
+            lead: self.settings.policy.prepare_lead_time,
+        }
     }
 
     fn emit(&mut self, entry: TimelineEntry) {
@@ -333,6 +351,7 @@ impl Pipeline {
             roster: &self.roster,
             in_flight: &self.in_flight,
             margin: self.settings.policy.safety_margin(),
+            lead: self.settings.policy.prepare_lead_time,
         };
         (schedule, &mut self.state.events)
     }
@@ -350,17 +369,28 @@ impl Pipeline {
         let Some(progress) = events.get_mut(id) else {
             return;
         };
+        let late = scheduler::deadline(&progress.event, schedule.margin)
+            .is_some_and(|deadline| deadline <= now);
         match scheduler::prepare(progress, schedule, now) {
-            Preparation::Calls(due) => calls.extend(due),
+            Preparation::NotYet { starts_at } => self.announce_wait(id, starts_at),
+            Preparation::Calls {
+                calls: due,
+                shortened,
+            } => {
+                calls.extend(due);
+                for turn in shortened {
+                    self.announce_shortened(id, turn);
+                }
+                if late {
+                    self.announce_late(id);
+                }
+            }
             Preparation::AllPrepared { subscribers } => {
                 let event = progress.event.clone();
                 match approval::hold(&event, subscribers, &self.roster, &self.settings.policy) {
                     Some(reason) => self.announce_hold(id, reason),
                     None => self.decide_approval(id, now),
                 }
-            }
-            Preparation::DeadlinePassed { still_preparing } => {
-                self.abandon_for_deadline(id, &still_preparing)
             }
         }
     }
@@ -383,27 +413,77 @@ impl Pipeline {
         }
     }
 
-    fn abandon_for_deadline(&mut self, id: &str, still_preparing: &[String]) {
-        let reason = format!(
-            "NotBefore (minus the {} ms safety margin) came before every plugin approved \
-             (still preparing: {}); the platform starts the event on its own",
-            self.settings.policy.safety_margin_ms,
-            if still_preparing.is_empty() {
-                "none".into()
-            } else {
-                still_preparing.join(", ")
-            }
-        );
-        tracing::warn!(event_id = %id, "{reason}");
-        if let Some(progress) = self.state.events.get_mut(id) {
-            progress.approval = Approval::Abandoned {
-                reason: reason.clone(),
-            };
+    /// Says once that `id` waits for the lead time before plugins prepare.
+    fn announce_wait(&mut self, id: &str, starts_at: SystemTime) {
+        if !self
+            .notes_announced
+            .insert((id.to_owned(), PreparationNote::Waits))
+        {
+            return;
         }
-        self.unsaved = true;
-        self.emit(TimelineEntry::NotApproved {
+        tracing::info!(
+            event_id = %id,
+            starts_at = %log_fields::rfc3339(starts_at),
+            "{}",
+            log_messages::PREPARATION_WAITS
+        );
+        self.emit(TimelineEntry::PreparationWaits {
             event_id: id.to_owned(),
-            reason,
+            starts_at_unix_ms: unix_ms(starts_at),
+        });
+    }
+
+    /// Says that a plugin starts without waiting for those it runs after (once per plugin
+    /// and event: it is its first prepare call).
+    fn announce_shortened(&mut self, id: &str, turn: ShortenedTurn) {
+        let needed_ms = millis(turn.needed);
+        let left_ms = millis(turn.left);
+        tracing::warn!(
+            event_id = %id,
+            plugin = %turn.plugin,
+            cut_short = %log_fields::list(&turn.cut_short),
+            needed_ms,
+            left_ms,
+            "{}",
+            log_messages::TURN_SHORTENED
+        );
+        self.emit(TimelineEntry::TurnShortened {
+            event_id: id.to_owned(),
+            plugin: turn.plugin,
+            cut_short: turn.cut_short,
+            needed_ms,
+            left_ms,
+        });
+    }
+
+    /// Says once that the deadline passed with plugins still preparing.
+    fn announce_late(&mut self, id: &str) {
+        if !self
+            .notes_announced
+            .insert((id.to_owned(), PreparationNote::Late))
+        {
+            return;
+        }
+        let Some(progress) = self.state.events.get(id) else {
+            return;
+        };
+        let still_preparing: Vec<String> = self
+            .roster
+            .subscribers(progress.event.event_type)
+            .iter()
+            .filter(|member| !progress.plugin(&member.name).prepared)
+            .map(|member| member.name.clone())
+            .collect();
+        tracing::warn!(
+            event_id = %id,
+            still_preparing = %log_fields::list(&still_preparing),
+            safety_margin_ms = self.settings.policy.safety_margin_ms,
+            "{}",
+            log_messages::PREPARING_LATE
+        );
+        self.emit(TimelineEntry::PreparingLate {
+            event_id: id.to_owned(),
+            still_preparing,
         });
     }
 
@@ -457,6 +537,8 @@ impl Pipeline {
 
     fn forget(&mut self, id: &str) {
         self.holds_announced.remove(id);
+        self.notes_announced
+            .retain(|(announced, _)| announced.as_str() != id);
         if self.state.events.remove(id).is_none() {
             return;
         }
@@ -584,6 +666,19 @@ fn missed_the_start(progress: &EventProgress, now: SystemTime) -> bool {
         );
     }
     approved || past_not_before
+}
+
+/// What was said once about an event's preparation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum PreparationNote {
+    /// It waits for the lead time.
+    Waits,
+    /// Its deadline passed with plugins still preparing.
+    Late,
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// The audit trail: one structured line per plugin decision.

@@ -2,11 +2,11 @@
 //! configuration, an event and this VM's name.
 //!
 //! The daemon asks [`plan`] what to do with a scheduled event (ignore it, approve it at once
-//! by a built-in rule, or let the plugins prepare), asks [`approval_gate`] before every
-//! approval it would send (also for `ApproveAtOnce`), and sizes each plugin call with
-//! [`plugin_budget`].
+//! by a built-in rule, or let the plugins prepare), and asks [`approval_gate`] before every
+//! approval it would send (also for `ApproveAtOnce`). How long calls may take and when
+//! preparation starts is the scheduler's business (`pipeline::scheduler`).
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use forewarn_imds::{EventSource, EventStatus, EventType, ScheduledEvent};
 use serde::{Deserialize, Serialize};
@@ -42,6 +42,54 @@ pub struct PolicyConfig {
     /// Approve at once an event no plugin subscribes to (default false: nobody subscribed is
     /// not consent, and such an event starts at NotBefore).
     pub approve_unsubscribed: bool,
+    /// How long before NotBefore preparation starts (default "auto": the longest chain of
+    /// the subscribed plugins' prepare-times, plus the safety margin, plus one minute).
+    pub prepare_lead_time: LeadTime,
+}
+
+/// How long before NotBefore plugins start preparing: until then the event is tracked and
+/// shown, not prepared (an event announced days ahead must not keep the VM drained).
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(try_from = "String", into = "String")]
+pub enum LeadTime {
+    /// The longest chain of the subscribed plugins' prepare-times, plus the safety margin,
+    /// plus one minute (`"auto"`, the default).
+    #[default]
+    Auto,
+    /// This long before NotBefore (`"10m"`); at most a day.
+    Fixed(Duration),
+}
+
+/// Longest `prepare-lead-time`: far more than any notice IMDS gives.
+const MAX_LEAD_TIME: Duration = Duration::from_secs(24 * 60 * 60);
+
+impl TryFrom<String> for LeadTime {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<LeadTime, String> {
+        if text.trim() == "auto" {
+            return Ok(LeadTime::Auto);
+        }
+        let lead = humantime::parse_duration(text.trim()).map_err(|error| {
+            format!("\"{text}\" is neither \"auto\" nor a duration like \"10m\": {error}")
+        })?;
+        if lead > MAX_LEAD_TIME {
+            return Err(format!(
+                "\"{text}\" is longer than the maximum \"24h\"; IMDS announces events at most \
+                 15 minutes ahead"
+            ));
+        }
+        Ok(LeadTime::Fixed(lead))
+    }
+}
+
+impl From<LeadTime> for String {
+    fn from(lead: LeadTime) -> String {
+        match lead {
+            LeadTime::Auto => "auto".into(),
+            LeadTime::Fixed(lead) => humantime::format_duration(lead).to_string(),
+        }
+    }
 }
 
 impl Default for PolicyConfig {
@@ -56,6 +104,7 @@ impl Default for PolicyConfig {
             safety_margin_ms: 2000,
             notify_other_vms: false,
             approve_unsubscribed: false,
+            prepare_lead_time: LeadTime::Auto,
         }
     }
 }
@@ -187,29 +236,6 @@ pub(crate) fn approval_gate(
         };
     }
     ApprovalGate::Approve
-}
-
-/// The time a plugin call may take: the configured budget, cut so that it ends
-/// `safety_margin` before `not_before` (when known), and never negative.
-///
-/// Zero means there is no time left before the event may start. The caller should then not
-/// call plugins to prepare (the call would be cut off at once), log that the event arrived
-/// or was reached too late to prepare, and let the event start at `NotBefore` without
-/// approving it.
-pub(crate) fn plugin_budget(
-    configured: Duration,
-    not_before: Option<SystemTime>,
-    now: SystemTime,
-    safety_margin: Duration,
-) -> Duration {
-    let Some(not_before) = not_before else {
-        return configured;
-    };
-    let left = not_before
-        .checked_sub(safety_margin)
-        .and_then(|deadline| deadline.duration_since(now).ok())
-        .unwrap_or(Duration::ZERO);
-    configured.min(left)
 }
 
 /// Whether `Resources` names this VM; an empty list is taken to mean this VM.
@@ -656,65 +682,6 @@ mod tests {
             "vm-0, vm-1, vm-2, vm-3, vm-4 and 4 more"
         );
         assert_eq!(list_names(&names[..1]), "vm-0");
-    }
-
-    #[test]
-    fn plugin_budget_rules() {
-        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
-        let secs = Duration::from_secs;
-        let margin = secs(2);
-        let cases: Vec<(&str, Duration, Option<SystemTime>, Duration)> = vec![
-            ("no NotBefore: configured", secs(30), None, secs(30)),
-            (
-                "far NotBefore: configured",
-                secs(30),
-                Some(now + secs(900)),
-                secs(30),
-            ),
-            (
-                "near NotBefore cuts the budget",
-                secs(30),
-                Some(now + secs(12)),
-                secs(10),
-            ),
-            (
-                "NotBefore inside the margin: zero",
-                secs(30),
-                Some(now + secs(1)),
-                Duration::ZERO,
-            ),
-            (
-                "NotBefore exactly at the margin: zero",
-                secs(30),
-                Some(now + margin),
-                Duration::ZERO,
-            ),
-            (
-                "NotBefore passed: zero",
-                secs(30),
-                Some(now - secs(60)),
-                Duration::ZERO,
-            ),
-            (
-                "NotBefore at the epoch: zero",
-                secs(30),
-                Some(SystemTime::UNIX_EPOCH),
-                Duration::ZERO,
-            ),
-            (
-                "configured zero stays zero",
-                Duration::ZERO,
-                Some(now + secs(900)),
-                Duration::ZERO,
-            ),
-        ];
-        for (name, configured, not_before, expected) in cases {
-            assert_eq!(
-                plugin_budget(configured, not_before, now, margin),
-                expected,
-                "{name}"
-            );
-        }
     }
 
     #[test]

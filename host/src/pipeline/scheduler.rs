@@ -6,14 +6,14 @@
 //! NotBefore minus the safety margin; deferrals are asked again after the wait they ask
 //! for, pulled in so a last call fits before the deadline. Recovery runs in reverse order.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
 use forewarn_imds::ScheduledEvent;
 use forewarn_runtime::PluginLogLine;
 
 use crate::pipeline::clock::{from_unix_ms, unix_ms};
-use crate::pipeline::policy;
+use crate::pipeline::policy::LeadTime;
 use crate::pipeline::roster::{Member, Roster};
 use crate::pipeline::state::{
     Answer, AnswerOutcome, Approval, CallPhase, EventProgress, Handling, Lifecycle, PluginProgress,
@@ -23,6 +23,17 @@ use crate::pipeline::state::{
 pub(crate) const MIN_RETRY: Duration = Duration::from_millis(100);
 /// Wait before asking again a plugin whose call failed (trap, budget exceeded).
 pub(crate) const FAILURE_RETRY: Duration = Duration::from_secs(5);
+/// Longest wait between prepare calls once the deadline has passed: the event may start at
+/// any moment, so a deferring plugin is asked again soon.
+pub(crate) const LATE_RETRY: Duration = Duration::from_secs(1);
+/// A prepare call may always run this long (or its own budget, if shorter), even when less
+/// time is left before the deadline: a stop action cut off half-way helps nobody, and the
+/// VM runs until Azure acts. The seeds advise shutting down a Spot VM "in under 30 seconds,
+/// best to target 10 or less".
+pub(crate) const SHORT_NOTICE_BUDGET: Duration = Duration::from_secs(10);
+/// With `prepare-lead-time = "auto"`, preparation starts this long plus the longest chain
+/// of the subscribed plugins' prepare-times plus the safety margin before NotBefore.
+pub(crate) const AUTO_LEAD_SLACK: Duration = Duration::from_secs(60);
 /// Recovery calls made before giving up on a plugin's recovery.
 pub(crate) const RECOVERY_ATTEMPTS: u32 = 3;
 
@@ -64,33 +75,55 @@ pub(crate) struct CallReply {
     pub logs: Vec<PluginLogLine>,
 }
 
-/// What the scheduler works with besides the event: the plugins, the calls in flight and
-/// the safety margin before NotBefore.
+/// What the scheduler works with besides the event: the plugins, the calls in flight, the
+/// safety margin before NotBefore and when preparation starts.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Schedule<'a> {
     /// The plugins, in dependency order.
     pub roster: &'a Roster,
     /// Calls not answered yet: never two calls to one plugin for one event.
     pub in_flight: &'a InFlight,
-    /// How long before NotBefore preparation must be over (`policy.safety-margin`).
+    /// How long before NotBefore preparation should be over (`policy.safety-margin-ms`).
     pub margin: Duration,
+    /// How long before NotBefore preparation starts (`policy.prepare-lead-time`).
+    pub lead: LeadTime,
 }
 
 /// Where an event's preparation stands.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Preparation {
+    /// Too early: preparation starts at this instant (`prepare-lead-time` before NotBefore).
+    NotYet {
+        /// When the first prepare calls are due.
+        starts_at: SystemTime,
+    },
     /// These calls are due now (possibly none: waiting on retries or on calls in flight).
-    Calls(Vec<PlannedCall>),
+    Calls {
+        /// The calls, in dependency order.
+        calls: Vec<PlannedCall>,
+        /// Plugins that start without waiting for the plugins they run after, because
+        /// their turn came (see [`turn_start`]).
+        shortened: Vec<ShortenedTurn>,
+    },
     /// Every subscribed plugin approved (`subscribers` of them): the approval stage decides.
     AllPrepared {
         /// How many plugins subscribe to the event.
         subscribers: usize,
     },
-    /// NotBefore minus the margin came first; these plugins had not approved.
-    DeadlinePassed {
-        /// The plugins still preparing.
-        still_preparing: Vec<String>,
-    },
+}
+
+/// A plugin asked to prepare before the plugins it runs after approved: their share of the
+/// time before the deadline was over, so theirs (a drain window, say) is cut short.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ShortenedTurn {
+    /// The plugin that starts now.
+    pub plugin: String,
+    /// The plugins it runs after that had not approved yet.
+    pub cut_short: Vec<String>,
+    /// How long this plugin and those after it need (their prepare-times, in a chain).
+    pub needed: Duration,
+    /// How long was left before the deadline (NotBefore minus the margin).
+    pub left: Duration,
 }
 
 /// Where an event's recovery stands.
@@ -107,30 +140,88 @@ impl Schedule<'_> {
         self.in_flight
             .contains(&(event_id.to_owned(), plugin.to_owned()))
     }
+}
 
-    /// Time left for preparation: until NotBefore minus the margin (unbounded without one).
-    fn time_left(&self, event: &ScheduledEvent, now: SystemTime) -> Duration {
-        policy::plugin_budget(Duration::MAX, event.not_before, now, self.margin)
+/// The deadline of preparation: NotBefore minus the safety margin (None without NotBefore).
+pub(crate) fn deadline(event: &ScheduledEvent, margin: Duration) -> Option<SystemTime> {
+    let not_before = event.not_before?;
+    Some(not_before.checked_sub(margin).unwrap_or(not_before))
+}
+
+/// How long each subscriber and every subscriber after it (the longest chain through
+/// `after`) need, by name: the sum of their `prepare-time`s.
+pub(crate) fn chain_needs(subscribers: &[&Member], roster: &Roster) -> HashMap<String, Duration> {
+    let mut needs: HashMap<String, Duration> = HashMap::new();
+    for member in subscribers.iter().rev() {
+        let after_it = subscribers
+            .iter()
+            .filter(|other| roster.predecessors(&other.name).contains(&member.name))
+            .filter_map(|other| needs.get(&other.name).copied())
+            .max()
+            .unwrap_or(Duration::ZERO);
+        let own = member.manifest.preparation_need();
+        needs.insert(member.name.clone(), own.saturating_add(after_it));
     }
+    needs
+}
+
+/// When a plugin whose chain (it and every plugin after it) needs `need` must start at the
+/// latest so that the whole chain gets its turn before `deadline`: the chain is planned
+/// backwards from the deadline with each plugin's prepare-time. The last plugin of a chain
+/// (the stop action) gets its full prepare-time; when the notice is shorter than the chain
+/// needs, the first plugins' turns (a drain window) are cut short. A past instant means
+/// "at once".
+pub(crate) fn turn_start(deadline: SystemTime, need: Duration) -> SystemTime {
+    deadline.checked_sub(need).unwrap_or(SystemTime::UNIX_EPOCH)
+}
+
+/// When preparation of `progress` starts: `lead` before NotBefore; "auto" is the longest
+/// chain of the subscribers' prepare-times plus the margin plus [`AUTO_LEAD_SLACK`]. None:
+/// at once (no NotBefore).
+pub(crate) fn preparation_start(
+    progress: &EventProgress,
+    schedule: Schedule<'_>,
+) -> Option<SystemTime> {
+    let not_before = progress.event.not_before?;
+    let lead = match schedule.lead {
+        LeadTime::Fixed(lead) => lead,
+        LeadTime::Auto => {
+            let subscribers = schedule.roster.subscribers(progress.event.event_type);
+            let longest = chain_needs(&subscribers, schedule.roster)
+                .into_values()
+                .max()
+                .unwrap_or(Duration::ZERO);
+            longest
+                .saturating_add(schedule.margin)
+                .saturating_add(AUTO_LEAD_SLACK)
+        }
+    };
+    Some(
+        not_before
+            .checked_sub(lead)
+            .unwrap_or(SystemTime::UNIX_EPOCH),
+    )
 }
 
 /// The prepare calls due for `progress` at `now`, in dependency order; records their
-/// attempt numbers. The event must be Scheduled with its approval pending.
+/// attempt numbers. The event must be Scheduled with its approval pending. Preparation
+/// never stops for lack of time: while the event is Scheduled (even past NotBefore) a
+/// plugin that has not approved is asked again, with whatever time is left.
 pub(crate) fn prepare(
     progress: &mut EventProgress,
     schedule: Schedule<'_>,
     now: SystemTime,
 ) -> Preparation {
     let event = progress.event.clone();
-    let subscribers = schedule.roster.subscribers(event.event_type);
-    if schedule.time_left(&event, now).is_zero() {
-        let still_preparing = subscribers
-            .iter()
-            .filter(|member| !progress.plugin(&member.name).prepared)
-            .map(|member| member.name.clone())
-            .collect();
-        return Preparation::DeadlinePassed { still_preparing };
+    if progress.preparing_since_unix_ms.is_none() {
+        if let Some(starts_at) = preparation_start(progress, schedule)
+            && now < starts_at
+        {
+            return Preparation::NotYet { starts_at };
+        }
+        progress.preparing_since_unix_ms = Some(unix_ms(now));
     }
+    let subscribers = schedule.roster.subscribers(event.event_type);
     if subscribers
         .iter()
         .all(|member| progress.plugin(&member.name).prepared)
@@ -139,35 +230,63 @@ pub(crate) fn prepare(
             subscribers: subscribers.len(),
         };
     }
+    let deadline = deadline(&event, schedule.margin);
+    let needs = chain_needs(&subscribers, schedule.roster);
     let mut calls = Vec::new();
+    let mut shortened = Vec::new();
     for member in &subscribers {
+        let waiting_for = unprepared_predecessors(progress, member, schedule);
+        let need = needs.get(&member.name).copied().unwrap_or_default();
+        let turn_came = deadline.is_some_and(|deadline| turn_start(deadline, need) <= now);
+        if !waiting_for.is_empty() && !turn_came {
+            continue;
+        }
         if !may_prepare(progress, member, schedule, now) {
             continue;
         }
         let own = progress.plugin_mut(&member.name);
+        if !waiting_for.is_empty() && own.prepare_attempts == 0 {
+            shortened.push(ShortenedTurn {
+                plugin: member.name.clone(),
+                cut_short: waiting_for,
+                needed: need,
+                left: time_left(deadline, now),
+            });
+        }
         own.prepare_attempts += 1;
-        let budget = policy::plugin_budget(
-            member.manifest.budget,
-            event.not_before,
-            now,
-            schedule.margin,
-        );
+        let budget = prepare_budget(member.manifest.budget, deadline, now);
         calls.push(planned(progress, member, CallPhase::Prepare, budget));
     }
-    Preparation::Calls(calls)
+    Preparation::Calls { calls, shortened }
 }
 
-/// Whether `member` may be asked to prepare now: not prepared yet, every plugin it runs
-/// after (among the event's subscribers) prepared, no retry pending, no call in flight.
-fn may_prepare(
+/// Time from `now` to `deadline` (zero once it passed; unbounded without one).
+fn time_left(deadline: Option<SystemTime>, now: SystemTime) -> Duration {
+    match deadline {
+        Some(deadline) => deadline.duration_since(now).unwrap_or(Duration::ZERO),
+        None => Duration::MAX,
+    }
+}
+
+/// The budget of a prepare call: the manifest's, cut to the time left before the deadline,
+/// but never below [`SHORT_NOTICE_BUDGET`] (or the manifest's budget, if shorter).
+pub(crate) fn prepare_budget(
+    configured: Duration,
+    deadline: Option<SystemTime>,
+    now: SystemTime,
+) -> Duration {
+    let left = time_left(deadline, now).max(SHORT_NOTICE_BUDGET);
+    configured.min(left)
+}
+
+/// The plugins `member` runs after, among the event's subscribers, that have not approved.
+fn unprepared_predecessors(
     progress: &EventProgress,
     member: &Member,
     schedule: Schedule<'_>,
-    now: SystemTime,
-) -> bool {
-    let own = progress.plugin(&member.name);
+) -> Vec<String> {
     let event_type = progress.event.event_type;
-    let waiting_on_others = schedule
+    schedule
         .roster
         .predecessors(&member.name)
         .iter()
@@ -177,11 +296,40 @@ fn may_prepare(
                 .get(before)
                 .is_some_and(|other| other.manifest.subscribes_to(event_type))
         })
-        .any(|before| !progress.plugin(before).prepared);
+        .filter(|before| !progress.plugin(before).prepared)
+        .cloned()
+        .collect()
+}
+
+/// Whether `member` may be asked to prepare now as far as its own progress goes: not
+/// prepared yet, no retry pending, no call in flight.
+fn may_prepare(
+    progress: &EventProgress,
+    member: &Member,
+    schedule: Schedule<'_>,
+    now: SystemTime,
+) -> bool {
+    let own = progress.plugin(&member.name);
     !own.prepared
-        && !waiting_on_others
         && !retry_pending(&own, now)
         && !schedule.is_in_flight(&progress.event.id, &member.name)
+}
+
+/// The instants at which a plugin's turn comes while it still waits for the plugins it
+/// runs after: wake-ups for the event loop.
+fn pending_turns(progress: &EventProgress, schedule: Schedule<'_>) -> Vec<SystemTime> {
+    let Some(deadline) = deadline(&progress.event, schedule.margin) else {
+        return Vec::new();
+    };
+    let subscribers = schedule.roster.subscribers(progress.event.event_type);
+    let needs = chain_needs(&subscribers, schedule.roster);
+    subscribers
+        .iter()
+        .filter(|member| progress.plugin(&member.name).prepare_attempts == 0)
+        .filter(|member| !unprepared_predecessors(progress, member, schedule).is_empty())
+        .filter_map(|member| needs.get(&member.name))
+        .map(|need| turn_start(deadline, *need))
+        .collect()
 }
 
 /// The `started` calls due: every subscriber not told yet, each once.
@@ -353,7 +501,9 @@ fn record_recovery(plugin: &str, own: &mut PluginProgress, reply: &CallReply, no
 }
 
 /// When to ask again: after `wait`, but early enough that a last call fits before the
-/// deadline (NotBefore minus the margin), and never sooner than [`MIN_RETRY`].
+/// deadline (NotBefore minus the margin), and never sooner than [`MIN_RETRY`]. Once that
+/// last moment has passed the event may start at any time: ask again within
+/// [`LATE_RETRY`].
 pub(crate) fn retry_instant(
     now: SystemTime,
     wait: Duration,
@@ -366,29 +516,47 @@ pub(crate) fn retry_instant(
     };
     let last_useful = not_before
         .checked_sub(margin + Duration::from_secs(1))
-        .unwrap_or(now);
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    if last_useful <= now + MIN_RETRY {
+        return now + wait.clamp(MIN_RETRY, LATE_RETRY);
+    }
     wanted.min(last_useful).max(now + MIN_RETRY)
 }
 
-/// The next instant something is due for `progress`: a retry while the event is being
-/// prepared or recovered, or the preparation deadline. A retry left over from a phase that
-/// is over (preparation abandoned at the deadline) is not due: counting it would wake the
-/// loop at once, forever.
-pub(crate) fn next_due(progress: &EventProgress, margin: Duration) -> Option<SystemTime> {
+/// The next instant after `now` something is due for `progress`: the start of preparation
+/// (lead time), a plugin's turn, a retry while the event is being prepared or recovered, or
+/// the preparation deadline. A retry left over from a phase that is over is not due:
+/// counting it would wake the loop at once, forever.
+pub(crate) fn next_due(
+    progress: &EventProgress,
+    schedule: Schedule<'_>,
+    now: SystemTime,
+) -> Option<SystemTime> {
     let preparing =
         progress.lifecycle == Lifecycle::Scheduled && progress.approval == Approval::Pending;
     let recovering = matches!(progress.lifecycle, Lifecycle::Ended { .. });
+    if preparing && progress.preparing_since_unix_ms.is_none() {
+        return preparation_start(progress, schedule).filter(|at| *at > now);
+    }
     let retries = progress
         .plugins
         .values()
         .filter(|_| preparing || recovering)
         .filter(|own| !(recovering && own.told_ended))
         .filter_map(|own| own.retry_at_unix_ms.map(from_unix_ms));
+    let turns = if preparing {
+        pending_turns(progress, schedule)
+    } else {
+        Vec::new()
+    };
     let deadline = preparing
-        .then_some(progress.event.not_before)
-        .flatten()
-        .map(|not_before| not_before.checked_sub(margin).unwrap_or(not_before));
-    retries.chain(deadline).min()
+        .then(|| deadline(&progress.event, schedule.margin))
+        .flatten();
+    retries
+        .chain(turns)
+        .chain(deadline)
+        .filter(|at| *at > now)
+        .min()
 }
 
 #[cfg(test)]

@@ -34,6 +34,11 @@ pub struct EventProgress {
     pub approval: Approval,
     /// Per plugin (by name), what it was asked and answered.
     pub plugins: BTreeMap<String, PluginProgress>,
+    /// When the first prepare calls were planned (ms since the Unix epoch); None while the
+    /// event waits for `prepare-lead-time`. Kept across a reschedule: plugins that already
+    /// hold something are asked again at once.
+    #[serde(default)]
+    pub preparing_since_unix_ms: Option<u64>,
 }
 
 /// What the policy decided to do with the event.
@@ -271,6 +276,7 @@ impl EventProgress {
             lifecycle,
             approval: Approval::Pending,
             plugins: BTreeMap::new(),
+            preparing_since_unix_ms: None,
         }
     }
 

@@ -28,6 +28,38 @@ pub enum TimelineEntry {
         /// The decision in words ("prepare (this VM)", "ignored: REASON", …).
         handling: String,
     },
+    /// The event is announced further ahead than `policy.prepare-lead-time`: it is tracked,
+    /// and preparation starts later.
+    PreparationWaits {
+        /// IMDS's EventId.
+        event_id: String,
+        /// When the first prepare calls are due, in milliseconds since the Unix epoch.
+        starts_at_unix_ms: u64,
+    },
+    /// A plugin starts preparing before the plugins it runs after approved: their share of
+    /// the time before NotBefore is over, so their preparation (a drain window) is cut short
+    /// and this plugin still finishes in time.
+    TurnShortened {
+        /// IMDS's EventId.
+        event_id: String,
+        /// The plugin that starts now.
+        plugin: String,
+        /// The plugins it runs after that had not approved yet.
+        cut_short: Vec<String>,
+        /// What this plugin and those after it need (their prepare-times), in milliseconds.
+        needed_ms: u64,
+        /// What was left before NotBefore minus the safety margin, in milliseconds.
+        left_ms: u64,
+    },
+    /// NotBefore minus the safety margin passed before every plugin approved. Preparation
+    /// goes on while the event is Scheduled (the VM runs until Azure acts), and the approval
+    /// is still sent if every plugin approves in time.
+    PreparingLate {
+        /// IMDS's EventId.
+        event_id: String,
+        /// The plugins that had not approved yet.
+        still_preparing: Vec<String>,
+    },
     /// A plugin is being called.
     PluginCalled {
         /// The event the call is about.

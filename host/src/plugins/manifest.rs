@@ -29,6 +29,11 @@ pub struct PluginManifest {
     /// Longest time one call may take ("10s", "500ms"); also capped by the event's deadline.
     #[serde(with = "humantime_serde")]
     pub budget: Duration,
+    /// How long the plugin's whole preparation usually takes, across its deferrals (a drain
+    /// window, a checkpoint): the scheduler plans a chain of plugins against NotBefore with
+    /// it (see "Short notice" in docs/operations.md). Default: the budget.
+    #[serde(with = "humantime_serde::option")]
+    pub prepare_time: Option<Duration>,
     /// Cap on the plugin's memory ("64MiB").
     pub memory: bytesize::ByteSize,
     /// Values the plugin reads with the `config` host function.
@@ -70,6 +75,7 @@ impl Default for PluginManifest {
             subscribe: vec!["*".into()],
             after: Vec::new(),
             budget: DEFAULT_BUDGET,
+            prepare_time: None,
             memory: bytesize::ByteSize::b(forewarn_runtime::DEFAULT_MEMORY_LIMIT),
             config: BTreeMap::new(),
             capabilities: Capabilities::default(),
@@ -167,6 +173,19 @@ impl PluginManifest {
                 ),
             ));
         }
+        if let Some(prepare_time) = self.prepare_time
+            && (prepare_time.is_zero() || prepare_time > MAX_BUDGET)
+        {
+            return Err((
+                "prepare-time",
+                format!(
+                    "{} must be more than zero and at most \"{}\" (IMDS announces events at \
+                     most 15 minutes ahead); use e.g. \"15s\"",
+                    humantime::format_duration(prepare_time),
+                    humantime::format_duration(MAX_BUDGET)
+                ),
+            ));
+        }
         if self.memory.as_u64() < 1024 * 1024 {
             return Err((
                 "memory",
@@ -203,6 +222,11 @@ impl PluginManifest {
                 || (event_type == EventType::Unknown && name.eq_ignore_ascii_case("unknown"))
                 || (event_type != EventType::Unknown && EventType::from_wire(name) == event_type)
         })
+    }
+
+    /// How long the whole preparation takes, for planning: `prepare-time`, else the budget.
+    pub(crate) fn preparation_need(&self) -> Duration {
+        self.prepare_time.unwrap_or(self.budget)
     }
 
     /// The settings the runtime enforces for this plugin.
@@ -397,6 +421,8 @@ mod tests {
                 "line 1: key `budget`:",
             ),
             ("budget = \"16m\"", "line 1: key `budget`:"),
+            ("prepare-time = \"0s\"", "line 1: key `prepare-time`:"),
+            ("prepare-time = \"16m\"", "line 1: key `prepare-time`:"),
             ("memory = \"1KiB\"", "line 1: key `memory`:"),
             (
                 "[capabilities]\nreadiness = \"yes\"",

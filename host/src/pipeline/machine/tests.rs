@@ -10,6 +10,7 @@ use super::*;
 use crate::daemon::journal_record::{self, JournalRecord};
 use crate::pipeline::approval::{Barrier, CoordinatedApprover, LocalApprover, Verdict};
 use crate::pipeline::clock;
+use crate::pipeline::policy::LeadTime;
 use crate::pipeline::state::{AnswerOutcome, CallPhase};
 use crate::pipeline::test_harness::{Harness, VM, approve, defer, event, reply, started, t0};
 
@@ -28,6 +29,27 @@ const CHAIN: &[(&str, &str)] = &[
     ("lb-drain", "subscribe = [\"*\"]\nbudget = \"10s\"\n"),
 ];
 
+/// The default policy, but preparing as soon as an event appears (most tests' events are
+/// announced 5 minutes ahead, beyond the automatic lead time).
+fn at_once() -> PolicyConfig {
+    PolicyConfig {
+        prepare_lead_time: LeadTime::Fixed(Duration::from_secs(3600)),
+        ..PolicyConfig::default()
+    }
+}
+
+/// The timeline entries emitted so far.
+fn timeline(harness: &Harness) -> Vec<TimelineEntry> {
+    harness
+        .log
+        .iter()
+        .filter_map(|executed| match &executed.action {
+            Action::Emit(entry) => Some(entry.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 fn names(order: &[(String, CallPhase)], phase: CallPhase) -> Vec<&str> {
     order
         .iter()
@@ -38,7 +60,7 @@ fn names(order: &[(String, CallPhase)], phase: CallPhase) -> Vec<&str> {
 
 #[test]
 fn plugins_prepare_in_dependency_order_and_recover_in_reverse() {
-    let mut harness = Harness::new(CHAIN, PolicyConfig::default());
+    let mut harness = Harness::new(CHAIN, at_once());
     let reboot = event("E1", EventType::Reboot, t0(), 300 * SECOND);
     harness.document(std::slice::from_ref(&reboot));
     assert_eq!(
@@ -69,7 +91,7 @@ fn plugins_prepare_in_dependency_order_and_recover_in_reverse() {
 
 #[test]
 fn a_later_plugin_waits_while_an_earlier_one_defers() {
-    let mut harness = Harness::new(CHAIN, PolicyConfig::default());
+    let mut harness = Harness::new(CHAIN, at_once());
     harness.script("lb-drain", |call| {
         if call.attempt < 3 {
             defer(2 * SECOND)
@@ -97,12 +119,15 @@ fn a_later_plugin_waits_while_an_earlier_one_defers() {
 }
 
 #[test]
-fn budgets_and_retries_are_cut_to_the_deadline() {
+fn budgets_keep_a_short_notice_floor_and_retries_are_pulled_in() {
     // (manifest budget, notice, safety margin, plugin's retry-after) →
     // (first budget, second call's delay after the first)
     let rows = [
         ("10s", 300, 2_000, 60, 10 * SECOND, 60 * SECOND),
-        ("10s", 8, 2_000, 60, 6 * SECOND, 5 * SECOND),
+        // 6 s to the deadline: the call still gets the 10 s short-notice floor, and the
+        // retry comes 1 s before the deadline.
+        ("10s", 8, 2_000, 60, 10 * SECOND, 5 * SECOND),
+        ("30s", 22, 2_000, 60, 20 * SECOND, 19 * SECOND),
         ("10s", 30, 5_000, 1, 10 * SECOND, SECOND),
         ("2s", 30, 2_000, 0, 2 * SECOND, Duration::from_millis(100)),
     ];
@@ -110,7 +135,7 @@ fn budgets_and_retries_are_cut_to_the_deadline() {
         let manifest = format!("subscribe = [\"*\"]\nbudget = \"{budget}\"\n");
         let policy = PolicyConfig {
             safety_margin_ms: margin_ms,
-            ..PolicyConfig::default()
+            ..at_once()
         };
         let mut harness = Harness::new(&[("p", &manifest)], policy);
         harness.script("p", move |call| {
@@ -137,43 +162,115 @@ fn budgets_and_retries_are_cut_to_the_deadline() {
             Some(second_after),
             "{row}"
         );
+        let deadline = t0() + Duration::from_secs(notice) - Duration::from_millis(margin_ms);
         assert!(
-            calls[1].0 + calls[1].4 <= t0() + Duration::from_secs(notice),
-            "{row}: call runs past NotBefore"
+            calls[1].0 < deadline,
+            "{row}: asked again only after the deadline"
         );
     }
 }
 
 #[test]
-fn the_deadline_abandons_the_approval_and_names_who_was_still_preparing() {
-    let mut harness = Harness::new(CHAIN, PolicyConfig::default());
-    harness.script("checkpoint", |_| defer(SECOND));
-    harness.document(&[event("E1", EventType::Preempt, t0(), 10 * SECOND)]);
-    harness.run_for(20 * SECOND);
-    assert!(harness.approvals().is_empty());
-    let progress = &harness.pipeline.state().events["E1"];
-    match &progress.approval {
-        Approval::Abandoned { reason } => {
-            assert!(reason.contains("checkpoint, graceful-shutdown"), "{reason}")
+fn past_the_deadline_plugins_are_still_asked_and_the_approval_still_goes_out() {
+    let mut harness = Harness::new(CHAIN, at_once());
+    // checkpoint needs 12 s; the Preempt's NotBefore is at 10 s and it stays Scheduled.
+    harness.script("checkpoint", |call| {
+        if call.attempt >= 13 {
+            approve()
+        } else {
+            defer(SECOND)
         }
-        other => panic!("expected abandoned, got {other:?}"),
-    }
-    let last_checkpoint = harness
+    });
+    harness.document(&[event("E1", EventType::Preempt, t0(), 10 * SECOND)]);
+    // The chain needs 30 s and 8 s are left: every plugin's turn has come at once, so the
+    // stop (graceful-shutdown) runs at the notice, without waiting for the others.
+    let first: Vec<(SystemTime, String)> = harness
         .calls()
         .into_iter()
-        .rfind(|c| c.1 == "checkpoint")
-        .expect("checkpoint was asked");
-    assert!(
-        last_checkpoint.0 < t0() + 8 * SECOND,
-        "asked after NotBefore minus the margin"
+        .map(|call| (call.0, call.1))
+        .collect();
+    assert_eq!(
+        first,
+        [
+            (t0(), "lb-drain".to_owned()),
+            (t0(), "checkpoint".to_owned()),
+            (t0(), "graceful-shutdown".to_owned()),
+        ]
     );
+    harness.run_for(20 * SECOND);
+    let checkpoint_calls: Vec<SystemTime> = harness
+        .calls()
+        .into_iter()
+        .filter(|call| call.1 == "checkpoint")
+        .map(|call| call.0)
+        .collect();
+    assert_eq!(checkpoint_calls.len(), 13, "asked until it approved");
+    assert!(
+        checkpoint_calls[12] > t0() + 10 * SECOND,
+        "asked after NotBefore"
+    );
+    let approvals = harness.approvals();
+    assert_eq!(approvals.len(), 1, "approved once everyone approved");
+    assert_eq!(approvals[0].0, checkpoint_calls[12]);
+    let entries = timeline(&harness);
+    let shortened: Vec<(&str, &[String])> = entries
+        .iter()
+        .filter_map(|entry| match entry {
+            TimelineEntry::TurnShortened {
+                plugin, cut_short, ..
+            } => Some((plugin.as_str(), cut_short.as_slice())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        shortened,
+        [
+            ("checkpoint", &["lb-drain".to_owned()][..]),
+            (
+                "graceful-shutdown",
+                &["lb-drain".to_owned(), "checkpoint".to_owned()][..]
+            ),
+        ]
+    );
+    let late: Vec<&TimelineEntry> = entries
+        .iter()
+        .filter(|entry| matches!(entry, TimelineEntry::PreparingLate { .. }))
+        .collect();
+    assert_eq!(
+        late,
+        [&TimelineEntry::PreparingLate {
+            event_id: "E1".into(),
+            still_preparing: vec!["checkpoint".into()],
+        }],
+        "said once"
+    );
+}
+
+#[test]
+fn an_event_far_ahead_is_prepared_at_the_lead_time() {
+    let mut harness = Harness::new(CHAIN, PolicyConfig::default());
+    harness.document(&[event("E1", EventType::Reboot, t0(), 900 * SECOND)]);
+    assert!(harness.calls().is_empty(), "nothing prepared 15 min ahead");
+    assert!(matches!(
+        timeline(&harness).as_slice(),
+        [
+            TimelineEntry::Transition { .. },
+            TimelineEntry::Handling { .. },
+            TimelineEntry::PreparationWaits { .. }
+        ]
+    ));
+    harness.run_for(900 * SECOND);
+    // auto: the chain needs 30 s, plus the 2 s margin, plus a minute → 92 s ahead.
+    let first = harness.calls()[0].0;
+    assert_eq!(first, t0() + (900 - 92) * SECOND);
+    assert_eq!(harness.approvals().len(), 1);
 }
 
 #[test]
 fn a_failed_call_is_retried_after_the_failure_wait_and_counts_as_a_defer() {
     let mut harness = Harness::new(
         &[("p", "subscribe = [\"*\"]\nbudget = \"1s\"\n")],
-        PolicyConfig::default(),
+        at_once(),
     );
     harness.script("p", |call| {
         if call.attempt == 1 {
@@ -195,7 +292,7 @@ fn a_failed_call_is_retried_after_the_failure_wait_and_counts_as_a_defer() {
 
 #[test]
 fn every_call_and_approval_is_journaled_before_it_is_acted_on() {
-    let mut harness = Harness::new(CHAIN, PolicyConfig::default());
+    let mut harness = Harness::new(CHAIN, at_once());
     harness.script("checkpoint", |call| {
         if call.attempt == 1 {
             defer(SECOND)
@@ -242,7 +339,7 @@ fn every_call_and_approval_is_journaled_before_it_is_acted_on() {
 fn a_failed_approval_is_sent_again_after_the_retry_wait() {
     let mut harness = Harness::new(
         &[("p", "subscribe = [\"*\"]\nbudget = \"1s\"\n")],
-        PolicyConfig::default(),
+        at_once(),
     );
     harness.imds_accepts = false;
     harness.document(&[event("E1", EventType::Reboot, t0(), 300 * SECOND)]);
@@ -264,17 +361,12 @@ fn a_restart_resumes_without_preparing_again() {
         ("drain", "subscribe = [\"*\"]\nbudget = \"5s\"\n"),
         ("stopper", "subscribe = [\"*\"]\nbudget = \"5s\"\n"),
     ];
-    let mut first = Harness::new(plugins, PolicyConfig::default());
+    let mut first = Harness::new(plugins, at_once());
     first.script("stopper", |_| defer(3 * SECOND));
     first.document(&[event("E1", EventType::Reboot, t0(), 300 * SECOND)]);
     let journaled = first.persisted.clone().expect("journaled");
 
-    let mut second = Harness::resume(
-        plugins,
-        PolicyConfig::default(),
-        (*journaled).clone(),
-        first.now + SECOND,
-    );
+    let mut second = Harness::resume(plugins, at_once(), (*journaled).clone(), first.now + SECOND);
     second.run_for(10 * SECOND);
     let calls = second.calls();
     assert!(
@@ -319,7 +411,7 @@ fn a_journal_from_the_previous_release_resumes_without_preparing_again() {
         ("stopper", "subscribe = [\"*\"]\nbudget = \"5s\"\n"),
     ];
     let restart = clock::from_unix_ms(answered_at) + SECOND;
-    let mut harness = Harness::resume(plugins, PolicyConfig::default(), state, restart);
+    let mut harness = Harness::resume(plugins, at_once(), state, restart);
     harness.run_for(10 * SECOND);
     let calls = harness.calls();
     assert!(
@@ -341,7 +433,7 @@ fn a_journal_from_the_previous_release_resumes_without_preparing_again() {
 
 #[test]
 fn an_event_canceled_before_approval_is_undone_without_a_start() {
-    let mut harness = Harness::new(CHAIN, PolicyConfig::default());
+    let mut harness = Harness::new(CHAIN, at_once());
     harness.script("graceful-shutdown", |_| defer(10 * SECOND));
     harness.document(&[event("E1", EventType::Redeploy, t0(), 300 * SECOND)]);
     harness.run_for(SECOND);
@@ -357,7 +449,7 @@ fn an_event_canceled_before_approval_is_undone_without_a_start() {
 
 #[test]
 fn an_approved_event_that_vanishes_is_recovered_as_after_a_start() {
-    let mut harness = Harness::new(CHAIN, PolicyConfig::default());
+    let mut harness = Harness::new(CHAIN, at_once());
     harness.document(&[event("E1", EventType::Reboot, t0(), 300 * SECOND)]);
     assert_eq!(harness.approvals().len(), 1);
     harness.document(&[]);
@@ -368,7 +460,7 @@ fn an_approved_event_that_vanishes_is_recovered_as_after_a_start() {
 
 #[test]
 fn nothing_new_starts_once_shutdown_began() {
-    let mut harness = Harness::new(CHAIN, PolicyConfig::default());
+    let mut harness = Harness::new(CHAIN, at_once());
     harness.input(Input::ShutdownStarted);
     harness.document(&[event("E1", EventType::Reboot, t0(), 300 * SECOND)]);
     assert!(harness.calls().is_empty());
@@ -397,7 +489,7 @@ impl Barrier for SharedBarrier {
 #[test]
 fn an_event_naming_two_vms_waits_for_the_barrier() {
     let barrier = SharedBarrier::default();
-    let policy = PolicyConfig::default();
+    let policy = at_once();
     let approver = CoordinatedApprover::new(LocalApprover::new(VM, &policy), barrier.clone());
     let mut harness = Harness::with_approver(
         CHAIN,
