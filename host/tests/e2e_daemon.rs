@@ -601,9 +601,15 @@ fn plugins_prepare_in_dependency_order_and_recover_in_reverse() {
     let world = start_world(
         "user-reboot",
         100.0,
+        // Short budgets: at 100x the notice is 9 s, and with the default 10 s each the
+        // chain would not fit, so `second` would get its turn without waiting for `first`.
         &[
-            ProbePlugin::new("first", "defer-until-attempt").config("attempts", "3"),
-            ProbePlugin::new("second", "approve").after(&["first"]),
+            ProbePlugin::new("first", "defer-until-attempt")
+                .config("attempts", "3")
+                .budget("2s"),
+            ProbePlugin::new("second", "approve")
+                .after(&["first"])
+                .budget("2s"),
         ],
         &[],
     );

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
-    ChildGuard, Daemon, PluginDecision, Simulator, free_loopback_address, http_get,
-    install_bundled_plugin, now_unix_ms, wait_for,
+    ChildGuard, Daemon, PREPARE_AT_ONCE, PluginDecision, Simulator, free_loopback_address,
+    http_get, install_bundled_plugin, now_unix_ms, wait_for,
 };
 
 /// Scenario speed: scenario time runs this many times faster than the wall clock.
@@ -74,7 +74,8 @@ impl Setup {
     fn start_daemon_listening(&self, admin: &str, extra: &str) -> Daemon {
         let config = format!(
             "vm-name = \"vm-a\"\nstate-dir = \"{}\"\nplugin-dir = \"{}\"\n\n[imds]\nurl = \"{}\"\n\
-             poll-interval = \"250ms\"\n\n[admin]\nlisten = \"{admin}\"\n\n{extra}\n",
+             poll-interval = \"250ms\"\n\n[admin]\nlisten = \"{admin}\"\n\n[policy]\n\
+             prepare-lead-time = \"{PREPARE_AT_ONCE}\"\n\n{extra}\n",
             self.path("state").display(),
             self.path("plugins").display(),
             self.simulator.base_url,

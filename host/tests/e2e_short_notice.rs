@@ -1,14 +1,15 @@
-//! Spot evictions and other short notices, end to end: the real binary with the bundled
-//! plugins against the simulator at real speed; the stop action must run before the event.
+//! Notices end to end, the real binary with the bundled plugins against the simulator: short
+//! ones (the stop action runs before the event) and long ones (prepared at the lead time).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use forewarn_host::log_messages::TURN_SHORTENED;
+use forewarn_host::log_messages::{PREPARATION_WAITS, TURN_SHORTENED};
+use forewarn_host::ops::status::StatusSnapshot;
 use forewarn_simulator::{StateSnapshot, Transition};
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
-    Daemon, DaemonConfig, Simulator, install_bundled_plugin, wait_for,
+    Daemon, DaemonConfig, Simulator, accepted_approvals, http_get, install_bundled_plugin, wait_for,
 };
 
 /// Scenario time is wall time here: the notices are the point.
@@ -23,15 +24,21 @@ struct Setup {
 impl Setup {
     /// A simulator playing one Preempt for vm-a that appears 5 s in with `notice`.
     fn preempt(notice: &str) -> Setup {
+        Setup::event("Preempt", notice, REAL_TIME)
+    }
+
+    /// A simulator playing one `event_type` for vm-a that appears 5 s (scenario) in with
+    /// `notice`, at `speed`.
+    fn event(event_type: &str, notice: &str, speed: f64) -> Setup {
         let scenario = format!(
-            "name = \"preempt-{notice}\"\nend_after = \"2s\"\n\n[[events]]\ntype = \"Preempt\"\n\
-             appear_at = \"5s\"\nnotice = \"{notice}\"\nruns_for = \"3s\"\n"
+            "name = \"{event_type}-{notice}\"\nend_after = \"2s\"\n\n[[events]]\n\
+             type = \"{event_type}\"\nappear_at = \"5s\"\nnotice = \"{notice}\"\nruns_for = \"3s\"\n"
         );
         let dir = tempfile::tempdir().expect("a temporary directory");
         std::fs::create_dir_all(dir.path().join("plugins")).expect("create the plugin dir");
         let simulator = Simulator::builder(forewarn_binary!())
             .scenario_text(&scenario)
-            .speed(REAL_TIME)
+            .speed(speed)
             .start();
         Setup { dir, simulator }
     }
@@ -47,8 +54,15 @@ impl Setup {
 
     /// Starts `forewarn run` with the default policy and these `[actions]`.
     fn start_daemon(&self, actions: &str) -> Daemon {
+        // The daemon's own default lead time ("auto"): a short notice is inside it.
+        self.start_daemon_with_lead(None, actions)
+    }
+
+    /// Starts `forewarn run` with `policy.prepare-lead-time = lead` (None: the default).
+    fn start_daemon_with_lead(&self, lead: Option<&str>, actions: &str) -> Daemon {
         let config = DaemonConfig {
             extra: actions.to_owned(),
+            prepare_lead_time: lead.map(str::to_owned),
             ..DaemonConfig::vm_a(
                 self.dir.path(),
                 self.path("plugins"),
@@ -235,4 +249,53 @@ fn a_thirty_second_preempt_fits_a_drain_a_twelve_second_checkpoint_and_the_stop(
         "{:?}",
         shortened.iter().map(|line| &line.fields).collect::<Vec<_>>()
     );
+}
+
+#[test]
+fn an_event_announced_further_ahead_than_the_lead_time_is_prepared_only_from_then() {
+    // 15 min of notice at 30x: NotBefore is 30 s (wall) after the event appears; with a
+    // 20 s lead time, lb-drain is first asked about 10 s after it appeared.
+    let setup = Setup::event("Reboot", "15m", 30.0);
+    setup.install(
+        "lb-drain",
+        Some(
+            "subscribe = [\"Reboot\"]\nbudget = \"5s\"\nprepare-time = \"1s\"\n[config]\n\
+             drain-seconds = 1\n[capabilities]\nreadiness = true\n",
+        ),
+    );
+    let daemon = setup.start_daemon_with_lead(Some("20s"), "");
+    let admin = daemon.admin_address(Duration::from_secs(30));
+    let waiting = wait_for(Duration::from_secs(30), "the event in /status", || {
+        let body = http_get(&admin, "/status")?;
+        let snapshot: StatusSnapshot = serde_json::from_str(&body).map_err(|e| e.to_string())?;
+        match snapshot.events.first() {
+            Some(event) => Ok(event.clone()),
+            None => Err(format!("no event yet: {body}")),
+        }
+    });
+    assert_eq!(waiting.lifecycle, "scheduled, waiting for the lead time");
+    assert_eq!(waiting.preparing_since, None);
+    assert!(
+        daemon.decisions().is_empty(),
+        "a plugin was asked before the lead time"
+    );
+    let announced = daemon.lines_with_message(PREPARATION_WAITS);
+    assert_eq!(announced.len(), 1, "{}", daemon.describe_for_failure());
+
+    let first = daemon
+        .wait_for_phase(Duration::from_secs(60), None, "lb-drain", "prepare")
+        .remove(0);
+    let state = setup.simulator.state();
+    let appeared = at(&state, Transition::Appeared);
+    let after = first.at_unix_ms.saturating_sub(appeared);
+    eprintln!(
+        "lead time 20 s, NotBefore 30 s after the event appeared: first prepare {after} ms after it"
+    );
+    // NotBefore in the document is cut to whole seconds: 29–30 s after the appearance.
+    assert!(
+        (8_700..=12_000).contains(&after),
+        "lb-drain was first asked {after} ms after the event appeared, not ~10 s"
+    );
+    let done = setup.wait_for_the_end(&daemon);
+    assert_eq!(accepted_approvals(&done, &first.event_id).len(), 1);
 }

@@ -537,6 +537,9 @@ pub fn write_plugin_dir(dir: &Path, probe_wasm: &Path, plugins: &[ProbePlugin]) 
     }
 }
 
+/// A `policy.prepare-lead-time` longer than any test's notice: preparation starts at once.
+pub const PREPARE_AT_ONCE: &str = "1h";
+
 /// What goes into a daemon config file.
 #[derive(Debug, Clone)]
 pub struct DaemonConfig {
@@ -554,6 +557,10 @@ pub struct DaemonConfig {
     pub policy: Vec<String>,
     /// Tables appended after `[policy]`, e.g. `[actions.stop-app]` with its keys.
     pub extra: String,
+    /// `policy.prepare-lead-time`: "1h" by default, so that events announced minutes ahead
+    /// are prepared at once, as most tests expect; None leaves the daemon's default
+    /// ("auto"), for the tests of the lead time itself.
+    pub prepare_lead_time: Option<String>,
 }
 
 impl DaemonConfig {
@@ -568,6 +575,7 @@ impl DaemonConfig {
             poll_interval: "250ms".into(),
             policy: Vec::new(),
             extra: String::new(),
+            prepare_lead_time: Some(PREPARE_AT_ONCE.to_owned()),
         }
     }
 
@@ -582,6 +590,9 @@ impl DaemonConfig {
             self.imds_url,
             self.poll_interval,
         );
+        if let Some(lead) = &self.prepare_lead_time {
+            let _ = writeln!(text, "prepare-lead-time = \"{lead}\"");
+        }
         for line in &self.policy {
             let _ = writeln!(text, "{line}");
         }

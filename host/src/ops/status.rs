@@ -98,9 +98,14 @@ pub struct EventView {
     /// How the policy decided to handle the event, in words: "prepare (this VM)",
     /// "prepare (other VMs)", "approve at once (RULE)" or "ignored: REASON".
     pub handling: String,
-    /// Where the event is: "scheduled", "started", "ended (recovering)" or
-    /// "ended without starting".
+    /// Where the event is: "scheduled", "scheduled, waiting for the lead time" (announced
+    /// further ahead than `policy.prepare-lead-time`: no plugin asked yet), "started",
+    /// "ended (recovering)" or "ended without starting".
     pub lifecycle: String,
+    /// When plugins were first asked to prepare (RFC 3339); none while the event waits for
+    /// `policy.prepare-lead-time` or needs no preparation.
+    #[serde(default)]
+    pub preparing_since: Option<String>,
     /// Where the approval is: "pending", "due (sending)", "sent at TIME", "withheld: REASON",
     /// "coordinating with the other VMs (etcd)", "dry run: …" or "abandoned: REASON".
     pub approval: String,
@@ -234,7 +239,10 @@ fn event_view(id: &str, progress: &EventProgress, now: SystemTime) -> EventView 
         time_left_seconds: event.not_before.map(|at| seconds_between(now, at)),
         resources: event.resources.clone(),
         handling: Handling::label(&progress.handling),
-        lifecycle: describe_lifecycle(progress.lifecycle),
+        lifecycle: describe_lifecycle(progress),
+        preparing_since: progress
+            .preparing_since_unix_ms
+            .map(|at| rfc3339(UNIX_EPOCH + Duration::from_millis(at))),
         approval: describe_approval(&progress.approval),
         plugins: progress
             .plugins
@@ -284,8 +292,11 @@ fn poll_view(poll: &PollStatus) -> PollView {
     }
 }
 
-fn describe_lifecycle(lifecycle: Lifecycle) -> String {
-    match lifecycle {
+fn describe_lifecycle(progress: &EventProgress) -> String {
+    let waiting = matches!(progress.handling, Handling::Prepare { .. })
+        && progress.preparing_since_unix_ms.is_none();
+    match progress.lifecycle {
+        Lifecycle::Scheduled if waiting => "scheduled, waiting for the lead time",
         Lifecycle::Scheduled => "scheduled",
         Lifecycle::Started => "started",
         Lifecycle::Ended { after_start: true } => "ended (recovering)",
@@ -549,6 +560,7 @@ mod tests {
                 resources: vec!["vm-a".into()],
                 handling: "prepare (this VM)".into(),
                 lifecycle: "scheduled".into(),
+                preparing_since: Some("2026-01-01T00:00:00Z".into()),
                 approval: "pending".into(),
                 plugins: vec![DecisionView {
                     plugin: "lb-drain".into(),

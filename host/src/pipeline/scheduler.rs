@@ -214,7 +214,13 @@ pub(crate) fn prepare(
 ) -> Preparation {
     let event = progress.event.clone();
     if progress.preparing_since_unix_ms.is_none() {
-        if let Some(starts_at) = preparation_start(progress, schedule)
+        // A journal from before lead times has no start, but its plugins' progress shows one.
+        let resumed = progress
+            .plugins
+            .values()
+            .any(|own| own.prepare_attempts > 0 || own.prepared);
+        if !resumed
+            && let Some(starts_at) = preparation_start(progress, schedule)
             && now < starts_at
         {
             return Preparation::NotYet { starts_at };
