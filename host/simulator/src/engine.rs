@@ -10,12 +10,13 @@ use tokio::sync::watch;
 use crate::faults::{
     FaultKind, FaultMethod, FaultOutcome, FaultPlan, incarnation_resets, plan_request,
 };
+use crate::replay::{history_records, served_document};
 use crate::scenario::Scenario;
 use crate::scenario_clock::{ScenarioClock, unix_ms};
 use crate::simulation::{Simulation, UnknownEvent};
 use crate::snapshot::{
-    ApprovalRecord, BoundedLog, FaultRecord, HistoryRecord, REQUEST_LOG_LIMIT, RequestRecord,
-    StateSnapshot, WireDocument,
+    ApprovalRecord, BoundedLog, FaultRecord, REQUEST_LOG_LIMIT, RequestRecord, StateSnapshot,
+    WireDocument,
 };
 
 /// Everything the handlers and the timer share.
@@ -131,10 +132,16 @@ impl Engine {
         plan
     }
 
-    /// The current document as 2020-07-01 JSON.
-    pub(crate) fn document_json(&self) -> String {
+    /// The current document as JSON in the shape of `api_version` (or of the scenario's
+    /// `shape`, if that is older).
+    pub(crate) fn document_json(&self, api_version: &str) -> String {
         let inner = self.current();
-        forewarn_imds::render_document(&inner.simulation.document(&self.clock))
+        served_document(
+            &inner.simulation,
+            &self.clock,
+            api_version,
+            self.scenario.shape.as_deref(),
+        )
     }
 
     /// Approves the events on behalf of `vm`, recording each id either way.
@@ -181,16 +188,7 @@ impl Engine {
         let events = serde_json::from_str::<WireDocument>(&rendered)
             .map(|document| document.events)
             .unwrap_or_default();
-        let history = simulation
-            .history()
-            .iter()
-            .map(|change| HistoryRecord {
-                event_id: change.event_id.clone(),
-                transition: change.transition,
-                at_scenario_ms: millis(change.at),
-                at_unix_ms: self.clock.unix_ms_at(change.at),
-            })
-            .collect();
+        let history = history_records(simulation, &self.clock);
         StateSnapshot {
             scenario: self.scenario.name.clone(),
             speed: self.clock.speed(),

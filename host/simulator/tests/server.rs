@@ -452,3 +452,31 @@ async fn a_fast_scenario_finishes_and_wait_finished_says_so() {
     );
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_api_version_asked_for_decides_the_shape_served() {
+    let sim = start(scenario(""), 1.0).await;
+    let get = |version: &'static str| {
+        let url = format!(
+            "{}/metadata/scheduledevents?api-version={version}",
+            sim.base_url()
+        );
+        async move {
+            let response = client()
+                .get(url)
+                .header("Metadata", "true")
+                .send()
+                .await
+                .unwrap();
+            json(response).await
+        }
+    };
+    let newest = get("2020-07-01").await;
+    assert_eq!(newest["Events"][0]["Resources"][0], "vm-a");
+    assert!(newest["Events"][0].get("EventSource").is_some());
+    let old = get("2017-03-01").await;
+    assert_eq!(old["Events"][0]["Resources"][0], "_vm-a");
+    assert!(old["Events"][0].get("EventSource").is_none(), "{old}");
+    assert!(old["Events"][0].get("DurationInSeconds").is_none(), "{old}");
+    sim.shutdown().await;
+}
