@@ -1,7 +1,7 @@
 //! The simulation running against the real clock, shared by the HTTP handlers and the
 //! timer task: every access first catches the state up to now, so documents are current.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
@@ -32,7 +32,8 @@ struct Inner {
     simulation: Simulation,
     approvals: BoundedLog<ApprovalRecord>,
     requests: BoundedLog<RequestRecord>,
-    vms_past_first_get: HashSet<String>,
+    /// How many GETs to scheduledevents each VM has made.
+    gets_per_vm: HashMap<String, u64>,
     history_logged: usize,
     faults: BoundedLog<FaultRecord>,
     /// How many incarnation resets a served document has shown so far.
@@ -45,7 +46,7 @@ impl Engine {
             simulation: Simulation::new(&scenario),
             approvals: BoundedLog::new(REQUEST_LOG_LIMIT),
             requests: BoundedLog::new(REQUEST_LOG_LIMIT),
-            vms_past_first_get: HashSet::new(),
+            gets_per_vm: HashMap::new(),
             history_logged: 0,
             faults: BoundedLog::new(REQUEST_LOG_LIMIT),
             resets_served: 0,
@@ -82,15 +83,21 @@ impl Engine {
         }
     }
 
-    /// How the faults disturb this request; a GET counts as the VM's first call once. The
+    /// How the faults disturb this request; each GET is counted per VM. The
     /// faults that act on it are recorded as served, and so is an incarnation reset the
     /// first time a document after it is served.
     pub(crate) fn plan_fault(&self, vm: &str, method: FaultMethod) -> FaultPlan {
         let mut inner = self.current();
-        let first_call =
-            method == FaultMethod::Get && inner.vms_past_first_get.insert(vm.to_string());
+        let get_number = match method {
+            FaultMethod::Get => {
+                let count = inner.gets_per_vm.entry(vm.to_string()).or_default();
+                *count += 1;
+                *count
+            }
+            FaultMethod::Post => 0,
+        };
         let now = inner.simulation.now();
-        let plan = plan_request(&self.scenario.faults, method, now, first_call);
+        let plan = plan_request(&self.scenario.faults, method, now, get_number);
         let record = |kind: FaultKind| FaultRecord {
             kind,
             method: match method {

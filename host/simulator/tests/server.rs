@@ -480,3 +480,28 @@ async fn the_api_version_asked_for_decides_the_shape_served() {
     assert!(old["Events"][0].get("DurationInSeconds").is_none(), "{old}");
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn first_requests_fails_only_each_vms_first_gets() {
+    let sim = start(
+        scenario("[[faults]]\nkind = \"status\"\nstatus = 503\nfirst_requests = 2\n"),
+        1.0,
+    )
+    .await;
+    let base = sim.base_url();
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        seen.push(get_events(&base).await.status());
+    }
+    let unavailable = StatusCode::SERVICE_UNAVAILABLE;
+    assert_eq!(seen, vec![unavailable, unavailable, StatusCode::OK]);
+    // Counted per VM: vm-b's first GET still fails.
+    assert_eq!(
+        get_events(&sim.vm_base_url("vm-b")).await.status(),
+        unavailable
+    );
+    let faults = sim.snapshot().faults;
+    assert_eq!(faults.len(), 3, "{faults:?}");
+    assert!(faults.iter().all(|fault| fault.status == Some(503)));
+    sim.shutdown().await;
+}
