@@ -23,3 +23,6 @@ pub const ADMIN_LISTENING: &str = "admin endpoint listening";
 pub const COORDINATION_READY: &str = "recorded in etcd: this VM is ready for the event";
 /// Coordinated approval: this VM holds the event's election and will approve it (`event_id`, `vm`).
 pub const COORDINATION_LEADS: &str = "this VM leads the approval of the event";
+/// IMDS answered the daemon's polls with a document for the first time; systemd is told
+/// `READY=1` now (field `waited_ms`: since the poller started).
+pub const IMDS_FIRST_DOCUMENT: &str = "IMDS answered with its first document";
