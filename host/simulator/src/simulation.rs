@@ -715,4 +715,59 @@ runs_for = "1s"
         assert!(kinds.contains(&Transition::Removed), "{kinds:?}");
         assert!(kinds.contains(&Transition::Canceled), "{kinds:?}");
     }
+
+    #[test]
+    fn a_cancel_while_an_approval_waits_ends_the_event_without_start() {
+        let mut sim = Simulation::new(&scenario(
+            r#"
+name = "w"
+[[events]]
+id = "W"
+type = "Reboot"
+appear_at = "1s"
+start_after_approval = "20s"
+cancel_at = "10s"
+"#,
+        ));
+        let effects = sim.approve(secs(2), &["W".to_string()]).unwrap();
+        assert_eq!(effects, vec![ApprovalEffect::StartsLater]);
+        let again = sim.approve(secs(3), &["w".to_string()]).unwrap();
+        assert_eq!(again, vec![ApprovalEffect::AlreadyApproved]);
+        sim.advance(secs(30));
+        assert_eq!(
+            transitions(&sim),
+            vec![Transition::Appeared, Transition::Canceled]
+        );
+    }
+
+    #[test]
+    fn not_before_still_starts_an_event_whose_approval_waits_longer() {
+        let mut sim = Simulation::new(&scenario(
+            r#"
+name = "n"
+[[events]]
+id = "N"
+type = "Reboot"
+appear_at = "1s"
+notice = "5s"
+start_after_approval = "1m"
+"#,
+        ));
+        sim.approve(secs(2), &["N".to_string()]).unwrap();
+        sim.advance(secs(6));
+        assert_eq!(sim.phase_of("N"), Some(Phase::Started { since: secs(6) }));
+    }
+
+    #[test]
+    fn started_events_cannot_wait_for_approval_or_start_late() {
+        for field in ["start_after_approval = \"5s\"", "starts_late_by = \"5s\""] {
+            let text = format!(
+                "name = \"s\"\n[[events]]\ntype = \"Reboot\"\nappear_at = \"1s\"\nstatus = \"Started\"\n{field}\n"
+            );
+            let error = Scenario::from_toml(&text, "s.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("events[0]"), "{error}");
+        }
+    }
 }
