@@ -266,6 +266,13 @@ fn an_event_still_scheduled_after_not_before_is_handled_when_it_starts() {
     let not_before_ms = APPEAR_MS + 60_000;
     let started = transition_at(&state, &id, Transition::Started).expect("started");
     assert!(started >= not_before_ms, "{context}");
+    if accepted_approvals(&state, &id).is_empty() {
+        assert_eq!(
+            started,
+            not_before_ms + 60_000,
+            "unapproved, it starts a minute after NotBefore; {context}"
+        );
+    }
     let phases = phases(&decisions, &id, "probe");
     let started_at = phases.iter().position(|phase| phase == "started");
     let recovered_at = phases.iter().position(|phase| phase == "ended-after-start");
