@@ -34,3 +34,6 @@ pub const PREPARING_LATE: &str =
 /// The event is further ahead than `policy.prepare-lead-time` (fields `event_id`,
 /// `starts_at`).
 pub const PREPARATION_WAITS: &str = "preparation starts at the lead time before NotBefore";
+/// IMDS answered the daemon's polls with a document for the first time; systemd is told
+/// `READY=1` now (field `waited_ms`: since the poller started).
+pub const IMDS_FIRST_DOCUMENT: &str = "IMDS answered with its first document";

@@ -9,8 +9,8 @@ use forewarn_host::config::Config;
 use forewarn_host::log_messages::{PLUGIN_CALL_FAILED, PLUGIN_DECISION};
 use forewarn_host::ops::status::{DaemonPhase, StatusSnapshot};
 use forewarn_test_support::harness::{
-    Daemon, DaemonConfig, ProbePlugin, Setup, TestEnv, http_get, now_unix_ms, summarize_state,
-    wait_for, write_plugin_dir,
+    Daemon, ProbePlugin, Setup, TestEnv, http_get, now_unix_ms, summarize_state, wait_for,
+    write_plugin_dir,
 };
 use forewarn_test_support::{forewarn_binary, guests};
 
@@ -514,17 +514,12 @@ fn wait_for_notification(
 
 #[test]
 fn tells_systemd_ready_watchdog_and_stopping() {
-    let dir = tempfile::tempdir().unwrap();
-    let plugin_dir = dir.path().join("plugins");
-    std::fs::create_dir_all(&plugin_dir).unwrap();
-    let config = dir.path().join("forewarn.toml");
-    // Nothing listens at port 9: readiness does not wait for IMDS.
-    DaemonConfig {
-        poll_interval: "1s".into(),
-        ..DaemonConfig::vm_a(dir.path(), plugin_dir, "http://127.0.0.1:9")
-    }
-    .write(&config);
-    let socket_path = dir.path().join("notify.sock");
+    // READY=1 waits for IMDS's first document (e2e_imds_realism tests when it arrives).
+    let env = TestEnv::builder(forewarn())
+        .scenario("user-reboot")
+        .prepare();
+    let config = env.config.clone();
+    let socket_path = env.dir.path().join("notify.sock");
     let socket = std::os::unix::net::UnixDatagram::bind(&socket_path).unwrap();
     socket
         .set_read_timeout(Some(Duration::from_millis(200)))

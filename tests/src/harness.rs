@@ -689,6 +689,13 @@ impl Daemon {
         Daemon::spawn(Command::new(binary), binary, config)
     }
 
+    /// [`Daemon::start`] with extra environment variables (e.g. `NOTIFY_SOCKET`).
+    pub fn start_with_env(binary: &Path, config: &Path, vars: &[(&str, &str)]) -> Daemon {
+        let mut command = Command::new(binary);
+        command.envs(vars.iter().copied());
+        Daemon::spawn(command, binary, config)
+    }
+
     /// [`Daemon::start`] with the daemon's file-descriptor limit (RLIMIT_NOFILE) set to
     /// `limit`: `sh` sets it with `ulimit -n`, then execs the daemon (same pid).
     pub fn start_with_fd_limit(binary: &Path, config: &Path, limit: u64) -> Daemon {

@@ -47,6 +47,39 @@ const BUILTINS: &[(&str, &str)] = &[
     ("multi-vm", include_str!("../scenarios/multi-vm.toml")),
     ("rescheduled", include_str!("../scenarios/rescheduled.toml")),
     ("two-events", include_str!("../scenarios/two-events.toml")),
+    (
+        "approval-waits-for-host",
+        include_str!("../scenarios/approval-waits-for-host.toml"),
+    ),
+    ("starts-late", include_str!("../scenarios/starts-late.toml")),
+    (
+        "spot-short-notice",
+        include_str!("../scenarios/spot-short-notice.toml"),
+    ),
+    (
+        "spot-short-notice-3s",
+        include_str!("../scenarios/spot-short-notice-3s.toml"),
+    ),
+    (
+        "spot-eviction-vm-gone",
+        include_str!("../scenarios/spot-eviction-vm-gone.toml"),
+    ),
+    (
+        "scaleset-terminate-vm-gone",
+        include_str!("../scenarios/scaleset-terminate-vm-gone.toml"),
+    ),
+    (
+        "api-2017-08-01",
+        include_str!("../scenarios/api-2017-08-01.toml"),
+    ),
+    (
+        "api-2017-03-01",
+        include_str!("../scenarios/api-2017-03-01.toml"),
+    ),
+    (
+        "new-id-on-start",
+        include_str!("../scenarios/new-id-on-start.toml"),
+    ),
 ];
 
 /// The scenario `forewarn simulate` runs when none is named.

@@ -1,7 +1,7 @@
 //! The simulation running against the real clock, shared by the HTTP handlers and the
 //! timer task: every access first catches the state up to now, so documents are current.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
@@ -10,12 +10,13 @@ use tokio::sync::watch;
 use crate::faults::{
     FaultKind, FaultMethod, FaultOutcome, FaultPlan, incarnation_resets, plan_request,
 };
+use crate::replay::{history_records, served_document};
 use crate::scenario::Scenario;
 use crate::scenario_clock::{ScenarioClock, unix_ms};
 use crate::simulation::{Simulation, UnknownEvent};
 use crate::snapshot::{
-    ApprovalRecord, BoundedLog, FaultRecord, HistoryRecord, REQUEST_LOG_LIMIT, RequestRecord,
-    StateSnapshot, WireDocument,
+    ApprovalRecord, BoundedLog, FaultRecord, REQUEST_LOG_LIMIT, RequestRecord, StateSnapshot,
+    WireDocument,
 };
 
 /// Everything the handlers and the timer share.
@@ -31,7 +32,8 @@ struct Inner {
     simulation: Simulation,
     approvals: BoundedLog<ApprovalRecord>,
     requests: BoundedLog<RequestRecord>,
-    vms_past_first_get: HashSet<String>,
+    /// How many GETs to scheduledevents each VM has made.
+    gets_per_vm: HashMap<String, u64>,
     history_logged: usize,
     faults: BoundedLog<FaultRecord>,
     /// How many incarnation resets a served document has shown so far.
@@ -44,7 +46,7 @@ impl Engine {
             simulation: Simulation::new(&scenario),
             approvals: BoundedLog::new(REQUEST_LOG_LIMIT),
             requests: BoundedLog::new(REQUEST_LOG_LIMIT),
-            vms_past_first_get: HashSet::new(),
+            gets_per_vm: HashMap::new(),
             history_logged: 0,
             faults: BoundedLog::new(REQUEST_LOG_LIMIT),
             resets_served: 0,
@@ -81,15 +83,21 @@ impl Engine {
         }
     }
 
-    /// How the faults disturb this request; a GET counts as the VM's first call once. The
+    /// How the faults disturb this request; each GET is counted per VM. The
     /// faults that act on it are recorded as served, and so is an incarnation reset the
     /// first time a document after it is served.
     pub(crate) fn plan_fault(&self, vm: &str, method: FaultMethod) -> FaultPlan {
         let mut inner = self.current();
-        let first_call =
-            method == FaultMethod::Get && inner.vms_past_first_get.insert(vm.to_string());
+        let get_number = match method {
+            FaultMethod::Get => {
+                let count = inner.gets_per_vm.entry(vm.to_string()).or_default();
+                *count += 1;
+                *count
+            }
+            FaultMethod::Post => 0,
+        };
         let now = inner.simulation.now();
-        let plan = plan_request(&self.scenario.faults, method, now, first_call);
+        let plan = plan_request(&self.scenario.faults, method, now, get_number);
         let record = |kind: FaultKind| FaultRecord {
             kind,
             method: match method {
@@ -131,10 +139,16 @@ impl Engine {
         plan
     }
 
-    /// The current document as 2020-07-01 JSON.
-    pub(crate) fn document_json(&self) -> String {
+    /// The current document as JSON in the shape of `api_version` (or of the scenario's
+    /// `shape`, if that is older).
+    pub(crate) fn document_json(&self, api_version: &str) -> String {
         let inner = self.current();
-        forewarn_imds::render_document(&inner.simulation.document(&self.clock))
+        served_document(
+            &inner.simulation,
+            &self.clock,
+            api_version,
+            self.scenario.shape.as_deref(),
+        )
     }
 
     /// Approves the events on behalf of `vm`, recording each id either way.
@@ -181,16 +195,7 @@ impl Engine {
         let events = serde_json::from_str::<WireDocument>(&rendered)
             .map(|document| document.events)
             .unwrap_or_default();
-        let history = simulation
-            .history()
-            .iter()
-            .map(|change| HistoryRecord {
-                event_id: change.event_id.clone(),
-                transition: change.transition,
-                at_scenario_ms: millis(change.at),
-                at_unix_ms: self.clock.unix_ms_at(change.at),
-            })
-            .collect();
+        let history = history_records(simulation, &self.clock);
         StateSnapshot {
             scenario: self.scenario.name.clone(),
             speed: self.clock.speed(),

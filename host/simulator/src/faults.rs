@@ -33,6 +33,10 @@ pub struct FaultSpec {
     /// `malformed` is GET only.
     #[serde(default = "get_only")]
     pub methods: Vec<FaultMethod>,
+    /// `status`, `delay`, `malformed`: hit only each VM's first N GETs (within the window),
+    /// however long they take; every request when absent.
+    #[serde(default)]
+    pub first_requests: Option<u64>,
 }
 
 /// The sorts of fault a scenario can inject.
@@ -100,6 +104,20 @@ fn get_only() -> Vec<FaultMethod> {
 impl FaultSpec {
     /// Whether the fault's fields fit its kind; the problem, worded for the author, if not.
     pub fn check(&self) -> Result<(), String> {
+        if let Some(count) = self.first_requests {
+            if count == 0 {
+                return Err("first_requests: give at least 1 (or leave it out)".into());
+            }
+            if matches!(
+                self.kind,
+                FaultKind::IncarnationReset | FaultKind::SlowFirstCall
+            ) {
+                return Err("first_requests: applies to status, delay and malformed only".into());
+            }
+            if self.methods != [FaultMethod::Get] {
+                return Err("first_requests: counts GETs, so methods must be [\"GET\"]".into());
+            }
+        }
         match self.kind {
             FaultKind::Status => match self.status {
                 Some(code) if (400..=599).contains(&code) => Ok(()),
@@ -122,24 +140,29 @@ impl FaultSpec {
         }
     }
 
-    fn active(&self, method: FaultMethod, now: Duration) -> bool {
+    fn active(&self, method: FaultMethod, now: Duration, get_number: u64) -> bool {
         let started = self.from.is_none_or(|from| now >= from);
         let not_over = self.until.is_none_or(|until| now < until);
-        started && not_over && self.methods.contains(&method)
+        let counted = self.first_requests.is_none_or(|count| get_number <= count);
+        started && not_over && counted && self.methods.contains(&method)
     }
 }
 
 /// The disturbance for one request to scheduledevents at scenario time `now`.
-/// `first_call` says whether this is the VM's first GET. The first matching fault of
-/// each sort wins; delays add up.
+/// `get_number` is which GET of its VM this is (1 for the first; 0 for a POST). The first
+/// matching fault of each sort wins; delays add up.
 pub(crate) fn plan_request(
     faults: &[FaultSpec],
     method: FaultMethod,
     now: Duration,
-    first_call: bool,
+    get_number: u64,
 ) -> FaultPlan {
+    let first_call = get_number == 1;
     let mut plan = FaultPlan::default();
-    for fault in faults.iter().filter(|fault| fault.active(method, now)) {
+    for fault in faults
+        .iter()
+        .filter(|fault| fault.active(method, now, get_number))
+    {
         match fault.kind {
             FaultKind::Delay => plan.delay += fault.delay.unwrap_or_default(),
             FaultKind::SlowFirstCall if first_call => {
@@ -199,27 +222,39 @@ mod tests {
             body: Some(MalformedBody::Truncated),
             at: None,
             methods: get_only(),
+            first_requests: None,
         }
     }
 
     #[test]
     fn status_applies_only_inside_its_window_and_methods() {
         let faults = [fault(FaultKind::Status, 10, 20)];
-        let at = |secs| plan_request(&faults, FaultMethod::Get, Duration::from_secs(secs), false);
+        let at = |secs| plan_request(&faults, FaultMethod::Get, Duration::from_secs(secs), 2);
         assert_eq!(at(9).outcome, FaultOutcome::Normal);
         assert_eq!(at(10).outcome, FaultOutcome::Status(429));
         assert_eq!(at(20).outcome, FaultOutcome::Normal);
-        let post = plan_request(&faults, FaultMethod::Post, Duration::from_secs(15), false);
+        let post = plan_request(&faults, FaultMethod::Post, Duration::from_secs(15), 0);
         assert_eq!(post.outcome, FaultOutcome::Normal);
     }
 
     #[test]
     fn slow_first_call_only_delays_the_first_call() {
         let faults = [fault(FaultKind::SlowFirstCall, 0, 100)];
-        let first = plan_request(&faults, FaultMethod::Get, Duration::ZERO, true);
-        let later = plan_request(&faults, FaultMethod::Get, Duration::ZERO, false);
+        let first = plan_request(&faults, FaultMethod::Get, Duration::ZERO, 1);
+        let later = plan_request(&faults, FaultMethod::Get, Duration::ZERO, 2);
         assert_eq!(first.delay, Duration::from_millis(200));
         assert_eq!(later.delay, Duration::ZERO);
+    }
+
+    #[test]
+    fn first_requests_hits_only_the_first_gets() {
+        let mut failing = fault(FaultKind::Status, 0, 100);
+        failing.first_requests = Some(2);
+        let faults = [failing];
+        let nth = |n| plan_request(&faults, FaultMethod::Get, Duration::from_secs(1), n).outcome;
+        assert_eq!(nth(1), FaultOutcome::Status(429));
+        assert_eq!(nth(2), FaultOutcome::Status(429));
+        assert_eq!(nth(3), FaultOutcome::Normal);
     }
 
     #[test]

@@ -10,9 +10,11 @@ mod engine;
 mod faults;
 mod handle;
 mod ids;
+mod replay;
 mod scenario;
 mod scenario_clock;
 mod server;
+mod shape;
 mod simulation;
 mod snapshot;
 
@@ -20,6 +22,7 @@ pub use builtin::{DEFAULT_SCENARIO, builtin_scenarios, load_scenario};
 pub use faults::{FaultKind, FaultMethod, FaultSpec, MalformedBody};
 pub use handle::{SimError, SimulatorConfig, SimulatorHandle, spawn};
 pub use ids::stable_event_id;
+pub use replay::{NotInDocument, Replay};
 pub use scenario::{EventSpec, InitialStatus, Reschedule, Scenario, ScenarioError, Source};
 pub use simulation::Transition;
 pub use snapshot::{

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::faults::FaultSpec;
 use crate::ids::stable_event_id;
+use crate::shape::SUPPORTED_API_VERSIONS;
 
 /// One simulated run: the VMs, the events that happen to them and the faults IMDS shows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -33,6 +34,11 @@ pub struct Scenario {
     /// Idle time after the last event disappeared before the scenario counts as finished.
     #[serde(default, with = "humantime_serde")]
     pub end_after: Option<Duration>,
+    /// The api-version whose document shape is served (e.g. `"2017-08-01"`: no
+    /// `EventSource`, `Description` or `DurationInSeconds`); a client asking for an older
+    /// api-version gets the older shape. The newest (2020-07-01) when absent.
+    #[serde(default)]
+    pub shape: Option<String>,
 }
 
 /// One event's whole life, in scenario time (from the simulator's start).
@@ -77,6 +83,18 @@ pub struct EventSpec {
     /// Changes applied while the event is still Scheduled, in time order.
     #[serde(default)]
     pub reschedule: Vec<Reschedule>,
+    /// How long after an approval the event starts (Azure may wait for the other tenants
+    /// on the host); at once when absent. NotBefore passing still starts it.
+    #[serde(default, with = "humantime_serde")]
+    pub start_after_approval: Option<Duration>,
+    /// How long the event stays Scheduled after NotBefore has passed before it starts on
+    /// its own; it starts at NotBefore when absent.
+    #[serde(default, with = "humantime_serde")]
+    pub starts_late_by: Option<Duration>,
+    /// The VM is gone once the event has started (Preempt, Terminate): a test should stop
+    /// the daemon at Started and expect no recovery. The simulator serves on as before.
+    #[serde(default)]
+    pub vm_goes_away: bool,
 }
 
 /// A change to a Scheduled event: NotBefore moves and/or the Resources change.
@@ -275,6 +293,17 @@ impl Scenario {
                 &format!("two events have the id \"{duplicate}\"; ids must be unique"),
             ));
         }
+        if let Some(shape) = &self.shape
+            && !SUPPORTED_API_VERSIONS.contains(&shape.as_str())
+        {
+            return Err(invalid(
+                "shape".into(),
+                &format!(
+                    "\"{shape}\" is not an api-version of Scheduled Events; use one of {}",
+                    SUPPORTED_API_VERSIONS.join(", ")
+                ),
+            ));
+        }
         for (index, fault) in self.faults.iter().enumerate() {
             if let Err(problem) = fault.check() {
                 return Err(invalid(format!("faults[{index}]"), &problem));
@@ -299,6 +328,14 @@ fn event_problem(event: &EventSpec) -> Option<String> {
     }
     if event.status == InitialStatus::Started && !event.reschedule.is_empty() {
         return Some("reschedule: an event that appears Started cannot be rescheduled".into());
+    }
+    if event.status == InitialStatus::Started && event.start_after_approval.is_some() {
+        return Some(
+            "start_after_approval: an event that appears Started cannot be approved".into(),
+        );
+    }
+    if event.status == InitialStatus::Started && event.starts_late_by.is_some() {
+        return Some("starts_late_by: an event that appears Started has no NotBefore".into());
     }
     reschedule_problem(event)
 }

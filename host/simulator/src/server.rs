@@ -14,17 +14,7 @@ use serde_json::json;
 
 use crate::engine::Engine;
 use crate::faults::{FaultMethod, FaultOutcome, malformed_text};
-
-/// The Scheduled Events api-versions the docs list; others get IMDS's 400.
-pub(crate) const SUPPORTED_API_VERSIONS: [&str; 7] = [
-    "2017-03-01",
-    "2017-08-01",
-    "2017-11-01",
-    "2019-01-01",
-    "2019-04-01",
-    "2019-08-01",
-    "2020-07-01",
-];
+use crate::shape::SUPPORTED_API_VERSIONS;
 
 /// The longest a `/simulator/wait-finished` call may wait.
 const MAX_WAIT: Duration = Duration::from_secs(600);
@@ -119,7 +109,10 @@ async fn serve(engine: &Engine, call: Call, endpoint: Endpoint) -> Response {
         Some(response) => response,
         None => match endpoint {
             Endpoint::Events if call.method == Method::POST => approve(engine, &vm, &call).await,
-            Endpoint::Events => document(engine, &vm).await,
+            Endpoint::Events => {
+                let version = query_value(call.query.as_deref(), "api-version");
+                document(engine, &vm, version.as_deref().unwrap_or_default()).await
+            }
             Endpoint::Compute => compute(engine, &vm),
             Endpoint::ComputeName => vm.clone().into_response(),
         },
@@ -173,16 +166,16 @@ fn rejection(call: &Call, endpoint: Endpoint) -> Option<Response> {
 }
 
 /// GET scheduledevents: the document, unless a fault says otherwise.
-async fn document(engine: &Engine, vm: &str) -> Response {
+async fn document(engine: &Engine, vm: &str, api_version: &str) -> Response {
     let plan = engine.plan_fault(vm, FaultMethod::Get);
     tokio::time::sleep(plan.delay).await;
     match plan.outcome {
         FaultOutcome::Status(code) => fault_status(code),
         FaultOutcome::Malformed(body) => json_text(
             StatusCode::OK,
-            malformed_text(body, &engine.document_json()),
+            malformed_text(body, &engine.document_json(api_version)),
         ),
-        FaultOutcome::Normal => json_text(StatusCode::OK, engine.document_json()),
+        FaultOutcome::Normal => json_text(StatusCode::OK, engine.document_json(api_version)),
     }
 }
 

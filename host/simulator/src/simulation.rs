@@ -17,6 +17,9 @@ pub(crate) enum Phase {
     Pending,
     Scheduled {
         not_before: Duration,
+        /// When an approval arrived, if the event waits to start after one
+        /// (`start_after_approval`); it still shows as Scheduled meanwhile.
+        approved_at: Option<Duration>,
     },
     Started {
         since: Duration,
@@ -58,6 +61,10 @@ pub(crate) enum ApprovalEffect {
     StartedNow,
     /// The event had already started; nothing changed (still a 200, as at IMDS).
     AlreadyStarted,
+    /// The event stays Scheduled and starts `start_after_approval` later.
+    StartsLater,
+    /// The event was approved before and is still waiting to start; nothing changed.
+    AlreadyApproved,
 }
 
 /// An approval named an event that is not in the current document.
@@ -220,8 +227,22 @@ impl Simulation {
         else {
             return ApprovalEffect::AlreadyStarted;
         };
-        if !matches!(self.events[index].phase, Phase::Scheduled { .. }) {
+        let Phase::Scheduled {
+            not_before,
+            approved_at,
+        } = self.events[index].phase
+        else {
             return ApprovalEffect::AlreadyStarted;
+        };
+        if approved_at.is_some() {
+            return ApprovalEffect::AlreadyApproved;
+        }
+        if self.events[index].spec.start_after_approval.is_some() {
+            self.events[index].phase = Phase::Scheduled {
+                not_before,
+                approved_at: Some(now),
+            };
+            return ApprovalEffect::StartsLater;
         }
         self.events[index].phase = Phase::Started { since: now };
         self.record(index, Transition::Started, now);
@@ -301,6 +322,7 @@ fn appeared_phase(spec: &EventSpec) -> Phase {
         },
         InitialStatus::Scheduled => Phase::Scheduled {
             not_before: spec.appear_at + spec.notice_or_default(),
+            approved_at: None,
         },
     }
 }
@@ -310,9 +332,10 @@ fn reschedule(event: &mut EventState, at: Duration) {
         return;
     };
     event.next_reschedule += 1;
-    if let Some(notice) = change.notice {
+    if let (Some(notice), Phase::Scheduled { approved_at, .. }) = (change.notice, event.phase) {
         event.phase = Phase::Scheduled {
             not_before: at + notice,
+            approved_at,
         };
     }
     if let Some(resources) = &change.resources {
@@ -321,18 +344,27 @@ fn reschedule(event: &mut EventState, at: Duration) {
 }
 
 /// The next step of one event and when it is due. At the same instant a cancel wins
-/// over a reschedule, and a reschedule over the start.
+/// over a reschedule, and a reschedule over the start. A Scheduled event starts at
+/// NotBefore (plus `starts_late_by`), or `start_after_approval` after its approval,
+/// whichever is first.
 fn due_step(event: &EventState) -> Option<(Duration, Step)> {
     match event.phase {
         Phase::Pending => Some((event.spec.appear_at, Step::Appear)),
-        Phase::Scheduled { not_before } => {
+        Phase::Scheduled {
+            not_before,
+            approved_at,
+        } => {
             let cancel = event.spec.cancel_at.map(|at| (at, Step::Cancel));
             let reschedule = event
                 .spec
                 .reschedule
                 .get(event.next_reschedule)
                 .map(|change| (change.at, Step::Reschedule));
-            let start = Some((not_before, Step::Start));
+            let on_its_own = not_before + event.spec.starts_late_by.unwrap_or_default();
+            let after_approval = approved_at
+                .map(|at| at + event.spec.start_after_approval.unwrap_or_default())
+                .unwrap_or(on_its_own);
+            let start = Some((on_its_own.min(after_approval), Step::Start));
             [cancel, reschedule, start]
                 .into_iter()
                 .flatten()
@@ -345,7 +377,7 @@ fn due_step(event: &EventState) -> Option<(Duration, Step)> {
 
 fn wire_event(event: &EventState, clock: &ScenarioClock) -> Option<ScheduledEvent> {
     let (status, not_before) = match event.phase {
-        Phase::Scheduled { not_before } => {
+        Phase::Scheduled { not_before, .. } => {
             (EventStatus::Scheduled, Some(clock.wall_at(not_before)))
         }
         Phase::Started { .. } => (EventStatus::Started, None),
@@ -682,5 +714,60 @@ runs_for = "1s"
         let kinds = transitions(&sim);
         assert!(kinds.contains(&Transition::Removed), "{kinds:?}");
         assert!(kinds.contains(&Transition::Canceled), "{kinds:?}");
+    }
+
+    #[test]
+    fn a_cancel_while_an_approval_waits_ends_the_event_without_start() {
+        let mut sim = Simulation::new(&scenario(
+            r#"
+name = "w"
+[[events]]
+id = "W"
+type = "Reboot"
+appear_at = "1s"
+start_after_approval = "20s"
+cancel_at = "10s"
+"#,
+        ));
+        let effects = sim.approve(secs(2), &["W".to_string()]).unwrap();
+        assert_eq!(effects, vec![ApprovalEffect::StartsLater]);
+        let again = sim.approve(secs(3), &["w".to_string()]).unwrap();
+        assert_eq!(again, vec![ApprovalEffect::AlreadyApproved]);
+        sim.advance(secs(30));
+        assert_eq!(
+            transitions(&sim),
+            vec![Transition::Appeared, Transition::Canceled]
+        );
+    }
+
+    #[test]
+    fn not_before_still_starts_an_event_whose_approval_waits_longer() {
+        let mut sim = Simulation::new(&scenario(
+            r#"
+name = "n"
+[[events]]
+id = "N"
+type = "Reboot"
+appear_at = "1s"
+notice = "5s"
+start_after_approval = "1m"
+"#,
+        ));
+        sim.approve(secs(2), &["N".to_string()]).unwrap();
+        sim.advance(secs(6));
+        assert_eq!(sim.phase_of("N"), Some(Phase::Started { since: secs(6) }));
+    }
+
+    #[test]
+    fn started_events_cannot_wait_for_approval_or_start_late() {
+        for field in ["start_after_approval = \"5s\"", "starts_late_by = \"5s\""] {
+            let text = format!(
+                "name = \"s\"\n[[events]]\ntype = \"Reboot\"\nappear_at = \"1s\"\nstatus = \"Started\"\n{field}\n"
+            );
+            let error = Scenario::from_toml(&text, "s.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("events[0]"), "{error}");
+        }
     }
 }

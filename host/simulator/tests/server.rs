@@ -452,3 +452,56 @@ async fn a_fast_scenario_finishes_and_wait_finished_says_so() {
     );
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_api_version_asked_for_decides_the_shape_served() {
+    let sim = start(scenario(""), 1.0).await;
+    let get = |version: &'static str| {
+        let url = format!(
+            "{}/metadata/scheduledevents?api-version={version}",
+            sim.base_url()
+        );
+        async move {
+            let response = client()
+                .get(url)
+                .header("Metadata", "true")
+                .send()
+                .await
+                .unwrap();
+            json(response).await
+        }
+    };
+    let newest = get("2020-07-01").await;
+    assert_eq!(newest["Events"][0]["Resources"][0], "vm-a");
+    assert!(newest["Events"][0].get("EventSource").is_some());
+    let old = get("2017-03-01").await;
+    assert_eq!(old["Events"][0]["Resources"][0], "_vm-a");
+    assert!(old["Events"][0].get("EventSource").is_none(), "{old}");
+    assert!(old["Events"][0].get("DurationInSeconds").is_none(), "{old}");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn first_requests_fails_only_each_vms_first_gets() {
+    let sim = start(
+        scenario("[[faults]]\nkind = \"status\"\nstatus = 503\nfirst_requests = 2\n"),
+        1.0,
+    )
+    .await;
+    let base = sim.base_url();
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        seen.push(get_events(&base).await.status());
+    }
+    let unavailable = StatusCode::SERVICE_UNAVAILABLE;
+    assert_eq!(seen, vec![unavailable, unavailable, StatusCode::OK]);
+    // Counted per VM: vm-b's first GET still fails.
+    assert_eq!(
+        get_events(&sim.vm_base_url("vm-b")).await.status(),
+        unavailable
+    );
+    let faults = sim.snapshot().faults;
+    assert_eq!(faults.len(), 3, "{faults:?}");
+    assert!(faults.iter().all(|fault| fault.status == Some(503)));
+    sim.shutdown().await;
+}

@@ -183,7 +183,7 @@ fn whole_seconds(duration: Duration) -> Duration {
 }
 
 /// Runs the admin endpoint, the poller and the event loop until `shutdown`; tells systemd
-/// when the loop runs and when it stops. `readiness` is `Prepared::readiness`.
+/// when IMDS first answered and when the daemon stops. `readiness` is `Prepared::readiness`.
 pub async fn run_daemon(
     config: &Config,
     plugins: watch::Receiver<Arc<PluginSet>>,
@@ -261,6 +261,7 @@ async fn run_event_loop(
         None => (daemon, None),
     };
     let poller_stop = shutdown.child_token();
+    let polling_since = std::time::SystemTime::now();
     let (poller, documents, poll_status) =
         Poller::spawn(client, config.imds.poll_interval, poller_stop.clone());
     metrics::spawn_collectors(
@@ -273,10 +274,12 @@ async fn run_event_loop(
     observers.views.send_replace(Some(DaemonViews {
         vm_name,
         state: daemon.snapshots(),
-        poll: poll_status,
+        poll: poll_status.clone(),
+        polling_since,
         coordination,
     }));
-    systemd::notify_ready();
+    // READY=1 only once IMDS has answered: until then /status says waiting-for-imds.
+    systemd::spawn_ready_after_first_document(poll_status, polling_since, poller_stop.clone());
     systemd::spawn_watchdog(poller_stop.clone());
     let result = daemon.run(documents, shutdown.clone()).await;
     poller_stop.cancel();

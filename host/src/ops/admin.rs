@@ -42,6 +42,8 @@ pub(crate) struct DaemonViews {
     pub vm_name: String,
     pub state: watch::Receiver<Arc<DaemonState>>,
     pub poll: watch::Receiver<PollStatus>,
+    /// When the poller was started (how long the daemon has waited for IMDS).
+    pub polling_since: SystemTime,
     /// The etcd barrier's view, when `[coordination]` is configured.
     pub coordination: Option<watch::Receiver<crate::coordination::CoordinationStatus>>,
 }
@@ -206,6 +208,7 @@ pub(crate) fn snapshot_of(state: &AdminState) -> StatusSnapshot {
     build_snapshot(
         StatusInputs {
             running: views.is_some(),
+            polling_since: views.as_ref().map(|views| views.polling_since),
             vm_name,
             state: &daemon_state,
             poll: &poll,

@@ -15,13 +15,16 @@ use crate::pipeline::state::{
 };
 use crate::plugins::set::{PluginSet, PluginSource};
 
-/// Whether the daemon loop runs yet.
+/// Whether the daemon loop runs yet, and whether IMDS has answered it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DaemonPhase {
     /// Waiting for something (the VM name, the plugin directory) before the loop starts.
     Starting,
-    /// The loop runs.
+    /// The loop runs and polls, but IMDS has not answered with a document yet: IMDS may
+    /// take up to two minutes to answer the first call. systemd hears `READY=1` only after.
+    WaitingForImds,
+    /// The loop runs and IMDS has answered at least once.
     Running,
 }
 
@@ -29,21 +32,29 @@ impl std::fmt::Display for DaemonPhase {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             DaemonPhase::Starting => "starting",
+            DaemonPhase::WaitingForImds => "waiting for IMDS's first document",
             DaemonPhase::Running => "running",
         })
     }
 }
+
+/// What IMDS's docs say about the first call, for the operator waiting on it.
+pub const FIRST_CALL_PATIENCE: &str = "IMDS may take up to two minutes to answer the first call, and events up to five minutes to appear";
 
 /// Everything an operator wants to see at once. Times are RFC 3339 (UTC) strings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatusSnapshot {
     /// forewarn's version.
     pub version: String,
-    /// Starting until the daemon loop runs, then running.
+    /// Starting until the daemon loop runs, waiting-for-imds until IMDS first answers with
+    /// a document, then running.
     pub phase: DaemonPhase,
-    /// While starting: what the daemon waits for, and what to do about it.
+    /// While starting or waiting for IMDS: what the daemon waits for, and what to do about it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_for: Option<String>,
+    /// While waiting for IMDS's first document: whole seconds since the first poll started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imds_wait_seconds: Option<u64>,
     /// The VM name this daemon answers for (from the config or asked of IMDS); empty while
     /// the daemon is still starting and the name is not known yet.
     pub vm_name: String,
@@ -181,6 +192,8 @@ pub struct PollView {
 /// The inputs of a snapshot, borrowed from the live daemon.
 pub(crate) struct StatusInputs<'a> {
     pub running: bool,
+    /// When the poller started (None before the loop runs).
+    pub polling_since: Option<SystemTime>,
     pub vm_name: &'a str,
     pub state: &'a DaemonState,
     pub poll: &'a PollStatus,
@@ -193,14 +206,27 @@ pub(crate) struct StatusInputs<'a> {
 
 /// Builds the snapshot as of `now`.
 pub(crate) fn build_snapshot(inputs: StatusInputs<'_>, now: SystemTime) -> StatusSnapshot {
+    let phase = match (inputs.running, inputs.poll.last_success) {
+        (false, _) => DaemonPhase::Starting,
+        (true, None) => DaemonPhase::WaitingForImds,
+        (true, Some(_)) => DaemonPhase::Running,
+    };
+    let imds_wait_seconds = (phase == DaemonPhase::WaitingForImds).then(|| {
+        inputs
+            .polling_since
+            .and_then(|since| now.duration_since(since).ok())
+            .unwrap_or_default()
+            .as_secs()
+    });
+    let waiting_for = match imds_wait_seconds {
+        Some(waited) => Some(imds_waiting_for(waited, inputs.poll)),
+        None => inputs.waiting_for.clone(),
+    };
     StatusSnapshot {
         version: env!("CARGO_PKG_VERSION").to_owned(),
-        phase: if inputs.running {
-            DaemonPhase::Running
-        } else {
-            DaemonPhase::Starting
-        },
-        waiting_for: inputs.waiting_for.clone(),
+        phase,
+        waiting_for,
+        imds_wait_seconds,
         vm_name: inputs.vm_name.to_owned(),
         generated_at: rfc3339(now),
         readiness: ReadinessView {
@@ -275,6 +301,20 @@ fn plugin_view(plugin: &crate::plugins::set::LoadedPlugin) -> PluginView {
         after: plugin.manifest.after.clone(),
         budget_ms: plugin.manifest.budget.as_millis() as u64,
     }
+}
+
+/// The `waiting_for` line while IMDS has not answered with a document yet.
+fn imds_waiting_for(waited_seconds: u64, poll: &PollStatus) -> String {
+    let last_error = poll
+        .last_error
+        .as_deref()
+        .map(|error| format!("; last error: {error}"))
+        .unwrap_or_default();
+    format!(
+        "waiting for IMDS's first document for {} ({} polls{last_error}): {FIRST_CALL_PATIENCE}",
+        format_time_left(i64::try_from(waited_seconds).unwrap_or(i64::MAX)),
+        poll.polls,
+    )
 }
 
 fn poll_view(poll: &PollStatus) -> PollView {
@@ -545,6 +585,7 @@ mod tests {
             version: "0.1.0".into(),
             phase: DaemonPhase::Running,
             waiting_for: None,
+            imds_wait_seconds: None,
             vm_name: "vm-a".into(),
             generated_at: "2026-01-01T00:00:00Z".into(),
             readiness: ReadinessView {
@@ -708,18 +749,19 @@ mod tests {
         assert_eq!(format_time_left(-12), "-12s");
     }
 
-    #[test]
-    fn snapshot_of_an_empty_daemon() {
-        let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-        let snapshot = build_snapshot(
+    /// The snapshot of a running vm-a with nothing loaded, polling since `polling_since`.
+    fn running_snapshot(
+        poll: &PollStatus,
+        polling_since: SystemTime,
+        now: SystemTime,
+    ) -> StatusSnapshot {
+        build_snapshot(
             StatusInputs {
                 running: true,
+                polling_since: Some(polling_since),
                 vm_name: "vm-a",
                 state: &DaemonState::default(),
-                poll: &PollStatus {
-                    polls: 3,
-                    ..PollStatus::default()
-                },
+                poll,
                 plugins: &PluginSet::default(),
                 ready: true,
                 held_by: vec![],
@@ -727,12 +769,46 @@ mod tests {
                 waiting_for: None,
             },
             now,
-        );
+        )
+    }
+
+    #[test]
+    fn snapshot_of_an_empty_daemon() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let poll = PollStatus {
+            polls: 3,
+            last_success: Some(now),
+            ..PollStatus::default()
+        };
+        let snapshot = running_snapshot(&poll, now - Duration::from_secs(5), now);
         assert_eq!(snapshot.phase, DaemonPhase::Running);
         assert_eq!(snapshot.imds.polls, 3);
         assert_eq!(snapshot.generated_at, "2027-01-15T08:00:00Z");
         let json = serde_json::to_string(&snapshot).unwrap();
         let back: StatusSnapshot = serde_json::from_str(&json).unwrap();
         assert_eq!(back, snapshot);
+    }
+
+    #[test]
+    fn until_imds_answers_the_phase_says_so_and_how_long() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let poll = PollStatus {
+            polls: 4,
+            last_error: Some("IMDS answered 503".into()),
+            consecutive_failures: 4,
+            ..PollStatus::default()
+        };
+        let snapshot = running_snapshot(&poll, now - Duration::from_secs(75), now);
+        assert_eq!(snapshot.phase, DaemonPhase::WaitingForImds);
+        assert_eq!(snapshot.imds_wait_seconds, Some(75));
+        let waiting_for = snapshot.waiting_for.clone().unwrap();
+        assert!(waiting_for.contains("1m15s"), "{waiting_for}");
+        assert!(waiting_for.contains("503"), "{waiting_for}");
+        let table = render_table(&snapshot);
+        assert!(
+            table.contains("waiting for IMDS's first document"),
+            "{table}"
+        );
+        assert!(table.contains(FIRST_CALL_PATIENCE), "{table}");
     }
 }

@@ -1,14 +1,46 @@
-//! systemd integration for `Type=notify`: READY=1 when the daemon loop runs, WATCHDOG=1 at
-//! half of `WatchdogSec`, STOPPING=1 on shutdown. Every call is a no-op without NOTIFY_SOCKET.
+//! systemd integration for `Type=notify`: READY=1 once IMDS has answered the first poll,
+//! WATCHDOG=1 at half of `WatchdogSec`, STOPPING=1 on shutdown (no-ops without NOTIFY_SOCKET).
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use forewarn_imds::PollStatus;
 use sd_notify::NotifyState;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::log_messages;
+
 /// Tells systemd the daemon is up (`READY=1`).
-pub(crate) fn notify_ready() {
+fn notify_ready() {
     send(&[NotifyState::Ready], "READY=1");
+}
+
+/// Sends `READY=1` once `poll` shows a first document fetched (IMDS may take up to two
+/// minutes to answer the first call), and logs [`log_messages::IMDS_FIRST_DOCUMENT`] with
+/// `waited_ms` since `polling_since`. Nothing is sent if `shutdown` comes first.
+pub(crate) fn spawn_ready_after_first_document(
+    mut poll: watch::Receiver<PollStatus>,
+    polling_since: SystemTime,
+    shutdown: CancellationToken,
+) {
+    tokio::spawn(async move {
+        let answered = tokio::select! {
+            () = shutdown.cancelled() => false,
+            seen = poll.wait_for(|status| status.last_success.is_some()) => seen.is_ok(),
+        };
+        if !answered {
+            return;
+        }
+        let waited = SystemTime::now()
+            .duration_since(polling_since)
+            .unwrap_or_default();
+        tracing::info!(
+            waited_ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
+            "{}",
+            log_messages::IMDS_FIRST_DOCUMENT
+        );
+        notify_ready();
+    });
 }
 
 /// Tells systemd the daemon is stopping (`STOPPING=1`).
