@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use forewarn_host::log_messages::{PREPARATION_WAITS, TURN_SHORTENED};
+use forewarn_host::log_messages::{PREPARATION_WAITS, PREPARING_LATE, TURN_SHORTENED};
 use forewarn_host::ops::status::StatusSnapshot;
 use forewarn_simulator::{StateSnapshot, Transition};
 use forewarn_test_support::forewarn_binary;
@@ -30,9 +30,14 @@ impl Setup {
     /// A simulator playing one `event_type` for vm-a that appears 5 s (scenario) in with
     /// `notice`, at `speed`.
     fn event(event_type: &str, notice: &str, speed: f64) -> Setup {
+        Setup::event_with(event_type, notice, "", speed)
+    }
+
+    /// [`Setup::event`] with more keys for the event (`starts_late_by = "6s"`).
+    fn event_with(event_type: &str, notice: &str, keys: &str, speed: f64) -> Setup {
         let scenario = format!(
             "name = \"{event_type}-{notice}\"\nend_after = \"2s\"\n\n[[events]]\n\
-             type = \"{event_type}\"\nappear_at = \"5s\"\nnotice = \"{notice}\"\nruns_for = \"3s\"\n"
+             type = \"{event_type}\"\nappear_at = \"5s\"\nnotice = \"{notice}\"\nruns_for = \"3s\"\n{keys}\n"
         );
         let dir = tempfile::tempdir().expect("a temporary directory");
         std::fs::create_dir_all(dir.path().join("plugins")).expect("create the plugin dir");
@@ -150,10 +155,9 @@ fn assert_polled_before_the_event(state: &StateSnapshot) {
     );
 }
 
-#[test]
-fn a_three_second_preempt_runs_the_stop_action_before_the_event_starts() {
-    let setup = Setup::preempt("3s");
-    // The bundled chain as shipped: a 15 s drain, then checkpoint, then the stop action.
+/// Runs the bundled chain as shipped (a 15 s drain, then checkpoint, then the stop action)
+/// through the scenario: the daemon, the simulator's final state, and when the stop ran.
+fn run_the_bundled_chain(setup: &Setup) -> (Daemon, StateSnapshot, u64) {
     setup.install("lb-drain", None);
     setup.install("checkpoint", None);
     setup.install("graceful-shutdown", Some(&graceful_shutdown_manifest()));
@@ -161,8 +165,14 @@ fn a_three_second_preempt_runs_the_stop_action_before_the_event_starts() {
     let daemon = setup.start_daemon(&stop_action(&stopped));
     let state = setup.wait_for_the_end(&daemon);
     assert_polled_before_the_event(&state);
-
     let stop = instant_in(&stopped);
+    (daemon, state, stop)
+}
+
+#[test]
+fn a_three_second_preempt_runs_the_stop_action_before_the_event_starts() {
+    let setup = Setup::preempt("3s");
+    let (daemon, state, stop) = run_the_bundled_chain(&setup);
     let appeared = at(&state, Transition::Appeared);
     let started = at(&state, Transition::Started);
     eprintln!(
@@ -186,6 +196,30 @@ fn a_three_second_preempt_runs_the_stop_action_before_the_event_starts() {
         "graceful-shutdown did not wait for lb-drain's 15 s drain, and the log says so: \
          {shortened:?}"
     );
+}
+
+#[test]
+fn a_preempt_first_seen_after_its_not_before_is_still_prepared_and_stopped() {
+    // NotBefore is the instant the event appears; Azure leaves it Scheduled 6 s longer.
+    let setup = Setup::event_with("Preempt", "0s", "starts_late_by = \"6s\"", REAL_TIME);
+    let (daemon, state, stop) = run_the_bundled_chain(&setup);
+    let not_before = not_before(&state, Duration::ZERO);
+    let started = at(&state, Transition::Started);
+    eprintln!(
+        "Preempt seen after NotBefore: stop action {} ms after NotBefore, {} ms before it started",
+        stop.saturating_sub(not_before),
+        started.saturating_sub(stop)
+    );
+    assert!(
+        stop < started,
+        "the stop action ran at {stop}, after the event started at {started}: {}",
+        daemon.describe_for_failure()
+    );
+    let prepared_late = daemon.decisions().iter().any(|d| {
+        d.plugin == "graceful-shutdown" && d.phase == "prepare" && d.at_unix_ms >= not_before
+    });
+    assert!(prepared_late, "{}", daemon.describe_for_failure());
+    assert_eq!(daemon.lines_with_message(PREPARING_LATE).len(), 1);
 }
 
 #[test]
