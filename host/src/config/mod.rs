@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 
 pub use coordination::CoordinationConfig;
 
-use crate::pipeline::policy::PolicyConfig;
+use crate::pipeline::policy::{LeadTime, PolicyConfig};
+use crate::pipeline::scheduler::AUTO_LEAD_FLOOR;
 use crate::plugins::manifest::describe_toml_error;
 
 /// Where `forewarn run` looks for its config when none is named.
@@ -252,6 +253,7 @@ impl Config {
         )?;
         if let Some(coordination) = &self.coordination {
             coordination.validate()?;
+            check_barrier_after_preparation(coordination.deadline, self.policy.prepare_lead_time)?;
         }
         for (name, action) in &self.actions {
             check_at_most(
@@ -269,9 +271,59 @@ impl Config {
     }
 }
 
+/// The etcd barrier's `deadline` (approve for everyone this long before NotBefore) must come
+/// after preparation began (`policy.prepare-lead-time` before NotBefore), or the first ready
+/// VM would approve for every VM before the others even started preparing.
+fn check_barrier_after_preparation(
+    deadline: Option<Duration>,
+    lead: LeadTime,
+) -> Result<(), String> {
+    let Some(deadline) = deadline else {
+        return Ok(());
+    };
+    let (lead, named) = match lead {
+        LeadTime::Fixed(lead) => (lead, format!("\"{}\"", humantime::format_duration(lead))),
+        LeadTime::Auto => (AUTO_LEAD_FLOOR, "\"auto\" (at least 15m)".to_owned()),
+    };
+    if deadline < lead {
+        return Ok(());
+    }
+    Err(format!(
+        "key `coordination.deadline`: \"{}\" is not shorter than `policy.prepare-lead-time` \
+         {named}: the first ready VM would approve for all of them before the others start \
+         preparing; make prepare-lead-time longer than the deadline plus the plugins' \
+         prepare-times",
+        humantime::format_duration(deadline)
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_barrier_deadline_before_preparation_begins_is_refused() {
+        let coordination = "[coordination]\nendpoints = [\"http://127.0.0.1:2379\"]\n";
+        // (prepare-lead-time, coordination.deadline) → accepted
+        let rows = [
+            (None, "2m", true),
+            (None, "15m", false),
+            (Some("10m"), "2m", true),
+            (Some("2m"), "2m", false),
+        ];
+        for (lead, deadline, accepted) in rows {
+            let policy = lead
+                .map(|lead| format!("[policy]\nprepare-lead-time = \"{lead}\"\n"))
+                .unwrap_or_default();
+            let text = format!("{policy}{coordination}deadline = \"{deadline}\"\n");
+            let result = Config::parse(&text);
+            assert_eq!(result.is_ok(), accepted, "{lead:?} {deadline}: {result:?}");
+            if let Err(error) = result {
+                assert!(error.starts_with("key `coordination.deadline`"), "{error}");
+                assert!(error.contains("prepare-lead-time"), "{error}");
+            }
+        }
+    }
 
     #[test]
     fn empty_config_is_the_default() {

@@ -43,7 +43,8 @@ pub struct PolicyConfig {
     /// not consent, and such an event starts at NotBefore).
     pub approve_unsubscribed: bool,
     /// How long before NotBefore preparation starts (default "auto": the longest chain of
-    /// the subscribed plugins' prepare-times, plus the safety margin, plus one minute).
+    /// the subscribed plugins' prepare-times, plus the safety margin, plus one minute, and at
+    /// least 15 minutes).
     pub prepare_lead_time: LeadTime,
 }
 
@@ -53,15 +54,16 @@ pub struct PolicyConfig {
 #[serde(try_from = "String", into = "String")]
 pub enum LeadTime {
     /// The longest chain of the subscribed plugins' prepare-times, plus the safety margin,
-    /// plus one minute (`"auto"`, the default).
+    /// plus one minute, and at least 15 minutes (`"auto"`, the default).
     #[default]
     Auto,
-    /// This long before NotBefore (`"10m"`); at most a day.
+    /// This long before NotBefore (`"10m"`); at most 30 days.
     Fixed(Duration),
 }
 
-/// Longest `prepare-lead-time`: far more than any notice IMDS gives.
-const MAX_LEAD_TIME: Duration = Duration::from_secs(24 * 60 * 60);
+/// Longest `prepare-lead-time`: 30 days, more than any notice IMDS gives (degraded-hardware
+/// events come days ahead), so `"30d"` means "prepare at first sight".
+const MAX_LEAD_TIME: Duration = Duration::from_secs(30 * 24 * 60 * 60);
 
 impl TryFrom<String> for LeadTime {
     type Error = String;
@@ -75,8 +77,8 @@ impl TryFrom<String> for LeadTime {
         })?;
         if lead > MAX_LEAD_TIME {
             return Err(format!(
-                "\"{text}\" is longer than the maximum \"24h\"; IMDS announces events at most \
-                 15 minutes ahead"
+                "\"{text}\" is longer than the maximum \"30d\" (which already means: prepare \
+                 every event at first sight)"
             ));
         }
         Ok(LeadTime::Fixed(lead))

@@ -23,17 +23,25 @@ use crate::pipeline::state::{
 pub(crate) const MIN_RETRY: Duration = Duration::from_millis(100);
 /// Wait before asking again a plugin whose call failed (trap, budget exceeded).
 pub(crate) const FAILURE_RETRY: Duration = Duration::from_secs(5);
-/// Longest wait between prepare calls once the deadline has passed: the event may start at
-/// any moment, so a deferring plugin is asked again soon.
+/// Once the deadline has passed the event may start at any moment: a deferring plugin is
+/// asked again after the wait it asked for, but at least this soon…
 pub(crate) const LATE_RETRY: Duration = Duration::from_secs(1);
+/// … and at most this late (a plugin asking for less is not called more than once a second).
+pub(crate) const LATE_RETRY_MAX: Duration = Duration::from_secs(5);
 /// A prepare call may always run this long (or its own budget, if shorter), even when less
 /// time is left before the deadline: a stop action cut off half-way helps nobody, and the
 /// VM runs until Azure acts. The seeds advise shutting down a Spot VM "in under 30 seconds,
 /// best to target 10 or less".
 pub(crate) const SHORT_NOTICE_BUDGET: Duration = Duration::from_secs(10);
 /// With `prepare-lead-time = "auto"`, preparation starts this long plus the longest chain
-/// of the subscribed plugins' prepare-times plus the safety margin before NotBefore.
+/// of the subscribed plugins' prepare-times plus the safety margin before NotBefore…
 pub(crate) const AUTO_LEAD_SLACK: Duration = Duration::from_secs(60);
+/// … but never later than this before NotBefore: the longest standard notice (Freeze and
+/// Reboot, 15 minutes), so events with the usual notices are prepared at first sight, the
+/// etcd barrier's `coordination.deadline` comes after preparation began, and a plugin whose
+/// preparation takes longer than its `prepare-time` still has the whole notice. Only events
+/// announced further ahead (degraded hardware: days) wait.
+pub(crate) const AUTO_LEAD_FLOOR: Duration = Duration::from_secs(15 * 60);
 /// Recovery calls made before giving up on a plugin's recovery.
 pub(crate) const RECOVERY_ATTEMPTS: u32 = 3;
 
@@ -176,8 +184,8 @@ pub(crate) fn turn_start(deadline: SystemTime, need: Duration) -> SystemTime {
 }
 
 /// When preparation of `progress` starts: `lead` before NotBefore; "auto" is the longest
-/// chain of the subscribers' prepare-times plus the margin plus [`AUTO_LEAD_SLACK`]. None:
-/// at once (no NotBefore).
+/// chain of the subscribers' prepare-times plus the margin plus [`AUTO_LEAD_SLACK`], and at
+/// least [`AUTO_LEAD_FLOOR`]. None: at once (no NotBefore).
 pub(crate) fn preparation_start(
     progress: &EventProgress,
     schedule: Schedule<'_>,
@@ -194,6 +202,7 @@ pub(crate) fn preparation_start(
             longest
                 .saturating_add(schedule.margin)
                 .saturating_add(AUTO_LEAD_SLACK)
+                .max(AUTO_LEAD_FLOOR)
         }
     };
     Some(
@@ -213,6 +222,11 @@ pub(crate) fn prepare(
     now: SystemTime,
 ) -> Preparation {
     let event = progress.event.clone();
+    let subscribers = schedule.roster.subscribers(event.event_type);
+    if subscribers.is_empty() {
+        // Nobody to prepare: the approval stage decides at once (`approve-unsubscribed`).
+        return Preparation::AllPrepared { subscribers: 0 };
+    }
     if progress.preparing_since_unix_ms.is_none() {
         // A journal from before lead times has no start, but its plugins' progress shows one.
         let resumed = progress
@@ -227,7 +241,6 @@ pub(crate) fn prepare(
         }
         progress.preparing_since_unix_ms = Some(unix_ms(now));
     }
-    let subscribers = schedule.roster.subscribers(event.event_type);
     if subscribers
         .iter()
         .all(|member| progress.plugin(&member.name).prepared)
@@ -508,8 +521,8 @@ fn record_recovery(plugin: &str, own: &mut PluginProgress, reply: &CallReply, no
 
 /// When to ask again: after `wait`, but early enough that a last call fits before the
 /// deadline (NotBefore minus the margin), and never sooner than [`MIN_RETRY`]. Once that
-/// last moment has passed the event may start at any time: ask again within
-/// [`LATE_RETRY`].
+/// last moment has passed the event may start at any time: ask again after the wait,
+/// within [`LATE_RETRY`]..=[`LATE_RETRY_MAX`].
 pub(crate) fn retry_instant(
     now: SystemTime,
     wait: Duration,
@@ -524,7 +537,7 @@ pub(crate) fn retry_instant(
         .checked_sub(margin + Duration::from_secs(1))
         .unwrap_or(SystemTime::UNIX_EPOCH);
     if last_useful <= now + MIN_RETRY {
-        return now + wait.clamp(MIN_RETRY, LATE_RETRY);
+        return now + wait.clamp(LATE_RETRY, LATE_RETRY_MAX);
     }
     wanted.min(last_useful).max(now + MIN_RETRY)
 }

@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 
 /// Default time a plugin has to answer one call.
 pub(crate) const DEFAULT_BUDGET: Duration = Duration::from_secs(10);
-/// Longest budget a manifest may give: IMDS announces events at most 15 minutes ahead, so
-/// a longer budget could never be used (and a huge one would overflow time arithmetic).
+/// Longest budget a manifest may give: the longest standard IMDS notice (15 minutes); a
+/// huge one would overflow time arithmetic.
 pub(crate) const MAX_BUDGET: Duration = Duration::from_secs(15 * 60);
 
 /// Everything the operator says about one plugin. Every field has a default, so a plugin
@@ -166,8 +166,8 @@ impl PluginManifest {
             return Err((
                 "budget",
                 format!(
-                    "{} is longer than the maximum \"{}\" (IMDS announces events at most \
-                     15 minutes ahead); use e.g. \"10s\"",
+                    "{} is longer than the maximum \"{}\" (the longest standard IMDS \
+                     notice); use e.g. \"10s\"",
                     humantime::format_duration(self.budget),
                     humantime::format_duration(MAX_BUDGET)
                 ),
@@ -179,8 +179,8 @@ impl PluginManifest {
             return Err((
                 "prepare-time",
                 format!(
-                    "{} must be more than zero and at most \"{}\" (IMDS announces events at \
-                     most 15 minutes ahead); use e.g. \"15s\"",
+                    "{} must be more than zero and at most \"{}\" (the longest standard IMDS \
+                     notice); use e.g. \"15s\"",
                     humantime::format_duration(prepare_time),
                     humantime::format_duration(MAX_BUDGET)
                 ),

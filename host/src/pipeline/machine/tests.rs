@@ -249,8 +249,9 @@ fn past_the_deadline_plugins_are_still_asked_and_the_approval_still_goes_out() {
 #[test]
 fn an_event_far_ahead_is_prepared_at_the_lead_time() {
     let mut harness = Harness::new(CHAIN, PolicyConfig::default());
-    harness.document(&[event("E1", EventType::Reboot, t0(), 900 * SECOND)]);
-    assert!(harness.calls().is_empty(), "nothing prepared 15 min ahead");
+    // A degraded-hardware Redeploy, announced two hours ahead.
+    harness.document(&[event("E1", EventType::Reboot, t0(), 7200 * SECOND)]);
+    assert!(harness.calls().is_empty(), "nothing prepared 2 h ahead");
     assert!(matches!(
         timeline(&harness).as_slice(),
         [
@@ -259,10 +260,10 @@ fn an_event_far_ahead_is_prepared_at_the_lead_time() {
             TimelineEntry::PreparationWaits { .. }
         ]
     ));
-    harness.run_for(900 * SECOND);
-    // auto: the chain needs 30 s, plus the 2 s margin, plus a minute → 92 s ahead.
+    harness.run_for(7200 * SECOND);
+    // auto: the chain needs 30 s, plus the 2 s margin, plus a minute, at least 15 minutes.
     let first = harness.calls()[0].0;
-    assert_eq!(first, t0() + (900 - 92) * SECOND);
+    assert_eq!(first, t0() + (7200 - 900) * SECOND);
     assert_eq!(harness.approvals().len(), 1);
 }
 

@@ -4,7 +4,7 @@
 use forewarn_imds::EventType;
 
 use super::*;
-use crate::pipeline::test_harness::{defer, event, roster, t0};
+use crate::pipeline::test_harness::{self, defer, event, roster, t0};
 
 const SECOND: Duration = Duration::from_secs(1);
 const MARGIN: Duration = Duration::from_secs(2);
@@ -84,8 +84,9 @@ fn retry_is_pulled_in_before_the_deadline() {
         (60 * SECOND, Some(10 * SECOND), 7 * SECOND),
         (SECOND, Some(10 * SECOND), SECOND),
         // Past the last useful moment: soon, but not at once (the event may start any time).
-        (5 * SECOND, Some(Duration::ZERO), LATE_RETRY),
-        (Duration::ZERO, Some(Duration::ZERO), MIN_RETRY),
+        (5 * SECOND, Some(Duration::ZERO), 5 * SECOND),
+        (60 * SECOND, Some(Duration::ZERO), LATE_RETRY_MAX),
+        (Duration::ZERO, Some(Duration::ZERO), LATE_RETRY),
         (Duration::ZERO, Some(60 * SECOND), MIN_RETRY),
         (90 * SECOND, None, 90 * SECOND),
     ];
@@ -277,9 +278,11 @@ fn preparation_waits_for_the_lead_time() {
     let rows = [
         (LeadTime::Fixed(60 * SECOND), 300, Some(240)),
         (LeadTime::Fixed(600 * SECOND), 300, None),
-        // auto: the chain a → b → c needs 30 s, plus the 2 s margin, plus a minute.
-        (LeadTime::Auto, 300, Some(300 - 92)),
-        (LeadTime::Auto, 60, None),
+        // auto: the chain a → b → c needs 30 s, plus the 2 s margin, plus a minute: 92 s,
+        // raised to the 15 min floor. A day ahead (degraded hardware) waits.
+        (LeadTime::Auto, 300, None),
+        (LeadTime::Auto, 900, None),
+        (LeadTime::Auto, 86_400, Some(86_400 - 900)),
     ];
     for (lead, notice, waits) in rows {
         let schedule = Schedule {
@@ -311,11 +314,26 @@ fn preparation_waits_for_the_lead_time() {
             }
         }
     }
-    // Once preparation began, a reschedule far ahead does not make it wait again.
+    // A journal from before lead times: a plugin was already asked, so it goes on at once.
     let schedule = Schedule {
         lead: LeadTime::Fixed(60 * SECOND),
         ..schedule(&roster, &in_flight)
     };
+    let mut resumed = progress(EventType::Reboot, 300 * SECOND);
+    resumed.plugin_mut("a").prepare_attempts = 1;
+    assert_eq!(called(&prepare(&mut resumed, schedule, t0())), ["a"]);
+    // No subscriber: nothing to wait for; the approval stage decides at once.
+    let mut unsubscribed = progress(EventType::Freeze, 3600 * SECOND);
+    let only_c = test_harness::roster(&[("c", "subscribe = [\"Reboot\"]\n")]);
+    let lead_60 = Schedule {
+        roster: &only_c,
+        ..schedule
+    };
+    assert_eq!(
+        prepare(&mut unsubscribed, lead_60, t0()),
+        Preparation::AllPrepared { subscribers: 0 }
+    );
+    // Once preparation began, a reschedule far ahead does not make it wait again.
     let mut progress = progress(EventType::Reboot, 3600 * SECOND);
     progress.preparing_since_unix_ms = Some(unix_ms(t0()));
     assert_eq!(called(&prepare(&mut progress, schedule, t0())), ["a"]);
