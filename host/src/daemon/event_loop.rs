@@ -268,6 +268,7 @@ impl Daemon {
             Ok(()) => Input::ApprovalSent(event_ids),
             Err(error) => Input::ApprovalFailed {
                 event_ids,
+                rejected: error.is_rejection(),
                 error: error.to_string(),
             },
         };
