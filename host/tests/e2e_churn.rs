@@ -238,7 +238,7 @@ resources = ["vm-b"]
 /// Events `CHURN-00` … `CHURN-50`: each appears as the one before it is canceled, in the
 /// same document (scenario step `STEP_S` seconds).
 fn swap_scenario(count: usize) -> String {
-    const STEP_S: usize = 7;
+    const STEP_S: usize = 6;
     let mut text = String::from("name = \"id-churn\"\nend_after = \"1s\"\n");
     for index in 0..count {
         let appear = 5 + STEP_S * index;
