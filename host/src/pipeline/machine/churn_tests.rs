@@ -79,6 +79,56 @@ fn a_reschedule_that_drops_this_vm_recovers_the_prepared_plugins_then_handles_it
 const VM_A: &str = crate::pipeline::test_harness::VM;
 
 #[test]
+fn a_reschedule_to_a_new_plan_recovers_first_whatever_the_new_plan() {
+    let notify = PolicyConfig {
+        notify_other_vms: true,
+        ..PolicyConfig::default()
+    };
+    let short_freeze = PolicyConfig {
+        approve_freeze_shorter_than: Some(9),
+        ..PolicyConfig::default()
+    };
+    let reboot = event("E1", EventType::Reboot, t0(), 300 * SECOND);
+    let freeze = ScheduledEvent {
+        event_type: EventType::Freeze,
+        event_type_raw: "Freeze".into(),
+        duration_seconds: Some(5),
+        ..reboot.clone()
+    };
+    // (policy, the event as rescheduled, the new plan's label, calls after the recovery)
+    let rows = [
+        (
+            notify,
+            with_resources(&reboot, &["vm-b"]),
+            "prepare (other VMs)",
+            ", E1 lb-drain prepare, E1 graceful-shutdown prepare",
+        ),
+        (short_freeze, freeze, "approve at once (short-freeze)", ""),
+    ];
+    for (policy, rescheduled, label, afterwards) in rows {
+        let mut harness = Harness::new(PAIR, policy);
+        harness.script("graceful-shutdown", |call| match call.phase {
+            CallPhase::Prepare => defer(10 * SECOND),
+            _ => approve(),
+        });
+        harness.document(std::slice::from_ref(&reboot));
+        harness.run_for(SECOND);
+        harness.document(std::slice::from_ref(&rescheduled));
+        harness.run_for(SECOND);
+        assert_eq!(
+            calls_text(&harness),
+            format!(
+                "E1 lb-drain prepare, E1 graceful-shutdown prepare, E1 graceful-shutdown \
+                 ended-without-start, E1 lb-drain ended-without-start{afterwards}"
+            ),
+            "{label}"
+        );
+        let progress = &harness.pipeline.state().events["E1"];
+        assert_eq!(progress.handling.label(), label);
+    }
+}
+
+#[test]
 fn a_sent_approval_survives_a_reschedule_without_preparing_or_posting_again() {
     let mut harness = Harness::new(PAIR, PolicyConfig::default());
     let reboot = event("E1", EventType::Reboot, t0(), 300 * SECOND);
