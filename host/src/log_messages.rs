@@ -6,6 +6,9 @@
 
 /// An event appeared, changed or ended (fields `event_id`, `transition`, `event_type`).
 pub const EVENT_TRANSITION: &str = "event transition";
+/// IMDS did not accept an approval POST (fields `event_ids`, `error`, `rejected`: IMDS
+/// refused it with a 4xx, `one_by_one`: the events are retried one at a time).
+pub const APPROVAL_FAILED: &str = "approval not accepted by IMDS; retrying";
 /// A plugin answered (fields `event_id`, `plugin`, `phase`, `decision`, `reason`, `elapsed_ms`).
 pub const PLUGIN_DECISION: &str = "plugin decision";
 /// A plugin call trapped, ran out of budget or failed to start, and counts as a defer (fields

@@ -139,6 +139,14 @@ pub enum ApproveError {
     Transport(String),
 }
 
+impl ApproveError {
+    /// Whether IMDS refused the request itself (a 4xx, e.g. 400 naming an event it no
+    /// longer lists): the same request would be refused again.
+    pub fn is_rejection(&self) -> bool {
+        matches!(self, ApproveError::Status(400..=499, _))
+    }
+}
+
 /// The HTTP client could not be built (the system's TLS or resolver setup is broken).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("cannot build the IMDS HTTP client: {0}")]
@@ -419,6 +427,21 @@ mod tests {
         assert_eq!(config.request_timeout, Duration::from_secs(10));
         assert_eq!(config.first_request_timeout, Duration::from_secs(120));
         assert_eq!(config.max_requests_per_second, 5);
+    }
+
+    #[test]
+    fn only_a_4xx_is_a_rejection() {
+        let rows = [
+            (ApproveError::Status(400, "unknown id".into()), true),
+            (ApproveError::Status(404, String::new()), true),
+            (ApproveError::Status(500, String::new()), false),
+            (ApproveError::Status(302, String::new()), false),
+            (ApproveError::Connect("refused".into()), false),
+            (ApproveError::Timeout(Duration::from_secs(1)), false),
+        ];
+        for (error, rejected) in rows {
+            assert_eq!(error.is_rejection(), rejected, "{error:?}");
+        }
     }
 
     #[test]

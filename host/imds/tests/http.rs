@@ -186,6 +186,10 @@ async fn approve_reports_a_refusal_and_sends_nothing_for_no_ids() {
     let client = fast_client(&base_url);
     let error = client.approve(&["a".to_string()]).await.unwrap_err();
     assert!(matches!(error, ApproveError::Status(400, _)), "{error}");
+    assert!(
+        error.is_rejection(),
+        "a 400 is IMDS refusing the request itself"
+    );
     client.approve(&[]).await.unwrap();
     assert_eq!(fake.seen().len(), 1);
 }

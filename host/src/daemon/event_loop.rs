@@ -6,6 +6,7 @@
 //! [`Action::Call`] becomes a task, [`Action::Approve`] one POST, [`Action::Emit`] a
 //! timeline entry.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -24,8 +25,9 @@ use crate::log_messages;
 use crate::pipeline::approval::{CoordinatedApprover, LocalApprover};
 use crate::pipeline::machine::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
 use crate::pipeline::policy::PolicyConfig;
+use crate::pipeline::scheduler::CallReply;
 use crate::pipeline::scheduler::PlannedCall;
-use crate::pipeline::state::DaemonState;
+use crate::pipeline::state::{AnswerOutcome, DaemonState};
 use crate::pipeline::timeline::Timeline;
 use crate::plugins::convert::{reply_of, to_wit_event, to_wit_phase, unloaded_reply};
 use crate::plugins::set::SharedPlugins;
@@ -64,6 +66,9 @@ pub struct Daemon {
     timeline: Timeline,
     journal: Journal<JournalRecord>,
     calls: JoinSet<CallAnswer>,
+    /// The call each task runs, so a task that fails still answers its call: a plugin has
+    /// one call in flight at a time, and a lost answer would keep it busy until a restart.
+    call_tasks: HashMap<tokio::task::Id, PlannedCall>,
     snapshots: watch::Sender<Arc<DaemonState>>,
     /// The etcd approval barrier, whose task wakes the loop when a verdict changes.
     coordination: Option<Coordinator>,
@@ -99,6 +104,7 @@ impl Daemon {
             timeline,
             journal,
             calls: JoinSet::new(),
+            call_tasks: HashMap::new(),
             snapshots,
             coordination: None,
             readiness: None,
@@ -142,7 +148,7 @@ impl Daemon {
             tokio::select! {
                 biased;
                 () = shutdown.cancelled() => break,
-                Some(joined) = self.calls.join_next(), if !self.calls.is_empty() => {
+                Some(joined) = self.calls.join_next_with_id(), if !self.calls.is_empty() => {
                     self.answered(joined);
                 }
                 document = documents.recv() => match document {
@@ -175,7 +181,7 @@ impl Daemon {
             );
         }
         self.execute().await?;
-        while let Some(joined) = self.calls.join_next().await {
+        while let Some(joined) = self.calls.join_next_with_id().await {
             self.answered(joined);
             self.execute().await?;
         }
@@ -222,17 +228,33 @@ impl Daemon {
         }
     }
 
-    fn answered(&mut self, joined: Result<CallAnswer, tokio::task::JoinError>) {
-        match joined {
-            Ok(answer) => self
-                .pipeline
-                .handle(Input::Answer(Box::new(answer)), SystemTime::now()),
-            // A panic inside the runtime is a forewarn bug; the call is lost, but the
-            // (event, plugin) pair stays marked in flight only until the next restart.
-            Err(error) => {
-                tracing::error!(%error, "a plugin call task failed; this is a bug in forewarn")
+    fn answered(&mut self, joined: Result<(tokio::task::Id, CallAnswer), tokio::task::JoinError>) {
+        let answer = match joined {
+            Ok((task, answer)) => {
+                self.call_tasks.remove(&task);
+                answer
             }
-        }
+            // A panic inside the runtime is a forewarn bug; the call counts as a trap, so
+            // the plugin is free for its next call.
+            Err(error) => {
+                tracing::error!(%error, "a plugin call task failed; this is a bug in forewarn");
+                let Some(call) = self.call_tasks.remove(&error.id()) else {
+                    return;
+                };
+                CallAnswer {
+                    reply: CallReply {
+                        outcome: AnswerOutcome::Trap,
+                        reason: format!("the call task failed: {error}"),
+                        retry_after: Duration::ZERO,
+                        elapsed: Duration::ZERO,
+                        logs: Vec::new(),
+                    },
+                    call,
+                }
+            }
+        };
+        self.pipeline
+            .handle(Input::Answer(Box::new(answer)), SystemTime::now());
     }
 
     fn start_call(&mut self, call: PlannedCall) {
@@ -242,7 +264,8 @@ impl Daemon {
             affects_this_vm: call.affects_this_vm,
             attempt: call.attempt,
         };
-        self.calls.spawn(async move {
+        let planned = call.clone();
+        let task = self.calls.spawn(async move {
             let Some(plugin) = plugin else {
                 // Unloaded between the pipeline's round and this call.
                 return CallAnswer {
@@ -260,6 +283,7 @@ impl Daemon {
                 call,
             }
         });
+        self.call_tasks.insert(task.id(), planned);
     }
 
     /// POSTs the approvals (already journaled as due) and tells the pipeline how it went.
@@ -268,6 +292,7 @@ impl Daemon {
             Ok(()) => Input::ApprovalSent(event_ids),
             Err(error) => Input::ApprovalFailed {
                 event_ids,
+                rejected: error.is_rejection(),
                 error: error.to_string(),
             },
         };

@@ -7,7 +7,7 @@
 //! rule that makes restarts safe: [`Action::Persist`] comes before the [`Action::Call`]s
 //! and [`Action::Approve`] it covers.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -53,6 +53,9 @@ pub(crate) enum Input {
     ApprovalFailed {
         /// The events whose approval failed.
         event_ids: Vec<String>,
+        /// IMDS refused the request itself (a 4xx, e.g. 400 for an id it no longer lists):
+        /// sending the same batch again would fail the same way.
+        rejected: bool,
         /// What went wrong, for the log and the timeline.
         error: String,
     },
@@ -94,7 +97,11 @@ pub(crate) struct Pipeline {
     in_flight: InFlight,
     /// The approval POST in flight, if any.
     approving: Option<Vec<String>>,
-    approval_retry_at: Option<SystemTime>,
+    /// Events whose approval failed: not sent again before this instant.
+    approval_retry: BTreeMap<String, SystemTime>,
+    /// Events IMDS refused in a batch: each is sent alone, so one stale id does not block
+    /// the others.
+    approve_singly: BTreeSet<String>,
     /// The approval holds already announced, by event; not journaled (a restart announces
     /// them again).
     holds_announced: HashMap<String, String>,
@@ -124,7 +131,8 @@ impl Pipeline {
             approver,
             in_flight: InFlight::new(),
             approving: None,
-            approval_retry_at: None,
+            approval_retry: BTreeMap::new(),
+            approve_singly: BTreeSet::new(),
             holds_announced: HashMap::new(),
             notes_announced: HashSet::new(),
             last_round: SystemTime::UNIX_EPOCH,
@@ -151,9 +159,11 @@ impl Pipeline {
             Input::Answer(answer) => self.record_answer(*answer, now),
             Input::Plugins(roster) => self.roster = roster,
             Input::ApprovalSent(event_ids) => self.approval_sent(event_ids, now),
-            Input::ApprovalFailed { event_ids, error } => {
-                self.approval_failed(event_ids, &error, now)
-            }
+            Input::ApprovalFailed {
+                event_ids,
+                rejected,
+                error,
+            } => self.approval_failed(event_ids, rejected, &error, now),
             Input::ReadinessHoldsChanged => self.unsaved = true,
             Input::ShutdownStarted => self.stopping = true,
         }
@@ -162,13 +172,27 @@ impl Pipeline {
 
     /// Runs a round at `now`: moves every event forward, then queues the journal write and,
     /// after it, the calls and the approval the round decided.
+    ///
+    /// Events being prepared or told of a start go first, recoveries after: a plugin hears
+    /// of a new event before it hears an old one end (hold before release). A call is
+    /// marked in flight as soon as it is planned, so a plugin gets one call at a time.
     pub(crate) fn handle_timeout(&mut self, now: SystemTime) {
         self.last_round = now;
         let mut calls = Vec::new();
         if !self.stopping {
-            let ids: Vec<String> = self.state.events.keys().cloned().collect();
+            let (ended, live): (Vec<&String>, Vec<&String>) = self
+                .state
+                .events
+                .keys()
+                .partition(|id| self.state.events[*id].is_ended());
+            let ids: Vec<String> = live.into_iter().chain(ended).cloned().collect();
             for id in ids {
+                let planned_before = calls.len();
                 self.advance_event(&id, now, &mut calls);
+                for call in &calls[planned_before..] {
+                    self.in_flight
+                        .insert((call.event_id.clone(), call.plugin.clone()));
+                }
             }
         }
         if self.unsaved || !calls.is_empty() {
@@ -191,11 +215,17 @@ impl Pipeline {
     /// None: nothing is scheduled.
     pub(crate) fn poll_timeout(&self) -> Option<SystemTime> {
         let schedule = self.schedule();
+        let approval_retries = self
+            .approval_retry
+            .iter()
+            .filter(|_| self.approving.is_none())
+            .filter(|(id, _)| self.approval_is_due(id))
+            .map(|(_, at)| *at);
         self.state
             .events
             .values()
             .filter_map(|progress| scheduler::next_due(progress, schedule, self.last_round))
-            .chain(self.approval_retry_at)
+            .chain(approval_retries)
             .min()
     }
 
@@ -207,6 +237,13 @@ impl Pipeline {
             margin: self.settings.policy.safety_margin(),
             lead: self.settings.policy.prepare_lead_time,
         }
+    }
+
+    fn approval_is_due(&self, id: &str) -> bool {
+        self.state
+            .events
+            .get(id)
+            .is_some_and(|progress| matches!(progress.approval, Approval::Due { .. }))
     }
 
     fn emit(&mut self, entry: TimelineEntry) {
@@ -240,6 +277,9 @@ impl Pipeline {
             transition: transition.kind(),
             detail: describe_event(&event, now),
         });
+        if self.relist_during_recovery(transition) {
+            return;
+        }
         match transition {
             Transition::Scheduled(_) => self.start_handling(event, Lifecycle::Scheduled),
             Transition::Rescheduled { .. } => self.reschedule(event),
@@ -249,15 +289,44 @@ impl Pipeline {
         }
     }
 
-    fn start_handling(&mut self, event: ScheduledEvent, lifecycle: Lifecycle) {
-        let handling = match policy::plan(&event, &self.settings.vm_name, &self.settings.policy) {
+    /// An id whose record is still recovering was listed again (a new listing, a
+    /// reschedule or a start of it) or its new listing ended: the recovery is not
+    /// overwritten; the new listing is kept and handled once the recovery is done.
+    /// Returns whether the transition was taken so.
+    fn relist_during_recovery(&mut self, transition: &Transition) -> bool {
+        let event = transition.event();
+        let Some(progress) = self.state.events.get_mut(&event.id) else {
+            return false;
+        };
+        if !progress.is_ended() {
+            return false;
+        }
+        progress.relisted = match transition {
+            Transition::EndedAfterStart(_) | Transition::EndedWithoutStart(_) => None,
+            _ => Some(event.clone()),
+        };
+        tracing::info!(
+            event_id = %event.id,
+            relisted = progress.relisted.is_some(),
+            "the event's id is listed again while its recovery runs; handled once it is done"
+        );
+        true
+    }
+
+    /// What the policy decides for `event` on this VM.
+    fn handling_of(&self, event: &ScheduledEvent) -> Handling {
+        match policy::plan(event, &self.settings.vm_name, &self.settings.policy) {
             Plan::Ignore { reason } => {
                 tracing::info!(event_id = %event.id, "{reason}");
                 Handling::Ignored { reason }
             }
             Plan::ApproveAtOnce { rule } => Handling::ApproveAtOnce { rule: rule.into() },
             Plan::Prepare { affects_this_vm } => Handling::Prepare { affects_this_vm },
-        };
+        }
+    }
+
+    fn start_handling(&mut self, event: ScheduledEvent, lifecycle: Lifecycle) {
+        let handling = self.handling_of(&event);
         self.emit(TimelineEntry::Handling {
             event_id: event.id.clone(),
             handling: handling.sentence(),
@@ -272,18 +341,53 @@ impl Pipeline {
         self.state.events.insert(id, progress);
     }
 
+    /// A reschedule can change Resources, so the policy is asked again. Under the same plan
+    /// plugins prepare again — except after a sent approval, which stands unless a plugin
+    /// asks to be asked again (`prepare-again-on-reschedule`). Under a new plan (this VM no
+    /// longer named, approved at once, only other VMs named) plugins that were asked
+    /// recover first (`ended-without-start`, in reverse order); the event is then handled
+    /// afresh.
     fn reschedule(&mut self, event: ScheduledEvent) {
         let id = event.id.clone();
-        // This VM prepares again: it is no longer ready for the event.
-        self.approver.withdraw(&id);
-        // A reschedule can change Resources, so the policy is asked again.
-        let previous_plugins = self.state.events.remove(&id).map(|p| p.plugins);
-        self.start_handling(event, Lifecycle::Scheduled);
-        if let (Some(progress), Some(plugins)) = (self.state.events.get_mut(&id), previous_plugins)
-        {
-            progress.plugins = plugins;
-            progress.restart_preparation();
+        let handling = self.handling_of(&event);
+        let Some(progress) = self.state.events.get_mut(&id) else {
+            self.start_handling(event, Lifecycle::Scheduled);
+            return;
+        };
+        if progress.handling != handling {
+            // This VM is no longer ready for the event as it was planned.
+            self.approver.withdraw(&id);
+            if matches!(progress.handling, Handling::Prepare { .. })
+                && progress.plugins_were_asked()
+            {
+                let reason = format!("rescheduled, now {}", handling.sentence());
+                recover_before_relisting(progress, event, reason);
+            } else {
+                self.state.events.remove(&id);
+                self.start_handling(event, Lifecycle::Scheduled);
+            }
+            return;
         }
+        progress.event = event;
+        let roster = &self.roster;
+        let sent = matches!(progress.approval, Approval::Sent { .. });
+        let asked_again = progress.restart_preparation(|name| {
+            !sent
+                || roster
+                    .get(name)
+                    .is_some_and(|member| member.manifest.prepare_again_on_reschedule)
+        });
+        if asked_again || !sent {
+            // This VM prepares again: it is no longer ready for the event.
+            self.approver.withdraw(&id);
+        }
+        // A new NotBefore: passing it late is worth saying again.
+        self.notes_announced
+            .remove(&(id.clone(), PreparationNote::Late));
+        self.emit(TimelineEntry::Handling {
+            event_id: id,
+            handling: handling.sentence(),
+        });
     }
 
     fn mark_started(&mut self, event: ScheduledEvent) {
@@ -332,7 +436,7 @@ impl Pipeline {
                 Handling::Ignored { .. } | Handling::ApproveAtOnce { .. },
                 Lifecycle::Ended { .. },
                 _,
-            ) => self.forget(id),
+            ) => self.finish(id, now, calls),
             (Handling::Ignored { .. }, _, _)
             | (Handling::ApproveAtOnce { .. }, Lifecycle::Started, _) => {}
             (Handling::ApproveAtOnce { .. }, Lifecycle::Scheduled, _) => {
@@ -371,7 +475,15 @@ impl Pipeline {
         };
         let late = scheduler::deadline(&progress.event, schedule.margin)
             .is_some_and(|deadline| deadline <= now);
-        match scheduler::prepare(progress, schedule, now) {
+        let waited = progress.preparing_since_unix_ms.is_none();
+        let preparation = scheduler::prepare(progress, schedule, now);
+        let began = waited && progress.preparing_since_unix_ms.is_some();
+        let event = progress.event.clone();
+        if began {
+            // Journal the start even when no call is due yet (status shows it).
+            self.unsaved = true;
+        }
+        match preparation {
             Preparation::NotYet { starts_at } => self.announce_wait(id, starts_at),
             Preparation::Calls {
                 calls: due,
@@ -386,7 +498,6 @@ impl Pipeline {
                 }
             }
             Preparation::AllPrepared { subscribers } => {
-                let event = progress.event.clone();
                 match approval::hold(&event, subscribers, &self.roster, &self.settings.policy) {
                     Some(reason) => self.announce_hold(id, reason),
                     None => self.decide_approval(id, now),
@@ -409,8 +520,22 @@ impl Pipeline {
         };
         match scheduler::recover(progress, schedule, now) {
             Recovery::Calls(due) => calls.extend(due),
-            Recovery::Done => self.forget(id),
+            Recovery::Done => self.finish(id, now, calls),
         }
+    }
+
+    /// The event is handled to the end: forgotten, or, when its id was listed again during
+    /// the recovery, handled afresh as listed now.
+    fn finish(&mut self, id: &str, now: SystemTime, calls: &mut Vec<PlannedCall>) {
+        let Some(event) = self.forget(id) else {
+            return;
+        };
+        let lifecycle = match event.status {
+            EventStatus::Started => Lifecycle::Started,
+            EventStatus::Scheduled => Lifecycle::Scheduled,
+        };
+        self.start_handling(event, lifecycle);
+        self.advance_event(id, now, calls);
     }
 
     /// Says once that `id` waits for the lead time before plugins prepare.
@@ -535,18 +660,20 @@ impl Pipeline {
         self.holds_announced.insert(id.to_owned(), reason);
     }
 
-    fn forget(&mut self, id: &str) {
+    /// Forgets the event; returns its new listing, if its id was listed again meanwhile.
+    fn forget(&mut self, id: &str) -> Option<ScheduledEvent> {
         self.holds_announced.remove(id);
         self.notes_announced
             .retain(|(announced, _)| announced.as_str() != id);
-        if self.state.events.remove(id).is_none() {
-            return;
-        }
+        self.approval_retry.remove(id);
+        self.approve_singly.remove(id);
+        let progress = self.state.events.remove(id)?;
         self.unsaved = true;
         tracing::info!(event_id = %id, "event handled to the end");
         self.emit(TimelineEntry::Finished {
             event_id: id.to_owned(),
         });
+        progress.relisted
     }
 
     fn queue_call(&mut self, call: PlannedCall) {
@@ -563,34 +690,46 @@ impl Pipeline {
         self.actions.push_back(Action::Call(call));
     }
 
-    /// Queues one POST for every approval due (already journaled as due), unless one is in
-    /// flight or the last one failed less than [`APPROVAL_RETRY`] ago.
+    /// Queues one POST for the approvals due (already journaled as due) of events the latest
+    /// document lists, unless one is in flight; an approval that failed less than
+    /// [`APPROVAL_RETRY`] ago waits. An event IMDS refused in a batch is sent alone.
     fn queue_due_approvals(&mut self, now: SystemTime) {
-        if self.stopping
-            || self.approving.is_some()
-            || self.approval_retry_at.is_some_and(|at| at > now)
-        {
+        if self.stopping || self.approving.is_some() {
             return;
         }
-        let due: Vec<String> = self
+        let listed_and_due: BTreeSet<String> = self
             .state
             .events
             .iter()
             .filter(|(_, progress)| matches!(progress.approval, Approval::Due { .. }))
+            .filter(|(id, _)| self.state.tracker.get(id).is_some())
             .map(|(id, _)| id.clone())
             .collect();
-        if due.is_empty() {
+        // Ids no longer listed (or no longer due) are not retried.
+        self.approval_retry
+            .retain(|id, _| listed_and_due.contains(id));
+        self.approve_singly.retain(|id| listed_and_due.contains(id));
+        let due: Vec<String> = listed_and_due
+            .into_iter()
+            .filter(|id| self.approval_retry.get(id).is_none_or(|at| *at <= now))
+            .collect();
+        let batch = match due.iter().find(|id| self.approve_singly.contains(*id)) {
+            Some(alone) => vec![alone.clone()],
+            None => due,
+        };
+        if batch.is_empty() {
             return;
         }
-        self.approving = Some(due.clone());
-        self.actions.push_back(Action::Approve(due));
+        self.approving = Some(batch.clone());
+        self.actions.push_back(Action::Approve(batch));
     }
 
     fn approval_sent(&mut self, event_ids: Vec<String>, now: SystemTime) {
         self.approving = None;
-        self.approval_retry_at = None;
         let at_unix_ms = unix_ms(now);
         for id in &event_ids {
+            self.approval_retry.remove(id);
+            self.approve_singly.remove(id);
             if let Some(progress) = self.state.events.get_mut(id) {
                 progress.approval = Approval::Sent { at_unix_ms };
             }
@@ -601,10 +740,32 @@ impl Pipeline {
         self.emit(TimelineEntry::Approved { event_ids });
     }
 
-    fn approval_failed(&mut self, event_ids: Vec<String>, error: &str, now: SystemTime) {
+    /// A refused batch of several events is retried at once, one event at a time; anything
+    /// else is sent again after [`APPROVAL_RETRY`].
+    fn approval_failed(
+        &mut self,
+        event_ids: Vec<String>,
+        rejected: bool,
+        error: &str,
+        now: SystemTime,
+    ) {
         self.approving = None;
-        tracing::warn!(event_ids = %log_fields::list(&event_ids), %error, "approval not accepted by IMDS; retrying");
-        self.approval_retry_at = Some(now + APPROVAL_RETRY);
+        let one_by_one = rejected && event_ids.len() > 1;
+        tracing::warn!(
+            event_ids = %log_fields::list(&event_ids),
+            %error,
+            rejected,
+            one_by_one,
+            "{}",
+            log_messages::APPROVAL_FAILED
+        );
+        for id in &event_ids {
+            if one_by_one {
+                self.approve_singly.insert(id.clone());
+            } else {
+                self.approval_retry.insert(id.clone(), now + APPROVAL_RETRY);
+            }
+        }
         self.emit(TimelineEntry::ApprovalFailed {
             event_ids,
             error: error.to_owned(),
@@ -640,6 +801,31 @@ impl Pipeline {
             elapsed_ms: recorded.elapsed_ms,
         });
     }
+}
+
+/// Marks `progress` ended without a start, so the plugins that prepared under its old plan
+/// recover, and keeps `relisted` (the event under its new plan) for afterwards.
+fn recover_before_relisting(
+    progress: &mut EventProgress,
+    relisted: ScheduledEvent,
+    reason: String,
+) {
+    tracing::info!(
+        event_id = %progress.event.id,
+        %reason,
+        "plugins prepared for the event's previous plan; they recover before it is handled again"
+    );
+    progress.lifecycle = Lifecycle::Ended { after_start: false };
+    for own in progress.plugins.values_mut() {
+        own.retry_at_unix_ms = None;
+    }
+    if matches!(
+        progress.approval,
+        Approval::Pending | Approval::Due { .. } | Approval::Coordinating { .. }
+    ) {
+        progress.approval = Approval::Abandoned { reason };
+    }
+    progress.relisted = Some(relisted);
 }
 
 /// Whether an event that vanished while the daemon last saw it Scheduled most likely ran:
@@ -721,5 +907,7 @@ fn describe_event(event: &ScheduledEvent, now: SystemTime) -> String {
     parts.join(", ")
 }
 
+#[cfg(test)]
+mod churn_tests;
 #[cfg(test)]
 mod tests;

@@ -45,7 +45,9 @@ pub(crate) const AUTO_LEAD_FLOOR: Duration = Duration::from_secs(15 * 60);
 /// Recovery calls made before giving up on a plugin's recovery.
 pub(crate) const RECOVERY_ATTEMPTS: u32 = 3;
 
-/// Calls started and not answered yet, by (event id, plugin name).
+/// Calls started and not answered yet, by (event id, plugin name). A plugin has at most
+/// one call in flight, whatever the event: its calls touch its state, so a prepare for one
+/// event and a recovery for another must not interleave.
 pub(crate) type InFlight = HashSet<(String, String)>;
 
 /// A call the scheduler decided on.
@@ -89,7 +91,7 @@ pub(crate) struct CallReply {
 pub(crate) struct Schedule<'a> {
     /// The plugins, in dependency order.
     pub roster: &'a Roster,
-    /// Calls not answered yet: never two calls to one plugin for one event.
+    /// Calls not answered yet: never two calls to one plugin at once.
     pub in_flight: &'a InFlight,
     /// How long before NotBefore preparation should be over (`policy.safety-margin-ms`).
     pub margin: Duration,
@@ -144,9 +146,15 @@ pub(crate) enum Recovery {
 }
 
 impl Schedule<'_> {
-    fn is_in_flight(&self, event_id: &str, plugin: &str) -> bool {
-        self.in_flight
-            .contains(&(event_id.to_owned(), plugin.to_owned()))
+    /// Whether `plugin` has a call in flight, for this event or any other: a plugin's calls
+    /// are serialised across events. (`_event_id` names the event asking.)
+    fn is_in_flight(&self, _event_id: &str, plugin: &str) -> bool {
+        self.in_flight.iter().any(|(_, busy)| busy == plugin)
+    }
+
+    /// Whether a call about `event_id` is in flight, to any plugin.
+    fn event_in_flight(&self, event_id: &str) -> bool {
+        self.in_flight.iter().any(|(event, _)| event == event_id)
     }
 }
 
@@ -380,11 +388,7 @@ pub(crate) fn recover(
     let all_told = subscribers
         .iter()
         .all(|member| progress.plugin(&member.name).told_ended);
-    if all_told
-        && !subscribers
-            .iter()
-            .any(|member| schedule.is_in_flight(&id, &member.name))
-    {
+    if all_told && !schedule.event_in_flight(&id) {
         return Recovery::Done;
     }
     let due: Vec<&Member> = subscribers

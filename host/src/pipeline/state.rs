@@ -39,6 +39,11 @@ pub struct EventProgress {
     /// hold something are asked again at once.
     #[serde(default)]
     pub preparing_since_unix_ms: Option<u64>,
+    /// The id listed again (or rescheduled off this VM) while this record's recovery runs:
+    /// once recovery is done the event is handled afresh as listed here, instead of being
+    /// forgotten. Absent in journals written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relisted: Option<ScheduledEvent>,
 }
 
 /// What the policy decided to do with the event.
@@ -277,6 +282,7 @@ impl EventProgress {
             approval: Approval::Pending,
             plugins: BTreeMap::new(),
             preparing_since_unix_ms: None,
+            relisted: None,
         }
     }
 
@@ -290,15 +296,36 @@ impl EventProgress {
         self.plugins.get(name).cloned().unwrap_or_default()
     }
 
-    /// Forgets preparation (the event was rescheduled): every plugin is asked again.
-    pub(crate) fn restart_preparation(&mut self) {
-        for progress in self.plugins.values_mut() {
+    /// Forgets the preparation of the plugins `again` picks (the event was rescheduled):
+    /// they are asked again. An approval IMDS accepted stays sent unless a plugin is asked
+    /// again (it is then sent again once they approve); any other approval is pending again.
+    /// Returns whether a plugin is asked again.
+    pub(crate) fn restart_preparation(&mut self, again: impl Fn(&str) -> bool) -> bool {
+        let mut asked_again = false;
+        for (name, progress) in &mut self.plugins {
+            if !again(name) {
+                continue;
+            }
+            asked_again = true;
             progress.prepared = false;
             progress.prepare_attempts = 0;
             progress.retry_at_unix_ms = None;
         }
-        if !matches!(self.approval, Approval::Sent { .. }) {
+        if asked_again || !matches!(self.approval, Approval::Sent { .. }) {
             self.approval = Approval::Pending;
         }
+        asked_again
+    }
+
+    /// Whether the record is recovering (the event is gone, plugins are told).
+    pub(crate) fn is_ended(&self) -> bool {
+        matches!(self.lifecycle, Lifecycle::Ended { .. })
+    }
+
+    /// Whether any plugin was asked to prepare (or told about) the event.
+    pub(crate) fn plugins_were_asked(&self) -> bool {
+        self.plugins
+            .values()
+            .any(|own| own.prepare_attempts > 0 || own.prepared || own.told_started)
     }
 }

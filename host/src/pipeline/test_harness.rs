@@ -2,7 +2,7 @@
 //! time only moves when a test steps it to the pipeline's next timeout, and plugins answer
 //! as each test scripts them, so every test runs in microseconds and never sleeps.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -42,8 +42,13 @@ pub(crate) struct Harness {
     /// The state last persisted.
     pub(crate) persisted: Option<Arc<DaemonState>>,
     scripts: BTreeMap<String, Script>,
-    /// Whether IMDS accepts approvals.
+    /// Whether IMDS accepts approvals (false: it answers 500).
     pub(crate) imds_accepts: bool,
+    /// Ids IMDS does not know: a POST naming any of them is refused with 400.
+    pub(crate) imds_unknown: BTreeSet<String>,
+    /// While Some, calls are started but not answered: they wait here, in flight, until
+    /// [`Harness::answer_held`].
+    pub(crate) held: Option<Vec<PlannedCall>>,
 }
 
 impl Harness {
@@ -82,6 +87,8 @@ impl Harness {
             persisted: None,
             scripts: BTreeMap::new(),
             imds_accepts: true,
+            imds_unknown: BTreeSet::new(),
+            held: None,
         };
         harness.input(Input::Plugins(Arc::new(roster(plugins))));
         harness
@@ -125,6 +132,7 @@ impl Harness {
         self.now = self.now.max(at);
         self.pipeline.handle_timeout(self.now);
         self.execute();
+        self.assert_nothing_left_due();
         // A timeout that is still due after its round would make the event loop spin.
         if let Some(next) = self.pipeline.poll_timeout() {
             assert!(
@@ -146,6 +154,19 @@ impl Harness {
         self.execute();
     }
 
+    /// A second round at the same instant starts nothing: everything due was done (a call or
+    /// an approval left due but not started would only happen at the next input).
+    fn assert_nothing_left_due(&mut self) {
+        self.pipeline.handle_timeout(self.now);
+        while let Some(action) = self.pipeline.poll_action() {
+            assert!(
+                matches!(action, Action::Persist(_) | Action::Emit(_)),
+                "{action:?} was due at {:?} but not started by its round",
+                self.now
+            );
+        }
+    }
+
     fn execute(&mut self) {
         while let Some(action) = self.pipeline.poll_action() {
             self.log.push(Executed {
@@ -154,23 +175,25 @@ impl Harness {
             });
             match action {
                 Action::Persist(state) => self.persisted = Some(state),
-                Action::Call(call) => {
-                    let reply = match self.scripts.get(&call.plugin) {
-                        Some(script) => script(&call),
-                        None => approve(),
-                    };
+                Action::Call(call) => match &mut self.held {
+                    Some(held) => held.push(call),
                     // Answered later in this loop, after the actions already queued.
-                    self.pipeline.handle(
-                        Input::Answer(Box::new(CallAnswer { call, reply })),
-                        self.now,
-                    );
-                }
+                    None => self.answer(call),
+                },
                 Action::Approve(event_ids) => {
-                    let input = if self.imds_accepts {
+                    let stale = event_ids.iter().any(|id| self.imds_unknown.contains(id));
+                    let input = if stale {
+                        Input::ApprovalFailed {
+                            event_ids,
+                            rejected: true,
+                            error: "IMDS answered 400".into(),
+                        }
+                    } else if self.imds_accepts {
                         Input::ApprovalSent(event_ids)
                     } else {
                         Input::ApprovalFailed {
                             event_ids,
+                            rejected: false,
                             error: "IMDS answered 500".into(),
                         }
                     };
@@ -179,6 +202,33 @@ impl Harness {
                 Action::Emit(_) => {}
             }
         }
+    }
+
+    fn answer(&mut self, call: PlannedCall) {
+        let reply = match self.scripts.get(&call.plugin) {
+            Some(script) => script(&call),
+            None => approve(),
+        };
+        self.pipeline.handle(
+            Input::Answer(Box::new(CallAnswer { call, reply })),
+            self.now,
+        );
+    }
+
+    /// From now on, calls stay in flight until [`Harness::answer_held`] answers them.
+    pub(crate) fn hold_answers(&mut self) {
+        self.held.get_or_insert_with(Vec::new);
+    }
+
+    /// Answers the calls held so far (by their scripts) and executes what follows; calls
+    /// started meanwhile are held in turn. Returns the calls answered.
+    pub(crate) fn answer_held(&mut self) -> Vec<PlannedCall> {
+        let answered = self.held.replace(Vec::new()).unwrap_or_default();
+        for call in answered.clone() {
+            self.answer(call);
+            self.execute();
+        }
+        answered
     }
 
     /// The calls started so far: (time, plugin, phase, attempt, budget).

@@ -41,6 +41,10 @@ pub struct PluginManifest {
     /// What the plugin may do beyond computing: HTTP hosts, actions, readiness; none granted
     /// by default.
     pub capabilities: Capabilities,
+    /// Ask this plugin to prepare again when an event it prepared for is rescheduled after
+    /// its approval was sent (the approval is then sent again once it approves); by default
+    /// a sent approval stands and the plugin is not asked again.
+    pub prepare_again_on_reschedule: bool,
 }
 
 /// A config value: written as a TOML string, number or boolean, read by the plugin as text.
@@ -79,6 +83,7 @@ impl Default for PluginManifest {
             memory: bytesize::ByteSize::b(forewarn_runtime::DEFAULT_MEMORY_LIMIT),
             config: BTreeMap::new(),
             capabilities: Capabilities::default(),
+            prepare_again_on_reschedule: false,
         }
     }
 }
@@ -337,6 +342,7 @@ mod tests {
             after = ["lb-drain"]
             budget = "5s"
             memory = "32MiB"
+            prepare-again-on-reschedule = true
             [config]
             url = "http://127.0.0.1:8080/checkpoint"
             retries = 3
@@ -350,6 +356,8 @@ mod tests {
         assert!(manifest.subscribes_to(EventType::Preempt));
         assert!(!manifest.subscribes_to(EventType::Freeze));
         assert_eq!(manifest.budget, Duration::from_secs(5));
+        assert!(manifest.prepare_again_on_reschedule);
+        assert!(!PluginManifest::default().prepare_again_on_reschedule);
         let settings = manifest.runtime_settings();
         assert_eq!(settings.memory_limit_bytes, 32 * 1024 * 1024);
         assert_eq!(settings.config["retries"], "3");

@@ -27,7 +27,10 @@ impl Plugin for LbDrain {
         };
         match phase {
             Phase::Prepare => prepare(event, ctx, &settings),
-            Phase::Started => Decision::approve(),
+            Phase::Started => {
+                hold_while_started(event, ctx, &settings);
+                Decision::approve()
+            }
             Phase::EndedAfterStart | Phase::EndedWithoutStart => {
                 recover(event, &settings);
                 Decision::approve()
@@ -96,6 +99,32 @@ fn finish_drain(event: &Event, settings: &DrainSettings) -> Decision {
     }
     log::info!("drained for {} {}", event.event_type, event.id);
     Decision::approve()
+}
+
+/// The event that takes this VM down has started: hold the VM out of rotation until it
+/// ends, prepared or not. Some IMDS implementations give an event a new id when it starts,
+/// so the id drained for may already have ended (and been released) while this one runs.
+fn hold_while_started(event: &Event, ctx: &Context, settings: &DrainSettings) {
+    if !should_drain(event, ctx, settings) {
+        return;
+    }
+    if let Err(error) = host::set_ready(false) {
+        log::error!(
+            "cannot mark the VM not ready while {} runs: {error}",
+            event.id
+        );
+    }
+    let mut draining = EventIds::parse(&state::get_string(DRAINING_KEY).unwrap_or_default());
+    if draining.insert(&event.id) {
+        if let Err(error) = state::set_string(DRAINING_KEY, &draining.render()) {
+            log::error!("cannot record that {} holds the VM: {error}", event.id);
+        }
+        log::info!(
+            "{} {} started: the VM stays out of rotation until it ends",
+            event.event_type,
+            event.id
+        );
+    }
 }
 
 /// The event is over: forget it, and when no other drained event is still in progress,

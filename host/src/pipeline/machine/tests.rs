@@ -515,3 +515,25 @@ fn an_event_naming_two_vms_waits_for_the_barrier() {
     harness.run_for(SECOND);
     assert_eq!(harness.approvals().len(), 1);
 }
+
+#[test]
+fn an_approval_that_failed_for_an_event_that_then_started_does_not_wake_the_loop() {
+    let mut harness = Harness::new(CHAIN, at_once());
+    harness.imds_accepts = false;
+    let reboot = event("E1", EventType::Reboot, t0(), 300 * SECOND);
+    harness.document(std::slice::from_ref(&reboot));
+    assert_eq!(
+        harness.approvals().len(),
+        1,
+        "approved, and IMDS refused it"
+    );
+    harness.document(&[started(&reboot)]);
+    // The harness asserts after every round that the next timeout is in the future.
+    harness.run_for(10 * SECOND);
+    assert_eq!(
+        harness.approvals().len(),
+        1,
+        "not sent again for a started event"
+    );
+    assert_eq!(harness.pipeline.poll_timeout(), None);
+}
