@@ -227,6 +227,8 @@ fn a_thirty_second_preempt_fits_a_drain_a_twelve_second_checkpoint_and_the_stop(
     let setup = Setup::preempt("30s");
     setup.install("lb-drain", None);
     // The operator's checkpoint takes 12 s: the action answers 75 (still running) until then.
+    // The manifest declares 15 s (what it takes, with room to spare), so the checkpoint is
+    // asked at 28 − 15 − 10 = 3 s and done before graceful-shutdown's turn at 18 s.
     let begun = setup.path("checkpoint-begun");
     let done = setup.path("checkpoint-done");
     let checkpoint_script = format!(
@@ -236,7 +238,7 @@ fn a_thirty_second_preempt_fits_a_drain_a_twelve_second_checkpoint_and_the_stop(
         d = done.display()
     );
     let checkpoint = format!(
-        "{DOWN_EVENTS}after = [\"lb-drain\"]\nbudget = \"10s\"\nprepare-time = \"13s\"\n\
+        "{DOWN_EVENTS}after = [\"lb-drain\"]\nbudget = \"10s\"\nprepare-time = \"15s\"\n\
          [config]\ncheckpoint-action = \"checkpoint-app\"\nretry-seconds = 1\n\
          [capabilities]\nactions = [\"checkpoint-app\"]\n"
     );

@@ -908,6 +908,4 @@ fn describe_event(event: &ScheduledEvent, now: SystemTime) -> String {
 }
 
 #[cfg(test)]
-mod churn_tests;
-#[cfg(test)]
 mod tests;

@@ -537,3 +537,5 @@ fn an_approval_that_failed_for_an_event_that_then_started_does_not_wake_the_loop
     );
     assert_eq!(harness.pipeline.poll_timeout(), None);
 }
+
+mod churn;
