@@ -40,3 +40,5 @@ pub const PREPARATION_WAITS: &str = "preparation starts at the lead time before 
 /// IMDS answered the daemon's polls with a document for the first time; systemd is told
 /// `READY=1` now (field `waited_ms`: since the poller started).
 pub const IMDS_FIRST_DOCUMENT: &str = "IMDS answered with its first document";
+/// IMDS accepted the approval POST (field `event_ids`).
+pub const APPROVED_AT_IMDS: &str = "approved at IMDS";

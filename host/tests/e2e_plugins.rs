@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use forewarn_host::log_messages::APPROVED_AT_IMDS;
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
     ChildGuard, Daemon, PREPARE_AT_ONCE, PluginDecision, Simulator, free_loopback_address,
@@ -91,13 +92,13 @@ fn admin_address(daemon: &Daemon) -> String {
     daemon.admin_address(Duration::from_secs(30))
 }
 
-/// When the daemon logged "approved at IMDS" for the first time (Unix ms).
+/// When the daemon logged [`APPROVED_AT_IMDS`] for the first time (Unix ms).
 fn approval_time(daemon: &Daemon) -> u64 {
     wait_for(Duration::from_secs(60), "approval at IMDS", || {
         daemon
             .lines()
             .iter()
-            .find(|line| line.message() == "approved at IMDS")
+            .find(|line| line.message() == APPROVED_AT_IMDS)
             .map(|line| line.at_unix_ms)
             .ok_or_else(|| daemon.describe_for_failure())
     })

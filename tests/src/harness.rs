@@ -25,7 +25,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use forewarn_host::log_messages::{
-    ADMIN_LISTENING, EVENT_TRANSITION, PLUGIN_CALL_FAILED, PLUGIN_DECISION,
+    ADMIN_LISTENING, APPROVED_AT_IMDS, EVENT_TRANSITION, PLUGIN_CALL_FAILED, PLUGIN_DECISION,
 };
 use forewarn_simulator::{ApprovalRecord, StateSnapshot, Transition};
 use tempfile::TempDir;
@@ -851,7 +851,7 @@ impl Daemon {
                 continue;
             }
             let level = line.text("level");
-            if level == "WARN" || level == "ERROR" || line.message() == "approved at IMDS" {
+            if level == "WARN" || level == "ERROR" || line.message() == APPROVED_AT_IMDS {
                 let _ = write!(text, "\n  {level} {}", line.fields);
             }
         }

@@ -736,7 +736,11 @@ impl Pipeline {
         }
         self.approver.approval_sent(&event_ids);
         self.unsaved = true;
-        tracing::info!(event_ids = %log_fields::list(&event_ids), "approved at IMDS");
+        tracing::info!(
+            event_ids = %log_fields::list(&event_ids),
+            "{}",
+            log_messages::APPROVED_AT_IMDS
+        );
         self.emit(TimelineEntry::Approved { event_ids });
     }
 
