@@ -42,3 +42,7 @@ pub const PREPARATION_WAITS: &str = "preparation starts at the lead time before 
 pub const IMDS_FIRST_DOCUMENT: &str = "IMDS answered with its first document";
 /// IMDS accepted the approval POST (field `event_ids`).
 pub const APPROVED_AT_IMDS: &str = "approved at IMDS";
+/// Every plugin approved, but no approval is sent: field `rule` says which policy rule
+/// (`dry-run`, `observe-only`, `group-approval`, `not-this-vm`, `already-started`), `reason`
+/// explains it in words.
+pub const APPROVAL_HELD: &str = "approval held back by the policy";

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use forewarn_host::log_messages::{EVENT_TRANSITION, PLUGIN_DECISION};
+use forewarn_host::log_messages::{APPROVAL_HELD, EVENT_TRANSITION, PLUGIN_DECISION};
 use forewarn_simulator::{FaultKind, MalformedBody, StateSnapshot, Transition, stable_event_id};
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
@@ -259,7 +259,7 @@ fn multi_vm_event_is_not_approved_without_group_permission() {
         .daemon
         .lines()
         .iter()
-        .any(|line| line.message().contains("group-approval"));
+        .any(|line| line.message() == APPROVAL_HELD && line.text("rule") == "group-approval");
     assert!(explained, "the log says why it did not approve; {context}");
     assert_polite(&state);
 }
@@ -506,7 +506,7 @@ fn dry_run_prepares_and_logs_but_never_approves() {
         .daemon
         .lines()
         .iter()
-        .any(|line| line.message().contains("would approve"));
+        .any(|line| line.message() == APPROVAL_HELD && line.text("rule") == "dry-run");
     assert!(said_would, "the log says what would be approved; {context}");
     assert_polite(&state);
 }

@@ -353,7 +353,7 @@ fn describe_approval(approval: &Approval) -> String {
             "sent at {}",
             rfc3339(UNIX_EPOCH + Duration::from_millis(*at_unix_ms))
         ),
-        Approval::Withheld { reason } => format!("withheld: {reason}"),
+        Approval::Withheld { reason, .. } => format!("withheld: {reason}"),
         Approval::Coordinating { .. } => "coordinating with the other VMs (etcd)".to_owned(),
         Approval::DryRun { would } => format!("dry run: {would}"),
         Approval::Abandoned { reason } => format!("abandoned: {reason}"),

@@ -212,7 +212,7 @@ fn approval_of(gate: ApprovalGate, now: SystemTime) -> Approval {
             since_unix_ms: unix_ms(now),
         },
         ApprovalGate::DryRun { would } => Approval::DryRun { would },
-        ApprovalGate::Withhold { reason } => Approval::Withheld { reason },
+        ApprovalGate::Withhold { rule, reason } => Approval::Withheld { reason, rule },
     }
 }
 

@@ -622,14 +622,14 @@ impl Pipeline {
         }
         let approval = self.approver.decide(&progress.event, now);
         let note = match &approval {
-            Approval::DryRun { would } => Some(would.clone()),
-            Approval::Withheld { reason } => Some(reason.clone()),
+            Approval::DryRun { would } => Some((would.clone(), "dry-run")),
+            Approval::Withheld { reason, rule } => Some((reason.clone(), rule.as_str())),
             _ => None,
         };
         progress.approval = approval;
         self.unsaved = true;
-        if let Some(reason) = note {
-            tracing::info!(event_id = %id, "{reason}");
+        if let Some((reason, rule)) = note {
+            tracing::info!(event_id = %id, rule, %reason, "{}", log_messages::APPROVAL_HELD);
             self.emit(TimelineEntry::NotApproved {
                 event_id: id.to_owned(),
                 reason,

@@ -132,6 +132,37 @@ pub enum GroupApproval {
     Always,
 }
 
+/// The rule of [`approval_gate`] that holds an approval back: the `rule` field of the log
+/// line, and what the journal keeps beside the reason.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum WithholdRule {
+    /// The event already started.
+    AlreadyStarted,
+    /// The event does not name this VM.
+    NotThisVm,
+    /// `policy.observe-only` is set.
+    ObserveOnly,
+    /// The event names other VMs too and `policy.group-approval` does not let this VM approve.
+    GroupApproval,
+    /// Not recorded (a journal from before the rule was kept).
+    #[default]
+    Unrecorded,
+}
+
+impl WithholdRule {
+    /// The name in logs and the journal ("group-approval", …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WithholdRule::AlreadyStarted => "already-started",
+            WithholdRule::NotThisVm => "not-this-vm",
+            WithholdRule::ObserveOnly => "observe-only",
+            WithholdRule::GroupApproval => "group-approval",
+            WithholdRule::Unrecorded => "unrecorded",
+        }
+    }
+}
+
 /// What to do with a scheduled event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Plan {
@@ -152,7 +183,12 @@ pub(crate) enum ApprovalGate {
     /// Log `would`, send nothing.
     DryRun { would: String },
     /// Send nothing, log `reason`; the event starts at `NotBefore`.
-    Withhold { reason: String },
+    Withhold {
+        /// The rule that withholds it.
+        rule: WithholdRule,
+        /// The rule's explanation, in words.
+        reason: String,
+    },
 }
 
 /// Decides what to do with a scheduled event. Events naming only other VMs are ignored
@@ -204,28 +240,34 @@ pub(crate) fn approval_gate(
     config: &PolicyConfig,
 ) -> ApprovalGate {
     if event.status == EventStatus::Started {
-        return withhold(format!(
-            "not approving event {}: it has already started",
-            event.id
-        ));
+        return withhold(
+            WithholdRule::AlreadyStarted,
+            format!("not approving event {}: it has already started", event.id),
+        );
     }
     if !affects_vm(event, vm_name) {
-        return withhold(format!(
-            "not approving event {}: it names {} but not this VM ({vm_name}), and only the VMs \
+        return withhold(
+            WithholdRule::NotThisVm,
+            format!(
+                "not approving event {}: it names {} but not this VM ({vm_name}), and only the VMs \
              it names may approve it",
-            event.id,
-            list_names(&event.resources),
-        ));
+                event.id,
+                list_names(&event.resources),
+            ),
+        );
     }
     if config.observe_only {
-        return withhold(format!(
-            "not approving event {}: `policy.observe-only` is set, so the event starts at its \
+        return withhold(
+            WithholdRule::ObserveOnly,
+            format!(
+                "not approving event {}: `policy.observe-only` is set, so the event starts at its \
              NotBefore",
-            event.id
-        ));
+                event.id
+            ),
+        );
     }
     if let Some(reason) = group_withhold_reason(event, vm_name, config.group_approval) {
-        return withhold(reason);
+        return withhold(WithholdRule::GroupApproval, reason);
     }
     if config.dry_run {
         return ApprovalGate::DryRun {
@@ -312,8 +354,8 @@ fn list_names(names: &[String]) -> String {
     }
 }
 
-fn withhold(reason: String) -> ApprovalGate {
-    ApprovalGate::Withhold { reason }
+fn withhold(rule: WithholdRule, reason: String) -> ApprovalGate {
+    ApprovalGate::Withhold { rule, reason }
 }
 
 #[cfg(test)]
@@ -542,7 +584,7 @@ mod tests {
     }
 
     fn is_withheld(gate: &ApprovalGate, needle: &str) -> bool {
-        matches!(gate, ApprovalGate::Withhold { reason } if reason.contains(needle))
+        matches!(gate, ApprovalGate::Withhold { reason, .. } if reason.contains(needle))
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::fmt;
 use forewarn_imds::ScheduledEvent;
 use serde::{Deserialize, Serialize};
 
+use crate::pipeline::policy::WithholdRule;
 use crate::pipeline::tracker::Tracker;
 
 /// Everything the pipeline must not forget across a restart. Every field has a default,
@@ -109,6 +110,9 @@ pub enum Approval {
     Withheld {
         /// The policy's reason, in words.
         reason: String,
+        /// The policy rule that holds it back.
+        #[serde(default)]
+        rule: WithholdRule,
     },
     /// Dry run: logged what would have been approved.
     DryRun {
