@@ -199,7 +199,7 @@ impl CallPhase {
 
 impl fmt::Display for CallPhase {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
@@ -242,7 +242,7 @@ impl AnswerOutcome {
 
 impl fmt::Display for AnswerOutcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 

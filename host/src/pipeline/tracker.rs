@@ -124,7 +124,7 @@ impl TransitionKind {
 
 impl std::fmt::Display for TransitionKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
@@ -276,6 +276,15 @@ mod tests {
     use super::*;
 
     const FREEZE_ID: &str = "C7061BAC-AFDC-4513-B24B-AA5F13A16123";
+
+    /// The demo's timeline aligns transitions in a column (`{transition:<20}`).
+    #[test]
+    fn a_transition_kind_honours_the_width_it_is_printed_in() {
+        assert_eq!(
+            format!("{:<20}|", TransitionKind::Scheduled),
+            "scheduled           |"
+        );
+    }
 
     fn at(secs: u64) -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
