@@ -51,7 +51,14 @@ impl Roster {
             }
             predecessors.insert(name.clone(), known);
         }
-        let ordered = topological_order(&predecessors, &mut warnings)
+        let order = topological_order(&predecessors, &mut warnings);
+        // A cycle was broken by name order: keep only the constraints that order honours, or
+        // the plugins of the cycle would wait for each other for ever.
+        for (name, before) in &mut predecessors {
+            let position = order.iter().position(|other| other == name);
+            before.retain(|earlier| order.iter().position(|other| other == earlier) < position);
+        }
+        let ordered = order
             .into_iter()
             .filter_map(|name| {
                 let manifest = by_name.get(&name)?.clone();
@@ -174,6 +181,23 @@ mod tests {
             ["audit", "lb-drain", "checkpoint", "graceful-shutdown"]
         );
         assert!(warnings.is_empty());
+    }
+
+    #[test]
+    fn a_broken_cycle_leaves_no_plugin_waiting_for_a_later_one() {
+        let manifest = |after: &str| {
+            crate::plugins::manifest::PluginManifest::parse(&format!("after = [\"{after}\"]"))
+                .unwrap()
+        };
+        let roster = Roster::new(vec![
+            ("a".into(), manifest("b")),
+            ("b".into(), manifest("a")),
+        ]);
+        let names: Vec<&str> = roster.members().iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert!(roster.predecessors("a").is_empty(), "a runs first");
+        assert_eq!(roster.predecessors("b"), ["a"]);
+        assert_eq!(roster.warnings().len(), 1);
     }
 
     #[test]
