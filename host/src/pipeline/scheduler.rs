@@ -146,9 +146,9 @@ pub(crate) enum Recovery {
 }
 
 impl Schedule<'_> {
-    /// Whether `plugin` has a call in flight, for this event or any other: a plugin's calls
-    /// are serialised across events. (`_event_id` names the event asking.)
-    fn is_in_flight(&self, _event_id: &str, plugin: &str) -> bool {
+    /// Whether `plugin` has a call in flight, for any event: a plugin's calls are
+    /// serialised across events.
+    fn plugin_busy(&self, plugin: &str) -> bool {
         self.in_flight.iter().any(|(_, busy)| busy == plugin)
     }
 
@@ -337,9 +337,7 @@ fn may_prepare(
     now: SystemTime,
 ) -> bool {
     let own = progress.plugin(&member.name);
-    !own.prepared
-        && !retry_pending(&own, now)
-        && !schedule.is_in_flight(&progress.event.id, &member.name)
+    !own.prepared && !retry_pending(&own, now) && !schedule.plugin_busy(&member.name)
 }
 
 /// The instants at which a plugin's turn comes while it still waits for the plugins it
@@ -366,7 +364,7 @@ pub(crate) fn tell_started(progress: &EventProgress, schedule: Schedule<'_>) -> 
         .subscribers(progress.event.event_type)
         .into_iter()
         .filter(|member| !progress.plugin(&member.name).told_started)
-        .filter(|member| !schedule.is_in_flight(&progress.event.id, &member.name))
+        .filter(|member| !schedule.plugin_busy(&member.name))
         .map(|member| planned(progress, member, CallPhase::Started, member.manifest.budget))
         .collect()
 }
@@ -423,7 +421,7 @@ fn may_recover(
     !own.told_ended
         && !successors_pending
         && !retry_pending(&own, now)
-        && !schedule.is_in_flight(&progress.event.id, &member.name)
+        && !schedule.plugin_busy(&member.name)
 }
 
 fn retry_pending(own: &PluginProgress, now: SystemTime) -> bool {
