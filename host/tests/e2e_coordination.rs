@@ -7,7 +7,7 @@
 //! not asserted. The tests run one at a time so that those figures are not skewed by
 //! nine daemons sharing two cores. etcd must be installed (`apt-get install etcd-server`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -18,6 +18,7 @@ use forewarn_test_support::harness::{
     ChildGuard, Daemon, DaemonConfig, LogLine, ProbePlugin, Simulator, free_loopback_address,
     http_get, now_unix_ms, summarize_state, wait_for, wait_until, write_plugin_dir,
 };
+use forewarn_test_support::pki::{Pki, find_on_path};
 use forewarn_test_support::{forewarn_binary, guests};
 use tempfile::TempDir;
 
@@ -138,111 +139,6 @@ impl Etcd {
     fn stop(&mut self) {
         self.process.kill();
     }
-}
-
-/// A test CA with a server certificate for 127.0.0.1 and a client certificate, made with
-/// the `openssl` command (Debian package openssl) in a temp dir.
-struct Pki {
-    dir: TempDir,
-}
-
-impl Pki {
-    fn generate() -> Pki {
-        let dir = TempDir::new().expect("temp dir");
-        let pki = Pki { dir };
-        pki.openssl(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=forewarn test CA",
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-            "-keyout",
-            &pki.file("ca.key"),
-            "-out",
-            &pki.file("ca.pem"),
-        ]);
-        // clientAuth too: etcd's JSON gateway dials etcd's own gRPC port with the server
-        // certificate, and --client-cert-auth refuses it without (HTTP 503 "connection closed").
-        pki.issue(
-            "server",
-            "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth",
-        );
-        pki.issue("client", "extendedKeyUsage=clientAuth");
-        pki
-    }
-
-    /// NAME.pem and NAME.key, signed by the CA with the given X.509 extensions.
-    fn issue(&self, name: &str, extensions: &str) {
-        let extfile = self.file(&format!("{name}.ext"));
-        std::fs::write(&extfile, format!("{extensions}\n")).expect("write extensions");
-        let request = self.file(&format!("{name}.csr"));
-        self.openssl(&[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-subj",
-            &format!("/CN=forewarn test {name}"),
-            "-keyout",
-            &self.file(&format!("{name}.key")),
-            "-out",
-            &request,
-        ]);
-        self.openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            &request,
-            "-days",
-            "1",
-            "-CA",
-            &self.file("ca.pem"),
-            "-CAkey",
-            &self.file("ca.key"),
-            "-CAcreateserial",
-            "-extfile",
-            &extfile,
-            "-out",
-            &self.file(&format!("{name}.pem")),
-        ]);
-    }
-
-    fn openssl(&self, args: &[&str]) {
-        let binary = find_on_path("openssl").unwrap_or_else(|| {
-            panic!(
-                "openssl is not installed: the TLS test makes its certificates with it. \
-                 Install it with `apt-get install -y openssl`"
-            )
-        });
-        let output = Command::new(binary)
-            .args(args)
-            .output()
-            .unwrap_or_else(|error| panic!("cannot run openssl: {error}"));
-        assert!(output.status.success(), "openssl {args:?}: {output:?}");
-    }
-
-    fn file(&self, name: &str) -> String {
-        path_text(&self.dir.path().join(name)).to_owned()
-    }
-}
-
-fn find_on_path(program: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(program))
-        .find(|candidate| candidate.is_file())
 }
 
 /// How the set is configured for one test.
@@ -470,10 +366,6 @@ fn scenario_text(notice: &str) -> String {
          notice = \"{notice}\"\n\
          runs_for = \"30s\"\n"
     )
-}
-
-fn path_text(path: &Path) -> &str {
-    path.to_str().expect("temp paths are UTF-8")
 }
 
 fn approval_posts(state: &StateSnapshot) -> usize {

@@ -5,3 +5,5 @@
 pub mod fixtures;
 pub mod guests;
 pub mod harness;
+/// A throwaway test CA and certificates (openssl).
+pub mod pki;
