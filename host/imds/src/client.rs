@@ -1,5 +1,5 @@
 //! `ImdsClient`: the HTTP client for IMDS — fetch the Scheduled Events document, approve
-//! events, read this VM's name — every request through one shared rate limiter.
+//! events, read this VM's compute metadata — every request through one shared rate limiter.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use reqwest::{Method, RequestBuilder, StatusCode};
 
+use crate::compute::{ComputeInfo, parse_compute};
 use crate::event::Document;
 use crate::parse_error::ParseError;
 use crate::rate_limit::RateLimiter;
@@ -307,13 +308,20 @@ impl ImdsClient {
     /// `Resources`, e.g. "myvmss_2" for a scale-set instance. Waits for the rate limit, then
     /// at most `request_timeout`; a missing or empty name is [`FetchError::Malformed`].
     pub async fn fetch_vm_name(&self) -> Result<String, FetchError> {
+        Ok(self.fetch_compute().await?.name)
+    }
+
+    /// Reads this VM's compute metadata: its name, priority and eviction policy (see
+    /// [`parse_compute`](crate::parse_compute)). Waits for the rate limit, then at most
+    /// `request_timeout`; a missing or empty name is [`FetchError::Malformed`].
+    pub async fn fetch_compute(&self) -> Result<ComputeInfo, FetchError> {
         let request = self.request(Method::GET, self.compute_url());
         let answer = self
             .send(request, self.inner.config.request_timeout)
             .await?;
         check_fetch_answer(&answer)?;
         let body = answer.body;
-        read_vm_name(&body)
+        parse_compute(&body)
             .map_err(|error| FetchError::Malformed(error, truncate(&body, RAW_KEEP_CHARS)))
     }
 
@@ -393,22 +401,6 @@ fn check_fetch_status(status: StatusCode, body: &str) -> Result<(), FetchError> 
     }
 }
 
-/// Reads `name` (any case) from the compute metadata JSON.
-fn read_vm_name(body: &str) -> Result<String, ParseError> {
-    let missing = || ParseError::MissingField {
-        field: "name",
-        excerpt: excerpt(body),
-    };
-    let value = wire::parse_json(body)?;
-    let object = value.as_object().ok_or_else(missing)?;
-    let name = wire::field(object, "name")
-        .and_then(|name| name.as_str())
-        .map(str::trim)
-        .filter(|name| !name.is_empty())
-        .ok_or_else(missing)?;
-    Ok(name.to_string())
-}
-
 /// An error and its sources, "outer: inner: innermost", as reqwest hides the useful part.
 fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
     let causes: Vec<String> = anyhow::Chain::new(error).map(ToString::to_string).collect();
@@ -473,17 +465,6 @@ mod tests {
         assert_eq!(kind(429), Some("throttled"));
         assert_eq!(kind(503), Some("server"));
         assert_eq!(kind(400), Some("status"));
-    }
-
-    #[test]
-    fn vm_name_is_read_from_compute_metadata() {
-        assert_eq!(
-            read_vm_name(r#"{"location":"westeurope","name":"myvmss_2","vmId":"x"}"#).unwrap(),
-            "myvmss_2"
-        );
-        assert!(read_vm_name(r#"{"name":""}"#).is_err());
-        assert!(read_vm_name(r#"{"vmId":"x"}"#).is_err());
-        assert!(read_vm_name("[]").is_err());
     }
 
     #[test]

@@ -29,6 +29,7 @@
 //! ```
 
 mod client;
+mod compute;
 mod event;
 mod parse_error;
 mod poller;
@@ -38,6 +39,7 @@ mod wire;
 pub use client::{
     ApproveError, BuildError, ClientConfig, FetchError, Fetched, IMDS_BODY_MAX_BYTES, ImdsClient,
 };
+pub use compute::{ComputeInfo, EvictionPolicy, VmPriority, parse_compute};
 pub use event::{Document, EventSource, EventStatus, EventType, ScheduledEvent, is_vm_name};
 pub use parse_error::ParseError;
 pub use poller::{PollStatus, Poller, PollerConfig, PollerParts};
