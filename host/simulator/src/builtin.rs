@@ -141,6 +141,7 @@ fn description_line(text: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vm_priority::{EvictionPolicy, VmPriority};
 
     #[test]
     fn every_builtin_parses_and_lists_its_description() {
@@ -165,6 +166,27 @@ mod tests {
                 "{stem} is not listed"
             );
             assert_eq!(Scenario::from_path(&path).unwrap().name, stem);
+        }
+    }
+
+    #[test]
+    fn builtins_with_a_preempt_are_spot_vms_that_are_deleted() {
+        for (name, _) in builtin_scenarios() {
+            let scenario = builtin_scenario(name).unwrap();
+            let preempted = scenario
+                .events
+                .iter()
+                .any(|event| event.event_type == "Preempt");
+            let expected = if preempted {
+                (VmPriority::Spot, Some(EvictionPolicy::Delete))
+            } else {
+                (VmPriority::Regular, None)
+            };
+            assert_eq!(
+                (scenario.priority(), scenario.eviction_policy),
+                expected,
+                "{name}"
+            );
         }
     }
 

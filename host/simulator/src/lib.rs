@@ -3,12 +3,15 @@
 //!
 //! Start one with [`spawn`] and a [`SimulatorConfig`]; read what it did with
 //! [`SimulatorHandle::snapshot`] or `GET /simulator/state` (a [`StateSnapshot`]: the
-//! document, approvals, requests, history and the faults it served).
+//! document, approvals, requests, history and the faults it served). Besides Scheduled
+//! Events it serves the compute metadata (name, priority, eviction policy) and managed
+//! identity tokens (`/metadata/identity/oauth2/token`).
 
 mod builtin;
 mod engine;
 mod faults;
 mod handle;
+mod identity;
 mod ids;
 mod replay;
 mod scenario;
@@ -17,14 +20,18 @@ mod server;
 mod shape;
 mod simulation;
 mod snapshot;
+mod vm_priority;
 
 pub use builtin::{DEFAULT_SCENARIO, builtin_scenarios, load_scenario};
 pub use faults::{FaultKind, FaultMethod, FaultSpec, MalformedBody};
 pub use handle::{SimError, SimulatorConfig, SimulatorHandle, spawn};
+pub use identity::{DEFAULT_TOKEN_LIFETIME, IdentitySpec, SIMULATED_TENANT};
 pub use ids::stable_event_id;
 pub use replay::{NotInDocument, Replay};
 pub use scenario::{EventSpec, InitialStatus, Reschedule, Scenario, ScenarioError, Source};
 pub use simulation::Transition;
 pub use snapshot::{
-    ApprovalRecord, FaultRecord, HistoryRecord, RequestRecord, StateSnapshot, WireEvent,
+    ApprovalRecord, FaultRecord, HistoryRecord, IDENTITY_TOKEN_PATH, RequestRecord, StateSnapshot,
+    WireEvent,
 };
+pub use vm_priority::{EvictionPolicy, VmPriority};

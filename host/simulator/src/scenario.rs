@@ -7,8 +7,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::faults::FaultSpec;
+use crate::identity::IdentitySpec;
 use crate::ids::stable_event_id;
 use crate::shape::SUPPORTED_API_VERSIONS;
+use crate::vm_priority::{EvictionPolicy, VmPriority, default_eviction_policy, default_priority};
 
 /// One simulated run: the VMs, the events that happen to them and the faults IMDS shows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -39,6 +41,17 @@ pub struct Scenario {
     /// api-version gets the older shape. The newest (2020-07-01) when absent.
     #[serde(default)]
     pub shape: Option<String>,
+    /// `priority` in the compute metadata; Spot when the scenario has a Preempt event,
+    /// else Regular (filled in by [`Scenario::validate`]).
+    #[serde(default)]
+    pub priority: Option<VmPriority>,
+    /// `evictionPolicy` in the compute metadata (empty when absent); Delete for a Spot or
+    /// Low VM that names none (filled in by [`Scenario::validate`]).
+    #[serde(default)]
+    pub eviction_policy: Option<EvictionPolicy>,
+    /// The managed identity the token endpoint serves (assigned, 24 h tokens by default).
+    #[serde(default)]
+    pub identity: IdentitySpec,
 }
 
 /// One event's whole life, in scenario time (from the simulator's start).
@@ -309,7 +322,43 @@ impl Scenario {
                 return Err(invalid(format!("faults[{index}]"), &problem));
             }
         }
+        if let Some((key, problem)) = self.identity.problem() {
+            return Err(invalid(format!("identity.{key}"), &problem));
+        }
+        self.fill_priority()
+            .map_err(|problem| invalid(problem.0, &problem.1))?;
         Ok(self)
+    }
+
+    /// Fills in the priority and eviction policy, refusing an eviction policy on a VM that
+    /// cannot be evicted: (key, problem) when wrong.
+    fn fill_priority(&mut self) -> Result<(), (String, String)> {
+        let priority = match self.priority {
+            Some(priority) => priority,
+            None => default_priority(self.events.iter().map(|event| event.event_type.as_str())),
+        };
+        self.priority = Some(priority);
+        if !priority.is_evictable() {
+            return match self.eviction_policy {
+                Some(policy) => Err((
+                    "eviction_policy".into(),
+                    format!(
+                        "\"{}\" needs priority = \"Spot\" or \"Low\": Azure evicts only those VMs (remove eviction_policy, or set the priority)",
+                        policy.as_wire()
+                    ),
+                )),
+                None => Ok(()),
+            };
+        }
+        if self.eviction_policy.is_none() {
+            self.eviction_policy = default_eviction_policy(priority);
+        }
+        Ok(())
+    }
+
+    /// The VM's priority (set after [`Scenario::validate`]).
+    pub fn priority(&self) -> VmPriority {
+        self.priority.unwrap_or(VmPriority::Regular)
     }
 }
 
@@ -463,6 +512,21 @@ appear_at = "5s"
             error.to_string().contains("events[0]: cancel_at"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn eviction_policy_on_a_regular_vm_is_refused_with_the_fix() {
+        let text = "name = \"t\"\neviction_policy = \"Delete\"\n";
+        let message = Scenario::from_toml(text, "e.toml").unwrap_err().to_string();
+        assert!(message.contains("eviction_policy"), "{message}");
+        assert!(message.contains("priority = \"Spot\""), "{message}");
+    }
+
+    #[test]
+    fn identity_table_problems_name_the_key() {
+        let text = "name = \"t\"\n[identity]\nexpires_in = \"0s\"\n";
+        let message = Scenario::from_toml(text, "i.toml").unwrap_err().to_string();
+        assert!(message.contains("identity.expires_in"), "{message}");
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The HTTP face of the simulator (axum): IMDS's scheduledevents and compute endpoints,
-//! unprefixed for the default VM and under `/vm/{name}` for each VM, plus `/simulator/*`.
+//! The HTTP face of the simulator (axum): IMDS's scheduledevents, compute and managed
+//! identity endpoints, unprefixed for the default VM and under `/vm/{name}` for each VM,
+//! plus `/simulator/*`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +15,7 @@ use serde_json::json;
 
 use crate::engine::Engine;
 use crate::faults::{FaultMethod, FaultOutcome, malformed_text};
+use crate::identity::{TokenQuery, TokenSubject, oauth_error};
 use crate::shape::SUPPORTED_API_VERSIONS;
 
 /// The longest a `/simulator/wait-finished` call may wait.
@@ -27,12 +29,17 @@ pub(crate) fn router(engine: Arc<Engine>) -> Router {
         .route("/metadata/scheduledevents", get(events).post(events))
         .route("/metadata/instance/compute", get(compute_endpoint))
         .route("/metadata/instance/compute/name", get(compute_name))
+        .route("/metadata/identity/oauth2/token", get(identity_token))
         .route(
             "/vm/{vm}/metadata/scheduledevents",
             get(events).post(events),
         )
         .route("/vm/{vm}/metadata/instance/compute", get(compute_endpoint))
         .route("/vm/{vm}/metadata/instance/compute/name", get(compute_name))
+        .route(
+            "/vm/{vm}/metadata/identity/oauth2/token",
+            get(identity_token),
+        )
         .route("/simulator/state", get(state))
         .route("/simulator/wait-finished", get(wait_finished))
         .fallback(not_found)
@@ -78,6 +85,7 @@ enum Endpoint {
     Events,
     Compute,
     ComputeName,
+    IdentityToken,
 }
 
 async fn events(State(engine): Shared, call: Call) -> Response {
@@ -90,6 +98,10 @@ async fn compute_endpoint(State(engine): Shared, call: Call) -> Response {
 
 async fn compute_name(State(engine): Shared, call: Call) -> Response {
     serve(&engine, call, Endpoint::ComputeName).await
+}
+
+async fn identity_token(State(engine): Shared, call: Call) -> Response {
+    serve(&engine, call, Endpoint::IdentityToken).await
 }
 
 /// Checks the VM, the Metadata header and the api-version, answers, and records the request.
@@ -115,6 +127,7 @@ async fn serve(engine: &Engine, call: Call, endpoint: Endpoint) -> Response {
             }
             Endpoint::Compute => compute(engine, &vm),
             Endpoint::ComputeName => vm.clone().into_response(),
+            Endpoint::IdentityToken => token(engine, &vm, &call),
         },
     };
     record(engine, &call, &vm, &response, arrived);
@@ -138,23 +151,27 @@ fn record(
 }
 
 /// IMDS's checks (the `Metadata: true` header, then a usable api-version): the 400 to
-/// answer if one fails.
+/// answer if one fails (in OAuth's error shape on the identity endpoint, as Azure does).
 fn rejection(call: &Call, endpoint: Endpoint) -> Option<Response> {
     let has_header = call
         .headers
         .get("metadata")
         .and_then(|value| value.to_str().ok())
         .is_some_and(|value| value.trim().eq_ignore_ascii_case("true"));
+    let version = query_value(call.query.as_deref(), "api-version");
+    let has_version = version.as_deref().is_some_and(|text| !text.is_empty());
+    if let Endpoint::IdentityToken = endpoint {
+        return identity_rejection(has_header, has_version);
+    }
     if !has_header {
         return Some(bad_request(json!({
             "error": "Bad request. Required metadata header not specified"
         })));
     }
-    let version = query_value(call.query.as_deref(), "api-version");
     let usable = match (endpoint, version.as_deref()) {
         (_, None | Some("")) => false,
         (Endpoint::Events, Some(version)) => SUPPORTED_API_VERSIONS.contains(&version),
-        (Endpoint::Compute | Endpoint::ComputeName, Some(_)) => true,
+        (_, Some(_)) => true,
     };
     if usable {
         return None;
@@ -163,6 +180,40 @@ fn rejection(call: &Call, endpoint: Endpoint) -> Option<Response> {
         "error": "Bad request. api-version is invalid or was not specified in the request. For more information refer to aka.ms/azureimds",
         "newest-versions": ["2020-07-01", "2019-08-01", "2019-04-01"],
     })))
+}
+
+/// The identity endpoint's checks, answered in OAuth's error shape.
+fn identity_rejection(has_header: bool, has_version: bool) -> Option<Response> {
+    if !has_header {
+        return Some(bad_request(oauth_error(
+            "Required metadata header not specified",
+        )));
+    }
+    if !has_version {
+        return Some(bad_request(oauth_error(
+            "Required query variable 'api-version' is missing",
+        )));
+    }
+    None
+}
+
+/// GET identity/oauth2/token: a token for the `resource` asked for, or Azure's 400.
+fn token(engine: &Engine, vm: &str, call: &Call) -> Response {
+    let query = TokenQuery::parse(call.query.as_deref());
+    let resource_id = vm_resource_id(engine, vm);
+    let subject = TokenSubject {
+        vm,
+        resource_id: &resource_id,
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs());
+    let answer = crate::identity::answer(&engine.scenario().identity, &subject, &query, now);
+    let (status, body) = answer.status_and_body();
+    error(
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        body,
+    )
 }
 
 /// GET scheduledevents: the document, unless a fault says otherwise.
@@ -201,27 +252,33 @@ async fn approve(engine: &Engine, vm: &str, call: &Call) -> Response {
     }
 }
 
-/// The compute metadata the daemon reads its VM name from.
+const SUBSCRIPTION: &str = "00000000-0000-0000-0000-000000000000";
+const RESOURCE_GROUP: &str = "forewarn-simulator";
+
+/// The VM's ARM resource id (in a scale set when the scenario names one).
+fn vm_resource_id(engine: &Engine, vm: &str) -> String {
+    let scale_set = &engine.scenario().vm_scale_set;
+    let prefix = format!(
+        "/subscriptions/{SUBSCRIPTION}/resourceGroups/{RESOURCE_GROUP}/providers/Microsoft.Compute"
+    );
+    if scale_set.is_empty() {
+        format!("{prefix}/virtualMachines/{vm}")
+    } else {
+        format!("{prefix}/virtualMachineScaleSets/{scale_set}/virtualMachines/{vm}")
+    }
+}
+
+/// The compute metadata the daemon reads its VM name, priority and eviction policy from.
 fn compute(engine: &Engine, vm: &str) -> Response {
     let scenario = engine.scenario();
-    let subscription = "00000000-0000-0000-0000-000000000000";
-    let group = "forewarn-simulator";
-    let resource_id = if scenario.vm_scale_set.is_empty() {
-        format!(
-            "/subscriptions/{subscription}/resourceGroups/{group}/providers/Microsoft.Compute/virtualMachines/{vm}"
-        )
-    } else {
-        format!(
-            "/subscriptions/{subscription}/resourceGroups/{group}/providers/Microsoft.Compute/virtualMachineScaleSets/{}/virtualMachines/{vm}",
-            scenario.vm_scale_set
-        )
-    };
     let body = json!({
         "name": vm,
         "vmScaleSetName": scenario.vm_scale_set,
-        "resourceId": resource_id,
-        "resourceGroupName": group,
-        "subscriptionId": subscription,
+        "resourceId": vm_resource_id(engine, vm),
+        "resourceGroupName": RESOURCE_GROUP,
+        "subscriptionId": SUBSCRIPTION,
+        "priority": scenario.priority().as_wire(),
+        "evictionPolicy": scenario.eviction_policy.map_or("", |policy| policy.as_wire()),
         "vmId": crate::ids::stable_event_id(vm, usize::MAX),
         "location": "simulated",
         "osType": "Linux",

@@ -134,6 +134,9 @@ pub struct HistoryRecord {
     pub at_unix_ms: u64,
 }
 
+/// The path of IMDS's managed identity token endpoint (after any `/vm/{name}` prefix).
+pub const IDENTITY_TOKEN_PATH: &str = "/metadata/identity/oauth2/token";
+
 /// How many requests the simulator remembers.
 pub(crate) const REQUEST_LOG_LIMIT: usize = 10_000;
 
@@ -177,6 +180,15 @@ impl StateSnapshot {
         self.faults
             .iter()
             .filter(|fault| fault.kind == kind)
+            .collect()
+    }
+
+    /// The requests to the managed identity endpoint (any VM, any answer), oldest first:
+    /// how many tokens a client fetched.
+    pub fn identity_requests(&self) -> Vec<&RequestRecord> {
+        self.requests
+            .iter()
+            .filter(|request| request.path.ends_with(IDENTITY_TOKEN_PATH))
             .collect()
     }
 

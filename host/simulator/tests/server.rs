@@ -505,3 +505,146 @@ async fn first_requests_fails_only_each_vms_first_gets() {
     assert!(faults.iter().all(|fault| fault.status == Some(503)));
     sim.shutdown().await;
 }
+
+async fn get_token(base: &str, query: &str, metadata: bool) -> reqwest::Response {
+    let mut request = client().get(format!("{base}/metadata/identity/oauth2/token?{query}"));
+    if metadata {
+        request = request.header("Metadata", "true");
+    }
+    request.send().await.unwrap()
+}
+
+const STORAGE: &str = "api-version=2018-02-01&resource=https%3A%2F%2Fstorage.azure.com%2F";
+
+#[tokio::test]
+async fn identity_endpoint_serves_tokens_per_vm_and_logs_each_request() {
+    let sim = start(scenario(""), 1.0).await;
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let response = get_token(&sim.base_url(), STORAGE, true).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let body = json(response).await;
+    assert_eq!(body["resource"], "https://storage.azure.com/");
+    assert_eq!(body["token_type"], "Bearer");
+    assert_eq!(body["expires_in"], "86399");
+    let expires_on: u64 = body["expires_on"].as_str().unwrap().parse().unwrap();
+    assert!(expires_on >= before + 86_399 && expires_on <= before + 86_401);
+    assert_eq!(body["access_token"].as_str().unwrap().split('.').count(), 3);
+
+    let vm_b = json(get_token(&sim.vm_base_url("vm-b"), STORAGE, true).await).await;
+    assert_ne!(
+        vm_b["client_id"], body["client_id"],
+        "each VM has its own identity"
+    );
+
+    let snapshot = sim.snapshot();
+    let fetches = snapshot.identity_requests();
+    assert_eq!(fetches.len(), 2);
+    assert_eq!((fetches[0].vm.as_str(), fetches[0].status), ("vm-a", 200));
+    assert_eq!(fetches[1].path, "/vm/vm-b/metadata/identity/oauth2/token");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn identity_endpoint_answers_azures_400s() {
+    let sim = start(scenario(""), 1.0).await;
+    let no_header = get_token(&sim.base_url(), STORAGE, false).await;
+    assert_eq!(no_header.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        json(no_header).await,
+        serde_json::json!({"error": "invalid_request", "error_description": "Required metadata header not specified"})
+    );
+    let no_resource = get_token(&sim.base_url(), "api-version=2018-02-01", true).await;
+    assert_eq!(no_resource.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        json(no_resource).await["error_description"],
+        "Required query variable 'resource' is missing"
+    );
+    let other_identity = format!("{STORAGE}&client_id=00000000-0000-0000-0000-00000000beef");
+    let response = get_token(&sim.base_url(), &other_identity, true).await;
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        json(response).await["error_description"],
+        "Identity not found"
+    );
+    assert_eq!(sim.snapshot().identity_requests().len(), 3);
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn identity_table_sets_lifetime_or_takes_the_identity_away() {
+    let short = start(scenario("[identity]\nexpires_in = \"90s\"\n"), 1.0).await;
+    let body = json(get_token(&short.base_url(), STORAGE, true).await).await;
+    assert_eq!(body["expires_in"], "90");
+    short.shutdown().await;
+
+    let none = start(scenario("[identity]\nassigned = false\n"), 1.0).await;
+    let response = get_token(&none.base_url(), STORAGE, true).await;
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        json(response).await["error_description"],
+        "Identity not found"
+    );
+    none.shutdown().await;
+}
+
+async fn compute_of(scenario: Scenario) -> serde_json::Value {
+    let sim = start(scenario, 1.0).await;
+    let response = client()
+        .get(format!(
+            "{}/metadata/instance/compute?api-version=2021-02-01",
+            sim.base_url()
+        ))
+        .header("Metadata", "true")
+        .send()
+        .await
+        .unwrap();
+    let body = json(response).await;
+    sim.shutdown().await;
+    body
+}
+
+#[tokio::test]
+async fn compute_shows_priority_and_eviction_policy() {
+    let regular = compute_of(scenario("")).await;
+    assert_eq!(
+        (&regular["priority"], &regular["evictionPolicy"]),
+        (&serde_json::json!("Regular"), &serde_json::json!(""))
+    );
+    let spot = compute_of(forewarn_simulator::load_scenario("spot-preemption").unwrap()).await;
+    assert_eq!(
+        (&spot["priority"], &spot["evictionPolicy"]),
+        (&serde_json::json!("Spot"), &serde_json::json!("Delete"))
+    );
+    let text = "name = \"d\"\npriority = \"Spot\"\neviction_policy = \"Deallocate\"\n";
+    let deallocated = compute_of(Scenario::from_toml(text, "d.toml").unwrap()).await;
+    assert_eq!(deallocated["evictionPolicy"], "Deallocate");
+    let unset =
+        compute_of(Scenario::from_toml("name = \"u\"\npriority = \"\"\n", "u.toml").unwrap()).await;
+    assert_eq!(unset["priority"], "");
+}
+
+#[tokio::test]
+async fn the_imds_client_reads_priority_and_eviction_policy_from_the_simulator() {
+    let sim = start(
+        forewarn_simulator::load_scenario("spot-preemption").unwrap(),
+        1.0,
+    )
+    .await;
+    let config = forewarn_imds::ClientConfig {
+        base_url: sim.base_url(),
+        ..forewarn_imds::ClientConfig::default()
+    };
+    let imds = forewarn_imds::ImdsClient::new(config).unwrap();
+    let compute = imds.fetch_compute().await.unwrap();
+    assert_eq!(compute.name, "vm-a");
+    assert_eq!(compute.priority, forewarn_imds::VmPriority::Spot);
+    assert_eq!(
+        compute.eviction_policy,
+        Some(forewarn_imds::EvictionPolicy::Delete)
+    );
+    assert_eq!(imds.fetch_vm_name().await.unwrap(), "vm-a");
+    sim.shutdown().await;
+}
