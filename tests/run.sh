@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # forewarn's whole test suite, as a new machine runs it: installs what the end-to-end tests
 # drive for real when missing (HAProxy, systemd-analyze, etcd, openssl, procps, dpkg-deb from
-# Debian; the C, Python and JavaScript plugin toolchains; cargo-deb), then runs every test of
-# the workspace with cargo. The build scripts build the wasm plugins on the way, adding the
-# wasm32-wasip2 target with rustup when the toolchain lacks it.
+# Debian; the C, Python and JavaScript plugin toolchains; Azurite; cargo-deb), then runs
+# every test of the workspace with cargo. The build scripts build the wasm plugins on the way,
+# adding the wasm32-wasip2 target with rustup when the toolchain lacks it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +28,10 @@ fi
 bash tests/install-language-toolchains.sh
 # A Node.js the script had to fetch (the machine's was missing or too old) comes first.
 [ -x tests/.tools/node/bin/node ] && export PATH="$PWD/tests/.tools/node/bin:$PATH"
+
+# Azurite (npm, pinned) into tests/.tools/azurite: the blob storage tests run it over HTTPS
+# with OAuth against the simulator's managed identity tokens. Quick when present.
+bash tests/install-azurite.sh
 
 # The .deb packaging test needs cargo-deb (a crates.io tool, ~2 minutes to build once).
 if ! cargo deb --version >/dev/null 2>&1; then
