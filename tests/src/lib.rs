@@ -2,8 +2,12 @@
 //! test guest components. `guests::PROBE`, `guests::OTHER_WORLD` and `guests::NOOP` are paths to
 //! built `.wasm` files.
 
+/// Azurite's Blob service over HTTPS with OAuth, for the blob storage tests.
+pub mod azurite;
 pub mod fixtures;
 pub mod guests;
 pub mod harness;
+/// An HTTPS client trusting only the test CA.
+pub mod https;
 /// A throwaway test CA and certificates (openssl).
 pub mod pki;
