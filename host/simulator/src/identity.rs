@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use axum::http::StatusCode;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
@@ -112,14 +113,16 @@ pub(crate) enum TokenAnswer {
 
 impl TokenAnswer {
     /// The HTTP status and JSON body Azure sends for this answer.
-    pub(crate) fn status_and_body(self) -> (u16, serde_json::Value) {
+    pub(crate) fn status_and_body(self) -> (StatusCode, serde_json::Value) {
         match self {
-            TokenAnswer::Token(body) => (200, body),
+            TokenAnswer::Token(body) => (StatusCode::OK, body),
             TokenAnswer::MissingResource => (
-                400,
+                StatusCode::BAD_REQUEST,
                 oauth_error("Required query variable 'resource' is missing"),
             ),
-            TokenAnswer::IdentityNotFound => (400, oauth_error("Identity not found")),
+            TokenAnswer::IdentityNotFound => {
+                (StatusCode::BAD_REQUEST, oauth_error("Identity not found"))
+            }
         }
     }
 }
@@ -331,7 +334,7 @@ mod tests {
             );
             assert_eq!(answer, TokenAnswer::MissingResource);
             let (status, body) = answer.status_and_body();
-            assert_eq!(status, 400);
+            assert_eq!(status, StatusCode::BAD_REQUEST);
             assert_eq!(
                 body,
                 json!({"error": "invalid_request", "error_description": "Required query variable 'resource' is missing"})
@@ -364,7 +367,7 @@ mod tests {
             TokenAnswer::Token(_)
         ));
         let (status, body) = TokenAnswer::IdentityNotFound.status_and_body();
-        assert_eq!(status, 400);
+        assert_eq!(status, StatusCode::BAD_REQUEST);
         assert_eq!(body["error_description"], "Identity not found");
     }
 

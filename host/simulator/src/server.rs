@@ -160,7 +160,7 @@ fn rejection(call: &Call, endpoint: Endpoint) -> Option<Response> {
         .is_some_and(|value| value.trim().eq_ignore_ascii_case("true"));
     let version = query_value(call.query.as_deref(), "api-version");
     let has_version = version.as_deref().is_some_and(|text| !text.is_empty());
-    if let Endpoint::IdentityToken = endpoint {
+    if matches!(endpoint, Endpoint::IdentityToken) {
         return identity_rejection(has_header, has_version);
     }
     if !has_header {
@@ -210,10 +210,7 @@ fn token(engine: &Engine, vm: &str, call: &Call) -> Response {
         .map_or(0, |elapsed| elapsed.as_secs());
     let answer = crate::identity::answer(&engine.scenario().identity, &subject, &query, now);
     let (status, body) = answer.status_and_body();
-    error(
-        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-        body,
-    )
+    json_text(status, body.to_string())
 }
 
 /// GET scheduledevents: the document, unless a fault says otherwise.
