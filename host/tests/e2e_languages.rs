@@ -465,6 +465,7 @@ async fn measure_language_examples() {
         vm_name: "vm-a".into(),
         affects_this_vm: true,
         attempt: 1,
+        vm: Default::default(),
     };
     for example in [C_FREEZE_GATE, PYTHON_WEBHOOK, JS_COUNTER] {
         let bytes = std::fs::read(built(example)).unwrap();

@@ -190,6 +190,7 @@ async fn call(plugin: &Plugin, budget: Duration) -> CallOutcome {
         vm_name: "vm-a".into(),
         affects_this_vm: true,
         attempt: 1,
+        vm: Default::default(),
     };
     plugin
         .call(&event(), wit::Phase::Prepare, &context, budget)

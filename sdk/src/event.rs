@@ -88,6 +88,12 @@ impl Context {
             .unwrap_or(Duration::ZERO)
     }
 
+    /// Time from the start of this call to the event's `NotBefore` (zero once it has passed);
+    /// None once the event has started. On a Spot eviction this is the whole notice left.
+    pub fn until_not_before(&self) -> Option<Duration> {
+        self.until_not_before_ms.map(Duration::from_millis)
+    }
+
     /// Whether this is the first call for this event and phase (not a retry after a defer).
     pub fn is_first_attempt(&self) -> bool {
         self.attempt <= 1
@@ -201,6 +207,8 @@ mod tests {
             affects_this_vm: true,
             deadline_unix_ms,
             attempt,
+            until_not_before_ms: Some(25_000),
+            vm: Default::default(),
         }
     }
 

@@ -26,11 +26,14 @@ mod event;
 mod event_ids;
 pub mod host;
 mod plugin;
+mod vm;
 
-pub use bindings::forewarn::plugin::host::{ActionOutput, HttpRequest, HttpResponse, Level};
+pub use bindings::forewarn::plugin::host::{
+    AccessToken, ActionOutput, HttpRequest, HttpResponse, Level,
+};
 pub use bindings::forewarn::plugin::types::{
-    Context, Decision, Deferral, EventSource, EventStatus, EventType, Phase, ScheduledEvent,
-    ScheduledEvent as Event,
+    Context, Decision, Deferral, EventSource, EventStatus, EventType, EvictionPolicy, Phase,
+    ScheduledEvent, ScheduledEvent as Event, VmInfo, VmPriority,
 };
 pub use error::HostError;
 pub use event_ids::EventIds;
@@ -38,8 +41,11 @@ pub use plugin::Plugin;
 
 /// Everything a typical plugin names, for `use forewarn_sdk::prelude::*;`.
 pub mod prelude {
-    pub use crate::host::{self, http, log, state};
-    pub use crate::{Context, Decision, Event, EventSource, EventType, HostError, Phase, Plugin};
+    pub use crate::host::{self, http, identity, log, state};
+    pub use crate::{
+        Context, Decision, Event, EventSource, EventType, EvictionPolicy, HostError, Phase, Plugin,
+        VmPriority,
+    };
 }
 
 /// Not public API: paths the macros expand to.

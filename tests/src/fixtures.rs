@@ -26,5 +26,6 @@ pub fn sample_context() -> CallContext {
         vm_name: "vm-a".into(),
         affects_this_vm: true,
         attempt: 1,
+        vm: Default::default(),
     }
 }

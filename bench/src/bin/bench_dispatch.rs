@@ -146,6 +146,8 @@ async fn native_call(
         affects_this_vm: context.affects_this_vm,
         deadline_unix_ms: unix_ms(SystemTime::now() + budget),
         attempt: context.attempt,
+        until_not_before_ms: None,
+        vm: context.vm,
     };
     let result = tokio::time::timeout_at(deadline.into(), async {
         std::hint::black_box(native_noop(event, phase, &wit_context))
@@ -373,6 +375,7 @@ impl Bench {
         ));
         let settings = DaemonSettings {
             vm_name: "vm-a".into(),
+            vm: Default::default(),
             policy: PolicyConfig::default(),
             state_dir: state_dir.to_path_buf(),
         };

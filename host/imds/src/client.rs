@@ -9,6 +9,10 @@ use reqwest::{Method, RequestBuilder, StatusCode};
 
 use crate::compute::{ComputeInfo, parse_compute};
 use crate::event::Document;
+use crate::identity_token::{
+    IDENTITY_API_VERSION, IdentityError, IdentityToken, parse_identity_refusal,
+    parse_identity_token,
+};
 use crate::parse_error::ParseError;
 use crate::rate_limit::RateLimiter;
 use crate::wire::{self, excerpt, truncate};
@@ -323,6 +327,49 @@ impl ImdsClient {
         let body = answer.body;
         parse_compute(&body)
             .map_err(|error| FetchError::Malformed(error, truncate(&body, RAW_KEEP_CHARS)))
+    }
+
+    /// Asks the identity endpoint for an access token for `resource`, of the user-assigned
+    /// identity `client_id` when given (else the system-assigned one). Waits for the rate
+    /// limit, then at most `request_timeout`.
+    pub async fn fetch_identity_token(
+        &self,
+        resource: &str,
+        client_id: Option<&str>,
+    ) -> Result<IdentityToken, IdentityError> {
+        let url = self.identity_url(resource, client_id).map_err(|error| {
+            FetchError::OtherStatus(0, format!("cannot build the identity URL: {error}"))
+        })?;
+        let request = self.request(Method::GET, url);
+        let answer = self
+            .send(request, self.inner.config.request_timeout)
+            .await
+            .map_err(FetchError::from)?;
+        if answer.status != StatusCode::OK
+            && let Some(refused) = parse_identity_refusal(answer.status.as_u16(), &answer.body)
+        {
+            return Err(refused);
+        }
+        check_fetch_answer(&answer)?;
+        parse_identity_token(&answer.body, std::time::SystemTime::now())
+    }
+
+    /// `{base}/metadata/identity/oauth2/token?api-version=…&resource=…[&client_id=…]`.
+    fn identity_url(&self, resource: &str, client_id: Option<&str>) -> Result<String, String> {
+        let base = format!(
+            "{}/metadata/identity/oauth2/token",
+            self.inner.config.base_url.trim_end_matches('/')
+        );
+        let mut query = vec![
+            ("api-version", IDENTITY_API_VERSION),
+            ("resource", resource),
+        ];
+        if let Some(client_id) = client_id {
+            query.push(("client_id", client_id));
+        }
+        reqwest::Url::parse_with_params(&base, &query)
+            .map(String::from)
+            .map_err(|error| error.to_string())
     }
 
     /// A request with the `Metadata: true` header every IMDS call needs.

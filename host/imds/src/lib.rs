@@ -31,6 +31,7 @@
 mod client;
 mod compute;
 mod event;
+mod identity_token;
 mod parse_error;
 mod poller;
 mod rate_limit;
@@ -41,6 +42,7 @@ pub use client::{
 };
 pub use compute::{ComputeInfo, EvictionPolicy, VmPriority, parse_compute};
 pub use event::{Document, EventSource, EventStatus, EventType, ScheduledEvent, is_vm_name};
+pub use identity_token::{IdentityError, IdentityToken, parse_identity_token};
 pub use parse_error::ParseError;
 pub use poller::{PollStatus, Poller, PollerConfig, PollerParts};
 pub use wire::{parse_document, parse_start_requests, render_document};

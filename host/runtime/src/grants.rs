@@ -25,6 +25,11 @@ pub(crate) enum GrantError {
          [capabilities] actions in {plugin}.toml"
     )]
     Action { plugin: String, action: String },
+    #[error(
+        "plugin `{plugin}` may not ask for access tokens for `{resource}`: add \"{resource}\" to \
+         [capabilities] azure-identity in {plugin}.toml"
+    )]
+    Identity { plugin: String, resource: String },
     /// The URL cannot be judged at all: not absolute, not http, no host.
     #[error("{0}")]
     UnusableUrl(String),
@@ -95,6 +100,31 @@ impl<'a> CapabilityGranter<'a> {
     }
 }
 
+impl CapabilityGranter<'_> {
+    /// Ok when the plugin may ask for a managed-identity token for `resource`. Resources
+    /// compare without regard to case or a trailing slash, as Azure's audiences do.
+    pub(crate) fn grant_identity(&self, resource: &str) -> Result<(), GrantError> {
+        let wanted = audience(resource);
+        let granted = self
+            .grants
+            .azure_identity
+            .iter()
+            .any(|entry| audience(entry).eq_ignore_ascii_case(wanted));
+        if granted && !wanted.is_empty() {
+            return Ok(());
+        }
+        Err(GrantError::Identity {
+            plugin: self.plugin.to_owned(),
+            resource: resource.to_owned(),
+        })
+    }
+}
+
+/// A resource without surrounding blanks and trailing slashes.
+fn audience(resource: &str) -> &str {
+    resource.trim().trim_end_matches('/')
+}
+
 /// `url` parsed, when it is an absolute `http://` URL.
 fn parse_http_url(url: &str) -> Result<Url, GrantError> {
     let parsed = Url::parse(url).map_err(|error| {
@@ -137,6 +167,7 @@ mod tests {
             readiness,
             http: http.iter().map(|entry| (*entry).to_owned()).collect(),
             actions: actions.iter().map(|entry| (*entry).to_owned()).collect(),
+            ..Grants::default()
         }
     }
 
@@ -257,5 +288,34 @@ mod tests {
         let unusable = CapabilityGranter::new("p", &none).grant_http("/relative");
         let error = HostError::from(unusable.unwrap_err());
         assert!(matches!(error, HostError::Invalid(_)), "{error:?}");
+    }
+
+    #[test]
+    fn identity_tokens_are_granted_per_resource_without_regard_to_a_trailing_slash() {
+        let storage = Grants {
+            azure_identity: vec!["https://storage.azure.com/".to_owned()],
+            ..Grants::default()
+        };
+        let nothing = grants(true, &["127.0.0.1:80"], &["stop-app"]);
+        let rows = [
+            (&storage, "https://storage.azure.com/", Expected::Granted),
+            (&storage, "https://storage.azure.com", Expected::Granted),
+            (&storage, "https://STORAGE.azure.com/", Expected::Granted),
+            (
+                &storage,
+                "https://vault.azure.net",
+                Expected::Refused(
+                    "plugin `p` may not ask for access tokens for `https://vault.azure.net`: \
+                     add \"https://vault.azure.net\" to [capabilities] azure-identity in p.toml",
+                ),
+            ),
+            (&storage, "", Expected::Refused("azure-identity")),
+            (
+                &nothing,
+                "https://storage.azure.com/",
+                Expected::Refused(""),
+            ),
+        ];
+        check_rows(&rows, |granter, resource| granter.grant_identity(resource));
     }
 }

@@ -1,5 +1,5 @@
 //! The `host` interface of the latest WIT contract as the daemon implements it: logging under
-//! the plugin's name, config lookup, durable state, readiness, HTTP and actions; grants first.
+//! the plugin's name, config, durable state, readiness, HTTP, actions, identity; grants first.
 
 use crate::actions;
 use crate::call_state::{CallState, LOG_FIELD_MAX_BYTES, LOG_LINE_MAX_BYTES};
@@ -9,7 +9,7 @@ use crate::plugin_log::{PluginLogLine, write_plugin_log};
 use crate::services::StateStoreError;
 use crate::text::log_safe;
 use crate::wit::latest::forewarn::plugin::{host, types};
-use crate::wit::latest::{ActionOutput, HostError, HttpRequest, HttpResponse, Level};
+use crate::wit::latest::{AccessToken, ActionOutput, HostError, HttpRequest, HttpResponse, Level};
 
 impl types::Host for CallState {}
 
@@ -92,6 +92,34 @@ impl host::Host for CallState {
         result
     }
 
+    async fn azure_access_token(&mut self, resource: String) -> Result<AccessToken, HostError> {
+        if let Err(refused) = self.granter().grant_identity(&resource) {
+            let error = HostError::from(refused);
+            if self.take_log_line() {
+                tracing::warn!(
+                    plugin = %self.plugin,
+                    resource = %log_safe(&resource, LOG_FIELD_MAX_BYTES),
+                    error = %log_safe(&describe(&error), LOG_FIELD_MAX_BYTES),
+                    "plugin identity token refused"
+                );
+            }
+            return Err(error);
+        }
+        let identity = self.services.identity.clone();
+        let result = identity_token(identity, &resource, self.deadline).await;
+        if let Err(error) = &result
+            && self.take_log_line()
+        {
+            tracing::warn!(
+                plugin = %self.plugin,
+                resource = %log_safe(&resource, LOG_FIELD_MAX_BYTES),
+                error = %log_safe(&describe(error), LOG_FIELD_MAX_BYTES),
+                "plugin identity token failed"
+            );
+        }
+        result
+    }
+
     async fn run_action(&mut self, name: String) -> Result<ActionOutput, HostError> {
         let granted = self.granter().grant_action(&name).map_err(HostError::from);
         let resolved =
@@ -121,6 +149,26 @@ impl CallState {
     /// Answers this call's plugin's capability requests from its grants.
     fn granter(&self) -> CapabilityGranter<'_> {
         CapabilityGranter::new(&self.plugin, &self.settings.grants)
+    }
+}
+
+/// The identity token for an already granted `resource`, bounded by the call's deadline.
+async fn identity_token(
+    identity: Option<std::sync::Arc<crate::identity::ManagedIdentity>>,
+    resource: &str,
+    deadline: std::time::Instant,
+) -> Result<AccessToken, HostError> {
+    let Some(identity) = identity else {
+        return Err(HostError::Failed(
+            "this daemon has no managed identity: set `[identity]` in its config (on Azure, \
+             assign the VM a managed identity)"
+                .to_owned(),
+        ));
+    };
+    let fetch = identity.token(resource, std::time::SystemTime::now);
+    match tokio::time::timeout_at(deadline.into(), fetch).await {
+        Err(_elapsed) => Err(HostError::TimedOut),
+        Ok(result) => result,
     }
 }
 

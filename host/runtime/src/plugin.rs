@@ -12,7 +12,7 @@ use crate::plugin_log::{LogLevel, PLUGIN_LOG_TARGET, PluginLogLine};
 use crate::services::PluginSettings;
 use crate::text::{log_safe, shorten};
 use crate::wit::HandlerPre;
-use crate::wit::latest::{Context, Decision, Phase, ScheduledEvent};
+use crate::wit::latest::{Context, Decision, Phase, ScheduledEvent, VmInfo};
 
 /// Longest budget a call gets, whatever it asks for: a day. Manifests are bounded far lower
 /// at parse time; this keeps `Instant + budget` from overflowing for any caller.
@@ -46,6 +46,8 @@ pub struct CallContext {
     pub affects_this_vm: bool,
     /// 1 on the first call for this event and phase, then 2, 3, … on each retry.
     pub attempt: u32,
+    /// This VM's priority and eviction policy, from the instance metadata.
+    pub vm: VmInfo,
 }
 
 /// What came of one call.
@@ -175,11 +177,14 @@ impl Plugin {
             self.inner.settings.clone(),
             deadline,
         );
+        let now = SystemTime::now();
         let wit_context = Context {
             vm_name: context.vm_name.clone(),
             affects_this_vm: context.affects_this_vm,
-            deadline_unix_ms: unix_ms(SystemTime::now().checked_add(budget)),
+            deadline_unix_ms: unix_ms(now.checked_add(budget)),
             attempt: context.attempt,
+            until_not_before_ms: until_not_before_ms(event, now),
+            vm: context.vm,
         };
         let _ticking = self.inner.env.enter_call();
         let result = tokio::time::timeout_at(deadline.into(), async {
@@ -302,6 +307,13 @@ fn sanitize(decision: Decision) -> Decision {
             Decision::Defer(deferral)
         }
     }
+}
+
+/// Milliseconds from `now` to the event's `NotBefore` (0 once it has passed); none when the
+/// event has none.
+fn until_not_before_ms(event: &ScheduledEvent, now: SystemTime) -> Option<u64> {
+    let not_before = event.not_before_unix_ms?;
+    Some(not_before.saturating_sub(unix_ms(Some(now))))
 }
 
 /// Milliseconds since the Unix epoch; a time too far ahead to represent is `u64::MAX`.

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::http::HttpClient;
+use crate::identity::ManagedIdentity;
 use crate::mutex::lock;
 
 /// Why a [`StateStore`] did not store or delete a value.
@@ -108,6 +109,9 @@ pub struct HostServices {
     pub actions: Arc<BTreeMap<String, ActionSpec>>,
     /// The client behind `http-send` (no proxy, no redirects).
     pub http: HttpClient,
+    /// The VM's managed identity behind `azure-access-token`; none when the daemon has no
+    /// identity endpoint.
+    pub identity: Option<Arc<ManagedIdentity>>,
 }
 
 impl Default for HostServices {
@@ -117,6 +121,7 @@ impl Default for HostServices {
             readiness: Arc::new(Readiness::default()),
             actions: Arc::new(BTreeMap::new()),
             http: HttpClient::default(),
+            identity: None,
         }
     }
 }
@@ -130,6 +135,8 @@ pub struct Grants {
     pub http: Vec<String>,
     /// Names of operator-defined actions `run-action` may run.
     pub actions: Vec<String>,
+    /// Resources (token audiences) `azure-access-token` may ask a token for.
+    pub azure_identity: Vec<String>,
 }
 
 /// Per-plugin settings the runtime enforces on every call.

@@ -108,6 +108,7 @@ fn context(attempt: u32) -> CallContext {
         vm_name: "vm-a".into(),
         affects_this_vm: true,
         attempt,
+        vm: Default::default(),
     }
 }
 
@@ -319,6 +320,7 @@ async fn every_phase_and_attempt_reaches_the_plugin() {
                 vm_name: format!("vm-{index}"),
                 affects_this_vm: index % 2 == 0,
                 attempt,
+                vm: Default::default(),
             };
             assert_echoes(&echo, &sample_event(), phase, &ctx).await;
         }
@@ -358,11 +360,13 @@ async fn unicode_empty_and_optional_fields_round_trip() {
         vm_name: "vm-ä 🚧".into(),
         affects_this_vm: false,
         attempt: 1,
+        vm: Default::default(),
     };
     let empty_ctx = CallContext {
         vm_name: String::new(),
         affects_this_vm: false,
         attempt: 0,
+        vm: Default::default(),
     };
     assert_echoes(&echo, &unicode, Phase::Prepare, &unicode_ctx).await;
     assert_echoes(&echo, &empty, Phase::EndedWithoutStart, &empty_ctx).await;

@@ -40,6 +40,8 @@ pub struct Config {
     pub policy: PolicyConfig,
     /// `[admin]`: the local HTTP endpoint for health, readiness, metrics and status.
     pub admin: AdminConfig,
+    /// `[identity]`: which managed identity plugins granted `azure-identity` get tokens of.
+    pub identity: IdentityConfig,
     /// Commands plugins may run by name (`[actions.NAME]`), if their manifest grants it.
     pub actions: BTreeMap<String, ActionConfig>,
     /// `[coordination]`: approve events naming several VMs together, through etcd.
@@ -62,6 +64,15 @@ impl Default for AdminConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 9555)),
         }
     }
+}
+
+/// The VM's managed identity, as plugins granted `[capabilities] azure-identity` use it: the
+/// daemon fetches tokens from IMDS (`imds.url`) and hands them out; plugins never reach IMDS.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
+pub struct IdentityConfig {
+    /// The client id of a user-assigned identity; empty: the VM's system-assigned identity.
+    pub client_id: String,
 }
 
 /// An operator-defined command a plugin may run by name — never an arbitrary command line.
@@ -131,6 +142,7 @@ impl Default for Config {
             imds: ImdsConfig::default(),
             policy: PolicyConfig::default(),
             admin: AdminConfig::default(),
+            identity: IdentityConfig::default(),
             actions: BTreeMap::new(),
             coordination: None,
         }

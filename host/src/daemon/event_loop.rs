@@ -40,6 +40,8 @@ const IDLE_WAKE: Duration = Duration::from_secs(60);
 pub struct DaemonSettings {
     /// This VM's name, as IMDS lists it in `Resources`.
     pub vm_name: String,
+    /// This VM's priority and eviction policy, as plugins see them.
+    pub vm: forewarn_runtime::wit::latest::VmInfo,
     /// The `[policy]` section.
     pub policy: PolicyConfig,
     /// Where the journal lives (`daemon.state-dir`).
@@ -263,6 +265,7 @@ impl Daemon {
             vm_name: self.settings.vm_name.clone(),
             affects_this_vm: call.affects_this_vm,
             attempt: call.attempt,
+            vm: self.settings.vm,
         };
         let planned = call.clone();
         let task = self.calls.spawn(async move {

@@ -5,10 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use forewarn_imds::{ClientConfig, ImdsClient, Poller};
+use forewarn_imds::{ClientConfig, ComputeInfo, ImdsClient, Poller};
+use forewarn_runtime::wit::latest::VmInfo;
 use forewarn_runtime::{
-    ActionSpec, HostServices, HttpClient, Readiness, Runtime, RuntimeConfig, StateStore,
-    StateStoreError,
+    ActionSpec, HostServices, HttpClient, IssuedToken, ManagedIdentity, Readiness, Runtime,
+    RuntimeConfig, StateStore, StateStoreError, TokenFetcher, TokenFuture,
 };
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -20,6 +21,7 @@ use crate::ops::admin::{self, AdminState, DaemonViews};
 use crate::ops::metrics::{self, Metrics};
 use crate::ops::systemd;
 use crate::pipeline::timeline::Timeline;
+use crate::plugins::convert::to_wit_vm;
 use crate::plugins::set::{LoadedPlugin, PluginSet};
 use crate::plugins::state_store::{PluginStateStore, StateError};
 
@@ -64,6 +66,10 @@ pub fn build_runtime(config: &Config) -> anyhow::Result<Prepared> {
         readiness: readiness.clone(),
         actions: Arc::new(actions),
         http: HttpClient::refusing(config.imds.endpoint_addresses()),
+        identity: Some(Arc::new(ManagedIdentity::new(Arc::new(ImdsTokens {
+            client: imds_client(config)?,
+            client_id: Some(config.identity.client_id.clone()).filter(|id| !id.is_empty()),
+        })))),
     };
     let runtime = Runtime::new(
         RuntimeConfig {
@@ -73,6 +79,36 @@ pub fn build_runtime(config: &Config) -> anyhow::Result<Prepared> {
     )
     .context("cannot start the plugin runtime")?;
     Ok(Prepared { runtime, readiness })
+}
+
+/// Managed-identity tokens from IMDS's identity endpoint, for the runtime's token cache.
+struct ImdsTokens {
+    client: ImdsClient,
+    /// A user-assigned identity's client id; None: the system-assigned identity.
+    client_id: Option<String>,
+}
+
+impl TokenFetcher for ImdsTokens {
+    fn fetch(&self, resource: &str) -> TokenFuture {
+        let client = self.client.clone();
+        let client_id = self.client_id.clone();
+        let resource = resource.to_owned();
+        Box::pin(async move {
+            let token = client
+                .fetch_identity_token(&resource, client_id.as_deref())
+                .await
+                .map_err(|error| error.to_string())?;
+            tracing::info!(
+                resource = %resource,
+                expires_on = %humantime::format_rfc3339_seconds(token.expires_on),
+                "managed identity token fetched"
+            );
+            Ok(IssuedToken {
+                token: token.access_token,
+                expires_on: token.expires_on,
+            })
+        })
+    }
 }
 
 impl StateStore for PluginStateStore {
@@ -126,26 +162,35 @@ pub(crate) fn imds_client(config: &Config) -> anyhow::Result<ImdsClient> {
     .map_err(|error| anyhow::anyhow!("cannot build the IMDS client: {}", error.0))
 }
 
-/// This VM's name: from the config, or asked of IMDS until it answers (or shutdown). After
-/// `imds.vm-name-patience` of failures it says once, in the log and in `startup`, what to set.
-pub(crate) async fn resolve_vm_name(
+/// This VM's name and what plugins are told of it: the name from the config, or asked of
+/// IMDS until it answers (or shutdown). After `imds.vm-name-patience` of failures it says once,
+/// in the log and in `startup`, what to set. With the name configured, the priority and
+/// eviction policy are asked once; when IMDS does not answer, plugins see a regular VM.
+pub(crate) async fn resolve_vm(
     config: &Config,
     client: &ImdsClient,
     startup: &watch::Sender<Option<String>>,
     shutdown: &CancellationToken,
-) -> anyhow::Result<String> {
+) -> anyhow::Result<(String, VmInfo)> {
     if !config.vm_name.is_empty() {
-        return Ok(config.vm_name.clone());
+        let vm = match client.fetch_compute().await {
+            Ok(compute) => describe_vm(&compute),
+            Err(error) => {
+                tracing::warn!(%error, "cannot read this VM's priority from IMDS instance metadata; plugins are told it is a regular VM");
+                VmInfo::default()
+            }
+        };
+        return Ok((config.vm_name.clone(), vm));
     }
     let started = tokio::time::Instant::now();
     let mut warned = false;
     let mut told = false;
     loop {
-        let error = match client.fetch_vm_name().await {
-            Ok(name) => {
-                tracing::info!(vm_name = %name, "VM name from IMDS instance metadata");
+        let error = match client.fetch_compute().await {
+            Ok(compute) => {
+                tracing::info!(vm_name = %compute.name, "VM name from IMDS instance metadata");
                 startup.send_replace(None);
-                return Ok(name);
+                return Ok((compute.name.clone(), describe_vm(&compute)));
             }
             Err(error) => error,
         };
@@ -164,6 +209,16 @@ pub(crate) async fn resolve_vm_name(
             () = tokio::time::sleep(VM_NAME_RETRY) => {}
         }
     }
+}
+
+/// Logs and converts this VM's priority and eviction policy.
+fn describe_vm(compute: &ComputeInfo) -> VmInfo {
+    let eviction_policy = compute
+        .eviction_policy
+        .as_ref()
+        .map_or_else(String::new, ToString::to_string);
+    tracing::info!(priority = %compute.priority, eviction_policy = %eviction_policy, "VM priority from IMDS instance metadata");
+    to_wit_vm(compute)
 }
 
 /// Time between two lookups of the VM name.
@@ -241,9 +296,10 @@ async fn run_event_loop(
     observers: Observers,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let vm_name = resolve_vm_name(config, &client, &observers.startup, shutdown).await?;
+    let (vm_name, vm) = resolve_vm(config, &client, &observers.startup, shutdown).await?;
     let settings = DaemonSettings {
         vm_name: vm_name.clone(),
+        vm,
         policy: config.policy.clone(),
         state_dir: config.state_dir.clone(),
     };

@@ -34,6 +34,25 @@ pub(crate) fn to_wit_event(event: &imds::ScheduledEvent) -> wit::ScheduledEvent 
     }
 }
 
+/// This VM as a plugin sees it; an unexpected priority or policy text is `unknown`.
+pub(crate) fn to_wit_vm(compute: &imds::ComputeInfo) -> wit::VmInfo {
+    let priority = match compute.priority {
+        imds::VmPriority::Regular => wit::VmPriority::Regular,
+        imds::VmPriority::Spot => wit::VmPriority::Spot,
+        imds::VmPriority::Low => wit::VmPriority::Low,
+        imds::VmPriority::Other(_) => wit::VmPriority::Unknown,
+    };
+    let eviction_policy = compute.eviction_policy.as_ref().map(|policy| match policy {
+        imds::EvictionPolicy::Deallocate => wit::EvictionPolicy::Deallocate,
+        imds::EvictionPolicy::Delete => wit::EvictionPolicy::Delete,
+        imds::EvictionPolicy::Other(_) => wit::EvictionPolicy::Unknown,
+    });
+    wit::VmInfo {
+        priority,
+        eviction_policy,
+    }
+}
+
 fn to_wit_type(event_type: imds::EventType) -> wit::EventType {
     match event_type {
         imds::EventType::Freeze => wit::EventType::Freeze,

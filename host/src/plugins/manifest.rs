@@ -71,6 +71,9 @@ pub struct Capabilities {
     pub http: Vec<String>,
     /// Names of actions (defined in the daemon config) the plugin may run.
     pub actions: Vec<String>,
+    /// Resources (token audiences, e.g. "https://storage.azure.com/") the plugin may ask the
+    /// VM's managed identity for access tokens for.
+    pub azure_identity: Vec<String>,
 }
 
 impl Default for PluginManifest {
@@ -217,6 +220,17 @@ impl PluginManifest {
                 ));
             }
         }
+        for resource in &self.capabilities.azure_identity {
+            if !(resource.starts_with("https://") || resource.starts_with("api://")) {
+                return Err((
+                    "capabilities.azure-identity",
+                    format!(
+                        "\"{resource}\" is not a resource URI; list the audience the plugin \
+                         needs tokens for, e.g. \"https://storage.azure.com/\""
+                    ),
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -247,6 +261,7 @@ impl PluginManifest {
                 readiness: self.capabilities.readiness,
                 http: self.capabilities.http.clone(),
                 actions: self.capabilities.actions.clone(),
+                azure_identity: self.capabilities.azure_identity.clone(),
             },
         }
     }

@@ -137,6 +137,8 @@ mod tests {
             affects_this_vm,
             deadline_unix_ms: 0,
             attempt: 1,
+            until_not_before_ms: Some(60_000),
+            vm: Default::default(),
         }
     }
 

@@ -1,10 +1,12 @@
 //! Safe wrappers around everything the daemon offers a plugin (the WIT `host` interface):
-//! logging, configuration, durable state, readiness, outbound HTTP and operator actions.
+//! logging, configuration, durable state, readiness, outbound HTTP(S), operator actions and
+//! the VM's managed identity.
 //!
 //! Outside a wasm component (in a native `cargo test`) there is no daemon: calling any of
 //! these panics. Keep plugin logic in pure functions and test those.
 
 pub mod http;
+pub mod identity;
 pub mod log;
 pub mod state;
 

@@ -4,19 +4,21 @@
 //! Every call goes through a `match` over the versions; an older version's arm converts its
 //! values to and from the [`latest`] types, which the rest of the crate (and the daemon) uses.
 //!
-//! How to add a WIT version (say 0.2.0):
-//! 1. Freeze the old contract: copy `wit/forewarn.wit` to `host/runtime/wit/since_v0.1.0/`
-//!    and point the `bindgen!` `path` of `v0_1_0.rs` there; then edit `wit/forewarn.wit`.
-//! 2. Add `v0_2_0.rs` (a copy of `v0_1_0.rs`: `bindgen!` on `../../wit`, `MIN_VERSION`
-//!    0.2.0) and make it `latest` below; `host_api.rs` now implements its `host` traits.
-//! 3. In `v0_1_0.rs`, keep only delegation: `impl host::Host for CallState` calling the
-//!    latest implementation, and `From` impls between its types and the latest ones.
-//! 4. Add a variant `V0_2_0` to `HandlerPre` and `Handler`, its `MIN_VERSION` to
-//!    `SUPPORTED`, its `add_to_linker` to [`add_to_linker`], the old `Host` traits to
+//! How to add a WIT version (say 0.3.0; 0.2.0 was added this way, see `v0_1_0.rs`):
+//! 1. Freeze the current contract: copy `wit/forewarn.wit` to `host/runtime/wit/since_v0.2.0/`
+//!    and make `v0_2_0.rs` a delegation module like `v0_1_0.rs` (`bindgen!` on that copy,
+//!    `impl host::Host for CallState` calling the latest implementation, `From` impls between
+//!    its types and the latest ones); then edit `wit/forewarn.wit`.
+//! 2. Add `v0_3_0.rs` (`bindgen!` on `../../wit`, `MIN_VERSION` 0.3.0, the `latest` type
+//!    re-exports) and make it `latest` below; `host_api.rs` implements its `host` traits.
+//! 3. Point `v0_1_0.rs`'s conversions at the new latest types (the compiler lists them).
+//! 4. Add a variant `V0_3_0` to `HandlerPre` and `Handler`, its `MIN_VERSION` to
+//!    `SUPPORTED`, its `add_to_linker` to [`add_to_linker`], the frozen `Host` traits to
 //!    `HostFunctions`.
 //! 5. Add one arm per call in `HandlerPre` and `Handler`; the old arms convert with `.into()`.
 
 pub mod v0_1_0;
+pub mod v0_2_0;
 pub(crate) mod version;
 
 use wasmtime::Store;
@@ -25,23 +27,30 @@ use wasmtime::component::{HasSelf, InstancePre, Linker};
 use crate::error::LoadError;
 use version::WitVersion;
 
-pub use v0_1_0 as latest;
+pub use v0_2_0 as latest;
 
 /// The interface every plugin exports, without its `@version`.
 pub(crate) const HANDLER_INTERFACE: &str = "forewarn:plugin/handler";
 
 /// The contract versions the host serves, oldest first: each glue module's `MIN_VERSION`.
-const SUPPORTED: &[WitVersion] = &[v0_1_0::MIN_VERSION];
+const SUPPORTED: &[WitVersion] = &[v0_1_0::MIN_VERSION, v0_2_0::MIN_VERSION];
 
 /// The host functions a plugin may import, whatever its contract version.
 pub(crate) trait HostFunctions:
-    latest::forewarn::plugin::host::Host + latest::forewarn::plugin::types::Host + Send + 'static
+    v0_2_0::forewarn::plugin::host::Host
+    + v0_2_0::forewarn::plugin::types::Host
+    + v0_1_0::forewarn::plugin::host::Host
+    + v0_1_0::forewarn::plugin::types::Host
+    + Send
+    + 'static
 {
 }
 
 impl<T> HostFunctions for T where
-    T: latest::forewarn::plugin::host::Host
-        + latest::forewarn::plugin::types::Host
+    T: v0_2_0::forewarn::plugin::host::Host
+        + v0_2_0::forewarn::plugin::types::Host
+        + v0_1_0::forewarn::plugin::host::Host
+        + v0_1_0::forewarn::plugin::types::Host
         + Send
         + 'static
 {
@@ -78,13 +87,16 @@ pub(crate) fn unsupported(found: String) -> LoadError {
 
 /// Adds the `host` interface of every supported version to `linker`.
 pub(crate) fn add_to_linker<T: HostFunctions>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
-    v0_1_0::EventHandler::add_to_linker::<T, HasSelf<T>>(linker, |state| state)
+    v0_1_0::EventHandler::add_to_linker::<T, HasSelf<T>>(linker, |state| state)?;
+    v0_2_0::EventHandler::add_to_linker::<T, HasSelf<T>>(linker, |state| state)
 }
 
 /// A plugin prepared for fast instantiation, through the bindings of its contract version.
 pub(crate) enum HandlerPre<T: 'static> {
     /// Built against `forewarn:plugin@0.1.x`.
     V0_1_0(v0_1_0::EventHandlerPre<T>),
+    /// Built against `forewarn:plugin@0.2.x`.
+    V0_2_0(v0_2_0::EventHandlerPre<T>),
 }
 
 impl<T: HostFunctions> HandlerPre<T> {
@@ -100,6 +112,10 @@ impl<T: HostFunctions> HandlerPre<T> {
             let pre = v0_1_0::EventHandlerPre::new(instance_pre).map_err(mismatch)?;
             return Ok(HandlerPre::V0_1_0(pre));
         }
+        if v0_2_0::MIN_VERSION.serves(plugin) {
+            let pre = v0_2_0::EventHandlerPre::new(instance_pre).map_err(mismatch)?;
+            return Ok(HandlerPre::V0_2_0(pre));
+        }
         Err(unsupported(plugin.to_string()))
     }
 
@@ -110,6 +126,7 @@ impl<T: HostFunctions> HandlerPre<T> {
     ) -> wasmtime::Result<Handler> {
         match self {
             HandlerPre::V0_1_0(pre) => Ok(Handler::V0_1_0(pre.instantiate_async(store).await?)),
+            HandlerPre::V0_2_0(pre) => Ok(Handler::V0_2_0(pre.instantiate_async(store).await?)),
         }
     }
 }
@@ -118,6 +135,8 @@ impl<T: HostFunctions> HandlerPre<T> {
 pub(crate) enum Handler {
     /// Built against `forewarn:plugin@0.1.x`.
     V0_1_0(v0_1_0::EventHandler),
+    /// Built against `forewarn:plugin@0.2.x`.
+    V0_2_0(v0_2_0::EventHandler),
 }
 
 impl Handler {
@@ -131,6 +150,13 @@ impl Handler {
     ) -> wasmtime::Result<latest::Decision> {
         match self {
             Handler::V0_1_0(handler) => {
+                let decision = handler
+                    .forewarn_plugin_handler()
+                    .call_on_event(store, &event.into(), phase.into(), &context.into())
+                    .await?;
+                Ok(decision.into())
+            }
+            Handler::V0_2_0(handler) => {
                 handler
                     .forewarn_plugin_handler()
                     .call_on_event(store, event, phase, context)
@@ -147,8 +173,10 @@ mod tests {
     #[test]
     fn an_unknown_version_names_the_plugins_version_and_the_supported_ones() {
         assert_eq!(check_supported(WitVersion::new(0, 1, 0)), Ok(()));
+        assert_eq!(check_supported(WitVersion::new(0, 2, 0)), Ok(()));
+        assert_eq!(check_supported(WitVersion::new(0, 2, 3)), Ok(()));
         let rows = [
-            (WitVersion::new(0, 2, 0), "forewarn:plugin@0.2.0"),
+            (WitVersion::new(0, 3, 0), "forewarn:plugin@0.3.0"),
             (WitVersion::new(1, 0, 0), "forewarn:plugin@1.0.0"),
             (WitVersion::new(0, 0, 9), "forewarn:plugin@0.0.9"),
         ];
@@ -161,7 +189,7 @@ mod tests {
             let message = error.to_string();
             assert!(message.contains(named), "{message}");
             assert!(
-                message.contains("it supports forewarn:plugin@0.1.0"),
+                message.contains("it supports forewarn:plugin@0.1.0, forewarn:plugin@0.2.0"),
                 "{message}"
             );
         }
@@ -171,7 +199,7 @@ mod tests {
     fn the_supported_handler_exports_are_listed_for_messages() {
         assert_eq!(
             supported_handler_exports(),
-            "`forewarn:plugin/handler@0.1.0`"
+            "`forewarn:plugin/handler@0.1.0` or `forewarn:plugin/handler@0.2.0`"
         );
     }
 }
