@@ -5,5 +5,7 @@
 pub mod fixtures;
 pub mod guests;
 pub mod harness;
+/// A local HTTP/HTTPS server answering every request with one response.
+pub mod https_server;
 /// A throwaway test CA and certificates (openssl).
 pub mod pki;

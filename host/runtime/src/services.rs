@@ -5,8 +5,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::http::HttpClient;
+use crate::http::{HttpClient, HttpResponseLimit};
 use crate::mutex::lock;
+use rustls::pki_types::CertificateDer;
 
 /// Why a [`StateStore`] did not store or delete a value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -130,6 +131,10 @@ pub struct Grants {
     pub http: Vec<String>,
     /// Names of operator-defined actions `run-action` may run.
     pub actions: Vec<String>,
+    /// CAs `http-send` trusts for https:// besides the system's (`http-ca-file`).
+    pub http_roots: Vec<CertificateDer<'static>>,
+    /// How much of a response body `http-send` hands over (`http-response-limit`).
+    pub http_response_limit: HttpResponseLimit,
 }
 
 /// Per-plugin settings the runtime enforces on every call.
