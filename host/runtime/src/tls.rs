@@ -166,3 +166,35 @@ pub(crate) fn handshake_error(error: &std::io::Error, host: &str, plugin: &str) 
     };
     HostError::Failed(text)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_system_cas_an_https_call_says_so_and_names_the_fix() {
+        let none = Err("it found none".to_owned());
+        let error = client_config(&none, &[], "p").unwrap_err();
+        let HostError::Failed(text) = error else {
+            panic!("expected failed, got {error:?}");
+        };
+        assert!(
+            text.starts_with("this system has no CA certificates to verify https:// servers"),
+            "{text}"
+        );
+        assert!(text.contains("(it found none)"), "{text}");
+        assert!(
+            text.contains("`http-ca-file` in [capabilities] of p.toml"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn without_system_cas_the_plugins_own_cas_still_serve() {
+        let pki = forewarn_test_support::pki::Pki::generate();
+        let pem = std::fs::read(pki.file("ca.pem")).unwrap();
+        let extra = ca_certificates(&pem).unwrap();
+        let none = Err("it found none".to_owned());
+        assert!(client_config(&none, &extra, "p").is_ok());
+    }
+}
