@@ -1,5 +1,5 @@
 //! forewarn-bench's shared pieces: the statistics the benchmark binaries print.
-//! (The older binaries still carry their own copies; new ones use these.)
+//! (measure-runtime keeps its own index-based median and percentile, as its figures were taken.)
 
 use std::time::Duration;
 
