@@ -9,5 +9,7 @@ pub mod guests;
 pub mod harness;
 /// An HTTPS client trusting only the test CA.
 pub mod https;
+/// A local HTTP/HTTPS server answering every request with one response.
+pub mod https_server;
 /// A throwaway test CA and certificates (openssl).
 pub mod pki;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail};
+use forewarn_bench::{micros, percentile, ratio, row, sorted};
 use forewarn_host::daemon::journal::Journal;
 use forewarn_host::daemon::{Daemon, DaemonSettings};
 use forewarn_host::pipeline::policy::PolicyConfig;
@@ -576,40 +577,6 @@ fn unix_ms(at: SystemTime) -> u64 {
         .unwrap_or(0)
 }
 
-fn sorted(mut times: Vec<Duration>) -> Vec<Duration> {
-    times.sort();
-    times
-}
-
-/// The `percent`th percentile of sorted `times` (nearest rank).
-fn percentile(times: &[Duration], percent: usize) -> Duration {
-    if times.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = (times.len() * percent).div_ceil(100).max(1);
-    times[rank.min(times.len()) - 1]
-}
-
-fn ratio(left: Duration, right: Duration) -> f64 {
-    left.as_secs_f64() / right.as_secs_f64().max(1e-9)
-}
-
 fn print_row(label: &str, sorted_times: &[Duration]) {
-    let max = sorted_times.last().copied().unwrap_or_default();
-    println!(
-        "| {label} | {} | {} | {} |",
-        micros(percentile(sorted_times, 50)),
-        micros(percentile(sorted_times, 99)),
-        micros(max)
-    );
-}
-
-fn micros(duration: Duration) -> String {
-    if duration >= Duration::from_millis(10) {
-        return format!("{:.1} ms", duration.as_secs_f64() * 1000.0);
-    }
-    if duration >= Duration::from_millis(1) {
-        return format!("{:.2} ms", duration.as_secs_f64() * 1000.0);
-    }
-    format!("{:.1} µs", duration.as_secs_f64() * 1e6)
+    println!("{}", row(label, sorted_times));
 }

@@ -1,7 +1,7 @@
 //! The one place that decides what a plugin may use of the host: readiness, HTTP targets and
 //! operator actions, as its manifest's `[capabilities]` grant them; denied by default.
 
-use reqwest::Url;
+use url::Url;
 
 use crate::services::Grants;
 use crate::wit::latest::HostError;
@@ -30,7 +30,7 @@ pub(crate) enum GrantError {
          [capabilities] azure-identity in {plugin}.toml"
     )]
     Identity { plugin: String, resource: String },
-    /// The URL cannot be judged at all: not absolute, not http, no host.
+    /// The URL cannot be judged at all: not absolute, not http(s), no host.
     #[error("{0}")]
     UnusableUrl(String),
 }
@@ -68,7 +68,7 @@ impl<'a> CapabilityGranter<'a> {
     }
 
     /// The parsed `url` when its `host:port` is granted (host compared without regard to
-    /// case, port exact; the port defaults to 80 for http).
+    /// case, port exact; the port defaults to 80 for http, 443 for https).
     pub(crate) fn grant_http(&self, url: &str) -> Result<Url, GrantError> {
         let parsed = parse_http_url(url)?;
         let authority = authority_of(&parsed)
@@ -125,24 +125,20 @@ fn audience(resource: &str) -> &str {
     resource.trim().trim_end_matches('/')
 }
 
-/// `url` parsed, when it is an absolute `http://` URL.
+/// `url` parsed, when it is an absolute `http://` or `https://` URL.
 fn parse_http_url(url: &str) -> Result<Url, GrantError> {
     let parsed = Url::parse(url).map_err(|error| {
         GrantError::UnusableUrl(format!("`{url}` is not an absolute URL: {error}"))
     })?;
     match parsed.scheme() {
-        "http" => Ok(parsed),
-        "https" => Err(GrantError::UnusableUrl(format!(
-            "`{url}`: https is not supported by this build of forewarn; use http:// \
-             (plugins talk to local services; put a local proxy in front of remote ones)"
-        ))),
+        "http" | "https" => Ok(parsed),
         other => Err(GrantError::UnusableUrl(format!(
-            "`{url}`: scheme `{other}` is not supported; use http://"
+            "`{url}`: scheme `{other}` is not supported; use http:// or https://"
         ))),
     }
 }
 
-/// `host:port` of an http URL, host in lower case, with the scheme's default port filled in.
+/// `host:port` of an http or https URL, host in lower case, with the scheme's default port filled in.
 fn authority_of(url: &Url) -> Option<String> {
     let host = url.host_str()?;
     let port = url.port_or_known_default()?;
@@ -255,7 +251,19 @@ mod tests {
             (&list, "not a url", Expected::Unusable),
             (&list, "/relative", Expected::Unusable),
             (&list, "ftp://127.0.0.1/", Expected::Unusable),
-            (&list, "https://127.0.0.1/", Expected::Unusable),
+            (
+                &list,
+                "https://127.0.0.1:8080/checkpoint",
+                Expected::Granted,
+            ),
+            (&list, "HTTPS://backend.local:80/x", Expected::Granted),
+            (
+                &list,
+                "https://backend.local/x",
+                Expected::Refused("add \"backend.local:443\" to [capabilities] http in p.toml"),
+            ),
+            (&list, "wss://127.0.0.1:8080/", Expected::Unusable),
+            (&list, "file:///etc/passwd", Expected::Unusable),
         ];
         check_rows(&rows, |granter, url| granter.grant_http(url));
     }

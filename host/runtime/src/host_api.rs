@@ -75,7 +75,18 @@ impl host::Host for CallState {
             }
         };
         let method = log_safe(&request.method, LOG_FIELD_MAX_BYTES);
-        let result = http::send(&self.services.http, request, url.clone(), self.deadline).await;
+        let caller = http::Caller {
+            plugin: &self.plugin,
+            grants: &self.settings.grants,
+        };
+        let result = http::send(
+            &self.services.http,
+            caller,
+            request,
+            url.clone(),
+            self.deadline,
+        )
+        .await;
         if !self.take_log_line() {
             return result;
         }

@@ -5,14 +5,51 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 
-use reqwest::Url;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use url::{Position, Url};
 
+use crate::grants::CapabilityGranter;
 use crate::network::{self, Resolver, SystemResolver};
+use crate::services::Grants;
+use crate::tls::{self, TlsConfigs};
 use crate::wit::latest::{HostError, HttpRequest, HttpResponse};
 
-/// Largest response body handed to a plugin; the rest is not read.
-pub(crate) const RESPONSE_BODY_MAX_BYTES: usize = 1024 * 1024;
+/// The default cap on a response body handed to a plugin: 1 MiB; the rest is not read.
+pub const DEFAULT_HTTP_RESPONSE_LIMIT: usize = 1024 * 1024;
+
+/// The largest `http-response-limit` a manifest may set: 64 MiB. The body is held in the
+/// daemon's memory and then copied into the plugin's, once per call.
+pub const HTTP_RESPONSE_LIMIT_MAX: usize = 64 * 1024 * 1024;
+
+/// How much of a response body `http-send` hands to a plugin; a longer body is cut at it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpResponseLimit(usize);
+
+impl Default for HttpResponseLimit {
+    fn default() -> Self {
+        HttpResponseLimit(DEFAULT_HTTP_RESPONSE_LIMIT)
+    }
+}
+
+impl HttpResponseLimit {
+    /// A limit of `bytes`, when it is more than zero and at most [`HTTP_RESPONSE_LIMIT_MAX`].
+    pub fn new(bytes: u64) -> Option<HttpResponseLimit> {
+        let bytes = usize::try_from(bytes).ok()?;
+        (1..=HTTP_RESPONSE_LIMIT_MAX)
+            .contains(&bytes)
+            .then_some(HttpResponseLimit(bytes))
+    }
+
+    /// The limit in bytes.
+    pub fn bytes(self) -> usize {
+        self.0
+    }
+}
 
 /// Request headers a plugin may not set: `Host` (the real host is always sent), `Metadata`
 /// (what IMDS requires), and the hop-by-hop and framing headers the client owns.
@@ -32,12 +69,15 @@ pub(crate) const DROPPED_REQUEST_HEADERS: &[&str] = &[
 ];
 
 /// How plugins reach the network: never through a proxy, never following redirects, DNS
-/// resolved once per request and every address checked before connecting. Cheap to clone.
+/// resolved once per request and every address checked before connecting; https:// verified
+/// against the system's CAs and the plugin's `http-ca-file`. Cheap to clone.
 #[derive(Clone)]
 pub struct HttpClient {
     resolver: Arc<dyn Resolver>,
     /// Addresses refused besides the always-forbidden ones: the daemon's IMDS endpoint.
     refused: Arc<Vec<SocketAddr>>,
+    /// The TLS configurations, one per set of extra CAs.
+    tls: Arc<TlsConfigs>,
 }
 
 impl Default for HttpClient {
@@ -45,6 +85,7 @@ impl Default for HttpClient {
         HttpClient {
             resolver: Arc::new(SystemResolver),
             refused: Arc::new(Vec::new()),
+            tls: Arc::new(TlsConfigs::default()),
         }
     }
 }
@@ -64,6 +105,20 @@ impl HttpClient {
         HttpClient { resolver, ..self }
     }
 
+    /// What `http-send` does for `plugin` holding `grants` (without its log lines): the
+    /// grant check, then the request, which fails with `timed-out` if still running at
+    /// `deadline`.
+    pub async fn send(
+        &self,
+        plugin: &str,
+        grants: &Grants,
+        request: HttpRequest,
+        deadline: Instant,
+    ) -> Result<HttpResponse, HostError> {
+        let url = CapabilityGranter::new(plugin, grants).grant_http(&request.url)?;
+        send(self, Caller { plugin, grants }, request, url, deadline).await
+    }
+
     /// Why `address` may not be connected to, or None.
     fn refusal(&self, address: SocketAddr) -> Option<String> {
         if let Some(reason) = network::forbidden_ip(address.ip()) {
@@ -77,41 +132,34 @@ impl HttpClient {
     }
 }
 
+/// The plugin a request is sent for, and its grants (extra CAs, response limit).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Caller<'a> {
+    pub(crate) plugin: &'a str,
+    pub(crate) grants: &'a Grants,
+}
+
 /// Sends `request` to the already checked `url`: resolves its host once, refuses the
-/// request if any address is forbidden, then connects to exactly those addresses. A request
-/// still running at `deadline` fails with `timed-out`.
+/// request if any address is forbidden, then connects to exactly those addresses (in
+/// order, the first that answers), over TLS for https. A request still running at
+/// `deadline` fails with `timed-out`.
 pub(crate) async fn send(
     client: &HttpClient,
+    caller: Caller<'_>,
     request: HttpRequest,
     url: Url,
     deadline: Instant,
 ) -> Result<HttpResponse, HostError> {
-    let method = reqwest::Method::from_bytes(request.method.as_bytes())
-        .map_err(|_| HostError::Invalid(format!("`{}` is not an HTTP method", request.method)))?;
-    let headers = header_map(&request.headers)?;
+    let outgoing = outgoing_request(request, &url)?;
+    let limit = caller.grants.http_response_limit.bytes();
     let exchange = async {
-        let connector = checked_client(client, &url).await?;
-        let pending = connector
-            .request(method, url)
-            .headers(headers)
-            .body(request.body)
-            .send();
-        let mut response = pending.await.map_err(request_error)?;
-        let status = response.status().as_u16();
-        let headers = response_headers(response.headers());
-        let mut body = Vec::new();
-        while body.len() < RESPONSE_BODY_MAX_BYTES {
-            match response.chunk().await.map_err(request_error)? {
-                Some(chunk) => body.extend_from_slice(&chunk),
-                None => break,
-            }
+        let addresses = checked_addresses(client, &url).await?;
+        let stream = connect(&url, &addresses).await?;
+        if url.scheme() != "https" {
+            return exchange(TokioIo::new(stream), outgoing, limit).await;
         }
-        body.truncate(RESPONSE_BODY_MAX_BYTES);
-        Ok(HttpResponse {
-            status,
-            headers,
-            body,
-        })
+        let stream = tls_handshake(client, caller, &url, stream).await?;
+        exchange(TokioIo::new(stream), outgoing, limit).await
     };
     match tokio::time::timeout_at(deadline.into(), exchange).await {
         Ok(result) => result,
@@ -119,15 +167,52 @@ pub(crate) async fn send(
     }
 }
 
-/// A one-off reqwest client that can only reach the checked addresses of `url`'s host.
-async fn checked_client(client: &HttpClient, url: &Url) -> Result<reqwest::Client, HostError> {
+/// The request as it goes on the wire: origin-form target, the plugin's headers less the
+/// dropped ones, and `Host` = the URL's host[:port].
+fn outgoing_request(
+    request: HttpRequest,
+    url: &Url,
+) -> Result<hyper::Request<Full<Bytes>>, HostError> {
+    let method = hyper::Method::from_bytes(request.method.as_bytes())
+        .map_err(|_| HostError::Invalid(format!("`{}` is not an HTTP method", request.method)))?;
+    let mut headers = header_map(&request.headers)?;
+    headers.insert(header::HOST, host_header(url)?);
+    headers
+        .entry(header::ACCEPT)
+        .or_insert(HeaderValue::from_static("*/*"));
+    let target = &url[Position::BeforePath..Position::AfterQuery];
+    let uri = target
+        .parse::<hyper::Uri>()
+        .map_err(|error| HostError::Invalid(format!("`{url}` has no usable path: {error}")))?;
+    let mut outgoing = hyper::Request::new(Full::new(Bytes::from(request.body)));
+    *outgoing.method_mut() = method;
+    *outgoing.uri_mut() = uri;
+    *outgoing.headers_mut() = headers;
+    Ok(outgoing)
+}
+
+/// `host` or `host:port` (the port only when it is not the scheme's default).
+fn host_header(url: &Url) -> Result<HeaderValue, HostError> {
+    let host = url
+        .host_str()
+        .ok_or_else(|| HostError::Invalid(format!("`{url}` names no host")))?;
+    let value = match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
+    };
+    HeaderValue::from_str(&value)
+        .map_err(|_| HostError::Invalid(format!("`{url}`: its host cannot be sent")))
+}
+
+/// The addresses of `url`'s host (one DNS lookup for a name), each allowed by the rules.
+async fn checked_addresses(client: &HttpClient, url: &Url) -> Result<Vec<SocketAddr>, HostError> {
     let port = url
         .port_or_known_default()
         .ok_or_else(|| HostError::Invalid(format!("`{url}` names no port")))?;
-    let (name, addresses) = match url.host() {
-        Some(url::Host::Ipv4(ip)) => (None, vec![SocketAddr::new(IpAddr::V4(ip), port)]),
-        Some(url::Host::Ipv6(ip)) => (None, vec![SocketAddr::new(IpAddr::V6(ip), port)]),
-        Some(url::Host::Domain(name)) => (Some(name), resolve(client, name, port).await?),
+    let addresses = match url.host() {
+        Some(url::Host::Ipv4(ip)) => vec![SocketAddr::new(IpAddr::V4(ip), port)],
+        Some(url::Host::Ipv6(ip)) => vec![SocketAddr::new(IpAddr::V6(ip), port)],
+        Some(url::Host::Domain(name)) => resolve(client, name, port).await?,
         None => return Err(HostError::Invalid(format!("`{url}` names no host"))),
     };
     for address in &addresses {
@@ -138,18 +223,7 @@ async fn checked_client(client: &HttpClient, url: &Url) -> Result<reqwest::Clien
             )));
         }
     }
-    let mut builder = reqwest::Client::builder()
-        .no_proxy()
-        .redirect(reqwest::redirect::Policy::none());
-    if let Some(name) = name {
-        builder = builder.resolve_to_addrs(name, &addresses);
-    }
-    builder.build().map_err(|error| {
-        HostError::Failed(format!(
-            "the daemon's HTTP client could not start: {}",
-            error_chain(&error)
-        ))
-    })
+    Ok(addresses)
 }
 
 /// The addresses of `name`, from one DNS lookup; none is an error.
@@ -165,6 +239,99 @@ async fn resolve(client: &HttpClient, name: &str, port: u16) -> Result<Vec<Socke
         )));
     }
     Ok(addresses)
+}
+
+/// A TCP connection to the first of `addresses` that accepts, tried in order.
+async fn connect(url: &Url, addresses: &[SocketAddr]) -> Result<TcpStream, HostError> {
+    let mut failures = Vec::new();
+    for address in addresses {
+        match TcpStream::connect(address).await {
+            Ok(stream) => {
+                // Small requests go out at once; a failure only costs latency.
+                let _ = stream.set_nodelay(true);
+                return Ok(stream);
+            }
+            Err(error) => failures.push(format!("{address}: {error}")),
+        }
+    }
+    let host = url.host_str().unwrap_or_default();
+    Err(HostError::Failed(format!(
+        "cannot connect to {host}: {} (is the service listening?)",
+        failures.join("; ")
+    )))
+}
+
+/// `stream` wrapped in TLS, the server's certificate verified for `url`'s host against the
+/// system's CAs and the plugin's `http-ca-file`.
+async fn tls_handshake(
+    client: &HttpClient,
+    caller: Caller<'_>,
+    url: &Url,
+    stream: TcpStream,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, HostError> {
+    let host = url
+        .host()
+        .ok_or_else(|| HostError::Invalid(format!("`{url}` names no host")))?;
+    let server_name = tls::server_name(&host)?;
+    let config = client
+        .tls
+        .config(&caller.grants.http_roots, caller.plugin)
+        .await?;
+    tokio_rustls::TlsConnector::from(config)
+        .connect(server_name, stream)
+        .await
+        .map_err(|error| tls::handshake_error(&error, &host.to_string(), caller.plugin))
+}
+
+/// Aborts the task driving a connection when the exchange ends or is dropped (deadline).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// One HTTP/1.1 request on `io`; the response body is read up to `limit` bytes.
+async fn exchange<I>(
+    io: I,
+    request: hyper::Request<Full<Bytes>>,
+    limit: usize,
+) -> Result<HttpResponse, HostError>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
+        .await
+        .map_err(request_error)?;
+    let _connection = AbortOnDrop(tokio::spawn(async move {
+        // Its errors reach the request or the body read.
+        let _ = connection.await;
+    }));
+    let response = sender.send_request(request).await.map_err(request_error)?;
+    let status = response.status().as_u16();
+    let headers = response_headers(response.headers());
+    let body = read_capped(response.into_body(), limit).await?;
+    Ok(HttpResponse {
+        status,
+        headers,
+        body,
+    })
+}
+
+/// The first `limit` bytes of `body`; the rest is not read.
+async fn read_capped(mut body: Incoming, limit: usize) -> Result<Vec<u8>, HostError> {
+    let mut read = Vec::new();
+    while read.len() < limit {
+        let Some(frame) = body.frame().await else {
+            break;
+        };
+        if let Ok(data) = frame.map_err(request_error)?.into_data() {
+            read.extend_from_slice(&data);
+        }
+    }
+    read.truncate(limit);
+    Ok(read)
 }
 
 fn header_map(headers: &[(String, String)]) -> Result<HeaderMap, HostError> {
@@ -198,10 +365,7 @@ fn response_headers(headers: &HeaderMap) -> Vec<(String, String)> {
         .collect()
 }
 
-fn request_error(error: reqwest::Error) -> HostError {
-    if error.is_timeout() {
-        return HostError::TimedOut;
-    }
+fn request_error(error: hyper::Error) -> HostError {
     HostError::Failed(error_chain(&error))
 }
 
@@ -212,22 +376,27 @@ fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn a_request_past_the_deadline_times_out() {
+    /// A local server that accepts one connection and never answers (nor closes it).
+    pub(crate) async fn silent_server() -> (SocketAddr, tokio::task::JoinHandle<()>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
-        // Accepts and never answers.
-        let _server = tokio::spawn(async move {
+        let server = tokio::spawn(async move {
             let (_socket, _) = listener.accept().await.unwrap();
             std::future::pending::<()>().await;
         });
+        (address, server)
+    }
+
+    #[tokio::test]
+    async fn a_request_past_the_deadline_times_out() {
+        let (address, _server) = silent_server().await;
         let url = Url::parse(&format!("http://{address}/")).unwrap();
         let request = get_request(&url);
         let deadline = Instant::now() + std::time::Duration::from_millis(200);
-        let result = send(&HttpClient::default(), request, url, deadline).await;
+        let result = send(&HttpClient::default(), caller(), request, url, deadline).await;
         assert_eq!(result, Err(HostError::TimedOut));
     }
 
@@ -239,20 +408,20 @@ mod tests {
         let url = Url::parse(&format!("http://{address}/")).unwrap();
         let request = get_request(&url);
         let deadline = Instant::now() + std::time::Duration::from_secs(5);
-        let result = send(&HttpClient::default(), request, url, deadline).await;
+        let result = send(&HttpClient::default(), caller(), request, url, deadline).await;
         assert!(matches!(result, Err(HostError::Failed(_))), "{result:?}");
     }
 
     /// A resolver answering from a fixed table; from the second lookup of a name on it
     /// answers `rebind_to` instead (DNS rebinding), and counts lookups.
-    struct TableResolver {
+    pub(crate) struct TableResolver {
         table: std::collections::HashMap<String, IpAddr>,
         rebind_to: Option<IpAddr>,
         lookups: std::sync::atomic::AtomicUsize,
     }
 
     impl TableResolver {
-        fn new(entries: &[(&str, IpAddr)], rebind_to: Option<IpAddr>) -> Arc<Self> {
+        pub(crate) fn new(entries: &[(&str, IpAddr)], rebind_to: Option<IpAddr>) -> Arc<Self> {
             Arc::new(TableResolver {
                 table: entries
                     .iter()
@@ -311,7 +480,7 @@ mod tests {
     async fn send_granted(client: &HttpClient, url: &str) -> Result<HttpResponse, HostError> {
         let granted = Url::parse(url).unwrap();
         let deadline = Instant::now() + std::time::Duration::from_secs(5);
-        send(client, get_request(&granted), granted, deadline).await
+        send(client, caller(), get_request(&granted), granted, deadline).await
     }
 
     fn assert_never_reachable(result: &Result<HttpResponse, HostError>, url: &str) {
@@ -421,7 +590,9 @@ mod tests {
         .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
         .collect();
         let deadline = Instant::now() + std::time::Duration::from_secs(5);
-        let response = send(&client, request, checked, deadline).await.unwrap();
+        let response = send(&client, caller(), request, checked, deadline)
+            .await
+            .unwrap();
         assert_eq!(response.status, 200);
         let head = server.await.unwrap();
         let real_host = format!("host: backend.test:{}\r\n", address.port());
@@ -441,8 +612,17 @@ mod tests {
         assert!(head.contains("x-plugin: kept\r\n"), "{head}");
     }
 
+    /// A plugin `p` with no grants beyond the URL (checked by the callers).
+    pub(crate) fn caller() -> Caller<'static> {
+        static NONE: std::sync::OnceLock<Grants> = std::sync::OnceLock::new();
+        Caller {
+            plugin: "p",
+            grants: NONE.get_or_init(Grants::default),
+        }
+    }
+
     /// A bodiless GET of `url`, as a plugin would send it.
-    fn get_request(url: &impl std::fmt::Display) -> HttpRequest {
+    pub(crate) fn get_request(url: &impl std::fmt::Display) -> HttpRequest {
         HttpRequest {
             method: "GET".into(),
             url: url.to_string(),

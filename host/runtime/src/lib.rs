@@ -13,6 +13,8 @@ mod error;
 mod grants;
 mod host_api;
 mod http;
+#[cfg(test)]
+mod https_tests;
 mod identity;
 mod inspect;
 mod limits;
@@ -24,18 +26,23 @@ mod runtime;
 mod sandbox;
 mod services;
 mod text;
+mod tls;
 pub mod trust;
 pub mod wit;
 
 pub use call_state::{LOG_LINE_MAX_BYTES, LOG_LINES_PER_CALL, STATE_WRITES_PER_CALL};
 pub use error::{LoadError, RuntimeError};
-pub use http::HttpClient;
+pub use http::{
+    DEFAULT_HTTP_RESPONSE_LIMIT, HTTP_RESPONSE_LIMIT_MAX, HttpClient, HttpResponseLimit,
+};
 pub use identity::{IssuedToken, ManagedIdentity, TOKEN_RENEW_BEFORE, TokenFetcher, TokenFuture};
 pub use inspect::ComponentReport;
 pub use plugin::{CallContext, CallFailure, CallOutcome, Plugin, REASON_MAX_BYTES};
 pub use plugin_log::{LogLevel, PLUGIN_LOG_TARGET, PluginLogLine};
 pub use runtime::{Runtime, RuntimeConfig};
+pub use rustls::pki_types::CertificateDer;
 pub use services::{
     ActionSpec, DEFAULT_MEMORY_LIMIT, Grants, HostServices, MemoryStateStore, PluginSettings,
     Readiness, StateStore, StateStoreError,
 };
+pub use tls::ca_certificates;

@@ -75,7 +75,7 @@ pub fn forbidden_entry(entry: &str) -> Option<&'static str> {
 /// The IP address the URL parser makes of `host:port` (decimal `2852039166`, octal, hex
 /// forms), if it is one.
 fn parse_with_url(entry: &str) -> Option<IpAddr> {
-    let url = reqwest::Url::parse(&format!("http://{entry}/")).ok()?;
+    let url = url::Url::parse(&format!("http://{entry}/")).ok()?;
     match url.host()? {
         url::Host::Ipv4(v4) => Some(IpAddr::V4(v4)),
         url::Host::Ipv6(v6) => Some(IpAddr::V6(v6)),

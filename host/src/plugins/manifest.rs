@@ -2,11 +2,12 @@
 //! after, its budget and memory cap, its config values and the capabilities it is granted.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use forewarn_imds::EventType;
-use forewarn_runtime::{Grants, PluginSettings};
+use forewarn_runtime::trust::{self, FileRules, Owners, TrustError};
+use forewarn_runtime::{CertificateDer, Grants, HttpResponseLimit, PluginSettings};
 use serde::{Deserialize, Serialize};
 
 /// Default time a plugin has to answer one call.
@@ -14,6 +15,8 @@ pub(crate) const DEFAULT_BUDGET: Duration = Duration::from_secs(10);
 /// Longest budget a manifest may give: the longest standard IMDS notice (15 minutes); a
 /// huge one would overflow time arithmetic.
 pub(crate) const MAX_BUDGET: Duration = Duration::from_secs(15 * 60);
+/// Largest `http-ca-file` read: far more than a bundle of every public CA.
+const CA_FILE_MAX_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Everything the operator says about one plugin. Every field has a default, so a plugin
 /// without a manifest subscribes to every event type with the default budget and no grants.
@@ -74,6 +77,15 @@ pub struct Capabilities {
     /// Resources (token audiences, e.g. "https://storage.azure.com/") the plugin may ask the
     /// VM's managed identity for access tokens for.
     pub azure_identity: Vec<String>,
+    /// A PEM file of CAs `http-send` trusts for https:// besides the system's (private
+    /// endpoints); a relative path is relative to the manifest's directory.
+    pub http_ca_file: Option<PathBuf>,
+    /// How much of a response body `http-send` hands over ("16MiB"); a longer body is cut.
+    /// Default 1 MiB, at most [`forewarn_runtime::HTTP_RESPONSE_LIMIT_MAX`] (64 MiB).
+    pub http_response_limit: Option<bytesize::ByteSize>,
+    /// The certificates of `http-ca-file`, read when the manifest is loaded.
+    #[serde(skip)]
+    pub http_roots: Vec<CertificateDer<'static>>,
 }
 
 impl Default for PluginManifest {
@@ -134,22 +146,32 @@ impl PluginManifest {
     /// Parses the text of the manifest file `path` (already read); the error names the file,
     /// the line and the key.
     pub(crate) fn from_text(path: &Path, text: &str) -> Result<PluginManifest, ManifestError> {
-        PluginManifest::parse(text).map_err(|message| ManifestError::Invalid {
+        let dir = path.parent().unwrap_or(Path::new(""));
+        PluginManifest::parse_in(text, dir).map_err(|message| ManifestError::Invalid {
             path: path.to_path_buf(),
             message,
         })
     }
 
     /// Parses manifest text; the error names the line and the key ("line 3: key `budget`: …").
+    /// A relative `http-ca-file` is read relative to the current directory.
     pub fn parse(text: &str) -> Result<PluginManifest, String> {
-        let manifest: PluginManifest =
+        PluginManifest::parse_in(text, Path::new(""))
+    }
+
+    /// Parses manifest text, reading a relative `http-ca-file` in `dir`.
+    fn parse_in(text: &str, dir: &Path) -> Result<PluginManifest, String> {
+        let mut manifest: PluginManifest =
             toml::from_str(text).map_err(|error| describe_toml_error(text, &error))?;
-        manifest
-            .validate()
-            .map_err(|(key, message)| match line_of_key(text, key) {
-                Some(line) => format!("line {line}: key `{key}`: {message}"),
-                None => format!("key `{key}`: {message}"),
-            })?;
+        let locate = |(key, message): (&str, String)| match line_of_key(text, key) {
+            Some(line) => format!("line {line}: key `{key}`: {message}"),
+            None => format!("key `{key}`: {message}"),
+        };
+        manifest.validate().map_err(locate)?;
+        manifest.capabilities.http_roots = manifest
+            .capabilities
+            .read_ca_file(dir)
+            .map_err(|message| locate(("capabilities.http-ca-file", message)))?;
         Ok(manifest)
     }
 
@@ -200,6 +222,18 @@ impl PluginManifest {
                 format!(
                     "{} is too small to run a plugin; use at least \"1MiB\"",
                     self.memory
+                ),
+            ));
+        }
+        if let Some(limit) = self.capabilities.http_response_limit
+            && HttpResponseLimit::new(limit.as_u64()).is_none()
+        {
+            return Err((
+                "capabilities.http-response-limit",
+                format!(
+                    "{limit} is not between 1 byte and the hard limit of {} (64 MiB); use \
+                     e.g. \"16MiB\"",
+                    bytesize::ByteSize::b(forewarn_runtime::HTTP_RESPONSE_LIMIT_MAX as u64)
                 ),
             ));
         }
@@ -262,8 +296,42 @@ impl PluginManifest {
                 http: self.capabilities.http.clone(),
                 actions: self.capabilities.actions.clone(),
                 azure_identity: self.capabilities.azure_identity.clone(),
+                http_roots: self.capabilities.http_roots.clone(),
+                http_response_limit: self
+                    .capabilities
+                    .http_response_limit
+                    .and_then(|limit| HttpResponseLimit::new(limit.as_u64()))
+                    .unwrap_or_default(),
             },
         }
+    }
+}
+
+impl Capabilities {
+    /// The certificates of `http-ca-file` (none without it), read in `dir` if relative,
+    /// under the rules of the manifest itself (a regular file no one else may write).
+    fn read_ca_file(&self, dir: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+        let Some(file) = &self.http_ca_file else {
+            return Ok(Vec::new());
+        };
+        let path = dir.join(file);
+        let fix = "set it to the PEM file of the CA that signed the server's certificate (a \
+                   relative path is relative to the manifest's directory)";
+        let rules = FileRules {
+            owners: Owners::DaemonOrRoot,
+            max_bytes: CA_FILE_MAX_BYTES,
+            max_setting: "http-ca-file",
+        };
+        let pem = trust::read_trusted_file(&path, rules).map_err(|error| match error {
+            TrustError::TooLarge { size, limit, .. } => format!(
+                "{} is {size} bytes, more than the {limit} bytes a CA file may have; keep only \
+                 the CAs the plugin needs",
+                path.display()
+            ),
+            other => format!("{other}; {fix}"),
+        })?;
+        forewarn_runtime::ca_certificates(&pem)
+            .map_err(|problem| format!("{}: {problem}; {fix}", path.display()))
     }
 }
 
@@ -477,6 +545,93 @@ mod tests {
             "{text}"
         );
         assert_eq!(error.path(), path);
+    }
+
+    /// Loads `text` as the manifest `p.toml` in `dir`.
+    fn load_in(dir: &Path, text: &str) -> Result<PluginManifest, String> {
+        PluginManifest::from_text(&dir.join("p.toml"), text).map_err(|error| error.to_string())
+    }
+
+    #[test]
+    fn http_ca_file_is_read_at_load_relative_to_the_manifest() {
+        let pki = forewarn_test_support::pki::Pki::generate();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(pki.file("ca.pem"), dir.path().join("ca.pem")).unwrap();
+        let relative = load_in(dir.path(), "[capabilities]\nhttp-ca-file = \"ca.pem\"\n");
+        let grants = relative.unwrap().runtime_settings().grants;
+        assert_eq!(grants.http_roots.len(), 1);
+        let absolute = format!(
+            "[capabilities]\nhttp-ca-file = \"{}\"\n",
+            pki.file("ca.pem")
+        );
+        let grants = load_in(dir.path(), &absolute)
+            .unwrap()
+            .runtime_settings()
+            .grants;
+        assert_eq!(grants.http_roots.len(), 1);
+        let none = PluginManifest::parse("").unwrap().runtime_settings().grants;
+        assert!(none.http_roots.is_empty());
+    }
+
+    #[test]
+    fn a_missing_or_empty_http_ca_file_is_a_load_error_naming_key_path_and_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("empty.pem"), "no certificate here\n").unwrap();
+        for (file, problem) in [
+            ("missing.pem", "cannot inspect"),
+            ("empty.pem", "holds no PEM certificate"),
+        ] {
+            let text = format!("budget = \"5s\"\n[capabilities]\nhttp-ca-file = \"{file}\"\n");
+            let error = load_in(dir.path(), &text).unwrap_err();
+            let path = dir.path().join(file);
+            assert!(
+                error.contains("line 3: key `capabilities.http-ca-file`: "),
+                "{error}"
+            );
+            assert!(error.contains(&path.display().to_string()), "{error}");
+            assert!(error.contains(problem), "{error}");
+            assert!(
+                error.contains("set it to the PEM file of the CA that signed"),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
+    fn http_response_limit_defaults_to_1_mib_and_may_not_pass_64_mib() {
+        let limit = |text: &str| {
+            let manifest = PluginManifest::parse(text).unwrap();
+            manifest
+                .runtime_settings()
+                .grants
+                .http_response_limit
+                .bytes()
+        };
+        assert_eq!(limit(""), 1024 * 1024);
+        assert_eq!(
+            limit("[capabilities]\nhttp-response-limit = \"16MiB\""),
+            16 * 1024 * 1024
+        );
+        assert_eq!(
+            limit("[capabilities]\nhttp-response-limit = \"64MiB\""),
+            64 * 1024 * 1024
+        );
+        for value in ["65MiB", "1GiB", "0B"] {
+            let text = format!("[capabilities]\nhttp-response-limit = \"{value}\"");
+            let error = PluginManifest::parse(&text).unwrap_err();
+            assert!(
+                error.starts_with("line 2: key `capabilities.http-response-limit`: "),
+                "{value}: {error}"
+            );
+            assert!(error.contains("hard limit of 64.0 MiB"), "{value}: {error}");
+            assert!(error.contains("use e.g. \"16MiB\""), "{value}: {error}");
+        }
+        let error = PluginManifest::parse("[capabilities]\nhttp-response-limit = \"lots\"");
+        assert!(
+            error
+                .unwrap_err()
+                .starts_with("line 2: key `capabilities.http-response-limit`:"),
+        );
     }
 
     /// The parser reads text from the operator's plugin directory: whatever it holds, the

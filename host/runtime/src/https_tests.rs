@@ -1,0 +1,190 @@
+//! `http-send` over https:// against a local TLS server with the test PKI: trust through
+//! `http-ca-file`, name checks, no redirects, the response limit and the deadline.
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use forewarn_test_support::https_server::{AnsweringServer, tls_acceptor};
+use forewarn_test_support::pki::Pki;
+use url::Url;
+
+use crate::http::tests::{TableResolver, get_request, silent_server};
+use crate::http::{Caller, HttpClient, HttpResponseLimit, send};
+use crate::services::Grants;
+use crate::tls::ca_certificates;
+use crate::wit::latest::{HostError, HttpRequest, HttpResponse};
+
+const OK: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok";
+
+/// Grants trusting the test CA (as `http-ca-file = "ca.pem"` would).
+fn trusting(pki: &Pki) -> Grants {
+    let pem = std::fs::read(pki.file("ca.pem")).unwrap();
+    Grants {
+        http_roots: ca_certificates(&pem).unwrap(),
+        ..Grants::default()
+    }
+}
+
+/// A client resolving `localhost` to 127.0.0.1 only.
+fn client() -> HttpClient {
+    let loopback: IpAddr = "127.0.0.1".parse().unwrap();
+    HttpClient::default().with_resolver(TableResolver::new(&[("localhost", loopback)], None))
+}
+
+/// Sends `request` for plugin `p` with `grants`, the URL counted as granted.
+async fn send_as_p(grants: &Grants, request: HttpRequest) -> Result<HttpResponse, HostError> {
+    let url = Url::parse(&request.url).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let caller = Caller {
+        plugin: "p",
+        grants,
+    };
+    send(&client(), caller, request, url, deadline).await
+}
+
+fn failed_text(result: Result<HttpResponse, HostError>) -> String {
+    match result {
+        Err(HostError::Failed(text)) => text,
+        other => panic!("expected failed, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn https_with_the_granted_ca_succeeds_and_the_server_sees_the_exact_request() {
+    let pki = Pki::generate();
+    let mut server = AnsweringServer::start(Some(tls_acceptor(&pki, "server")), OK.into()).await;
+    let port = server.address.port();
+    let request = HttpRequest {
+        method: "POST".into(),
+        url: format!("https://localhost:{port}/drain?node=vm-1"),
+        headers: vec![
+            ("X-Plugin".into(), "kept".into()),
+            ("Host".into(), "169.254.169.254".into()),
+        ],
+        body: b"hello".to_vec(),
+    };
+    let response = send_as_p(&trusting(&pki), request).await.unwrap();
+    assert_eq!(
+        (response.status, response.body.as_slice()),
+        (200, &b"ok"[..])
+    );
+    let expected = format!(
+        "POST /drain?node=vm-1 HTTP/1.1\r\nx-plugin: kept\r\nhost: localhost:{port}\r\n\
+         accept: */*\r\ncontent-length: 5\r\n\r\nhello"
+    );
+    assert_eq!(server.next_request().await, expected);
+}
+
+#[tokio::test]
+async fn an_ip_address_url_is_verified_against_the_ip_in_the_certificate() {
+    let pki = Pki::generate();
+    let mut server = AnsweringServer::start(Some(tls_acceptor(&pki, "server")), OK.into()).await;
+    let url = format!("https://{}/", server.address);
+    let response = send_as_p(&trusting(&pki), get_request(&url)).await.unwrap();
+    assert_eq!(response.status, 200);
+    assert!(
+        server
+            .next_request()
+            .await
+            .starts_with("GET / HTTP/1.1\r\n")
+    );
+}
+
+#[tokio::test]
+async fn without_the_ca_the_certificate_is_not_trusted_and_the_fix_is_named() {
+    let pki = Pki::generate();
+    let server = AnsweringServer::start(Some(tls_acceptor(&pki, "server")), OK.into()).await;
+    let url = format!("https://localhost:{}/", server.address.port());
+    let text = failed_text(send_as_p(&Grants::default(), get_request(&url)).await);
+    assert!(text.contains("add its CA with `http-ca-file"), "{text}");
+    assert!(text.contains("[capabilities] of p.toml"), "{text}");
+    assert!(text.contains("localhost"), "{text}");
+}
+
+#[tokio::test]
+async fn a_certificate_for_another_name_fails_naming_the_host() {
+    let pki = Pki::generate();
+    pki.issue(
+        "other",
+        "subjectAltName=DNS:other.example\nextendedKeyUsage=serverAuth",
+    );
+    let server = AnsweringServer::start(Some(tls_acceptor(&pki, "other")), OK.into()).await;
+    let url = format!("https://localhost:{}/", server.address.port());
+    let text = failed_text(send_as_p(&trusting(&pki), get_request(&url)).await);
+    assert!(
+        text.contains("the TLS certificate for localhost does not name localhost"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_redirect_is_returned_to_the_plugin_not_followed() {
+    let pki = Pki::generate();
+    let answer = b"HTTP/1.1 302 Found\r\nlocation: /elsewhere\r\ncontent-length: 0\r\n\r\n";
+    let mut server =
+        AnsweringServer::start(Some(tls_acceptor(&pki, "server")), answer.to_vec()).await;
+    let url = format!("https://localhost:{}/start", server.address.port());
+    let response = send_as_p(&trusting(&pki), get_request(&url)).await.unwrap();
+    assert_eq!(response.status, 302);
+    let location = ("location".to_owned(), "/elsewhere".to_owned());
+    assert!(response.headers.contains(&location), "{response:?}");
+    assert!(server.next_request().await.starts_with("GET /start "));
+    assert!(!server.has_more_requests(), "the redirect was followed");
+}
+
+#[tokio::test]
+async fn a_response_longer_than_the_limit_is_cut_at_the_limit() {
+    let pki = Pki::generate();
+    let mut answer = b"HTTP/1.1 200 OK\r\ncontent-length: 5000\r\n\r\n".to_vec();
+    answer.extend_from_slice(&[b'x'; 5000]);
+    let server = AnsweringServer::start(Some(tls_acceptor(&pki, "server")), answer).await;
+    let url = format!("https://localhost:{}/checkpoint", server.address.port());
+    let mut grants = trusting(&pki);
+    grants.http_response_limit = HttpResponseLimit::new(1000).unwrap();
+    let response = send_as_p(&grants, get_request(&url)).await.unwrap();
+    assert_eq!(response.body, vec![b'x'; 1000]);
+    grants.http_response_limit = HttpResponseLimit::new(5000).unwrap();
+    let response = send_as_p(&grants, get_request(&url)).await.unwrap();
+    assert_eq!(response.body.len(), 5000);
+}
+
+#[tokio::test]
+async fn the_deadline_bounds_a_tls_handshake_with_a_server_that_never_answers() {
+    // Accepts and never answers the ClientHello.
+    let (address, _server) = silent_server().await;
+    let url = Url::parse(&format!("https://{address}/")).unwrap();
+    let started = Instant::now();
+    let deadline = started + Duration::from_millis(300);
+    let grants = Grants::default();
+    let caller = Caller {
+        plugin: "p",
+        grants: &grants,
+    };
+    let result = send(&client(), caller, get_request(&url), url, deadline).await;
+    assert_eq!(result, Err(HostError::TimedOut));
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn the_response_limit_is_more_than_zero_and_at_most_64_mib() {
+    assert_eq!(HttpResponseLimit::default().bytes(), 1024 * 1024);
+    assert_eq!(
+        HttpResponseLimit::new(64 * 1024 * 1024).unwrap().bytes(),
+        64 << 20
+    );
+    assert_eq!(HttpResponseLimit::new(64 * 1024 * 1024 + 1), None);
+    assert_eq!(HttpResponseLimit::new(0), None);
+}
+
+#[test]
+fn a_ca_file_needs_at_least_one_usable_certificate() {
+    let empty = ca_certificates(b"no pem here\n").unwrap_err();
+    assert!(empty.contains("holds no PEM certificate"), "{empty}");
+    let broken = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+    let error = ca_certificates(broken).unwrap_err();
+    assert!(error.contains("certificate number 1"), "{error}");
+}
