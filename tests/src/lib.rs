@@ -7,3 +7,4 @@ pub mod guests;
 pub mod harness;
 /// A throwaway test CA and certificates (openssl).
 pub mod pki;
+pub mod webhook_receiver;

@@ -114,4 +114,3 @@ pub fn find_on_path(program: &str) -> Option<PathBuf> {
         .map(|dir| dir.join(program))
         .find(|candidate| candidate.is_file())
 }
-
