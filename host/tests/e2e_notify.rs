@@ -7,10 +7,10 @@ use std::time::Duration;
 use forewarn_host::log_messages::EVENT_TRANSITION;
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
-    Daemon, Setup, TestEnv, accepted_approvals, install_bundled_plugin,
+    Daemon, PluginDecision, Setup, TestEnv, accepted_approvals, install_bundled_plugin,
 };
 use forewarn_test_support::pki::Pki;
-use forewarn_test_support::webhook_receiver::{Received, Receiver, Scheme};
+use forewarn_test_support::webhook_receiver::{NO_ANSWER, Received, Receiver, Scheme};
 
 /// Scenario time runs this many times faster than the wall clock.
 const SPEED: f64 = 10.0;
@@ -183,32 +183,38 @@ fn notify_reports_each_transition_to_every_target_over_https() {
     notify_reports_each_transition_to_every_target(Scheme::Https);
 }
 
+/// Runs the Reboot to its end with notify sending `scheduled` only, to Slack-style `/slack`
+/// on `receiver`; checks the event was approved at the simulator and returns notify's
+/// prepare decisions.
+fn approved_despite(receiver: &Receiver) -> Vec<PluginDecision> {
+    let setup = prepare();
+    let config = format!(
+        "slack-webhook-url = \"{}\"\ntransitions = \"scheduled\"\n",
+        receiver.url("/slack")
+    );
+    install_notify(&setup, receiver, None, &config);
+    let mut daemon = setup.start_daemon();
+    let state = setup.wait_finished(&mut daemon, Duration::from_secs(60));
+    let (event_id, _) = scheduled_event(&daemon);
+    assert!(
+        !accepted_approvals(&state, &event_id).is_empty(),
+        "approved at the simulator: {}",
+        daemon.describe_for_failure()
+    );
+    daemon
+        .decisions()
+        .into_iter()
+        .filter(|d| d.plugin == "notify" && d.phase == "prepare")
+        .collect()
+}
+
 /// Every request fails: notify retries within its budget, gives up, and approves; the event
 /// is approved at the simulator all the same.
 #[test]
 fn a_failing_receiver_never_holds_the_event_up() {
     let (receiver, _) = receiver(Scheme::Http);
     receiver.fail_next(u64::MAX);
-    let setup = prepare();
-    let config = format!(
-        "slack-webhook-url = \"{}\"\ntransitions = \"scheduled\"\n",
-        receiver.url("/slack")
-    );
-    install_notify(&setup, &receiver, None, &config);
-    let mut daemon = setup.start_daemon();
-    let state = setup.wait_finished(&mut daemon, Duration::from_secs(60));
-    let (event_id, _) = scheduled_event(&daemon);
-
-    assert!(
-        !accepted_approvals(&state, &event_id).is_empty(),
-        "approved at the simulator: {}",
-        daemon.describe_for_failure()
-    );
-    let prepare: Vec<_> = daemon
-        .decisions()
-        .into_iter()
-        .filter(|d| d.plugin == "notify" && d.phase == "prepare")
-        .collect();
+    let prepare = approved_despite(&receiver);
     assert_eq!(prepare.len(), 1, "{prepare:#?}");
     assert_eq!(prepare[0].decision, "approve", "{prepare:#?}");
     assert_eq!(prepare[0].failure, "", "{prepare:#?}");
@@ -218,4 +224,21 @@ fn a_failing_receiver_never_holds_the_event_up() {
         "retried, then gave up: {tries:#?}"
     );
     assert!(tries.len() <= 4, "at most 4 tries: {tries:#?}");
+}
+
+/// The receiver reads the first request and never answers: that call runs out its budget
+/// (the daemon counts it as a defer and calls again), and the second call, finding the
+/// notice marked as sent, sends nothing and approves at once.
+#[test]
+fn a_receiver_that_never_answers_costs_one_budget_and_no_second_send() {
+    let (receiver, _) = receiver(Scheme::Http);
+    receiver.hang_next(1);
+    let prepare = approved_despite(&receiver);
+    assert_eq!(prepare.len(), 2, "{prepare:#?}");
+    assert_eq!(prepare[0].failure, "budget-exceeded", "{prepare:#?}");
+    assert_eq!(prepare[1].decision, "approve", "{prepare:#?}");
+    assert_eq!(prepare[1].failure, "", "{prepare:#?}");
+    let requests = receiver.received();
+    assert_eq!(requests.len(), 1, "sent once: {requests:#?}");
+    assert_eq!(requests[0].status, NO_ANSWER);
 }

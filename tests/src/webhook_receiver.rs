@@ -1,5 +1,5 @@
 //! A webhook receiver for end-to-end tests: HTTP or HTTPS (rustls) on 127.0.0.1, recording
-//! every request (method, path, headers, body); it can answer 500 to the first N requests.
+//! every request (method, path, headers, body); it can answer 500 to, or hang on, the next N.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -43,7 +43,7 @@ pub struct Received {
     pub headers: Vec<(String, String)>,
     /// The body, as text.
     pub body: String,
-    /// What the receiver answered: 200, or 500 while told to fail.
+    /// What the receiver answered: 200, 500 while told to fail, or [`NO_ANSWER`].
     pub status: u16,
 }
 
@@ -57,10 +57,32 @@ impl Received {
     }
 }
 
+/// The status recorded for a request the receiver never answered ([`Receiver::hang_next`]).
+pub const NO_ANSWER: u16 = 0;
+
+/// How long the receiver keeps a connection it does not answer.
+const HANG_FOR: Duration = Duration::from_secs(30);
+
 #[derive(Debug, Default)]
 struct Record {
     received: Vec<Received>,
     failures_left: u64,
+    hangs_left: u64,
+}
+
+impl Record {
+    /// The answer to the next request: hang first, then fail, then 200.
+    fn next_status(&mut self) -> u16 {
+        if self.hangs_left > 0 {
+            self.hangs_left -= 1;
+            return NO_ANSWER;
+        }
+        if self.failures_left > 0 {
+            self.failures_left -= 1;
+            return 500;
+        }
+        200
+    }
 }
 
 /// A running receiver; its accept loop runs on a thread for as long as the test does.
@@ -114,6 +136,12 @@ impl Receiver {
     /// Answers 500 to the next `count` requests (`u64::MAX`: to every request).
     pub fn fail_next(&self, count: u64) {
         self.record.lock().expect("receiver lock").failures_left = count;
+    }
+
+    /// Reads the next `count` requests but never answers them (each connection is held
+    /// open for 30 s, then dropped).
+    pub fn hang_next(&self, count: u64) {
+        self.record.lock().expect("receiver lock").hangs_left = count;
     }
 
     /// Every request so far, oldest first.
@@ -188,12 +216,7 @@ fn exchange(mut stream: impl Read + Write, record: &Mutex<Record>) -> std::io::R
     let mut parts = request_line.split_whitespace();
     let status = {
         let mut record = record.lock().expect("receiver lock");
-        let status = if record.failures_left > 0 {
-            record.failures_left -= 1;
-            500
-        } else {
-            200
-        };
+        let status = record.next_status();
         record.received.push(Received {
             method: parts.next().unwrap_or("").to_owned(),
             path: parts.next().unwrap_or("").to_owned(),
@@ -203,6 +226,10 @@ fn exchange(mut stream: impl Read + Write, record: &Mutex<Record>) -> std::io::R
         });
         status
     };
+    if status == NO_ANSWER {
+        std::thread::sleep(HANG_FOR);
+        return Ok(());
+    }
     let text = if status == 200 {
         "ok"
     } else {
