@@ -8,7 +8,7 @@ mod template;
 use forewarn_sdk::host::{self, http, log, state};
 use forewarn_sdk::{Context, Decision, Event, HttpRequest, Phase, Plugin};
 
-use logic::{Settings, Target, next_retry, sent_mark};
+use logic::{SentMarks, Settings, Target, Transition, next_retry, sent_mark};
 use message::Notice;
 
 /// State key set once notify has said that no target is configured.
@@ -33,25 +33,34 @@ fn notify(event: &Event, phase: Phase, ctx: &Context, settings: &Settings) {
         note_unconfigured();
         return;
     }
-    let _ignored = state::delete(UNCONFIGURED_NOTED_KEY);
-    let Some(transition) = settings.wanted(phase, ctx) else {
-        return;
-    };
+    if state::get(UNCONFIGURED_NOTED_KEY).is_some() {
+        let _ignored = state::delete(UNCONFIGURED_NOTED_KEY);
+    }
+    if let Some(transition) = settings.wanted(phase, ctx) {
+        send_once(event, ctx, settings, transition);
+    }
+    // The event is over: forget what was sent for it (even when its end is not reported).
+    if Transition::of_phase(phase).is_final() {
+        let _ignored = state::delete(&sent_key(event));
+    }
+}
+
+/// Sends `transition` of `event` to every target, unless it was sent (or begun) before.
+fn send_once(event: &Event, ctx: &Context, settings: &Settings, transition: Transition) {
     let key = sent_key(event);
     let mark = sent_mark(transition, event.not_before_unix_ms);
-    if was_sent(&key, &mark) {
+    let sent = SentMarks::parse(&state::get_string(&key).unwrap_or_default());
+    if sent.contains(&mark) {
         log::debug!("{} of {} was sent already", transition.as_str(), event.id);
-    } else {
-        // Marked before sending: a call cut off mid-send is not sent again (at most once),
-        // so a receiver that hangs cannot hold the event up call after call.
-        remember_sent(&key, &mark);
-        let notice = Notice::new(event, ctx, transition);
-        for target in &settings.targets {
-            send_with_retries(target, &notice, ctx);
-        }
+        return;
     }
-    if transition.is_final() {
-        let _ignored = state::delete(&key);
+    let mut notice = Notice::new(event, ctx, transition);
+    notice.rescheduled = transition == Transition::Scheduled && sent.was_scheduled();
+    // Marked before sending: a call cut off mid-send is not sent again (at most once), so
+    // a receiver that hangs cannot hold the event up call after call.
+    remember_sent(&key, sent, mark);
+    for target in &settings.targets {
+        send_with_retries(target, &notice, ctx);
     }
 }
 
@@ -71,18 +80,10 @@ fn sent_key(event: &Event) -> String {
     format!("sent/{}", event.id)
 }
 
-fn was_sent(key: &str, mark: &str) -> bool {
-    state::get_string(key).is_some_and(|marks| marks.lines().any(|line| line == mark))
-}
-
-fn remember_sent(key: &str, mark: &str) {
-    let mut marks = state::get_string(key).unwrap_or_default();
-    if !marks.is_empty() {
-        marks.push('\n');
-    }
-    marks.push_str(mark);
-    if let Err(error) = state::set_string(key, &marks) {
-        log::warn!("cannot record that {mark} was sent ({error}); it may be sent again");
+fn remember_sent(key: &str, mut sent: SentMarks, mark: String) {
+    sent.insert(mark);
+    if let Err(error) = state::set_string(key, &sent.render()) {
+        log::warn!("cannot record what was sent for {key} ({error}); it may be sent again");
     }
 }
 

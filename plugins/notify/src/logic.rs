@@ -292,6 +292,35 @@ pub(crate) fn sent_mark(transition: Transition, not_before_unix_ms: Option<u64>)
     }
 }
 
+/// The marks of what was sent for one event, stored as one mark a line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct SentMarks(Vec<String>);
+
+impl SentMarks {
+    pub(crate) fn parse(text: &str) -> SentMarks {
+        SentMarks(text.lines().map(str::to_owned).collect())
+    }
+
+    pub(crate) fn render(&self) -> String {
+        self.0.join("\n")
+    }
+
+    pub(crate) fn contains(&self, mark: &str) -> bool {
+        self.0.iter().any(|sent| sent == mark)
+    }
+
+    pub(crate) fn insert(&mut self, mark: String) {
+        if !self.contains(&mark) {
+            self.0.push(mark);
+        }
+    }
+
+    /// Whether a `scheduled` notice went out before (for another NotBefore, or none).
+    pub(crate) fn was_scheduled(&self) -> bool {
+        self.0.iter().any(|sent| sent.starts_with("scheduled"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -465,5 +494,18 @@ mod tests {
         assert_eq!(sent_mark(Transition::Scheduled, None), "scheduled");
         assert_eq!(sent_mark(Transition::Ended, Some(7)), "ended");
         assert!(Transition::Canceled.is_final() && !Transition::Started.is_final());
+    }
+
+    #[test]
+    fn sent_marks_round_trip_and_remember_a_schedule() {
+        let mut sent = SentMarks::parse("");
+        assert!(!sent.was_scheduled() && !sent.contains("started"));
+        sent.insert(sent_mark(Transition::Scheduled, Some(7)));
+        sent.insert("scheduled@7".into());
+        sent.insert("started".into());
+        assert_eq!(sent.render(), "scheduled@7\nstarted");
+        let again = SentMarks::parse(&sent.render());
+        assert!(again.contains("started") && again.was_scheduled());
+        assert!(!again.contains("scheduled@8"));
     }
 }

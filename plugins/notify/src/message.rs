@@ -13,6 +13,8 @@ const SHORT_ID_CHARS: usize = 8;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Notice {
     pub(crate) transition: Transition,
+    /// A `scheduled` notice for an event announced before with another NotBefore.
+    pub(crate) rescheduled: bool,
     pub(crate) vm_name: String,
     pub(crate) event: Event,
 }
@@ -21,6 +23,7 @@ impl Notice {
     pub(crate) fn new(event: &Event, ctx: &Context, transition: Transition) -> Notice {
         Notice {
             transition,
+            rescheduled: false,
             vm_name: ctx.vm_name.clone(),
             event: event.clone(),
         }
@@ -40,9 +43,14 @@ impl Notice {
     }
 
     fn what_happened(&self) -> String {
+        let scheduled = if self.rescheduled {
+            "rescheduled"
+        } else {
+            "scheduled"
+        };
         match (self.transition, self.not_before()) {
-            (Transition::Scheduled, Some(at)) => format!("scheduled, not before {at}"),
-            (Transition::Scheduled, None) => "scheduled".to_owned(),
+            (Transition::Scheduled, Some(at)) => format!("{scheduled}, not before {at}"),
+            (Transition::Scheduled, None) => scheduled.to_owned(),
             (Transition::Started, _) => match self.event.duration() {
                 Some(length) if length.as_secs() > 0 => {
                     format!("started, for about {} s", length.as_secs())
@@ -195,6 +203,7 @@ mod tests {
     fn notice(transition: Transition) -> Notice {
         Notice {
             transition,
+            rescheduled: false,
             vm_name: "vm-1".into(),
             event: reboot(),
         }
@@ -206,6 +215,13 @@ mod tests {
             notice(Transition::Scheduled).text(),
             "forewarn on vm-1: Reboot 1C2D3E4F… scheduled, not before 2026-11-23T12:00:00Z (platform: Host update)"
         );
+        let mut moved = notice(Transition::Scheduled);
+        moved.rescheduled = true;
+        assert_eq!(
+            moved.text(),
+            "forewarn on vm-1: Reboot 1C2D3E4F… rescheduled, not before 2026-11-23T12:00:00Z (platform: Host update)"
+        );
+        assert_eq!(moved.field(Field::Transition), "scheduled");
         assert_eq!(
             notice(Transition::Ended).text(),
             "forewarn on vm-1: Reboot 1C2D3E4F… ended (platform: Host update)"
