@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 /// The plugins shipped inside the forewarn binary.
-const BUNDLED: &[&str] = &["lb-drain", "checkpoint", "graceful-shutdown"];
+const BUNDLED: &[&str] = &["lb-drain", "checkpoint", "graceful-shutdown", "notify"];
 
 fn main() {
     let built = forewarn_wasm_build::build_components(BUNDLED);

@@ -452,6 +452,8 @@ fn deb_installs_binary_unit_config_and_plugin_directories() {
         "./usr/share/forewarn/plugins/lb-drain.toml",
         "./usr/share/forewarn/plugins/checkpoint.wasm",
         "./usr/share/forewarn/plugins/graceful-shutdown.wasm",
+        "./usr/share/forewarn/plugins/notify.wasm",
+        "./usr/share/forewarn/plugins/notify.toml",
         "./usr/share/doc/forewarn/operations.md",
     ] {
         assert!(

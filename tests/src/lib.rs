@@ -13,3 +13,4 @@ pub mod https;
 pub mod https_server;
 /// A throwaway test CA and certificates (openssl).
 pub mod pki;
+pub mod webhook_receiver;

@@ -12,8 +12,8 @@ mod embedded {
 
 /// One bundled plugin: its name, component bytes and default manifest text.
 pub struct BundledPlugin {
-    /// The plugin's name ("lb-drain", "checkpoint", "graceful-shutdown"); `plugin export`
-    /// writes it as `NAME.wasm` and `NAME.toml`.
+    /// The plugin's name ("lb-drain", "checkpoint", "graceful-shutdown", "notify");
+    /// `plugin export` writes it as `NAME.wasm` and `NAME.toml`.
     pub name: &'static str,
     /// The WebAssembly component, as built from `plugins/NAME` with the `plugin` profile.
     pub wasm: &'static [u8],
@@ -40,6 +40,7 @@ fn default_manifest(name: &str) -> &'static str {
         "graceful-shutdown" => {
             include_str!("../../../plugins/graceful-shutdown/graceful-shutdown.toml")
         }
+        "notify" => include_str!("../../../plugins/notify/notify.toml"),
         _ => "",
     }
 }
@@ -58,7 +59,7 @@ mod tests {
     #[test]
     fn every_bundled_plugin_has_a_valid_manifest_and_a_component() {
         let plugins = bundled_plugins();
-        assert_eq!(plugins.len(), 3);
+        assert_eq!(plugins.len(), 4);
         for plugin in plugins {
             assert!(
                 !plugin.manifest.is_empty(),
