@@ -178,7 +178,6 @@ fn notify_reports_each_transition_to_every_target_over_http() {
 }
 
 #[test]
-#[ignore = "needs https:// in http-send and `[capabilities] http-ca-file` (in progress on another branch); remove this line once they are merged"]
 fn notify_reports_each_transition_to_every_target_over_https() {
     notify_reports_each_transition_to_every_target(Scheme::Https);
 }
