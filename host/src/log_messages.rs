@@ -46,3 +46,8 @@ pub const APPROVED_AT_IMDS: &str = "approved at IMDS";
 /// (`dry-run`, `observe-only`, `group-approval`, `not-this-vm`, `already-started`), `reason`
 /// explains it in words.
 pub const APPROVAL_HELD: &str = "approval held back by the policy";
+/// A plugin's `on-start` returned (fields `plugin`, `first_run`, `elapsed_ms`).
+pub const PLUGIN_STARTED: &str = "plugin on-start finished";
+/// A plugin's `on-start` failed (fields `plugin`, `first_run`, `outcome`, `reason`); its
+/// `on-event` calls go ahead.
+pub const PLUGIN_START_FAILED: &str = "plugin on-start failed";

@@ -33,7 +33,7 @@ pub use bindings::forewarn::plugin::host::{
 };
 pub use bindings::forewarn::plugin::types::{
     Context, Decision, Deferral, EventSource, EventStatus, EventType, EvictionPolicy, Phase,
-    ScheduledEvent, ScheduledEvent as Event, VmInfo, VmPriority,
+    ScheduledEvent, ScheduledEvent as Event, StartContext, VmInfo, VmPriority,
 };
 pub use error::HostError;
 pub use event_ids::EventIds;

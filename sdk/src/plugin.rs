@@ -2,7 +2,7 @@
 //! component's `handler` export.
 
 use crate::bindings::exports::forewarn::plugin::handler::Guest;
-use crate::{Context, Decision, Event, Phase};
+use crate::{Context, Decision, Event, Phase, StartContext};
 
 /// What a forewarn plugin implements. Register the type with [`export!`](crate::export).
 ///
@@ -12,6 +12,13 @@ use crate::{Context, Decision, Event, Phase};
 pub trait Plugin {
     /// Handles one transition of `event`. Answer before `ctx.deadline()`.
     fn on_event(event: &Event, phase: Phase, ctx: &Context) -> Decision;
+
+    /// Called once per daemon run when the plugin is first loaded, before any `on_event` of
+    /// the run: recover what an earlier VM saved elsewhere (`ctx.first_run` says the daemon
+    /// found no journal: a new or re-created VM). Does nothing unless overridden.
+    fn on_start(ctx: &StartContext) {
+        let _ = ctx;
+    }
 }
 
 /// Adapts a [`Plugin`] to the generated `Guest` trait. Used by [`export!`](crate::export).
@@ -21,6 +28,10 @@ pub struct Adapter<P>(std::marker::PhantomData<P>);
 impl<P: Plugin> Guest for Adapter<P> {
     fn on_event(event: Event, phase: Phase, ctx: Context) -> Decision {
         P::on_event(&event, phase, &ctx)
+    }
+
+    fn on_start(ctx: StartContext) {
+        P::on_start(&ctx)
     }
 }
 

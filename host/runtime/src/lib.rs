@@ -37,7 +37,9 @@ pub use http::{
 };
 pub use identity::{IssuedToken, ManagedIdentity, TOKEN_RENEW_BEFORE, TokenFetcher, TokenFuture};
 pub use inspect::ComponentReport;
-pub use plugin::{CallContext, CallFailure, CallOutcome, Plugin, REASON_MAX_BYTES};
+pub use plugin::{
+    CallContext, CallFailure, CallOutcome, Plugin, REASON_MAX_BYTES, StartAnswer, StartOutcome,
+};
 pub use plugin_log::{LogLevel, PLUGIN_LOG_TARGET, PluginLogLine};
 pub use runtime::{Runtime, RuntimeConfig};
 pub use rustls::pki_types::CertificateDer;

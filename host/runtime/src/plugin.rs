@@ -12,7 +12,7 @@ use crate::plugin_log::{LogLevel, PLUGIN_LOG_TARGET, PluginLogLine};
 use crate::services::PluginSettings;
 use crate::text::{log_safe, shorten};
 use crate::wit::HandlerPre;
-use crate::wit::latest::{Context, Decision, Phase, ScheduledEvent, VmInfo};
+use crate::wit::latest::{Context, Decision, Phase, ScheduledEvent, StartContext, VmInfo};
 
 /// Longest budget a call gets, whatever it asks for: a day. Manifests are bounded far lower
 /// at parse time; this keeps `Instant + budget` from overflowing for any caller.
@@ -60,6 +60,26 @@ pub struct CallOutcome {
     /// What the plugin logged through `log` and printed on stdout/stderr, in order of
     /// source (log lines first), within the per-call caps.
     pub logs: Vec<PluginLogLine>,
+}
+
+/// What came of an `on-start` call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartOutcome {
+    /// Whether it ran, or why it failed.
+    pub answer: Result<StartAnswer, CallFailure>,
+    /// How long the call took, instantiation included.
+    pub elapsed: Duration,
+    /// What the plugin logged and printed, as for `on-event`.
+    pub logs: Vec<PluginLogLine>,
+}
+
+/// How an `on-start` call ended when it did not fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartAnswer {
+    /// The plugin's `on-start` returned.
+    Done,
+    /// The plugin's contract (0.1.0) has no `on-start`: nothing was called.
+    NotExported,
 }
 
 /// Why a call produced no decision. The dispatcher counts each as a defer with `reason()`.
@@ -169,14 +189,7 @@ impl Plugin {
         context: &CallContext,
         budget: Duration,
     ) -> CallOutcome {
-        let started = Instant::now();
         let budget = budget.min(MAX_CALL_BUDGET);
-        let deadline = started + budget;
-        let mut store = self.inner.env.new_store(
-            self.inner.name.clone(),
-            self.inner.settings.clone(),
-            deadline,
-        );
         let now = SystemTime::now();
         let wit_context = Context {
             vm_name: context.vm_name.clone(),
@@ -186,6 +199,53 @@ impl Plugin {
             until_not_before_ms: until_not_before_ms(event, now),
             vm: context.vm,
         };
+        let (answer, elapsed, logs) = self
+            .invoke(Entry::Event(event, phase, &wit_context), budget)
+            .await;
+        let answer = answer.map(|returned| match returned {
+            Returned::Decision(decision) => sanitize(decision),
+            Returned::Started(_) => Decision::Approve,
+        });
+        CallOutcome {
+            answer,
+            elapsed,
+            logs,
+        }
+    }
+
+    /// Calls `on-start` in a fresh instance, under the same rules as [`Plugin::call`]. A
+    /// plugin built against a contract without `on-start` (0.1.0) is not called.
+    pub async fn start(&self, context: &StartContext, budget: Duration) -> StartOutcome {
+        let budget = budget.min(MAX_CALL_BUDGET);
+        let context = StartContext {
+            deadline_unix_ms: unix_ms(SystemTime::now().checked_add(budget)),
+            ..context.clone()
+        };
+        let (answer, elapsed, logs) = self.invoke(Entry::Start(&context), budget).await;
+        let answer = answer.map(|returned| match returned {
+            Returned::Started(false) => StartAnswer::NotExported,
+            Returned::Started(true) | Returned::Decision(_) => StartAnswer::Done,
+        });
+        StartOutcome {
+            answer,
+            elapsed,
+            logs,
+        }
+    }
+
+    /// Runs one export in a fresh instance within `budget`.
+    async fn invoke(
+        &self,
+        entry: Entry<'_>,
+        budget: Duration,
+    ) -> (Result<Returned, CallFailure>, Duration, Vec<PluginLogLine>) {
+        let started = Instant::now();
+        let deadline = started + budget;
+        let mut store = self.inner.env.new_store(
+            self.inner.name.clone(),
+            self.inner.settings.clone(),
+            deadline,
+        );
         let _ticking = self.inner.env.enter_call();
         let result = tokio::time::timeout_at(deadline.into(), async {
             let instance = self
@@ -194,23 +254,26 @@ impl Plugin {
                 .instantiate_async(&mut store)
                 .await
                 .map_err(CallError::Instantiate)?;
-            instance
-                .call_on_event(&mut store, event, phase, &wit_context)
-                .await
-                .map_err(CallError::Run)
+            let returned = match entry {
+                Entry::Event(event, phase, context) => instance
+                    .call_on_event(&mut store, event, phase, context)
+                    .await
+                    .map(Returned::Decision),
+                Entry::Start(context) => instance
+                    .call_on_start(&mut store, context)
+                    .await
+                    .map(Returned::Started),
+            };
+            returned.map_err(CallError::Run)
         })
         .await;
         let answer = match result {
             Err(_elapsed) => Err(CallFailure::BudgetExceeded { budget }),
-            Ok(Ok(decision)) => Ok(sanitize(decision)),
+            Ok(Ok(returned)) => Ok(returned),
             Ok(Err(error)) => Err(classify(error, store.data(), budget)),
         };
         let logs = self.forward_output(store.data_mut());
-        CallOutcome {
-            answer,
-            elapsed: started.elapsed(),
-            logs,
-        }
+        (answer, started.elapsed(), logs)
     }
 
     /// Writes what the plugin printed, and what it was not allowed to log, to the daemon log;
@@ -253,6 +316,18 @@ impl Plugin {
         }
         logged
     }
+}
+
+/// Which export a call runs.
+enum Entry<'a> {
+    Event(&'a ScheduledEvent, Phase, &'a Context),
+    Start(&'a StartContext),
+}
+
+/// What an export returned: `on-event`'s decision, or whether `on-start` was called.
+enum Returned {
+    Decision(Decision),
+    Started(bool),
 }
 
 enum CallError {

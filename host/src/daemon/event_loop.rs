@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::coordination::{self, Coordinator};
 use crate::daemon::journal::{Journal, JournalError};
 use crate::daemon::journal_record::{self, JOURNAL_NAME, JournalRecord};
+use crate::daemon::plugin_starts::PluginStarts;
 use crate::daemon::readiness_holds;
 use crate::log_messages;
 use crate::pipeline::approval::{CoordinatedApprover, LocalApprover};
@@ -76,6 +77,8 @@ pub struct Daemon {
     coordination: Option<Coordinator>,
     /// The VM's readiness, whose holds are journaled with the state (`with_readiness`).
     readiness: Option<Arc<Readiness>>,
+    /// Each plugin's `on-start` of this run, awaited by its first call.
+    starts: PluginStarts,
 }
 
 impl Daemon {
@@ -94,10 +97,12 @@ impl Daemon {
                 log_messages::JOURNAL_QUARANTINED
             );
         }
+        let first_run = opened.value.is_none();
         let state = journal_record::resume(opened.value);
         let snapshots = watch::channel(Arc::new(state.clone())).0;
         let local = LocalApprover::new(&settings.vm_name, &settings.policy);
         let pipeline = Pipeline::new(pipeline_settings(&settings), state, Box::new(local));
+        let starts = PluginStarts::new(&settings.vm_name, settings.vm, first_run);
         Ok(Daemon {
             settings,
             pipeline,
@@ -110,6 +115,7 @@ impl Daemon {
             snapshots,
             coordination: None,
             readiness: None,
+            starts,
         })
     }
 
@@ -219,6 +225,7 @@ impl Daemon {
     /// holds of plugins that were removed or lost the grant are released.
     fn plugins_changed(&mut self) {
         let set = self.plugins.borrow().clone();
+        self.starts.start_new(&set);
         self.pipeline
             .handle(Input::Plugins(set.roster().clone()), SystemTime::now());
         let Some(readiness) = &self.readiness else {
@@ -268,6 +275,7 @@ impl Daemon {
             vm: self.settings.vm,
         };
         let planned = call.clone();
+        let start_gate = self.starts.gate(&call.plugin);
         let task = self.calls.spawn(async move {
             let Some(plugin) = plugin else {
                 // Unloaded between the pipeline's round and this call.
@@ -276,6 +284,9 @@ impl Daemon {
                     call,
                 };
             };
+            if let Some(gate) = start_gate {
+                gate.passed(&plugin).await;
+            }
             let event = to_wit_event(&call.event);
             let outcome = plugin
                 .plugin

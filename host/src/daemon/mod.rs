@@ -4,6 +4,7 @@
 pub(crate) mod event_loop;
 pub mod journal;
 pub(crate) mod journal_record;
+pub(crate) mod plugin_starts;
 pub(crate) mod readiness_holds;
 pub mod wiring;
 

@@ -164,6 +164,24 @@ impl Handler {
             }
         }
     }
+
+    /// Calls `on-start`; a plugin whose contract has none (0.1.0) is not called: Ok(false).
+    pub(crate) async fn call_on_start<T: HostFunctions>(
+        &self,
+        store: &mut Store<T>,
+        context: &latest::StartContext,
+    ) -> wasmtime::Result<bool> {
+        match self {
+            Handler::V0_1_0(_) => Ok(false),
+            Handler::V0_2_0(handler) => {
+                handler
+                    .forewarn_plugin_handler()
+                    .call_on_start(store, context)
+                    .await?;
+                Ok(true)
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ pub use forewarn::plugin::host::{
 };
 pub use forewarn::plugin::types::{
     Context, Decision, Deferral, EventSource, EventStatus, EventType, EvictionPolicy, Phase,
-    ScheduledEvent, VmInfo, VmPriority,
+    ScheduledEvent, StartContext, VmInfo, VmPriority,
 };
 
 /// The oldest plugin contract version these bindings serve.
