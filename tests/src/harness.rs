@@ -449,6 +449,8 @@ pub struct ProbePlugin {
     pub budget: Option<String>,
     /// Further `[config]` values (key, TOML value text, e.g. "3" or "\"x\"").
     pub config: Vec<(String, String)>,
+    /// Lines of its `[capabilities]` table, e.g. `azure-identity = ["https://storage.azure.com/"]`.
+    pub capabilities: Vec<String>,
 }
 
 impl ProbePlugin {
@@ -461,7 +463,14 @@ impl ProbePlugin {
             after: Vec::new(),
             budget: None,
             config: Vec::new(),
+            capabilities: Vec::new(),
         }
+    }
+
+    /// Adds a line to its `[capabilities]` table.
+    pub fn capability(mut self, line: &str) -> ProbePlugin {
+        self.capabilities.push(line.to_owned());
+        self
     }
 
     /// Subscribes it to these event types only.
@@ -503,6 +512,9 @@ impl ProbePlugin {
         let _ = writeln!(text, "[config]\nmode = \"{}\"", self.mode);
         for (key, value) in &self.config {
             let _ = writeln!(text, "{key} = {value}");
+        }
+        if !self.capabilities.is_empty() {
+            let _ = writeln!(text, "[capabilities]\n{}", self.capabilities.join("\n"));
         }
         text
     }

@@ -1,6 +1,7 @@
 //! Test guest `probe-guest`: one plugin whose behaviour is chosen by `config("mode")`, so the
 //! host's tests exercise every answer, trap, resource abuse and sandbox probe with one component.
 
+mod contract_v0_2;
 mod daemon_modes;
 mod echo;
 mod host_calls;
@@ -9,7 +10,7 @@ mod sandbox;
 
 use std::time::Duration;
 
-use forewarn_sdk::{Context, Decision, Event, Phase, Plugin, host};
+use forewarn_sdk::{Context, Decision, Event, Phase, Plugin, StartContext, host};
 
 struct Probe;
 
@@ -17,6 +18,12 @@ impl Plugin for Probe {
     fn on_event(event: &Event, phase: Phase, ctx: &Context) -> Decision {
         let mode = host::config("mode");
         run_mode(mode.as_deref().unwrap_or("approve"), event, phase, ctx)
+    }
+
+    fn on_start(ctx: &StartContext) {
+        if host::config("on-start").as_deref() == Some("record") {
+            contract_v0_2::record_start(ctx);
+        }
     }
 }
 
@@ -51,12 +58,15 @@ fn run_mode(mode: &str, event: &Event, phase: Phase, ctx: &Context) -> Decision 
         "ready" => host_calls::mark_not_ready(),
         "config" => host_calls::greeting(),
         "http" => host_calls::http(),
+        "identity" => contract_v0_2::token(),
+        "vm" => contract_v0_2::vm(ctx),
+        "on-start" => contract_v0_2::started(),
         "defer-until-attempt" => daemon_modes::defer_until_attempt(phase, ctx),
         unknown => defer_with(format!("unknown probe mode: {unknown}")),
     }
 }
 
 /// A defer carrying a probe's finding, asked again after one second.
-fn defer_with(reason: String) -> Decision {
+pub(crate) fn defer_with(reason: String) -> Decision {
     Decision::defer(reason, Duration::from_millis(1000))
 }
