@@ -10,7 +10,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::mutex::lock;
 use crate::wit::latest::{AccessToken, HostError};
 
-/// A cached token is fetched again when less than this is left of its life.
+/// A cached token is fetched again when less than this is left of its life (or less than
+/// half its life, for tokens issued for less than twice this).
 pub const TOKEN_RENEW_BEFORE: Duration = Duration::from_secs(5 * 60);
 
 /// A token as the identity endpoint issued it.
@@ -35,7 +36,8 @@ pub trait TokenFetcher: Send + Sync {
 /// is fetched once and handed to every plugin granted it until it nears expiry.
 pub struct ManagedIdentity {
     fetcher: Arc<dyn TokenFetcher>,
-    cache: Mutex<HashMap<String, IssuedToken>>,
+    /// Each resource's token and when it was fetched.
+    cache: Mutex<HashMap<String, (IssuedToken, SystemTime)>>,
     /// One fetch at a time: plugins asking together wait for the first one's token.
     fetching: tokio::sync::Mutex<()>,
 }
@@ -64,22 +66,27 @@ impl ManagedIdentity {
         if let Some(token) = self.cached(resource, now()) {
             return Ok(token);
         }
+        let fetched_at = now();
         let issued = self.fetcher.fetch(resource).await.map_err(|reason| {
             HostError::Failed(format!(
                 "the VM's managed identity gave no token for `{resource}`: {reason}"
             ))
         })?;
         let token = access_token(&issued);
-        lock(&self.cache).insert(resource.to_owned(), issued);
+        lock(&self.cache).insert(resource.to_owned(), (issued, fetched_at));
         Ok(token)
     }
 
-    /// The cached token of `resource` when it lives on for [`TOKEN_RENEW_BEFORE`].
+    /// The cached token of `resource` while it is not due for renewal.
     fn cached(&self, resource: &str, now: SystemTime) -> Option<AccessToken> {
         let cache = lock(&self.cache);
-        let issued = cache.get(resource)?;
+        let (issued, fetched_at) = cache.get(resource)?;
         let left = issued.expires_on.duration_since(now).ok()?;
-        (left > TOKEN_RENEW_BEFORE).then(|| access_token(issued))
+        let lifetime = issued
+            .expires_on
+            .duration_since(*fetched_at)
+            .unwrap_or_default();
+        (left > TOKEN_RENEW_BEFORE.min(lifetime / 2)).then(|| access_token(issued))
     }
 }
 
@@ -153,6 +160,20 @@ mod tests {
         let renewed = identity.token(storage, at(3600 - 240)).await.unwrap();
         assert_eq!(renewed.token, "https://storage.azure.com/#token-3");
         assert_eq!(fetcher.fetches.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn a_short_lived_token_is_kept_for_half_its_life() {
+        let (identity, fetcher) = identity(Duration::from_secs(120), false);
+        let start = fetcher.issued_at;
+        let at = |offset: u64| move || start + Duration::from_secs(offset);
+        let storage = "https://storage.azure.com/";
+        let first = identity.token(storage, at(0)).await.unwrap();
+        assert_eq!(identity.token(storage, at(59)).await.unwrap(), first);
+        assert_eq!(fetcher.fetches.load(Ordering::SeqCst), 1);
+        let renewed = identity.token(storage, at(61)).await.unwrap();
+        assert_ne!(renewed, first);
+        assert_eq!(fetcher.fetches.load(Ordering::SeqCst), 2);
     }
 
     #[tokio::test]
