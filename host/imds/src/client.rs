@@ -498,6 +498,18 @@ mod tests {
             client.compute_url(),
             "http://169.254.169.254/metadata/instance/compute?api-version=2021-02-01"
         );
+        assert_eq!(
+            client.identity_url("https://storage.azure.com/", None).unwrap(),
+            "http://169.254.169.254/metadata/identity/oauth2/token?api-version=2018-02-01\
+             &resource=https%3A%2F%2Fstorage.azure.com%2F"
+        );
+        assert_eq!(
+            client
+                .identity_url("https://vault.azure.net", Some("1b0e-a&b"))
+                .unwrap(),
+            "http://169.254.169.254/metadata/identity/oauth2/token?api-version=2018-02-01\
+             &resource=https%3A%2F%2Fvault.azure.net&client_id=1b0e-a%26b"
+        );
     }
 
     #[test]
