@@ -10,7 +10,7 @@ use reqwest::{Method, RequestBuilder, StatusCode};
 use crate::compute::{ComputeInfo, parse_compute};
 use crate::event::Document;
 use crate::identity_token::{
-    IDENTITY_API_VERSION, IdentityError, IdentityToken, parse_identity_refusal,
+    IDENTITY_API_VERSION, IdentityToken, MalformedToken, TokenRefusal, parse_identity_refusal,
     parse_identity_token,
 };
 use crate::parse_error::ParseError;
@@ -120,6 +120,20 @@ impl FetchError {
             FetchError::Malformed(..) => "malformed",
         }
     }
+}
+
+/// Why the identity endpoint gave no token.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdentityError {
+    /// IMDS answered with an OAuth error.
+    #[error(transparent)]
+    Refused(#[from] TokenRefusal),
+    /// The request got no answer, or not an OAuth one.
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
+    /// A 200 without a usable token.
+    #[error(transparent)]
+    Malformed(#[from] MalformedToken),
 }
 
 /// Why an approval POST did not succeed.
@@ -348,10 +362,13 @@ impl ImdsClient {
         if answer.status != StatusCode::OK
             && let Some(refused) = parse_identity_refusal(answer.status.as_u16(), &answer.body)
         {
-            return Err(refused);
+            return Err(refused.into());
         }
         check_fetch_answer(&answer)?;
-        parse_identity_token(&answer.body, std::time::SystemTime::now())
+        Ok(parse_identity_token(
+            &answer.body,
+            std::time::SystemTime::now(),
+        )?)
     }
 
     /// `{base}/metadata/identity/oauth2/token?api-version=…&resource=…[&client_id=…]`.
@@ -499,7 +516,9 @@ mod tests {
             "http://169.254.169.254/metadata/instance/compute?api-version=2021-02-01"
         );
         assert_eq!(
-            client.identity_url("https://storage.azure.com/", None).unwrap(),
+            client
+                .identity_url("https://storage.azure.com/", None)
+                .unwrap(),
             "http://169.254.169.254/metadata/identity/oauth2/token?api-version=2018-02-01\
              &resource=https%3A%2F%2Fstorage.azure.com%2F"
         );

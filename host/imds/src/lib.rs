@@ -38,11 +38,12 @@ mod rate_limit;
 mod wire;
 
 pub use client::{
-    ApproveError, BuildError, ClientConfig, FetchError, Fetched, IMDS_BODY_MAX_BYTES, ImdsClient,
+    ApproveError, BuildError, ClientConfig, FetchError, Fetched, IMDS_BODY_MAX_BYTES,
+    IdentityError, ImdsClient,
 };
 pub use compute::{ComputeInfo, EvictionPolicy, VmPriority, parse_compute};
 pub use event::{Document, EventSource, EventStatus, EventType, ScheduledEvent, is_vm_name};
-pub use identity_token::{IdentityError, IdentityToken, parse_identity_token};
+pub use identity_token::{IdentityToken, MalformedToken, TokenRefusal, parse_identity_token};
 pub use parse_error::ParseError;
 pub use poller::{PollStatus, Poller, PollerConfig, PollerParts};
 pub use wire::{parse_document, parse_start_requests, render_document};

@@ -3,7 +3,7 @@
 
 use url::Url;
 
-use crate::services::Grants;
+use crate::permissions::Grants;
 use crate::wit::latest::HostError;
 
 /// Why a plugin may not do what it asked. Each message names the plugin, the capability
@@ -100,18 +100,22 @@ impl<'a> CapabilityGranter<'a> {
     }
 }
 
-impl CapabilityGranter<'_> {
+impl<'a> CapabilityGranter<'a> {
     /// Ok when the plugin may ask for a managed-identity token for `resource`. Resources
     /// compare without regard to case or a trailing slash, as Azure's audiences do.
-    pub(crate) fn grant_identity(&self, resource: &str) -> Result<(), GrantError> {
+    /// Returns the manifest's spelling of the resource, the one tokens are fetched and cached
+    /// under, so a plugin cannot multiply fetches by respelling it.
+    pub(crate) fn grant_identity(&self, resource: &str) -> Result<&'a str, GrantError> {
         let wanted = audience(resource);
         let granted = self
             .grants
             .azure_identity
             .iter()
-            .any(|entry| audience(entry).eq_ignore_ascii_case(wanted));
-        if granted && !wanted.is_empty() {
-            return Ok(());
+            .find(|entry| audience(entry).eq_ignore_ascii_case(wanted));
+        if let Some(entry) = granted
+            && !wanted.is_empty()
+        {
+            return Ok(entry.as_str());
         }
         Err(GrantError::Identity {
             plugin: self.plugin.to_owned(),
@@ -324,6 +328,16 @@ mod tests {
                 Expected::Refused(""),
             ),
         ];
-        check_rows(&rows, |granter, resource| granter.grant_identity(resource));
+        check_rows(&rows, |granter, resource| {
+            granter.grant_identity(resource).map(str::to_owned)
+        });
+        let granter = CapabilityGranter::new("p", &storage);
+        for spelling in ["https://storage.azure.com//", "HTTPS://Storage.Azure.com"] {
+            assert_eq!(
+                granter.grant_identity(spelling),
+                Ok("https://storage.azure.com/"),
+                "tokens are fetched under the manifest's spelling"
+            );
+        }
     }
 }

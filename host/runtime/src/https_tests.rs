@@ -9,8 +9,9 @@ use forewarn_test_support::pki::Pki;
 use url::Url;
 
 use crate::http::tests::{TableResolver, get_request, silent_server};
-use crate::http::{Caller, HttpClient, HttpResponseLimit, send};
-use crate::services::Grants;
+use crate::http::{Caller, HttpClient, send};
+use crate::permissions::Grants;
+use crate::permissions::HttpResponseLimit;
 use crate::tls::ca_certificates;
 use crate::wit::latest::{HostError, HttpRequest, HttpResponse};
 

@@ -38,8 +38,9 @@ pub struct ManagedIdentity {
     fetcher: Arc<dyn TokenFetcher>,
     /// Each resource's token and when it was fetched.
     cache: Mutex<HashMap<String, (IssuedToken, SystemTime)>>,
-    /// One fetch at a time: plugins asking together wait for the first one's token.
-    fetching: tokio::sync::Mutex<()>,
+    /// One fetch at a time per resource: plugins asking together wait for the first one's
+    /// token, and a slow resource holds up no other.
+    fetching: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl ManagedIdentity {
@@ -48,7 +49,7 @@ impl ManagedIdentity {
         ManagedIdentity {
             fetcher,
             cache: Mutex::new(HashMap::new()),
-            fetching: tokio::sync::Mutex::new(()),
+            fetching: Mutex::new(HashMap::new()),
         }
     }
 
@@ -62,7 +63,11 @@ impl ManagedIdentity {
         if let Some(token) = self.cached(resource, now()) {
             return Ok(token);
         }
-        let _one_fetch = self.fetching.lock().await;
+        let resource_lock = lock(&self.fetching)
+            .entry(resource.to_owned())
+            .or_default()
+            .clone();
+        let _one_fetch = resource_lock.lock().await;
         if let Some(token) = self.cached(resource, now()) {
             return Ok(token);
         }
@@ -174,6 +179,39 @@ mod tests {
         let renewed = identity.token(storage, at(61)).await.unwrap();
         assert_ne!(renewed, first);
         assert_eq!(fetcher.fetches.load(Ordering::SeqCst), 2);
+    }
+
+    /// Never answers for `slow`; issues a token at once for anything else.
+    struct OneSlowResource;
+
+    impl TokenFetcher for OneSlowResource {
+        fn fetch(&self, resource: &str) -> TokenFuture {
+            let slow = resource == "slow";
+            let token = IssuedToken {
+                token: format!("{resource}-token"),
+                expires_on: SystemTime::now() + Duration::from_secs(3600),
+            };
+            Box::pin(async move {
+                if slow {
+                    std::future::pending::<()>().await;
+                }
+                Ok(token)
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_resource_whose_fetch_hangs_holds_up_no_other() {
+        let identity = Arc::new(ManagedIdentity::new(Arc::new(OneSlowResource)));
+        let hanging = tokio::spawn({
+            let identity = identity.clone();
+            async move { identity.token("slow", SystemTime::now).await }
+        });
+        tokio::task::yield_now().await;
+        let storage = identity.token("storage", SystemTime::now).await.unwrap();
+        assert_eq!(storage.token, "storage-token");
+        assert!(!hanging.is_finished());
+        hanging.abort();
     }
 
     #[tokio::test]

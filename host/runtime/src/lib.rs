@@ -20,6 +20,7 @@ mod inspect;
 mod limits;
 mod mutex;
 pub mod network;
+mod permissions;
 mod plugin;
 mod plugin_log;
 mod runtime;
@@ -32,11 +33,12 @@ pub mod wit;
 
 pub use call_state::{LOG_LINE_MAX_BYTES, LOG_LINES_PER_CALL, STATE_WRITES_PER_CALL};
 pub use error::{LoadError, RuntimeError};
-pub use http::{
-    DEFAULT_HTTP_RESPONSE_LIMIT, HTTP_RESPONSE_LIMIT_MAX, HttpClient, HttpResponseLimit,
-};
+pub use http::HttpClient;
 pub use identity::{IssuedToken, ManagedIdentity, TOKEN_RENEW_BEFORE, TokenFetcher, TokenFuture};
 pub use inspect::ComponentReport;
+pub use permissions::{
+    DEFAULT_HTTP_RESPONSE_LIMIT, Grants, HTTP_RESPONSE_LIMIT_MAX, HttpResponseLimit,
+};
 pub use plugin::{
     CallContext, CallFailure, CallOutcome, Plugin, REASON_MAX_BYTES, StartAnswer, StartOutcome,
 };
@@ -44,7 +46,7 @@ pub use plugin_log::{LogLevel, PLUGIN_LOG_TARGET, PluginLogLine};
 pub use runtime::{Runtime, RuntimeConfig};
 pub use rustls::pki_types::CertificateDer;
 pub use services::{
-    ActionSpec, DEFAULT_MEMORY_LIMIT, Grants, HostServices, MemoryStateStore, PluginSettings,
-    Readiness, StateStore, StateStoreError,
+    ActionSpec, DEFAULT_MEMORY_LIMIT, HostServices, MemoryStateStore, PluginSettings, Readiness,
+    StateStore, StateStoreError,
 };
 pub use tls::ca_certificates;

@@ -14,6 +14,8 @@ const AZURE_WIRESERVER: Ipv4Addr = Ipv4Addr::new(168, 63, 129, 16);
 pub(crate) fn forbidden_ip(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(v4) => forbidden_v4(v4),
+        // `::1` would read as the IPv4-compatible 0.0.0.1: it is loopback, as 127.0.0.1 is.
+        IpAddr::V6(v6) if v6.is_loopback() => None,
         IpAddr::V6(v6) => embedded_v4(v6)
             .and_then(forbidden_v4)
             .or_else(|| forbidden_v6(v6)),
@@ -21,6 +23,11 @@ pub(crate) fn forbidden_ip(ip: IpAddr) -> Option<&'static str> {
 }
 
 fn forbidden_v4(ip: Ipv4Addr) -> Option<&'static str> {
+    if ip.octets()[0] == 0 {
+        return Some(
+            "0.0.0.0/8 (\"this host\": on Linux it reaches local services, IMDS proxies included)",
+        );
+    }
     if ip.is_link_local() {
         return Some("link-local 169.254.0.0/16 (IMDS, managed-identity tokens)");
     }
@@ -31,6 +38,9 @@ fn forbidden_v4(ip: Ipv4Addr) -> Option<&'static str> {
 }
 
 fn forbidden_v6(ip: Ipv6Addr) -> Option<&'static str> {
+    if ip.is_unspecified() {
+        return Some("the unspecified address :: (on Linux it reaches local services)");
+    }
     if (ip.segments()[0] & 0xffc0) == 0xfe80 {
         return Some("IPv6 link-local fe80::/10");
     }
@@ -122,6 +132,9 @@ mod tests {
             "::ffff:168.63.129.16",
             "::169.254.169.254",
             "64:ff9b::a9fe:a9fe",
+            "0.0.0.0",
+            "0.1.2.3",
+            "::",
         ] {
             let ip: IpAddr = text.parse().unwrap();
             assert!(forbidden_ip(ip).is_some(), "{text} must be forbidden");

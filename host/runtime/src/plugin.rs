@@ -216,6 +216,13 @@ impl Plugin {
     /// Calls `on-start` in a fresh instance, under the same rules as [`Plugin::call`]. A
     /// plugin built against a contract without `on-start` (0.1.0) is not called.
     pub async fn start(&self, context: &StartContext, budget: Duration) -> StartOutcome {
+        if !self.inner.pre.has_on_start() {
+            return StartOutcome {
+                answer: Ok(StartAnswer::NotExported),
+                elapsed: Duration::ZERO,
+                logs: Vec::new(),
+            };
+        }
         let budget = budget.min(MAX_CALL_BUDGET);
         let context = StartContext {
             deadline_unix_ms: unix_ms(SystemTime::now().checked_add(budget)),

@@ -5,10 +5,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::http::{HttpClient, HttpResponseLimit};
+use crate::http::HttpClient;
 use crate::identity::ManagedIdentity;
 use crate::mutex::lock;
-use rustls::pki_types::CertificateDer;
+use crate::permissions::Grants;
 
 /// Why a [`StateStore`] did not store or delete a value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -125,23 +125,6 @@ impl Default for HostServices {
             identity: None,
         }
     }
-}
-
-/// What one plugin may use: set by the operator, denied by default.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Grants {
-    /// May call `set-ready`.
-    pub readiness: bool,
-    /// `host:port` pairs `http-send` may reach.
-    pub http: Vec<String>,
-    /// Names of operator-defined actions `run-action` may run.
-    pub actions: Vec<String>,
-    /// Resources (token audiences) `azure-access-token` may ask a token for.
-    pub azure_identity: Vec<String>,
-    /// CAs `http-send` trusts for https:// besides the system's (`http-ca-file`).
-    pub http_roots: Vec<CertificateDer<'static>>,
-    /// How much of a response body `http-send` hands over (`http-response-limit`).
-    pub http_response_limit: HttpResponseLimit,
 }
 
 /// Per-plugin settings the runtime enforces on every call.

@@ -28,7 +28,9 @@ const ANSWER_ADDRESS: i32 = 16;
 /// Where `cabi_realloc` starts handing out memory 0.
 const HEAP_START: i32 = 1024;
 /// The export name of `on-event` in the core module, as wit-component expects it.
-const ON_EVENT: &str = "forewarn:plugin/handler@0.1.0#on-event";
+const ON_EVENT: &str = "forewarn:plugin/handler@0.2.0#on-event";
+/// The export name of `on-start`, which does nothing here.
+const ON_START: &str = "forewarn:plugin/handler@0.2.0#on-start";
 
 /// A core module with memory 0 (exported, for the canonical ABI) and `EXTRA_MEMORIES` more.
 /// `on-event` grows each extra memory by `PAGES_PER_MEMORY`, writes to every 4 KiB page of
@@ -37,9 +39,15 @@ fn many_memories_core_module() -> Vec<u8> {
     let mut types = TypeSection::new();
     types.ty().function([ValType::I32; 4], [ValType::I32]); // 0: cabi_realloc
     types.ty().function([ValType::I32], [ValType::I32]); // 1: on-event
+    // 2: on-start(vm-name ptr, len, priority, eviction-policy tag, value, first-run, deadline)
+    let i32 = ValType::I32;
+    types
+        .ty()
+        .function([i32, i32, i32, i32, i32, i32, ValType::I64], []);
     let mut functions = FunctionSection::new();
     functions.function(0);
     functions.function(1);
+    functions.function(2);
     let mut memories = MemorySection::new();
     for index in 0..=EXTRA_MEMORIES {
         memories.memory(MemoryType {
@@ -61,9 +69,13 @@ fn many_memories_core_module() -> Vec<u8> {
     exports.export("memory", ExportKind::Memory, 0);
     exports.export("cabi_realloc", ExportKind::Func, 0);
     exports.export(ON_EVENT, ExportKind::Func, 1);
+    exports.export(ON_START, ExportKind::Func, 2);
     let mut code = CodeSection::new();
     code.function(&bump_realloc());
     code.function(&grow_every_memory());
+    let mut on_start = Function::new([]);
+    on_start.instructions().end();
+    code.function(&on_start);
     let mut module = Module::new();
     module
         .section(&types)

@@ -1012,7 +1012,7 @@ fn inspect_describes_a_valid_plugin() {
         report
             .exports
             .iter()
-            .any(|name| name == "forewarn:plugin/handler@0.1.0"),
+            .any(|name| name == "forewarn:plugin/handler@0.2.0"),
         "{report:?}"
     );
     assert!(

@@ -97,7 +97,8 @@ impl Daemon {
                 log_messages::JOURNAL_QUARANTINED
             );
         }
-        let first_run = opened.value.is_none();
+        // A quarantined journal means an earlier run on this VM: not a first run.
+        let first_run = opened.value.is_none() && opened.quarantined.is_none();
         let state = journal_record::resume(opened.value);
         let snapshots = watch::channel(Arc::new(state.clone())).0;
         let local = LocalApprover::new(&settings.vm_name, &settings.policy);
@@ -284,13 +285,17 @@ impl Daemon {
                     call,
                 };
             };
+            // The call's budget includes any wait for the plugin's on-start: its deadline is
+            // the one the pipeline planned, however long recovery takes.
+            let mut budget = call.budget;
             if let Some(gate) = start_gate {
-                gate.passed(&plugin).await;
+                let waited = gate.passed_within(&plugin, call.budget).await;
+                budget = call.budget.saturating_sub(waited);
             }
             let event = to_wit_event(&call.event);
             let outcome = plugin
                 .plugin
-                .call(&event, to_wit_phase(call.phase), &context, call.budget)
+                .call(&event, to_wit_phase(call.phase), &context, budget)
                 .await;
             CallAnswer {
                 reply: reply_of(outcome),

@@ -12,6 +12,10 @@ use tokio::sync::OnceCell;
 use crate::log_messages;
 use crate::plugins::set::{LoadedPlugin, PluginSet};
 
+/// The longest an `on-start` runs (or the plugin's budget, if shorter): a call of the plugin
+/// waits for it, so recovery must leave a short notice its time.
+pub(crate) const ON_START_BUDGET_MAX: Duration = Duration::from_secs(10);
+
 /// The `on-start` of each plugin of this run, by name: done, running, or not begun.
 pub(crate) struct PluginStarts {
     context: StartContext,
@@ -63,16 +67,21 @@ pub(crate) struct StartGate {
 }
 
 impl StartGate {
-    /// Returns once `loaded`'s `on-start` has run (here, or in the task that began it).
-    pub(crate) async fn passed(&self, loaded: &LoadedPlugin) {
-        run_once(&self.gate, loaded, &self.context).await;
+    /// Returns once `loaded`'s `on-start` has run (here, or in the task that began it), or
+    /// after `at_most`; how long it waited.
+    pub(crate) async fn passed_within(&self, loaded: &LoadedPlugin, at_most: Duration) -> Duration {
+        let started = tokio::time::Instant::now();
+        let run = run_once(&self.gate, loaded, &self.context);
+        let _done_or_not = tokio::time::timeout(at_most, run).await;
+        started.elapsed()
     }
 }
 
 /// Runs `on-start` unless it already ran or is running (then waits for it).
 async fn run_once(gate: &OnceCell<()>, loaded: &LoadedPlugin, context: &StartContext) {
     gate.get_or_init(|| async {
-        let outcome = loaded.plugin.start(context, loaded.manifest.budget).await;
+        let budget = loaded.manifest.budget.min(ON_START_BUDGET_MAX);
+        let outcome = loaded.plugin.start(context, budget).await;
         log_outcome(loaded.name(), context.first_run, &outcome);
     })
     .await;

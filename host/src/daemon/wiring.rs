@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use forewarn_imds::{ClientConfig, ComputeInfo, ImdsClient, Poller};
-use forewarn_runtime::wit::latest::VmInfo;
+use forewarn_runtime::wit::latest::{VmInfo, VmPriority};
 use forewarn_runtime::{
     ActionSpec, HostServices, HttpClient, IssuedToken, ManagedIdentity, Readiness, Runtime,
     RuntimeConfig, StateStore, StateStoreError, TokenFetcher, TokenFuture,
@@ -176,8 +176,11 @@ pub(crate) async fn resolve_vm(
         let vm = match client.fetch_compute().await {
             Ok(compute) => describe_vm(&compute),
             Err(error) => {
-                tracing::warn!(%error, "cannot read this VM's priority from IMDS instance metadata; plugins are told it is a regular VM");
-                VmInfo::default()
+                tracing::warn!(%error, "cannot read this VM's priority from IMDS instance metadata; plugins are told it is unknown");
+                VmInfo {
+                    priority: VmPriority::Unknown,
+                    eviction_policy: None,
+                }
             }
         };
         return Ok((config.vm_name.clone(), vm));

@@ -6,9 +6,10 @@
 //!
 //! How to add a WIT version (say 0.3.0; 0.2.0 was added this way, see `v0_1_0.rs`):
 //! 1. Freeze the current contract: copy `wit/forewarn.wit` to `host/runtime/wit/since_v0.2.0/`
-//!    and make `v0_2_0.rs` a delegation module like `v0_1_0.rs` (`bindgen!` on that copy,
-//!    `impl host::Host for CallState` calling the latest implementation, `From` impls between
-//!    its types and the latest ones); then edit `wit/forewarn.wit`.
+//!    and make `v0_2_0.rs` like `v0_1_0.rs` (`bindgen!` on that copy, `From` impls between
+//!    its types and the latest ones); add `host_api/v0_2_0.rs` like `host_api/v0_1_0.rs`
+//!    (`impl host::Host for CallState` calling the latest implementation); then edit
+//!    `wit/forewarn.wit`.
 //! 2. Add `v0_3_0.rs` (`bindgen!` on `../../wit`, `MIN_VERSION` 0.3.0, the `latest` type
 //!    re-exports) and make it `latest` below; `host_api.rs` implements its `host` traits.
 //! 3. Point `v0_1_0.rs`'s conversions at the new latest types (the compiler lists them).
@@ -117,6 +118,11 @@ impl<T: HostFunctions> HandlerPre<T> {
             return Ok(HandlerPre::V0_2_0(pre));
         }
         Err(unsupported(plugin.to_string()))
+    }
+
+    /// Whether the plugin's contract has `on-start` (0.2.0 and later).
+    pub(crate) fn has_on_start(&self) -> bool {
+        !matches!(self, HandlerPre::V0_1_0(_))
     }
 
     /// A fresh instance in `store`.

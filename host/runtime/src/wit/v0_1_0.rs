@@ -1,16 +1,14 @@
-//! The frozen WIT contract `forewarn:plugin@0.1.0` (`host/runtime/wit/since_v0.1.0`): glue that
-//! serves plugins built against it by delegating to the latest host and converting the types.
+//! The frozen WIT contract `forewarn:plugin@0.1.0` (`host/runtime/wit/since_v0.1.0`): its
+//! bindings and the conversions between its types and the latest ones.
 //!
-//! Nothing here decides anything: every host call goes to the latest implementation, and a
-//! 0.1.0 plugin simply does not see what later versions added (identity tokens, `vm`,
-//! `until-not-before-ms`).
+//! `host_api/v0_1_0.rs` serves its host calls through the latest implementation; a 0.1.0
+//! plugin simply does not see what later versions added (identity tokens, `vm`,
+//! `until-not-before-ms`, `on-start`).
 
 // The generated items carry the WIT's own documentation, where it has any.
 #![allow(missing_docs)]
 
-use crate::call_state::CallState;
-use crate::wit::latest;
-use crate::wit::latest::forewarn::plugin::host::Host as LatestHost;
+use crate::wit::v0_2_0 as latest;
 use crate::wit::version::WitVersion;
 
 wasmtime::component::bindgen!({
@@ -26,59 +24,10 @@ wasmtime::component::bindgen!({
     additional_derives: [PartialEq, Eq],
 });
 
-use forewarn::plugin::{host, types};
+pub(crate) use forewarn::plugin::{host, types};
 
 /// The oldest plugin contract version these bindings serve.
 pub(crate) const MIN_VERSION: WitVersion = WitVersion::new(0, 1, 0);
-
-impl types::Host for CallState {}
-
-impl host::Host for CallState {
-    fn log(&mut self, level: host::Level, message: String) {
-        LatestHost::log(self, level.into(), message)
-    }
-
-    fn config(&mut self, key: String) -> Option<String> {
-        LatestHost::config(self, key)
-    }
-
-    fn state_get(&mut self, key: String) -> Option<Vec<u8>> {
-        LatestHost::state_get(self, key)
-    }
-
-    async fn state_set(&mut self, key: String, value: Vec<u8>) -> Result<(), host::HostError> {
-        LatestHost::state_set(self, key, value)
-            .await
-            .map_err(Into::into)
-    }
-
-    async fn state_delete(&mut self, key: String) -> Result<(), host::HostError> {
-        LatestHost::state_delete(self, key)
-            .await
-            .map_err(Into::into)
-    }
-
-    fn set_ready(&mut self, ready: bool) -> Result<(), host::HostError> {
-        LatestHost::set_ready(self, ready).map_err(Into::into)
-    }
-
-    async fn http_send(
-        &mut self,
-        request: host::HttpRequest,
-    ) -> Result<host::HttpResponse, host::HostError> {
-        LatestHost::http_send(self, request.into())
-            .await
-            .map(Into::into)
-            .map_err(Into::into)
-    }
-
-    async fn run_action(&mut self, name: String) -> Result<host::ActionOutput, host::HostError> {
-        LatestHost::run_action(self, name)
-            .await
-            .map(Into::into)
-            .map_err(Into::into)
-    }
-}
 
 impl From<host::Level> for latest::Level {
     fn from(level: host::Level) -> Self {

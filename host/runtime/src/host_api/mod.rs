@@ -1,6 +1,8 @@
 //! The `host` interface of the latest WIT contract as the daemon implements it: logging under
 //! the plugin's name, config, durable state, readiness, HTTP, actions, identity; grants first.
 
+mod v0_1_0;
+
 use crate::actions;
 use crate::call_state::{CallState, LOG_FIELD_MAX_BYTES, LOG_LINE_MAX_BYTES};
 use crate::grants::CapabilityGranter;
@@ -66,7 +68,7 @@ impl host::Host for CallState {
                 if self.take_log_line() {
                     tracing::warn!(
                         plugin = %self.plugin,
-                        url = %log_safe(&request.url, LOG_FIELD_MAX_BYTES),
+                        url = %log_safe(&origin_of(&request.url), LOG_FIELD_MAX_BYTES),
                         error = %log_safe(&describe(&error), LOG_FIELD_MAX_BYTES),
                         "plugin HTTP request refused"
                     );
@@ -90,7 +92,7 @@ impl host::Host for CallState {
         if !self.take_log_line() {
             return result;
         }
-        let url = log_safe(url.as_str(), LOG_FIELD_MAX_BYTES);
+        let url = log_safe(&origin_of(url.as_str()), LOG_FIELD_MAX_BYTES);
         match &result {
             Ok(response) => {
                 tracing::debug!(plugin = %self.plugin, %method, %url, status = response.status, "plugin HTTP request")
@@ -104,20 +106,24 @@ impl host::Host for CallState {
     }
 
     async fn azure_access_token(&mut self, resource: String) -> Result<AccessToken, HostError> {
-        if let Err(refused) = self.granter().grant_identity(&resource) {
-            let error = HostError::from(refused);
-            if self.take_log_line() {
-                tracing::warn!(
-                    plugin = %self.plugin,
-                    resource = %log_safe(&resource, LOG_FIELD_MAX_BYTES),
-                    error = %log_safe(&describe(&error), LOG_FIELD_MAX_BYTES),
-                    "plugin identity token refused"
-                );
+        let granted = self.granter().grant_identity(&resource).map(str::to_owned);
+        let granted = match granted {
+            Ok(granted) => granted,
+            Err(refused) => {
+                let error = HostError::from(refused);
+                if self.take_log_line() {
+                    tracing::warn!(
+                        plugin = %self.plugin,
+                        resource = %log_safe(&resource, LOG_FIELD_MAX_BYTES),
+                        error = %log_safe(&describe(&error), LOG_FIELD_MAX_BYTES),
+                        "plugin identity token refused"
+                    );
+                }
+                return Err(error);
             }
-            return Err(error);
-        }
+        };
         let identity = self.services.identity.clone();
-        let result = identity_token(identity, &resource, self.deadline).await;
+        let result = identity_token(identity, &granted, self.deadline).await;
         if let Err(error) = &result
             && self.take_log_line()
         {
@@ -163,6 +169,15 @@ impl CallState {
     }
 }
 
+/// What of a plugin's URL the log shows: `scheme://host:port`, never the path or query
+/// (webhook and SAS URLs carry their secret there). Unparsable text is not shown at all.
+fn origin_of(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(parsed) => parsed.origin().ascii_serialization(),
+        Err(_) => "(not a URL)".to_owned(),
+    }
+}
+
 /// The identity token for an already granted `resource`, bounded by the call's deadline.
 async fn identity_token(
     identity: Option<std::sync::Arc<crate::identity::ManagedIdentity>>,
@@ -171,8 +186,8 @@ async fn identity_token(
 ) -> Result<AccessToken, HostError> {
     let Some(identity) = identity else {
         return Err(HostError::Failed(
-            "this daemon has no managed identity: set `[identity]` in its config (on Azure, \
-             assign the VM a managed identity)"
+            "this daemon hands out no managed-identity tokens (it was built without an \
+             identity endpoint)"
                 .to_owned(),
         ));
     };
@@ -234,5 +249,32 @@ fn host_error(error: StateStoreError) -> HostError {
     match error {
         StateStoreError::Refused(message) => HostError::Invalid(message),
         StateStoreError::Failed(message) => HostError::Failed(message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::origin_of;
+
+    #[test]
+    fn logged_urls_keep_only_scheme_host_and_port() {
+        let rows = [
+            (
+                "https://hooks.slack.com/services/T000/B000/XXXXSECRET",
+                "https://hooks.slack.com",
+            ),
+            (
+                "https://prod.westeurope.logic.azure.com:443/workflows/1/triggers?sig=SECRET",
+                "https://prod.westeurope.logic.azure.com",
+            ),
+            (
+                "http://127.0.0.1:8080/drain?token=x",
+                "http://127.0.0.1:8080",
+            ),
+            ("not a url with SECRET", "(not a URL)"),
+        ];
+        for (url, logged) in rows {
+            assert_eq!(origin_of(url), logged);
+        }
     }
 }
