@@ -1,5 +1,6 @@
 //! End-to-end tests of plugins written in C, Python and JavaScript (plugins/examples/): each
-//! is built with its SDK's one-command build script, checked, and run by the real daemon.
+//! is built with its SDK's one-command build script against forewarn:plugin@0.2.0, checked,
+//! and run by the real daemon, which calls its `on-start` once before any `on-event`.
 //!
 //! The toolchains come from `tests/install-language-toolchains.sh`; a missing one FAILS the
 //! test with the command that installs it (never a silent skip). `measure_language_examples`
@@ -161,6 +162,22 @@ fn plugin_log_messages(daemon: &Daemon, plugin: &str) -> Vec<String> {
         .collect()
 }
 
+/// The line each example logs in its `on-start` (what it was told of the VM), asserted to be
+/// the plugin's first log line: on-start runs before any on-event.
+fn assert_started_first(daemon: &Daemon, plugin: &str, vm: &str, first_run: bool) {
+    let logged = plugin_log_messages(daemon, plugin);
+    let expected = format!(
+        "started on vm-a: {vm}, first run {}",
+        if first_run { "yes" } else { "no" }
+    );
+    assert_eq!(
+        logged.first(),
+        Some(&expected),
+        "{plugin}: {logged:?}\n{}",
+        daemon.describe_for_failure()
+    );
+}
+
 #[test]
 fn forewarn_plugin_check_accepts_the_three_examples() {
     for example in [C_FREEZE_GATE, PYTHON_WEBHOOK, JS_COUNTER] {
@@ -178,7 +195,7 @@ fn forewarn_plugin_check_accepts_the_three_examples() {
             String::from_utf8_lossy(&output.stderr)
         );
         assert!(
-            stdout.contains("exports: ") && stdout.contains("forewarn:plugin/handler@0.1.0"),
+            stdout.contains("exports: ") && stdout.contains("forewarn:plugin/handler@0.2.0"),
             "{stdout}"
         );
     }
@@ -239,6 +256,12 @@ fn c_example_approves_short_freezes_and_defers_long_ones() {
     assert!(
         logged.contains(&"approving a 5s Freeze (limit 10s)".to_owned()),
         "{logged:?}"
+    );
+    assert_started_first(
+        &daemon,
+        "freeze-gate",
+        "priority regular, eviction policy none",
+        true,
     );
     assert!(
         !simulator
@@ -303,7 +326,8 @@ fn read_request(mut stream: TcpStream) -> Option<(String, String)> {
 }
 
 /// Python: the plugin POSTs a JSON notice to the webhook on its allow-list, then approves;
-/// the Reboot is approved at IMDS.
+/// the Reboot is approved at IMDS. The VM is a Spot VM (Delete by default): the VM info
+/// reaches both on-start and on-event.
 #[test]
 fn python_example_notifies_its_webhook_and_approves() {
     let (address, received) = start_webhook();
@@ -313,7 +337,8 @@ fn python_example_notifies_its_webhook_and_approves() {
             "subscribe = [\"Reboot\"]\nbudget = \"10s\"\nmemory = \"256MiB\"\n\n[config]\nwebhook-url = \"http://{address}/maintenance\"\n\n[capabilities]\nhttp = [\"{address}\"]\n"
         ),
     );
-    let simulator = setup.simulator(&one_reboot("reboot"));
+    let spot = format!("priority = \"Spot\"\n{}", one_reboot("reboot"));
+    let simulator = setup.simulator(&spot);
     let daemon = setup.daemon(&simulator);
     let state =
         simulator.wait_for_state(TIMEOUT, "the Reboot approved after the webhook", |state| {
@@ -335,6 +360,12 @@ fn python_example_notifies_its_webhook_and_approves() {
     assert_eq!(notice["type"], "Reboot");
     assert_eq!(notice["vm"], "vm-a");
     assert_eq!(notice["affects-this-vm"], true);
+    assert_eq!(notice["evictable"], true, "{notice}");
+    assert_eq!(notice["eviction-deletes-disks"], true, "{notice}");
+    let until = notice["until-not-before-ms"]
+        .as_u64()
+        .expect("until-not-before-ms");
+    assert!(until > 0 && until <= 15 * 60 * 1000, "{notice}");
     let decision = daemon
         .decisions()
         .into_iter()
@@ -348,6 +379,12 @@ fn python_example_notifies_its_webhook_and_approves() {
     let logged = plugin_log_messages(&daemon, "webhook-notify");
     let expected = format!("notified http://{address}/maintenance of Reboot {event_id}");
     assert!(logged.contains(&expected), "{logged:?}");
+    assert_started_first(
+        &daemon,
+        "webhook-notify",
+        "priority spot, eviction policy delete",
+        true,
+    );
 }
 
 /// A scenario with one platform Reboot; `name` makes its EventId (derived from the name) new.
@@ -359,7 +396,8 @@ fn one_reboot(name: &str) -> String {
 }
 
 /// JavaScript: the counter survives a daemon restart (durable state), and the restarted
-/// daemon loads the 12 MiB component from the compile cache in the state directory.
+/// daemon loads the 12 MiB component from the compile cache in the state directory. Its
+/// on-start runs in each run, told `first-run` only in the first (the second finds the journal).
 #[test]
 fn js_example_keeps_its_counter_across_restarts_and_the_restart_uses_the_compile_cache() {
     let setup = Setup::new(
@@ -393,6 +431,12 @@ fn js_example_keeps_its_counter_across_restarts_and_the_restart_uses_the_compile
             .find(|message| message.ends_with(&format!("Reboot {event_id} (attempt 1)")))
             .unwrap_or_else(|| panic!("no counter line for {event_id}: {logged:?}"));
         counts.push(line.clone());
+        assert_started_first(
+            &daemon,
+            "counter",
+            "priority regular, eviction policy none",
+            run == 1,
+        );
         daemon.kill();
     }
     assert!(counts[0].starts_with("prepare #1: "), "{counts:?}");
