@@ -272,8 +272,16 @@ fn c_example_approves_short_freezes_and_defers_long_ones() {
     );
 }
 
-/// What the test webhook received: one entry per request, (request line, body).
-type Received = Arc<Mutex<Vec<(String, String)>>>;
+/// What the test webhook received: one entry per request.
+type Received = Arc<Mutex<Vec<Request>>>;
+
+/// One request to the test webhook.
+#[derive(Clone, Debug)]
+struct Request {
+    line: String,
+    authorization: Option<String>,
+    body: String,
+}
 
 /// A webhook on 127.0.0.1 that records each request and answers 200. Serves until the test
 /// process ends; each connection is read with a timeout.
@@ -293,7 +301,7 @@ fn start_webhook() -> (String, Received) {
     (address, received)
 }
 
-fn read_request(mut stream: TcpStream) -> Option<(String, String)> {
+fn read_request(mut stream: TcpStream) -> Option<Request> {
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .ok()?;
@@ -301,6 +309,7 @@ fn read_request(mut stream: TcpStream) -> Option<(String, String)> {
     let mut request_line = String::new();
     reader.read_line(&mut request_line).ok()?;
     let mut content_length = 0;
+    let mut authorization = None;
     loop {
         let mut header = String::new();
         reader.read_line(&mut header).ok()?;
@@ -313,28 +322,38 @@ fn read_request(mut stream: TcpStream) -> Option<(String, String)> {
         {
             content_length = value.trim().parse().ok()?;
         }
+        if let Some((name, value)) = header.split_once(':')
+            && name.eq_ignore_ascii_case("authorization")
+        {
+            authorization = Some(value.trim().to_owned());
+        }
     }
     let mut body = vec![0; content_length];
     reader.read_exact(&mut body).ok()?;
     stream
         .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
         .ok()?;
-    Some((
-        request_line.trim_end().to_owned(),
-        String::from_utf8_lossy(&body).into_owned(),
-    ))
+    Some(Request {
+        line: request_line.trim_end().to_owned(),
+        authorization,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    })
 }
+
+/// The resource the Python example's token is for.
+const STORAGE: &str = "https://storage.azure.com/";
 
 /// Python: the plugin POSTs a JSON notice to the webhook on its allow-list, then approves;
 /// the Reboot is approved at IMDS. The VM is a Spot VM (Delete by default): the VM info
-/// reaches both on-start and on-event.
+/// reaches both on-start and on-event. The request carries a managed-identity token the
+/// daemon fetched from the simulator's IMDS for the plugin.
 #[test]
 fn python_example_notifies_its_webhook_and_approves() {
     let (address, received) = start_webhook();
     let setup = Setup::new(
         PYTHON_WEBHOOK,
         &format!(
-            "subscribe = [\"Reboot\"]\nbudget = \"10s\"\nmemory = \"256MiB\"\n\n[config]\nwebhook-url = \"http://{address}/maintenance\"\n\n[capabilities]\nhttp = [\"{address}\"]\n"
+            "subscribe = [\"Reboot\"]\nbudget = \"10s\"\nmemory = \"256MiB\"\n\n[config]\nwebhook-url = \"http://{address}/maintenance\"\nwebhook-token-resource = \"{STORAGE}\"\n\n[capabilities]\nhttp = [\"{address}\"]\nazure-identity = [\"{STORAGE}\"]\n"
         ),
     );
     let spot = format!("priority = \"Spot\"\n{}", one_reboot("reboot"));
@@ -353,9 +372,14 @@ fn python_example_notifies_its_webhook_and_approves() {
         "{requests:?}\n{}",
         daemon.describe_for_failure()
     );
-    let (request_line, body) = &requests[0];
-    assert_eq!(request_line, "POST /maintenance HTTP/1.1");
-    let notice: serde_json::Value = serde_json::from_str(body).unwrap();
+    let request = &requests[0];
+    assert_eq!(request.line, "POST /maintenance HTTP/1.1");
+    let bearer = request.authorization.as_deref().unwrap_or_default();
+    assert!(
+        bearer.starts_with("Bearer ") && bearer.len() > "Bearer ".len() + 10,
+        "{request:?}"
+    );
+    let notice: serde_json::Value = serde_json::from_str(&request.body).unwrap();
     assert_eq!(notice["event"], event_id.as_str());
     assert_eq!(notice["type"], "Reboot");
     assert_eq!(notice["vm"], "vm-a");

@@ -1,11 +1,13 @@
 """webhook_notify — a forewarn plugin in Python: posts a notification about each
 scheduled maintenance to a webhook (``webhook-url`` in the manifest's [config]; its
-host:port must be on ``[capabilities] http``) and approves. On start it logs what it knows of
+host:port must be on ``[capabilities] http``) and approves. With ``webhook-token-resource``
+in [config] (and that resource on ``[capabilities] azure-identity``) the request carries a
+bearer token of the VM's managed identity. On start it logs what it knows of
 the VM (``on_start`` is optional: the SDK's default does nothing)."""
 
 import json
 
-from forewarn import Phase, approve, config, defer, http, log, HostError
+from forewarn import Phase, approve, config, defer, http, identity, log, HostError
 
 
 def on_start(ctx):
@@ -32,8 +34,12 @@ def on_event(event, phase, ctx):
         "eviction-deletes-disks": ctx.vm.eviction_deletes_disks(),
         "description": event.description,
     }
+    headers = [("content-type", "application/json")]
+    resource = config("webhook-token-resource")
     try:
-        response = http.post(url, json.dumps(notice))
+        if resource is not None:
+            headers.append(("authorization", identity.access_token(resource).bearer()))
+        response = http.send("POST", url, json.dumps(notice).encode("utf-8"), headers)
     except HostError as error:
         return defer(f"webhook not reached: {error}", retry_after_ms=2_000)
     if not response.ok:
