@@ -1,5 +1,6 @@
 //! End-to-end tests of plugins written in C, Python and JavaScript (plugins/examples/): each
-//! is built with its SDK's one-command build script, checked, and run by the real daemon.
+//! is built with its SDK's one-command build script against forewarn:plugin@0.2.0, checked,
+//! and run by the real daemon, which calls its `on-start` once before any `on-event`.
 //!
 //! The toolchains come from `tests/install-language-toolchains.sh`; a missing one FAILS the
 //! test with the command that installs it (never a silent skip). `measure_language_examples`
@@ -161,6 +162,22 @@ fn plugin_log_messages(daemon: &Daemon, plugin: &str) -> Vec<String> {
         .collect()
 }
 
+/// The line each example logs in its `on-start` (what it was told of the VM), asserted to be
+/// the plugin's first log line: on-start runs before any on-event.
+fn assert_started_first(daemon: &Daemon, plugin: &str, vm: &str, first_run: bool) {
+    let logged = plugin_log_messages(daemon, plugin);
+    let expected = format!(
+        "started on vm-a: {vm}, first run {}",
+        if first_run { "yes" } else { "no" }
+    );
+    assert_eq!(
+        logged.first(),
+        Some(&expected),
+        "{plugin}: {logged:?}\n{}",
+        daemon.describe_for_failure()
+    );
+}
+
 #[test]
 fn forewarn_plugin_check_accepts_the_three_examples() {
     for example in [C_FREEZE_GATE, PYTHON_WEBHOOK, JS_COUNTER] {
@@ -178,7 +195,7 @@ fn forewarn_plugin_check_accepts_the_three_examples() {
             String::from_utf8_lossy(&output.stderr)
         );
         assert!(
-            stdout.contains("exports: ") && stdout.contains("forewarn:plugin/handler@0.1.0"),
+            stdout.contains("exports: ") && stdout.contains("forewarn:plugin/handler@0.2.0"),
             "{stdout}"
         );
     }
@@ -240,6 +257,12 @@ fn c_example_approves_short_freezes_and_defers_long_ones() {
         logged.contains(&"approving a 5s Freeze (limit 10s)".to_owned()),
         "{logged:?}"
     );
+    assert_started_first(
+        &daemon,
+        "freeze-gate",
+        "priority regular, eviction policy none",
+        true,
+    );
     assert!(
         !simulator
             .state()
@@ -249,8 +272,16 @@ fn c_example_approves_short_freezes_and_defers_long_ones() {
     );
 }
 
-/// What the test webhook received: one entry per request, (request line, body).
-type Received = Arc<Mutex<Vec<(String, String)>>>;
+/// What the test webhook received: one entry per request.
+type Received = Arc<Mutex<Vec<Request>>>;
+
+/// One request to the test webhook.
+#[derive(Clone, Debug)]
+struct Request {
+    line: String,
+    authorization: Option<String>,
+    body: String,
+}
 
 /// A webhook on 127.0.0.1 that records each request and answers 200. Serves until the test
 /// process ends; each connection is read with a timeout.
@@ -270,7 +301,7 @@ fn start_webhook() -> (String, Received) {
     (address, received)
 }
 
-fn read_request(mut stream: TcpStream) -> Option<(String, String)> {
+fn read_request(mut stream: TcpStream) -> Option<Request> {
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .ok()?;
@@ -278,6 +309,7 @@ fn read_request(mut stream: TcpStream) -> Option<(String, String)> {
     let mut request_line = String::new();
     reader.read_line(&mut request_line).ok()?;
     let mut content_length = 0;
+    let mut authorization = None;
     loop {
         let mut header = String::new();
         reader.read_line(&mut header).ok()?;
@@ -290,30 +322,42 @@ fn read_request(mut stream: TcpStream) -> Option<(String, String)> {
         {
             content_length = value.trim().parse().ok()?;
         }
+        if let Some((name, value)) = header.split_once(':')
+            && name.eq_ignore_ascii_case("authorization")
+        {
+            authorization = Some(value.trim().to_owned());
+        }
     }
     let mut body = vec![0; content_length];
     reader.read_exact(&mut body).ok()?;
     stream
         .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
         .ok()?;
-    Some((
-        request_line.trim_end().to_owned(),
-        String::from_utf8_lossy(&body).into_owned(),
-    ))
+    Some(Request {
+        line: request_line.trim_end().to_owned(),
+        authorization,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    })
 }
 
+/// The resource the Python example's token is for.
+const STORAGE: &str = "https://storage.azure.com/";
+
 /// Python: the plugin POSTs a JSON notice to the webhook on its allow-list, then approves;
-/// the Reboot is approved at IMDS.
+/// the Reboot is approved at IMDS. The VM is a Spot VM (Delete by default): the VM info
+/// reaches both on-start and on-event. The request carries a managed-identity token the
+/// daemon fetched from the simulator's IMDS for the plugin.
 #[test]
 fn python_example_notifies_its_webhook_and_approves() {
     let (address, received) = start_webhook();
     let setup = Setup::new(
         PYTHON_WEBHOOK,
         &format!(
-            "subscribe = [\"Reboot\"]\nbudget = \"10s\"\nmemory = \"256MiB\"\n\n[config]\nwebhook-url = \"http://{address}/maintenance\"\n\n[capabilities]\nhttp = [\"{address}\"]\n"
+            "subscribe = [\"Reboot\"]\nbudget = \"10s\"\nmemory = \"256MiB\"\n\n[config]\nwebhook-url = \"http://{address}/maintenance\"\nwebhook-token-resource = \"{STORAGE}\"\n\n[capabilities]\nhttp = [\"{address}\"]\nazure-identity = [\"{STORAGE}\"]\n"
         ),
     );
-    let simulator = setup.simulator(&one_reboot("reboot"));
+    let spot = format!("priority = \"Spot\"\n{}", one_reboot("reboot"));
+    let simulator = setup.simulator(&spot);
     let daemon = setup.daemon(&simulator);
     let state =
         simulator.wait_for_state(TIMEOUT, "the Reboot approved after the webhook", |state| {
@@ -328,13 +372,24 @@ fn python_example_notifies_its_webhook_and_approves() {
         "{requests:?}\n{}",
         daemon.describe_for_failure()
     );
-    let (request_line, body) = &requests[0];
-    assert_eq!(request_line, "POST /maintenance HTTP/1.1");
-    let notice: serde_json::Value = serde_json::from_str(body).unwrap();
+    let request = &requests[0];
+    assert_eq!(request.line, "POST /maintenance HTTP/1.1");
+    let bearer = request.authorization.as_deref().unwrap_or_default();
+    assert!(
+        bearer.starts_with("Bearer ") && bearer.len() > "Bearer ".len() + 10,
+        "{request:?}"
+    );
+    let notice: serde_json::Value = serde_json::from_str(&request.body).unwrap();
     assert_eq!(notice["event"], event_id.as_str());
     assert_eq!(notice["type"], "Reboot");
     assert_eq!(notice["vm"], "vm-a");
     assert_eq!(notice["affects-this-vm"], true);
+    assert_eq!(notice["evictable"], true, "{notice}");
+    assert_eq!(notice["eviction-deletes-disks"], true, "{notice}");
+    let until = notice["until-not-before-ms"]
+        .as_u64()
+        .expect("until-not-before-ms");
+    assert!(until > 0 && until <= 15 * 60 * 1000, "{notice}");
     let decision = daemon
         .decisions()
         .into_iter()
@@ -348,6 +403,12 @@ fn python_example_notifies_its_webhook_and_approves() {
     let logged = plugin_log_messages(&daemon, "webhook-notify");
     let expected = format!("notified http://{address}/maintenance of Reboot {event_id}");
     assert!(logged.contains(&expected), "{logged:?}");
+    assert_started_first(
+        &daemon,
+        "webhook-notify",
+        "priority spot, eviction policy delete",
+        true,
+    );
 }
 
 /// A scenario with one platform Reboot; `name` makes its EventId (derived from the name) new.
@@ -359,7 +420,8 @@ fn one_reboot(name: &str) -> String {
 }
 
 /// JavaScript: the counter survives a daemon restart (durable state), and the restarted
-/// daemon loads the 12 MiB component from the compile cache in the state directory.
+/// daemon loads the 12 MiB component from the compile cache in the state directory. Its
+/// on-start runs in each run, told `first-run` only in the first (the second finds the journal).
 #[test]
 fn js_example_keeps_its_counter_across_restarts_and_the_restart_uses_the_compile_cache() {
     let setup = Setup::new(
@@ -393,6 +455,12 @@ fn js_example_keeps_its_counter_across_restarts_and_the_restart_uses_the_compile
             .find(|message| message.ends_with(&format!("Reboot {event_id} (attempt 1)")))
             .unwrap_or_else(|| panic!("no counter line for {event_id}: {logged:?}"));
         counts.push(line.clone());
+        assert_started_first(
+            &daemon,
+            "counter",
+            "priority regular, eviction policy none",
+            run == 1,
+        );
         daemon.kill();
     }
     assert!(counts[0].starts_with("prepare #1: "), "{counts:?}");

@@ -1,11 +1,14 @@
 /* forewarn.h — the C SDK for forewarn plugins.
  *
- * Write one function, fw_on_event(), and build with sdk/c/build.sh. This header wraps the
+ * Write one function, fw_on_event(), and build with sdk/c/build.sh. Optionally define
+ * fw_on_start() too (called once per daemon run, before any fw_on_event; the SDK's default
+ * does nothing). This header wraps the
  * bindings that wit-bindgen generates from wit/forewarn.wit (event_handler.h) so that a
  * plugin deals in C strings, a typed event and two decision helpers.
  *
  * Memory: every string this SDK returns (fw_config, fw_string, ...) is malloc'd; free() it.
  * The event and context are owned by the SDK and valid only during the call.
+ * Targets forewarn:plugin@0.2.0; plugins built against 0.1.0 keep loading unchanged.
  */
 #ifndef FOREWARN_H
 #define FOREWARN_H
@@ -25,8 +28,12 @@ extern "C" {
 /* One Scheduled Event: id, event_type, event_type_raw, resources, status,
  * not_before_unix_ms (option), description, source, duration_seconds (option). */
 typedef forewarn_plugin_types_scheduled_event_t fw_event;
-/* vm_name, affects_this_vm, deadline_unix_ms, attempt. */
+/* vm_name, affects_this_vm, deadline_unix_ms, attempt, until_not_before_ms (option), vm. */
 typedef forewarn_plugin_types_context_t fw_context;
+/* What fw_on_start() is told: vm_name, vm, first_run, deadline_unix_ms. */
+typedef forewarn_plugin_types_start_context_t fw_start_context;
+/* This VM: priority (fw_vm_priority) and eviction_policy (option of fw_eviction_policy). */
+typedef forewarn_plugin_types_vm_info_t fw_vm_info;
 /* A WIT string: pointer + length, NOT NUL-terminated. fw_string() copies it into a C string. */
 typedef event_handler_string_t fw_str;
 /* The plugin's answer: build it with fw_approve() or fw_defer(). */
@@ -49,6 +56,19 @@ typedef enum {
 } fw_phase;
 
 typedef enum {
+    FW_VM_REGULAR = FOREWARN_PLUGIN_TYPES_VM_PRIORITY_REGULAR,
+    FW_VM_SPOT = FOREWARN_PLUGIN_TYPES_VM_PRIORITY_SPOT,
+    FW_VM_LOW = FOREWARN_PLUGIN_TYPES_VM_PRIORITY_LOW,
+    FW_VM_UNKNOWN_PRIORITY = FOREWARN_PLUGIN_TYPES_VM_PRIORITY_UNKNOWN,
+} fw_vm_priority;
+
+typedef enum {
+    FW_EVICTION_DEALLOCATE = FOREWARN_PLUGIN_TYPES_EVICTION_POLICY_DEALLOCATE,
+    FW_EVICTION_DELETE = FOREWARN_PLUGIN_TYPES_EVICTION_POLICY_DELETE,
+    FW_EVICTION_UNKNOWN = FOREWARN_PLUGIN_TYPES_EVICTION_POLICY_UNKNOWN,
+} fw_eviction_policy;
+
+typedef enum {
     FW_TRACE = FOREWARN_PLUGIN_HOST_LEVEL_TRACE,
     FW_DEBUG = FOREWARN_PLUGIN_HOST_LEVEL_DEBUG,
     FW_INFO = FOREWARN_PLUGIN_HOST_LEVEL_INFO,
@@ -61,6 +81,12 @@ typedef enum {
 /* The plugin's entry point: called for every transition of every subscribed event.
  * The answer matters in FW_PREPARE; in the other phases return fw_approve(). */
 fw_decision fw_on_event(const fw_event *event, fw_phase phase, const fw_context *ctx);
+
+/* Optional: called once per daemon run when the plugin is loaded, before any fw_on_event of
+ * that run (ctx->first_run: the daemon found no journal, e.g. a Spot VM re-created after an
+ * eviction with the delete policy: time to restore what an earlier VM saved elsewhere).
+ * forewarn.c defines it as a weak no-op; define it in your plugin to override. */
+void fw_on_start(const fw_start_context *ctx);
 
 /* ---- Decisions ---- */
 
@@ -80,6 +106,21 @@ const char *fw_phase_name(fw_phase phase);
 char *fw_string(fw_str text);
 /* Whether a WIT string equals a C string. */
 bool fw_str_eq(fw_str text, const char *c_string);
+
+/* ---- VM and timing helpers ---- */
+
+/* Whether Azure may evict this VM (a Spot or low-priority VM). */
+bool fw_vm_is_evictable(const fw_vm_info *vm);
+/* Whether an eviction deletes the VM and its disks (evictable, policy delete): a checkpoint
+ * must leave the VM before the Preempt's NotBefore. */
+bool fw_vm_eviction_deletes_disks(const fw_vm_info *vm);
+/* "regular", "spot", "low", "unknown". */
+const char *fw_vm_priority_name(fw_vm_priority priority);
+/* "deallocate", "delete", "unknown". */
+const char *fw_eviction_policy_name(fw_eviction_policy policy);
+/* Milliseconds from the start of this call to the event's NotBefore (0 when it has passed),
+ * or -1 when the event has no NotBefore (it has started). */
+long long fw_until_not_before_ms(const fw_context *ctx);
 
 /* ---- Host calls ---- */
 
@@ -106,6 +147,16 @@ bool fw_set_ready(bool ready);
 /* POSTs `body` to `url` (its host:port on `[capabilities] http`). Returns the HTTP status,
  * or -1 when the request failed (the reason is logged as a warning). */
 int fw_http_post(const char *url, const char *content_type, const void *body, size_t len);
+
+/* An access token of the VM's managed identity for `resource` (e.g. FW_AZURE_STORAGE; needs
+ * it in the manifest's `[capabilities] azure-identity`). On success returns a malloc'd,
+ * NUL-terminated bearer token that the caller owns and must free(), and stores its expiry
+ * (ms since the Unix epoch) in *expires_on_unix_ms when that is not NULL. Returns NULL on
+ * failure (the reason is logged as a warning). Ask again rather than keeping a token: the
+ * host caches tokens and renews them before expiry. */
+char *fw_azure_access_token(const char *resource, uint64_t *expires_on_unix_ms);
+/* The resource of Azure Storage (blobs, queues, tables). */
+#define FW_AZURE_STORAGE "https://storage.azure.com/"
 
 #ifdef __cplusplus
 }

@@ -12,10 +12,11 @@ const sdkDir = dirname(fileURLToPath(import.meta.url));
 const witDir = resolve(sdkDir, '../../wit');
 const [plugin, output] = process.argv.slice(2);
 
-// The component's entry module: the SDK turns the plugin's onEvent into the handler export.
+// The component's entry module: the SDK turns the plugin's onEvent (and onStart, if it exports
+// one) into the handler export.
 const entrySource = (pluginPath) => `import { handler as makeHandler } from 'forewarn';
-import { onEvent } from ${JSON.stringify(pluginPath)};
-export const handler = makeHandler(onEvent);
+import * as plugin from ${JSON.stringify(pluginPath)};
+export const handler = makeHandler(plugin.onEvent, plugin.onStart);
 `;
 
 async function bundle(pluginPath, work) {
@@ -26,6 +27,13 @@ async function bundle(pluginPath, work) {
     external: [/^forewarn:plugin\//, /^wasi:/],
     resolve: { alias: { forewarn: join(sdkDir, 'forewarn.js') } },
     logLevel: 'warn',
+    onLog(level, log, defaultHandler) {
+      // A plugin without onStart is fine: the SDK's default on-start does nothing.
+      if (log.code === 'IMPORT_IS_UNDEFINED' && log.message.includes('`onStart`')) {
+        return;
+      }
+      defaultHandler(level, log);
+    },
   });
   const file = join(work, 'plugin.bundle.js');
   await build.write({ file, format: 'esm' });

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds a forewarn plugin written in JavaScript into a WebAssembly component, in one command:
 #   sdk/js/build.sh my-plugin.js -o my-plugin.wasm
-# The module exports onEvent(event, phase, ctx) (see sdk/js/README.md). Needs node and
+# The module exports onEvent(event, phase, ctx) and optionally onStart(ctx) (see sdk/js/README.md). Needs node and
 # componentize-js, installed into sdk/js/node_modules by tests/install-language-toolchains.sh js.
 set -euo pipefail
 

@@ -1,6 +1,7 @@
 // forewarn.js — the JavaScript SDK for forewarn plugins.
-// Import what you need from 'forewarn', export `onEvent`, build with sdk/js/build.sh.
-import * as host from 'forewarn:plugin/host@0.1.0';
+// Import what you need from 'forewarn', export `onEvent` (and, optionally, `onStart`), build
+// with sdk/js/build.sh. Targets forewarn:plugin@0.2.0; plugins built against 0.1.0 keep loading.
+import * as host from 'forewarn:plugin/host@0.2.0';
 
 /** Deferral retry when the plugin does not say, in milliseconds. */
 export const DEFAULT_RETRY_AFTER_MS = 5000;
@@ -18,6 +19,23 @@ export function defer(reason, retryAfterMs = DEFAULT_RETRY_AFTER_MS) {
 /** Whether the event stops or removes the VM (everything but a Freeze). */
 export function takesVmDown(event) {
   return event.eventType !== 'freeze';
+}
+
+/** Whether Azure may evict this VM (`ctx.vm`): a Spot or low-priority VM. */
+export function isEvictable(vm) {
+  return vm.priority === 'spot' || vm.priority === 'low';
+}
+
+/** Whether an eviction deletes the VM and its disks (`ctx.vm`): a checkpoint must leave the
+ * VM before the Preempt's NotBefore. */
+export function evictionDeletesDisks(vm) {
+  return isEvictable(vm) && vm.evictionPolicy === 'delete';
+}
+
+/** Milliseconds from the start of this call to the event's NotBefore (0 when it has passed),
+ * or undefined when the event has no NotBefore (it has started). A number, not a BigInt. */
+export function untilNotBeforeMs(ctx) {
+  return ctx.untilNotBeforeMs === undefined ? undefined : Number(ctx.untilNotBeforeMs);
 }
 
 /** A host call did not do what was asked: `kind` is 'not-granted', 'invalid', 'failed' or 'timed-out'. */
@@ -98,10 +116,34 @@ export function runAction(name) {
   return hostCall('run-action', () => host.runAction(name));
 }
 
-/** Makes the component's `handler` export from a plain function. An exception from
- * `onEvent` becomes a deferral whose reason names it, instead of a trap. */
-export function handler(onEvent) {
+/** The VM's Azure managed identity (needs the resource in the manifest's
+ * `[capabilities] azure-identity`). */
+export const identity = {
+  /** The resource of Azure Storage (blobs, queues, tables). */
+  STORAGE: 'https://storage.azure.com/',
+  /** An access token for `resource`: { token, expiresOnUnixMs (a Number), bearer() }. The host
+   * caches tokens and renews them before expiry: ask again rather than keeping one. */
+  accessToken: (resource) => {
+    const { token, expiresOnUnixMs } = hostCall('azure-access-token', () => host.azureAccessToken(resource));
+    return { token, expiresOnUnixMs: Number(expiresOnUnixMs), bearer: () => `Bearer ${token}` };
+  },
+};
+
+/** Makes the component's `handler` export from plain functions. An exception from
+ * `onEvent` becomes a deferral whose reason names it, instead of a trap. Without `onStart`
+ * the export's default does nothing; an exception from it is logged. */
+export function handler(onEvent, onStart = undefined) {
   return {
+    onStart(ctx) {
+      if (onStart === undefined) {
+        return;
+      }
+      try {
+        onStart(ctx);
+      } catch (error) {
+        log.error(`onStart threw ${error?.name ?? 'error'}: ${error?.message ?? error}`);
+      }
+    },
     onEvent(event, phase, ctx) {
       try {
         return onEvent(event, phase, ctx);

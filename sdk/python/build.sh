@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds a forewarn plugin written in Python into a WebAssembly component, in one command:
 #   sdk/python/build.sh my_plugin.py -o my-plugin.wasm
-# The module defines on_event(event, phase, ctx) (see sdk/python/README.md). Needs
+# The module defines on_event(event, phase, ctx) and optionally on_start(ctx) (see sdk/python/README.md). Needs
 # componentize-py, installed into sdk/python/.venv by tests/install-language-toolchains.sh python.
 set -euo pipefail
 
@@ -24,12 +24,13 @@ fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 module="$(basename "$plugin" .py)"
-# The component's entry module: the SDK turns the plugin's on_event into the Handler export.
+# The component's entry module: the SDK turns the plugin's on_event (and on_start, if it has
+# one) into the Handler export.
 cat > "$work/forewarn_entry.py" <<PY
 import forewarn
-from $module import on_event
+import $module as _plugin
 
-Handler = forewarn.handler(on_event)
+Handler = forewarn.handler(_plugin.on_event, getattr(_plugin, "on_start", None))
 PY
 
 # A copy of the plugin's folder (hidden files, __pycache__ and .wasm left out), so that the

@@ -1,5 +1,7 @@
 /* freeze_gate.c — a forewarn plugin in C: approves a Freeze shorter than
- * `max-freeze-seconds` (manifest [config]) and defers anything longer or of unknown length. */
+ * `max-freeze-seconds` (manifest [config]) and defers anything longer or of unknown length.
+ * On start it logs what it knows of the VM (fw_on_start is optional: the SDK's default does
+ * nothing). */
 #include <stdlib.h>
 
 #include "forewarn.h"
@@ -7,6 +9,15 @@
 /* When the manifest does not say. */
 #define DEFAULT_MAX_FREEZE_SECONDS 10
 #define RETRY_AFTER_MS 60000
+
+void fw_on_start(const fw_start_context *ctx) {
+    const char *policy = ctx->vm.eviction_policy.is_some
+                             ? fw_eviction_policy_name(ctx->vm.eviction_policy.val)
+                             : "none";
+    fw_info("started on %.*s: priority %s, eviction policy %s, first run %s",
+            (int)ctx->vm_name.len, (const char *)ctx->vm_name.ptr,
+            fw_vm_priority_name(ctx->vm.priority), policy, ctx->first_run ? "yes" : "no");
+}
 
 fw_decision fw_on_event(const fw_event *event, fw_phase phase, const fw_context *ctx) {
     if (phase != FW_PREPARE || !ctx->affects_this_vm) return fw_approve();

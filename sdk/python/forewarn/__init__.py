@@ -2,10 +2,14 @@
 
 Write a module with one function, ``on_event(event, phase, ctx)``, that returns
 ``approve()`` or ``defer(reason, retry_after_ms)``, and build it with sdk/python/build.sh.
-The host imports (log, config, state, readiness, HTTP, actions) are wrapped here as plain
-functions; a host error is raised as ``HostError``.
+The module may also define ``on_start(ctx)``, called once per daemon run before any
+``on_event``; without one the SDK's default does nothing. The host imports (log, config,
+state, readiness, HTTP, actions, identity) are wrapped here as plain functions; a host error
+is raised as ``HostError``. Targets forewarn:plugin@0.2.0 (plugins built against 0.1.0 keep
+loading unchanged).
 """
 
+from datetime import timedelta
 from typing import Callable, List, Optional, Tuple
 
 from componentize_py_types import Err
@@ -19,12 +23,17 @@ EventStatus = _types.EventStatus
 EventSource = _types.EventSource
 Phase = _types.Phase
 Context = _types.Context
+StartContext = _types.StartContext
+VmInfo = _types.VmInfo
+VmPriority = _types.VmPriority
+EvictionPolicy = _types.EvictionPolicy
 Decision = _types.Decision
 
 __all__ = [
-    "Event", "EventType", "EventStatus", "EventSource", "Phase", "Context", "Decision",
+    "Event", "EventType", "EventStatus", "EventSource", "Phase", "Context", "StartContext",
+    "VmInfo", "VmPriority", "EvictionPolicy", "Decision",
     "approve", "defer", "log", "config", "state", "set_ready", "http", "run_action",
-    "HostError", "takes_vm_down", "handler",
+    "identity", "AccessToken", "HostError", "takes_vm_down", "handler",
 ]
 
 # Deferral retry when the plugin does not say.
@@ -44,6 +53,31 @@ def defer(reason: str, retry_after_ms: int = DEFAULT_RETRY_AFTER_MS) -> Decision
 def takes_vm_down(event: Event) -> bool:
     """Whether the event stops or removes the VM (everything but a Freeze)."""
     return event.event_type != EventType.FREEZE
+
+
+def _is_evictable(vm: VmInfo) -> bool:
+    """Whether Azure may evict this VM (a Spot or low-priority VM)."""
+    return vm.priority in (VmPriority.SPOT, VmPriority.LOW)
+
+
+def _eviction_deletes_disks(vm: VmInfo) -> bool:
+    """Whether an eviction deletes the VM and its disks: a checkpoint must leave the VM
+    before the Preempt's NotBefore."""
+    return _is_evictable(vm) and vm.eviction_policy == EvictionPolicy.DELETE
+
+
+def _until_not_before(ctx: Context) -> Optional[timedelta]:
+    """Time from the start of this call to the event's NotBefore (zero when it has passed);
+    None when the event has no NotBefore (it has started)."""
+    ms = ctx.until_not_before_ms
+    return None if ms is None else timedelta(milliseconds=ms)
+
+
+# Helpers on the generated records, as in the Rust SDK: ctx.vm.is_evictable(),
+# ctx.vm.eviction_deletes_disks(), ctx.until_not_before().
+VmInfo.is_evictable = _is_evictable
+VmInfo.eviction_deletes_disks = _eviction_deletes_disks
+Context.until_not_before = _until_not_before
 
 
 class HostError(Exception):
@@ -171,11 +205,50 @@ def run_action(name: str) -> _host.ActionOutput:
         raise _host_error("run-action", error) from None
 
 
-def handler(on_event: Callable[[Event, Phase, Context], Decision]):
-    """Makes the component's ``Handler`` export from a plain function. An exception from
-    ``on_event`` becomes a deferral whose reason names it, instead of a trap."""
+class AccessToken:
+    """An access token of the VM's managed identity: ``token``, ``expires_on_unix_ms``."""
+
+    def __init__(self, token: str, expires_on_unix_ms: int):
+        self.token, self.expires_on_unix_ms = token, expires_on_unix_ms
+
+    def bearer(self) -> str:
+        """The value of an ``Authorization`` header: ``Bearer <token>``."""
+        return f"Bearer {self.token}"
+
+
+class identity:
+    """The VM's Azure managed identity (needs the resource in the manifest's
+    ``[capabilities] azure-identity``)."""
+
+    #: The resource of Azure Storage (blobs, queues, tables).
+    STORAGE = "https://storage.azure.com/"
+
+    @staticmethod
+    def access_token(resource: str) -> AccessToken:
+        """An access token for ``resource``. The host fetches it from the instance metadata
+        service and caches it: ask again rather than keeping it."""
+        try:
+            token = _host.azure_access_token(resource)
+        except Err as error:
+            raise _host_error("azure-access-token", error) from None
+        return AccessToken(token.token, token.expires_on_unix_ms)
+
+
+def handler(on_event: Callable[[Event, Phase, Context], Decision],
+            on_start: Optional[Callable[[StartContext], None]] = None):
+    """Makes the component's ``Handler`` export from plain functions. An exception from
+    ``on_event`` becomes a deferral whose reason names it, instead of a trap. Without
+    ``on_start`` the export's default does nothing; an exception from it is logged."""
 
     class Handler:
+        def on_start(self, ctx: StartContext) -> None:
+            if on_start is None:
+                return
+            try:
+                on_start(ctx)
+            except Exception as error:  # logged, like the host logs a failed on-start
+                log.error(f"on_start raised {type(error).__name__}: {error}")
+
         def on_event(self, event: Event, phase: Phase, ctx: Context) -> Decision:
             try:
                 return on_event(event, phase, ctx)
