@@ -427,8 +427,13 @@ async fn plugin_check(path: &std::path::Path) -> anyhow::Result<ExitCode> {
     let report = tokio::task::spawn_blocking(move || runtime.inspect(&bytes)).await?;
     match report {
         Ok(report) => {
+            let version = report
+                .exports
+                .iter()
+                .find_map(|name| name.strip_prefix("forewarn:plugin/handler@"))
+                .unwrap_or("?");
             println!(
-                "{}: a valid forewarn plugin (world forewarn:plugin/event-handler@0.1.0)",
+                "{}: a valid forewarn plugin (world forewarn:plugin/event-handler@{version})",
                 path.display()
             );
             println!("  size:    {} bytes", report.size_bytes);

@@ -1019,7 +1019,7 @@ fn inspect_describes_a_valid_plugin() {
         report
             .imports
             .iter()
-            .any(|name| name == "forewarn:plugin/host@0.1.0"),
+            .any(|name| name == "forewarn:plugin/host@0.2.0"),
         "{report:?}"
     );
     assert_eq!(report.size_bytes, probe_bytes().len());

@@ -58,7 +58,7 @@ impl<T> HostFunctions for T where
 }
 
 /// The export names of the handler interface of every supported version, quoted, as a
-/// message lists them: "`forewarn:plugin/handler@0.1.0`".
+/// message lists them: "`forewarn:plugin/handler@0.1.0` or `forewarn:plugin/handler@0.2.0`".
 pub(crate) fn supported_handler_exports() -> String {
     SUPPORTED
         .iter()
