@@ -1,17 +1,18 @@
 //! checkpoint's Blob mode end to end: a Spot/Delete Preempt is approved only after the
 //! checkpoint is in Azurite, and a new VM's daemon hands the same bytes back to the workload.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use forewarn_host::log_messages::APPROVED_AT_IMDS;
-use forewarn_test_support::azurite::Azurite;
+use forewarn_test_support::azurite::{Azurite, identity_token};
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
-    Daemon, DaemonConfig, Simulator, accepted_approvals, install_bundled_plugin, wait_for,
+    Daemon, DaemonConfig, Simulator, accepted_approvals, install_bundled_plugin, read_request,
+    wait_for,
 };
 use forewarn_test_support::https::HttpsClient;
 use forewarn_test_support::pki::Pki;
@@ -87,29 +88,11 @@ fn serve(
     restored: &Mutex<Vec<Vec<u8>>>,
 ) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut request_line = String::new();
-    reader.read_line(&mut request_line)?;
-    let mut content_length = 0;
-    loop {
-        let mut header = String::new();
-        reader.read_line(&mut header)?;
-        if header.trim().is_empty() {
-            break;
-        }
-        if let Some((name, value)) = header.split_once(':')
-            && name.eq_ignore_ascii_case("content-length")
-        {
-            content_length = value.trim().parse().unwrap_or(0);
-        }
-    }
-    let mut body = vec![0; content_length];
-    reader.read_exact(&mut body)?;
-    let mut parts = request_line.split_whitespace();
-    let answer: (&str, &[u8]) = match (parts.next(), parts.next()) {
-        (Some("GET"), Some("/checkpoint-data")) => ("200 OK", checkpoint),
-        (Some("PUT"), Some("/restore-data")) => {
-            restored.lock().expect("lock").push(body);
+    let request = read_request(&mut BufReader::new(stream.try_clone()?))?;
+    let answer: (&str, &[u8]) = match (request.method.as_str(), request.path.as_str()) {
+        ("GET", "/checkpoint-data") => ("200 OK", checkpoint),
+        ("PUT", "/restore-data") => {
+            restored.lock().expect("lock").push(request.body);
             ("200 OK", b"restored")
         }
         _ => ("404 Not Found", b"no such thing"),
@@ -152,30 +135,9 @@ fn start_daemon(dir: &Path, state_dir: &str, simulator: &Simulator) -> Daemon {
     Daemon::start(forewarn_binary!(), &path)
 }
 
-/// A Storage token from the simulator's IMDS identity endpoint.
-async fn storage_token(imds: &str) -> String {
-    let url = format!(
-        "{imds}/metadata/identity/oauth2/token?api-version=2018-02-01&resource=https%3A%2F%2Fstorage.azure.com%2F"
-    );
-    let answer = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .expect("a plain HTTP client")
-        .get(url)
-        .header("Metadata", "true")
-        .send()
-        .await
-        .expect("the simulator answers");
-    let body: serde_json::Value = answer.json().await.expect("a JSON token answer");
-    body["access_token"]
-        .as_str()
-        .expect("an access_token")
-        .to_owned()
-}
-
 /// The blob's bytes, read straight from Azurite.
 async fn read_blob(pki: &Pki, imds: &str, url: &str) -> Vec<u8> {
-    let token = storage_token(imds).await;
+    let token = identity_token(imds, "https://storage.azure.com/");
     let date = chrono::Utc::now()
         .format("%a, %d %b %Y %H:%M:%S GMT")
         .to_string();
