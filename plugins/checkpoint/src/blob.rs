@@ -1,5 +1,5 @@
 //! checkpoint's Blob Storage mode as pure functions: its settings, the blob's name and URL,
-//! the `x-ms-date` header, and how to read the Blob service's answers; tested natively.
+//! and how to read the Blob service's answers; tested natively.
 
 /// The Blob service REST version the requests name.
 pub(crate) const STORAGE_VERSION: &str = "2021-08-06";
@@ -217,41 +217,6 @@ pub(crate) fn check_complete(content_length: Option<&str>, received: usize) -> R
     Ok(())
 }
 
-/// The `x-ms-date` header for `unix_seconds`, e.g. "Mon, 23 Nov 2026 11:52:33 GMT".
-pub(crate) fn http_date(unix_seconds: u64) -> String {
-    const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let days = unix_seconds / 86_400;
-    let seconds = unix_seconds % 86_400;
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{}, {day:02} {} {year} {:02}:{:02}:{:02} GMT",
-        WEEKDAYS[(days % 7) as usize],
-        MONTHS[(month - 1) as usize],
-        seconds / 3600,
-        seconds % 3600 / 60,
-        seconds % 60
-    )
-}
-
-/// (year, month 1-12, day 1-31) of the day `days` after 1970-01-01 (Howard Hinnant's
-/// algorithm, for days on or after the epoch).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let day_of_era = z % 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let mp = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = year_of_era + era * 400 + u64::from(month <= 2);
-    (year, month, day)
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -391,12 +356,5 @@ mod tests {
         assert_eq!(check_complete(Some("10"), 10), Ok(()));
         let error = check_complete(Some("2000000"), 1_048_576).unwrap_err();
         assert!(error.contains("http-response-limit"), "{error}");
-    }
-
-    #[test]
-    fn http_dates() {
-        assert_eq!(http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
-        assert_eq!(http_date(951_782_400), "Tue, 29 Feb 2000 00:00:00 GMT");
-        assert_eq!(http_date(1_795_435_953), "Mon, 23 Nov 2026 12:12:33 GMT");
     }
 }

@@ -292,7 +292,7 @@ fn storage_request(method: &str, url: &str, token: &str) -> HttpRequest {
     HttpRequest::new(method, url)
         .header("authorization", &format!("Bearer {token}"))
         .header("x-ms-version", blob::STORAGE_VERSION)
-        .header("x-ms-date", &blob::http_date(now))
+        .header("x-ms-date", &forewarn_sdk::time::http_date(now))
 }
 
 fn storage_token() -> Result<String, String> {
