@@ -226,3 +226,30 @@ fn a_preempted_checkpoint_goes_to_blob_storage_and_comes_back_on_a_new_vm() {
         "the restored bytes differ from the checkpoint"
     );
 }
+
+#[test]
+fn a_local_checkpoint_on_a_spot_vm_with_the_delete_policy_is_warned_of() {
+    let workload = Workload::start(Vec::new());
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugins).expect("create the plugin dir");
+    let manifest = format!(
+        "subscribe = [\"Preempt\"]\n[config]\ncheckpoint-url = \"{}\"\n\
+         [capabilities]\nhttp = [\"{}\"]\n",
+        workload.url("/checkpoint"),
+        workload.address
+    );
+    install_bundled_plugin(&plugins, "checkpoint", Some(&manifest));
+    let simulator = Simulator::builder(forewarn_binary!())
+        .scenario_text(PREEMPT_SCENARIO)
+        .start();
+    let daemon = start_daemon(dir.path(), "state", &simulator);
+    wait_for(STEP, "the warning that names blob-container-url", || {
+        daemon
+            .lines()
+            .iter()
+            .find(|line| line.message().contains("set `blob-container-url`"))
+            .map(|_| ())
+            .ok_or_else(|| daemon.describe_for_failure())
+    });
+}
