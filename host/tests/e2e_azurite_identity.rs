@@ -2,7 +2,7 @@
 //! for https://storage.azure.com/ creates a container and stores and reads back a blob.
 
 use forewarn_simulator::{Scenario, SimulatorConfig, SimulatorHandle};
-use forewarn_test_support::azurite::Azurite;
+use forewarn_test_support::azurite::{Azurite, identity_token};
 use forewarn_test_support::https::{Answer, HttpsClient};
 use forewarn_test_support::pki::Pki;
 use hyper::{Method, StatusCode};
@@ -24,27 +24,12 @@ async fn simulator(extra: &str) -> SimulatorHandle {
         .expect("the simulator starts")
 }
 
-/// A token for `resource` from the simulator's IMDS identity endpoint, over plain HTTP.
+/// [`identity_token`] off the runtime's thread: the simulator runs on this runtime.
 async fn fetch_token(imds: &str, resource: &str) -> String {
-    let url = format!(
-        "{imds}/metadata/identity/oauth2/token?api-version=2018-02-01&resource={}",
-        resource.replace(':', "%3A").replace('/', "%2F")
-    );
-    let answer = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .expect("a plain HTTP client")
-        .get(url)
-        .header("Metadata", "true")
-        .send()
+    let (imds, resource) = (imds.to_owned(), resource.to_owned());
+    tokio::task::spawn_blocking(move || identity_token(&imds, &resource))
         .await
-        .expect("the simulator answers");
-    assert_eq!(answer.status(), reqwest::StatusCode::OK);
-    let body: serde_json::Value = answer.json().await.expect("a JSON token answer");
-    body["access_token"]
-        .as_str()
-        .expect("an access_token")
-        .to_string()
+        .expect("the token fetch ran")
 }
 
 /// A Blob service request with `x-ms-version` and `x-ms-date`, and a bearer token if any.

@@ -2,7 +2,7 @@
 //! HAProxy health-checking `/readyz` (lb-drain), a local HTTP workload (checkpoint), real
 //! processes stopped and started by actions (graceful-shutdown), and refused capabilities.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -15,8 +15,8 @@ use std::time::Duration;
 use forewarn_host::log_messages::APPROVED_AT_IMDS;
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
-    ChildGuard, Daemon, PREPARE_AT_ONCE, PluginDecision, Simulator, free_loopback_address,
-    http_get, install_bundled_plugin, now_unix_ms, wait_for,
+    ChildGuard, Daemon, PREPARE_AT_ONCE, PluginDecision, RawRequest, Simulator,
+    free_loopback_address, http_get, install_bundled_plugin, now_unix_ms, read_request, wait_for,
 };
 
 /// Scenario speed: scenario time runs this many times faster than the wall clock.
@@ -428,27 +428,7 @@ fn serve_one(
     received: &Mutex<Vec<Received>>,
     running_polls: usize,
 ) -> std::io::Result<()> {
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut request_line = String::new();
-    reader.read_line(&mut request_line)?;
-    let mut content_length = 0;
-    loop {
-        let mut header = String::new();
-        reader.read_line(&mut header)?;
-        if header.trim().is_empty() {
-            break;
-        }
-        if let Some((name, value)) = header.split_once(':')
-            && name.eq_ignore_ascii_case("content-length")
-        {
-            content_length = value.trim().parse().unwrap_or(0);
-        }
-    }
-    let mut body = vec![0; content_length];
-    reader.read_exact(&mut body)?;
-    let mut parts = request_line.split_whitespace();
-    let method = parts.next().unwrap_or("").to_owned();
-    let path = parts.next().unwrap_or("").to_owned();
+    let RawRequest { method, path, body } = read_request(&mut BufReader::new(stream.try_clone()?))?;
     let (status, text) = {
         let mut received = received.lock().expect("lock");
         let polls_so_far = received.iter().filter(|r| r.path == "/status").count();

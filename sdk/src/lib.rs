@@ -26,6 +26,7 @@ mod event;
 mod event_ids;
 pub mod host;
 mod plugin;
+pub mod time;
 mod vm;
 
 pub use bindings::forewarn::plugin::host::{

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-use crate::harness::ChildGuard;
+use crate::harness::{ChildGuard, http_get_with_headers};
 use crate::pki::Pki;
 
 /// Azurite's built-in storage account, the first path segment of every blob URL.
@@ -16,6 +16,24 @@ pub const ACCOUNT: &str = "devstoreaccount1";
 
 /// How long Azurite may take to listen (node starting on a loaded 2-core machine).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A token for `resource` (e.g. `https://storage.azure.com/`) from the IMDS identity
+/// endpoint at `imds_base_url` (the simulator's `http://127.0.0.1:PORT`).
+pub fn identity_token(imds_base_url: &str, resource: &str) -> String {
+    let address = imds_base_url.trim_start_matches("http://");
+    let path = format!(
+        "/metadata/identity/oauth2/token?api-version=2018-02-01&resource={}",
+        resource.replace(':', "%3A").replace('/', "%2F")
+    );
+    let body = http_get_with_headers(address, &path, &[("Metadata", "true")])
+        .unwrap_or_else(|error| panic!("no token from {imds_base_url}: {error}"));
+    let answer: serde_json::Value =
+        serde_json::from_str(&body).unwrap_or_else(|error| panic!("{error}: {body}"));
+    answer["access_token"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no access_token in {body}"))
+        .to_owned()
+}
 
 /// A running `azurite-blob`, killed when dropped.
 pub struct Azurite {

@@ -392,11 +392,25 @@ fn short_id(id: &str) -> &str {
 /// A minimal HTTP/1.1 GET over a fresh loopback connection (the simulator's /simulator
 /// endpoints only), returning the body of a 200 answer.
 pub fn http_get(address: &str, path: &str) -> Result<String, String> {
+    http_get_with_headers(address, path, &[])
+}
+
+/// [`http_get`] sending `headers` too (e.g. `Metadata: true` for IMDS).
+pub fn http_get_with_headers(
+    address: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Result<String, String> {
     let mut stream = TcpStream::connect(address).map_err(|error| format!("connect: {error}"))?;
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .map_err(|error| error.to_string())?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    let extra: String = headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: {address}\r\n{extra}Connection: close\r\n\r\n");
     stream
         .write_all(request.as_bytes())
         .map_err(|error| format!("send: {error}"))?;
@@ -418,6 +432,44 @@ pub fn http_get(address: &str, path: &str) -> Result<String, String> {
         return Ok(dechunk(body));
     }
     Ok(body.to_owned())
+}
+
+/// One HTTP/1.1 request as a test server read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawRequest {
+    /// `GET`, `PUT`, …
+    pub method: String,
+    /// The request target, e.g. `/status`.
+    pub path: String,
+    /// The body (`content-length` bytes).
+    pub body: Vec<u8>,
+}
+
+/// Reads one request (line, headers, a `content-length` body) for a test's tiny server.
+pub fn read_request(reader: &mut impl BufRead) -> std::io::Result<RawRequest> {
+    let mut request_line = String::new();
+    reader.read_line(&mut request_line)?;
+    let mut content_length = 0;
+    loop {
+        let mut header = String::new();
+        reader.read_line(&mut header)?;
+        if header.trim().is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            content_length = value.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0; content_length];
+    reader.read_exact(&mut body)?;
+    let mut parts = request_line.split_whitespace();
+    Ok(RawRequest {
+        method: parts.next().unwrap_or("").to_owned(),
+        path: parts.next().unwrap_or("").to_owned(),
+        body,
+    })
 }
 
 /// Decodes a chunked body.

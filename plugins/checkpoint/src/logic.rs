@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use crate::blob::BlobSettings;
+
 /// Exit code a checkpoint action uses to say "started, still running: ask me again"
 /// (`EX_TEMPFAIL` from sysexits.h).
 const STILL_RUNNING_EXIT_CODE: i32 = 75;
@@ -36,12 +38,15 @@ pub(crate) struct CheckpointSettings {
     pub(crate) restore: Restore,
     /// Time between two checks of a running checkpoint.
     pub(crate) retry: Duration,
+    /// Blob mode: where the checkpoint's bytes are uploaded; `None` keeps them local.
+    pub(crate) blob: Option<BlobSettings>,
 }
 
 impl CheckpointSettings {
     /// Reads `checkpoint-url`, `status-url`, `checkpoint-action`, `restore-url`,
-    /// `restore-action` and `retry-seconds` (default 2) through `lookup`. A URL wins over
-    /// an action when both are set.
+    /// `restore-action`, `retry-seconds` (default 2) and the Blob mode keys (see
+    /// [`BlobSettings::from_values`]) through `lookup`. A URL wins over an action when both
+    /// are set.
     pub(crate) fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
         let value = |key: &str| lookup(key).filter(|value| !value.trim().is_empty());
         let trigger = match (value("checkpoint-url"), value("checkpoint-action")) {
@@ -63,12 +68,64 @@ impl CheckpointSettings {
                 format!("checkpoint config `retry-seconds` = \"{text}\" is not a whole number")
             })?,
         };
+        let blob = BlobSettings::from_values(value).map_err(|error| error.to_string())?;
         Ok(CheckpointSettings {
             trigger,
             restore,
             retry: Duration::from_secs(retry_seconds),
+            blob,
         })
     }
+}
+
+/// How far the checkpoint for one event got; kept in the plugin's state across calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// The workload was asked and is still checkpointing.
+    Requested,
+    /// The workload's checkpoint is done (on the VM).
+    Taken,
+    /// Blob mode: the checkpoint's bytes are in Blob Storage.
+    Uploaded,
+}
+
+impl Stage {
+    /// The text kept in state ("done" for `Taken`, as journals of earlier versions say).
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Stage::Requested => "requested",
+            Stage::Taken => "done",
+            Stage::Uploaded => "uploaded",
+        }
+    }
+
+    /// The stage `text` names, if any.
+    pub(crate) fn parse(text: &str) -> Option<Stage> {
+        [Stage::Requested, Stage::Taken, Stage::Uploaded]
+            .into_iter()
+            .find(|stage| stage.as_str() == text)
+    }
+
+    /// Whether Prepare is answered: the checkpoint is where it has to be.
+    pub(crate) fn is_final(self, blob_mode: bool) -> bool {
+        match self {
+            Stage::Requested => false,
+            Stage::Taken => !blob_mode,
+            Stage::Uploaded => true,
+        }
+    }
+}
+
+/// The warning for a checkpoint kept on disks that an eviction deletes (Spot VM, `Delete`
+/// policy, a checkpoint configured, Blob mode off); `None` when there is nothing to warn of.
+pub(crate) fn local_checkpoint_warning(
+    eviction_deletes_disks: bool,
+    checkpoints: bool,
+    blob_mode: bool,
+) -> Option<&'static str> {
+    (eviction_deletes_disks && checkpoints && !blob_mode).then_some(
+        "this Spot VM's eviction policy is Delete: a checkpoint kept on the VM's disks is deleted with them on eviction; set `blob-container-url` and `checkpoint-data-url` in checkpoint.toml [config] to upload it to Blob Storage",
+    )
 }
 
 /// What the workload said about its checkpoint.
@@ -160,6 +217,21 @@ mod tests {
         assert_eq!(parsed.trigger, Trigger::None);
         assert_eq!(parsed.restore, Restore::None);
         assert_eq!(parsed.retry, Duration::from_secs(2));
+        assert_eq!(parsed.blob, None);
+    }
+
+    #[test]
+    fn blob_mode_needs_a_data_url() {
+        let problem =
+            settings(&[("blob-container-url", "https://a.blob.core.windows.net/ckp")]).unwrap_err();
+        assert!(problem.contains("checkpoint-data-url"), "{problem}");
+        let parsed = settings(&[
+            ("blob-container-url", "https://a.blob.core.windows.net/ckp"),
+            ("checkpoint-data-url", "http://127.0.0.1:8080/data"),
+        ])
+        .unwrap();
+        assert!(parsed.blob.is_some());
+        assert_eq!(parsed.trigger, Trigger::None);
     }
 
     #[test]
@@ -182,6 +254,28 @@ mod tests {
         assert_eq!(parsed.restore, Restore::Action("restore".into()));
         assert_eq!(parsed.retry, Duration::from_secs(1));
         assert!(settings(&[("retry-seconds", "x")]).is_err());
+    }
+
+    #[test]
+    fn stages_round_trip_and_say_when_prepare_is_done() {
+        for stage in [Stage::Requested, Stage::Taken, Stage::Uploaded] {
+            assert_eq!(Stage::parse(stage.as_str()), Some(stage));
+        }
+        assert_eq!(Stage::parse("done"), Some(Stage::Taken));
+        assert_eq!(Stage::parse("junk"), None);
+        assert!(Stage::Taken.is_final(false));
+        assert!(!Stage::Taken.is_final(true));
+        assert!(Stage::Uploaded.is_final(true));
+        assert!(!Stage::Requested.is_final(false));
+    }
+
+    #[test]
+    fn only_a_local_checkpoint_on_a_delete_vm_is_warned_of() {
+        let warning = local_checkpoint_warning(true, true, false).unwrap();
+        assert!(warning.contains("blob-container-url"), "{warning}");
+        assert_eq!(local_checkpoint_warning(true, true, true), None);
+        assert_eq!(local_checkpoint_warning(false, true, false), None);
+        assert_eq!(local_checkpoint_warning(true, false, false), None);
     }
 
     #[test]

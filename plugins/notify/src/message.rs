@@ -80,7 +80,9 @@ impl Notice {
     }
 
     fn not_before(&self) -> Option<String> {
-        self.event.not_before_unix_ms.map(rfc3339)
+        self.event
+            .not_before_unix_ms
+            .map(forewarn_sdk::time::rfc3339)
     }
 
     /// The value of `field` for the webhook template (not yet JSON-escaped).
@@ -144,38 +146,6 @@ fn imds_source(source: EventSource) -> &'static str {
         EventSource::User => "User",
         EventSource::Unknown => "Unknown",
     }
-}
-
-/// Unix milliseconds as RFC 3339 UTC to the second: "2026-11-23T12:00:00Z".
-pub(crate) fn rfc3339(unix_ms: u64) -> String {
-    let seconds = unix_ms / 1000;
-    let (year, month, day) = civil_from_days(seconds / 86_400);
-    let of_day = seconds % 86_400;
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        of_day / 3600,
-        of_day % 3600 / 60,
-        of_day % 60
-    )
-}
-
-/// The proleptic Gregorian date `days` after 1970-01-01 (Howard Hinnant's algorithm).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let day_of_era = z % 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let shifted_month = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
-    let month = if shifted_month < 10 {
-        shifted_month + 3
-    } else {
-        shifted_month - 9
-    };
-    let year = year_of_era + era * 400 + u64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]
@@ -289,13 +259,5 @@ mod tests {
         started.event.duration_seconds = None;
         assert_eq!(started.field(Field::NotBefore), "");
         assert_eq!(started.field(Field::DurationInSeconds), "-1");
-    }
-
-    #[test]
-    fn rfc3339_handles_epoch_leap_days_and_millis() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(951_782_400_999), "2000-02-29T00:00:00Z");
-        assert_eq!(rfc3339(1_709_251_199_000), "2024-02-29T23:59:59Z");
-        assert_eq!(rfc3339(1_735_689_600_000), "2025-01-01T00:00:00Z");
     }
 }
