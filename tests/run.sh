@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # forewarn's whole test suite, as a new machine runs it: installs what the end-to-end tests
-# drive for real when missing (HAProxy, systemd-analyze, etcd, openssl, procps, dpkg-deb from
-# Debian; the C, Python and JavaScript plugin toolchains; Azurite; cargo-deb), then runs
+# drive for real when missing (HAProxy, systemd-analyze, etcd, openssl, procps, dpkg-deb and
+# headless Chromium from Debian; the C, Python and JavaScript plugin toolchains; Azurite;
+# puppeteer-core; cargo-deb), then runs
 # every test of the workspace with cargo. The build scripts build the wasm plugins on the way,
 # adding the wasm32-wasip2 target with rustup when the toolchain lacks it.
 set -euo pipefail
@@ -15,6 +16,7 @@ command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v ps >/dev/null 2>&1 || missing+=(procps)
 command -v dpkg-deb >/dev/null 2>&1 || missing+=(dpkg)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "tests/run.sh: installing ${missing[*]} from Debian's packages (the end-to-end tests use them)"
     sudo=""
@@ -32,6 +34,10 @@ bash tests/install-language-toolchains.sh
 # Azurite (npm, pinned) into tests/.tools/azurite: the blob storage tests run it over HTTPS
 # with OAuth against the simulator's managed identity tokens. Quick when present.
 bash tests/install-azurite.sh
+
+# The page tests drive headless Chromium (above) with puppeteer-core (npm, pinned in
+# tests/browser/package-lock.json) against the simulator console and the status page.
+bash tests/install-browser.sh
 
 # The .deb packaging test needs cargo-deb (a crates.io tool, ~2 minutes to build once).
 if ! cargo deb --version >/dev/null 2>&1; then

@@ -1,0 +1,207 @@
+//! The two pages in a real browser: headless Chromium (Debian's package) generates a Reboot on
+//! the simulator console and watches the daemon's status page show the decisions and approval.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use forewarn_test_support::forewarn_binary;
+use forewarn_test_support::harness::{
+    ProbePlugin, TestEnv, accepted_approvals, install_bundled_plugin,
+};
+use serde::Deserialize;
+
+/// How long the browser waits for each thing a page should show.
+const WAIT: Duration = Duration::from_secs(60);
+/// The generated Reboot's notice: long enough that it is approved well before NotBefore.
+const NOT_BEFORE_SECONDS: u32 = 600;
+/// How many times the probe defers before approving (its `attempts`), so the page has
+/// defers to show as well as approvals.
+const PROBE_ATTEMPTS: u32 = 2;
+
+/// What `tests/browser/pages.mjs` saw on the pages.
+#[derive(Debug, Deserialize)]
+struct PagesSeen {
+    event_id: String,
+    calls: Vec<CallSeen>,
+    plugins: Vec<String>,
+    ready: Option<String>,
+    time_left: String,
+    approval_post: RequestSeen,
+    document: String,
+    phone_overflow_px: i64,
+    outside_requests: Vec<String>,
+    page_errors: Vec<String>,
+}
+
+/// One `[data-call]` of the event's timeline on the status page.
+#[derive(Debug, Deserialize)]
+struct CallSeen {
+    #[serde(rename = "data-plugin")]
+    plugin: Option<String>,
+    #[serde(rename = "data-phase")]
+    phase: Option<String>,
+    #[serde(rename = "data-decision")]
+    decision: Option<String>,
+}
+
+/// The approval POST as the console listed it.
+#[derive(Debug, Deserialize)]
+struct RequestSeen {
+    text: String,
+    status: Option<String>,
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("host/ has a parent")
+        .to_path_buf()
+}
+
+/// Debian's Chromium, which `tests/run.sh` installs.
+fn chromium() -> PathBuf {
+    let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|dir| dir.join("chromium"))
+        .find(|candidate| candidate.is_file());
+    found.unwrap_or_else(|| {
+        panic!(
+            "headless Chromium is missing: run `bash tests/run.sh` (installs Debian's chromium) or `bash tests/install-browser.sh`"
+        )
+    })
+}
+
+/// The browser script, after checking its npm dependency is installed.
+fn pages_script() -> PathBuf {
+    let browser_dir = repo_root().join("tests/browser");
+    let puppeteer = browser_dir.join("node_modules/puppeteer-core/package.json");
+    assert!(
+        puppeteer.is_file(),
+        "puppeteer-core is missing from tests/browser/node_modules: run `bash tests/install-browser.sh` (tests/run.sh does)"
+    );
+    browser_dir.join("pages.mjs")
+}
+
+/// Where a run leaves its screenshots for a person to look at.
+fn screenshot_dir() -> PathBuf {
+    repo_root().join("tests/browser/screenshots")
+}
+
+fn assert_png(path: &Path) {
+    let bytes = std::fs::read(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    assert!(
+        bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 10_000,
+        "{} is not a screenshot with content ({} bytes)",
+        path.display(),
+        bytes.len()
+    );
+}
+
+#[test]
+fn a_reboot_generated_on_the_console_shows_its_decisions_and_approval_on_the_status_page() {
+    let env = TestEnv::builder(forewarn_binary!())
+        .scenario("idle")
+        .speed(1.0)
+        .plugins(&[ProbePlugin::new("drain", "defer-until-attempt")
+            .config("attempts", &PROBE_ATTEMPTS.to_string())
+            .config("retry-ms", "100")])
+        .prepare();
+    install_bundled_plugin(&env.dir.path().join("plugins"), "notify", None);
+    let daemon = env.start_daemon();
+    let admin = daemon.admin_address(WAIT);
+
+    let screenshots = screenshot_dir();
+    let output = Command::new("node")
+        .arg(pages_script())
+        .env("FOREWARN_CHROMIUM", chromium())
+        .env(
+            "FOREWARN_CONSOLE_URL",
+            format!("{}/", env.simulator.base_url),
+        )
+        .env("FOREWARN_STATUS_URL", format!("http://{admin}/"))
+        .env("FOREWARN_SCREENSHOT_DIR", &screenshots)
+        .env(
+            "FOREWARN_NOT_BEFORE_SECONDS",
+            NOT_BEFORE_SECONDS.to_string(),
+        )
+        .env("FOREWARN_WAIT_MS", WAIT.as_millis().to_string())
+        .output()
+        .expect("run node (tests/run.sh installs Node.js when missing)");
+    assert!(
+        output.status.success(),
+        "the browser run failed: {}\n{}",
+        String::from_utf8_lossy(&output.stderr),
+        daemon.describe_for_failure()
+    );
+    let seen: PagesSeen = serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+        panic!(
+            "pages.mjs printed no JSON ({error}): {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    });
+
+    // The endpoint's own record: IMDS accepted the approval of the event the console made.
+    let state = env.simulator.state();
+    assert!(
+        !accepted_approvals(&state, &seen.event_id).is_empty(),
+        "the status page showed {} approved but the simulator accepted no approval of it",
+        seen.event_id
+    );
+    assert!(
+        seen.document.contains(&seen.event_id),
+        "the console's document lacks the event"
+    );
+    assert!(
+        seen.approval_post.text.contains(&seen.event_id),
+        "the console's approval POST does not show its body: {}",
+        seen.approval_post.text
+    );
+    assert_eq!(seen.approval_post.status.as_deref(), Some("200"));
+
+    // The status page's timeline: the probe's defers, then every plugin's approval.
+    let decisions = |plugin: &str, decision: &str| {
+        seen.calls
+            .iter()
+            .filter(|call| {
+                call.plugin.as_deref() == Some(plugin) && call.decision.as_deref() == Some(decision)
+            })
+            .count()
+    };
+    assert_eq!(
+        decisions("drain", "defer"),
+        PROBE_ATTEMPTS as usize,
+        "{:?}",
+        seen.calls
+    );
+    assert!(decisions("drain", "approve") >= 1, "{:?}", seen.calls);
+    assert!(decisions("notify", "approve") >= 1, "{:?}", seen.calls);
+    assert!(
+        seen.calls.iter().all(|call| call.phase.is_some()),
+        "every call names its phase: {:?}",
+        seen.calls
+    );
+    let mut plugins = seen.plugins.clone();
+    plugins.sort();
+    assert_eq!(plugins, ["drain", "notify"]);
+    assert!(seen.ready.is_some(), "#readiness has no data-ready");
+    assert!(
+        !seen.time_left.is_empty(),
+        "no time left to NotBefore shown"
+    );
+
+    // Offline, phone-sized, no script errors.
+    assert_eq!(seen.outside_requests, Vec::<String>::new());
+    assert_eq!(seen.page_errors, Vec::<String>::new());
+    assert!(
+        seen.phone_overflow_px <= 0,
+        "the status page scrolls sideways on a phone by {} px",
+        seen.phone_overflow_px
+    );
+    for name in [
+        "status-page.png",
+        "simulator-console.png",
+        "status-page-phone.png",
+    ] {
+        assert_png(&screenshots.join(name));
+    }
+}
