@@ -403,6 +403,10 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
         args.scenario,
         args.speed
     );
+    println!(
+        "console: {}/ (start scenarios, generate events, inject faults, watch requests)",
+        simulator.base_url()
+    );
     let interrupted = async {
         let _ignored = tokio::signal::ctrl_c().await;
     };

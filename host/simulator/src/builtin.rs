@@ -80,6 +80,7 @@ const BUILTINS: &[(&str, &str)] = &[
         "new-id-on-start",
         include_str!("../scenarios/new-id-on-start.toml"),
     ),
+    ("idle", include_str!("../scenarios/idle.toml")),
 ];
 
 /// The scenario `forewarn simulate` runs when none is named.
@@ -151,7 +152,12 @@ mod tests {
             let scenario = builtin_scenario(name).unwrap_or_else(|error| panic!("{error}"));
             assert_eq!(scenario.name, name, "file name and `name` must agree");
             assert_eq!(scenario.description, description);
-            assert!(!scenario.events.is_empty(), "{name} has no events");
+            // `idle` is the console's blank canvas: no events, and it never finishes.
+            assert_eq!(
+                scenario.events.is_empty(),
+                scenario.open_ended,
+                "{name}: only an open-ended scenario may have no events"
+            );
         }
     }
 

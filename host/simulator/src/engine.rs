@@ -2,7 +2,7 @@
 //! timer task: every access first catches the state up to now, so documents are current.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
@@ -21,47 +21,90 @@ use crate::snapshot::{
 
 /// Everything the handlers and the timer share.
 pub(crate) struct Engine {
-    scenario: Scenario,
-    clock: ScenarioClock,
+    /// Scenario time runs this many times faster than wall time (for every scenario the
+    /// console starts, too).
+    speed: f64,
     inner: Mutex<Inner>,
     finished: watch::Sender<bool>,
     shutdown: watch::Sender<bool>,
 }
 
-struct Inner {
-    simulation: Simulation,
+pub(crate) struct Inner {
+    /// The scenario playing: the one the simulator started with, or the last one the
+    /// console started; the console's faults are added to it.
+    pub(crate) scenario: Arc<Scenario>,
+    pub(crate) clock: ScenarioClock,
+    pub(crate) simulation: Simulation,
     approvals: BoundedLog<ApprovalRecord>,
     requests: BoundedLog<RequestRecord>,
     /// How many GETs to scheduledevents each VM has made.
     gets_per_vm: HashMap<String, u64>,
     history_logged: usize,
-    faults: BoundedLog<FaultRecord>,
+    pub(crate) faults: BoundedLog<FaultRecord>,
     /// How many incarnation resets a served document has shown so far.
     resets_served: usize,
+    /// The sequence number the next recorded request gets (from 1; never reused).
+    next_request_seq: u64,
+    /// How many events the console has generated (their ids derive from it).
+    pub(crate) generated_events: usize,
 }
 
-impl Engine {
-    pub(crate) fn new(scenario: Scenario, clock: ScenarioClock) -> Engine {
-        let inner = Inner {
+impl Inner {
+    fn new(scenario: Arc<Scenario>, clock: ScenarioClock) -> Inner {
+        Inner {
             simulation: Simulation::new(&scenario),
+            scenario,
+            clock,
             approvals: BoundedLog::new(REQUEST_LOG_LIMIT),
             requests: BoundedLog::new(REQUEST_LOG_LIMIT),
             gets_per_vm: HashMap::new(),
             history_logged: 0,
             faults: BoundedLog::new(REQUEST_LOG_LIMIT),
             resets_served: 0,
-        };
+            next_request_seq: 1,
+            generated_events: 0,
+        }
+    }
+}
+
+impl Engine {
+    pub(crate) fn new(scenario: Scenario, clock: ScenarioClock) -> Engine {
         Engine {
-            scenario,
-            clock,
-            inner: Mutex::new(inner),
+            speed: clock.speed(),
+            inner: Mutex::new(Inner::new(Arc::new(scenario), clock)),
             finished: watch::Sender::new(false),
             shutdown: watch::Sender::new(false),
         }
     }
 
-    pub(crate) fn scenario(&self) -> &Scenario {
-        &self.scenario
+    /// The scenario playing now.
+    pub(crate) fn scenario(&self) -> Arc<Scenario> {
+        Arc::clone(&self.lock().scenario)
+    }
+
+    /// Plays `scenario` from its start (scenario time 0 is now), at the simulator's speed.
+    /// The request, approval and fault logs go on; the simulator no longer finishes by
+    /// itself (the console started this scenario and will be watching).
+    pub(crate) fn restart_with(&self, mut scenario: Scenario) {
+        scenario.open_ended = true;
+        let mut inner = self.lock();
+        let fresh = Inner::new(Arc::new(scenario), ScenarioClock::start_now(self.speed));
+        inner.scenario = fresh.scenario;
+        inner.clock = fresh.clock;
+        inner.simulation = fresh.simulation;
+        inner.gets_per_vm.clear();
+        inner.history_logged = 0;
+        inner.resets_served = 0;
+        tracing::info!(scenario = %inner.scenario.name, "console started a scenario");
+        self.publish(&mut inner);
+    }
+
+    /// Changes the state under the lock, caught up to now, and publishes what changed.
+    pub(crate) fn with_current<T>(&self, change: impl FnOnce(&mut Inner) -> T) -> T {
+        let mut inner = self.current();
+        let answer = change(&mut inner);
+        self.publish(&mut inner);
+        answer
     }
 
     /// Catches the state up to now (the timer calls this).
@@ -72,10 +115,10 @@ impl Engine {
     /// The VM a request is for: the default VM when unprefixed; None if the scenario
     /// has no VM of that name.
     pub(crate) fn resolve_vm(&self, prefix: Option<&str>) -> Option<String> {
+        let scenario = self.scenario();
         match prefix {
-            None => Some(self.scenario.default_vm().to_string()),
-            Some(name) => self
-                .scenario
+            None => Some(scenario.default_vm().to_string()),
+            Some(name) => scenario
                 .vms
                 .iter()
                 .find(|vm| vm.eq_ignore_ascii_case(name))
@@ -97,7 +140,7 @@ impl Engine {
             FaultMethod::Post => 0,
         };
         let now = inner.simulation.now();
-        let plan = plan_request(&self.scenario.faults, method, now, get_number);
+        let plan = plan_request(&inner.scenario.faults, method, now, get_number);
         let record = |kind: FaultKind| FaultRecord {
             kind,
             method: match method {
@@ -125,7 +168,7 @@ impl Engine {
             inner.faults.push(served);
         }
         if method == FaultMethod::Get && plan.outcome == FaultOutcome::Normal {
-            let passed = incarnation_resets(&self.scenario.faults)
+            let passed = incarnation_resets(&inner.scenario.faults)
                 .iter()
                 .filter(|at| **at <= now)
                 .count();
@@ -145,9 +188,9 @@ impl Engine {
         let inner = self.current();
         served_document(
             &inner.simulation,
-            &self.clock,
+            &inner.clock,
             api_version,
-            self.scenario.shape.as_deref(),
+            inner.scenario.shape.as_deref(),
         )
     }
 
@@ -156,11 +199,12 @@ impl Engine {
         let mut inner = self.current();
         let now = inner.simulation.now();
         let outcome = inner.simulation.approve(now, event_ids).map(|_| ());
+        let at_unix_ms = inner.clock.unix_ms_at(now);
         for event_id in event_ids {
             inner.approvals.push(ApprovalRecord {
                 event_id: event_id.clone(),
                 vm: vm.to_string(),
-                at_unix_ms: self.clock.unix_ms_at(now),
+                at_unix_ms,
                 at_scenario_ms: millis(now),
                 accepted: outcome.is_ok(),
             });
@@ -169,37 +213,42 @@ impl Engine {
         outcome
     }
 
-    /// Records a request, stamped with when it arrived (before any injected delay).
-    pub(crate) fn record_request(
-        &self,
-        method: &str,
-        path: &str,
-        vm: &str,
-        status: u16,
-        arrived: SystemTime,
-    ) {
+    /// Records a request (its `seq` is filled in here), stamped with when it arrived
+    /// (before any injected delay).
+    pub(crate) fn record_request(&self, mut request: RequestRecord, arrived: SystemTime) {
         let mut inner = self.lock();
-        inner.requests.push(RequestRecord {
-            method: method.to_string(),
-            path: path.to_string(),
-            vm: vm.to_string(),
-            status,
-            at_unix_ms: unix_ms(arrived),
-        });
+        request.seq = inner.next_request_seq;
+        request.at_unix_ms = unix_ms(arrived);
+        inner.next_request_seq += 1;
+        inner.requests.push(request);
+    }
+
+    /// The recorded requests with a sequence number above `after`, oldest first, at most
+    /// `limit` of them (the newest).
+    pub(crate) fn requests_after(&self, after: u64, limit: usize) -> Vec<RequestRecord> {
+        let inner = self.lock();
+        let newer: Vec<RequestRecord> = inner
+            .requests
+            .to_vec()
+            .into_iter()
+            .filter(|request| request.seq > after)
+            .collect();
+        let skip = newer.len().saturating_sub(limit);
+        newer.into_iter().skip(skip).collect()
     }
 
     pub(crate) fn snapshot(&self) -> StateSnapshot {
         let inner = self.current();
         let simulation = &inner.simulation;
-        let rendered = forewarn_imds::render_document(&simulation.document(&self.clock));
+        let rendered = forewarn_imds::render_document(&simulation.document(&inner.clock));
         let events = serde_json::from_str::<WireDocument>(&rendered)
             .map(|document| document.events)
             .unwrap_or_default();
-        let history = history_records(simulation, &self.clock);
+        let history = history_records(simulation, &inner.clock);
         StateSnapshot {
-            scenario: self.scenario.name.clone(),
-            speed: self.clock.speed(),
-            started_at_unix_ms: self.clock.started_unix_ms(),
+            scenario: inner.scenario.name.clone(),
+            speed: inner.clock.speed(),
+            started_at_unix_ms: inner.clock.started_unix_ms(),
             now_scenario_ms: millis(simulation.now()),
             finished: simulation.is_finished(),
             incarnation: simulation.incarnation(),
@@ -226,7 +275,8 @@ impl Engine {
     /// The state, caught up to now.
     fn current(&self) -> MutexGuard<'_, Inner> {
         let mut inner = self.lock();
-        inner.simulation.advance(self.clock.scenario_now());
+        let now = inner.clock.scenario_now();
+        inner.simulation.advance(now);
         self.publish(&mut inner);
         inner
     }
@@ -236,7 +286,7 @@ impl Engine {
         let history = inner.simulation.history();
         for change in &history[inner.history_logged..] {
             tracing::info!(
-                scenario = %self.scenario.name,
+                scenario = %inner.scenario.name,
                 event_id = %change.event_id,
                 transition = ?change.transition,
                 at_scenario_ms = millis(change.at),
@@ -245,7 +295,7 @@ impl Engine {
         }
         inner.history_logged = history.len();
         if inner.simulation.is_finished() && !*self.finished.borrow() {
-            tracing::info!(scenario = %self.scenario.name, "scenario finished");
+            tracing::info!(scenario = %inner.scenario.name, "scenario finished");
             self.finished.send_replace(true);
         }
     }

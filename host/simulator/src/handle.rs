@@ -132,8 +132,8 @@ impl SimulatorHandle {
         format!("http://{}/vm/{vm}", self.local_addr)
     }
 
-    /// The scenario being played.
-    pub fn scenario(&self) -> &Scenario {
+    /// The scenario being played (the console may start another).
+    pub fn scenario(&self) -> Arc<Scenario> {
         self.engine.scenario()
     }
 

@@ -5,14 +5,18 @@
 //! [`SimulatorHandle::snapshot`] or `GET /simulator/state` (a [`StateSnapshot`]: the
 //! document, approvals, requests, history and the faults it served). Besides Scheduled
 //! Events it serves the compute metadata (name, priority, eviction policy) and managed
-//! identity tokens (`/metadata/identity/oauth2/token`).
+//! identity tokens (`/metadata/identity/oauth2/token`). A console at `/` (and its JSON
+//! endpoints under `/simulator/`) starts scenarios, generates events and injects faults.
 
 mod builtin;
+mod console_control;
+mod console_routes;
 mod engine;
 mod faults;
 mod handle;
 mod identity;
 mod ids;
+mod json_answer;
 mod replay;
 mod scenario;
 mod scenario_clock;
@@ -23,6 +27,10 @@ mod snapshot;
 mod vm_priority;
 
 pub use builtin::{DEFAULT_SCENARIO, builtin_scenarios, load_scenario};
+pub use console_control::{
+    CONSOLE_REQUESTS_MAX, ConsoleFault, ConsoleInputError, ConsoleView, FAULT_WINDOW_MAX,
+    GENERATED_NOTICE_MAX, GenerateEvent, InjectFault, InjectedFault, StartScenario,
+};
 pub use faults::{FaultKind, FaultMethod, FaultSpec, MalformedBody};
 pub use handle::{SimError, SimulatorConfig, SimulatorHandle, spawn};
 pub use identity::{DEFAULT_TOKEN_LIFETIME, IdentitySpec, SIMULATED_TENANT};
@@ -31,7 +39,7 @@ pub use replay::{NotInDocument, Replay};
 pub use scenario::{EventSpec, InitialStatus, Reschedule, Scenario, ScenarioError, Source};
 pub use simulation::Transition;
 pub use snapshot::{
-    ApprovalRecord, FaultRecord, HistoryRecord, IDENTITY_TOKEN_PATH, RequestRecord, StateSnapshot,
-    WireEvent,
+    ApprovalRecord, FaultRecord, HistoryRecord, IDENTITY_TOKEN_PATH, REQUEST_BODY_KEPT,
+    RequestRecord, StateSnapshot, WireEvent,
 };
 pub use vm_priority::{EvictionPolicy, VmPriority};

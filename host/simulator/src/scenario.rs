@@ -36,6 +36,10 @@ pub struct Scenario {
     /// Idle time after the last event disappeared before the scenario counts as finished.
     #[serde(default, with = "humantime_serde")]
     pub end_after: Option<Duration>,
+    /// The scenario never finishes on its own (`idle`: a blank canvas for the console, which
+    /// adds events while it runs). Every other scenario finishes once its events are over.
+    #[serde(default)]
+    pub open_ended: bool,
     /// The api-version whose document shape is served (e.g. `"2017-08-01"`: no
     /// `EventSource`, `Description` or `DurationInSeconds`); a client asking for an older
     /// api-version gets the older shape. The newest (2020-07-01) when absent.
@@ -362,7 +366,7 @@ impl Scenario {
     }
 }
 
-fn event_problem(event: &EventSpec) -> Option<String> {
+pub(crate) fn event_problem(event: &EventSpec) -> Option<String> {
     if event.event_type.trim().is_empty() {
         return Some("type: must not be empty (e.g. \"Reboot\")".into());
     }

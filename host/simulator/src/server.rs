@@ -8,15 +8,18 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, RawQuery, Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::json;
 
+use crate::console_routes::console_routes;
 use crate::engine::Engine;
 use crate::faults::{FaultMethod, FaultOutcome, malformed_text};
 use crate::identity::{TokenQuery, TokenSubject, oauth_error};
+use crate::json_answer::json_text;
 use crate::shape::SUPPORTED_API_VERSIONS;
+use crate::snapshot::{REQUEST_BODY_KEPT, RequestRecord};
 
 /// The longest a `/simulator/wait-finished` call may wait.
 const MAX_WAIT: Duration = Duration::from_secs(600);
@@ -42,6 +45,7 @@ pub(crate) fn router(engine: Arc<Engine>) -> Router {
         )
         .route("/simulator/state", get(state))
         .route("/simulator/wait-finished", get(wait_finished))
+        .merge(console_routes())
         .fallback(not_found)
         .with_state(engine)
 }
@@ -141,13 +145,21 @@ fn record(
     response: &Response,
     arrived: std::time::SystemTime,
 ) {
-    engine.record_request(
-        call.method.as_str(),
-        call.uri.path(),
-        vm,
-        response.status().as_u16(),
-        arrived,
-    );
+    let body = (!call.body.is_empty()).then(|| {
+        let kept = &call.body[..call.body.len().min(REQUEST_BODY_KEPT)];
+        String::from_utf8_lossy(kept).into_owned()
+    });
+    let request = RequestRecord {
+        seq: 0,
+        method: call.method.as_str().to_string(),
+        path: call.uri.path().to_string(),
+        query: call.query.clone(),
+        body,
+        vm: vm.to_string(),
+        status: response.status().as_u16(),
+        at_unix_ms: 0,
+    };
+    engine.record_request(request, arrived);
 }
 
 /// IMDS's checks (the `Metadata: true` header, then a usable api-version): the 400 to
@@ -254,7 +266,8 @@ const RESOURCE_GROUP: &str = "forewarn-simulator";
 
 /// The VM's ARM resource id (in a scale set when the scenario names one).
 fn vm_resource_id(engine: &Engine, vm: &str) -> String {
-    let scale_set = &engine.scenario().vm_scale_set;
+    let scenario = engine.scenario();
+    let scale_set = &scenario.vm_scale_set;
     let prefix = format!(
         "/subscriptions/{SUBSCRIPTION}/resourceGroups/{RESOURCE_GROUP}/providers/Microsoft.Compute"
     );
@@ -333,15 +346,6 @@ fn bad_request(body: serde_json::Value) -> Response {
 
 fn error(status: StatusCode, body: serde_json::Value) -> Response {
     json_text(status, body.to_string())
-}
-
-fn json_text(status: StatusCode, text: String) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
-        text,
-    )
-        .into_response()
 }
 
 /// The value of `key` in a query string (no percent-decoding: IMDS values are plain).

@@ -98,7 +98,36 @@ pub(crate) struct Simulation {
     pending_resets: Vec<Duration>,
     history: Vec<Change>,
     end_after: Duration,
+    /// Never finishes on its own (the scenario's `open_ended`, or once the console
+    /// changed it).
+    open_ended: bool,
     now: Duration,
+}
+
+/// Why the console could not change an event.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum EventChangeError {
+    /// No event with that id is in the current document.
+    #[error(transparent)]
+    Unknown(#[from] UnknownEvent),
+    /// The change does not apply to an event in this status.
+    #[error("event \"{event_id}\" is {status}: {hint}")]
+    WrongStatus {
+        event_id: String,
+        status: &'static str,
+        hint: &'static str,
+    },
+}
+
+/// What the console does to one event of the current document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EventChange {
+    /// A Scheduled event starts now, as when NotBefore passes.
+    Start,
+    /// A Scheduled event disappears without starting (canceled maintenance).
+    Cancel,
+    /// A Started event is over and disappears.
+    End,
 }
 
 impl Simulation {
@@ -123,6 +152,7 @@ impl Simulation {
             pending_resets: incarnation_resets(&scenario.faults),
             history: Vec::new(),
             end_after: scenario.end_after.unwrap_or_default(),
+            open_ended: scenario.open_ended,
             now: Duration::ZERO,
         }
     }
@@ -179,6 +209,9 @@ impl Simulation {
     /// When every event has appeared and disappeared, plus `end_after`, the instant the
     /// scenario finishes; None while an event is still to come or in the document.
     pub(crate) fn finishes_at(&self) -> Option<Duration> {
+        if self.open_ended {
+            return None;
+        }
         let mut last_gone = Duration::ZERO;
         for event in &self.events {
             let Phase::Gone { at } = event.phase else {
@@ -205,6 +238,70 @@ impl Simulation {
             events,
             rejected: Vec::new(),
         }
+    }
+
+    /// Adds an event (already validated, with its id and resources) that appears now, and
+    /// keeps the simulation running until it is interrupted: the console drives it now.
+    pub(crate) fn add_event(&mut self, mut spec: EventSpec) {
+        spec.appear_at = self.now;
+        let resources = spec.resources.clone().unwrap_or_default();
+        self.events.push(EventState {
+            spec,
+            phase: Phase::Pending,
+            resources,
+            next_reschedule: 0,
+        });
+        self.open_ended = true;
+        self.advance(self.now);
+    }
+
+    /// Starts, cancels or ends one event of the current document now (one new incarnation).
+    pub(crate) fn change_event(
+        &mut self,
+        event_id: &str,
+        change: EventChange,
+    ) -> Result<(), EventChangeError> {
+        let index = self
+            .events
+            .iter()
+            .position(|event| {
+                event.spec.id().eq_ignore_ascii_case(event_id)
+                    && matches!(event.phase, Phase::Scheduled { .. } | Phase::Started { .. })
+            })
+            .ok_or_else(|| UnknownEvent(event_id.to_string()))?;
+        let now = self.now;
+        let started = matches!(self.events[index].phase, Phase::Started { .. });
+        let (phase, transition) = match (change, started) {
+            (EventChange::Start, false) => (Phase::Started { since: now }, Transition::Started),
+            (EventChange::Cancel, false) => (Phase::Gone { at: now }, Transition::Canceled),
+            (EventChange::End, true) => (Phase::Gone { at: now }, Transition::Removed),
+            (EventChange::Start | EventChange::Cancel, true) => {
+                return Err(wrong_status(event_id, "Started", "end it instead"));
+            }
+            (EventChange::End, false) => {
+                return Err(wrong_status(
+                    event_id,
+                    "Scheduled",
+                    "start or cancel it instead",
+                ));
+            }
+        };
+        self.events[index].phase = phase;
+        self.record(index, transition, now);
+        self.incarnation += 1;
+        self.open_ended = true;
+        Ok(())
+    }
+
+    /// DocumentIncarnation drops back to 1 now, as a scenario's `incarnation-reset` does.
+    pub(crate) fn reset_incarnation_now(&mut self) {
+        self.incarnation = 1;
+        self.open_ended = true;
+    }
+
+    /// Whether an event with this id was ever part of the simulation.
+    pub(crate) fn has_event(&self, event_id: &str) -> bool {
+        self.find(event_id).is_some()
     }
 
     fn find(&self, event_id: &str) -> Option<&EventState> {
@@ -312,6 +409,14 @@ impl Simulation {
             transition,
             at,
         });
+    }
+}
+
+fn wrong_status(event_id: &str, status: &'static str, hint: &'static str) -> EventChangeError {
+    EventChangeError::WrongStatus {
+        event_id: event_id.to_string(),
+        status,
+        hint,
     }
 }
 

@@ -86,10 +86,20 @@ pub struct ApprovalRecord {
 /// One HTTP request to the IMDS endpoints (not the /simulator ones).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestRecord {
+    /// The request's place in the log, from 1 (the console asks for the ones after the
+    /// last it has seen).
+    #[serde(default)]
+    pub seq: u64,
     /// `GET` or `POST`.
     pub method: String,
     /// The URL path, e.g. `/metadata/scheduledevents`.
     pub path: String,
+    /// The query string, e.g. `api-version=2020-07-01`, when there was one.
+    #[serde(default)]
+    pub query: Option<String>,
+    /// A POST's body (an approval's `StartRequests`), cut at [`REQUEST_BODY_KEPT`] bytes.
+    #[serde(default)]
+    pub body: Option<String>,
     /// The VM the URL names (the default VM when unprefixed; "" when unknown).
     pub vm: String,
     /// The status answered.
@@ -136,6 +146,9 @@ pub struct HistoryRecord {
 
 /// The path of IMDS's managed identity token endpoint (after any `/vm/{name}` prefix).
 pub const IDENTITY_TOKEN_PATH: &str = "/metadata/identity/oauth2/token";
+
+/// How much of a request's body the log keeps, in bytes.
+pub const REQUEST_BODY_KEPT: usize = 4096;
 
 /// How many requests the simulator remembers.
 pub(crate) const REQUEST_LOG_LIMIT: usize = 10_000;

@@ -285,6 +285,7 @@ impl Output {
                 "scenario": options.scenario,
                 "speed": options.speed,
                 "imds": simulator.base_url(),
+                "console": format!("{}/", simulator.base_url()),
                 "workload": workload.base_url(),
                 "vm_name": vm_name,
                 "plugins": names,
@@ -293,9 +294,10 @@ impl Output {
             return;
         }
         print_line(&format!(
-            "forewarn demo: scenario `{}` at {}x speed\n  IMDS simulator: {}  (this VM: {vm_name})\n  plugins: {} (bundled)\n  workload: {}  (checkpoints, restores, and an app process the stop/start actions stop and start)\n",
+            "forewarn demo: scenario `{}` at {}x speed\n  IMDS simulator: {}  (this VM: {vm_name}; console at {}/ while the demo runs)\n  plugins: {} (bundled)\n  workload: {}  (checkpoints, restores, and an app process the stop/start actions stop and start)\n",
             options.scenario,
             options.speed,
+            simulator.base_url(),
             simulator.base_url(),
             names.join(", "),
             workload.base_url(),
