@@ -397,16 +397,16 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
     })
     .await
     .context("cannot start the simulator")?;
-    println!(
+    say(&format!(
         "simulating IMDS at {} (scenario {}, speed {}x)",
         simulator.base_url(),
         args.scenario,
         args.speed
-    );
-    println!(
+    ));
+    say(&format!(
         "console: {}/ (start scenarios, generate events, inject faults, watch requests)",
         simulator.base_url()
-    );
+    ));
     let interrupted = async {
         let _ignored = tokio::signal::ctrl_c().await;
     };
@@ -414,12 +414,18 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
         interrupted.await;
     } else {
         tokio::select! {
-            () = simulator.finished() => println!("scenario finished"),
+            () = simulator.finished() => say("scenario finished"),
             () = interrupted => {}
         }
     }
     simulator.shutdown().await;
     Ok(())
+}
+
+/// A line on stdout; a reader that went away (a test that read the address and closed the
+/// pipe, `| head`) must not stop the simulator.
+fn say(line: &str) {
+    let _ignored = writeln!(std::io::stdout().lock(), "{line}");
 }
 
 async fn plugin_check(path: &std::path::Path) -> anyhow::Result<ExitCode> {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use forewarn_host::config::Config;
 use forewarn_host::log_messages::{PLUGIN_CALL_FAILED, PLUGIN_DECISION};
 use forewarn_host::ops::status::{DaemonPhase, StatusSnapshot};
+use forewarn_host::pipeline::state::ApprovalKind;
 use forewarn_test_support::harness::{
     Daemon, ProbePlugin, Setup, TestEnv, http_get, now_unix_ms, summarize_state, wait_for,
     write_plugin_dir,
@@ -40,6 +41,23 @@ fn start(scenario: &str, speed: f64, write_plugins: impl FnOnce(&Path)) -> Runni
     let daemon = env.start_daemon();
     let admin = daemon.admin_address(WAIT);
     Running { env, daemon, admin }
+}
+
+/// A user Reboot at 20x for two probes: `patient` defers twice then approves, `stuck-once`
+/// loops past its 300 ms budget on its first call, then approves.
+fn start_patient_and_stuck_once() -> Running {
+    start("user-reboot", 20.0, |dir| {
+        write_plugin_dir(
+            dir,
+            Path::new(guests::PROBE),
+            &[
+                ProbePlugin::new("patient", "defer-until-attempt")
+                    .config("attempts", "3")
+                    .config("retry-ms", "100"),
+                ProbePlugin::new("stuck-once", "loop-first-attempt").budget("300ms"),
+            ],
+        );
+    })
 }
 
 /// The value of the series `series` (name with labels, exactly) in a Prometheus text body.
@@ -83,19 +101,99 @@ fn stderr(output: &Output) -> String {
 }
 
 #[test]
-fn metrics_count_polls_plugin_outcomes_and_approvals_and_every_decision_is_logged() {
-    let setup = start("user-reboot", 20.0, |dir| {
-        write_plugin_dir(
-            dir,
-            Path::new(guests::PROBE),
-            &[
-                ProbePlugin::new("patient", "defer-until-attempt")
-                    .config("attempts", "3")
-                    .config("retry-ms", "100"),
-                ProbePlugin::new("stuck-once", "loop-first-attempt").budget("300ms"),
-            ],
-        );
+fn status_history_tells_each_events_story_in_order_and_status_says_the_approval_was_sent() {
+    let setup = start_patient_and_stuck_once();
+    let approved = setup
+        .env
+        .simulator
+        .wait_for_state(WAIT, "an accepted approval", |state| {
+            state.approvals.iter().any(|approval| approval.accepted)
+        });
+    let event_id = approved.approvals[0].event_id.clone();
+    let history = wait_for(WAIT, "the approval in /status/history", || {
+        let body = http_get(&setup.admin, "/status/history")?;
+        let history: serde_json::Value = serde_json::from_str(&body).map_err(|e| e.to_string())?;
+        let has_approval = history["events"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|event| {
+                event["event_id"] == event_id.as_str()
+                    && event["entries"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|entry| entry["kind"] == "approved")
+            });
+        if has_approval { Ok(history) } else { Err(body) }
     });
+    let event = history["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|event| event["event_id"] == event_id.as_str())
+        .unwrap();
+    assert_eq!(event["event_type"], "Reboot");
+    let entries = event["entries"].as_array().unwrap();
+    let first = &entries[0];
+    assert_eq!(
+        (first["kind"].as_str(), first["transition"].as_str()),
+        (Some("transition"), Some("scheduled"))
+    );
+    let stamps: Vec<u64> = entries
+        .iter()
+        .map(|entry| entry["at_unix_ms"].as_u64().unwrap())
+        .collect();
+    assert!(
+        stamps.windows(2).all(|pair| pair[0] <= pair[1]),
+        "{stamps:?}"
+    );
+    let answers = |plugin: &str| -> Vec<(String, String)> {
+        entries
+            .iter()
+            .filter(|entry| entry["kind"] == "plugin-answered" && entry["plugin"] == plugin)
+            .map(|entry| {
+                (
+                    entry["phase"].as_str().unwrap().to_owned(),
+                    entry["outcome"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let prepare = |outcome: &str| ("prepare".to_owned(), outcome.to_owned());
+    assert_eq!(
+        answers("patient")[..3],
+        [prepare("defer"), prepare("defer"), prepare("approve")]
+    );
+    assert_eq!(answers("stuck-once")[0], prepare("budget-exceeded"));
+    // The approval comes after every plugin's approving answer.
+    let position =
+        |wanted: &dyn Fn(&serde_json::Value) -> bool| entries.iter().position(wanted).unwrap();
+    let approved_at = position(&|entry| entry["kind"] == "approved");
+    for plugin in ["patient", "stuck-once"] {
+        let approve = position(&|entry| {
+            entry["kind"] == "plugin-answered"
+                && entry["plugin"] == plugin
+                && entry["outcome"] == "approve"
+        });
+        assert!(
+            approve < approved_at,
+            "{plugin} approved after the approval: {entries:?}"
+        );
+    }
+    // The event runs for 30 s (10 min at 20x) after its approval: /status still has it.
+    let snapshot = status_json(&setup.admin);
+    let view = snapshot.events.iter().find(|view| view.id == event_id);
+    assert_eq!(
+        view.map(|view| view.approval_state),
+        Some(ApprovalKind::Sent),
+        "{snapshot:?}"
+    );
+}
+
+#[test]
+fn metrics_count_polls_plugin_outcomes_and_approvals_and_every_decision_is_logged() {
+    let setup = start_patient_and_stuck_once();
     let healthz = http_get(&setup.admin, "/healthz").unwrap();
     assert_eq!(healthz.trim(), "ok");
 

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use forewarn_simulator::Transition;
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
     ProbePlugin, TestEnv, accepted_approvals, install_bundled_plugin,
@@ -15,9 +16,9 @@ use serde::Deserialize;
 const WAIT: Duration = Duration::from_secs(60);
 /// The generated Reboot's notice: long enough that it is approved well before NotBefore.
 const NOT_BEFORE_SECONDS: u32 = 600;
-/// How many times the probe defers before approving (its `attempts`), so the page has
-/// defers to show as well as approvals.
-const PROBE_ATTEMPTS: u32 = 2;
+/// The probe's `attempts`: it defers on the calls before this one and approves on it, so
+/// the page has defers to show as well as approvals.
+const PROBE_ATTEMPTS: u32 = 3;
 
 /// What `tests/browser/pages.mjs` saw on the pages.
 #[derive(Debug, Deserialize)]
@@ -27,6 +28,7 @@ struct PagesSeen {
     plugins: Vec<String>,
     ready: Option<String>,
     time_left: String,
+    waiting_event_id: String,
     approval_post: RequestSeen,
     document: String,
     phone_overflow_px: i64,
@@ -169,7 +171,7 @@ fn a_reboot_generated_on_the_console_shows_its_decisions_and_approval_on_the_sta
     };
     assert_eq!(
         decisions("drain", "defer"),
-        PROBE_ATTEMPTS as usize,
+        PROBE_ATTEMPTS as usize - 1,
         "{:?}",
         seen.calls
     );
@@ -184,9 +186,16 @@ fn a_reboot_generated_on_the_console_shows_its_decisions_and_approval_on_the_sta
     plugins.sort();
     assert_eq!(plugins, ["drain", "notify"]);
     assert!(seen.ready.is_some(), "#readiness has no data-ready");
+    // The Redeploy two hours ahead (past the one-hour lead time) counted down, then was
+    // canceled from the console.
     assert!(
-        !seen.time_left.is_empty(),
-        "no time left to NotBefore shown"
+        seen.time_left.starts_with("1h5") && seen.time_left.ends_with('m'),
+        "time left to a NotBefore two hours ahead: {}",
+        seen.time_left
+    );
+    assert_eq!(
+        env.simulator.state().transitions_of(&seen.waiting_event_id),
+        [Transition::Appeared, Transition::Canceled]
     );
 
     // Offline, phone-sized, no script errors.

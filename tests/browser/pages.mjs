@@ -2,7 +2,8 @@
 // console, generate a Reboot; on the daemon's status page, wait for the plugins' decisions
 // and the approval; then check the console's request list shows the approval POST.
 // Saves screenshots and prints one JSON object (what the pages showed) for
-// host/tests/e2e_pages.rs to assert on. Every request outside loopback is refused and reported.
+// host/tests/e2e_pages.rs to assert on. Then a Redeploy far ahead shows its time left, and
+// canceling it with the console's button moves it to the status page's past events. Every request outside loopback is refused and reported.
 //
 // Inputs (environment): FOREWARN_CHROMIUM (the browser), FOREWARN_CONSOLE_URL,
 // FOREWARN_STATUS_URL, FOREWARN_SCREENSHOT_DIR, FOREWARN_NOT_BEFORE_SECONDS, FOREWARN_WAIT_MS.
@@ -60,6 +61,16 @@ async function waitFor(page, selector, what) {
   }
 }
 
+/** Fills the console's generate form and clicks Generate. */
+async function generate(page, type, notBefore) {
+  await page.bringToFront();
+  await page.select('#generate-form select[name=type]', type);
+  await page.$eval('#generate-form input[name=not-before-seconds]', (input, value) => {
+    input.value = value;
+  }, notBefore);
+  await page.click('#generate');
+}
+
 const attributes = (element, names) =>
   element.evaluate((node, names) => Object.fromEntries(names.map((name) => [name, node.getAttribute(name)])), names);
 
@@ -67,7 +78,13 @@ const browser = await puppeteer.launch({
   executablePath: chromium,
   headless: true,
   // --no-sandbox: test machines run as root, where Chromium's sandbox refuses to start.
-  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'],
+  // The others: pages in background tabs keep running their timers and animation frames
+  // (puppeteer's click waits for one), as the page in front does.
+  args: [
+    '--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run',
+    '--disable-background-timer-throttling', '--disable-renderer-backgrounding',
+    '--disable-backgrounding-occluded-windows',
+  ],
 });
 let exitCode = 0;
 try {
@@ -77,11 +94,7 @@ try {
   await waitFor(simulator, '#scenario-name', 'the console shows the scenario');
 
   // Generate a Reboot with the chosen notice, as a person would with the form.
-  await simulator.select('#generate-form select[name=type]', 'Reboot');
-  await simulator.$eval('#generate-form input[name=not-before-seconds]', (input, value) => {
-    input.value = value;
-  }, notBeforeSeconds);
-  await simulator.click('#generate');
+  await generate(simulator, 'Reboot', notBeforeSeconds);
   const consoleEvent = await waitFor(simulator, '[data-event-id][data-event-type="Reboot"]', 'the generated Reboot on the console');
   const eventId = await consoleEvent.evaluate((node) => node.getAttribute('data-event-id'));
 
@@ -97,7 +110,14 @@ try {
   }
   const plugins = await status.$$eval('#plugins [data-plugin-name]', (nodes) => nodes.map((node) => node.getAttribute('data-plugin-name')));
   const ready = await status.$eval('#readiness', (node) => node.getAttribute('data-ready'));
-  const timeLeft = await status.$eval(`${eventSelector} [data-time-left]`, (node) => node.textContent.trim());
+
+  // A Redeploy two hours ahead waits for the prepare lead time: the page counts down to it.
+  await generate(simulator, 'Redeploy', '7200');
+  const waiting = await waitFor(simulator, '[data-event-id][data-event-type="Redeploy"]', 'the generated Redeploy on the console');
+  const waitingId = await waiting.evaluate((node) => node.getAttribute('data-event-id'));
+  const waitingSelector = `#events [data-event-id="${waitingId}"]`;
+  await waitFor(status, `${waitingSelector} [data-time-left]`, 'the waiting Redeploy on the status page');
+  const timeLeft = await status.$eval(`${waitingSelector} [data-time-left]`, (node) => node.textContent.trim());
   await status.screenshot({ path: join(screenshotDir, 'status-page.png'), fullPage: true });
 
   // The console lists the approval POST IMDS received, with its body.
@@ -106,6 +126,11 @@ try {
   const postStatus = await post.evaluate((node) => node.getAttribute('data-status'));
   const documentText = await simulator.$eval('#document', (node) => node.textContent);
   await simulator.screenshot({ path: join(screenshotDir, 'simulator-console.png'), fullPage: true });
+
+  // Cancel the Redeploy with the console's button: the status page moves it to the past.
+  await simulator.bringToFront();
+  await simulator.click(`[data-event-id="${waitingId}"] button[data-action="cancel"]`);
+  await waitFor(status, `#past-events [data-past-event-id="${waitingId}"]`, 'the canceled Redeploy among the past events');
 
   // Readable on a phone: the status page at a phone's width, without sideways scrolling.
   const phone = await openPage(browser, { width: 390, height: 844, isMobile: true, deviceScaleFactor: 2 });
@@ -120,6 +145,7 @@ try {
     plugins,
     ready,
     time_left: timeLeft,
+    waiting_event_id: waitingId,
     approval_post: { text: postText, status: postStatus },
     document: documentText,
     phone_overflow_px: phoneOverflow,

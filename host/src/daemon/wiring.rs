@@ -18,6 +18,7 @@ use crate::config::Config;
 use crate::coordination::Coordinator;
 use crate::daemon::event_loop::{Daemon, DaemonSettings};
 use crate::ops::admin::{self, AdminState, DaemonViews};
+use crate::ops::event_history::{self, EventHistory};
 use crate::ops::metrics::{self, Metrics};
 use crate::ops::systemd;
 use crate::pipeline::timeline::Timeline;
@@ -256,12 +257,16 @@ pub async fn run_daemon(
     let (views, views_rx) = watch::channel(None);
     let (startup, startup_rx) = watch::channel(None);
     let admin_stop = shutdown.child_token();
+    let history = Arc::new(EventHistory::new());
+    let history_recorder =
+        event_history::spawn_recorder(history.clone(), timeline.subscribe(), admin_stop.clone());
     let admin_state = AdminState {
         metrics: metrics.clone(),
         readiness: readiness.clone(),
         plugins: plugins.clone(),
         daemon: views_rx,
         startup: startup_rx,
+        history,
     };
     let admin = tokio::spawn(admin::serve(listener, admin_state, admin_stop.clone()));
     let observers = Observers {
@@ -275,6 +280,7 @@ pub async fn run_daemon(
     systemd::notify_stopping();
     admin_stop.cancel();
     let _ignored = admin.await;
+    let _ignored = history_recorder.await;
     result
 }
 

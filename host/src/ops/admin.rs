@@ -18,8 +18,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::ops::event_history::EventHistory;
 use crate::ops::metrics::Metrics;
 use crate::ops::status::{StatusInputs, StatusSnapshot, build_snapshot};
+use crate::ops::status_page;
 use crate::pipeline::state::DaemonState;
 use crate::plugins::set::PluginSet;
 
@@ -58,6 +60,8 @@ pub(crate) struct AdminState {
     pub daemon: watch::Receiver<Option<DaemonViews>>,
     /// While starting: what the daemon waits for and what the operator should do about it.
     pub startup: watch::Receiver<Option<String>>,
+    /// Each event's recent timeline, for the status page.
+    pub history: Arc<EventHistory>,
 }
 
 /// The admin address could not be used.
@@ -84,6 +88,8 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/status", get(status))
+        .route("/status/history", get(history))
+        .route("/", get(status_page::page))
         .with_state(state)
 }
 
@@ -178,15 +184,23 @@ async fn metrics(State(state): State<AdminState>) -> Response {
 }
 
 async fn status(State(state): State<AdminState>) -> Response {
-    let snapshot = snapshot_of(&state);
-    match serde_json::to_string_pretty(&snapshot) {
+    json_response(&snapshot_of(&state))
+}
+
+/// `value` as pretty JSON, or a 500 saying why it could not be encoded.
+fn json_response<T: serde::Serialize>(value: &T) -> Response {
+    match serde_json::to_string_pretty(value) {
         Ok(json) => ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
         Err(error) => (
             StatusCode::INTERNAL_SERVER_ERROR,
-            format!("cannot encode the status: {error}\n"),
+            format!("cannot encode the answer: {error}\n"),
         )
             .into_response(),
     }
+}
+
+async fn history(State(state): State<AdminState>) -> Response {
+    json_response(&state.history.view())
 }
 
 fn current_views(state: &AdminState) -> Option<DaemonViews> {

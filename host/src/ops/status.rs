@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use crate::coordination::CoordinationStatus;
 use crate::log_fields::rfc3339;
 use crate::pipeline::state::{
-    AnswerOutcome, Approval, CallPhase, DaemonState, EventProgress, Handling, Lifecycle,
+    AnswerOutcome, Approval, ApprovalKind, CallPhase, DaemonState, EventProgress, Handling,
+    Lifecycle,
 };
 use crate::plugins::set::{PluginSet, PluginSource};
 
@@ -120,6 +121,10 @@ pub struct EventView {
     /// Where the approval is: "pending", "due (sending)", "sent at TIME", "withheld: REASON",
     /// "coordinating with the other VMs (etcd)", "dry run: …" or "abandoned: REASON".
     pub approval: String,
+    /// The approval's state without its details (`pending`, `due`, `sent`, `coordinating`,
+    /// `withheld`, `dry-run`, `abandoned`): what scripts and the status page key on.
+    #[serde(default)]
+    pub approval_state: ApprovalKind,
     /// Each plugin's latest decision on this event.
     pub plugins: Vec<DecisionView>,
 }
@@ -270,6 +275,7 @@ fn event_view(id: &str, progress: &EventProgress, now: SystemTime) -> EventView 
             .preparing_since_unix_ms
             .map(|at| rfc3339(UNIX_EPOCH + Duration::from_millis(at))),
         approval: describe_approval(&progress.approval),
+        approval_state: progress.approval.kind(),
         plugins: progress
             .plugins
             .iter()
@@ -603,6 +609,7 @@ mod tests {
                 lifecycle: "scheduled".into(),
                 preparing_since: Some("2026-01-01T00:00:00Z".into()),
                 approval: "pending".into(),
+                approval_state: ApprovalKind::Pending,
                 plugins: vec![DecisionView {
                     plugin: "lb-drain".into(),
                     phase: CallPhase::Prepare,

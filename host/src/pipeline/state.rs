@@ -126,6 +126,42 @@ pub enum Approval {
     },
 }
 
+/// Where an approval is, without its details: what `/status` and the status page key on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApprovalKind {
+    /// [`Approval::Pending`].
+    #[default]
+    Pending,
+    /// [`Approval::Due`].
+    Due,
+    /// [`Approval::Sent`].
+    Sent,
+    /// [`Approval::Coordinating`].
+    Coordinating,
+    /// [`Approval::Withheld`].
+    Withheld,
+    /// [`Approval::DryRun`].
+    DryRun,
+    /// [`Approval::Abandoned`].
+    Abandoned,
+}
+
+impl Approval {
+    /// Which kind of approval state this is.
+    pub fn kind(&self) -> ApprovalKind {
+        match self {
+            Approval::Pending => ApprovalKind::Pending,
+            Approval::Due { .. } => ApprovalKind::Due,
+            Approval::Sent { .. } => ApprovalKind::Sent,
+            Approval::Coordinating { .. } => ApprovalKind::Coordinating,
+            Approval::Withheld { .. } => ApprovalKind::Withheld,
+            Approval::DryRun { .. } => ApprovalKind::DryRun,
+            Approval::Abandoned { .. } => ApprovalKind::Abandoned,
+        }
+    }
+}
+
 /// One plugin's progress on one event.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
