@@ -56,7 +56,7 @@ pub fn context() -> Context {
     Context {
         vm_name: VM_NAME.to_owned(),
         affects_this_vm: true,
-        deadline_unix_ms: now_ms() + millis(BUDGET),
+        deadline_unix_ms: deadline_in(BUDGET),
         attempt: 1,
         until_not_before_ms: Some(millis(NOTICE)),
         vm: VmInfo::default(),
@@ -82,8 +82,14 @@ pub fn start_context() -> StartContext {
         vm_name: VM_NAME.to_owned(),
         vm: VmInfo::default(),
         first_run: false,
-        deadline_unix_ms: now_ms() + millis(BUDGET),
+        deadline_unix_ms: deadline_in(BUDGET),
     }
+}
+
+/// The instant `budget` from now, as a context's `deadline_unix_ms`: give a call less (or
+/// more) time than [`BUDGET`] with `Context { deadline_unix_ms: deadline_in(…), ..context() }`.
+pub fn deadline_in(budget: Duration) -> u64 {
+    now_ms() + millis(budget)
 }
 
 /// An action that exited with `code` and printed nothing.

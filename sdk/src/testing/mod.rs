@@ -60,7 +60,8 @@ use std::collections::BTreeMap;
 
 pub use calls::HostCall;
 pub use inputs::{
-    BUDGET, EVENT_ID, NOTICE, VM_NAME, context, context_for, event, exited, start_context,
+    BUDGET, EVENT_ID, NOTICE, VM_NAME, context, context_for, deadline_in, event, exited,
+    start_context,
 };
 
 use fake_host::FakeHost;
