@@ -52,9 +52,10 @@ fn prepare(event: &Event, ctx: &Context) -> Decision {
     } else {
         "another VM"
     };
-    let when = ctx
-        .until_not_before()
-        .map_or_else(|| "now".to_owned(), |left| format!("in {} s", left.as_secs()));
+    let when = ctx.until_not_before().map_or_else(
+        || "now".to_owned(),
+        |left| format!("in {} s", left.as_secs()),
+    );
     log::info!(
         "{greeting}: {} {} for {whose}, {when}",
         event.event_type,

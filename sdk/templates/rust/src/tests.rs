@@ -11,7 +11,8 @@ fn prepare_logs_the_configured_greeting_and_approves() {
     let mut host = TestHost::new().config("greeting", "hi there");
     let event = testing::event(EventType::Reboot);
 
-    let decision = host.on_event::<ThisPlugin>(&event, Phase::Prepare, &testing::context_for(&event));
+    let decision =
+        host.on_event::<ThisPlugin>(&event, Phase::Prepare, &testing::context_for(&event));
 
     assert_eq!(decision, Decision::approve());
     let logs = host.logs();
