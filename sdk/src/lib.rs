@@ -26,6 +26,8 @@ mod event;
 mod event_ids;
 pub mod host;
 mod plugin;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod testing;
 pub mod time;
 mod vm;
 

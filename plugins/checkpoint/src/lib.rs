@@ -4,6 +4,8 @@
 
 mod blob;
 mod logic;
+#[cfg(test)]
+mod tests;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

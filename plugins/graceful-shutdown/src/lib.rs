@@ -2,6 +2,8 @@
 //! takes the VM down, approves once it has finished, and runs the start action afterwards.
 
 mod logic;
+#[cfg(test)]
+mod tests;
 
 use std::time::Duration;
 

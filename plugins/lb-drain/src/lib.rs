@@ -2,6 +2,8 @@
 //! takes it down (readiness 503, drain window, optional deregistration) and back in after.
 
 mod logic;
+#[cfg(test)]
+mod tests;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -4,6 +4,8 @@
 mod logic;
 mod message;
 mod template;
+#[cfg(test)]
+mod tests;
 
 use forewarn_sdk::host::{self, http, log, state};
 use forewarn_sdk::{Context, Decision, Event, HttpRequest, Phase, Plugin};

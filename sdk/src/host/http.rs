@@ -1,7 +1,7 @@
 //! Outbound HTTP through the daemon, to hosts on the plugin's allow-list
 //! (`[capabilities] http = ["host:port"]`): `send` for any request, `get` and `post` shortcuts.
 
-use crate::bindings::forewarn::plugin::host as raw;
+use crate::host::imports as raw;
 use crate::{HostError, HttpRequest, HttpResponse};
 
 /// Sends `request` through the daemon and waits for the whole answer. Any status, 4xx and 5xx

@@ -1,7 +1,7 @@
 //! Access tokens of the VM's Azure managed identity, for the resources the plugin's manifest
 //! grants (`[capabilities] azure-identity = ["https://storage.azure.com/"]`).
 
-use crate::bindings::forewarn::plugin::host as raw;
+use crate::host::imports as raw;
 use crate::{AccessToken, HostError};
 
 /// The audience of Azure Blob, Queue and Table Storage.

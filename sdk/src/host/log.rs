@@ -2,7 +2,7 @@
 //! `log::info!("format {}", args)` macros for each level.
 
 use crate::Level;
-use crate::bindings::forewarn::plugin::host as raw;
+use crate::host::imports as raw;
 
 pub use crate::{debug, error, info, trace, warn};
 

@@ -2,16 +2,17 @@
 //! logging, configuration, durable state, readiness, outbound HTTP(S), operator actions and
 //! the VM's managed identity.
 //!
-//! Outside a wasm component (in a native `cargo test`) there is no daemon: calling any of
-//! these panics. Keep plugin logic in pure functions and test those.
+//! Outside a wasm component (in a native `cargo test`) there is no daemon: these calls go to
+//! the thread's [`TestHost`](crate::testing::TestHost) instead (see [`crate::testing`]).
 
 pub mod http;
 pub mod identity;
+mod imports;
 pub mod log;
 pub mod state;
 
-use crate::bindings::forewarn::plugin::host as raw;
 use crate::{ActionOutput, HostError};
+use imports as raw;
 
 /// A value from the `[config]` table of the plugin's manifest, or `None`.
 pub fn config(key: &str) -> Option<String> {

@@ -2,7 +2,7 @@
 //! helpers that store numbers and text as readable UTF-8 (`set_u64("n", 7)` stores `"7"`).
 
 use crate::HostError;
-use crate::bindings::forewarn::plugin::host as raw;
+use crate::host::imports as raw;
 
 /// The bytes stored under `key`, or `None`.
 pub fn get(key: &str) -> Option<Vec<u8>> {
