@@ -23,14 +23,9 @@ fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-# The bindings, as sdk/c/build.sh generates them (FOREWARN_COMPONENT_TOOL, else built by cargo).
-tool="${FOREWARN_COMPONENT_TOOL:-}"
-if [[ -z "$tool" ]]; then
-    cargo build --quiet --manifest-path "$repo_dir/Cargo.toml" -p forewarn-component-tool
-    tool="$(cargo metadata --format-version 1 --no-deps --manifest-path "$repo_dir/Cargo.toml" \
-        | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/debug/forewarn-component-tool"
-fi
-"$tool" c-bindings --wit "$repo_dir/wit" --out-dir "$work/bindings"
+# The bindings, as sdk/c/build.sh generates them.
+source "$sdk_dir/bindings.sh"
+c_bindings "$work/bindings"
 
 # The generated host wrappers lower calls into wasm imports; natively testing.c is the host,
 # so they are renamed out of the way (the types' free functions and string helpers stay).
