@@ -16,6 +16,6 @@ mkdir -p "$dir"
     [[ "$(basename "$target")" == _gitignore ]] && target="$(dirname "$target")/.gitignore"
     mkdir -p "$(dirname "$target")"
     fill < "$templates/$lang/$file" > "$target"
-    [[ -x "$templates/$lang/$file" ]] && chmod +x "$target"
+    if [[ -x "$templates/$lang/$file" ]]; then chmod +x "$target"; fi
 done
 echo "$dir"
