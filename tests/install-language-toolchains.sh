@@ -4,7 +4,7 @@
 #   tests/install-language-toolchains.sh            # all three
 #   tests/install-language-toolchains.sh c python   # some
 # C: clang-19, lld-19, wasi-libc, libclang-rt-19-dev-wasm32 (apt; root or sudo).
-# Python: componentize-py (pinned) in sdk/python/.venv. JavaScript: componentize-js (pinned in
+# Python: componentize-py and pytest (pinned; pytest runs plugins' native tests) in sdk/python/.venv. JavaScript: componentize-js (pinned in
 # sdk/js/package.json and package-lock.json) in sdk/js/node_modules; needs node >= 20.19 and npm:
 # where node is missing or older (Debian bookworm ships 18), Node.js 22 comes from the npm
 # registry's node-linux-<arch> package into tests/.tools/node, which tests/run.sh puts first on
@@ -12,6 +12,7 @@
 set -euo pipefail
 
 COMPONENTIZE_PY_VERSION="0.25.1"
+PYTEST_VERSION="8.3.5"
 NODE_VERSION="22.12.0"
 C_PACKAGES=(clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32)
 
@@ -37,7 +38,12 @@ install_python() {
     local venv="$repo_dir/sdk/python/.venv"
     if [[ -x "$venv/bin/componentize-py" ]] \
         && [[ "$("$venv/bin/componentize-py" --version)" == "componentize-py $COMPONENTIZE_PY_VERSION" ]]; then
-        echo "python: componentize-py $COMPONENTIZE_PY_VERSION already installed"
+        if [[ "$("$venv/bin/python3" -m pytest --version 2>&1)" == "pytest $PYTEST_VERSION" ]]; then
+            echo "python: componentize-py $COMPONENTIZE_PY_VERSION and pytest $PYTEST_VERSION already installed"
+            return
+        fi
+        echo "python: installing pytest $PYTEST_VERSION into sdk/python/.venv (pip)"
+        "$venv/bin/pip" install --quiet --disable-pip-version-check "pytest==$PYTEST_VERSION"
         return
     fi
     command -v python3 >/dev/null || { echo "python: python3 is missing: apt-get install python3 python3-venv" >&2; exit 1; }
@@ -48,7 +54,7 @@ install_python() {
         as_root apt-get update -qq
         as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
     fi
-    echo "python: installing componentize-py $COMPONENTIZE_PY_VERSION into sdk/python/.venv (pip)"
+    echo "python: installing componentize-py $COMPONENTIZE_PY_VERSION and pytest $PYTEST_VERSION into sdk/python/.venv (pip)"
     # The venv is made without pip, then pip is bootstrapped with its output shown: `python3
     # -m venv` hides why ensurepip failed, and it has failed once here on a saturated machine,
     # so a failed attempt is retried once from scratch.
@@ -57,7 +63,7 @@ install_python() {
         rm -rf "$venv"
         if python3 -m venv --without-pip "$venv" \
             && "$venv/bin/python3" -m ensurepip --upgrade --default-pip >/dev/null \
-            && "$venv/bin/pip" install --quiet --disable-pip-version-check "componentize-py==$COMPONENTIZE_PY_VERSION"; then
+            && "$venv/bin/pip" install --quiet --disable-pip-version-check "componentize-py==$COMPONENTIZE_PY_VERSION" "pytest==$PYTEST_VERSION"; then
             return
         fi
         echo "python: attempt $attempt to set up sdk/python/.venv failed (see above)" >&2

@@ -17,6 +17,8 @@ command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v ps >/dev/null 2>&1 || missing+=(procps)
 command -v dpkg-deb >/dev/null 2>&1 || missing+=(dpkg)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v make >/dev/null 2>&1 || missing+=(make)     # the C plugin template's Makefile
+command -v gcc >/dev/null 2>&1 || missing+=(gcc)       # the C SDK's native testing host
 if [ ${#missing[@]} -gt 0 ]; then
     echo "tests/run.sh: installing ${missing[*]} from Debian's packages (the end-to-end tests use them)"
     sudo=""

@@ -20,25 +20,18 @@ fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-# 1. The build tool: FOREWARN_COMPONENT_TOOL if set, else built by cargo (cached after the
-#    first build, which takes ~2.5 min on two cores).
-tool="${FOREWARN_COMPONENT_TOOL:-}"
-if [[ -z "$tool" ]]; then
-    cargo build --quiet --manifest-path "$repo_dir/Cargo.toml" -p forewarn-component-tool
-    tool="$(cargo metadata --format-version 1 --no-deps --manifest-path "$repo_dir/Cargo.toml" \
-        | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/debug/forewarn-component-tool"
-fi
+# 1. C bindings of the contract: event_handler.{h,c} and the component-type object (built with
+#    the component tool, which sets $component_tool).
+source "$sdk_dir/bindings.sh"
+c_bindings "$work/bindings"
 
-# 2. C bindings of the contract: event_handler.{h,c} and the component-type object.
-"$tool" c-bindings --wit "$repo_dir/wit" --out-dir "$work/bindings"
-
-# 3. A core wasm module (a reactor: no main, the host calls the export).
+# 2. A core wasm module (a reactor: no main, the host calls the export).
 "$clang" --target=wasm32-wasi -mexec-model=reactor -O2 -Wall -Wextra -Wno-unused-parameter \
     -I "$sdk_dir" -I "$work/bindings" \
     "${sources[@]}" "$sdk_dir/forewarn.c" "$work/bindings/event_handler.c" \
     "$work/bindings/event_handler_component_type.o" \
     -o "$work/core.wasm"
 
-# 4. The component.
-"$tool" new "$work/core.wasm" -o "$output"
+# 3. The component.
+"$component_tool" new "$work/core.wasm" -o "$output"
 echo "built $output ($(stat -c %s "$output") bytes)"

@@ -5,16 +5,25 @@ Write a module with one function, ``on_event(event, phase, ctx)``, that returns
 The module may also define ``on_start(ctx)``, called once per daemon run before any
 ``on_event``; without one the SDK's default does nothing. The host imports (log, config,
 state, readiness, HTTP, actions, identity) are wrapped here as plain functions; a host error
-is raised as ``HostError``. Targets forewarn:plugin@0.2.0 (plugins built against 0.1.0 keep
+is raised as ``HostError``. Native tests (pytest) run the same code against
+``forewarn.testing.TestHost``. Targets forewarn:plugin@0.2.0 (plugins built against 0.1.0 keep
 loading unchanged).
 """
 
 from datetime import timedelta
 from typing import Callable, List, Optional, Tuple
 
-from componentize_py_types import Err
-from wit_world.imports import host as _host
-from wit_world.imports import types as _types
+try:
+    # Inside the component: the bindings componentize-py generates from wit/forewarn.wit.
+    from componentize_py_types import Err
+    from wit_world.imports import host as _host
+    from wit_world.imports import types as _types
+except ImportError:
+    # Outside it (native tests with forewarn.testing): the same types, and host calls that go
+    # to the current forewarn.testing.TestHost.
+    from forewarn._native import Err
+    from forewarn._native import host as _host
+    from forewarn._native import types as _types
 
 # The data a plugin receives (see wit/forewarn.wit for every field).
 Event = _types.ScheduledEvent
