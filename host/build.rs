@@ -1,5 +1,6 @@
 //! Compiles the bundled plugins (plugins/*) into wasm components and writes, in OUT_DIR,
-//! `bundled.rs` (a path constant per plugin) and `bundled_wasm.rs` (its bytes, embedded).
+//! `bundled.rs` (a path constant per plugin) and `bundled_wasm.rs` (its bytes, embedded);
+//! and embeds the plugin templates (sdk/templates/*) as `templates.rs`.
 
 use std::path::PathBuf;
 
@@ -12,4 +13,61 @@ fn main() {
         PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR for build scripts"));
     forewarn_wasm_build::write_constants(&out_dir.join("bundled.rs"), &built);
     forewarn_wasm_build::write_embedded(&out_dir.join("bundled_wasm.rs"), &built);
+    templates::embed(&out_dir);
+}
+
+/// The plugin templates `forewarn plugin new` writes (sdk/templates/<lang>/), embedded as a
+/// table in OUT_DIR/templates.rs: `(lang, path inside the template, bytes)`.
+mod templates {
+    use std::fmt::Write;
+    use std::path::{Path, PathBuf};
+
+    /// The template languages, in the order `--lang` lists them.
+    const LANGS: &[&str] = &["rust", "c", "python", "js"];
+
+    pub(crate) fn embed(out_dir: &Path) {
+        let manifest_dir = PathBuf::from(
+            std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+        );
+        let root = manifest_dir.join("../sdk/templates");
+        println!("cargo:rerun-if-changed={}", root.display());
+        let mut table =
+            String::from("pub(crate) const TEMPLATE_FILES: &[(&str, &str, &[u8])] = &[\n");
+        for lang in LANGS {
+            let mut files = Vec::new();
+            collect(&root.join(lang), Path::new(""), &mut files);
+            files.sort();
+            for (relative, absolute) in files {
+                let _ = writeln!(
+                    table,
+                    "    ({lang:?}, {relative:?}, include_bytes!({absolute:?})),"
+                );
+            }
+        }
+        table.push_str("];\n");
+        std::fs::write(out_dir.join("templates.rs"), table).expect("write templates.rs");
+    }
+
+    /// Every file under `dir`, as (path relative to the template with `/`, absolute path).
+    fn collect(dir: &Path, relative: &Path, files: &mut Vec<(String, String)>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name();
+            let inner = relative.join(&name);
+            if path.is_dir() {
+                // Build output left in a template by trying it in place is not part of it.
+                if !matches!(
+                    name.to_str(),
+                    Some("target" | "node_modules" | "__pycache__")
+                ) {
+                    collect(&path, &inner, files);
+                }
+            } else if let (Some(inner), Some(absolute)) = (inner.to_str(), path.to_str()) {
+                files.push((inner.replace('\\', "/"), absolute.to_owned()));
+            }
+        }
+    }
 }

@@ -128,6 +128,36 @@ struct DemoArgs {
     /// Print the timeline as JSON lines (one object per entry, a summary last).
     #[arg(long)]
     json: bool,
+    /// Also run the plugins in DIR (each NAME.wasm with its NAME.toml, if present).
+    #[arg(long, value_name = "DIR")]
+    plugins: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct PluginTestArgs {
+    /// The plugin component to test.
+    plugin: PathBuf,
+    /// Its manifest. Default: NAME.toml beside the component if present, else the defaults.
+    #[arg(long)]
+    manifest: Option<PathBuf>,
+    /// Scenario: a built-in name (see `forewarn simulate --list`) or a scenario file.
+    #[arg(long, default_value = forewarn_host::cli::plugin_test::DEFAULT_SCENARIO, conflicts_with = "all_scenarios")]
+    scenario: String,
+    /// How many times faster than real time the scenario runs.
+    #[arg(long, default_value_t = forewarn_host::cli::plugin_test::DEFAULT_SPEED)]
+    speed: f64,
+    /// Set or replace a `[config]` value of the manifest (repeatable).
+    #[arg(long = "config", value_name = "KEY=VALUE", value_parser = forewarn_host::cli::plugin_files::parse_config_pair)]
+    config: Vec<(String, String)>,
+    /// Run the bundled plugins beside it.
+    #[arg(long)]
+    with_bundled: bool,
+    /// Run every built-in scenario and print one verdict line each (no timelines).
+    #[arg(long)]
+    all_scenarios: bool,
+    /// Print JSON lines (timeline entries, then one `verdict` object per scenario).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -156,6 +186,12 @@ enum PluginCommand {
         /// The .wasm component.
         path: PathBuf,
     },
+    /// Start a plugin project from a template: `plugin new NAME --lang rust|c|python|js [DIR]`.
+    New(NewArgs),
+    /// Run a plugin against the simulator: exit 0 when it answered in time in every scenario,
+    /// 1 when it trapped, ran out of budget or memory, or still deferred at NotBefore, 2 when
+    /// it could not be tested.
+    Test(PluginTestArgs),
     /// Write the plugins bundled in this binary (NAME.wasm and NAME.toml) into a directory.
     ExportBundled {
         /// Where to write them (created if missing).
@@ -163,9 +199,48 @@ enum PluginCommand {
     },
 }
 
+#[derive(clap::Args)]
+struct NewArgs {
+    /// The plugin's name: lower-case kebab-case (`[a-z][a-z0-9-]*`, at most 48 characters).
+    name: String,
+    /// The language of the template.
+    #[arg(long, value_enum)]
+    lang: LangArg,
+    /// Where to write the project (must be missing or empty). Default: ./NAME.
+    dir: Option<PathBuf>,
+    /// The `sdk/` directory of a forewarn checkout. Default: the checkout this forewarn was
+    /// built from, when it still exists.
+    #[arg(long)]
+    sdk: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LangArg {
+    Rust,
+    C,
+    Python,
+    Js,
+}
+
+impl From<LangArg> for forewarn_host::plugins::templates::Lang {
+    fn from(lang: LangArg) -> Self {
+        use forewarn_host::plugins::templates::Lang;
+        match lang {
+            LangArg::Rust => Lang::Rust,
+            LangArg::C => Lang::C,
+            LangArg::Python => Lang::Python,
+            LangArg::Js => Lang::Js,
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.log_format, matches!(cli.command, Command::Demo(_)));
+    let demo_like = matches!(
+        cli.command,
+        Command::Demo(_) | Command::Plugin(PluginCommand::Test(_))
+    );
+    init_logging(cli.log_format, demo_like);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -194,11 +269,19 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             drain_seconds: args.drain_seconds,
             timeout: Duration::from_secs(300),
             json: args.json,
+            extra_plugins: match &args.plugins {
+                Some(dir) => forewarn_host::cli::plugin_files::in_dir(dir)?,
+                None => Vec::new(),
+            },
+            bundled: true,
+            quiet: false,
         })
         .await
-        .map(|()| ExitCode::SUCCESS),
+        .map(|_summary| ExitCode::SUCCESS),
         Command::Simulate(args) => simulate(args).await.map(|()| ExitCode::SUCCESS),
         Command::Plugin(PluginCommand::Check { path }) => plugin_check(&path).await,
+        Command::Plugin(PluginCommand::Test(args)) => Ok(plugin_test(args).await),
+        Command::Plugin(PluginCommand::New(args)) => plugin_new(args).map(|()| ExitCode::SUCCESS),
         Command::Plugin(PluginCommand::ExportBundled { dir }) => {
             export_bundled(&dir).map(|()| ExitCode::SUCCESS)
         }
@@ -321,6 +404,51 @@ fn config_check(path: &std::path::Path) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `forewarn plugin test`: the verdict as the exit code; forewarn's own errors exit 2.
+async fn plugin_test(args: PluginTestArgs) -> ExitCode {
+    use forewarn_host::cli::plugin_files::PluginFile;
+    use forewarn_host::cli::plugin_test;
+    let scenarios = match args.all_scenarios {
+        true => forewarn_simulator::builtin_scenarios()
+            .into_iter()
+            .map(|(name, _)| name.to_owned())
+            .collect(),
+        false => vec![args.scenario],
+    };
+    let options = plugin_test::TestOptions {
+        plugin: PluginFile {
+            wasm: args.plugin,
+            manifest: args.manifest,
+            config: args.config,
+        },
+        scenarios,
+        speed: args.speed,
+        with_bundled: args.with_bundled,
+        json: args.json,
+        timeline: !args.all_scenarios,
+    };
+    match plugin_test::run(options).await {
+        Ok(outcome) => ExitCode::from(outcome.exit_code()),
+        Err(error) => {
+            eprintln!("forewarn: {error:#}");
+            ExitCode::from(plugin_test::EXIT_ERROR)
+        }
+    }
+}
+
+/// `forewarn plugin new`: writes the template and prints the files and next commands.
+fn plugin_new(args: NewArgs) -> anyhow::Result<()> {
+    use forewarn_host::cli::plugin_new;
+    let written = plugin_new::create(&plugin_new::NewOptions {
+        name: args.name,
+        lang: args.lang.into(),
+        dir: args.dir,
+        sdk: args.sdk,
+    })?;
+    print!("{}", plugin_new::report(&written));
+    Ok(())
 }
 
 /// `forewarn plugin export-bundled DIR`: writes each bundled plugin's component and manifest.

@@ -17,6 +17,8 @@ use crate::cli::demo_log::{self, DemoLogLine};
 use crate::cli::demo_workload::{
     DemoWorkload, START_ACTION, STOP_ACTION, WorkloadFacts, WorkloadNote,
 };
+use crate::cli::plugin_files::PluginFile;
+use crate::cli::verdict::PluginVerdicts;
 use crate::config::Config;
 use crate::daemon::wiring;
 use crate::pipeline::timeline::{TimelineEntry, new_timeline};
@@ -38,21 +40,58 @@ pub struct DemoOptions {
     pub timeout: Duration,
     /// Print one JSON object per line instead of the human timeline.
     pub json: bool,
+    /// Plugins besides the bundled ones (`demo --plugins DIR`, `plugin test`'s plugin).
+    pub extra_plugins: Vec<PluginFile>,
+    /// Whether the bundled plugins take part (`plugin test` without `--with-bundled`: no).
+    pub bundled: bool,
+    /// Print nothing (`plugin test --all-scenarios` prints only its verdicts).
+    pub quiet: bool,
 }
 
 /// What the demo saw, printed at the end (and as the last JSON line with `--json`).
 #[derive(Debug, Clone, Default, Serialize)]
-pub(crate) struct DemoSummary {
+pub struct DemoSummary {
+    /// The events the daemon saw.
     pub events: BTreeSet<String>,
+    /// How many approvals IMDS accepted.
     pub approved_at_imds: usize,
+    /// How many recovery calls plugins answered.
     pub recoveries: usize,
     /// Warnings and errors: the daemon's, and those the plugins logged.
     pub warnings: usize,
+    /// What the demo's workload went through.
     pub workload: WorkloadFacts,
+    /// How each plugin did, for `plugin test`.
+    #[serde(skip)]
+    pub verdicts: PluginVerdicts,
+}
+
+/// How a run ended: the summary, and whether the scenario and the daemon's work finished.
+#[derive(Debug, Clone)]
+pub struct Played {
+    /// What the run saw.
+    pub summary: DemoSummary,
+    /// The scenario finished within the timeout.
+    pub finished: bool,
+    /// The daemon finished every event it took up.
+    pub drained: bool,
 }
 
 /// Runs the demo; Ok when the scenario finished and every event was handled to the end.
-pub async fn run(options: DemoOptions) -> anyhow::Result<()> {
+pub async fn run(options: DemoOptions) -> anyhow::Result<DemoSummary> {
+    let played = play(&options).await?;
+    if !played.finished {
+        bail!("the scenario did not finish within {:?}", options.timeout);
+    }
+    if !played.drained {
+        bail!("the daemon still had events in progress when the scenario ended");
+    }
+    Ok(played.summary)
+}
+
+/// Plays the scenario with the demo's plugins and prints the timeline; Err only when it
+/// could not be set up.
+pub async fn play(options: &DemoOptions) -> anyhow::Result<Played> {
     let (log_sender, log_lines) = mpsc::unbounded_channel();
     demo_log::route_to(log_sender);
     let (note_sender, notes) = mpsc::unbounded_channel();
@@ -69,9 +108,16 @@ pub async fn run(options: DemoOptions) -> anyhow::Result<()> {
     let state_dir = tempfile::tempdir().context("cannot create a temporary state directory")?;
     let config = demo_config(&simulator, &workload, &vm_name, state_dir.path());
     let prepared = wiring::build_runtime(&config)?;
-    let loaded = load_bundled(&prepared.runtime, &options, &workload).await?;
-    let output = Output { json: options.json };
-    output.header(&options, &simulator, &workload, &vm_name, &loaded);
+    let mut loaded = match options.bundled {
+        true => load_bundled(&prepared.runtime, options, &workload).await?,
+        false => Vec::new(),
+    };
+    loaded.extend(load_files(&prepared.runtime, &options.extra_plugins).await?);
+    let output = Output {
+        json: options.json,
+        quiet: options.quiet,
+    };
+    output.header(options, &simulator, &workload, &vm_name, &loaded);
     let plugins = wiring::publish_plugins(loaded);
     let timeline = new_timeline();
     let inputs = PrinterInputs {
@@ -100,16 +146,27 @@ pub async fn run(options: DemoOptions) -> anyhow::Result<()> {
     let mut summary = printer.await.context("the timeline printer failed")?;
     let snapshot = simulator.snapshot();
     simulator.shutdown().await;
-    if finished.is_err() {
-        bail!("the scenario did not finish within {:?}", options.timeout);
-    }
-    if !drained {
-        bail!("the daemon still had events in progress when the scenario ended");
-    }
     summary.approved_at_imds = snapshot.approvals.iter().filter(|a| a.accepted).count();
     summary.workload = facts;
     output.summary(&summary);
-    Ok(())
+    Ok(Played {
+        summary,
+        finished: finished.is_ok(),
+        drained,
+    })
+}
+
+/// The plugins given as files, loaded off the async threads.
+async fn load_files(runtime: &Runtime, files: &[PluginFile]) -> anyhow::Result<Vec<LoadedPlugin>> {
+    let mut loaded = Vec::new();
+    for file in files {
+        let (file, runtime) = (file.clone(), runtime.clone());
+        let plugin = tokio::task::spawn_blocking(move || file.load(&runtime))
+            .await
+            .context("the plugin loading task failed")??;
+        loaded.push(plugin);
+    }
+    Ok(loaded)
 }
 
 /// The daemon's configuration for the demo: the simulator as IMDS, a throwaway state
@@ -267,6 +324,7 @@ async fn print_timeline(mut inputs: PrinterInputs, output: Output, start: Instan
 #[derive(Clone, Copy)]
 struct Output {
     json: bool,
+    quiet: bool,
 }
 
 impl Output {
@@ -278,7 +336,15 @@ impl Output {
         vm_name: &str,
         plugins: &[LoadedPlugin],
     ) {
+        if self.quiet {
+            return;
+        }
         let names: Vec<&str> = plugins.iter().map(|p| p.name()).collect();
+        let origin = match (options.bundled, options.extra_plugins.is_empty()) {
+            (true, true) => "bundled",
+            (true, false) => "bundled, and from files",
+            (false, _) => "from files",
+        };
         if self.json {
             let header = serde_json::json!({
                 "kind": "demo",
@@ -294,7 +360,7 @@ impl Output {
             return;
         }
         print_line(&format!(
-            "forewarn demo: scenario `{}` at {}x speed\n  IMDS simulator: {}  (this VM: {vm_name}; console at {}/ while the demo runs)\n  plugins: {} (bundled)\n  workload: {}  (checkpoints, restores, and an app process the stop/start actions stop and start)\n",
+            "forewarn demo: scenario `{}` at {}x speed\n  IMDS simulator: {}  (this VM: {vm_name}; console at {}/ while it runs)\n  plugins: {} ({origin})\n  workload: {}  (checkpoints, restores, and an app process the stop/start actions stop and start)\n",
             options.scenario,
             options.speed,
             simulator.base_url(),
@@ -306,6 +372,9 @@ impl Output {
 
     fn show(&self, shown: &Shown, summary: &mut DemoSummary, elapsed: Duration) {
         count(shown, summary);
+        if self.quiet {
+            return;
+        }
         if self.json {
             if let Some(value) = json_of(shown, elapsed) {
                 print_line(&value.to_string());
@@ -318,6 +387,9 @@ impl Output {
     }
 
     fn summary(&self, summary: &DemoSummary) {
+        if self.quiet {
+            return;
+        }
         if self.json {
             let mut value = serde_json::to_value(summary).unwrap_or_default();
             value["kind"] = "summary".into();
@@ -351,6 +423,9 @@ fn print_line(line: &str) {
 }
 
 fn count(shown: &Shown, summary: &mut DemoSummary) {
+    if let Shown::Entry(entry) = shown {
+        summary.verdicts.observe(entry);
+    }
     match shown {
         Shown::Entry(TimelineEntry::Transition { event_id, .. }) => {
             summary.events.insert(event_id.clone());

@@ -4,3 +4,7 @@
 pub mod demo;
 pub mod demo_log;
 pub mod demo_workload;
+pub mod plugin_files;
+pub mod plugin_new;
+pub mod plugin_test;
+pub mod verdict;

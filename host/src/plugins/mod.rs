@@ -8,3 +8,4 @@ pub mod manifest;
 pub mod reload;
 pub mod set;
 pub(crate) mod state_store;
+pub mod templates;

@@ -76,6 +76,11 @@ pub(crate) fn check_supported(plugin: WitVersion) -> Result<(), LoadError> {
     Err(unsupported(plugin.to_string()))
 }
 
+/// The contract version new plugins target (the [`latest`] bindings'), as `x.y.z`.
+pub fn latest_version() -> String {
+    v0_2_0::MIN_VERSION.to_string()
+}
+
 /// The error for a plugin built against the contract version `found`.
 pub(crate) fn unsupported(found: String) -> LoadError {
     let supported = SUPPORTED

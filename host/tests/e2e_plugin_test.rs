@@ -1,0 +1,255 @@
+//! End-to-end tests of `forewarn plugin test` and `forewarn demo --plugins`: the probe guest
+//! approving, trapping, looping past its budget and deferring past NotBefore, read as JSON.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use forewarn_test_support::forewarn_binary;
+use forewarn_test_support::guests::PROBE;
+
+/// A Reboot announced 40 s ahead that starts at NotBefore (approved or not) and is gone 5 s
+/// later; at --speed 10 the run takes about five seconds.
+const SHORT_REBOOT: &str = r#"
+name = "short-reboot"
+description = "One Reboot, 40 s notice, starts at NotBefore."
+end_after = "2s"
+
+[[events]]
+type = "Reboot"
+source = "Platform"
+appear_at = "1s"
+notice = "40s"
+duration_seconds = -1
+description = "test reboot"
+runs_for = "5s"
+"#;
+
+/// A directory holding the probe as `probe.wasm` with a manifest `probe.toml`.
+struct Project {
+    dir: tempfile::TempDir,
+}
+
+impl Project {
+    fn new(manifest: &str) -> Project {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::copy(PROBE, dir.path().join("probe.wasm")).expect("copy the probe");
+        std::fs::write(dir.path().join("probe.toml"), manifest).expect("write the manifest");
+        std::fs::write(dir.path().join("short-reboot.toml"), SHORT_REBOOT).expect("scenario");
+        Project { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// `forewarn plugin test probe.wasm --json --scenario short-reboot.toml --speed 10 ARGS`.
+    fn plugin_test(&self, args: &[&str]) -> Output {
+        let scenario = self.path("short-reboot.toml");
+        forewarn(
+            &[
+                "plugin",
+                "test",
+                path_str(&self.path("probe.wasm")),
+                "--json",
+                "--scenario",
+                path_str(&scenario),
+                "--speed",
+                "10",
+            ],
+            args,
+        )
+    }
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().expect("a UTF-8 temporary path")
+}
+
+fn forewarn(base: &[&str], args: &[&str]) -> Output {
+    Command::new(forewarn_binary!())
+        .args(base)
+        .args(args)
+        .env_remove("FOREWARN_LOG")
+        .output()
+        .expect("forewarn runs")
+}
+
+/// The JSON lines of stdout.
+fn entries(output: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|error| panic!("{error}: {line}")))
+        .collect()
+}
+
+fn verdicts(entries: &[Value]) -> Vec<&Value> {
+    entries.iter().filter(|e| e["kind"] == "verdict").collect()
+}
+
+fn describe(output: &Output) -> String {
+    format!(
+        "status {}\n{}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// The one verdict of a single-scenario run, after checking the exit code.
+fn single_verdict(output: &Output, code: i32) -> Value {
+    assert_eq!(output.status.code(), Some(code), "{}", describe(output));
+    let entries = entries(output);
+    let verdicts = verdicts(&entries);
+    assert_eq!(verdicts.len(), 1, "{}", describe(output));
+    verdicts[0].clone()
+}
+
+#[test]
+fn an_approving_plugin_passes_and_its_decisions_are_shown() {
+    let project = Project::new("[config]\nmode = \"approve\"\n");
+    let output = project.plugin_test(&[]);
+    let verdict = single_verdict(&output, 0);
+    assert_eq!(verdict["verdict"], "passed", "{verdict}");
+    assert_eq!(verdict["plugin"], "probe");
+    let entries = entries(&output);
+    assert_eq!(entries[0]["kind"], "demo", "the header comes first");
+    assert_eq!(
+        entries[0]["plugins"],
+        serde_json::json!(["probe"]),
+        "only the plugin runs"
+    );
+    assert!(
+        entries.iter().any(|e| e["kind"] == "plugin-answered"
+            && e["plugin"] == "probe"
+            && e["phase"] == "prepare"
+            && e["outcome"] == "approve"),
+        "{}",
+        describe(&output)
+    );
+    assert!(entries.iter().any(|e| e["kind"] == "approved"));
+}
+
+#[test]
+fn a_trapping_plugin_fails_with_the_trap() {
+    let project = Project::new("[config]\nmode = \"approve\"\n");
+    // --config replaces the manifest's value.
+    let output = project.plugin_test(&["--config", "mode=panic"]);
+    let verdict = single_verdict(&output, 1);
+    assert_eq!(verdict["verdict"], "trapped", "{verdict}");
+    assert_eq!(verdict["phase"], "prepare");
+    assert!(
+        verdict["reason"]
+            .as_str()
+            .is_some_and(|reason| !reason.is_empty()),
+        "{verdict}"
+    );
+}
+
+#[test]
+fn a_plugin_past_its_budget_fails() {
+    let project = Project::new("budget = \"300ms\"\n[config]\nmode = \"loop\"\n");
+    let verdict = single_verdict(&project.plugin_test(&[]), 1);
+    assert_eq!(verdict["verdict"], "out-of-budget", "{verdict}");
+}
+
+#[test]
+fn a_plugin_still_deferring_at_not_before_fails() {
+    let manifest =
+        "[config]\nmode = \"defer-until-attempt\"\nattempts = \"1000000\"\nretry-ms = \"300\"\n";
+    let project = Project::new(manifest);
+    let verdict = single_verdict(&project.plugin_test(&[]), 1);
+    assert_eq!(
+        verdict["verdict"], "still-deferring-at-not-before",
+        "{verdict}"
+    );
+    assert!(
+        verdict["reason"]
+            .as_str()
+            .is_some_and(|reason| reason.starts_with("attempt=")),
+        "the plugin's own last reason: {verdict}"
+    );
+}
+
+#[test]
+fn a_plugin_that_does_not_load_exits_2() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bogus = dir.path().join("bogus.wasm");
+    std::fs::write(&bogus, b"not wasm").expect("write");
+    let output = forewarn(&["plugin", "test", path_str(&bogus)], &[]);
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    assert!(verdicts(&entries(&output)).is_empty());
+}
+
+#[test]
+fn all_scenarios_prints_one_verdict_per_built_in_scenario() {
+    let project = Project::new("[config]\nmode = \"approve\"\n");
+    let list = forewarn(&["simulate", "--list"], &[]);
+    let builtins: Vec<String> = String::from_utf8_lossy(&list.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().next().map(str::to_owned))
+        .collect();
+    assert!(builtins.len() > 5, "{builtins:?}");
+    let output = forewarn(
+        &[
+            "plugin",
+            "test",
+            path_str(&project.path("probe.wasm")),
+            "--all-scenarios",
+            "--json",
+            "--speed",
+            "120",
+        ],
+        &[],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    let entries = entries(&output);
+    assert!(
+        entries.iter().all(|e| e["kind"] == "verdict"),
+        "only verdict lines with --all-scenarios: {}",
+        describe(&output)
+    );
+    let scenarios: Vec<String> = entries
+        .iter()
+        .map(|e| e["scenario"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(scenarios, builtins);
+    assert!(
+        entries.iter().any(|e| e["verdict"] == "passed"),
+        "{}",
+        describe(&output)
+    );
+}
+
+#[test]
+fn demo_with_plugins_runs_the_extra_plugin_beside_the_bundled_ones() {
+    let project = Project::new("[config]\nmode = \"approve\"\n");
+    let output = forewarn(
+        &[
+            "demo",
+            "--json",
+            "--speed",
+            "30",
+            "--drain-seconds",
+            "1",
+            "--plugins",
+            path_str(project.dir.path()),
+        ],
+        &[],
+    );
+    assert!(output.status.success(), "{}", describe(&output));
+    let entries = entries(&output);
+    let plugins = entries[0]["plugins"]
+        .as_array()
+        .expect("the header's plugins");
+    assert!(plugins.contains(&Value::from("probe")), "{plugins:?}");
+    assert!(plugins.contains(&Value::from("lb-drain")), "{plugins:?}");
+    assert!(
+        entries.iter().any(|e| e["kind"] == "plugin-answered"
+            && e["plugin"] == "probe"
+            && e["outcome"] == "approve"),
+        "{}",
+        describe(&output)
+    );
+}
