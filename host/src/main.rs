@@ -411,8 +411,12 @@ async fn plugin_test(args: PluginTestArgs) -> ExitCode {
     use forewarn_host::cli::plugin_files::PluginFile;
     use forewarn_host::cli::plugin_test;
     let scenarios = match args.all_scenarios {
+        // Every built-in that ends: `idle` (the console's canvas) never does.
         true => forewarn_simulator::builtin_scenarios()
             .into_iter()
+            .filter(|(name, _)| {
+                forewarn_simulator::load_scenario(name).is_ok_and(|scenario| !scenario.open_ended)
+            })
             .map(|(name, _)| name.to_owned())
             .collect(),
         false => vec![args.scenario],
@@ -562,7 +566,20 @@ async fn plugin_check(path: &std::path::Path) -> anyhow::Result<ExitCode> {
         forewarn_runtime::RuntimeConfig::default(),
         forewarn_runtime::HostServices::default(),
     )?;
-    let report = tokio::task::spawn_blocking(move || runtime.inspect(&bytes)).await?;
+    // As the daemon would load it: under the memory cap of `NAME.toml` beside it, if any.
+    let name = path
+        .file_stem()
+        .map(|stem| stem.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let beside = path.with_extension("toml");
+    let settings = if beside.is_file() {
+        forewarn_host::plugins::manifest::PluginManifest::load(&beside)?.runtime_settings()
+    } else {
+        forewarn_runtime::PluginSettings::default()
+    };
+    let cap = settings.memory_limit_bytes;
+    let report =
+        tokio::task::spawn_blocking(move || runtime.inspect(&name, &bytes, &settings)).await?;
     match report {
         Ok(report) => {
             let version = report
@@ -576,6 +593,11 @@ async fn plugin_check(path: &std::path::Path) -> anyhow::Result<ExitCode> {
             );
             println!("  size:    {} bytes", report.size_bytes);
             println!("  sha256:  {}", report.content_hash);
+            println!(
+                "  memory:  {:.1} MiB at start (cap {:.1} MiB)",
+                report.initial_memory_bytes as f64 / 1_048_576.0,
+                cap as f64 / 1_048_576.0
+            );
             println!("  exports: {}", report.exports.join(", "));
             println!("  imports:");
             for import in &report.imports {

@@ -63,15 +63,37 @@ pub enum LoadError {
     },
     /// The component imports something the host does not offer.
     #[error(
-        "the component imports {import}, which forewarn does not provide. Plugins may import \
-         only `forewarn:plugin/host` of their contract version (0.1.0 or 0.2.0) and WASI 0.2 interfaces (wasi:cli, wasi:clocks, \
-         wasi:random, wasi:io, wasi:filesystem, wasi:sockets — all sandboxed). Details: {details}"
+        "the component imports {import}, which forewarn does not provide: {hint} Plugins may \
+         import only `forewarn:plugin/host` of their contract version (0.1.0 or 0.2.0) and WASI \
+         0.2 interfaces (wasi:cli, wasi:clocks, wasi:random, wasi:io, wasi:filesystem, \
+         wasi:sockets — all sandboxed). Details: {details}"
     )]
     UnknownImport {
         /// The import, quoted, or "an interface" when the linker's error names none.
         import: String,
+        /// What to change in the build, for this import.
+        hint: String,
         /// The linker's error.
         details: String,
+    },
+    /// The component's linear memory at start is more than the plugin's memory cap: every
+    /// instantiation would fail.
+    #[error(
+        "the component needs {} of linear memory as soon as it starts, more than its memory \
+         cap of {}: raise `memory` in {plugin}.toml (e.g. `memory = \"{suggested_mib}MiB\"`), \
+         or build the plugin with less initial memory",
+        mib(*needed_bytes),
+        mib(*cap_bytes)
+    )]
+    MemoryAtStart {
+        /// The plugin's name (its manifest is `NAME.toml`).
+        plugin: String,
+        /// The sum of the initial sizes of the memories its modules define.
+        needed_bytes: u64,
+        /// The plugin's memory cap.
+        cap_bytes: u64,
+        /// A cap that fits, with room to grow: twice what it needs, in MiB.
+        suggested_mib: u64,
     },
     /// The plugin was built against a contract version the host has no bindings for.
     #[error(
@@ -85,4 +107,9 @@ pub enum LoadError {
         /// The versions the host supports, as a list.
         supported: String,
     },
+}
+
+/// Bytes as MiB with one decimal, for people ("96.0 MiB").
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }

@@ -19,6 +19,8 @@ pub struct ComponentReport {
     pub imports: Vec<String>,
     /// The fully qualified names of the interfaces it exports.
     pub exports: Vec<String>,
+    /// The linear memory its modules define at start, in bytes.
+    pub initial_memory_bytes: u64,
 }
 
 const WASM_MAGIC: &[u8; 4] = b"\0asm";
@@ -120,13 +122,65 @@ pub(crate) fn explain_import_error(
     let unknown = component_type
         .imports(engine)
         .map(|(name, _)| name)
-        .find(|name| details.contains(name))
-        .map(|name| format!("`{name}`"))
-        .unwrap_or_else(|| "an interface".to_owned());
+        .find(|name| details.contains(name));
     LoadError::UnknownImport {
-        import: unknown,
+        import: unknown
+            .map(|name| format!("`{name}`"))
+            .unwrap_or_else(|| "an interface".to_owned()),
+        hint: import_hint(unknown.unwrap_or_default()).to_owned(),
         details,
     }
+}
+
+/// What to change in the build so that the plugin stops importing `import`.
+fn import_hint(import: &str) -> &'static str {
+    if import.starts_with("wasi:http/") {
+        return "plugins make HTTP requests through forewarn's host (`http-send`; the Rust SDK's \
+                `host::http`, granted by `http = [\"host:port\"]` in the manifest), not \
+                wasi:http. Remove the dependency that imports wasi:http (`cargo tree -i wasi` \
+                shows which), then rebuild.";
+    }
+    if import.starts_with("forewarn:plugin/") {
+        return "its parts were built against different contract versions. Build every part \
+                with one forewarn-sdk (one version in Cargo.lock), then rebuild.";
+    }
+    "remove the dependency or WIT world that imports it (build against wit/forewarn.wit, as \
+     the SDKs do), then rebuild."
+}
+
+/// The bytes of linear memory the component's core modules define at start: the sum of
+/// their memories' initial sizes (each module is instantiated once per call). 0 when the
+/// bytes cannot be read (compiling them reports why).
+pub(crate) fn initial_memory_bytes(bytes: &[u8]) -> u64 {
+    let mut total: u64 = 0;
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        let Ok(wasmparser::Payload::MemorySection(memories)) = payload else {
+            continue;
+        };
+        for memory in memories.into_iter().flatten() {
+            let page = 1u64 << memory.page_size_log2.unwrap_or(16);
+            total = total.saturating_add(memory.initial.saturating_mul(page));
+        }
+    }
+    total
+}
+
+/// Refuses a component whose memory at start is beyond `cap_bytes`: no call could run.
+pub(crate) fn check_initial_memory(
+    plugin: &str,
+    bytes: &[u8],
+    cap_bytes: u64,
+) -> Result<u64, LoadError> {
+    let needed_bytes = initial_memory_bytes(bytes);
+    if needed_bytes <= cap_bytes {
+        return Ok(needed_bytes);
+    }
+    Err(LoadError::MemoryAtStart {
+        plugin: plugin.to_owned(),
+        needed_bytes,
+        cap_bytes,
+        suggested_mib: (needed_bytes * 2).div_ceil(1024 * 1024),
+    })
 }
 
 fn quoted_list(names: &[&str]) -> String {

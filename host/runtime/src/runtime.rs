@@ -132,6 +132,7 @@ impl Runtime {
     ) -> Result<Plugin, LoadError> {
         let compiled = self.compile(bytes)?;
         let pre = self.prepare(&compiled.component)?;
+        inspect::check_initial_memory(name, bytes, settings.memory_limit_bytes)?;
         Ok(Plugin::new(
             self.inner.env.clone(),
             name,
@@ -142,13 +143,21 @@ impl Runtime {
         ))
     }
 
-    /// Describes a component and checks it against the world, without loading it.
-    pub fn inspect(&self, bytes: &[u8]) -> Result<ComponentReport, LoadError> {
+    /// Describes a component and checks it against the world and the memory cap of
+    /// `settings` (as [`Runtime::load`] would for a plugin named `name`), without loading it.
+    pub fn inspect(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        settings: &PluginSettings,
+    ) -> Result<ComponentReport, LoadError> {
         let compiled = self.compile(bytes)?;
         let mut report = inspect::describe(self.engine(), &compiled.component);
         report.content_hash = compiled.content_hash;
         report.size_bytes = bytes.len();
         self.prepare(&compiled.component)?;
+        report.initial_memory_bytes =
+            inspect::check_initial_memory(name, bytes, settings.memory_limit_bytes)?;
         Ok(report)
     }
 

@@ -5,6 +5,8 @@
 //! generated here (a Rust guest cannot have several memories): a core module built with
 //! wasm-encoder, wrapped into a component of forewarn's world by wit-component.
 
+mod common;
+
 use std::time::Duration;
 
 use forewarn_runtime::wit::latest::Phase;
@@ -151,28 +153,8 @@ fn grow_every_memory() -> Function {
 
 /// The core module wrapped into a component of forewarn's `event-handler` world.
 fn many_memories_component() -> Vec<u8> {
-    let mut resolve = wit_parser::Resolve::default();
     let wit = include_str!("../../../wit/forewarn.wit");
-    let package = resolve
-        .push_str("forewarn.wit", wit)
-        .expect("wit/forewarn.wit parses");
-    let world = resolve
-        .select_world(&[package], Some("event-handler"))
-        .expect("the world exists");
-    let mut module = many_memories_core_module();
-    wit_component::embed_component_metadata(
-        &mut module,
-        &resolve,
-        world,
-        wit_component::StringEncoding::UTF8,
-    )
-    .expect("metadata embeds");
-    wit_component::ComponentEncoder::default()
-        .module(&module)
-        .expect("the core module is accepted")
-        .validate(true)
-        .encode()
-        .expect("the component encodes")
+    common::wrap_core_module(wit, "event-handler", many_memories_core_module())
 }
 
 /// A field of /proc/self/status in KiB, as bytes.

@@ -947,7 +947,7 @@ fn rejection(bytes: &[u8]) -> String {
         panic!("loaded a plugin that should have been rejected");
     };
     let inspect_error = runtime
-        .inspect(bytes)
+        .inspect("bad", bytes, &PluginSettings::default())
         .expect_err("inspect accepted a plugin that should have been rejected");
     assert_eq!(load_error, inspect_error);
     load_error.to_string()
@@ -1007,7 +1007,9 @@ fn a_component_of_another_world_is_rejected() {
 
 #[test]
 fn inspect_describes_a_valid_plugin() {
-    let report = shared_runtime().inspect(probe_bytes()).unwrap();
+    let report = shared_runtime()
+        .inspect("probe", probe_bytes(), &PluginSettings::default())
+        .unwrap();
     assert!(
         report
             .exports
