@@ -189,6 +189,8 @@ fn all_scenarios_prints_one_verdict_per_built_in_scenario() {
     let builtins: Vec<String> = String::from_utf8_lossy(&list.stdout)
         .lines()
         .filter_map(|line| line.split_whitespace().next().map(str::to_owned))
+        // `idle`, the console's canvas, never ends: --all-scenarios leaves it out.
+        .filter(|name| name != "idle")
         .collect();
     assert!(builtins.len() > 5, "{builtins:?}");
     let output = forewarn(
@@ -219,6 +221,27 @@ fn all_scenarios_prints_one_verdict_per_built_in_scenario() {
         entries.iter().any(|e| e["verdict"] == "passed"),
         "{}",
         describe(&output)
+    );
+}
+
+#[test]
+fn a_scenario_that_never_ends_is_refused_with_where_to_play_it() {
+    let project = Project::new("[config]\nmode = \"approve\"\n");
+    let output = forewarn(
+        &[
+            "plugin",
+            "test",
+            path_str(&project.path("probe.wasm")),
+            "--scenario",
+            "idle",
+        ],
+        &[],
+    );
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("never ends") && stderr.contains("forewarn simulate --scenario idle"),
+        "{stderr}"
     );
 }
 

@@ -36,7 +36,7 @@ pub(crate) struct Inner {
     pub(crate) clock: ScenarioClock,
     pub(crate) simulation: Simulation,
     approvals: BoundedLog<ApprovalRecord>,
-    requests: BoundedLog<RequestRecord>,
+    pub(crate) requests: BoundedLog<RequestRecord>,
     /// How many GETs to scheduledevents each VM has made.
     gets_per_vm: HashMap<String, u64>,
     history_logged: usize,
@@ -47,6 +47,8 @@ pub(crate) struct Inner {
     next_request_seq: u64,
     /// How many events the console has generated (their ids derive from it).
     pub(crate) generated_events: usize,
+    /// What makes this simulator's generated ids differ from another run's: when it started.
+    pub(crate) seed: u64,
 }
 
 impl Inner {
@@ -63,6 +65,7 @@ impl Inner {
             resets_served: 0,
             next_request_seq: 1,
             generated_events: 0,
+            seed: unix_ms(SystemTime::now()),
         }
     }
 }
@@ -83,10 +86,8 @@ impl Engine {
     }
 
     /// Plays `scenario` from its start (scenario time 0 is now), at the simulator's speed.
-    /// The request, approval and fault logs go on; the simulator no longer finishes by
-    /// itself (the console started this scenario and will be watching).
-    pub(crate) fn restart_with(&self, mut scenario: Scenario) {
-        scenario.open_ended = true;
+    /// The request, approval and fault logs go on.
+    pub(crate) fn restart_with(&self, scenario: Scenario) {
         let mut inner = self.lock();
         let fresh = Inner::new(Arc::new(scenario), ScenarioClock::start_now(self.speed));
         inner.scenario = fresh.scenario;
@@ -95,7 +96,8 @@ impl Engine {
         inner.gets_per_vm.clear();
         inner.history_logged = 0;
         inner.resets_served = 0;
-        tracing::info!(scenario = %inner.scenario.name, "console started a scenario");
+        self.finished.send_replace(false);
+        tracing::info!(scenario = %inner.scenario.name, "scenario started from its beginning");
         self.publish(&mut inner);
     }
 
@@ -221,20 +223,6 @@ impl Engine {
         request.at_unix_ms = unix_ms(arrived);
         inner.next_request_seq += 1;
         inner.requests.push(request);
-    }
-
-    /// The recorded requests with a sequence number above `after`, oldest first, at most
-    /// `limit` of them (the newest).
-    pub(crate) fn requests_after(&self, after: u64, limit: usize) -> Vec<RequestRecord> {
-        let inner = self.lock();
-        let newer: Vec<RequestRecord> = inner
-            .requests
-            .to_vec()
-            .into_iter()
-            .filter(|request| request.seq > after)
-            .collect();
-        let skip = newer.len().saturating_sub(limit);
-        newer.into_iter().skip(skip).collect()
     }
 
     pub(crate) fn snapshot(&self) -> StateSnapshot {

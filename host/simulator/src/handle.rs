@@ -137,6 +137,14 @@ impl SimulatorHandle {
         self.engine.scenario()
     }
 
+    /// Plays the current scenario again from its start: scenario time 0 is now. For a caller
+    /// that took a while between starting the simulator and starting its client (compiling
+    /// plugins), so that no event is over before the client looks.
+    pub fn restart_scenario(&self) {
+        let scenario = Scenario::clone(&self.engine.scenario());
+        self.engine.restart_with(scenario);
+    }
+
     /// The same data as `GET /simulator/state`, caught up to now.
     pub fn snapshot(&self) -> StateSnapshot {
         self.engine.snapshot()

@@ -97,6 +97,15 @@ pub async fn play(options: &DemoOptions) -> anyhow::Result<Played> {
     let (note_sender, notes) = mpsc::unbounded_channel();
     let workload = DemoWorkload::start(note_sender).await?;
     let scenario = forewarn_simulator::load_scenario(&options.scenario)?;
+    if scenario.open_ended {
+        bail!(
+            "scenario `{}` never ends on its own (it is the simulator console's blank canvas): \
+             play it with `forewarn simulate --scenario {}`, or pick a scenario that ends from \
+             `forewarn simulate --list`",
+            options.scenario,
+            options.scenario
+        );
+    }
     let vm_name = scenario.default_vm().to_owned();
     let simulator = forewarn_simulator::spawn(SimulatorConfig {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -118,6 +127,9 @@ pub async fn play(options: &DemoOptions) -> anyhow::Result<Played> {
         quiet: options.quiet,
     };
     output.header(options, &simulator, &workload, &vm_name, &loaded);
+    // Compiling plugins (a Python or JavaScript one takes seconds) must not eat the
+    // scenario: it starts over now, as the daemon starts.
+    simulator.restart_scenario();
     let plugins = wiring::publish_plugins(loaded);
     let timeline = new_timeline();
     let inputs = PrinterInputs {
@@ -138,7 +150,7 @@ pub async fn play(options: &DemoOptions) -> anyhow::Result<Played> {
     });
     let finished = tokio::time::timeout(options.timeout, simulator.finished()).await;
     // Let recovery of the last event complete: the daemon forgets an event once done.
-    let drained = wait_for_idle_daemon(finish_watch, &simulator).await;
+    let drained = wait_for_idle_daemon(finish_watch).await;
     shutdown.cancel();
     daemon.await.context("the daemon task failed")??;
     drop(timeline);
@@ -259,30 +271,49 @@ fn configure_for_demo(
     }
 }
 
-/// Waits (briefly) until every event the daemon took up is finished.
-async fn wait_for_idle_daemon(
-    mut entries: broadcast::Receiver<TimelineEntry>,
-    simulator: &SimulatorHandle,
-) -> bool {
-    let appeared: BTreeSet<String> = simulator
-        .snapshot()
-        .history
-        .iter()
-        .map(|record| record.event_id.clone())
-        .collect();
+/// Waits (briefly) until every event the daemon took up is finished: each event with a
+/// transition on the timeline has its `Finished` entry. Events the simulator played but the
+/// daemon never saw (gone between two polls) are not waited for.
+async fn wait_for_idle_daemon(mut entries: broadcast::Receiver<TimelineEntry>) -> bool {
+    let mut taken_up = BTreeSet::new();
     let mut finished = BTreeSet::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
-        if appeared.iter().all(|id| finished.contains(id)) {
+        // Everything already on the timeline first, so the check below sees it all.
+        loop {
+            match entries.try_recv() {
+                Ok(entry) => note_progress(&entry, &mut taken_up, &mut finished),
+                Err(broadcast::error::TryRecvError::Empty) => break,
+                Err(broadcast::error::TryRecvError::Lagged(_)) => {}
+                Err(broadcast::error::TryRecvError::Closed) => {
+                    return taken_up.is_subset(&finished);
+                }
+            }
+        }
+        if taken_up.is_subset(&finished) {
             return true;
         }
         match tokio::time::timeout_at(deadline, entries.recv()).await {
-            Ok(Ok(TimelineEntry::Finished { event_id })) => {
-                finished.insert(event_id);
-            }
-            Ok(Ok(_)) | Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
+            Ok(Ok(entry)) => note_progress(&entry, &mut taken_up, &mut finished),
+            Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
             Ok(Err(broadcast::error::RecvError::Closed)) | Err(_) => return false,
         }
+    }
+}
+
+fn note_progress(
+    entry: &TimelineEntry,
+    taken_up: &mut BTreeSet<String>,
+    finished: &mut BTreeSet<String>,
+) {
+    match entry {
+        TimelineEntry::Transition { event_id, .. } => {
+            taken_up.insert(event_id.clone());
+        }
+        TimelineEntry::Finished { event_id } => {
+            finished.insert(event_id.clone());
+        }
+        _ => {}
     }
 }
 
