@@ -185,7 +185,7 @@ fn a_reboot_generated_on_the_console_shows_its_decisions_and_approval_on_the_sta
     let mut plugins = seen.plugins.clone();
     plugins.sort();
     assert_eq!(plugins, ["drain", "notify"]);
-    assert!(seen.ready.is_some(), "#readiness has no data-ready");
+    assert_eq!(seen.ready.as_deref(), Some("true"), "#readiness");
     // The Redeploy two hours ahead (past the one-hour lead time) counted down, then was
     // canceled from the console.
     assert!(

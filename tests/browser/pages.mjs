@@ -104,6 +104,9 @@ try {
   const eventSelector = `#events [data-event-id="${eventId}"]`;
   await waitFor(status, eventSelector, 'the event on the status page');
   await waitFor(status, `${eventSelector}[data-approval="sent"]`, 'the approval on the status page');
+  // The history is recorded as the daemon works: wait for the answers the test reads.
+  await waitFor(status, `${eventSelector} [data-call][data-plugin="drain"][data-decision="approve"]`, "drain's approval in the timeline");
+  await waitFor(status, `${eventSelector} [data-call][data-plugin="notify"][data-decision="approve"]`, "notify's approval in the timeline");
   const calls = [];
   for (const call of await status.$$(`${eventSelector} [data-call]`)) {
     calls.push(await attributes(call, ['data-plugin', 'data-phase', 'data-decision']));

@@ -10,15 +10,27 @@ use crate::builtin::{builtin_scenario, builtin_scenarios};
 use crate::engine::{Engine, Inner};
 use crate::faults::{FaultKind, FaultMethod, FaultSpec, MalformedBody};
 use crate::ids::stable_event_id;
+use crate::replay::served_document;
 use crate::scenario::{EventSpec, InitialStatus, Source, event_problem};
 use crate::simulation::{EventChange, EventChangeError};
-use crate::snapshot::{FaultRecord, RequestRecord, WireEvent};
+use crate::snapshot::{FaultRecord, RequestRecord, WireDocument, WireEvent};
 
 /// The most requests one console read returns (the newest; older ones are in
 /// `/simulator/state`).
 pub const CONSOLE_REQUESTS_MAX: usize = 200;
 /// The longest notice a generated event may have: a week.
 pub const GENERATED_NOTICE_MAX: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The longest a generated event may stay Started: a week.
+pub const GENERATED_RUN_MAX: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The most events the console may add to one run (each step of the simulation looks at all).
+pub const GENERATED_EVENTS_MAX: usize = 1000;
+/// The most faults the console may add to one run.
+pub const INJECTED_FAULTS_MAX: usize = 1000;
+/// The longest `Description` a generated event may have, in bytes.
+const DESCRIPTION_MAX: usize = 1024;
+/// The most `Resources` a generated event may name, and the longest name.
+const RESOURCES_MAX: usize = 100;
+const RESOURCE_NAME_MAX: usize = 128;
 /// The longest window an injected fault may last (scenario time).
 pub const FAULT_WINDOW_MAX: Duration = Duration::from_secs(600);
 /// The api-version whose document the console shows.
@@ -218,35 +230,51 @@ pub struct ConsoleView {
 }
 
 impl Engine {
-    /// The console's view; `after` is the last request sequence number already shown.
+    /// The console's view; `after` is the last request sequence number already shown. Read
+    /// under one lock, copying only what it returns (IMDS's requests wait meanwhile).
     pub(crate) fn console_view(&self, after: u64) -> ConsoleView {
-        let snapshot = self.snapshot();
-        let document = serde_json::from_str(&self.document_json(CONSOLE_API_VERSION))
-            .unwrap_or(serde_json::Value::Null);
-        let scenario = self.scenario();
-        let faults_served = snapshot.faults.iter().rev().take(20).rev().cloned();
-        ConsoleView {
-            scenario: scenario.name.clone(),
-            description: scenario.description.clone(),
-            speed: snapshot.speed,
-            now_scenario_ms: snapshot.now_scenario_ms,
-            finished: snapshot.finished,
-            vms: scenario.vms.clone(),
-            events: snapshot.events,
-            document,
-            requests: self.requests_after(after, CONSOLE_REQUESTS_MAX),
-            faults_served: faults_served.collect(),
-            scenarios: builtin_scenarios()
-                .into_iter()
-                .map(|(name, description)| (name.to_string(), description.to_string()))
-                .collect(),
-            fault_presets: ConsoleFault::ALL.to_vec(),
-        }
+        self.with_current(|inner| {
+            let simulation = &inner.simulation;
+            let rendered = forewarn_imds::render_document(&simulation.document(&inner.clock));
+            let events = serde_json::from_str::<WireDocument>(&rendered)
+                .map(|document| document.events)
+                .unwrap_or_default();
+            let served = served_document(
+                simulation,
+                &inner.clock,
+                CONSOLE_API_VERSION,
+                inner.scenario.shape.as_deref(),
+            );
+            let newer = inner.requests.iter().rev().take_while(|r| r.seq > after);
+            let mut requests: Vec<RequestRecord> =
+                newer.take(CONSOLE_REQUESTS_MAX).cloned().collect();
+            requests.reverse();
+            let mut faults_served: Vec<FaultRecord> =
+                inner.faults.iter().rev().take(20).cloned().collect();
+            faults_served.reverse();
+            ConsoleView {
+                scenario: inner.scenario.name.clone(),
+                description: inner.scenario.description.clone(),
+                speed: inner.clock.speed(),
+                now_scenario_ms: millis(simulation.now()),
+                finished: simulation.is_finished(),
+                vms: inner.scenario.vms.clone(),
+                events,
+                document: serde_json::from_str(&served).unwrap_or(serde_json::Value::Null),
+                requests,
+                faults_served,
+                scenarios: builtin_scenarios()
+                    .into_iter()
+                    .map(|(name, description)| (name.to_string(), description.to_string()))
+                    .collect(),
+                fault_presets: ConsoleFault::ALL.to_vec(),
+            }
+        })
     }
 
     /// Plays the built-in scenario `name` from its start.
     pub(crate) fn start_builtin(&self, request: &StartScenario) -> Result<(), ConsoleInputError> {
-        let scenario = builtin_scenario(&request.name).map_err(|_| {
+        let mut scenario = builtin_scenario(&request.name).map_err(|_| {
             let names: Vec<&str> = builtin_scenarios().iter().map(|(name, _)| *name).collect();
             bad(
                 "name",
@@ -257,6 +285,8 @@ impl Engine {
                 ),
             )
         })?;
+        // The console will be watching: the simulator no longer finishes by itself.
+        scenario.open_ended = true;
         self.restart_with(scenario);
         Ok(())
     }
@@ -264,7 +294,15 @@ impl Engine {
     /// Adds an event that appears now; returns its EventId.
     pub(crate) fn generate(&self, request: &GenerateEvent) -> Result<String, ConsoleInputError> {
         let mut spec = event_spec(request)?;
-        Ok(self.with_current(|inner| {
+        self.with_current(|inner| {
+            if inner.simulation.event_count() >= GENERATED_EVENTS_MAX {
+                return Err(bad(
+                    "type",
+                    format!(
+                        "this run has {GENERATED_EVENTS_MAX} events already; start a scenario to begin a new run"
+                    ),
+                ));
+            }
             let id = next_generated_id(inner);
             spec.id = Some(id.clone());
             if spec.resources.as_ref().is_none_or(Vec::is_empty) {
@@ -272,8 +310,8 @@ impl Engine {
             }
             inner.simulation.add_event(spec);
             tracing::info!(event_id = %id, "console generated an event");
-            id
-        }))
+            Ok(id)
+        })
     }
 
     /// Starts, cancels or ends an event of the current document now.
@@ -298,21 +336,30 @@ impl Engine {
                 ),
             ));
         }
-        Ok(self.with_current(|inner| {
+        self.with_current(|inner| {
+            if inner.scenario.faults.len() >= INJECTED_FAULTS_MAX {
+                return Err(bad(
+                    "fault",
+                    format!(
+                        "this run has {INJECTED_FAULTS_MAX} faults already; start a scenario to begin a new run"
+                    ),
+                ));
+            }
             let from = inner.simulation.now();
             let until = from + window;
             Arc::make_mut(&mut inner.scenario)
                 .faults
                 .push(request.fault.spec(from, until));
+            inner.simulation.keep_running();
             if request.fault == ConsoleFault::IncarnationReset {
                 inner.simulation.reset_incarnation_now();
             }
-            InjectedFault {
+            Ok(InjectedFault {
                 fault: request.fault,
                 from_scenario_ms: millis(from),
                 until_scenario_ms: millis(until),
-            }
-        }))
+            })
+        })
     }
 }
 
@@ -338,13 +385,29 @@ fn event_spec(request: &GenerateEvent) -> Result<EventSpec, ConsoleInputError> {
             format!("at most {} (a week)", GENERATED_NOTICE_MAX.as_secs()),
         ));
     }
-    if let Some(resources) = &request.resources
-        && resources.iter().any(|name| name.trim().is_empty())
+    if request
+        .runs_for_seconds
+        .is_some_and(|seconds| Duration::from_secs(seconds) > GENERATED_RUN_MAX)
     {
         return Err(bad(
-            "resources",
-            "a VM name is empty; list VM names, e.g. [\"vm-a\"], or leave it out for every VM",
+            "runs_for_seconds",
+            format!("at most {} (a week)", GENERATED_RUN_MAX.as_secs()),
         ));
+    }
+    if request
+        .description
+        .as_ref()
+        .is_some_and(|text| text.len() > DESCRIPTION_MAX)
+    {
+        return Err(bad(
+            "description",
+            format!("at most {DESCRIPTION_MAX} bytes"),
+        ));
+    }
+    if let Some(resources) = &request.resources
+        && let Some(problem) = resources_problem(resources)
+    {
+        return Err(bad("resources", problem));
     }
     let spec = EventSpec {
         id: None,
@@ -369,11 +432,30 @@ fn event_spec(request: &GenerateEvent) -> Result<EventSpec, ConsoleInputError> {
     }
 }
 
+/// What is wrong with a generated event's `Resources`, if anything.
+fn resources_problem(resources: &[String]) -> Option<String> {
+    if resources.len() > RESOURCES_MAX {
+        return Some(format!("at most {RESOURCES_MAX} VM names"));
+    }
+    if resources.iter().any(|name| name.trim().is_empty()) {
+        return Some(
+            "a VM name is empty; list VM names, e.g. [\"vm-a\"], or leave it out for every VM"
+                .into(),
+        );
+    }
+    resources
+        .iter()
+        .any(|name| name.len() > RESOURCE_NAME_MAX)
+        .then(|| format!("a VM name is longer than {RESOURCE_NAME_MAX} bytes"))
+}
+
 /// A UUID-looking id no event of this run has had.
 fn next_generated_id(inner: &mut Inner) -> String {
     loop {
+        // Seeded with when this simulator started, so a new run does not reuse the ids of
+        // the last one (a daemon may still remember those).
         let id = stable_event_id(
-            &format!("console/{}", inner.scenario.name),
+            &format!("console/{}/{}", inner.scenario.name, inner.seed),
             inner.generated_events,
         );
         inner.generated_events += 1;

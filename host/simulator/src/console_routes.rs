@@ -24,15 +24,60 @@ const CONSOLE_HTML: &str = include_str!("console.html");
 
 type Shared = State<Arc<Engine>>;
 
-/// The console's routes, merged into the simulator's router.
+/// The console's routes, merged into the simulator's router. Every POST must come from the
+/// console itself or a script: see [`refuse_cross_site`].
 pub(crate) fn console_routes() -> Router<Arc<Engine>> {
-    Router::new()
-        .route("/", get(page))
-        .route("/simulator/console", get(view))
+    let changes = Router::new()
         .route("/simulator/scenario", post(start_scenario))
         .route("/simulator/events", post(generate))
         .route("/simulator/events/{event_id}/{action}", post(change))
         .route("/simulator/faults", post(inject))
+        .route_layer(axum::middleware::from_fn(refuse_cross_site));
+    Router::new()
+        .route("/", get(page))
+        .route("/simulator/console", get(view))
+        .merge(changes)
+}
+
+/// Refuses a change a web page elsewhere could make through the browser of someone running
+/// the simulator (a form or `fetch` without CORS sends `text/plain` and its own Origin): a
+/// change must be `Content-Type: application/json`, and an `Origin`, if sent, must be this
+/// simulator's own address.
+async fn refuse_cross_site(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let headers = request.headers();
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.trim_start().starts_with("application/json"));
+    if !json {
+        return json_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "content-type",
+            "content-type: send the body as JSON with `Content-Type: application/json`",
+        );
+    }
+    let host = headers
+        .get(header::HOST)
+        .and_then(|value| value.to_str().ok());
+    let origin = headers
+        .get(header::ORIGIN)
+        .and_then(|value| value.to_str().ok());
+    if let Some(origin) = origin
+        && host.is_none_or(|host| origin != format!("http://{host}"))
+    {
+        return json_error(
+            StatusCode::FORBIDDEN,
+            "origin",
+            &format!(
+                "origin: a page at {origin} may not change this simulator; use its console at http://{}/ or a script",
+                host.unwrap_or("ADDR")
+            ),
+        );
+    }
+    next.run(request).await
 }
 
 async fn page() -> Response {
@@ -40,6 +85,12 @@ async fn page() -> Response {
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
             (header::CACHE_CONTROL, "no-store"),
+            // Nothing but this page's own inline code, and no framing by other pages.
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+                 connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
+            ),
         ],
         CONSOLE_HTML,
     )

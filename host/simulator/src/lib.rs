@@ -29,7 +29,8 @@ mod vm_priority;
 pub use builtin::{DEFAULT_SCENARIO, builtin_scenarios, load_scenario};
 pub use console_control::{
     CONSOLE_REQUESTS_MAX, ConsoleFault, ConsoleInputError, ConsoleView, FAULT_WINDOW_MAX,
-    GENERATED_NOTICE_MAX, GenerateEvent, InjectFault, InjectedFault, StartScenario,
+    GENERATED_EVENTS_MAX, GENERATED_NOTICE_MAX, GENERATED_RUN_MAX, GenerateEvent,
+    INJECTED_FAULTS_MAX, InjectFault, InjectedFault, StartScenario,
 };
 pub use faults::{FaultKind, FaultMethod, FaultSpec, MalformedBody};
 pub use handle::{SimError, SimulatorConfig, SimulatorHandle, spawn};

@@ -219,7 +219,7 @@ impl Simulation {
             };
             last_gone = last_gone.max(at);
         }
-        Some(last_gone + self.end_after)
+        Some(last_gone.saturating_add(self.end_after))
     }
 
     pub(crate) fn is_finished(&self) -> bool {
@@ -296,7 +296,17 @@ impl Simulation {
     /// DocumentIncarnation drops back to 1 now, as a scenario's `incarnation-reset` does.
     pub(crate) fn reset_incarnation_now(&mut self) {
         self.incarnation = 1;
+        self.keep_running();
+    }
+
+    /// The simulation no longer finishes by itself: the console is driving it.
+    pub(crate) fn keep_running(&mut self) {
         self.open_ended = true;
+    }
+
+    /// How many events the simulation has had (appeared or not).
+    pub(crate) fn event_count(&self) -> usize {
+        self.events.len()
     }
 
     /// Whether an event with this id was ever part of the simulation.
@@ -426,7 +436,7 @@ fn appeared_phase(spec: &EventSpec) -> Phase {
             since: spec.appear_at,
         },
         InitialStatus::Scheduled => Phase::Scheduled {
-            not_before: spec.appear_at + spec.notice_or_default(),
+            not_before: spec.appear_at.saturating_add(spec.notice_or_default()),
             approved_at: None,
         },
     }
@@ -439,7 +449,7 @@ fn reschedule(event: &mut EventState, at: Duration) {
     event.next_reschedule += 1;
     if let (Some(notice), Phase::Scheduled { approved_at, .. }) = (change.notice, event.phase) {
         event.phase = Phase::Scheduled {
-            not_before: at + notice,
+            not_before: at.saturating_add(notice),
             approved_at,
         };
     }
@@ -465,9 +475,10 @@ fn due_step(event: &EventState) -> Option<(Duration, Step)> {
                 .reschedule
                 .get(event.next_reschedule)
                 .map(|change| (change.at, Step::Reschedule));
-            let on_its_own = not_before + event.spec.starts_late_by.unwrap_or_default();
+            let on_its_own =
+                not_before.saturating_add(event.spec.starts_late_by.unwrap_or_default());
             let after_approval = approved_at
-                .map(|at| at + event.spec.start_after_approval.unwrap_or_default())
+                .map(|at| at.saturating_add(event.spec.start_after_approval.unwrap_or_default()))
                 .unwrap_or(on_its_own);
             let start = Some((on_its_own.min(after_approval), Step::Start));
             [cancel, reschedule, start]
@@ -475,7 +486,10 @@ fn due_step(event: &EventState) -> Option<(Duration, Step)> {
                 .flatten()
                 .min_by_key(|(at, _)| *at)
         }
-        Phase::Started { since } => Some((since + event.spec.runs_for_or_default(), Step::Remove)),
+        Phase::Started { since } => Some((
+            since.saturating_add(event.spec.runs_for_or_default()),
+            Step::Remove,
+        )),
         Phase::Gone { .. } => None,
     }
 }

@@ -175,6 +175,11 @@ impl<T: Clone> BoundedLog<T> {
         self.entries.push_back(entry);
     }
 
+    /// The entries, oldest first, without copying them.
+    pub(crate) fn iter(&self) -> impl DoubleEndedIterator<Item = &T> {
+        self.entries.iter()
+    }
+
     pub(crate) fn to_vec(&self) -> Vec<T> {
         self.entries.iter().cloned().collect()
     }

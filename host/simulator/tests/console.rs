@@ -26,6 +26,7 @@ fn client() -> reqwest::Client {
 async fn post(sim: &SimulatorHandle, path: &str, body: Value) -> (StatusCode, Value) {
     let response = client()
         .post(format!("{}{path}", sim.base_url()))
+        .header("Content-Type", "application/json")
         .body(body.to_string())
         .send()
         .await
@@ -328,5 +329,69 @@ async fn the_page_is_one_self_contained_html_file_with_the_documented_ids() {
             "the page loads something from outside: {external}"
         );
     }
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn restart_scenario_plays_a_finished_scenario_again_from_its_start() {
+    let config = SimulatorConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        scenario: load_scenario("user-reboot").unwrap(),
+        // The scenario lasts about 25 minutes: 1.5 s at this speed.
+        speed: 1_000.0,
+    };
+    let sim = forewarn_simulator::spawn(config).await.unwrap();
+    sim.finished().await;
+    let before = sim.snapshot();
+    assert!(before.finished);
+    sim.restart_scenario();
+    let again = sim.snapshot();
+    assert!(!again.finished, "replayed from its start");
+    assert!(again.now_scenario_ms < before.now_scenario_ms);
+    assert!(
+        again.history.len() < before.history.len(),
+        "{:?}",
+        again.history
+    );
+    assert_eq!(again.scenario, "user-reboot");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_page_elsewhere_cannot_change_the_simulator_through_a_browser() {
+    let sim = start_idle().await;
+    let url = format!("{}/simulator/faults", sim.base_url());
+    let body = json!({"fault": "gone", "seconds": 600}).to_string();
+    // What a form or a fetch without CORS sends: text/plain.
+    let plain = client()
+        .post(&url)
+        .header("Content-Type", "text/plain")
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(plain.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let foreign = client()
+        .post(&url)
+        .header("Content-Type", "application/json")
+        .header("Origin", "http://evil.example")
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign.status(), StatusCode::FORBIDDEN);
+    // The console's own page sends its own origin.
+    let own = client()
+        .post(&url)
+        .header("Content-Type", "application/json")
+        .header("Origin", sim.base_url())
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own.status(), StatusCode::OK);
+    // Only the last one injected anything.
+    assert_eq!(imds_get(&sim).await.status(), StatusCode::GONE);
+    assert_eq!(sim.snapshot().faults_of(FaultKind::Status).len(), 1);
     sim.shutdown().await;
 }

@@ -103,7 +103,7 @@ pub(crate) async fn serve(listener: TcpListener, state: AdminState, shutdown: Ca
         .unwrap_or_default();
     tracing::info!(
         address = %address,
-        paths = "/healthz /readyz /metrics /status",
+        paths = "/ (status page) /healthz /readyz /metrics /status /status/history",
         max_connections = ADMIN_MAX_CONNECTIONS,
         "{}",
         crate::log_messages::ADMIN_LISTENING
@@ -184,12 +184,12 @@ async fn metrics(State(state): State<AdminState>) -> Response {
 }
 
 async fn status(State(state): State<AdminState>) -> Response {
-    json_response(&snapshot_of(&state))
+    json_answer(serde_json::to_string_pretty(&snapshot_of(&state)))
 }
 
-/// `value` as pretty JSON, or a 500 saying why it could not be encoded.
-fn json_response<T: serde::Serialize>(value: &T) -> Response {
-    match serde_json::to_string_pretty(value) {
+/// Encoded JSON as the answer, or a 500 saying why it could not be encoded.
+fn json_answer(encoded: serde_json::Result<String>) -> Response {
+    match encoded {
         Ok(json) => ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
         Err(error) => (
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -200,7 +200,8 @@ fn json_response<T: serde::Serialize>(value: &T) -> Response {
 }
 
 async fn history(State(state): State<AdminState>) -> Response {
-    json_response(&state.history.view())
+    // Compact: the status page asks for it every second.
+    json_answer(serde_json::to_string(&state.history.view()))
 }
 
 fn current_views(state: &AdminState) -> Option<DaemonViews> {

@@ -10,11 +10,17 @@ use tokio_util::sync::CancellationToken;
 
 use crate::pipeline::clock::unix_ms;
 use crate::pipeline::timeline::TimelineEntry;
+use crate::pipeline::tracker::TransitionKind;
 
 /// How many events the history keeps (the most recently seen; finished ones included).
 pub const HISTORY_EVENTS_KEPT: usize = 50;
 /// How many entries it keeps per event (the newest; the count of dropped ones is kept).
 pub const HISTORY_ENTRIES_PER_EVENT: usize = 300;
+/// How many of those may be plugins' log lines: a chatty plugin drops its own oldest lines,
+/// never the event's transitions, answers or approval.
+pub const HISTORY_LOG_LINES_PER_EVENT: usize = 60;
+/// The longest log line kept, in bytes (longer ones are cut, marked with `…`).
+pub const HISTORY_LOG_LINE_MAX: usize = 500;
 
 /// One timeline entry as the history keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -69,10 +75,11 @@ impl EventHistory {
         if ids.is_empty() {
             return;
         }
+        let entry = kept_form(entry);
         let mut inner = self.lock();
         for id in ids {
-            let event = event_mut(&mut inner.events, id);
-            if let TimelineEntry::Transition { event_type, .. } = entry
+            let event = event_mut(&mut inner.events, id, starts_anew(&entry));
+            if let TimelineEntry::Transition { event_type, .. } = &entry
                 && event.event_type.is_empty()
             {
                 event.event_type.clone_from(event_type);
@@ -80,10 +87,7 @@ impl EventHistory {
             if matches!(entry, TimelineEntry::Finished { .. }) {
                 event.finished = true;
             }
-            if event.entries.len() == HISTORY_ENTRIES_PER_EVENT {
-                event.entries.remove(0);
-                event.dropped_entries += 1;
-            }
+            make_room(event, &entry);
             event.entries.push(HistoryEntry {
                 at_unix_ms: unix_ms(at),
                 entry: entry.clone(),
@@ -109,10 +113,20 @@ impl EventHistory {
     }
 }
 
-/// The history of `id`, created (and the oldest event forgotten) when new; moved last.
-fn event_mut<'a>(events: &'a mut Vec<EventHistoryView>, id: &str) -> &'a mut EventHistoryView {
+/// The history of `id`, created (and the oldest event forgotten) when new; moved last. A
+/// finished event whose id is scheduled again (a new simulator run, Azure reusing an id)
+/// starts a new history.
+fn event_mut<'a>(
+    events: &'a mut Vec<EventHistoryView>,
+    id: &str,
+    starts_anew: bool,
+) -> &'a mut EventHistoryView {
     let position = events.iter().position(|event| event.event_id == id);
-    let event = match position {
+    let reusable = position.filter(|index| !(starts_anew && events[*index].finished));
+    if let Some(stale) = position.filter(|_| reusable.is_none()) {
+        events.remove(stale);
+    }
+    let event = match reusable {
         Some(index) => events.remove(index),
         None => EventHistoryView {
             event_id: id.to_owned(),
@@ -128,6 +142,51 @@ fn event_mut<'a>(events: &'a mut Vec<EventHistoryView>, id: &str) -> &'a mut Eve
     events.push(event);
     let last = events.len() - 1;
     &mut events[last]
+}
+
+/// Whether the entry begins an event's life (a new Scheduled event).
+fn starts_anew(entry: &TimelineEntry) -> bool {
+    matches!(
+        entry,
+        TimelineEntry::Transition {
+            transition: TransitionKind::Scheduled,
+            ..
+        }
+    )
+}
+
+/// The entry as kept: a plugin's log line cut to [`HISTORY_LOG_LINE_MAX`] bytes.
+fn kept_form(entry: &TimelineEntry) -> TimelineEntry {
+    let mut kept = entry.clone();
+    if let TimelineEntry::PluginLog { message, .. } = &mut kept
+        && message.len() > HISTORY_LOG_LINE_MAX
+    {
+        let mut cut = HISTORY_LOG_LINE_MAX;
+        while !message.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        message.truncate(cut);
+        message.push('…');
+    }
+    kept
+}
+
+/// Drops what must go before `entry` is added: the event's oldest log line when `entry` is
+/// one and the lines are at their cap, else its oldest entry when the event is at its cap.
+fn make_room(event: &mut EventHistoryView, entry: &TimelineEntry) {
+    let is_log = |kept: &HistoryEntry| matches!(kept.entry, TimelineEntry::PluginLog { .. });
+    if matches!(entry, TimelineEntry::PluginLog { .. })
+        && event.entries.iter().filter(|kept| is_log(kept)).count() >= HISTORY_LOG_LINES_PER_EVENT
+        && let Some(oldest) = event.entries.iter().position(is_log)
+    {
+        event.entries.remove(oldest);
+        event.dropped_entries += 1;
+        return;
+    }
+    if event.entries.len() >= HISTORY_ENTRIES_PER_EVENT {
+        event.entries.remove(0);
+        event.dropped_entries += 1;
+    }
 }
 
 /// The events an entry is about.
@@ -191,6 +250,12 @@ mod tests {
         }
     }
 
+    fn finished(id: &str) -> TimelineEntry {
+        TimelineEntry::Finished {
+            event_id: id.into(),
+        }
+    }
+
     fn answered(id: &str, plugin: &str, outcome: AnswerOutcome) -> TimelineEntry {
         TimelineEntry::PluginAnswered {
             event_id: id.into(),
@@ -251,16 +316,71 @@ mod tests {
         assert_eq!(busy.dropped_entries, 6);
     }
 
+    fn log_line(id: &str, message: &str) -> TimelineEntry {
+        TimelineEntry::PluginLog {
+            event_id: id.into(),
+            plugin: "chatty".into(),
+            level: forewarn_runtime::LogLevel::Info,
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn a_chatty_plugin_drops_its_own_old_lines_not_the_events_story() {
+        let history = EventHistory::new();
+        history.record(&scheduled("A"), at(1));
+        history.record(&answered("A", "drain", AnswerOutcome::Approve), at(2));
+        for _ in 0..HISTORY_ENTRIES_PER_EVENT * 2 {
+            history.record(&log_line("A", &"x".repeat(HISTORY_LOG_LINE_MAX * 4)), at(3));
+        }
+        history.record(
+            &TimelineEntry::Approved {
+                event_ids: vec!["A".into()],
+            },
+            at(4),
+        );
+        let event = &history.view().events[0];
+        let kinds: Vec<&str> = event
+            .entries
+            .iter()
+            .map(|kept| match kept.entry {
+                TimelineEntry::PluginLog { .. } => "log",
+                TimelineEntry::Transition { .. } => "transition",
+                TimelineEntry::PluginAnswered { .. } => "answer",
+                TimelineEntry::Approved { .. } => "approved",
+                _ => "other",
+            })
+            .collect();
+        assert_eq!(kinds[..2], ["transition", "answer"]);
+        assert_eq!(kinds.last(), Some(&"approved"));
+        assert_eq!(
+            kinds.iter().filter(|kind| **kind == "log").count(),
+            HISTORY_LOG_LINES_PER_EVENT
+        );
+        let TimelineEntry::PluginLog { message, .. } = &event.entries[2].entry else {
+            panic!("not a log line");
+        };
+        assert!(message.len() <= HISTORY_LOG_LINE_MAX + '…'.len_utf8());
+    }
+
+    #[test]
+    fn a_finished_id_scheduled_again_starts_a_new_history() {
+        let history = EventHistory::new();
+        history.record(&scheduled("A"), at(1));
+        history.record(&finished("A"), at(2));
+        history.record(&scheduled("A"), at(3));
+        let view = history.view();
+        assert_eq!(view.events.len(), 1);
+        assert!(!view.events[0].finished);
+        assert_eq!(view.events[0].entries.len(), 1);
+        assert_eq!(view.events[0].entries[0].at_unix_ms, 3);
+    }
+
     #[test]
     fn a_finished_event_is_marked_and_kept() {
         let history = EventHistory::new();
         history.record(&scheduled("A"), at(1));
-        history.record(
-            &TimelineEntry::Finished {
-                event_id: "A".into(),
-            },
-            at(2),
-        );
+        history.record(&finished("A"), at(2));
         let view = history.view();
         assert!(view.events[0].finished);
     }

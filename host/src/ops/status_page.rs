@@ -16,6 +16,12 @@ pub(crate) async fn page() -> Response {
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
             (header::CACHE_CONTROL, "no-store"),
+            // Nothing but this page's own inline code, and no framing by other pages.
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+                 connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
+            ),
         ],
         STATUS_PAGE_HTML.replace("__REFRESH_MS__", &STATUS_PAGE_REFRESH_MS.to_string()),
     )
