@@ -44,7 +44,11 @@ impl Fixture {
     }
 
     async fn start(&self) -> PluginDirectory {
-        PluginDirectory::start(self.runtime.clone(), &self.dir, ReloadOptions::default())
+        self.start_with(ReloadOptions::default()).await
+    }
+
+    async fn start_with(&self, options: ReloadOptions) -> PluginDirectory {
+        PluginDirectory::start(self.runtime.clone(), &self.dir, options)
             .await
             .unwrap()
     }
@@ -510,6 +514,38 @@ async fn untrusted_plugin_files_are_refused_and_the_rest_stays_live() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renamed_file_goes_live_without_the_quiet_period_and_a_file_written_in_place_waits() {
+    let fixture = Fixture::new();
+    let written_v1 = fixture.deploy_probe("written", "w1", "w1");
+    fixture.deploy_probe("renamed", "r1", "r1");
+    // A debounce no test outlives: only a rename can go live before it ends.
+    let options = ReloadOptions {
+        debounce: Duration::from_secs(3600),
+        ..ReloadOptions::default()
+    };
+    let directory = fixture.start_with(options).await;
+    let mut receiver = directory.subscribe();
+
+    // First a careless in-place write, then a deploy by rename; the watcher sees them in
+    // that order, so when the renamed version is live the written one has been noted.
+    std::fs::write(fixture.path("written.wasm"), probe_bytes("w2")).unwrap();
+    let renamed_v2 = probe_bytes("r2");
+    fixture.deploy("renamed.wasm", &renamed_v2);
+    let renamed_v2 = hash(&renamed_v2);
+
+    let set = wait_for_set(&mut receiver, "renamed v2 before the debounce", |set| {
+        hash_of(set, "renamed").as_deref() == Some(renamed_v2.as_str())
+    })
+    .await;
+    assert_eq!(
+        hash_of(&set, "written"),
+        Some(written_v1),
+        "a file written in place waits for its quiet period"
+    );
+    assert!(set.load_errors().is_empty(), "{}", describe(&set));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_plain_copy_never_replaces_the_working_version() {
     let fixture = Fixture::new();
     let v1_hash = fixture.deploy_probe("lb", "v1", "v1");
@@ -832,10 +868,22 @@ async fn measure_reload_latency() {
         cached_live.push(live);
         cached_answer.push(answered);
     }
+    // The baseline, in the same run: compiling the same kind of new content alone.
+    let mut compile_alone = Vec::new();
+    for round in 0..rounds {
+        let bytes = tagged(lb_drain.wasm, &format!("compile-{round}"));
+        compile_alone.push(compile_time(&bytes));
+    }
+    let defaults = ReloadOptions::default();
     println!(
-        "lb-drain ({} bytes), debounce {:?}, {rounds} rounds each; times from the rename",
+        "lb-drain ({} bytes), debounce {:?}, rename settle {:?}, {rounds} rounds each; times from the rename",
         lb_drain.wasm.len(),
-        ReloadOptions::default().debounce
+        defaults.debounce,
+        defaults.rename_settle
+    );
+    println!(
+        "compile alone (no cache):      {}",
+        summary(&mut compile_alone)
     );
     println!(
         "new content, published:        {}",
@@ -853,6 +901,16 @@ async fn measure_reload_latency() {
         "seen before, first answer:     {}",
         summary(&mut cached_answer)
     );
+}
+
+/// How long `Runtime::load` of `bytes` takes in a runtime without a compile cache.
+fn compile_time(bytes: &[u8]) -> Duration {
+    let runtime = Runtime::new(RuntimeConfig { cache_dir: None }, HostServices::default()).unwrap();
+    let started = Instant::now();
+    runtime
+        .load("lb-drain", bytes, Default::default())
+        .expect("lb-drain compiles");
+    started.elapsed()
 }
 
 /// Deploys `bytes` as lb-drain.wasm; returns the time from the rename to the new version

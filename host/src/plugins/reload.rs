@@ -5,6 +5,9 @@
 //! - Every change is keyed by plugin name and waits for `debounce` of quiet before the files
 //!   are read; a file whose size or modification time moves while it is read is "still being
 //!   written" and is tried again after another quiet period.
+//! - A file renamed into place (the documented way to deploy) is complete the moment it
+//!   appears: it is loaded after `rename_settle` (20 ms, so a manifest and a component
+//!   renamed together load together), unless the other file's quiet period is running.
 //! - A version is only published after `Runtime::load` accepted it (a complete component of
 //!   the right world) and its manifest parsed; otherwise the previous version stays live and
 //!   the failure (file and reason) is logged and kept in [`PluginSet::load_errors`] until the
@@ -23,7 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use forewarn_runtime::Runtime;
-use notify::event::{AccessKind, AccessMode, EventKind};
+use notify::event::{AccessKind, AccessMode, EventKind, ModifyKind, RenameMode};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, watch};
@@ -42,6 +45,10 @@ use crate::plugins::set::{
 /// Quiet time after the last change to a plugin's files before they are loaded.
 pub(crate) const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(250);
 
+/// Wait after a file is renamed into place, so that a manifest and a component renamed one
+/// after the other (as the docs deploy them) load together.
+pub(crate) const DEFAULT_RENAME_SETTLE: Duration = Duration::from_millis(20);
+
 /// How often the whole directory is compared with what is loaded, in case a change
 /// notification was lost (a full kernel queue).
 pub(crate) const DEFAULT_RESCAN_INTERVAL: Duration = Duration::from_secs(30);
@@ -54,6 +61,8 @@ pub(crate) const DEFAULT_MISSING_DIR_POLL: Duration = Duration::from_secs(1);
 pub struct ReloadOptions {
     /// Quiet time after the last change to a plugin's files before they are loaded.
     pub debounce: Duration,
+    /// Wait after a file is renamed into place (complete at once) before it is loaded.
+    pub rename_settle: Duration,
     /// How often the whole directory is compared with what is loaded.
     pub rescan_interval: Duration,
     /// How often a deleted plugin directory's path is checked until it exists again.
@@ -66,6 +75,7 @@ impl Default for ReloadOptions {
     fn default() -> Self {
         ReloadOptions {
             debounce: DEFAULT_DEBOUNCE,
+            rename_settle: DEFAULT_RENAME_SETTLE,
             rescan_interval: DEFAULT_RESCAN_INTERVAL,
             missing_dir_poll: DEFAULT_MISSING_DIR_POLL,
             file_limits: PluginFileLimits::default(),
@@ -179,6 +189,8 @@ impl Drop for PluginDirectory {
 enum Signal {
     /// A file of this plugin (by file stem) changed, appeared or went away.
     Changed(String),
+    /// A file of this plugin was renamed into the directory: complete, nothing to wait for.
+    RenamedIn(String),
     /// The directory itself changed (deleted, created, renamed) or events were lost.
     Rescan,
 }
@@ -254,11 +266,28 @@ fn signals_of(dir: &Path, result: notify::Result<notify::Event>) -> Vec<Signal> 
     if is_read_only_access(&event.kind) {
         return Vec::new();
     }
+    let renamed_in = renamed_in_path(&event);
     event
         .paths
         .iter()
-        .filter_map(|path| signal_for_path(dir, path))
+        .filter_map(|path| {
+            let signal = signal_for_path(dir, path)?;
+            match signal {
+                Signal::Changed(stem) if Some(path) == renamed_in => Some(Signal::RenamedIn(stem)),
+                other => Some(other),
+            }
+        })
         .collect()
+}
+
+/// The path a rename put in place: the only path of a move into the directory, the second
+/// of a rename within it (whose first, the old name, is a change like any other).
+fn renamed_in_path(event: &notify::Event) -> Option<&PathBuf> {
+    match event.kind {
+        EventKind::Modify(ModifyKind::Name(RenameMode::To)) => event.paths.first(),
+        EventKind::Modify(ModifyKind::Name(RenameMode::Both)) => event.paths.get(1),
+        _ => None,
+    }
 }
 
 /// Opening and reading files (forewarn's own reads among them) changes nothing.
@@ -349,7 +378,7 @@ impl Reloader {
         options: ReloadOptions,
         watcher: DirWatcher,
     ) -> Reloader {
-        let pending = Debounce::new(options.debounce);
+        let pending = Debounce::new(options.debounce, options.rename_settle);
         Reloader {
             runtime,
             dir,
@@ -392,6 +421,7 @@ impl Reloader {
     fn note(&mut self, signal: Signal) {
         match signal {
             Signal::Changed(stem) => self.mark(stem),
+            Signal::RenamedIn(stem) => self.mark_complete(stem),
             Signal::Rescan => self.rescan(),
         }
     }
@@ -400,6 +430,13 @@ impl Reloader {
     fn mark(&mut self, stem: String) {
         tracing::trace!(plugin = %stem, "plugin file changed");
         self.pending.mark(stem, Instant::now());
+    }
+
+    /// A plugin file arrived whole (renamed into place): due after the settle time, unless
+    /// a period is already running for the plugin.
+    fn mark_complete(&mut self, stem: String) {
+        tracing::trace!(plugin = %stem, "plugin file renamed into place");
+        self.pending.mark_complete(stem, Instant::now());
     }
 
     /// Watches the directory afresh and looks at every plugin on disk or loaded.
@@ -777,6 +814,31 @@ mod tests {
                 "{ignored}"
             );
         }
+    }
+
+    #[test]
+    fn a_file_renamed_into_place_is_complete_and_its_old_name_a_change() {
+        let dir = Path::new("/p");
+        let moved_in = EventKind::Modify(ModifyKind::Name(RenameMode::To));
+        assert_eq!(
+            signals_of(dir, event(moved_in, &["/p/a.wasm"])),
+            [Signal::RenamedIn("a".into())]
+        );
+        let within = EventKind::Modify(ModifyKind::Name(RenameMode::Both));
+        assert_eq!(
+            signals_of(dir, event(within, &["/p/.a.wasm.tmp", "/p/a.wasm"])),
+            [Signal::RenamedIn("a".into())]
+        );
+        assert_eq!(
+            signals_of(dir, event(within, &["/p/a.toml", "/p/b.toml"])),
+            [Signal::Changed("a".into()), Signal::RenamedIn("b".into())]
+        );
+        // Moved away (an editor's backup rename): the file is gone, wait for its return.
+        let moved_away = EventKind::Modify(ModifyKind::Name(RenameMode::From));
+        assert_eq!(
+            signals_of(dir, event(moved_away, &["/p/a.toml"])),
+            [Signal::Changed("a".into())]
+        );
     }
 
     #[test]
