@@ -47,7 +47,7 @@ fn default_manifest(name: &str) -> &'static str {
 
 impl BundledPlugin {
     /// The shipped manifest, parsed. It is tested at build time, so failure is a bug.
-    pub(crate) fn parsed_manifest(&self) -> Result<PluginManifest, String> {
+    pub fn parsed_manifest(&self) -> Result<PluginManifest, String> {
         PluginManifest::parse(self.manifest)
     }
 }
