@@ -52,6 +52,14 @@ enum Command {
     /// The demo's workload (its app process, and the stop/start actions); used by `demo`.
     #[command(subcommand, hide = true)]
     DemoWorkload(DemoWorkloadCommand),
+    /// Compile a plugin component (stdin) to the daemon's compiled form (stdout); the daemon
+    /// runs this in a child so the compiler never stays in its memory.
+    #[command(hide = true)]
+    CompilePlugin {
+        /// The daemon engine's instance allocation (`pooling` or `on-demand`).
+        #[arg(long, default_value = "pooling")]
+        allocation: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -236,6 +244,10 @@ impl From<LangArg> for forewarn_host::plugins::templates::Lang {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::CompilePlugin { allocation } = &cli.command {
+        // Before logging and the async runtime: the child does one thing and exits.
+        return compile_plugin(allocation);
+    }
     let demo_like = matches!(
         cli.command,
         Command::Demo(_) | Command::Plugin(PluginCommand::Test(_))
@@ -292,6 +304,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Config(ConfigCommand::Check { path }) => Ok(config_check(&path)),
         Command::DemoWorkload(command) => demo_workload(command).await.map(|()| ExitCode::SUCCESS),
+        Command::CompilePlugin { allocation } => Ok(compile_plugin(&allocation)),
     }
 }
 
@@ -371,6 +384,45 @@ fn admin_base_url(address: &str) -> String {
     match address.contains("://") {
         true => address.to_owned(),
         false => format!("http://{address}"),
+    }
+}
+
+/// `forewarn compile-plugin`: component on stdin, compiled form on stdout; exit status
+/// `EXIT_INVALID_COMPONENT` with wasmtime's message on stderr when the component is invalid.
+fn compile_plugin(allocation: &str) -> ExitCode {
+    use forewarn_runtime::{
+        EXIT_INVALID_COMPONENT, InstanceAllocation, LoadError, compile_to_bytes,
+    };
+    use std::io::Read;
+    let Some(allocation) = InstanceAllocation::from_arg(allocation) else {
+        eprintln!(
+            "forewarn compile-plugin: --allocation must be `pooling` or `on-demand`, not {allocation:?}"
+        );
+        return ExitCode::FAILURE;
+    };
+    let mut component = Vec::new();
+    if let Err(error) = std::io::stdin().read_to_end(&mut component) {
+        eprintln!("forewarn compile-plugin: cannot read the component from stdin: {error}");
+        return ExitCode::FAILURE;
+    }
+    let compiled = match compile_to_bytes(&component, allocation) {
+        Ok(compiled) => compiled,
+        Err(LoadError::Compile { message }) => {
+            // The daemon wraps this as its own LoadError::Compile.
+            eprintln!("{message}");
+            return ExitCode::from(EXIT_INVALID_COMPONENT as u8);
+        }
+        Err(error) => {
+            eprintln!("forewarn compile-plugin: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match std::io::stdout().lock().write_all(&compiled) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("forewarn compile-plugin: cannot write the compiled form: {error}");
+            ExitCode::FAILURE
+        }
     }
 }
 

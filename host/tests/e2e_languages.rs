@@ -541,6 +541,7 @@ async fn measure_language_examples() {
         let runtime_with_cache = || {
             let config = RuntimeConfig {
                 cache_dir: Some(cache.path().to_owned()),
+                ..RuntimeConfig::default()
             };
             Runtime::new(config, HostServices::default()).unwrap()
         };

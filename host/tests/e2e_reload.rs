@@ -34,6 +34,7 @@ impl Fixture {
         std::fs::create_dir(&dir).unwrap();
         let config = RuntimeConfig {
             cache_dir: Some(temp.path().join("cache")),
+            ..RuntimeConfig::default()
         };
         let runtime = Runtime::new(config, HostServices::default()).unwrap();
         Fixture {
@@ -905,7 +906,7 @@ async fn measure_reload_latency() {
 
 /// How long `Runtime::load` of `bytes` takes in a runtime without a compile cache.
 fn compile_time(bytes: &[u8]) -> Duration {
-    let runtime = Runtime::new(RuntimeConfig { cache_dir: None }, HostServices::default()).unwrap();
+    let runtime = Runtime::new(RuntimeConfig::default(), HostServices::default()).unwrap();
     let started = Instant::now();
     runtime
         .load("lb-drain", bytes, Default::default())

@@ -64,6 +64,7 @@ async fn run() -> anyhow::Result<()> {
     let runtime = Runtime::new(
         RuntimeConfig {
             cache_dir: Some(work.path().join("cache")),
+            ..RuntimeConfig::default()
         },
         HostServices::default(),
     )?;
@@ -312,7 +313,15 @@ async fn measure_fan_out(runtime: &Runtime, noop: &[u8], work: &Path) -> anyhow:
     );
     println!("| plugins | events in the document | p50 | p99 | max | p50 ÷ (plugins × events) |");
     println!("|---:|---:|---:|---:|---:|---:|");
-    let shapes = [(1, 1), (10, 1), (50, 1), (1, 10), (1, 100)];
+    let shapes = [
+        (1, 1),
+        (10, 1),
+        (50, 1),
+        (1, 10),
+        (1, 100),
+        (3, 10),
+        (3, 100),
+    ];
     for (plugin_count, event_count) in shapes {
         let plugins = load_noops(runtime, noop, plugin_count)?;
         let mut times = Vec::with_capacity(FAN_OUT_ROUNDS);

@@ -1,5 +1,5 @@
 //! `bench-footprint`: the idle daemon's memory and CPU — the real `forewarn run` with the
-//! three bundled plugins, polling a simulator once a second, sampled from /proc.
+//! three bundled plugins, first start and restart — against a Python poller, from /proc.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use forewarn_test_support::harness::{Daemon, DaemonConfig, Simulator, wait_for};
 
 /// How long the idle daemon is watched unless `--seconds N` says otherwise.
-const DEFAULT_SECONDS: u64 = 70;
+const DEFAULT_SECONDS: u64 = 25;
 /// Time given to the daemon to settle (plugins loaded, first polls) before measuring.
 const SETTLE: Duration = Duration::from_secs(5);
 const SAMPLE_EVERY: Duration = Duration::from_secs(5);
@@ -18,6 +18,36 @@ const SAMPLE_EVERY: Duration = Duration::from_secs(5);
 /// An event far in the future keeps the simulator serving an empty document.
 const IDLE_SCENARIO: &str =
     "name = \"idle\"\n\n[[events]]\ntype = \"Reboot\"\nappear_at = \"24h\"\n";
+
+/// The baseline: the smallest thing an Azure user would run instead of forewarn, a Python
+/// poller like Microsoft's Scheduled Events sample (requests, one GET a second, no plugins).
+const BASELINE_POLLER: &str = r#"
+import sys, time
+import requests
+
+url = sys.argv[1]
+session = requests.Session()
+while True:
+    try:
+        document = session.get(url, headers={"Metadata": "true"}, timeout=5).json()
+        for event in document.get("Events", []):
+            print(event["EventId"], event["EventType"], flush=True)
+    except Exception as error:
+        print("poll failed:", error, file=sys.stderr, flush=True)
+    time.sleep(1)
+"#;
+
+/// One watched process: its RSS while idle and its CPU.
+struct Watched {
+    label: &'static str,
+    rss_max_kib: u64,
+    rss_min_kib: u64,
+    status: BTreeMap<String, u64>,
+    cpu_seconds: f64,
+    wall: Duration,
+    requests: usize,
+    top_mappings: Vec<(String, u64)>,
+}
 
 fn main() -> anyhow::Result<()> {
     let (binary, seconds) = arguments()?;
@@ -27,40 +57,146 @@ fn main() -> anyhow::Result<()> {
     let simulator = Simulator::builder(&binary)
         .scenario_text(IDLE_SCENARIO)
         .start();
+    let watch_for = Duration::from_secs(seconds);
+
+    let baseline = watch_baseline_poller(work.path(), &simulator, watch_for)?;
+
     let config = work.path().join("forewarn.toml");
     DaemonConfig {
         poll_interval: "1s".into(),
         ..DaemonConfig::vm_a(work.path(), plugin_dir.clone(), &simulator.base_url)
     }
     .write(&config);
-    let mut daemon = Daemon::start(&binary, &config);
-    let pid = daemon.pid();
-    wait_for(Duration::from_secs(30), "the daemon's first poll", || {
-        let gets = simulator.state().requests.len();
+    let (first, loaded) = watch_daemon(
+        "forewarn, first start (plugins compiled)",
+        &binary,
+        &config,
+        &simulator,
+        watch_for,
+    )?;
+    let (restart, _) = watch_daemon(
+        "forewarn, restart (compile cache warm)",
+        &binary,
+        &config,
+        &simulator,
+        watch_for,
+    )?;
+
+    let tick_hz = clock_ticks_per_second();
+    println!("# forewarn idle footprint against a Python poller\n");
+    println!("- binary: {}", binary.display());
+    println!(
+        "- plugins: the three bundled ones ({loaded} \"plugin loaded\" log lines at the first start)"
+    );
+    println!(
+        "- each process watched for {} s after {} s to settle, one after the other, polling the same simulator once a second; CPU ticks are 1/{tick_hz} s\n",
+        seconds,
+        SETTLE.as_secs()
+    );
+    println!(
+        "| process | idle RSS (max of samples) | ÷ baseline | VmHWM | CPU over the watch | IMDS requests |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
+    for watched in [&baseline, &first, &restart] {
+        let hwm = watched.status.get("VmHWM").copied().unwrap_or(0);
+        println!(
+            "| {} | {:.1} MiB | {:.2} | {:.1} MiB | {:.2} s ({:.3} % of a core) | {} |",
+            watched.label,
+            mib(watched.rss_max_kib),
+            watched.rss_max_kib as f64 / baseline.rss_max_kib as f64,
+            mib(hwm),
+            watched.cpu_seconds,
+            100.0 * watched.cpu_seconds / watched.wall.as_secs_f64(),
+            watched.requests,
+        );
+    }
+    for watched in [&baseline, &first, &restart] {
+        println!("\n## {}\n", watched.label);
+        println!(
+            "- VmRSS over the watch: {:.1}–{:.1} MiB; at the end {}",
+            mib(watched.rss_min_kib),
+            mib(watched.rss_max_kib),
+            describe_status(&watched.status)
+        );
+        println!("\n| mapping | RSS |");
+        println!("|---|---:|");
+        for (name, kib) in &watched.top_mappings {
+            println!("| {name} | {:.1} MiB |", mib(*kib));
+        }
+    }
+    Ok(())
+}
+
+/// Starts the baseline poller against `simulator` and watches it.
+fn watch_baseline_poller(
+    work: &Path,
+    simulator: &Simulator,
+    watch_for: Duration,
+) -> anyhow::Result<Watched> {
+    let has_requests = Command::new("python3")
+        .args(["-c", "import requests"])
+        .status()
+        .context("cannot run python3 (the baseline poller is a Python program)")?;
+    if !has_requests.success() {
+        bail!("the baseline poller needs Python's requests: run `python3 -m pip install requests`");
+    }
+    let script = work.join("baseline_poller.py");
+    std::fs::write(&script, BASELINE_POLLER).context("could not write the baseline poller")?;
+    let url = format!(
+        "{}/metadata/scheduledevents?api-version=2020-07-01",
+        simulator.base_url
+    );
+    let mut child = Command::new("python3")
+        .arg(&script)
+        .arg(&url)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .context("cannot start the baseline poller")?;
+    let before = simulator.state().requests.len();
+    wait_for(
+        Duration::from_secs(30),
+        "the baseline poller's first poll",
+        || {
+            let gets = simulator.state().requests.len() - before;
+            if gets > 0 {
+                Ok(())
+            } else {
+                Err(format!("{gets} requests"))
+            }
+        },
+    );
+    let watched = watch(
+        "Python sample poller (requests, 1 s)",
+        child.id(),
+        simulator,
+        watch_for,
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    watched
+}
+
+/// Starts `forewarn run` with `config`, watches it, and kills it (the next start reuses its
+/// state directory and so its compile cache). Returns the figures and the plugins loaded.
+fn watch_daemon(
+    label: &'static str,
+    binary: &Path,
+    config: &Path,
+    simulator: &Simulator,
+    watch_for: Duration,
+) -> anyhow::Result<(Watched, usize)> {
+    let before = simulator.state().requests.len();
+    let mut daemon = Daemon::start(binary, config);
+    wait_for(Duration::from_secs(60), "the daemon's first poll", || {
+        let gets = simulator.state().requests.len() - before;
         if gets > 0 {
             Ok(())
         } else {
             Err(format!("{gets} requests"))
         }
     });
-    std::thread::sleep(SETTLE);
+    let watched = watch(label, daemon.pid(), simulator, watch_for)?;
     let loaded = daemon.lines_with_message("plugin loaded").len();
-
-    let requests_before = simulator.state().requests.len();
-    let ticks_before = cpu_ticks(pid)?;
-    let started = Instant::now();
-    let mut rss_samples = Vec::new();
-    let watch_for = Duration::from_secs(seconds);
-    while started.elapsed() < watch_for {
-        rss_samples.push(status_kib(pid, "VmRSS")?);
-        let remaining = watch_for.saturating_sub(started.elapsed());
-        std::thread::sleep(SAMPLE_EVERY.min(remaining));
-    }
-    let wall = started.elapsed();
-    let ticks = cpu_ticks(pid)? - ticks_before;
-    let requests = simulator.state().requests.len() - requests_before;
-    let status = read_status(pid)?;
-    let top_mappings = largest_mappings(pid, 8)?;
     if daemon.has_exited() {
         bail!(
             "the daemon exited during the measurement:\n{}",
@@ -68,37 +204,39 @@ fn main() -> anyhow::Result<()> {
         );
     }
     daemon.kill();
+    Ok((watched, loaded))
+}
 
-    let tick_hz = clock_ticks_per_second();
-    let cpu_seconds = ticks as f64 / tick_hz;
-    println!("# forewarn idle footprint\n");
-    println!("- binary: {}", binary.display());
-    println!("- plugins: the three bundled ones ({loaded} \"plugin loaded\" log lines)");
-    println!(
-        "- watched for {:.1} s after {} s to settle; {requests} IMDS requests in that time",
-        wall.as_secs_f64(),
-        SETTLE.as_secs()
-    );
-    println!(
-        "- CPU: {ticks} ticks of 1/{tick_hz} s = {cpu_seconds:.2} s → {:.3} % of one core",
-        100.0 * cpu_seconds / wall.as_secs_f64()
-    );
-    let rss_min = rss_samples.iter().min().copied().unwrap_or(0);
-    let rss_max = rss_samples.iter().max().copied().unwrap_or(0);
-    println!(
-        "- VmRSS over {} samples: {:.1}–{:.1} MiB; at the end {}",
-        rss_samples.len(),
-        mib(rss_min),
-        mib(rss_max),
-        describe_status(&status)
-    );
-    println!("\nLargest mappings by RSS at the end (/proc/PID/smaps):\n");
-    println!("| mapping | RSS |");
-    println!("|---|---:|");
-    for (name, kib) in top_mappings {
-        println!("| {name} | {:.1} MiB |", mib(kib));
+/// Lets `pid` settle, then samples its RSS every [`SAMPLE_EVERY`] for `watch_for`.
+fn watch(
+    label: &'static str,
+    pid: u32,
+    simulator: &Simulator,
+    watch_for: Duration,
+) -> anyhow::Result<Watched> {
+    std::thread::sleep(SETTLE);
+    let requests_before = simulator.state().requests.len();
+    let ticks_before = cpu_ticks(pid)?;
+    let started = Instant::now();
+    let mut rss_samples = Vec::new();
+    while started.elapsed() < watch_for {
+        rss_samples.push(status_kib(pid, "VmRSS")?);
+        let remaining = watch_for.saturating_sub(started.elapsed());
+        std::thread::sleep(SAMPLE_EVERY.min(remaining));
     }
-    Ok(())
+    rss_samples.push(status_kib(pid, "VmRSS")?);
+    let wall = started.elapsed();
+    let ticks = cpu_ticks(pid)? - ticks_before;
+    Ok(Watched {
+        label,
+        rss_max_kib: rss_samples.iter().max().copied().unwrap_or(0),
+        rss_min_kib: rss_samples.iter().min().copied().unwrap_or(0),
+        status: read_status(pid)?,
+        cpu_seconds: ticks as f64 / clock_ticks_per_second(),
+        wall,
+        requests: simulator.state().requests.len() - requests_before,
+        top_mappings: largest_mappings(pid, 6)?,
+    })
 }
 
 /// `[FOREWARN_BINARY] [--seconds N]`; the binary defaults to `forewarn` beside this one.

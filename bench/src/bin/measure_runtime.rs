@@ -1,5 +1,5 @@
 //! `measure-runtime`: the plugin runtime's figures for BENCHMARKS.md — cold compile and cached
-//! load of each plugin, instantiate + call overhead of a no-op plugin, and how late a loop is cut off.
+//! load of each plugin, fresh instance + call of each (on-demand vs pooled instances), and how late a loop is cut off.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use forewarn_runtime::wit::latest::Phase;
-use forewarn_runtime::{CallFailure, HostServices, Plugin, PluginSettings, Runtime, RuntimeConfig};
+use forewarn_runtime::{
+    CallFailure, HostServices, InstanceAllocation, Plugin, PluginSettings, Runtime, RuntimeConfig,
+};
 use forewarn_test_support::fixtures::{sample_context, sample_event};
 use forewarn_test_support::guests::{NOOP, PROBE};
 
@@ -15,6 +17,7 @@ const COLD_COMPILES: usize = 5;
 const CACHED_LOADS: usize = 20;
 const WARM_UP_CALLS: usize = 100;
 const NOOP_CALLS: usize = 2000;
+const LARGE_CALLS: usize = 200;
 const LOOP_CALLS: usize = 20;
 const LOOP_BUDGET: Duration = Duration::from_millis(50);
 const CALL_BUDGET: Duration = Duration::from_secs(10);
@@ -23,22 +26,31 @@ const CALL_BUDGET: Duration = Duration::from_secs(10);
 const BUNDLED: &[&str] = &["lb_drain.wasm", "checkpoint.wasm", "graceful_shutdown.wasm"];
 
 fn main() -> anyhow::Result<()> {
+    let calls_only = std::env::args().any(|arg| arg == "--calls");
     let paths = plugin_paths()?;
     println!("# forewarn plugin runtime figures\n");
-    measure_loading(&paths)?;
+    if !calls_only {
+        measure_loading(&paths)?;
+    }
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("could not start the tokio runtime")?;
     let runtime = Runtime::new(RuntimeConfig::default(), HostServices::default())?;
-    tokio.block_on(measure_noop_calls(&runtime))?;
-    tokio.block_on(measure_loop_cut_off(&runtime))?;
+    tokio.block_on(measure_calls(&paths))?;
+    if !calls_only {
+        tokio.block_on(measure_loop_cut_off(&runtime))?;
+    }
     Ok(())
 }
 
 /// The components to measure: the command-line arguments, or the bundled plugins.
 fn plugin_paths() -> anyhow::Result<Vec<PathBuf>> {
-    let given: Vec<PathBuf> = std::env::args_os().skip(1).map(PathBuf::from).collect();
+    let given: Vec<PathBuf> = std::env::args_os()
+        .skip(1)
+        .filter(|arg| arg != "--calls")
+        .map(PathBuf::from)
+        .collect();
     if !given.is_empty() {
         return Ok(given);
     }
@@ -65,16 +77,12 @@ fn measure_loading(paths: &[PathBuf]) -> anyhow::Result<()> {
     let cached_runtime = Runtime::new(
         RuntimeConfig {
             cache_dir: Some(cache_dir.clone()),
+            ..RuntimeConfig::default()
         },
         HostServices::default(),
     )?;
     for path in paths {
-        let bytes =
-            std::fs::read(path).with_context(|| format!("could not read {}", path.display()))?;
-        let name = path
-            .file_name()
-            .map(|name| name.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let (name, bytes) = read_component(path)?;
         let cold = median(&time_loads(&cold_runtime, &bytes, COLD_COMPILES, false)?);
         time_loads(&cached_runtime, &bytes, 1, false)?;
         let cached = median(&time_loads(&cached_runtime, &bytes, CACHED_LOADS, true)?);
@@ -110,30 +118,92 @@ fn time_loads(
     Ok(times)
 }
 
-async fn measure_noop_calls(runtime: &Runtime) -> anyhow::Result<()> {
-    let bytes = std::fs::read(NOOP).with_context(|| format!("could not read {NOOP}"))?;
-    let noop = runtime.load("noop", &bytes, PluginSettings::default())?;
-    for _ in 0..WARM_UP_CALLS {
-        call(&noop, CALL_BUDGET).await?;
+/// Fresh instance + call of every measured component (and the no-op plugin), once with the
+/// on-demand allocator (the baseline: forewarn before issue 19) and once with the pool.
+async fn measure_calls(paths: &[PathBuf]) -> anyhow::Result<()> {
+    let on_demand = Runtime::new(
+        RuntimeConfig {
+            instance_allocation: InstanceAllocation::OnDemand,
+            ..RuntimeConfig::default()
+        },
+        HostServices::default(),
+    )?;
+    let pooling = Runtime::new(RuntimeConfig::default(), HostServices::default())?;
+    println!("## Fresh instance + call (median of sequential calls after a warm-up)\n");
+    println!(
+        "| component | size | calls | on demand (baseline) | pooling | pooling ÷ on demand | pooling p99 |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    let mut all: Vec<PathBuf> = paths.to_vec();
+    if !all.iter().any(|path| path == Path::new(NOOP)) {
+        all.push(PathBuf::from(NOOP));
     }
-    let mut times = Vec::with_capacity(NOOP_CALLS);
-    let started = Instant::now();
-    for _ in 0..NOOP_CALLS {
+    for path in &all {
+        let (name, bytes) = read_component(path)?;
+        let count = calls_for(bytes.len());
+        let baseline = match time_calls(&on_demand, &bytes, count).await {
+            Ok(times) => times,
+            Err(error) => {
+                println!(
+                    "| {name} | {} KiB | — | failed: {error:#} | | | |",
+                    bytes.len() / 1024
+                );
+                continue;
+            }
+        };
+        let pooled = time_calls(&pooling, &bytes, count).await?;
+        let (base_median, pool_median) = (median(&baseline), median(&pooled));
+        println!(
+            "| {name} | {} KiB | {count} | {} | {} | {:.2} | {} |",
+            bytes.len() / 1024,
+            micros(base_median),
+            micros(pool_median),
+            pool_median.as_secs_f64() / base_median.as_secs_f64(),
+            micros(percentile(&pooled, 99)),
+        );
+    }
+    println!();
+    Ok(())
+}
+
+/// A component's file name and bytes.
+fn read_component(path: &Path) -> anyhow::Result<(String, Vec<u8>)> {
+    let bytes =
+        std::fs::read(path).with_context(|| format!("could not read {}", path.display()))?;
+    let name = path
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok((name, bytes))
+}
+
+/// Sequential calls to time: fewer for the large (Python, JavaScript) components.
+fn calls_for(size: usize) -> usize {
+    if size > 1024 * 1024 {
+        LARGE_CALLS
+    } else {
+        NOOP_CALLS
+    }
+}
+
+/// Loads `bytes` into `runtime`, warms it up, and times `count` fresh-instance calls (sorted).
+async fn time_calls(
+    runtime: &Runtime,
+    bytes: &[u8],
+    count: usize,
+) -> anyhow::Result<Vec<Duration>> {
+    let plugin = runtime.load("measured", bytes, PluginSettings::default())?;
+    for _ in 0..WARM_UP_CALLS.min(count) {
+        call(&plugin, CALL_BUDGET).await?;
+    }
+    let mut times = Vec::with_capacity(count);
+    for _ in 0..count {
         let call_started = Instant::now();
-        call(&noop, CALL_BUDGET).await?;
+        call(&plugin, CALL_BUDGET).await?;
         times.push(call_started.elapsed());
     }
-    let total = started.elapsed();
     times.sort();
-    println!("## Instantiate + call of the no-op plugin ({NOOP_CALLS} sequential calls)\n");
-    println!("- median: {} µs", times[times.len() / 2].as_micros());
-    println!("- p99: {} µs", percentile(&times, 99).as_micros());
-    println!("- max: {} µs", times[times.len() - 1].as_micros());
-    println!(
-        "- throughput: {:.0} calls/s (one caller)\n",
-        NOOP_CALLS as f64 / total.as_secs_f64()
-    );
-    Ok(())
+    Ok(times)
 }
 
 async fn measure_loop_cut_off(runtime: &Runtime) -> anyhow::Result<()> {
@@ -195,6 +265,10 @@ fn median(times: &[Duration]) -> Duration {
 fn percentile(times: &[Duration], percent: usize) -> Duration {
     let index = (times.len() * percent / 100).min(times.len() - 1);
     times[index]
+}
+
+fn micros(duration: Duration) -> String {
+    format!("{:.1} µs", duration.as_secs_f64() * 1e6)
 }
 
 fn millis(duration: Duration) -> String {

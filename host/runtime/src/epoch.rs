@@ -45,7 +45,10 @@ impl EpochTicker {
     pub(crate) fn enter(&self) -> ActiveCall {
         let mut active = lock(&self.shared.active_calls);
         *active += 1;
-        self.shared.wake.notify_all();
+        // Only the first call in wakes the ticker; while calls overlap it is already ticking.
+        if *active == 1 {
+            self.shared.wake.notify_all();
+        }
         ActiveCall {
             shared: self.shared.clone(),
         }

@@ -5,9 +5,11 @@
 //! to the WIT types in [`wit::latest`] and decides what to do with the answers.
 
 mod actions;
+mod allocation;
 mod cache;
 mod call_env;
 mod call_state;
+mod compiler;
 mod epoch;
 mod error;
 mod grants;
@@ -31,7 +33,9 @@ mod tls;
 pub mod trust;
 pub mod wit;
 
+pub use allocation::InstanceAllocation;
 pub use call_state::{LOG_LINE_MAX_BYTES, LOG_LINES_PER_CALL, STATE_WRITES_PER_CALL};
+pub use compiler::{COMPILE_SUBCOMMAND, Compiler, EXIT_INVALID_COMPONENT, compile_to_bytes};
 pub use error::{LoadError, RuntimeError};
 pub use http::HttpClient;
 pub use identity::{IssuedToken, ManagedIdentity, TOKEN_RENEW_BEFORE, TokenFetcher, TokenFuture};

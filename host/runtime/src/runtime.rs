@@ -9,9 +9,11 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine};
 
+use crate::allocation::InstanceAllocation;
 use crate::cache::CompileCache;
 use crate::call_env::CallEnv;
 use crate::call_state::CallState;
+use crate::compiler::{self, ChildCompile, Compiler};
 use crate::epoch::EpochTicker;
 use crate::error::{LoadError, RuntimeError};
 use crate::inspect::{self, ComponentReport};
@@ -24,6 +26,11 @@ use crate::wit::{self, HandlerPre};
 pub struct RuntimeConfig {
     /// Where compiled components are cached; None disables the cache.
     pub cache_dir: Option<PathBuf>,
+    /// Where each call's fresh instance comes from (the pool unless a test or a benchmark
+    /// asks for the on-demand baseline).
+    pub instance_allocation: InstanceAllocation,
+    /// Where components not in the cache are compiled.
+    pub compiler: Compiler,
 }
 
 /// Shared by every plugin: cheap to clone.
@@ -34,6 +41,9 @@ pub struct Runtime {
 
 struct RuntimeInner {
     env: CallEnv,
+    compiler: Compiler,
+    /// The allocation the engine ended up with (the pool, or on demand after a fallback).
+    allocation: InstanceAllocation,
     linker: Linker<CallState>,
     cache: Option<CompileCache>,
 }
@@ -51,7 +61,7 @@ impl Runtime {
     /// Builds the engine (component model, async, epoch interruption), the linker with
     /// WASI 0.2 and the forewarn host interface, and starts the epoch ticker.
     pub fn new(config: RuntimeConfig, services: HostServices) -> Result<Runtime, RuntimeError> {
-        let engine = Engine::new(&engine_config()).map_err(RuntimeError::engine)?;
+        let (engine, allocation) = new_engine(config.instance_allocation)?;
         let linker = build_linker(&engine).map_err(RuntimeError::engine)?;
         let cache = match &config.cache_dir {
             Some(dir) => {
@@ -68,6 +78,8 @@ impl Runtime {
         Ok(Runtime {
             inner: Arc::new(RuntimeInner {
                 env: CallEnv::new(engine, ticker, services),
+                compiler: config.compiler,
+                allocation,
                 linker,
                 cache,
             }),
@@ -106,9 +118,7 @@ impl Runtime {
             });
         }
         let started = Instant::now();
-        let component = Component::new(engine, bytes).map_err(|error| LoadError::Compile {
-            message: format!("{error:#}"),
-        })?;
+        let component = self.compile_uncached(bytes)?;
         tracing::debug!(hash = %content_hash, elapsed_ms = started.elapsed().as_millis() as u64, "compiled component");
         if let Some(cache) = &self.inner.cache
             && let Err(error) = cache.store(engine, &content_hash, &component)
@@ -119,6 +129,24 @@ impl Runtime {
             component,
             content_hash,
             from_cache: false,
+        })
+    }
+
+    /// Compiles `bytes` where the configuration says: in a child process when one is set
+    /// and works, in this process otherwise.
+    fn compile_uncached(&self, bytes: &[u8]) -> Result<Component, LoadError> {
+        if let Compiler::Subprocess(program) = &self.inner.compiler {
+            let engine = self.engine();
+            match compiler::compile_in_child(program, self.inner.allocation, engine, bytes) {
+                ChildCompile::Compiled(component) => return Ok(component),
+                ChildCompile::Invalid(error) => return Err(error),
+                ChildCompile::Unavailable(reason) => {
+                    tracing::warn!(%reason, "could not compile the plugin in a child process; compiling it in the daemon instead (its memory stays in use)");
+                }
+            }
+        }
+        Component::new(self.engine(), bytes).map_err(|error| LoadError::Compile {
+            message: format!("{error:#}"),
         })
     }
 
@@ -174,11 +202,30 @@ impl Runtime {
     }
 }
 
-fn engine_config() -> Config {
+/// The engine's configuration; `forewarn compile-plugin` compiles with the same one.
+pub(crate) fn engine_config(allocation: InstanceAllocation) -> Config {
     let mut config = Config::new();
     config.wasm_component_model(true);
     config.epoch_interruption(true);
+    allocation.apply(&mut config);
     config
+}
+
+/// The engine with the requested allocation; the pool reserves address space up front, so
+/// where that is refused (a `ulimit -v`) the engine falls back to on-demand allocation.
+fn new_engine(
+    allocation: InstanceAllocation,
+) -> Result<(Engine, InstanceAllocation), RuntimeError> {
+    match Engine::new(&engine_config(allocation)) {
+        Ok(engine) => Ok((engine, allocation)),
+        Err(error) if allocation == InstanceAllocation::Pooling => {
+            tracing::warn!(error = %format!("{error:#}"), "could not reserve the instance pool; allocating each plugin instance on demand (slower calls)");
+            let fallback = InstanceAllocation::OnDemand;
+            let engine = Engine::new(&engine_config(fallback)).map_err(RuntimeError::engine)?;
+            Ok((engine, fallback))
+        }
+        Err(error) => Err(RuntimeError::engine(error)),
+    }
 }
 
 fn build_linker(engine: &Engine) -> wasmtime::Result<Linker<CallState>> {

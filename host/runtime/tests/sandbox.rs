@@ -38,6 +38,7 @@ fn shared_runtime() -> &'static Runtime {
         let dir = tempfile::tempdir().unwrap();
         let config = RuntimeConfig {
             cache_dir: Some(dir.path().join("cache")),
+            ..RuntimeConfig::default()
         };
         let runtime = Runtime::new(config, HostServices::default()).unwrap();
         (dir, runtime)
@@ -1049,6 +1050,7 @@ async fn the_compile_cache_is_used_and_survives_a_damaged_entry() {
     let new_runtime = || {
         let config = RuntimeConfig {
             cache_dir: Some(cache_dir.clone()),
+            ..RuntimeConfig::default()
         };
         Runtime::new(config, HostServices::default()).unwrap()
     };
@@ -1113,6 +1115,7 @@ async fn a_cache_entry_swapped_for_other_code_is_recompiled_not_loaded() {
     let dir = tempfile::tempdir().unwrap();
     let config = RuntimeConfig {
         cache_dir: Some(dir.path().join("cache")),
+        ..RuntimeConfig::default()
     };
     let runtime = Runtime::new(config.clone(), HostServices::default()).unwrap();
     let noop = load_ok(&runtime, "noop", &read(NOOP), PluginSettings::default());
@@ -1148,6 +1151,7 @@ fn stale_temporary_cache_files_are_removed() {
     let dir = tempfile::tempdir().unwrap();
     let config = RuntimeConfig {
         cache_dir: Some(dir.path().join("cache")),
+        ..RuntimeConfig::default()
     };
     drop(Runtime::new(config.clone(), HostServices::default()).unwrap());
     let stale = dir.path().join("cache/0123-4567.cwasm.tmp");
@@ -1165,6 +1169,7 @@ fn a_group_writable_cache_dir_is_refused_naming_the_path_and_the_fix() {
     std::fs::set_permissions(&cache_dir, std::fs::Permissions::from_mode(0o775)).unwrap();
     let config = RuntimeConfig {
         cache_dir: Some(cache_dir.clone()),
+        ..RuntimeConfig::default()
     };
     let Err(error) = Runtime::new(config, HostServices::default()) else {
         panic!("a group-writable cache directory was accepted");
@@ -1182,6 +1187,7 @@ async fn cache_entries_of_plugins_no_longer_present_are_evicted() {
     let dir = tempfile::tempdir().unwrap();
     let config = RuntimeConfig {
         cache_dir: Some(dir.path().join("cache")),
+        ..RuntimeConfig::default()
     };
     let runtime = Runtime::new(config, HostServices::default()).unwrap();
     let noop = load_ok(&runtime, "noop", &read(NOOP), PluginSettings::default());
@@ -1201,6 +1207,7 @@ async fn a_cache_entry_damaged_in_place_does_not_harm_a_plugin_loaded_from_it() 
     let dir = tempfile::tempdir().unwrap();
     let config = RuntimeConfig {
         cache_dir: Some(dir.path().to_path_buf()),
+        ..RuntimeConfig::default()
     };
     let runtime = Runtime::new(config, HostServices::default()).unwrap();
     let noop_bytes = read(NOOP);
@@ -1221,6 +1228,7 @@ fn components_with_different_bytes_get_different_cache_entries() {
     let dir = tempfile::tempdir().unwrap();
     let config = RuntimeConfig {
         cache_dir: Some(dir.path().to_path_buf()),
+        ..RuntimeConfig::default()
     };
     let runtime = Runtime::new(config, HostServices::default()).unwrap();
     let noop = load_ok(&runtime, "noop", &read(NOOP), PluginSettings::default());

@@ -8,8 +8,8 @@ use anyhow::{Context, bail};
 use forewarn_imds::{ClientConfig, ComputeInfo, ImdsClient, Poller};
 use forewarn_runtime::wit::latest::{VmInfo, VmPriority};
 use forewarn_runtime::{
-    ActionSpec, HostServices, HttpClient, IssuedToken, ManagedIdentity, Readiness, Runtime,
-    RuntimeConfig, StateStore, StateStoreError, TokenFetcher, TokenFuture,
+    ActionSpec, Compiler, HostServices, HttpClient, IssuedToken, ManagedIdentity, Readiness,
+    Runtime, RuntimeConfig, StateStore, StateStoreError, TokenFetcher, TokenFuture,
 };
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -75,12 +75,31 @@ pub fn build_runtime(config: &Config) -> anyhow::Result<Prepared> {
     let runtime = Runtime::new(
         RuntimeConfig {
             cache_dir: Some(state_dir.join("cache")),
+            compiler: compiler_for_this_process(),
+            ..RuntimeConfig::default()
         },
         services,
     )
     .context("cannot start the plugin runtime")?;
     Ok(Prepared { runtime, readiness })
 }
+
+/// The forewarn binary compiles plugins in a child (`forewarn compile-plugin`), so the
+/// compiler's code and memory never stay resident in the daemon; anything else embedding
+/// the daemon (a test binary) has no such subcommand and compiles in process.
+fn compiler_for_this_process() -> Compiler {
+    let Ok(exe) = std::env::current_exe() else {
+        return Compiler::InProcess;
+    };
+    if exe.file_name().is_some_and(|name| name == BINARY_NAME) {
+        Compiler::Subprocess(exe)
+    } else {
+        Compiler::InProcess
+    }
+}
+
+/// The name of forewarn's executable.
+const BINARY_NAME: &str = "forewarn";
 
 /// Managed-identity tokens from IMDS's identity endpoint, for the runtime's token cache.
 struct ImdsTokens {
