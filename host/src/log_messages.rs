@@ -16,6 +16,9 @@ pub const PLUGIN_DECISION: &str = "plugin decision";
 pub const PLUGIN_CALL_FAILED: &str = "plugin call failed; counted as a defer";
 /// The journal could not be parsed and was moved aside (field `moved_to`).
 pub const JOURNAL_QUARANTINED: &str = "the journal was unreadable and was moved aside; starting without it, so events already prepared may be prepared again";
+/// The journal's change log was damaged before its end (field `moved_to`): the changes up
+/// to the damage were used, the file was moved aside.
+pub const CHANGE_LOG_QUARANTINED: &str = "the journal's change log was damaged and was moved aside; resuming from the changes before the damage";
 /// A plugin was loaded for the first time from the plugin directory (field `plugin`).
 pub const PLUGIN_LOADED: &str = "plugin loaded";
 /// A loaded plugin was replaced by a new version of its files (field `plugin`).

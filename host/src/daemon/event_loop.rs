@@ -18,10 +18,11 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::coordination::{self, Coordinator};
-use crate::daemon::journal::{Journal, JournalError};
-use crate::daemon::journal_record::{self, JOURNAL_NAME, JournalRecord};
+use crate::daemon::journal::JournalError;
+use crate::daemon::journal_record;
 use crate::daemon::plugin_starts::PluginStarts;
 use crate::daemon::readiness_holds;
+use crate::daemon::state_journal::StateJournal;
 use crate::log_messages;
 use crate::pipeline::approval::{CoordinatedApprover, LocalApprover};
 use crate::pipeline::machine::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
@@ -67,7 +68,7 @@ pub struct Daemon {
     client: ImdsClient,
     plugins: SharedPlugins,
     timeline: Timeline,
-    journal: Journal<JournalRecord>,
+    journal: StateJournal,
     calls: JoinSet<CallAnswer>,
     /// The call each task runs, so a task that fails still answers its call: a plugin has
     /// one call in flight at a time, and a lost answer would keep it busy until a restart.
@@ -89,7 +90,7 @@ impl Daemon {
         plugins: SharedPlugins,
         timeline: Timeline,
     ) -> Result<Daemon, DaemonError> {
-        let (journal, opened) = Journal::open(&settings.state_dir, JOURNAL_NAME)?;
+        let (journal, opened) = StateJournal::open(&settings.state_dir)?;
         if let Some(quarantined) = &opened.quarantined {
             tracing::error!(
                 moved_to = %quarantined.display(),
@@ -97,9 +98,16 @@ impl Daemon {
                 log_messages::JOURNAL_QUARANTINED
             );
         }
+        if let Some(quarantined) = &opened.quarantined_log {
+            tracing::error!(
+                moved_to = %quarantined.display(),
+                "{}",
+                log_messages::CHANGE_LOG_QUARANTINED
+            );
+        }
         // A quarantined journal means an earlier run on this VM: not a first run.
-        let first_run = opened.value.is_none() && opened.quarantined.is_none();
-        let state = journal_record::resume(opened.value);
+        let first_run = opened.record.is_none() && opened.quarantined.is_none();
+        let state = journal_record::resume(opened.record);
         let snapshots = watch::channel(Arc::new(state.clone())).0;
         let local = LocalApprover::new(&settings.vm_name, &settings.policy);
         let pipeline = Pipeline::new(pipeline_settings(&settings), state, Box::new(local));
@@ -324,8 +332,7 @@ impl Daemon {
             .as_ref()
             .map(|readiness| readiness.holders().into_iter().collect())
             .unwrap_or_default();
-        self.journal
-            .commit(&JournalRecord::new(state.clone(), readiness_holds))?;
+        self.journal.commit(&state, readiness_holds)?;
         self.snapshots.send_replace(state);
         Ok(())
     }

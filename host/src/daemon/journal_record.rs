@@ -4,7 +4,8 @@
 //! | version | written by | shape |
 //! | --- | --- | --- |
 //! | 1 (no `version` field) | forewarn before the pipeline split | `tracker`, `events`, `readiness_holds` |
-//! | 2 | this forewarn | the same fields plus `version`; answers' `phase` and `outcome` typed |
+//! | 2 | forewarn 0.1 before issue 19 | the same fields plus `version`; answers' `phase` and `outcome` typed |
+//! | 3 | this forewarn | the same fields plus `generation`: the change log (`journal.log`, see `state_journal`) of that generation applies on top |
 //!
 //! Every field has a default, so a field added later loads from an older file as its
 //! default; a change that defaults cannot express gets a new version and a step in
@@ -20,7 +21,7 @@ use crate::pipeline::state::DaemonState;
 /// The journal's file name in the state directory (`journal.json`).
 pub(crate) const JOURNAL_NAME: &str = "journal";
 /// The schema version this forewarn writes.
-pub(crate) const JOURNAL_VERSION: u32 = 2;
+pub(crate) const JOURNAL_VERSION: u32 = 3;
 /// The version of a journal written before the schema had one.
 const UNVERSIONED: u32 = 1;
 
@@ -30,6 +31,10 @@ pub(crate) struct JournalRecord {
     /// The schema version the file was written with.
     #[serde(default = "unversioned")]
     pub version: u32,
+    /// The snapshot's generation: the change-log lines of the same generation apply on top
+    /// of it (0 in journals written before the change log existed, which had none).
+    #[serde(default)]
+    pub generation: u64,
     /// The pipeline's state (shared with the snapshot the status page reads, not copied).
     #[serde(flatten)]
     pub state: Arc<DaemonState>,
@@ -48,6 +53,7 @@ impl JournalRecord {
     pub(crate) fn new(state: Arc<DaemonState>, readiness_holds: BTreeSet<String>) -> JournalRecord {
         JournalRecord {
             version: JOURNAL_VERSION,
+            generation: 0,
             state,
             readiness_holds,
         }
@@ -80,9 +86,10 @@ pub(crate) fn migrate(mut record: JournalRecord) -> JournalRecord {
              knows, so events resume, but fields it does not know are dropped at the next commit"
         );
     }
-    if record.version == UNVERSIONED {
+    if record.version < JOURNAL_VERSION {
         // Version 1 had the same fields, and answers' phase and outcome were the same
-        // strings the typed enums read: nothing to convert.
+        // strings the typed enums read; version 2 had no change log, so its snapshot is
+        // generation 0: nothing to convert.
         record.version = JOURNAL_VERSION;
     }
     record
@@ -112,7 +119,7 @@ mod tests {
         let holds = BTreeSet::from(["lb-drain".to_owned()]);
         let record = JournalRecord::new(Arc::default(), holds);
         let text = serde_json::to_string(&record).expect("encodes");
-        assert!(text.contains(r#""version":2"#), "{text}");
+        assert!(text.contains(r#""version":3"#), "{text}");
         let back: JournalRecord = serde_json::from_str(&text).expect("parses");
         assert_eq!(back, record);
     }

@@ -6,6 +6,7 @@ pub mod journal;
 pub(crate) mod journal_record;
 pub(crate) mod plugin_starts;
 pub(crate) mod readiness_holds;
+pub(crate) mod state_journal;
 pub mod wiring;
 
 pub use event_loop::{Daemon, DaemonError, DaemonSettings};

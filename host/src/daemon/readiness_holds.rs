@@ -5,11 +5,10 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use forewarn_runtime::Readiness;
-use serde::Deserialize;
 
 use crate::plugins::set::{PluginSet, plugin_name_of};
 
-use crate::daemon::journal_record::JOURNAL_NAME;
+use crate::daemon::state_journal;
 
 /// Why a hold is released.
 pub(crate) const RELEASED_PLUGIN_REMOVED: &str = "plugin removed";
@@ -31,17 +30,10 @@ pub(crate) enum Standing {
 /// Restores the holds last journaled in `state_dir` into `readiness`; returns them. An
 /// absent or unreadable journal restores nothing (the daemon reports an unreadable one).
 pub(crate) fn restore(readiness: &Readiness, state_dir: &Path) -> BTreeSet<String> {
-    #[derive(Deserialize)]
-    struct Holds {
-        #[serde(default)]
-        readiness_holds: BTreeSet<String>,
-    }
-    let Ok(bytes) = std::fs::read(state_dir.join(format!("{JOURNAL_NAME}.json"))) else {
+    let Some(record) = state_journal::peek(state_dir) else {
         return BTreeSet::new();
     };
-    let Ok(holds) = serde_json::from_slice::<Holds>(&bytes) else {
-        return BTreeSet::new();
-    };
+    let holds = record;
     for plugin in &holds.readiness_holds {
         readiness.set(plugin, false);
         tracing::info!(
@@ -128,6 +120,7 @@ mod tests {
 
     #[test]
     fn restore_reads_the_holds_and_old_journals_restore_none() {
+        use crate::daemon::journal_record::JOURNAL_NAME;
         let dir = tempfile::tempdir().unwrap();
         let readiness = Readiness::default();
         assert!(restore(&readiness, dir.path()).is_empty());

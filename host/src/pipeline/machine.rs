@@ -251,7 +251,7 @@ impl Pipeline {
     }
 
     fn observe(&mut self, document: &Document, now: SystemTime) {
-        let transitions = self.state.tracker.observe(document, now);
+        let transitions = Arc::make_mut(&mut self.state.tracker).observe(document, now);
         for transition in &transitions {
             self.apply_transition(transition, now);
         }
@@ -295,7 +295,7 @@ impl Pipeline {
     /// Returns whether the transition was taken so.
     fn relist_during_recovery(&mut self, transition: &Transition) -> bool {
         let event = transition.event();
-        let Some(progress) = self.state.events.get_mut(&event.id) else {
+        let Some(progress) = self.state.events.get_mut(&event.id).map(Arc::make_mut) else {
             return false;
         };
         if !progress.is_ended() {
@@ -338,7 +338,7 @@ impl Pipeline {
                 reason: "the event appeared already started".into(),
             };
         }
-        self.state.events.insert(id, progress);
+        self.state.events.insert(id, Arc::new(progress));
     }
 
     /// A reschedule can change Resources, so the policy is asked again. Under the same plan
@@ -350,7 +350,7 @@ impl Pipeline {
     fn reschedule(&mut self, event: ScheduledEvent) {
         let id = event.id.clone();
         let handling = self.handling_of(&event);
-        let Some(progress) = self.state.events.get_mut(&id) else {
+        let Some(progress) = self.state.events.get_mut(&id).map(Arc::make_mut) else {
             self.start_handling(event, Lifecycle::Scheduled);
             return;
         };
@@ -391,7 +391,7 @@ impl Pipeline {
     }
 
     fn mark_started(&mut self, event: ScheduledEvent) {
-        let Some(progress) = self.state.events.get_mut(&event.id) else {
+        let Some(progress) = self.state.events.get_mut(&event.id).map(Arc::make_mut) else {
             // Straight to Started (a hardware failure): plugins are told it started.
             self.start_handling(event, Lifecycle::Started);
             return;
@@ -406,7 +406,7 @@ impl Pipeline {
     }
 
     fn mark_ended(&mut self, event: ScheduledEvent, after_start: bool, now: SystemTime) {
-        let Some(progress) = self.state.events.get_mut(&event.id) else {
+        let Some(progress) = self.state.events.get_mut(&event.id).map(Arc::make_mut) else {
             tracing::debug!(event_id = %event.id, "an event the daemon never handled ended");
             return;
         };
@@ -450,7 +450,7 @@ impl Pipeline {
 
     /// The scheduler's view and the events, borrowed apart so a stage can change one
     /// event while it reads the roster and the calls in flight.
-    fn schedule_and_events(&mut self) -> (Schedule<'_>, &mut BTreeMap<String, EventProgress>) {
+    fn schedule_and_events(&mut self) -> (Schedule<'_>, &mut BTreeMap<String, Arc<EventProgress>>) {
         let schedule = Schedule {
             roster: &self.roster,
             in_flight: &self.in_flight,
@@ -478,7 +478,6 @@ impl Pipeline {
         let waited = progress.preparing_since_unix_ms.is_none();
         let preparation = scheduler::prepare(progress, schedule, now);
         let began = waited && progress.preparing_since_unix_ms.is_some();
-        let event = progress.event.clone();
         if began {
             // Journal the start even when no call is due yet (status shows it).
             self.unsaved = true;
@@ -498,7 +497,16 @@ impl Pipeline {
                 }
             }
             Preparation::AllPrepared { subscribers } => {
-                match approval::hold(&event, subscribers, &self.roster, &self.settings.policy) {
+                let Some(progress) = self.state.events.get(id) else {
+                    return;
+                };
+                let hold = approval::hold(
+                    &progress.event,
+                    subscribers,
+                    &self.roster,
+                    &self.settings.policy,
+                );
+                match hold {
                     Some(reason) => self.announce_hold(id, reason),
                     None => self.decide_approval(id, now),
                 }
@@ -614,7 +622,7 @@ impl Pipeline {
 
     /// Every plugin approved (or none was needed): the approver decides.
     fn decide_approval(&mut self, id: &str, now: SystemTime) {
-        let Some(progress) = self.state.events.get_mut(id) else {
+        let Some(progress) = self.state.events.get_mut(id).map(Arc::make_mut) else {
             return;
         };
         if progress.approval != Approval::Pending {
@@ -639,7 +647,7 @@ impl Pipeline {
 
     /// An event waiting on the barrier: the approver says whether to approve now.
     fn coordinate(&mut self, id: &str, now: SystemTime) {
-        let Some(progress) = self.state.events.get_mut(id) else {
+        let Some(progress) = self.state.events.get_mut(id).map(Arc::make_mut) else {
             return;
         };
         if self.approver.advance(progress, now) {
@@ -673,7 +681,7 @@ impl Pipeline {
         self.emit(TimelineEntry::Finished {
             event_id: id.to_owned(),
         });
-        progress.relisted
+        Arc::unwrap_or_clone(progress).relisted
     }
 
     fn queue_call(&mut self, call: PlannedCall) {
@@ -730,7 +738,7 @@ impl Pipeline {
         for id in &event_ids {
             self.approval_retry.remove(id);
             self.approve_singly.remove(id);
-            if let Some(progress) = self.state.events.get_mut(id) {
+            if let Some(progress) = self.state.events.get_mut(id).map(Arc::make_mut) {
                 progress.approval = Approval::Sent { at_unix_ms };
             }
         }
@@ -789,7 +797,7 @@ impl Pipeline {
             });
         }
         let margin = self.settings.policy.safety_margin();
-        let Some(progress) = self.state.events.get_mut(&call.event_id) else {
+        let Some(progress) = self.state.events.get_mut(&call.event_id).map(Arc::make_mut) else {
             return;
         };
         let recorded =

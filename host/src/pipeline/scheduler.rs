@@ -7,6 +7,7 @@
 //! for, pulled in so a last call fits before the deadline. Recovery runs in reverse order.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use forewarn_imds::ScheduledEvent;
@@ -224,11 +225,14 @@ pub(crate) fn preparation_start(
 /// attempt numbers. The event must be Scheduled with its approval pending. Preparation
 /// never stops for lack of time: while the event is Scheduled (even past NotBefore) a
 /// plugin that has not approved is asked again, with whatever time is left.
+/// `shared` is copied (`Arc::make_mut`) only when a call is planned or preparation begins,
+/// so a round that changes nothing leaves the event shared with the journaled state.
 pub(crate) fn prepare(
-    progress: &mut EventProgress,
+    shared: &mut Arc<EventProgress>,
     schedule: Schedule<'_>,
     now: SystemTime,
 ) -> Preparation {
+    let progress: &EventProgress = shared;
     let event = progress.event.clone();
     let subscribers = schedule.roster.subscribers(event.event_type);
     if subscribers.is_empty() {
@@ -247,8 +251,9 @@ pub(crate) fn prepare(
         {
             return Preparation::NotYet { starts_at };
         }
-        progress.preparing_since_unix_ms = Some(unix_ms(now));
+        Arc::make_mut(shared).preparing_since_unix_ms = Some(unix_ms(now));
     }
+    let progress: &EventProgress = shared;
     if subscribers
         .iter()
         .all(|member| progress.plugin(&member.name).prepared)
@@ -257,20 +262,33 @@ pub(crate) fn prepare(
             subscribers: subscribers.len(),
         };
     }
+    if subscribers
+        .iter()
+        .all(|member| progress.plugin(&member.name).prepared || schedule.plugin_busy(&member.name))
+    {
+        // Every plugin still to prepare has a call in flight (a plugin's calls are
+        // serialised across events): the planning below would find nothing, so a round
+        // costs little for each event waiting its turn.
+        return Preparation::Calls {
+            calls: Vec::new(),
+            shortened: Vec::new(),
+        };
+    }
     let deadline = deadline(&event, schedule.margin);
     let needs = chain_needs(&subscribers, schedule.roster);
     let mut calls = Vec::new();
     let mut shortened = Vec::new();
     for member in &subscribers {
-        let waiting_for = unprepared_predecessors(progress, member, schedule);
+        let waiting_for = unprepared_predecessors(shared, member, schedule);
         let need = needs.get(&member.name).copied().unwrap_or_default();
         let turn_came = deadline.is_some_and(|deadline| turn_start(deadline, need) <= now);
         if !waiting_for.is_empty() && !turn_came {
             continue;
         }
-        if !may_prepare(progress, member, schedule, now) {
+        if !may_prepare(shared, member, schedule, now) {
             continue;
         }
+        let progress = Arc::make_mut(shared);
         let own = progress.plugin_mut(&member.name);
         if !waiting_for.is_empty() && own.prepare_attempts == 0 {
             shortened.push(ShortenedTurn {
@@ -347,11 +365,19 @@ fn pending_turns(progress: &EventProgress, schedule: Schedule<'_>) -> Vec<System
         return Vec::new();
     };
     let subscribers = schedule.roster.subscribers(progress.event.event_type);
-    let needs = chain_needs(&subscribers, schedule.roster);
-    subscribers
+    let waiting: Vec<&&Member> = subscribers
         .iter()
         .filter(|member| progress.plugin(&member.name).prepare_attempts == 0)
         .filter(|member| !unprepared_predecessors(progress, member, schedule).is_empty())
+        .collect();
+    if waiting.is_empty() {
+        // Checked first: the chains below cost more, and this runs for every event each
+        // time the loop asks when it is next due.
+        return Vec::new();
+    }
+    let needs = chain_needs(&subscribers, schedule.roster);
+    waiting
+        .into_iter()
         .filter_map(|member| needs.get(&member.name))
         .map(|need| turn_start(deadline, *need))
         .collect()
@@ -373,10 +399,11 @@ pub(crate) fn tell_started(progress: &EventProgress, schedule: Schedule<'_>) -> 
 /// plugin that runs after it has recovered (start the app before rejoining the load
 /// balancer). Records attempt numbers.
 pub(crate) fn recover(
-    progress: &mut EventProgress,
+    shared: &mut Arc<EventProgress>,
     schedule: Schedule<'_>,
     now: SystemTime,
 ) -> Recovery {
+    let progress: &EventProgress = shared;
     let phase = match progress.lifecycle {
         Lifecycle::Ended { after_start: true } => CallPhase::EndedAfterStart,
         _ => CallPhase::EndedWithoutStart,
@@ -397,6 +424,7 @@ pub(crate) fn recover(
         .collect();
     let mut calls = Vec::new();
     for member in due {
+        let progress = Arc::make_mut(shared);
         progress.plugin_mut(&member.name).recovery_attempts += 1;
         calls.push(planned(progress, member, phase, member.manifest.budget));
     }

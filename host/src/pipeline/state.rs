@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use forewarn_imds::ScheduledEvent;
 use serde::{Deserialize, Serialize};
@@ -15,10 +16,13 @@ use crate::pipeline::tracker::Tracker;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct DaemonState {
-    /// What the tracker last saw of each listed event.
-    pub tracker: Tracker,
-    /// Events being handled, by EventId.
-    pub events: BTreeMap<String, EventProgress>,
+    /// What the tracker last saw of each listed event (shared with the last journaled
+    /// state until a document changes it).
+    pub tracker: Arc<Tracker>,
+    /// Events being handled, by EventId. Each is shared with the last journaled state
+    /// until it changes (`Arc::make_mut`), so a round copies and journals only the events
+    /// it changed.
+    pub events: BTreeMap<String, Arc<EventProgress>>,
 }
 
 /// Everything the daemon knows and decided about one event, from its first listing until

@@ -47,6 +47,46 @@ fn schedule<'a>(roster: &'a Roster, in_flight: &'a InFlight) -> Schedule<'a> {
     }
 }
 
+/// `scheduler::prepare` on an event held alone (the tables below mutate it in place).
+fn prepare(progress: &mut EventProgress, schedule: Schedule<'_>, now: SystemTime) -> Preparation {
+    let mut shared = Arc::new(progress.clone());
+    let preparation = super::prepare(&mut shared, schedule, now);
+    *progress = Arc::unwrap_or_clone(shared);
+    preparation
+}
+
+/// `scheduler::recover` on an event held alone.
+fn recover(progress: &mut EventProgress, schedule: Schedule<'_>, now: SystemTime) -> Recovery {
+    let mut shared = Arc::new(progress.clone());
+    let recovery = super::recover(&mut shared, schedule, now);
+    *progress = Arc::unwrap_or_clone(shared);
+    recovery
+}
+
+#[test]
+fn a_round_that_plans_nothing_leaves_the_event_shared() {
+    let roster = roster(CHAIN);
+    // Every plugin busy: nothing can be asked, so nothing may be copied or journaled.
+    let in_flight: InFlight = ["a", "b", "c"]
+        .iter()
+        .map(|name| ("E1".to_owned(), (*name).to_owned()))
+        .collect();
+    let mut started = progress(EventType::Reboot, 300 * SECOND);
+    started.preparing_since_unix_ms = Some(0);
+    let mut shared = Arc::new(started);
+    let journaled = shared.clone();
+    let preparation = super::prepare(&mut shared, schedule(&roster, &in_flight), t0());
+    assert_eq!(called(&preparation), Vec::<&str>::new());
+    assert!(Arc::ptr_eq(&shared, &journaled), "the event was copied");
+    // A round that plans a call copies it, and the journaled one is left as it was.
+    let free = InFlight::new();
+    let preparation = super::prepare(&mut shared, schedule(&roster, &free), t0());
+    assert_eq!(called(&preparation), ["a"]);
+    assert!(!Arc::ptr_eq(&shared, &journaled));
+    assert_eq!(journaled.plugin("a").prepare_attempts, 0);
+    assert_eq!(shared.plugin("a").prepare_attempts, 1);
+}
+
 fn progress(event_type: EventType, notice: Duration) -> EventProgress {
     EventProgress::new(
         event("E1", event_type, t0(), notice),

@@ -1,0 +1,530 @@
+//! The daemon's journal as a snapshot (`journal.json`) plus an append-only change log
+//! (`journal.log`): a commit appends only the events that changed, so its cost does not grow
+//! with the number of events.
+//!
+//! Each log line is one commit: the events changed (or removed) since the previous one, the
+//! tracker and the readiness holds when they changed, and the snapshot's *generation*. When
+//! the log outgrows the snapshot, the state is compacted: a new snapshot of generation
+//! g + 1 is written crash-safely, then the log is emptied. A crash between the two leaves
+//! lines of generation g, which are older than the snapshot and skipped, never replayed over
+//! it. A line cut short by a crash (the last one, without its newline) was never committed
+//! and is dropped; a damaged line elsewhere stops the replay there, and the log is moved
+//! aside for a person to read.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::daemon::journal::{self, Journal, JournalError};
+use crate::daemon::journal_record::{self, JOURNAL_NAME, JournalRecord};
+use crate::pipeline::state::{DaemonState, EventProgress};
+use crate::pipeline::tracker::Tracker;
+
+/// The change log's file name in the state directory.
+pub(crate) const CHANGE_LOG_FILE: &str = "journal.log";
+/// The log is compacted into a new snapshot once it is this many times the snapshot's size
+/// (so the compaction's cost, in proportion to the state, is spread over as many bytes of
+/// cheap appends)...
+const COMPACT_RATIO: u64 = 4;
+/// ...and at least this large, so a small state is not re-snapshotted every few commits.
+const COMPACT_MIN_BYTES: u64 = 1024 * 1024;
+
+/// One line of the change log: what one commit changed.
+#[derive(Debug, Serialize, Deserialize)]
+struct Change {
+    /// The snapshot generation the change applies on top of.
+    generation: u64,
+    /// Events changed (Some) or forgotten (None) by this commit.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    events: BTreeMap<String, Option<Arc<EventProgress>>>,
+    /// The tracker, when it changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tracker: Option<Arc<Tracker>>,
+    /// The readiness holds, when they changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    readiness_holds: Option<BTreeSet<String>>,
+}
+
+impl Change {
+    fn is_empty(&self) -> bool {
+        self.events.is_empty() && self.tracker.is_none() && self.readiness_holds.is_none()
+    }
+}
+
+/// What was replayed when the journal was opened.
+#[derive(Debug)]
+pub(crate) struct Opened {
+    /// The state and holds last committed, or None when there was no journal.
+    pub record: Option<JournalRecord>,
+    /// Where an unreadable snapshot was moved to (the daemon starts without it).
+    pub quarantined: Option<PathBuf>,
+    /// Where a change log damaged before its end was moved to (its good prefix was used).
+    pub quarantined_log: Option<PathBuf>,
+}
+
+/// The state journal: the last commit survives a crash or power loss once `commit` returns.
+#[derive(Debug)]
+pub(crate) struct StateJournal {
+    snapshot: Journal<JournalRecord>,
+    log_path: PathBuf,
+    log: File,
+    generation: u64,
+    /// The state and holds of the last commit: what the next commit is compared with.
+    committed: JournalRecord,
+    log_bytes: u64,
+    snapshot_bytes: u64,
+    /// Whether anything is on disk: the first commit is written even when it is the empty
+    /// state, so the next start knows this VM has run forewarn before.
+    written: bool,
+}
+
+impl StateJournal {
+    /// Opens the journal in `dir` (creating it, private, if needed), replays the change log
+    /// over the snapshot, and compacts the result into a fresh snapshot with an empty log.
+    pub(crate) fn open(dir: &Path) -> Result<(StateJournal, Opened), JournalError> {
+        let (snapshot, outcome) = Journal::<JournalRecord>::open(dir, JOURNAL_NAME)?;
+        let log_path = dir.join(CHANGE_LOG_FILE);
+        let replayed = replay(outcome.value, &log_path)?;
+        let opened = Opened {
+            record: replayed.record,
+            quarantined: outcome.quarantined,
+            quarantined_log: replayed.quarantined_log,
+        };
+        let mut committed = opened.record.clone().unwrap_or_else(|| {
+            JournalRecord::new(Arc::new(DaemonState::default()), BTreeSet::new())
+        });
+        committed = journal_record::migrate(committed);
+        let log = open_log(&log_path)?;
+        let mut journal = StateJournal {
+            snapshot,
+            log_path,
+            log,
+            generation: committed.generation,
+            committed,
+            log_bytes: 0,
+            snapshot_bytes: 0,
+            written: opened.record.is_some(),
+        };
+        match opened.record {
+            Some(_) => journal.compact()?,
+            // Nothing applicable in the log: drop whatever is there (a line cut short by a
+            // crash, lines of a quarantined snapshot), so new lines start on a clean file.
+            None => journal.reset_log()?,
+        }
+        Ok((journal, opened))
+    }
+
+    /// Records `state` and `readiness_holds`: appends what changed since the last commit
+    /// (nothing when nothing did) and syncs it; compacts when the log has grown enough.
+    pub(crate) fn commit(
+        &mut self,
+        state: &Arc<DaemonState>,
+        readiness_holds: BTreeSet<String>,
+    ) -> Result<(), JournalError> {
+        let change = self.diff(state, &readiness_holds);
+        self.committed = JournalRecord::new(state.clone(), readiness_holds);
+        self.committed.generation = self.generation;
+        if change.is_empty() && self.written {
+            return Ok(());
+        }
+        self.append(&change)?;
+        self.written = true;
+        if self.log_bytes >= (COMPACT_RATIO * self.snapshot_bytes).max(COMPACT_MIN_BYTES) {
+            self.compact()?;
+        }
+        Ok(())
+    }
+
+    /// What changed from the last commit to `state` and `holds`. Events are compared by
+    /// pointer first: the pipeline shares unchanged events with the previous state.
+    fn diff(&self, state: &DaemonState, holds: &BTreeSet<String>) -> Change {
+        let before = &self.committed.state;
+        let events = changed_events(&before.events, &state.events);
+        let tracker_changed =
+            !Arc::ptr_eq(&before.tracker, &state.tracker) && before.tracker != state.tracker;
+        Change {
+            generation: self.generation,
+            events,
+            tracker: tracker_changed.then(|| state.tracker.clone()),
+            readiness_holds: (*holds != self.committed.readiness_holds).then(|| holds.clone()),
+        }
+    }
+
+    fn append(&mut self, change: &Change) -> Result<(), JournalError> {
+        let mut line = serde_json::to_vec(change).map_err(|error| JournalError::Encode {
+            path: self.log_path.clone(),
+            error,
+        })?;
+        line.push(b'\n');
+        self.log
+            .write_all(&line)
+            .map_err(|error| JournalError::Io {
+                action: "append to",
+                path: self.log_path.clone(),
+                error,
+            })?;
+        self.log.sync_data().map_err(|error| JournalError::Io {
+            action: "sync",
+            path: self.log_path.clone(),
+            error,
+        })?;
+        self.log_bytes += line.len() as u64;
+        Ok(())
+    }
+
+    /// Writes the committed state as snapshot generation + 1, then empties the log (whose
+    /// lines, of the older generation, would be skipped anyway).
+    fn compact(&mut self) -> Result<(), JournalError> {
+        let mut record = self.committed.clone();
+        record.generation = self.generation + 1;
+        let bytes = journal::encode_json(self.snapshot.path(), &record)?;
+        journal::write_atomically(self.snapshot.path(), &bytes)?;
+        self.generation = record.generation;
+        self.committed = record;
+        self.snapshot_bytes = bytes.len() as u64;
+        self.reset_log()
+    }
+
+    fn reset_log(&mut self) -> Result<(), JournalError> {
+        journal::write_atomically(&self.log_path, b"")?;
+        self.log = open_log(&self.log_path)?;
+        self.log_bytes = 0;
+        Ok(())
+    }
+}
+
+/// The events of `after` that differ from `before` (Some) and those gone from it (None).
+/// Both maps are sorted by id, so they are walked side by side: one pass, no lookups.
+fn changed_events(
+    before: &BTreeMap<String, Arc<EventProgress>>,
+    after: &BTreeMap<String, Arc<EventProgress>>,
+) -> BTreeMap<String, Option<Arc<EventProgress>>> {
+    let mut changed = BTreeMap::new();
+    let mut old = before.iter().peekable();
+    for (id, progress) in after {
+        while let Some((gone, _)) = old.next_if(|(old_id, _)| *old_id < id) {
+            changed.insert(gone.clone(), None);
+        }
+        let same = old
+            .next_if(|(old_id, _)| *old_id == id)
+            .is_some_and(|(_, old)| Arc::ptr_eq(old, progress) || old == progress);
+        if !same {
+            changed.insert(id.clone(), Some(progress.clone()));
+        }
+    }
+    for (gone, _) in old {
+        changed.insert(gone.clone(), None);
+    }
+    changed
+}
+
+/// Reads the journal in `dir` without changing anything: the snapshot with the change log
+/// replayed over it (None when absent or unreadable). For readers that run beside the
+/// daemon's own journal, such as the readiness holds restored at start.
+pub(crate) fn peek(dir: &Path) -> Option<JournalRecord> {
+    let bytes = journal::read_if_exists(&dir.join(format!("{JOURNAL_NAME}.json")))
+        .ok()
+        .flatten();
+    let snapshot = bytes.and_then(|bytes| serde_json::from_slice(&bytes).ok());
+    let log = fs::read(dir.join(CHANGE_LOG_FILE)).unwrap_or_default();
+    let (record, _) = apply_log(snapshot, &log);
+    record
+}
+
+struct Replayed {
+    record: Option<JournalRecord>,
+    quarantined_log: Option<PathBuf>,
+}
+
+/// The snapshot with the log at `log_path` replayed over it; a log damaged before its end
+/// is moved aside after its good lines are used.
+fn replay(snapshot: Option<JournalRecord>, log_path: &Path) -> Result<Replayed, JournalError> {
+    let log = journal::read_if_exists(log_path)?.unwrap_or_default();
+    let (record, damaged) = apply_log(snapshot, &log);
+    let quarantined_log = match damaged {
+        true => Some(journal::quarantine(log_path)?),
+        false => None,
+    };
+    Ok(Replayed {
+        record,
+        quarantined_log,
+    })
+}
+
+/// Applies the complete lines of `log` of the snapshot's generation to it. Returns the
+/// result and whether a complete line was unreadable (the replay stops there).
+fn apply_log(snapshot: Option<JournalRecord>, log: &[u8]) -> (Option<JournalRecord>, bool) {
+    let mut record = snapshot;
+    let generation = record.as_ref().map_or(0, |record| record.generation);
+    let complete = match log.iter().rposition(|&byte| byte == b'\n') {
+        Some(end) => &log[..=end],
+        // No newline at all: at most one line cut short by a crash, never committed.
+        None => &[][..],
+    };
+    for line in complete.split(|&byte| byte == b'\n') {
+        if line.is_empty() {
+            continue;
+        }
+        let Ok(change) = serde_json::from_slice::<Change>(line) else {
+            return (record, true);
+        };
+        if change.generation != generation {
+            // Left by a crash between a compaction's snapshot and its emptying of the log.
+            continue;
+        }
+        let current = record.get_or_insert_with(|| {
+            JournalRecord::new(Arc::new(DaemonState::default()), BTreeSet::new())
+        });
+        apply(current, change);
+    }
+    (record, false)
+}
+
+fn apply(record: &mut JournalRecord, change: Change) {
+    let state = Arc::make_mut(&mut record.state);
+    for (id, progress) in change.events {
+        match progress {
+            Some(progress) => state.events.insert(id, progress),
+            None => state.events.remove(&id),
+        };
+    }
+    if let Some(tracker) = change.tracker {
+        state.tracker = tracker;
+    }
+    if let Some(holds) = change.readiness_holds {
+        record.readiness_holds = holds;
+    }
+}
+
+/// Opens the change log for appending (created private to the daemon's user).
+fn open_log(path: &Path) -> Result<File, JournalError> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        // Like every file the daemon writes: a planted symbolic link is not followed.
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|error| JournalError::Io {
+            action: "open",
+            path: path.to_path_buf(),
+            error,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use forewarn_imds::EventType;
+
+    use super::*;
+    use crate::pipeline::state::{Handling, Lifecycle};
+    use crate::pipeline::test_harness::{event, t0};
+
+    fn progress(id: &str) -> Arc<EventProgress> {
+        Arc::new(EventProgress::new(
+            event(id, EventType::Reboot, t0(), Duration::from_secs(600)),
+            Handling::Prepare {
+                affects_this_vm: true,
+            },
+            Lifecycle::Scheduled,
+        ))
+    }
+
+    fn state_with(ids: &[&str]) -> Arc<DaemonState> {
+        let mut state = DaemonState::default();
+        for id in ids {
+            state.events.insert((*id).to_owned(), progress(id));
+        }
+        Arc::new(state)
+    }
+
+    /// `state` with event `id` changed (one more prepare attempt of plugin "a").
+    fn changed(state: &Arc<DaemonState>, id: &str) -> Arc<DaemonState> {
+        let mut next = (**state).clone();
+        let event = next.events.get_mut(id).expect("the event exists");
+        Arc::make_mut(event).plugin_mut("a").prepare_attempts += 1;
+        Arc::new(next)
+    }
+
+    fn reopen(dir: &Path) -> (StateJournal, Opened) {
+        StateJournal::open(dir).expect("opens")
+    }
+
+    fn log_lines(dir: &Path) -> Vec<serde_json::Value> {
+        fs::read_to_string(dir.join(CHANGE_LOG_FILE))
+            .expect("the log exists")
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("a whole line"))
+            .collect()
+    }
+
+    #[test]
+    fn commits_survive_a_reopen_with_the_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut journal, opened) = reopen(dir.path());
+        assert!(opened.record.is_none());
+        let first = state_with(&["E1", "E2"]);
+        journal.commit(&first, BTreeSet::new()).unwrap();
+        let second = changed(&first, "E2");
+        let holds = BTreeSet::from(["lb-drain".to_owned()]);
+        journal.commit(&second, holds.clone()).unwrap();
+        drop(journal);
+        let (_, opened) = reopen(dir.path());
+        let record = opened.record.expect("a record");
+        assert_eq!(record.state, second);
+        assert_eq!(record.readiness_holds, holds);
+    }
+
+    #[test]
+    fn a_commit_writes_only_the_events_it_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut journal, _) = reopen(dir.path());
+        let ids: Vec<String> = (0..100).map(|n| format!("E{n}")).collect();
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let many = state_with(&ids);
+        journal.commit(&many, BTreeSet::new()).unwrap();
+        let one_changed = changed(&many, "E42");
+        journal.commit(&one_changed, BTreeSet::new()).unwrap();
+        // Unchanged: nothing is written at all.
+        journal.commit(&one_changed, BTreeSet::new()).unwrap();
+        let lines = log_lines(dir.path());
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        let events = lines[1]["events"].as_object().expect("events");
+        assert_eq!(events.keys().collect::<Vec<_>>(), ["E42"]);
+        assert!(lines[1].get("tracker").is_none());
+    }
+
+    #[test]
+    fn a_forgotten_event_stays_forgotten_after_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut journal, _) = reopen(dir.path());
+        journal
+            .commit(&state_with(&["E1", "E2"]), BTreeSet::new())
+            .unwrap();
+        journal
+            .commit(&state_with(&["E2"]), BTreeSet::new())
+            .unwrap();
+        drop(journal);
+        let record = reopen(dir.path()).1.record.expect("a record");
+        assert_eq!(record.state.events.keys().collect::<Vec<_>>(), ["E2"]);
+    }
+
+    #[test]
+    fn the_first_commit_is_written_even_when_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut journal, _) = reopen(dir.path());
+        journal
+            .commit(&Arc::new(DaemonState::default()), BTreeSet::new())
+            .unwrap();
+        drop(journal);
+        assert!(reopen(dir.path()).1.record.is_some(), "not a first run");
+    }
+
+    #[test]
+    fn a_line_cut_short_by_a_crash_is_dropped_and_later_commits_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut journal, _) = reopen(dir.path());
+        let first = state_with(&["E1"]);
+        journal.commit(&first, BTreeSet::new()).unwrap();
+        drop(journal);
+        let mut log = OpenOptions::new()
+            .append(true)
+            .open(dir.path().join(CHANGE_LOG_FILE))
+            .unwrap();
+        log.write_all(br#"{"generation":0,"events":{"E9":nu"#)
+            .unwrap();
+        drop(log);
+        let (mut journal, opened) = reopen(dir.path());
+        assert_eq!(opened.record.expect("a record").state, first);
+        assert!(opened.quarantined_log.is_none());
+        let second = changed(&first, "E1");
+        journal.commit(&second, BTreeSet::new()).unwrap();
+        drop(journal);
+        assert_eq!(reopen(dir.path()).1.record.expect("a record").state, second);
+    }
+
+    #[test]
+    fn lines_older_than_the_snapshot_are_not_replayed_over_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut journal, _) = reopen(dir.path());
+        let first = state_with(&["E1"]);
+        journal.commit(&first, BTreeSet::new()).unwrap();
+        drop(journal);
+        let (journal, _) = reopen(dir.path());
+        assert_eq!(journal.generation, 1);
+        drop(journal);
+        // The reopen compacted into generation 1. A crash after a compaction's snapshot and
+        // before the log was emptied leaves generation-0 lines that would forget E1.
+        let stale = br#"{"generation":0,"events":{"E1":null}}"#;
+        let log_path = dir.path().join(CHANGE_LOG_FILE);
+        fs::write(&log_path, [&stale[..], b"\n"].concat()).unwrap();
+        let (_, opened) = reopen(dir.path());
+        assert_eq!(opened.record.expect("a record").state, first);
+    }
+
+    #[test]
+    fn a_damaged_line_before_the_end_keeps_the_changes_before_it_and_moves_the_log_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut journal, _) = reopen(dir.path());
+        let first = state_with(&["E1"]);
+        journal.commit(&first, BTreeSet::new()).unwrap();
+        let generation = journal.generation;
+        drop(journal);
+        let log_path = dir.path().join(CHANGE_LOG_FILE);
+        let good = format!(r#"{{"generation":{generation},"events":{{"E1":null}}}}"#);
+        let later = format!(r#"{{"generation":{generation},"readiness_holds":["x"]}}"#);
+        fs::write(&log_path, format!("{good}\nnot json\n{later}\n")).unwrap();
+        let (_, opened) = reopen(dir.path());
+        let record = opened.record.expect("a record");
+        assert!(record.state.events.is_empty(), "the good line was applied");
+        assert!(
+            record.readiness_holds.is_empty(),
+            "replay stopped at the damage"
+        );
+        let moved = opened.quarantined_log.expect("the log was moved aside");
+        assert!(fs::read_to_string(moved).unwrap().contains("not json"));
+    }
+
+    #[test]
+    fn a_journal_from_before_the_change_log_resumes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut record = JournalRecord::new(state_with(&["E1"]), BTreeSet::new());
+        record.version = 2;
+        let text = serde_json::to_string(&record)
+            .unwrap()
+            .replace(r#""generation":0,"#, "");
+        assert!(!text.contains("generation"), "{text}");
+        fs::write(dir.path().join("journal.json"), text).unwrap();
+        let (_, opened) = reopen(dir.path());
+        let record = opened.record.expect("a record");
+        assert_eq!(record.state, state_with(&["E1"]));
+        assert_eq!(peek(dir.path()).expect("peek").state, record.state);
+    }
+
+    #[test]
+    fn a_long_run_compacts_and_still_resumes_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut journal, _) = reopen(dir.path());
+        let mut state = state_with(&["E1", "E2", "E3"]);
+        for round in 0..3000 {
+            let id = ["E1", "E2", "E3"][round % 3];
+            state = changed(&state, id);
+            journal.commit(&state, BTreeSet::new()).unwrap();
+        }
+        assert!(journal.generation > 0, "never compacted");
+        let log_size = fs::metadata(dir.path().join(CHANGE_LOG_FILE))
+            .unwrap()
+            .len();
+        assert!(log_size < 2 * COMPACT_MIN_BYTES, "{log_size} bytes");
+        drop(journal);
+        assert_eq!(reopen(dir.path()).1.record.expect("a record").state, state);
+        assert_eq!(peek(dir.path()).expect("peek").state, state);
+    }
+}
