@@ -24,9 +24,10 @@ const POOL_TABLES: u32 = 2000;
 const POOL_MAX_MEMORY_BYTES: usize = 1 << 32;
 /// Largest function table of one module: CPython's is about 10 000 entries.
 const POOL_TABLE_ELEMENTS: usize = 100_000;
-/// Per core module; multi-memory and several tables are rare but legal.
-const POOL_MEMORIES_PER_MODULE: u32 = 4;
-const POOL_TABLES_PER_MODULE: u32 = 8;
+/// Per core module: multi-memory and several tables are rare but legal (a component with
+/// nine memories must load, and meet the one shared memory cap at run time).
+const POOL_MEMORIES_PER_MODULE: u32 = 64;
+const POOL_TABLES_PER_MODULE: u32 = 64;
 /// Slots that keep a module's image mapped after its call, ready for its next call.
 const POOL_WARM_SLOTS: u32 = 100;
 /// Bytes of each memory, table and fiber stack left mapped between calls and reset in

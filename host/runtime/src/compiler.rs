@@ -37,11 +37,12 @@ pub fn compile_to_bytes(
     component: &[u8],
     allocation: InstanceAllocation,
 ) -> Result<Vec<u8>, LoadError> {
-    let engine = Engine::new(&crate::runtime::engine_config(allocation)).map_err(|error| {
-        LoadError::Compile {
-            message: format!("cannot start the compiler: {error:#}"),
-        }
-    })?;
+    let engine =
+        Engine::new(&crate::engine_config::engine_config(allocation)).map_err(|error| {
+            LoadError::Compile {
+                message: format!("cannot start the compiler: {error:#}"),
+            }
+        })?;
     engine
         .precompile_component(component)
         .map_err(|error| LoadError::Compile {

@@ -10,6 +10,7 @@ mod cache;
 mod call_env;
 mod call_state;
 mod compiler;
+mod engine_config;
 mod epoch;
 mod error;
 mod grants;

@@ -6,14 +6,15 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use sha2::{Digest, Sha256};
+use wasmtime::Engine;
 use wasmtime::component::{Component, Linker};
-use wasmtime::{Config, Engine};
 
 use crate::allocation::InstanceAllocation;
 use crate::cache::CompileCache;
 use crate::call_env::CallEnv;
 use crate::call_state::CallState;
 use crate::compiler::{self, ChildCompile, Compiler};
+use crate::engine_config::engine_config;
 use crate::epoch::EpochTicker;
 use crate::error::{LoadError, RuntimeError};
 use crate::inspect::{self, ComponentReport};
@@ -200,15 +201,6 @@ impl Runtime {
             .map_err(|error| inspect::explain_import_error(self.engine(), component, &error))?;
         HandlerPre::new(version, instance_pre)
     }
-}
-
-/// The engine's configuration; `forewarn compile-plugin` compiles with the same one.
-pub(crate) fn engine_config(allocation: InstanceAllocation) -> Config {
-    let mut config = Config::new();
-    config.wasm_component_model(true);
-    config.epoch_interruption(true);
-    allocation.apply(&mut config);
-    config
 }
 
 /// The engine with the requested allocation; the pool reserves address space up front, so

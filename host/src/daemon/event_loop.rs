@@ -105,8 +105,10 @@ impl Daemon {
                 log_messages::CHANGE_LOG_QUARANTINED
             );
         }
-        // A quarantined journal means an earlier run on this VM: not a first run.
-        let first_run = opened.record.is_none() && opened.quarantined.is_none();
+        // A quarantined journal or log means an earlier run on this VM: not a first run.
+        let first_run = opened.record.is_none()
+            && opened.quarantined.is_none()
+            && opened.quarantined_log.is_none();
         let state = journal_record::resume(opened.record);
         let snapshots = watch::channel(Arc::new(state.clone())).0;
         let local = LocalApprover::new(&settings.vm_name, &settings.policy);

@@ -197,7 +197,7 @@ pub(crate) fn read_if_exists(path: &Path) -> Result<Option<Vec<u8>>, JournalErro
 }
 
 /// Largest journal or state file read (a plugin's state is at most 1 MiB, hex-encoded).
-const JOURNAL_MAX_BYTES: u64 = 256 * 1024 * 1024;
+pub(crate) const JOURNAL_MAX_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Moves an unreadable file to `path.corrupt-<unix-secs>` (with `-N` appended if that
 /// exists already) and returns where it went.

@@ -81,6 +81,8 @@ pub(crate) struct StateJournal {
     /// Whether anything is on disk: the first commit is written even when it is the empty
     /// state, so the next start knows this VM has run forewarn before.
     written: bool,
+    /// An append failed: every later commit fails too (the daemon stops on the first).
+    failed: bool,
 }
 
 impl StateJournal {
@@ -109,6 +111,7 @@ impl StateJournal {
             log_bytes: 0,
             snapshot_bytes: 0,
             written: opened.record.is_some(),
+            failed: false,
         };
         match opened.record {
             Some(_) => journal.compact()?,
@@ -126,15 +129,27 @@ impl StateJournal {
         state: &Arc<DaemonState>,
         readiness_holds: BTreeSet<String>,
     ) -> Result<(), JournalError> {
+        if self.failed {
+            return Err(JournalError::Io {
+                action: "append to",
+                path: self.log_path.clone(),
+                error: std::io::Error::other(
+                    "an earlier write to the change log failed; restart forewarn to resume from the journal",
+                ),
+            });
+        }
         let change = self.diff(state, &readiness_holds);
+        if !change.is_empty() || !self.written {
+            // A failed (possibly partial) append ends this journal: a later line written
+            // after a partial one would join it into a damaged line mid-log.
+            self.failed = true;
+            self.append(&change)?;
+            self.failed = false;
+            self.written = true;
+        }
         self.committed = JournalRecord::new(state.clone(), readiness_holds);
         self.committed.generation = self.generation;
-        if change.is_empty() && self.written {
-            return Ok(());
-        }
-        self.append(&change)?;
-        self.written = true;
-        if self.log_bytes >= (COMPACT_RATIO * self.snapshot_bytes).max(COMPACT_MIN_BYTES) {
+        if self.log_bytes >= compaction_threshold(self.snapshot_bytes) {
             self.compact()?;
         }
         Ok(())
@@ -223,6 +238,13 @@ fn changed_events(
     changed
 }
 
+/// The log size that triggers a compaction: [`COMPACT_RATIO`] × the snapshot, at least
+/// [`COMPACT_MIN_BYTES`], and at most half of what a reader accepts, so the log is always
+/// readable at the next start.
+fn compaction_threshold(snapshot_bytes: u64) -> u64 {
+    (COMPACT_RATIO * snapshot_bytes).clamp(COMPACT_MIN_BYTES, journal::JOURNAL_MAX_BYTES / 2)
+}
+
 /// Reads the journal in `dir` without changing anything: the snapshot with the change log
 /// replayed over it (None when absent or unreadable). For readers that run beside the
 /// daemon's own journal, such as the readiness holds restored at start.
@@ -260,18 +282,30 @@ fn replay(snapshot: Option<JournalRecord>, log_path: &Path) -> Result<Replayed, 
 /// result and whether a complete line was unreadable (the replay stops there).
 fn apply_log(snapshot: Option<JournalRecord>, log: &[u8]) -> (Option<JournalRecord>, bool) {
     let mut record = snapshot;
+    if record
+        .as_ref()
+        .is_some_and(|record| record.version < journal_record::JOURNAL_VERSION)
+    {
+        // A snapshot from a forewarn without the change log (written after a downgrade):
+        // it is newer than any line left in the log.
+        return (record, false);
+    }
     let generation = record.as_ref().map_or(0, |record| record.generation);
     let complete = match log.iter().rposition(|&byte| byte == b'\n') {
         Some(end) => &log[..=end],
         // No newline at all: at most one line cut short by a crash, never committed.
         None => &[][..],
     };
-    for line in complete.split(|&byte| byte == b'\n') {
-        if line.is_empty() {
-            continue;
-        }
+    let lines: Vec<&[u8]> = complete
+        .split(|&byte| byte == b'\n')
+        .filter(|line| !line.is_empty())
+        .collect();
+    for (index, line) in lines.iter().enumerate() {
         let Ok(change) = serde_json::from_slice::<Change>(line) else {
-            return (record, true);
+            // The last line may be one a power loss cut short after its newline reached
+            // the disk: never committed, so dropped like a line without its newline.
+            let last = index + 1 == lines.len();
+            return (record, !last);
         };
         if change.generation != generation {
             // Left by a crash between a compaction's snapshot and its emptying of the log.
@@ -351,6 +385,15 @@ mod tests {
         let event = next.events.get_mut(id).expect("the event exists");
         Arc::make_mut(event).plugin_mut("a").prepare_attempts += 1;
         Arc::new(next)
+    }
+
+    /// Appends `bytes` to the change log as a crash or a bad disk might have left them.
+    fn append_raw(dir: &Path, bytes: &[u8]) {
+        let mut log = OpenOptions::new()
+            .append(true)
+            .open(dir.join(CHANGE_LOG_FILE))
+            .unwrap();
+        log.write_all(bytes).unwrap();
     }
 
     fn reopen(dir: &Path) -> (StateJournal, Opened) {
@@ -434,13 +477,7 @@ mod tests {
         let first = state_with(&["E1"]);
         journal.commit(&first, BTreeSet::new()).unwrap();
         drop(journal);
-        let mut log = OpenOptions::new()
-            .append(true)
-            .open(dir.path().join(CHANGE_LOG_FILE))
-            .unwrap();
-        log.write_all(br#"{"generation":0,"events":{"E9":nu"#)
-            .unwrap();
-        drop(log);
+        append_raw(dir.path(), br#"{"generation":0,"events":{"E9":nu"#);
         let (mut journal, opened) = reopen(dir.path());
         assert_eq!(opened.record.expect("a record").state, first);
         assert!(opened.quarantined_log.is_none());
@@ -490,6 +527,51 @@ mod tests {
         );
         let moved = opened.quarantined_log.expect("the log was moved aside");
         assert!(fs::read_to_string(moved).unwrap().contains("not json"));
+    }
+
+    #[test]
+    fn a_damaged_last_line_is_dropped_without_moving_the_log_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut journal, _) = reopen(dir.path());
+        let first = state_with(&["E1"]);
+        journal.commit(&first, BTreeSet::new()).unwrap();
+        drop(journal);
+        append_raw(dir.path(), b"\0\0\0\0\n");
+        let (_, opened) = reopen(dir.path());
+        assert_eq!(opened.record.expect("a record").state, first);
+        assert!(opened.quarantined_log.is_none());
+    }
+
+    #[test]
+    fn a_snapshot_written_after_a_downgrade_is_not_overwritten_by_old_log_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut journal, _) = reopen(dir.path());
+        journal
+            .commit(&state_with(&["E1", "E2"]), BTreeSet::new())
+            .unwrap();
+        drop(journal);
+        fs::write(
+            dir.path().join(CHANGE_LOG_FILE),
+            "{\"generation\":0,\"events\":{\"E2\":null}}\n",
+        )
+        .unwrap();
+        // An older forewarn wrote this version-2 snapshot (generation 0) and no log lines.
+        let mut older = JournalRecord::new(state_with(&["E1", "E2"]), BTreeSet::new());
+        older.version = 2;
+        fs::write(
+            dir.path().join("journal.json"),
+            serde_json::to_vec(&older).unwrap(),
+        )
+        .unwrap();
+        let record = reopen(dir.path()).1.record.expect("a record");
+        assert_eq!(record.state, state_with(&["E1", "E2"]));
+    }
+
+    #[test]
+    fn compaction_keeps_the_log_readable() {
+        assert_eq!(compaction_threshold(0), COMPACT_MIN_BYTES);
+        assert_eq!(compaction_threshold(1 << 20), 4 << 20);
+        assert!(compaction_threshold(1 << 40) <= journal::JOURNAL_MAX_BYTES / 2);
     }
 
     #[test]
