@@ -48,6 +48,13 @@ fn unversioned() -> u32 {
     UNVERSIONED
 }
 
+impl Default for JournalRecord {
+    /// The empty state of the current version, with no holds.
+    fn default() -> JournalRecord {
+        JournalRecord::new(Arc::default(), BTreeSet::new())
+    }
+}
+
 impl JournalRecord {
     /// A record of the current version.
     pub(crate) fn new(state: Arc<DaemonState>, readiness_holds: BTreeSet<String>) -> JournalRecord {

@@ -97,10 +97,7 @@ impl StateJournal {
             quarantined: outcome.quarantined,
             quarantined_log: replayed.quarantined_log,
         };
-        let mut committed = opened.record.clone().unwrap_or_else(|| {
-            JournalRecord::new(Arc::new(DaemonState::default()), BTreeSet::new())
-        });
-        committed = journal_record::migrate(committed);
+        let committed = journal_record::migrate(opened.record.clone().unwrap_or_default());
         let log = open_log(&log_path)?;
         let mut journal = StateJournal {
             snapshot,
@@ -311,9 +308,7 @@ fn apply_log(snapshot: Option<JournalRecord>, log: &[u8]) -> (Option<JournalReco
             // Left by a crash between a compaction's snapshot and its emptying of the log.
             continue;
         }
-        let current = record.get_or_insert_with(|| {
-            JournalRecord::new(Arc::new(DaemonState::default()), BTreeSet::new())
-        });
+        let current = record.get_or_insert_with(JournalRecord::default);
         apply(current, change);
     }
     (record, false)
@@ -396,6 +391,11 @@ mod tests {
         log.write_all(bytes).unwrap();
     }
 
+    /// The record a new start resumes from.
+    fn resumed(dir: &Path) -> JournalRecord {
+        reopen(dir).1.record.expect("a record")
+    }
+
     fn reopen(dir: &Path) -> (StateJournal, Opened) {
         StateJournal::open(dir).expect("opens")
     }
@@ -455,7 +455,7 @@ mod tests {
             .commit(&state_with(&["E2"]), BTreeSet::new())
             .unwrap();
         drop(journal);
-        let record = reopen(dir.path()).1.record.expect("a record");
+        let record = resumed(dir.path());
         assert_eq!(record.state.events.keys().collect::<Vec<_>>(), ["E2"]);
     }
 
@@ -484,7 +484,7 @@ mod tests {
         let second = changed(&first, "E1");
         journal.commit(&second, BTreeSet::new()).unwrap();
         drop(journal);
-        assert_eq!(reopen(dir.path()).1.record.expect("a record").state, second);
+        assert_eq!(resumed(dir.path()).state, second);
     }
 
     #[test]
@@ -563,7 +563,7 @@ mod tests {
             serde_json::to_vec(&older).unwrap(),
         )
         .unwrap();
-        let record = reopen(dir.path()).1.record.expect("a record");
+        let record = resumed(dir.path());
         assert_eq!(record.state, state_with(&["E1", "E2"]));
     }
 
@@ -606,7 +606,7 @@ mod tests {
             .len();
         assert!(log_size < 2 * COMPACT_MIN_BYTES, "{log_size} bytes");
         drop(journal);
-        assert_eq!(reopen(dir.path()).1.record.expect("a record").state, state);
+        assert_eq!(resumed(dir.path()).state, state);
         assert_eq!(peek(dir.path()).expect("peek").state, state);
     }
 }
