@@ -12,7 +12,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use forewarn_host::cli::demo;
 use forewarn_host::config::{Config, DEFAULT_CONFIG_PATH};
 use forewarn_host::daemon::wiring as app;
-use forewarn_host::ops::status;
+use forewarn_host::ops::{malloc_arenas, status};
 use forewarn_host::pipeline::timeline;
 use tokio_util::sync::CancellationToken;
 
@@ -245,9 +245,12 @@ impl From<LangArg> for forewarn_host::plugins::templates::Lang {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Command::CompilePlugin { allocation } = &cli.command {
-        // Before logging and the async runtime: the child does one thing and exits.
+        // Before logging and the async runtime: the child does one thing and exits (its
+        // parallel compile keeps glibc's default arenas).
         return compile_plugin(allocation);
     }
+    // Before any thread exists: the async runtime below starts the first ones.
+    malloc_arenas::limit();
     let demo_like = matches!(
         cli.command,
         Command::Demo(_) | Command::Plugin(PluginCommand::Test(_))

@@ -499,8 +499,8 @@ fn systemd_unit_passes_systemd_analyze_verify() {
 
 #[test]
 fn deb_installs_binary_unit_config_and_plugin_directories() {
-    // Package the binary this test run built (debug profile: a release build of wasmtime
-    // takes a quarter of an hour); release packaging is the same with --release paths.
+    // Package the binary this test run built (debug profile: the size-optimised, fat-LTO
+    // release build takes 7-8 minutes more); release packaging is the same with --release paths.
     let profile_dir = forewarn().parent().unwrap();
     let exported = run(&[
         "plugin",

@@ -1,5 +1,5 @@
 //! `bench-footprint`: the idle daemon's memory and CPU — the real `forewarn run` with the
-//! three bundled plugins, first start and restart — against a Python poller, from /proc.
+//! bundled plugins, first start and restart — against a Python poller, from /proc.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -86,7 +86,7 @@ fn main() -> anyhow::Result<()> {
     println!("# forewarn idle footprint against a Python poller\n");
     println!("- binary: {}", binary.display());
     println!(
-        "- plugins: the three bundled ones ({loaded} \"plugin loaded\" log lines at the first start)"
+        "- plugins: the bundled ones ({loaded} \"plugin loaded\" log lines at the first start)"
     );
     println!(
         "- each process watched for {} s after {} s to settle, one after the other, polling the same simulator once a second; CPU ticks are 1/{tick_hz} s\n",

@@ -6,7 +6,9 @@ use wasmtime::{Config, Enabled, InstanceAllocationStrategy, PoolingAllocationCon
 /// Where a call's instance (its memories, tables, fiber stack) comes from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum InstanceAllocation {
-    /// Reused slots reserved when the engine starts; reset by `madvise` after each call.
+    /// Reused slots reserved when the engine starts; after each call the first 2 MiB of a
+    /// memory are reset in place (the pages the call dirtied, where the kernel has
+    /// `PAGEMAP_SCAN`) and the rest is given back with `madvise`.
     #[default]
     Pooling,
     /// Fresh mappings per instance, released after the call.

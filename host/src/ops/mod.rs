@@ -1,8 +1,10 @@
 //! Operations: the admin endpoint (health, readiness, metrics, status, the status page),
-//! Prometheus metrics, the status snapshot, each event's history and systemd notification.
+//! Prometheus metrics, the status snapshot, each event's history, systemd notification and
+//! the process's malloc arenas.
 
 pub(crate) mod admin;
 pub mod event_history;
+pub mod malloc_arenas;
 pub(crate) mod metrics;
 pub mod status;
 pub(crate) mod status_page;
