@@ -1,5 +1,5 @@
 //! `measure-runtime`: the plugin runtime's figures for BENCHMARKS.md — cold compile and cached
-//! load of each plugin, fresh instance + call of each (on-demand vs pooled instances), and how late a loop is cut off.
+//! load of each plugin, fresh instance + call of each (on demand, pooled, made ahead), and how late a loop is cut off.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use forewarn_runtime::wit::latest::Phase;
 use forewarn_runtime::{
-    CallFailure, HostServices, InstanceAllocation, Plugin, PluginSettings, Runtime, RuntimeConfig,
+    CallFailure, HostServices, InstanceAllocation, InstanceTiming, Plugin, PluginSettings, Runtime,
+    RuntimeConfig,
 };
 use forewarn_test_support::fixtures::{sample_context, sample_event};
 use forewarn_test_support::guests::{NOOP, PROBE};
@@ -118,22 +119,33 @@ fn time_loads(
     Ok(times)
 }
 
-/// Fresh instance + call of every measured component (and the no-op plugin), once with the
-/// on-demand allocator (the baseline: forewarn before issue 19) and once with the pool.
+/// Fresh instance + call of every measured component (and the no-op plugin): made at the
+/// call with the on-demand allocator (the baseline: forewarn before issue 19), made at the
+/// call from the pool, and made ahead of the call from the pool (what forewarn ships).
 async fn measure_calls(paths: &[PathBuf]) -> anyhow::Result<()> {
+    let at_call = |instance_allocation| RuntimeConfig {
+        instance_allocation,
+        instance_timing: InstanceTiming::AtCall,
+        ..RuntimeConfig::default()
+    };
     let on_demand = Runtime::new(
-        RuntimeConfig {
-            instance_allocation: InstanceAllocation::OnDemand,
-            ..RuntimeConfig::default()
-        },
+        at_call(InstanceAllocation::OnDemand),
         HostServices::default(),
     )?;
-    let pooling = Runtime::new(RuntimeConfig::default(), HostServices::default())?;
+    let pooling = Runtime::new(
+        at_call(InstanceAllocation::Pooling),
+        HostServices::default(),
+    )?;
+    let shipped = Runtime::new(RuntimeConfig::default(), HostServices::default())?;
     println!("## Fresh instance + call (median of sequential calls after a warm-up)\n");
     println!(
-        "| component | size | calls | on demand (baseline) | pooling | pooling ÷ on demand | pooling p99 |"
+        "Made ahead: each call is timed once the background task has made its instance (calls \
+         spaced as the daemon's are); the instance is still fresh and serves that call only.\n"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| component | size | calls | on demand, at call (baseline) | pooled, at call | pooled, made ahead (shipped) | shipped ÷ baseline | shipped p99 |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     let mut all: Vec<PathBuf> = paths.to_vec();
     if !all.iter().any(|path| path == Path::new(NOOP)) {
         all.push(PathBuf::from(NOOP));
@@ -141,29 +153,38 @@ async fn measure_calls(paths: &[PathBuf]) -> anyhow::Result<()> {
     for path in &all {
         let (name, bytes) = read_component(path)?;
         let count = calls_for(bytes.len());
-        let baseline = match time_calls(&on_demand, &bytes, count).await {
+        let baseline = match time_calls(&on_demand, &bytes, count, Timing::AtCall).await {
             Ok(times) => times,
             Err(error) => {
                 println!(
-                    "| {name} | {} KiB | — | failed: {error:#} | | | |",
+                    "| {name} | {} KiB | — | failed: {error:#} | | | | |",
                     bytes.len() / 1024
                 );
                 continue;
             }
         };
-        let pooled = time_calls(&pooling, &bytes, count).await?;
-        let (base_median, pool_median) = (median(&baseline), median(&pooled));
+        let pooled = time_calls(&pooling, &bytes, count, Timing::AtCall).await?;
+        let ahead = time_calls(&shipped, &bytes, count, Timing::Ahead).await?;
+        let (base_median, ahead_median) = (median(&baseline), median(&ahead));
         println!(
-            "| {name} | {} KiB | {count} | {} | {} | {:.2} | {} |",
+            "| {name} | {} KiB | {count} | {} | {} | {} | {:.2} | {} |",
             bytes.len() / 1024,
             micros(base_median),
-            micros(pool_median),
-            pool_median.as_secs_f64() / base_median.as_secs_f64(),
-            micros(percentile(&pooled, 99)),
+            micros(median(&pooled)),
+            micros(ahead_median),
+            ahead_median.as_secs_f64() / base_median.as_secs_f64(),
+            micros(percentile(&ahead, 99)),
         );
     }
     println!();
     Ok(())
+}
+
+/// Whether a timed call waits for its instance to be made ahead of it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Timing {
+    AtCall,
+    Ahead,
 }
 
 /// A component's file name and bytes.
@@ -186,11 +207,13 @@ fn calls_for(size: usize) -> usize {
     }
 }
 
-/// Loads `bytes` into `runtime`, warms it up, and times `count` fresh-instance calls (sorted).
+/// Loads `bytes` into `runtime`, warms it up, and times `count` fresh-instance calls
+/// (sorted); with `Timing::Ahead`, each once its instance is ready.
 async fn time_calls(
     runtime: &Runtime,
     bytes: &[u8],
     count: usize,
+    timing: Timing,
 ) -> anyhow::Result<Vec<Duration>> {
     let plugin = runtime.load("measured", bytes, PluginSettings::default())?;
     for _ in 0..WARM_UP_CALLS.min(count) {
@@ -198,6 +221,12 @@ async fn time_calls(
     }
     let mut times = Vec::with_capacity(count);
     for _ in 0..count {
+        if timing == Timing::Ahead {
+            plugin.prepare_next().await;
+            if !plugin.has_ready_instance().await {
+                bail!("no instance was made ahead of the call");
+            }
+        }
         let call_started = Instant::now();
         call(&plugin, CALL_BUDGET).await?;
         times.push(call_started.elapsed());

@@ -8,6 +8,7 @@ use wasmtime::{Engine, Store, UpdateDeadline};
 
 use crate::call_state::CallState;
 use crate::epoch::{ActiveCall, EpochTicker};
+use crate::ready_instance::InstanceTiming;
 use crate::services::{HostServices, PluginSettings};
 
 /// Shared by the runtime and every plugin it loaded: cheap to clone.
@@ -20,18 +21,31 @@ struct CallEnvInner {
     engine: Engine,
     ticker: EpochTicker,
     services: HostServices,
+    timing: InstanceTiming,
 }
 
 impl CallEnv {
-    /// Bundles the engine, its running epoch ticker and the services plugins share.
-    pub(crate) fn new(engine: Engine, ticker: EpochTicker, services: HostServices) -> Self {
+    /// Bundles the engine, its running epoch ticker, the services plugins share and when
+    /// each call's instance is made.
+    pub(crate) fn new(
+        engine: Engine,
+        ticker: EpochTicker,
+        services: HostServices,
+        timing: InstanceTiming,
+    ) -> Self {
         CallEnv {
             inner: Arc::new(CallEnvInner {
                 engine,
                 ticker,
                 services,
+                timing,
             }),
         }
+    }
+
+    /// When each call's fresh instance is made.
+    pub(crate) fn timing(&self) -> InstanceTiming {
+        self.inner.timing
     }
 
     /// The engine every component is compiled for and every call runs on.
@@ -56,13 +70,21 @@ impl CallEnv {
         store.limiter(|state| &mut state.limits);
         // Every epoch tick (1 ms) the plugin yields to the executor, so the wall-clock
         // timeout can fire; at the deadline the plugin is interrupted with a trap.
+        // The deadline is read from the store's data, so an instance made ahead of its call
+        // (ready_instance.rs) runs under the deadline the call sets when it takes it.
         store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |_| {
-            if Instant::now() >= deadline {
+        store.epoch_deadline_callback(|store| {
+            if Instant::now() >= store.data().deadline {
                 return Ok(UpdateDeadline::Interrupt);
             }
             Ok(UpdateDeadline::Yield(1))
         });
         store
+    }
+
+    /// Gives a store made ahead of time the deadline of the call that takes it.
+    pub(crate) fn begin_call(store: &mut Store<CallState>, deadline: Instant) {
+        store.data_mut().deadline = deadline;
+        store.set_epoch_deadline(1);
     }
 }

@@ -26,6 +26,7 @@ pub mod network;
 mod permissions;
 mod plugin;
 mod plugin_log;
+mod ready_instance;
 mod runtime;
 mod sandbox;
 mod services;
@@ -48,6 +49,7 @@ pub use plugin::{
     CallContext, CallFailure, CallOutcome, Plugin, REASON_MAX_BYTES, StartAnswer, StartOutcome,
 };
 pub use plugin_log::{LogLevel, PLUGIN_LOG_TARGET, PluginLogLine};
+pub use ready_instance::{InstanceTiming, PREPARE_BUDGET};
 pub use runtime::{Runtime, RuntimeConfig};
 pub use rustls::pki_types::CertificateDer;
 pub use services::{

@@ -1,5 +1,5 @@
-//! A loaded plugin and one call into it: a fresh store and instance per call, under a memory
-//! cap and a deadline enforced by epoch interruption (CPU) and a wall-clock timeout (host calls).
+//! A loaded plugin and one call into it: a fresh store and instance per call (made ahead of
+//! time), under a memory cap and a deadline enforced by epoch interruption and a timeout.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -9,10 +9,11 @@ use wasmtime::Trap;
 use crate::call_env::CallEnv;
 use crate::call_state::{CallState, LOG_LINE_MAX_BYTES, LOG_LINES_PER_CALL};
 use crate::plugin_log::{LogLevel, PLUGIN_LOG_TARGET, PluginLogLine};
+use crate::ready_instance::{InstanceTiming, NextInstance, PREPARE_BUDGET, ReadyInstance};
 use crate::services::PluginSettings;
 use crate::text::{log_safe, shorten};
-use crate::wit::HandlerPre;
 use crate::wit::latest::{Context, Decision, Phase, ScheduledEvent, StartContext, VmInfo};
+use crate::wit::{Handler, HandlerPre};
 
 /// Longest budget a call gets, whatever it asks for: a day. Manifests are bounded far lower
 /// at parse time; this keeps `Instant + budget` from overflowing for any caller.
@@ -35,6 +36,8 @@ struct PluginInner {
     loaded_from_cache: bool,
     pre: HandlerPre<CallState>,
     settings: Arc<PluginSettings>,
+    /// The next call's instance, when it was made ahead of time.
+    next: NextInstance,
 }
 
 /// The facts of a call that are not the event itself.
@@ -155,6 +158,7 @@ impl Plugin {
                 loaded_from_cache,
                 pre,
                 settings: Arc::new(settings),
+                next: NextInstance::default(),
             }),
         }
     }
@@ -217,6 +221,8 @@ impl Plugin {
     /// plugin built against a contract without `on-start` (0.1.0) is not called.
     pub async fn start(&self, context: &StartContext, budget: Duration) -> StartOutcome {
         if !self.inner.pre.has_on_start() {
+            // Nothing to call: still make the first call's instance ahead of it.
+            self.prepare_in_background();
             return StartOutcome {
                 answer: Ok(StartAnswer::NotExported),
                 elapsed: Duration::ZERO,
@@ -240,7 +246,9 @@ impl Plugin {
         }
     }
 
-    /// Runs one export in a fresh instance within `budget`.
+    /// Runs one export in a fresh instance within `budget`: the one made ahead of time when
+    /// it is ready, else one made now. Then, in the background, the used instance is dropped
+    /// and the next one made.
     async fn invoke(
         &self,
         entry: Entry<'_>,
@@ -248,19 +256,26 @@ impl Plugin {
     ) -> (Result<Returned, CallFailure>, Duration, Vec<PluginLogLine>) {
         let started = Instant::now();
         let deadline = started + budget;
-        let mut store = self.inner.env.new_store(
-            self.inner.name.clone(),
-            self.inner.settings.clone(),
-            deadline,
-        );
         let _ticking = self.inner.env.enter_call();
+        let (mut store, ready) = match self.inner.next.take() {
+            Some(ReadyInstance { mut store, handler }) => {
+                CallEnv::begin_call(&mut store, deadline);
+                (store, Some(handler))
+            }
+            None => (self.new_store(deadline), None),
+        };
+        let mut instantiated = false;
         let result = tokio::time::timeout_at(deadline.into(), async {
-            let instance = self
-                .inner
-                .pre
-                .instantiate_async(&mut store)
-                .await
-                .map_err(CallError::Instantiate)?;
+            let instance = match ready {
+                Some(handler) => handler,
+                None => self
+                    .inner
+                    .pre
+                    .instantiate_async(&mut store)
+                    .await
+                    .map_err(CallError::Instantiate)?,
+            };
+            instantiated = true;
             let returned = match entry {
                 Entry::Event(event, phase, context) => instance
                     .call_on_event(&mut store, event, phase, context)
@@ -280,7 +295,88 @@ impl Plugin {
             Ok(Err(error)) => Err(classify(error, store.data(), budget)),
         };
         let logs = self.forward_output(store.data_mut());
-        (answer, started.elapsed(), logs)
+        let elapsed = started.elapsed();
+        self.recycle(store, instantiated);
+        (answer, elapsed, logs)
+    }
+
+    /// A fresh store for one call of this plugin, interrupted at `deadline`.
+    fn new_store(&self, deadline: Instant) -> wasmtime::Store<CallState> {
+        self.inner.env.new_store(
+            self.inner.name.clone(),
+            self.inner.settings.clone(),
+            deadline,
+        )
+    }
+
+    /// Drops a used store and makes the next call's instance, off the caller's path. A
+    /// plugin whose instance could not be made in this call gets no new one ahead of time:
+    /// its next call tries again under its own budget (so a failing start function costs
+    /// one budget per call, not two).
+    fn recycle(&self, used: wasmtime::Store<CallState>, prepare_next: bool) {
+        if self.inner.env.timing() == InstanceTiming::AtCall {
+            // The baseline: everything on the call's path, the drop included.
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let plugin = self.clone();
+        let task = runtime.spawn(async move {
+            drop(used);
+            if prepare_next {
+                plugin.make_next().await;
+            }
+        });
+        self.inner.next.set_background(task);
+    }
+
+    /// Starts making the next call's instance in the background (nothing without a tokio
+    /// runtime, or when instances are made at the call).
+    fn prepare_in_background(&self) {
+        if self.inner.env.timing() != InstanceTiming::Ahead {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let plugin = self.clone();
+        let task = runtime.spawn(async move { plugin.make_next().await });
+        self.inner.next.set_background(task);
+    }
+
+    /// Waits for the background work after the last call (the used instance dropped, the
+    /// next one made), then makes the next call's instance if none is ready. An instance
+    /// that cannot be made within [`PREPARE_BUDGET`] is not kept: the next call makes its
+    /// own and reports why that failed.
+    pub async fn prepare_next(&self) {
+        self.inner.next.settle().await;
+        self.make_next().await;
+    }
+
+    /// Makes the next call's instance unless one is ready (or being made).
+    async fn make_next(&self) {
+        self.inner
+            .next
+            .fill(|| async {
+                let deadline = Instant::now() + PREPARE_BUDGET;
+                let mut store = self.new_store(deadline);
+                let _ticking = self.inner.env.enter_call();
+                let made = tokio::time::timeout_at(
+                    deadline.into(),
+                    self.inner.pre.instantiate_async(&mut store),
+                )
+                .await;
+                let handler: Handler = made.ok()?.ok()?;
+                Some(ReadyInstance { store, handler })
+            })
+            .await;
+    }
+
+    /// Whether the next call's instance is ready, once a preparation under way has ended
+    /// (for tests and benchmarks).
+    pub async fn has_ready_instance(&self) -> bool {
+        self.inner.next.is_ready().await
     }
 
     /// Writes what the plugin printed, and what it was not allowed to log, to the daemon log;

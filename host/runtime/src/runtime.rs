@@ -19,6 +19,7 @@ use crate::epoch::EpochTicker;
 use crate::error::{LoadError, RuntimeError};
 use crate::inspect::{self, ComponentReport};
 use crate::plugin::Plugin;
+use crate::ready_instance::InstanceTiming;
 use crate::services::{HostServices, PluginSettings};
 use crate::wit::{self, HandlerPre};
 
@@ -32,6 +33,9 @@ pub struct RuntimeConfig {
     pub instance_allocation: InstanceAllocation,
     /// Where components not in the cache are compiled.
     pub compiler: Compiler,
+    /// When each call's fresh instance is made (ahead of the call unless a benchmark asks
+    /// for the at-call baseline).
+    pub instance_timing: InstanceTiming,
 }
 
 /// Shared by every plugin: cheap to clone.
@@ -78,7 +82,7 @@ impl Runtime {
         let ticker = EpochTicker::start(engine.clone()).map_err(RuntimeError::Ticker)?;
         Ok(Runtime {
             inner: Arc::new(RuntimeInner {
-                env: CallEnv::new(engine, ticker, services),
+                env: CallEnv::new(engine, ticker, services, config.instance_timing),
                 compiler: config.compiler,
                 allocation,
                 linker,

@@ -484,6 +484,70 @@ async fn a_call_that_uses_most_of_its_budget_still_answers() {
 }
 
 // ---------------------------------------------------------------------------------------
+// Instances made ahead of their call
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn every_call_gets_an_instance_no_call_used_before() {
+    let plugin = probe("instance-calls");
+    // Calls that do not wait (their instance made at the call, or ahead if the background
+    // task was quicker) and calls that find theirs made ahead: each instance serves one call.
+    for made_ahead in [false, true, true, false, true] {
+        if made_ahead {
+            plugin.prepare_next().await;
+            assert!(
+                plugin.has_ready_instance().await,
+                "no instance was made ahead"
+            );
+        }
+        let outcome = call(&plugin).await;
+        assert_eq!(defer_reason(&outcome), "instance-calls: 1", "{outcome:?}");
+    }
+}
+
+#[tokio::test]
+async fn an_instance_made_ahead_runs_under_its_calls_budget() {
+    // A loop in an instance made ahead is cut off at the call's budget...
+    let looping = probe("loop");
+    looping.prepare_next().await;
+    assert!(looping.has_ready_instance().await);
+    let budget = Duration::from_millis(200);
+    assert_cut_off(&call_with(&looping, 1, budget).await, budget);
+    // ...and a call longer than the time its instance was given to be made still answers:
+    // the deadline is the call's, not the preparation's.
+    let slow = probe_in(
+        shared_runtime(),
+        "probe-slow-ahead",
+        "slow",
+        &[("margin_ms", "300")],
+    );
+    slow.prepare_next().await;
+    assert!(slow.has_ready_instance().await);
+    let budget = forewarn_runtime::PREPARE_BUDGET + Duration::from_millis(800);
+    let outcome = call_with(&slow, 1, budget).await;
+    assert_approved(&outcome);
+    assert!(
+        outcome.elapsed > forewarn_runtime::PREPARE_BUDGET,
+        "the call did not outlast the preparation budget: {outcome:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_memory_cap_binds_an_instance_made_ahead() {
+    let plugin = probe("oom");
+    plugin.prepare_next().await;
+    assert!(plugin.has_ready_instance().await);
+    let outcome = call(&plugin).await;
+    assert_eq!(
+        outcome.answer,
+        Err(CallFailure::MemoryExceeded {
+            limit_bytes: DEFAULT_MEMORY_LIMIT
+        }),
+        "{outcome:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
 // Memory cap and traps
 // ---------------------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 //! Each reports what it could reach; in a correct host every probe is denied or empty.
 
 use std::net::TcpStream;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use forewarn_sdk::{Decision, host};
 
@@ -46,4 +47,12 @@ pub(crate) fn env() -> Decision {
 /// Counts the command-line arguments.
 pub(crate) fn args() -> Decision {
     defer_with(format!("args: {}", std::env::args_os().count()))
+}
+
+/// Counts, in the instance's own memory, the calls this instance has served: "instance-calls:
+/// 1" in every call while each call gets an instance no call used before.
+pub(crate) fn instance_calls() -> Decision {
+    static CALLS: AtomicU32 = AtomicU32::new(0);
+    let calls = CALLS.fetch_add(1, Ordering::Relaxed) + 1;
+    defer_with(format!("instance-calls: {calls}"))
 }
