@@ -1,6 +1,7 @@
 //! Compiles the bundled plugins (plugins/*) into wasm components and writes, in OUT_DIR,
 //! `bundled.rs` (a path constant per plugin) and `bundled_wasm.rs` (its bytes, embedded);
-//! and embeds the plugin templates (sdk/templates/*) as `templates.rs`.
+//! and embeds the plugin templates (sdk/templates/*) as `templates.rs`; in release builds,
+//! asks the linker to lay out the daemon's start-up and idle code first (link/).
 
 use std::path::PathBuf;
 
@@ -14,6 +15,41 @@ fn main() {
     forewarn_wasm_build::write_constants(&out_dir.join("bundled.rs"), &built);
     forewarn_wasm_build::write_embedded(&out_dir.join("bundled_wasm.rs"), &built);
     templates::embed(&out_dir);
+    startup_code_order::apply();
+}
+
+/// The release link of `forewarn` places the functions the daemon runs at start and while
+/// idle (link/startup-symbols.txt, recorded by link/record-startup-code.sh) next to each
+/// other, so the idle daemon keeps fewer pages of its own code resident: the kernel maps
+/// code around each page a process touches, and code laid out by crate spreads a few hot
+/// functions over many pages. A list that is out of date costs memory, never correctness.
+mod startup_code_order {
+    use std::path::PathBuf;
+
+    /// Set to skip the ordering (a linker other than lld, or to measure without it).
+    const OPT_OUT: &str = "FOREWARN_NO_STARTUP_ORDER";
+    /// The target whose default linker (Rust's bundled lld) takes a symbol ordering file.
+    const LLD_TARGET: &str = "x86_64-unknown-linux-gnu";
+
+    pub(crate) fn apply() {
+        let manifest_dir = PathBuf::from(
+            std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+        );
+        let symbols = manifest_dir.join("link/startup-symbols.txt");
+        println!("cargo:rerun-if-changed={}", symbols.display());
+        println!("cargo:rerun-if-env-changed={OPT_OUT}");
+        let release = std::env::var("PROFILE").is_ok_and(|profile| profile == "release");
+        let lld = std::env::var("TARGET").is_ok_and(|target| target == LLD_TARGET);
+        if !release || !lld || std::env::var_os(OPT_OUT).is_some() || !symbols.exists() {
+            return;
+        }
+        println!(
+            "cargo:rustc-link-arg-bin=forewarn=-Wl,--symbol-ordering-file={}",
+            symbols.display()
+        );
+        // Symbols of the list that this build does not have (renamed, inlined) are skipped.
+        println!("cargo:rustc-link-arg-bin=forewarn=-Wl,--no-warn-symbol-ordering");
+    }
 }
 
 /// The plugin templates `forewarn plugin new` writes (sdk/templates/<lang>/), embedded as a
