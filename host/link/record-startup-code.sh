@@ -77,15 +77,16 @@ record() {
 record first-start
 record restart
 
-# Every function of the binary that ran, in the order callgrind first names it; Rust's own
-# symbols only (the C library and the plugins' compiled code are not in the binary's text).
+# Every function of the binary that ran, sorted so that a new recording diffs against the
+# last; Rust's own symbols only (the C library and the plugins' compiled code are not in the
+# binary's text).
 {
     echo "# Functions of the release forewarn that run at start and while idle, recorded by"
     echo "# host/link/record-startup-code.sh; laid out first by the release link (host/build.rs)."
     cat "$work/first-start.callgrind" "$work/restart.callgrind" |
         sed -n 's/^c\?fn=\(([0-9]*) \)\?//p' |
         grep -E '^_(ZN|R)' |
-        awk '!seen[$0]++'
+        LC_ALL=C sort -u
 } >"$out.tmp"
 mv "$out.tmp" "$out"
 echo "record-startup-code.sh: $(grep -vc '^#' "$out") functions in $out"

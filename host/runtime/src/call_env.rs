@@ -82,9 +82,12 @@ impl CallEnv {
         store
     }
 
-    /// Gives a store made ahead of time the deadline of the call that takes it.
+    /// Gives a store made ahead of time the deadline of the call that takes it, and the
+    /// host functions that were refused while it was made.
     pub(crate) fn begin_call(store: &mut Store<CallState>, deadline: Instant) {
-        store.data_mut().deadline = deadline;
+        let state = store.data_mut();
+        state.deadline = deadline;
+        state.preparing = false;
         store.set_epoch_deadline(1);
     }
 }

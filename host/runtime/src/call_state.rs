@@ -43,6 +43,11 @@ pub(crate) struct CallState {
     pub(crate) state_write_bytes: usize,
     pub(crate) stdout: CapturedOutput,
     pub(crate) stderr: CapturedOutput,
+    /// True while the instance is made ahead of its call: the plugin's own host functions
+    /// (state, readiness, HTTP, identity, actions) are refused then (ready_instance.rs).
+    pub(crate) preparing: bool,
+    /// Whether the instance asked for one of those while it was being made ahead.
+    pub(crate) host_called_while_preparing: bool,
 }
 
 impl CallState {
@@ -69,7 +74,18 @@ impl CallState {
             state_write_bytes: 0,
             stdout,
             stderr,
+            preparing: false,
+            host_called_while_preparing: false,
         }
+    }
+
+    /// Whether a host function with effects (or that reads state) must be refused because
+    /// the instance is being made ahead of its call; remembers that it was asked for.
+    pub(crate) fn refuse_while_preparing(&mut self) -> bool {
+        if self.preparing {
+            self.host_called_while_preparing = true;
+        }
+        self.preparing
     }
 }
 

@@ -26,6 +26,8 @@ pub(crate) struct InstanceLimits {
     total_bytes: usize,
     /// Elements of every table, as grown so far.
     table_elements: usize,
+    /// Linear memories created so far (each holds a slot of the instance pool).
+    memories_created: usize,
     memory_cap_hit: bool,
 }
 
@@ -35,6 +37,7 @@ impl InstanceLimits {
             memory_limit_bytes: usize::try_from(memory_limit_bytes).unwrap_or(usize::MAX),
             total_bytes: 0,
             table_elements: 0,
+            memories_created: 0,
             memory_cap_hit: false,
         }
     }
@@ -42,6 +45,11 @@ impl InstanceLimits {
     /// Whether the call asked for more memory than its cap.
     pub(crate) fn memory_cap_hit(&self) -> bool {
         self.memory_cap_hit
+    }
+
+    /// How many linear memories the store's instances created.
+    pub(crate) fn memories_created(&self) -> usize {
+        self.memories_created
     }
 
     /// Bytes counted against the cap so far: all memories and tables of the call.
@@ -69,6 +77,9 @@ impl ResourceLimiter for InstanceLimits {
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
+        if current == 0 {
+            self.memories_created = self.memories_created.saturating_add(1);
+        }
         Ok(self.grow_total(desired.saturating_sub(current)))
     }
 

@@ -9,7 +9,7 @@ use wasmtime::Trap;
 use crate::call_env::CallEnv;
 use crate::call_state::{CallState, LOG_LINE_MAX_BYTES, LOG_LINES_PER_CALL};
 use crate::plugin_log::{LogLevel, PLUGIN_LOG_TARGET, PluginLogLine};
-use crate::ready_instance::{InstanceTiming, NextInstance, PREPARE_BUDGET, ReadyInstance};
+use crate::ready_instance::{InstanceTiming, NextInstance, READY_MAX_MEMORIES, ReadyInstance};
 use crate::services::PluginSettings;
 use crate::text::{log_safe, shorten};
 use crate::wit::latest::{Context, Decision, Phase, ScheduledEvent, StartContext, VmInfo};
@@ -58,7 +58,8 @@ pub struct CallContext {
 pub struct CallOutcome {
     /// The plugin's decision, or why there is none.
     pub answer: Result<Decision, CallFailure>,
-    /// How long the call took, instantiation included.
+    /// How long the call took, instantiation included (also when its instance was made
+    /// ahead of the call).
     pub elapsed: Duration,
     /// What the plugin logged through `log` and printed on stdout/stderr, in order of
     /// source (log lines first), within the per-call caps.
@@ -255,15 +256,19 @@ impl Plugin {
         budget: Duration,
     ) -> (Result<Returned, CallFailure>, Duration, Vec<PluginLogLine>) {
         let started = Instant::now();
-        let deadline = started + budget;
+        self.inner.next.note_budget(budget);
         let _ticking = self.inner.env.enter_call();
-        let (mut store, ready) = match self.inner.next.take() {
-            Some(ReadyInstance { mut store, handler }) => {
-                CallEnv::begin_call(&mut store, deadline);
-                (store, Some(handler))
-            }
-            None => (self.new_store(deadline), None),
+        // An instance made ahead is charged the time its making took against this budget.
+        let (mut store, ready, took) = match self.inner.next.take() {
+            Some(ReadyInstance {
+                store,
+                handler,
+                took,
+            }) => (store, Some(handler), took),
+            None => (self.new_store(started + budget), None, Duration::ZERO),
         };
+        let deadline = started + budget.saturating_sub(took);
+        CallEnv::begin_call(&mut store, deadline);
         let mut instantiated = false;
         let result = tokio::time::timeout_at(deadline.into(), async {
             let instance = match ready {
@@ -295,7 +300,7 @@ impl Plugin {
             Ok(Err(error)) => Err(classify(error, store.data(), budget)),
         };
         let logs = self.forward_output(store.data_mut());
-        let elapsed = started.elapsed();
+        let elapsed = started.elapsed() + took;
         self.recycle(store, instantiated);
         (answer, elapsed, logs)
     }
@@ -321,11 +326,16 @@ impl Plugin {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let plugin = self.clone();
+        // The task does not keep the plugin alive: a version replaced or removed meanwhile
+        // gets no new instance.
+        let plugin = Arc::downgrade(&self.inner);
         let task = runtime.spawn(async move {
             drop(used);
+            let Some(inner) = plugin.upgrade() else {
+                return;
+            };
             if prepare_next {
-                plugin.make_next().await;
+                Plugin { inner }.make_next().await;
             }
         });
         self.inner.next.set_background(task);
@@ -354,13 +364,17 @@ impl Plugin {
         self.make_next().await;
     }
 
-    /// Makes the next call's instance unless one is ready (or being made).
+    /// Makes the next call's instance unless one is ready (or being made). Only an instance
+    /// made cleanly is kept: within the preparation budget, without asking for host
+    /// functions (refused while it is made) and holding few memories.
     async fn make_next(&self) {
         self.inner
             .next
             .fill(|| async {
-                let deadline = Instant::now() + PREPARE_BUDGET;
+                let started = Instant::now();
+                let deadline = started + self.inner.next.prepare_budget();
                 let mut store = self.new_store(deadline);
+                store.data_mut().preparing = true;
                 let _ticking = self.inner.env.enter_call();
                 let made = tokio::time::timeout_at(
                     deadline.into(),
@@ -368,7 +382,17 @@ impl Plugin {
                 )
                 .await;
                 let handler: Handler = made.ok()?.ok()?;
-                Some(ReadyInstance { store, handler })
+                let state = store.data();
+                if state.host_called_while_preparing
+                    || state.limits.memories_created() > READY_MAX_MEMORIES
+                {
+                    return None;
+                }
+                Some(ReadyInstance {
+                    store,
+                    handler,
+                    took: started.elapsed(),
+                })
             })
             .await;
     }

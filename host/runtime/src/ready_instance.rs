@@ -1,11 +1,14 @@
 //! The next call's fresh instance, made ahead of time: after each call (and after loading) a
 //! background task instantiates the plugin again, so the next call starts with it ready.
 //!
-//! Each instance still serves exactly one call; only the moment it is made moves. A call
-//! that finds no ready instance (two calls back to back, or a failed preparation) makes one
-//! itself, as it always did, and reports any failure as its own.
+//! Each instance still serves exactly one call; only the moment it is made moves, and its
+//! making is charged to that call's budget. A call that finds no ready instance (two calls
+//! back to back) makes one itself, as it always did. A plugin whose instance cannot be made
+//! ahead cleanly (too slow, failing, asking for host functions while being made, or holding
+//! many memories) is made at each call from then on, exactly as before.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
@@ -15,10 +18,15 @@ use crate::call_state::CallState;
 use crate::mutex::lock;
 use crate::wit::Handler;
 
-/// Longest a preparation may run (a module's start function included). Instantiating even a
-/// 18 MB Python component takes about 2 ms; one that takes longer is left to the next call,
-/// which instantiates under its own budget and reports what went wrong.
+/// Longest a preparation may run (a module's start function included), and never longer than
+/// the plugin's last call budget. Instantiating even an 18 MB Python component takes about
+/// 1 ms; a plugin whose instance takes longer is made at each call instead.
 pub const PREPARE_BUDGET: Duration = Duration::from_secs(1);
+
+/// Most linear memories an instance made ahead may hold: each holds a slot of the shared
+/// instance pool between calls. Rust, C, Python and JavaScript plugins have one to three; a
+/// component with more is made at each call, holding its slots only while it runs.
+pub(crate) const READY_MAX_MEMORIES: usize = 8;
 
 /// When a call's fresh instance is made.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -35,6 +43,8 @@ pub enum InstanceTiming {
 pub(crate) struct ReadyInstance {
     pub(crate) store: Store<CallState>,
     pub(crate) handler: Handler,
+    /// How long making it took: charged to the call that takes it.
+    pub(crate) took: Duration,
 }
 
 /// Holds at most one ready instance for one plugin version. Taking it never waits: the
@@ -46,6 +56,10 @@ pub(crate) struct NextInstance {
     making: tokio::sync::Mutex<()>,
     /// The last background task that drops a used instance and makes the next one.
     background: Mutex<Option<JoinHandle<()>>>,
+    /// Set once an instance could not be made ahead cleanly: every call makes its own.
+    given_up: AtomicBool,
+    /// The budget of the last call, in milliseconds: the next preparation gets no more.
+    last_budget_ms: AtomicU64,
 }
 
 impl NextInstance {
@@ -54,18 +68,42 @@ impl NextInstance {
         lock(&self.slot).take()
     }
 
-    /// Makes an instance with `make` unless one is ready; waits for a task making one
-    /// already. `make` returning None (the instance could not be made) leaves the slot empty.
+    /// Makes an instance with `make` unless one is ready or making them ahead was given up;
+    /// waits for a task making one already. `make` returning None (the instance could not
+    /// be made cleanly) gives up making instances ahead for this plugin version.
     pub(crate) async fn fill<F>(&self, make: impl FnOnce() -> F)
     where
         F: Future<Output = Option<ReadyInstance>>,
     {
         let _making = self.making.lock().await;
-        if lock(&self.slot).is_some() {
+        if self.given_up() || lock(&self.slot).is_some() {
             return;
         }
         let made = make().await;
+        if made.is_none() {
+            self.given_up.store(true, Ordering::Relaxed);
+        }
         *lock(&self.slot) = made;
+    }
+
+    /// Whether instances of this plugin version are made at each call from now on.
+    pub(crate) fn given_up(&self) -> bool {
+        self.given_up.load(Ordering::Relaxed)
+    }
+
+    /// Remembers a call's budget: the next preparation may not take longer.
+    pub(crate) fn note_budget(&self, budget: Duration) {
+        let millis = u64::try_from(budget.as_millis()).unwrap_or(u64::MAX);
+        self.last_budget_ms.store(millis, Ordering::Relaxed);
+    }
+
+    /// How long the next preparation may take: [`PREPARE_BUDGET`], or the last call's
+    /// budget when that was shorter.
+    pub(crate) fn prepare_budget(&self) -> Duration {
+        match self.last_budget_ms.load(Ordering::Relaxed) {
+            0 => PREPARE_BUDGET,
+            millis => PREPARE_BUDGET.min(Duration::from_millis(millis)),
+        }
     }
 
     /// Remembers the background task started after a call (replacing an older one, which

@@ -218,3 +218,23 @@ async fn many_memories_share_one_cap_and_rss_stays_bounded() {
         CAP / MIB
     );
 }
+
+#[tokio::test]
+async fn a_component_with_many_memories_holds_no_pool_slots_between_calls() {
+    // An instance made ahead holds its memories' pool slots until its call: a component
+    // with more than a few memories is made at each call instead, as before.
+    let runtime = Runtime::new(Default::default(), HostServices::default()).unwrap();
+    let settings = PluginSettings {
+        memory_limit_bytes: CAP,
+        ..PluginSettings::default()
+    };
+    let plugin = runtime
+        .load("many-memories", &many_memories_component(), settings)
+        .unwrap_or_else(|error| panic!("loading the hostile component failed: {error}"));
+    plugin.prepare_next().await;
+    assert!(
+        !plugin.has_ready_instance().await,
+        "an instance with {} memories was kept ready between calls",
+        EXTRA_MEMORIES + 1
+    );
+}

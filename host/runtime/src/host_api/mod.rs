@@ -31,10 +31,14 @@ impl host::Host for CallState {
     }
 
     fn state_get(&mut self, key: String) -> Option<Vec<u8>> {
+        if self.refuse_while_preparing() {
+            return None;
+        }
         self.services.state.get(&self.plugin, &key)
     }
 
     async fn state_set(&mut self, key: String, value: Vec<u8>) -> Result<(), HostError> {
+        self.not_while_preparing()?;
         self.take_state_write(key.len().saturating_add(value.len()))
             .map_err(host_error)?;
         let store = self.services.state.clone();
@@ -44,6 +48,7 @@ impl host::Host for CallState {
     }
 
     async fn state_delete(&mut self, key: String) -> Result<(), HostError> {
+        self.not_while_preparing()?;
         self.take_state_write(key.len()).map_err(host_error)?;
         let store = self.services.state.clone();
         let plugin = self.plugin.clone();
@@ -52,6 +57,7 @@ impl host::Host for CallState {
     }
 
     fn set_ready(&mut self, ready: bool) -> Result<(), HostError> {
+        self.not_while_preparing()?;
         self.granter().grant_readiness()?;
         if self.services.readiness.set(&self.plugin, ready) {
             tracing::info!(plugin = %self.plugin, ready, "readiness changed by plugin");
@@ -60,6 +66,7 @@ impl host::Host for CallState {
     }
 
     async fn http_send(&mut self, request: HttpRequest) -> Result<HttpResponse, HostError> {
+        self.not_while_preparing()?;
         let granted = self.granter().grant_http(&request.url);
         let url = match granted {
             Ok(url) => url,
@@ -106,6 +113,7 @@ impl host::Host for CallState {
     }
 
     async fn azure_access_token(&mut self, resource: String) -> Result<AccessToken, HostError> {
+        self.not_while_preparing()?;
         let granted = self.granter().grant_identity(&resource).map(str::to_owned);
         let granted = match granted {
             Ok(granted) => granted,
@@ -138,6 +146,7 @@ impl host::Host for CallState {
     }
 
     async fn run_action(&mut self, name: String) -> Result<ActionOutput, HostError> {
+        self.not_while_preparing()?;
         let granted = self.granter().grant_action(&name).map_err(HostError::from);
         let resolved =
             granted.and_then(|()| actions::defined(&self.plugin, &name, &self.services.actions));
@@ -163,6 +172,17 @@ impl host::Host for CallState {
 }
 
 impl CallState {
+    /// Refuses a host function while the instance is made ahead of its call: such an
+    /// instance is then not kept, and the call makes its own instance, where it is allowed.
+    fn not_while_preparing(&mut self) -> Result<(), HostError> {
+        if self.refuse_while_preparing() {
+            return Err(HostError::Failed(
+                "not available while the instance is being made ahead of its call".into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// Answers this call's plugin's capability requests from its grants.
     fn granter(&self) -> CapabilityGranter<'_> {
         CapabilityGranter::new(&self.plugin, &self.settings.grants)
@@ -254,7 +274,61 @@ fn host_error(error: StateStoreError) -> HostError {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
     use super::origin_of;
+    use crate::call_state::CallState;
+    use crate::services::{HostServices, MemoryStateStore, PluginSettings};
+    use crate::wit::latest::HostError;
+    use crate::wit::latest::forewarn::plugin::host::Host;
+
+    fn state(preparing: bool) -> CallState {
+        let services = HostServices {
+            state: Arc::new(MemoryStateStore::default()),
+            ..HostServices::default()
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut state = CallState::new(
+            Arc::from("probe"),
+            Arc::new(PluginSettings::default()),
+            services,
+            deadline,
+        );
+        state.preparing = preparing;
+        state
+    }
+
+    #[tokio::test]
+    async fn an_instance_being_made_ahead_can_neither_act_nor_read_state() {
+        let mut preparing = state(true);
+        assert_eq!(preparing.state_get("k".into()), None);
+        assert!(preparing.host_called_while_preparing);
+        let refused = |result: Result<(), HostError>| {
+            assert!(matches!(result, Err(HostError::Failed(_))), "{result:?}")
+        };
+        refused(preparing.state_set("k".into(), b"v".to_vec()).await);
+        refused(preparing.state_delete("k".into()).await);
+        refused(preparing.set_ready(false));
+        refused(preparing.run_action("stop".into()).await.map(drop));
+        refused(
+            preparing
+                .azure_access_token("https://storage.azure.com/".into())
+                .await
+                .map(drop),
+        );
+        // The same store once its call has begun: state is read and written as usual.
+        preparing.preparing = false;
+        preparing
+            .state_set("k".into(), b"v".to_vec())
+            .await
+            .expect("state-set during the call");
+        assert_eq!(preparing.state_get("k".into()), Some(b"v".to_vec()));
+        // A store made at the call never was preparing.
+        let mut calling = state(false);
+        assert_eq!(calling.state_get("k".into()), None);
+        assert!(!calling.host_called_while_preparing);
+    }
 
     #[test]
     fn logged_urls_keep_only_scheme_host_and_port() {
