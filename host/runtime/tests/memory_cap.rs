@@ -10,7 +10,7 @@ mod common;
 use std::time::Duration;
 
 use forewarn_runtime::wit::latest::Phase;
-use forewarn_runtime::{CallFailure, HostServices, PluginSettings, Runtime};
+use forewarn_runtime::{CallFailure, HostServices, Plugin, PluginSettings, Runtime};
 use forewarn_test_support::fixtures::{sample_context, sample_event};
 use wasm_encoder::{
     BlockType, CodeSection, ConstExpr, ExportKind, ExportSection, Function, FunctionSection,
@@ -172,16 +172,21 @@ fn status_bytes(field: &str) -> u64 {
     kib * 1024
 }
 
-#[tokio::test]
-async fn many_memories_share_one_cap_and_rss_stays_bounded() {
+/// The hostile component, loaded under [`CAP`] into a runtime of its own.
+fn load_many_memories() -> Plugin {
     let runtime = Runtime::new(Default::default(), HostServices::default()).unwrap();
     let settings = PluginSettings {
         memory_limit_bytes: CAP,
         ..PluginSettings::default()
     };
-    let plugin = runtime
+    runtime
         .load("many-memories", &many_memories_component(), settings)
-        .unwrap_or_else(|error| panic!("loading the hostile component failed: {error}"));
+        .unwrap_or_else(|error| panic!("loading the hostile component failed: {error}"))
+}
+
+#[tokio::test]
+async fn many_memories_share_one_cap_and_rss_stays_bounded() {
+    let plugin = load_many_memories();
     // Start the peak RSS afresh (writing 5 to clear_refs resets VmHWM), after compiling.
     std::fs::write("/proc/self/clear_refs", "5").expect("can reset the peak RSS");
     let baseline = status_bytes("VmRSS:");
@@ -223,14 +228,7 @@ async fn many_memories_share_one_cap_and_rss_stays_bounded() {
 async fn a_component_with_many_memories_holds_no_pool_slots_between_calls() {
     // An instance made ahead holds its memories' pool slots until its call: a component
     // with more than a few memories is made at each call instead, as before.
-    let runtime = Runtime::new(Default::default(), HostServices::default()).unwrap();
-    let settings = PluginSettings {
-        memory_limit_bytes: CAP,
-        ..PluginSettings::default()
-    };
-    let plugin = runtime
-        .load("many-memories", &many_memories_component(), settings)
-        .unwrap_or_else(|error| panic!("loading the hostile component failed: {error}"));
+    let plugin = load_many_memories();
     plugin.prepare_next().await;
     assert!(
         !plugin.has_ready_instance().await,
