@@ -358,7 +358,7 @@ impl Plugin {
     /// Waits for the background work after the last call (the used instance dropped, the
     /// next one made), then makes the next call's instance if none is ready. An instance
     /// that cannot be made cleanly (within the preparation budget, at most
-    /// [`PREPARE_BUDGET`]) is not kept, and this plugin version is made at each call from
+    /// [`PREPARE_BUDGET`](crate::PREPARE_BUDGET)) is not kept, and this plugin version is made at each call from
     /// then on, where any failure is reported as the call's own.
     pub async fn prepare_next(&self) {
         self.inner.next.settle().await;
