@@ -58,7 +58,8 @@ pub(crate) struct NextInstance {
     background: Mutex<Option<JoinHandle<()>>>,
     /// Set once an instance could not be made ahead cleanly: every call makes its own.
     given_up: AtomicBool,
-    /// The budget of the last call, in milliseconds: the next preparation gets no more.
+    /// The budget of the last call, in milliseconds: the next preparation gets no more
+    /// (0 until the first call, when the preparation gets [`PREPARE_BUDGET`]).
     last_budget_ms: AtomicU64,
 }
 
@@ -87,7 +88,7 @@ impl NextInstance {
     }
 
     /// Whether instances of this plugin version are made at each call from now on.
-    pub(crate) fn given_up(&self) -> bool {
+    fn given_up(&self) -> bool {
         self.given_up.load(Ordering::Relaxed)
     }
 
