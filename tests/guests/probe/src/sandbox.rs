@@ -49,10 +49,16 @@ pub(crate) fn args() -> Decision {
     defer_with(format!("args: {}", std::env::args_os().count()))
 }
 
-/// Counts, in the instance's own memory, the calls this instance has served: "instance-calls:
-/// 1" in every call while each call gets an instance no call used before.
+/// The initial value of [`instance_calls`]'s word in the memory's data image.
+const IMAGE_WORD: u32 = 0x5eed_f00d;
+
+/// Counts, in the instance's own memory, the calls this instance has served, and overwrites
+/// a word of the memory's initial image: "instance-calls: 1, image word 5eedf00d" in every
+/// call while each call gets an instance no call used before, its image intact.
 pub(crate) fn instance_calls() -> Decision {
     static CALLS: AtomicU32 = AtomicU32::new(0);
+    static WORD: AtomicU32 = AtomicU32::new(IMAGE_WORD);
     let calls = CALLS.fetch_add(1, Ordering::Relaxed) + 1;
-    defer_with(format!("instance-calls: {calls}"))
+    let word = WORD.swap(calls, Ordering::Relaxed);
+    defer_with(format!("instance-calls: {calls}, image word {word:x}"))
 }
