@@ -7,9 +7,10 @@ use wasmtime::{Config, Enabled, InstanceAllocationStrategy, PoolingAllocationCon
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum InstanceAllocation {
     /// Reused slots reserved when the engine starts. A memory's initial image is copied
-    /// into its slot when the instance is made (ahead of the call), and after each call the
-    /// first 32 MiB of a memory are reset in place (the pages the call dirtied, where the
-    /// kernel has `PAGEMAP_SCAN`) and the rest is given back with `madvise`.
+    /// into its slot when the instance is made (ahead of the call). After each call, up to
+    /// 32 MiB of a memory stay mapped and are reset in place (the pages the call dirtied,
+    /// found with `PAGEMAP_SCAN` where the kernel has it and this process cannot swap;
+    /// otherwise the first 32 MiB, with `memset`) and the rest is given back with `madvise`.
     #[default]
     Pooling,
     /// Fresh mappings per instance, released after the call.
@@ -80,7 +81,11 @@ impl InstanceAllocation {
             .linear_memory_keep_resident(POOL_KEEP_RESIDENT_MEMORY)
             .table_keep_resident(POOL_KEEP_RESIDENT_TABLE)
             .async_stack_keep_resident(POOL_KEEP_RESIDENT_STACK)
-            .pagemap_scan(Enabled::Auto);
+            .pagemap_scan(if crate::swap::pages_cannot_be_swapped_out() {
+                Enabled::Auto
+            } else {
+                Enabled::No
+            });
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         // A copy-on-write image leaves every page the call touches to be faulted in during
         // the call (139 faults, about 0.4 ms, for a Python plugin). Copied instead, the

@@ -30,6 +30,7 @@ mod ready_instance;
 mod runtime;
 mod sandbox;
 mod services;
+mod swap;
 mod text;
 mod tls;
 pub mod trust;

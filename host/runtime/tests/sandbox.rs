@@ -512,6 +512,25 @@ async fn every_call_gets_an_instance_no_call_used_before() {
 }
 
 #[tokio::test]
+async fn no_call_finds_what_an_earlier_call_left_in_its_grown_memory() {
+    // Each call grows its memory by 40 MiB and marks every 7th page: past the 32 MiB the pool
+    // keeps mapped, and more separate runs than its reset scan takes at once. The slot is
+    // reused call after call; every call must find its new pages zero.
+    let plugin = probe("leftover-pages");
+    for made_ahead in [false, true, true, false, true] {
+        if made_ahead {
+            plugin.prepare_next().await;
+        }
+        let outcome = call(&plugin).await;
+        assert_eq!(
+            defer_reason(&outcome),
+            "leftover-pages: 0 of 1463",
+            "{outcome:?}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn an_instance_made_ahead_runs_under_its_calls_budget() {
     // A loop in an instance made ahead is cut off at the call's budget...
     let looping = probe("loop");

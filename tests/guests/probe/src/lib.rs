@@ -53,6 +53,7 @@ fn run_mode(mode: &str, event: &Event, phase: Phase, ctx: &Context) -> Decision 
         "env" => sandbox::env(),
         "args" => sandbox::args(),
         "instance-calls" => sandbox::instance_calls(),
+        "leftover-pages" => sandbox::leftover_pages(),
         "state" => host_calls::count_in_state(),
         "state-flood" => host_calls::flood_state(),
         "state-loop" => host_calls::state_set_forever(),

@@ -62,3 +62,41 @@ pub(crate) fn instance_calls() -> Decision {
     let word = WORD.swap(calls, Ordering::Relaxed);
     defer_with(format!("instance-calls: {calls}, image word {word:x}"))
 }
+
+/// Memory the "leftover-pages" mode grows by: past the 32 MiB of a memory the pool keeps
+/// mapped between calls, within the default 64 MiB cap.
+const LEFTOVER_GROW_BYTES: usize = 40 << 20;
+/// Every 7th host page is marked: more separate runs of dirtied pages than the pool's reset
+/// scan takes at once, so some are reset in place and the rest given back.
+const LEFTOVER_STRIDE: usize = 7 * 4096;
+
+/// Grows the memory, reads what the new pages hold at scattered offsets (zero, by the
+/// WebAssembly spec), then writes marks there: "leftover-pages: 0 of N" in every call while
+/// no call finds the marks an earlier call in the same pool slot left behind.
+pub(crate) fn leftover_pages() -> Decision {
+    const WASM_PAGE: usize = 65536;
+    #[cfg(target_arch = "wasm32")]
+    let grown = core::arch::wasm32::memory_grow(0, LEFTOVER_GROW_BYTES / WASM_PAGE);
+    // The probe is only ever run as a component; the workspace also type-checks it natively.
+    #[cfg(not(target_arch = "wasm32"))]
+    let grown = usize::MAX;
+    if grown == usize::MAX {
+        return defer_with("leftover-pages: memory.grow failed".to_owned());
+    }
+    let base = grown * WASM_PAGE;
+    let mut marked = 0;
+    let mut leftover = 0;
+    for offset in (0..LEFTOVER_GROW_BYTES).step_by(LEFTOVER_STRIDE) {
+        let byte = (base + offset + 123) as *mut u8;
+        // SAFETY: the bytes lie in the pages memory.grow just added to this instance, which
+        // nothing else in this module allocates from.
+        unsafe {
+            if byte.read_volatile() != 0 {
+                leftover += 1;
+            }
+            byte.write_volatile(0xa5);
+        }
+        marked += 1;
+    }
+    defer_with(format!("leftover-pages: {leftover} of {marked}"))
+}
