@@ -112,14 +112,15 @@ impl CompileCache {
         self.write_index(&index)
     }
 
-    /// Removes every entry whose content hash is not in `keep` (plugins no longer present),
-    /// with its digest. Returns how many entries were removed.
-    pub(crate) fn retain(&self, keep: &BTreeSet<String>) -> usize {
+    /// Removes, with its digest, every entry whose content hash is not in `keep` (plugins
+    /// no longer present) or that `engine` cannot load (compiled under another engine
+    /// configuration, such as an earlier forewarn's). Returns how many entries were removed.
+    pub(crate) fn retain(&self, engine: &Engine, keep: &BTreeSet<String>) -> usize {
         let mut index = self.lock();
         let mut removed = 0;
         for name in entry_names(&self.dir) {
             let content_hash = name.split('-').next().unwrap_or_default();
-            if keep.contains(content_hash) {
+            if keep.contains(content_hash) && name == entry_name(engine, content_hash) {
                 continue;
             }
             if fs::remove_file(self.dir.join(&name)).is_ok() {

@@ -92,12 +92,14 @@ impl Runtime {
     }
 
     /// Removes compile-cache entries of components whose content hash is not in `keep`
-    /// (plugins no longer present). Returns how many were removed; 0 without a cache.
+    /// (plugins no longer present), and entries this engine cannot load (compiled under
+    /// another configuration, such as before an upgrade). Returns how many were removed; 0
+    /// without a cache.
     pub fn evict_cached_except(&self, keep: &std::collections::BTreeSet<String>) -> usize {
         self.inner
             .cache
             .as_ref()
-            .map_or(0, |cache| cache.retain(keep))
+            .map_or(0, |cache| cache.retain(self.engine(), keep))
     }
 
     fn engine(&self) -> &Engine {

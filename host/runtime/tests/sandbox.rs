@@ -1292,6 +1292,26 @@ async fn cache_entries_of_plugins_no_longer_present_are_evicted() {
 }
 
 #[tokio::test]
+async fn cache_entries_compiled_under_another_engine_configuration_are_evicted() {
+    // An upgrade that changes the engine's configuration leaves entries it cannot load,
+    // for plugins still present: they go too, so old compiled forms do not pile up.
+    let dir = tempfile::tempdir().unwrap();
+    let cache_dir = dir.path().join("cache");
+    let config = RuntimeConfig {
+        cache_dir: Some(cache_dir.clone()),
+        ..RuntimeConfig::default()
+    };
+    let runtime = Runtime::new(config, HostServices::default()).unwrap();
+    let probe = load_ok(&runtime, "probe", probe_bytes(), PluginSettings::default());
+    let current = entry_of(&cache_dir, probe.content_hash());
+    let earlier = cache_dir.join(format!("{}-0123456789abcdef.cwasm", probe.content_hash()));
+    std::fs::copy(&current, &earlier).unwrap();
+    let keep = std::collections::BTreeSet::from([probe.content_hash().to_owned()]);
+    assert_eq!(runtime.evict_cached_except(&keep), 1);
+    assert_eq!(cache_entries(&cache_dir), vec![current]);
+}
+
+#[tokio::test]
 async fn a_cache_entry_damaged_in_place_does_not_harm_a_plugin_loaded_from_it() {
     let dir = tempfile::tempdir().unwrap();
     let config = RuntimeConfig {
