@@ -487,13 +487,10 @@ async fn a_call_that_uses_most_of_its_budget_still_answers() {
 // Instances made ahead of their call
 // ---------------------------------------------------------------------------------------
 
-#[tokio::test]
-async fn every_call_gets_an_instance_no_call_used_before() {
-    let plugin = probe("instance-calls");
-    // Calls that do not wait (their instance made at the call, or ahead if the background
-    // task was quicker) and calls that find theirs made ahead: each instance serves one call,
-    // and finds its memory's image as built although the slot's last call wrote over it
-    // (the pool copies the image into a slot it resets in place).
+/// Calls `plugin` five times, some calls with their instance made ahead (checked ready)
+/// and some without waiting for it (made at the call, or ahead if the background task was
+/// quicker), and asserts that each answers with a deferral of `reason`.
+async fn each_call_defers_with(plugin: &Plugin, reason: &str) {
     for made_ahead in [false, true, true, false, true] {
         if made_ahead {
             plugin.prepare_next().await;
@@ -502,13 +499,18 @@ async fn every_call_gets_an_instance_no_call_used_before() {
                 "no instance was made ahead"
             );
         }
-        let outcome = call(&plugin).await;
-        assert_eq!(
-            defer_reason(&outcome),
-            "instance-calls: 1, image word 5eedf00d",
-            "{outcome:?}"
-        );
+        let outcome = call(plugin).await;
+        assert_eq!(defer_reason(&outcome), reason, "{outcome:?}");
     }
+}
+
+#[tokio::test]
+async fn every_call_gets_an_instance_no_call_used_before() {
+    // Each instance serves one call, and finds its memory's image as built although the
+    // slot's last call wrote over it (the pool copies the image into a slot it resets in
+    // place).
+    let plugin = probe("instance-calls");
+    each_call_defers_with(&plugin, "instance-calls: 1, image word 5eedf00d").await;
 }
 
 #[tokio::test]
@@ -517,17 +519,7 @@ async fn no_call_finds_what_an_earlier_call_left_in_its_grown_memory() {
     // keeps mapped, and more separate runs than its reset scan takes at once. The slot is
     // reused call after call; every call must find its new pages zero.
     let plugin = probe("leftover-pages");
-    for made_ahead in [false, true, true, false, true] {
-        if made_ahead {
-            plugin.prepare_next().await;
-        }
-        let outcome = call(&plugin).await;
-        assert_eq!(
-            defer_reason(&outcome),
-            "leftover-pages: 0 of 1463",
-            "{outcome:?}"
-        );
-    }
+    each_call_defers_with(&plugin, "leftover-pages: 0 of 1463").await;
 }
 
 #[tokio::test]
