@@ -6,13 +6,11 @@ set -euo pipefail
 
 repo_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 browser_dir="$repo_dir/tests/browser"
+source "$repo_dir/tests/apt-install.sh"
 
 if ! command -v chromium >/dev/null 2>&1; then
     echo "browser: installing chromium from Debian's packages (the page tests drive it headless)"
-    sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null
+    apt_install chromium
 fi
 
 [[ -x "$repo_dir/tests/.tools/node/bin/node" ]] && export PATH="$repo_dir/tests/.tools/node/bin:$PATH"

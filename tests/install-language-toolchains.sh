@@ -17,10 +17,7 @@ NODE_VERSION="22.12.0"
 C_PACKAGES=(clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32)
 
 repo_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-
-as_root() {
-    if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi
-}
+source "$repo_dir/tests/apt-install.sh"
 
 install_c() {
     if command -v clang-19 >/dev/null && command -v wasm-ld-19 >/dev/null \
@@ -30,8 +27,7 @@ install_c() {
         return
     fi
     echo "c: installing ${C_PACKAGES[*]} (apt)"
-    as_root apt-get update -qq
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${C_PACKAGES[@]}" >/dev/null
+    apt_install "${C_PACKAGES[@]}"
 }
 
 install_python() {
@@ -51,8 +47,7 @@ install_python() {
         command -v apt-get >/dev/null \
             || { echo "python: this python3 has no ensurepip/venv module: install your distribution's python3-venv package" >&2; exit 1; }
         echo "python: installing python3-venv (apt; Debian's python3 has no ensurepip without it)"
-        as_root apt-get update -qq
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+        apt_install python3-venv
     fi
     echo "python: installing componentize-py $COMPONENTIZE_PY_VERSION and pytest $PYTEST_VERSION into sdk/python/.venv (pip)"
     # The venv is made without pip, then pip is bootstrapped with its output shown: `python3
@@ -89,8 +84,7 @@ install_node() {
     if ! command -v npm >/dev/null; then
         command -v apt-get >/dev/null || { echo "js: npm is missing: install Node.js >= 20.19 with npm" >&2; exit 1; }
         echo "js: installing npm (apt) to fetch Node.js $NODE_VERSION from the npm registry"
-        as_root apt-get update -qq
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm >/dev/null
+        apt_install npm
     fi
     echo "js: node $(node --version 2>/dev/null || echo 'is missing'); installing Node.js $NODE_VERSION from the npm registry into tests/.tools/node"
     npm install --prefix "$node_prefix" --no-audit --no-fund --loglevel=error "node-linux-$arch@$NODE_VERSION"

@@ -7,6 +7,7 @@
 # adding the wasm32-wasip2 target with rustup when the toolchain lacks it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source tests/apt-install.sh
 
 missing=()
 command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
@@ -21,10 +22,7 @@ command -v make >/dev/null 2>&1 || missing+=(make)     # the C plugin template's
 command -v gcc >/dev/null 2>&1 || missing+=(gcc)       # the C SDK's native testing host
 if [ ${#missing[@]} -gt 0 ]; then
     echo "tests/run.sh: installing ${missing[*]} from Debian's packages (the end-to-end tests use them)"
-    sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    apt_install "${missing[@]}"
 fi
 
 # The C, Python and JavaScript plugin examples need their toolchains (clang and wasi-libc

@@ -13,16 +13,14 @@
 #   host/link/record-startup-code.sh --no-build # uses target/release/forewarn as it is
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source tests/apt-install.sh
 root=$PWD
 out=host/link/startup-symbols.txt
 idle_seconds=${IDLE_SECONDS:-20}
 
 if ! command -v valgrind >/dev/null 2>&1; then
     echo "record-startup-code.sh: installing valgrind from Debian's packages"
-    sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends valgrind >/dev/null
+    apt_install valgrind
 fi
 if [ "${1:-}" != "--no-build" ]; then
     cargo build --release -p forewarn-host

@@ -1,0 +1,10 @@
+# apt-install.sh — sourced by the scripts that install what they need from Debian's packages
+# (tests/run.sh, tests/install-*.sh, host/link/record-startup-code.sh).
+
+# Installs the Debian packages named, as root (through sudo when not root), quietly.
+apt_install() {
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
