@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use forewarn_host::plugins::reload::{PluginDirectory, ReloadOptions};
 use forewarn_host::plugins::set::PluginSet;
 use forewarn_runtime::wit::latest as wit;
-use forewarn_runtime::{CallContext, CallOutcome, HostServices, Plugin, Runtime, RuntimeConfig};
+use forewarn_runtime::{CallOutcome, HostServices, Plugin, Runtime, RuntimeConfig};
+use forewarn_test_support::fixtures::sample_context;
 use forewarn_test_support::guests;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
@@ -191,12 +192,7 @@ fn event() -> wit::ScheduledEvent {
 }
 
 async fn call(plugin: &Plugin, budget: Duration) -> CallOutcome {
-    let context = CallContext {
-        vm_name: "vm-a".into(),
-        affects_this_vm: true,
-        attempt: 1,
-        vm: Default::default(),
-    };
+    let context = sample_context();
     plugin
         .call(&event(), wit::Phase::Prepare, &context, budget)
         .await

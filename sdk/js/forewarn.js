@@ -3,6 +3,8 @@
 // with sdk/js/build.sh. Targets forewarn:plugin@0.2.0; plugins built against 0.1.0 keep loading.
 import * as host from 'forewarn:plugin/host@0.2.0';
 
+import { warmUp } from './warm-up.js';
+
 /** Deferral retry when the plugin does not say, in milliseconds. */
 export const DEFAULT_RETRY_AFTER_MS = 5000;
 
@@ -79,6 +81,9 @@ export function config(key, fallback = undefined) {
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
+
+// While the component's snapshot is taken (see warm-up.js): every call starts warmer.
+warmUp(host.log);
 
 /** This plugin's durable state: survives reloads and restarts. Values are bytes or strings. */
 export const state = {
