@@ -34,12 +34,15 @@ function warmUpThisGlobal(mark) {
  * bindings, e.g. an import of 'forewarn:plugin/host@0.2.0') when it is another one. The
  * warm-up only saves time: where the engine refuses it, the plugin works as before. */
 export function warmUp(bindingsFunction) {
-  warmUpThisGlobal(WARMED_UP_MARK);
-  const BindingsFunction = Object.getPrototypeOf(bindingsFunction)?.constructor;
-  if (typeof BindingsFunction !== 'function' || BindingsFunction === Function) {
-    return;
-  }
   try {
+    warmUpThisGlobal(WARMED_UP_MARK);
+    if (typeof bindingsFunction !== 'function') {
+      return;
+    }
+    const BindingsFunction = Object.getPrototypeOf(bindingsFunction)?.constructor;
+    if (typeof BindingsFunction !== 'function' || BindingsFunction === Function) {
+      return;
+    }
     new BindingsFunction('mark', `(${warmUpThisGlobal})(mark);`)(WARMED_UP_MARK);
   } catch {
     // Nothing is lost but time: each call makes these as it did before.
