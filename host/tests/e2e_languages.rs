@@ -483,7 +483,7 @@ fn js_example_keeps_its_counter_across_restarts_and_the_restart_uses_the_compile
 
 /// JavaScript: the SDK's warm-up ran in the component bindings' own global while the snapshot
 /// was taken (their lazily made classes are then in every fresh instance, which is what
-/// brings a call of the counter example from 0.33 to 0.20 ms), and it is there in each call's
+/// brings a call of the counter example from 0.30 to 0.18 ms), and it is there in each call's
 /// fresh instance, not only the first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn js_sdk_warm_up_reaches_the_bindings_global_in_every_fresh_instance() {

@@ -1,5 +1,6 @@
 // warm-up.js — makes, while the component's snapshot is taken, what the JavaScript engine
-// would otherwise make lazily in every call's fresh instance (sdk/js/README.md, "Why the SDK warms up").
+// would otherwise make lazily in every call's fresh instance (sdk/js/README.md, "Why the SDK
+// warms up").
 //
 // componentize-js runs a plugin's module top level once, at build time, and snapshots the
 // engine's memory: every call starts a fresh instance from that snapshot. SpiderMonkey makes
@@ -8,8 +9,9 @@
 // between WIT and JavaScript that componentize-js generates) live in a global of their own,
 // and use typed arrays, BigInt, DataView and an async function on every call; warming the
 // module's global does not reach them. Their own Function constructor, reached through one of
-// their functions, runs the warm-up there. Measured: a made-ahead call of the counter example
-// went from 0.33 to 0.20 ms (BENCHMARKS.md, "Plugin call: made ahead, from the pool").
+// their functions, runs the warm-up there. Measured side by side in one run: a made-ahead call
+// of the counter example went from 0.30 to 0.18 ms (BENCHMARKS.md, "Plugin call: made ahead,
+// from the pool").
 
 /** The property the warm-up sets to true on the bindings' global (tests check it). */
 export const WARMED_UP_MARK = 'forewarnWarmedUp';
