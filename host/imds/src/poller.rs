@@ -5,11 +5,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{FetchError, ImdsClient};
+use crate::client::{FetchError, Fetched, ImdsClient};
 use crate::event::Document;
 
 /// The longest wait after failures in a row (see [`PollerConfig::backoff_max`]).
@@ -18,11 +18,18 @@ pub(crate) const BACKOFF_CAP: Duration = Duration::from_secs(5);
 /// How many distinct unreadable events are remembered as already logged.
 const REJECTED_REMEMBERED: usize = 256;
 
+/// The most requests of one poll in flight at once (see [`PollerConfig::interval`]).
+pub(crate) const POLL_REQUESTS_IN_FLIGHT: usize = 3;
+
 /// How the poller paces itself, for [`Poller::spawn_with`]. [`Poller::spawn`] uses the
 /// production values given in each field's description; all durations are wall-clock time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PollerConfig {
-    /// Time between the starts of two successful polls (the docs recommend 1 s).
+    /// Time between the starts of two successful polls (the docs recommend 1 s). Polls keep
+    /// it even when IMDS does not answer: a request still waiting when the next poll is due
+    /// gets another one beside it (at most [`POLL_REQUESTS_IN_FLIGHT`] at once), so one
+    /// connection that hangs does not blind the daemon for the request time-out (10 s, a
+    /// third of a Preempt's notice).
     pub interval: Duration,
     /// Wait after 410 Gone (IMDS not ready yet; it answers within ~70 s): 1 s.
     pub gone_retry: Duration,
@@ -69,6 +76,8 @@ pub struct PollStatus {
     /// Failures by `FetchError::kind`: "gone", "throttled", "server", "transport",
     /// "timeout", "malformed", "status".
     pub errors_by_kind: BTreeMap<&'static str, u64>,
+    /// Requests sent beside one that had not answered when the next poll was due.
+    pub requests_beside_unanswered: u64,
 }
 
 /// Starts the polling loop, which runs as a tokio task (see [`Poller::spawn`]); this type
@@ -140,9 +149,10 @@ impl PollLoop {
             let started = Instant::now();
             self.status.last_attempt = Some(SystemTime::now());
             self.status.polls += 1;
+            let shutdown = self.shutdown.clone();
             let result = tokio::select! {
-                _ = self.shutdown.cancelled() => return,
-                result = self.client.fetch_events() => result,
+                _ = shutdown.cancelled() => return,
+                result = self.fetch_keeping_the_interval() => result,
             };
             let delay = match result {
                 Ok(fetched) => {
@@ -160,6 +170,45 @@ impl PollLoop {
                 _ = tokio::time::sleep(delay) => {}
             }
         }
+    }
+
+    /// One poll: a GET, and another each `interval` that none has answered, up to
+    /// [`POLL_REQUESTS_IN_FLIGHT`] at once. The first answer from IMDS ends the poll (a
+    /// document, or an error status that the backoff heeds); a request that got no answer
+    /// (time-out, broken or refused connection) ends it only when no other is waiting.
+    /// Requests still in flight when the poll ends are dropped.
+    async fn fetch_keeping_the_interval(&mut self) -> Result<Fetched, FetchError> {
+        let mut requests = JoinSet::new();
+        self.send_request(&mut requests);
+        loop {
+            let room = requests.len() < POLL_REQUESTS_IN_FLIGHT;
+            tokio::select! {
+                Some(joined) = requests.join_next() => {
+                    let result = joined.unwrap_or_else(|error| {
+                        Err(FetchError::Transport(format!("the request task failed: {error}")))
+                    });
+                    match result {
+                        Err(error) if got_no_answer(&error) && !requests.is_empty() => {
+                            tracing::debug!(%error, "an IMDS request got no answer; another is still waiting");
+                        }
+                        result => return result,
+                    }
+                }
+                () = tokio::time::sleep(self.config.interval), if room => {
+                    self.status.requests_beside_unanswered += 1;
+                    tracing::debug!(
+                        in_flight = requests.len(),
+                        "IMDS has not answered by the next poll; asking again beside it"
+                    );
+                    self.send_request(&mut requests);
+                }
+            }
+        }
+    }
+
+    fn send_request(&self, requests: &mut JoinSet<Result<Fetched, FetchError>>) {
+        let client = self.client.clone();
+        requests.spawn(async move { client.fetch_events().await });
     }
 
     /// Sends a document; false when the loop should end (shutdown or nobody listening).
@@ -223,6 +272,14 @@ impl PollLoop {
         self.status_tx.send_replace(self.status.clone());
         retry_delay(error, failures, &self.config, rand::random::<f64>())
     }
+}
+
+/// Whether `error` means IMDS never answered (rather than answering with an error).
+fn got_no_answer(error: &FetchError) -> bool {
+    matches!(
+        error,
+        FetchError::Timeout(_) | FetchError::Connect(_) | FetchError::Transport(_)
+    )
 }
 
 fn log_failure(error: &FetchError, failures: u32) {

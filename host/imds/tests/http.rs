@@ -330,8 +330,14 @@ async fn the_poller_recovers_from_every_failure_and_drops_malformed_documents() 
     ];
     let (_fake, base_url) = start_fake(script, Reply::Ok(DOC_TWO), 200).await;
     let shutdown = CancellationToken::new();
+    // Polls further apart than the client's time-out: the slow answer times out alone,
+    // with no request beside it (that is the next test's subject).
+    let config = PollerConfig {
+        interval: Duration::from_millis(400),
+        ..fast_poller()
+    };
     let (task, mut documents, mut status) =
-        Poller::spawn_with(fast_client(&base_url), fast_poller(), shutdown.clone());
+        Poller::spawn_with(fast_client(&base_url), config, shutdown.clone());
 
     let first = tokio::time::timeout(GIVE_UP, documents.recv())
         .await
@@ -369,6 +375,71 @@ async fn the_poller_recovers_from_every_failure_and_drops_malformed_documents() 
         expected
     );
 
+    shutdown.cancel();
+    tokio::time::timeout(GIVE_UP, task).await.unwrap().unwrap();
+}
+
+/// A client whose requests may wait as long as the test does.
+fn patient_client(base_url: &str) -> ImdsClient {
+    ImdsClient::new(ClientConfig {
+        base_url: base_url.to_string(),
+        request_timeout: GIVE_UP,
+        first_request_timeout: GIVE_UP,
+        max_requests_per_second: 1000,
+        ..ClientConfig::default()
+    })
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_request_that_hangs_does_not_hold_up_the_next_poll() {
+    // The first GET hangs (longer than the test waits); the poll due after it is sent
+    // beside it and its document is delivered.
+    let script = vec![Reply::Slow(GIVE_UP * 2, DOC_ONE)];
+    let (fake, base_url) = start_fake(script, Reply::Ok(DOC_TWO), 200).await;
+    let shutdown = CancellationToken::new();
+    let (task, mut documents, status) =
+        Poller::spawn_with(patient_client(&base_url), fast_poller(), shutdown.clone());
+    let first = tokio::time::timeout(GIVE_UP, documents.recv())
+        .await
+        .expect("a document while the first request still hangs");
+    assert_eq!(first, Some(parse_document(DOC_TWO).unwrap()));
+    assert!(status.borrow().requests_beside_unanswered >= 1);
+    assert_eq!(status.borrow().consecutive_failures, 0);
+    let gets = fake
+        .seen()
+        .iter()
+        .filter(|seen| seen.method == Method::GET)
+        .count();
+    assert!(gets >= 2, "{gets} GETs");
+    shutdown.cancel();
+    tokio::time::timeout(GIVE_UP, task).await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn an_error_answer_beside_a_hanging_request_ends_the_poll_and_backs_off() {
+    // IMDS answered 503 beside the request that hangs: that answer ends the poll (the
+    // backoff heeds it) without waiting for the hanging one.
+    let script = vec![Reply::Slow(GIVE_UP * 2, DOC_ONE)];
+    let (fake, base_url) = start_fake(script, Reply::Status(503, "busy"), 200).await;
+    let shutdown = CancellationToken::new();
+    let (task, _documents, mut status) =
+        Poller::spawn_with(patient_client(&base_url), fast_poller(), shutdown.clone());
+    let failing = tokio::time::timeout(
+        GIVE_UP,
+        status.wait_for(|status| status.consecutive_failures >= 2),
+    )
+    .await
+    .unwrap()
+    .unwrap()
+    .clone();
+    assert_eq!(
+        failing.errors_by_kind.get("server").copied(),
+        Some(u64::from(failing.consecutive_failures))
+    );
+    assert_eq!(failing.errors_by_kind.get("timeout"), None);
+    assert!(failing.requests_beside_unanswered >= 1);
+    assert_eq!(fake.seen()[0].method, Method::GET);
     shutdown.cancel();
     tokio::time::timeout(GIVE_UP, task).await.unwrap().unwrap();
 }

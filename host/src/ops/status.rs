@@ -192,6 +192,10 @@ pub struct PollView {
     /// Failed polls since the start, by error kind ("timeout", "throttled", "server", "malformed", …); only
     /// kinds that happened appear.
     pub errors_by_kind: BTreeMap<String, u64>,
+    /// Requests sent beside one that had not answered when the next poll was due (a
+    /// connection to IMDS that hangs).
+    #[serde(default)]
+    pub requests_beside_unanswered: u64,
 }
 
 /// The inputs of a snapshot, borrowed from the live daemon.
@@ -335,6 +339,7 @@ fn poll_view(poll: &PollStatus) -> PollView {
             .iter()
             .map(|(kind, count)| ((*kind).to_owned(), *count))
             .collect(),
+        requests_beside_unanswered: poll.requests_beside_unanswered,
     }
 }
 
@@ -548,6 +553,13 @@ fn render_poll(out: &mut String, poll: &PollView) {
             .collect();
         let _ = writeln!(out, "  errors by kind: {}", errors.join(" "));
     }
+    if poll.requests_beside_unanswered > 0 {
+        let _ = writeln!(
+            out,
+            "  polls sent beside a request IMDS had not answered: {}",
+            poll.requests_beside_unanswered
+        );
+    }
 }
 
 fn format_budget(ms: u64) -> String {
@@ -640,6 +652,7 @@ mod tests {
                 last_error: Some("IMDS answered 500".into()),
                 consecutive_failures: 1,
                 errors_by_kind: BTreeMap::from([("server".into(), 3)]),
+                requests_beside_unanswered: 2,
             },
             coordination: None,
         }
@@ -709,6 +722,10 @@ mod tests {
             "{table}"
         );
         assert!(table.contains("server=3"), "{table}");
+        assert!(
+            table.contains("polls sent beside a request IMDS had not answered: 2"),
+            "{table}"
+        );
     }
 
     #[test]
@@ -736,6 +753,7 @@ mod tests {
             last_error: None,
             consecutive_failures: 0,
             errors_by_kind: BTreeMap::new(),
+            requests_beside_unanswered: 0,
         };
         let table = render_table(&empty);
         assert!(table.contains("EVENTS: none"), "{table}");
