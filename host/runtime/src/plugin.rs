@@ -11,7 +11,7 @@ use crate::call_state::{CallState, LOG_LINE_MAX_BYTES, LOG_LINES_PER_CALL};
 use crate::plugin_log::{LogLevel, PLUGIN_LOG_TARGET, PluginLogLine};
 use crate::ready_instance::{InstanceTiming, NextInstance, READY_MAX_MEMORIES, ReadyInstance};
 use crate::services::PluginSettings;
-use crate::text::{log_safe, shorten};
+use crate::text::log_safe;
 use crate::wit::latest::{Context, Decision, Phase, ScheduledEvent, StartContext, VmInfo};
 use crate::wit::{Handler, HandlerPre};
 
@@ -472,7 +472,7 @@ fn classify(error: CallError, state: &CallState, budget: Duration) -> CallFailur
     let error = match error {
         CallError::Instantiate(error) => {
             return CallFailure::Instantiation {
-                message: format!("{error:#}"),
+                message: error_text(&error),
             };
         }
         CallError::Run(error) => error,
@@ -486,27 +486,34 @@ fn classify(error: CallError, state: &CallState, budget: Duration) -> CallFailur
             message: with_panic_message(trap.to_string(), state),
         },
         None => CallFailure::Trapped {
-            message: format!("{error:#}"),
+            message: error_text(&error),
         },
     }
 }
 
-/// Adds the last line the guest wrote to stderr (a Rust panic message lands there).
+/// wasmtime's error on one line: its backtrace may name the component's own functions,
+/// which the plugin chose, so it is escaped like a log line.
+fn error_text(error: &wasmtime::Error) -> String {
+    log_safe(&format!("{error:#}"), LOG_LINE_MAX_BYTES)
+}
+
+/// Adds the last line the guest wrote to stderr (a Rust panic message lands there),
+/// escaped like a log line: the plugin chose it, and the reason is logged and printed.
 fn with_panic_message(trap: String, state: &CallState) -> String {
     let stderr = state.stderr.peek_last_line();
     match stderr {
-        Some(line) => format!("{trap} ({line})"),
+        Some(line) => format!("{trap} ({})", log_safe(&line, REASON_MAX_BYTES)),
         None => trap,
     }
 }
 
+/// The plugin's decision with its defer reason made safe for one log line and the status
+/// output: control characters escaped (`\n`, `\u{1b}`), cut at [`REASON_MAX_BYTES`].
 fn sanitize(decision: Decision) -> Decision {
     match decision {
         Decision::Approve => Decision::Approve,
         Decision::Defer(mut deferral) => {
-            if deferral.reason.len() > REASON_MAX_BYTES {
-                deferral.reason = shorten(&deferral.reason, REASON_MAX_BYTES);
-            }
+            deferral.reason = log_safe(&deferral.reason, REASON_MAX_BYTES);
             Decision::Defer(deferral)
         }
     }

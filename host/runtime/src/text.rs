@@ -16,16 +16,6 @@ pub(crate) fn truncate(text: &str, max_bytes: usize) -> &str {
     &text[..end]
 }
 
-/// `text` unchanged when it fits `max_bytes`; otherwise cut so that it, with a closing `…`,
-/// takes at most `max_bytes`.
-pub(crate) fn shorten(text: &str, max_bytes: usize) -> String {
-    if text.len() <= max_bytes {
-        return text.to_owned();
-    }
-    let kept = truncate(text, max_bytes.saturating_sub(ELLIPSIS.len()));
-    format!("{kept}{ELLIPSIS}")
-}
-
 /// `text` made safe for one log line: control characters (newlines, carriage returns, ANSI
 /// escapes) written escaped (`\n`, `\u{1b}`), so a plugin cannot forge or hide log lines,
 /// and the result cut to at most `max_bytes` (a cut ends in `…`, which counts).
@@ -50,7 +40,7 @@ pub(crate) fn log_safe(text: &str, max_bytes: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{log_safe, shorten, truncate};
+    use super::{log_safe, truncate};
 
     #[test]
     fn log_safe_escapes_control_characters() {
@@ -76,12 +66,5 @@ mod tests {
         assert_eq!(truncate("héllo", 2), "h");
         assert_eq!(truncate("héllo", 3), "hé");
         assert_eq!(truncate("short", 100), "short");
-    }
-
-    #[test]
-    fn shorten_keeps_what_fits_and_marks_a_cut() {
-        assert_eq!(shorten("short", 5), "short");
-        let cut = shorten(&"é".repeat(100), 11);
-        assert!(cut.len() <= 11 && cut.ends_with('…'), "{cut}");
     }
 }

@@ -858,6 +858,49 @@ async fn a_huge_reason_is_truncated() {
     );
 }
 
+/// Text a plugin might hand back to forge a log line (a newline, then a line in the daemon's
+/// text format) and to drive the operator's terminal (a carriage return; OSC 52, which sets
+/// the clipboard).
+const FORGING_TEXT: &str =
+    "x\n1999-01-01T00:00:00Z  INFO forewarn: APPROVED\r\u{1b}]52;c;ZXZpbA==\u{7}";
+/// `FORGING_TEXT` as the daemon keeps it: every control character written escaped.
+const FORGING_TEXT_ESCAPED: &str =
+    "x\\n1999-01-01T00:00:00Z  INFO forewarn: APPROVED\\r\\u{1b}]52;c;ZXZpbA==\\u{7}";
+
+fn assert_no_control_characters(text: &str) {
+    let found: Vec<char> = text.chars().filter(|c| c.is_control()).collect();
+    assert!(found.is_empty(), "control characters {found:?} in {text:?}");
+}
+
+#[tokio::test]
+async fn a_defer_reason_is_escaped_so_it_cannot_forge_log_lines() {
+    // The probe defers naming a mode it does not know: the reason is plugin-chosen text.
+    let plugin = probe_in(shared_runtime(), "probe-forged-reason", FORGING_TEXT, &[]);
+    let reason = defer_reason(&call(&plugin).await);
+    assert_no_control_characters(&reason);
+    assert_eq!(
+        reason,
+        format!("unknown probe mode: {FORGING_TEXT_ESCAPED}")
+    );
+}
+
+#[tokio::test]
+async fn a_trap_message_is_escaped_so_it_cannot_forge_log_lines() {
+    // A panic message's last line (what the reason quotes) without the newline: `\r` and
+    // the escape sequence are what would reach the log.
+    let (_, last_line) = FORGING_TEXT.split_once('\n').unwrap();
+    let (_, escaped) = FORGING_TEXT_ESCAPED.split_once("\\n").unwrap();
+    let plugin = probe_in(
+        shared_runtime(),
+        "probe-forged-panic",
+        "panic",
+        &[("message", last_line)],
+    );
+    let message = trap_message(&call(&plugin).await);
+    assert_no_control_characters(&message);
+    assert!(message.ends_with(&format!("({escaped})")), "{message}");
+}
+
 // ---------------------------------------------------------------------------------------
 // Host calls: state, readiness, config
 // ---------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ fn run_mode(mode: &str, event: &Event, phase: Phase, ctx: &Context) -> Decision 
         "oom" => misbehave::allocate_forever(),
         "stack-overflow" => misbehave::overflow_stack(),
         "call-stack-overflow" => misbehave::overflow_call_stack(),
-        "panic" => panic!("probe panicked on purpose"),
+        "panic" => misbehave::panic_with_message(),
         "log-flood" => misbehave::flood_log(),
         "log-forge" => misbehave::forge_log_lines(),
         "stdout-flood" => misbehave::flood_stdout(),

@@ -78,6 +78,16 @@ fn recurse_on_call_stack(depth: u64, limit: u64) -> u64 {
     below.rotate_left((depth % 63) as u32) ^ depth
 }
 
+/// Panics with `config("message")`, by default "probe panicked on purpose": the trap's
+/// reason then carries a line the plugin chose (from its stderr).
+pub(crate) fn panic_with_message() -> Decision {
+    let message = host::config("message");
+    panic!(
+        "{}",
+        message.as_deref().unwrap_or("probe panicked on purpose")
+    );
+}
+
 /// Writes 100 000 log lines of 1 KiB each, then approves.
 pub(crate) fn flood_log() -> Decision {
     let line = "x".repeat(1024);
