@@ -15,6 +15,9 @@ pub(crate) const DEFAULT_BUDGET: Duration = Duration::from_secs(10);
 /// Longest budget a manifest may give: the longest standard IMDS notice (15 minutes); a
 /// huge one would overflow time arithmetic.
 pub(crate) const MAX_BUDGET: Duration = Duration::from_secs(15 * 60);
+/// Largest `memory` cap a manifest may give: 1 GiB, four times what a Python plugin needs
+/// (256 MiB) and a quarter of a 32-bit memory's whole address space.
+pub(crate) const MAX_MEMORY: bytesize::ByteSize = bytesize::ByteSize::gib(1);
 /// Largest `http-ca-file` read: far more than a bundle of every public CA.
 const CA_FILE_MAX_BYTES: u64 = 4 * 1024 * 1024;
 
@@ -221,6 +224,16 @@ impl PluginManifest {
                 "memory",
                 format!(
                     "{} is too small to run a plugin; use at least \"1MiB\"",
+                    self.memory
+                ),
+            ));
+        }
+        if self.memory > MAX_MEMORY {
+            return Err((
+                "memory",
+                format!(
+                    "{} is more than the maximum \"1GiB\" (plugins must leave the VM its \
+                     memory); use e.g. \"64MiB\", or \"256MiB\" for a Python plugin",
                     self.memory
                 ),
             ));
@@ -478,6 +491,19 @@ mod tests {
     }
 
     #[test]
+    fn a_huge_memory_cap_is_refused_naming_the_key_the_maximum_and_the_fix() {
+        for value in ["64GiB", "1025MiB"] {
+            let error = PluginManifest::parse(&format!("memory = \"{value}\"")).unwrap_err();
+            assert!(error.starts_with("line 1: key `memory`:"), "{error}");
+            assert!(error.contains("the maximum \"1GiB\""), "{error}");
+            assert!(error.contains("use e.g. \"64MiB\""), "{error}");
+        }
+        let manifest = PluginManifest::parse("memory = \"1GiB\"").unwrap();
+        assert_eq!(manifest.memory, MAX_MEMORY);
+        assert_eq!(manifest.runtime_settings().memory_limit_bytes, 1 << 30);
+    }
+
+    #[test]
     fn platform_addresses_in_capabilities_http_are_a_load_error_naming_the_entry() {
         for entry in [
             "169.254.169.254:80",
@@ -515,6 +541,7 @@ mod tests {
             ("prepare-time = \"0s\"", "line 1: key `prepare-time`:"),
             ("prepare-time = \"16m\"", "line 1: key `prepare-time`:"),
             ("memory = \"1KiB\"", "line 1: key `memory`:"),
+            ("memory = \"64GiB\"", "line 1: key `memory`:"),
             (
                 "[capabilities]\nreadiness = \"yes\"",
                 "line 2: key `capabilities.readiness`:",
