@@ -8,6 +8,7 @@ use wasmtime::{Engine, Store, UpdateDeadline};
 
 use crate::call_state::CallState;
 use crate::epoch::{ActiveCall, EpochTicker};
+use crate::log_budget::{LogBudget, LogBudgets};
 use crate::ready_instance::InstanceTiming;
 use crate::services::{HostServices, PluginSettings};
 
@@ -22,6 +23,7 @@ struct CallEnvInner {
     ticker: EpochTicker,
     services: HostServices,
     timing: InstanceTiming,
+    log_budgets: LogBudgets,
 }
 
 impl CallEnv {
@@ -39,6 +41,7 @@ impl CallEnv {
                 ticker,
                 services,
                 timing,
+                log_budgets: LogBudgets::default(),
             }),
         }
     }
@@ -58,14 +61,22 @@ impl CallEnv {
         self.inner.ticker.enter()
     }
 
-    /// A fresh store for one call of `plugin`: its memory cap, and interrupted at `deadline`.
+    /// The log budget of the plugin `name`, kept across its versions (log_budget.rs).
+    pub(crate) fn log_budget(&self, name: &str) -> Arc<LogBudget> {
+        self.inner.log_budgets.of(name)
+    }
+
+    /// A fresh store for one call of `plugin`: its memory cap and log budget, and
+    /// interrupted at `deadline`.
     pub(crate) fn new_store(
         &self,
         plugin: Arc<str>,
         settings: Arc<PluginSettings>,
+        log_budget: Arc<LogBudget>,
         deadline: Instant,
     ) -> Store<CallState> {
-        let state = CallState::new(plugin, settings, self.inner.services.clone(), deadline);
+        let services = self.inner.services.clone();
+        let state = CallState::with_log_budget(plugin, settings, services, log_budget, deadline);
         let mut store = Store::new(&self.inner.engine, state);
         store.limiter(|state| &mut state.limits);
         // Every epoch tick (1 ms) the plugin yields to the executor, so the wall-clock

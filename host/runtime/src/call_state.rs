@@ -8,12 +8,14 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::limits::InstanceLimits;
+use crate::log_budget::LogBudget;
 use crate::plugin_log::PluginLogLine;
 use crate::sandbox::{self, CapturedOutput};
 use crate::services::StateStoreError;
 use crate::services::{HostServices, PluginSettings};
 
-/// How much a plugin may log through the `log` host function in one call.
+/// How many lines a plugin may put in the daemon log in one call (its own `log` lines, its
+/// stdout and stderr, refused host calls); over time, its `LogBudget` bounds them too.
 pub const LOG_LINES_PER_CALL: u32 = 200;
 /// Longest log line kept; longer ones are cut.
 pub const LOG_LINE_MAX_BYTES: usize = 4096;
@@ -37,6 +39,8 @@ pub(crate) struct CallState {
     pub(crate) deadline: Instant,
     pub(crate) log_lines: u32,
     pub(crate) log_lines_dropped: u32,
+    /// The plugin's log budget over time, shared with its other calls.
+    pub(crate) log_budget: Arc<LogBudget>,
     /// What the plugin logged (and printed) in this call, handed back with its answer.
     pub(crate) logged: Vec<PluginLogLine>,
     pub(crate) state_writes: u32,
@@ -51,10 +55,24 @@ pub(crate) struct CallState {
 }
 
 impl CallState {
+    /// A call's state with a full log budget of its own (for tests of the host functions).
+    #[cfg(test)]
     pub(crate) fn new(
         plugin: Arc<str>,
         settings: Arc<PluginSettings>,
         services: HostServices,
+        deadline: Instant,
+    ) -> Self {
+        let log_budget = Arc::new(LogBudget::new(Instant::now()));
+        Self::with_log_budget(plugin, settings, services, log_budget, deadline)
+    }
+
+    /// A call's state, its log lines counted against the plugin's `log_budget`.
+    pub(crate) fn with_log_budget(
+        plugin: Arc<str>,
+        settings: Arc<PluginSettings>,
+        services: HostServices,
+        log_budget: Arc<LogBudget>,
         deadline: Instant,
     ) -> Self {
         let stdout = CapturedOutput::default();
@@ -69,6 +87,7 @@ impl CallState {
             deadline,
             log_lines: 0,
             log_lines_dropped: 0,
+            log_budget,
             logged: Vec::new(),
             state_writes: 0,
             state_write_bytes: 0,
@@ -100,10 +119,14 @@ fn resource_table() -> ResourceTable {
 impl CallState {
     /// Counts one log line written on the plugin's behalf (its own `log`, refused or
     /// failed host calls, its stdout and stderr): false, and counted as dropped, once the
-    /// call has used its `LOG_LINES_PER_CALL`.
+    /// call has used its `LOG_LINES_PER_CALL`, or the plugin its log budget (which counts
+    /// those drops itself).
     pub(crate) fn take_log_line(&mut self) -> bool {
         if self.log_lines >= LOG_LINES_PER_CALL {
             self.log_lines_dropped = self.log_lines_dropped.saturating_add(1);
+            return false;
+        }
+        if !self.log_budget.take(Instant::now()) {
             return false;
         }
         self.log_lines += 1;

@@ -21,6 +21,7 @@ mod https_tests;
 mod identity;
 mod inspect;
 mod limits;
+mod log_budget;
 mod mutex;
 pub mod network;
 mod permissions;
@@ -43,6 +44,7 @@ pub use error::{LoadError, RuntimeError};
 pub use http::HttpClient;
 pub use identity::{IssuedToken, ManagedIdentity, TOKEN_RENEW_BEFORE, TokenFetcher, TokenFuture};
 pub use inspect::ComponentReport;
+pub use log_budget::{LOG_BURST_LINES, LOG_LINES_PER_MINUTE};
 pub use permissions::{
     DEFAULT_HTTP_RESPONSE_LIMIT, Grants, HTTP_RESPONSE_LIMIT_MAX, HttpResponseLimit,
 };

@@ -8,6 +8,7 @@ use wasmtime::Trap;
 
 use crate::call_env::CallEnv;
 use crate::call_state::{CallState, LOG_LINE_MAX_BYTES, LOG_LINES_PER_CALL};
+use crate::log_budget::LogBudget;
 use crate::plugin_log::{LogLevel, PLUGIN_LOG_TARGET, PluginLogLine};
 use crate::ready_instance::{InstanceTiming, NextInstance, READY_MAX_MEMORIES, ReadyInstance};
 use crate::services::PluginSettings;
@@ -36,6 +37,8 @@ struct PluginInner {
     loaded_from_cache: bool,
     pre: HandlerPre<CallState>,
     settings: Arc<PluginSettings>,
+    /// How much the plugin may log over time; shared with its other versions.
+    log_budget: Arc<LogBudget>,
     /// The next call's instance, when it was made ahead of time.
     next: NextInstance,
 }
@@ -153,6 +156,7 @@ impl Plugin {
     ) -> Plugin {
         Plugin {
             inner: Arc::new(PluginInner {
+                log_budget: env.log_budget(name),
                 env,
                 name: Arc::from(name),
                 content_hash,
@@ -182,6 +186,13 @@ impl Plugin {
     /// The memory cap, config and grants every call of this plugin runs under.
     pub fn settings(&self) -> &PluginSettings {
         &self.inner.settings
+    }
+
+    /// Log lines of this plugin dropped for being over its log budget over time
+    /// ([`LOG_LINES_PER_MINUTE`](crate::LOG_LINES_PER_MINUTE)), counted since a plugin of
+    /// this name was first loaded into the runtime (a reload keeps the count).
+    pub fn log_lines_over_budget(&self) -> u64 {
+        self.inner.log_budget.dropped_total()
     }
 
     /// Calls `on-event` in a fresh instance. Never fails: whatever the plugin does
@@ -310,6 +321,7 @@ impl Plugin {
         self.inner.env.new_store(
             self.inner.name.clone(),
             self.inner.settings.clone(),
+            self.inner.log_budget.clone(),
             deadline,
         )
     }
@@ -406,7 +418,9 @@ impl Plugin {
 
     /// Writes what the plugin printed, and what it was not allowed to log, to the daemon log;
     /// returns everything it logged and printed in this call. Printed lines count against
-    /// the call's log lines and are escaped like `log` text.
+    /// the call's log lines and are escaped like `log` text; the notices of what was dropped
+    /// count against the plugin's log budget, which says what it dropped once a minute at
+    /// most.
     fn forward_output(&self, state: &mut CallState) -> Vec<PluginLogLine> {
         let plugin = &*self.inner.name;
         let mut logged = std::mem::take(&mut state.logged);
@@ -425,7 +439,7 @@ impl Plugin {
                 tracing::info!(target: PLUGIN_LOG_TARGET, plugin, stream, "{line}");
                 logged.push(PluginLogLine::new(level, &line));
             }
-            if dropped > 0 {
+            if dropped > 0 && state.log_budget.take(Instant::now()) {
                 tracing::warn!(
                     plugin,
                     stream,
@@ -434,7 +448,7 @@ impl Plugin {
                 );
             }
         }
-        if state.log_lines_dropped > 0 {
+        if state.log_lines_dropped > 0 && state.log_budget.take(Instant::now()) {
             tracing::warn!(
                 plugin,
                 dropped_lines = state.log_lines_dropped,
@@ -442,6 +456,7 @@ impl Plugin {
                 LOG_LINES_PER_CALL
             );
         }
+        state.log_budget.report_dropped(plugin, Instant::now());
         logged
     }
 }

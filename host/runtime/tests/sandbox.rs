@@ -13,8 +13,9 @@ use forewarn_runtime::wit::latest::{
 };
 use forewarn_runtime::{
     CallContext, CallFailure, CallOutcome, DEFAULT_MEMORY_LIMIT, Grants, HostServices,
-    LOG_LINE_MAX_BYTES, LOG_LINES_PER_CALL, LoadError, MemoryStateStore, PLUGIN_LOG_TARGET, Plugin,
-    PluginSettings, REASON_MAX_BYTES, Readiness, Runtime, RuntimeConfig, STATE_WRITES_PER_CALL,
+    LOG_BURST_LINES, LOG_LINE_MAX_BYTES, LOG_LINES_PER_CALL, LOG_LINES_PER_MINUTE, LoadError,
+    MemoryStateStore, PLUGIN_LOG_TARGET, Plugin, PluginSettings, REASON_MAX_BYTES, Readiness,
+    Runtime, RuntimeConfig, STATE_WRITES_PER_CALL,
 };
 use forewarn_test_support::guests::{NOOP, OTHER_WORLD, PROBE};
 use serde_json::{Value, json};
@@ -721,16 +722,40 @@ async fn there_are_no_arguments() {
 /// host call with its arguments, so at trace level a plugin's 10 MiB of stdout reach the log.
 fn capturing_subscriber() -> (impl tracing::Subscriber + Send + Sync, Arc<Mutex<Vec<u8>>>) {
     let buffer = Arc::new(Mutex::new(Vec::new()));
-    let writer = {
-        let buffer = buffer.clone();
-        move || SharedWriter(buffer.clone())
-    };
     let subscriber = tracing_subscriber::fmt()
         .with_max_level(tracing::Level::DEBUG)
         .with_ansi(false)
-        .with_writer(writer)
+        .with_writer(shared_writer(&buffer))
         .finish();
     (subscriber, buffer)
+}
+
+/// As [`capturing_subscriber`], but one JSON object per event, so that tests read the
+/// events' structured fields rather than their text.
+fn capturing_json_subscriber() -> (impl tracing::Subscriber + Send + Sync, Arc<Mutex<Vec<u8>>>) {
+    let buffer = Arc::new(Mutex::new(Vec::new()));
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_writer(shared_writer(&buffer))
+        .finish();
+    (subscriber, buffer)
+}
+
+/// The `fields` of each JSON event a [`capturing_json_subscriber`] wrote.
+fn captured_fields(buffer: &Mutex<Vec<u8>>) -> Vec<Value> {
+    let bytes = buffer.lock().unwrap().clone();
+    bytes
+        .split(|byte| *byte == b'\n')
+        .filter(|line| !line.is_empty())
+        .map(|line| serde_json::from_slice::<Value>(line).unwrap()["fields"].clone())
+        .collect()
+}
+
+/// Makes writers that append to `buffer`.
+fn shared_writer(buffer: &Arc<Mutex<Vec<u8>>>) -> impl Fn() -> SharedWriter + use<> {
+    let buffer = buffer.clone();
+    move || SharedWriter(buffer.clone())
 }
 
 struct SharedWriter(Arc<Mutex<Vec<u8>>>);
@@ -778,6 +803,67 @@ async fn a_log_flood_is_bounded() {
     );
     // 200 lines of 1 KiB and change: nowhere near the 100 MiB the plugin tried to log.
     assert!(log.len() < 512 * 1024, "{} bytes of log", log.len());
+}
+
+#[tokio::test]
+async fn a_plugin_logging_on_every_call_is_held_to_its_log_budget_over_time() {
+    // 100 lines a call, under the per-call cap: only the budget over time limits them, as
+    // for a plugin that defers with retry 0 and is asked again every 100 ms.
+    const LINES: u32 = 100;
+    let calls = LOG_BURST_LINES / LINES + 5;
+    let load = || {
+        let lines = LINES.to_string();
+        probe_in(
+            shared_runtime(),
+            "probe-log-budget",
+            "log-flood",
+            &[("lines", &lines)],
+        )
+    };
+    let plugin = load();
+    let (subscriber, buffer) = capturing_json_subscriber();
+    let started = Instant::now();
+    let kept = async {
+        let mut kept = 0;
+        for _ in 0..calls {
+            let outcome = call(&plugin).await;
+            assert_approved(&outcome);
+            kept += outcome.logs.len() as u64;
+        }
+        // A reload of the same name keeps the budget its earlier version left.
+        let outcome = call(&load()).await;
+        kept + outcome.logs.len() as u64
+    }
+    .with_subscriber(subscriber)
+    .await;
+    let elapsed = started.elapsed();
+    // Every line was either logged or dropped and counted.
+    let attempted = u64::from((calls + 1) * LINES);
+    let dropped = plugin.log_lines_over_budget();
+    assert_eq!(kept + dropped, attempted, "{kept} kept, {dropped} dropped");
+    // The burst was logged in full; beyond it, only what the rate earned meanwhile.
+    let earned = elapsed.as_millis() as u64 * u64::from(LOG_LINES_PER_MINUTE) / 60_000 + 1;
+    let burst = u64::from(LOG_BURST_LINES);
+    assert!(
+        (burst..=burst + earned).contains(&kept),
+        "{kept} lines kept in {elapsed:?}: the budget allows {burst} + {earned}"
+    );
+    // One summary a minute says what was dropped.
+    let summaries: Vec<Value> = captured_fields(&buffer)
+        .into_iter()
+        .filter(|fields| fields.get("budget_burst_lines").is_some())
+        .collect();
+    let most = 1 + elapsed.as_secs() / 60;
+    assert!(
+        (1..=most as usize).contains(&summaries.len()),
+        "{summaries:?}"
+    );
+    let reported: u64 = summaries
+        .iter()
+        .map(|fields| fields["dropped_lines"].as_u64().unwrap())
+        .sum();
+    assert!((1..=dropped).contains(&reported), "{summaries:?}");
+    assert_eq!(summaries[0]["plugin"], "probe-log-budget");
 }
 
 /// The forged line's date, written by the "log-forge" probe mode.

@@ -88,10 +88,13 @@ pub(crate) fn panic_with_message() -> Decision {
     );
 }
 
-/// Writes 100 000 log lines of 1 KiB each, then approves.
+/// Writes `config("lines")` (by default 100 000) log lines of 1 KiB each, then approves.
 pub(crate) fn flood_log() -> Decision {
+    let lines = host::config("lines")
+        .and_then(|text| text.parse::<u32>().ok())
+        .unwrap_or(100_000);
     let line = "x".repeat(1024);
-    for _ in 0..100_000 {
+    for _ in 0..lines {
         log::info(&line);
     }
     Decision::approve()
