@@ -45,6 +45,7 @@ pub(crate) struct CallState {
     pub(crate) logged: Vec<PluginLogLine>,
     pub(crate) state_writes: u32,
     pub(crate) state_write_bytes: usize,
+    pub(crate) state_disk_budget: crate::services::DiskBudget,
     pub(crate) stdout: CapturedOutput,
     pub(crate) stderr: CapturedOutput,
     /// True while the instance is made ahead of its call: the plugin's own host functions
@@ -91,6 +92,7 @@ impl CallState {
             logged: Vec::new(),
             state_writes: 0,
             state_write_bytes: 0,
+            state_disk_budget: crate::services::DiskBudget::per_call(),
             stdout,
             stderr,
             preparing: false,

@@ -56,7 +56,7 @@ pub use ready_instance::{InstanceTiming, PREPARE_BUDGET};
 pub use runtime::{Runtime, RuntimeConfig};
 pub use rustls::pki_types::CertificateDer;
 pub use services::{
-    ActionSpec, DEFAULT_MEMORY_LIMIT, HostServices, MemoryStateStore, PluginSettings, Readiness,
-    StateStore, StateStoreError,
+    ActionSpec, DEFAULT_MEMORY_LIMIT, DiskBudget, HostServices, MemoryStateStore, PluginSettings,
+    Readiness, STATE_DISK_BYTES_PER_CALL, StateStore, StateStoreError,
 };
 pub use tls::ca_certificates;

@@ -1041,16 +1041,22 @@ impl forewarn_runtime::StateStore for BlockingStore {
         _plugin: &str,
         _key: &str,
         _value: &[u8],
-    ) -> Result<(), forewarn_runtime::StateStoreError> {
+        _budget: forewarn_runtime::DiskBudget,
+    ) -> Result<u64, forewarn_runtime::StateStoreError> {
         self.entered.notify_one();
         let release = self.release.lock().unwrap();
         let released = release.recv_timeout(Duration::from_secs(10)).is_ok();
         *self.released.lock().unwrap() = Some(released);
-        Ok(())
+        Ok(0)
     }
 
-    fn delete(&self, _plugin: &str, _key: &str) -> Result<(), forewarn_runtime::StateStoreError> {
-        Ok(())
+    fn delete(
+        &self,
+        _plugin: &str,
+        _key: &str,
+        _budget: forewarn_runtime::DiskBudget,
+    ) -> Result<u64, forewarn_runtime::StateStoreError> {
+        Ok(0)
     }
 }
 

@@ -8,8 +8,8 @@ use anyhow::{Context, bail};
 use forewarn_imds::{ClientConfig, ComputeInfo, ImdsClient, Poller};
 use forewarn_runtime::wit::latest::{VmInfo, VmPriority};
 use forewarn_runtime::{
-    ActionSpec, Compiler, HostServices, HttpClient, IssuedToken, ManagedIdentity, Readiness,
-    Runtime, RuntimeConfig, StateStore, StateStoreError, TokenFetcher, TokenFuture,
+    ActionSpec, Compiler, DiskBudget, HostServices, HttpClient, IssuedToken, ManagedIdentity,
+    Readiness, Runtime, RuntimeConfig, StateStore, StateStoreError, TokenFetcher, TokenFuture,
 };
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -136,12 +136,18 @@ impl StateStore for PluginStateStore {
         PluginStateStore::get(self, plugin, key)
     }
 
-    fn set(&self, plugin: &str, key: &str, value: &[u8]) -> Result<(), StateStoreError> {
-        PluginStateStore::set(self, plugin, key, value).map_err(store_error)
+    fn set(
+        &self,
+        plugin: &str,
+        key: &str,
+        value: &[u8],
+        budget: DiskBudget,
+    ) -> Result<u64, StateStoreError> {
+        PluginStateStore::set(self, plugin, key, value, budget).map_err(store_error)
     }
 
-    fn delete(&self, plugin: &str, key: &str) -> Result<(), StateStoreError> {
-        PluginStateStore::delete(self, plugin, key).map_err(store_error)
+    fn delete(&self, plugin: &str, key: &str, budget: DiskBudget) -> Result<u64, StateStoreError> {
+        PluginStateStore::delete(self, plugin, key, budget).map_err(store_error)
     }
 }
 

@@ -5,11 +5,17 @@
 //! is rewritten with [`crate::daemon::journal::write_atomically`] on every change, so a `set` that
 //! returned Ok survives a crash. All files are loaded at [`PluginStateStore::open`]; reads
 //! are served from memory.
+//!
+//! Since each write rewrites the whole file (up to a few MiB), each is charged its file's
+//! size against its call's [`DiskBudget`]: one call cannot turn 64 small writes into 64
+//! rewrites of a large file.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use forewarn_runtime::{DiskBudget, STATE_DISK_BYTES_PER_CALL};
 
 use crate::daemon::journal::{self, JournalError};
 use crate::plugins::set::{MAX_PLUGIN_NAME_BYTES, name_problem};
@@ -69,14 +75,18 @@ pub(crate) enum StateError {
 
 type StateMap = BTreeMap<String, Vec<u8>>;
 
+/// How a plugin's encoded state reaches its file: [`journal::write_atomically`], or in
+/// tests a writer that counts the bytes or blocks.
+type WriteFile = dyn Fn(&Path, &[u8]) -> Result<(), JournalError> + Send + Sync;
+
 /// Every plugin's durable key/value state. Safe to share between threads (`&self` methods).
 /// Each plugin has its own lock, held while its file is written: one plugin's writes
 /// (and fsyncs) never wait for another's.
-#[derive(Debug)]
 pub(crate) struct PluginStateStore {
     dir: PathBuf,
     limits: StateLimits,
     plugins: Mutex<HashMap<String, Arc<Mutex<StateMap>>>>,
+    write_file: Arc<WriteFile>,
 }
 
 impl PluginStateStore {
@@ -104,7 +114,14 @@ impl PluginStateStore {
             dir: dir.to_path_buf(),
             limits,
             plugins: Mutex::new(plugins),
+            write_file: Arc::new(journal::write_atomically),
         })
+    }
+
+    /// The store with `write_file` in place of [`journal::write_atomically`].
+    #[cfg(test)]
+    fn with_writer(self, write_file: Arc<WriteFile>) -> Self {
+        PluginStateStore { write_file, ..self }
     }
 
     /// The value `plugin` stored under `key`, if any. Invalid names simply have no state.
@@ -113,20 +130,27 @@ impl PluginStateStore {
         lock_map(&map).get(key).cloned()
     }
 
-    /// Stores `value` under `key` for `plugin`; durable when this returns Ok. Fails without
-    /// changing anything if a limit would be exceeded or the file cannot be written.
-    pub(crate) fn set(&self, plugin: &str, key: &str, value: &[u8]) -> Result<(), StateError> {
+    /// Stores `value` under `key` for `plugin`; durable when this returns Ok, with the bytes
+    /// written to disk. Fails without changing anything if a limit would be exceeded (the
+    /// state quota, or `budget` by the file's size) or the file cannot be written.
+    pub(crate) fn set(
+        &self,
+        plugin: &str,
+        key: &str,
+        value: &[u8],
+        budget: DiskBudget,
+    ) -> Result<u64, StateError> {
         validate_plugin_name(plugin)?;
         self.check_entry(plugin, key, value)?;
         let entry = self.entry(plugin);
         let mut map = lock_map(&entry);
         if map.get(key).map(Vec::as_slice) == Some(value) {
-            return Ok(());
+            return Ok(0);
         }
         let previous = map.insert(key.to_owned(), value.to_vec());
         let written = self
             .check_total(plugin, &map)
-            .and_then(|()| self.persist(plugin, &map));
+            .and_then(|()| self.persist(plugin, &map, budget));
         if written.is_err() {
             match previous {
                 Some(previous) => map.insert(key.to_owned(), previous),
@@ -136,18 +160,24 @@ impl PluginStateStore {
         written
     }
 
-    /// Removes `key` from `plugin`'s state; durable when this returns Ok. Removing a key
-    /// that is not there is Ok and writes nothing.
-    pub(crate) fn delete(&self, plugin: &str, key: &str) -> Result<(), StateError> {
+    /// Removes `key` from `plugin`'s state; durable when this returns Ok, with the bytes
+    /// written to disk (charged to `budget` like a `set`). Removing a key that is not there
+    /// is Ok and writes nothing.
+    pub(crate) fn delete(
+        &self,
+        plugin: &str,
+        key: &str,
+        budget: DiskBudget,
+    ) -> Result<u64, StateError> {
         validate_plugin_name(plugin)?;
         let Some(entry) = self.lock().get(plugin).cloned() else {
-            return Ok(());
+            return Ok(0);
         };
         let mut map = lock_map(&entry);
         let Some(previous) = map.remove(key) else {
-            return Ok(());
+            return Ok(0);
         };
-        let written = self.persist(plugin, &map);
+        let written = self.persist(plugin, &map, budget);
         if written.is_err() {
             map.insert(key.to_owned(), previous);
         }
@@ -214,16 +244,37 @@ impl PluginStateStore {
         ))
     }
 
-    fn persist(&self, plugin: &str, map: &StateMap) -> Result<(), StateError> {
+    /// Rewrites `plugin`'s file with `map` if its size fits `budget`; the bytes written.
+    fn persist(&self, plugin: &str, map: &StateMap, budget: DiskBudget) -> Result<u64, StateError> {
         let path = plugin_path(&self.dir, plugin);
         let encoded: BTreeMap<&str, String> = map
             .iter()
             .map(|(key, value)| (key.as_str(), hex::encode(value)))
             .collect();
         let bytes = journal::encode_json(&path, &encoded)?;
-        journal::write_atomically(&path, &bytes)?;
-        Ok(())
+        let size = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+        if !budget.allows(size) {
+            return Err(over_disk_budget(plugin, size, budget));
+        }
+        (self.write_file)(&path, &bytes)?;
+        Ok(size)
     }
+}
+
+/// A write refused because its call has written too much already: each write rewrites
+/// the plugin's whole state file.
+fn over_disk_budget(plugin: &str, size: u64, budget: DiskBudget) -> StateError {
+    over_quota(
+        plugin,
+        format!(
+            "this write would rewrite its state file of {size} bytes, and this call may write \
+             only {} more of its {STATE_DISK_BYTES_PER_CALL} bytes of state per call (each \
+             state-set or state-delete rewrites the whole file); write fewer times per call \
+             (keep related values under one key, write once at the end of the call), or keep \
+             less state",
+            budget.remaining
+        ),
+    )
 }
 
 /// Checks that `name` is safe as a file name (see [`name_problem`]).
@@ -312,9 +363,14 @@ fn journal_io(action: &'static str, path: &Path, error: std::io::Error) -> State
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
     use std::thread;
 
     use super::*;
+
+    /// The budget of a call that has not written yet: each write below is its own call
+    /// unless a test says otherwise.
+    const CALL: DiskBudget = DiskBudget::per_call();
 
     fn small_limits() -> StateLimits {
         StateLimits {
@@ -330,10 +386,10 @@ mod tests {
         let store = PluginStateStore::open(dir.path()).expect("opens");
         assert_eq!(store.get("lb-drain", "drained"), None);
         store
-            .set("lb-drain", "drained", b"\x00\xffyes")
+            .set("lb-drain", "drained", b"\x00\xffyes", CALL)
             .expect("sets");
-        store.set("lb-drain", "gone", b"1").expect("sets");
-        store.delete("lb-drain", "gone").expect("deletes");
+        store.set("lb-drain", "gone", b"1", CALL).expect("sets");
+        store.delete("lb-drain", "gone", CALL).expect("deletes");
         drop(store);
         let reopened = PluginStateStore::open(dir.path()).expect("reopens");
         assert_eq!(
@@ -348,9 +404,9 @@ mod tests {
     fn two_plugins_are_isolated() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = PluginStateStore::open(dir.path()).expect("opens");
-        store.set("checkpoint", "k", b"one").expect("sets");
-        store.set("lb-drain", "k", b"two").expect("sets");
-        store.delete("lb-drain", "k").expect("deletes");
+        store.set("checkpoint", "k", b"one", CALL).expect("sets");
+        store.set("lb-drain", "k", b"two", CALL).expect("sets");
+        store.delete("lb-drain", "k", CALL).expect("deletes");
         assert_eq!(store.get("checkpoint", "k"), Some(b"one".to_vec()));
         assert_eq!(store.get("lb-drain", "k"), None);
         let reopened = PluginStateStore::open(dir.path()).expect("reopens");
@@ -363,29 +419,33 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = PluginStateStore::open_with_limits(dir.path(), small_limits()).expect("opens");
 
-        let long_key = store.set("p", "123456789", b"v").expect_err("key too long");
+        let long_key = store
+            .set("p", "123456789", b"v", CALL)
+            .expect_err("key too long");
         assert!(long_key.to_string().contains("max-key-bytes"), "{long_key}");
 
-        let big_value = store.set("p", "k", &[0; 17]).expect_err("value too big");
+        let big_value = store
+            .set("p", "k", &[0; 17], CALL)
+            .expect_err("value too big");
         assert!(
             big_value.to_string().contains("max-value-bytes"),
             "{big_value}"
         );
 
-        store.set("p", "a", &[1; 16]).expect("17 bytes");
-        store.set("p", "b", &[2; 16]).expect("34 bytes");
+        store.set("p", "a", &[1; 16], CALL).expect("17 bytes");
+        store.set("p", "b", &[2; 16], CALL).expect("34 bytes");
         let total = store
-            .set("p", "c", &[3; 16])
+            .set("p", "c", &[3; 16], CALL)
             .expect_err("51 bytes is over 40");
         assert!(matches!(total, StateError::OverQuota { .. }));
         assert!(total.to_string().contains("max-total-bytes"), "{total}");
         assert_eq!(store.get("p", "c"), None, "nothing stored on failure");
 
         store
-            .set("p", "b", &[2; 5])
+            .set("p", "b", &[2; 5], CALL)
             .expect("replacing shrinks: 23 bytes");
         store
-            .set("p", "c", &[3; 16])
+            .set("p", "c", &[3; 16], CALL)
             .expect("40 bytes fits exactly");
         assert_eq!(store.usage("p"), 40);
         assert_eq!(store.usage("other"), 0);
@@ -396,10 +456,64 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = PluginStateStore::open(dir.path()).expect("opens");
         store
-            .set("p", &"k".repeat(256), &[0; 64 * 1024])
+            .set("p", &"k".repeat(256), &[0; 64 * 1024], CALL)
             .expect("at the limits");
-        assert!(store.set("p", &"k".repeat(257), b"").is_err());
-        assert!(store.set("p", "k", &[0; 64 * 1024 + 1]).is_err());
+        assert!(store.set("p", &"k".repeat(257), b"", CALL).is_err());
+        assert!(store.set("p", "k", &[0; 64 * 1024 + 1], CALL).is_err());
+    }
+
+    /// A writer that counts the bytes it writes into `written`, then writes them.
+    fn counting_writer(written: Arc<AtomicU64>) -> Arc<WriteFile> {
+        Arc::new(move |path: &Path, bytes: &[u8]| {
+            written.fetch_add(bytes.len() as u64, Ordering::SeqCst);
+            journal::write_atomically(path, bytes)
+        })
+    }
+
+    #[test]
+    fn many_small_writes_in_one_call_rewrite_a_full_state_file_only_within_the_budget() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let written = Arc::new(AtomicU64::new(0));
+        let store = PluginStateStore::open(dir.path())
+            .expect("opens")
+            .with_writer(counting_writer(written.clone()));
+        // Near the 1 MiB quota: a state file of about 2 MiB (values are stored as hex).
+        for index in 0..15 {
+            let key = format!("blob-{index}");
+            store
+                .set("p", &key, &[0xab; 64 * 1024], CALL)
+                .expect("fits");
+        }
+        let before = written.load(Ordering::SeqCst);
+
+        // One call: 64 one-byte writes, each changing the value.
+        let mut budget = CALL;
+        let mut landed = 0;
+        for index in 0..64u8 {
+            match store.set("p", "flip", &[index % 2], budget) {
+                Ok(0) => {} // the value it holds already: nothing written
+                Ok(bytes) => {
+                    budget = budget.after(bytes);
+                    landed += 1;
+                }
+                Err(StateError::OverQuota { detail, .. }) => {
+                    assert!(detail.contains("bytes of state per call"), "{detail}");
+                }
+                Err(error) => panic!("write {index}: {error}"),
+            }
+        }
+
+        let in_the_call = written.load(Ordering::SeqCst) - before;
+        assert!(
+            in_the_call <= STATE_DISK_BYTES_PER_CALL,
+            "one call wrote {in_the_call} bytes"
+        );
+        // Every rewrite is the same size: as many land as fit in the budget.
+        let file_bytes = fs::metadata(dir.path().join("p.json")).expect("stat").len();
+        assert!(file_bytes > 1024 * 1024, "{file_bytes}");
+        assert_eq!(landed, STATE_DISK_BYTES_PER_CALL / file_bytes);
+        let reopened = PluginStateStore::open(dir.path()).expect("reopens");
+        assert_eq!(reopened.get("p", "flip"), store.get("p", "flip"));
     }
 
     #[test]
@@ -416,13 +530,13 @@ mod tests {
             "space name",
             long.as_str(),
         ] {
-            let error = store.set(name, "k", b"v").expect_err(name);
+            let error = store.set(name, "k", b"v", CALL).expect_err(name);
             assert!(
                 matches!(error, StateError::InvalidPluginName { .. }),
                 "{name:?}: {error}"
             );
             assert!(error.to_string().contains("a-z, 0-9"), "{error}");
-            assert!(store.delete(name, "k").is_err());
+            assert!(store.delete(name, "k", CALL).is_err());
             assert_eq!(store.get(name, "k"), None);
         }
         assert!(validate_plugin_name(&"a".repeat(64)).is_ok());
@@ -435,7 +549,7 @@ mod tests {
     fn corrupt_plugin_file_is_quarantined_and_others_load() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = PluginStateStore::open(dir.path()).expect("opens");
-        store.set("good", "k", b"v").expect("sets");
+        store.set("good", "k", b"v", CALL).expect("sets");
         drop(store);
         fs::write(dir.path().join("bad.json"), b"{\"k\": \"not hex\"}").expect("writes");
         fs::write(dir.path().join("good.json.tmp"), b"{\"k\": \"00").expect("writes");
@@ -445,7 +559,7 @@ mod tests {
         assert!(!dir.path().join("bad.json").exists());
         assert!(!dir.path().join("good.json.tmp").exists());
         store
-            .set("bad", "k", b"fresh")
+            .set("bad", "k", b"fresh", CALL)
             .expect("the plugin starts over");
     }
 
@@ -459,7 +573,9 @@ mod tests {
                 let store = Arc::clone(&store);
                 thread::spawn(move || {
                     for i in 0..50 {
-                        store.set(plugin, &format!("k{i}"), &[i]).expect("sets");
+                        store
+                            .set(plugin, &format!("k{i}"), &[i], CALL)
+                            .expect("sets");
                     }
                 })
             })

@@ -43,8 +43,11 @@ impl host::Host for CallState {
             .map_err(host_error)?;
         let store = self.services.state.clone();
         let plugin = self.plugin.clone();
-        let write = move || store.set(&plugin, &key, &value).map_err(host_error);
-        off_the_workers(write, self.deadline).await
+        let budget = self.state_disk_budget;
+        let write = move || store.set(&plugin, &key, &value, budget).map_err(host_error);
+        let written = off_the_workers(write, self.deadline).await?;
+        self.state_disk_budget = budget.after(written);
+        Ok(())
     }
 
     async fn state_delete(&mut self, key: String) -> Result<(), HostError> {
@@ -52,8 +55,11 @@ impl host::Host for CallState {
         self.take_state_write(key.len()).map_err(host_error)?;
         let store = self.services.state.clone();
         let plugin = self.plugin.clone();
-        let write = move || store.delete(&plugin, &key).map_err(host_error);
-        off_the_workers(write, self.deadline).await
+        let budget = self.state_disk_budget;
+        let write = move || store.delete(&plugin, &key, budget).map_err(host_error);
+        let written = off_the_workers(write, self.deadline).await?;
+        self.state_disk_budget = budget.after(written);
+        Ok(())
     }
 
     fn set_ready(&mut self, ready: bool) -> Result<(), HostError> {
@@ -220,10 +226,11 @@ async fn identity_token(
 
 /// Runs a blocking state write (it fsyncs) on the blocking pool, not on an async worker;
 /// `timed-out` at the call's deadline (the write itself still completes, or not, on its own).
+/// Ok holds the bytes the write put on disk.
 async fn off_the_workers(
-    write: impl FnOnce() -> Result<(), HostError> + Send + 'static,
+    write: impl FnOnce() -> Result<u64, HostError> + Send + 'static,
     deadline: std::time::Instant,
-) -> Result<(), HostError> {
+) -> Result<u64, HostError> {
     let task = tokio::task::spawn_blocking(write);
     match tokio::time::timeout_at(deadline.into(), task).await {
         Err(_elapsed) => Err(HostError::TimedOut),
@@ -279,7 +286,11 @@ mod tests {
 
     use super::origin_of;
     use crate::call_state::CallState;
-    use crate::services::{HostServices, MemoryStateStore, PluginSettings};
+    use crate::call_state::STATE_WRITES_PER_CALL;
+    use crate::services::{
+        DiskBudget, HostServices, MemoryStateStore, PluginSettings, STATE_DISK_BYTES_PER_CALL,
+        StateStore, StateStoreError,
+    };
     use crate::wit::latest::HostError;
     use crate::wit::latest::forewarn::plugin::host::Host;
 
@@ -328,6 +339,50 @@ mod tests {
         let mut calling = state(false);
         assert_eq!(calling.state_get("k".into()), None);
         assert!(!calling.host_called_while_preparing);
+    }
+
+    /// A store whose every write rewrites a file of `FILE_BYTES`, as the daemon's does
+    /// once a plugin holds its full quota, refusing what the budget does not allow.
+    struct WholeFileStore;
+
+    const FILE_BYTES: u64 = 1024 * 1024;
+
+    impl StateStore for WholeFileStore {
+        fn get(&self, _plugin: &str, _key: &str) -> Option<Vec<u8>> {
+            None
+        }
+
+        fn set(&self, _: &str, _: &str, _: &[u8], budget: DiskBudget) -> WriteResult {
+            match budget.allows(FILE_BYTES) {
+                true => Ok(FILE_BYTES),
+                false => Err(StateStoreError::Refused("over the disk budget".into())),
+            }
+        }
+
+        fn delete(&self, plugin: &str, key: &str, budget: DiskBudget) -> WriteResult {
+            self.set(plugin, key, b"", budget)
+        }
+    }
+
+    type WriteResult = Result<u64, StateStoreError>;
+
+    #[tokio::test]
+    async fn a_call_writes_to_disk_no_more_than_its_budget() {
+        let mut call = state(false);
+        call.services.state = Arc::new(WholeFileStore);
+        let mut written = 0;
+        for index in 0..STATE_WRITES_PER_CALL {
+            let write = match index % 2 {
+                0 => call.state_set("k".into(), vec![1]).await,
+                _ => call.state_delete("k".into()).await,
+            };
+            match write {
+                Ok(()) => written += FILE_BYTES,
+                Err(HostError::Invalid(_)) => break,
+                Err(error) => panic!("write {index}: {error:?}"),
+            }
+        }
+        assert_eq!(written, STATE_DISK_BYTES_PER_CALL);
     }
 
     #[test]
