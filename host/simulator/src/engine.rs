@@ -1,14 +1,14 @@
 //! The simulation running against the real clock, shared by the HTTP handlers and the
 //! timer task: every access first catches the state up to now, so documents are current.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
 use crate::faults::{
-    FaultKind, FaultMethod, FaultOutcome, FaultPlan, incarnation_resets, plan_request,
+    FaultKind, FaultMethod, FaultOutcome, FaultPlan, GetCounts, GetNumbers, incarnation_resets,
+    plan_request,
 };
 use crate::replay::{history_records, served_document};
 use crate::scenario::Scenario;
@@ -37,8 +37,8 @@ pub(crate) struct Inner {
     pub(crate) simulation: Simulation,
     approvals: BoundedLog<ApprovalRecord>,
     pub(crate) requests: BoundedLog<RequestRecord>,
-    /// How many GETs to scheduledevents each VM has made.
-    gets_per_vm: HashMap<String, u64>,
+    /// How many GETs to scheduledevents each VM has made, in all and in each fault's window.
+    gets: GetCounts,
     history_logged: usize,
     pub(crate) faults: BoundedLog<FaultRecord>,
     /// How many incarnation resets a served document has shown so far.
@@ -59,7 +59,7 @@ impl Inner {
             clock,
             approvals: BoundedLog::new(REQUEST_LOG_LIMIT),
             requests: BoundedLog::new(REQUEST_LOG_LIMIT),
-            gets_per_vm: HashMap::new(),
+            gets: GetCounts::default(),
             history_logged: 0,
             faults: BoundedLog::new(REQUEST_LOG_LIMIT),
             resets_served: 0,
@@ -93,7 +93,7 @@ impl Engine {
         inner.scenario = fresh.scenario;
         inner.clock = fresh.clock;
         inner.simulation = fresh.simulation;
-        inner.gets_per_vm.clear();
+        inner.gets.clear();
         inner.history_logged = 0;
         inner.resets_served = 0;
         self.finished.send_replace(false);
@@ -133,16 +133,13 @@ impl Engine {
     /// first time a document after it is served.
     pub(crate) fn plan_fault(&self, vm: &str, method: FaultMethod) -> FaultPlan {
         let mut inner = self.current();
-        let get_number = match method {
-            FaultMethod::Get => {
-                let count = inner.gets_per_vm.entry(vm.to_string()).or_default();
-                *count += 1;
-                *count
-            }
-            FaultMethod::Post => 0,
-        };
         let now = inner.simulation.now();
-        let plan = plan_request(&inner.scenario.faults, method, now, get_number);
+        let scenario = Arc::clone(&inner.scenario);
+        let numbers = match method {
+            FaultMethod::Get => inner.gets.count(vm, &scenario.faults, now),
+            FaultMethod::Post => GetNumbers::default(),
+        };
+        let plan = plan_request(&scenario.faults, method, now, &numbers);
         let record = |kind: FaultKind| FaultRecord {
             kind,
             method: match method {

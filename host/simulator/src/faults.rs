@@ -1,6 +1,7 @@
 //! Faults a scenario can inject into the Scheduled Events endpoint, each in a window of
 //! scenario time, and the plan that says how one request is disturbed.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -140,28 +141,87 @@ impl FaultSpec {
         }
     }
 
-    fn active(&self, method: FaultMethod, now: Duration, get_number: u64) -> bool {
+    /// Whether `now` (scenario time) is inside the fault's window.
+    fn in_window(&self, now: Duration) -> bool {
         let started = self.from.is_none_or(|from| now >= from);
         let not_over = self.until.is_none_or(|until| now < until);
-        let counted = self.first_requests.is_none_or(|count| get_number <= count);
-        started && not_over && counted && self.methods.contains(&method)
+        started && not_over
+    }
+
+    /// Whether the fault acts on a request: `nth_in_window` is which GET of its VM within
+    /// the window this is (from 1; 0 for a POST).
+    fn active(&self, method: FaultMethod, now: Duration, nth_in_window: u64) -> bool {
+        let counted = self
+            .first_requests
+            .is_none_or(|count| nth_in_window <= count);
+        self.in_window(now) && counted && self.methods.contains(&method)
     }
 }
 
-/// The disturbance for one request to scheduledevents at scenario time `now`.
-/// `get_number` is which GET of its VM this is (1 for the first; 0 for a POST). The first
-/// matching fault of each sort wins; delays add up.
+/// Which GET to scheduledevents of its VM a request is: in all (1 for the first, for
+/// `slow-first-call`) and within each fault's window (for `first_requests`); all 0 for a
+/// POST.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct GetNumbers {
+    pub(crate) of_vm: u64,
+    /// By the fault's position in the scenario; 0 outside its window.
+    pub(crate) in_window: Vec<u64>,
+}
+
+/// Counts each VM's GETs to scheduledevents, in all and within each fault's window.
+#[derive(Debug, Default)]
+pub(crate) struct GetCounts {
+    of_vm: HashMap<String, u64>,
+    in_window: HashMap<(String, usize), u64>,
+}
+
+impl GetCounts {
+    /// Counts one GET of `vm` at scenario time `now`, and says which it is.
+    pub(crate) fn count(&mut self, vm: &str, faults: &[FaultSpec], now: Duration) -> GetNumbers {
+        let of_vm = self.of_vm.entry(vm.to_owned()).or_default();
+        *of_vm += 1;
+        let in_window = faults
+            .iter()
+            .enumerate()
+            .map(|(index, fault)| {
+                if !fault.in_window(now) {
+                    return 0;
+                }
+                let count = self.in_window.entry((vm.to_owned(), index)).or_default();
+                *count += 1;
+                *count
+            })
+            .collect();
+        GetNumbers {
+            of_vm: *of_vm,
+            in_window,
+        }
+    }
+
+    /// Forgets every count (a scenario started again).
+    pub(crate) fn clear(&mut self) {
+        self.of_vm.clear();
+        self.in_window.clear();
+    }
+}
+
+/// The disturbance for one request to scheduledevents at scenario time `now`; `numbers`
+/// says which GET of its VM it is ([`GetNumbers`]). The first matching fault of each sort
+/// wins; delays add up.
 pub(crate) fn plan_request(
     faults: &[FaultSpec],
     method: FaultMethod,
     now: Duration,
-    get_number: u64,
+    numbers: &GetNumbers,
 ) -> FaultPlan {
-    let first_call = get_number == 1;
+    let first_call = numbers.of_vm == 1;
     let mut plan = FaultPlan::default();
+    let nth_in_window = |index: usize| numbers.in_window.get(index).copied().unwrap_or(0);
     for fault in faults
         .iter()
-        .filter(|fault| fault.active(method, now, get_number))
+        .enumerate()
+        .filter(|(index, fault)| fault.active(method, now, nth_in_window(*index)))
+        .map(|(_, fault)| fault)
     {
         match fault.kind {
             FaultKind::Delay => plan.delay += fault.delay.unwrap_or_default(),
@@ -226,22 +286,42 @@ mod tests {
         }
     }
 
+    /// The numbers of a VM's `nth` GET, the `nth` too within each of `faults` windows.
+    fn nth_get(nth: u64, faults: usize) -> GetNumbers {
+        GetNumbers {
+            of_vm: nth,
+            in_window: vec![nth; faults],
+        }
+    }
+
     #[test]
     fn status_applies_only_inside_its_window_and_methods() {
         let faults = [fault(FaultKind::Status, 10, 20)];
-        let at = |secs| plan_request(&faults, FaultMethod::Get, Duration::from_secs(secs), 2);
+        let at = |secs| {
+            plan_request(
+                &faults,
+                FaultMethod::Get,
+                Duration::from_secs(secs),
+                &nth_get(2, 1),
+            )
+        };
         assert_eq!(at(9).outcome, FaultOutcome::Normal);
         assert_eq!(at(10).outcome, FaultOutcome::Status(429));
         assert_eq!(at(20).outcome, FaultOutcome::Normal);
-        let post = plan_request(&faults, FaultMethod::Post, Duration::from_secs(15), 0);
+        let post = plan_request(
+            &faults,
+            FaultMethod::Post,
+            Duration::from_secs(15),
+            &GetNumbers::default(),
+        );
         assert_eq!(post.outcome, FaultOutcome::Normal);
     }
 
     #[test]
     fn slow_first_call_only_delays_the_first_call() {
         let faults = [fault(FaultKind::SlowFirstCall, 0, 100)];
-        let first = plan_request(&faults, FaultMethod::Get, Duration::ZERO, 1);
-        let later = plan_request(&faults, FaultMethod::Get, Duration::ZERO, 2);
+        let first = plan_request(&faults, FaultMethod::Get, Duration::ZERO, &nth_get(1, 1));
+        let later = plan_request(&faults, FaultMethod::Get, Duration::ZERO, &nth_get(2, 1));
         assert_eq!(first.delay, Duration::from_millis(200));
         assert_eq!(later.delay, Duration::ZERO);
     }
@@ -251,10 +331,41 @@ mod tests {
         let mut failing = fault(FaultKind::Status, 0, 100);
         failing.first_requests = Some(2);
         let faults = [failing];
-        let nth = |n| plan_request(&faults, FaultMethod::Get, Duration::from_secs(1), n).outcome;
+        let nth = |n| {
+            plan_request(
+                &faults,
+                FaultMethod::Get,
+                Duration::from_secs(1),
+                &nth_get(n, 1),
+            )
+            .outcome
+        };
         assert_eq!(nth(1), FaultOutcome::Status(429));
         assert_eq!(nth(2), FaultOutcome::Status(429));
         assert_eq!(nth(3), FaultOutcome::Normal);
+    }
+
+    #[test]
+    fn first_requests_counts_the_gets_within_its_window() {
+        // A fault from 10 s on holds the first GET of its window, however many came before.
+        let mut held = fault(FaultKind::Delay, 10, 100);
+        held.first_requests = Some(1);
+        let faults = [held];
+        let mut counts = GetCounts::default();
+        let mut delay_at = |secs| {
+            let now = Duration::from_secs(secs);
+            let numbers = counts.count("vm-a", &faults, now);
+            plan_request(&faults, FaultMethod::Get, now, &numbers).delay
+        };
+        for early in 0..10 {
+            assert_eq!(delay_at(early), Duration::ZERO, "before the window");
+        }
+        assert_eq!(
+            delay_at(10),
+            Duration::from_millis(200),
+            "the window's first"
+        );
+        assert_eq!(delay_at(11), Duration::ZERO, "the window's second");
     }
 
     #[test]
