@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use forewarn_host::log_messages::{PREPARATION_WAITS, PREPARING_LATE, TURN_SHORTENED};
 use forewarn_host::ops::status::StatusSnapshot;
-use forewarn_simulator::{StateSnapshot, Transition};
+use forewarn_simulator::{FaultKind, StateSnapshot, Transition};
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
     Daemon, DaemonConfig, Simulator, accepted_approvals, http_get, install_bundled_plugin, wait_for,
@@ -39,10 +39,15 @@ impl Setup {
             "name = \"{event_type}-{notice}\"\nend_after = \"2s\"\n\n[[events]]\n\
              type = \"{event_type}\"\nappear_at = \"5s\"\nnotice = \"{notice}\"\nruns_for = \"3s\"\n{keys}\n"
         );
+        Setup::scenario(&scenario, speed)
+    }
+
+    /// A simulator playing `scenario` (TOML) at `speed`.
+    fn scenario(scenario: &str, speed: f64) -> Setup {
         let dir = tempfile::tempdir().expect("a temporary directory");
         std::fs::create_dir_all(dir.path().join("plugins")).expect("create the plugin dir");
         let simulator = Simulator::builder(forewarn_binary!())
-            .scenario_text(&scenario)
+            .scenario_text(scenario)
             .speed(speed)
             .start();
         Setup { dir, simulator }
@@ -65,9 +70,16 @@ impl Setup {
 
     /// Starts `forewarn run` with `policy.prepare-lead-time = lead` (None: the default).
     fn start_daemon_with_lead(&self, lead: Option<&str>, actions: &str) -> Daemon {
+        self.start_daemon_with(lead, &[], actions)
+    }
+
+    /// Starts `forewarn run` with `policy.prepare-lead-time = lead` (None: the default),
+    /// these lines in `[policy]` and these `[actions]`.
+    fn start_daemon_with(&self, lead: Option<&str>, policy: &[&str], actions: &str) -> Daemon {
         let config = DaemonConfig {
             extra: actions.to_owned(),
             prepare_lead_time: lead.map(str::to_owned),
+            policy: policy.iter().map(|line| (*line).to_owned()).collect(),
             ..DaemonConfig::vm_a(
                 self.dir.path(),
                 self.path("plugins"),
@@ -81,15 +93,21 @@ impl Setup {
 
     /// Waits until the event started and was removed, and returns the simulator's state.
     fn wait_for_the_end(&self, daemon: &Daemon) -> StateSnapshot {
+        self.wait_for_the_end_of(daemon, None)
+    }
+
+    /// Waits until `event_id` (any event when None) started and was removed, and returns
+    /// the simulator's state.
+    fn wait_for_the_end_of(&self, daemon: &Daemon, event_id: Option<&str>) -> StateSnapshot {
         wait_for(
             Duration::from_secs(90),
             "the Preempt to start and end",
             || {
                 let state = self.simulator.state();
-                let done = state
-                    .history
-                    .iter()
-                    .any(|r| r.transition == Transition::Removed);
+                let done = state.history.iter().any(|r| {
+                    r.transition == Transition::Removed
+                        && event_id.is_none_or(|id| r.event_id == id)
+                });
                 match done {
                     true => Ok(state),
                     false => Err(daemon.describe_for_failure()),
@@ -109,6 +127,10 @@ fn stop_action(file: &Path) -> String {
 
 /// The types the bundled checkpoint and graceful-shutdown subscribe to.
 const DOWN_EVENTS: &str = "subscribe = [\"Reboot\", \"Redeploy\", \"Preempt\", \"Terminate\"]\n";
+
+/// graceful-shutdown for Preempts alone, on its own (no `after`), with the stop action.
+const PREEMPT_STOP_MANIFEST: &str = "subscribe = [\"Preempt\"]\nbudget = \"10s\"\n[config]\n\
+     stop-action = \"stop-app\"\n[capabilities]\nactions = [\"stop-app\"]\n";
 
 /// graceful-shutdown's bundled manifest with the stop action granted and configured.
 fn graceful_shutdown_manifest() -> String {
@@ -135,6 +157,16 @@ fn at(state: &StateSnapshot, transition: Transition) -> u64 {
         .find(|record| record.transition == transition)
         .map(|record| record.at_unix_ms)
         .unwrap_or_else(|| panic!("no {transition:?} in the simulator's history"))
+}
+
+/// When `transition` first happened to `event_id` at the simulator (Unix ms).
+fn at_of(state: &StateSnapshot, event_id: &str, transition: Transition) -> u64 {
+    state
+        .history
+        .iter()
+        .find(|record| record.event_id == event_id && record.transition == transition)
+        .map(|record| record.at_unix_ms)
+        .unwrap_or_else(|| panic!("no {transition:?} of {event_id} in the simulator's history"))
 }
 
 /// The event's NotBefore at the simulator: appearance plus `notice`.
@@ -334,4 +366,82 @@ fn an_event_announced_further_ahead_than_the_lead_time_is_prepared_only_from_the
     );
     let done = setup.wait_for_the_end(&daemon);
     assert_eq!(accepted_approvals(&done, &first.event_id).len(), 1);
+}
+
+#[test]
+fn a_request_that_hangs_when_a_preempt_appears_does_not_hide_it() {
+    // From 4 s the first GET is held 30 s, longer than the client's 10 s time-out; the
+    // Preempt appears at 5 s with 8 s of notice. Waiting for that request alone would see
+    // the event only after it started; the polls sent beside it see it at once.
+    let setup = Setup::scenario(
+        "name = \"hanging-get\"\nend_after = \"2s\"\n\n[[events]]\nid = \"preempt\"\n\
+         type = \"Preempt\"\nappear_at = \"5s\"\nnotice = \"8s\"\nruns_for = \"3s\"\n\n\
+         [[faults]]\nkind = \"delay\"\ndelay = \"30s\"\nfrom = \"4s\"\nfirst_requests = 1\n",
+        REAL_TIME,
+    );
+    setup.install("graceful-shutdown", Some(PREEMPT_STOP_MANIFEST));
+    let stopped = setup.path("stopped");
+    let daemon = setup.start_daemon(&stop_action(&stopped));
+    let state = setup.wait_for_the_end(&daemon);
+    assert_polled_before_the_event(&state);
+    let held = state
+        .faults
+        .iter()
+        .any(|fault| fault.kind == FaultKind::Delay && fault.method == "GET");
+    assert!(
+        held,
+        "the simulator never held a GET: the test tests nothing"
+    );
+    let stop = instant_in(&stopped);
+    let started = at(&state, Transition::Started);
+    assert!(
+        stop < started,
+        "the stop action ran at {stop}, after the Preempt started at {started}: {}",
+        daemon.describe_for_failure()
+    );
+}
+
+#[test]
+fn a_slow_approval_post_does_not_hold_up_a_preempt_that_appears_meanwhile() {
+    // The Reboot (no plugin subscribes; approved at once) is approved at 2 s with a POST
+    // that IMDS holds 9 s. The Preempt appears at 4 s with 6 s of notice: its stop action
+    // must run while that POST is still in flight, not after it returned at about 11 s.
+    let setup = Setup::scenario(
+        "name = \"slow-approval\"\nend_after = \"2s\"\n\n\
+         [[events]]\nid = \"reboot\"\ntype = \"Reboot\"\nappear_at = \"2s\"\nnotice = \"5m\"\n\
+         runs_for = \"1s\"\n\n\
+         [[events]]\nid = \"preempt\"\ntype = \"Preempt\"\nappear_at = \"4s\"\nnotice = \"6s\"\n\
+         runs_for = \"3s\"\n\n\
+         [[faults]]\nkind = \"delay\"\ndelay = \"9s\"\nuntil = \"4s\"\nmethods = [\"POST\"]\n",
+        REAL_TIME,
+    );
+    setup.install("graceful-shutdown", Some(PREEMPT_STOP_MANIFEST));
+    let stopped = setup.path("stopped");
+    let daemon = setup.start_daemon_with(
+        None,
+        &["approve-unsubscribed = true"],
+        &stop_action(&stopped),
+    );
+    let state = setup.wait_for_the_end_of(&daemon, Some("preempt"));
+    assert_polled_before_the_event(&state);
+    let held = state
+        .faults
+        .iter()
+        .any(|fault| fault.kind == FaultKind::Delay && fault.method == "POST");
+    assert!(
+        held,
+        "the simulator never held a POST: the test tests nothing"
+    );
+    let reboot_approved = state
+        .approvals
+        .iter()
+        .any(|approval| approval.event_id == "reboot" && approval.accepted);
+    assert!(reboot_approved, "{}", daemon.describe_for_failure());
+    let stop = instant_in(&stopped);
+    let started = at_of(&state, "preempt", Transition::Started);
+    assert!(
+        stop < started,
+        "the stop action ran at {stop}, after the Preempt started at {started}: {}",
+        daemon.describe_for_failure()
+    );
 }

@@ -3,8 +3,9 @@
 //!
 //! Like mini-redis's `server::run`, it decides nothing: [`Action::Persist`] is written to
 //! the journal (with the readiness holds) before the calls and the approval that follow it,
-//! [`Action::Call`] becomes a task, [`Action::Approve`] one POST, [`Action::Emit`] a
-//! timeline entry.
+//! [`Action::Call`] becomes a task, [`Action::Approve`] one POST in a task of its own (a slow
+//! IMDS never holds up the documents, answers and deadlines of other events), [`Action::Emit`]
+//! a timeline entry.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -14,7 +15,7 @@ use std::time::{Duration, SystemTime};
 use forewarn_imds::{Document, ImdsClient};
 use forewarn_runtime::{CallContext, Readiness};
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::coordination::{self, Coordinator};
@@ -80,6 +81,15 @@ pub struct Daemon {
     readiness: Option<Arc<Readiness>>,
     /// Each plugin's `on-start` of this run, awaited by its first call.
     starts: PluginStarts,
+    /// The approval POST in flight (the pipeline sends one at a time), answered as an input.
+    approval: Option<ApprovalInFlight>,
+}
+
+/// An approval POST running as a task, and the events it approves (so a task that fails
+/// still answers the pipeline, which sends no other approval until it hears back).
+struct ApprovalInFlight {
+    task: JoinHandle<Input>,
+    event_ids: Vec<String>,
 }
 
 impl Daemon {
@@ -127,6 +137,7 @@ impl Daemon {
             coordination: None,
             readiness: None,
             starts,
+            approval: None,
         })
     }
 
@@ -170,6 +181,7 @@ impl Daemon {
                 Some(joined) = self.calls.join_next_with_id(), if !self.calls.is_empty() => {
                     self.answered(joined);
                 }
+                input = approval_answer(self.approval.as_mut()) => self.approval_answered(input),
                 document = documents.recv() => match document {
                     Some(document) => self.pipeline.handle(Input::Document(document), SystemTime::now()),
                     None => break,
@@ -204,6 +216,13 @@ impl Daemon {
             self.answered(joined);
             self.execute().await?;
         }
+        // An approval POST in flight is waited for (within the client's time-out), so that
+        // its outcome is journaled: one IMDS accepted is not sent again by the next start.
+        if self.approval.is_some() {
+            let input = approval_answer(self.approval.as_mut()).await;
+            self.approval_answered(input);
+            self.execute().await?;
+        }
         self.persist(Arc::new(self.pipeline.state().clone()))
     }
 
@@ -213,7 +232,7 @@ impl Daemon {
             match action {
                 Action::Persist(state) => self.persist(state)?,
                 Action::Call(call) => self.start_call(call),
-                Action::Approve(event_ids) => self.approve(event_ids).await,
+                Action::Approve(event_ids) => self.start_approval(event_ids),
                 Action::Emit(entry) => {
                     // No subscriber is fine: the timeline is for whoever listens.
                     let _ignored = self.timeline.send(entry);
@@ -315,16 +334,44 @@ impl Daemon {
         self.call_tasks.insert(task.id(), planned);
     }
 
-    /// POSTs the approvals (already journaled as due) and tells the pipeline how it went.
-    async fn approve(&mut self, event_ids: Vec<String>) {
-        let input = match self.client.approve(&event_ids).await {
-            Ok(()) => Input::ApprovalSent(event_ids),
-            Err(error) => Input::ApprovalFailed {
+    /// POSTs the approvals (already journaled as due) in a task; its outcome comes back
+    /// through [`Daemon::approval_answered`].
+    fn start_approval(&mut self, event_ids: Vec<String>) {
+        if let Some(in_flight) = &self.approval {
+            // The pipeline sends one approval at a time, so this is a bug; the events are
+            // answered as not sent, and so sent again after the usual wait.
+            tracing::error!(
+                in_flight = ?in_flight.event_ids,
+                refused = ?event_ids,
+                "a second approval while one is in flight; this is a bug in forewarn"
+            );
+            let error = "another approval was in flight".to_owned();
+            let input = Input::ApprovalFailed {
                 event_ids,
-                rejected: error.is_rejection(),
-                error: error.to_string(),
-            },
-        };
+                rejected: false,
+                error,
+            };
+            self.pipeline.handle(input, SystemTime::now());
+            return;
+        }
+        let client = self.client.clone();
+        let ids = event_ids.clone();
+        let task = tokio::spawn(async move {
+            match client.approve(&ids).await {
+                Ok(()) => Input::ApprovalSent(ids),
+                Err(error) => Input::ApprovalFailed {
+                    event_ids: ids,
+                    rejected: error.is_rejection(),
+                    error: error.to_string(),
+                },
+            }
+        });
+        self.approval = Some(ApprovalInFlight { task, event_ids });
+    }
+
+    /// The approval POST returned (or its task failed): the pipeline hears how it went.
+    fn approval_answered(&mut self, input: Input) {
+        self.approval = None;
         self.pipeline.handle(input, SystemTime::now());
     }
 
@@ -337,6 +384,25 @@ impl Daemon {
         self.journal.commit(&state, readiness_holds)?;
         self.snapshots.send_replace(state);
         Ok(())
+    }
+}
+
+/// The outcome of the approval POST in flight, as the pipeline's input; pending forever when
+/// none is in flight. A task that failed (a panic) counts as a failed POST.
+async fn approval_answer(in_flight: Option<&mut ApprovalInFlight>) -> Input {
+    let Some(in_flight) = in_flight else {
+        return std::future::pending().await;
+    };
+    match (&mut in_flight.task).await {
+        Ok(input) => input,
+        Err(error) => {
+            tracing::error!(%error, "the approval task failed; this is a bug in forewarn");
+            Input::ApprovalFailed {
+                event_ids: in_flight.event_ids.clone(),
+                rejected: false,
+                error: format!("the approval task failed: {error}"),
+            }
+        }
     }
 }
 
