@@ -516,7 +516,7 @@ impl Pipeline {
 
     fn tell_started(&mut self, id: &str, calls: &mut Vec<PlannedCall>) {
         let (schedule, events) = self.schedule_and_events();
-        if let Some(progress) = events.get(id) {
+        if let Some(progress) = events.get_mut(id) {
             calls.extend(scheduler::tell_started(progress, schedule));
         }
     }

@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use forewarn_imds::ScheduledEvent;
+use forewarn_imds::{EventType, ScheduledEvent};
 use forewarn_runtime::PluginLogLine;
 
 use crate::pipeline::clock::{from_unix_ms, unix_ms};
@@ -383,16 +383,43 @@ fn pending_turns(progress: &EventProgress, schedule: Schedule<'_>) -> Vec<System
         .collect()
 }
 
-/// The `started` calls due: every subscriber not told yet, each once.
-pub(crate) fn tell_started(progress: &EventProgress, schedule: Schedule<'_>) -> Vec<PlannedCall> {
-    schedule
+/// The `started` calls due: every subscriber not told yet, each once. When the VM goes
+/// away with the event (Preempt, Terminate) and a subscriber was never asked to prepare
+/// (forewarn first saw the event Started: it was down, or IMDS unreadable, through the
+/// Scheduled phase), it is asked to `prepare` first, once, with its whole budget: reading
+/// the document proves the VM still runs, so a stop action may still stop the app
+/// cleanly. Records that attempt.
+pub(crate) fn tell_started(
+    shared: &mut Arc<EventProgress>,
+    schedule: Schedule<'_>,
+) -> Vec<PlannedCall> {
+    let last_chance = vm_goes_away(shared.event.event_type);
+    let due: Vec<&Member> = schedule
         .roster
-        .subscribers(progress.event.event_type)
+        .subscribers(shared.event.event_type)
         .into_iter()
-        .filter(|member| !progress.plugin(&member.name).told_started)
+        .filter(|member| !shared.plugin(&member.name).told_started)
         .filter(|member| !schedule.plugin_busy(&member.name))
-        .map(|member| planned(progress, member, CallPhase::Started, member.manifest.budget))
-        .collect()
+        .collect();
+    let mut calls = Vec::new();
+    for member in due {
+        let own = shared.plugin(&member.name);
+        let budget = member.manifest.budget;
+        if last_chance && own.prepare_attempts == 0 && !own.prepared {
+            let progress = Arc::make_mut(shared);
+            progress.plugin_mut(&member.name).prepare_attempts += 1;
+            calls.push(planned(progress, member, CallPhase::Prepare, budget));
+            continue;
+        }
+        calls.push(planned(shared, member, CallPhase::Started, budget));
+    }
+    calls
+}
+
+/// Whether the VM is gone once an event of this type runs (Spot eviction, deletion): a
+/// Started one still gets the preparation it missed (see [`tell_started`]).
+pub(crate) fn vm_goes_away(event_type: EventType) -> bool {
+    matches!(event_type, EventType::Preempt | EventType::Terminate)
 }
 
 /// The recovery calls due, in reverse dependency order: a plugin recovers once every

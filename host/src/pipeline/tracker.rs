@@ -10,7 +10,9 @@
 //! | (Started EndedAfterStart?)
 //! ```
 //!
-//! * **Scheduled**: a new id with status `Scheduled`.
+//! * **Scheduled**: a new id with status `Scheduled`. One listed without `NotBefore` (IMDS
+//!   leaves it blank only once an event started) may start at any moment: its `NotBefore`
+//!   is taken to be the instant it was first seen so (or the one it had before).
 //! * **Rescheduled**: a known, still-`Scheduled` event whose `NotBefore`, `Resources` or
 //!   `EventType` changed (a new type means different plugins and rules may apply, so it is
 //!   treated like a new schedule). Changes of any other field (`Description`,
@@ -35,6 +37,7 @@
 //! so every document is compared in full, and a document identical to the previous one
 //! (whatever its incarnation) yields no transitions.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 use std::time::SystemTime;
 
@@ -162,7 +165,8 @@ impl Tracker {
             if !listed.insert(event.id.as_str()) {
                 continue;
             }
-            if let Some(transition) = self.observe_listed(event, now) {
+            let event = self.with_not_before(event, now);
+            if let Some(transition) = self.observe_listed(&event, now) {
                 transitions.push(transition);
             }
         }
@@ -185,6 +189,28 @@ impl Tracker {
     /// The tracked event with this id, if it is listed.
     pub fn get(&self, id: &str) -> Option<&TrackedEvent> {
         self.events.get(id)
+    }
+
+    /// A Scheduled event without NotBefore (IMDS leaves it blank only once an event has
+    /// started) may start at any moment: its NotBefore is taken to be the one it had, or the
+    /// instant it was first seen so. Plugins then prepare at once, each in its turn come,
+    /// and no reschedule is seen while it stays blank.
+    fn with_not_before<'a>(
+        &self,
+        event: &'a ScheduledEvent,
+        now: SystemTime,
+    ) -> Cow<'a, ScheduledEvent> {
+        if event.status != EventStatus::Scheduled || event.not_before.is_some() {
+            return Cow::Borrowed(event);
+        }
+        let known = self
+            .events
+            .get(&event.id)
+            .and_then(|tracked| tracked.event.not_before);
+        Cow::Owned(ScheduledEvent {
+            not_before: Some(known.unwrap_or(now)),
+            ..event.clone()
+        })
     }
 
     /// Handles one listed event: new, or known and possibly changed.
@@ -478,6 +504,43 @@ mod tests {
         );
         let ended = tracker.observe(&doc(2, vec![]), at(2));
         assert_eq!(ended, vec![Transition::EndedAfterStart(event)]);
+    }
+
+    #[test]
+    fn a_scheduled_event_without_not_before_may_start_at_once() {
+        let mut tracker = Tracker::new();
+        let blank = ScheduledEvent {
+            not_before: None,
+            ..reboot("blank", EventStatus::Scheduled)
+        };
+        let transitions = tracker.observe(&doc(1, vec![blank.clone()]), at(5));
+        let taken = ScheduledEvent {
+            not_before: Some(at(5)),
+            ..blank.clone()
+        };
+        assert_eq!(transitions, vec![Transition::Scheduled(taken)]);
+        assert!(
+            tracker
+                .observe(&doc(2, vec![blank.clone()]), at(9))
+                .is_empty(),
+            "still blank: no reschedule"
+        );
+        // A known NotBefore that turns blank is kept.
+        let dated = reboot("dated", EventStatus::Scheduled);
+        tracker.observe(&doc(3, vec![blank.clone(), dated.clone()]), at(10));
+        let turned_blank = ScheduledEvent {
+            not_before: None,
+            ..dated.clone()
+        };
+        assert!(
+            tracker
+                .observe(&doc(4, vec![blank, turned_blank]), at(11))
+                .is_empty()
+        );
+        assert_eq!(
+            tracker.get("dated").unwrap().event.not_before,
+            dated.not_before
+        );
     }
 
     #[test]

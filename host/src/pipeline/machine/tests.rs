@@ -90,6 +90,69 @@ fn plugins_prepare_in_dependency_order_and_recover_in_reverse() {
 }
 
 #[test]
+fn a_preempt_first_seen_started_still_asks_each_plugin_to_prepare_once() {
+    // forewarn missed the Scheduled phase (down, or IMDS unreadable): the VM still runs, so
+    // each plugin is asked to prepare (the stop action) before it hears of the start.
+    let mut harness = Harness::new(CHAIN, at_once());
+    harness.script("lb-drain", |_| defer(2 * SECOND));
+    let preempt = event("E1", EventType::Preempt, t0(), 30 * SECOND);
+    harness.document(&[started(&preempt)]);
+    harness.run_for(10 * SECOND);
+    let order = harness.call_order();
+    for plugin in ["lb-drain", "checkpoint", "graceful-shutdown"] {
+        let phases: Vec<CallPhase> = order
+            .iter()
+            .filter(|(name, _)| name == plugin)
+            .map(|(_, phase)| *phase)
+            .collect();
+        assert_eq!(
+            phases,
+            [CallPhase::Prepare, CallPhase::Started],
+            "{plugin}: once, even after a deferral"
+        );
+    }
+    assert!(
+        harness.approvals().is_empty(),
+        "a started event is not approved"
+    );
+}
+
+#[test]
+fn a_scheduled_preempt_without_not_before_gets_every_turn_at_once() {
+    // NotBefore blank while Scheduled: the event may start at any moment, so the stop
+    // action does not wait for lb-drain's drain.
+    let mut harness = Harness::new(CHAIN, at_once());
+    harness.script("lb-drain", |_| defer(5 * SECOND));
+    let preempt = ScheduledEvent {
+        not_before: None,
+        ..event("E1", EventType::Preempt, t0(), 30 * SECOND)
+    };
+    harness.document(&[preempt]);
+    let first_round: Vec<String> = harness
+        .calls()
+        .into_iter()
+        .filter(|(at, _, phase, _, _)| *at == t0() && *phase == CallPhase::Prepare)
+        .map(|(_, plugin, _, _, _)| plugin)
+        .collect();
+    assert!(
+        first_round.contains(&"graceful-shutdown".to_owned()),
+        "{first_round:?}"
+    );
+}
+
+#[test]
+fn a_reboot_first_seen_started_is_only_told_it_started() {
+    // The VM comes back from a Reboot (a hardware failure's): nothing to stop at the last
+    // moment, as before.
+    let mut harness = Harness::new(CHAIN, at_once());
+    let reboot = event("E1", EventType::Reboot, t0(), 30 * SECOND);
+    harness.document(&[started(&reboot)]);
+    let order = harness.call_order();
+    assert!(names(&order, CallPhase::Prepare).is_empty(), "{order:?}");
+    assert_eq!(names(&order, CallPhase::Started).len(), 3);
+}
+
+#[test]
 fn a_later_plugin_waits_while_an_earlier_one_defers() {
     let mut harness = Harness::new(CHAIN, at_once());
     harness.script("lb-drain", |call| {
