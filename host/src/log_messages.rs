@@ -54,3 +54,6 @@ pub const PLUGIN_STARTED: &str = "plugin on-start finished";
 /// A plugin's `on-start` failed (fields `plugin`, `first_run`, `outcome`, `reason`); its
 /// `on-event` calls go ahead.
 pub const PLUGIN_START_FAILED: &str = "plugin on-start failed";
+/// `vm-name` is set, but IMDS instance metadata names this VM otherwise, so events that list
+/// this VM under the name IMDS uses are ignored (fields `configured`, `imds_name`).
+pub const VM_NAME_MISMATCH: &str = "vm-name differs from the name IMDS gives this VM; events listing this VM by its IMDS name are ignored: set vm-name to the IMDS name, or leave it empty to ask IMDS";

@@ -6,12 +6,12 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use forewarn_host::config::Config;
-use forewarn_host::log_messages::{PLUGIN_CALL_FAILED, PLUGIN_DECISION};
+use forewarn_host::log_messages::{PLUGIN_CALL_FAILED, PLUGIN_DECISION, VM_NAME_MISMATCH};
 use forewarn_host::ops::status::{DaemonPhase, StatusSnapshot};
 use forewarn_host::pipeline::state::ApprovalKind;
 use forewarn_test_support::harness::{
-    Daemon, ProbePlugin, Setup, TestEnv, http_get, now_unix_ms, summarize_state, wait_for,
-    write_plugin_dir,
+    Daemon, DaemonConfig, ProbePlugin, Setup, Simulator, TestEnv, http_get, now_unix_ms,
+    summarize_state, wait_for, write_plugin_dir,
 };
 use forewarn_test_support::{forewarn_binary, guests};
 
@@ -700,6 +700,31 @@ fn a_missing_vm_name_is_reported_in_status_with_the_fix() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(table.contains(&waiting_for), "{table}");
+}
+
+/// A configured `vm-name` that is not the name IMDS gives the VM is said at start, as an
+/// error naming both: Azure lists the VM by its IMDS name, so its events would be ignored.
+#[test]
+fn a_vm_name_that_imds_does_not_know_is_reported_with_both_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin_dir = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugin_dir).unwrap();
+    let simulator = Simulator::builder(forewarn()).scenario("idle").start();
+    let config = DaemonConfig {
+        vm_name: "vm-renamed".into(),
+        ..DaemonConfig::vm_a(dir.path(), plugin_dir, &simulator.base_url)
+    };
+    let config_path = dir.path().join("forewarn.toml");
+    config.write(&config_path);
+    let daemon = Daemon::start(forewarn(), &config_path);
+    let line = wait_for(WAIT, "the vm-name mismatch to be logged", || {
+        match daemon.lines_with_message(VM_NAME_MISMATCH).first() {
+            Some(line) => Ok(line.clone()),
+            None => Err(daemon.describe_for_failure()),
+        }
+    });
+    assert_eq!(line.text("configured"), "vm-renamed");
+    assert_eq!(line.text("imds_name"), "vm-a");
 }
 
 // ---- admin endpoint limits (docs/operations.md, "Admin endpoint limits") ----------------

@@ -200,7 +200,10 @@ pub(crate) async fn resolve_vm(
 ) -> anyhow::Result<(String, VmInfo)> {
     if !config.vm_name.is_empty() {
         let vm = match client.fetch_compute().await {
-            Ok(compute) => describe_vm(&compute),
+            Ok(compute) => {
+                warn_if_renamed(&config.vm_name, &compute.name);
+                describe_vm(&compute)
+            }
             Err(error) => {
                 tracing::warn!(%error, "cannot read this VM's priority from IMDS instance metadata; plugins are told it is unknown");
                 VmInfo {
@@ -238,6 +241,21 @@ pub(crate) async fn resolve_vm(
             () = tokio::time::sleep(VM_NAME_RETRY) => {}
         }
     }
+}
+
+/// Says, as an error, when the configured `vm-name` is not the name IMDS gives this VM:
+/// Azure lists the VM by that name in an event's `Resources`, so such events would pass as
+/// other VMs' (a scale-set instance is `myvmss_2`, not its hostname).
+fn warn_if_renamed(configured: &str, imds_name: &str) {
+    if configured == imds_name {
+        return;
+    }
+    tracing::error!(
+        configured,
+        imds_name,
+        "{}",
+        crate::log_messages::VM_NAME_MISMATCH
+    );
 }
 
 /// Logs and converts this VM's priority and eviction policy.
