@@ -4,7 +4,8 @@
 //! Each plugin's map lives in `DIR/<plugin>.json` as `{ "key": "<hex of the value>" }` and
 //! is rewritten with [`crate::daemon::journal::write_atomically`] on every change, so a `set` that
 //! returned Ok survives a crash. All files are loaded at [`PluginStateStore::open`]; reads
-//! are served from memory.
+//! are served from memory, from a snapshot that a write replaces once it is on disk: a read
+//! never waits for a write (nor for a disk that is slow to take it).
 //!
 //! Since each write rewrites the whole file (up to a few MiB), each is charged its file's
 //! size against its call's [`DiskBudget`]: one call cannot turn 64 small writes into 64
@@ -80,13 +81,44 @@ type StateMap = BTreeMap<String, Vec<u8>>;
 type WriteFile = dyn Fn(&Path, &[u8]) -> Result<(), JournalError> + Send + Sync;
 
 /// Every plugin's durable key/value state. Safe to share between threads (`&self` methods).
-/// Each plugin has its own lock, held while its file is written: one plugin's writes
-/// (and fsyncs) never wait for another's.
+/// Each plugin has its own write lock, held while its file is written: one plugin's writes
+/// (and fsyncs) never wait for another's, and reads wait for none.
 pub(crate) struct PluginStateStore {
     dir: PathBuf,
     limits: StateLimits,
-    plugins: Mutex<HashMap<String, Arc<Mutex<StateMap>>>>,
+    plugins: Mutex<HashMap<String, Arc<PluginState>>>,
     write_file: Arc<WriteFile>,
+}
+
+/// One plugin's state: the map as it is on disk, which reads take without waiting, and the
+/// lock that puts the plugin's writes one after the other.
+#[derive(Default)]
+struct PluginState {
+    /// The map as last written. Replaced whole once a write is on disk; locked only to
+    /// clone or replace the `Arc`, never across I/O.
+    snapshot: Mutex<Arc<StateMap>>,
+    /// Held by the plugin's write in progress, across its file write (and still by one
+    /// that its call gave up on): later writes wait here, reads never do.
+    writing: Mutex<()>,
+}
+
+impl PluginState {
+    fn new(map: StateMap) -> Self {
+        PluginState {
+            snapshot: Mutex::new(Arc::new(map)),
+            writing: Mutex::new(()),
+        }
+    }
+
+    /// The map as last written.
+    fn snapshot(&self) -> Arc<StateMap> {
+        Arc::clone(&lock(&self.snapshot))
+    }
+
+    /// Makes `map`, now on disk, what reads see.
+    fn publish(&self, map: StateMap) {
+        *lock(&self.snapshot) = Arc::new(map);
+    }
 }
 
 impl PluginStateStore {
@@ -104,7 +136,7 @@ impl PluginStateStore {
         for plugin in plugin_files_in(dir)? {
             match load_plugin(dir, &plugin) {
                 Ok(map) => {
-                    plugins.insert(plugin, Arc::new(Mutex::new(map)));
+                    plugins.insert(plugin, Arc::new(PluginState::new(map)));
                 }
                 Err(error @ StateError::Quarantined { .. }) => tracing::error!("{error}"),
                 Err(error) => return Err(error),
@@ -125,9 +157,10 @@ impl PluginStateStore {
     }
 
     /// The value `plugin` stored under `key`, if any. Invalid names simply have no state.
+    /// Never waits for a write: a write in progress is seen once it is on disk.
     pub(crate) fn get(&self, plugin: &str, key: &str) -> Option<Vec<u8>> {
-        let map = self.lock().get(plugin)?.clone();
-        lock_map(&map).get(key).cloned()
+        let entry = self.table().get(plugin)?.clone();
+        entry.snapshot().get(key).cloned()
     }
 
     /// Stores `value` under `key` for `plugin`; durable when this returns Ok, with the bytes
@@ -143,21 +176,17 @@ impl PluginStateStore {
         validate_plugin_name(plugin)?;
         self.check_entry(plugin, key, value)?;
         let entry = self.entry(plugin);
-        let mut map = lock_map(&entry);
-        if map.get(key).map(Vec::as_slice) == Some(value) {
+        let _writing = lock(&entry.writing);
+        let current = entry.snapshot();
+        if current.get(key).map(Vec::as_slice) == Some(value) {
             return Ok(0);
         }
-        let previous = map.insert(key.to_owned(), value.to_vec());
-        let written = self
-            .check_total(plugin, &map)
-            .and_then(|()| self.persist(plugin, &map, budget));
-        if written.is_err() {
-            match previous {
-                Some(previous) => map.insert(key.to_owned(), previous),
-                None => map.remove(key),
-            };
-        }
-        written
+        let mut map = StateMap::clone(&current);
+        map.insert(key.to_owned(), value.to_vec());
+        self.check_total(plugin, &map)?;
+        let written = self.persist(plugin, &map, budget)?;
+        entry.publish(map);
+        Ok(written)
     }
 
     /// Removes `key` from `plugin`'s state; durable when this returns Ok, with the bytes
@@ -170,37 +199,38 @@ impl PluginStateStore {
         budget: DiskBudget,
     ) -> Result<u64, StateError> {
         validate_plugin_name(plugin)?;
-        let Some(entry) = self.lock().get(plugin).cloned() else {
+        let Some(entry) = self.table().get(plugin).cloned() else {
             return Ok(0);
         };
-        let mut map = lock_map(&entry);
-        let Some(previous) = map.remove(key) else {
+        let _writing = lock(&entry.writing);
+        let current = entry.snapshot();
+        if !current.contains_key(key) {
             return Ok(0);
-        };
-        let written = self.persist(plugin, &map, budget);
-        if written.is_err() {
-            map.insert(key.to_owned(), previous);
         }
-        written
+        let mut map = StateMap::clone(&current);
+        map.remove(key);
+        let written = self.persist(plugin, &map, budget)?;
+        entry.publish(map);
+        Ok(written)
     }
 
     /// Bytes `plugin` uses against [`StateLimits::max_total_bytes`].
     #[cfg(test)]
     pub(crate) fn usage(&self, plugin: &str) -> usize {
-        let Some(entry) = self.lock().get(plugin).cloned() else {
+        let Some(entry) = self.table().get(plugin).cloned() else {
             return 0;
         };
-        total_bytes(&lock_map(&entry))
+        total_bytes(&entry.snapshot())
     }
 
-    /// Locks the table of plugins, held only to find (or add) one plugin's map.
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Mutex<StateMap>>>> {
-        self.plugins.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Locks the table of plugins, held only to find (or add) one plugin's state.
+    fn table(&self) -> MutexGuard<'_, HashMap<String, Arc<PluginState>>> {
+        lock(&self.plugins)
     }
 
-    /// `plugin`'s map, created empty on first use.
-    fn entry(&self, plugin: &str) -> Arc<Mutex<StateMap>> {
-        self.lock().entry(plugin.to_owned()).or_default().clone()
+    /// `plugin`'s state, created empty on first use.
+    fn entry(&self, plugin: &str) -> Arc<PluginState> {
+        self.table().entry(plugin.to_owned()).or_default().clone()
     }
 
     fn check_entry(&self, plugin: &str, key: &str, value: &[u8]) -> Result<(), StateError> {
@@ -288,10 +318,11 @@ pub(crate) fn validate_plugin_name(name: &str) -> Result<(), StateError> {
     }
 }
 
-/// Locks one plugin's map. A panic while locked cannot leave it inconsistent (a failed
-/// write is undone before the lock is released), so a poisoned lock is used as is.
-fn lock_map(map: &Mutex<StateMap>) -> MutexGuard<'_, StateMap> {
-    map.lock().unwrap_or_else(PoisonError::into_inner)
+/// Locks `mutex`. A panic while one of the store's locks is held cannot leave what it
+/// guards inconsistent (a snapshot is replaced whole, and only once it is on disk), so a
+/// poisoned lock is used as is.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn over_quota(plugin: &str, detail: String) -> StateError {
@@ -364,7 +395,9 @@ fn journal_io(action: &'static str, path: &Path, error: std::io::Error) -> State
 mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::mpsc;
     use std::thread;
+    use std::time::Duration;
 
     use super::*;
 
@@ -514,6 +547,59 @@ mod tests {
         assert_eq!(landed, STATE_DISK_BYTES_PER_CALL / file_bytes);
         let reopened = PluginStateStore::open(dir.path()).expect("reopens");
         assert_eq!(reopened.get("p", "flip"), store.get("p", "flip"));
+    }
+
+    /// A writer that says when a write has begun, then blocks it (as a slow disk's fsync
+    /// would) until the test releases it.
+    fn blocking_writer() -> (Arc<WriteFile>, mpsc::Receiver<()>, mpsc::Sender<()>) {
+        let (entered, write_began) = mpsc::channel();
+        let (release, released) = mpsc::channel();
+        let released = Mutex::new(released);
+        let writer = Arc::new(move |path: &Path, bytes: &[u8]| {
+            entered.send(()).expect("the test waits for the write");
+            lock(&released).recv().expect("the test releases the write");
+            journal::write_atomically(path, bytes)
+        });
+        (writer, write_began, release)
+    }
+
+    #[test]
+    fn a_read_does_not_wait_for_a_write_stuck_on_the_disk() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = PluginStateStore::open(dir.path()).expect("opens");
+        store.set("p", "k", b"old", CALL).expect("sets");
+        drop(store);
+        let (writer, write_began, release) = blocking_writer();
+        let store = Arc::new(
+            PluginStateStore::open(dir.path())
+                .expect("reopens")
+                .with_writer(writer),
+        );
+        let writing = thread::spawn({
+            let store = Arc::clone(&store);
+            move || store.set("p", "k", b"new", CALL)
+        });
+        write_began.recv().expect("the write began");
+
+        // The write holds the plugin's write lock and is stuck in its file write.
+        let (read_done, read) = mpsc::channel();
+        thread::spawn({
+            let store = Arc::clone(&store);
+            move || read_done.send(store.get("p", "k"))
+        });
+        let read = read.recv_timeout(Duration::from_secs(10));
+        release.send(()).expect("the write is waiting");
+        assert_eq!(
+            read,
+            Ok(Some(b"old".to_vec())),
+            "the read waited for the write"
+        );
+
+        writing
+            .join()
+            .expect("the writer")
+            .expect("the write lands");
+        assert_eq!(store.get("p", "k"), Some(b"new".to_vec()));
     }
 
     #[test]
