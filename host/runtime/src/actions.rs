@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
+use crate::process_group::ProcessGroup;
 use crate::services::ActionSpec;
 use crate::text::truncate;
 use crate::wit::latest::{ActionOutput, HostError};
@@ -60,7 +61,7 @@ pub(crate) async fn run(spec: &ActionSpec, deadline: Instant) -> Result<ActionOu
         .kill_on_drop(true)
         .spawn()
         .map_err(|error| HostError::Failed(format!("cannot start `{program}`: {error}")))?;
-    let mut group = ProcessGroup::of(&child);
+    let mut group = ProcessGroup::led_by(child.id());
     let cutoff = checked_cutoff(deadline, spec.timeout);
     let mut stdout = Vec::new();
     let mut stderr = Vec::new();
@@ -126,47 +127,6 @@ fn allowed_env(
                 .iter()
                 .any(|prefix| name.starts_with(prefix))
     })
-}
-
-/// The process group an action runs in (its leader is the action's own process). Killed
-/// when dropped too (unless disarmed), so a call cut off mid-action leaves no process of
-/// the group behind.
-struct ProcessGroup {
-    id: Option<libc::pid_t>,
-}
-
-impl ProcessGroup {
-    fn of(child: &tokio::process::Child) -> ProcessGroup {
-        let id = child
-            .id()
-            .and_then(|pid| libc::pid_t::try_from(pid).ok())
-            .filter(|pid| *pid > 0);
-        ProcessGroup { id }
-    }
-
-    /// Sends SIGKILL to every process of the group. The group id cannot be reused while
-    /// any member lives, so this never reaches an unrelated process.
-    fn kill(&self) {
-        let Some(id) = self.id else {
-            return;
-        };
-        // SAFETY: killpg has no memory-safety preconditions; a group without members
-        // yields ESRCH, which is the wanted outcome.
-        let _result = unsafe { libc::killpg(id, libc::SIGKILL) };
-    }
-}
-
-impl ProcessGroup {
-    /// The action ended in time: leave what it started alone.
-    fn disarm(&mut self) {
-        self.id = None;
-    }
-}
-
-impl Drop for ProcessGroup {
-    fn drop(&mut self) {
-        self.kill();
-    }
 }
 
 /// Reads both pipes to their ends into `stdout` and `stderr`, keeping the first 64 KiB of each.

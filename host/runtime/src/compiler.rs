@@ -3,23 +3,63 @@
 //!
 //! The child is the same `forewarn` binary run as `forewarn compile-plugin`: it reads the
 //! component on stdin and writes wasmtime's compiled form on stdout ([`compile_to_bytes`]).
-//! The parent loads that form like a compile-cache entry; if the child cannot run or its
-//! output is refused, the parent compiles in process instead (and says so in the log).
+//! The parent loads that form like a compile-cache entry. The child runs confined
+//! ([`CompileLimits`]): a component built to make the compiler slow or memory-hungry costs
+//! a child that is killed, and the plugin fails to load; it is never compiled in the daemon
+//! instead. Only where no child can be started at all (the program is missing) does the
+//! parent compile in process (and say so in the log).
 
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
 
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
 use crate::allocation::InstanceAllocation;
-use crate::error::LoadError;
+use crate::confined_child::{Finished, NotFinished, run_confined};
+use crate::error::{CompileFailure, LoadError};
+use crate::text::truncate;
 
 /// The child's exit status for a component that is not valid (its message on stderr).
 pub const EXIT_INVALID_COMPONENT: i32 = 65;
 /// The subcommand that runs [`compile_to_bytes`] over stdin and stdout.
 pub const COMPILE_SUBCOMMAND: &str = "compile-plugin";
+
+/// How long the compiler child may run before it is killed (the bundled plugins compile in
+/// well under a second, a Python component in seconds).
+pub const COMPILE_TIMEOUT: Duration = Duration::from_secs(120);
+/// The compiler child's address space (`RLIMIT_AS`), before [`COMPILE_ADDRESS_SPACE_PER_CPU`].
+pub const COMPILE_ADDRESS_SPACE: u64 = 4 << 30;
+/// The compiler child's address space for each CPU: each compiler thread reserves a malloc
+/// arena (64 MiB) and a stack.
+pub const COMPILE_ADDRESS_SPACE_PER_CPU: u64 = 128 << 20;
+/// Most of the child's stderr kept in an error.
+const CHILD_STDERR_MAX_BYTES: usize = 4096;
+
+/// Limits on the child that compiles a component ([`Compiler::Subprocess`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompileLimits {
+    /// The child is killed (with its process group) if it has not exited by then.
+    pub timeout: Duration,
+    /// The most address space the child may map (`RLIMIT_AS`): past it an allocation
+    /// fails and the child aborts.
+    pub address_space_bytes: u64,
+}
+
+impl Default for CompileLimits {
+    /// [`COMPILE_TIMEOUT`]; [`COMPILE_ADDRESS_SPACE`] plus [`COMPILE_ADDRESS_SPACE_PER_CPU`]
+    /// for each CPU this process may use.
+    fn default() -> Self {
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        let per_cpu = COMPILE_ADDRESS_SPACE_PER_CPU.saturating_mul(cpus as u64);
+        CompileLimits {
+            timeout: COMPILE_TIMEOUT,
+            address_space_bytes: COMPILE_ADDRESS_SPACE.saturating_add(per_cpu),
+        }
+    }
+}
 
 /// How the runtime compiles a component it has not cached.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -38,7 +78,7 @@ pub fn compile_to_bytes(
     allocation: InstanceAllocation,
 ) -> Result<Vec<u8>, LoadError> {
     let engine =
-        Engine::new(&crate::engine_config::engine_config(allocation)).map_err(|error| {
+        Engine::new(&crate::engine_config::compiler_config(allocation)).map_err(|error| {
             LoadError::Compile {
                 message: format!("cannot start the compiler: {error:#}"),
             }
@@ -55,60 +95,74 @@ pub(crate) enum ChildCompile {
     Compiled(Component),
     /// The component itself is at fault: no point compiling it here.
     Invalid(LoadError),
-    /// The child could not do it (missing, killed, refused output): compile here instead.
+    /// The child ran and failed (killed at its time-out or memory limit, crashed, refused
+    /// output): the plugin fails to load, and is not compiled here instead.
+    Failed(CompileFailure),
+    /// No child could be started at all (the program is missing): compile here instead.
     Unavailable(String),
 }
 
-/// Runs `program compile-plugin` over `bytes` and loads its output into `engine`.
+/// Runs `program compile-plugin` over `bytes`, confined by `limits`, and loads its output
+/// into `engine`.
 pub(crate) fn compile_in_child(
-    program: &PathBuf,
+    program: &Path,
     allocation: InstanceAllocation,
+    limits: CompileLimits,
     engine: &Engine,
     bytes: &[u8],
 ) -> ChildCompile {
-    let spawned = Command::new(program)
+    let mut command = Command::new(program);
+    command
         .arg(COMPILE_SUBCOMMAND)
         .arg("--allocation")
-        .arg(allocation.as_arg())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match spawned {
-        Ok(child) => child,
-        Err(error) => {
-            return ChildCompile::Unavailable(format!("cannot run {}: {error}", program.display()));
+        .arg(allocation.as_arg());
+    let input = bytes.to_vec();
+    match run_confined(
+        &mut command,
+        input,
+        limits.timeout,
+        limits.address_space_bytes,
+    ) {
+        Ok(finished) => judge(finished, engine),
+        Err(NotFinished::Spawn(error)) => {
+            ChildCompile::Unavailable(format!("cannot run {}: {error}", program.display()))
         }
-    };
-    // The child reads all of stdin before it writes, so writing first cannot deadlock; a
-    // child that exits early makes the write fail, and its status below says why.
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ignored = stdin.write_all(bytes);
+        Err(NotFinished::TimedOut) => ChildCompile::Failed(CompileFailure::TimedOut {
+            after: limits.timeout,
+        }),
+        Err(NotFinished::Wait(error)) => ChildCompile::Failed(CompileFailure::Wait {
+            message: error.to_string(),
+        }),
     }
-    let output = match child.wait_with_output() {
-        Ok(output) => output,
-        Err(error) => return ChildCompile::Unavailable(format!("the compiler child: {error}")),
-    };
-    let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
-    match output.status.code() {
-        Some(0) => {}
-        Some(EXIT_INVALID_COMPONENT) => {
-            return ChildCompile::Invalid(LoadError::Compile { message: stderr });
+}
+
+/// What the child's exit means: its compiled form, the component's fault (exit status
+/// [`EXIT_INVALID_COMPONENT`]), or the child's failure.
+fn judge(finished: Finished, engine: &Engine) -> ChildCompile {
+    let stderr = String::from_utf8_lossy(&finished.stderr);
+    let stderr = truncate(stderr.trim(), CHILD_STDERR_MAX_BYTES).to_owned();
+    match (finished.status.code(), finished.status.signal()) {
+        (Some(0), _) => load_compiled(engine, &finished.stdout),
+        (Some(EXIT_INVALID_COMPONENT), _) => {
+            ChildCompile::Invalid(LoadError::Compile { message: stderr })
         }
-        _ => {
-            return ChildCompile::Unavailable(format!(
-                "the compiler child failed ({}): {stderr}",
-                output.status
-            ));
-        }
+        (Some(code), _) => ChildCompile::Failed(CompileFailure::Exited { code, stderr }),
+        (None, Some(signal)) => ChildCompile::Failed(CompileFailure::Signal { signal, stderr }),
+        (None, None) => ChildCompile::Failed(CompileFailure::Wait {
+            message: format!("it ended without an exit status ({})", finished.status),
+        }),
     }
+}
+
+/// Loads the compiled form the child wrote.
+fn load_compiled(engine: &Engine, compiled: &[u8]) -> ChildCompile {
     // SAFETY: the bytes are wasmtime's own serialization, made just now by this same
     // binary for an engine configured like `engine`; wasmtime checks the header and the
-    // configuration before loading and refuses anything else (then we compile here).
-    match unsafe { Component::deserialize(engine, &output.stdout) } {
+    // configuration before loading and refuses anything else.
+    match unsafe { Component::deserialize(engine, compiled) } {
         Ok(component) => ChildCompile::Compiled(component),
-        Err(error) => {
-            ChildCompile::Unavailable(format!("the compiled form was refused: {error:#}"))
-        }
+        Err(error) => ChildCompile::Failed(CompileFailure::OutputRefused {
+            message: format!("{error:#}"),
+        }),
     }
 }

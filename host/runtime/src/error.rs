@@ -95,6 +95,18 @@ pub enum LoadError {
         /// A cap that fits, with room to grow: twice what it needs, in MiB.
         suggested_mib: u64,
     },
+    /// The child that compiles plugins ran on the component and failed; the component was
+    /// not compiled in the daemon instead (that is what the child protects the daemon from).
+    #[error(
+        "plugin `{plugin}` could not be compiled, and is not compiled in the daemon instead: \
+         its compiler child (`forewarn compile-plugin`) {failure}"
+    )]
+    CompilerFailed {
+        /// The plugin's name.
+        plugin: String,
+        /// What happened to the child.
+        failure: CompileFailure,
+    },
     /// The plugin was built against a contract version the host has no bindings for.
     #[error(
         "the plugin was built against forewarn:plugin@{found}, which this forewarn does not \
@@ -106,6 +118,63 @@ pub enum LoadError {
         found: String,
         /// The versions the host supports, as a list.
         supported: String,
+    },
+}
+
+/// Why the child that compiles plugins (`forewarn compile-plugin`) gave no compiled form
+/// for a component that it could start on. Each message says what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CompileFailure {
+    /// It ran past its time-out and was killed, with its process group.
+    #[error(
+        "ran longer than {} s and was killed: a component this slow to compile is refused. \
+         Check where the .wasm comes from, or ask its author for a smaller component",
+        after.as_secs_f64()
+    )]
+    TimedOut {
+        /// The time-out it ran past.
+        after: std::time::Duration,
+    },
+    /// A signal ended it: SIGABRT when an allocation failed at its address-space limit,
+    /// SIGKILL from the kernel's OOM killer, or a crash.
+    #[error(
+        "was killed by signal {signal} ({stderr:?}): most likely it ran out of memory, at its \
+         address-space limit or by the kernel's OOM killer (`journalctl -k` says which); a \
+         component this large to compile is refused. Check where the .wasm comes from, or \
+         ask its author for a smaller component"
+    )]
+    Signal {
+        /// The signal's number.
+        signal: i32,
+        /// What it wrote on stderr, cut at 4 KiB.
+        stderr: String,
+    },
+    /// It exited with a status other than success or "invalid component".
+    #[error(
+        "exited with status {code} ({stderr:?}). If forewarn was upgraded while the daemon \
+         runs, restart it (`systemctl restart forewarn`)"
+    )]
+    Exited {
+        /// Its exit status.
+        code: i32,
+        /// What it wrote on stderr, cut at 4 KiB.
+        stderr: String,
+    },
+    /// It wrote a compiled form that this daemon's engine refused.
+    #[error(
+        "wrote a compiled form this daemon refused ({message}): the forewarn binary was \
+         probably replaced (an upgrade) while the daemon runs; restart it (`systemctl \
+         restart forewarn`)"
+    )]
+    OutputRefused {
+        /// wasmtime's reason.
+        message: String,
+    },
+    /// Its output or its exit could not be waited for; it was killed.
+    #[error("could not be waited for, and was killed: {message}")]
+    Wait {
+        /// What failed.
+        message: String,
     },
 }
 

@@ -10,6 +10,7 @@ mod cache;
 mod call_env;
 mod call_state;
 mod compiler;
+mod confined_child;
 mod engine_config;
 mod epoch;
 mod error;
@@ -27,6 +28,7 @@ pub mod network;
 mod permissions;
 mod plugin;
 mod plugin_log;
+mod process_group;
 mod ready_instance;
 mod runtime;
 mod sandbox;
@@ -39,8 +41,11 @@ pub mod wit;
 
 pub use allocation::InstanceAllocation;
 pub use call_state::{LOG_LINE_MAX_BYTES, LOG_LINES_PER_CALL, STATE_WRITES_PER_CALL};
-pub use compiler::{COMPILE_SUBCOMMAND, Compiler, EXIT_INVALID_COMPONENT, compile_to_bytes};
-pub use error::{LoadError, RuntimeError};
+pub use compiler::{
+    COMPILE_ADDRESS_SPACE, COMPILE_ADDRESS_SPACE_PER_CPU, COMPILE_SUBCOMMAND, COMPILE_TIMEOUT,
+    CompileLimits, Compiler, EXIT_INVALID_COMPONENT, compile_to_bytes,
+};
+pub use error::{CompileFailure, LoadError, RuntimeError};
 pub use http::HttpClient;
 pub use identity::{IssuedToken, ManagedIdentity, TOKEN_RENEW_BEFORE, TokenFetcher, TokenFuture};
 pub use inspect::ComponentReport;

@@ -13,7 +13,7 @@ use crate::allocation::InstanceAllocation;
 use crate::cache::CompileCache;
 use crate::call_env::CallEnv;
 use crate::call_state::CallState;
-use crate::compiler::{self, ChildCompile, Compiler};
+use crate::compiler::{self, ChildCompile, CompileLimits, Compiler};
 use crate::engine_config::engine_config;
 use crate::epoch::EpochTicker;
 use crate::error::{LoadError, RuntimeError};
@@ -33,6 +33,8 @@ pub struct RuntimeConfig {
     pub instance_allocation: InstanceAllocation,
     /// Where components not in the cache are compiled.
     pub compiler: Compiler,
+    /// The time-out and memory limit of the compiler child ([`Compiler::Subprocess`]).
+    pub compile_limits: CompileLimits,
     /// When each call's fresh instance is made (ahead of the call unless a benchmark asks
     /// for the at-call baseline).
     pub instance_timing: InstanceTiming,
@@ -47,6 +49,7 @@ pub struct Runtime {
 struct RuntimeInner {
     env: CallEnv,
     compiler: Compiler,
+    compile_limits: CompileLimits,
     /// The allocation the engine ended up with (the pool, or on demand after a fallback).
     allocation: InstanceAllocation,
     linker: Linker<CallState>,
@@ -84,6 +87,7 @@ impl Runtime {
             inner: Arc::new(RuntimeInner {
                 env: CallEnv::new(engine, ticker, services, config.instance_timing),
                 compiler: config.compiler,
+                compile_limits: config.compile_limits,
                 allocation,
                 linker,
                 cache,
@@ -106,9 +110,10 @@ impl Runtime {
         self.inner.env.engine()
     }
 
-    /// Compiles `bytes`, or loads the compiled form from the cache. Blocking and possibly
-    /// slow (seconds for large components): call it off the async runtime.
-    pub(crate) fn compile(&self, bytes: &[u8]) -> Result<Compiled, LoadError> {
+    /// Compiles `bytes` (plugin `name`'s), or loads the compiled form from the cache.
+    /// Blocking and possibly slow (seconds for large components): call it off the async
+    /// runtime.
+    pub(crate) fn compile(&self, name: &str, bytes: &[u8]) -> Result<Compiled, LoadError> {
         inspect::check_header(bytes)?;
         let content_hash = hex::encode(Sha256::digest(bytes));
         let engine = self.engine();
@@ -125,7 +130,7 @@ impl Runtime {
             });
         }
         let started = Instant::now();
-        let component = self.compile_uncached(bytes)?;
+        let component = self.compile_uncached(name, bytes)?;
         tracing::debug!(hash = %content_hash, elapsed_ms = started.elapsed().as_millis() as u64, "compiled component");
         if let Some(cache) = &self.inner.cache
             && let Err(error) = cache.store(engine, &content_hash, &component)
@@ -139,14 +144,22 @@ impl Runtime {
         })
     }
 
-    /// Compiles `bytes` where the configuration says: in a child process when one is set
-    /// and works, in this process otherwise.
-    fn compile_uncached(&self, bytes: &[u8]) -> Result<Component, LoadError> {
+    /// Compiles `bytes` where the configuration says: in a child process when one is set,
+    /// in this process otherwise or when no child can be started at all. A child that ran
+    /// and failed fails the load.
+    fn compile_uncached(&self, name: &str, bytes: &[u8]) -> Result<Component, LoadError> {
         if let Compiler::Subprocess(program) = &self.inner.compiler {
+            let (allocation, limits) = (self.inner.allocation, self.inner.compile_limits);
             let engine = self.engine();
-            match compiler::compile_in_child(program, self.inner.allocation, engine, bytes) {
+            match compiler::compile_in_child(program, allocation, limits, engine, bytes) {
                 ChildCompile::Compiled(component) => return Ok(component),
                 ChildCompile::Invalid(error) => return Err(error),
+                ChildCompile::Failed(failure) => {
+                    return Err(LoadError::CompilerFailed {
+                        plugin: name.to_owned(),
+                        failure,
+                    });
+                }
                 ChildCompile::Unavailable(reason) => {
                     tracing::warn!(%reason, "could not compile the plugin in a child process; compiling it in the daemon instead (its memory stays in use)");
                 }
@@ -165,7 +178,7 @@ impl Runtime {
         bytes: &[u8],
         settings: PluginSettings,
     ) -> Result<Plugin, LoadError> {
-        let compiled = self.compile(bytes)?;
+        let compiled = self.compile(name, bytes)?;
         let pre = self.prepare(&compiled.component)?;
         inspect::check_initial_memory(name, bytes, settings.memory_limit_bytes)?;
         Ok(Plugin::new(
@@ -186,7 +199,7 @@ impl Runtime {
         bytes: &[u8],
         settings: &PluginSettings,
     ) -> Result<ComponentReport, LoadError> {
-        let compiled = self.compile(bytes)?;
+        let compiled = self.compile(name, bytes)?;
         let mut report = inspect::describe(self.engine(), &compiled.component);
         report.content_hash = compiled.content_hash;
         report.size_bytes = bytes.len();
