@@ -174,6 +174,19 @@ fn not_before(state: &StateSnapshot, notice: Duration) -> u64 {
     at(state, Transition::Appeared) + u64::try_from(notice.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// The simulator must have held a request with `method` (a delay fault), or the test tests
+/// nothing.
+fn assert_held_a(state: &StateSnapshot, method: &str) {
+    let held = state
+        .faults
+        .iter()
+        .any(|fault| fault.kind == FaultKind::Delay && fault.method == method);
+    assert!(
+        held,
+        "the simulator never held a {method}: the test tests nothing"
+    );
+}
+
 /// The daemon must have polled before the event appeared, or the test measures startup.
 fn assert_polled_before_the_event(state: &StateSnapshot) {
     let appeared = at(state, Transition::Appeared);
@@ -384,14 +397,7 @@ fn a_request_that_hangs_when_a_preempt_appears_does_not_hide_it() {
     let daemon = setup.start_daemon(&stop_action(&stopped));
     let state = setup.wait_for_the_end(&daemon);
     assert_polled_before_the_event(&state);
-    let held = state
-        .faults
-        .iter()
-        .any(|fault| fault.kind == FaultKind::Delay && fault.method == "GET");
-    assert!(
-        held,
-        "the simulator never held a GET: the test tests nothing"
-    );
+    assert_held_a(&state, "GET");
     let stop = instant_in(&stopped);
     let started = at(&state, Transition::Started);
     assert!(
@@ -424,14 +430,7 @@ fn a_slow_approval_post_does_not_hold_up_a_preempt_that_appears_meanwhile() {
     );
     let state = setup.wait_for_the_end_of(&daemon, Some("preempt"));
     assert_polled_before_the_event(&state);
-    let held = state
-        .faults
-        .iter()
-        .any(|fault| fault.kind == FaultKind::Delay && fault.method == "POST");
-    assert!(
-        held,
-        "the simulator never held a POST: the test tests nothing"
-    );
+    assert_held_a(&state, "POST");
     let reboot_approved = state
         .approvals
         .iter()
