@@ -14,6 +14,20 @@ pub const PLUGIN_DECISION: &str = "plugin decision";
 /// A plugin call trapped, ran out of budget or failed to start, and counts as a defer (fields
 /// as [`PLUGIN_DECISION`] plus `failure`).
 pub const PLUGIN_CALL_FAILED: &str = "plugin call failed; counted as a defer";
+/// A prepare call of a plugin whose manifest says `on-failure = "approve"` trapped, ran out
+/// of budget or failed to start, and counts as its approval (fields as
+/// [`PLUGIN_CALL_FAILED`]).
+pub const PLUGIN_CALL_FAILED_CONSENT: &str =
+    "plugin call failed; counted as consent (on-failure = \"approve\")";
+/// A plugin's calls failed `policy.quarantine-after-failures` times within
+/// `policy.quarantine-window`: it is quarantined, not called again until a new version of it
+/// is loaded or the daemon restarts (fields `plugin`, `failures`, `window_ms`, `on_failure`,
+/// `last_failure`, `reason`).
+pub const PLUGIN_QUARANTINED: &str = "plugin quarantined after repeated failures: it is no longer called until a new version of it is loaded or forewarn restarts";
+/// A quarantined plugin was loaded in a new version or unloaded (fields `plugin`,
+/// `on_failure`).
+pub const PLUGIN_QUARANTINE_LIFTED: &str =
+    "plugin quarantine lifted: a new version of it was loaded, or it was unloaded";
 /// The journal could not be parsed and was moved aside (field `moved_to`).
 pub const JOURNAL_QUARANTINED: &str = "the journal was unreadable and was moved aside; starting without it, so events already prepared may be prepared again";
 /// The journal's change log was damaged before its end (field `moved_to`): the changes up

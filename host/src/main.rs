@@ -627,11 +627,12 @@ async fn plugin_check(path: &std::path::Path) -> anyhow::Result<ExitCode> {
         .map(|stem| stem.to_string_lossy().into_owned())
         .unwrap_or_default();
     let beside = path.with_extension("toml");
-    let settings = if beside.is_file() {
-        forewarn_host::plugins::manifest::PluginManifest::load(&beside)?.runtime_settings()
+    let manifest = if beside.is_file() {
+        forewarn_host::plugins::manifest::PluginManifest::load(&beside)?
     } else {
-        forewarn_runtime::PluginSettings::default()
+        forewarn_host::plugins::manifest::PluginManifest::default()
     };
+    let settings = manifest.runtime_settings();
     let cap = settings.memory_limit_bytes;
     let report =
         tokio::task::spawn_blocking(move || runtime.inspect(&name, &bytes, &settings)).await?;
@@ -652,6 +653,11 @@ async fn plugin_check(path: &std::path::Path) -> anyhow::Result<ExitCode> {
                 "  memory:  {:.1} MiB at start (cap {:.1} MiB)",
                 report.initial_memory_bytes as f64 / 1_048_576.0,
                 cap as f64 / 1_048_576.0
+            );
+            println!(
+                "  on-failure: {} ({})",
+                manifest.on_failure,
+                manifest.on_failure.meaning()
             );
             println!("  exports: {}", report.exports.join(", "));
             println!("  imports:");

@@ -499,6 +499,8 @@ pub struct ProbePlugin {
     pub after: Vec<String>,
     /// e.g. "5s"; `None` keeps the default.
     pub budget: Option<String>,
+    /// Its `on-failure` ("hold", "approve"); `None` keeps the default.
+    pub on_failure: Option<String>,
     /// Further `[config]` values (key, TOML value text, e.g. "3" or "\"x\"").
     pub config: Vec<(String, String)>,
     /// Lines of its `[capabilities]` table, e.g. `azure-identity = ["https://storage.azure.com/"]`.
@@ -514,6 +516,7 @@ impl ProbePlugin {
             subscribe: Vec::new(),
             after: Vec::new(),
             budget: None,
+            on_failure: None,
             config: Vec::new(),
             capabilities: Vec::new(),
         }
@@ -543,6 +546,12 @@ impl ProbePlugin {
         self
     }
 
+    /// Sets its `on-failure` ("hold" or "approve").
+    pub fn on_failure(mut self, policy: &str) -> ProbePlugin {
+        self.on_failure = Some(policy.to_owned());
+        self
+    }
+
     /// Adds a `[config]` value; `value` is TOML (a number, or a quoted string).
     pub fn config(mut self, key: &str, value: &str) -> ProbePlugin {
         self.config.push((key.to_owned(), value.to_owned()));
@@ -560,6 +569,9 @@ impl ProbePlugin {
         }
         if let Some(budget) = &self.budget {
             let _ = writeln!(text, "budget = \"{budget}\"");
+        }
+        if let Some(policy) = &self.on_failure {
+            let _ = writeln!(text, "on-failure = \"{policy}\"");
         }
         let _ = writeln!(text, "[config]\nmode = \"{}\"", self.mode);
         for (key, value) in &self.config {

@@ -588,6 +588,16 @@ fn render_entry(entry: &TimelineEntry) -> Option<String> {
         TimelineEntry::Finished { event_id } => {
             format!("event {}  handled to the end", short(event_id))
         }
+        TimelineEntry::PluginQuarantined(quarantined) => format!(
+            "   !! {} quarantined after {} failed calls (last: {}); on-failure = {}",
+            quarantined.plugin,
+            quarantined.failures,
+            quarantined.last_failure,
+            quarantined.on_failure
+        ),
+        TimelineEntry::QuarantineLifted { plugin } => {
+            format!("   !! {plugin} quarantine lifted: a new version was loaded")
+        }
     })
 }
 

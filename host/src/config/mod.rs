@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 pub use coordination::CoordinationConfig;
 
-use crate::pipeline::policy::{LeadTime, PolicyConfig};
+use crate::pipeline::policy::{LeadTime, MAX_QUARANTINE_WINDOW, PolicyConfig};
 use crate::pipeline::scheduler::AUTO_LEAD_FLOOR;
 use crate::plugins::manifest::describe_toml_error;
 
@@ -263,6 +263,7 @@ impl Config {
             self.imds.poll_interval,
             MAX_POLL_INTERVAL,
         )?;
+        check_quarantine(&self.policy)?;
         if let Some(coordination) = &self.coordination {
             coordination.validate()?;
             check_barrier_after_preparation(coordination.deadline, self.policy.prepare_lead_time)?;
@@ -281,6 +282,22 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// The crash-loop quarantine's window must hold the failures it counts.
+fn check_quarantine(policy: &PolicyConfig) -> Result<(), String> {
+    if policy.quarantine_after_failures > 0 && policy.quarantine_window.is_zero() {
+        return Err(
+            "key `policy.quarantine-window`: must be more than zero, e.g. \"60s\" (to never \
+             quarantine a plugin, set `quarantine-after-failures = 0`)"
+                .into(),
+        );
+    }
+    check_at_most(
+        "policy.quarantine-window",
+        policy.quarantine_window,
+        MAX_QUARANTINE_WINDOW,
+    )
 }
 
 /// The etcd barrier's `deadline` (approve for everyone this long before NotBefore) must come
@@ -355,12 +372,32 @@ mod tests {
                 "key `imds.poll-interval`",
                 "\"1m\"",
             ),
+            (
+                "[policy]\nquarantine-window = \"2h\"\n",
+                "key `policy.quarantine-window`",
+                "\"1h\"",
+            ),
         ];
         for (text, key, max) in cases {
             let error = Config::parse(text).unwrap_err();
             assert!(error.contains(key), "{error}");
             assert!(error.contains(max), "{error}");
         }
+    }
+
+    #[test]
+    fn the_quarantine_window_must_hold_the_failures_it_counts() {
+        let error = Config::parse("[policy]\nquarantine-window = \"0s\"\n").unwrap_err();
+        assert!(
+            error.starts_with("key `policy.quarantine-window`: must be more than zero"),
+            "{error}"
+        );
+        assert!(error.contains("quarantine-after-failures = 0"), "{error}");
+        let off = "[policy]\nquarantine-after-failures = 0\nquarantine-window = \"0s\"\n";
+        assert_eq!(
+            Config::parse(off).unwrap().policy.quarantine_after_failures,
+            0
+        );
     }
 
     #[test]

@@ -28,10 +28,11 @@ use crate::log_messages;
 use crate::pipeline::approval::{CoordinatedApprover, LocalApprover};
 use crate::pipeline::machine::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
 use crate::pipeline::policy::PolicyConfig;
+use crate::pipeline::quarantine::QuarantinedPlugin;
 use crate::pipeline::scheduler::CallReply;
 use crate::pipeline::scheduler::PlannedCall;
 use crate::pipeline::state::{AnswerOutcome, DaemonState};
-use crate::pipeline::timeline::Timeline;
+use crate::pipeline::timeline::{Timeline, TimelineEntry};
 use crate::plugins::convert::{reply_of, to_wit_event, to_wit_phase, unloaded_reply};
 use crate::plugins::set::SharedPlugins;
 
@@ -75,6 +76,8 @@ pub struct Daemon {
     /// one call in flight at a time, and a lost answer would keep it busy until a restart.
     call_tasks: HashMap<tokio::task::Id, PlannedCall>,
     snapshots: watch::Sender<Arc<DaemonState>>,
+    /// The plugins in crash-loop quarantine, for status; updated when one enters or leaves.
+    quarantined: watch::Sender<Vec<QuarantinedPlugin>>,
     /// The etcd approval barrier, whose task wakes the loop when a verdict changes.
     coordination: Option<Coordinator>,
     /// The VM's readiness, whose holds are journaled with the state (`with_readiness`).
@@ -134,6 +137,7 @@ impl Daemon {
             calls: JoinSet::new(),
             call_tasks: HashMap::new(),
             snapshots,
+            quarantined: watch::channel(Vec::new()).0,
             coordination: None,
             readiness: None,
             starts,
@@ -144,6 +148,11 @@ impl Daemon {
     /// A view of the state as last journaled, updated after every commit (for status).
     pub(crate) fn snapshots(&self) -> watch::Receiver<Arc<DaemonState>> {
         self.snapshots.subscribe()
+    }
+
+    /// The plugins in quarantine, updated whenever one enters or leaves it (for status).
+    pub(crate) fn quarantined_plugins(&self) -> watch::Receiver<Vec<QuarantinedPlugin>> {
+        self.quarantined.subscribe()
     }
 
     /// Approves events naming several VMs together with the other VMs, through etcd.
@@ -234,6 +243,13 @@ impl Daemon {
                 Action::Call(call) => self.start_call(call),
                 Action::Approve(event_ids) => self.start_approval(event_ids),
                 Action::Emit(entry) => {
+                    if matches!(
+                        entry,
+                        TimelineEntry::PluginQuarantined(_)
+                            | TimelineEntry::QuarantineLifted { .. }
+                    ) {
+                        self.quarantined.send_replace(self.pipeline.quarantined());
+                    }
                     // No subscriber is fine: the timeline is for whoever listens.
                     let _ignored = self.timeline.send(entry);
                 }

@@ -385,6 +385,7 @@ async fn run_event_loop(
         poll: poll_status.clone(),
         polling_since,
         coordination,
+        quarantined: daemon.quarantined_plugins(),
     }));
     // READY=1 only once IMDS has answered: until then /status says waiting-for-imds.
     systemd::spawn_ready_after_first_document(poll_status, polling_since, poller_stop.clone());

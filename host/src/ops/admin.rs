@@ -22,6 +22,7 @@ use crate::ops::event_history::EventHistory;
 use crate::ops::metrics::Metrics;
 use crate::ops::status::{StatusInputs, StatusSnapshot, build_snapshot};
 use crate::ops::status_page;
+use crate::pipeline::quarantine::QuarantinedPlugin;
 use crate::pipeline::state::DaemonState;
 use crate::plugins::set::PluginSet;
 
@@ -48,6 +49,8 @@ pub(crate) struct DaemonViews {
     pub polling_since: SystemTime,
     /// The etcd barrier's view, when `[coordination]` is configured.
     pub coordination: Option<watch::Receiver<crate::coordination::CoordinationStatus>>,
+    /// The plugins in crash-loop quarantine.
+    pub quarantined: watch::Receiver<Vec<QuarantinedPlugin>>,
 }
 
 /// What the endpoint reads from.
@@ -232,6 +235,10 @@ pub(crate) fn snapshot_of(state: &AdminState) -> StatusSnapshot {
             held_by: state.readiness.holders(),
             coordination: coordination_view(views.as_ref()),
             waiting_for: state.startup.borrow().clone(),
+            quarantined: views
+                .as_ref()
+                .map(|views| views.quarantined.borrow().clone())
+                .unwrap_or_default(),
         },
         SystemTime::now(),
     )

@@ -205,6 +205,8 @@ fn event_ids(entry: &TimelineEntry) -> Vec<&str> {
         TimelineEntry::Approved { event_ids } | TimelineEntry::ApprovalFailed { event_ids, .. } => {
             event_ids.iter().map(String::as_str).collect()
         }
+        // About a plugin, not an event: `/status` shows the plugins in quarantine.
+        TimelineEntry::PluginQuarantined(_) | TimelineEntry::QuarantineLifted { .. } => Vec::new(),
     }
 }
 

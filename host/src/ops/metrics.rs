@@ -74,6 +74,8 @@ pub(crate) struct Metrics {
     events_current: Gauge,
     ready: Gauge,
     timeline_missed: Counter,
+    quarantines: Family<PluginLabel, Counter>,
+    quarantined: Family<PluginLabel, Gauge>,
 }
 
 impl Default for Metrics {
@@ -116,6 +118,8 @@ impl Metrics {
             events_current: Gauge::default(),
             ready: Gauge::default(),
             timeline_missed: Counter::default(),
+            quarantines: Family::default(),
+            quarantined: Family::default(),
             registry: Registry::default(),
         };
         metrics.register_all(registry)
@@ -215,6 +219,16 @@ impl Metrics {
             "Timeline entries the metrics reader missed because it fell behind",
             self.timeline_missed.clone(),
         );
+        registry.register(
+            "plugin_quarantines",
+            "Times a plugin was quarantined after repeated failed calls (policy.quarantine-after-failures within policy.quarantine-window)",
+            self.quarantines.clone(),
+        );
+        registry.register(
+            "plugin_quarantined",
+            "1 while the plugin is quarantined (not called until a new version is loaded), else 0",
+            self.quarantined.clone(),
+        );
         self.registry = registry;
         self
     }
@@ -280,6 +294,19 @@ impl Metrics {
             }
             TimelineEntry::PreparingLate { .. } => {
                 self.late_preparations.inc();
+            }
+            TimelineEntry::PluginQuarantined(quarantined) => {
+                let label = PluginLabel {
+                    plugin: quarantined.plugin.clone(),
+                };
+                self.quarantines.get_or_create(&label).inc();
+                self.quarantined.get_or_create(&label).set(1);
+            }
+            TimelineEntry::QuarantineLifted { plugin } => {
+                let label = PluginLabel {
+                    plugin: plugin.clone(),
+                };
+                self.quarantined.get_or_create(&label).set(0);
             }
             TimelineEntry::Handling { .. }
             | TimelineEntry::PreparationWaits { .. }

@@ -10,10 +10,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::coordination::CoordinationStatus;
 use crate::log_fields::rfc3339;
+use crate::pipeline::approval;
+use crate::pipeline::quarantine::QuarantinedPlugin;
+use crate::pipeline::roster::Roster;
 use crate::pipeline::state::{
     AnswerOutcome, Approval, ApprovalKind, CallPhase, DaemonState, EventProgress, Handling,
     Lifecycle,
 };
+use crate::plugins::manifest::FailurePolicy;
 use crate::plugins::set::{PluginSet, PluginSource};
 
 /// Whether the daemon loop runs yet, and whether IMDS has answered it.
@@ -73,6 +77,11 @@ pub struct StatusSnapshot {
     pub load_errors: Vec<LoadErrorView>,
     /// Ordering problems in the plugin set (unknown `after` names, cycles).
     pub plugin_warnings: Vec<String>,
+    /// Plugins in crash-loop quarantine: their calls failed `policy.quarantine-after-failures`
+    /// times within `policy.quarantine-window`, so they are not called until a new version is
+    /// loaded (or the daemon restarts). Empty when none is.
+    #[serde(default)]
+    pub quarantined_plugins: Vec<QuarantinedPlugin>,
     /// The IMDS poller's counters and its latest result.
     pub imds: PollView,
     /// The etcd approval barrier (`[coordination]`), when configured: its connection and the
@@ -127,6 +136,10 @@ pub struct EventView {
     pub approval_state: ApprovalKind,
     /// Each plugin's latest decision on this event.
     pub plugins: Vec<DecisionView>,
+    /// Quarantined plugins under `on-failure = "hold"` that hold this event: it is not
+    /// approved early and starts at NotBefore (unless they are reloaded in time).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_by_quarantined: Vec<String>,
 }
 
 /// A plugin's latest answer on an event.
@@ -165,6 +178,9 @@ pub struct PluginView {
     pub after: Vec<String>,
     /// The time one call may take (its manifest's `budget`), in milliseconds.
     pub budget_ms: u64,
+    /// Its manifest's `on-failure`: what a failed call means for the approval.
+    #[serde(default)]
+    pub on_failure: FailurePolicy,
 }
 
 /// A plugin file that failed to load.
@@ -174,6 +190,10 @@ pub struct LoadErrorView {
     pub file: String,
     /// Why it failed, as a sentence an operator can act on.
     pub error: String,
+    /// Its manifest was read and says `on-failure = "approve"`: the failure does not hold
+    /// approvals. False: it holds every approval until the file is fixed or removed.
+    #[serde(default)]
+    pub advisory: bool,
 }
 
 /// The IMDS poller's latest attempt and its result.
@@ -211,6 +231,8 @@ pub(crate) struct StatusInputs<'a> {
     pub held_by: Vec<String>,
     pub coordination: Option<CoordinationStatus>,
     pub waiting_for: Option<String>,
+    /// The plugins the pipeline has in quarantine.
+    pub quarantined: Vec<QuarantinedPlugin>,
 }
 
 /// Builds the snapshot as of `now`.
@@ -231,6 +253,13 @@ pub(crate) fn build_snapshot(inputs: StatusInputs<'_>, now: SystemTime) -> Statu
         Some(waited) => Some(imds_waiting_for(waited, inputs.poll)),
         None => inputs.waiting_for.clone(),
     };
+    let mut events: Vec<EventView> = inputs
+        .state
+        .events
+        .iter()
+        .map(|(id, progress)| event_view(id, progress, now))
+        .collect();
+    mark_quarantine_holds(&mut events, &inputs);
     StatusSnapshot {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         phase,
@@ -242,12 +271,7 @@ pub(crate) fn build_snapshot(inputs: StatusInputs<'_>, now: SystemTime) -> Statu
             ready: inputs.ready,
             held_by: inputs.held_by,
         },
-        events: inputs
-            .state
-            .events
-            .iter()
-            .map(|(id, progress)| event_view(id, progress, now))
-            .collect(),
+        events,
         plugins: inputs.plugins.all().iter().map(plugin_view).collect(),
         load_errors: inputs
             .plugins
@@ -256,9 +280,11 @@ pub(crate) fn build_snapshot(inputs: StatusInputs<'_>, now: SystemTime) -> Statu
             .map(|(file, error)| LoadErrorView {
                 file: file.display().to_string(),
                 error: error.clone(),
+                advisory: !inputs.plugins.load_error_holds(file),
             })
             .collect(),
         plugin_warnings: inputs.plugins.warnings().to_vec(),
+        quarantined_plugins: inputs.quarantined,
         imds: poll_view(inputs.poll),
         coordination: inputs.coordination,
     }
@@ -296,6 +322,7 @@ fn event_view(id: &str, progress: &EventProgress, now: SystemTime) -> EventView 
                 })
             })
             .collect(),
+        held_by_quarantined: Vec::new(),
     }
 }
 
@@ -310,6 +337,38 @@ fn plugin_view(plugin: &crate::plugins::set::LoadedPlugin) -> PluginView {
         subscribe: plugin.manifest.subscribe.clone(),
         after: plugin.manifest.after.clone(),
         budget_ms: plugin.manifest.budget.as_millis() as u64,
+        on_failure: plugin.manifest.on_failure,
+    }
+}
+
+/// Says, on each event quarantined plugins hold, which ones: in `held_by_quarantined` and in
+/// its approval line (the same rule as the pipeline's, `approval::held_by_quarantine`).
+fn mark_quarantine_holds(events: &mut [EventView], inputs: &StatusInputs<'_>) {
+    if inputs.quarantined.is_empty() {
+        return;
+    }
+    let mut roster = Roster::clone(inputs.plugins.roster());
+    roster.set_quarantined(
+        inputs
+            .quarantined
+            .iter()
+            .map(|quarantined| quarantined.plugin.clone())
+            .collect(),
+    );
+    for view in events {
+        let Some(progress) = inputs.state.events.get(&view.id) else {
+            continue;
+        };
+        let held_by = approval::held_by_quarantine(progress, &roster);
+        if held_by.is_empty() {
+            continue;
+        }
+        view.approval = format!(
+            "pending: held by quarantined plugin {} (on-failure = \"hold\"): the event \
+             starts at NotBefore unless the plugin is reloaded",
+            held_by.join(", ")
+        );
+        view.held_by_quarantined = held_by;
     }
 }
 
@@ -513,22 +572,63 @@ fn render_plugins(out: &mut String, snapshot: &StatusSnapshot) {
                     plugin.content_hash.chars().take(12).collect(),
                     plugin.subscribe.join(","),
                     format_budget(plugin.budget_ms),
+                    plugin.on_failure.to_string(),
                     plugin.source.clone(),
                 ]
             })
             .collect();
         write_table(
             out,
-            &["NAME", "HASH", "SUBSCRIBE", "BUDGET", "SOURCE"],
+            &[
+                "NAME",
+                "HASH",
+                "SUBSCRIBE",
+                "BUDGET",
+                "ON FAILURE",
+                "SOURCE",
+            ],
             &rows,
         );
     }
     for error in &snapshot.load_errors {
-        let _ = writeln!(out, "  LOAD ERROR {}: {}", error.file, error.error);
+        let advisory = match error.advisory {
+            true => " (on-failure = \"approve\": does not hold approvals)",
+            false => "",
+        };
+        let _ = writeln!(
+            out,
+            "  LOAD ERROR {}: {}{advisory}",
+            error.file, error.error
+        );
+    }
+    for quarantined in &snapshot.quarantined_plugins {
+        let _ = writeln!(out, "  {}", describe_quarantine(quarantined));
     }
     for warning in &snapshot.plugin_warnings {
         let _ = writeln!(out, "  WARNING {warning}");
     }
+}
+
+/// One line on a quarantined plugin: what it did, what that means, how to lift it.
+fn describe_quarantine(quarantined: &QuarantinedPlugin) -> String {
+    let effect = match quarantined.on_failure {
+        FailurePolicy::Hold => {
+            "not called; on-failure = \"hold\": it holds the events it subscribes to (they start at NotBefore)"
+        }
+        FailurePolicy::Approve => {
+            "not called; on-failure = \"approve\": events are approved without it"
+        }
+    };
+    format!(
+        "QUARANTINED {} since {}: {} failed calls within {}, the last {}: {}; {effect}; replace \
+         its .wasm or .toml (or restart forewarn) to lift the quarantine",
+        quarantined.plugin,
+        rfc3339(UNIX_EPOCH + Duration::from_millis(quarantined.since_unix_ms)),
+        quarantined.failures,
+        humantime::format_duration(Duration::from_millis(quarantined.window_ms)),
+        quarantined.last_failure,
+        or_dash(&quarantined.reason),
+    )
 }
 
 fn render_poll(out: &mut String, poll: &PollView) {
@@ -631,6 +731,7 @@ mod tests {
                     elapsed_ms: 3,
                     prepare_attempts: 2,
                 }],
+                held_by_quarantined: vec![],
             }],
             plugins: vec![PluginView {
                 name: "lb-drain".into(),
@@ -639,12 +740,15 @@ mod tests {
                 subscribe: vec!["Reboot".into(), "Redeploy".into()],
                 after: vec![],
                 budget_ms: 10_000,
+                on_failure: FailurePolicy::Hold,
             }],
             load_errors: vec![LoadErrorView {
                 file: "/etc/forewarn/plugins.d/bad.wasm".into(),
                 error: "not a component".into(),
+                advisory: false,
             }],
             plugin_warnings: vec![],
+            quarantined_plugins: vec![],
             imds: PollView {
                 polls: 42,
                 last_attempt: Some("2026-01-01T00:00:00Z".into()),
@@ -729,6 +833,96 @@ mod tests {
     }
 
     #[test]
+    fn a_quarantined_plugin_is_listed_and_the_events_it_holds_say_so() {
+        use crate::pipeline::state::{EventProgress, Lifecycle};
+        use crate::plugins::manifest::PluginManifest;
+
+        let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let event = forewarn_imds::ScheduledEvent {
+            id: "E1".into(),
+            event_type: forewarn_imds::EventType::Reboot,
+            event_type_raw: "Reboot".into(),
+            resource_type: "VirtualMachine".into(),
+            resources: vec!["vm-a".into()],
+            status: forewarn_imds::EventStatus::Scheduled,
+            not_before: Some(now + Duration::from_secs(600)),
+            description: String::new(),
+            source: forewarn_imds::EventSource::Platform,
+            duration_seconds: None,
+        };
+        let mut state = DaemonState::default();
+        let progress = EventProgress::new(
+            event,
+            Handling::Prepare {
+                affects_this_vm: true,
+            },
+            Lifecycle::Scheduled,
+        );
+        state
+            .events
+            .insert("E1".into(), std::sync::Arc::new(progress));
+        let roster = Roster::new(vec![
+            ("guard".into(), PluginManifest::default()),
+            (
+                "notify".into(),
+                PluginManifest::parse("on-failure = \"approve\"").unwrap(),
+            ),
+        ]);
+        let plugins = PluginSet::of_roster(roster);
+        let quarantined = |plugin: &str, on_failure| QuarantinedPlugin {
+            plugin: plugin.into(),
+            on_failure,
+            since_unix_ms: 1_800_000_000_000,
+            failures: 5,
+            window_ms: 60_000,
+            last_failure: AnswerOutcome::Trap,
+            reason: "wasm trap: unreachable".into(),
+        };
+        let snapshot = build_snapshot(
+            StatusInputs {
+                running: true,
+                polling_since: Some(now),
+                vm_name: "vm-a",
+                state: &state,
+                poll: &PollStatus::default(),
+                plugins: &plugins,
+                ready: true,
+                held_by: vec![],
+                coordination: None,
+                waiting_for: None,
+                quarantined: vec![
+                    quarantined("guard", FailurePolicy::Hold),
+                    quarantined("notify", FailurePolicy::Approve),
+                ],
+            },
+            now,
+        );
+        // The advisory plugin does not hold the event; the other one does.
+        assert_eq!(snapshot.events[0].held_by_quarantined, ["guard"]);
+        assert!(
+            snapshot.events[0]
+                .approval
+                .starts_with("pending: held by quarantined plugin guard"),
+            "{}",
+            snapshot.events[0].approval
+        );
+        let table = render_table(&snapshot);
+        assert!(
+            table.contains("QUARANTINED guard since 2027-01-15T08:00:00Z: 5 failed calls within 1m, the last trap: wasm trap: unreachable; not called; on-failure = \"hold\""),
+            "{table}"
+        );
+        assert!(
+            table.contains("QUARANTINED notify since")
+                && table.contains("events are approved without it"),
+            "{table}"
+        );
+        let json = serde_json::to_value(&snapshot).unwrap();
+        assert_eq!(json["quarantined_plugins"][0]["plugin"], "guard");
+        assert_eq!(json["quarantined_plugins"][0]["on_failure"], "hold");
+        assert_eq!(json["events"][0]["held_by_quarantined"][0], "guard");
+    }
+
+    #[test]
     fn columns_line_up() {
         let table = render_table(&snapshot());
         let header = table.lines().find(|line| line.starts_with("ID")).unwrap();
@@ -792,6 +986,7 @@ mod tests {
                 held_by: vec![],
                 coordination: None,
                 waiting_for: None,
+                quarantined: vec![],
             },
             now,
         )

@@ -14,7 +14,7 @@ use forewarn_imds::ScheduledEvent;
 use crate::pipeline::clock::unix_ms;
 use crate::pipeline::policy::{self, ApprovalGate, GroupApproval, PolicyConfig};
 use crate::pipeline::roster::Roster;
-use crate::pipeline::state::{Approval, EventProgress};
+use crate::pipeline::state::{Approval, EventProgress, Handling, Lifecycle};
 
 /// What the barrier says about an event waiting on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,8 +154,9 @@ impl<B: Barrier> Approver for CoordinatedApprover<B> {
 }
 
 /// Why an event whose subscribers all approved may still not be approved: a plugin file
-/// that failed to load counts as a subscriber that has not approved, and nobody subscribing
-/// is not consent unless `policy.approve-unsubscribed` says so. None: go on.
+/// that failed to load counts as a subscriber that has not approved (unless its manifest
+/// was read and says `on-failure = "approve"`), and nobody subscribing is not consent unless
+/// `policy.approve-unsubscribed` says so. None: go on.
 pub(crate) fn hold(
     event: &ScheduledEvent,
     subscribers: usize,
@@ -165,6 +166,7 @@ pub(crate) fn hold(
     let failed: Vec<String> = roster
         .load_errors()
         .keys()
+        .filter(|path| roster.load_error_holds(path))
         .map(|path| path.display().to_string())
         .collect();
     if !failed.is_empty() {
@@ -185,6 +187,42 @@ pub(crate) fn hold(
         ));
     }
     None
+}
+
+/// The quarantined plugins that hold `progress`: under `on-failure = "hold"`, subscribed to
+/// its type and not approved, while the event waits for its plugins (Scheduled, pending).
+pub(crate) fn held_by_quarantine(progress: &EventProgress, roster: &Roster) -> Vec<String> {
+    let waits_for_plugins = matches!(progress.handling, Handling::Prepare { .. })
+        && progress.lifecycle == Lifecycle::Scheduled
+        && progress.approval == Approval::Pending;
+    if !waits_for_plugins {
+        return Vec::new();
+    }
+    roster
+        .subscribers(progress.event.event_type)
+        .into_iter()
+        .filter(|member| roster.is_quarantined(&member.name) && !roster.excused(member))
+        .filter(|member| !progress.plugin(&member.name).prepared)
+        .map(|member| member.name.clone())
+        .collect()
+}
+
+/// Why `progress` cannot be approved while quarantined plugins hold it (see
+/// [`held_by_quarantine`]), for the log and the timeline. None: none holds it.
+pub(crate) fn quarantine_hold(progress: &EventProgress, roster: &Roster) -> Option<String> {
+    let held_by = held_by_quarantine(progress, roster);
+    if held_by.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "not approving event {}: held by quarantined plugin {}: its calls failed again and \
+         again, it is no longer called, and its manifest says on-failure = \"hold\", so the \
+         event starts at NotBefore; replace the plugin's .wasm or .toml with a fixed one to \
+         lift the quarantine (`forewarn status` shows its last failure), or set \
+         on-failure = \"approve\" if the plugin is advisory",
+        progress.event.id,
+        held_by.join(", ")
+    ))
 }
 
 /// Whether the barrier coordinates `event` for `vm_name`: it names this VM and another one.
@@ -223,7 +261,6 @@ mod tests {
     use forewarn_imds::{EventSource, EventStatus, EventType};
 
     use super::*;
-    use crate::pipeline::state::{Handling, Lifecycle};
 
     const VM: &str = "vm-a";
 

@@ -18,13 +18,17 @@ use crate::log_messages;
 use crate::pipeline::approval::{self, Approver};
 use crate::pipeline::clock::unix_ms;
 use crate::pipeline::policy::{self, Plan, PolicyConfig};
+use crate::pipeline::quarantine::{Quarantine, QuarantineRules, QuarantinedPlugin};
 use crate::pipeline::roster::Roster;
 use crate::pipeline::scheduler::{
     self, CallReply, InFlight, PlannedCall, Preparation, Recovery, Schedule, ShortenedTurn,
 };
-use crate::pipeline::state::{Answer, Approval, DaemonState, EventProgress, Handling, Lifecycle};
+use crate::pipeline::state::{
+    Answer, Approval, CallPhase, DaemonState, EventProgress, Handling, Lifecycle,
+};
 use crate::pipeline::timeline::TimelineEntry;
 use crate::pipeline::tracker::Transition;
+use crate::plugins::manifest::FailurePolicy;
 
 /// Wait before re-sending an approval IMDS did not accept.
 pub(crate) const APPROVAL_RETRY: Duration = Duration::from_secs(1);
@@ -92,7 +96,10 @@ pub(crate) enum Action {
 pub(crate) struct Pipeline {
     settings: PipelineSettings,
     state: DaemonState,
+    /// The plugin set's roster, with the quarantined plugins marked.
     roster: Arc<Roster>,
+    /// Each plugin's recent failures, and the plugins in crash-loop quarantine.
+    quarantine: Quarantine,
     approver: Box<dyn Approver>,
     in_flight: InFlight,
     /// The approval POST in flight, if any.
@@ -124,10 +131,12 @@ impl Pipeline {
         state: DaemonState,
         approver: Box<dyn Approver>,
     ) -> Pipeline {
+        let quarantine = Quarantine::new(QuarantineRules::of(&settings.policy));
         Pipeline {
             settings,
             state,
             roster: Arc::default(),
+            quarantine,
             approver,
             in_flight: InFlight::new(),
             approving: None,
@@ -152,12 +161,17 @@ impl Pipeline {
         &self.state
     }
 
+    /// The plugins in crash-loop quarantine, by name.
+    pub(crate) fn quarantined(&self) -> Vec<QuarantinedPlugin> {
+        self.quarantine.quarantined()
+    }
+
     /// Applies `input` at `now`, then runs a round (see [`Pipeline::handle_timeout`]).
     pub(crate) fn handle(&mut self, input: Input, now: SystemTime) {
         match input {
             Input::Document(document) => self.observe(&document, now),
             Input::Answer(answer) => self.record_answer(*answer, now),
-            Input::Plugins(roster) => self.roster = roster,
+            Input::Plugins(roster) => self.plugins_changed(roster),
             Input::ApprovalSent(event_ids) => self.approval_sent(event_ids, now),
             Input::ApprovalFailed {
                 event_ids,
@@ -495,6 +509,7 @@ impl Pipeline {
                 if late {
                     self.announce_late(id);
                 }
+                self.announce_quarantine_hold(id);
             }
             Preparation::AllPrepared { subscribers } => {
                 let Some(progress) = self.state.events.get(id) else {
@@ -788,6 +803,14 @@ impl Pipeline {
         let CallAnswer { call, reply } = answer;
         self.in_flight
             .remove(&(call.event_id.clone(), call.plugin.clone()));
+        if reply.outcome.is_failure() {
+            self.count_failure(&call.plugin, &reply, now);
+        }
+        let on_failure = self
+            .roster
+            .get(&call.plugin)
+            .map(|member| member.manifest.on_failure)
+            .unwrap_or_default();
         for line in &reply.logs {
             self.emit(TimelineEntry::PluginLog {
                 event_id: call.event_id.clone(),
@@ -800,9 +823,16 @@ impl Pipeline {
         let Some(progress) = self.state.events.get_mut(&call.event_id).map(Arc::make_mut) else {
             return;
         };
-        let recorded =
-            scheduler::record_reply(progress, &call.plugin, call.phase, &reply, now, margin);
-        log_answer(&call.event_id, &call.plugin, &recorded);
+        let recorded = scheduler::record_reply(
+            progress,
+            &call.plugin,
+            call.phase,
+            &reply,
+            now,
+            margin,
+            on_failure,
+        );
+        log_answer(&call.event_id, &call.plugin, &recorded, on_failure);
         self.unsaved = true;
         self.emit(TimelineEntry::PluginAnswered {
             event_id: call.event_id,
@@ -812,6 +842,77 @@ impl Pipeline {
             reason: recorded.reason,
             elapsed_ms: recorded.elapsed_ms,
         });
+    }
+}
+
+/// The crash-loop quarantine, as the pipeline applies it: failures counted, the roster
+/// marked, and each start and end of a quarantine said once.
+impl Pipeline {
+    /// The plugin set changed: plugins loaded in a new version (or unloaded) leave
+    /// quarantine, and the new roster is marked with those still in it.
+    fn plugins_changed(&mut self, roster: Arc<Roster>) {
+        self.roster = roster;
+        for lifted in self.quarantine.reconcile(&self.roster) {
+            tracing::info!(
+                plugin = %lifted.plugin,
+                on_failure = %lifted.on_failure,
+                "{}",
+                log_messages::PLUGIN_QUARANTINE_LIFTED
+            );
+            self.emit(TimelineEntry::QuarantineLifted {
+                plugin: lifted.plugin,
+            });
+        }
+        self.mark_quarantined();
+    }
+
+    /// Counts a failed call of `plugin` at `now`; quarantines it when its failures reach the
+    /// policy's count within the window.
+    fn count_failure(&mut self, plugin: &str, reply: &CallReply, now: SystemTime) {
+        let Some(member) = self.roster.get(plugin) else {
+            // Unloaded meanwhile: nothing is called any more to quarantine.
+            return;
+        };
+        let Some(quarantined) =
+            self.quarantine
+                .record_failure(member, reply.outcome, &reply.reason, now)
+        else {
+            return;
+        };
+        tracing::error!(
+            plugin = %quarantined.plugin,
+            failures = quarantined.failures,
+            window_ms = quarantined.window_ms,
+            on_failure = %quarantined.on_failure,
+            last_failure = %quarantined.last_failure,
+            reason = %quarantined.reason,
+            "{}",
+            log_messages::PLUGIN_QUARANTINED
+        );
+        self.emit(TimelineEntry::PluginQuarantined(quarantined));
+        self.mark_quarantined();
+    }
+
+    /// Marks the roster the scheduler reads with the plugins in quarantine.
+    fn mark_quarantined(&mut self) {
+        let names = self.quarantine.names();
+        if *self.roster.quarantined() != names {
+            Arc::make_mut(&mut self.roster).set_quarantined(names);
+        }
+    }
+
+    /// Says once per event that quarantined plugins hold it (see
+    /// [`approval::quarantine_hold`]).
+    fn announce_quarantine_hold(&mut self, id: &str) {
+        if self.roster.quarantined().is_empty() {
+            return;
+        }
+        let Some(progress) = self.state.events.get(id) else {
+            return;
+        };
+        if let Some(reason) = approval::quarantine_hold(progress, &self.roster) {
+            self.announce_hold(id, reason);
+        }
     }
 }
 
@@ -879,14 +980,19 @@ fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// The audit trail: one structured line per plugin decision.
-fn log_answer(event_id: &str, plugin: &str, answer: &Answer) {
+/// The audit trail: one structured line per plugin decision; a failed prepare call says
+/// whether it counted as a defer or, under `on-failure = "approve"`, as consent.
+fn log_answer(event_id: &str, plugin: &str, answer: &Answer, on_failure: FailurePolicy) {
     if answer.outcome.is_failure() {
+        let consent = answer.phase == CallPhase::Prepare && on_failure == FailurePolicy::Approve;
+        let (decision, message) = match consent {
+            true => ("approve", log_messages::PLUGIN_CALL_FAILED_CONSENT),
+            false => ("defer", log_messages::PLUGIN_CALL_FAILED),
+        };
         tracing::warn!(
-            event_id, plugin, phase = %answer.phase, decision = "defer",
+            event_id, plugin, phase = %answer.phase, decision,
             failure = %answer.outcome, reason = %answer.reason, elapsed_ms = answer.elapsed_ms,
-            "{}",
-            log_messages::PLUGIN_CALL_FAILED
+            "{message}"
         );
         return;
     }

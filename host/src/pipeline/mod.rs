@@ -6,6 +6,7 @@
 //! - [`scheduler`] decides which plugin call is due, in which order, under which budget;
 //! - [`approval`] decides whether and when the approval goes to IMDS (alone, by group
 //!   policy, or through the [`barrier`]);
+//! - [`quarantine`] counts each plugin's failed calls and quarantines one in a crash loop;
 //! - [`state`] is what the journal keeps; [`timeline`] what the pipeline reports.
 
 pub(crate) mod approval;
@@ -13,6 +14,7 @@ pub(crate) mod barrier;
 pub(crate) mod clock;
 pub(crate) mod machine;
 pub mod policy;
+pub mod quarantine;
 pub(crate) mod roster;
 pub(crate) mod scheduler;
 pub mod state;

@@ -46,6 +46,13 @@ pub struct PolicyConfig {
     /// the subscribed plugins' prepare-times, plus the safety margin, plus one minute, and at
     /// least 15 minutes).
     pub prepare_lead_time: LeadTime,
+    /// A plugin whose calls fail (trap, budget or memory exceeded, cannot start) this many
+    /// times within `quarantine-window` is quarantined: not called again until a new version
+    /// of it is loaded or the daemon restarts (default 5; 0: never quarantine).
+    pub quarantine_after_failures: u32,
+    /// The window `quarantine-after-failures` counts failures in (default "60s").
+    #[serde(with = "humantime_serde")]
+    pub quarantine_window: Duration,
 }
 
 /// How long before NotBefore plugins start preparing: until then the event is tracked and
@@ -107,9 +114,20 @@ impl Default for PolicyConfig {
             notify_other_vms: false,
             approve_unsubscribed: false,
             prepare_lead_time: LeadTime::Auto,
+            quarantine_after_failures: DEFAULT_QUARANTINE_AFTER_FAILURES,
+            quarantine_window: DEFAULT_QUARANTINE_WINDOW,
         }
     }
 }
+
+/// Failed calls within [`DEFAULT_QUARANTINE_WINDOW`] that quarantine a plugin by default: a
+/// plugin asked again after each failure (every 5 s) is quarantined 20 s after it began to
+/// fail, long before a 15-minute notice runs out, and one transient error never is.
+pub(crate) const DEFAULT_QUARANTINE_AFTER_FAILURES: u32 = 5;
+/// The default window of the crash-loop quarantine.
+pub(crate) const DEFAULT_QUARANTINE_WINDOW: Duration = Duration::from_secs(60);
+/// Longest `quarantine-window`: a failure an hour ago says nothing about a loop now.
+pub(crate) const MAX_QUARANTINE_WINDOW: Duration = Duration::from_secs(60 * 60);
 
 impl PolicyConfig {
     /// [`PolicyConfig::safety_margin_ms`] as a duration.

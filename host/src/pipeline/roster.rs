@@ -1,12 +1,13 @@
 //! The plugins as the pipeline schedules them: names and manifests in dependency order
-//! (`after`), with the files that failed to load. No wasm here: tests build one from text.
+//! (`after`), with the files that failed to load and the plugins in quarantine. No wasm
+//! here: tests build one from text.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use forewarn_imds::EventType;
 
-use crate::plugins::manifest::PluginManifest;
+use crate::plugins::manifest::{FailurePolicy, PluginManifest};
 
 /// One plugin: its name and the operator's manifest for it.
 #[derive(Debug, Clone, PartialEq)]
@@ -15,6 +16,9 @@ pub(crate) struct Member {
     pub name: String,
     /// Subscriptions, `after`, budget, capabilities.
     pub manifest: PluginManifest,
+    /// The sha256 of its component (empty in tests built from text): with the manifest, what
+    /// tells a new version of the plugin from the one loaded before.
+    pub content_hash: String,
 }
 
 /// The plugins live at one moment, in dependency order.
@@ -28,6 +32,12 @@ pub(crate) struct Roster {
     /// Plugin files that failed to load, by file, with the reason (the previous version of
     /// that plugin, if any, stays loaded).
     load_errors: BTreeMap<PathBuf, String>,
+    /// Those of `load_errors` whose manifest was read and says `on-failure = "approve"`:
+    /// advisory plugins, whose load error does not hold approvals.
+    advisory_load_errors: BTreeSet<PathBuf>,
+    /// Plugins in crash-loop quarantine (set by the pipeline, `pipeline::quarantine`): never
+    /// called; under `on-failure = "hold"` they hold the events they subscribe to.
+    quarantined: BTreeSet<String>,
 }
 
 impl Roster {
@@ -62,7 +72,11 @@ impl Roster {
             .into_iter()
             .filter_map(|name| {
                 let manifest = by_name.get(&name)?.clone();
-                Some(Member { name, manifest })
+                Some(Member {
+                    name,
+                    manifest,
+                    content_hash: String::new(),
+                })
             })
             .collect();
         Roster {
@@ -70,12 +84,55 @@ impl Roster {
             predecessors,
             warnings,
             load_errors: BTreeMap::new(),
+            advisory_load_errors: BTreeSet::new(),
+            quarantined: BTreeSet::new(),
+        }
+    }
+
+    /// Records each plugin's content hash (name → sha256 of its component).
+    pub(crate) fn set_content_hashes(&mut self, hashes: &BTreeMap<String, String>) {
+        for member in &mut self.ordered {
+            if let Some(hash) = hashes.get(&member.name) {
+                member.content_hash.clone_from(hash);
+            }
         }
     }
 
     /// Records the plugin files that failed to load (file → reason).
     pub(crate) fn set_load_errors(&mut self, load_errors: BTreeMap<PathBuf, String>) {
         self.load_errors = load_errors;
+    }
+
+    /// Records which of the load errors are of advisory plugins (`on-failure = "approve"`).
+    pub(crate) fn set_advisory_load_errors(&mut self, files: BTreeSet<PathBuf>) {
+        self.advisory_load_errors = files;
+    }
+
+    /// Whether the file that failed to load holds approvals: unless its manifest was read and
+    /// says `on-failure = "approve"`.
+    pub(crate) fn load_error_holds(&self, file: &Path) -> bool {
+        !self.advisory_load_errors.contains(file)
+    }
+
+    /// Replaces the set of quarantined plugins.
+    pub(crate) fn set_quarantined(&mut self, names: BTreeSet<String>) {
+        self.quarantined = names;
+    }
+
+    /// The plugins in quarantine.
+    pub(crate) fn quarantined(&self) -> &BTreeSet<String> {
+        &self.quarantined
+    }
+
+    /// Whether `name` is in quarantine: it is not called.
+    pub(crate) fn is_quarantined(&self, name: &str) -> bool {
+        self.quarantined.contains(name)
+    }
+
+    /// Whether `member` counts as approved whatever it answered: quarantined under
+    /// `on-failure = "approve"` (an advisory plugin that cannot run is consent).
+    pub(crate) fn excused(&self, member: &Member) -> bool {
+        member.manifest.on_failure == FailurePolicy::Approve && self.is_quarantined(&member.name)
     }
 
     /// Every plugin, in dependency order.

@@ -19,6 +19,7 @@ use crate::pipeline::roster::{Member, Roster};
 use crate::pipeline::state::{
     Answer, AnswerOutcome, Approval, CallPhase, EventProgress, Handling, Lifecycle, PluginProgress,
 };
+use crate::plugins::manifest::FailurePolicy;
 
 /// Shortest wait before asking a deferring plugin again.
 pub(crate) const MIN_RETRY: Duration = Duration::from_millis(100);
@@ -256,19 +257,20 @@ pub(crate) fn prepare(
     let progress: &EventProgress = shared;
     if subscribers
         .iter()
-        .all(|member| progress.plugin(&member.name).prepared)
+        .all(|member| consented(progress, member, schedule))
     {
         return Preparation::AllPrepared {
             subscribers: subscribers.len(),
         };
     }
-    if subscribers
-        .iter()
-        .all(|member| progress.plugin(&member.name).prepared || schedule.plugin_busy(&member.name))
-    {
+    if subscribers.iter().all(|member| {
+        consented(progress, member, schedule)
+            || schedule.plugin_busy(&member.name)
+            || schedule.roster.is_quarantined(&member.name)
+    }) {
         // Every plugin still to prepare has a call in flight (a plugin's calls are
-        // serialised across events): the planning below would find nothing, so a round
-        // costs little for each event waiting its turn.
+        // serialised across events) or is quarantined: the planning below would find
+        // nothing, so a round costs little for each event waiting its turn.
         return Preparation::Calls {
             calls: Vec::new(),
             shortened: Vec::new(),
@@ -305,6 +307,12 @@ pub(crate) fn prepare(
     Preparation::Calls { calls, shortened }
 }
 
+/// Whether `member` stands as approved for `progress`: it approved, or it is quarantined
+/// under `on-failure = "approve"` (see [`Roster::excused`]).
+fn consented(progress: &EventProgress, member: &Member, schedule: Schedule<'_>) -> bool {
+    progress.plugin(&member.name).prepared || schedule.roster.excused(member)
+}
+
 /// Time from `now` to `deadline` (zero once it passed; unbounded without one).
 fn time_left(deadline: Option<SystemTime>, now: SystemTime) -> Duration {
     match deadline {
@@ -335,19 +343,15 @@ fn unprepared_predecessors(
         .roster
         .predecessors(&member.name)
         .iter()
-        .filter(|before| {
-            schedule
-                .roster
-                .get(before)
-                .is_some_and(|other| other.manifest.subscribes_to(event_type))
-        })
-        .filter(|before| !progress.plugin(before).prepared)
-        .cloned()
+        .filter_map(|before| schedule.roster.get(before))
+        .filter(|other| other.manifest.subscribes_to(event_type))
+        .filter(|other| !consented(progress, other, schedule))
+        .map(|other| other.name.clone())
         .collect()
 }
 
 /// Whether `member` may be asked to prepare now as far as its own progress goes: not
-/// prepared yet, no retry pending, no call in flight.
+/// prepared yet, no retry pending, no call in flight, not quarantined.
 fn may_prepare(
     progress: &EventProgress,
     member: &Member,
@@ -355,7 +359,10 @@ fn may_prepare(
     now: SystemTime,
 ) -> bool {
     let own = progress.plugin(&member.name);
-    !own.prepared && !retry_pending(&own, now) && !schedule.plugin_busy(&member.name)
+    !own.prepared
+        && !retry_pending(&own, now)
+        && !schedule.plugin_busy(&member.name)
+        && !schedule.roster.is_quarantined(&member.name)
 }
 
 /// The instants at which a plugin's turn comes while it still waits for the plugins it
@@ -368,6 +375,7 @@ fn pending_turns(progress: &EventProgress, schedule: Schedule<'_>) -> Vec<System
     let waiting: Vec<&&Member> = subscribers
         .iter()
         .filter(|member| progress.plugin(&member.name).prepare_attempts == 0)
+        .filter(|member| !schedule.roster.is_quarantined(&member.name))
         .filter(|member| !unprepared_predecessors(progress, member, schedule).is_empty())
         .collect();
     if waiting.is_empty() {
@@ -400,6 +408,7 @@ pub(crate) fn tell_started(
         .into_iter()
         .filter(|member| !shared.plugin(&member.name).told_started)
         .filter(|member| !schedule.plugin_busy(&member.name))
+        .filter(|member| !schedule.roster.is_quarantined(&member.name))
         .collect();
     let mut calls = Vec::new();
     for member in due {
@@ -439,7 +448,7 @@ pub(crate) fn recover(
     let subscribers = schedule.roster.subscribers(progress.event.event_type);
     let all_told = subscribers
         .iter()
-        .all(|member| progress.plugin(&member.name).told_ended);
+        .all(|member| recovery_over(progress, member, schedule));
     if all_told && !schedule.event_in_flight(&id) {
         return Recovery::Done;
     }
@@ -471,12 +480,21 @@ fn may_recover(
             .roster
             .predecessors(&other.name)
             .contains(&member.name)
-            && !progress.plugin(&other.name).told_ended
+            && !recovery_over(progress, other, schedule)
     });
-    !own.told_ended
+    !recovery_over(progress, member, schedule)
         && !successors_pending
         && !retry_pending(&own, now)
         && !schedule.plugin_busy(&member.name)
+}
+
+/// Whether `member`'s recovery of `progress` is over: it was told the event ended (or its
+/// recovery was given up), or it is quarantined and had its one recovery call. A plugin that
+/// fails in a loop may still be the only one able to undo what it did (a readiness hold, a
+/// stopped app), so it is asked once, and not again.
+fn recovery_over(progress: &EventProgress, member: &Member, schedule: Schedule<'_>) -> bool {
+    let own = progress.plugin(&member.name);
+    own.told_ended || (schedule.roster.is_quarantined(&member.name) && own.recovery_attempts > 0)
 }
 
 fn retry_pending(own: &PluginProgress, now: SystemTime) -> bool {
@@ -511,7 +529,8 @@ fn planned(
 }
 
 /// Records `reply` from `plugin` for `phase` in `progress` at `now`, and when to ask again;
-/// returns the answer as journaled.
+/// returns the answer as journaled. A failed prepare call of a plugin whose `on-failure` is
+/// `approve` counts as its approval.
 pub(crate) fn record_reply(
     progress: &mut EventProgress,
     plugin: &str,
@@ -519,6 +538,7 @@ pub(crate) fn record_reply(
     reply: &CallReply,
     now: SystemTime,
     margin: Duration,
+    on_failure: FailurePolicy,
 ) -> Answer {
     let answer = Answer {
         phase,
@@ -531,7 +551,7 @@ pub(crate) fn record_reply(
     let own = progress.plugin_mut(plugin);
     own.last_answer = Some(answer.clone());
     match phase {
-        CallPhase::Prepare => record_prepare(own, reply, now, not_before, margin),
+        CallPhase::Prepare => record_prepare(own, reply, now, not_before, margin, on_failure),
         CallPhase::Started => own.told_started = true,
         CallPhase::EndedAfterStart | CallPhase::EndedWithoutStart => {
             record_recovery(plugin, own, reply, now)
@@ -546,17 +566,28 @@ fn record_prepare(
     now: SystemTime,
     not_before: Option<SystemTime>,
     margin: Duration,
+    on_failure: FailurePolicy,
 ) {
+    if consents(reply.outcome, on_failure) {
+        own.prepared = true;
+        own.retry_at_unix_ms = None;
+        return;
+    }
     let wait = match reply.outcome {
-        AnswerOutcome::Approve => {
-            own.prepared = true;
-            own.retry_at_unix_ms = None;
-            return;
-        }
         AnswerOutcome::Defer => reply.retry_after.max(MIN_RETRY),
         _ => FAILURE_RETRY,
     };
     own.retry_at_unix_ms = Some(unix_ms(retry_instant(now, wait, not_before, margin)));
+}
+
+/// Whether a prepare call that came to `outcome` is the plugin's approval: an approve, or a
+/// failure under `on-failure = "approve"`. A defer is an answer, never a failure: it holds.
+fn consents(outcome: AnswerOutcome, on_failure: FailurePolicy) -> bool {
+    match outcome {
+        AnswerOutcome::Approve => true,
+        AnswerOutcome::Defer => false,
+        _ => on_failure == FailurePolicy::Approve,
+    }
 }
 
 fn record_recovery(plugin: &str, own: &mut PluginProgress, reply: &CallReply, now: SystemTime) {
@@ -616,10 +647,11 @@ pub(crate) fn next_due(
     }
     let retries = progress
         .plugins
-        .values()
+        .iter()
         .filter(|_| preparing || recovering)
-        .filter(|own| !(recovering && own.told_ended))
-        .filter_map(|own| own.retry_at_unix_ms.map(from_unix_ms));
+        .filter(|(_, own)| !(recovering && own.told_ended))
+        .filter(|(name, _)| !schedule.roster.is_quarantined(name))
+        .filter_map(|(_, own)| own.retry_at_unix_ms.map(from_unix_ms));
     let turns = if preparing {
         pending_turns(progress, schedule)
     } else {

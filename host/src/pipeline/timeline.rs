@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use crate::pipeline::quarantine::QuarantinedPlugin;
 use crate::pipeline::state::{AnswerOutcome, CallPhase};
 use crate::pipeline::tracker::TransitionKind;
 
@@ -123,6 +124,14 @@ pub enum TimelineEntry {
     Finished {
         /// The event that is done; no further entry names it.
         event_id: String,
+    },
+    /// A plugin's calls failed `policy.quarantine-after-failures` times within the window:
+    /// it is not called again until a new version of it is loaded or the daemon restarts.
+    PluginQuarantined(QuarantinedPlugin),
+    /// A quarantined plugin was loaded in a new version (or unloaded): it is called again.
+    QuarantineLifted {
+        /// The plugin.
+        plugin: String,
     },
 }
 

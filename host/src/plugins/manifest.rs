@@ -51,6 +51,54 @@ pub struct PluginManifest {
     /// its approval was sent (the approval is then sent again once it approves); by default
     /// a sent approval stands and the plugin is not asked again.
     pub prepare_again_on_reschedule: bool,
+    /// What a failed call (a trap, a call past its budget or its memory cap, one that could
+    /// not start) means for the approval: `hold` (the default) or `approve` (an advisory
+    /// plugin, such as notify). See "Plugin failure policy" in docs/operations.md.
+    pub on_failure: FailurePolicy,
+}
+
+/// What a plugin's failure means for the approval of the event it was preparing for, in
+/// the manner of Envoy's `FailurePolicy` (`hold` is FAIL_CLOSED, `approve` FAIL_OPEN).
+/// A defer is an answer, not a failure: it holds under both.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailurePolicy {
+    /// A failed call counts as a defer: the plugin is asked again, and the event is not
+    /// approved without it (it starts at NotBefore). A plugin that cannot run never approves
+    /// maintenance by accident.
+    #[default]
+    Hold,
+    /// A failed call counts as consent: the plugin is advisory, and the event may be
+    /// approved early without it.
+    Approve,
+}
+
+impl FailurePolicy {
+    /// The manifest value: "hold" or "approve".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailurePolicy::Hold => "hold",
+            FailurePolicy::Approve => "approve",
+        }
+    }
+
+    /// What the policy means, in a few words (for `plugin check` and `forewarn status`).
+    pub fn meaning(self) -> &'static str {
+        match self {
+            FailurePolicy::Hold => {
+                "a failed call holds the approval (the event waits for the plugin, or for NotBefore)"
+            }
+            FailurePolicy::Approve => {
+                "a failed call counts as consent (advisory: the event is approved without it)"
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for FailurePolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
 }
 
 /// A config value: written as a TOML string, number or boolean, read by the plugin as text.
@@ -102,6 +150,7 @@ impl Default for PluginManifest {
             config: BTreeMap::new(),
             capabilities: Capabilities::default(),
             prepare_again_on_reschedule: false,
+            on_failure: FailurePolicy::Hold,
         }
     }
 }
@@ -439,6 +488,7 @@ mod tests {
             budget = "5s"
             memory = "32MiB"
             prepare-again-on-reschedule = true
+            on-failure = "approve"
             [config]
             url = "http://127.0.0.1:8080/checkpoint"
             retries = 3
@@ -454,6 +504,7 @@ mod tests {
         assert_eq!(manifest.budget, Duration::from_secs(5));
         assert!(manifest.prepare_again_on_reschedule);
         assert!(!PluginManifest::default().prepare_again_on_reschedule);
+        assert_eq!(manifest.on_failure, FailurePolicy::Approve);
         let settings = manifest.runtime_settings();
         assert_eq!(settings.memory_limit_bytes, 32 * 1024 * 1024);
         assert_eq!(settings.config["retries"], "3");
@@ -479,6 +530,23 @@ mod tests {
         assert!(error.contains("Reboo"), "{error}");
         let error = PluginManifest::parse("budget = \"soon\"").unwrap_err();
         assert!(error.starts_with("line 1:"), "{error}");
+    }
+
+    #[test]
+    fn on_failure_holds_by_default_and_names_the_choices_when_wrong() {
+        assert_eq!(PluginManifest::default().on_failure, FailurePolicy::Hold);
+        assert_eq!(
+            PluginManifest::parse("").unwrap().on_failure,
+            FailurePolicy::Hold
+        );
+        let hold = PluginManifest::parse("on-failure = \"hold\"").unwrap();
+        assert_eq!(hold.on_failure, FailurePolicy::Hold);
+        let error = PluginManifest::parse("on-failure = \"open\"").unwrap_err();
+        assert!(error.starts_with("line 1: key `on-failure`:"), "{error}");
+        assert!(
+            error.contains("`hold`") && error.contains("`approve`"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -555,6 +623,7 @@ mod tests {
                 "line 2: key `capabilities.root`:",
             ),
             ("[config]\nlist = [1, 2]", "line 2: key `config.list`:"),
+            ("\non-failure = \"ignore\"", "line 2: key `on-failure`:"),
         ];
         for (text, expected) in cases {
             let error = PluginManifest::parse(text).unwrap_err();
@@ -678,6 +747,7 @@ mod tests {
                 Just("budget = \"10s\"".to_owned()),
                 Just("memory = \"1KiB\"".to_owned()),
                 Just("memory = \"64MiB\"".to_owned()),
+                Just("on-failure = \"approve\"".to_owned()),
                 Just("[config]".to_owned()),
                 Just("[capabilities]".to_owned()),
                 Just("http = [\"localhost\"]".to_owned()),

@@ -37,7 +37,7 @@ use forewarn_runtime::trust::{self, FileRules, Owners, TrustError};
 
 use crate::log_messages;
 use crate::plugins::debounce::Debounce;
-use crate::plugins::manifest::PluginManifest;
+use crate::plugins::manifest::{FailurePolicy, PluginManifest};
 use crate::plugins::set::{
     self as plugins, LoadedPlugin, PluginFileLimits, PluginLoadError, PluginSet,
 };
@@ -353,7 +353,18 @@ enum Outcome {
     Failed {
         error: PluginLoadError,
         fingerprint: Fingerprint,
+        /// The `on-failure` of the manifest read with the failed file, when it was read.
+        on_failure: Option<FailurePolicy>,
     },
+}
+
+/// A plugin file that failed to load, as last reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct LoadFailure {
+    path: PathBuf,
+    reason: String,
+    /// Its manifest was read and says `on-failure = "approve"`: it does not hold approvals.
+    advisory: bool,
 }
 
 /// The watcher's state: what is loaded, what failed, what is waiting for quiet.
@@ -365,7 +376,7 @@ struct Reloader {
     sender: Arc<watch::Sender<Arc<PluginSet>>>,
     loaded: BTreeMap<String, LoadedPlugin>,
     /// Per plugin stem: the file that failed and why.
-    errors: BTreeMap<String, (PathBuf, String)>,
+    errors: BTreeMap<String, LoadFailure>,
     attempted: BTreeMap<String, Fingerprint>,
     /// Plugin stems waiting for their quiet period to end, with when it ends.
     pending: Debounce,
@@ -557,7 +568,11 @@ impl Reloader {
                 self.loaded.insert(stem, *plugin);
                 true
             }
-            Outcome::Failed { error, fingerprint } => {
+            Outcome::Failed {
+                error,
+                fingerprint,
+                on_failure,
+            } => {
                 self.attempted.insert(stem.clone(), fingerprint);
                 let path = error.path().to_path_buf();
                 let reason = error.to_string();
@@ -571,8 +586,13 @@ impl Reloader {
                     }
                     None => tracing::error!(file = %path.display(), "{reason}"),
                 }
-                let before = self.errors.insert(stem, (path.clone(), reason.clone()));
-                before != Some((path, reason))
+                let failure = LoadFailure {
+                    path,
+                    reason,
+                    advisory: on_failure == Some(FailurePolicy::Approve),
+                };
+                let before = self.errors.insert(stem, failure.clone());
+                before != Some(failure)
             }
         }
     }
@@ -594,9 +614,17 @@ impl Reloader {
         let errors = self
             .errors
             .values()
-            .map(|(path, reason)| (path.clone(), reason.clone()))
+            .map(|failure| (failure.path.clone(), failure.reason.clone()))
             .collect();
-        let set = PluginSet::new(self.loaded.values().cloned().collect()).with_load_errors(errors);
+        let advisory = self
+            .errors
+            .values()
+            .filter(|failure| failure.advisory)
+            .map(|failure| failure.path.clone())
+            .collect();
+        let set = PluginSet::new(self.loaded.values().cloned().collect())
+            .with_load_errors(errors)
+            .with_advisory_load_errors(advisory);
         for warning in set.warnings() {
             tracing::warn!("{warning}");
         }
@@ -659,7 +687,11 @@ fn examine(
                 manifest: None,
             };
             let error = PluginLoadError::Untrusted(source);
-            return Outcome::Failed { error, fingerprint };
+            return Outcome::Failed {
+                error,
+                fingerprint,
+                on_failure: None,
+            };
         }
     };
     let manifest_text = match read_settled(&manifest_path, limits.manifest_rules()) {
@@ -672,7 +704,11 @@ fn examine(
                 manifest: None,
             };
             let error = PluginLoadError::Untrusted(source);
-            return Outcome::Failed { error, fingerprint };
+            return Outcome::Failed {
+                error,
+                fingerprint,
+                on_failure: None,
+            };
         }
     };
     let fingerprint = Fingerprint {
@@ -683,29 +719,36 @@ fn examine(
         return Outcome::Unchanged;
     }
     let started = Instant::now();
-    match load(
-        runtime,
-        &wasm,
-        &bytes,
-        &manifest_path,
-        manifest_text.as_deref(),
-    ) {
+    let manifest = match read_manifest(&manifest_path, manifest_text.as_deref()) {
+        Ok(manifest) => manifest,
+        Err(error) => {
+            return Outcome::Failed {
+                error,
+                fingerprint,
+                on_failure: None,
+            };
+        }
+    };
+    let on_failure = manifest.on_failure;
+    match plugins::load_plugin_bytes(runtime, &wasm, &bytes, manifest) {
         Ok(plugin) => Outcome::Loaded {
             plugin: Box::new(plugin),
             fingerprint,
             elapsed: started.elapsed(),
         },
-        Err(error) => Outcome::Failed { error, fingerprint },
+        Err(error) => Outcome::Failed {
+            error,
+            fingerprint,
+            on_failure: Some(on_failure),
+        },
     }
 }
 
-fn load(
-    runtime: &Runtime,
-    wasm: &Path,
-    bytes: &[u8],
+/// The manifest of the text read (the defaults without one).
+fn read_manifest(
     manifest_path: &Path,
     manifest_text: Option<&[u8]>,
-) -> Result<LoadedPlugin, PluginLoadError> {
+) -> Result<PluginManifest, PluginLoadError> {
     let manifest = match manifest_text {
         None => PluginManifest::default(),
         Some(raw) => {
@@ -718,7 +761,7 @@ fn load(
             PluginManifest::from_text(manifest_path, text)?
         }
     };
-    plugins::load_plugin_bytes(runtime, wasm, bytes, manifest)
+    Ok(manifest)
 }
 
 fn sha256(bytes: &[u8]) -> [u8; 32] {

@@ -1,7 +1,7 @@
 //! The set of loaded plugins the daemon dispatches to: each with its manifest, kept in
 //! dependency order (`after`), and how plugins are loaded from files or bundled bytes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -136,12 +136,20 @@ impl PluginSet {
     /// Orders `plugins` so that every plugin comes after those it names in `after` (see
     /// [`Roster::new`]: one bad manifest line never leaves the VM without its other plugins).
     pub fn new(plugins: Vec<LoadedPlugin>) -> PluginSet {
-        let roster = Roster::new(
+        let mut roster = Roster::new(
             plugins
                 .iter()
                 .map(|plugin| (plugin.name().to_owned(), plugin.manifest.clone()))
                 .collect(),
         );
+        let hashes = plugins
+            .iter()
+            .map(|plugin| {
+                let hash = plugin.plugin.content_hash().to_owned();
+                (plugin.name().to_owned(), hash)
+            })
+            .collect();
+        roster.set_content_hashes(&hashes);
         let mut by_name: BTreeMap<String, LoadedPlugin> = plugins
             .into_iter()
             .map(|plugin| (plugin.name().to_owned(), plugin))
@@ -157,10 +165,32 @@ impl PluginSet {
         }
     }
 
+    /// A set scheduled by `roster` with no component behind it (tests of what is built from
+    /// a set).
+    #[cfg(test)]
+    pub(crate) fn of_roster(roster: Roster) -> PluginSet {
+        PluginSet {
+            ordered: Vec::new(),
+            roster: Arc::new(roster),
+        }
+    }
+
     /// The same set, reporting these load failures (file → reason).
     pub(crate) fn with_load_errors(mut self, load_errors: BTreeMap<PathBuf, String>) -> PluginSet {
         Arc::make_mut(&mut self.roster).set_load_errors(load_errors);
         self
+    }
+
+    /// The same set, where these files' load errors are of advisory plugins (their manifest
+    /// says `on-failure = "approve"`): they do not hold approvals.
+    pub(crate) fn with_advisory_load_errors(mut self, files: BTreeSet<PathBuf>) -> PluginSet {
+        Arc::make_mut(&mut self.roster).set_advisory_load_errors(files);
+        self
+    }
+
+    /// Whether the load error of `file` holds approvals (see [`Roster::load_error_holds`]).
+    pub fn load_error_holds(&self, file: &Path) -> bool {
+        self.roster.load_error_holds(file)
     }
 
     /// What the pipeline schedules by: names, manifests, order and load errors.

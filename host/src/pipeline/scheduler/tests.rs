@@ -480,7 +480,8 @@ fn answers_set_what_happens_next() {
             outcome,
             ..defer(3 * SECOND)
         };
-        let answer = record_reply(&mut progress, "a", phase, &reply, t0(), MARGIN);
+        let hold = FailurePolicy::Hold;
+        let answer = record_reply(&mut progress, "a", phase, &reply, t0(), MARGIN, hold);
         assert_eq!((answer.phase, answer.outcome), (phase, outcome));
         let own = progress.plugin("a");
         let row = format!("{phase} {outcome} after {attempts}");

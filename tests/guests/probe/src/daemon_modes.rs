@@ -1,9 +1,10 @@
-//! Mode for the daemon's end-to-end tests: "defer-until-attempt" defers prepare until the
-//! daemon's attempt counter (journaled, so it survives a restart) reaches `attempts`.
+//! Modes for the daemon's end-to-end tests: "defer-until-attempt" defers prepare until the
+//! daemon's attempt counter (journaled, so it survives a restart) reaches `attempts`;
+//! "count-then-panic" counts each call in its own state, then traps.
 
 use std::time::Duration;
 
-use forewarn_sdk::host;
+use forewarn_sdk::host::{self, state};
 use forewarn_sdk::{Context, Decision, Phase};
 
 /// Prepare: defers until `ctx.attempt` reaches config `attempts` (default 3), then approves.
@@ -28,4 +29,16 @@ fn config_number(key: &str, default: u64) -> u64 {
     host::config(key)
         .and_then(|text| text.parse().ok())
         .unwrap_or(default)
+}
+
+/// The state key "count-then-panic" counts calls under: the plugin's own record, which the
+/// tests read from its state file (`plugin-state/NAME.json`), not from the daemon's log.
+pub(crate) const CALLS_KEY: &str = "calls";
+
+/// Adds one to the calls counted in state (a durable write, kept whatever follows), then
+/// panics: a plugin that traps on every call, whose calls can be counted.
+pub(crate) fn count_then_panic() -> Decision {
+    let calls = state::get_u64(CALLS_KEY).unwrap_or(0) + 1;
+    let _ignored = state::set_u64(CALLS_KEY, calls);
+    panic!("probe call {calls}: panicking on purpose");
 }
