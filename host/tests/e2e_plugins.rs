@@ -12,11 +12,12 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use forewarn_host::log_messages::APPROVED_AT_IMDS;
+use forewarn_simulator::{StateSnapshot, Transition};
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
     ChildGuard, Daemon, PREPARE_AT_ONCE, PluginDecision, RawRequest, Simulator,
-    free_loopback_address, http_get, install_bundled_plugin, now_unix_ms, read_request, wait_for,
+    free_loopback_address, http_get, install_bundled_plugin, now_unix_ms, read_request, same_id,
+    summarize_state, wait_for,
 };
 
 /// Scenario speed: scenario time runs this many times faster than the wall clock.
@@ -92,16 +93,22 @@ fn admin_address(daemon: &Daemon) -> String {
     daemon.admin_address(Duration::from_secs(30))
 }
 
-/// When the daemon logged [`APPROVED_AT_IMDS`] for the first time (Unix ms).
-fn approval_time(daemon: &Daemon) -> u64 {
-    wait_for(Duration::from_secs(60), "approval at IMDS", || {
-        daemon
-            .lines()
-            .iter()
-            .find(|line| line.message() == APPROVED_AT_IMDS)
-            .map(|line| line.at_unix_ms)
-            .ok_or_else(|| daemon.describe_for_failure())
-    })
+/// When the simulator first accepted an approval POST (Unix ms, as it arrived): the
+/// approval at IMDS itself, not the daemon's word for it.
+fn approval_time(simulator: &Simulator, daemon: &Daemon) -> u64 {
+    wait_for(
+        Duration::from_secs(60),
+        "an accepted approval at IMDS",
+        || {
+            simulator
+                .state()
+                .approvals
+                .iter()
+                .find(|approval| approval.accepted)
+                .map(|approval| approval.at_unix_ms)
+                .ok_or_else(|| daemon.describe_for_failure())
+        },
+    )
 }
 
 /// Waits for `plugin`'s first decision in `phase` and returns it.
@@ -280,8 +287,7 @@ fn readyz(address: &str) -> String {
 
 #[test]
 fn lb_drain_takes_the_vm_out_of_haproxy_before_approval_and_back_after() {
-    let haproxy_binary = find_haproxy();
-    assert!(haproxy_binary.exists());
+    find_haproxy();
     let setup = Setup::new(REBOOT_SCENARIO);
     setup.install_plugin(
         "lb-drain",
@@ -307,7 +313,7 @@ fn lb_drain_takes_the_vm_out_of_haproxy_before_approval_and_back_after() {
         first_defer.reason.starts_with("draining: "),
         "{first_defer:?}"
     );
-    let approved_at = approval_time(&daemon);
+    let approved_at = approval_time(&setup.simulator, &daemon);
     let history_at_approval: Vec<_> = haproxy
         .history()
         .into_iter()
@@ -327,20 +333,49 @@ fn lb_drain_takes_the_vm_out_of_haproxy_before_approval_and_back_after() {
         "vm-a must still be DOWN when the event is approved: {history_at_approval:?}"
     );
 
-    let ended = wait_for_phase(
-        &daemon,
-        "lb-drain",
-        "ended-after-start",
+    // The maintenance as IMDS saw it: the approval started the event, which ran and was
+    // removed. HAProxy must keep vm-a out of rotation all that time: its first UP after
+    // the drain comes only once the event is over.
+    let state = setup.simulator.wait_for_transition(
         Duration::from_secs(30),
+        &first_defer.event_id,
+        Transition::Removed,
+    );
+    let started_at = transition_unix_ms(&state, &first_defer.event_id, Transition::Started);
+    let removed_at = transition_unix_ms(&state, &first_defer.event_id, Transition::Removed);
+    assert!(
+        approved_at <= started_at,
+        "the event started at {started_at}, before the approval at {approved_at}"
+    );
+    let drained_at = history_at_approval
+        .iter()
+        .find(|(_, status)| status == "DOWN")
+        .map(|(at, _)| *at)
+        .expect("checked above");
+    let back_up = haproxy.wait_up_since(drained_at);
+    assert!(
+        back_up.0 >= removed_at,
+        "HAProxy put vm-a back in rotation at {}, before the event was over at the simulator \
+         (started {started_at}, removed {removed_at}): {:?}",
+        back_up.0,
+        haproxy.history()
     );
     assert_eq!(readyz(&admin), "200", "/readyz after the event");
-    let up_again = haproxy.wait_up_since(ended.at_unix_ms);
-    assert!(up_again.0 > approved_at);
-    let approvals = setup.simulator.state().approvals;
-    assert!(
-        approvals.iter().any(|approval| approval.accepted),
-        "{approvals:?}"
-    );
+}
+
+/// When `transition` of `event_id` happened at the simulator (Unix ms).
+fn transition_unix_ms(state: &StateSnapshot, event_id: &str, transition: Transition) -> u64 {
+    state
+        .history
+        .iter()
+        .find(|record| same_id(&record.event_id, event_id) && record.transition == transition)
+        .map(|record| record.at_unix_ms)
+        .unwrap_or_else(|| {
+            panic!(
+                "no {transition:?} of {event_id}: {}",
+                summarize_state(state)
+            )
+        })
 }
 
 #[test]
@@ -367,7 +402,23 @@ runs_for = "20s"
     let admin = admin_address(&daemon);
     let prepare = wait_for_phase(&daemon, "lb-drain", "prepare", Duration::from_secs(30));
     assert_eq!(prepare.decision, "approve", "{prepare:?}");
-    approval_time(&daemon);
+    let approved_at = approval_time(&setup.simulator, &daemon);
+    let state = setup.simulator.state();
+    let appeared_at = transition_unix_ms(&state, &prepare.event_id, Transition::Appeared);
+    assert!(
+        state
+            .approvals
+            .iter()
+            .any(|approval| approval.accepted && same_id(&approval.event_id, &prepare.event_id)),
+        "the Freeze itself was approved at IMDS: {}",
+        summarize_state(&state)
+    );
+    // A drain would have held the approval for its 60 s window.
+    assert!(
+        approved_at < appeared_at + 60_000,
+        "approved {} ms after the Freeze appeared: it waited out the drain window",
+        approved_at.saturating_sub(appeared_at)
+    );
     assert_eq!(
         readyz(&admin),
         "200",
@@ -471,7 +522,7 @@ fn checkpoint_asks_the_workload_waits_for_it_and_restores_after_the_event() {
         ),
     );
     let daemon = setup.start_daemon("");
-    let approved_at = approval_time(&daemon);
+    let approved_at = approval_time(&setup.simulator, &daemon);
     let decisions = daemon.decisions();
     let prepare: Vec<_> = decisions.iter().filter(|d| d.phase == "prepare").collect();
     assert!(
@@ -627,7 +678,7 @@ fn graceful_shutdown_stops_the_app_before_approval_and_starts_it_after() {
         "the stop action's exit status is logged: {:?}",
         action_lines.iter().map(|l| &l.fields).collect::<Vec<_>>()
     );
-    approval_time(&daemon);
+    approval_time(&setup.simulator, &daemon);
 
     wait_for_phase(
         &daemon,
@@ -749,7 +800,7 @@ fn readiness_hold_survives_a_sigkill_mid_drain_and_haproxy_keeps_the_vm_down() {
     });
 
     // The approval went out, so the journal says lb-drain prepared (and holds readiness).
-    approval_time(&first);
+    approval_time(&setup.simulator, &first);
     first.kill();
     let killed_at = now_unix_ms();
 
