@@ -162,6 +162,16 @@ impl Churn {
     /// Asserts every sample wholly inside `[from_ms, until_ms)` answered 503, and that there
     /// were some.
     fn assert_held(&self, what: &str, from_ms: u64, until_ms: u64) {
+        self.assert_every_sample(what, from_ms, until_ms, false);
+    }
+
+    /// Asserts every sample wholly inside `[from_ms, until_ms)` answered 200, and that there
+    /// were some.
+    fn assert_ready(&self, what: &str, from_ms: u64, until_ms: u64) {
+        self.assert_every_sample(what, from_ms, until_ms, true);
+    }
+
+    fn assert_every_sample(&self, what: &str, from_ms: u64, until_ms: u64, ready: bool) {
         let inside: Vec<Sample> = self
             .readyz
             .samples()
@@ -172,12 +182,20 @@ impl Churn {
             !inside.is_empty(),
             "{what}: no /readyz sample between {from_ms} and {until_ms}"
         );
-        let released: Vec<&Sample> = inside.iter().filter(|s| s.ready).collect();
+        let wrong: Vec<u64> = inside
+            .iter()
+            .filter(|s| s.ready != ready)
+            .map(|s| s.sent_ms)
+            .collect();
+        let (expected, answered) = if ready {
+            ("200", "503")
+        } else {
+            ("503", "200")
+        };
         assert!(
-            released.is_empty(),
-            "{what}: /readyz answered 200 at {:?} while it should hold (from {from_ms} until \
-             {until_ms})\n{}",
-            released.iter().map(|s| s.sent_ms).collect::<Vec<_>>(),
+            wrong.is_empty(),
+            "{what}: /readyz answered {answered} at {wrong:?} where it should answer {expected} \
+             (from {from_ms} until {until_ms})\n{}",
             self.daemon.describe_for_failure()
         );
     }
@@ -228,10 +246,22 @@ resources = ["vm-b"]
         .map(|line| line.at_unix_ms)
         .expect("the daemon logged the reschedule before lb-drain heard the end");
     churn.assert_held("while vm-a was named", drained, rescheduled);
-    let last = churn.readyz.latest().expect("sampled");
+    // Back in rotation because of the reschedule, before the cancel, and it stays there.
+    let back = churn
+        .readyz
+        .samples()
+        .into_iter()
+        .find(|sample| sample.ready && sample.sent_ms >= drained)
+        .expect("waited for /readyz 200 above");
     assert!(
-        last.ready,
-        "vm-a stays out of rotation after the reschedule"
+        back.answered_ms < canceled,
+        "vm-a came back in rotation only at the cancel ({} ≥ {canceled}), not at the reschedule",
+        back.answered_ms
+    );
+    churn.assert_ready(
+        "from the reschedule's release until the cancel",
+        back.sent_ms,
+        canceled,
     );
 }
 
