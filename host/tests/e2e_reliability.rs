@@ -9,12 +9,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use forewarn_host::log_messages::{EVENT_TRANSITION, JOURNAL_QUARANTINED, PREPARING_LATE};
+use forewarn_host::log_messages::{
+    CHANGE_LOG_QUARANTINED, EVENT_TRANSITION, JOURNAL_QUARANTINED, PREPARING_LATE,
+};
+use forewarn_host::ops::status::StatusSnapshot;
+use forewarn_host::pipeline::state::ApprovalKind;
 use forewarn_simulator::{FaultKind, StateSnapshot, Transition, stable_event_id};
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
     Daemon, PluginDecision, ProbePlugin, Setup, TestEnv, accepted_approvals, assert_polite,
-    now_unix_ms, same_id, summarize_state, transition_at,
+    http_get, now_unix_ms, same_id, summarize_state, transition_at, wait_for,
 };
 
 /// A temp dir with the scenario `scenario_text` played at `speed`, `plugins`, and a config
@@ -657,12 +661,22 @@ fn sigkill_at_random_points_changes_no_approval() {
     let daemons: Vec<&Daemon> = killed.iter().chain(std::iter::once(&daemon)).collect();
     let quarantined: Vec<String> = daemons
         .iter()
-        .flat_map(|daemon| daemon.lines_with_message(JOURNAL_QUARANTINED))
+        .flat_map(|daemon| {
+            let mut lines = daemon.lines_with_message(JOURNAL_QUARANTINED);
+            lines.extend(daemon.lines_with_message(CHANGE_LOG_QUARANTINED));
+            lines
+        })
         .map(|line| line.fields.to_string())
         .collect();
     assert!(
         quarantined.is_empty(),
-        "a journal was unreadable after a SIGKILL (seed {seed}): {quarantined:?}"
+        "a journal file was unreadable after a SIGKILL (seed {seed}): {quarantined:?}"
+    );
+    // And on disk: a quarantined snapshot or change log is a `*.corrupt-*` file beside them.
+    let moved_aside = corrupt_files(&crashed.dir.path().join("state"));
+    assert!(
+        moved_aside.is_empty(),
+        "journal files were moved aside after a SIGKILL (seed {seed}): {moved_aside:?}"
     );
     // The check above reads the same structured log as this: the daemons' lines were
     // captured and parsed, so a quarantine line would have been seen.
@@ -698,4 +712,182 @@ fn sigkill_at_random_points_changes_no_approval() {
         "crash safety: {kills} kills (seed {seed}), {CRASH_EVENTS} events approved once each"
     );
     let _keep = (&clean.dir, &crashed.dir);
+}
+
+// ---- damaged journal files ------------------------------------------------------------------
+
+/// The files the journal moved aside in `state_dir` (`journal.json.corrupt-…`,
+/// `journal.log.corrupt-…`), sorted.
+fn corrupt_files(state_dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(state_dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<std::path::PathBuf> = entries
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.file_name()
+                .is_some_and(|name| name.to_string_lossy().contains(".corrupt-"))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// A private state directory (0700, as the daemon makes it) for files a test plants.
+fn private_state_dir(setup: &Setup) -> std::path::PathBuf {
+    use std::os::unix::fs::DirBuilderExt;
+    let state_dir = setup.dir.path().join("state");
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&state_dir)
+        .expect("create the state directory");
+    state_dir
+}
+
+/// The one file moved aside in `state_dir` whose name starts with `stem`, and its bytes.
+fn moved_aside(state_dir: &std::path::Path, stem: &str) -> (std::path::PathBuf, Vec<u8>) {
+    let moved: Vec<_> = corrupt_files(state_dir)
+        .into_iter()
+        .filter(|path| {
+            path.file_name()
+                .is_some_and(|name| name.to_string_lossy().starts_with(stem))
+        })
+        .collect();
+    assert_eq!(moved.len(), 1, "one {stem}* file: {moved:?}");
+    let bytes = std::fs::read(&moved[0]).expect("read the file moved aside");
+    (moved[0].clone(), bytes)
+}
+
+/// One Reboot for vm-a, appearing 1 s (scenario) in, 15 minutes' notice.
+const ONE_REBOOT: &str = "name = \"damaged-journal\"\nend_after = \"1s\"\n\n[[events]]\ntype = \"Reboot\"\nappear_at = \"1s\"\nnotice = \"15m\"\nruns_for = \"2s\"\n";
+
+/// `journal.json` that is not JSON: the daemon moves it aside (the bytes kept for a person
+/// to read), says so, starts without it, and handles events: the Reboot is approved at IMDS.
+#[test]
+fn an_unreadable_journal_snapshot_is_moved_aside_and_the_daemon_starts_without_it() {
+    let setup = new_setup(
+        ONE_REBOOT,
+        10.0,
+        &[ProbePlugin::new("good", "approve")],
+        "250ms",
+        &[],
+    );
+    let state_dir = private_state_dir(&setup);
+    let damage = b"{\"version\": 3, \"state\": {\"events\": {\"cut off by a bad disk";
+    std::fs::write(state_dir.join("journal.json"), damage).expect("plant the damaged snapshot");
+    let mut daemon = setup.start_daemon();
+    let id = stable_event_id("damaged-journal", 0);
+    let state = setup.simulator.wait_for_state(
+        Duration::from_secs(60),
+        "the Reboot approved by the daemon that started without its journal",
+        |state| !accepted_approvals(state, &id).is_empty(),
+    );
+    assert!(!daemon.has_exited(), "{}", daemon.describe_for_failure());
+    assert_eq!(
+        accepted_approvals(&state, &id).len(),
+        1,
+        "{}",
+        summarize_state(&state)
+    );
+
+    let (path, bytes) = moved_aside(&state_dir, "journal.json.corrupt-");
+    assert_eq!(bytes, damage, "the damaged snapshot is kept as it was");
+    // The daemon journals anew: its changes since the start are in the change log.
+    let log = std::fs::read(state_dir.join("journal.log")).expect("a change log");
+    assert!(
+        log.split(|&byte| byte == b'\n')
+            .filter(|line| !line.is_empty())
+            .all(|line| serde_json::from_slice::<serde_json::Value>(line).is_ok())
+            && !log.is_empty(),
+        "the new change log holds JSON lines: {}",
+        String::from_utf8_lossy(&log)
+    );
+    let said = daemon.lines_with_message(JOURNAL_QUARANTINED);
+    assert_eq!(said.len(), 1, "{}", daemon.describe_for_failure());
+    assert_eq!(said[0].text("moved_to"), path.display().to_string());
+}
+
+/// One Reboot for vm-a whose approval leaves it Scheduled for 10 minutes (scenario), so a
+/// restarted daemon that forgot the approval would prepare and approve it again.
+const APPROVED_NOT_STARTED: &str = "name = \"damaged-change-log\"\nend_after = \"1s\"\n\n[[events]]\ntype = \"Reboot\"\nappear_at = \"1s\"\nnotice = \"15m\"\nstart_after_approval = \"10m\"\nruns_for = \"2s\"\n";
+
+/// `journal.log` damaged before its end (a garbage line with a good one after it, as a bad
+/// sector would leave it): the daemon uses the changes before the damage, moves the log
+/// aside, says so, and resumes where it was: the approval it already sent is known, so the
+/// event is not prepared or approved again.
+#[test]
+fn a_change_log_damaged_before_its_end_is_moved_aside_and_the_changes_before_it_are_kept() {
+    let mut env = TestEnv::builder(forewarn_binary!())
+        .scenario_text(APPROVED_NOT_STARTED)
+        .speed(10.0)
+        .plugins(&[ProbePlugin::new("good", "approve")])
+        .start();
+    let id = stable_event_id("damaged-change-log", 0);
+    env.setup
+        .simulator
+        .wait_for_state(Duration::from_secs(60), "the Reboot approved", |state| {
+            !accepted_approvals(state, &id).is_empty()
+        });
+    let admin = env.daemon.admin_address(Duration::from_secs(30));
+    wait_for_approval_state(&admin, &id, ApprovalKind::Sent);
+    env.kill_daemon();
+
+    let state_dir = env.setup.dir.path().join("state");
+    let log_path = state_dir.join("journal.log");
+    let log = std::fs::read(&log_path).expect("the change log");
+    let lines: Vec<&[u8]> = log
+        .split(|&byte| byte == b'\n')
+        .filter(|line| !line.is_empty())
+        .collect();
+    let last = *lines.last().expect("the run committed changes to the log");
+    let mut damaged = log.clone();
+    damaged.extend_from_slice(b"{\"generation\": \x01garbage\n");
+    damaged.extend_from_slice(last);
+    damaged.push(b'\n');
+    std::fs::write(&log_path, &damaged).expect("damage the change log");
+
+    env.restart_daemon();
+    let admin = env.daemon.admin_address(Duration::from_secs(30));
+    wait_for_approval_state(&admin, &id, ApprovalKind::Sent);
+    let state = env.state();
+    let posts: Vec<_> = state
+        .approvals
+        .iter()
+        .filter(|approval| same_id(&approval.event_id, &id))
+        .collect();
+    assert_eq!(
+        posts.len(),
+        1,
+        "the restarted daemon forgot the approval it had sent and sent it again: {posts:?}; {}",
+        env.context()
+    );
+    assert!(!env.daemon.has_exited(), "{}", env.context());
+
+    let (path, bytes) = moved_aside(&state_dir, "journal.log.corrupt-");
+    assert_eq!(bytes, damaged, "the damaged change log is kept as it was");
+    let said = env.daemon.lines_with_message(CHANGE_LOG_QUARANTINED);
+    assert_eq!(said.len(), 1, "{}", env.context());
+    assert_eq!(said[0].text("moved_to"), path.display().to_string());
+}
+
+/// Waits until `/status` shows `event_id` with this approval state.
+fn wait_for_approval_state(admin: &str, event_id: &str, wanted: ApprovalKind) {
+    wait_for(
+        Duration::from_secs(30),
+        &format!("{event_id} {wanted:?} in /status"),
+        || {
+            let body = http_get(admin, "/status")?;
+            let status: StatusSnapshot =
+                serde_json::from_str(&body).map_err(|error| format!("{error}: {body}"))?;
+            match status
+                .events
+                .iter()
+                .find(|event| same_id(&event.id, event_id))
+            {
+                Some(event) if event.approval_state == wanted => Ok(()),
+                _ => Err(body),
+            }
+        },
+    );
 }
