@@ -17,7 +17,7 @@ use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
     ChildGuard, Daemon, PREPARE_AT_ONCE, PluginDecision, RawRequest, Simulator,
     free_loopback_address, http_get, install_bundled_plugin, now_unix_ms, read_request, same_id,
-    summarize_state, wait_for,
+    summarize_state, transition_at_unix_ms, wait_for,
 };
 
 /// Scenario speed: scenario time runs this many times faster than the wall clock.
@@ -365,17 +365,12 @@ fn lb_drain_takes_the_vm_out_of_haproxy_before_approval_and_back_after() {
 
 /// When `transition` of `event_id` happened at the simulator (Unix ms).
 fn transition_unix_ms(state: &StateSnapshot, event_id: &str, transition: Transition) -> u64 {
-    state
-        .history
-        .iter()
-        .find(|record| same_id(&record.event_id, event_id) && record.transition == transition)
-        .map(|record| record.at_unix_ms)
-        .unwrap_or_else(|| {
-            panic!(
-                "no {transition:?} of {event_id}: {}",
-                summarize_state(state)
-            )
-        })
+    transition_at_unix_ms(state, event_id, transition).unwrap_or_else(|| {
+        panic!(
+            "no {transition:?} of {event_id}: {}",
+            summarize_state(state)
+        )
+    })
 }
 
 #[test]

@@ -8,7 +8,8 @@
 //!   ([`Setup`]), [`TestEnvBuilder::start`] also starts the daemon ([`TestEnv`]);
 //! - [`Daemon`]: `forewarn run` with its JSON log read live; the oracles match the log's
 //!   `message` field for equality with [`forewarn_host::log_messages`] constants;
-//! - checks shared by every file: [`same_id`], [`transition_at`], [`accepted_approvals`],
+//! - checks shared by every file: [`same_id`], [`transition_at`] (and
+//!   [`transition_at_unix_ms`]), [`accepted_approvals`],
 //!   [`assert_polite`], [`now_unix_ms`], [`wait_for`].
 //!
 //! The binary's path comes from the caller, once per test file: [`forewarn_binary!`](crate::forewarn_binary)
@@ -67,6 +68,19 @@ pub fn transition_at(state: &StateSnapshot, event_id: &str, transition: Transiti
         .iter()
         .find(|record| same_id(&record.event_id, event_id) && record.transition == transition)
         .map(|record| record.at_scenario_ms)
+}
+
+/// When `transition` of `event_id` first happened at the simulator, in Unix ms.
+pub fn transition_at_unix_ms(
+    state: &StateSnapshot,
+    event_id: &str,
+    transition: Transition,
+) -> Option<u64> {
+    state
+        .history
+        .iter()
+        .find(|record| same_id(&record.event_id, event_id) && record.transition == transition)
+        .map(|record| record.at_unix_ms)
 }
 
 /// The accepted approvals of `event_id` at the simulator, oldest first.
@@ -771,10 +785,26 @@ impl Daemon {
         Daemon::spawn(shell, binary, config)
     }
 
-    fn spawn(mut command: Command, binary: &Path, config: &Path) -> Daemon {
+    /// [`Daemon::start`] with more `forewarn run` arguments after `--config PATH`, e.g. the
+    /// flags that override the config file (`--imds-url URL`, `--vm-name NAME`, …).
+    pub fn start_with_args(binary: &Path, config: &Path, args: &[&str]) -> Daemon {
+        Daemon::spawn_with_args(Command::new(binary), binary, config, args)
+    }
+
+    fn spawn(command: Command, binary: &Path, config: &Path) -> Daemon {
+        Daemon::spawn_with_args(command, binary, config, &[])
+    }
+
+    fn spawn_with_args(
+        mut command: Command,
+        binary: &Path,
+        config: &Path,
+        args: &[&str],
+    ) -> Daemon {
         let mut child = command
             .args(["--log-format", "json", "run", "--config"])
             .arg(config)
+            .args(args)
             .env("FOREWARN_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
