@@ -191,8 +191,11 @@ impl Set {
         if setup.auth {
             etcd.enable_auth();
         }
+        // The clock starts at the first daemon's first poll: the notices are not eaten by
+        // three daemons starting on a loaded machine.
         let simulator = Simulator::builder(forewarn_binary!())
             .scenario_text(scenario)
+            .start_on_first_poll()
             .start();
         let mut set = Set {
             dir,
@@ -322,8 +325,9 @@ impl Set {
     /// approval POST; returns that approval.
     fn the_one_approval(&self, vms: &[&str]) -> ApprovalRecord {
         let state = self.wait_for_approval();
+        // However long it takes on a loaded machine: each daemon must see the event Started.
         wait_until(
-            Duration::from_secs(5),
+            WAIT,
             &format!("{vms:?} to see the event started"),
             || {
                 vms.iter()

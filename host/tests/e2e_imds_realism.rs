@@ -87,6 +87,7 @@ fn start_with_probe(scenario: &str, speed: f64, mode: &str) -> TestEnv {
         .plugins(&[ProbePlugin::new("probe", mode)])
         .policy(&[SAFETY_MARGIN])
         .wait(WAIT)
+        .start_on_first_poll()
         .start()
 }
 
@@ -299,7 +300,8 @@ fn a_2017_03_01_document_with_underscored_names_is_prepared_and_approved() {
     let scenario = "api-2017-03-01";
     let shape = load_scenario(scenario).expect("built in").shape;
     assert_eq!(shape.as_deref(), Some("2017-03-01"));
-    let env = start_with_probe(scenario, 30.0, "approve");
+    // Speed 10: the event's minute is 6 s (wall), long enough to hear `started` under load.
+    let env = start_with_probe(scenario, 10.0, "approve");
     let id = stable_event_id(scenario, 0);
     let decisions = env.wait_for_phase(&id, "probe", "ended-after-start");
     let state = env.state();

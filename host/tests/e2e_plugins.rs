@@ -23,7 +23,7 @@ use forewarn_test_support::harness::{
 /// Scenario speed: scenario time runs this many times faster than the wall clock.
 const SPEED: f64 = 10.0;
 
-/// A platform Reboot for vm-a appearing 6 s (wall) after the simulator starts, with a 90 s
+/// A platform Reboot for vm-a appearing 6 s (wall) after the daemon's first poll, with a 90 s
 /// (wall) notice, running 3 s (wall) once approved, then removed.
 const REBOOT_SCENARIO: &str = r#"
 name = "bundled-plugins-reboot"
@@ -53,6 +53,7 @@ impl Setup {
         let simulator = Simulator::builder(forewarn_binary!())
             .scenario_text(scenario)
             .speed(SPEED)
+            .start_on_first_poll()
             .start();
         Setup { dir, simulator }
     }
@@ -194,7 +195,7 @@ impl Haproxy {
     /// thread and may record UP a moment after HAProxy reports it.
     fn wait_up_since(&self, since: u64) -> (u64, String) {
         wait_for(
-            Duration::from_secs(10),
+            Duration::from_secs(30),
             "HAProxy to see vm-a UP again after the event ended",
             || {
                 let history = self.history();
@@ -294,17 +295,20 @@ fn lb_drain_takes_the_vm_out_of_haproxy_before_approval_and_back_after() {
         "subscribe = [\"Freeze\", \"Reboot\", \"Redeploy\", \"Preempt\", \"Terminate\"]\n\
          budget = \"5s\"\n[config]\ndrain-seconds = 3\n[capabilities]\nreadiness = true\n",
     );
-    let daemon = setup.start_daemon("");
-    let admin = admin_address(&daemon);
+    // HAProxy first, checking the admin address the daemon is about to take: it sees vm-a
+    // UP as soon as the daemon answers, long before the event appears (6 s after the
+    // daemon's first poll).
+    let admin = free_loopback_address();
     let haproxy = Haproxy::start(setup.dir.path(), &admin);
-    wait_for(Duration::from_secs(10), "HAProxy to see vm-a UP", || {
-        let status = haproxy.status();
-        if status == "UP" { Ok(()) } else { Err(status) }
-    });
-    assert!(
-        daemon.decisions().is_empty(),
-        "the event appeared before HAProxy saw the backend UP; {}",
-        daemon.describe_for_failure()
+    let daemon = setup.start_daemon_listening(&admin, "");
+    assert_eq!(admin_address(&daemon), admin);
+    let up_at = wait_for(
+        Duration::from_secs(30),
+        "HAProxy to see vm-a UP",
+        || match haproxy.status().as_str() {
+            "UP" => Ok(now_unix_ms()),
+            other => Err(other.to_owned()),
+        },
     );
 
     let first_defer = wait_for_phase(&daemon, "lb-drain", "prepare", Duration::from_secs(30));
@@ -313,17 +317,28 @@ fn lb_drain_takes_the_vm_out_of_haproxy_before_approval_and_back_after() {
         first_defer.reason.starts_with("draining: "),
         "{first_defer:?}"
     );
+    let appeared_at = transition_unix_ms(
+        &setup.simulator.state(),
+        &first_defer.event_id,
+        Transition::Appeared,
+    );
+    assert!(
+        up_at < appeared_at,
+        "the event appeared at {appeared_at}, before HAProxy saw vm-a UP at {up_at}"
+    );
     let approved_at = approval_time(&setup.simulator, &daemon);
     let history_at_approval: Vec<_> = haproxy
         .history()
         .into_iter()
-        .filter(|(at, _)| *at <= approved_at)
+        .filter(|(at, _)| *at >= appeared_at && *at <= approved_at)
         .collect();
     assert!(
         history_at_approval
             .iter()
             .any(|(_, status)| status == "DOWN"),
-        "HAProxy never saw vm-a DOWN before forewarn approved at {approved_at}: {history_at_approval:?}"
+        "HAProxy never saw vm-a DOWN between the event's appearance at {appeared_at} and the \
+         approval at {approved_at}: {:?}",
+        haproxy.history()
     );
     assert_eq!(
         history_at_approval
@@ -658,7 +673,7 @@ fn graceful_shutdown_stops_the_app_before_approval_and_starts_it_after() {
         "{}",
         daemon.describe_for_failure()
     );
-    wait_for(Duration::from_secs(5), "the app to die", || {
+    wait_for(Duration::from_secs(30), "the app to die", || {
         if is_running(first_pid) {
             Err(format!("pid {first_pid} still runs"))
         } else {
@@ -762,8 +777,9 @@ fn plugins_are_refused_hosts_and_actions_they_were_not_granted() {
 // ---------------------------------------------------------------------------------------
 // Readiness across a restart (docs/operations.md, "Readiness across restarts")
 
-/// A platform Reboot appearing 6 s (wall) after the simulator starts that runs 10 s (wall)
-/// once approved: room to kill and restart the daemon while the VM is about to reboot.
+/// A platform Reboot appearing 6 s (wall) after the daemon's first poll that runs 60 s (wall)
+/// once approved, unless the test ends it sooner: room to kill and restart the daemon while
+/// the VM is about to reboot, however slowly the restarted daemon comes up.
 const LONG_REBOOT_SCENARIO: &str = r#"
 name = "bundled-plugins-long-reboot"
 end_after = "5s"
@@ -773,7 +789,7 @@ type = "Reboot"
 source = "Platform"
 appear_at = "60s"
 notice = "15m"
-runs_for = "100s"
+runs_for = "10m"
 "#;
 
 #[test]
@@ -789,13 +805,14 @@ fn readiness_hold_survives_a_sigkill_mid_drain_and_haproxy_keeps_the_vm_down() {
     let mut first = setup.start_daemon_listening(&admin, "");
     assert_eq!(admin_address(&first), admin);
     let haproxy = Haproxy::start(setup.dir.path(), &admin);
-    wait_for(Duration::from_secs(10), "HAProxy to see vm-a UP", || {
+    wait_for(Duration::from_secs(30), "HAProxy to see vm-a UP", || {
         let status = haproxy.status();
         if status == "UP" { Ok(()) } else { Err(status) }
     });
 
     // The approval went out, so the journal says lb-drain prepared (and holds readiness).
     approval_time(&setup.simulator, &first);
+    let event_id = setup.simulator.state().approvals[0].event_id.clone();
     first.kill();
     let killed_at = now_unix_ms();
 
@@ -809,6 +826,8 @@ fn readiness_hold_survives_a_sigkill_mid_drain_and_haproxy_keeps_the_vm_down() {
             Ok::<_, String>(readyz(&admin))
         },
     );
+    // The reboot is over only now, whatever the restart took.
+    setup.simulator.end_event(&event_id);
     let ended = wait_for_phase(
         &second,
         "lb-drain",

@@ -6,8 +6,6 @@
 //! Each asserts at the simulator (requests, approvals), the admin endpoint (`/status`,
 //! `/status/history`) or the files, not on the daemon's word alone.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -43,23 +41,6 @@ fn admin_only_config(dir: &Path, extra: &str) -> std::path::PathBuf {
     )
     .expect("write the config");
     path
-}
-
-/// `POST path` with an empty JSON object to a simulator console endpoint; the status line.
-fn console_post(address: &str, path: &str) -> String {
-    let mut stream = TcpStream::connect(address).expect("connect to the simulator");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("read timeout");
-    write!(
-        stream,
-        "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
-         Content-Length: 2\r\nConnection: close\r\n\r\n{{}}"
-    )
-    .expect("send");
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).expect("read");
-    answer.lines().next().unwrap_or_default().to_owned()
 }
 
 /// The `plugin-answered` and `plugin-log` entries of `plugin` for `event_id` in
@@ -210,8 +191,7 @@ fn the_readme_example_plugin_runs_as_the_readme_says() {
     // The reboot is over: the plugin recovers, after the event left the document.
     let started = simulator.wait_for_transition(WAIT, &id, Transition::Started);
     assert!(unix_ms_of(&started, &id, Transition::Started) >= approvals[0].at_unix_ms);
-    let ended = console_post(simulator.address(), &format!("/simulator/events/{id}/end"));
-    assert!(ended.contains(" 200"), "ending the reboot: {ended}");
+    simulator.end_event(&id);
     let removed = simulator.wait_for_transition(WAIT, &id, Transition::Removed);
     let removed_at = unix_ms_of(&removed, &id, Transition::Removed);
     let seen = wait_for(WAIT, "the plugin to hear `ended-after-start`", || {
@@ -437,22 +417,11 @@ fn a_plugin_granted_the_imds_address_is_refused_by_the_daemon() {
     );
 }
 
-/// README, "The IMDS simulator": "Twenty-three scenarios are built in (`--list`…)". The
-/// number in words must be what `forewarn simulate --list` lists.
+/// README, "The IMDS simulator": "Twenty-three scenarios are built in (`--list`…)", and
+/// host/simulator/SCENARIOS.md: "Twenty-three are built in". The number in words must be
+/// what `forewarn simulate --list` lists.
 #[test]
-fn the_readme_states_the_number_of_built_in_scenarios() {
-    let readme = include_str!("../../README.md");
-    let sentence = readme
-        .split(". ")
-        .find(|sentence| sentence.contains("scenarios are built in"))
-        .expect("the README says how many scenarios are built in");
-    let words: Vec<&str> = sentence.split_whitespace().collect();
-    let position = words
-        .iter()
-        .position(|word| *word == "scenarios")
-        .expect("a count before `scenarios`");
-    let stated = number_in_words(words[position - 1])
-        .unwrap_or_else(|| panic!("not a number in words: {:?}", words[position - 1]));
+fn the_docs_state_the_number_of_built_in_scenarios() {
     let output = Command::new(forewarn())
         .args(["simulate", "--list"])
         .output()
@@ -462,10 +431,33 @@ fn the_readme_states_the_number_of_built_in_scenarios() {
         .lines()
         .filter(|line| !line.trim().is_empty())
         .count();
-    assert_eq!(
-        stated, listed,
-        "the README says {stated} scenarios are built in; `forewarn simulate --list` lists {listed}"
-    );
+    for (file, text, marker) in [
+        (
+            "README.md",
+            include_str!("../../README.md"),
+            " scenarios are built in",
+        ),
+        (
+            "host/simulator/SCENARIOS.md",
+            include_str!("../simulator/SCENARIOS.md"),
+            " are built in;",
+        ),
+    ] {
+        // One space between words, as Markdown renders it (the lines wrap anywhere).
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let before = text
+            .split(marker)
+            .next()
+            .filter(|before| before.len() < text.len())
+            .unwrap_or_else(|| panic!("{file} does not say how many scenarios{marker}"));
+        let word = before.split_whitespace().last().unwrap_or_default();
+        let stated = number_in_words(word)
+            .unwrap_or_else(|| panic!("{file}: not a number in words: {word:?}"));
+        assert_eq!(
+            stated, listed,
+            "{file} says {stated} scenarios are built in; `forewarn simulate --list` lists {listed}"
+        );
+    }
 }
 
 /// "Twenty-three" → 23 (one to ninety-nine, any case).
