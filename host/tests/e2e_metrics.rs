@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use forewarn_simulator::{Transition, stable_event_id};
+use forewarn_simulator::{RequestRecord, StateSnapshot, Transition, stable_event_id};
 use forewarn_test_support::harness::{
     ProbePlugin, Setup, TestEnv, accepted_approvals, http_get, install_bundled_plugin,
     summarize_state, wait_for,
@@ -57,6 +57,14 @@ fn one_event(name: &str, event_type: &str, keys: &str) -> String {
     format!(
         "name = \"{name}\"\nend_after = \"1s\"\n\n[[events]]\ntype = \"{event_type}\"\n{keys}\n"
     )
+}
+
+/// The GETs of scheduledevents the simulator answered.
+fn polls(state: &StateSnapshot) -> impl Iterator<Item = &RequestRecord> {
+    state
+        .requests
+        .iter()
+        .filter(|request| request.method == "GET" && request.path.ends_with("/scheduledevents"))
 }
 
 /// The environment prepared (simulator running, config written), the daemon not started.
@@ -325,4 +333,38 @@ fn a_plugin_that_fails_to_load_shows_in_status_the_log_and_the_metrics_until_fix
     let body = http_get(&admin, "/status").expect("/status");
     let status: serde_json::Value = serde_json::from_str(&body).expect("JSON");
     assert_eq!(status["load_errors"], serde_json::json!([]), "{body}");
+}
+
+/// `forewarn_imds_poll_errors_total{kind="server"}` counts the polls IMDS answered 503 (as
+/// many as the simulator served) and `forewarn_imds_consecutive_failures` is back to 0 once
+/// a poll succeeds.
+#[test]
+fn failed_polls_are_counted_by_kind_and_the_streak_ends_with_a_success() {
+    let scenario = format!(
+        "{}\n[[faults]]\nkind = \"status\"\nstatus = 503\nfirst_requests = 3\n",
+        one_event("failed-polls", "Reboot", "appear_at = \"1h\"")
+    );
+    let setup = prepare(&scenario, 1.0, &[], &[]);
+    let daemon = setup.start_daemon();
+    let admin = daemon.admin_address(WAIT);
+    let state = setup
+        .simulator
+        .wait_for_state(WAIT, "a document served after the 503s", |state| {
+            polls(state).any(|request| request.status == 200)
+        });
+    let refused = polls(&state)
+        .filter(|request| request.status == 503)
+        .count();
+    assert_eq!(refused, 3, "{}", summarize_state(&state));
+    let text = wait_for_metric(&admin, "forewarn_imds_documents_total", 1.0);
+    assert_eq!(
+        metric(&text, "forewarn_imds_poll_errors_total{kind=\"server\"}"),
+        3.0,
+        "{text}"
+    );
+    assert_eq!(
+        metric(&text, "forewarn_imds_consecutive_failures"),
+        0.0,
+        "{text}"
+    );
 }
