@@ -1,10 +1,16 @@
 //! Compiles the test guests (tests/guests/*) into wasm components and writes
-//! `$OUT_DIR/guests.rs` with a path constant for each (`PROBE`, `OTHER_WORLD`, `NOOP`).
+//! `$OUT_DIR/guests.rs` with a path constant for each (`PROBE`, `OTHER_WORLD`, `NOOP`,
+//! `NOTICE`).
 
 use std::path::PathBuf;
 
 /// The guest packages; each constant is the package name without `-guest`.
-const GUESTS: &[&str] = &["probe-guest", "other-world-guest", "noop-guest"];
+const GUESTS: &[&str] = &[
+    "probe-guest",
+    "other-world-guest",
+    "noop-guest",
+    "notice-guest",
+];
 
 fn main() {
     let mut built = forewarn_wasm_build::build_components(GUESTS);

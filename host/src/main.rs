@@ -185,6 +185,10 @@ struct SimulateArgs {
     /// Keep serving after the scenario is over (until Ctrl-C).
     #[arg(long)]
     stay: bool,
+    /// Hold the scenario's clock at 0 until the first GET of scheduledevents: a daemon that
+    /// takes a while to start still sees every event from its start.
+    #[arg(long)]
+    start_on_first_poll: bool,
 }
 
 #[derive(Subcommand)]
@@ -584,6 +588,9 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
     })
     .await
     .context("cannot start the simulator")?;
+    if args.start_on_first_poll {
+        simulator.hold_until_first_poll();
+    }
     say(&format!(
         "simulating IMDS at {} (scenario {}, speed {}x)",
         simulator.base_url(),

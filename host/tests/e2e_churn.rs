@@ -107,9 +107,15 @@ struct Churn {
 
 impl Churn {
     fn start(scenario: &str) -> Churn {
+        Churn::start_at(scenario, SPEED)
+    }
+
+    /// [`Churn::start`] at `speed`; the scenario's clock starts at the daemon's first poll.
+    fn start_at(scenario: &str, speed: f64) -> Churn {
         let setup = TestEnv::builder(forewarn_binary!())
             .scenario_text(scenario)
-            .speed(SPEED)
+            .speed(speed)
+            .start_on_first_poll()
             .prepare();
         let lb_drain = bundled_plugins()
             .into_iter()
@@ -132,7 +138,7 @@ impl Churn {
         let state = self
             .setup
             .simulator
-            .wait_for_transition(WAIT * 2, event_id, transition);
+            .wait_for_transition(WAIT * 4, event_id, transition);
         record_ms(&state, event_id, transition).expect("waited for it")
     }
 
@@ -162,6 +168,16 @@ impl Churn {
     /// Asserts every sample wholly inside `[from_ms, until_ms)` answered 503, and that there
     /// were some.
     fn assert_held(&self, what: &str, from_ms: u64, until_ms: u64) {
+        self.assert_every_sample(what, from_ms, until_ms, false);
+    }
+
+    /// Asserts every sample wholly inside `[from_ms, until_ms)` answered 200, and that there
+    /// were some.
+    fn assert_ready(&self, what: &str, from_ms: u64, until_ms: u64) {
+        self.assert_every_sample(what, from_ms, until_ms, true);
+    }
+
+    fn assert_every_sample(&self, what: &str, from_ms: u64, until_ms: u64, ready: bool) {
         let inside: Vec<Sample> = self
             .readyz
             .samples()
@@ -172,12 +188,20 @@ impl Churn {
             !inside.is_empty(),
             "{what}: no /readyz sample between {from_ms} and {until_ms}"
         );
-        let released: Vec<&Sample> = inside.iter().filter(|s| s.ready).collect();
+        let wrong: Vec<u64> = inside
+            .iter()
+            .filter(|s| s.ready != ready)
+            .map(|s| s.sent_ms)
+            .collect();
+        let (expected, answered) = if ready {
+            ("200", "503")
+        } else {
+            ("503", "200")
+        };
         assert!(
-            released.is_empty(),
-            "{what}: /readyz answered 200 at {:?} while it should hold (from {from_ms} until \
-             {until_ms})\n{}",
-            released.iter().map(|s| s.sent_ms).collect::<Vec<_>>(),
+            wrong.is_empty(),
+            "{what}: /readyz answered {answered} at {wrong:?} where it should answer {expected} \
+             (from {from_ms} until {until_ms})\n{}",
             self.daemon.describe_for_failure()
         );
     }
@@ -228,10 +252,22 @@ resources = ["vm-b"]
         .map(|line| line.at_unix_ms)
         .expect("the daemon logged the reschedule before lb-drain heard the end");
     churn.assert_held("while vm-a was named", drained, rescheduled);
-    let last = churn.readyz.latest().expect("sampled");
+    // Back in rotation because of the reschedule, before the cancel, and it stays there.
+    let back = churn
+        .readyz
+        .samples()
+        .into_iter()
+        .find(|sample| sample.ready && sample.sent_ms >= drained)
+        .expect("waited for /readyz 200 above");
     assert!(
-        last.ready,
-        "vm-a stays out of rotation after the reschedule"
+        back.answered_ms < canceled,
+        "vm-a came back in rotation only at the cancel ({} ≥ {canceled}), not at the reschedule",
+        back.answered_ms
+    );
+    churn.assert_ready(
+        "from the reschedule's release until the cancel",
+        back.sent_ms,
+        canceled,
     );
 }
 
@@ -252,10 +288,13 @@ fn swap_scenario(count: usize) -> String {
     text
 }
 
+/// Each event lives one 6 s step: at speed 5 that is 1.2 s of wall time, about five polls,
+/// so the daemon sees every one of them even when the machine is loaded (at speed 10 it
+/// would be two polls).
 #[test]
 fn the_vm_stays_drained_when_one_event_is_swapped_for_another_fifty_times() {
     const EVENTS: usize = 51;
-    let churn = Churn::start(&swap_scenario(EVENTS));
+    let churn = Churn::start_at(&swap_scenario(EVENTS), 5.0);
     let id = |index: usize| format!("CHURN-{index:02}");
     let last_ended = churn.transition_ms(&id(EVENTS - 1), Transition::Canceled);
     churn.wait_ready(true);

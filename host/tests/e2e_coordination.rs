@@ -179,6 +179,11 @@ struct Set {
 
 impl Set {
     fn start(setup: &Setup) -> Set {
+        Set::start_playing(setup, &scenario_text(setup.notice))
+    }
+
+    /// [`Set::start`] with the simulator playing `scenario` (named [`SCENARIO`]).
+    fn start_playing(setup: &Setup, scenario: &str) -> Set {
         let dir = TempDir::new().expect("temp dir");
         let pki = (setup.tls != Tls::Off).then(Pki::generate);
         let other_pki = (setup.tls == Tls::WrongCa).then(Pki::generate);
@@ -186,8 +191,11 @@ impl Set {
         if setup.auth {
             etcd.enable_auth();
         }
+        // The clock starts at the first daemon's first poll: the notices are not eaten by
+        // three daemons starting on a loaded machine.
         let simulator = Simulator::builder(forewarn_binary!())
-            .scenario_text(&scenario_text(setup.notice))
+            .scenario_text(scenario)
+            .start_on_first_poll()
             .start();
         let mut set = Set {
             dir,
@@ -317,8 +325,9 @@ impl Set {
     /// approval POST; returns that approval.
     fn the_one_approval(&self, vms: &[&str]) -> ApprovalRecord {
         let state = self.wait_for_approval();
+        // However long it takes on a loaded machine: each daemon must see the event Started.
         wait_until(
-            Duration::from_secs(5),
+            WAIT,
             &format!("{vms:?} to see the event started"),
             || {
                 vms.iter()
@@ -653,4 +662,276 @@ fn a_forged_approval_key_naming_this_vm_is_not_acted_on() {
         });
     assert_eq!(approval_posts(&started), 0, "{}", set.describe());
     assert!(started.approvals.is_empty(), "{}", set.describe());
+}
+
+// ---- the barrier's deadline, dead-vm = "hold", reschedules, etcd coming back -----------------
+
+impl Etcd {
+    /// The value of `key`, or None when etcd has no such key.
+    fn value(&self, key: &str) -> Option<String> {
+        let output = self.etcdctl(&["get", "--print-value-only", key]);
+        assert!(output.status.success(), "etcdctl get {key}: {output:?}");
+        let text = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+        (!text.is_empty()).then_some(text)
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`) to the etcd process.
+    fn signal(&self, signal: &str) {
+        let sent = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.process.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -{signal} etcd");
+    }
+}
+
+impl Set {
+    /// `{prefix}/events/{id}/ready/{vm}`: the NotBefore (Unix ms) `vm` recorded ready for.
+    fn ready_record(&self, vm: &str) -> Option<u64> {
+        let key = format!("/forewarn/events/{}/ready/{vm}", self.event_id);
+        self.etcd.value(&key).map(|value| {
+            value
+                .parse()
+                .unwrap_or_else(|error| panic!("{key} = {value:?}: {error}"))
+        })
+    }
+
+    /// When the simulator recorded `transition` of the set's event (Unix ms), if it did.
+    fn transition_ms(&self, state: &StateSnapshot, transition: Transition) -> Option<u64> {
+        state
+            .history
+            .iter()
+            .find(|record| record.event_id == self.event_id && record.transition == transition)
+            .map(|record| record.at_unix_ms)
+    }
+}
+
+/// `deadline = "12s"`: vm-c never gets ready, so without the deadline nobody would approve;
+/// with it the leader approves 12 s before NotBefore (no earlier), once, and the event
+/// starts then rather than at NotBefore. NotBefore is what the fast VMs recorded in etcd.
+#[test]
+fn the_deadline_lets_the_leader_approve_without_a_vm_that_never_gets_ready() {
+    let _serial = lock();
+    let set = Set::start(&Setup {
+        notice: "20s",
+        slow_attempts: 100_000,
+        coordination: &["deadline = \"12s\""],
+        auth: false,
+        tls: Tls::Off,
+    });
+    let (leader, _) = set.wait_for_one_leader();
+    let not_before = set
+        .ready_record(&leader)
+        .expect("the leader recorded ready");
+    let approval = set.the_one_approval(&VMS);
+    assert!(approval.accepted, "{}", set.describe());
+    assert_eq!(approval.vm, leader, "the leader approves");
+    assert!(
+        approval.at_unix_ms >= not_before - 12_000,
+        "approved {} ms before NotBefore, earlier than the 12 s deadline\n{}",
+        not_before.saturating_sub(approval.at_unix_ms),
+        set.describe()
+    );
+    assert!(
+        approval.at_unix_ms < not_before,
+        "approved only at NotBefore\n{}",
+        set.describe()
+    );
+    assert_eq!(set.ready_record("vm-c"), None, "vm-c never got ready");
+    let state = set.simulator.state();
+    let started = set
+        .transition_ms(&state, Transition::Started)
+        .expect("started");
+    assert!(started < not_before, "{}", set.describe());
+}
+
+/// `dead-vm = "hold"`: the leader records ready and dies (its lease, and with it its ready
+/// key, ends); vm-c gets ready later. The dead VM holds the event: nobody approves, and it
+/// starts at NotBefore. (The same with `counts-as-ready` is approved by the survivor:
+/// `killing_the_leader_hands_over_within_the_lease_ttl_and_approves_once`.)
+#[test]
+fn dead_vm_hold_keeps_a_vm_that_died_ready_holding_the_event() {
+    let _serial = lock();
+    let mut set = Set::start(&Setup {
+        notice: "25s",
+        slow_attempts: 24,
+        coordination: &["dead-vm = \"hold\""],
+        auth: false,
+        tls: Tls::Off,
+    });
+    let (leader, _) = set.wait_for_one_leader();
+    assert_eq!(
+        set.ready_record("vm-c"),
+        None,
+        "vm-c must still be preparing"
+    );
+    set.daemon_mut(&leader).kill();
+    let survivor = if leader == "vm-a" { "vm-b" } else { "vm-a" };
+    wait_until(
+        WAIT,
+        "vm-c ready and the dead leader's ready record gone with its lease",
+        || set.ready_record("vm-c").is_some() && set.ready_record(&leader).is_none(),
+        || set.describe(),
+    );
+    let was_ready = format!("/forewarn/events/{}/was-ready/{leader}", set.event_id);
+    assert_eq!(set.etcd.value(&was_ready).as_deref(), Some(leader.as_str()));
+    let state = set.simulator.state();
+    assert!(
+        set.transition_ms(&state, Transition::Started).is_none(),
+        "the event started before the barrier was tested\n{}",
+        set.describe()
+    );
+    assert!(set.ready_record(survivor).is_some(), "{}", set.describe());
+
+    let state = wait_for(WAIT, "the event to start at NotBefore", || {
+        let state = set.simulator.state();
+        match set.transition_ms(&state, Transition::Started) {
+            Some(_) => Ok(state),
+            None => Err(set.describe()),
+        }
+    });
+    assert!(
+        state.approvals.is_empty(),
+        "approved although the dead VM holds the event:\n{}",
+        set.describe()
+    );
+    assert_eq!(approval_posts(&state), 0, "{}", set.describe());
+}
+
+/// A reschedule while vm-c still prepares: each VM withdraws its ready record and prepares
+/// again, so the records in etcd name the new NotBefore, and the one approval comes after
+/// the reschedule, once all three recorded ready for the new NotBefore.
+#[test]
+fn a_rescheduled_event_is_approved_once_every_vm_is_ready_for_the_new_not_before() {
+    let _serial = lock();
+    let scenario = format!(
+        "{}\n[[events.reschedule]]\nat = \"5s\"\nnotice = \"40s\"\n",
+        scenario_text("30s")
+    );
+    let set = Set::start_playing(
+        &Setup {
+            notice: "30s",
+            slow_attempts: 24,
+            coordination: &[],
+            auth: false,
+            tls: Tls::Off,
+        },
+        &scenario,
+    );
+    let (leader, _) = set.wait_for_one_leader();
+    let before = set
+        .ready_record(&leader)
+        .expect("the leader recorded ready");
+    assert_eq!(
+        set.ready_record("vm-c"),
+        None,
+        "vm-c must still be preparing"
+    );
+    let rescheduled =
+        set.simulator
+            .wait_for_transition(WAIT, &set.event_id, Transition::Rescheduled);
+    assert!(
+        rescheduled.approvals.is_empty(),
+        "approved before the reschedule\n{}",
+        set.describe()
+    );
+    // Until the approval, look at etcd after each look at the simulator: once an approval
+    // is seen, every ready record must already name the new NotBefore.
+    let records_at_approval = wait_for(WAIT, "the approval at the simulator", || {
+        let approved = !set.simulator.state().approvals.is_empty();
+        let records: Vec<Option<u64>> = VMS.iter().map(|vm| set.ready_record(vm)).collect();
+        match approved {
+            true => Ok(records),
+            false => Err(format!("ready records {records:?}; {}", set.describe())),
+        }
+    });
+    let after = records_at_approval[0].expect("vm-a ready for the new NotBefore");
+    // From 2 s + 30 s to 5 s + 40 s: 13 s later (each NotBefore cut to whole seconds).
+    assert!(
+        (12_000..=14_000).contains(&(after - before)),
+        "the records name the new NotBefore: moved {} ms, not 13 s",
+        after - before
+    );
+    assert_eq!(
+        records_at_approval,
+        [Some(after); 3],
+        "every VM was ready for the new NotBefore when the approval came\n{}",
+        set.describe()
+    );
+    let approval = set.the_one_approval(&VMS);
+    assert!(approval.accepted);
+    let state = set.simulator.state();
+    let moved_at = set
+        .transition_ms(&state, Transition::Rescheduled)
+        .expect("rescheduled");
+    assert!(approval.at_unix_ms > moved_at, "{}", set.describe());
+    assert!(
+        approval.at_unix_ms < after,
+        "approved before the new NotBefore"
+    );
+}
+
+/// etcd stops answering mid-event (SIGSTOP: requests hang until they time out, longer than
+/// the lease TTL) and comes back (SIGCONT) before NotBefore: the daemons recover — new
+/// leases, ready records, a leader — and the event is approved once, after etcd came back
+/// and after vm-c got ready, and before NotBefore.
+#[test]
+fn etcd_coming_back_mid_event_lets_the_set_approve_once() {
+    let _serial = lock();
+    let set = Set::start(&Setup {
+        notice: "45s",
+        slow_attempts: 24,
+        coordination: &[],
+        auth: false,
+        tls: Tls::Off,
+    });
+    let (leader, _) = set.wait_for_one_leader();
+    let not_before = set
+        .ready_record(&leader)
+        .expect("the leader recorded ready");
+    assert_eq!(
+        set.ready_record("vm-c"),
+        None,
+        "vm-c must still be preparing"
+    );
+    set.etcd.signal("STOP");
+    wait_until(
+        WAIT,
+        "every daemon to find etcd unreachable and vm-c's plugins to approve",
+        || {
+            set.prepared_at("vm-c").is_some()
+                && VMS.iter().all(|vm| {
+                    set.daemon(vm)
+                        .lines()
+                        .iter()
+                        .any(|line| line.message().starts_with(UNREACHABLE_PREFIX))
+                })
+        },
+        || set.describe(),
+    );
+    assert!(
+        set.simulator.state().approvals.is_empty(),
+        "approved while etcd was unreachable\n{}",
+        set.describe()
+    );
+    let resumed_at = now_unix_ms();
+    set.etcd.signal("CONT");
+    let approval = set.the_one_approval(&VMS);
+    assert!(approval.accepted, "{}", set.describe());
+    assert!(
+        approval.at_unix_ms >= resumed_at,
+        "approved before etcd came back\n{}",
+        set.describe()
+    );
+    assert!(
+        approval.at_unix_ms < not_before,
+        "the event was left to start at NotBefore\n{}",
+        set.describe()
+    );
+    assert_eq!(
+        set.ready_record("vm-c"),
+        Some(not_before),
+        "vm-c recorded ready once etcd answered"
+    );
 }

@@ -26,7 +26,9 @@ const SAFETY_MARGIN: &str = "safety-margin-ms = 300";
 type World = TestEnv;
 
 /// The simulator on `scenario` at `speed`, `plugins`, and a config for vm-a with `policy`
-/// lines plus the small safety margin; the daemon not yet started.
+/// lines plus the small safety margin; the daemon not yet started. The scenario's clock
+/// starts at the daemon's first poll, so a notice of a few seconds (wall) is not eaten by a
+/// slow start on a busy machine.
 fn world_builder(
     scenario: &str,
     speed: f64,
@@ -40,6 +42,7 @@ fn world_builder(
         .policy(policy)
         .policy(&[SAFETY_MARGIN])
         .wait(WAIT)
+        .start_on_first_poll()
 }
 
 /// [`world_builder`], started.
@@ -80,6 +83,8 @@ fn first_index(
 
 /// The lifecycle every approving plugin sees for an event it approves: prepare (approved at
 /// IMDS by vm-a, exactly once, before NotBefore), then started, then ended-after-start.
+/// `speed` leaves the event at least 3 s (wall) Started, so the plugin hears `started`
+/// whatever the machine's load (a one-minute Freeze runs at speed 10, not 100).
 fn assert_approved_lifecycle(scenario: &str, speed: f64, notice_ms: u64) {
     let world = start_world(
         scenario,
@@ -123,12 +128,12 @@ fn assert_approved_lifecycle(scenario: &str, speed: f64, notice_ms: u64) {
 
 #[test]
 fn live_migration_is_prepared_approved_and_recovered() {
-    assert_approved_lifecycle("live-migration", 100.0, 15 * MINUTE_MS);
+    assert_approved_lifecycle("live-migration", 10.0, 15 * MINUTE_MS);
 }
 
 #[test]
 fn host_agent_maintenance_is_prepared_approved_and_recovered() {
-    assert_approved_lifecycle("host-agent-maintenance", 100.0, 15 * MINUTE_MS);
+    assert_approved_lifecycle("host-agent-maintenance", 10.0, 15 * MINUTE_MS);
 }
 
 #[test]
@@ -331,14 +336,24 @@ fn rescheduled_event_is_prepared_again() {
     assert!(world.state().approvals.is_empty(), "{context}");
 }
 
+/// `two-events`, with the Freeze running 10 minutes like the Reboot: at speed 100 its
+/// built-in minute is 0.6 s of wall time, too short to be sure the plugin hears `started`
+/// (it is one plugin, busy with the Reboot's calls meanwhile) on a loaded machine.
 #[test]
 fn two_events_at_once_are_handled_independently() {
-    let world = start_world(
+    let scenario = include_str!("../simulator/scenarios/two-events.toml").replacen(
+        "runs_for = \"1m\"",
+        "runs_for = \"10m\"",
+        1,
+    );
+    let world = world_builder(
         "two-events",
         100.0,
         &[ProbePlugin::new("probe", "approve")],
         &[],
-    );
+    )
+    .scenario_text(&scenario)
+    .start();
     let freeze = event_of("two-events", 0);
     let reboot = event_of("two-events", 1);
     world.wait_for_phase(&freeze, "probe", "ended-after-start");
@@ -359,12 +374,13 @@ fn two_events_at_once_are_handled_independently() {
 }
 
 /// The demo scenario: the Reboot is approved and runs its course; the Redeploy, whose
-/// plugin keeps deferring, is canceled and its plugin told so.
+/// plugin keeps deferring, is canceled and its plugin told so. At speed 10 the Reboot's
+/// minute is 6 s of wall time: long enough to be sure the plugin hears `started`.
 #[test]
 fn full_lifecycle_approves_the_reboot_and_undoes_the_canceled_redeploy() {
     let world = start_world(
         "full-lifecycle",
-        30.0,
+        10.0,
         &[
             ProbePlugin::new("reboot-ok", "approve").subscribe(&["Reboot"]),
             ProbePlugin::new("redeploy-wait", "defer").subscribe(&["Redeploy"]),
@@ -734,9 +750,10 @@ fn restart_after_sigkill_resumes_the_event() {
     assert_eq!(state.approvals.len(), 1, "{context}");
 }
 
-/// A Reboot whose GETs are held 1 s from just before it appears, so the daemon approves it
-/// and is killed before any document shows it Started (as when the VM reboots right after
-/// the approval); it ends while the daemon is down.
+/// A Reboot whose GETs are held 30 s from just before it appears until 12 s, so the daemon
+/// approves it and no document shows it Started for at least 10 s: the test kills the
+/// daemon in that time (as when the VM reboots right after the approval); it ends while the
+/// daemon is down. A GET from 12 s on is answered at once.
 const UNSEEN_START_SCENARIO: &str = r#"
 name = "unseen-start"
 end_after = "1s"
@@ -750,9 +767,12 @@ runs_for = "1s"
 
 [[faults]]
 kind = "delay"
-delay = "1s"
+delay = "30s"
 from = "1500ms"
+until = "12s"
 "#;
+/// When the GETs of [`UNSEEN_START_SCENARIO`] are answered at once again (scenario ms).
+const UNSEEN_START_HELD_UNTIL_MS: u64 = 12_000;
 
 /// The daemon approves, dies before it sees the event Started, and the event is gone when
 /// it comes back. IMDS accepted the approval, and an approved event starts (the docs allow a
@@ -793,6 +813,12 @@ fn approved_event_that_ended_while_down_is_recovered_as_started() {
     );
     assert_eq!(phases(&world.daemon.decisions(), id, "probe"), ["prepare"]);
     world.wait_for_transition(id, Transition::Removed);
+    // The next daemon's GETs are answered at once (not held 30 s).
+    world
+        .simulator()
+        .wait_for_state(WAIT, "the end of the held GETs", |state| {
+            state.now_scenario_ms >= UNSEEN_START_HELD_UNTIL_MS
+        });
     world.restart_daemon();
     let decisions = world
         .daemon
@@ -829,13 +855,11 @@ fn last_attempt(decisions: &[PluginDecision], plugin: &str) -> u32 {
 
 /// Speed of the fault scenarios.
 const FAULT_SPEED: f64 = 10.0;
-/// Scenario time at which windowed faults open: 2.5 s of wall time, by when the daemon
-/// polls (it starts in about 0.5 s); the event appears 0.5 s later.
-const FAULTS_FROM_MS: u64 = 25_000;
 
 /// A scenario for the fault tests: one Reboot appearing at 30 s with 15 min notice that
-/// runs `runs_for` once started (at speed 10: appears 3 s in, 90 s of notice), plus
-/// `extra` (`[[faults]]` tables, further events).
+/// runs `runs_for` once started (at speed 10: appears 3 s after the daemon's first poll,
+/// 90 s of notice), plus `extra` (`[[faults]]` tables, further events; the windowed ones
+/// open at 25 s, after the daemon polled a few times).
 fn fault_scenario(name: &str, runs_for: &str, extra: &str) -> String {
     format!(
         r#"
@@ -876,16 +900,6 @@ fn assert_survives_fault_with(scenario: &str, probe: ProbePlugin, ids: &[&str]) 
     let decisions = world.daemon.decisions();
     let state = world.state();
     let context = world.context();
-    let first_request_ms = state
-        .requests
-        .first()
-        .map(|request| request.at_unix_ms.saturating_sub(state.started_at_unix_ms))
-        .expect("requests");
-    assert!(
-        first_request_ms < FAULTS_FROM_MS / FAULT_SPEED as u64,
-        "the daemon first polled {first_request_ms} ms into the run, after the faults began; \
-         the machine is too busy for this test; {context}"
-    );
     for id in ids {
         assert_eq!(accepted_approvals(&state, id).len(), 1, "{id}; {context}");
         assert_eq!(

@@ -12,17 +12,18 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use forewarn_host::log_messages::APPROVED_AT_IMDS;
+use forewarn_simulator::{StateSnapshot, Transition};
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
     ChildGuard, Daemon, PREPARE_AT_ONCE, PluginDecision, RawRequest, Simulator,
-    free_loopback_address, http_get, install_bundled_plugin, now_unix_ms, read_request, wait_for,
+    free_loopback_address, http_get, install_bundled_plugin, now_unix_ms, read_request, same_id,
+    summarize_state, transition_at_unix_ms, wait_for,
 };
 
 /// Scenario speed: scenario time runs this many times faster than the wall clock.
 const SPEED: f64 = 10.0;
 
-/// A platform Reboot for vm-a appearing 6 s (wall) after the simulator starts, with a 90 s
+/// A platform Reboot for vm-a appearing 6 s (wall) after the daemon's first poll, with a 90 s
 /// (wall) notice, running 3 s (wall) once approved, then removed.
 const REBOOT_SCENARIO: &str = r#"
 name = "bundled-plugins-reboot"
@@ -52,6 +53,7 @@ impl Setup {
         let simulator = Simulator::builder(forewarn_binary!())
             .scenario_text(scenario)
             .speed(SPEED)
+            .start_on_first_poll()
             .start();
         Setup { dir, simulator }
     }
@@ -92,16 +94,22 @@ fn admin_address(daemon: &Daemon) -> String {
     daemon.admin_address(Duration::from_secs(30))
 }
 
-/// When the daemon logged [`APPROVED_AT_IMDS`] for the first time (Unix ms).
-fn approval_time(daemon: &Daemon) -> u64 {
-    wait_for(Duration::from_secs(60), "approval at IMDS", || {
-        daemon
-            .lines()
-            .iter()
-            .find(|line| line.message() == APPROVED_AT_IMDS)
-            .map(|line| line.at_unix_ms)
-            .ok_or_else(|| daemon.describe_for_failure())
-    })
+/// When the simulator first accepted an approval POST (Unix ms, as it arrived): the
+/// approval at IMDS itself, not the daemon's word for it.
+fn approval_time(simulator: &Simulator, daemon: &Daemon) -> u64 {
+    wait_for(
+        Duration::from_secs(60),
+        "an accepted approval at IMDS",
+        || {
+            simulator
+                .state()
+                .approvals
+                .iter()
+                .find(|approval| approval.accepted)
+                .map(|approval| approval.at_unix_ms)
+                .ok_or_else(|| daemon.describe_for_failure())
+        },
+    )
 }
 
 /// Waits for `plugin`'s first decision in `phase` and returns it.
@@ -187,7 +195,7 @@ impl Haproxy {
     /// thread and may record UP a moment after HAProxy reports it.
     fn wait_up_since(&self, since: u64) -> (u64, String) {
         wait_for(
-            Duration::from_secs(10),
+            Duration::from_secs(30),
             "HAProxy to see vm-a UP again after the event ended",
             || {
                 let history = self.history();
@@ -280,25 +288,27 @@ fn readyz(address: &str) -> String {
 
 #[test]
 fn lb_drain_takes_the_vm_out_of_haproxy_before_approval_and_back_after() {
-    let haproxy_binary = find_haproxy();
-    assert!(haproxy_binary.exists());
+    find_haproxy();
     let setup = Setup::new(REBOOT_SCENARIO);
     setup.install_plugin(
         "lb-drain",
         "subscribe = [\"Freeze\", \"Reboot\", \"Redeploy\", \"Preempt\", \"Terminate\"]\n\
          budget = \"5s\"\n[config]\ndrain-seconds = 3\n[capabilities]\nreadiness = true\n",
     );
-    let daemon = setup.start_daemon("");
-    let admin = admin_address(&daemon);
+    // HAProxy first, checking the admin address the daemon is about to take: it sees vm-a
+    // UP as soon as the daemon answers, long before the event appears (6 s after the
+    // daemon's first poll).
+    let admin = free_loopback_address();
     let haproxy = Haproxy::start(setup.dir.path(), &admin);
-    wait_for(Duration::from_secs(10), "HAProxy to see vm-a UP", || {
-        let status = haproxy.status();
-        if status == "UP" { Ok(()) } else { Err(status) }
-    });
-    assert!(
-        daemon.decisions().is_empty(),
-        "the event appeared before HAProxy saw the backend UP; {}",
-        daemon.describe_for_failure()
+    let daemon = setup.start_daemon_listening(&admin, "");
+    assert_eq!(admin_address(&daemon), admin);
+    let up_at = wait_for(
+        Duration::from_secs(30),
+        "HAProxy to see vm-a UP",
+        || match haproxy.status().as_str() {
+            "UP" => Ok(now_unix_ms()),
+            other => Err(other.to_owned()),
+        },
     );
 
     let first_defer = wait_for_phase(&daemon, "lb-drain", "prepare", Duration::from_secs(30));
@@ -307,17 +317,28 @@ fn lb_drain_takes_the_vm_out_of_haproxy_before_approval_and_back_after() {
         first_defer.reason.starts_with("draining: "),
         "{first_defer:?}"
     );
-    let approved_at = approval_time(&daemon);
+    let appeared_at = transition_unix_ms(
+        &setup.simulator.state(),
+        &first_defer.event_id,
+        Transition::Appeared,
+    );
+    assert!(
+        up_at < appeared_at,
+        "the event appeared at {appeared_at}, before HAProxy saw vm-a UP at {up_at}"
+    );
+    let approved_at = approval_time(&setup.simulator, &daemon);
     let history_at_approval: Vec<_> = haproxy
         .history()
         .into_iter()
-        .filter(|(at, _)| *at <= approved_at)
+        .filter(|(at, _)| *at >= appeared_at && *at <= approved_at)
         .collect();
     assert!(
         history_at_approval
             .iter()
             .any(|(_, status)| status == "DOWN"),
-        "HAProxy never saw vm-a DOWN before forewarn approved at {approved_at}: {history_at_approval:?}"
+        "HAProxy never saw vm-a DOWN between the event's appearance at {appeared_at} and the \
+         approval at {approved_at}: {:?}",
+        haproxy.history()
     );
     assert_eq!(
         history_at_approval
@@ -327,20 +348,44 @@ fn lb_drain_takes_the_vm_out_of_haproxy_before_approval_and_back_after() {
         "vm-a must still be DOWN when the event is approved: {history_at_approval:?}"
     );
 
-    let ended = wait_for_phase(
-        &daemon,
-        "lb-drain",
-        "ended-after-start",
+    // The maintenance as IMDS saw it: the approval started the event, which ran and was
+    // removed. HAProxy must keep vm-a out of rotation all that time: its first UP after
+    // the drain comes only once the event is over.
+    let state = setup.simulator.wait_for_transition(
         Duration::from_secs(30),
+        &first_defer.event_id,
+        Transition::Removed,
+    );
+    let started_at = transition_unix_ms(&state, &first_defer.event_id, Transition::Started);
+    let removed_at = transition_unix_ms(&state, &first_defer.event_id, Transition::Removed);
+    assert!(
+        approved_at <= started_at,
+        "the event started at {started_at}, before the approval at {approved_at}"
+    );
+    let drained_at = history_at_approval
+        .iter()
+        .find(|(_, status)| status == "DOWN")
+        .map(|(at, _)| *at)
+        .expect("checked above");
+    let back_up = haproxy.wait_up_since(drained_at);
+    assert!(
+        back_up.0 >= removed_at,
+        "HAProxy put vm-a back in rotation at {}, before the event was over at the simulator \
+         (started {started_at}, removed {removed_at}): {:?}",
+        back_up.0,
+        haproxy.history()
     );
     assert_eq!(readyz(&admin), "200", "/readyz after the event");
-    let up_again = haproxy.wait_up_since(ended.at_unix_ms);
-    assert!(up_again.0 > approved_at);
-    let approvals = setup.simulator.state().approvals;
-    assert!(
-        approvals.iter().any(|approval| approval.accepted),
-        "{approvals:?}"
-    );
+}
+
+/// When `transition` of `event_id` happened at the simulator (Unix ms).
+fn transition_unix_ms(state: &StateSnapshot, event_id: &str, transition: Transition) -> u64 {
+    transition_at_unix_ms(state, event_id, transition).unwrap_or_else(|| {
+        panic!(
+            "no {transition:?} of {event_id}: {}",
+            summarize_state(state)
+        )
+    })
 }
 
 #[test]
@@ -367,7 +412,23 @@ runs_for = "20s"
     let admin = admin_address(&daemon);
     let prepare = wait_for_phase(&daemon, "lb-drain", "prepare", Duration::from_secs(30));
     assert_eq!(prepare.decision, "approve", "{prepare:?}");
-    approval_time(&daemon);
+    let approved_at = approval_time(&setup.simulator, &daemon);
+    let state = setup.simulator.state();
+    let appeared_at = transition_unix_ms(&state, &prepare.event_id, Transition::Appeared);
+    assert!(
+        state
+            .approvals
+            .iter()
+            .any(|approval| approval.accepted && same_id(&approval.event_id, &prepare.event_id)),
+        "the Freeze itself was approved at IMDS: {}",
+        summarize_state(&state)
+    );
+    // A drain would have held the approval for its 60 s window.
+    assert!(
+        approved_at < appeared_at + 60_000,
+        "approved {} ms after the Freeze appeared: it waited out the drain window",
+        approved_at.saturating_sub(appeared_at)
+    );
     assert_eq!(
         readyz(&admin),
         "200",
@@ -471,7 +532,7 @@ fn checkpoint_asks_the_workload_waits_for_it_and_restores_after_the_event() {
         ),
     );
     let daemon = setup.start_daemon("");
-    let approved_at = approval_time(&daemon);
+    let approved_at = approval_time(&setup.simulator, &daemon);
     let decisions = daemon.decisions();
     let prepare: Vec<_> = decisions.iter().filter(|d| d.phase == "prepare").collect();
     assert!(
@@ -612,7 +673,7 @@ fn graceful_shutdown_stops_the_app_before_approval_and_starts_it_after() {
         "{}",
         daemon.describe_for_failure()
     );
-    wait_for(Duration::from_secs(5), "the app to die", || {
+    wait_for(Duration::from_secs(30), "the app to die", || {
         if is_running(first_pid) {
             Err(format!("pid {first_pid} still runs"))
         } else {
@@ -627,7 +688,7 @@ fn graceful_shutdown_stops_the_app_before_approval_and_starts_it_after() {
         "the stop action's exit status is logged: {:?}",
         action_lines.iter().map(|l| &l.fields).collect::<Vec<_>>()
     );
-    approval_time(&daemon);
+    approval_time(&setup.simulator, &daemon);
 
     wait_for_phase(
         &daemon,
@@ -716,8 +777,9 @@ fn plugins_are_refused_hosts_and_actions_they_were_not_granted() {
 // ---------------------------------------------------------------------------------------
 // Readiness across a restart (docs/operations.md, "Readiness across restarts")
 
-/// A platform Reboot appearing 6 s (wall) after the simulator starts that runs 10 s (wall)
-/// once approved: room to kill and restart the daemon while the VM is about to reboot.
+/// A platform Reboot appearing 6 s (wall) after the daemon's first poll that runs 60 s (wall)
+/// once approved, unless the test ends it sooner: room to kill and restart the daemon while
+/// the VM is about to reboot, however slowly the restarted daemon comes up.
 const LONG_REBOOT_SCENARIO: &str = r#"
 name = "bundled-plugins-long-reboot"
 end_after = "5s"
@@ -727,7 +789,7 @@ type = "Reboot"
 source = "Platform"
 appear_at = "60s"
 notice = "15m"
-runs_for = "100s"
+runs_for = "10m"
 "#;
 
 #[test]
@@ -743,13 +805,14 @@ fn readiness_hold_survives_a_sigkill_mid_drain_and_haproxy_keeps_the_vm_down() {
     let mut first = setup.start_daemon_listening(&admin, "");
     assert_eq!(admin_address(&first), admin);
     let haproxy = Haproxy::start(setup.dir.path(), &admin);
-    wait_for(Duration::from_secs(10), "HAProxy to see vm-a UP", || {
+    wait_for(Duration::from_secs(30), "HAProxy to see vm-a UP", || {
         let status = haproxy.status();
         if status == "UP" { Ok(()) } else { Err(status) }
     });
 
     // The approval went out, so the journal says lb-drain prepared (and holds readiness).
-    approval_time(&first);
+    approval_time(&setup.simulator, &first);
+    let event_id = setup.simulator.state().approvals[0].event_id.clone();
     first.kill();
     let killed_at = now_unix_ms();
 
@@ -763,6 +826,8 @@ fn readiness_hold_survives_a_sigkill_mid_drain_and_haproxy_keeps_the_vm_down() {
             Ok::<_, String>(readyz(&admin))
         },
     );
+    // The reboot is over only now, whatever the restart took.
+    setup.simulator.end_event(&event_id);
     let ended = wait_for_phase(
         &second,
         "lb-drain",

@@ -945,3 +945,114 @@ fn summary(samples: &mut [Duration]) -> String {
         ms(samples[samples.len() - 1])
     )
 }
+
+/// docs/plugin-directory.md: the directory is compared with what is loaded every 30 seconds,
+/// so a change the kernel never reported still goes live. The change here is one inotify
+/// never reports: the manifest rewritten in place through a hard link outside the directory
+/// (a watch on a directory hears of changes made through that directory's own entries
+/// only). The interval is 300 ms here instead of 30 s (`ReloadOptions::rescan_interval`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_periodic_rescan_catches_a_change_the_watcher_never_heard_of() {
+    assert_eq!(
+        ReloadOptions::default().rescan_interval,
+        Duration::from_secs(30),
+        "the documented interval"
+    );
+    let fixture = Fixture::new();
+    let outside = fixture._temp.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let manifest = outside.join("lb.toml");
+    std::fs::write(&manifest, greeting_manifest("hi", "3s")).unwrap();
+    std::fs::hard_link(&manifest, fixture.path("lb.toml")).unwrap();
+    fixture.deploy("lb.wasm", &probe_bytes("rescanned"));
+    let directory = fixture
+        .start_with(ReloadOptions {
+            rescan_interval: Duration::from_millis(300),
+            ..ReloadOptions::default()
+        })
+        .await;
+    let mut receiver = directory.subscribe();
+    wait_for_set(&mut receiver, "lb with its 3 s budget", |set| {
+        set.get("lb")
+            .is_some_and(|plugin| plugin.manifest.budget == Duration::from_secs(3))
+    })
+    .await;
+
+    std::fs::write(&manifest, greeting_manifest("hi", "7s")).unwrap();
+    let set = wait_for_set(
+        &mut receiver,
+        "the 7 s budget, found by the rescan",
+        |set| {
+            set.get("lb")
+                .is_some_and(|plugin| plugin.manifest.budget == Duration::from_secs(7))
+        },
+    )
+    .await;
+    assert!(set.load_errors().is_empty(), "{}", describe(&set));
+}
+
+/// docs/operations.md, "Readiness across restarts": a hold is released when its plugin is
+/// removed from the directory or its manifest no longer grants `readiness`, and kept while
+/// its file fails to load. Three plugins hold the VM out of rotation for a Reboot; `/status`
+/// and `/readyz` are read after each change to the directory.
+#[test]
+fn a_readiness_hold_ends_with_its_plugin_or_its_grant_and_survives_a_load_error() {
+    use forewarn_host::ops::status::StatusSnapshot;
+    use forewarn_test_support::forewarn_binary;
+    use forewarn_test_support::harness::{ProbePlugin, TestEnv, http_get, wait_for};
+    let holder = |name: &str| ProbePlugin::new(name, "ready").capability("readiness = true");
+    let env = TestEnv::builder(forewarn_binary!())
+        .scenario_text(
+            "name = \"holds\"\nend_after = \"1h\"\n\n[[events]]\ntype = \"Reboot\"\n\
+             appear_at = \"1s\"\nnotice = \"15m\"\nruns_for = \"1m\"\n",
+        )
+        .plugins(&[holder("holder-a"), holder("holder-b"), holder("holder-c")])
+        .start();
+    let admin = env.daemon.admin_address(TIMEOUT);
+    let plugin_dir = env.setup.dir.path().join("plugins");
+    let deploy = |file_name: &str, bytes: &[u8]| {
+        let temporary = plugin_dir.join(format!(".{file_name}.tmp"));
+        std::fs::write(&temporary, bytes).unwrap();
+        std::fs::rename(&temporary, plugin_dir.join(file_name)).unwrap();
+    };
+    let wait_for_holders = |wanted: &[&str]| {
+        wait_for(TIMEOUT, &format!("/status held by {wanted:?}"), || {
+            let body = http_get(&admin, "/status")?;
+            let status: StatusSnapshot =
+                serde_json::from_str(&body).map_err(|error| format!("{error}: {body}"))?;
+            match status.readiness.held_by == wanted {
+                true => Ok(status),
+                false => Err(format!("held by {:?}", status.readiness.held_by)),
+            }
+        })
+    };
+    let readyz = || match http_get(&admin, "/readyz") {
+        Ok(body) => body,
+        Err(error) => error,
+    };
+    wait_for_holders(&["holder-a", "holder-b", "holder-c"]);
+    assert!(readyz().contains(" 503"), "{}", readyz());
+
+    std::fs::remove_file(plugin_dir.join("holder-a.wasm")).unwrap();
+    wait_for_holders(&["holder-b", "holder-c"]);
+
+    deploy("holder-b.toml", b"[config]\nmode = \"ready\"\n");
+    wait_for_holders(&["holder-c"]);
+
+    deploy("holder-c.wasm", b"not a component any more");
+    let status = wait_for(TIMEOUT, "holder-c's load error in /status", || {
+        let body = http_get(&admin, "/status")?;
+        let status: StatusSnapshot =
+            serde_json::from_str(&body).map_err(|error| format!("{error}: {body}"))?;
+        match status.load_errors.is_empty() {
+            false => Ok(status),
+            true => Err(body),
+        }
+    });
+    assert_eq!(status.readiness.held_by, ["holder-c"], "{status:?}");
+    assert!(readyz().contains(" 503"), "{}", readyz());
+
+    std::fs::remove_file(plugin_dir.join("holder-c.wasm")).unwrap();
+    wait_for_holders(&[]);
+    assert_eq!(readyz(), "ready\n");
+}

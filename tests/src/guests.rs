@@ -1,5 +1,6 @@
 //! Paths of the test guest components that build.rs compiled from tests/guests/*:
-//! `PROBE` (behaviour chosen by `config("mode")`), `OTHER_WORLD` (wrong world), `NOOP`.
+//! `PROBE` (behaviour chosen by `config("mode")`), `OTHER_WORLD` (wrong world), `NOOP`,
+//! `NOTICE` (the README's example plugin, `sdk/examples/notice.rs`).
 
 include!(concat!(env!("OUT_DIR"), "/guests.rs"));
 
@@ -13,7 +14,7 @@ mod tests {
     #[test]
     fn every_guest_is_a_built_component() {
         let names: Vec<&str> = ALL.iter().map(|(name, _)| *name).collect();
-        assert_eq!(names, ["probe", "other-world", "noop"]);
+        assert_eq!(names, ["probe", "other-world", "noop", "notice"]);
         for (name, path) in ALL {
             let bytes = std::fs::read(path)
                 .unwrap_or_else(|error| panic!("{name}: cannot read {path}: {error}"));
@@ -27,7 +28,7 @@ mod tests {
 
     #[test]
     fn constants_name_distinct_absolute_paths() {
-        for path in [PROBE, OTHER_WORLD, NOOP] {
+        for path in [PROBE, OTHER_WORLD, NOOP, NOTICE] {
             assert!(std::path::Path::new(path).is_absolute(), "{path}");
             assert!(path.ends_with(".wasm"), "{path}");
         }

@@ -8,7 +8,8 @@
 //!   ([`Setup`]), [`TestEnvBuilder::start`] also starts the daemon ([`TestEnv`]);
 //! - [`Daemon`]: `forewarn run` with its JSON log read live; the oracles match the log's
 //!   `message` field for equality with [`forewarn_host::log_messages`] constants;
-//! - checks shared by every file: [`same_id`], [`transition_at`], [`accepted_approvals`],
+//! - checks shared by every file: [`same_id`], [`transition_at`] (and
+//!   [`transition_at_unix_ms`]), [`accepted_approvals`],
 //!   [`assert_polite`], [`now_unix_ms`], [`wait_for`].
 //!
 //! The binary's path comes from the caller, once per test file: [`forewarn_binary!`](crate::forewarn_binary)
@@ -67,6 +68,19 @@ pub fn transition_at(state: &StateSnapshot, event_id: &str, transition: Transiti
         .iter()
         .find(|record| same_id(&record.event_id, event_id) && record.transition == transition)
         .map(|record| record.at_scenario_ms)
+}
+
+/// When `transition` of `event_id` first happened at the simulator, in Unix ms.
+pub fn transition_at_unix_ms(
+    state: &StateSnapshot,
+    event_id: &str,
+    transition: Transition,
+) -> Option<u64> {
+    state
+        .history
+        .iter()
+        .find(|record| same_id(&record.event_id, event_id) && record.transition == transition)
+        .map(|record| record.at_unix_ms)
 }
 
 /// The accepted approvals of `event_id` at the simulator, oldest first.
@@ -196,6 +210,7 @@ pub struct SimulatorBuilder {
     scenario: ScenarioSource,
     speed: f64,
     faults: Vec<String>,
+    start_on_first_poll: bool,
 }
 
 impl SimulatorBuilder {
@@ -224,6 +239,14 @@ impl SimulatorBuilder {
         self
     }
 
+    /// Holds the scenario's clock at 0 until the first GET of scheduledevents
+    /// (`--start-on-first-poll`): the scenario's windows count from the daemon's first poll,
+    /// not from however long the daemon took to start on a busy machine.
+    pub fn start_on_first_poll(mut self) -> SimulatorBuilder {
+        self.start_on_first_poll = true;
+        self
+    }
+
     /// Starts `forewarn simulate --listen 127.0.0.1:0 --stay` with the scenario and speed.
     pub fn start(self) -> Simulator {
         let (scenario, dir) = match self.scenario {
@@ -244,7 +267,12 @@ impl SimulatorBuilder {
                 (path.to_string_lossy().into_owned(), Some(dir))
             }
         };
-        let mut simulator = Simulator::spawn(&self.binary, &scenario, self.speed);
+        let mut simulator = Simulator::spawn(
+            &self.binary,
+            &scenario,
+            self.speed,
+            self.start_on_first_poll,
+        );
         simulator._scenario_dir = dir;
         simulator
     }
@@ -259,14 +287,20 @@ impl Simulator {
             scenario: ScenarioSource::Named(forewarn_simulator::DEFAULT_SCENARIO.to_owned()),
             speed: 1.0,
             faults: Vec::new(),
+            start_on_first_poll: false,
         }
     }
 
     /// Starts `forewarn simulate --listen 127.0.0.1:0 --scenario SCENARIO --speed SPEED
-    /// --stay` and reads the address from its first stdout line.
-    fn spawn(binary: &Path, scenario: &str, speed: f64) -> Simulator {
-        let mut child = Command::new(binary)
-            .args(["simulate", "--listen", "127.0.0.1:0", "--stay"])
+    /// --stay` (and `--start-on-first-poll`) and reads the address from its first stdout line.
+    fn spawn(binary: &Path, scenario: &str, speed: f64, start_on_first_poll: bool) -> Simulator {
+        let mut command = Command::new(binary);
+        command.arg("simulate");
+        if start_on_first_poll {
+            command.arg("--start-on-first-poll");
+        }
+        let mut child = command
+            .args(["--listen", "127.0.0.1:0", "--stay"])
             .args(["--scenario", scenario, "--speed", &speed.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -332,6 +366,38 @@ impl Simulator {
             &format!("{transition:?} of event {event_id} at the simulator"),
             |state| state.transitions_of(event_id).contains(&transition),
         )
+    }
+
+    /// `POST path` with an empty JSON object to one of the console's endpoints (e.g.
+    /// `/simulator/events/ID/end`); the answer's status line, or why there was none.
+    pub fn console_post(&self, path: &str) -> Result<String, String> {
+        let address = self.address();
+        let mut stream =
+            TcpStream::connect(address).map_err(|error| format!("connect: {error}"))?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .map_err(|error| error.to_string())?;
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+             Content-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+        );
+        stream
+            .write_all(request.as_bytes())
+            .map_err(|error| format!("send: {error}"))?;
+        let mut answer = String::new();
+        stream
+            .read_to_string(&mut answer)
+            .map_err(|error| format!("read: {error}"))?;
+        Ok(answer.lines().next().unwrap_or_default().to_owned())
+    }
+
+    /// Ends a Started event now (the console's `POST /simulator/events/ID/end`): for a test
+    /// that decides when the maintenance is over instead of waiting out its `runs_for`.
+    pub fn end_event(&self, event_id: &str) {
+        let answer = self
+            .console_post(&format!("/simulator/events/{event_id}/end"))
+            .unwrap_or_else(|error| panic!("ending {event_id}: {error}"));
+        assert!(answer.contains(" 200"), "ending {event_id}: {answer}");
     }
 
     /// Kills the simulator now.
@@ -783,10 +849,26 @@ impl Daemon {
         Daemon::spawn(shell, binary, config)
     }
 
-    fn spawn(mut command: Command, binary: &Path, config: &Path) -> Daemon {
+    /// [`Daemon::start`] with more `forewarn run` arguments after `--config PATH`, e.g. the
+    /// flags that override the config file (`--imds-url URL`, `--vm-name NAME`, …).
+    pub fn start_with_args(binary: &Path, config: &Path, args: &[&str]) -> Daemon {
+        Daemon::spawn_with_args(Command::new(binary), binary, config, args)
+    }
+
+    fn spawn(command: Command, binary: &Path, config: &Path) -> Daemon {
+        Daemon::spawn_with_args(command, binary, config, &[])
+    }
+
+    fn spawn_with_args(
+        mut command: Command,
+        binary: &Path,
+        config: &Path,
+        args: &[&str],
+    ) -> Daemon {
         let mut child = command
             .args(["--log-format", "json", "run", "--config"])
             .arg(config)
+            .args(args)
             .env("FOREWARN_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -1022,6 +1104,13 @@ impl TestEnvBuilder {
     /// Adds a `[[faults]]` table to the scenario text (see [`SimulatorBuilder::fault`]).
     pub fn fault(mut self, table: &str) -> TestEnvBuilder {
         self.simulator = self.simulator.fault(table);
+        self
+    }
+
+    /// The scenario's clock starts at the daemon's first poll (see
+    /// [`SimulatorBuilder::start_on_first_poll`]).
+    pub fn start_on_first_poll(mut self) -> TestEnvBuilder {
+        self.simulator = self.simulator.start_on_first_poll();
         self
     }
 

@@ -49,6 +49,9 @@ pub(crate) struct Inner {
     pub(crate) generated_events: usize,
     /// What makes this simulator's generated ids differ from another run's: when it started.
     pub(crate) seed: u64,
+    /// Scenario time stays at 0 until the first GET of scheduledevents
+    /// ([`Engine::hold_until_first_poll`]).
+    held_until_poll: bool,
 }
 
 impl Inner {
@@ -66,6 +69,7 @@ impl Inner {
             next_request_seq: 1,
             generated_events: 0,
             seed: unix_ms(SystemTime::now()),
+            held_until_poll: false,
         }
     }
 }
@@ -89,16 +93,42 @@ impl Engine {
     /// The request, approval and fault logs go on.
     pub(crate) fn restart_with(&self, scenario: Scenario) {
         let mut inner = self.lock();
-        let fresh = Inner::new(Arc::new(scenario), ScenarioClock::start_now(self.speed));
+        self.play_from_start(&mut inner, Arc::new(scenario));
+        tracing::info!(scenario = %inner.scenario.name, "scenario started from its beginning");
+        self.publish(&mut inner);
+    }
+
+    /// Plays the current scenario from its start, with scenario time held at 0 until the
+    /// first GET of scheduledevents (any VM's): a client that starts slowly still sees the
+    /// whole scenario, its short notices included.
+    pub(crate) fn hold_until_first_poll(&self) {
+        let mut inner = self.lock();
+        let scenario = Arc::clone(&inner.scenario);
+        self.play_from_start(&mut inner, scenario);
+        inner.held_until_poll = true;
+    }
+
+    /// A GET of scheduledevents arrived: a held clock starts now.
+    pub(crate) fn note_poll(&self) {
+        let mut inner = self.lock();
+        if !inner.held_until_poll {
+            return;
+        }
+        inner.clock = ScenarioClock::start_now(self.speed);
+        inner.held_until_poll = false;
+        tracing::info!(scenario = %inner.scenario.name, "first poll: the scenario's clock starts now");
+    }
+
+    fn play_from_start(&self, inner: &mut Inner, scenario: Arc<Scenario>) {
+        let fresh = Inner::new(scenario, ScenarioClock::start_now(self.speed));
         inner.scenario = fresh.scenario;
         inner.clock = fresh.clock;
         inner.simulation = fresh.simulation;
         inner.gets.clear();
         inner.history_logged = 0;
         inner.resets_served = 0;
+        inner.held_until_poll = false;
         self.finished.send_replace(false);
-        tracing::info!(scenario = %inner.scenario.name, "scenario started from its beginning");
-        self.publish(&mut inner);
     }
 
     /// Changes the state under the lock, caught up to now, and publishes what changed.
@@ -260,7 +290,10 @@ impl Engine {
     /// The state, caught up to now.
     fn current(&self) -> MutexGuard<'_, Inner> {
         let mut inner = self.lock();
-        let now = inner.clock.scenario_now();
+        let now = match inner.held_until_poll {
+            true => Duration::ZERO,
+            false => inner.clock.scenario_now(),
+        };
         inner.simulation.advance(now);
         self.publish(&mut inner);
         inner

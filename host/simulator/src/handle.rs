@@ -145,6 +145,14 @@ impl SimulatorHandle {
         self.engine.restart_with(scenario);
     }
 
+    /// Plays the current scenario from its start with scenario time held at 0 until the
+    /// first GET of scheduledevents (`forewarn simulate --start-on-first-poll`): every
+    /// window of the scenario counts from the client's first poll, however long the client
+    /// took to start.
+    pub fn hold_until_first_poll(&self) {
+        self.engine.hold_until_first_poll();
+    }
+
     /// The same data as `GET /simulator/state`, caught up to now.
     pub fn snapshot(&self) -> StateSnapshot {
         self.engine.snapshot()

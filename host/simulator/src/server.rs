@@ -126,6 +126,7 @@ async fn serve(engine: &Engine, call: Call, endpoint: Endpoint) -> Response {
         None => match endpoint {
             Endpoint::Events if call.method == Method::POST => approve(engine, &vm, &call).await,
             Endpoint::Events => {
+                engine.note_poll();
                 let version = query_value(call.query.as_deref(), "api-version");
                 document(engine, &vm, version.as_deref().unwrap_or_default()).await
             }

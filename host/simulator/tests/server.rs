@@ -648,3 +648,34 @@ async fn the_imds_client_reads_priority_and_eviction_policy_from_the_simulator()
     assert_eq!(imds.fetch_vm_name().await.unwrap(), "vm-a");
     sim.shutdown().await;
 }
+
+/// `hold_until_first_poll` (`forewarn simulate --start-on-first-poll`): scenario time stays
+/// at 0 however much wall time passes, until the first GET of scheduledevents; from then it
+/// runs, so the event canceled at 1 s is canceled 1 s (scenario) after that GET.
+#[tokio::test]
+async fn a_held_clock_starts_at_the_first_poll() {
+    let sim = start(scenario("cancel_at = \"1s\""), 10.0).await;
+    sim.hold_until_first_poll();
+    // Wall time passes (3 s of scenario time at speed 10): the held clock does not move.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let held = sim.snapshot();
+    assert_eq!(held.now_scenario_ms, 0);
+    assert_eq!(held.transitions_of("EV-1"), [Transition::Appeared]);
+
+    let polled_at = Instant::now();
+    assert_eq!(get_events(&sim.base_url()).await.status(), StatusCode::OK);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !sim
+        .snapshot()
+        .transitions_of("EV-1")
+        .contains(&Transition::Canceled)
+    {
+        assert!(Instant::now() < deadline, "the clock never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        polled_at.elapsed() >= Duration::from_millis(100),
+        "canceled {:?} after the first poll, before 1 s of scenario time",
+        polled_at.elapsed()
+    );
+}

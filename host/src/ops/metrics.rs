@@ -570,4 +570,32 @@ mod tests {
             "{text}"
         );
     }
+
+    /// A reader that falls behind the timeline's buffer counts what it missed in
+    /// `forewarn_timeline_missed_total` (the end-to-end tests see it stay 0) and still counts
+    /// the entries it did read.
+    #[tokio::test]
+    async fn entries_the_reader_missed_are_counted_as_missed() {
+        let metrics = Arc::new(Metrics::new());
+        let (timeline, reader) = broadcast::channel(4);
+        for index in 0..10 {
+            let approved = TimelineEntry::Approved {
+                event_ids: vec![format!("E{index}")],
+            };
+            timeline.send(approved).expect("the reader is subscribed");
+        }
+        drop(timeline);
+        follow_timeline(metrics.clone(), reader, CancellationToken::new()).await;
+        let text = metrics.encode();
+        assert_eq!(
+            value_of(&text, "forewarn_timeline_missed_total"),
+            Some(6.0),
+            "{text}"
+        );
+        assert_eq!(
+            value_of(&text, "forewarn_approvals_total"),
+            Some(4.0),
+            "{text}"
+        );
+    }
 }
