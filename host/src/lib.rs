@@ -5,7 +5,8 @@
 //! - [`daemon`]: the I/O shell that runs the pipeline (event loop, journal, wiring).
 //! - [`plugins`]: the plugin directory, manifests, reload and the bundled plugins.
 //! - [`coordination`]: the etcd approval barrier's background task.
-//! - [`ops`]: admin endpoint, metrics, status, systemd.
+//! - [`ops`]: admin endpoint, metrics, status.
+//! - [`service_manager`]: systemd on Linux, the Service Control Manager on Windows.
 //! - [`config`]: the configuration file.
 //! - [`cli`]: what only the command line uses (the demo).
 
@@ -14,7 +15,9 @@ pub mod config;
 pub mod coordination;
 pub mod daemon;
 pub(crate) mod log_fields;
+pub mod log_filter;
 pub mod log_messages;
 pub mod ops;
 pub mod pipeline;
 pub mod plugins;
+pub mod service_manager;

@@ -10,10 +10,9 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use forewarn_host::cli::demo;
-use forewarn_host::config::{Config, DEFAULT_CONFIG_PATH};
+use forewarn_host::config::{Config, default_config_path};
 use forewarn_host::daemon::wiring as app;
 use forewarn_host::ops::{malloc_arenas, status};
-use forewarn_host::pipeline::timeline;
 use tokio_util::sync::CancellationToken;
 
 /// forewarn: prepares this VM for Azure maintenance through sandboxed WebAssembly plugins.
@@ -27,7 +26,7 @@ struct Cli {
     command: Command,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum LogFormat {
     Text,
     Json,
@@ -52,6 +51,8 @@ enum Command {
     /// The demo's workload (its app process, and the stop/start actions); used by `demo`.
     #[command(subcommand, hide = true)]
     DemoWorkload(DemoWorkloadCommand),
+    /// Install, remove, start or stop the Windows service.
+    Service(forewarn_host::cli::service::ServiceArgs),
     /// Compile a plugin component (stdin) to the daemon's compiled form (stdout); the daemon
     /// runs this in a child so the compiler never stays in its memory.
     #[command(hide = true)]
@@ -253,6 +254,10 @@ fn main() -> ExitCode {
         // parallel compile keeps glibc's default arenas).
         return compile_plugin(allocation);
     }
+    if let Command::Service(args) = cli.command {
+        // Its own process set-up: the Service Control Manager runs the daemon on its thread.
+        return forewarn_host::cli::service::run(args, cli.log_format == LogFormat::Json);
+    }
     // Before any thread exists: the async runtime below starts the first ones.
     malloc_arenas::limit();
     let demo_like = matches!(
@@ -306,12 +311,13 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Status(args) => status(args).await.map(|()| ExitCode::SUCCESS),
         Command::Config(ConfigCommand::Example) => {
-            print!("{}", forewarn_host::config::example::CONFIG_EXAMPLE);
+            print!("{}", forewarn_host::config::example::for_this_platform());
             Ok(ExitCode::SUCCESS)
         }
         Command::Config(ConfigCommand::Check { path }) => Ok(config_check(&path)),
         Command::DemoWorkload(command) => demo_workload(command).await.map(|()| ExitCode::SUCCESS),
         Command::CompilePlugin { allocation } => Ok(compile_plugin(&allocation)),
+        Command::Service(args) => Ok(forewarn_host::cli::service::run(args, false)),
     }
 }
 
@@ -329,29 +335,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(name) = args.vm_name {
         config.vm_name = name;
     }
-    let prepared = app::build_runtime(&config)?;
-    let plugins = forewarn_host::plugins::reload::PluginDirectory::start(
-        prepared.runtime.clone(),
-        &config.plugin_dir,
-        forewarn_host::plugins::reload::ReloadOptions {
-            file_limits: config.plugin_file_limits(),
-            ..Default::default()
-        },
-    )
-    .await?;
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
-    tracing::info!(imds = %config.imds.url, plugin_dir = %config.plugin_dir.display(), state_dir = %config.state_dir.display(), "forewarn starting");
-    app::run_daemon(
-        &config,
-        plugins.subscribe(),
-        timeline::new_timeline(),
-        prepared.readiness.clone(),
-        shutdown,
-    )
-    .await?;
-    tracing::info!("forewarn stopped");
-    Ok(())
+    app::serve(&config, shutdown).await
 }
 
 /// `forewarn status`: fetches `/status` from the admin endpoint and prints it.
@@ -534,38 +520,21 @@ fn load_config(path: Option<&std::path::Path>) -> anyhow::Result<Config> {
     if let Some(path) = path {
         return Ok(Config::load(path)?);
     }
-    let default = std::path::Path::new(DEFAULT_CONFIG_PATH);
+    let default = default_config_path();
     if default.exists() {
-        return Ok(Config::load(default)?);
+        return Ok(Config::load(&default)?);
     }
     Ok(Config::default())
 }
 
-/// Cancels `shutdown` on SIGINT or SIGTERM.
+/// Cancels `shutdown` when the system asks forewarn to stop (SIGINT or SIGTERM; on
+/// Windows Ctrl-C, Ctrl-Break, the console closing or shutdown).
 async fn cancel_on_signal(shutdown: CancellationToken) {
-    let interrupt = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut terminate = match tokio::signal::unix::signal(
-            tokio::signal::unix::SignalKind::terminate(),
-        ) {
-            Ok(signal) => signal,
-            Err(error) => {
-                tracing::error!(%error, "cannot listen for SIGTERM; only Ctrl-C stops forewarn");
-                let _ignored = interrupt.await;
-                shutdown.cancel();
-                return;
-            }
-        };
-        tokio::select! {
-            _ = interrupt => tracing::info!("SIGINT received, stopping"),
-            _ = terminate.recv() => tracing::info!("SIGTERM received, stopping"),
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ignored = interrupt.await;
-    }
+    let request = forewarn_platform::stop_request::wait(|what, error| {
+        tracing::error!(%error, "cannot listen for {what}; only Ctrl-C stops forewarn");
+    })
+    .await;
+    tracing::info!("{request} received, stopping");
     shutdown.cancel();
 }
 
@@ -699,17 +668,7 @@ fn init_logging(format: LogFormat, demo: bool) {
             .try_init();
         return;
     }
-    let filter = EnvFilter::try_from_env("FOREWARN_LOG")
-        .unwrap_or_else(|_| EnvFilter::new("info"))
-        // At trace level wasmtime-wasi logs every host call with its arguments, which
-        // would let a plugin's stdout flood reach the log unbounded.
-        .add_directive(
-            "wasmtime_wasi=debug"
-                .parse()
-                .expect("a valid static directive"),
-        )
-        // notify reports a deleted plugin directory at INFO; forewarn logs that itself.
-        .add_directive("notify=warn".parse().expect("a valid static directive"));
+    let filter = forewarn_host::log_filter::daemon_filter();
     let builder = tracing_subscriber::fmt()
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(filter)

@@ -855,6 +855,14 @@ impl Daemon {
         Daemon::spawn_with_args(Command::new(binary), binary, config, args)
     }
 
+    /// [`Daemon::start`] through `command`, which runs the daemon's binary itself (e.g.
+    /// Wine's loader with the Windows `forewarn.exe` as its first argument); `--log-format
+    /// json run --config PATH` is appended.
+    pub fn start_through(command: Command, config: &Path) -> Daemon {
+        let program = PathBuf::from(command.get_program());
+        Daemon::spawn(command, &program, config)
+    }
+
     fn spawn(command: Command, binary: &Path, config: &Path) -> Daemon {
         Daemon::spawn_with_args(command, binary, config, &[])
     }

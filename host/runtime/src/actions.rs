@@ -1,5 +1,6 @@
 //! Operator-defined actions for plugins (`run-action`), once granted: the command run without
-//! a shell in its own process group, output capped, the group killed at the timeout.
+//! a shell in a process tree of its own (a process group; a Job Object on Windows), output
+//! capped, the tree killed at the timeout.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -9,7 +10,9 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
-use crate::process_group::ProcessGroup;
+use forewarn_platform::action_env;
+use forewarn_platform::process_tree::{self, Limits, ProcessTree};
+
 use crate::services::ActionSpec;
 use crate::text::truncate;
 use crate::wit::latest::{ActionOutput, HostError};
@@ -31,37 +34,38 @@ pub(crate) fn defined<'a>(
     })
 }
 
-/// The environment variables an action inherits from the daemon; everything else
-/// (`NOTIFY_SOCKET`, `WATCHDOG_*`, `INVOCATION_ID`, credentials, proxies…) is cleared.
-pub(crate) const ACTION_ENV_ALLOWED: &[&str] = &["PATH", "LANG", "TZ"];
-/// Prefixes of variables an action inherits too (the locale categories `LC_*`).
-pub(crate) const ACTION_ENV_ALLOWED_PREFIXES: &[&str] = &["LC_"];
-
 /// How long, after the action's own process exited, its output pipes are still read: a
 /// background process it started and that keeps them open cannot hold the call.
 const PIPE_GRACE: Duration = Duration::from_millis(500);
 
-/// Runs `spec` in its own process group: stdin from /dev/null, an allow-listed environment,
-/// stdout and stderr captured (each cut at 64 KiB). At `min(spec.timeout, deadline)` (or
-/// when the call is dropped) the whole group is killed and the answer is `timed-out`. When
+/// Runs `spec` in its own process tree: stdin from the null device, an allow-listed
+/// environment ([`action_env`]), stdout and stderr captured (each cut at 64 KiB). At
+/// `min(spec.timeout, deadline)` (or when the call is dropped) the whole tree is killed and
+/// the answer is `timed-out`. When
 /// the action's own process exits in time, what it started in the background keeps running
 /// (an action may start an app), and its output is read for `PIPE_GRACE` more at most.
 pub(crate) async fn run(spec: &ActionSpec, deadline: Instant) -> Result<ActionOutput, HostError> {
     let Some((program, args)) = spec.argv.split_first() else {
         return Err(HostError::Invalid("the action's argv is empty".into()));
     };
-    let mut child = Command::new(program)
+    let mut command = Command::new(program);
+    command
         .args(args)
         .env_clear()
         .envs(allowed_env(std::env::vars_os()))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
+        .kill_on_drop(true);
+    process_tree::prepare(command.as_std_mut(), Limits::default());
+    let mut child = command
         .spawn()
         .map_err(|error| HostError::Failed(format!("cannot start `{program}`: {error}")))?;
-    let mut group = ProcessGroup::led_by(child.id());
+    let mut group = ProcessTree::adopt(&child, Limits::default()).map_err(|error| {
+        HostError::Failed(format!(
+            "cannot give `{program}` a process tree of its own: {error}"
+        ))
+    })?;
     let cutoff = checked_cutoff(deadline, spec.timeout);
     let mut stdout = Vec::new();
     let mut stderr = Vec::new();
@@ -114,19 +118,11 @@ fn checked_cutoff(deadline: Instant, timeout: Duration) -> Instant {
         .map_or(deadline, |end| end.min(deadline))
 }
 
-/// The variables of `vars` an action may see: `ACTION_ENV_ALLOWED` and `LC_*`.
+/// The variables of `vars` an action may see ([`action_env::is_allowed`]).
 fn allowed_env(
     vars: impl Iterator<Item = (OsString, OsString)>,
 ) -> impl Iterator<Item = (OsString, OsString)> {
-    vars.filter(|(name, _)| {
-        let Some(name) = name.to_str() else {
-            return false;
-        };
-        ACTION_ENV_ALLOWED.contains(&name)
-            || ACTION_ENV_ALLOWED_PREFIXES
-                .iter()
-                .any(|prefix| name.starts_with(prefix))
-    })
+    vars.filter(|(name, _)| name.to_str().is_some_and(action_env::is_allowed))
 }
 
 /// Reads both pipes to their ends into `stdout` and `stderr`, keeping the first 64 KiB of each.
@@ -165,7 +161,7 @@ fn capped_text(kept: &[u8]) -> String {
     truncate(&text, ACTION_OUTPUT_MAX_BYTES).to_owned()
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use std::time::Duration;
 
@@ -328,11 +324,10 @@ mod tests {
         assert_eq!(output.exit_code, Some(0));
         for line in output.stdout.lines() {
             let name = line.split_once('=').map_or(line, |(name, _)| name);
-            let allowed = ACTION_ENV_ALLOWED.contains(&name)
-                || ACTION_ENV_ALLOWED_PREFIXES
-                    .iter()
-                    .any(|prefix| name.starts_with(prefix));
-            assert!(allowed, "the action inherited `{name}`");
+            assert!(
+                action_env::is_allowed(name),
+                "the action inherited `{name}`"
+            );
         }
     }
 

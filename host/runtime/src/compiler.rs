@@ -9,7 +9,6 @@
 //! instead. Only where no child can be started at all (the program is missing) does the
 //! parent compile in process (and say so in the log).
 
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -41,10 +40,10 @@ const CHILD_STDERR_MAX_BYTES: usize = 4096;
 /// Limits on the child that compiles a component ([`Compiler::Subprocess`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CompileLimits {
-    /// The child is killed (with its process group) if it has not exited by then.
+    /// The child is killed (with its process tree) if it has not exited by then.
     pub timeout: Duration,
-    /// The most address space the child may map (`RLIMIT_AS`): past it an allocation
-    /// fails and the child aborts.
+    /// The most address space the child may map (`RLIMIT_AS`; on Windows its Job Object's
+    /// committed-memory limit): past it an allocation fails and the child aborts.
     pub address_space_bytes: u64,
 }
 
@@ -141,7 +140,10 @@ pub(crate) fn compile_in_child(
 fn judge(finished: Finished, engine: &Engine) -> ChildCompile {
     let stderr = String::from_utf8_lossy(&finished.stderr);
     let stderr = truncate(stderr.trim(), CHILD_STDERR_MAX_BYTES).to_owned();
-    match (finished.status.code(), finished.status.signal()) {
+    match (
+        finished.status.code(),
+        forewarn_platform::exit_status::signal(&finished.status),
+    ) {
         (Some(0), _) => load_compiled(engine, &finished.stdout),
         (Some(EXIT_INVALID_COMPONENT), _) => {
             ChildCompile::Invalid(LoadError::Compile { message: stderr })

@@ -14,8 +14,8 @@ pub enum RuntimeError {
     CacheDir {
         /// The configured cache directory.
         path: PathBuf,
-        /// Why it is not trusted.
-        source: crate::trust::TrustError,
+        /// Why it is not trusted (boxed: the platform's words make it large).
+        source: Box<crate::trust::TrustError>,
     },
     /// The thread that lets wasmtime interrupt plugins could not start.
     #[error("could not start the epoch ticker thread: {0}")]

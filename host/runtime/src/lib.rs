@@ -28,7 +28,6 @@ pub mod network;
 mod permissions;
 mod plugin;
 mod plugin_log;
-mod process_group;
 mod ready_instance;
 mod runtime;
 mod sandbox;

@@ -76,7 +76,7 @@ impl Runtime {
                 Some(
                     CompileCache::open(dir).map_err(|source| RuntimeError::CacheDir {
                         path: dir.clone(),
-                        source,
+                        source: Box::new(source),
                     })?,
                 )
             }

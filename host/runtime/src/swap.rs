@@ -1,5 +1,7 @@
 //! Whether the kernel may swap out this process's pages: the pool resets a used memory with
 //! `PAGEMAP_SCAN` only where it cannot, since that scan does not see a page in swap.
+//! `PAGEMAP_SCAN` is Linux's: elsewhere (Windows) the answer is "may swap", and the pool
+//! resets with `memset`.
 
 use std::path::Path;
 
@@ -10,6 +12,9 @@ use std::path::Path;
 /// process's cgroup may not swap (`MemorySwapMax=0`, as the shipped unit sets);
 /// otherwise the pool resets the kept pages with `memset`, whatever their state.
 pub(crate) fn pages_cannot_be_swapped_out() -> bool {
+    if !cfg!(target_os = "linux") {
+        return false;
+    }
     let swaps = std::fs::read_to_string("/proc/swaps").ok();
     let swap_max = cgroup_swap_max(Path::new("/proc/self/cgroup"), Path::new("/sys/fs/cgroup"));
     swap_is_impossible(swaps.as_deref(), swap_max.as_deref())

@@ -1,48 +1,50 @@
 //! Who may write the files the daemon trusts: directories and files must belong to the
-//! daemon's user (or root) and be writable by no one else; links and special files are refused.
+//! daemon's account (or an administrator) and be writable by no one else; links and special
+//! files are refused. The owner and writer checks are the platform's
+//! ([`forewarn_platform::file_access`]: owner and mode bits on Unix, owner and DACL on
+//! Windows); the rules and the messages are the same everywhere.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Read;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+pub use forewarn_platform::file_access::Owners;
+use forewarn_platform::file_access::{self, Distrust};
 
 /// Why a path is not trusted. Every message names the path and the command that fixes it.
 #[derive(Debug, thiserror::Error)]
 pub enum TrustError {
-    /// The path belongs to another user.
+    /// The path belongs to another account.
     #[error(
-        "{} is owned by uid {owner}, not by the daemon's user (uid {expected}){root}: whoever \
-         owns it controls what the daemon runs. Fix: `chown {expected} {}`",
-        path.display(),
-        path.display(),
-        root = if *root_allowed { " or root" } else { "" }
+        "{} is owned by {owner}, not by {expected}: whoever owns it controls what the daemon \
+         runs. Fix: `{fix}`",
+        path.display()
     )]
     Owner {
         /// The path checked.
         path: PathBuf,
-        /// The uid that owns it.
-        owner: u32,
-        /// The daemon's uid.
-        expected: u32,
-        /// Whether root would have been accepted too.
-        root_allowed: bool,
+        /// Who owns it ("uid 1001"; on Windows the account and its SID).
+        owner: String,
+        /// Who should ("the daemon's user (uid 0) or root").
+        expected: String,
+        /// The command that fixes it (`chown …`, `icacls … /setowner …`).
+        fix: String,
     },
     /// Someone besides the owner may write the path.
     #[error(
-        "{} is writable by {who} (mode {mode:04o}): anyone there could change what the daemon \
-         runs. Fix: `chmod {fix} {}`",
-        path.display(),
+        "{} is writable by {who} ({how}): anyone there could change what the daemon runs. \
+         Fix: `{fix}`",
         path.display()
     )]
     Writable {
         /// The path checked.
         path: PathBuf,
-        /// Its permission bits.
-        mode: u32,
-        /// Who may write it: "its group", "everyone", ...
-        who: &'static str,
-        /// The `chmod` mode that fixes it.
-        fix: &'static str,
+        /// Who may write it: "its group", "everyone", "Everyone (S-1-1-0)", ...
+        who: String,
+        /// How: "mode 0777", "its access control list allows it".
+        how: String,
+        /// The command that fixes it (`chmod …`, `icacls …`).
+        fix: String,
     },
     /// The path is a symbolic link.
     #[error(
@@ -120,34 +122,17 @@ impl TrustError {
     }
 }
 
-/// Whose files are trusted besides the daemon's own user.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Owners {
-    /// Only the daemon's user: its state and cache.
-    DaemonOnly,
-    /// The daemon's user or root: configuration an administrator installs.
-    DaemonOrRoot,
-}
-
-/// The daemon's effective user id.
-fn daemon_uid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
-}
-
-/// Creates `dir` (and its parents) with mode 0700 when missing, then checks it is a real
-/// directory of the daemon's user that no one else may write.
+/// Creates `dir` (and its parents) private to the daemon's account when missing (mode 0700
+/// on Unix, a protected DACL on Windows), then checks it is a real directory of the
+/// daemon's account that no one else may write.
 pub fn ensure_private_dir(dir: &Path) -> Result<(), TrustError> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
+    file_access::create_private_dir(dir)
         .map_err(|error| TrustError::io("create the directory", dir, error))?;
     check_dir(dir, Owners::DaemonOnly)
 }
 
-/// Checks that `dir` is a directory (not a link to one) owned as `owners` says, and not
-/// writable by group or others.
+/// Checks that `dir` is a directory (not a link to one) owned as `owners` says, and
+/// writable by no one else.
 pub fn check_dir(dir: &Path, owners: Owners) -> Result<(), TrustError> {
     let metadata = fs::symlink_metadata(dir)
         .map_err(|error| TrustError::io("inspect the directory", dir, error))?;
@@ -164,61 +149,46 @@ pub fn check_dir(dir: &Path, owners: Owners) -> Result<(), TrustError> {
             expected: "directory",
         });
     }
-    check_owner_and_mode(dir, &metadata, owners, "700")
+    check_owner_and_writers(dir, &metadata, None, owners)
 }
 
-/// Checks owner and mode bits of `path`; `dir_fix` is the chmod for a directory.
-fn check_owner_and_mode(
+/// Checks who owns `path` and who besides may write it (the open `file`, if any, is where
+/// the platform reads them from).
+fn check_owner_and_writers(
     path: &Path,
     metadata: &fs::Metadata,
+    file: Option<&File>,
     owners: Owners,
-    dir_fix: &'static str,
 ) -> Result<(), TrustError> {
-    let expected = daemon_uid();
-    let owner = metadata.uid();
-    let root_allowed = owners == Owners::DaemonOrRoot;
-    if owner != expected && !(root_allowed && owner == 0) {
-        return Err(TrustError::Owner {
-            path: path.to_path_buf(),
+    let path_buf = || path.to_path_buf();
+    match file_access::check(path, metadata, file, owners) {
+        Ok(()) => Ok(()),
+        Err(Distrust::Owner {
             owner,
             expected,
-            root_allowed,
-        });
+            fix,
+        }) => Err(TrustError::Owner {
+            path: path_buf(),
+            owner,
+            expected,
+            fix,
+        }),
+        Err(Distrust::Writable { who, how, fix }) => Err(TrustError::Writable {
+            path: path_buf(),
+            who,
+            how,
+            fix,
+        }),
+        Err(Distrust::Unreadable(error)) => Err(TrustError::io(
+            "read the owner and permissions of",
+            path,
+            error,
+        )),
     }
-    let mode = metadata.permissions().mode() & 0o7777;
-    if mode & 0o022 == 0 {
-        return Ok(());
-    }
-    let who = if mode & 0o002 != 0 {
-        "everyone"
-    } else {
-        "its group"
-    };
-    let fix = if metadata.is_dir() { dir_fix } else { "go-w" };
-    Err(TrustError::Writable {
-        path: path.to_path_buf(),
-        mode,
-        who,
-        fix,
-    })
 }
 
 fn kind_of(metadata: &fs::Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    let file_type = metadata.file_type();
-    if file_type.is_dir() {
-        "directory"
-    } else if file_type.is_symlink() {
-        "symbolic link"
-    } else if file_type.is_fifo() {
-        "FIFO (named pipe)"
-    } else if file_type.is_socket() {
-        "socket"
-    } else if file_type.is_char_device() || file_type.is_block_device() {
-        "device"
-    } else {
-        "file"
-    }
+    file_access::kind_of(metadata)
 }
 
 /// What [`read_trusted_file`] may accept.
@@ -232,8 +202,8 @@ pub struct FileRules {
     pub max_setting: &'static str,
 }
 
-/// Reads `path` when it is a regular file (no link, FIFO or device: opened with
-/// `O_NOFOLLOW | O_NONBLOCK`, then checked on the open descriptor), owned as the rules say,
+/// Reads `path` when it is a regular file (no link, FIFO or device: opened without
+/// following a link and without blocking, then checked on the open file), owned as the rules say,
 /// writable by no one else, and at most `max_bytes` long (also while reading).
 pub fn read_trusted_file(path: &Path, rules: FileRules) -> Result<Vec<u8>, TrustError> {
     let link =
@@ -244,9 +214,7 @@ pub fn read_trusted_file(path: &Path, rules: FileRules) -> Result<Vec<u8>, Trust
             kind: "file",
         });
     }
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+    let file = file_access::read_options()
         .open(path)
         .map_err(|error| TrustError::io("open", path, error))?;
     let metadata = file
@@ -259,7 +227,7 @@ pub fn read_trusted_file(path: &Path, rules: FileRules) -> Result<Vec<u8>, Trust
             expected: "regular file",
         });
     }
-    check_owner_and_mode(path, &metadata, rules.owners, "700")?;
+    check_owner_and_writers(path, &metadata, Some(&file), rules.owners)?;
     read_capped(file, path, &rules, metadata.len())
 }
 
@@ -290,21 +258,22 @@ fn read_capped(
     Ok(bytes)
 }
 
-/// Options that create (or truncate) `path` for writing, mode 0600, never through a
-/// symbolic link (`O_NOFOLLOW`).
+/// Options that create (or truncate) a file for writing, private to the daemon's account
+/// (mode 0600 on Unix), never through a symbolic link.
 pub fn create_options() -> OpenOptions {
-    let mut options = OpenOptions::new();
-    options
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
-    options
+    file_access::create_options()
 }
 
-#[cfg(test)]
+/// Options that open a file for appending (created private when missing), never through
+/// a symbolic link.
+pub fn append_options() -> OpenOptions {
+    file_access::append_options()
+}
+
+#[cfg(all(test, unix))]
 mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
 
     const RULES: FileRules = FileRules {

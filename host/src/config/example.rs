@@ -1,8 +1,34 @@
 //! The fully commented example configuration (`forewarn config example`), which is also
 //! the default /etc/forewarn/forewarn.toml the .deb installs: every option at its default.
 
-/// The example configuration text (packaging/forewarn.toml).
+/// The example configuration text (packaging/forewarn.toml), with Linux's paths.
 pub const CONFIG_EXAMPLE: &str = include_str!("../../../packaging/forewarn.toml");
+
+/// [`CONFIG_EXAMPLE`] with this platform's default paths: the text itself on Linux; on
+/// Windows the config file, state and plugin directories under `%ProgramData%\forewarn`
+/// (as TOML literal strings, so the backslashes stay as they are).
+pub fn for_this_platform() -> String {
+    use forewarn_platform::default_paths;
+    let config_file = default_paths::config_file();
+    let state_dir = default_paths::state_dir();
+    let plugin_dir = default_paths::plugin_dir();
+    let linux_config_file = "/etc/forewarn/forewarn.toml";
+    if config_file.as_os_str() == linux_config_file {
+        return CONFIG_EXAMPLE.to_owned();
+    }
+    CONFIG_EXAMPLE
+        .replacen(linux_config_file, &config_file.display().to_string(), 1)
+        .replacen(
+            "state-dir = \"/var/lib/forewarn\"",
+            &format!("state-dir = '{}'", state_dir.display()),
+            1,
+        )
+        .replacen(
+            "plugin-dir = \"/etc/forewarn/plugins.d\"",
+            &format!("plugin-dir = '{}'", plugin_dir.display()),
+            1,
+        )
+}
 
 #[cfg(test)]
 mod tests {
@@ -36,6 +62,14 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_platforms_example_is_exactly_its_defaults() {
+        let text = for_this_platform();
+        assert_eq!(Config::parse(&text).unwrap(), Config::default());
+    }
+
+    /// Linux's defaults are the text's (Windows' are checked just above).
+    #[cfg(unix)]
     #[test]
     fn example_is_exactly_the_defaults() {
         assert_eq!(Config::parse(CONFIG_EXAMPLE).unwrap(), Config::default());

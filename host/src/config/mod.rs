@@ -17,8 +17,11 @@ use crate::pipeline::policy::{LeadTime, MAX_QUARANTINE_WINDOW, PolicyConfig};
 use crate::pipeline::scheduler::AUTO_LEAD_FLOOR;
 use crate::plugins::manifest::describe_toml_error;
 
-/// Where `forewarn run` looks for its config when none is named.
-pub const DEFAULT_CONFIG_PATH: &str = "/etc/forewarn/forewarn.toml";
+/// Where `forewarn run` looks for its config when none is named:
+/// `/etc/forewarn/forewarn.toml`, or `%ProgramData%\forewarn\forewarn.toml` on Windows.
+pub fn default_config_path() -> PathBuf {
+    forewarn_platform::default_paths::config_file()
+}
 
 /// The whole configuration. Every key is optional.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -133,8 +136,8 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             vm_name: String::new(),
-            state_dir: PathBuf::from("/var/lib/forewarn"),
-            plugin_dir: PathBuf::from("/etc/forewarn/plugins.d"),
+            state_dir: forewarn_platform::default_paths::state_dir(),
+            plugin_dir: forewarn_platform::default_paths::plugin_dir(),
             max_plugin_size: bytesize::ByteSize::b(crate::plugins::set::DEFAULT_MAX_PLUGIN_BYTES),
             max_manifest_size: bytesize::ByteSize::b(
                 crate::plugins::set::DEFAULT_MAX_MANIFEST_BYTES,

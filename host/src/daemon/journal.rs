@@ -313,6 +313,7 @@ mod tests {
         assert_eq!(file_mode & 0o777, 0o600);
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_symlinked_journal_is_refused() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -330,6 +331,7 @@ mod tests {
         assert!(text.contains(&path.display().to_string()), "{text}");
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_group_writable_journal_dir_is_refused() {
         use std::os::unix::fs::PermissionsExt;

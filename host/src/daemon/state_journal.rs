@@ -12,9 +12,8 @@
 //! aside for a person to read.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -332,12 +331,8 @@ fn apply(record: &mut JournalRecord, change: Change) {
 
 /// Opens the change log for appending (created private to the daemon's user).
 fn open_log(path: &Path) -> Result<File, JournalError> {
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        // Like every file the daemon writes: a planted symbolic link is not followed.
-        .custom_flags(libc::O_NOFOLLOW)
+    // Like every file the daemon writes: private, and a planted link is not followed.
+    forewarn_runtime::trust::append_options()
         .open(path)
         .map_err(|error| JournalError::Io {
             action: "open",
@@ -348,6 +343,7 @@ fn open_log(path: &Path) -> Result<File, JournalError> {
 
 #[cfg(test)]
 mod tests {
+    use std::fs::OpenOptions;
     use std::time::Duration;
 
     use forewarn_imds::EventType;

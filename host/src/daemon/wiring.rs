@@ -20,11 +20,11 @@ use crate::daemon::event_loop::{Daemon, DaemonSettings};
 use crate::ops::admin::{self, AdminState, DaemonViews};
 use crate::ops::event_history::{self, EventHistory};
 use crate::ops::metrics::{self, Metrics};
-use crate::ops::systemd;
 use crate::pipeline::timeline::Timeline;
 use crate::plugins::convert::to_wit_vm;
 use crate::plugins::set::{LoadedPlugin, PluginSet};
 use crate::plugins::state_store::{PluginStateStore, StateError};
+use crate::service_manager;
 
 /// The pieces of a running daemon that callers may want to look at.
 pub struct Prepared {
@@ -284,8 +284,35 @@ fn whole_seconds(duration: Duration) -> Duration {
     Duration::from_secs(duration.as_secs())
 }
 
-/// Runs the admin endpoint, the poller and the event loop until `shutdown`; tells systemd
-/// when IMDS first answered and when the daemon stops. `readiness` is `Prepared::readiness`.
+/// `forewarn run` once its config is settled (the Windows service runs it too): the
+/// runtime, the plugin directory (watched and reloaded), then [`run_daemon`] until
+/// `shutdown`.
+pub async fn serve(config: &Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let prepared = build_runtime(config)?;
+    let plugins = crate::plugins::reload::PluginDirectory::start(
+        prepared.runtime.clone(),
+        &config.plugin_dir,
+        crate::plugins::reload::ReloadOptions {
+            file_limits: config.plugin_file_limits(),
+            ..Default::default()
+        },
+    )
+    .await?;
+    tracing::info!(imds = %config.imds.url, plugin_dir = %config.plugin_dir.display(), state_dir = %config.state_dir.display(), "forewarn starting");
+    run_daemon(
+        config,
+        plugins.subscribe(),
+        crate::pipeline::timeline::new_timeline(),
+        prepared.readiness.clone(),
+        shutdown,
+    )
+    .await?;
+    tracing::info!("forewarn stopped");
+    Ok(())
+}
+
+/// Runs the admin endpoint, the poller and the event loop until `shutdown`; tells the
+/// service manager when IMDS first answered and when the daemon stops. `readiness` is `Prepared::readiness`.
 pub async fn run_daemon(
     config: &Config,
     plugins: watch::Receiver<Arc<PluginSet>>,
@@ -320,7 +347,7 @@ pub async fn run_daemon(
         readiness,
     };
     let result = run_event_loop(config, client, plugins, timeline, observers, &shutdown).await;
-    systemd::notify_stopping();
+    service_manager::notify_stopping();
     admin_stop.cancel();
     let _ignored = admin.await;
     let _ignored = history_recorder.await;
@@ -387,9 +414,14 @@ async fn run_event_loop(
         coordination,
         quarantined: daemon.quarantined_plugins(),
     }));
-    // READY=1 only once IMDS has answered: until then /status says waiting-for-imds.
-    systemd::spawn_ready_after_first_document(poll_status, polling_since, poller_stop.clone());
-    systemd::spawn_watchdog(poller_stop.clone());
+    // READY=1 (running, on Windows) only once IMDS has answered: until then /status says
+    // waiting-for-imds.
+    service_manager::spawn_ready_after_first_document(
+        poll_status,
+        polling_since,
+        poller_stop.clone(),
+    );
+    service_manager::spawn_watchdog(poller_stop.clone());
     let result = daemon.run(documents, shutdown.clone()).await;
     poller_stop.cancel();
     let _ignored = poller.await;

@@ -1,6 +1,6 @@
 //! Operations: the admin endpoint (health, readiness, metrics, status, the status page),
-//! Prometheus metrics, the status snapshot, each event's history, systemd notification and
-//! the process's malloc arenas.
+//! Prometheus metrics, the status snapshot, each event's history and the process's malloc
+//! arenas. (systemd notification is in [`crate::service_manager`].)
 
 pub(crate) mod admin;
 pub mod event_history;
@@ -8,4 +8,3 @@ pub mod malloc_arenas;
 pub(crate) mod metrics;
 pub mod status;
 pub(crate) mod status_page;
-pub(crate) mod systemd;

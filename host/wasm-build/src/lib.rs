@@ -16,6 +16,7 @@ mod constants;
 mod error;
 mod nested;
 mod target_dir;
+pub use target_dir::SHARED_WASM_TARGET_DIR;
 mod toolchain;
 mod workspace;
 

@@ -1,12 +1,25 @@
 //! Where the nested build puts its output: `<outer target dir>/wasm`, the outer target dir
-//! found from OUT_DIR's ancestors (cargo tags its root with CACHEDIR.TAG) or CARGO_TARGET_DIR.
+//! found from OUT_DIR's ancestors (cargo tags its root with CACHEDIR.TAG) or CARGO_TARGET_DIR;
+//! or, when set to an absolute path, [`SHARED_WASM_TARGET_DIR`] (a cross build in a target
+//! dir of its own reuses the plugins the native build compiled, instead of compiling them
+//! again).
 
 use std::path::{Path, PathBuf};
 
 use crate::error::BuildError;
 
+/// The variable naming the nested build's target directory outright (tests/windows.sh
+/// sets it to the native build's `target/wasm`).
+pub const SHARED_WASM_TARGET_DIR: &str = "FOREWARN_WASM_TARGET_DIR";
+
 /// The nested build's target directory, shared by every build script that calls this crate.
 pub(crate) fn wasm_target_dir(workspace_root: &Path) -> Result<PathBuf, BuildError> {
+    println!("cargo:rerun-if-env-changed={SHARED_WASM_TARGET_DIR}");
+    if let Some(shared) = std::env::var_os(SHARED_WASM_TARGET_DIR).map(PathBuf::from)
+        && shared.is_absolute()
+    {
+        return Ok(shared);
+    }
     let out_dir = std::env::var_os("OUT_DIR").ok_or(BuildError::MissingEnv("OUT_DIR"))?;
     let cargo_target_dir = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from);
     let outer = outer_target_dir(

@@ -1,0 +1,100 @@
+//! Who may change a file the daemon trusts (a plugin, its manifest, the state journal, the
+//! compile cache): its owner, and who besides may write it. On Unix, the owner's uid and the
+//! group and other write bits; on Windows, the owner's SID and the allow entries of the
+//! DACL. Also: private directories, and opening files without following links.
+
+use std::fs::{File, Metadata, OpenOptions};
+use std::io;
+use std::path::Path;
+
+#[cfg(unix)]
+#[path = "file_access/unix.rs"]
+mod imp;
+#[cfg(windows)]
+#[path = "file_access/windows.rs"]
+mod imp;
+
+/// Whose files are trusted besides the daemon's own account.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owners {
+    /// Only the daemon's account: its state and cache.
+    DaemonOnly,
+    /// The daemon's account or the administrators (root on Unix; SYSTEM or the
+    /// Administrators group on Windows): configuration an administrator installs.
+    DaemonOrRoot,
+}
+
+/// Why a path's owner or writers are not trusted, in words ready for a message: "PATH is
+/// owned by {owner}, not by {expected}", "PATH is writable by {who} ({how})", and the
+/// command that fixes it.
+#[derive(Debug)]
+pub enum Distrust {
+    /// The path belongs to someone else.
+    Owner {
+        /// Who owns it: "uid 1001", "S-1-5-21-…-1001 (VM\\alice)".
+        owner: String,
+        /// Who should: "the daemon's user (uid 0) or root".
+        expected: String,
+        /// The command that fixes it.
+        fix: String,
+    },
+    /// Someone besides the trusted accounts may write it.
+    Writable {
+        /// Who may write it: "everyone", "its group", "Everyone (S-1-1-0)".
+        who: String,
+        /// How: "mode 0777", "its access control list allows it".
+        how: String,
+        /// The command that fixes it.
+        fix: String,
+    },
+    /// Its owner or permissions could not be read.
+    Unreadable(io::Error),
+}
+
+/// Checks who owns `path` (with `metadata`, or the open `file` where the platform reads
+/// the owner from the handle) and who else may write it.
+pub fn check(
+    path: &Path,
+    metadata: &Metadata,
+    file: Option<&File>,
+    owners: Owners,
+) -> Result<(), Distrust> {
+    imp::check(path, metadata, file, owners)
+}
+
+/// What `metadata` describes, in words: "directory", "symbolic link", "FIFO (named pipe)",
+/// "socket", "device" or "file".
+pub fn kind_of(metadata: &Metadata) -> &'static str {
+    imp::kind_of(metadata)
+}
+
+/// Creates `dir` and its missing parents so that only the daemon's account (and, on
+/// Windows, SYSTEM and the administrators) may use them: mode 0700 on Unix; a protected
+/// DACL on the first directory created on Windows, which the others inherit.
+pub fn create_private_dir(dir: &Path) -> io::Result<()> {
+    imp::create_private_dir(dir)
+}
+
+/// Options that open an existing file for reading without following a link (Unix:
+/// `O_NOFOLLOW | O_NONBLOCK`, so a FIFO does not block; Windows: the reparse point itself).
+/// Check the opened file's metadata: a link or special file is then seen as such.
+pub fn read_options() -> OpenOptions {
+    imp::read_options()
+}
+
+/// Options that create (or truncate) a file for writing, private to the daemon's account
+/// (mode 0600 on Unix; the private directory's inherited DACL on Windows), never through a
+/// symbolic link.
+pub fn create_options() -> OpenOptions {
+    let mut options = imp::no_follow_write_options();
+    options.write(true).create(true).truncate(true);
+    options
+}
+
+/// Options that open a file for appending (created private when missing), never through
+/// a symbolic link.
+pub fn append_options() -> OpenOptions {
+    let mut options = imp::no_follow_write_options();
+    options.create(true).append(true);
+    options
+}

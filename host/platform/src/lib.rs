@@ -1,0 +1,20 @@
+//! forewarn's operating-system seams: each concern one module with the same interface on
+//! Linux (Unix) and Windows, so that nothing above this crate needs a `cfg`.
+//!
+//! - [`process_tree`]: a child and everything it starts, killed as a whole (a process group
+//!   on Unix, a Job Object on Windows), with optional limits (address space and OOM score on
+//!   Linux; the job's memory limit on Windows).
+//! - [`file_access`]: who owns a file or directory and who besides may write it (owner and
+//!   mode bits on Unix; owner and DACL on Windows), private directories, opening without
+//!   following links.
+//! - [`exit_status`]: what ended a child (a signal exists on Unix only).
+//! - [`stop_request`]: waiting for the operating system to ask the process to stop.
+//! - [`default_paths`]: where the config, plugins, state and logs live by default.
+//! - [`action_env`]: the environment variables an operator action inherits.
+
+pub mod action_env;
+pub mod default_paths;
+pub mod exit_status;
+pub mod file_access;
+pub mod process_tree;
+pub mod stop_request;
