@@ -2,8 +2,9 @@
 # forewarn's whole test suite, as a new machine runs it: installs what the end-to-end tests
 # drive for real when missing (HAProxy, systemd-analyze, etcd, openssl, procps, dpkg-deb and
 # headless Chromium from Debian; the C, Python and JavaScript plugin toolchains; Azurite;
-# puppeteer-core; cargo-deb), then runs
-# every test of the workspace with cargo. The build scripts build the wasm plugins on the way,
+# puppeteer-core; cargo-deb; mingw-w64 and Wine), then runs
+# every test of the workspace with cargo, and the Windows build's tests under Wine
+# (tests/windows.sh). The build scripts build the wasm plugins on the way,
 # adding the wasm32-wasip2 target with rustup when the toolchain lacks it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,4 +46,26 @@ if ! cargo deb --version >/dev/null 2>&1; then
     cargo install cargo-deb --version 3.8.0 --locked --quiet
 fi
 
-cargo test --workspace --locked --no-fail-fast
+# The Windows build (docs/windows.md): mingw-w64, wine64, the rustup target and a Wine
+# prefix. Quick when present.
+bash tests/install-windows-toolchain.sh
+
+# The Linux build first. Then the Windows cross build runs in the background at the lowest
+# CPU priority while the Linux tests run (most of their time is spent waiting on real-time
+# scenarios), and the Windows tests run under Wine once both are done.
+cargo test --workspace --locked --no-run
+mkdir -p target/windows
+nice -n 19 bash tests/windows.sh build > target/windows/build.log 2>&1 &
+windows_build=$!
+linux_status=0
+cargo test --workspace --locked --no-fail-fast || linux_status=$?
+windows_status=0
+wait "$windows_build" || windows_status=$?
+if [ "$windows_status" -ne 0 ]; then
+    cat target/windows/build.log
+    echo "tests/run.sh: the Windows cross build failed (target/windows/build.log)" >&2
+    exit "$windows_status"
+fi
+tail -n 2 target/windows/build.log
+bash tests/windows.sh test
+exit "$linux_status"

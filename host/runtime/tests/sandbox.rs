@@ -1378,6 +1378,7 @@ fn stale_temporary_cache_files_are_removed() {
     assert!(!stale.exists(), "{} is still there", stale.display());
 }
 
+#[cfg(unix)]
 #[test]
 fn a_group_writable_cache_dir_is_refused_naming_the_path_and_the_fix() {
     use std::os::unix::fs::PermissionsExt;

@@ -94,6 +94,8 @@ fn make_scripts_executable(path: &Path) -> anyhow::Result<()> {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
             .with_context(|| format!("cannot make {} executable", path.display()))?;
     }
+    #[cfg(not(unix))]
+    let _ = path;
     Ok(())
 }
 

@@ -4,7 +4,7 @@
 //! [`write_atomically`] is the crash-safe write itself; the per-plugin state store uses it too.
 //! After a crash, a reader sees either the previous file or the new one, never a mix.
 
-use std::fs::{self, File};
+use std::fs;
 use std::io::{self, Write};
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
@@ -247,7 +247,7 @@ fn sync_parent_dir(path: &Path) -> Result<(), JournalError> {
             Some(parent) if !parent.as_os_str().is_empty() => parent,
             _ => Path::new("."),
         };
-        File::open(dir)
+        fs::File::open(dir)
             .and_then(|handle| handle.sync_all())
             .map_err(|error| JournalError::io("flush to disk the directory", dir, error))?;
     }

@@ -20,11 +20,11 @@ use windows_sys::Win32::Security::Authorization::{
     SE_FILE_OBJECT, SetNamedSecurityInfoW,
 };
 use windows_sys::Win32::Security::{
-    ACCESS_ALLOWED_ACE, ACE_HEADER, ACL, DACL_SECURITY_INFORMATION, GetAce, GetLengthSid,
-    GetSecurityDescriptorDacl, GetTokenInformation, INHERIT_ONLY_ACE, LookupAccountSidW,
-    OWNER_SECURITY_INFORMATION, PROTECTED_DACL_SECURITY_INFORMATION, PSECURITY_DESCRIPTOR, PSID,
-    SID_NAME_USE, TOKEN_INFORMATION_CLASS, TOKEN_OWNER, TOKEN_QUERY, TOKEN_USER, TokenOwner,
-    TokenUser,
+    ACCESS_ALLOWED_ACE, ACE_HEADER, ACL, CheckTokenMembership, DACL_SECURITY_INFORMATION, GetAce,
+    GetLengthSid, GetSecurityDescriptorDacl, GetTokenInformation, INHERIT_ONLY_ACE,
+    LookupAccountSidW, OWNER_SECURITY_INFORMATION, PROTECTED_DACL_SECURITY_INFORMATION,
+    PSECURITY_DESCRIPTOR, PSID, SID_NAME_USE, TOKEN_INFORMATION_CLASS, TOKEN_OWNER, TOKEN_QUERY,
+    TOKEN_USER, TokenOwner, TokenUser,
 };
 use windows_sys::Win32::System::Threading::{GetCurrentProcess, OpenProcessToken};
 
@@ -395,14 +395,31 @@ pub(super) fn create_private_dir(dir: &Path) -> io::Result<()> {
 }
 
 /// Gives `dir` a protected DACL (nothing inherited from its parent): full control for
-/// SYSTEM, the Administrators and the daemon's account, inherited by what it will hold.
+/// SYSTEM and the Administrators, and for this process's account when it is neither (a
+/// service account creating its own state directory), inherited by what it will hold. An
+/// administrator's own account is not named: the group covers it, and the service, which
+/// runs as another account, would not trust an entry for a user it cannot vouch for.
 fn protect(dir: &Path) -> io::Result<()> {
     let accounts = accounts().map_err(|_| io::Error::other("cannot read the daemon's account"))?;
-    let sddl = format!(
-        "D:P(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)(A;OICI;FA;;;{})",
-        sid_text(&accounts.user)
-    );
+    let mut sddl = String::from("D:P(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)");
+    if accounts.user != accounts.system && !is_administrator(accounts) {
+        sddl.push_str(&format!("(A;OICI;FA;;;{})", sid_text(&accounts.user)));
+    }
     set_dacl(dir, &sddl)
+}
+
+/// Whether this process runs with the Administrators group enabled (elevated).
+fn is_administrator(accounts: &Accounts) -> bool {
+    let mut member = 0;
+    // SAFETY: no token (this thread's or process's), a valid SID, an out-flag.
+    let checked = unsafe {
+        CheckTokenMembership(
+            std::ptr::null_mut(),
+            accounts.administrators.as_ptr() as PSID,
+            &mut member,
+        )
+    };
+    checked != 0 && member != 0
 }
 
 /// Replaces `path`'s DACL with the one the SDDL text describes (protected when it says
