@@ -165,6 +165,24 @@ pub struct PluginView {
     pub after: Vec<String>,
     /// The time one call may take (its manifest's `budget`), in milliseconds.
     pub budget_ms: u64,
+    /// Where it was installed from, per `plugins.lock` (`forewarn plugin install`); none for a
+    /// plugin copied in by hand or bundled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<ProvenanceView>,
+}
+
+/// What `plugins.lock` says of a loaded plugin.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProvenanceView {
+    /// The reference (with its digest) or layout it was installed from.
+    pub source: String,
+    /// The artifact's manifest digest (`sha256:…`).
+    pub digest: String,
+    /// Who signed it ("alice@example.com (SHA256:…)"), or "unsigned".
+    pub signer: String,
+    /// False when the running component is not the one installed (the file was changed
+    /// since): the digest and signer then describe what was installed, not what runs.
+    pub verified: bool,
 }
 
 /// A plugin file that failed to load.
@@ -248,7 +266,15 @@ pub(crate) fn build_snapshot(inputs: StatusInputs<'_>, now: SystemTime) -> Statu
             .iter()
             .map(|(id, progress)| event_view(id, progress, now))
             .collect(),
-        plugins: inputs.plugins.all().iter().map(plugin_view).collect(),
+        plugins: {
+            let mut locks = crate::supply::lock::LockCache::default();
+            inputs
+                .plugins
+                .all()
+                .iter()
+                .map(|plugin| plugin_view(plugin, &mut locks))
+                .collect()
+        },
         load_errors: inputs
             .plugins
             .load_errors()
@@ -299,8 +325,23 @@ fn event_view(id: &str, progress: &EventProgress, now: SystemTime) -> EventView 
     }
 }
 
-fn plugin_view(plugin: &crate::plugins::set::LoadedPlugin) -> PluginView {
+fn plugin_view(
+    plugin: &crate::plugins::set::LoadedPlugin,
+    locks: &mut crate::supply::lock::LockCache,
+) -> PluginView {
+    let provenance = match &plugin.source {
+        PluginSource::File(path) => {
+            locks.provenance(path, plugin.name(), plugin.plugin.content_hash())
+        }
+        PluginSource::Bundled => None,
+    };
     PluginView {
+        provenance: provenance.map(|(entry, verified)| ProvenanceView {
+            signer: entry.signer_label(),
+            source: entry.source,
+            digest: entry.digest,
+            verified,
+        }),
         name: plugin.name().to_owned(),
         content_hash: plugin.plugin.content_hash().to_owned(),
         source: match &plugin.source {
@@ -523,6 +564,20 @@ fn render_plugins(out: &mut String, snapshot: &StatusSnapshot) {
             &rows,
         );
     }
+    for plugin in &snapshot.plugins {
+        let Some(provenance) = &plugin.provenance else {
+            continue;
+        };
+        let changed = match provenance.verified {
+            true => "",
+            false => " — CHANGED SINCE INSTALL: the running file is not the one installed",
+        };
+        let _ = writeln!(
+            out,
+            "  {} installed from {} (digest {}, signed by {}){changed}",
+            plugin.name, provenance.source, provenance.digest, provenance.signer
+        );
+    }
     for error in &snapshot.load_errors {
         let _ = writeln!(out, "  LOAD ERROR {}: {}", error.file, error.error);
     }
@@ -639,6 +694,12 @@ mod tests {
                 subscribe: vec!["Reboot".into(), "Redeploy".into()],
                 after: vec![],
                 budget_ms: 10_000,
+                provenance: Some(ProvenanceView {
+                    source: "registry.example.com/acme/lb-drain:1.2.0@sha256:ab".into(),
+                    digest: "sha256:ab".into(),
+                    signer: "alice@example.com (SHA256:xyz)".into(),
+                    verified: true,
+                }),
             }],
             load_errors: vec![LoadErrorView {
                 file: "/etc/forewarn/plugins.d/bad.wasm".into(),
@@ -678,6 +739,21 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("last error: connection refused"), "{out}");
+    }
+
+    #[test]
+    fn table_shows_where_an_installed_plugin_came_from_and_who_signed_it() {
+        let mut snapshot = snapshot();
+        let table = render_table(&snapshot);
+        assert!(
+            table.contains("lb-drain installed from registry.example.com/acme/lb-drain:1.2.0@sha256:ab (digest sha256:ab, signed by alice@example.com (SHA256:xyz))"),
+            "{table}"
+        );
+        assert!(!table.contains("CHANGED SINCE INSTALL"), "{table}");
+        if let Some(provenance) = snapshot.plugins[0].provenance.as_mut() {
+            provenance.verified = false;
+        }
+        assert!(render_table(&snapshot).contains("CHANGED SINCE INSTALL"));
     }
 
     #[test]
