@@ -7,7 +7,8 @@
 //!   forewarn to fetch from (or send credentials to) anywhere else;
 //! - https:// is verified against the system's CAs and `--ca-file`; plain http:// only when
 //!   asked for (`--plain-http`);
-//! - credentials (basic, or a bearer token fetched with them) go to the registry only.
+//! - credentials go to the registry (basic), or to the token service its 401 names, over the
+//!   same scheme, for a bearer token that then goes to the registry.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

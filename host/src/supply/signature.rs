@@ -294,7 +294,8 @@ pub(crate) mod tests {
         let trusted = TrustedKeys::parse(&[public]).unwrap();
         let digest = Digest::of(b"artifact");
         let signature = sign(&digest, &key).unwrap();
-        let Verdict::Trusted(signer) = verify(&digest, &[signature.clone()], &trusted) else {
+        let Verdict::Trusted(signer) = verify(&digest, std::slice::from_ref(&signature), &trusted)
+        else {
             panic!("not trusted");
         };
         assert_eq!(signer.name, "alice@example.com");
