@@ -31,15 +31,3 @@ pub mod signature;
 pub mod source;
 
 pub use error::SupplyError;
-
-/// `text` with control characters escaped, so what a registry sends cannot forge terminal
-/// output.
-pub(crate) fn printable(text: &str) -> String {
-    let cut: String = text.chars().take(300).collect();
-    cut.chars()
-        .flat_map(|c| match c.is_control() {
-            true => c.escape_default().collect::<Vec<_>>(),
-            false => vec![c],
-        })
-        .collect()
-}

@@ -566,7 +566,7 @@ impl RegistryClient {
             .unwrap_or_default();
         let detail = match message.is_empty() {
             true => String::new(),
-            false => format!(": {}", crate::supply::printable(&message)),
+            false => format!(": {}", printable(&message)),
         };
         let fix = match status {
             StatusCode::UNAUTHORIZED => format!(
@@ -745,6 +745,18 @@ fn challenge_parameters(challenge: &str) -> Vec<(String, String)> {
         remaining = next.trim_start_matches(',').trim();
     }
     out
+}
+
+/// `text` with control characters escaped, so what a registry sends cannot forge terminal
+/// output.
+fn printable(text: &str) -> String {
+    let cut: String = text.chars().take(300).collect();
+    cut.chars()
+        .flat_map(|c| match c.is_control() {
+            true => c.escape_default().collect::<Vec<_>>(),
+            false => vec![c],
+        })
+        .collect()
 }
 
 #[cfg(test)]
