@@ -308,6 +308,29 @@ fn a_plugin_pushed_by_wkg_installs_with_forewarn() {
         describe(&refused)
     );
     assert_eq!(std::fs::read_dir(&plugin_dir).unwrap().count(), 0);
+    // No terminal to ask on (stdin is not one) and no --yes: nothing is installed.
+    let unasked = forewarn(
+        &[
+            "plugin",
+            "install",
+            &reference,
+            "--plugins",
+            &plugins,
+            "--allow-unsigned",
+            "--ca-file",
+            &ca,
+            "--config",
+            "/dev/null",
+        ],
+        false,
+    );
+    assert!(!unasked.status.success());
+    assert!(
+        String::from_utf8_lossy(&unasked.stderr).contains("There is no terminal to ask on"),
+        "{}",
+        describe(&unasked)
+    );
+    assert_eq!(std::fs::read_dir(&plugin_dir).unwrap().count(), 0);
     let installed = forewarn(
         &[
             "plugin",
