@@ -2,7 +2,7 @@
 # forewarn's whole test suite, as a new machine runs it: installs what the end-to-end tests
 # drive for real when missing (HAProxy, systemd-analyze, etcd, openssl, procps, dpkg-deb and
 # headless Chromium from Debian; the C, Python and JavaScript plugin toolchains; Azurite;
-# puppeteer-core; cargo-deb), then runs
+# puppeteer-core; docker-registry, htpasswd and wkg for the registry tests; cargo-deb), then runs
 # every test of the workspace with cargo. The build scripts build the wasm plugins on the way,
 # adding the wasm32-wasip2 target with rustup when the toolchain lacks it.
 set -euo pipefail
@@ -38,6 +38,10 @@ bash tests/install-azurite.sh
 # The page tests drive headless Chromium (above) with puppeteer-core (npm, pinned in
 # tests/browser/package-lock.json) against the simulator console and the status page.
 bash tests/install-browser.sh
+
+# The registry tests run Debian's docker-registry (CNCF distribution) on loopback, with
+# htpasswd and ssh-keygen, and wkg (crates.io, pinned) as the third-party client.
+bash tests/install-registry.sh
 
 # The .deb packaging test needs cargo-deb (a crates.io tool, ~2 minutes to build once).
 if ! cargo deb --version >/dev/null 2>&1; then

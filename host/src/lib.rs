@@ -18,3 +18,4 @@ pub mod log_messages;
 pub mod ops;
 pub mod pipeline;
 pub mod plugins;
+pub mod supply;

@@ -194,16 +194,27 @@ struct SimulateArgs {
 #[derive(Subcommand)]
 enum PluginCommand {
     /// Check that a file is a valid forewarn plugin component and show its imports and exports.
-    Check {
-        /// The .wasm component.
-        path: PathBuf,
-    },
+    Check(forewarn_host::cli::plugin_check::CheckArgs),
     /// Start a plugin project from a template: `plugin new NAME --lang rust|c|python|js [DIR]`.
     New(NewArgs),
     /// Run a plugin against the simulator: exit 0 when it answered in time in every scenario,
     /// 1 when it trapped, ran out of budget or memory, or still deferred at NotBefore, 2 when
     /// it could not be tested.
     Test(PluginTestArgs),
+    /// Publish a plugin to an OCI registry (a Wasm OCI artifact), signed with an SSH key.
+    Push(forewarn_host::cli::plugin_push::PushArgs),
+    /// Install a plugin from a registry or an OCI layout: verified, checked, consented to.
+    Install(forewarn_host::cli::plugin_install::InstallArgs),
+    /// Upgrade an installed plugin; asks again only when its grants widen.
+    Upgrade(forewarn_host::cli::plugin_upgrade::UpgradeArgs),
+    /// Put back the version of a plugin installed before the last install or upgrade.
+    Rollback(forewarn_host::cli::plugin_rollback::RollbackArgs),
+    /// Remove a plugin and its plugins.lock entry.
+    Remove(forewarn_host::cli::plugin_remove::RemoveArgs),
+    /// List the plugin directory with each plugin's provenance (source, digest, signer, grants).
+    List(forewarn_host::cli::plugin_list::ListArgs),
+    /// Copy a plugin and its signatures from a registry into an OCI layout directory.
+    Pull(forewarn_host::cli::plugin_pull::PullArgs),
     /// Write the plugins bundled in this binary (NAME.wasm and NAME.toml) into a directory.
     ExportBundled {
         /// Where to write them (created if missing).
@@ -298,7 +309,34 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         .await
         .map(|_summary| ExitCode::SUCCESS),
         Command::Simulate(args) => simulate(args).await.map(|()| ExitCode::SUCCESS),
-        Command::Plugin(PluginCommand::Check { path }) => plugin_check(&path).await,
+        Command::Plugin(PluginCommand::Check(args)) => {
+            forewarn_host::cli::plugin_check::run(args).await
+        }
+        Command::Plugin(PluginCommand::Push(args)) => forewarn_host::cli::plugin_push::run(args)
+            .await
+            .map(|()| ExitCode::SUCCESS),
+        Command::Plugin(PluginCommand::Install(args)) => {
+            forewarn_host::cli::plugin_install::run(args)
+                .await
+                .map(|()| ExitCode::SUCCESS)
+        }
+        Command::Plugin(PluginCommand::Upgrade(args)) => {
+            forewarn_host::cli::plugin_upgrade::run(args)
+                .await
+                .map(|()| ExitCode::SUCCESS)
+        }
+        Command::Plugin(PluginCommand::Rollback(args)) => {
+            forewarn_host::cli::plugin_rollback::run(args).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Plugin(PluginCommand::Remove(args)) => {
+            forewarn_host::cli::plugin_remove::run(args).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Plugin(PluginCommand::List(args)) => {
+            forewarn_host::cli::plugin_list::run(args).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Plugin(PluginCommand::Pull(args)) => forewarn_host::cli::plugin_pull::run(args)
+            .await
+            .map(|()| ExitCode::SUCCESS),
         Command::Plugin(PluginCommand::Test(args)) => Ok(plugin_test(args).await),
         Command::Plugin(PluginCommand::New(args)) => plugin_new(args).map(|()| ExitCode::SUCCESS),
         Command::Plugin(PluginCommand::ExportBundled { dir }) => {
@@ -620,64 +658,6 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
 /// pipe, `| head`) must not stop the simulator.
 fn say(line: &str) {
     let _ignored = writeln!(std::io::stdout().lock(), "{line}");
-}
-
-async fn plugin_check(path: &std::path::Path) -> anyhow::Result<ExitCode> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let runtime = forewarn_runtime::Runtime::new(
-        forewarn_runtime::RuntimeConfig::default(),
-        forewarn_runtime::HostServices::default(),
-    )?;
-    // As the daemon would load it: under the memory cap of `NAME.toml` beside it, if any.
-    let name = path
-        .file_stem()
-        .map(|stem| stem.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let beside = path.with_extension("toml");
-    let manifest = if beside.is_file() {
-        forewarn_host::plugins::manifest::PluginManifest::load(&beside)?
-    } else {
-        forewarn_host::plugins::manifest::PluginManifest::default()
-    };
-    let settings = manifest.runtime_settings();
-    let cap = settings.memory_limit_bytes;
-    let report =
-        tokio::task::spawn_blocking(move || runtime.inspect(&name, &bytes, &settings)).await?;
-    match report {
-        Ok(report) => {
-            let version = report
-                .exports
-                .iter()
-                .find_map(|name| name.strip_prefix("forewarn:plugin/handler@"))
-                .unwrap_or("?");
-            println!(
-                "{}: a valid forewarn plugin (world forewarn:plugin/event-handler@{version})",
-                path.display()
-            );
-            println!("  size:    {} bytes", report.size_bytes);
-            println!("  sha256:  {}", report.content_hash);
-            println!(
-                "  memory:  {:.1} MiB at start (cap {:.1} MiB)",
-                report.initial_memory_bytes as f64 / 1_048_576.0,
-                cap as f64 / 1_048_576.0
-            );
-            println!(
-                "  on-failure: {} ({})",
-                manifest.on_failure,
-                manifest.on_failure.meaning()
-            );
-            println!("  exports: {}", report.exports.join(", "));
-            println!("  imports:");
-            for import in &report.imports {
-                println!("    {import}");
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(error) => {
-            eprintln!("{}: not a usable forewarn plugin: {error}", path.display());
-            Ok(ExitCode::FAILURE)
-        }
-    }
 }
 
 /// The daemon's log on stderr; for `demo`, warnings and errors routed into its timeline

@@ -3,6 +3,7 @@
 
 mod coordination;
 pub mod example;
+mod plugins;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -12,6 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use coordination::CoordinationConfig;
+pub use plugins::PluginsConfig;
 
 use crate::pipeline::policy::{LeadTime, MAX_QUARANTINE_WINDOW, PolicyConfig};
 use crate::pipeline::scheduler::AUTO_LEAD_FLOOR;
@@ -47,6 +49,8 @@ pub struct Config {
     /// `[coordination]`: approve events naming several VMs together, through etcd.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub coordination: Option<CoordinationConfig>,
+    /// `[plugins]`: whose signatures `forewarn plugin install` trusts.
+    pub plugins: PluginsConfig,
 }
 
 /// The daemon's own HTTP endpoint: health, readiness for load balancers, metrics, status.
@@ -145,6 +149,7 @@ impl Default for Config {
             identity: IdentityConfig::default(),
             actions: BTreeMap::new(),
             coordination: None,
+            plugins: PluginsConfig::default(),
         }
     }
 }
@@ -268,6 +273,7 @@ impl Config {
             coordination.validate()?;
             check_barrier_after_preparation(coordination.deadline, self.policy.prepare_lead_time)?;
         }
+        self.plugins.trusted_keys()?;
         for (name, action) in &self.actions {
             check_at_most(
                 &format!("actions.{name}.timeout"),

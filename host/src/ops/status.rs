@@ -181,6 +181,24 @@ pub struct PluginView {
     /// Its manifest's `on-failure`: what a failed call means for the approval.
     #[serde(default)]
     pub on_failure: FailurePolicy,
+    /// Where it was installed from, per `plugins.lock` (`forewarn plugin install`); none for a
+    /// plugin copied in by hand or bundled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<ProvenanceView>,
+}
+
+/// What `plugins.lock` says of a loaded plugin.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProvenanceView {
+    /// The reference (with its digest) or layout it was installed from.
+    pub source: String,
+    /// The artifact's manifest digest (`sha256:…`).
+    pub digest: String,
+    /// Who signed it ("alice@example.com (SHA256:…)"), or "unsigned".
+    pub signer: String,
+    /// False when the running component is not the one installed (the file was changed
+    /// since): the digest and signer then describe what was installed, not what runs.
+    pub verified: bool,
 }
 
 /// A plugin file that failed to load.
@@ -272,7 +290,15 @@ pub(crate) fn build_snapshot(inputs: StatusInputs<'_>, now: SystemTime) -> Statu
             held_by: inputs.held_by,
         },
         events,
-        plugins: inputs.plugins.all().iter().map(plugin_view).collect(),
+        plugins: {
+            let mut locks = crate::supply::lock::LockCache::default();
+            inputs
+                .plugins
+                .all()
+                .iter()
+                .map(|plugin| plugin_view(plugin, &mut locks))
+                .collect()
+        },
         load_errors: inputs
             .plugins
             .load_errors()
@@ -326,8 +352,23 @@ fn event_view(id: &str, progress: &EventProgress, now: SystemTime) -> EventView 
     }
 }
 
-fn plugin_view(plugin: &crate::plugins::set::LoadedPlugin) -> PluginView {
+fn plugin_view(
+    plugin: &crate::plugins::set::LoadedPlugin,
+    locks: &mut crate::supply::lock::LockCache,
+) -> PluginView {
+    let provenance = match &plugin.source {
+        PluginSource::File(path) => {
+            locks.provenance(path, plugin.name(), plugin.plugin.content_hash())
+        }
+        PluginSource::Bundled => None,
+    };
     PluginView {
+        provenance: provenance.map(|(entry, verified)| ProvenanceView {
+            signer: entry.signer_label(),
+            source: entry.source,
+            digest: entry.digest,
+            verified,
+        }),
         name: plugin.name().to_owned(),
         content_hash: plugin.plugin.content_hash().to_owned(),
         source: match &plugin.source {
@@ -590,6 +631,20 @@ fn render_plugins(out: &mut String, snapshot: &StatusSnapshot) {
             &rows,
         );
     }
+    for plugin in &snapshot.plugins {
+        let Some(provenance) = &plugin.provenance else {
+            continue;
+        };
+        let changed = match provenance.verified {
+            true => "",
+            false => " — CHANGED SINCE INSTALL: the running file is not the one installed",
+        };
+        let _ = writeln!(
+            out,
+            "  {} installed from {} (digest {}, signed by {}){changed}",
+            plugin.name, provenance.source, provenance.digest, provenance.signer
+        );
+    }
     for error in &snapshot.load_errors {
         let advisory = match error.advisory {
             true => " (on-failure = \"approve\": does not hold approvals)",
@@ -741,6 +796,12 @@ mod tests {
                 after: vec![],
                 budget_ms: 10_000,
                 on_failure: FailurePolicy::Hold,
+                provenance: Some(ProvenanceView {
+                    source: "registry.example.com/acme/lb-drain:1.2.0@sha256:ab".into(),
+                    digest: "sha256:ab".into(),
+                    signer: "alice@example.com (SHA256:xyz)".into(),
+                    verified: true,
+                }),
             }],
             load_errors: vec![LoadErrorView {
                 file: "/etc/forewarn/plugins.d/bad.wasm".into(),
@@ -782,6 +843,21 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("last error: connection refused"), "{out}");
+    }
+
+    #[test]
+    fn table_shows_where_an_installed_plugin_came_from_and_who_signed_it() {
+        let mut snapshot = snapshot();
+        let table = render_table(&snapshot);
+        assert!(
+            table.contains("lb-drain installed from registry.example.com/acme/lb-drain:1.2.0@sha256:ab (digest sha256:ab, signed by alice@example.com (SHA256:xyz))"),
+            "{table}"
+        );
+        assert!(!table.contains("CHANGED SINCE INSTALL"), "{table}");
+        if let Some(provenance) = snapshot.plugins[0].provenance.as_mut() {
+            provenance.verified = false;
+        }
+        assert!(render_table(&snapshot).contains("CHANGED SINCE INSTALL"));
     }
 
     #[test]

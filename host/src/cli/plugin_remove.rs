@@ -1,0 +1,30 @@
+//! `forewarn plugin remove NAME`: removes a plugin's files, its kept previous version and
+//! its `plugins.lock` entry.
+
+use crate::cli::supply_args::DirArgs;
+use crate::supply::install::remove;
+
+/// The arguments of `plugin remove`.
+#[derive(Debug, clap::Args)]
+pub struct RemoveArgs {
+    /// The plugin.
+    pub name: String,
+    /// The config and the plugin directory.
+    #[command(flatten)]
+    pub dir: DirArgs,
+}
+
+/// Runs `plugin remove`.
+pub fn run(args: RemoveArgs) -> anyhow::Result<()> {
+    let config = args.dir.load()?;
+    let entry = remove(&config.plugin_dir, &args.name)?;
+    let origin = entry
+        .map(|entry| format!(" (installed from {})", entry.source))
+        .unwrap_or_default();
+    println!(
+        "removed {}{origin} from {}; the daemon unloads it within a second",
+        args.name,
+        config.plugin_dir.display()
+    );
+    Ok(())
+}
