@@ -1,6 +1,7 @@
 //! Compiles the bundled plugins (plugins/*) into wasm components and writes, in OUT_DIR,
 //! `bundled.rs` (a path constant per plugin) and `bundled_wasm.rs` (its bytes, embedded);
-//! and embeds the plugin templates (sdk/templates/*) as `templates.rs`; in release builds,
+//! and embeds the plugin templates (sdk/templates/*) as `templates.rs` and the plugin SDKs as
+//! packaged (sdk/, sdk/c, sdk/python, sdk/js) as `sdk_files.rs`; in release builds,
 //! asks the linker to lay out the daemon's start-up and idle code first (link/).
 
 use std::path::PathBuf;
@@ -15,6 +16,7 @@ fn main() {
     forewarn_wasm_build::write_constants(&out_dir.join("bundled.rs"), &built);
     forewarn_wasm_build::write_embedded(&out_dir.join("bundled_wasm.rs"), &built);
     templates::embed(&out_dir);
+    carried_sdks::embed(&out_dir);
     startup_code_order::apply();
 }
 
@@ -145,6 +147,137 @@ mod templates {
                 ) {
                     collect(&path, &inner, files);
                 }
+            } else if let (Some(inner), Some(absolute)) = (inner.to_str(), path.to_str()) {
+                files.push((inner.replace('\\', "/"), absolute.to_owned()));
+            }
+        }
+    }
+}
+
+/// The plugin SDKs the binary carries (`forewarn sdk export`, `forewarn plugin new`): each the
+/// files of its registry package, embedded as a table in OUT_DIR/sdk_files.rs:
+/// `(lang, path inside the package, bytes)`, and the SDK's version (sdk/Cargo.toml) as the
+/// environment variable FOREWARN_SDK_VERSION.
+mod carried_sdks {
+    use std::fmt::Write;
+    use std::path::{Path, PathBuf};
+
+    /// Per language: the package's folder under sdk/, and its files and folders (folders are
+    /// taken whole). The registry tooling run on what the binary writes out
+    /// (host/tests/e2e_sdk_packages.rs) proves each list makes a complete package.
+    const PACKAGES: &[(&str, &str, &[&str])] = &[
+        (
+            "rust",
+            "",
+            &[
+                "Cargo.toml",
+                "README.md",
+                "src",
+                "wit",
+                "examples/notice.rs",
+            ],
+        ),
+        (
+            "c",
+            "c",
+            &[
+                "README.md",
+                "forewarn.h",
+                "forewarn.c",
+                "testing.h",
+                "testing.c",
+                "generated",
+                "forewarn-sdk.mk",
+                "forewarn-sdk.pc",
+            ],
+        ),
+        (
+            "python",
+            "python",
+            &[
+                "pyproject.toml",
+                "README.md",
+                "forewarn/__init__.py",
+                "forewarn/_native.py",
+                "forewarn/testing.py",
+                "forewarn/build.py",
+                "forewarn/wit",
+            ],
+        ),
+        (
+            "js",
+            "js",
+            &[
+                "package.json",
+                "README.md",
+                "forewarn.js",
+                "warm-up.js",
+                "testing.js",
+                "testing",
+                "build.mjs",
+                "wit",
+            ],
+        ),
+    ];
+
+    pub(crate) fn embed(out_dir: &Path) {
+        let manifest_dir = PathBuf::from(
+            std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+        );
+        let sdk = manifest_dir.join("../sdk");
+        let mut table = String::from("pub(crate) const SDK_FILES: &[(&str, &str, &[u8])] = &[\n");
+        for (lang, folder, entries) in PACKAGES {
+            let root = sdk.join(folder);
+            let mut files = Vec::new();
+            for entry in *entries {
+                let path = root.join(entry);
+                println!("cargo:rerun-if-changed={}", path.display());
+                if path.is_dir() {
+                    collect(&path, Path::new(entry), &mut files);
+                } else if path.is_file() {
+                    files.push((entry.to_string(), path.display().to_string()));
+                } else {
+                    panic!("sdk/{folder}/{entry} is missing: the {lang} SDK's package lists it");
+                }
+            }
+            files.sort();
+            for (relative, absolute) in files {
+                let _ = writeln!(
+                    table,
+                    "    ({lang:?}, {relative:?}, include_bytes!({absolute:?})),"
+                );
+            }
+        }
+        table.push_str("];\n");
+        std::fs::write(out_dir.join("sdk_files.rs"), table).expect("write sdk_files.rs");
+        let cargo_toml =
+            std::fs::read_to_string(sdk.join("Cargo.toml")).expect("read sdk/Cargo.toml");
+        let version = cargo_toml
+            .lines()
+            .find_map(|line| line.strip_prefix("version = \""))
+            .and_then(|rest| rest.strip_suffix('"'))
+            .expect("sdk/Cargo.toml has a `version = \"...\"` line");
+        println!("cargo:rustc-env=FOREWARN_SDK_VERSION={version}");
+    }
+
+    /// Every file under `dir` (build output and caches left out), as (path in the package,
+    /// absolute path).
+    fn collect(dir: &Path, relative: &Path, files: &mut Vec<(String, String)>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name();
+            let inner = relative.join(&name);
+            if matches!(
+                name.to_str(),
+                Some("target" | "node_modules" | "__pycache__" | ".venv")
+            ) {
+                continue;
+            }
+            if path.is_dir() {
+                collect(&path, &inner, files);
             } else if let (Some(inner), Some(absolute)) = (inner.to_str(), path.to_str()) {
                 files.push((inner.replace('\\', "/"), absolute.to_owned()));
             }

@@ -44,6 +44,9 @@ enum Command {
     /// Work with plugin components.
     #[command(subcommand)]
     Plugin(PluginCommand),
+    /// The plugin SDKs this forewarn carries: write one out, or run a step of a C plugin's build.
+    #[command(subcommand)]
+    Sdk(SdkCommand),
     /// Show what the running daemon is doing: events, plugin decisions, plugins, IMDS polls.
     Status(StatusArgs),
     /// Print the example configuration, or check a configuration file.
@@ -60,6 +63,14 @@ enum Command {
         #[arg(long, default_value = "pooling")]
         allocation: String,
     },
+}
+
+#[derive(Subcommand)]
+enum SdkCommand {
+    /// Write the SDK of a language, as its registry package, into DIR (for vendoring).
+    Export(forewarn_host::cli::sdk_export::ExportArgs),
+    /// Wrap a core wasm module built by clang into a plugin component (the C SDK's last step).
+    ComponentNew(forewarn_host::cli::sdk_component_new::ComponentNewArgs),
 }
 
 #[derive(Subcommand)]
@@ -190,12 +201,9 @@ struct SimulateArgs {
 #[derive(Subcommand)]
 enum PluginCommand {
     /// Check that a file is a valid forewarn plugin component and show its imports and exports.
-    Check {
-        /// The .wasm component.
-        path: PathBuf,
-    },
+    Check(forewarn_host::cli::plugin_check::CheckArgs),
     /// Start a plugin project from a template: `plugin new NAME --lang rust|c|python|js [DIR]`.
-    New(NewArgs),
+    New(forewarn_host::cli::plugin_new::NewArgs),
     /// Run a plugin against the simulator: exit 0 when it answered in time in every scenario,
     /// 1 when it trapped, ran out of budget or memory, or still deferred at NotBefore, 2 when
     /// it could not be tested.
@@ -205,41 +213,6 @@ enum PluginCommand {
         /// Where to write them (created if missing).
         dir: PathBuf,
     },
-}
-
-#[derive(clap::Args)]
-struct NewArgs {
-    /// The plugin's name: lower-case kebab-case (`[a-z][a-z0-9-]*`, at most 48 characters).
-    name: String,
-    /// The language of the template.
-    #[arg(long, value_enum)]
-    lang: LangArg,
-    /// Where to write the project (must be missing or empty). Default: ./NAME.
-    dir: Option<PathBuf>,
-    /// The `sdk/` directory of a forewarn checkout. Default: the checkout this forewarn was
-    /// built from, when it still exists.
-    #[arg(long)]
-    sdk: Option<PathBuf>,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum LangArg {
-    Rust,
-    C,
-    Python,
-    Js,
-}
-
-impl From<LangArg> for forewarn_host::plugins::templates::Lang {
-    fn from(lang: LangArg) -> Self {
-        use forewarn_host::plugins::templates::Lang;
-        match lang {
-            LangArg::Rust => Lang::Rust,
-            LangArg::C => Lang::C,
-            LangArg::Python => Lang::Python,
-            LangArg::Js => Lang::Js,
-        }
-    }
 }
 
 fn main() -> ExitCode {
@@ -294,9 +267,15 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         .await
         .map(|_summary| ExitCode::SUCCESS),
         Command::Simulate(args) => simulate(args).await.map(|()| ExitCode::SUCCESS),
-        Command::Plugin(PluginCommand::Check { path }) => plugin_check(&path).await,
+        Command::Plugin(PluginCommand::Check(args)) => {
+            forewarn_host::cli::plugin_check::run(args).await
+        }
         Command::Plugin(PluginCommand::Test(args)) => Ok(plugin_test(args).await),
-        Command::Plugin(PluginCommand::New(args)) => plugin_new(args).map(|()| ExitCode::SUCCESS),
+        Command::Sdk(SdkCommand::Export(args)) => forewarn_host::cli::sdk_export::run(args),
+        Command::Sdk(SdkCommand::ComponentNew(args)) => {
+            forewarn_host::cli::sdk_component_new::run(args)
+        }
+        Command::Plugin(PluginCommand::New(args)) => forewarn_host::cli::plugin_new::run(args),
         Command::Plugin(PluginCommand::ExportBundled { dir }) => {
             export_bundled(&dir).map(|()| ExitCode::SUCCESS)
         }
@@ -497,19 +476,6 @@ async fn plugin_test(args: PluginTestArgs) -> ExitCode {
     }
 }
 
-/// `forewarn plugin new`: writes the template and prints the files and next commands.
-fn plugin_new(args: NewArgs) -> anyhow::Result<()> {
-    use forewarn_host::cli::plugin_new;
-    let written = plugin_new::create(&plugin_new::NewOptions {
-        name: args.name,
-        lang: args.lang.into(),
-        dir: args.dir,
-        sdk: args.sdk,
-    })?;
-    print!("{}", plugin_new::report(&written));
-    Ok(())
-}
-
 /// `forewarn plugin export-bundled DIR`: writes each bundled plugin's component and manifest.
 fn export_bundled(dir: &std::path::Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -613,58 +579,6 @@ async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
 /// pipe, `| head`) must not stop the simulator.
 fn say(line: &str) {
     let _ignored = writeln!(std::io::stdout().lock(), "{line}");
-}
-
-async fn plugin_check(path: &std::path::Path) -> anyhow::Result<ExitCode> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let runtime = forewarn_runtime::Runtime::new(
-        forewarn_runtime::RuntimeConfig::default(),
-        forewarn_runtime::HostServices::default(),
-    )?;
-    // As the daemon would load it: under the memory cap of `NAME.toml` beside it, if any.
-    let name = path
-        .file_stem()
-        .map(|stem| stem.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let beside = path.with_extension("toml");
-    let settings = if beside.is_file() {
-        forewarn_host::plugins::manifest::PluginManifest::load(&beside)?.runtime_settings()
-    } else {
-        forewarn_runtime::PluginSettings::default()
-    };
-    let cap = settings.memory_limit_bytes;
-    let report =
-        tokio::task::spawn_blocking(move || runtime.inspect(&name, &bytes, &settings)).await?;
-    match report {
-        Ok(report) => {
-            let version = report
-                .exports
-                .iter()
-                .find_map(|name| name.strip_prefix("forewarn:plugin/handler@"))
-                .unwrap_or("?");
-            println!(
-                "{}: a valid forewarn plugin (world forewarn:plugin/event-handler@{version})",
-                path.display()
-            );
-            println!("  size:    {} bytes", report.size_bytes);
-            println!("  sha256:  {}", report.content_hash);
-            println!(
-                "  memory:  {:.1} MiB at start (cap {:.1} MiB)",
-                report.initial_memory_bytes as f64 / 1_048_576.0,
-                cap as f64 / 1_048_576.0
-            );
-            println!("  exports: {}", report.exports.join(", "));
-            println!("  imports:");
-            for import in &report.imports {
-                println!("    {import}");
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(error) => {
-            eprintln!("{}: not a usable forewarn plugin: {error}", path.display());
-            Ok(ExitCode::FAILURE)
-        }
-    }
 }
 
 /// The daemon's log on stderr; for `demo`, warnings and errors routed into its timeline

@@ -4,7 +4,10 @@
 pub mod demo;
 pub mod demo_log;
 pub mod demo_workload;
+pub mod plugin_check;
 pub mod plugin_files;
 pub mod plugin_new;
 pub mod plugin_test;
+pub mod sdk_component_new;
+pub mod sdk_export;
 pub mod verdict;
