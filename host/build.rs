@@ -101,8 +101,9 @@ mod startup_code_order {
 /// The plugin templates `forewarn plugin new` writes (sdk/templates/<lang>/), embedded as a
 /// table in OUT_DIR/templates.rs: `(lang, path inside the template, bytes)`.
 mod templates {
-    use std::fmt::Write;
     use std::path::{Path, PathBuf};
+
+    use crate::embedded_files;
 
     /// The template languages, in the order `--lang` lists them.
     const LANGS: &[&str] = &["rust", "c", "python", "js"];
@@ -117,40 +118,11 @@ mod templates {
             String::from("pub(crate) const TEMPLATE_FILES: &[(&str, &str, &[u8])] = &[\n");
         for lang in LANGS {
             let mut files = Vec::new();
-            collect(&root.join(lang), Path::new(""), &mut files);
-            files.sort();
-            for (relative, absolute) in files {
-                let _ = writeln!(
-                    table,
-                    "    ({lang:?}, {relative:?}, include_bytes!({absolute:?})),"
-                );
-            }
+            embedded_files::collect(&root.join(lang), Path::new(""), &mut files);
+            embedded_files::write_rows(&mut table, lang, files);
         }
         table.push_str("];\n");
         std::fs::write(out_dir.join("templates.rs"), table).expect("write templates.rs");
-    }
-
-    /// Every file under `dir`, as (path relative to the template with `/`, absolute path).
-    fn collect(dir: &Path, relative: &Path, files: &mut Vec<(String, String)>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let name = entry.file_name();
-            let inner = relative.join(&name);
-            if path.is_dir() {
-                // Build output left in a template by trying it in place is not part of it.
-                if !matches!(
-                    name.to_str(),
-                    Some("target" | "node_modules" | "__pycache__")
-                ) {
-                    collect(&path, &inner, files);
-                }
-            } else if let (Some(inner), Some(absolute)) = (inner.to_str(), path.to_str()) {
-                files.push((inner.replace('\\', "/"), absolute.to_owned()));
-            }
-        }
     }
 }
 
@@ -159,8 +131,9 @@ mod templates {
 /// `(lang, path inside the package, bytes)`, and the SDK's version (sdk/Cargo.toml) as the
 /// environment variable FOREWARN_SDK_VERSION.
 mod carried_sdks {
-    use std::fmt::Write;
     use std::path::{Path, PathBuf};
+
+    use crate::embedded_files;
 
     /// Per language: the package's folder under sdk/, and its files and folders (folders are
     /// taken whole). The registry tooling run on what the binary writes out
@@ -233,20 +206,14 @@ mod carried_sdks {
                 let path = root.join(entry);
                 println!("cargo:rerun-if-changed={}", path.display());
                 if path.is_dir() {
-                    collect(&path, Path::new(entry), &mut files);
+                    embedded_files::collect(&path, Path::new(entry), &mut files);
                 } else if path.is_file() {
                     files.push((entry.to_string(), path.display().to_string()));
                 } else {
                     panic!("sdk/{folder}/{entry} is missing: the {lang} SDK's package lists it");
                 }
             }
-            files.sort();
-            for (relative, absolute) in files {
-                let _ = writeln!(
-                    table,
-                    "    ({lang:?}, {relative:?}, include_bytes!({absolute:?})),"
-                );
-            }
+            embedded_files::write_rows(&mut table, lang, files);
         }
         table.push_str("];\n");
         std::fs::write(out_dir.join("sdk_files.rs"), table).expect("write sdk_files.rs");
@@ -259,10 +226,19 @@ mod carried_sdks {
             .expect("sdk/Cargo.toml has a `version = \"...\"` line");
         println!("cargo:rustc-env=FOREWARN_SDK_VERSION={version}");
     }
+}
 
-    /// Every file under `dir` (build output and caches left out), as (path in the package,
+/// The files `templates` and `carried_sdks` embed, as rows of a `(lang, path, bytes)` table.
+mod embedded_files {
+    use std::fmt::Write;
+    use std::path::Path;
+
+    /// Folders that are build output or caches, never part of a template or a package.
+    const SKIPPED: &[&str] = &["target", "node_modules", "__pycache__", ".venv"];
+
+    /// Every file under `dir`, as (path relative to it with `/`, prefixed by `relative`;
     /// absolute path).
-    fn collect(dir: &Path, relative: &Path, files: &mut Vec<(String, String)>) {
+    pub(crate) fn collect(dir: &Path, relative: &Path, files: &mut Vec<(String, String)>) {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
         };
@@ -270,17 +246,24 @@ mod carried_sdks {
             let path = entry.path();
             let name = entry.file_name();
             let inner = relative.join(&name);
-            if matches!(
-                name.to_str(),
-                Some("target" | "node_modules" | "__pycache__" | ".venv")
-            ) {
-                continue;
-            }
             if path.is_dir() {
-                collect(&path, &inner, files);
+                if !name.to_str().is_some_and(|name| SKIPPED.contains(&name)) {
+                    collect(&path, &inner, files);
+                }
             } else if let (Some(inner), Some(absolute)) = (inner.to_str(), path.to_str()) {
                 files.push((inner.replace('\\', "/"), absolute.to_owned()));
             }
+        }
+    }
+
+    /// Appends one row per file, sorted by path, to the table's source.
+    pub(crate) fn write_rows(table: &mut String, lang: &str, mut files: Vec<(String, String)>) {
+        files.sort();
+        for (relative, absolute) in files {
+            let _ = writeln!(
+                table,
+                "    ({lang:?}, {relative:?}, include_bytes!({absolute:?})),"
+            );
         }
     }
 }
