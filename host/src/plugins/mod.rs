@@ -5,6 +5,7 @@ pub mod bundled;
 pub mod carried_sdk;
 pub(crate) mod convert;
 pub(crate) mod debounce;
+pub mod languages;
 pub mod manifest;
 pub mod reload;
 pub mod set;

@@ -1,69 +1,15 @@
 //! The plugin templates embedded in the binary (sdk/templates/<lang>/) and how `plugin new`
 //! turns one into files: the name checked, placeholders substituted in contents and names.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::plugins::carried_sdk;
+pub use crate::plugins::languages::Lang;
 
 include!(concat!(env!("OUT_DIR"), "/templates.rs"));
 
 /// Longest plugin name `plugin new` accepts.
 pub const NAME_MAX: usize = 48;
-
-/// A template's language, as `--lang` names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lang {
-    /// A Rust crate using forewarn-sdk.
-    Rust,
-    /// C with wit-bindgen's C output and sdk/c.
-    C,
-    /// Python with componentize-py and sdk/python.
-    Python,
-    /// JavaScript with jco and sdk/js.
-    Js,
-}
-
-impl Lang {
-    /// Every language, in `--lang`'s order.
-    pub const ALL: [Lang; 4] = [Lang::Rust, Lang::C, Lang::Python, Lang::Js];
-
-    /// The name `--lang` takes and sdk/templates/ uses.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Lang::Rust => "rust",
-            Lang::C => "c",
-            Lang::Python => "python",
-            Lang::Js => "js",
-        }
-    }
-
-    /// The file at the root of this language's SDK package (its registry's metadata).
-    pub fn package_marker(self) -> &'static str {
-        match self {
-            Lang::Rust => "Cargo.toml",
-            Lang::C => "forewarn-sdk.mk",
-            Lang::Python => "pyproject.toml",
-            Lang::Js => "package.json",
-        }
-    }
-
-    /// The SDK directory of this language inside the repository's `sdk/`.
-    fn sdk_subdir(self) -> Option<&'static str> {
-        match self {
-            Lang::Rust => None,
-            Lang::C => Some("c"),
-            Lang::Python => Some("python"),
-            Lang::Js => Some("js"),
-        }
-    }
-}
-
-impl fmt::Display for Lang {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// Why a plugin name is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
