@@ -20,6 +20,7 @@ command -v dpkg-deb >/dev/null 2>&1 || missing+=(dpkg)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v make >/dev/null 2>&1 || missing+=(make)     # the C plugin template's Makefile
 command -v gcc >/dev/null 2>&1 || missing+=(gcc)       # the C SDK's native testing host
+command -v pkg-config >/dev/null 2>&1 || missing+=(pkgconf)  # the C SDK package's forewarn-sdk.pc
 if [ ${#missing[@]} -gt 0 ]; then
     echo "tests/run.sh: installing ${missing[*]} from Debian's packages (the end-to-end tests use them)"
     apt_install "${missing[@]}"

@@ -44,6 +44,9 @@ enum Command {
     /// Work with plugin components.
     #[command(subcommand)]
     Plugin(PluginCommand),
+    /// The plugin SDKs this forewarn carries: write one out, or run a step of a C plugin's build.
+    #[command(subcommand)]
+    Sdk(SdkCommand),
     /// Show what the running daemon is doing: events, plugin decisions, plugins, IMDS polls.
     Status(StatusArgs),
     /// Print the example configuration, or check a configuration file.
@@ -60,6 +63,14 @@ enum Command {
         #[arg(long, default_value = "pooling")]
         allocation: String,
     },
+}
+
+#[derive(Subcommand)]
+enum SdkCommand {
+    /// Write the SDK of a language, as its registry package, into DIR (for vendoring).
+    Export(forewarn_host::cli::sdk_export::ExportArgs),
+    /// Wrap a core wasm module built by clang into a plugin component (the C SDK's last step).
+    ComponentNew(forewarn_host::cli::sdk_component_new::ComponentNewArgs),
 }
 
 #[derive(Subcommand)]
@@ -196,7 +207,7 @@ enum PluginCommand {
     /// Check that a file is a valid forewarn plugin component and show its imports and exports.
     Check(forewarn_host::cli::plugin_check::CheckArgs),
     /// Start a plugin project from a template: `plugin new NAME --lang rust|c|python|js [DIR]`.
-    New(NewArgs),
+    New(forewarn_host::cli::plugin_new::NewArgs),
     /// Run a plugin against the simulator: exit 0 when it answered in time in every scenario,
     /// 1 when it trapped, ran out of budget or memory, or still deferred at NotBefore, 2 when
     /// it could not be tested.
@@ -220,41 +231,6 @@ enum PluginCommand {
         /// Where to write them (created if missing).
         dir: PathBuf,
     },
-}
-
-#[derive(clap::Args)]
-struct NewArgs {
-    /// The plugin's name: lower-case kebab-case (`[a-z][a-z0-9-]*`, at most 48 characters).
-    name: String,
-    /// The language of the template.
-    #[arg(long, value_enum)]
-    lang: LangArg,
-    /// Where to write the project (must be missing or empty). Default: ./NAME.
-    dir: Option<PathBuf>,
-    /// The `sdk/` directory of a forewarn checkout. Default: the checkout this forewarn was
-    /// built from, when it still exists.
-    #[arg(long)]
-    sdk: Option<PathBuf>,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum LangArg {
-    Rust,
-    C,
-    Python,
-    Js,
-}
-
-impl From<LangArg> for forewarn_host::plugins::templates::Lang {
-    fn from(lang: LangArg) -> Self {
-        use forewarn_host::plugins::templates::Lang;
-        match lang {
-            LangArg::Rust => Lang::Rust,
-            LangArg::C => Lang::C,
-            LangArg::Python => Lang::Python,
-            LangArg::Js => Lang::Js,
-        }
-    }
 }
 
 fn main() -> ExitCode {
@@ -338,7 +314,11 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
             .await
             .map(|()| ExitCode::SUCCESS),
         Command::Plugin(PluginCommand::Test(args)) => Ok(plugin_test(args).await),
-        Command::Plugin(PluginCommand::New(args)) => plugin_new(args).map(|()| ExitCode::SUCCESS),
+        Command::Sdk(SdkCommand::Export(args)) => forewarn_host::cli::sdk_export::run(args),
+        Command::Sdk(SdkCommand::ComponentNew(args)) => {
+            forewarn_host::cli::sdk_component_new::run(args)
+        }
+        Command::Plugin(PluginCommand::New(args)) => forewarn_host::cli::plugin_new::run(args),
         Command::Plugin(PluginCommand::ExportBundled { dir }) => {
             export_bundled(&dir).map(|()| ExitCode::SUCCESS)
         }
@@ -537,19 +517,6 @@ async fn plugin_test(args: PluginTestArgs) -> ExitCode {
             ExitCode::from(plugin_test::EXIT_ERROR)
         }
     }
-}
-
-/// `forewarn plugin new`: writes the template and prints the files and next commands.
-fn plugin_new(args: NewArgs) -> anyhow::Result<()> {
-    use forewarn_host::cli::plugin_new;
-    let written = plugin_new::create(&plugin_new::NewOptions {
-        name: args.name,
-        lang: args.lang.into(),
-        dir: args.dir,
-        sdk: args.sdk,
-    })?;
-    print!("{}", plugin_new::report(&written));
-    Ok(())
 }
 
 /// `forewarn plugin export-bundled DIR`: writes each bundled plugin's component and manifest.

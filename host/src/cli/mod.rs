@@ -15,5 +15,7 @@ pub mod plugin_remove;
 pub mod plugin_rollback;
 pub mod plugin_test;
 pub mod plugin_upgrade;
+pub mod sdk_component_new;
+pub mod sdk_export;
 pub mod supply_args;
 pub mod verdict;

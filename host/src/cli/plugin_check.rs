@@ -1,39 +1,41 @@
-//! `forewarn plugin check PATH`: is the file a usable plugin component (its world, imports,
-//! exports, memory at start under the cap of `NAME.toml` beside it)?
+//! `forewarn plugin check PLUGIN.wasm`: whether a file is a plugin the daemon would load,
+//! under which name, and what it imports and exports (the same checks `plugin push` and
+//! `plugin install` make, in `supply::component_check`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
-
-use crate::plugins::manifest::PluginManifest;
+use crate::cli::plugin_files::PluginFile;
 use crate::supply::component_check::check_component;
 
-/// The arguments of `plugin check`.
-#[derive(Debug, clap::Args)]
+/// Options of `forewarn plugin check`.
+#[derive(Debug, Clone, clap::Args)]
 pub struct CheckArgs {
     /// The .wasm component.
     pub path: PathBuf,
 }
 
-/// Runs `plugin check`: exit 0 for a usable plugin, 1 otherwise.
+/// Checks the component as the daemon would load it: under the name `plugin test` gives it
+/// ([`PluginFile::name`]) and the memory cap of `NAME.toml` beside it, if any. Exit 0 for a
+/// usable plugin, 1 otherwise.
 pub async fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let path = args.path;
-    let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    // As the daemon would load it: under the memory cap of `NAME.toml` beside it, if any.
-    let name = path
-        .file_stem()
-        .map(|stem| stem.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let beside = path.with_extension("toml");
-    let manifest = match beside.is_file() {
-        true => PluginManifest::load(&beside)?,
-        false => PluginManifest::default(),
+    let file = PluginFile::new(path.clone());
+    let name = match file.name() {
+        Ok(name) => name,
+        Err(error) => {
+            eprintln!("{}: not a usable forewarn plugin: {error}", path.display());
+            return Ok(ExitCode::FAILURE);
+        }
     };
+    let bytes = std::fs::read(&path)
+        .map_err(|error| anyhow::anyhow!("cannot read {}: {error}", path.display()))?;
+    let manifest = file.manifest()?;
     let cap = manifest.memory.as_u64();
     let on_failure = manifest.on_failure;
+    let plugin = name.name.clone();
     let checked =
-        tokio::task::spawn_blocking(move || check_component(&name, &bytes, &manifest)).await?;
+        tokio::task::spawn_blocking(move || check_component(&plugin, &bytes, &manifest)).await?;
     let checked = match checked {
         Ok(checked) => checked,
         Err(problem) => {
@@ -47,6 +49,7 @@ pub async fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         path.display(),
         checked.world
     );
+    println!("  name:    {}", name.name);
     println!("  size:    {} bytes", report.size_bytes);
     println!("  sha256:  {}", report.content_hash);
     println!(
@@ -59,6 +62,9 @@ pub async fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     println!("  imports:");
     for import in &report.imports {
         println!("    {import}");
+    }
+    if let Some(notice) = name.notice(&path) {
+        println!("{notice}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -68,7 +68,11 @@ struct ScenarioVerdict<'a> {
 
 /// Plays every scenario and prints a verdict line each.
 pub async fn run(options: TestOptions) -> anyhow::Result<TestOutcome> {
-    let name = plugin_name(&options.plugin);
+    let name = options.plugin.name()?;
+    if let Some(notice) = name.notice(&options.plugin.wasm) {
+        eprintln!("{notice}");
+    }
+    let name = name.name;
     let mut outcome = TestOutcome::Passed;
     for scenario in &options.scenarios {
         let played = demo::play(&DemoOptions {
@@ -89,15 +93,6 @@ pub async fn run(options: TestOptions) -> anyhow::Result<TestOutcome> {
         print_verdict(&options, &name, scenario, &verdict);
     }
     Ok(outcome)
-}
-
-/// The plugin's name: the component's file name without `.wasm`.
-fn plugin_name(plugin: &PluginFile) -> String {
-    plugin
-        .wasm
-        .file_stem()
-        .map(|stem| stem.to_string_lossy().into_owned())
-        .unwrap_or_default()
 }
 
 fn print_verdict(options: &TestOptions, plugin: &str, scenario: &str, verdict: &Verdict) {

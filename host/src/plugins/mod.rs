@@ -2,8 +2,10 @@
 //! dependency order, hot reload, the bundled plugins, and the per-plugin state store.
 
 pub mod bundled;
+pub mod carried_sdk;
 pub(crate) mod convert;
 pub(crate) mod debounce;
+pub mod languages;
 pub mod manifest;
 pub mod reload;
 pub mod set;
