@@ -15,6 +15,7 @@ use prometheus_client::registry::Registry;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::ops::coordination_metrics::CoordinationMetrics;
 use crate::pipeline::timeline::TimelineEntry;
 use crate::plugins::set::PluginSet;
 
@@ -74,6 +75,8 @@ pub(crate) struct Metrics {
     events_current: Gauge,
     ready: Gauge,
     timeline_missed: Counter,
+    /// The etcd barrier's gauges (`[coordination]`).
+    pub(crate) coordination: CoordinationMetrics,
 }
 
 impl Default for Metrics {
@@ -116,6 +119,7 @@ impl Metrics {
             events_current: Gauge::default(),
             ready: Gauge::default(),
             timeline_missed: Counter::default(),
+            coordination: CoordinationMetrics::default(),
             registry: Registry::default(),
         };
         metrics.register_all(registry)
@@ -215,6 +219,7 @@ impl Metrics {
             "Timeline entries the metrics reader missed because it fell behind",
             self.timeline_missed.clone(),
         );
+        self.coordination.register(&mut registry);
         self.registry = registry;
         self
     }
