@@ -4,6 +4,8 @@
 
 /// Azurite's Blob service over HTTPS with OAuth, for the blob storage tests.
 pub mod azurite;
+/// Real etcd on loopback: one member, or a cluster whose members the tests kill and restart.
+pub mod etcd;
 pub mod fixtures;
 pub mod guests;
 pub mod harness;
