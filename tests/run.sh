@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # forewarn's whole test suite, as a new machine runs it: installs what the end-to-end tests
 # drive for real when missing (HAProxy, systemd-analyze, etcd, openssl, procps, dpkg-deb,
-# headless Chromium, Prometheus and promtool, rpm and cloud-init from Debian; the C, Python
-# and JavaScript plugin toolchains; Azurite; puppeteer-core; cargo-deb and
-# cargo-generate-rpm), then runs
+# headless Chromium, Prometheus and promtool, rpm (rpmbuild) and cloud-init from Debian; the
+# C, Python and JavaScript plugin toolchains; Azurite; puppeteer-core; cargo-deb), then runs
 # every test of the workspace with cargo. The build scripts build the wasm plugins on the way,
 # adding the wasm32-wasip2 target with rustup when the toolchain lacks it.
 set -euo pipefail
@@ -22,7 +21,8 @@ command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v make >/dev/null 2>&1 || missing+=(make)     # the C plugin template's Makefile
 command -v gcc >/dev/null 2>&1 || missing+=(gcc)       # the C SDK's native testing host
 # The fleet tooling test (host/tests/e2e_fleet_tooling.rs): promtool and a Prometheus for the
-# alert rules and the dashboard, rpm to read the .rpm, cloud-init to check its example.
+# alert rules and the dashboard, rpm (rpmbuild) to build and read the .rpm, cloud-init to
+# check its example.
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v rpm >/dev/null 2>&1 || missing+=(rpm)
 command -v cloud-init >/dev/null 2>&1 || missing+=(cloud-init)
@@ -49,11 +49,6 @@ bash tests/install-browser.sh
 if ! cargo deb --version >/dev/null 2>&1; then
     echo "tests/run.sh: installing cargo-deb from crates.io (the packaging test builds a .deb)"
     cargo install cargo-deb --version 3.8.0 --locked --quiet
-fi
-# The .rpm packaging test needs cargo-generate-rpm (a crates.io tool, 4-5 CPU-minutes to build once).
-if ! cargo generate-rpm --version >/dev/null 2>&1; then
-    echo "tests/run.sh: installing cargo-generate-rpm from crates.io (the packaging test builds a .rpm)"
-    cargo install cargo-generate-rpm --version 0.19.0 --locked --quiet
 fi
 
 cargo test --workspace --locked --no-fail-fast
