@@ -365,8 +365,11 @@ impl EtcdClient {
     /// member alone, without a quorum): when some answer and none of them knows a leader,
     /// the cluster lost its quorum; otherwise `error` stands.
     async fn explain_outage(&self, error: EtcdError) -> EtcdError {
+        /// etcd always sends `header`: an answer without it is not from an etcd member.
         #[derive(Deserialize)]
         struct MemberStatus {
+            #[serde(rename = "header")]
+            _header: Value,
             #[serde(default)]
             leader: Int,
         }
@@ -792,6 +795,22 @@ mod tests {
         })
         .await;
         let client = EtcdClient::connect(&settings(&[&led])).unwrap();
+        let error = client.list("/forewarn/").await.unwrap_err();
+        assert!(
+            matches!(error, EtcdError::Refused { status: 503, .. }),
+            "{error:?}"
+        );
+
+        // Something that is not etcd (no `header` in its answers) is no sign of a lost quorum.
+        let stranger = fake_member(|path| {
+            if path == STATUS_PATH {
+                (200, "{}")
+            } else {
+                NO_LEADER
+            }
+        })
+        .await;
+        let client = EtcdClient::connect(&settings(&[&stranger])).unwrap();
         let error = client.list("/forewarn/").await.unwrap_err();
         assert!(
             matches!(error, EtcdError::Refused { status: 503, .. }),
