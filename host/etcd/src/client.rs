@@ -709,7 +709,7 @@ mod tests {
 
     /// A stand-in member on loopback answering every request to `path…` with the status
     /// and body `answer` gives (one request per connection); its endpoint.
-    async fn fake_member(answer: fn(&str) -> (u16, &'static str)) -> String {
+    async fn fake_member(answer: impl Fn(&str) -> (u16, &'static str) + Send + 'static) -> String {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
@@ -747,6 +747,18 @@ mod tests {
     );
     const STATUS_WITHOUT_LEADER: (u16, &str) = (200, r#"{"header":{},"version":"3.4.23"}"#);
 
+    /// A member answering every request "no leader", and its status with `status`.
+    async fn failing_member_whose_status_is(status: (u16, &'static str)) -> String {
+        fake_member(move |path| {
+            if path == STATUS_PATH {
+                status
+            } else {
+                NO_LEADER
+            }
+        })
+        .await
+    }
+
     #[tokio::test]
     async fn a_member_answering_5xx_is_passed_over_for_the_next_endpoint() {
         let sick = fake_member(|_| NO_LEADER).await;
@@ -758,14 +770,7 @@ mod tests {
 
     #[tokio::test]
     async fn members_answering_without_a_leader_mean_the_quorum_is_lost() {
-        let survivor = fake_member(|path| {
-            if path == STATUS_PATH {
-                STATUS_WITHOUT_LEADER
-            } else {
-                NO_LEADER
-            }
-        })
-        .await;
+        let survivor = failing_member_whose_status_is(STATUS_WITHOUT_LEADER).await;
         let down = {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             format!("http://{}", listener.local_addr().unwrap())
@@ -786,14 +791,7 @@ mod tests {
         );
 
         // A member that knows a leader: the failure is something else, and stays as it was.
-        let led = fake_member(|path| {
-            if path == STATUS_PATH {
-                (200, r#"{"header":{},"leader":"42"}"#)
-            } else {
-                NO_LEADER
-            }
-        })
-        .await;
+        let led = failing_member_whose_status_is((200, r#"{"header":{},"leader":"42"}"#)).await;
         let client = EtcdClient::connect(&settings(&[&led])).unwrap();
         let error = client.list("/forewarn/").await.unwrap_err();
         assert!(
@@ -802,14 +800,7 @@ mod tests {
         );
 
         // Something that is not etcd (no `header` in its answers) is no sign of a lost quorum.
-        let stranger = fake_member(|path| {
-            if path == STATUS_PATH {
-                (200, "{}")
-            } else {
-                NO_LEADER
-            }
-        })
-        .await;
+        let stranger = failing_member_whose_status_is((200, "{}")).await;
         let client = EtcdClient::connect(&settings(&[&stranger])).unwrap();
         let error = client.list("/forewarn/").await.unwrap_err();
         assert!(
