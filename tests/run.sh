@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # forewarn's whole test suite, as a new machine runs it: installs what the end-to-end tests
-# drive for real when missing (HAProxy, systemd-analyze, etcd, openssl, procps, dpkg-deb and
-# headless Chromium from Debian; the C, Python and JavaScript plugin toolchains; Azurite;
-# puppeteer-core; docker-registry, htpasswd and wkg for the registry tests; cargo-deb), then runs
+# drive for real when missing (HAProxy, systemd-analyze, etcd, openssl, procps, dpkg-deb,
+# headless Chromium, Prometheus and promtool, rpm (rpmbuild) and cloud-init from Debian; the
+# C, Python and JavaScript plugin toolchains; Azurite; puppeteer-core; docker-registry, htpasswd and wkg for the registry tests; cargo-deb), then runs
 # every test of the workspace with cargo. The build scripts build the wasm plugins on the way,
 # adding the wasm32-wasip2 target with rustup when the toolchain lacks it.
 set -euo pipefail
@@ -21,6 +21,12 @@ command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v make >/dev/null 2>&1 || missing+=(make)     # the C plugin template's Makefile
 command -v gcc >/dev/null 2>&1 || missing+=(gcc)       # the C SDK's native testing host
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkgconf)  # the C SDK package's forewarn-sdk.pc
+# The fleet tooling test (host/tests/e2e_fleet_tooling.rs): promtool and a Prometheus for the
+# alert rules and the dashboard, rpm (rpmbuild) to build and read the .rpm, cloud-init to
+# check its example.
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+command -v rpm >/dev/null 2>&1 || missing+=(rpm)
+command -v cloud-init >/dev/null 2>&1 || missing+=(cloud-init)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "tests/run.sh: installing ${missing[*]} from Debian's packages (the end-to-end tests use them)"
     apt_install "${missing[@]}"

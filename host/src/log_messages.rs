@@ -43,6 +43,11 @@ pub const ADMIN_LISTENING: &str = "admin endpoint listening";
 pub const COORDINATION_READY: &str = "recorded in etcd: this VM is ready for the event";
 /// Coordinated approval: this VM holds the event's election and will approve it (`event_id`, `vm`).
 pub const COORDINATION_LEADS: &str = "this VM leads the approval of the event";
+/// Coordinated approval: etcd members answer but know no leader (field `error`); events
+/// naming several VMs follow `policy.group-approval` until the quorum is back.
+pub const COORDINATION_NO_QUORUM: &str = "etcd has lost its quorum: events naming several VMs \
+     fall back to the single-VM policy (`policy.group-approval`) until it is back; nothing is \
+     approved early because of this";
 /// A plugin starts preparing before the plugins it runs after approved, so the chain fits
 /// before NotBefore (fields `event_id`, `plugin`, `cut_short`, `needed_ms`, `left_ms`).
 pub const TURN_SHORTENED: &str =

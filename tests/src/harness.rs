@@ -40,6 +40,14 @@ macro_rules! forewarn_binary {
     };
 }
 
+/// The workspace's root directory (where `packaging/` and `docs/` are).
+pub fn repository_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ is in the workspace")
+        .to_path_buf()
+}
+
 /// Now, in Unix milliseconds (the unit of every timestamp the simulator and the log carry).
 pub fn now_unix_ms() -> u64 {
     let since = SystemTime::now()

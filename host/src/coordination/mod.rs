@@ -65,15 +65,40 @@ pub enum Connection {
     Connected,
     /// The last round failed; events fall back to the single-VM policy.
     Unreachable,
+    /// etcd members answer but none knows a leader (the cluster lost its quorum); events
+    /// fall back to the single-VM policy.
+    NoQuorum,
 }
 
 impl Connection {
-    /// The name `/status` uses: "connecting", "connected" or "unreachable".
+    /// Every link state, for the metrics.
+    pub const ALL: [Connection; 4] = [
+        Connection::Connecting,
+        Connection::Connected,
+        Connection::Unreachable,
+        Connection::NoQuorum,
+    ];
+
+    /// The name `/status` uses: "connecting", "connected", "unreachable" or "no-quorum".
     pub fn as_str(self) -> &'static str {
         match self {
             Connection::Connecting => "connecting",
             Connection::Connected => "connected",
             Connection::Unreachable => "unreachable",
+            Connection::NoQuorum => "no-quorum",
+        }
+    }
+
+    /// Whether events naming several VMs are decided by `policy.group-approval` meanwhile.
+    pub fn falls_back(self) -> bool {
+        matches!(self, Connection::Unreachable | Connection::NoQuorum)
+    }
+
+    fn of(outcome: &Result<(), EtcdError>) -> Connection {
+        match outcome {
+            Ok(()) => Connection::Connected,
+            Err(EtcdError::NoQuorum { .. }) => Connection::NoQuorum,
+            Err(_) => Connection::Unreachable,
         }
     }
 }
@@ -89,6 +114,13 @@ pub struct CoordinationStatus {
     pub prefix: String,
     /// The link to etcd as of the last round.
     pub connection: Connection,
+    /// Whether events naming several VMs are decided by `policy.group-approval` now,
+    /// because etcd cannot be reached or has lost its quorum.
+    #[serde(default)]
+    pub fallback: bool,
+    /// The endpoint tried first: the one that answered last.
+    #[serde(default)]
+    pub endpoint: Option<String>,
     /// When `connection` last changed (ms since the Unix epoch).
     pub since_unix_ms: u64,
     /// The last error talking to etcd, kept after it recovers.
@@ -251,7 +283,7 @@ impl Coordinator {
     /// coordinating it: the task records this VM ready and campaigns for leadership.
     pub fn verdict(&self, event: &ScheduledEvent) -> Verdict {
         let mut shared = self.inner.lock();
-        let unreachable = shared.connection == Connection::Unreachable;
+        let unreachable = shared.connection.falls_back();
         let tracked = match shared.events.get_mut(&event.id) {
             Some(tracked) => tracked,
             None => {
@@ -744,27 +776,17 @@ impl Inner {
         let mut shared = self.lock();
         shared.lease_id = lease_id;
         let previous = shared.connection;
-        match outcome {
-            Ok(()) => shared.connection = Connection::Connected,
-            Err(error) => {
-                // Settings are named as keys of the config file, e.g. `coordination.endpoints`.
-                let error = error.describe("coordination");
-                shared.connection = Connection::Unreachable;
-                if previous != Connection::Unreachable {
-                    tracing::warn!(
-                        %error,
-                        "etcd cannot be reached: events naming several VMs fall back to the \
-                         single-VM policy (`policy.group-approval`) until it answers; nothing \
-                         is approved early because of this"
-                    );
-                }
-                shared.last_error = Some(error);
-            }
+        shared.connection = Connection::of(&outcome);
+        if let Err(error) = outcome {
+            // Settings are named as keys of the config file, e.g. `coordination.endpoints`.
+            let error = error.describe("coordination");
+            log_fallback(previous, shared.connection, &error);
+            shared.last_error = Some(error);
         }
         let changed = shared.connection != previous;
         if changed {
             shared.since_unix_ms = unix_ms(SystemTime::now());
-            if previous == Connection::Unreachable {
+            if previous.falls_back() && !shared.connection.falls_back() {
                 tracing::info!("etcd answers again: coordinating events naming several VMs");
             }
             if previous == Connection::Connecting && shared.connection == Connection::Connected {
@@ -776,6 +798,8 @@ impl Inner {
             endpoints: self.config.endpoints.clone(),
             prefix: self.config.prefix.clone(),
             connection: shared.connection,
+            fallback: shared.connection.falls_back(),
+            endpoint: Some(self.client.preferred_endpoint().to_owned()),
             since_unix_ms: shared.since_unix_ms,
             last_error: shared.last_error.clone(),
             lease_id: shared.lease_id,
@@ -790,6 +814,31 @@ impl Inner {
         if changed {
             self.daemon_wake.notify_one();
         }
+    }
+}
+
+/// Logs entering a fallback (once per outage) and a change of its cause.
+fn log_fallback(previous: Connection, now: Connection, error: &str) {
+    if previous == now {
+        return;
+    }
+    match (previous.falls_back(), now) {
+        (false, Connection::NoQuorum) => tracing::warn!(
+            %error,
+            "{}", log_messages::COORDINATION_NO_QUORUM
+        ),
+        (false, _) => tracing::warn!(
+            %error,
+            "etcd cannot be reached: events naming several VMs fall back to the single-VM \
+             policy (`policy.group-approval`) until it answers; nothing is approved early \
+             because of this"
+        ),
+        (true, now) => tracing::info!(
+            %error,
+            connection = now.as_str(),
+            "etcd still cannot coordinate; events naming several VMs still follow \
+             `policy.group-approval`"
+        ),
     }
 }
 

@@ -18,6 +18,7 @@ use crate::config::Config;
 use crate::coordination::Coordinator;
 use crate::daemon::event_loop::{Daemon, DaemonSettings};
 use crate::ops::admin::{self, AdminState, DaemonViews};
+use crate::ops::coordination_metrics;
 use crate::ops::event_history::{self, EventHistory};
 use crate::ops::metrics::{self, Metrics};
 use crate::ops::systemd;
@@ -364,6 +365,11 @@ async fn run_event_loop(
             let coordinator = Coordinator::start(coordination, &vm_name, stop)
                 .context("cannot start coordinated approval")?;
             let status = coordinator.subscribe();
+            coordination_metrics::spawn_collector(
+                observers.metrics.coordination.clone(),
+                status.clone(),
+                shutdown.child_token(),
+            );
             (daemon.with_coordination(coordinator), Some(status))
         }
         None => (daemon, None),

@@ -15,6 +15,7 @@ use prometheus_client::registry::Registry;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::ops::coordination_metrics::CoordinationMetrics;
 use crate::pipeline::timeline::TimelineEntry;
 use crate::plugins::set::PluginSet;
 
@@ -76,6 +77,8 @@ pub(crate) struct Metrics {
     timeline_missed: Counter,
     quarantines: Family<PluginLabel, Counter>,
     quarantined: Family<PluginLabel, Gauge>,
+    /// The etcd barrier's gauges (`[coordination]`).
+    pub(crate) coordination: CoordinationMetrics,
 }
 
 impl Default for Metrics {
@@ -120,6 +123,7 @@ impl Metrics {
             timeline_missed: Counter::default(),
             quarantines: Family::default(),
             quarantined: Family::default(),
+            coordination: CoordinationMetrics::default(),
             registry: Registry::default(),
         };
         metrics.register_all(registry)
@@ -229,6 +233,7 @@ impl Metrics {
             "1 while the plugin is quarantined (not called until a new version is loaded), else 0",
             self.quarantined.clone(),
         );
+        self.coordination.register(&mut registry);
         self.registry = registry;
         self
     }

@@ -1,8 +1,9 @@
 //! Operations: the admin endpoint (health, readiness, metrics, status, the status page),
-//! Prometheus metrics, the status snapshot, each event's history, systemd notification and
+//! Prometheus metrics (the etcd barrier's in their own module), the status snapshot, each event's history, systemd notification and
 //! the process's malloc arenas.
 
 pub(crate) mod admin;
+pub(crate) mod coordination_metrics;
 pub mod event_history;
 pub mod malloc_arenas;
 pub(crate) mod metrics;

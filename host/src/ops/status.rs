@@ -535,6 +535,12 @@ fn render_coordination(out: &mut String, coordination: &CoordinationStatus) {
         coordination.connection.as_str(),
         coordination.events.len()
     ));
+    if coordination.fallback {
+        out.push_str(
+            "  FALLBACK: events naming several VMs follow `policy.group-approval` until etcd \
+             coordinates again\n",
+        );
+    }
     if let Some(error) = &coordination.last_error {
         out.push_str(&format!("  last error: {error}\n"));
     }
@@ -843,6 +849,22 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("last error: connection refused"), "{out}");
+        assert!(!out.contains("FALLBACK"), "{out}");
+
+        let mut out = String::new();
+        render_coordination(
+            &mut out,
+            &CoordinationStatus {
+                connection: Connection::NoQuorum,
+                fallback: true,
+                ..CoordinationStatus::default()
+            },
+        );
+        assert!(out.contains("COORDINATION: etcd no-quorum"), "{out}");
+        assert!(
+            out.contains("FALLBACK: events naming several VMs follow `policy.group-approval`"),
+            "{out}"
+        );
     }
 
     #[test]
