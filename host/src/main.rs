@@ -343,6 +343,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         plugins.subscribe(),
         timeline::new_timeline(),
         prepared.readiness.clone(),
+        prepared.storage.clone(),
         shutdown,
     )
     .await?;

@@ -22,6 +22,7 @@ use crate::ops::event_history::EventHistory;
 use crate::ops::metrics::Metrics;
 use crate::ops::status::{StatusInputs, StatusSnapshot, build_snapshot};
 use crate::ops::status_page;
+use crate::ops::storage_health::StorageHealth;
 use crate::pipeline::state::DaemonState;
 use crate::plugins::set::PluginSet;
 
@@ -62,6 +63,8 @@ pub(crate) struct AdminState {
     pub startup: watch::Receiver<Option<String>>,
     /// Each event's recent timeline, for the status page.
     pub history: Arc<EventHistory>,
+    /// How writes to the state directory fare (journal, plugin state).
+    pub storage: Arc<StorageHealth>,
 }
 
 /// The admin address could not be used.
@@ -176,6 +179,7 @@ async fn metrics(State(state): State<AdminState>) -> Response {
     state
         .metrics
         .set_current(events, state.readiness.is_ready());
+    state.metrics.set_storage(&state.storage);
     (
         [(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)],
         state.metrics.encode(),
@@ -232,6 +236,7 @@ pub(crate) fn snapshot_of(state: &AdminState) -> StatusSnapshot {
             held_by: state.readiness.holders(),
             coordination: coordination_view(views.as_ref()),
             waiting_for: state.startup.borrow().clone(),
+            storage: state.storage.view(),
         },
         SystemTime::now(),
     )

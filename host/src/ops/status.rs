@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::coordination::CoordinationStatus;
 use crate::log_fields::rfc3339;
+use crate::ops::storage_health::{StorageView, render_storage};
 use crate::pipeline::state::{
     AnswerOutcome, Approval, ApprovalKind, CallPhase, DaemonState, EventProgress, Handling,
     Lifecycle,
@@ -79,6 +80,10 @@ pub struct StatusSnapshot {
     /// events it coordinates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coordination: Option<CoordinationStatus>,
+    /// The state directory: whether the journal is durable (or on its reserve) and plugin
+    /// state writable (docs/operations.md, "When the disk is full").
+    #[serde(default)]
+    pub storage: StorageView,
 }
 
 /// Whether the VM is in rotation, and who holds it out.
@@ -211,6 +216,7 @@ pub(crate) struct StatusInputs<'a> {
     pub held_by: Vec<String>,
     pub coordination: Option<CoordinationStatus>,
     pub waiting_for: Option<String>,
+    pub storage: StorageView,
 }
 
 /// Builds the snapshot as of `now`.
@@ -261,6 +267,7 @@ pub(crate) fn build_snapshot(inputs: StatusInputs<'_>, now: SystemTime) -> Statu
         plugin_warnings: inputs.plugins.warnings().to_vec(),
         imds: poll_view(inputs.poll),
         coordination: inputs.coordination,
+        storage: inputs.storage,
     }
 }
 
@@ -426,6 +433,7 @@ pub fn render_table(snapshot: &StatusSnapshot) -> String {
     if let Some(coordination) = &snapshot.coordination {
         render_coordination(&mut out, coordination);
     }
+    render_storage(&mut out, &snapshot.storage);
     out
 }
 
@@ -655,6 +663,7 @@ mod tests {
                 requests_beside_unanswered: 2,
             },
             coordination: None,
+            storage: StorageView::default(),
         }
     }
 
@@ -792,6 +801,7 @@ mod tests {
                 held_by: vec![],
                 coordination: None,
                 waiting_for: None,
+                storage: StorageView::default(),
             },
             now,
         )
