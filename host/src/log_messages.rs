@@ -82,3 +82,6 @@ pub const PLUGIN_STATE_WRITABLE_AGAIN: &str = "plugin state can be written again
 /// `refused`, `over_ms`): at most one line a minute per plugin.
 pub const PLUGIN_STATE_OVER_BUDGET: &str =
     "plugin state writes refused: over the plugin's disk write budget";
+/// Every plugin approved an event, but the journal cannot be written, so its approval waits
+/// (field `event_id`): an approval is sent only once it is journaled. Said once per event.
+pub const APPROVAL_HELD_FOR_JOURNAL: &str = "approval held: the journal cannot be written, and an approval is sent only once it is journaled (a restart must know it was sent); plugins are still called (docs/operations.md, \"When the disk is full\")";

@@ -34,11 +34,6 @@ use crate::pipeline::tracker::Transition;
 /// Wait before re-sending an approval IMDS did not accept.
 pub(crate) const APPROVAL_RETRY: Duration = Duration::from_secs(1);
 
-/// Why an approval waits while the journal cannot be written.
-pub(crate) const JOURNAL_HOLD: &str = "approval held: the journal cannot be written, and an \
-     approval is sent only once it is journaled (a restart must know it was sent); plugins are \
-     still called (docs/operations.md, \"When the disk is full\")";
-
 /// What the pipeline needs to know besides its inputs.
 #[derive(Debug, Clone)]
 pub(crate) struct PipelineSettings {
@@ -682,7 +677,7 @@ impl Pipeline {
             return;
         }
         if !self.journal_durable {
-            self.announce_hold(id, JOURNAL_HOLD.to_owned());
+            self.announce_hold(id, log_messages::APPROVAL_HELD_FOR_JOURNAL.to_owned());
             return;
         }
         let Some(progress) = self.state.events.get_mut(id).map(Arc::make_mut) else {

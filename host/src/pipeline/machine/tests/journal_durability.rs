@@ -79,7 +79,11 @@ fn while_the_journal_cannot_be_written_plugins_are_called_but_nothing_is_approve
         harness.pipeline.state().events["E1"].approval,
         Approval::Pending
     );
-    assert_eq!(holds(&harness), vec![JOURNAL_HOLD.to_owned()], "said once");
+    assert_eq!(
+        holds(&harness),
+        vec![log_messages::APPROVAL_HELD_FOR_JOURNAL.to_owned()],
+        "said once"
+    );
 
     harness.journal_writable_again();
     let approvals = harness.approvals();
