@@ -944,24 +944,28 @@ mod tests {
         let first = state_with(&["E1", "E2"]);
         journal.commit(&first, BTreeSet::new()).unwrap();
         let generation = journal.generation;
-        // A whole line that forgets E1 reached the page cache, but its sync failed: it was
-        // never committed. Then a piece of a longer line, without its newline.
-        let unsynced = format!(r#"{{"generation":{generation},"events":{{"E1":null}}}}"#);
-        leave_after_the_log(
-            dir.path(),
-            format!("{unsynced}\n{{\"generation\":{generation},\"ev").as_bytes(),
+        // Two attempts whose writes reached the page cache but whose syncs failed, the
+        // second shorter than the first: never committed, each would forget an event.
+        let long = "h".repeat(200);
+        let first_try = format!(
+            r#"{{"generation":{generation},"events":{{"E1":null}},"readiness_holds":["{long}"]}}"#
         );
-        // The next commit (a short line) goes where the last committed line ended.
-        let second = changed(&first, "E2");
-        journal.commit(&second, BTreeSet::new()).unwrap();
+        let shorter = "h".repeat(100);
+        let second_try = format!(
+            r#"{{"generation":{generation},"events":{{"E2":null}},"readiness_holds":["{shorter}"]}}"#
+        );
+        // The second overwrote the start of the first: both are left after the last line.
+        let left = format!("{second_try}\n{}\n", &first_try[second_try.len() + 1..]);
+        leave_after_the_log(dir.path(), left.as_bytes());
+        // The next commit, a short line, goes where the last committed line ended.
+        let holds = BTreeSet::from(["x".to_owned()]);
+        journal.commit(&first, holds.clone()).unwrap();
         drop(journal);
         let (_, opened) = reopen(dir.path());
         assert!(opened.quarantined_log.is_none(), "the log was damaged");
-        assert_eq!(
-            opened.record.expect("a record").state,
-            second,
-            "E1 was forgotten"
-        );
+        let record = opened.record.expect("a record");
+        assert_eq!(record.state, first, "an event was forgotten");
+        assert_eq!(record.readiness_holds, holds);
     }
 
     #[test]

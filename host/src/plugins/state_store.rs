@@ -947,6 +947,7 @@ mod tests {
                 Ok(_) => landed += 1,
                 Err(error) => break error,
             }
+            assert!(landed <= 1000, "never refused");
         };
         assert_eq!(landed, STATE_WRITE_BURST);
         assert!(
