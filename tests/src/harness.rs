@@ -803,6 +803,16 @@ impl Daemon {
         Daemon::spawn(shell, binary, config)
     }
 
+    /// [`Daemon::start`] run by `wrapper` (a program and its arguments ending in `--`, e.g.
+    /// `strace -o FILE --`), which runs the daemon as its child: [`Daemon::pid`] is then the
+    /// wrapper's.
+    pub fn start_under(wrapper: &[&str], binary: &Path, config: &Path) -> Daemon {
+        let (program, arguments) = wrapper.split_first().expect("a wrapper program");
+        let mut command = Command::new(program);
+        command.args(arguments).arg(binary);
+        Daemon::spawn(command, binary, config)
+    }
+
     fn spawn(mut command: Command, binary: &Path, config: &Path) -> Daemon {
         let mut child = command
             .args(["--log-format", "json", "run", "--config"])

@@ -64,6 +64,7 @@ fn run_mode(mode: &str, event: &Event, phase: Phase, ctx: &Context) -> Decision 
         "vm" => contract_v0_2::vm(ctx),
         "on-start" => contract_v0_2::started(),
         "defer-until-attempt" => daemon_modes::defer_until_attempt(phase, ctx),
+        "state-hammer" => daemon_modes::hammer_state(),
         unknown => defer_with(format!("unknown probe mode: {unknown}")),
     }
 }
