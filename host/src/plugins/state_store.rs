@@ -460,7 +460,8 @@ impl PluginStateStore {
 
 /// `duration` rounded up to whole milliseconds, for messages.
 fn whole_millis(duration: Duration) -> Duration {
-    Duration::from_millis(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX) + 1)
+    let millis = duration.as_nanos().div_ceil(1_000_000);
+    Duration::from_millis(u64::try_from(millis).unwrap_or(u64::MAX))
 }
 
 /// A write refused because its call has written too much already: each write rewrites
@@ -956,15 +957,15 @@ mod tests {
         );
         let text = refused.to_string();
         assert!(
-            text.contains("disk write budget of 60 state writes"),
+            text.contains("disk write budget of 120 state writes"),
             "{text}"
         );
-        assert!(text.contains("the next is allowed in 1s"), "{text}");
+        assert!(text.contains("the next is allowed in 500ms"), "{text}");
         assert_eq!(health.plugin_state().refused_over_budget["hammer"], 1);
         // Another plugin is not held back by it.
         store.set("quiet", "k", b"v", CALL).expect("its own budget");
-        // One a second once the burst is spent.
-        *lock(&now) = start + Duration::from_secs(1);
+        // Two a second once the burst is spent.
+        *lock(&now) = start + Duration::from_millis(500);
         store.set("hammer", "k", b"later", CALL).expect("refilled");
         assert!(store.set("hammer", "k", b"again", CALL).is_err());
         assert_eq!(store.get("hammer", "k"), Some(b"later".to_vec()));

@@ -9,12 +9,13 @@
 
 use std::time::{Duration, Instant};
 
-/// State writes a plugin may make at once after a quiet spell: one call's worth
-/// (`STATE_WRITES_PER_CALL`).
-pub(crate) const STATE_WRITE_BURST: u32 = 64;
-/// State writes a plugin may make per minute once its burst is spent: one a second. Each
+/// State writes a plugin may make at once after a quiet spell: four calls' worth
+/// (`STATE_WRITES_PER_CALL`), and what lb-drain writes for some 60 events coming and going
+/// in a few seconds (about four per event).
+pub(crate) const STATE_WRITE_BURST: u32 = 256;
+/// State writes a plugin may make per minute once its burst is spent: two a second. Each
 /// is two syncs (the file and its directory).
-pub(crate) const STATE_WRITES_PER_MINUTE: u32 = 60;
+pub(crate) const STATE_WRITES_PER_MINUTE: u32 = 120;
 /// Bytes a plugin may write at once after a quiet spell: two calls' worth
 /// (`STATE_DISK_BYTES_PER_CALL`).
 pub(crate) const STATE_WRITE_BURST_BYTES: u64 = 8 * 1024 * 1024;
@@ -160,19 +161,22 @@ mod tests {
     }
 
     #[test]
-    fn a_burst_of_writes_then_one_a_second() {
+    fn a_burst_of_writes_then_two_a_second() {
         let start = Instant::now();
         let mut rate = StateWriteRate::new(start);
-        assert_eq!(write(&mut rate, 100, 10, start), STATE_WRITE_BURST);
+        assert_eq!(write(&mut rate, 1000, 10, start), STATE_WRITE_BURST);
         let refused = rate.check(start).expect_err("over the budget");
-        assert_eq!(refused.retry_in, Duration::from_secs(1));
+        assert_eq!(refused.retry_in, Duration::from_millis(500));
         let later = start + Duration::from_secs(60);
         assert_eq!(write(&mut rate, 1000, 10, later), STATE_WRITES_PER_MINUTE);
         assert_eq!(
-            write(&mut rate, 10, 10, later + Duration::from_millis(999)),
+            write(&mut rate, 10, 10, later + Duration::from_millis(499)),
             0
         );
-        assert_eq!(write(&mut rate, 10, 10, later + Duration::from_secs(1)), 1);
+        assert_eq!(
+            write(&mut rate, 10, 10, later + Duration::from_millis(500)),
+            1
+        );
     }
 
     #[test]
