@@ -257,10 +257,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let format = cli.log_format;
     match runtime.block_on(dispatch(cli.command)) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("forewarn: {error:#}");
+            report_fatal(format, &error);
             ExitCode::FAILURE
         }
     }
@@ -365,6 +366,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         plugins.subscribe(),
         timeline::new_timeline(),
         prepared.readiness.clone(),
+        prepared.storage.clone(),
         shutdown,
     )
     .await?;
@@ -629,6 +631,15 @@ fn say(line: &str) {
 
 /// The daemon's log on stderr; for `demo`, warnings and errors routed into its timeline
 /// instead (plugins' own lines reach the timeline through the daemon).
+/// Says why forewarn stops: one JSON log line with `--log-format json` (collectors parse
+/// every line), else the error and its causes on stderr.
+fn report_fatal(format: LogFormat, error: &anyhow::Error) {
+    match format {
+        LogFormat::Json => tracing::error!(error = %format!("{error:#}"), "forewarn stopped"),
+        LogFormat::Text => eprintln!("forewarn: {error:#}"),
+    }
+}
+
 fn init_logging(format: LogFormat, demo: bool) {
     use tracing_subscriber::EnvFilter;
     use tracing_subscriber::layer::SubscriberExt;

@@ -408,6 +408,20 @@ impl Simulator {
         assert!(answer.contains(" 200"), "ending {event_id}: {answer}");
     }
 
+    /// `POST /simulator/events` with `body` (JSON: `{"type": "Reboot",
+    /// "not_before_seconds": 30}`, see the simulator's console): an event that appears now.
+    /// Returns its id.
+    pub fn generate_event(&self, body: &str) -> String {
+        let answer = http_post_json(self.address(), "/simulator/events", body)
+            .unwrap_or_else(|error| panic!("POST /simulator/events {body} failed: {error}"));
+        let created: serde_json::Value = serde_json::from_str(&answer)
+            .unwrap_or_else(|error| panic!("cannot parse {answer:?}: {error}"));
+        created["event_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no event_id in {answer}"))
+            .to_owned()
+    }
+
     /// Kills the simulator now.
     pub fn stop(&mut self) {
         self.process.kill();
@@ -475,16 +489,23 @@ pub fn http_get_with_headers(
     path: &str,
     headers: &[(&str, &str)],
 ) -> Result<String, String> {
-    let mut stream = TcpStream::connect(address).map_err(|error| format!("connect: {error}"))?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .map_err(|error| error.to_string())?;
     let extra: String = headers
         .iter()
         .map(|(name, value)| format!("{name}: {value}\r\n"))
         .collect();
     let request =
         format!("GET {path} HTTP/1.1\r\nHost: {address}\r\n{extra}Connection: close\r\n\r\n");
+    exchange(address, &request, "HTTP/1.1 200")
+        .map_err(|error| error.replace("not the answer wanted", "not a 200"))
+}
+
+/// Sends `request` over a fresh connection to `address`; the body of an answer whose status
+/// line starts with `wanted`.
+fn exchange(address: &str, request: &str, wanted: &str) -> Result<String, String> {
+    let mut stream = TcpStream::connect(address).map_err(|error| format!("connect: {error}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|error| error.to_string())?;
     stream
         .write_all(request.as_bytes())
         .map_err(|error| format!("send: {error}"))?;
@@ -496,8 +517,8 @@ pub fn http_get_with_headers(
     let (head, body) = response
         .split_once("\r\n\r\n")
         .ok_or_else(|| format!("no header end in {response:?}"))?;
-    if !head.starts_with("HTTP/1.1 200") {
-        return Err(format!("not a 200: {head}"));
+    if !head.starts_with(wanted) {
+        return Err(format!("not the answer wanted: {head}: {body}"));
     }
     if head
         .to_ascii_lowercase()
@@ -506,6 +527,17 @@ pub fn http_get_with_headers(
         return Ok(dechunk(body));
     }
     Ok(body.to_owned())
+}
+
+/// A minimal HTTP/1.1 POST of a JSON `body` over a fresh loopback connection, returning
+/// the body of a 2xx answer.
+pub fn http_post_json(address: &str, path: &str, body: &str) -> Result<String, String> {
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    exchange(address, &request, "HTTP/1.1 2")
 }
 
 /// One HTTP/1.1 request as a test server read it.
@@ -855,6 +887,16 @@ impl Daemon {
             .arg(format!("ulimit -n {limit} && exec \"$0\" \"$@\""))
             .arg(binary);
         Daemon::spawn(shell, binary, config)
+    }
+
+    /// [`Daemon::start`] run by `wrapper` (a program and its arguments ending in `--`, e.g.
+    /// `strace -o FILE --`), which runs the daemon as its child: [`Daemon::pid`] is then the
+    /// wrapper's.
+    pub fn start_under(wrapper: &[&str], binary: &Path, config: &Path) -> Daemon {
+        let (program, arguments) = wrapper.split_first().expect("a wrapper program");
+        let mut command = Command::new(program);
+        command.args(arguments).arg(binary);
+        Daemon::spawn(command, binary, config)
     }
 
     /// [`Daemon::start`] with more `forewarn run` arguments after `--config PATH`, e.g. the

@@ -17,4 +17,6 @@ pub mod https;
 pub mod https_server;
 /// A throwaway test CA and certificates (openssl).
 pub mod pki;
+/// A small tmpfs for a state directory, to fill and make read-only.
+pub mod small_disk;
 pub mod webhook_receiver;

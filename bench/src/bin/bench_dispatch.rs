@@ -503,7 +503,13 @@ impl Bench {
             policy: PolicyConfig::default(),
             state_dir: state_dir.to_path_buf(),
         };
-        let daemon = Daemon::open(settings, client.clone(), plugins_rx, timeline)?;
+        let daemon = Daemon::open(
+            settings,
+            client.clone(),
+            plugins_rx,
+            timeline,
+            Arc::default(),
+        )?;
         let shutdown = CancellationToken::new();
         let (documents, documents_rx) = match feed {
             Feed::ByHand => {

@@ -146,7 +146,8 @@ pub async fn play(options: &DemoOptions) -> anyhow::Result<Played> {
         let timeline = timeline.clone();
         let shutdown = shutdown.clone();
         let readiness = prepared.readiness.clone();
-        async move { wiring::run_daemon(&config, plugins, timeline, readiness, shutdown).await }
+        let storage = prepared.storage.clone();
+        async move { wiring::run_daemon(&config, plugins, timeline, readiness, storage, shutdown).await }
     });
     let finished = tokio::time::timeout(options.timeout, simulator.finished()).await;
     // Let recovery of the last event complete: the daemon forgets an event once done.

@@ -2,7 +2,9 @@
 //! pipeline documents, answers and plugin sets with the time, and executes its actions.
 //!
 //! Like mini-redis's `server::run`, it decides nothing: [`Action::Persist`] is written to
-//! the journal (with the readiness holds) before the calls and the approval that follow it,
+//! the journal (with the readiness holds) before the calls and the approval that follow it
+//! ([`Action::PersistGrouped`] within the journal keeper's group window; a journal that
+//! cannot be written degrades the daemon, never stops it: `daemon/journal_keeper.rs`),
 //! [`Action::Call`] becomes a task, [`Action::Approve`] one POST in a task of its own (a slow
 //! IMDS never holds up the documents, answers and deadlines of other events), [`Action::Emit`]
 //! a timeline entry.
@@ -10,7 +12,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use forewarn_imds::{Document, ImdsClient};
 use forewarn_runtime::{CallContext, Readiness};
@@ -20,11 +22,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::coordination::{self, Coordinator};
 use crate::daemon::journal::JournalError;
+use crate::daemon::journal_keeper::{CommitWhen, JournalKeeper};
 use crate::daemon::journal_record;
 use crate::daemon::plugin_starts::PluginStarts;
 use crate::daemon::readiness_holds;
 use crate::daemon::state_journal::StateJournal;
 use crate::log_messages;
+use crate::ops::storage_health::StorageHealth;
 use crate::pipeline::approval::{CoordinatedApprover, LocalApprover};
 use crate::pipeline::machine::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
 use crate::pipeline::policy::PolicyConfig;
@@ -52,14 +56,13 @@ pub struct DaemonSettings {
     pub state_dir: PathBuf,
 }
 
-/// The loop's own errors: only the journal can stop the daemon, since acting without
-/// recording would break the promise that a restart resumes where it stopped.
+/// The loop's own errors: only a journal that cannot be read stops the daemon from
+/// starting. One that cannot be written degrades it (docs/operations.md, "When the disk is
+/// full").
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
-    /// The journal could not be written.
-    #[error(
-        "the journal could not be written, so forewarn stops rather than act without a record: {0}"
-    )]
+    /// The journal could not be read (nor moved aside).
+    #[error("the journal cannot be read, so forewarn cannot know what it already did: {0}")]
     Journal(#[from] JournalError),
 }
 
@@ -70,7 +73,9 @@ pub struct Daemon {
     client: ImdsClient,
     plugins: SharedPlugins,
     timeline: Timeline,
-    journal: StateJournal,
+    journal: JournalKeeper,
+    /// Whether the pipeline was last told the journal is durable.
+    journal_durable: bool,
     calls: JoinSet<CallAnswer>,
     /// The call each task runs, so a task that fails still answers its call: a plugin has
     /// one call in flight at a time, and a lost answer would keep it busy until a restart.
@@ -96,14 +101,18 @@ struct ApprovalInFlight {
 }
 
 impl Daemon {
-    /// Opens the journal in `settings.state_dir` and resumes from it.
+    /// Opens the journal in `settings.state_dir` and resumes from it; `storage` hears how
+    /// its writes fare.
     pub fn open(
         settings: DaemonSettings,
         client: ImdsClient,
         plugins: SharedPlugins,
         timeline: Timeline,
+        storage: Arc<StorageHealth>,
     ) -> Result<Daemon, DaemonError> {
         let (journal, opened) = StateJournal::open(&settings.state_dir)?;
+        let journal =
+            JournalKeeper::new(journal, storage, opened.unwritable.as_ref(), Instant::now());
         if let Some(quarantined) = &opened.quarantined {
             tracing::error!(
                 moved_to = %quarantined.display(),
@@ -134,6 +143,8 @@ impl Daemon {
             plugins,
             timeline,
             journal,
+            // What the pipeline believes; the first round tells it otherwise if need be.
+            journal_durable: true,
             calls: JoinSet::new(),
             call_tasks: HashMap::new(),
             snapshots,
@@ -145,7 +156,8 @@ impl Daemon {
         })
     }
 
-    /// A view of the state as last journaled, updated after every commit (for status).
+    /// A view of the state as last recorded (on disk, or waiting for the journal), updated
+    /// at every commit (for status).
     pub(crate) fn snapshots(&self) -> watch::Receiver<Arc<DaemonState>> {
         self.snapshots.subscribe()
     }
@@ -232,14 +244,20 @@ impl Daemon {
             self.approval_answered(input);
             self.execute().await?;
         }
-        self.persist(Arc::new(self.pipeline.state().clone()))
+        self.persist(Arc::new(self.pipeline.state().clone()), CommitWhen::Now);
+        self.journal.flush(Instant::now());
+        Ok(())
     }
 
-    /// Executes every action the pipeline queued, in order.
+    /// Executes every action the pipeline queued, in order (after writing a grouped commit
+    /// whose window ended, or retrying a failed journal, when due).
     async fn execute(&mut self) -> Result<(), DaemonError> {
+        self.journal.tick(Instant::now());
+        self.report_durability();
         while let Some(action) = self.pipeline.poll_action() {
             match action {
-                Action::Persist(state) => self.persist(state)?,
+                Action::Persist(state) => self.persist(state, CommitWhen::Now),
+                Action::PersistGrouped(state) => self.persist(state, CommitWhen::Grouped),
                 Action::Call(call) => self.start_call(call),
                 Action::Approve(event_ids) => self.start_approval(event_ids),
                 Action::Emit(entry) => {
@@ -258,11 +276,18 @@ impl Daemon {
         Ok(())
     }
 
-    /// How long to sleep before the pipeline's next timeout.
+    /// How long to sleep before the pipeline's next timeout (or the journal's next write).
     fn sleep_for(&self, now: SystemTime) -> Duration {
+        let journal = self
+            .journal
+            .wake_at()
+            .map(|at| at.saturating_duration_since(Instant::now()));
         self.pipeline
             .poll_timeout()
             .map(|at| at.duration_since(now).unwrap_or(Duration::ZERO))
+            .into_iter()
+            .chain(journal)
+            .min()
             .unwrap_or(IDLE_WAKE)
             .min(IDLE_WAKE)
     }
@@ -391,15 +416,31 @@ impl Daemon {
         self.pipeline.handle(input, SystemTime::now());
     }
 
-    fn persist(&mut self, state: Arc<DaemonState>) -> Result<(), DaemonError> {
+    /// Hands `state` to the journal (which writes it `when` asked, or keeps it while the
+    /// disk refuses), shows it in status, and tells the pipeline when the journal stopped
+    /// or started being durable.
+    fn persist(&mut self, state: Arc<DaemonState>, when: CommitWhen) {
         let readiness_holds = self
             .readiness
             .as_ref()
             .map(|readiness| readiness.holders().into_iter().collect())
             .unwrap_or_default();
-        self.journal.commit(&state, readiness_holds)?;
+        self.journal
+            .record(state.clone(), readiness_holds, when, Instant::now());
         self.snapshots.send_replace(state);
-        Ok(())
+        self.report_durability();
+    }
+
+    /// Tells the pipeline when the journal stopped or started being durable: it holds
+    /// approvals meanwhile, and takes back one queued behind a commit that failed.
+    fn report_durability(&mut self) {
+        let durable = self.journal.is_durable();
+        if durable == self.journal_durable {
+            return;
+        }
+        self.journal_durable = durable;
+        self.pipeline
+            .handle(Input::JournalDurable(durable), SystemTime::now());
     }
 }
 

@@ -22,6 +22,7 @@ use crate::ops::event_history::EventHistory;
 use crate::ops::metrics::Metrics;
 use crate::ops::status::{StatusInputs, StatusSnapshot, build_snapshot};
 use crate::ops::status_page;
+use crate::ops::storage_health::StorageHealth;
 use crate::pipeline::quarantine::QuarantinedPlugin;
 use crate::pipeline::state::DaemonState;
 use crate::plugins::set::PluginSet;
@@ -65,6 +66,8 @@ pub(crate) struct AdminState {
     pub startup: watch::Receiver<Option<String>>,
     /// Each event's recent timeline, for the status page.
     pub history: Arc<EventHistory>,
+    /// How writes to the state directory fare (journal, plugin state).
+    pub storage: Arc<StorageHealth>,
 }
 
 /// The admin address could not be used.
@@ -179,6 +182,7 @@ async fn metrics(State(state): State<AdminState>) -> Response {
     state
         .metrics
         .set_current(events, state.readiness.is_ready());
+    state.metrics.set_storage(&state.storage);
     (
         [(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)],
         state.metrics.encode(),
@@ -239,6 +243,7 @@ pub(crate) fn snapshot_of(state: &AdminState) -> StatusSnapshot {
                 .as_ref()
                 .map(|views| views.quarantined.borrow().clone())
                 .unwrap_or_default(),
+            storage: state.storage.view(),
         },
         SystemTime::now(),
     )

@@ -16,6 +16,7 @@ use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::ops::coordination_metrics::CoordinationMetrics;
+use crate::ops::storage_health::StorageHealth;
 use crate::pipeline::timeline::TimelineEntry;
 use crate::plugins::set::PluginSet;
 
@@ -79,6 +80,109 @@ pub(crate) struct Metrics {
     quarantined: Family<PluginLabel, Gauge>,
     /// The etcd barrier's gauges (`[coordination]`).
     pub(crate) coordination: CoordinationMetrics,
+    storage: StorageMetrics,
+}
+
+/// The state directory's metrics (docs/operations.md, "When the disk is full"), brought up
+/// to date from the `StorageHealth` at each scrape.
+#[derive(Default)]
+struct StorageMetrics {
+    journal_writable: Gauge,
+    journal_write_failures: Counter,
+    journal_reserve_bytes: Gauge,
+    journal_syncs: Counter,
+    journal_written_bytes: Counter,
+    plugin_state_writable: Gauge,
+    plugin_state_write_failures: Counter,
+    plugin_state_refused: Family<PluginLabel, Counter>,
+    plugin_state_syncs: Counter,
+    plugin_state_written_bytes: Counter,
+}
+
+impl StorageMetrics {
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "journal_writable",
+            "1 while the journal's commits reach the disk, 0 while they fail (early approvals \
+             wait meanwhile)",
+            self.journal_writable.clone(),
+        );
+        registry.register(
+            "journal_write_failures",
+            "Journal commits that failed (full, read-only or failing disk); retried with backoff",
+            self.journal_write_failures.clone(),
+        );
+        registry.register(
+            "journal_reserve_bytes",
+            "Bytes set aside beyond the journal's change log for a full disk",
+            self.journal_reserve_bytes.clone(),
+        );
+        registry.register(
+            "journal_syncs",
+            "fsync and fdatasync calls the journal made",
+            self.journal_syncs.clone(),
+        );
+        registry.register(
+            "journal_written_bytes",
+            "Bytes the journal wrote (change log lines and snapshots)",
+            self.journal_written_bytes.clone(),
+        );
+        registry.register(
+            "plugin_state_writable",
+            "1 while plugins' state writes reach the disk, 0 while they fail",
+            self.plugin_state_writable.clone(),
+        );
+        registry.register(
+            "plugin_state_write_failures",
+            "Plugin state writes that failed on the disk",
+            self.plugin_state_write_failures.clone(),
+        );
+        registry.register(
+            "plugin_state_writes_refused",
+            "Plugin state writes refused over the plugin's disk write budget, by plugin",
+            self.plugin_state_refused.clone(),
+        );
+        registry.register(
+            "plugin_state_syncs",
+            "fsync calls made for plugin state (the file and its directory per write)",
+            self.plugin_state_syncs.clone(),
+        );
+        registry.register(
+            "plugin_state_written_bytes",
+            "Bytes written for plugin state",
+            self.plugin_state_written_bytes.clone(),
+        );
+    }
+
+    fn update(&self, health: &StorageHealth) {
+        let journal = health.journal();
+        self.journal_writable.set(i64::from(journal.durable));
+        raise(&self.journal_write_failures, journal.write_failures);
+        self.journal_reserve_bytes
+            .set(i64::try_from(journal.reserve_left).unwrap_or(i64::MAX));
+        raise(&self.journal_syncs, journal.syncs);
+        raise(&self.journal_written_bytes, journal.bytes);
+        let plugin_state = health.plugin_state();
+        self.plugin_state_writable
+            .set(i64::from(plugin_state.writable));
+        raise(
+            &self.plugin_state_write_failures,
+            plugin_state.write_failures,
+        );
+        for (plugin, refused) in &plugin_state.refused_over_budget {
+            let label = PluginLabel {
+                plugin: plugin.clone(),
+            };
+            raise(&self.plugin_state_refused.get_or_create(&label), *refused);
+        }
+        raise(&self.plugin_state_syncs, plugin_state.syncs);
+        raise(&self.plugin_state_written_bytes, plugin_state.bytes);
+    }
+}
+
+/// Brings `counter` up to `total` (a total kept elsewhere).
+fn raise(counter: &Counter, total: u64) {
+    counter.inc_by(total.saturating_sub(counter.get()));
 }
 
 impl Default for Metrics {
@@ -124,6 +228,7 @@ impl Metrics {
             quarantines: Family::default(),
             quarantined: Family::default(),
             coordination: CoordinationMetrics::default(),
+            storage: StorageMetrics::default(),
             registry: Registry::default(),
         };
         metrics.register_all(registry)
@@ -234,6 +339,7 @@ impl Metrics {
             self.quarantined.clone(),
         );
         self.coordination.register(&mut registry);
+        self.storage.register(&mut registry);
         self.registry = registry;
         self
     }
@@ -365,6 +471,11 @@ impl Metrics {
     pub(crate) fn set_current(&self, events: usize, ready: bool) {
         self.events_current.set(events as i64);
         self.ready.set(i64::from(ready));
+    }
+
+    /// Brings the state directory's metrics up to date (at scrape time).
+    pub(crate) fn set_storage(&self, health: &StorageHealth) {
+        self.storage.update(health);
     }
 
     fn record_missed(&self, missed: u64) {

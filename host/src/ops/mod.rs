@@ -9,4 +9,5 @@ pub mod malloc_arenas;
 pub(crate) mod metrics;
 pub mod status;
 pub(crate) mod status_page;
+pub mod storage_health;
 pub(crate) mod systemd;

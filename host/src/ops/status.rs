@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::coordination::CoordinationStatus;
 use crate::log_fields::rfc3339;
+use crate::ops::storage_health::{StorageView, render_storage};
 use crate::pipeline::approval;
 use crate::pipeline::quarantine::QuarantinedPlugin;
 use crate::pipeline::roster::Roster;
@@ -88,6 +89,10 @@ pub struct StatusSnapshot {
     /// events it coordinates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coordination: Option<CoordinationStatus>,
+    /// The state directory: whether the journal is durable (or on its reserve) and plugin
+    /// state writable (docs/operations.md, "When the disk is full").
+    #[serde(default)]
+    pub storage: StorageView,
 }
 
 /// Whether the VM is in rotation, and who holds it out.
@@ -251,6 +256,7 @@ pub(crate) struct StatusInputs<'a> {
     pub waiting_for: Option<String>,
     /// The plugins the pipeline has in quarantine.
     pub quarantined: Vec<QuarantinedPlugin>,
+    pub storage: StorageView,
 }
 
 /// Builds the snapshot as of `now`.
@@ -313,6 +319,7 @@ pub(crate) fn build_snapshot(inputs: StatusInputs<'_>, now: SystemTime) -> Statu
         quarantined_plugins: inputs.quarantined,
         imds: poll_view(inputs.poll),
         coordination: inputs.coordination,
+        storage: inputs.storage,
     }
 }
 
@@ -526,6 +533,7 @@ pub fn render_table(snapshot: &StatusSnapshot) -> String {
     if let Some(coordination) = &snapshot.coordination {
         render_coordination(&mut out, coordination);
     }
+    render_storage(&mut out, &snapshot.storage);
     out
 }
 
@@ -826,6 +834,7 @@ mod tests {
                 requests_beside_unanswered: 2,
             },
             coordination: None,
+            storage: StorageView::default(),
         }
     }
 
@@ -992,6 +1001,7 @@ mod tests {
                     quarantined("guard", FailurePolicy::Hold),
                     quarantined("notify", FailurePolicy::Approve),
                 ],
+                storage: StorageView::default(),
             },
             now,
         );
@@ -1085,6 +1095,7 @@ mod tests {
                 coordination: None,
                 waiting_for: None,
                 quarantined: vec![],
+                storage: StorageView::default(),
             },
             now,
         )

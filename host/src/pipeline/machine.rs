@@ -5,7 +5,10 @@
 //! Nothing here reads the clock, touches the disk or the network, or spawns a task: the
 //! event loop (`crate::daemon::event_loop`) executes the actions. Every round ends with the
 //! rule that makes restarts safe: [`Action::Persist`] comes before the [`Action::Call`]s
-//! and [`Action::Approve`] it covers.
+//! and [`Action::Approve`] it covers. A round that only asks again plugins that deferred
+//! emits [`Action::PersistGrouped`] instead: the loop may group it with later commits
+//! (docs/architecture.md, "Journal first"). While the journal cannot be written
+//! ([`Input::JournalDurable`]), no approval is decided or sent; plugins are still called.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -24,7 +27,7 @@ use crate::pipeline::scheduler::{
     self, CallReply, InFlight, PlannedCall, Preparation, Recovery, Schedule, ShortenedTurn,
 };
 use crate::pipeline::state::{
-    Answer, Approval, CallPhase, DaemonState, EventProgress, Handling, Lifecycle,
+    Answer, AnswerOutcome, Approval, CallPhase, DaemonState, EventProgress, Handling, Lifecycle,
 };
 use crate::pipeline::timeline::TimelineEntry;
 use crate::pipeline::tracker::Transition;
@@ -65,6 +68,9 @@ pub(crate) enum Input {
     },
     /// Something journaled beside the state changed (readiness holds): persist again.
     ReadinessHoldsChanged,
+    /// Whether the journal's commits reach the disk. While they do not, approvals are
+    /// neither decided nor sent (each needs its record first); plugins are still called.
+    JournalDurable(bool),
     /// The daemon is stopping: record answers still arriving, start nothing new.
     ShutdownStarted,
 }
@@ -83,6 +89,10 @@ pub(crate) struct CallAnswer {
 pub(crate) enum Action {
     /// Journal this state durably before the actions after it.
     Persist(Arc<DaemonState>),
+    /// Journal this state soon (the loop may group it with later commits): only deferral
+    /// bookkeeping changed — answers that decided nothing, and the attempt counts of calls
+    /// asking again plugins that already deferred, whose first attempt is on disk.
+    PersistGrouped(Arc<DaemonState>),
     /// Start this plugin call; answer with [`Input::Answer`].
     Call(PlannedCall),
     /// POST the approval of these events to IMDS; answer with [`Input::ApprovalSent`] or
@@ -119,6 +129,10 @@ pub(crate) struct Pipeline {
     last_round: SystemTime,
     /// State changed and is not journaled yet; the round's end persists it.
     unsaved: bool,
+    /// Only deferral bookkeeping changed since the last persist: it may be grouped.
+    unsaved_bookkeeping: bool,
+    /// Whether the journal's commits reach the disk ([`Input::JournalDurable`]).
+    journal_durable: bool,
     stopping: bool,
     actions: VecDeque<Action>,
 }
@@ -146,6 +160,8 @@ impl Pipeline {
             notes_announced: HashSet::new(),
             last_round: SystemTime::UNIX_EPOCH,
             unsaved: false,
+            unsaved_bookkeeping: false,
+            journal_durable: true,
             stopping: false,
             actions: VecDeque::new(),
         }
@@ -179,6 +195,7 @@ impl Pipeline {
                 error,
             } => self.approval_failed(event_ids, rejected, &error, now),
             Input::ReadinessHoldsChanged => self.unsaved = true,
+            Input::JournalDurable(durable) => self.journal_durability(durable),
             Input::ShutdownStarted => self.stopping = true,
         }
         self.handle_timeout(now);
@@ -209,15 +226,43 @@ impl Pipeline {
                 }
             }
         }
-        if self.unsaved || !calls.is_empty() {
-            self.unsaved = false;
-            self.actions
-                .push_back(Action::Persist(Arc::new(self.state.clone())));
+        let approval = self.due_approvals(now);
+        // A first call, an approval or any decision needs its record first; asking again a
+        // plugin that deferred does not (its first attempt is on disk): that may wait.
+        let reasks_only = calls
+            .iter()
+            .all(|call| call.attempt > 1 && call.phase != CallPhase::Started);
+        if self.unsaved || !reasks_only || approval.is_some() {
+            let state = Arc::new(self.state.clone());
+            self.actions.push_back(Action::Persist(state));
+        } else if self.unsaved_bookkeeping || !calls.is_empty() {
+            let state = Arc::new(self.state.clone());
+            self.actions.push_back(Action::PersistGrouped(state));
         }
+        self.unsaved = false;
+        self.unsaved_bookkeeping = false;
         for call in calls {
             self.queue_call(call);
         }
-        self.queue_due_approvals(now);
+        if let Some(batch) = approval {
+            self.actions.push_back(Action::Approve(batch));
+        }
+    }
+
+    /// The journal's commits stopped or started reaching the disk. When they stopped, an
+    /// approval queued behind the failed commit is taken back (it is sent once the journal
+    /// is durable again); when they started again, held approvals go ahead.
+    fn journal_durability(&mut self, durable: bool) {
+        self.journal_durable = durable;
+        if durable {
+            return;
+        }
+        let queued = self.actions.len();
+        self.actions
+            .retain(|action| !matches!(action, Action::Approve(_)));
+        if self.actions.len() < queued {
+            self.approving = None;
+        }
     }
 
     /// The next action to execute, in order.
@@ -232,7 +277,7 @@ impl Pipeline {
         let approval_retries = self
             .approval_retry
             .iter()
-            .filter(|_| self.approving.is_none())
+            .filter(|_| self.approving.is_none() && self.journal_durable)
             .filter(|(id, _)| self.approval_is_due(id))
             .map(|(_, at)| *at);
         self.state
@@ -251,6 +296,14 @@ impl Pipeline {
             margin: self.settings.policy.safety_margin(),
             lead: self.settings.policy.prepare_lead_time,
         }
+    }
+
+    /// Whether `id` is known and not every plugin has approved it yet.
+    fn approval_pending(&self, id: &str) -> bool {
+        self.state
+            .events
+            .get(id)
+            .is_some_and(|progress| progress.approval == Approval::Pending)
     }
 
     fn approval_is_due(&self, id: &str) -> bool {
@@ -475,12 +528,7 @@ impl Pipeline {
     }
 
     fn prepare(&mut self, id: &str, now: SystemTime, calls: &mut Vec<PlannedCall>) {
-        let pending = self
-            .state
-            .events
-            .get(id)
-            .is_some_and(|progress| progress.approval == Approval::Pending);
-        if !pending {
+        if !self.approval_pending(id) {
             return;
         }
         let (schedule, events) = self.schedule_and_events();
@@ -635,14 +683,19 @@ impl Pipeline {
         });
     }
 
-    /// Every plugin approved (or none was needed): the approver decides.
+    /// Every plugin approved (or none was needed): the approver decides — once the journal
+    /// can record what it decides.
     fn decide_approval(&mut self, id: &str, now: SystemTime) {
+        if !self.approval_pending(id) {
+            return;
+        }
+        if !self.journal_durable {
+            self.announce_hold(id, log_messages::APPROVAL_HELD_FOR_JOURNAL.to_owned());
+            return;
+        }
         let Some(progress) = self.state.events.get_mut(id).map(Arc::make_mut) else {
             return;
         };
-        if progress.approval != Approval::Pending {
-            return;
-        }
         let approval = self.approver.decide(&progress.event, now);
         let note = match &approval {
             Approval::DryRun { would } => Some((would.clone(), "dry-run")),
@@ -713,12 +766,13 @@ impl Pipeline {
         self.actions.push_back(Action::Call(call));
     }
 
-    /// Queues one POST for the approvals due (already journaled as due) of events the latest
-    /// document lists, unless one is in flight; an approval that failed less than
-    /// [`APPROVAL_RETRY`] ago waits. An event IMDS refused in a batch is sent alone.
-    fn queue_due_approvals(&mut self, now: SystemTime) {
-        if self.stopping || self.approving.is_some() {
-            return;
+    /// The next POST: the approvals due (already journaled as due) of events the latest
+    /// document lists, unless one is in flight or the journal cannot be written; an approval
+    /// that failed less than [`APPROVAL_RETRY`] ago waits. An event IMDS refused in a batch
+    /// is sent alone. Marks the batch in flight.
+    fn due_approvals(&mut self, now: SystemTime) -> Option<Vec<String>> {
+        if self.stopping || self.approving.is_some() || !self.journal_durable {
+            return None;
         }
         let listed_and_due: BTreeSet<String> = self
             .state
@@ -741,10 +795,10 @@ impl Pipeline {
             None => due,
         };
         if batch.is_empty() {
-            return;
+            return None;
         }
         self.approving = Some(batch.clone());
-        self.actions.push_back(Action::Approve(batch));
+        Some(batch)
     }
 
     fn approval_sent(&mut self, event_ids: Vec<String>, now: SystemTime) {
@@ -823,6 +877,11 @@ impl Pipeline {
         let Some(progress) = self.state.events.get_mut(&call.event_id).map(Arc::make_mut) else {
             return;
         };
+        let decided = |progress: &EventProgress| {
+            let own = progress.plugins.get(&call.plugin);
+            own.map(|own| (own.prepared, own.told_started, own.told_ended))
+        };
+        let before = decided(progress);
         let recorded = scheduler::record_reply(
             progress,
             &call.plugin,
@@ -833,7 +892,13 @@ impl Pipeline {
             on_failure,
         );
         log_answer(&call.event_id, &call.plugin, &recorded, on_failure);
-        self.unsaved = true;
+        // An answer that settled something (prepared, told) is a decision; a deferral or a
+        // failure that will be asked again is bookkeeping, which may be grouped.
+        if decided(progress) != before || recorded.outcome == AnswerOutcome::Approve {
+            self.unsaved = true;
+        } else {
+            self.unsaved_bookkeeping = true;
+        }
         self.emit(TimelineEntry::PluginAnswered {
             event_id: call.event_id,
             plugin: call.plugin,

@@ -10,4 +10,5 @@ pub mod manifest;
 pub mod reload;
 pub mod set;
 pub(crate) mod state_store;
+pub(crate) mod state_write_rate;
 pub mod templates;
