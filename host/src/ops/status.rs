@@ -922,6 +922,94 @@ mod tests {
         assert_eq!(json["events"][0]["held_by_quarantined"][0], "guard");
     }
 
+    /// Every part of the table at once, from a fixed snapshot: the output `forewarn status`
+    /// prints, to the character.
+    fn full_snapshot() -> StatusSnapshot {
+        use crate::coordination::{Connection, EventBarrier};
+        let mut full = snapshot();
+        full.events.push(EventView {
+            id: "E2-unplanned".into(),
+            event_type: "Freeze".into(),
+            status: "Started".into(),
+            not_before: None,
+            time_left_seconds: None,
+            resources: vec!["vm-b".into()],
+            handling: "ignore (another VM)".into(),
+            lifecycle: "started".into(),
+            preparing_since: None,
+            approval: "not needed".into(),
+            approval_state: ApprovalKind::Pending,
+            plugins: vec![],
+            held_by_quarantined: vec![],
+        });
+        full.plugins.push(PluginView {
+            name: "notify".into(),
+            content_hash: "fedcba9876543210".into(),
+            source: "bundled".into(),
+            subscribe: vec!["*".into()],
+            after: vec![],
+            budget_ms: 1_500,
+            on_failure: FailurePolicy::Approve,
+        });
+        full.load_errors.push(LoadErrorView {
+            file: "/etc/forewarn/plugins.d/chatty.wasm".into(),
+            error: "too large".into(),
+            advisory: true,
+        });
+        full.quarantined_plugins.push(QuarantinedPlugin {
+            plugin: "guard".into(),
+            on_failure: FailurePolicy::Hold,
+            since_unix_ms: 1_800_000_000_000,
+            failures: 5,
+            window_ms: 60_000,
+            last_failure: AnswerOutcome::Trap,
+            reason: String::new(),
+        });
+        full.plugin_warnings
+            .push("lb-drain: `after` names missing plugin x".into());
+        full.coordination = Some(CoordinationStatus {
+            connection: Connection::Unreachable,
+            last_error: Some("connection refused".into()),
+            events: vec![EventBarrier {
+                event_id: "E1".into(),
+                ..EventBarrier::default()
+            }],
+            ..CoordinationStatus::default()
+        });
+        full
+    }
+
+    #[test]
+    fn renders_a_fixed_snapshot_exactly() {
+        let expected = r#"forewarn 0.1.0 on VM vm-a — running, NOT READY (held by lb-drain)  (as of 2026-01-01T00:00:00Z)
+
+EVENTS
+ID            TYPE    STATUS     NOT BEFORE            TIME LEFT  HANDLING             APPROVAL
+E1            Reboot  Scheduled  2026-01-01T00:04:05Z  4m05s      prepare (this VM)    pending
+E2-unplanned  Freeze  Started    -                     -          ignore (another VM)  not needed
+  decisions on E1:
+  PLUGIN    PHASE    DECISION  REASON                         AT
+  lb-drain  prepare  defer     draining, 12 connections left  2026-01-01T00:00:00Z
+
+PLUGINS
+NAME      HASH          SUBSCRIBE        BUDGET  ON FAILURE  SOURCE
+lb-drain  0123456789ab  Reboot,Redeploy  10s     hold        /etc/forewarn/plugins.d/lb-drain.wasm
+notify    fedcba987654  *                1500ms  approve     bundled
+  LOAD ERROR /etc/forewarn/plugins.d/bad.wasm: not a component
+  LOAD ERROR /etc/forewarn/plugins.d/chatty.wasm: too large (on-failure = "approve": does not hold approvals)
+  QUARANTINED guard since 2027-01-15T08:00:00Z: 5 failed calls within 1m, the last trap: -; not called; on-failure = "hold": it holds the events it subscribes to (they start at NotBefore); replace its .wasm or .toml (or restart forewarn) to lift the quarantine
+  WARNING lb-drain: `after` names missing plugin x
+
+IMDS: 42 polls, last at 2026-01-01T00:00:00Z, last success 2025-12-31T23:59:59Z: FAILING (1 in a row): IMDS answered 500
+  errors by kind: server=3
+  polls sent beside a request IMDS had not answered: 2
+
+COORDINATION: etcd unreachable (1 event(s) coordinated)
+  last error: connection refused
+"#;
+        assert_eq!(render_table(&full_snapshot()), expected);
+    }
+
     #[test]
     fn columns_line_up() {
         let table = render_table(&snapshot());
