@@ -367,7 +367,10 @@ async fn status(args: StatusArgs) -> anyhow::Result<()> {
     let snapshot: status::StatusSnapshot = serde_json::from_str(&body).with_context(|| {
         format!("{url} did not answer with a forewarn status (is it a different forewarn version?)")
     })?;
-    print!("{}", status::render_table(&snapshot));
+    print!(
+        "{}",
+        forewarn_host::cli::status_table::render_table(&snapshot)
+    );
     Ok(())
 }
 

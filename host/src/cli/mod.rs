@@ -7,4 +7,5 @@ pub mod demo_workload;
 pub mod plugin_files;
 pub mod plugin_new;
 pub mod plugin_test;
+pub mod status_table;
 pub mod verdict;
