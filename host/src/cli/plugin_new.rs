@@ -2,10 +2,60 @@
 //! DIR with the placeholders filled in, then prints the files and the next three commands.
 
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 
 use crate::plugins::templates::{self, Lang, Substitutions};
+
+/// `forewarn plugin new`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The plugin's name: lower-case kebab-case (`[a-z][a-z0-9-]*`, at most 48 characters).
+    name: String,
+    /// The language of the template.
+    #[arg(long, value_enum)]
+    lang: LangArg,
+    /// Where to write the project (must be missing or empty). Default: ./NAME.
+    dir: Option<PathBuf>,
+    /// The `sdk/` directory of a forewarn checkout. Default: the checkout this forewarn was
+    /// built from, when it still exists.
+    #[arg(long)]
+    sdk: Option<PathBuf>,
+}
+
+/// `--lang`: the template's language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[allow(missing_docs)] // a variant's doc comment would become its help in `--help`
+pub enum LangArg {
+    Rust,
+    C,
+    Python,
+    Js,
+}
+
+impl From<LangArg> for Lang {
+    fn from(lang: LangArg) -> Self {
+        match lang {
+            LangArg::Rust => Lang::Rust,
+            LangArg::C => Lang::C,
+            LangArg::Python => Lang::Python,
+            LangArg::Js => Lang::Js,
+        }
+    }
+}
+
+/// Writes the template and prints the files and the next commands.
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let written = create(&NewOptions {
+        name: args.name,
+        lang: args.lang.into(),
+        dir: args.dir,
+        sdk: args.sdk,
+    })?;
+    print!("{}", report(&written));
+    Ok(ExitCode::SUCCESS)
+}
 
 /// Options of `forewarn plugin new`, as the command line gives them.
 #[derive(Debug, Clone)]
@@ -142,6 +192,17 @@ mod tests {
             dir: Some(dir.to_path_buf()),
             sdk: Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sdk")),
         }
+    }
+
+    #[test]
+    fn every_language_is_a_lang_value() {
+        use crate::cli::parse_args::{assert_consistent, parse};
+        assert_consistent::<Args>();
+        for lang in Lang::ALL {
+            let args = parse::<Args>(&["disk-flush", "--lang", lang.as_str()]).expect("parses");
+            assert_eq!(Lang::from(args.lang), lang);
+        }
+        assert!(parse::<Args>(&["disk-flush", "--lang", "cobol"]).is_err());
     }
 
     #[test]
