@@ -67,14 +67,14 @@ enum ConfigCommand {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    if let Command::CompilePlugin(args) = cli.command {
+    let parsed = Cli::parse();
+    if let Command::CompilePlugin(args) = parsed.command {
         // Before logging and the async runtime: the child does one thing and exits.
         return report(cli::compile_plugin::run(args));
     }
     // Before any thread exists: the async runtime below starts the first ones.
     malloc_arenas::limit();
-    cli::logging::init(cli.command.log_target(cli.log_format));
+    cli::logging::init(parsed.command.log_target(parsed.log_format));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -85,7 +85,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    report(runtime.block_on(dispatch(cli.command)))
+    report(runtime.block_on(dispatch(parsed.command)))
 }
 
 impl Command {
@@ -139,8 +139,8 @@ mod tests {
     #[test]
     fn demo_and_plugin_test_log_into_their_timeline() {
         let target = |argv: &[&str]| {
-            let cli = Cli::try_parse_from(argv).expect("parses");
-            cli.command.log_target(cli.log_format)
+            let parsed = Cli::try_parse_from(argv).expect("parses");
+            parsed.command.log_target(parsed.log_format)
         };
         assert_eq!(target(&["forewarn", "demo"]), LogTarget::Timeline);
         assert_eq!(
