@@ -5,10 +5,11 @@
 use crate::cli::supply_args::{self, DirArgs, RegistryArgs, TerminalOperator};
 use crate::supply::install::{InstallRequest, Mode, install};
 use crate::supply::source::{self, Source};
+use std::process::ExitCode;
 
 /// The arguments of `plugin install`.
 #[derive(Debug, clap::Args)]
-pub struct InstallArgs {
+pub struct Args {
     /// REGISTRY/REPOSITORY:TAG (or @sha256:… to pin), or the path of an OCI layout directory
     /// (`plugin pull --to DIR`) or of a tarball of one.
     pub source: String,
@@ -33,7 +34,7 @@ pub struct InstallArgs {
 }
 
 /// Runs `plugin install` (and, with [`Mode::Upgrade`], `plugin upgrade`).
-pub async fn run_mode(args: InstallArgs, mode: Mode) -> anyhow::Result<()> {
+pub async fn run_mode(args: Args, mode: Mode) -> anyhow::Result<()> {
     let config = args.dir.load()?;
     let trusted = supply_args::trusted_keys(&config)?;
     let source = Source::parse(&args.source)?;
@@ -80,6 +81,8 @@ pub async fn run_mode(args: InstallArgs, mode: Mode) -> anyhow::Result<()> {
 }
 
 /// Runs `plugin install`.
-pub async fn run(args: InstallArgs) -> anyhow::Result<()> {
-    run_mode(args, Mode::Install).await
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    run_mode(args, Mode::Install)
+        .await
+        .map(|()| ExitCode::SUCCESS)
 }

@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
+use std::process::ExitCode;
 
 use crate::cli::supply_args::DirArgs;
 use crate::supply::lock::{Lockfile, Provenance};
@@ -11,17 +12,17 @@ use crate::supply::reference::Digest;
 
 /// The arguments of `plugin list`.
 #[derive(Debug, clap::Args)]
-pub struct ListArgs {
+pub struct Args {
     /// The config and the plugin directory.
     #[command(flatten)]
     pub dir: DirArgs,
 }
 
 /// Runs `plugin list`.
-pub fn run(args: ListArgs) -> anyhow::Result<()> {
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let config = args.dir.load()?;
     print!("{}", render(&config.plugin_dir)?);
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The listing of `plugin_dir`.

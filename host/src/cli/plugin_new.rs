@@ -37,7 +37,7 @@ impl From<LangArg> for Lang {
 
 /// Options of `forewarn plugin new`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct NewArgs {
+pub struct Args {
     /// The plugin's name: lower-case kebab-case (`[a-z][a-z0-9-]*`, at most 48 characters).
     pub name: String,
     /// The language of the template.
@@ -65,7 +65,7 @@ pub fn parse_sdk(text: &str) -> Result<SdkSource, String> {
 }
 
 /// `forewarn plugin new`: writes the project and prints what it wrote and the next commands.
-pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let written = create(&NewOptions {
         name: args.name,
         lang: args.lang.into(),
@@ -208,6 +208,17 @@ mod tests {
             dir: Some(dir.to_path_buf()),
             sdk: SdkSource::Carried,
         }
+    }
+
+    #[test]
+    fn every_language_is_a_lang_value() {
+        use crate::cli::parse_args::{assert_consistent, parse};
+        assert_consistent::<Args>();
+        for lang in Lang::ALL {
+            let args = parse::<Args>(&["disk-flush", "--lang", lang.as_str()]).expect("parses");
+            assert_eq!(Lang::from(args.lang), lang);
+        }
+        assert!(parse::<Args>(&["disk-flush", "--lang", "cobol"]).is_err());
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! to the registry (`forewarn plugin install DIR` there).
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use crate::cli::supply_args::{self, DirArgs, RegistryArgs};
 use crate::supply::signature::{self, Verdict};
@@ -10,7 +11,7 @@ use crate::supply::source::{self, Source};
 
 /// The arguments of `plugin pull`.
 #[derive(Debug, clap::Args)]
-pub struct PullArgs {
+pub struct Args {
     /// REGISTRY/REPOSITORY:TAG or …@sha256:….
     pub reference: String,
     /// The directory to write the OCI image layout into (missing or empty).
@@ -25,7 +26,7 @@ pub struct PullArgs {
 }
 
 /// Runs `plugin pull`.
-pub async fn run(args: PullArgs) -> anyhow::Result<()> {
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let config = args.dir.load()?;
     let source = Source::Registry(
         crate::supply::reference::Reference::parse(&args.reference).map_err(anyhow::Error::msg)?,
@@ -58,5 +59,5 @@ pub async fn run(args: PullArgs) -> anyhow::Result<()> {
         args.to.display(),
         args.to.display()
     );
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }

@@ -2,6 +2,7 @@
 //! plugin to an OCI registry as a Wasm OCI artifact, signed with an OpenSSH key.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use crate::cli::supply_args::RegistryArgs;
 use crate::supply::push::{PushRequest, push};
@@ -9,7 +10,7 @@ use crate::supply::reference::Reference;
 
 /// The arguments of `plugin push`.
 #[derive(Debug, clap::Args)]
-pub struct PushArgs {
+pub struct Args {
     /// The plugin component, NAME.wasm (NAME becomes the plugin's name).
     pub plugin: PathBuf,
     /// Where to push: REGISTRY/REPOSITORY:TAG, e.g. registry.example.com/acme/lb-drain:1.2.0.
@@ -31,7 +32,7 @@ pub struct PushArgs {
 }
 
 /// Runs `plugin push`.
-pub async fn run(args: PushArgs) -> anyhow::Result<()> {
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let reference = Reference::parse(&args.reference).map_err(anyhow::Error::msg)?;
     let pushed = push(PushRequest {
         wasm: args.plugin,
@@ -58,5 +59,5 @@ pub async fn run(args: PushArgs) -> anyhow::Result<()> {
         "install it with: forewarn plugin install {}",
         reference.at_digest(&pushed.digest)
     );
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }

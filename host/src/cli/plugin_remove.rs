@@ -3,10 +3,11 @@
 
 use crate::cli::supply_args::DirArgs;
 use crate::supply::install::remove;
+use std::process::ExitCode;
 
 /// The arguments of `plugin remove`.
 #[derive(Debug, clap::Args)]
-pub struct RemoveArgs {
+pub struct Args {
     /// The plugin.
     pub name: String,
     /// The config and the plugin directory.
@@ -15,7 +16,7 @@ pub struct RemoveArgs {
 }
 
 /// Runs `plugin remove`.
-pub fn run(args: RemoveArgs) -> anyhow::Result<()> {
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let config = args.dir.load()?;
     let entry = remove(&config.plugin_dir, &args.name)?;
     let origin = entry
@@ -26,5 +27,5 @@ pub fn run(args: RemoveArgs) -> anyhow::Result<()> {
         args.name,
         config.plugin_dir.display()
     );
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }

@@ -3,10 +3,11 @@
 
 use crate::cli::supply_args::{DirArgs, TerminalOperator};
 use crate::supply::install::rollback;
+use std::process::ExitCode;
 
 /// The arguments of `plugin rollback`.
 #[derive(Debug, clap::Args)]
-pub struct RollbackArgs {
+pub struct Args {
     /// The installed plugin.
     pub name: String,
     /// The config and the plugin directory.
@@ -15,7 +16,7 @@ pub struct RollbackArgs {
 }
 
 /// Runs `plugin rollback`.
-pub fn run(args: RollbackArgs) -> anyhow::Result<()> {
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let config = args.dir.load()?;
     let entry = rollback(
         &config.plugin_dir,
@@ -28,5 +29,5 @@ pub fn run(args: RollbackArgs) -> anyhow::Result<()> {
         entry.source,
         entry.signer_label()
     );
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,14 +1,15 @@
 //! `forewarn plugin upgrade NAME [REF]`: installs a newer version of an installed plugin,
 //! showing what changes in its grants and asking again only when a grant widens.
 
-use crate::cli::plugin_install::{InstallArgs, run_mode};
+use crate::cli::plugin_install::{self, run_mode};
 use crate::cli::supply_args::{DirArgs, RegistryArgs};
 use crate::supply::install::Mode;
 use crate::supply::lock::Lockfile;
+use std::process::ExitCode;
 
 /// The arguments of `plugin upgrade`.
 #[derive(Debug, clap::Args)]
-pub struct UpgradeArgs {
+pub struct Args {
     /// The installed plugin.
     pub name: String,
     /// Where the new version is. Default: the tag it was installed from, looked up again.
@@ -28,7 +29,7 @@ pub struct UpgradeArgs {
 }
 
 /// Runs `plugin upgrade`.
-pub async fn run(args: UpgradeArgs) -> anyhow::Result<()> {
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let source = match args.source {
         Some(source) => source,
         None => {
@@ -54,7 +55,7 @@ pub async fn run(args: UpgradeArgs) -> anyhow::Result<()> {
         }
     };
     run_mode(
-        InstallArgs {
+        plugin_install::Args {
             source,
             name: Some(args.name),
             allow_unsigned: args.allow_unsigned,
@@ -65,4 +66,5 @@ pub async fn run(args: UpgradeArgs) -> anyhow::Result<()> {
         Mode::Upgrade,
     )
     .await
+    .map(|()| ExitCode::SUCCESS)
 }

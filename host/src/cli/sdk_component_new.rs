@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 /// Options of `forewarn sdk component-new`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct ComponentNewArgs {
+pub struct Args {
     /// The core module (clang's output, linked with the SDK's event_handler_component_type.o).
     pub module: PathBuf,
     /// Where to write the component.
@@ -17,7 +17,7 @@ pub struct ComponentNewArgs {
 }
 
 /// Writes the component, or fails naming what is wrong with the module.
-pub fn run(args: ComponentNewArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     forewarn_component_tool::component::write_component(&args.module, &args.output)?;
     Ok(ExitCode::SUCCESS)
 }

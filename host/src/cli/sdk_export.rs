@@ -10,7 +10,7 @@ use crate::plugins::templates::Lang;
 
 /// Options of `forewarn sdk export`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct ExportArgs {
+pub struct Args {
     /// Where to write the SDK (must be missing or empty).
     pub dir: PathBuf,
     /// The SDK's language.
@@ -19,7 +19,7 @@ pub struct ExportArgs {
 }
 
 /// Writes the package and prints where it went and how a project depends on it.
-pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let lang = Lang::from(args.lang);
     let files = carried_sdk::write(lang, &args.dir)?;
     println!(

@@ -236,6 +236,19 @@ impl Config {
         Ok(config)
     }
 
+    /// The config a command reads: the file named, else [`DEFAULT_CONFIG_PATH`] if it
+    /// exists, else the built-in defaults.
+    pub fn load_or_default(path: Option<&Path>) -> Result<Config, ConfigError> {
+        if let Some(path) = path {
+            return Config::load(path);
+        }
+        let default = Path::new(DEFAULT_CONFIG_PATH);
+        if default.exists() {
+            return Config::load(default);
+        }
+        Ok(Config::default())
+    }
+
     /// Parses config text; errors name the line and the key.
     pub fn parse(text: &str) -> Result<Config, String> {
         let config: Config =
