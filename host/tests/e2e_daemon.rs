@@ -773,7 +773,7 @@ runs_for = "1s"
 [[faults]]
 kind = "delay"
 delay = "30s"
-from = "1500ms"
+after_approval = true
 until = "12s"
 "#;
 /// When the GETs of [`UNSEEN_START_SCENARIO`] are answered at once again (scenario ms).
@@ -814,7 +814,8 @@ fn approved_event_that_ended_while_down_is_recovered_as_started() {
     );
     assert!(
         world.daemon.transitions("started").is_empty(),
-        "the test needs the daemon killed before it saw the start"
+        "the test needs the daemon killed before it saw the start; {}",
+        world.daemon.describe_for_failure()
     );
     assert_eq!(phases(&world.daemon.decisions(), id, "probe"), ["prepare"]);
     world.wait_for_transition(id, Transition::Removed);

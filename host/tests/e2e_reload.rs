@@ -721,8 +721,9 @@ async fn the_watcher_survives_the_directory_being_deleted_and_created_again() {
     assert!(set.load_errors().is_empty(), "{}", describe(&set));
 }
 
-/// The manifest examples in docs/plugin-directory.md parse, and the one that lists every
-/// key with its default value is exactly the defaults.
+/// The manifest examples in docs/plugin-directory.md parse, the one that lists every key
+/// with its default value is exactly the defaults, and the plugins.lock example reads as a
+/// lock file.
 #[test]
 fn the_documented_manifests_parse_and_the_defaults_are_the_defaults() {
     use forewarn_host::plugins::manifest::PluginManifest;
@@ -733,7 +734,11 @@ fn the_documented_manifests_parse_and_the_defaults_are_the_defaults() {
         .skip(1)
         .map(|rest| rest.split("```").next().unwrap())
         .collect();
-    assert_eq!(blocks.len(), 2, "the doc's toml examples");
+    assert_eq!(
+        blocks.len(),
+        3,
+        "the doc's toml examples: two manifests, one lock file"
+    );
     let defaults = PluginManifest::parse(blocks[0]).unwrap();
     assert_eq!(defaults, PluginManifest::default());
     for key in [
@@ -752,6 +757,19 @@ fn the_documented_manifests_parse_and_the_defaults_are_the_defaults() {
     let example = PluginManifest::parse(blocks[1]).unwrap();
     assert_eq!(example.after, ["lb-drain"]);
     assert_eq!(example.runtime_settings().config["retries"], "3");
+    // The lock example, without its `previous` table (which says "the same keys").
+    let lock_text = blocks[2]
+        .split("[plugins.disk-flush.previous]")
+        .next()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        forewarn_host::supply::lock::Lockfile::path(dir.path()),
+        lock_text,
+    )
+    .unwrap();
+    let lock = forewarn_host::supply::lock::Lockfile::read(dir.path()).unwrap();
+    assert!(lock.plugins.contains_key("disk-flush"), "{lock:?}");
 }
 
 /// The real binary: a deferring plugin holds a platform Reboot until a new version,

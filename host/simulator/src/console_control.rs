@@ -149,6 +149,7 @@ impl ConsoleFault {
             at: None,
             methods: vec![FaultMethod::Get],
             first_requests: None,
+            after_approval: false,
         };
         match self {
             ConsoleFault::TooManyRequests => spec.status = Some(429),

@@ -167,7 +167,7 @@ impl Engine {
         let scenario = Arc::clone(&inner.scenario);
         let numbers = match method {
             FaultMethod::Get => inner.gets.count(vm, &scenario.faults, now),
-            FaultMethod::Post => GetNumbers::default(),
+            FaultMethod::Post => inner.gets.post(vm),
         };
         let plan = plan_request(&scenario.faults, method, now, &numbers);
         let record = |kind: FaultKind| FaultRecord {
@@ -228,6 +228,9 @@ impl Engine {
         let mut inner = self.current();
         let now = inner.simulation.now();
         let outcome = inner.simulation.approve(now, event_ids).map(|_| ());
+        if outcome.is_ok() {
+            inner.gets.approved(vm);
+        }
         let at_unix_ms = inner.clock.unix_ms_at(now);
         for event_id in event_ids {
             inner.approvals.push(ApprovalRecord {

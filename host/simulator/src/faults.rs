@@ -1,7 +1,7 @@
 //! Faults a scenario can inject into the Scheduled Events endpoint, each in a window of
 //! scenario time, and the plan that says how one request is disturbed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -38,6 +38,10 @@ pub struct FaultSpec {
     /// however long they take; every request when absent.
     #[serde(default)]
     pub first_requests: Option<u64>,
+    /// The window opens only once IMDS has accepted an approval from the VM (and `from`
+    /// has passed): a VM that loses IMDS right after approving.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub after_approval: bool,
 }
 
 /// The sorts of fault a scenario can inject.
@@ -149,8 +153,18 @@ impl FaultSpec {
     }
 
     /// Whether the fault acts on a request: `nth_in_window` is which GET of its VM within
-    /// the window this is (from 1; 0 for a POST).
-    fn active(&self, method: FaultMethod, now: Duration, nth_in_window: u64) -> bool {
+    /// the window this is (from 1; 0 for a POST); `approved` whether IMDS accepted an
+    /// approval from the VM before.
+    fn active(
+        &self,
+        method: FaultMethod,
+        now: Duration,
+        nth_in_window: u64,
+        approved: bool,
+    ) -> bool {
+        if self.after_approval && !approved {
+            return false;
+        }
         let counted = self
             .first_requests
             .is_none_or(|count| nth_in_window <= count);
@@ -164,6 +178,8 @@ impl FaultSpec {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct GetNumbers {
     pub(crate) of_vm: u64,
+    /// Whether IMDS accepted an approval from the VM before (for `after_approval`).
+    pub(crate) approved: bool,
     /// By the fault's position in the scenario; 0 outside its window.
     pub(crate) in_window: Vec<u64>,
 }
@@ -173,6 +189,7 @@ pub(crate) struct GetNumbers {
 pub(crate) struct GetCounts {
     of_vm: HashMap<String, u64>,
     in_window: HashMap<(String, usize), u64>,
+    approved: HashSet<String>,
 }
 
 impl GetCounts {
@@ -194,14 +211,29 @@ impl GetCounts {
             .collect();
         GetNumbers {
             of_vm: *of_vm,
+            approved: self.approved.contains(vm),
             in_window,
         }
+    }
+
+    /// What a POST of `vm` is: not a GET, after an approval or not.
+    pub(crate) fn post(&self, vm: &str) -> GetNumbers {
+        GetNumbers {
+            approved: self.approved.contains(vm),
+            ..GetNumbers::default()
+        }
+    }
+
+    /// IMDS accepted an approval from `vm`: `after_approval` faults act on it from now.
+    pub(crate) fn approved(&mut self, vm: &str) {
+        self.approved.insert(vm.to_owned());
     }
 
     /// Forgets every count (a scenario started again).
     pub(crate) fn clear(&mut self) {
         self.of_vm.clear();
         self.in_window.clear();
+        self.approved.clear();
     }
 }
 
@@ -220,7 +252,7 @@ pub(crate) fn plan_request(
     for fault in faults
         .iter()
         .enumerate()
-        .filter(|(index, fault)| fault.active(method, now, nth_in_window(*index)))
+        .filter(|(index, fault)| fault.active(method, now, nth_in_window(*index), numbers.approved))
         .map(|(_, fault)| fault)
     {
         match fault.kind {
@@ -283,6 +315,7 @@ mod tests {
             at: None,
             methods: get_only(),
             first_requests: None,
+            after_approval: false,
         }
     }
 
@@ -290,6 +323,7 @@ mod tests {
     fn nth_get(nth: u64, faults: usize) -> GetNumbers {
         GetNumbers {
             of_vm: nth,
+            approved: false,
             in_window: vec![nth; faults],
         }
     }
@@ -324,6 +358,32 @@ mod tests {
         let later = plan_request(&faults, FaultMethod::Get, Duration::ZERO, &nth_get(2, 1));
         assert_eq!(first.delay, Duration::from_millis(200));
         assert_eq!(later.delay, Duration::ZERO);
+    }
+
+    #[test]
+    fn after_approval_waits_for_the_vms_first_accepted_approval() {
+        let mut held = fault(FaultKind::Delay, 0, 100);
+        held.after_approval = true;
+        let faults = [held];
+        let mut counts = GetCounts::default();
+        let get = |counts: &mut GetCounts, vm: &str| {
+            let numbers = counts.count(vm, &faults, Duration::from_secs(1));
+            plan_request(&faults, FaultMethod::Get, Duration::from_secs(1), &numbers).delay
+        };
+        assert_eq!(get(&mut counts, "vm-a"), Duration::ZERO);
+        counts.approved("vm-a");
+        assert_eq!(get(&mut counts, "vm-a"), Duration::from_millis(200));
+        assert_eq!(
+            get(&mut counts, "vm-b"),
+            Duration::ZERO,
+            "another VM's approval"
+        );
+        counts.clear();
+        assert_eq!(
+            get(&mut counts, "vm-a"),
+            Duration::ZERO,
+            "a restarted scenario"
+        );
     }
 
     #[test]
