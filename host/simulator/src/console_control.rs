@@ -244,6 +244,7 @@ impl Engine {
                 &inner.clock,
                 CONSOLE_API_VERSION,
                 inner.scenario.shape.as_deref(),
+                &inner.scenario.omit_fields,
             );
             let newer = inner.requests.iter().rev().take_while(|r| r.seq > after);
             let mut requests: Vec<RequestRecord> =
@@ -425,6 +426,7 @@ fn event_spec(request: &GenerateEvent) -> Result<EventSpec, ConsoleInputError> {
         start_after_approval: None,
         starts_late_by: None,
         vm_goes_away: false,
+        not_before_text: None,
     };
     match event_problem(&spec) {
         Some(problem) => Err(bad("event", problem)),

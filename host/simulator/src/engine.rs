@@ -190,6 +190,7 @@ impl Engine {
             &inner.clock,
             api_version,
             inner.scenario.shape.as_deref(),
+            &inner.scenario.omit_fields,
         )
     }
 

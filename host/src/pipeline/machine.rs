@@ -41,8 +41,8 @@ pub(crate) struct PipelineSettings {
 /// Something that happened outside the pipeline.
 #[derive(Debug, Clone)]
 pub(crate) enum Input {
-    /// IMDS listed this document.
-    Document(Document),
+    /// IMDS listed this document (the newest: each is a whole snapshot).
+    Document(Arc<Document>),
     /// A plugin call finished.
     Answer(Box<CallAnswer>),
     /// The plugin set changed (reload).
@@ -251,6 +251,9 @@ impl Pipeline {
     }
 
     fn observe(&mut self, document: &Document, now: SystemTime) {
+        if !self.state.tracker.would_change(document, now) {
+            return;
+        }
         let transitions = Arc::make_mut(&mut self.state.tracker).observe(document, now);
         for transition in &transitions {
             self.apply_transition(transition, now);

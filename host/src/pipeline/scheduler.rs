@@ -416,10 +416,14 @@ pub(crate) fn tell_started(
     calls
 }
 
-/// Whether the VM is gone once an event of this type runs (Spot eviction, deletion): a
-/// Started one still gets the preparation it missed (see [`tell_started`]).
+/// Whether the VM is gone once an event of this type runs (Spot eviction, deletion, or a
+/// type forewarn does not know, which could be either): a Started one still gets the
+/// preparation it missed (see [`tell_started`]).
 pub(crate) fn vm_goes_away(event_type: EventType) -> bool {
-    matches!(event_type, EventType::Preempt | EventType::Terminate)
+    matches!(
+        event_type,
+        EventType::Preempt | EventType::Terminate | EventType::Unknown
+    )
 }
 
 /// The recovery calls due, in reverse dependency order: a plugin recovers once every

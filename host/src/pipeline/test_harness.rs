@@ -110,7 +110,7 @@ impl Harness {
             events: events.to_vec(),
             rejected: Vec::new(),
         };
-        self.input(Input::Document(document));
+        self.input(Input::Document(Arc::new(document)));
     }
 
     /// Feeds `input` at the current time and executes everything that follows: calls are
@@ -300,6 +300,7 @@ pub(crate) fn event(
         description: String::new(),
         source: EventSource::Platform,
         duration_seconds: None,
+        unreadable: Vec::new(),
     }
 }
 

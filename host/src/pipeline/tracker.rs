@@ -12,7 +12,9 @@
 //!
 //! * **Scheduled**: a new id with status `Scheduled`. One listed without `NotBefore` (IMDS
 //!   leaves it blank only once an event started) may start at any moment: its `NotBefore`
-//!   is taken to be the instant it was first seen so (or the one it had before).
+//!   is taken to be the instant it was first seen so (or the one it had before). So may one
+//!   whose `NotBefore` forewarn cannot read (`ScheduledEvent::unreadable`): its `NotBefore` is
+//!   the instant it was first seen so, or the one it had before if that is sooner.
 //! * **Rescheduled**: a known, still-`Scheduled` event whose `NotBefore`, `Resources` or
 //!   `EventType` changed (a new type means different plugins and rules may apply, so it is
 //!   treated like a new schedule). Changes of any other field (`Description`,
@@ -41,7 +43,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 use std::time::SystemTime;
 
-use forewarn_imds::{Document, EventStatus, ScheduledEvent};
+use forewarn_imds::{Document, EventField, EventStatus, ScheduledEvent};
 use serde::{Deserialize, Serialize};
 
 /// One change in an event's lifecycle, as the daemon dispatches it to plugins.
@@ -170,15 +172,38 @@ impl Tracker {
                 transitions.push(transition);
             }
         }
-        // An event IMDS still lists but forewarn cannot read this time has not vanished:
-        // keep it as it was. An unreadable entry without an EventId could be any known
-        // event, so nothing is taken as vanished from such a document.
-        if doc.rejected.iter().any(|error| error.event_id().is_none()) {
+        // An entry forewarn cannot read without an EventId could be any known event, so
+        // nothing is taken as vanished from such a document.
+        if !doc.rejected.is_empty() {
             return transitions;
         }
-        listed.extend(doc.rejected.iter().filter_map(|error| error.event_id()));
         transitions.extend(self.remove_unlisted(&listed));
         transitions
+    }
+
+    /// Whether [`Tracker::observe`] would change anything (a transition or a field): a read
+    /// that copies nothing, so that an unchanged document costs no copy of a tracker shared
+    /// with the journaled state.
+    pub fn would_change(&self, doc: &Document, now: SystemTime) -> bool {
+        let mut listed: HashSet<&str> = HashSet::new();
+        for event in &doc.events {
+            if !listed.insert(event.id.as_str()) {
+                continue;
+            }
+            let event = self.with_not_before(event, now);
+            let Some(tracked) = self.events.get(&event.id) else {
+                return true;
+            };
+            let unchanged = match (tracked.seen_started, event.status) {
+                (true, EventStatus::Scheduled) => tracked.event == as_started(&event),
+                _ => tracked.event == *event,
+            };
+            if !unchanged {
+                return true;
+            }
+        }
+        // Every id listed is tracked: one tracked and not listed has vanished.
+        doc.rejected.is_empty() && listed.len() < self.events.len()
     }
 
     /// Every event currently tracked, sorted by id.
@@ -194,7 +219,10 @@ impl Tracker {
     /// A Scheduled event without NotBefore (IMDS leaves it blank only once an event has
     /// started) may start at any moment: its NotBefore is taken to be the one it had, or the
     /// instant it was first seen so. Plugins then prepare at once, each in its turn come,
-    /// and no reschedule is seen while it stays blank.
+    /// and no reschedule is seen while it stays blank. One whose NotBefore forewarn cannot
+    /// read may start at any moment too: its NotBefore is the instant it was first seen so,
+    /// or the one it had if that is sooner (a readable NotBefore that turns unreadable is a
+    /// reschedule to now); none is seen while it stays unreadable.
     fn with_not_before<'a>(
         &self,
         event: &'a ScheduledEvent,
@@ -207,8 +235,12 @@ impl Tracker {
             .events
             .get(&event.id)
             .and_then(|tracked| tracked.event.not_before);
+        let not_before = match event.unreadable(EventField::NotBefore) {
+            Some(_) => known.map_or(now, |known| known.min(now)),
+            None => known.unwrap_or(now),
+        };
         Cow::Owned(ScheduledEvent {
-            not_before: Some(known.unwrap_or(now)),
+            not_before: Some(not_before),
             ..event.clone()
         })
     }
@@ -219,10 +251,14 @@ impl Tracker {
             return Some(self.track_new(event, now));
         };
         if tracked.seen_started {
-            tracked.event = ScheduledEvent {
-                status: EventStatus::Started,
-                ..event.clone()
-            };
+            if event.status == EventStatus::Started && tracked.event == *event {
+                return None;
+            }
+            tracked.event = as_started(event);
+            return None;
+        }
+        if tracked.event == *event {
+            // Unchanged: nothing is copied.
             return None;
         }
         let previous = std::mem::replace(&mut tracked.event, event.clone());
@@ -284,6 +320,15 @@ impl Tracker {
     }
 }
 
+/// `event` kept as started: an event once seen Started stays so (IMDS should never list it
+/// Scheduled again).
+fn as_started(event: &ScheduledEvent) -> ScheduledEvent {
+    ScheduledEvent {
+        status: EventStatus::Started,
+        ..event.clone()
+    }
+}
+
 /// Whether a still-scheduled event changed in a way plugins must hear about.
 fn is_rescheduled(previous: &ScheduledEvent, current: &ScheduledEvent) -> bool {
     previous.not_before != current.not_before
@@ -339,6 +384,7 @@ mod tests {
                 .into(),
             source: EventSource::Platform,
             duration_seconds: Some(5),
+            unreadable: Vec::new(),
         }
     }
 
@@ -354,6 +400,7 @@ mod tests {
             description: String::new(),
             source: EventSource::Platform,
             duration_seconds: None,
+            unreadable: Vec::new(),
         }
     }
 
@@ -383,10 +430,10 @@ mod tests {
         let transitions = tracker.observe(&bad_time, at(1));
         assert_eq!(
             kinds(&transitions),
-            ["ended-without-start"],
-            "B vanished, A is kept"
+            ["rescheduled", "ended-without-start"],
+            "B vanished; A is kept, and may start at any moment"
         );
-        assert!(tracker.get("A").is_some());
+        assert_eq!(tracker.get("A").unwrap().event.not_before, Some(at(1)));
         let no_id = forewarn_imds::parse_document(
             r#"{"DocumentIncarnation": 3, "Events": [{"EventType": "Reboot"}]}"#,
         )
@@ -400,6 +447,57 @@ mod tests {
             kinds(&tracker.observe(&doc(4, vec![]), at(3))),
             ["ended-without-start"]
         );
+    }
+
+    /// A Reboot for vm-a whose NotBefore IMDS sent as `text`, which forewarn cannot read.
+    fn unreadable_reboot(id: &str, text: &str) -> ScheduledEvent {
+        ScheduledEvent {
+            not_before: None,
+            unreadable: vec![forewarn_imds::UnreadableField {
+                field: EventField::NotBefore,
+                raw: text.into(),
+            }],
+            ..reboot(id, EventStatus::Scheduled)
+        }
+    }
+
+    #[test]
+    fn an_unreadable_not_before_is_taken_as_the_instant_it_was_first_seen() {
+        let mut tracker = Tracker::default();
+        let odd = doc(1, vec![unreadable_reboot("A", "garbage")]);
+        let transitions = tracker.observe(&odd, at(10));
+        assert_eq!(kinds(&transitions), ["scheduled"]);
+        assert_eq!(transitions[0].event().not_before, Some(at(10)));
+        // It stays where it was first seen: no reschedule while it stays unreadable.
+        assert!(tracker.observe(&odd, at(11)).is_empty());
+        assert!(!tracker.would_change(&odd, at(12)));
+        let other_text = doc(2, vec![unreadable_reboot("A", "-1")]);
+        assert!(tracker.observe(&other_text, at(12)).is_empty());
+        assert_eq!(tracker.get("A").unwrap().event.not_before, Some(at(10)));
+        // Readable again: a reschedule to the NotBefore IMDS now sends.
+        let readable = doc(3, vec![reboot("A", EventStatus::Scheduled)]);
+        assert_eq!(kinds(&tracker.observe(&readable, at(13))), ["rescheduled"]);
+        assert_eq!(tracker.get("A").unwrap().event.not_before, Some(at(1_000)));
+    }
+
+    #[test]
+    fn a_not_before_that_turns_unreadable_is_a_reschedule_to_now() {
+        let mut tracker = Tracker::default();
+        tracker.observe(&doc(1, vec![reboot("A", EventStatus::Scheduled)]), at(5));
+        let transitions =
+            tracker.observe(&doc(2, vec![unreadable_reboot("A", "1649716018")]), at(7));
+        assert_eq!(kinds(&transitions), ["rescheduled"]);
+        assert_eq!(transitions[0].event().not_before, Some(at(7)));
+        // A NotBefore already sooner than now stays.
+        let mut tracker = Tracker::default();
+        let soon = ScheduledEvent {
+            not_before: Some(at(3)),
+            ..reboot("A", EventStatus::Scheduled)
+        };
+        tracker.observe(&doc(1, vec![soon]), at(1));
+        let transitions = tracker.observe(&doc(2, vec![unreadable_reboot("A", "x")]), at(9));
+        assert!(transitions.is_empty(), "{transitions:?}");
+        assert_eq!(tracker.get("A").unwrap().event.not_before, Some(at(3)));
     }
 
     fn kinds(transitions: &[Transition]) -> Vec<&'static str> {
@@ -739,6 +837,7 @@ mod tests {
                         description: description.into(),
                         source: EventSource::Platform,
                         duration_seconds: duration,
+                        unreadable: Vec::new(),
                     }
                 },
             )
@@ -764,7 +863,11 @@ mod tests {
             let mut tracker = Tracker::new();
             let mut phases: HashMap<String, Phase> = HashMap::new();
             for (tick, document) in documents.iter().enumerate() {
-                for transition in tracker.observe(document, at(tick as u64)) {
+                let before = tracker.clone();
+                let would_change = tracker.would_change(document, at(tick as u64));
+                let transitions = tracker.observe(document, at(tick as u64));
+                prop_assert_eq!(would_change, tracker != before, "would_change disagrees with observe");
+                for transition in transitions {
                     let phase = phases.entry(transition.event().id.clone()).or_insert(Phase::Absent);
                     *phase = step(*phase, &transition);
                 }
