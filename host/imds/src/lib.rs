@@ -55,4 +55,4 @@ pub use identity_token::{IdentityToken, MalformedToken, TokenRefusal, parse_iden
 pub use imds_clock::{CLOCK_OFFSET_LOGGED, ClockSkew, ImdsClock, MAX_CLOCK_OFFSET};
 pub use parse_error::ParseError;
 pub use poller::{Documents, PollStatus, Poller, PollerConfig, PollerParts};
-pub use wire::{parse_document, parse_start_requests, render_document};
+pub use wire::{format_rfc1123, parse_document, parse_start_requests, render_document};

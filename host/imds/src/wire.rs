@@ -109,8 +109,9 @@ pub fn parse_start_requests(text: &str) -> Result<Vec<String>, ParseError> {
         .collect()
 }
 
-/// Formats a time as RFC 1123 in GMT, whole seconds: "Mon, 11 Apr 2022 22:26:58 GMT".
-pub(crate) fn format_rfc1123(time: SystemTime) -> String {
+/// Formats a time as RFC 1123 in GMT, whole seconds: "Mon, 11 Apr 2022 22:26:58 GMT" (a
+/// NotBefore, or an HTTP `Date` header).
+pub fn format_rfc1123(time: SystemTime) -> String {
     DateTime::<Utc>::from(time)
         .format("%a, %d %b %Y %H:%M:%S GMT")
         .to_string()

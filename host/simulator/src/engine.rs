@@ -8,7 +8,7 @@ use tokio::sync::watch;
 
 use crate::faults::{
     FaultKind, FaultMethod, FaultOutcome, FaultPlan, GetCounts, GetNumbers, incarnation_resets,
-    plan_request,
+    plan_request, vm_clock_changes,
 };
 use crate::replay::{history_records, served_document};
 use crate::scenario::Scenario;
@@ -53,6 +53,8 @@ pub(crate) struct Inner {
 
 impl Inner {
     fn new(scenario: Arc<Scenario>, clock: ScenarioClock) -> Inner {
+        let (ahead, steps) = vm_clock_changes(&scenario.faults);
+        let clock = clock.with_vm_clock(ahead, steps);
         Inner {
             simulation: Simulation::new(&scenario),
             scenario,
@@ -72,8 +74,9 @@ impl Inner {
 
 impl Engine {
     pub(crate) fn new(scenario: Scenario, clock: ScenarioClock) -> Engine {
+        let speed = clock.speed();
         Engine {
-            speed: clock.speed(),
+            speed,
             inner: Mutex::new(Inner::new(Arc::new(scenario), clock)),
             finished: watch::Sender::new(false),
             shutdown: watch::Sender::new(false),
@@ -153,6 +156,7 @@ impl Engine {
             delay_ms: None,
             body: None,
             incarnation: None,
+            vm_clock_offset_ms: None,
         };
         for fault in &plan.applied {
             let mut served = record(fault.kind);
@@ -162,7 +166,7 @@ impl Engine {
                     served.delay_ms = fault.delay.map(millis);
                 }
                 FaultKind::Malformed => served.body = fault.body,
-                FaultKind::IncarnationReset => {}
+                FaultKind::IncarnationReset | FaultKind::VmClock => {}
             }
             inner.faults.push(served);
         }
@@ -262,9 +266,29 @@ impl Engine {
     fn current(&self) -> MutexGuard<'_, Inner> {
         let mut inner = self.lock();
         let now = inner.clock.scenario_now();
+        record_clock_steps(&mut inner);
         inner.simulation.advance(now);
         self.publish(&mut inner);
         inner
+    }
+
+    /// Azure's clock now: what IMDS's `Date` header says (the machine's clock unless the
+    /// scenario sets a VM clock offset).
+    pub(crate) fn azure_now(&self) -> SystemTime {
+        let mut inner = self.current();
+        inner.clock.azure_now()
+    }
+
+    /// From now on the VM's clock is `vm_minus_azure_ms` off Azure's (a step if it was
+    /// something else): Azure's clock, which the simulator runs, moves instead.
+    pub(crate) fn step_vm_clock(&self, vm_minus_azure_ms: i64) {
+        let mut inner = self.current();
+        inner.clock.step_now(-vm_minus_azure_ms);
+        record_clock_steps(&mut inner);
+        let now = inner.clock.scenario_now();
+        inner.simulation.keep_running();
+        inner.simulation.advance(now);
+        self.publish(&mut inner);
     }
 
     /// Logs new history entries and announces the end of the scenario.
@@ -292,6 +316,25 @@ impl Engine {
         self.inner
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Records each change of the VM's clock offset (the start's, and each step) as a fault
+/// served, when scenario time reaches it.
+fn record_clock_steps(inner: &mut Inner) {
+    for (at, ahead_ms) in inner.clock.take_reports() {
+        inner.faults.push(FaultRecord {
+            kind: FaultKind::VmClock,
+            method: String::new(),
+            vm: String::new(),
+            at_unix_ms: unix_ms(SystemTime::now()),
+            at_scenario_ms: millis(at),
+            status: None,
+            delay_ms: None,
+            body: None,
+            incarnation: None,
+            vm_clock_offset_ms: Some(-ahead_ms),
+        });
     }
 }
 

@@ -31,7 +31,10 @@ impl Replay {
             shape: scenario.shape.clone(),
             omit_fields: scenario.omit_fields.clone(),
             simulation: Simulation::new(scenario),
-            clock: ScenarioClock::starting_at(started, speed),
+            clock: {
+                let (ahead, steps) = crate::faults::vm_clock_changes(&scenario.faults);
+                ScenarioClock::starting_at(started, speed).with_vm_clock(ahead, steps)
+            },
         }
     }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use forewarn_imds::PollStatus;
+use forewarn_imds::{ClockSkew, PollStatus};
 use serde::{Deserialize, Serialize};
 
 use crate::coordination::CoordinationStatus;
@@ -127,6 +127,39 @@ pub struct EventView {
     pub approval_state: ApprovalKind,
     /// Each plugin's latest decision on this event.
     pub plugins: Vec<DecisionView>,
+    /// The fields IMDS sent that forewarn cannot read, each with the text sent and how it is
+    /// read instead; absent for an ordinary event.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<UnreadableView>,
+}
+
+/// A field of an event that forewarn cannot read, and how it reads it instead.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnreadableView {
+    /// The field, as IMDS names it: "NotBefore", "DurationInSeconds", "EventType",
+    /// "EventStatus" or "Resources".
+    pub field: String,
+    /// What IMDS sent, cut to about 200 characters.
+    pub value: String,
+    /// How forewarn reads it instead ("may start at any moment: prepared at once", …).
+    pub read_as: String,
+}
+
+/// How far IMDS's clock is from the VM's, from the `Date` headers of IMDS's answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClockView {
+    /// IMDS's clock minus the VM's, in milliseconds: positive when the VM's clock is behind.
+    /// Every deadline is planned on IMDS's clock; 0 while the VM's clock agrees with it.
+    pub offset_ms: i64,
+    /// How far either way IMDS's clock may be from that, as its answers pin it.
+    pub uncertainty_ms: u64,
+    /// The answers the estimate rests on.
+    pub samples: usize,
+    /// The Date headers put IMDS more than an hour off: not believed (planned on the VM's
+    /// clock).
+    pub beyond_bound: bool,
+    /// The same in words: "the VM's clock is 10.2 s behind IMDS's (± 0.4 s)".
+    pub summary: String,
 }
 
 /// A plugin's latest answer on an event.
@@ -177,7 +210,7 @@ pub struct LoadErrorView {
 }
 
 /// The IMDS poller's latest attempt and its result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PollView {
     /// How many polls the poller has made since the daemon started, successful or not.
     pub polls: u64,
@@ -196,6 +229,20 @@ pub struct PollView {
     /// connection to IMDS that hangs).
     #[serde(default)]
     pub requests_beside_unanswered: u64,
+    /// Documents byte for byte the same as the one before: not parsed again, nothing for
+    /// the daemon to do.
+    #[serde(default)]
+    pub unchanged_documents: u64,
+    /// Events listed with a field forewarn cannot read, by field (each event and field
+    /// counted once), and entries without an `EventId` under "EventId".
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unreadable_by_field: BTreeMap<String, u64>,
+    /// Entries of the last document without a usable EventId (nothing to track them by).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable_entries: Vec<String>,
+    /// IMDS's clock against the VM's; None until IMDS sent a Date header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockView>,
 }
 
 /// The inputs of a snapshot, borrowed from the live daemon.
@@ -231,6 +278,8 @@ pub(crate) fn build_snapshot(inputs: StatusInputs<'_>, now: SystemTime) -> Statu
         Some(waited) => Some(imds_waiting_for(waited, inputs.poll)),
         None => inputs.waiting_for.clone(),
     };
+    // Time left is counted on IMDS's clock, which NotBefore is on.
+    let imds_now = on_imds_clock(now, inputs.poll);
     StatusSnapshot {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         phase,
@@ -246,7 +295,7 @@ pub(crate) fn build_snapshot(inputs: StatusInputs<'_>, now: SystemTime) -> Statu
             .state
             .events
             .iter()
-            .map(|(id, progress)| event_view(id, progress, now))
+            .map(|(id, progress)| event_view(id, progress, imds_now))
             .collect(),
         plugins: inputs.plugins.all().iter().map(plugin_view).collect(),
         load_errors: inputs
@@ -296,6 +345,45 @@ fn event_view(id: &str, progress: &EventProgress, now: SystemTime) -> EventView 
                 })
             })
             .collect(),
+        unreadable: event
+            .unreadable
+            .iter()
+            .map(|unreadable| UnreadableView {
+                field: unreadable.field.as_wire().to_owned(),
+                value: unreadable.raw.clone(),
+                read_as: unreadable.field.read_as().to_owned(),
+            })
+            .collect(),
+    }
+}
+
+/// `now` (the VM's clock) on IMDS's clock, as far as the poller's estimate goes.
+fn on_imds_clock(now: SystemTime, poll: &PollStatus) -> SystemTime {
+    let offset = poll.clock.map_or(0, |clock| clock.offset_ms);
+    let by = Duration::from_millis(offset.unsigned_abs());
+    let shifted = if offset >= 0 {
+        now.checked_add(by)
+    } else {
+        now.checked_sub(by)
+    };
+    shifted.unwrap_or(now)
+}
+
+fn clock_view(skew: ClockSkew) -> ClockView {
+    let seconds = skew.offset_ms.unsigned_abs() as f64 / 1000.0;
+    let margin = skew.uncertainty_ms as f64 / 1000.0;
+    let summary = match skew.offset_ms {
+        _ if skew.beyond_bound => "IMDS's Date header is more than an hour off the VM's clock: not believed, deadlines are planned on the VM's clock".to_owned(),
+        0 => format!("the VM's clock agrees with IMDS's (± {margin:.1} s)"),
+        ahead if ahead > 0 => format!("the VM's clock is {seconds:.1} s behind IMDS's (± {margin:.1} s): deadlines are planned on IMDS's clock"),
+        _ => format!("the VM's clock is {seconds:.1} s ahead of IMDS's (± {margin:.1} s): deadlines are planned on IMDS's clock"),
+    };
+    ClockView {
+        offset_ms: skew.offset_ms,
+        uncertainty_ms: skew.uncertainty_ms,
+        samples: skew.samples,
+        beyond_bound: skew.beyond_bound,
+        summary,
     }
 }
 
@@ -340,6 +428,14 @@ fn poll_view(poll: &PollStatus) -> PollView {
             .map(|(kind, count)| ((*kind).to_owned(), *count))
             .collect(),
         requests_beside_unanswered: poll.requests_beside_unanswered,
+        unchanged_documents: poll.unchanged_documents,
+        unreadable_by_field: poll
+            .unreadable_by_field
+            .iter()
+            .map(|(field, count)| ((*field).to_owned(), *count))
+            .collect(),
+        unreadable_entries: poll.unreadable_entries.clone(),
+        clock: poll.clock.map(clock_view),
     }
 }
 
@@ -474,6 +570,15 @@ fn render_events(out: &mut String, events: &[EventView]) {
     ];
     write_table(out, &header, &rows);
     for event in events {
+        for unreadable in &event.unreadable {
+            let _ = writeln!(
+                out,
+                "  {} has a {} forewarn cannot read (\"{}\"): {}",
+                event.id, unreadable.field, unreadable.value, unreadable.read_as
+            );
+        }
+    }
+    for event in events {
         if event.plugins.is_empty() {
             continue;
         }
@@ -560,6 +665,12 @@ fn render_poll(out: &mut String, poll: &PollView) {
             poll.requests_beside_unanswered
         );
     }
+    if let Some(clock) = &poll.clock {
+        let _ = writeln!(out, "  clock: {}", clock.summary);
+    }
+    for entry in &poll.unreadable_entries {
+        let _ = writeln!(out, "  UNREADABLE ENTRY (not tracked): {entry}");
+    }
 }
 
 fn format_budget(ms: u64) -> String {
@@ -631,6 +742,11 @@ mod tests {
                     elapsed_ms: 3,
                     prepare_attempts: 2,
                 }],
+                unreadable: vec![UnreadableView {
+                    field: "DurationInSeconds".into(),
+                    value: "soon".into(),
+                    read_as: "impact unknown: no short-impact rule applies".into(),
+                }],
             }],
             plugins: vec![PluginView {
                 name: "lb-drain".into(),
@@ -653,6 +769,13 @@ mod tests {
                 consecutive_failures: 1,
                 errors_by_kind: BTreeMap::from([("server".into(), 3)]),
                 requests_beside_unanswered: 2,
+                clock: Some(clock_view(ClockSkew {
+                    offset_ms: 10_240,
+                    uncertainty_ms: 400,
+                    samples: 12,
+                    beyond_bound: false,
+                })),
+                ..PollView::default()
             },
             coordination: None,
         }
@@ -726,6 +849,14 @@ mod tests {
             table.contains("polls sent beside a request IMDS had not answered: 2"),
             "{table}"
         );
+        assert!(
+            table.contains("E1 has a DurationInSeconds forewarn cannot read (\"soon\")"),
+            "{table}"
+        );
+        assert!(
+            table.contains("clock: the VM's clock is 10.2 s behind IMDS's (± 0.4 s)"),
+            "{table}"
+        );
     }
 
     #[test]
@@ -746,15 +877,7 @@ mod tests {
             ready: true,
             held_by: vec![],
         };
-        empty.imds = PollView {
-            polls: 0,
-            last_attempt: None,
-            last_success: None,
-            last_error: None,
-            consecutive_failures: 0,
-            errors_by_kind: BTreeMap::new(),
-            requests_beside_unanswered: 0,
-        };
+        empty.imds = PollView::default();
         let table = render_table(&empty);
         assert!(table.contains("EVENTS: none"), "{table}");
         assert!(table.contains("PLUGINS: none loaded"), "{table}");
