@@ -62,9 +62,10 @@ impl TryFrom<String> for ClockOffset {
             Some(rest) => (-1, rest),
             None => (1, trimmed.strip_prefix('+').unwrap_or(trimmed)),
         };
-        let duration = humantime_serde::re::humantime::parse_duration(magnitude.trim()).map_err(|error| {
-            format!("\"{text}\" is not a signed duration like \"-10s\" or \"+30s\": {error}")
-        })?;
+        let duration =
+            humantime_serde::re::humantime::parse_duration(magnitude.trim()).map_err(|error| {
+                format!("\"{text}\" is not a signed duration like \"-10s\" or \"+30s\": {error}")
+            })?;
         let ms = i64::try_from(duration.as_millis())
             .ok()
             .filter(|ms| *ms <= CLOCK_OFFSET_MAX_MS)
@@ -77,9 +78,16 @@ impl TryFrom<String> for ClockOffset {
 
 impl From<ClockOffset> for String {
     fn from(offset: ClockOffset) -> String {
-        let sign = if offset.vm_minus_azure_ms < 0 { "-" } else { "+" };
+        let sign = if offset.vm_minus_azure_ms < 0 {
+            "-"
+        } else {
+            "+"
+        };
         let magnitude = Duration::from_millis(offset.vm_minus_azure_ms.unsigned_abs());
-        format!("{sign}{}", humantime_serde::re::humantime::format_duration(magnitude))
+        format!(
+            "{sign}{}",
+            humantime_serde::re::humantime::format_duration(magnitude)
+        )
     }
 }
 
@@ -315,7 +323,10 @@ pub(crate) fn vm_clock_changes(faults: &[FaultSpec]) -> (i64, Vec<(Duration, i64
     let mut initial = 0;
     let mut changes: Vec<(Duration, i64)> = Vec::new();
     let mut initial_set = false;
-    for fault in faults.iter().filter(|fault| fault.kind == FaultKind::VmClock) {
+    for fault in faults
+        .iter()
+        .filter(|fault| fault.kind == FaultKind::VmClock)
+    {
         let ahead = -fault.offset.unwrap_or_default().vm_minus_azure_ms;
         match fault.at.filter(|at| !at.is_zero()) {
             None if !initial_set => {
@@ -469,12 +480,19 @@ mod tests {
             offset: Some(offset(offset_text).unwrap()),
             ..fault(FaultKind::VmClock, 0, 1)
         };
-        let faults = [clock("+5s", Some(20)), clock("-10s", None), clock("0s", Some(10))];
+        let faults = [
+            clock("+5s", Some(20)),
+            clock("-10s", None),
+            clock("0s", Some(10)),
+        ];
         assert_eq!(
             vm_clock_changes(&faults),
             (
                 10_000,
-                vec![(Duration::from_secs(10), 0), (Duration::from_secs(20), -5_000)]
+                vec![
+                    (Duration::from_secs(10), 0),
+                    (Duration::from_secs(20), -5_000)
+                ]
             )
         );
         let mut missing = clock("0s", None);

@@ -173,11 +173,18 @@ mod tests {
         let mut clock = ScenarioClock::starting_at(start, 1.0)
             .with_vm_clock(10_000, vec![(Duration::ZERO, 40_000)]);
         // NotBefore (Azure's) of scenario instant 5 s is 10 s ahead of the machine's.
-        assert_eq!(clock.wall_at(Duration::from_secs(5)), start + Duration::from_secs(15));
+        assert_eq!(
+            clock.wall_at(Duration::from_secs(5)),
+            start + Duration::from_secs(15)
+        );
         // The step at 0 is taken at the first reading: scenario time jumps 30 s.
         let now = clock.scenario_now();
         assert!(now >= Duration::from_secs(30), "{now:?}");
-        assert_eq!(clock.take_reports().len(), 2, "the start's offset and the step");
+        assert_eq!(
+            clock.take_reports().len(),
+            2,
+            "the start's offset and the step"
+        );
         // When it happened, on the machine's clock: about the start.
         assert!(clock.unix_ms_at(now) < unix_ms(start) + 1_000);
         // Stepped back, scenario time stands still.

@@ -678,7 +678,10 @@ async fn a_vm_clock_behind_puts_the_date_header_and_not_before_on_azures_clock()
     let document = json(response).await;
     let not_before = http_date(document["Events"][0]["NotBefore"].as_str().unwrap());
     let notice = seconds_between(started, not_before);
-    assert!((908.0..=911.0).contains(&notice), "NotBefore {notice} s ahead");
+    assert!(
+        (908.0..=911.0).contains(&notice),
+        "NotBefore {notice} s ahead"
+    );
     let state = sim.snapshot();
     let served = state.faults_of(FaultKind::VmClock);
     assert_eq!(served.len(), 1, "{:?}", state.faults);
@@ -686,7 +689,10 @@ async fn a_vm_clock_behind_puts_the_date_header_and_not_before_on_azures_clock()
     // History stays on the machine's clock.
     let appeared = state.history[0].at_unix_ms;
     let machine_start = state.started_at_unix_ms;
-    assert!(appeared.abs_diff(machine_start) < 1_000, "{appeared} vs {machine_start}");
+    assert!(
+        appeared.abs_diff(machine_start) < 1_000,
+        "{appeared} vs {machine_start}"
+    );
     sim.shutdown().await;
 }
 

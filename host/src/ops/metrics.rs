@@ -597,12 +597,18 @@ mod tests {
         metrics.record_imds_reading(&first, &second);
         let text = metrics.encode();
         assert_eq!(
-            value_of(&text, "forewarn_events_unreadable_total{field=\"NotBefore\"}"),
+            value_of(
+                &text,
+                "forewarn_events_unreadable_total{field=\"NotBefore\"}"
+            ),
             Some(3.0),
             "{text}"
         );
         assert_eq!(
-            value_of(&text, "forewarn_events_unreadable_total{field=\"EventType\"}"),
+            value_of(
+                &text,
+                "forewarn_events_unreadable_total{field=\"EventType\"}"
+            ),
             Some(1.0),
             "{text}"
         );
