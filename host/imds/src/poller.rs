@@ -3,7 +3,6 @@
 //! off politely on errors, and publish a `PollStatus`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -155,8 +154,9 @@ struct PollLoop {
     status_tx: watch::Sender<PollStatus>,
     status: PollStatus,
     streak: Option<FailureStreak>,
-    /// A digest of the body of the last document handed over.
-    last_body: Option<u64>,
+    /// The body of the last document handed over (compared byte for byte: cheaper than a
+    /// digest of a large document, and never wrong).
+    last_body: Option<String>,
     /// Unreadable events and fields already logged and counted (id, field and text; an
     /// entry without an id by its error), so each is said once.
     unreadable_noted: BTreeSet<String>,
@@ -195,14 +195,13 @@ impl PollLoop {
     /// The document in `body`, parsed; None when the body is byte for byte the one handed
     /// over last (nothing to parse, nothing new for the daemon).
     fn read(&mut self, body: String) -> Result<Option<Document>, FetchError> {
-        let digest = digest(&body);
-        if self.last_body == Some(digest) {
+        if self.last_body.as_ref() == Some(&body) {
             self.status.unchanged_documents += 1;
             return Ok(None);
         }
         let fetched = parse_fetched(body)?;
-        self.last_body = Some(digest);
         self.note_unreadable(&fetched.document);
+        self.last_body = Some(fetched.raw);
         Ok(Some(fetched.document))
     }
 
@@ -335,13 +334,6 @@ impl PollLoop {
         self.status_tx.send_replace(self.status.clone());
         retry_delay(error, failures, &self.config, rand::random::<f64>())
     }
-}
-
-/// A digest of a document's text, to tell an unchanged document without parsing it.
-fn digest(body: &str) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    body.hash(&mut hasher);
-    hasher.finish()
 }
 
 /// Whether `error` means IMDS never answered (rather than answering with an error).

@@ -49,6 +49,17 @@ pub(crate) struct Inner {
     pub(crate) generated_events: usize,
     /// What makes this simulator's generated ids differ from another run's: when it started.
     pub(crate) seed: u64,
+    /// The document last served and what it was rendered from (see `Engine::document_json`).
+    served: Option<(ServedKey, Arc<str>)>,
+}
+
+/// What a served document depends on: every change of the events is in the history (or is
+/// an incarnation reset), and the api-version asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ServedKey {
+    changes: usize,
+    incarnation: u64,
+    api_version: String,
 }
 
 impl Inner {
@@ -68,6 +79,7 @@ impl Inner {
             next_request_seq: 1,
             generated_events: 0,
             seed: unix_ms(SystemTime::now()),
+            served: None,
         }
     }
 }
@@ -96,6 +108,7 @@ impl Engine {
         inner.scenario = fresh.scenario;
         inner.clock = fresh.clock;
         inner.simulation = fresh.simulation;
+        inner.served = None;
         inner.gets.clear();
         inner.history_logged = 0;
         inner.resets_served = 0;
@@ -187,15 +200,29 @@ impl Engine {
 
     /// The current document as JSON in the shape of `api_version` (or of the scenario's
     /// `shape`, if that is older).
-    pub(crate) fn document_json(&self, api_version: &str) -> String {
-        let inner = self.current();
-        served_document(
+    /// Rendered once per change: a document of thousands of events is served every second.
+    pub(crate) fn document_json(&self, api_version: &str) -> Arc<str> {
+        let mut inner = self.current();
+        let key = ServedKey {
+            changes: inner.simulation.history().len(),
+            incarnation: inner.simulation.incarnation(),
+            api_version: api_version.to_owned(),
+        };
+        if let Some((served_key, text)) = &inner.served
+            && *served_key == key
+        {
+            return Arc::clone(text);
+        }
+        let text: Arc<str> = served_document(
             &inner.simulation,
             &inner.clock,
             api_version,
             inner.scenario.shape.as_deref(),
             &inner.scenario.omit_fields,
         )
+        .into();
+        inner.served = Some((key, Arc::clone(&text)));
+        text
     }
 
     /// Approves the events on behalf of `vm`, recording each id either way.

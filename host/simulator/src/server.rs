@@ -240,7 +240,10 @@ async fn document(engine: &Engine, vm: &str, api_version: &str) -> Response {
             StatusCode::OK,
             malformed_text(body, &engine.document_json(api_version)),
         ),
-        FaultOutcome::Normal => json_text(StatusCode::OK, engine.document_json(api_version)),
+        FaultOutcome::Normal => json_text(
+            StatusCode::OK,
+            engine.document_json(api_version).to_string(),
+        ),
     }
 }
 
