@@ -3,10 +3,13 @@
 //! as gaps between polls, measured at the simulator's request log, for 10 (the baseline),
 //! 1 000 and 7 500 events, each in two loads:
 //!
-//! - `waiting`: the events are announced three days ahead, so they wait for the lead time;
-//!   nothing but the documents reaches the daemon (the cost of tracking them);
+//! - `unchanged`: the events are announced three days ahead, so they wait for the lead time,
+//!   and the document stays the same: what each poll costs;
+//! - `one change a second`: the same, and a new event joins them every second, so every
+//!   poll brings a document that differs by one event;
 //! - `preparing`: the events are 15 minutes ahead and a probe plugin defers every prepare
-//!   call (asked again after 1.5 s): plugin answers stream into the loop the whole time.
+//!   call (asked again after 1.5 s): plugin answers stream into the loop the whole time
+//!   (the CPU is mostly plugin calls; the figure that matters is the gaps).
 //!
 //! CPU is counted over a 20 s window once the first document's work is done; the gaps are
 //! every gap between two GETs from the events' appearance to the end of that window.
@@ -35,25 +38,31 @@ const APPEAR_AT: Duration = Duration::from_secs(3);
 /// What the events make the daemon do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Load {
-    Waiting,
+    Unchanged,
+    OneChangeASecond,
     Preparing,
 }
 
 impl Load {
     fn name(self) -> &'static str {
         match self {
-            Load::Waiting => "waiting (3 d ahead)",
+            Load::Unchanged => "unchanged (3 d ahead)",
+            Load::OneChangeASecond => "one new event a second (3 d ahead)",
             Load::Preparing => "preparing (a plugin defers)",
         }
     }
 
     fn notice(self) -> &'static str {
         match self {
-            Load::Waiting => "3d",
+            Load::Unchanged | Load::OneChangeASecond => "3d",
             Load::Preparing => "15m",
         }
     }
 }
+
+/// How many events join, one a second, under [`Load::OneChangeASecond`]: one per poll of
+/// the warm-up and the window.
+const JOINING: u64 = 40;
 
 /// One run's figures.
 struct Figures {
@@ -87,7 +96,7 @@ pub(crate) async fn measure_large_documents(work: &Path) -> anyhow::Result<()> {
         "| load | events | document | CPU per polled document | CPU (cores) | polls in the window | gap p50 | gap p99 | gap max | CPU per document ÷ baseline |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for load in [Load::Waiting, Load::Preparing] {
+    for load in [Load::Unchanged, Load::OneChangeASecond, Load::Preparing] {
         let mut baseline: Option<Duration> = None;
         for events in SIZES {
             let dir = work.join(format!("large-{events}-{load:?}"));
@@ -131,7 +140,7 @@ async fn run_one(
     let started = Instant::now();
     let plugins = dir.join("plugins");
     let probes = match load {
-        Load::Waiting => Vec::new(),
+        Load::Unchanged | Load::OneChangeASecond => Vec::new(),
         Load::Preparing => vec![ProbePlugin::new("busy", "defer").subscribe(&["Reboot"])],
     };
     write_plugin_dir(&plugins, Path::new(PROBE), &probes);
@@ -196,6 +205,14 @@ fn scenario(count: usize, load: Load) -> anyhow::Result<Scenario> {
             APPEAR_AT.as_millis(),
             load.notice()
         ));
+    }
+    if load == Load::OneChangeASecond {
+        for second in 1..=JOINING {
+            text.push_str(&format!(
+                "\n[[events]]\nid = \"j{second:02}\"\ntype = \"Reboot\"\nresources = [\"vm-a\"]\nappear_at = \"{}ms\"\nnotice = \"3d\"\n",
+                (APPEAR_AT + Duration::from_secs(second)).as_millis()
+            ));
+        }
     }
     Ok(Scenario::from_toml(&text, "large")?)
 }
