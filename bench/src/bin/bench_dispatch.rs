@@ -81,7 +81,8 @@ async fn run() -> anyhow::Result<()> {
         Some("fan-out") => return measure_fan_out(&runtime, &noop, work.path()).await,
         Some("detection") => return measure_detection(&runtime, work.path()).await,
         Some("large-document") => {
-            return large_document::measure_large_documents(work.path()).await;
+            let only: Vec<String> = std::env::args().skip(2).collect();
+            return large_document::measure_large_documents(work.path(), &only).await;
         }
         _ => {}
     }

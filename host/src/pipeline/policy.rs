@@ -721,6 +721,31 @@ mod tests {
     }
 
     #[test]
+    fn unreadable_resources_are_prepared_and_never_approved() {
+        let odd = ScheduledEvent {
+            unreadable: vec![forewarn_imds::UnreadableField {
+                field: EventField::Resources,
+                raw: r#"[{"name":"vm-a"}]"#.into(),
+            }],
+            ..event(EventType::Reboot, &[])
+        };
+        assert_eq!(
+            plan(&odd, VM, &PolicyConfig::default()),
+            Plan::Prepare {
+                affects_this_vm: true
+            }
+        );
+        let always = config(|c| c.group_approval = GroupApproval::Always);
+        match approval_gate(&odd, VM, &always) {
+            ApprovalGate::Withhold { rule, reason } => {
+                assert_eq!(rule, WithholdRule::UnreadableResources);
+                assert!(reason.contains(r#"[{"name":"vm-a"}]"#), "{reason}");
+            }
+            other => panic!("approved: {other:?}"),
+        }
+    }
+
+    #[test]
     fn approve_at_once_is_still_gated() {
         let config = config(|c| {
             c.approve_freeze_shorter_than = Some(9);

@@ -41,6 +41,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use forewarn_imds::{Document, EventField, EventStatus, ScheduledEvent};
@@ -146,9 +147,12 @@ pub struct TrackedEvent {
 
 /// The per-event state carried from one document to the next. Serializable, so the daemon
 /// can journal it and resume after a restart without repeating or losing a transition.
+/// Each event is shared (`Arc`) with the tracker it was copied from until it changes, so a
+/// copy costs little and the journal writes only the events a document changed
+/// ([`Tracker::entries`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tracker {
-    events: BTreeMap<String, TrackedEvent>,
+    events: BTreeMap<String, Arc<TrackedEvent>>,
 }
 
 impl Tracker {
@@ -194,11 +198,7 @@ impl Tracker {
             let Some(tracked) = self.events.get(&event.id) else {
                 return true;
             };
-            let unchanged = match (tracked.seen_started, event.status) {
-                (true, EventStatus::Scheduled) => tracked.event == as_started(&event),
-                _ => tracked.event == *event,
-            };
-            if !unchanged {
+            if !lists_as_before(tracked, &event) {
                 return true;
             }
         }
@@ -208,12 +208,26 @@ impl Tracker {
 
     /// Every event currently tracked, sorted by id.
     pub fn events(&self) -> impl Iterator<Item = &TrackedEvent> {
-        self.events.values()
+        self.events.values().map(|tracked| &**tracked)
     }
 
     /// The tracked event with this id, if it is listed.
     pub fn get(&self, id: &str) -> Option<&TrackedEvent> {
-        self.events.get(id)
+        self.events.get(id).map(|tracked| &**tracked)
+    }
+
+    /// The tracked events by id, each shared with the tracker this one was copied from
+    /// while it is unchanged (for the journal, which writes the changed ones).
+    pub(crate) fn entries(&self) -> &BTreeMap<String, Arc<TrackedEvent>> {
+        &self.events
+    }
+
+    /// Sets (Some) or forgets (None) the tracked event `id`, as the journal replays it.
+    pub(crate) fn restore(&mut self, id: String, tracked: Option<Arc<TrackedEvent>>) {
+        match tracked {
+            Some(tracked) => self.events.insert(id, tracked),
+            None => self.events.remove(&id),
+        };
     }
 
     /// A Scheduled event without NotBefore (IMDS leaves it blank only once an event has
@@ -247,18 +261,16 @@ impl Tracker {
 
     /// Handles one listed event: new, or known and possibly changed.
     fn observe_listed(&mut self, event: &ScheduledEvent, now: SystemTime) -> Option<Transition> {
-        let Some(tracked) = self.events.get_mut(&event.id) else {
+        let Some(shared) = self.events.get_mut(&event.id) else {
             return Some(self.track_new(event, now));
         };
-        if tracked.seen_started {
-            if event.status == EventStatus::Started && tracked.event == *event {
-                return None;
-            }
-            tracked.event = as_started(event);
+        if lists_as_before(shared, event) {
+            // Nothing is copied, and the event stays shared with the journaled tracker.
             return None;
         }
-        if tracked.event == *event {
-            // Unchanged: nothing is copied.
+        let tracked = Arc::make_mut(shared);
+        if tracked.seen_started {
+            tracked.event = as_started(event);
             return None;
         }
         let previous = std::mem::replace(&mut tracked.event, event.clone());
@@ -283,11 +295,11 @@ impl Tracker {
         let started = event.status == EventStatus::Started;
         self.events.insert(
             event.id.clone(),
-            TrackedEvent {
+            Arc::new(TrackedEvent {
                 event: event.clone(),
                 seen_started: started,
                 first_seen: now,
-            },
+            }),
         );
         if started {
             Transition::Started {
@@ -309,6 +321,7 @@ impl Tracker {
             .collect();
         gone.into_iter()
             .filter_map(|id| self.events.remove(&id))
+            .map(Arc::unwrap_or_clone)
             .map(|tracked| {
                 if tracked.seen_started {
                     Transition::EndedAfterStart(tracked.event)
@@ -317,6 +330,15 @@ impl Tracker {
                 }
             })
             .collect()
+    }
+}
+
+/// Whether `event`, as listed now, leaves `tracked` as it is (an event seen Started stays
+/// Started).
+fn lists_as_before(tracked: &TrackedEvent, event: &ScheduledEvent) -> bool {
+    match (tracked.seen_started, event.status) {
+        (true, EventStatus::Scheduled) => tracked.event == as_started(event),
+        _ => tracked.event == *event,
     }
 }
 

@@ -83,8 +83,10 @@ impl Figures {
     }
 }
 
-/// Runs every size in both loads and prints the table for BENCHMARKS.md.
-pub(crate) async fn measure_large_documents(work: &Path) -> anyhow::Result<()> {
+/// Runs every size in every load and prints the table for BENCHMARKS.md. `only` (the
+/// arguments after `large-document`: a load's first word, `unchanged`, `one` or
+/// `preparing`, and an event count) runs one case alone, for a profiler.
+pub(crate) async fn measure_large_documents(work: &Path, only: &[String]) -> anyhow::Result<()> {
     let binary = forewarn_binary()?;
     let ticks = clock_ticks_per_second()?;
     println!(
@@ -96,9 +98,13 @@ pub(crate) async fn measure_large_documents(work: &Path) -> anyhow::Result<()> {
         "| load | events | document | CPU per polled document | CPU (cores) | polls in the window | gap p50 | gap p99 | gap max | CPU per document ÷ baseline |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let chosen = |load: Load, events: usize| match only {
+        [word, count] => load.name().starts_with(word.as_str()) && *count == events.to_string(),
+        _ => true,
+    };
     for load in [Load::Unchanged, Load::OneChangeASecond, Load::Preparing] {
         let mut baseline: Option<Duration> = None;
-        for events in SIZES {
+        for events in SIZES.into_iter().filter(|events| chosen(load, *events)) {
             let dir = work.join(format!("large-{events}-{load:?}"));
             let figures = run_one(&binary, ticks, &dir, events, load).await?;
             let per_poll = figures.cpu_per_poll();
