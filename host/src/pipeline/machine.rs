@@ -304,9 +304,8 @@ impl Pipeline {
     }
 
     fn observe(&mut self, document: &Document, now: SystemTime) {
-        if !self.state.tracker.would_change(document, now) {
-            return;
-        }
+        // Copying a tracker shared with the journaled state copies its map, not its events
+        // (each is shared until it changes).
         let transitions = Arc::make_mut(&mut self.state.tracker).observe(document, now);
         for transition in &transitions {
             self.apply_transition(transition, now);

@@ -185,27 +185,6 @@ impl Tracker {
         transitions
     }
 
-    /// Whether [`Tracker::observe`] would change anything (a transition or a field): a read
-    /// that copies nothing, so that an unchanged document costs no copy of a tracker shared
-    /// with the journaled state.
-    pub fn would_change(&self, doc: &Document, now: SystemTime) -> bool {
-        let mut listed: HashSet<&str> = HashSet::new();
-        for event in &doc.events {
-            if !listed.insert(event.id.as_str()) {
-                continue;
-            }
-            let event = self.with_not_before(event, now);
-            let Some(tracked) = self.events.get(&event.id) else {
-                return true;
-            };
-            if !lists_as_before(tracked, &event) {
-                return true;
-            }
-        }
-        // Every id listed is tracked: one tracked and not listed has vanished.
-        doc.rejected.is_empty() && listed.len() < self.events.len()
-    }
-
     /// Every event currently tracked, sorted by id.
     pub fn events(&self) -> impl Iterator<Item = &TrackedEvent> {
         self.events.values().map(|tracked| &**tracked)
@@ -492,7 +471,6 @@ mod tests {
         assert_eq!(transitions[0].event().not_before, Some(at(10)));
         // It stays where it was first seen: no reschedule while it stays unreadable.
         assert!(tracker.observe(&odd, at(11)).is_empty());
-        assert!(!tracker.would_change(&odd, at(12)));
         let other_text = doc(2, vec![unreadable_reboot("A", "-1")]);
         assert!(tracker.observe(&other_text, at(12)).is_empty());
         assert_eq!(tracker.get("A").unwrap().event.not_before, Some(at(10)));
@@ -885,11 +863,7 @@ mod tests {
             let mut tracker = Tracker::new();
             let mut phases: HashMap<String, Phase> = HashMap::new();
             for (tick, document) in documents.iter().enumerate() {
-                let before = tracker.clone();
-                let would_change = tracker.would_change(document, at(tick as u64));
-                let transitions = tracker.observe(document, at(tick as u64));
-                prop_assert_eq!(would_change, tracker != before, "would_change disagrees with observe");
-                for transition in transitions {
+                for transition in tracker.observe(document, at(tick as u64)) {
                     let phase = phases.entry(transition.event().id.clone()).or_insert(Phase::Absent);
                     *phase = step(*phase, &transition);
                 }
