@@ -342,3 +342,91 @@ fn a_five_second_preempt_is_approved_before_not_before_and_the_vm_goes_away() {
     );
     assert_polite(&state);
 }
+
+// ---- values forewarn cannot read (issue 32) --------------------------------------------
+
+/// The NotBefore texts of the odd events: epoch seconds, -1, garbage, an impossible date.
+const UNREADABLE_NOT_BEFORE: [(&str, &str); 4] = [
+    ("epoch", "1649716018"),
+    ("minus-one", "-1"),
+    ("garbage", "garbage"),
+    ("feb-30", "2022-02-30T10:00:00Z"),
+];
+
+/// Every event 3 days ahead, far beyond the lead time (1 h): a NotBefore that can be read
+/// waits; one that cannot is prepared at once, as if the event may start at any moment.
+/// A date without a zone is read as UTC (here long past: prepared at once too). IMDS keeps
+/// the approved events Scheduled (with their odd NotBefore) while it waits for the host.
+#[test]
+fn events_whose_not_before_cannot_be_read_are_prepared_at_once_and_shown() {
+    let mut scenario = String::from("name = \"unreadable\"\nopen_ended = true\n");
+    let mut event = |id: &str, not_before_text: Option<&str>| {
+        scenario.push_str(&format!(
+            "\n[[events]]\nid = \"{id}\"\ntype = \"Reboot\"\nresources = [\"vm-a\"]\nappear_at = \"1s\"\nnotice = \"3d\"\nstart_after_approval = \"1h\"\n"
+        ));
+        if let Some(text) = not_before_text {
+            scenario.push_str(&format!("not_before_text = \"{text}\"\n"));
+        }
+    };
+    event("readable", None);
+    event("no-zone", Some("Mon, 11 Apr 2022 22:26:58"));
+    for (id, text) in UNREADABLE_NOT_BEFORE {
+        event(id, Some(text));
+    }
+    let env = TestEnv::builder(forewarn())
+        .scenario_text(&scenario)
+        .plugins(&[ProbePlugin::new("probe", "approve").subscribe(&["Reboot"])])
+        .wait(WAIT)
+        .start();
+    // Prepared and approved at IMDS at once, 3 days ahead.
+    let odd: Vec<&str> = UNREADABLE_NOT_BEFORE
+        .iter()
+        .map(|(id, _)| *id)
+        .chain(["no-zone"])
+        .collect();
+    env.simulator()
+        .wait_for_state(WAIT, "the odd events approved", |state| {
+            odd.iter()
+                .all(|id| accepted_approvals(state, id).len() == 1)
+        });
+    let admin = env.daemon.admin_address(WAIT);
+    let snapshot = wait_for(WAIT, "the odd events in /status", || {
+        let snapshot = status(&admin)?;
+        let shown = snapshot
+            .events
+            .iter()
+            .filter(|event| !event.unreadable.is_empty())
+            .count();
+        match shown {
+            4 => Ok(snapshot),
+            _ => Err(format!("{shown} shown: {:?}", snapshot.events)),
+        }
+    });
+    for (id, text) in UNREADABLE_NOT_BEFORE {
+        let event = snapshot
+            .events
+            .iter()
+            .find(|event| event.id == id)
+            .unwrap_or_else(|| panic!("{id} not in /status"));
+        assert_eq!(event.unreadable[0].field, "NotBefore", "{id}");
+        assert_eq!(event.unreadable[0].value, text, "{id}");
+    }
+    let readable = snapshot
+        .events
+        .iter()
+        .find(|event| event.id == "readable")
+        .expect("the readable event in /status");
+    assert_eq!(readable.lifecycle, "scheduled, waiting for the lead time");
+    assert!(
+        !env.daemon
+            .decisions()
+            .iter()
+            .any(|decision| decision.event_id == "readable"),
+        "the readable event 3 days ahead was prepared"
+    );
+    let metrics = http_get(&admin, "/metrics").expect("/metrics");
+    assert!(
+        metrics.contains("forewarn_events_unreadable_total{field=\"NotBefore\"} 4"),
+        "{metrics}"
+    );
+}

@@ -8,7 +8,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, RawQuery, Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::json;
@@ -121,7 +121,7 @@ async fn serve(engine: &Engine, call: Call, endpoint: Endpoint) -> Response {
         record(engine, &call, "", &response, arrived);
         return response;
     };
-    let response = match rejection(&call, endpoint) {
+    let mut response = match rejection(&call, endpoint) {
         Some(response) => response,
         None => match endpoint {
             Endpoint::Events if call.method == Method::POST => approve(engine, &vm, &call).await,
@@ -136,6 +136,11 @@ async fn serve(engine: &Engine, call: Call, endpoint: Endpoint) -> Response {
         },
     };
     record(engine, &call, &vm, &response, arrived);
+    // IMDS's clock is Azure's: the VM's may be off it (`vm-clock` faults).
+    let date = forewarn_imds::format_rfc1123(engine.azure_now());
+    if let Ok(date) = HeaderValue::from_str(&date) {
+        response.headers_mut().insert(header::DATE, date);
+    }
     response
 }
 
@@ -236,7 +241,10 @@ async fn document(engine: &Engine, vm: &str, api_version: &str) -> Response {
             StatusCode::OK,
             malformed_text(body, &engine.document_json(api_version)),
         ),
-        FaultOutcome::Normal => json_text(StatusCode::OK, engine.document_json(api_version)),
+        FaultOutcome::Normal => json_text(
+            StatusCode::OK,
+            engine.document_json(api_version).to_string(),
+        ),
     }
 }
 

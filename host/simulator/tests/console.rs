@@ -213,6 +213,41 @@ async fn injected_faults_are_served_and_recorded() {
 }
 
 #[tokio::test]
+async fn a_vm_clock_step_from_the_console_moves_the_date_header() {
+    let sim = start_idle().await;
+    let (status, answer) = post(&sim, "/simulator/faults", json!({"fault": "vm-clock"})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    assert_eq!(answer["field"], "offset_seconds");
+    let (status, answer) = post(
+        &sim,
+        "/simulator/faults",
+        json!({"fault": "vm-clock", "offset_seconds": -10}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let response = imds_get(&sim).await;
+    let date = response.headers()["date"].to_str().unwrap().to_owned();
+    let date = SystemTime::from(
+        chrono::DateTime::parse_from_rfc2822(&date)
+            .unwrap()
+            .to_utc(),
+    );
+    let ahead = date
+        .duration_since(SystemTime::now())
+        .unwrap_or_default()
+        .as_secs_f64();
+    assert!(
+        (8.5..=10.5).contains(&ahead),
+        "the VM's clock is 10 s behind: Date {ahead} s ahead"
+    );
+    let state = sim.snapshot();
+    let served = state.faults_of(FaultKind::VmClock);
+    assert_eq!(served.len(), 1);
+    assert_eq!(served[0].vm_clock_offset_ms, Some(-10_000));
+    sim.shutdown().await;
+}
+
+#[tokio::test]
 async fn the_console_starts_a_built_in_scenario_from_its_beginning() {
     let sim = start_idle().await;
     let (status, _) = post(&sim, "/simulator/scenario", json!({"name": "user-reboot"})).await;

@@ -100,6 +100,15 @@ fn render_events(out: &mut String, events: &[EventView]) {
     ];
     write_table(out, &header, &rows);
     for event in events {
+        for unreadable in &event.unreadable {
+            let _ = writeln!(
+                out,
+                "  {} has a {} forewarn cannot read (\"{}\"): {}",
+                event.id, unreadable.field, unreadable.value, unreadable.read_as
+            );
+        }
+    }
+    for event in events {
         if event.plugins.is_empty() {
             continue;
         }
@@ -241,6 +250,12 @@ fn render_poll(out: &mut String, poll: &PollView) {
             poll.requests_beside_unanswered
         );
     }
+    if let Some(clock) = &poll.clock {
+        let _ = writeln!(out, "  clock: {}", clock.summary);
+    }
+    for entry in &poll.unreadable_entries {
+        let _ = writeln!(out, "  UNREADABLE ENTRY (not tracked): {entry}");
+    }
 }
 
 fn format_budget(ms: u64) -> String {
@@ -281,8 +296,8 @@ mod tests {
     use super::*;
     use crate::coordination::{Connection, EventBarrier};
     use crate::ops::status::{
-        DaemonPhase, DecisionView, FIRST_CALL_PATIENCE, LoadErrorView, PluginView, ProvenanceView,
-        ReadinessView,
+        ClockView, DaemonPhase, DecisionView, FIRST_CALL_PATIENCE, LoadErrorView, PluginView,
+        ProvenanceView, ReadinessView, UnreadableView,
     };
     use crate::ops::storage_health::StorageView;
     use crate::pipeline::state::{AnswerOutcome, ApprovalKind, CallPhase};
@@ -321,6 +336,11 @@ mod tests {
                     prepare_attempts: 2,
                 }],
                 held_by_quarantined: vec![],
+                unreadable: vec![UnreadableView {
+                    field: "DurationInSeconds".into(),
+                    value: "soon".into(),
+                    read_as: "impact unknown: no short-impact rule applies".into(),
+                }],
             }],
             plugins: vec![PluginView {
                 name: "lb-drain".into(),
@@ -347,6 +367,14 @@ mod tests {
                 consecutive_failures: 1,
                 errors_by_kind: BTreeMap::from([("server".into(), 3)]),
                 requests_beside_unanswered: 2,
+                clock: Some(ClockView {
+                    offset_ms: 10_240,
+                    uncertainty_ms: 400,
+                    samples: 12,
+                    beyond_bound: false,
+                    summary: "the VM's clock is 10.2 s behind IMDS's (± 0.4 s)".into(),
+                }),
+                ..PollView::default()
             },
             coordination: None,
             storage: StorageView::default(),
@@ -458,6 +486,14 @@ mod tests {
             table.contains("polls sent beside a request IMDS had not answered: 2"),
             "{table}"
         );
+        assert!(
+            table.contains("E1 has a DurationInSeconds forewarn cannot read (\"soon\")"),
+            "{table}"
+        );
+        assert!(
+            table.contains("clock: the VM's clock is 10.2 s behind IMDS's (± 0.4 s)"),
+            "{table}"
+        );
     }
 
     /// Every part of the table at once, from a fixed snapshot: the output `forewarn status`
@@ -478,6 +514,7 @@ mod tests {
             approval_state: ApprovalKind::Pending,
             plugins: vec![],
             held_by_quarantined: vec![],
+            unreadable: vec![],
         });
         full.plugins.push(PluginView {
             name: "notify".into(),
@@ -525,6 +562,7 @@ EVENTS
 ID            TYPE    STATUS     NOT BEFORE            TIME LEFT  HANDLING             APPROVAL
 E1            Reboot  Scheduled  2026-01-01T00:04:05Z  4m05s      prepare (this VM)    pending
 E2-unplanned  Freeze  Started    -                     -          ignore (another VM)  not needed
+  E1 has a DurationInSeconds forewarn cannot read ("soon"): impact unknown: no short-impact rule applies
   decisions on E1:
   PLUGIN    PHASE    DECISION  REASON                         AT
   lb-drain  prepare  defer     draining, 12 connections left  2026-01-01T00:00:00Z
@@ -541,6 +579,7 @@ notify    fedcba987654  *                1500ms  approve     bundled
 IMDS: 42 polls, last at 2026-01-01T00:00:00Z, last success 2025-12-31T23:59:59Z: FAILING (1 in a row): IMDS answered 500
   errors by kind: server=3
   polls sent beside a request IMDS had not answered: 2
+  clock: the VM's clock is 10.2 s behind IMDS's (± 0.4 s)
 
 COORDINATION: etcd unreachable (1 event(s) coordinated)
   last error: connection refused
@@ -574,6 +613,7 @@ COORDINATION: etcd unreachable (1 event(s) coordinated)
             consecutive_failures: 0,
             errors_by_kind: BTreeMap::new(),
             requests_beside_unanswered: 0,
+            ..PollView::default()
         };
         let table = render_table(&empty);
         assert!(table.contains("EVENTS: none"), "{table}");

@@ -31,7 +31,7 @@ use crate::daemon::disk_reserve;
 use crate::daemon::journal::{self, JournalError};
 use crate::daemon::journal_record::{self, JOURNAL_NAME, JournalRecord};
 use crate::pipeline::state::{DaemonState, EventProgress};
-use crate::pipeline::tracker::Tracker;
+use crate::pipeline::tracker::{TrackedEvent, Tracker};
 
 /// The change log's file name in the state directory.
 pub(crate) const CHANGE_LOG_FILE: &str = "journal.log";
@@ -59,9 +59,13 @@ struct Change {
     /// Events changed (Some) or forgotten (None) by this commit.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     events: BTreeMap<String, Option<Arc<EventProgress>>>,
-    /// The tracker, when it changed.
+    /// The whole tracker: written by releases before `tracked`, still read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tracker: Option<Arc<Tracker>>,
+    /// Tracked events changed (Some) or forgotten (None) by this commit: a document that
+    /// changes one event of thousands writes that one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    tracked: BTreeMap<String, Option<Arc<TrackedEvent>>>,
     /// The readiness holds, when they changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     readiness_holds: Option<BTreeSet<String>>,
@@ -69,7 +73,10 @@ struct Change {
 
 impl Change {
     fn is_empty(&self) -> bool {
-        self.events.is_empty() && self.tracker.is_none() && self.readiness_holds.is_none()
+        self.events.is_empty()
+            && self.tracker.is_none()
+            && self.tracked.is_empty()
+            && self.readiness_holds.is_none()
     }
 }
 
@@ -238,13 +245,16 @@ impl StateJournal {
     /// pointer first: the pipeline shares unchanged events with the previous state.
     fn diff(&self, state: &DaemonState, holds: &BTreeSet<String>) -> Change {
         let before = &self.committed.state;
-        let events = changed_events(&before.events, &state.events);
-        let tracker_changed =
-            !Arc::ptr_eq(&before.tracker, &state.tracker) && before.tracker != state.tracker;
+        let events = changed_entries(&before.events, &state.events);
+        let tracked = match Arc::ptr_eq(&before.tracker, &state.tracker) {
+            true => BTreeMap::new(),
+            false => changed_entries(before.tracker.entries(), state.tracker.entries()),
+        };
         Change {
             generation: self.generation,
             events,
-            tracker: tracker_changed.then(|| state.tracker.clone()),
+            tracker: None,
+            tracked,
             readiness_holds: (*holds != self.committed.readiness_holds).then(|| holds.clone()),
         }
     }
@@ -490,12 +500,13 @@ fn load_snapshot(path: &Path) -> Result<(Option<JournalRecord>, Option<PathBuf>)
     }
 }
 
-/// The events of `after` that differ from `before` (Some) and those gone from it (None).
-/// Both maps are sorted by id, so they are walked side by side: one pass, no lookups.
-fn changed_events(
-    before: &BTreeMap<String, Arc<EventProgress>>,
-    after: &BTreeMap<String, Arc<EventProgress>>,
-) -> BTreeMap<String, Option<Arc<EventProgress>>> {
+/// The entries (events, tracked events) of `after` that differ from `before` (Some) and
+/// those gone from it (None). Both maps are sorted by id, so they are walked side by side:
+/// one pass, no lookups; an entry still shared with `before` is equal without a look.
+fn changed_entries<T: PartialEq>(
+    before: &BTreeMap<String, Arc<T>>,
+    after: &BTreeMap<String, Arc<T>>,
+) -> BTreeMap<String, Option<Arc<T>>> {
     let mut changed = BTreeMap::new();
     let mut old = before.iter().peekable();
     for (id, progress) in after {
@@ -643,6 +654,12 @@ fn apply(record: &mut JournalRecord, change: Change) {
     if let Some(tracker) = change.tracker {
         state.tracker = tracker;
     }
+    if !change.tracked.is_empty() {
+        let tracker = Arc::make_mut(&mut state.tracker);
+        for (id, tracked) in change.tracked {
+            tracker.restore(id, tracked);
+        }
+    }
     if let Some(holds) = change.readiness_holds {
         record.readiness_holds = holds;
     }
@@ -763,6 +780,46 @@ mod tests {
         let events = lines[1]["events"].as_object().expect("events");
         assert_eq!(events.keys().collect::<Vec<_>>(), ["E42"]);
         assert!(lines[1].get("tracker").is_none());
+    }
+
+    #[test]
+    fn a_document_that_changes_one_of_many_tracked_events_writes_only_it() {
+        use forewarn_imds::{Document, EventSource, EventStatus, EventType, ScheduledEvent};
+        let reboot = |id: String, not_before: u64| ScheduledEvent {
+            id,
+            event_type: EventType::Reboot,
+            event_type_raw: "Reboot".into(),
+            resource_type: String::new(),
+            resources: vec!["vm-a".into()],
+            status: EventStatus::Scheduled,
+            not_before: Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(not_before)),
+            description: String::new(),
+            source: EventSource::Platform,
+            duration_seconds: None,
+            unreadable: Vec::new(),
+        };
+        let document = |moved: u64| Document {
+            incarnation: Some(1),
+            events: (0..1_000)
+                .map(|n| reboot(format!("E{n:04}"), if n == 7 { moved } else { 1_000 }))
+                .collect(),
+            rejected: Vec::new(),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let (mut journal, _) = reopen(dir.path());
+        let mut state = DaemonState::default();
+        Arc::make_mut(&mut state.tracker).observe(&document(1_000), std::time::UNIX_EPOCH);
+        let first = Arc::new(state.clone());
+        journal.commit(&first, BTreeSet::new()).unwrap();
+        Arc::make_mut(&mut state.tracker).observe(&document(2_000), std::time::UNIX_EPOCH);
+        let second = Arc::new(state);
+        journal.commit(&second, BTreeSet::new()).unwrap();
+        let lines = log_lines(dir.path());
+        let tracked = lines[1]["tracked"].as_object().expect("tracked events");
+        assert_eq!(tracked.keys().collect::<Vec<_>>(), ["E0007"]);
+        assert!(lines[1].get("tracker").is_none(), "not the whole tracker");
+        drop(journal);
+        assert_eq!(resumed(dir.path()).state, second);
     }
 
     #[test]

@@ -44,6 +44,11 @@ struct PluginLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FieldLabel {
+    field: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VersionLabel {
     version: String,
 }
@@ -81,6 +86,10 @@ pub(crate) struct Metrics {
     /// The etcd barrier's gauges (`[coordination]`).
     pub(crate) coordination: CoordinationMetrics,
     storage: StorageMetrics,
+    /// What IMDS sends and forewarn cannot read, and IMDS's clock (`record_imds_reading`).
+    unreadable: Family<FieldLabel, Counter>,
+    clock_offset: Gauge<f64, std::sync::atomic::AtomicU64>,
+    unchanged_documents: Counter,
 }
 
 /// The state directory's metrics (docs/operations.md, "When the disk is full"), brought up
@@ -229,6 +238,9 @@ impl Metrics {
             quarantined: Family::default(),
             coordination: CoordinationMetrics::default(),
             storage: StorageMetrics::default(),
+            unreadable: Family::default(),
+            clock_offset: Gauge::default(),
+            unchanged_documents: Counter::default(),
             registry: Registry::default(),
         };
         metrics.register_all(registry)
@@ -340,8 +352,52 @@ impl Metrics {
         );
         self.coordination.register(&mut registry);
         self.storage.register(&mut registry);
+        self.register_imds_reading(&mut registry);
         self.registry = registry;
         self
+    }
+
+    /// The metrics of what forewarn reads from IMDS: fields it cannot read, its clock, and
+    /// documents unchanged from the one before.
+    fn register_imds_reading(&self, registry: &mut Registry) {
+        registry.register(
+            "events_unreadable",
+            "Events IMDS listed with a field forewarn cannot read, by field (NotBefore, \
+             DurationInSeconds, EventType, EventStatus, Resources; EventId: entries it cannot \
+             track); each event and field counts once",
+            self.unreadable.clone(),
+        );
+        registry.register(
+            "imds_clock_offset_seconds",
+            "IMDS's clock minus the VM's, from IMDS's Date headers, as deadlines are corrected \
+             (positive: the VM's clock is behind)",
+            self.clock_offset.clone(),
+        );
+        registry.register(
+            "imds_documents_unchanged",
+            "Documents byte for byte the same as the one before (not parsed again)",
+            self.unchanged_documents.clone(),
+        );
+    }
+
+    /// Brings the unreadable-field counts, the clock offset and the unchanged documents up
+    /// to `now`, given the status they were last updated from.
+    pub(crate) fn record_imds_reading(&self, before: &PollStatus, now: &PollStatus) {
+        for (field, count) in &now.unreadable_by_field {
+            let previous = before.unreadable_by_field.get(field).copied().unwrap_or(0);
+            self.unreadable
+                .get_or_create(&FieldLabel {
+                    field: (*field).to_owned(),
+                })
+                .inc_by(count.saturating_sub(previous));
+        }
+        if let Some(clock) = now.clock {
+            self.clock_offset.set(clock.offset_ms as f64 / 1000.0);
+        }
+        self.unchanged_documents.inc_by(
+            now.unchanged_documents
+                .saturating_sub(before.unchanged_documents),
+        );
     }
 
     /// The Prometheus text exposition (OpenMetrics 1.0 text format).
@@ -523,6 +579,7 @@ async fn follow_polls(
     loop {
         let now = poll.borrow_and_update().clone();
         metrics.record_poll(&before, &now);
+        metrics.record_imds_reading(&before, &now);
         before = now;
         tokio::select! {
             () = shutdown.cancelled() => return,
@@ -657,6 +714,55 @@ mod tests {
         assert_eq!(
             value_of(&text, "forewarn_imds_consecutive_failures"),
             Some(0.0),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn unreadable_fields_and_the_clock_offset_are_exported() {
+        let metrics = Metrics::new();
+        let first = PollStatus {
+            unreadable_by_field: BTreeMap::from([("NotBefore", 2)]),
+            clock: Some(forewarn_imds::ClockSkew {
+                offset_ms: 10_250,
+                uncertainty_ms: 300,
+                samples: 4,
+                beyond_bound: false,
+            }),
+            unchanged_documents: 7,
+            ..PollStatus::default()
+        };
+        let second = PollStatus {
+            unreadable_by_field: BTreeMap::from([("NotBefore", 3), ("EventType", 1)]),
+            ..first.clone()
+        };
+        metrics.record_imds_reading(&PollStatus::default(), &first);
+        metrics.record_imds_reading(&first, &second);
+        let text = metrics.encode();
+        assert_eq!(
+            value_of(
+                &text,
+                "forewarn_events_unreadable_total{field=\"NotBefore\"}"
+            ),
+            Some(3.0),
+            "{text}"
+        );
+        assert_eq!(
+            value_of(
+                &text,
+                "forewarn_events_unreadable_total{field=\"EventType\"}"
+            ),
+            Some(1.0),
+            "{text}"
+        );
+        assert_eq!(
+            value_of(&text, "forewarn_imds_clock_offset_seconds"),
+            Some(10.25),
+            "{text}"
+        );
+        assert_eq!(
+            value_of(&text, "forewarn_imds_documents_unchanged_total"),
+            Some(7.0),
             "{text}"
         );
     }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use forewarn_imds::PollStatus;
+use forewarn_imds::{ClockSkew, PollStatus};
 use serde::{Deserialize, Serialize};
 
 use crate::coordination::CoordinationStatus;
@@ -145,6 +145,39 @@ pub struct EventView {
     /// approved early and starts at NotBefore (unless they are reloaded in time).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub held_by_quarantined: Vec<String>,
+    /// The fields IMDS sent that forewarn cannot read, each with the text sent and how it is
+    /// read instead; absent for an ordinary event.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<UnreadableView>,
+}
+
+/// A field of an event that forewarn cannot read, and how it reads it instead.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnreadableView {
+    /// The field, as IMDS names it: "NotBefore", "DurationInSeconds", "EventType",
+    /// "EventStatus" or "Resources".
+    pub field: String,
+    /// What IMDS sent, cut to about 200 characters.
+    pub value: String,
+    /// How forewarn reads it instead ("may start at any moment: prepared at once", …).
+    pub read_as: String,
+}
+
+/// How far IMDS's clock is from the VM's, from the `Date` headers of IMDS's answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClockView {
+    /// IMDS's clock minus the VM's, in milliseconds: positive when the VM's clock is behind.
+    /// Every deadline is planned on IMDS's clock; 0 while the VM's clock agrees with it.
+    pub offset_ms: i64,
+    /// How far either way IMDS's clock may be from that, as its answers pin it.
+    pub uncertainty_ms: u64,
+    /// The answers the estimate rests on.
+    pub samples: usize,
+    /// The Date headers put IMDS more than an hour off: not believed (planned on the VM's
+    /// clock).
+    pub beyond_bound: bool,
+    /// The same in words: "the VM's clock is 10.2 s behind IMDS's (± 0.4 s)".
+    pub summary: String,
 }
 
 /// A plugin's latest answer on an event.
@@ -220,7 +253,7 @@ pub struct LoadErrorView {
 }
 
 /// The IMDS poller's latest attempt and its result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PollView {
     /// How many polls the poller has made since the daemon started, successful or not.
     pub polls: u64,
@@ -239,6 +272,20 @@ pub struct PollView {
     /// connection to IMDS that hangs).
     #[serde(default)]
     pub requests_beside_unanswered: u64,
+    /// Documents byte for byte the same as the one before: not parsed again, nothing for
+    /// the daemon to do.
+    #[serde(default)]
+    pub unchanged_documents: u64,
+    /// Events listed with a field forewarn cannot read, by field (each event and field
+    /// counted once), and entries without an `EventId` under "EventId".
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unreadable_by_field: BTreeMap<String, u64>,
+    /// Entries of the last document without a usable EventId (nothing to track them by).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable_entries: Vec<String>,
+    /// IMDS's clock against the VM's; None until IMDS sent a Date header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockView>,
 }
 
 /// The inputs of a snapshot, borrowed from the live daemon.
@@ -278,11 +325,13 @@ pub(crate) fn build_snapshot(inputs: StatusInputs<'_>, now: SystemTime) -> Statu
         Some(waited) => Some(imds_waiting_for(waited, inputs.poll)),
         None => inputs.waiting_for.clone(),
     };
+    // Time left is counted on IMDS's clock, which NotBefore is on.
+    let imds_now = on_imds_clock(now, inputs.poll);
     let mut events: Vec<EventView> = inputs
         .state
         .events
         .iter()
-        .map(|(id, progress)| event_view(id, progress, now))
+        .map(|(id, progress)| event_view(id, progress, imds_now))
         .collect();
     mark_quarantine_holds(&mut events, &inputs);
     StatusSnapshot {
@@ -357,6 +406,45 @@ fn event_view(id: &str, progress: &EventProgress, now: SystemTime) -> EventView 
             })
             .collect(),
         held_by_quarantined: Vec::new(),
+        unreadable: event
+            .unreadable
+            .iter()
+            .map(|unreadable| UnreadableView {
+                field: unreadable.field.as_wire().to_owned(),
+                value: unreadable.raw.clone(),
+                read_as: unreadable.field.read_as().to_owned(),
+            })
+            .collect(),
+    }
+}
+
+/// `now` (the VM's clock) on IMDS's clock, as far as the poller's estimate goes.
+fn on_imds_clock(now: SystemTime, poll: &PollStatus) -> SystemTime {
+    let offset = poll.clock.map_or(0, |clock| clock.offset_ms);
+    let by = Duration::from_millis(offset.unsigned_abs());
+    let shifted = if offset >= 0 {
+        now.checked_add(by)
+    } else {
+        now.checked_sub(by)
+    };
+    shifted.unwrap_or(now)
+}
+
+fn clock_view(skew: ClockSkew) -> ClockView {
+    let seconds = skew.offset_ms.unsigned_abs() as f64 / 1000.0;
+    let margin = skew.uncertainty_ms as f64 / 1000.0;
+    let summary = match skew.offset_ms {
+        _ if skew.beyond_bound => "IMDS's Date header is more than an hour off the VM's clock: not believed, deadlines are planned on the VM's clock".to_owned(),
+        0 => format!("the VM's clock agrees with IMDS's (± {margin:.1} s)"),
+        ahead if ahead > 0 => format!("the VM's clock is {seconds:.1} s behind IMDS's (± {margin:.1} s): deadlines are planned on IMDS's clock"),
+        _ => format!("the VM's clock is {seconds:.1} s ahead of IMDS's (± {margin:.1} s): deadlines are planned on IMDS's clock"),
+    };
+    ClockView {
+        offset_ms: skew.offset_ms,
+        uncertainty_ms: skew.uncertainty_ms,
+        samples: skew.samples,
+        beyond_bound: skew.beyond_bound,
+        summary,
     }
 }
 
@@ -448,6 +536,14 @@ fn poll_view(poll: &PollStatus) -> PollView {
             .map(|(kind, count)| ((*kind).to_owned(), *count))
             .collect(),
         requests_beside_unanswered: poll.requests_beside_unanswered,
+        unchanged_documents: poll.unchanged_documents,
+        unreadable_by_field: poll
+            .unreadable_by_field
+            .iter()
+            .map(|(field, count)| ((*field).to_owned(), *count))
+            .collect(),
+        unreadable_entries: poll.unreadable_entries.clone(),
+        clock: poll.clock.map(clock_view),
     }
 }
 
@@ -522,6 +618,7 @@ mod tests {
             description: String::new(),
             source: forewarn_imds::EventSource::Platform,
             duration_seconds: None,
+            unreadable: Vec::new(),
         };
         let mut state = DaemonState::default();
         let progress = EventProgress::new(

@@ -18,6 +18,7 @@ use forewarn_imds::{Document, EventStatus, ScheduledEvent};
 
 use crate::log_fields;
 use crate::log_messages;
+use crate::pipeline::agenda::{Agenda, Standing, Urgency};
 use crate::pipeline::approval::{self, Approver};
 use crate::pipeline::clock::unix_ms;
 use crate::pipeline::policy::{self, Plan, PolicyConfig};
@@ -48,8 +49,8 @@ pub(crate) struct PipelineSettings {
 /// Something that happened outside the pipeline.
 #[derive(Debug, Clone)]
 pub(crate) enum Input {
-    /// IMDS listed this document.
-    Document(Document),
+    /// IMDS listed this document (the newest: each is a whole snapshot).
+    Document(Arc<Document>),
     /// A plugin call finished.
     Answer(Box<CallAnswer>),
     /// The plugin set changed (reload).
@@ -125,6 +126,10 @@ pub(crate) struct Pipeline {
     /// Events whose wait for the lead time or whose late preparation was announced; not
     /// journaled (a restart announces them again).
     notes_announced: HashSet<(String, PreparationNote)>,
+    /// Which events the next round visits.
+    agenda: Agenda,
+    /// Events visited so far (a round's cost; the tests read it).
+    pub(crate) visits: u64,
     /// The instant of the last round, for [`Pipeline::poll_timeout`].
     last_round: SystemTime,
     /// State changed and is not journaled yet; the round's end persists it.
@@ -158,6 +163,8 @@ impl Pipeline {
             approve_singly: BTreeSet::new(),
             holds_announced: HashMap::new(),
             notes_announced: HashSet::new(),
+            agenda: Agenda::default(),
+            visits: 0,
             last_round: SystemTime::UNIX_EPOCH,
             unsaved: false,
             unsaved_bookkeeping: false,
@@ -170,6 +177,7 @@ impl Pipeline {
     /// Replaces how approvals are decided (the daemon adds the etcd barrier this way).
     pub(crate) fn set_approver(&mut self, approver: Box<dyn Approver>) {
         self.approver = approver;
+        self.agenda.touch_everything();
     }
 
     /// The state as it stands (journaled at the end of every round).
@@ -187,7 +195,10 @@ impl Pipeline {
         match input {
             Input::Document(document) => self.observe(&document, now),
             Input::Answer(answer) => self.record_answer(*answer, now),
-            Input::Plugins(roster) => self.plugins_changed(roster),
+            Input::Plugins(roster) => {
+                self.plugins_changed(roster);
+                self.agenda.touch_everything();
+            }
             Input::ApprovalSent(event_ids) => self.approval_sent(event_ids, now),
             Input::ApprovalFailed {
                 event_ids,
@@ -201,30 +212,20 @@ impl Pipeline {
         self.handle_timeout(now);
     }
 
-    /// Runs a round at `now`: moves every event forward, then queues the journal write and,
-    /// after it, the calls and the approval the round decided.
+    /// Runs a round at `now`: moves the events that are due forward (see [`Agenda`]: those
+    /// an input touched, whose next instant came, on the barrier, or waiting for a plugin
+    /// that is free again), then queues the journal write and, after it, the calls and the
+    /// approval the round decided.
     ///
     /// Events being prepared or told of a start go first, recoveries after: a plugin hears
-    /// of a new event before it hears an old one end (hold before release). A call is
-    /// marked in flight as soon as it is planned, so a plugin gets one call at a time.
+    /// of a new event before it hears an old one end (hold before release); among them the
+    /// sooner NotBefore first. A call is marked in flight as soon as it is planned, so a
+    /// plugin gets one call at a time.
     pub(crate) fn handle_timeout(&mut self, now: SystemTime) {
         self.last_round = now;
         let mut calls = Vec::new();
         if !self.stopping {
-            let (ended, live): (Vec<&String>, Vec<&String>) = self
-                .state
-                .events
-                .keys()
-                .partition(|id| self.state.events[*id].is_ended());
-            let ids: Vec<String> = live.into_iter().chain(ended).cloned().collect();
-            for id in ids {
-                let planned_before = calls.len();
-                self.advance_event(&id, now, &mut calls);
-                for call in &calls[planned_before..] {
-                    self.in_flight
-                        .insert((call.event_id.clone(), call.plugin.clone()));
-                }
-            }
+            self.visit_due(now, &mut calls);
         }
         let approval = self.due_approvals(now);
         // A first call, an approval or any decision needs its record first; asking again a
@@ -254,6 +255,8 @@ impl Pipeline {
     /// is durable again); when they started again, held approvals go ahead.
     fn journal_durability(&mut self, durable: bool) {
         self.journal_durable = durable;
+        // The approvals held for the journal (or taken back) are decided again.
+        self.agenda.touch_everything();
         if durable {
             return;
         }
@@ -265,6 +268,70 @@ impl Pipeline {
         }
     }
 
+    /// Visits the events the agenda says are due, most urgent first, offering each plugin
+    /// freed since the last round to the events waiting for it until one takes it.
+    fn visit_due(&mut self, now: SystemTime, calls: &mut Vec<PlannedCall>) {
+        let due = match self.agenda.take_due(now) {
+            Some(due) => due,
+            None => self.state.events.keys().cloned().collect(),
+        };
+        let mut queue: BTreeSet<Urgency> = BTreeSet::new();
+        for id in due {
+            match self.state.events.get(&id) {
+                Some(progress) => {
+                    queue.insert(urgency_of(progress));
+                }
+                None => self.agenda.settle(&id, None),
+            }
+        }
+        loop {
+            let in_flight = &self.in_flight;
+            let waiter = self
+                .agenda
+                .next_waiter(|plugin| in_flight.iter().any(|(_, busy)| busy == plugin));
+            let waiter_first = match (queue.first(), &waiter) {
+                (Some(first), Some(waiter)) => waiter < first,
+                (None, waiter) => waiter.is_some(),
+                (Some(_), None) => false,
+            };
+            let next = if waiter_first {
+                waiter
+            } else {
+                queue.pop_first()
+            };
+            let Some(next) = next else {
+                break;
+            };
+            queue.remove(&next);
+            self.visit(&next.id, now, calls);
+        }
+    }
+
+    /// Moves one event forward, marks the calls it planned in flight, and tells the agenda
+    /// when it is next due and what it waits for.
+    fn visit(&mut self, id: &str, now: SystemTime, calls: &mut Vec<PlannedCall>) {
+        let planned_before = calls.len();
+        self.advance_event(id, now, calls);
+        for call in &calls[planned_before..] {
+            self.in_flight
+                .insert((call.event_id.clone(), call.plugin.clone()));
+        }
+        let schedule = Schedule {
+            roster: &self.roster,
+            in_flight: &self.in_flight,
+            margin: self.settings.policy.safety_margin(),
+            lead: self.settings.policy.prepare_lead_time,
+        };
+        let standing = self.state.events.get(id).map(|progress| Standing {
+            urgency: urgency_of(progress),
+            next_due: scheduler::next_due(progress, schedule, now),
+            blocked_on: scheduler::blocked_on_busy(progress, schedule, now),
+            coordinating: matches!(progress.approval, Approval::Coordinating { .. }),
+            approval_due: matches!(progress.approval, Approval::Due { .. }),
+        });
+        self.agenda.settle(id, standing);
+    }
+
     /// The next action to execute, in order.
     pub(crate) fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
@@ -273,29 +340,17 @@ impl Pipeline {
     /// When a round is next due without any input: a retry, a deadline, an approval retry.
     /// None: nothing is scheduled.
     pub(crate) fn poll_timeout(&self) -> Option<SystemTime> {
-        let schedule = self.schedule();
         let approval_retries = self
             .approval_retry
             .iter()
             .filter(|_| self.approving.is_none() && self.journal_durable)
             .filter(|(id, _)| self.approval_is_due(id))
             .map(|(_, at)| *at);
-        self.state
-            .events
-            .values()
-            .filter_map(|progress| scheduler::next_due(progress, schedule, self.last_round))
+        self.agenda
+            .next_timer_after(self.last_round)
+            .into_iter()
             .chain(approval_retries)
             .min()
-    }
-
-    /// The scheduler's view of the plugins, the calls in flight and the policy's timings.
-    fn schedule(&self) -> Schedule<'_> {
-        Schedule {
-            roster: &self.roster,
-            in_flight: &self.in_flight,
-            margin: self.settings.policy.safety_margin(),
-            lead: self.settings.policy.prepare_lead_time,
-        }
     }
 
     /// Whether `id` is known and not every plugin has approved it yet.
@@ -318,6 +373,8 @@ impl Pipeline {
     }
 
     fn observe(&mut self, document: &Document, now: SystemTime) {
+        // Copying a tracker shared with the journaled state copies its map, not its events
+        // (each is shared until it changes).
         let transitions = Arc::make_mut(&mut self.state.tracker).observe(document, now);
         for transition in &transitions {
             self.apply_transition(transition, now);
@@ -329,6 +386,7 @@ impl Pipeline {
 
     fn apply_transition(&mut self, transition: &Transition, now: SystemTime) {
         let event = transition.event().clone();
+        self.agenda.touch(&event.id);
         tracing::info!(
             event_id = %event.id,
             event_type = %event.event_type_raw,
@@ -493,6 +551,7 @@ impl Pipeline {
 
     /// Moves one event forward, collecting the calls it needs.
     fn advance_event(&mut self, id: &str, now: SystemTime, calls: &mut Vec<PlannedCall>) {
+        self.visits += 1;
         let Some(progress) = self.state.events.get(id) else {
             return;
         };
@@ -775,12 +834,12 @@ impl Pipeline {
             return None;
         }
         let listed_and_due: BTreeSet<String> = self
-            .state
-            .events
+            .agenda
+            .approvals_due()
             .iter()
-            .filter(|(_, progress)| matches!(progress.approval, Approval::Due { .. }))
-            .filter(|(id, _)| self.state.tracker.get(id).is_some())
-            .map(|(id, _)| id.clone())
+            .filter(|id| self.approval_is_due(id))
+            .filter(|id| self.state.tracker.get(id).is_some())
+            .cloned()
             .collect();
         // Ids no longer listed (or no longer due) are not retried.
         self.approval_retry
@@ -805,6 +864,7 @@ impl Pipeline {
         self.approving = None;
         let at_unix_ms = unix_ms(now);
         for id in &event_ids {
+            self.agenda.touch(id);
             self.approval_retry.remove(id);
             self.approve_singly.remove(id);
             if let Some(progress) = self.state.events.get_mut(id).map(Arc::make_mut) {
@@ -841,6 +901,7 @@ impl Pipeline {
             log_messages::APPROVAL_FAILED
         );
         for id in &event_ids {
+            self.agenda.touch(id);
             if one_by_one {
                 self.approve_singly.insert(id.clone());
             } else {
@@ -865,6 +926,8 @@ impl Pipeline {
             .get(&call.plugin)
             .map(|member| member.manifest.on_failure)
             .unwrap_or_default();
+        self.agenda.touch(&call.event_id);
+        self.agenda.plugin_freed(&call.plugin);
         for line in &reply.logs {
             self.emit(TimelineEntry::PluginLog {
                 event_id: call.event_id.clone(),
@@ -963,6 +1026,8 @@ impl Pipeline {
         let names = self.quarantine.names();
         if *self.roster.quarantined() != names {
             Arc::make_mut(&mut self.roster).set_quarantined(names);
+            // Who may be called, and who holds an approval, changed for every event.
+            self.agenda.touch_everything();
         }
     }
 
@@ -1030,6 +1095,15 @@ fn missed_the_start(progress: &EventProgress, now: SystemTime) -> bool {
         );
     }
     approved || past_not_before
+}
+
+/// Where `progress` goes in a round (see [`Urgency`]).
+fn urgency_of(progress: &EventProgress) -> Urgency {
+    Urgency {
+        ended: progress.is_ended(),
+        not_before: progress.event.not_before.unwrap_or(SystemTime::UNIX_EPOCH),
+        id: progress.event.id.clone(),
+    }
 }
 
 /// What was said once about an event's preparation.

@@ -116,7 +116,7 @@ impl Harness {
             events: events.to_vec(),
             rejected: Vec::new(),
         };
-        self.input(Input::Document(document));
+        self.input(Input::Document(Arc::new(document)));
     }
 
     /// Feeds `input` at the current time and executes everything that follows: calls are
@@ -325,6 +325,7 @@ pub(crate) fn event(
         description: String::new(),
         source: EventSource::Platform,
         duration_seconds: None,
+        unreadable: Vec::new(),
     }
 }
 

@@ -634,3 +634,4 @@ fn an_approval_that_failed_for_an_event_that_then_started_does_not_wake_the_loop
 mod churn;
 mod failure_policy;
 mod journal_durability;
+mod many_events;
