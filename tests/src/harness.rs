@@ -26,7 +26,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use forewarn_host::log_messages::{
-    ADMIN_LISTENING, APPROVED_AT_IMDS, EVENT_TRANSITION, PLUGIN_CALL_FAILED, PLUGIN_DECISION,
+    ADMIN_LISTENING, APPROVED_AT_IMDS, EVENT_TRANSITION, PLUGIN_CALL_FAILED,
+    PLUGIN_CALL_FAILED_CONSENT, PLUGIN_DECISION,
 };
 use forewarn_simulator::{ApprovalRecord, StateSnapshot, Transition};
 use tempfile::TempDir;
@@ -813,7 +814,7 @@ impl LogLine {
 }
 
 /// One plugin decision as the daemon logged it ([`PLUGIN_DECISION`], or
-/// [`PLUGIN_CALL_FAILED`] with `failure` set).
+/// [`PLUGIN_CALL_FAILED`] or [`PLUGIN_CALL_FAILED_CONSENT`] with `failure` set).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PluginDecision {
     /// When it was logged, in ms since the Unix epoch.
@@ -835,7 +836,13 @@ pub struct PluginDecision {
 impl PluginDecision {
     fn from_line(line: &LogLine) -> Option<PluginDecision> {
         let message = line.message();
-        if message != PLUGIN_DECISION && message != PLUGIN_CALL_FAILED {
+        if ![
+            PLUGIN_DECISION,
+            PLUGIN_CALL_FAILED,
+            PLUGIN_CALL_FAILED_CONSENT,
+        ]
+        .contains(&message)
+        {
             return None;
         }
         Some(PluginDecision {

@@ -129,7 +129,8 @@ impl Engine {
         if !inner.held_until_poll {
             return;
         }
-        inner.clock = ScenarioClock::start_now(self.speed);
+        let (ahead, steps) = vm_clock_changes(&inner.scenario.faults);
+        inner.clock = ScenarioClock::start_now(self.speed).with_vm_clock(ahead, steps);
         inner.held_until_poll = false;
         tracing::info!(scenario = %inner.scenario.name, "first poll: the scenario's clock starts now");
     }
