@@ -5,6 +5,7 @@
 /// Azurite's Blob service over HTTPS with OAuth, for the blob storage tests.
 pub mod azurite;
 pub mod fixtures;
+pub mod generated;
 pub mod guests;
 pub mod harness;
 /// An HTTPS client trusting only the test CA.
