@@ -701,9 +701,14 @@ fn init_logging(format: LogFormat, demo: bool) {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
+    // Every field value escaped and cut, whatever it holds (log_format.rs).
     match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().flatten_event(true).init(),
+        LogFormat::Text => builder
+            .fmt_fields(forewarn_host::log_format::EscapedFields)
+            .init(),
+        LogFormat::Json => builder
+            .event_format(forewarn_host::log_format::EscapedJson)
+            .init(),
     }
 }
 

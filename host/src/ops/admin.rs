@@ -18,6 +18,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::log_format::escaped_json;
 use crate::ops::event_history::EventHistory;
 use crate::ops::metrics::Metrics;
 use crate::ops::status::{StatusInputs, StatusSnapshot, build_snapshot};
@@ -184,7 +185,7 @@ async fn metrics(State(state): State<AdminState>) -> Response {
 }
 
 async fn status(State(state): State<AdminState>) -> Response {
-    json_answer(serde_json::to_string_pretty(&snapshot_of(&state)))
+    json_answer(escaped_json(&snapshot_of(&state), true))
 }
 
 /// Encoded JSON as the answer, or a 500 saying why it could not be encoded.
@@ -201,7 +202,7 @@ fn json_answer(encoded: serde_json::Result<String>) -> Response {
 
 async fn history(State(state): State<AdminState>) -> Response {
     // Compact: the status page asks for it every second.
-    json_answer(serde_json::to_string(&state.history.view()))
+    json_answer(escaped_json(&state.history.view(), false))
 }
 
 fn current_views(state: &AdminState) -> Option<DaemonViews> {

@@ -39,6 +39,9 @@ impl std::fmt::Display for DaemonPhase {
     }
 }
 
+/// Most VM names of an event `/status` lists (an event may name thousands).
+pub const STATUS_RESOURCES_MAX: usize = 64;
+
 /// What IMDS's docs say about the first call, for the operator waiting on it.
 pub const FIRST_CALL_PATIENCE: &str = "IMDS may take up to two minutes to answer the first call, and events up to five minutes to appear";
 
@@ -105,8 +108,12 @@ pub struct EventView {
     pub not_before: Option<String>,
     /// Seconds until NotBefore (negative once it passed); none without a NotBefore.
     pub time_left_seconds: Option<i64>,
-    /// The VM names the event affects, as IMDS lists them.
+    /// The VM names the event affects, as IMDS lists them: the first
+    /// [`STATUS_RESOURCES_MAX`] (`resources_total` counts them all).
     pub resources: Vec<String>,
+    /// How many VM names the event lists.
+    #[serde(default)]
+    pub resources_total: usize,
     /// How the policy decided to handle the event, in words: "prepare (this VM)",
     /// "prepare (other VMs)", "approve at once (RULE)" or "ignored: REASON".
     pub handling: String,
@@ -165,6 +172,12 @@ pub struct PluginView {
     pub after: Vec<String>,
     /// The time one call may take (its manifest's `budget`), in milliseconds.
     pub budget_ms: u64,
+    /// Bytes of the plugin's linear memories in RAM now: every resident page of its own
+    /// instance pool (a call's instance, the one made ahead, the pages kept for the next
+    /// call), as `/proc/self/smaps` counts them. None where unknown (instances allocated on
+    /// demand).
+    #[serde(default)]
+    pub resident_bytes: Option<u64>,
 }
 
 /// A plugin file that failed to load.
@@ -248,7 +261,7 @@ pub(crate) fn build_snapshot(inputs: StatusInputs<'_>, now: SystemTime) -> Statu
             .iter()
             .map(|(id, progress)| event_view(id, progress, now))
             .collect(),
-        plugins: inputs.plugins.all().iter().map(plugin_view).collect(),
+        plugins: plugin_views(inputs.plugins),
         load_errors: inputs
             .plugins
             .load_errors()
@@ -272,7 +285,13 @@ fn event_view(id: &str, progress: &EventProgress, now: SystemTime) -> EventView 
         status: event.status.to_string(),
         not_before: event.not_before.map(rfc3339),
         time_left_seconds: event.not_before.map(|at| seconds_between(now, at)),
-        resources: event.resources.clone(),
+        resources: event
+            .resources
+            .iter()
+            .take(STATUS_RESOURCES_MAX)
+            .cloned()
+            .collect(),
+        resources_total: event.resources.len(),
         handling: Handling::label(&progress.handling),
         lifecycle: describe_lifecycle(progress),
         preparing_since: progress
@@ -299,7 +318,20 @@ fn event_view(id: &str, progress: &EventProgress, now: SystemTime) -> EventView 
     }
 }
 
-fn plugin_view(plugin: &crate::plugins::set::LoadedPlugin) -> PluginView {
+/// Each loaded plugin, with what its memories hold resident now.
+fn plugin_views(plugins: &PluginSet) -> Vec<PluginView> {
+    let resident = forewarn_runtime::ResidentMemory::read().unwrap_or_default();
+    plugins
+        .all()
+        .iter()
+        .map(|plugin| plugin_view(plugin, &resident))
+        .collect()
+}
+
+fn plugin_view(
+    plugin: &crate::plugins::set::LoadedPlugin,
+    resident: &forewarn_runtime::ResidentMemory,
+) -> PluginView {
     PluginView {
         name: plugin.name().to_owned(),
         content_hash: plugin.plugin.content_hash().to_owned(),
@@ -310,6 +342,7 @@ fn plugin_view(plugin: &crate::plugins::set::LoadedPlugin) -> PluginView {
         subscribe: plugin.manifest.subscribe.clone(),
         after: plugin.manifest.after.clone(),
         budget_ms: plugin.manifest.budget.as_millis() as u64,
+        resident_bytes: resident.of(&plugin.plugin),
     }
 }
 
@@ -394,8 +427,11 @@ pub(crate) fn format_time_left(seconds: i64) -> String {
 }
 
 /// The table `forewarn status` prints: events, each plugin's latest decision, plugins and
-/// their load errors, and the last IMDS poll.
+/// their load errors, and the last IMDS poll. Every text in it is escaped and cut
+/// (log_format.rs), whoever answered the status.
 pub fn render_table(snapshot: &StatusSnapshot) -> String {
+    let escaped = escaped_copy(snapshot);
+    let snapshot = escaped.as_ref().unwrap_or(snapshot);
     let mut out = String::new();
     let ready = if snapshot.readiness.ready {
         "ready".to_owned()
@@ -427,6 +463,14 @@ pub fn render_table(snapshot: &StatusSnapshot) -> String {
         render_coordination(&mut out, coordination);
     }
     out
+}
+
+/// `snapshot` with every string escaped and cut; None if it does not survive the trip
+/// through JSON (it always does: the snapshot is what `/status` answers).
+fn escaped_copy(snapshot: &StatusSnapshot) -> Option<StatusSnapshot> {
+    let mut value = serde_json::to_value(snapshot).ok()?;
+    crate::log_format::escape_json_strings(&mut value);
+    serde_json::from_value(value).ok()
 }
 
 fn render_coordination(out: &mut String, coordination: &CoordinationStatus) {
@@ -513,13 +557,14 @@ fn render_plugins(out: &mut String, snapshot: &StatusSnapshot) {
                     plugin.content_hash.chars().take(12).collect(),
                     plugin.subscribe.join(","),
                     format_budget(plugin.budget_ms),
+                    format_resident(plugin.resident_bytes),
                     plugin.source.clone(),
                 ]
             })
             .collect();
         write_table(
             out,
-            &["NAME", "HASH", "SUBSCRIBE", "BUDGET", "SOURCE"],
+            &["NAME", "HASH", "SUBSCRIBE", "BUDGET", "RESIDENT", "SOURCE"],
             &rows,
         );
     }
@@ -570,6 +615,14 @@ fn format_budget(ms: u64) -> String {
     }
 }
 
+/// `0.3 MiB`, or `-` when unknown.
+fn format_resident(bytes: Option<u64>) -> String {
+    match bytes {
+        Some(bytes) => format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0)),
+        None => "-".to_owned(),
+    }
+}
+
 fn or_dash(text: &str) -> &str {
     if text.is_empty() { "-" } else { text }
 }
@@ -617,6 +670,7 @@ mod tests {
                 not_before: Some("2026-01-01T00:04:05Z".into()),
                 time_left_seconds: Some(245),
                 resources: vec!["vm-a".into()],
+                resources_total: 1,
                 handling: "prepare (this VM)".into(),
                 lifecycle: "scheduled".into(),
                 preparing_since: Some("2026-01-01T00:00:00Z".into()),
@@ -639,6 +693,7 @@ mod tests {
                 subscribe: vec!["Reboot".into(), "Redeploy".into()],
                 after: vec![],
                 budget_ms: 10_000,
+                resident_bytes: Some(320 * 1024),
             }],
             load_errors: vec![LoadErrorView {
                 file: "/etc/forewarn/plugins.d/bad.wasm".into(),
