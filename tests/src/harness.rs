@@ -753,6 +753,12 @@ impl Daemon {
         Daemon::spawn(Command::new(binary), binary, config)
     }
 
+    /// [`Daemon::start`] with the text log format (`--log-format text`): every line of its
+    /// log is then in [`Daemon::unparsed`], as an operator reading journald would see it.
+    pub fn start_with_text_log(binary: &Path, config: &Path) -> Daemon {
+        Daemon::spawn_with_format(Command::new(binary), binary, config, "text")
+    }
+
     /// [`Daemon::start`] with extra environment variables (e.g. `NOTIFY_SOCKET`).
     pub fn start_with_env(binary: &Path, config: &Path, vars: &[(&str, &str)]) -> Daemon {
         let mut command = Command::new(binary);
@@ -771,9 +777,18 @@ impl Daemon {
         Daemon::spawn(shell, binary, config)
     }
 
-    fn spawn(mut command: Command, binary: &Path, config: &Path) -> Daemon {
+    fn spawn(command: Command, binary: &Path, config: &Path) -> Daemon {
+        Daemon::spawn_with_format(command, binary, config, "json")
+    }
+
+    fn spawn_with_format(
+        mut command: Command,
+        binary: &Path,
+        config: &Path,
+        format: &str,
+    ) -> Daemon {
         let mut child = command
-            .args(["--log-format", "json", "run", "--config"])
+            .args(["--log-format", format, "run", "--config"])
             .arg(config)
             .env("FOREWARN_LOG", "info")
             .stdin(Stdio::null())

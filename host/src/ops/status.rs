@@ -736,6 +736,20 @@ mod tests {
     }
 
     #[test]
+    fn the_table_prints_text_from_outside_escaped_on_one_line() {
+        let mut forging = snapshot();
+        forging.events[0].id = "E1\n2026-01-01T00:00:00Z FORGED\u{1b}[2K".into();
+        forging.load_errors.push(LoadErrorView {
+            file: "/etc/forewarn/plugins.d/x\rFORGED.wasm".into(),
+            error: "not a component\nFORGED".into(),
+        });
+        let table = render_table(&forging);
+        assert!(!table.lines().any(|line| line.starts_with("2026-01-01")), "{table}");
+        assert!(!table.lines().any(|line| line.contains("FORGED") && !line.contains("\\")));
+        assert!(!table.chars().any(|c| c.is_control() && c != '\n'), "{table:?}");
+    }
+
+    #[test]
     fn table_shows_events_decisions_plugins_and_poll() {
         let table = render_table(&snapshot());
         assert!(table.contains("VM vm-a"), "{table}");
