@@ -3,6 +3,7 @@
 //! the process's malloc arenas.
 
 pub(crate) mod admin;
+pub(crate) mod admin_connections;
 pub mod event_history;
 pub mod malloc_arenas;
 pub(crate) mod metrics;
