@@ -744,9 +744,19 @@ mod tests {
             error: "not a component\nFORGED".into(),
         });
         let table = render_table(&forging);
-        assert!(!table.lines().any(|line| line.starts_with("2026-01-01")), "{table}");
-        assert!(!table.lines().any(|line| line.contains("FORGED") && !line.contains("\\")));
-        assert!(!table.chars().any(|c| c.is_control() && c != '\n'), "{table:?}");
+        assert!(
+            !table.lines().any(|line| line.starts_with("2026-01-01")),
+            "{table}"
+        );
+        assert!(
+            !table
+                .lines()
+                .any(|line| line.contains("FORGED") && !line.contains("\\"))
+        );
+        assert!(
+            !table.chars().any(|c| c.is_control() && c != '\n'),
+            "{table:?}"
+        );
     }
 
     #[test]
