@@ -91,4 +91,3 @@ fn build_linker(engine: &Engine) -> wasmtime::Result<Linker<CallState>> {
     crate::wit::add_to_linker(&mut linker)?;
     Ok(linker)
 }
-
