@@ -430,3 +430,67 @@ fn events_whose_not_before_cannot_be_read_are_prepared_at_once_and_shown() {
         "{metrics}"
     );
 }
+
+/// An EventId that carries a whole forged log line of the text format, then a carriage
+/// return and an escape sequence that would erase the real line on a terminal.
+const FORGING_ID: &str = "E1\n2026-01-01T00:00:00.000000Z  INFO forewarn_host::daemon: approved at IMDS event_ids=FORGED\r\u{1b}[2K";
+
+/// Two Reboots whose IMDS text forges log lines: the first by its EventId (it names only
+/// vm-a, and no plugin subscribes: approved at once under `approve-unsubscribed`), the
+/// second by its EventType and its resource names.
+fn forging_scenario() -> String {
+    let toml_string = |text: &str| serde_json::to_string(text).unwrap();
+    format!(
+        "name = \"forging\"\nend_after = \"10m\"\n\n\
+         [[events]]\nid = {}\ntype = \"Reboot\"\nresources = [\"vm-a\"]\nappear_at = \"1s\"\nnotice = \"10m\"\n\n\
+         [[events]]\nid = \"E2\"\ntype = {}\nresources = [\"vm-a\", {}, {}]\nappear_at = \"1s\"\nnotice = \"10m\"\n",
+        toml_string(FORGING_ID),
+        toml_string("Reboot\n2026-01-01T00:00:00.000000Z  INFO forewarn_host::daemon: FORGED-TYPE"),
+        toml_string(
+            "vm-b\n2026-01-01T00:00:00.000000Z ERROR forewarn_host::daemon: FORGED-RESOURCE"
+        ),
+        toml_string("\u{1b}]52;c;Zm9yZ2Vk\u{7}\u{1b}[31mred"),
+    )
+}
+
+/// IMDS text cannot forge lines of the daemon's text log (issue 33: an EventId with a
+/// newline made `… INFO forewarn_host::daemon: approved at IMDS event_ids=FORGED` lines).
+/// The daemon still approves the forging event under its exact id at IMDS.
+#[test]
+fn imds_text_cannot_forge_lines_of_the_text_log() {
+    let env = TestEnv::builder(forewarn())
+        .scenario_text(&forging_scenario())
+        .policy(&["approve-unsubscribed = true"])
+        .prepare();
+    let daemon = Daemon::start_with_text_log(forewarn(), &env.config);
+    let state = env
+        .simulator
+        .wait_for_state(WAIT, "the forging event approved at IMDS", |state| {
+            !accepted_approvals(state, FORGING_ID).is_empty()
+        });
+    assert!(accepted_approvals(&state, FORGING_ID)[0].event_id == FORGING_ID);
+    // Both events' transitions are logged (the second's with its forging type and names).
+    let log = wait_for(WAIT, "both events' transitions in the text log", || {
+        let lines = daemon.unparsed();
+        let transitions = lines
+            .iter()
+            .filter(|line| line.contains("event transition"))
+            .count();
+        (transitions >= 2)
+            .then_some(lines.clone())
+            .ok_or(lines.join("\n"))
+    });
+    let forged: Vec<&String> = log
+        .iter()
+        .filter(|line| line.starts_with("2026-01-01") || line.chars().any(char::is_control))
+        .collect();
+    assert!(
+        forged.is_empty(),
+        "forged or raw lines in the text log: {forged:#?}"
+    );
+    assert!(
+        log.iter()
+            .any(|line| line.contains("E1\\n2026-01-01T00:00:00")),
+        "the EventId is logged escaped: {log:#?}"
+    );
+}

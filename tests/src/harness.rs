@@ -878,6 +878,12 @@ impl Daemon {
         Daemon::spawn(Command::new(binary), binary, config)
     }
 
+    /// [`Daemon::start`] with the text log format (`--log-format text`): every line of its
+    /// log is then in [`Daemon::unparsed`], as an operator reading journald would see it.
+    pub fn start_with_text_log(binary: &Path, config: &Path) -> Daemon {
+        Daemon::spawn_with(Command::new(binary), binary, config, "text", &[])
+    }
+
     /// [`Daemon::start`] with extra environment variables (e.g. `NOTIFY_SOCKET`).
     pub fn start_with_env(binary: &Path, config: &Path, vars: &[(&str, &str)]) -> Daemon {
         let mut command = Command::new(binary);
@@ -909,21 +915,24 @@ impl Daemon {
     /// [`Daemon::start`] with more `forewarn run` arguments after `--config PATH`, e.g. the
     /// flags that override the config file (`--imds-url URL`, `--vm-name NAME`, …).
     pub fn start_with_args(binary: &Path, config: &Path, args: &[&str]) -> Daemon {
-        Daemon::spawn_with_args(Command::new(binary), binary, config, args)
+        Daemon::spawn_with(Command::new(binary), binary, config, "json", args)
     }
 
     fn spawn(command: Command, binary: &Path, config: &Path) -> Daemon {
-        Daemon::spawn_with_args(command, binary, config, &[])
+        Daemon::spawn_with(command, binary, config, "json", &[])
     }
 
-    fn spawn_with_args(
+    /// The daemon `command` runs, logging in `format` ("json" or "text"), with `args` after
+    /// `--config PATH`.
+    fn spawn_with(
         mut command: Command,
         binary: &Path,
         config: &Path,
+        format: &str,
         args: &[&str],
     ) -> Daemon {
         let mut child = command
-            .args(["--log-format", "json", "run", "--config"])
+            .args(["--log-format", format, "run", "--config"])
             .arg(config)
             .args(args)
             .env("FOREWARN_LOG", "info")

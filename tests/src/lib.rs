@@ -9,6 +9,7 @@ pub mod etcd;
 /// A small OCI registry that can be told to misbehave, for the supply-chain tests.
 pub mod fake_registry;
 pub mod fixtures;
+pub mod generated;
 pub mod guests;
 pub mod harness;
 /// An HTTPS client trusting only the test CA.

@@ -66,6 +66,69 @@ pub(crate) fn canonical(address: SocketAddr) -> SocketAddr {
     SocketAddr::new(address.ip().to_canonical(), address.port())
 }
 
+/// Whether a connection to `target` may reach the listener serving `endpoint` (the daemon's
+/// `imds.url`): the same port, and the same address in any spelling — or, for an endpoint
+/// on this host (loopback or one of its own addresses), any address of this host: a
+/// listener bound to 0.0.0.0 or `::` answers on 127.0.0.2, `[::1]`, `[::ffff:127.0.0.1]`
+/// and the VM's own address alike. `own` lists this host's addresses.
+pub(crate) fn reaches_same_listener(
+    endpoint: SocketAddr,
+    target: SocketAddr,
+    own: &[IpAddr],
+) -> bool {
+    if endpoint.port() != target.port() {
+        return false;
+    }
+    let (endpoint, target) = (endpoint.ip().to_canonical(), target.ip().to_canonical());
+    let on_this_host = |ip: IpAddr| ip.is_loopback() || own.contains(&ip);
+    endpoint == target || on_this_host(endpoint) && on_this_host(target)
+}
+
+/// This host's own addresses (every interface's, IPv4-mapped forms as IPv4); empty where
+/// they cannot be listed.
+pub(crate) fn own_addresses() -> Vec<IpAddr> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs writes a list it allocates into `list`, freed below.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return Vec::new();
+    }
+    let mut addresses = Vec::new();
+    let mut entry = list;
+    while !entry.is_null() {
+        // SAFETY: `entry` is a node of the list getifaddrs returned, not yet freed.
+        let node = unsafe { &*entry };
+        if let Some(ip) = socket_ip(node.ifa_addr) {
+            addresses.push(ip.to_canonical());
+        }
+        entry = node.ifa_next;
+    }
+    // SAFETY: `list` came from getifaddrs and is freed once.
+    unsafe { libc::freeifaddrs(list) };
+    addresses
+}
+
+/// The IP address in a `sockaddr` of family AF_INET or AF_INET6.
+fn socket_ip(address: *const libc::sockaddr) -> Option<IpAddr> {
+    if address.is_null() {
+        return None;
+    }
+    // SAFETY: non-null, and the family field is read before the cast to the struct of
+    // that family, which getifaddrs allocated in full.
+    unsafe {
+        match i32::from((*address).sa_family) {
+            libc::AF_INET => {
+                let v4 = &*address.cast::<libc::sockaddr_in>();
+                Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(v4.sin_addr.s_addr))))
+            }
+            libc::AF_INET6 => {
+                let v6 = &*address.cast::<libc::sockaddr_in6>();
+                Some(IpAddr::V6(Ipv6Addr::from(v6.sin6_addr.s6_addr)))
+            }
+            _ => None,
+        }
+    }
+}
+
 /// Why a manifest's `[capabilities] http` entry `host:port` may never be granted, or None.
 /// Only literal IP addresses can be judged here; names are checked after DNS, per request.
 pub fn forbidden_entry(entry: &str) -> Option<&'static str> {
@@ -147,6 +210,46 @@ mod tests {
             let ip: IpAddr = text.parse().unwrap();
             assert_eq!(forbidden_ip(ip), None, "{text}");
         }
+    }
+
+    #[test]
+    fn a_loopback_endpoint_is_reached_by_every_address_of_this_host() {
+        let endpoint: SocketAddr = "127.0.0.1:8181".parse().unwrap();
+        let own: Vec<IpAddr> = vec!["10.0.0.4".parse().unwrap()];
+        for target in [
+            "127.0.0.1:8181",
+            "127.0.0.2:8181",
+            "127.255.255.254:8181",
+            "[::1]:8181",
+            "[::ffff:127.0.0.1]:8181",
+            "[::ffff:127.0.0.9]:8181",
+            "10.0.0.4:8181",
+        ] {
+            let target: SocketAddr = target.parse().unwrap();
+            assert!(reaches_same_listener(endpoint, target, &own), "{target}");
+        }
+        for target in ["127.0.0.1:8182", "10.0.0.5:8181", "[2001:db8::1]:8181"] {
+            let target: SocketAddr = target.parse().unwrap();
+            assert!(!reaches_same_listener(endpoint, target, &own), "{target}");
+        }
+        // An endpoint elsewhere is only itself.
+        let remote: SocketAddr = "10.1.2.3:80".parse().unwrap();
+        assert!(reaches_same_listener(
+            remote,
+            "[::ffff:10.1.2.3]:80".parse().unwrap(),
+            &own
+        ));
+        assert!(!reaches_same_listener(
+            remote,
+            "127.0.0.1:80".parse().unwrap(),
+            &own
+        ));
+    }
+
+    #[test]
+    fn this_hosts_addresses_include_loopback() {
+        let own = own_addresses();
+        assert!(own.iter().any(IpAddr::is_loopback), "{own:?}");
     }
 
     #[test]

@@ -47,7 +47,25 @@ pub(crate) fn router(engine: Arc<Engine>) -> Router {
         .route("/simulator/wait-finished", get(wait_finished))
         .merge(console_routes())
         .fallback(not_found)
+        .layer(axum::middleware::from_fn(refuse_other_hosts))
         .with_state(engine)
+}
+
+/// Answers only requests for this simulator's addresses or `localhost` (host_check.rs): a
+/// page whose name was made to resolve here gets 421, neither a document nor a change.
+async fn refuse_other_hosts(request: Request, next: axum::middleware::Next) -> Response {
+    let host = request
+        .headers()
+        .get(axum::http::header::HOST)
+        .map(|value| value.to_str().unwrap_or("(not text)").to_owned());
+    if crate::host_check::is_served_host(host.as_deref(), &[]) {
+        return next.run(request).await;
+    }
+    let message = crate::host_check::refusal(
+        host.as_deref().unwrap_or_default(),
+        "reach the simulator at http://127.0.0.1:PORT/ (or localhost)",
+    );
+    error(StatusCode::MISDIRECTED_REQUEST, json!({ "error": message }))
 }
 
 /// One IMDS request: which VM (the `/vm/{vm}` prefix, if any), and what the caller sent.

@@ -393,6 +393,61 @@ async fn restart_scenario_plays_a_finished_scenario_again_from_its_start() {
 }
 
 #[tokio::test]
+async fn a_page_rebound_to_the_simulator_by_dns_can_neither_read_nor_change_it() {
+    // A page at http://evil.example:PORT whose name now resolves to 127.0.0.1 is the same
+    // origin as the simulator to the browser: its requests differ only by their Host.
+    let sim = start_idle().await;
+    let port = sim.base_url().rsplit(':').next().unwrap().to_owned();
+    let rebound = format!("evil.example:{port}");
+    let generate = client()
+        .post(format!("{}/simulator/events", sim.base_url()))
+        .header("Host", &rebound)
+        .header("Origin", format!("http://{rebound}"))
+        .header("Content-Type", "application/json")
+        .body(json!({"type": "Reboot", "not_before_seconds": 600}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(generate.status(), StatusCode::MISDIRECTED_REQUEST);
+    let answer: Value = generate.json().await.unwrap();
+    assert!(
+        answer["error"].as_str().unwrap().contains("evil.example"),
+        "{answer}"
+    );
+    for path in ["/simulator/console", "/simulator/state", "/"] {
+        let read = client()
+            .get(format!("{}{path}", sim.base_url()))
+            .header("Host", &rebound)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(read.status(), StatusCode::MISDIRECTED_REQUEST, "{path}");
+    }
+    // A browser saying the request comes from another site is refused with a JSON body too.
+    let cross_site = client()
+        .post(format!("{}/simulator/events", sim.base_url()))
+        .header("Sec-Fetch-Site", "cross-site")
+        .header("Content-Type", "application/json")
+        .body(json!({"type": "Reboot", "not_before_seconds": 600}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cross_site.status(), StatusCode::FORBIDDEN);
+    assert!(
+        document(&sim).await.events.is_empty(),
+        "no event was generated"
+    );
+    // The simulator still answers under its address and localhost.
+    let by_name = client()
+        .get(format!("http://localhost:{port}/simulator/console"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(by_name.status(), StatusCode::OK);
+    sim.shutdown().await;
+}
+
+#[tokio::test]
 async fn a_page_elsewhere_cannot_change_the_simulator_through_a_browser() {
     let sim = start_idle().await;
     let url = format!("{}/simulator/faults", sim.base_url());

@@ -243,6 +243,7 @@ fn demo_config(
         // Any free port: demos may run side by side with a daemon on the default port.
         admin: crate::config::AdminConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            ..Default::default()
         },
         actions: workload.actions().into_iter().collect(),
         ..Config::default()

@@ -56,9 +56,10 @@ fn init_stderr(format: LogFormat) {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
+    // Every field value escaped and cut, whatever it holds (log_format.rs).
     match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().flatten_event(true).init(),
+        LogFormat::Text => builder.fmt_fields(crate::log_format::EscapedFields).init(),
+        LogFormat::Json => builder.event_format(crate::log_format::EscapedJson).init(),
     }
 }
 

@@ -13,8 +13,11 @@ use crate::pipeline::quarantine::QuarantinedPlugin;
 use crate::plugins::manifest::FailurePolicy;
 
 /// The table `forewarn status` prints: events, each plugin's latest decision, plugins and
-/// their load errors, and the last IMDS poll.
+/// their load errors, and the last IMDS poll. Every text in it is escaped and cut
+/// (log_format.rs), whoever answered the status.
 pub fn render_table(snapshot: &StatusSnapshot) -> String {
+    let escaped = escaped_copy(snapshot);
+    let snapshot = escaped.as_ref().unwrap_or(snapshot);
     let mut out = String::new();
     let ready = if snapshot.readiness.ready {
         "ready".to_owned()
@@ -47,6 +50,14 @@ pub fn render_table(snapshot: &StatusSnapshot) -> String {
     }
     render_storage(&mut out, &snapshot.storage);
     out
+}
+
+/// `snapshot` with every string escaped and cut; None if it does not survive the trip
+/// through JSON (it always does: the snapshot is what `/status` answers).
+fn escaped_copy(snapshot: &StatusSnapshot) -> Option<StatusSnapshot> {
+    let mut value = serde_json::to_value(snapshot).ok()?;
+    crate::log_format::escape_json_strings(&mut value);
+    serde_json::from_value(value).ok()
 }
 
 fn render_coordination(out: &mut String, coordination: &CoordinationStatus) {
@@ -148,6 +159,7 @@ fn render_plugins(out: &mut String, snapshot: &StatusSnapshot) {
                     plugin.content_hash.chars().take(12).collect(),
                     plugin.subscribe.join(","),
                     format_budget(plugin.budget_ms),
+                    format_resident(plugin.resident_bytes),
                     plugin.on_failure.to_string(),
                     plugin.source.clone(),
                 ]
@@ -160,6 +172,7 @@ fn render_plugins(out: &mut String, snapshot: &StatusSnapshot) {
                 "HASH",
                 "SUBSCRIBE",
                 "BUDGET",
+                "RESIDENT",
                 "ON FAILURE",
                 "SOURCE",
             ],
@@ -258,6 +271,14 @@ fn render_poll(out: &mut String, poll: &PollView) {
     }
 }
 
+/// `0.3 MiB`, or `-` when unknown.
+fn format_resident(bytes: Option<u64>) -> String {
+    match bytes {
+        Some(bytes) => format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0)),
+        None => "-".to_owned(),
+    }
+}
+
 fn format_budget(ms: u64) -> String {
     if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
@@ -321,6 +342,7 @@ mod tests {
                 not_before: Some("2026-01-01T00:04:05Z".into()),
                 time_left_seconds: Some(245),
                 resources: vec!["vm-a".into()],
+                resources_total: 1,
                 handling: "prepare (this VM)".into(),
                 lifecycle: "scheduled".into(),
                 preparing_since: Some("2026-01-01T00:00:00Z".into()),
@@ -349,6 +371,7 @@ mod tests {
                 subscribe: vec!["Reboot".into(), "Redeploy".into()],
                 after: vec![],
                 budget_ms: 10_000,
+                resident_bytes: Some(320 * 1024),
                 on_failure: FailurePolicy::Hold,
                 provenance: None,
             }],
@@ -441,6 +464,31 @@ mod tests {
     }
 
     #[test]
+    fn the_table_prints_text_from_outside_escaped_on_one_line() {
+        let mut forging = snapshot();
+        forging.events[0].id = "E1\n2026-01-01T00:00:00Z FORGED\u{1b}[2K".into();
+        forging.load_errors.push(LoadErrorView {
+            file: "/etc/forewarn/plugins.d/x\rFORGED.wasm".into(),
+            error: "not a component\nFORGED".into(),
+            advisory: false,
+        });
+        let table = render_table(&forging);
+        assert!(
+            !table.lines().any(|line| line.starts_with("2026-01-01")),
+            "{table}"
+        );
+        assert!(
+            !table
+                .lines()
+                .any(|line| line.contains("FORGED") && !line.contains("\\"))
+        );
+        assert!(
+            !table.chars().any(|c| c.is_control() && c != '\n'),
+            "{table:?}"
+        );
+    }
+
+    #[test]
     fn table_shows_events_decisions_plugins_and_poll() {
         let table = render_table(&snapshot());
         assert!(table.contains("VM vm-a"), "{table}");
@@ -507,6 +555,7 @@ mod tests {
             not_before: None,
             time_left_seconds: None,
             resources: vec!["vm-b".into()],
+            resources_total: 1,
             handling: "ignore (another VM)".into(),
             lifecycle: "started".into(),
             preparing_since: None,
@@ -523,6 +572,7 @@ mod tests {
             subscribe: vec!["*".into()],
             after: vec![],
             budget_ms: 1_500,
+            resident_bytes: None,
             on_failure: FailurePolicy::Approve,
             provenance: None,
         });
@@ -568,9 +618,9 @@ E2-unplanned  Freeze  Started    -                     -          ignore (anothe
   lb-drain  prepare  defer     draining, 12 connections left  2026-01-01T00:00:00Z
 
 PLUGINS
-NAME      HASH          SUBSCRIBE        BUDGET  ON FAILURE  SOURCE
-lb-drain  0123456789ab  Reboot,Redeploy  10s     hold        /etc/forewarn/plugins.d/lb-drain.wasm
-notify    fedcba987654  *                1500ms  approve     bundled
+NAME      HASH          SUBSCRIBE        BUDGET  RESIDENT  ON FAILURE  SOURCE
+lb-drain  0123456789ab  Reboot,Redeploy  10s     0.3 MiB   hold        /etc/forewarn/plugins.d/lb-drain.wasm
+notify    fedcba987654  *                1500ms  -         approve     bundled
   LOAD ERROR /etc/forewarn/plugins.d/bad.wasm: not a component
   LOAD ERROR /etc/forewarn/plugins.d/chatty.wasm: too large (on-failure = "approve": does not hold approvals)
   QUARANTINED guard since 2027-01-15T08:00:00Z: 5 failed calls within 1m, the last trap: -; not called; on-failure = "hold": it holds the events it subscribes to (they start at NotBefore); replace its .wasm or .toml (or restart forewarn) to lift the quarantine

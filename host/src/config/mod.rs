@@ -60,12 +60,16 @@ pub struct AdminConfig {
     /// Address to serve `/healthz`, `/readyz`, `/metrics` and `/status` on. Loopback by
     /// default; a load balancer probing `/readyz` from outside needs a reachable address.
     pub listen: SocketAddr,
+    /// Names the endpoint answers `/`, `/status` and `/metrics` for, besides IP addresses
+    /// and `localhost` (DNS rebinding: a web page's own name is refused).
+    pub host_names: Vec<String>,
 }
 
 impl Default for AdminConfig {
     fn default() -> Self {
         AdminConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 9555)),
+            host_names: Vec::new(),
         }
     }
 }

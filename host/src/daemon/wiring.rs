@@ -339,6 +339,7 @@ pub async fn run_daemon(
     let history_recorder =
         event_history::spawn_recorder(history.clone(), timeline.subscribe(), admin_stop.clone());
     let admin_state = AdminState {
+        host_names: config.admin.host_names.clone().into(),
         metrics: metrics.clone(),
         readiness: readiness.clone(),
         plugins: plugins.clone(),

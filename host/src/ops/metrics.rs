@@ -417,9 +417,13 @@ impl Metrics {
                 transition,
                 ..
             } => {
+                // The known type, or "Unknown": IMDS's text never reaches the label
+                // (prometheus-client writes label values as they are, so a quote and a
+                // newline in it would forge series), and the labels stay a fixed set.
+                let event_type = forewarn_imds::EventType::from_wire(event_type).as_wire();
                 self.transitions
                     .get_or_create(&TransitionLabels {
-                        event_type: event_type.clone(),
+                        event_type: event_type.to_owned(),
                         transition: transition.as_str().to_owned(),
                     })
                     .inc();
@@ -618,6 +622,32 @@ mod tests {
             .find(|line| line.starts_with(series) && line[series.len()..].starts_with(' '))
             .and_then(|line| line.rsplit(' ').next())
             .and_then(|value| value.parse().ok())
+    }
+
+    #[test]
+    fn an_event_type_from_imds_cannot_forge_a_series() {
+        let metrics = Metrics::new();
+        metrics.record_timeline(&TimelineEntry::Transition {
+            event_id: "E1".into(),
+            event_type: "Reboot\",transition=\"x\"} 1\nforewarn_approvals_total 1000\n#".into(),
+            transition: TransitionKind::Scheduled,
+            detail: String::new(),
+        });
+        let text = metrics.encode();
+        assert_eq!(
+            value_of(
+                &text,
+                "forewarn_event_transitions_total{event_type=\"Unknown\",transition=\"scheduled\"}"
+            ),
+            Some(1.0),
+            "{text}"
+        );
+        assert_eq!(
+            value_of(&text, "forewarn_approvals_total"),
+            Some(0.0),
+            "{text}"
+        );
+        assert!(!text.contains("1000"), "{text}");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! the process's malloc arenas.
 
 pub(crate) mod admin;
+pub(crate) mod admin_connections;
 pub(crate) mod coordination_metrics;
 pub mod event_history;
 pub mod malloc_arenas;

@@ -44,6 +44,9 @@ impl std::fmt::Display for DaemonPhase {
     }
 }
 
+/// Most VM names of an event `/status` lists (an event may name thousands).
+pub const STATUS_RESOURCES_MAX: usize = 64;
+
 /// What IMDS's docs say about the first call, for the operator waiting on it.
 pub const FIRST_CALL_PATIENCE: &str = "IMDS may take up to two minutes to answer the first call, and events up to five minutes to appear";
 
@@ -119,8 +122,12 @@ pub struct EventView {
     pub not_before: Option<String>,
     /// Seconds until NotBefore (negative once it passed); none without a NotBefore.
     pub time_left_seconds: Option<i64>,
-    /// The VM names the event affects, as IMDS lists them.
+    /// The VM names the event affects, as IMDS lists them: the first
+    /// [`STATUS_RESOURCES_MAX`] (`resources_total` counts them all).
     pub resources: Vec<String>,
+    /// How many VM names the event lists.
+    #[serde(default)]
+    pub resources_total: usize,
     /// How the policy decided to handle the event, in words: "prepare (this VM)",
     /// "prepare (other VMs)", "approve at once (RULE)" or "ignored: REASON".
     pub handling: String,
@@ -223,6 +230,12 @@ pub struct PluginView {
     /// plugin copied in by hand or bundled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provenance: Option<ProvenanceView>,
+    /// Bytes of the plugin's linear memories in RAM now: every resident page of its own
+    /// instance pool (a call's instance, the one made ahead, the pages kept for the next
+    /// call), as `/proc/self/smaps` counts them. None where unknown (instances allocated on
+    /// demand).
+    #[serde(default)]
+    pub resident_bytes: Option<u64>,
 }
 
 /// What `plugins.lock` says of a loaded plugin.
@@ -346,15 +359,7 @@ pub(crate) fn build_snapshot(inputs: StatusInputs<'_>, now: SystemTime) -> Statu
             held_by: inputs.held_by,
         },
         events,
-        plugins: {
-            let mut locks = crate::supply::lock::LockCache::default();
-            inputs
-                .plugins
-                .all()
-                .iter()
-                .map(|plugin| plugin_view(plugin, &mut locks))
-                .collect()
-        },
+        plugins: plugin_views(inputs.plugins),
         load_errors: inputs
             .plugins
             .load_errors()
@@ -381,7 +386,13 @@ fn event_view(id: &str, progress: &EventProgress, now: SystemTime) -> EventView 
         status: event.status.to_string(),
         not_before: event.not_before.map(rfc3339),
         time_left_seconds: event.not_before.map(|at| seconds_between(now, at)),
-        resources: event.resources.clone(),
+        resources: event
+            .resources
+            .iter()
+            .take(STATUS_RESOURCES_MAX)
+            .cloned()
+            .collect(),
+        resources_total: event.resources.len(),
         handling: Handling::label(&progress.handling),
         lifecycle: describe_lifecycle(progress),
         preparing_since: progress
@@ -448,9 +459,21 @@ fn clock_view(skew: ClockSkew) -> ClockView {
     }
 }
 
+/// Each loaded plugin, with what its memories hold resident now.
+fn plugin_views(plugins: &PluginSet) -> Vec<PluginView> {
+    let resident = forewarn_runtime::ResidentMemory::read().unwrap_or_default();
+    let mut locks = crate::supply::lock::LockCache::default();
+    plugins
+        .all()
+        .iter()
+        .map(|plugin| plugin_view(plugin, &mut locks, &resident))
+        .collect()
+}
+
 fn plugin_view(
     plugin: &crate::plugins::set::LoadedPlugin,
     locks: &mut crate::supply::lock::LockCache,
+    resident: &forewarn_runtime::ResidentMemory,
 ) -> PluginView {
     let provenance = match &plugin.source {
         PluginSource::File(path) => {
@@ -475,6 +498,7 @@ fn plugin_view(
         after: plugin.manifest.after.clone(),
         budget_ms: plugin.manifest.budget.as_millis() as u64,
         on_failure: plugin.manifest.on_failure,
+        resident_bytes: resident.of(&plugin.plugin),
     }
 }
 

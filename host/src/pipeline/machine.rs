@@ -392,7 +392,7 @@ impl Pipeline {
             event_type = %event.event_type_raw,
             transition = %transition.kind(),
             not_before = %log_fields::time(event.not_before),
-            resources = %log_fields::list(&event.resources),
+            resources = %log_fields::names(&event.resources),
             "{}",
             log_messages::EVENT_TRANSITION
         );
@@ -874,7 +874,7 @@ impl Pipeline {
         self.approver.approval_sent(&event_ids);
         self.unsaved = true;
         tracing::info!(
-            event_ids = %log_fields::list(&event_ids),
+            event_ids = %log_fields::names(&event_ids),
             "{}",
             log_messages::APPROVED_AT_IMDS
         );
@@ -893,7 +893,7 @@ impl Pipeline {
         self.approving = None;
         let one_by_one = rejected && event_ids.len() > 1;
         tracing::warn!(
-            event_ids = %log_fields::list(&event_ids),
+            event_ids = %log_fields::names(&event_ids),
             %error,
             rejected,
             one_by_one,
