@@ -230,8 +230,9 @@ impl ImdsClock {
     }
 }
 
-/// `time` moved by `ms` milliseconds (either way).
-fn shift(time: SystemTime, ms: i64) -> SystemTime {
+/// `time` moved by `ms` milliseconds (either way): the VM's clock on IMDS's, given IMDS's
+/// offset; `time` itself when the result cannot be represented.
+pub fn shift(time: SystemTime, ms: i64) -> SystemTime {
     let by = Duration::from_millis(ms.unsigned_abs());
     let moved = if ms >= 0 {
         time.checked_add(by)

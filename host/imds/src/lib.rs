@@ -52,7 +52,7 @@ pub use event::{
     is_vm_name,
 };
 pub use identity_token::{IdentityToken, MalformedToken, TokenRefusal, parse_identity_token};
-pub use imds_clock::{CLOCK_OFFSET_LOGGED, ClockSkew, ImdsClock, MAX_CLOCK_OFFSET};
+pub use imds_clock::{CLOCK_OFFSET_LOGGED, ClockSkew, ImdsClock, MAX_CLOCK_OFFSET, shift};
 pub use parse_error::ParseError;
 pub use poller::{Documents, PollStatus, Poller, PollerConfig, PollerParts};
 pub use wire::{format_rfc1123, parse_document, parse_start_requests, render_document};

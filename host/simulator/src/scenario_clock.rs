@@ -11,6 +11,8 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use forewarn_imds::shift;
+
 /// Maps scenario time (from the simulator's start) to wall time and back.
 #[derive(Debug, Clone)]
 pub(crate) struct ScenarioClock {
@@ -144,17 +146,6 @@ impl ScenarioClock {
             .push((at, self.ahead_ms - self.ahead_at_start_ms));
         self.unreported.push((at, ahead_ms));
     }
-}
-
-/// `time` moved by `ms` milliseconds (either way).
-fn shift(time: SystemTime, ms: i64) -> SystemTime {
-    let by = Duration::from_millis(ms.unsigned_abs());
-    let moved = if ms >= 0 {
-        time.checked_add(by)
-    } else {
-        time.checked_sub(by)
-    };
-    moved.unwrap_or(time)
 }
 
 /// Milliseconds since the Unix epoch (0 for instants before it).

@@ -431,14 +431,7 @@ fn event_view(id: &str, progress: &EventProgress, now: SystemTime) -> EventView 
 
 /// `now` (the VM's clock) on IMDS's clock, as far as the poller's estimate goes.
 fn on_imds_clock(now: SystemTime, poll: &PollStatus) -> SystemTime {
-    let offset = poll.clock.map_or(0, |clock| clock.offset_ms);
-    let by = Duration::from_millis(offset.unsigned_abs());
-    let shifted = if offset >= 0 {
-        now.checked_add(by)
-    } else {
-        now.checked_sub(by)
-    };
-    shifted.unwrap_or(now)
+    forewarn_imds::shift(now, poll.clock.map_or(0, |clock| clock.offset_ms))
 }
 
 fn clock_view(skew: ClockSkew) -> ClockView {
