@@ -36,6 +36,10 @@ use crate::plugins::manifest::FailurePolicy;
 
 /// Wait before re-sending an approval IMDS did not accept.
 pub(crate) const APPROVAL_RETRY: Duration = Duration::from_secs(1);
+/// An event waiting on the etcd barrier is asked again at least this often, input or not:
+/// the coordinator forgets an event the daemon stops asking about (after 15 s), and only
+/// wakes the daemon when a verdict changes.
+pub(crate) const BARRIER_ASKED_EVERY: Duration = Duration::from_secs(1);
 
 /// What the pipeline needs to know besides its inputs.
 #[derive(Debug, Clone)]
@@ -322,12 +326,19 @@ impl Pipeline {
             margin: self.settings.policy.safety_margin(),
             lead: self.settings.policy.prepare_lead_time,
         };
-        let standing = self.state.events.get(id).map(|progress| Standing {
-            urgency: urgency_of(progress),
-            next_due: scheduler::next_due(progress, schedule, now),
-            blocked_on: scheduler::blocked_on_busy(progress, schedule, now),
-            coordinating: matches!(progress.approval, Approval::Coordinating { .. }),
-            approval_due: matches!(progress.approval, Approval::Due { .. }),
+        let standing = self.state.events.get(id).map(|progress| {
+            let coordinating = matches!(progress.approval, Approval::Coordinating { .. });
+            let ask_barrier = coordinating.then(|| now + BARRIER_ASKED_EVERY);
+            Standing {
+                urgency: urgency_of(progress),
+                next_due: scheduler::next_due(progress, schedule, now)
+                    .into_iter()
+                    .chain(ask_barrier)
+                    .min(),
+                blocked_on: scheduler::blocked_on_busy(progress, schedule, now),
+                coordinating,
+                approval_due: matches!(progress.approval, Approval::Due { .. }),
+            }
         });
         self.agenda.settle(id, standing);
     }

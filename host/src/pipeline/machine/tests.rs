@@ -564,12 +564,22 @@ fn nothing_new_starts_once_shutdown_began() {
     );
 }
 
-/// A barrier whose verdict the test sets.
+/// A barrier whose verdict the test sets; it counts how often it was asked.
 #[derive(Clone, Default)]
-struct SharedBarrier(Arc<std::sync::Mutex<Option<Verdict>>>);
+struct SharedBarrier(
+    Arc<std::sync::Mutex<Option<Verdict>>>,
+    Arc<std::sync::atomic::AtomicUsize>,
+);
+
+impl SharedBarrier {
+    fn asks(&self) -> usize {
+        self.1.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
 
 impl Barrier for SharedBarrier {
     fn verdict(&mut self, _event: &ScheduledEvent) -> Verdict {
+        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.0
             .lock()
             .ok()
@@ -607,6 +617,38 @@ fn an_event_naming_two_vms_waits_for_the_barrier() {
     }
     harness.run_for(SECOND);
     assert_eq!(harness.approvals().len(), 1);
+}
+
+/// The coordinator forgets an event nobody asks about and wakes the daemon only when a
+/// verdict changes: an event waiting on the barrier is asked again every
+/// [`BARRIER_ASKED_EVERY`], with no input at all.
+#[test]
+fn an_event_waiting_on_the_barrier_is_asked_again_without_an_input() {
+    let barrier = SharedBarrier::default();
+    let policy = at_once();
+    let approver = CoordinatedApprover::new(LocalApprover::new(VM, &policy), barrier.clone());
+    let mut harness = Harness::with_approver(
+        CHAIN,
+        policy,
+        DaemonState::default(),
+        Box::new(approver),
+        t0(),
+    );
+    let mut both = event("E1", EventType::Reboot, t0(), 300 * SECOND);
+    both.resources.push("vm-b".into());
+    harness.document(&[both]);
+    harness.run_for(20 * SECOND);
+    let asked_by = harness.now + super::BARRIER_ASKED_EVERY;
+    assert!(
+        harness
+            .pipeline
+            .poll_timeout()
+            .is_some_and(|at| at <= asked_by),
+        "the barrier is not asked again: next round at {:?}",
+        harness.pipeline.poll_timeout()
+    );
+    let asks = barrier.asks();
+    assert!(asks >= 20, "asked {asks} times in 20 s");
 }
 
 #[test]
