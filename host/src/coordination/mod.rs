@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use forewarn_etcd::{Compare, EtcdClient, EtcdError, KeyValue, Write};
-use forewarn_imds::ScheduledEvent;
+use forewarn_imds::{EventField, ImdsClock, ScheduledEvent};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
@@ -40,6 +40,9 @@ pub const ROUND_EVERY: Duration = Duration::from_millis(200);
 /// An event the daemon stopped asking about for this long is no longer coordinated: its
 /// ready key and leadership are released.
 const FORGET_AFTER: Duration = Duration::from_secs(15);
+/// How long a claimed approval not sent yet is kept without the daemon asking (longer than
+/// any notice IMDS gives, 15 minutes).
+const FORGET_CLAIMED_AFTER: Duration = Duration::from_secs(20 * 60);
 /// How long records that must outlive a daemon (`was-ready`, a sent `approval`) are kept.
 const RECORD_TTL: Duration = Duration::from_secs(24 * 3600);
 
@@ -154,6 +157,8 @@ struct Inner {
     config: CoordinationConfig,
     vm: String,
     client: EtcdClient,
+    /// Now on IMDS's clock (NotBefore's), for the barrier's deadline.
+    clock: ImdsClock,
     shared: Mutex<Shared>,
     /// Wakes the daemon's loop: a verdict may have changed.
     daemon_wake: Notify,
@@ -190,6 +195,17 @@ struct Tracked {
 }
 
 impl Tracked {
+    /// How long the daemon may not ask before the event is forgotten: a claim whose
+    /// approval is not sent yet (the POST waits for the journal, or IMDS refused it) is
+    /// kept until it is, or until [`FORGET_CLAIMED_AFTER`]: the pipeline no longer asks about
+    /// an event the barrier released, and forgetting it would let another VM claim again.
+    fn forget_after(&self) -> Duration {
+        match self.claimed && !self.sent_recorded {
+            true => FORGET_CLAIMED_AFTER,
+            false => FORGET_AFTER,
+        }
+    }
+
     fn new(event: &ScheduledEvent) -> Tracked {
         Tracked {
             event: event.clone(),
@@ -249,9 +265,11 @@ impl Barrier for Coordinator {
 impl Coordinator {
     /// Builds the etcd client and starts the coordinator's task (it stops with `shutdown`).
     /// etcd need not be reachable yet: until it is, verdicts fall back to the policy.
+    /// `clock` is IMDS's, which NotBefore is on: the barrier's deadline is planned on it.
     pub fn start(
         config: &CoordinationConfig,
         vm_name: &str,
+        clock: ImdsClock,
         shutdown: CancellationToken,
     ) -> Result<Coordinator, CoordinationError> {
         config.validate().map_err(CoordinationError::Setup)?;
@@ -267,6 +285,7 @@ impl Coordinator {
             config: config.clone(),
             vm,
             client,
+            clock,
             shared: Mutex::new(Shared {
                 since_unix_ms: unix_ms(SystemTime::now()),
                 ..Shared::default()
@@ -428,7 +447,7 @@ impl Inner {
             .lock()
             .events
             .iter()
-            .filter(|(_, tracked)| tracked.asked_at.elapsed() >= FORGET_AFTER)
+            .filter(|(_, tracked)| tracked.asked_at.elapsed() >= tracked.forget_after())
             .map(|(id, _)| id.clone())
             .collect();
         for id in stale {
@@ -667,8 +686,11 @@ impl Inner {
             .map(|(vm, _)| vm.clone())
             .collect();
         let all_ready = waiting.is_empty();
-        let deadline =
-            barrier::deadline_came(event.not_before, self.config.deadline, SystemTime::now());
+        let deadline = barrier::deadline_came(
+            stated_not_before(event),
+            self.config.deadline,
+            self.clock.now(),
+        );
         if !all_ready && !deadline {
             let state = format!("this VM leads; waiting for {}", waiting.join(", "));
             self.update(id, Some(self.vm.clone()), standings, state, Verdict::Wait);
@@ -890,7 +912,20 @@ impl EventRecords {
 
 /// What a ready key holds: the NotBefore (ms since the epoch, 0 if none) the VM prepared for.
 fn ready_marker(event: &ScheduledEvent) -> String {
-    event.not_before.map(unix_ms).unwrap_or(0).to_string()
+    stated_not_before(event)
+        .map(unix_ms)
+        .unwrap_or(0)
+        .to_string()
+}
+
+/// NotBefore as IMDS stated it; none when forewarn could not read it (the instant it is
+/// read as instead is when this VM first saw the event, which differs from VM to VM, so
+/// neither the ready keys nor the deadline may rest on it).
+fn stated_not_before(event: &ScheduledEvent) -> Option<SystemTime> {
+    match event.unreadable(EventField::NotBefore) {
+        Some(_) => None,
+        None => event.not_before,
+    }
 }
 
 fn resources_list(standings: &[(String, VmStanding)]) -> String {
@@ -934,5 +969,34 @@ mod tests {
             ["vm-a"]
         );
         assert!(read.was_ready.contains("vm-c"));
+    }
+
+    /// An unreadable NotBefore is read as the instant each VM first saw the event, which
+    /// differs from VM to VM: the ready keys must not carry it, or no VM would count the
+    /// others ready.
+    #[test]
+    fn the_ready_marker_leaves_out_a_not_before_forewarn_could_not_read() {
+        let at = std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let event = ScheduledEvent {
+            id: "E1".into(),
+            event_type: forewarn_imds::EventType::Reboot,
+            event_type_raw: "Reboot".into(),
+            resource_type: "VirtualMachine".into(),
+            resources: vec!["vm-a".into(), "vm-b".into()],
+            status: forewarn_imds::EventStatus::Scheduled,
+            not_before: Some(at),
+            description: String::new(),
+            source: forewarn_imds::EventSource::Platform,
+            duration_seconds: None,
+            unreadable: Vec::new(),
+        };
+        assert_eq!(ready_marker(&event), "1800000000000");
+        let mut unreadable = event.clone();
+        unreadable.unreadable.push(forewarn_imds::UnreadableField {
+            field: EventField::NotBefore,
+            raw: "garbage".into(),
+        });
+        assert_eq!(ready_marker(&unreadable), "0");
+        assert_eq!(stated_not_before(&unreadable), None);
     }
 }

@@ -407,7 +407,7 @@ async fn run_event_loop(
     let (daemon, coordination) = match &config.coordination {
         Some(coordination) => {
             let stop = shutdown.child_token();
-            let coordinator = Coordinator::start(coordination, &vm_name, stop)
+            let coordinator = Coordinator::start(coordination, &vm_name, client.clock(), stop)
                 .context("cannot start coordinated approval")?;
             let status = coordinator.subscribe();
             coordination_metrics::spawn_collector(

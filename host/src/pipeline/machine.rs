@@ -327,7 +327,8 @@ impl Pipeline {
             lead: self.settings.policy.prepare_lead_time,
         };
         let standing = self.state.events.get(id).map(|progress| {
-            let coordinating = matches!(progress.approval, Approval::Coordinating { .. });
+            let coordinating = matches!(progress.approval, Approval::Coordinating { .. })
+                && progress.lifecycle == Lifecycle::Scheduled;
             let ask_barrier = coordinating.then(|| now + BARRIER_ASKED_EVERY);
             Standing {
                 urgency: urgency_of(progress),
@@ -1160,7 +1161,7 @@ fn describe_event(event: &ScheduledEvent, now: SystemTime) -> String {
     };
     let mut parts = vec![
         format!("{} {}", event.event_type_raw, status),
-        format!("for {}", event.resources.join(", ")),
+        format!("for {}", log_fields::names(&event.resources)),
     ];
     if let Some(not_before) = event.not_before {
         let seconds = not_before
