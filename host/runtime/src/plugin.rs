@@ -426,6 +426,14 @@ impl Plugin {
             .await;
     }
 
+    /// The resident bytes of this plugin's linear memories in `resident` (read from
+    /// `/proc/self/smaps`): every page of its instance pool in RAM. None when its pool's
+    /// place is unknown (instances allocated on demand).
+    pub fn resident_bytes(&self, resident: &crate::ResidentMemory) -> Option<u64> {
+        let pool = self.memory_pool()?;
+        Some(resident.within(&pool))
+    }
+
     /// Where this version's instance pool keeps its linear memories, when known
     /// ([`ResidentMemory`](crate::ResidentMemory) measures it).
     pub(crate) fn memory_pool(&self) -> Option<std::ops::Range<usize>> {

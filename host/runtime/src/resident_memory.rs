@@ -11,7 +11,6 @@ use std::sync::Mutex;
 use wasmtime::{Engine, EngineWeak};
 
 use crate::mutex::lock;
-use crate::plugin::Plugin;
 
 /// A reservation at least this large is an instance pool's linear memories (each slot
 /// reserves 4 GiB of address space); the process maps nothing else this large.
@@ -115,14 +114,9 @@ impl ResidentMemory {
         ResidentMemory { mappings }
     }
 
-    /// The resident bytes of `plugin`'s linear memories: every page of its instance pool
-    /// in RAM. None when its pool's place is unknown (instances allocated on demand).
-    pub fn of(&self, plugin: &Plugin) -> Option<u64> {
-        let pool = plugin.memory_pool()?;
-        Some(self.within(&pool))
-    }
-
-    fn within(&self, pool: &Range<usize>) -> u64 {
+    /// The resident bytes of the mappings within `pool` (a plugin's instance pool: see
+    /// `Plugin::resident_bytes`).
+    pub(crate) fn within(&self, pool: &Range<usize>) -> u64 {
         self.mappings
             .iter()
             .filter(|(range, _)| pool.start <= range.start && range.end <= pool.end)

@@ -491,7 +491,7 @@ fn plugin_view(
         after: plugin.manifest.after.clone(),
         budget_ms: plugin.manifest.budget.as_millis() as u64,
         on_failure: plugin.manifest.on_failure,
-        resident_bytes: resident.of(&plugin.plugin),
+        resident_bytes: plugin.plugin.resident_bytes(resident),
     }
 }
 
