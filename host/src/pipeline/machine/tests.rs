@@ -590,8 +590,9 @@ impl Barrier for SharedBarrier {
     fn approval_sent(&mut self, _event_ids: &[String]) {}
 }
 
-#[test]
-fn an_event_naming_two_vms_waits_for_the_barrier() {
+/// A pipeline approving through a [`SharedBarrier`], shown a Reboot naming this VM and
+/// vm-b.
+fn waiting_on_the_barrier() -> (SharedBarrier, Harness) {
     let barrier = SharedBarrier::default();
     let policy = at_once();
     let approver = CoordinatedApprover::new(LocalApprover::new(VM, &policy), barrier.clone());
@@ -605,6 +606,12 @@ fn an_event_naming_two_vms_waits_for_the_barrier() {
     let mut both = event("E1", EventType::Reboot, t0(), 300 * SECOND);
     both.resources.push("vm-b".into());
     harness.document(&[both]);
+    (barrier, harness)
+}
+
+#[test]
+fn an_event_naming_two_vms_waits_for_the_barrier() {
+    let (barrier, mut harness) = waiting_on_the_barrier();
     harness.run_for(5 * SECOND);
     assert!(
         harness.approvals().is_empty(),
@@ -624,19 +631,7 @@ fn an_event_naming_two_vms_waits_for_the_barrier() {
 /// [`BARRIER_ASKED_EVERY`], with no input at all.
 #[test]
 fn an_event_waiting_on_the_barrier_is_asked_again_without_an_input() {
-    let barrier = SharedBarrier::default();
-    let policy = at_once();
-    let approver = CoordinatedApprover::new(LocalApprover::new(VM, &policy), barrier.clone());
-    let mut harness = Harness::with_approver(
-        CHAIN,
-        policy,
-        DaemonState::default(),
-        Box::new(approver),
-        t0(),
-    );
-    let mut both = event("E1", EventType::Reboot, t0(), 300 * SECOND);
-    both.resources.push("vm-b".into());
-    harness.document(&[both]);
+    let (barrier, mut harness) = waiting_on_the_barrier();
     harness.run_for(20 * SECOND);
     let asked_by = harness.now + super::BARRIER_ASKED_EVERY;
     assert!(
