@@ -189,14 +189,7 @@ impl Store for Layout {
         what: &str,
     ) -> Result<Vec<u8>, SupplyError> {
         let digest = Digest::parse(&descriptor.digest).map_err(SupplyError::Usage)?;
-        if descriptor.size > limit.bytes {
-            return Err(SupplyError::TooLarge {
-                what: what.to_owned(),
-                size: descriptor.size,
-                limit: limit.bytes,
-                fix: limit.fix.clone(),
-            });
-        }
+        limit.check(what, descriptor.size)?;
         let bytes = self.read(&format!("blobs/sha256/{}", digest.hex()), limit.bytes)?;
         check_blob(&bytes, descriptor, &digest, what)?;
         Ok(bytes)

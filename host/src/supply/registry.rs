@@ -119,6 +119,26 @@ pub struct Limit {
     pub fix: String,
 }
 
+impl Limit {
+    /// Refuses `what`, of `size` bytes, for being over the limit.
+    pub fn refuse(&self, what: &str, size: u64) -> SupplyError {
+        SupplyError::TooLarge {
+            what: what.to_owned(),
+            size,
+            limit: self.bytes,
+            fix: self.fix.clone(),
+        }
+    }
+
+    /// `what`, of `size` bytes (as declared or read), fits under the limit.
+    pub fn check(&self, what: &str, size: u64) -> Result<(), SupplyError> {
+        match size > self.bytes {
+            true => Err(self.refuse(what, size)),
+            false => Ok(()),
+        }
+    }
+}
+
 type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 /// A client of one registry and repository.
@@ -236,14 +256,7 @@ impl RegistryClient {
         what: &str,
     ) -> Result<Vec<u8>, SupplyError> {
         let digest = Digest::parse(&descriptor.digest).map_err(SupplyError::Usage)?;
-        if descriptor.size > limit.bytes {
-            return Err(SupplyError::TooLarge {
-                what: what.to_owned(),
-                size: descriptor.size,
-                limit: limit.bytes,
-                fix: limit.fix.clone(),
-            });
-        }
+        limit.check(what, descriptor.size)?;
         let response = self
             .get(&self.url(&format!("blobs/{digest}")), None, what)
             .await?;
@@ -617,12 +630,7 @@ async fn read_capped(
     limit: &Limit,
     what: &str,
 ) -> Result<Vec<u8>, SupplyError> {
-    let too_large = |size: u64| SupplyError::TooLarge {
-        what: what.to_owned(),
-        size,
-        limit: limit.bytes,
-        fix: limit.fix.clone(),
-    };
+    let too_large = |size: u64| limit.refuse(what, size);
     let announced = response
         .headers()
         .get(header::CONTENT_LENGTH)
