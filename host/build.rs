@@ -1,6 +1,7 @@
 //! Compiles the bundled plugins (plugins/*) into wasm components and writes, in OUT_DIR,
 //! `bundled.rs` (a path constant per plugin) and `bundled_wasm.rs` (its bytes, embedded);
-//! and embeds the plugin templates (sdk/templates/*) as `templates.rs`; in release builds,
+//! and embeds the plugin templates (sdk/templates/*) as `templates.rs` and the plugin SDKs as
+//! packaged (sdk/, sdk/c, sdk/python, sdk/js) as `sdk_files.rs`; in release builds,
 //! asks the linker to lay out the daemon's start-up and idle code first (link/).
 
 use std::path::PathBuf;
@@ -15,6 +16,7 @@ fn main() {
     forewarn_wasm_build::write_constants(&out_dir.join("bundled.rs"), &built);
     forewarn_wasm_build::write_embedded(&out_dir.join("bundled_wasm.rs"), &built);
     templates::embed(&out_dir);
+    carried_sdks::embed(&out_dir);
     startup_code_order::apply();
 }
 
@@ -99,8 +101,9 @@ mod startup_code_order {
 /// The plugin templates `forewarn plugin new` writes (sdk/templates/<lang>/), embedded as a
 /// table in OUT_DIR/templates.rs: `(lang, path inside the template, bytes)`.
 mod templates {
-    use std::fmt::Write;
     use std::path::{Path, PathBuf};
+
+    use crate::embedded_files;
 
     /// The template languages, in the order `--lang` lists them.
     const LANGS: &[&str] = &["rust", "c", "python", "js"];
@@ -115,21 +118,127 @@ mod templates {
             String::from("pub(crate) const TEMPLATE_FILES: &[(&str, &str, &[u8])] = &[\n");
         for lang in LANGS {
             let mut files = Vec::new();
-            collect(&root.join(lang), Path::new(""), &mut files);
-            files.sort();
-            for (relative, absolute) in files {
-                let _ = writeln!(
-                    table,
-                    "    ({lang:?}, {relative:?}, include_bytes!({absolute:?})),"
-                );
-            }
+            embedded_files::collect(&root.join(lang), Path::new(""), &mut files);
+            embedded_files::write_rows(&mut table, lang, files);
         }
         table.push_str("];\n");
         std::fs::write(out_dir.join("templates.rs"), table).expect("write templates.rs");
     }
+}
 
-    /// Every file under `dir`, as (path relative to the template with `/`, absolute path).
-    fn collect(dir: &Path, relative: &Path, files: &mut Vec<(String, String)>) {
+/// The plugin SDKs the binary carries (`forewarn sdk export`, `forewarn plugin new`): each the
+/// files of its registry package, embedded as a table in OUT_DIR/sdk_files.rs:
+/// `(lang, path inside the package, bytes)`, and the SDK's version (sdk/Cargo.toml) as the
+/// environment variable FOREWARN_SDK_VERSION.
+mod carried_sdks {
+    use std::path::{Path, PathBuf};
+
+    use crate::embedded_files;
+
+    /// Per language: the package's folder under sdk/, and its files and folders (folders are
+    /// taken whole). The registry tooling run on what the binary writes out
+    /// (host/tests/e2e_sdk_packages.rs) proves each list makes a complete package.
+    const PACKAGES: &[(&str, &str, &[&str])] = &[
+        (
+            "rust",
+            "",
+            &[
+                "Cargo.toml",
+                "README.md",
+                "src",
+                "wit",
+                "examples/notice.rs",
+            ],
+        ),
+        (
+            "c",
+            "c",
+            &[
+                "README.md",
+                "forewarn.h",
+                "forewarn.c",
+                "testing.h",
+                "testing.c",
+                "generated",
+                "forewarn-sdk.mk",
+                "forewarn-sdk.pc",
+            ],
+        ),
+        (
+            "python",
+            "python",
+            &[
+                "pyproject.toml",
+                "README.md",
+                "forewarn/__init__.py",
+                "forewarn/_native.py",
+                "forewarn/testing.py",
+                "forewarn/build.py",
+                "forewarn/wit",
+            ],
+        ),
+        (
+            "js",
+            "js",
+            &[
+                "package.json",
+                "README.md",
+                "forewarn.js",
+                "warm-up.js",
+                "testing.js",
+                "testing",
+                "build.mjs",
+                "wit",
+            ],
+        ),
+    ];
+
+    pub(crate) fn embed(out_dir: &Path) {
+        let manifest_dir = PathBuf::from(
+            std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+        );
+        let sdk = manifest_dir.join("../sdk");
+        let mut table = String::from("pub(crate) const SDK_FILES: &[(&str, &str, &[u8])] = &[\n");
+        for (lang, folder, entries) in PACKAGES {
+            let root = sdk.join(folder);
+            let mut files = Vec::new();
+            for entry in *entries {
+                let path = root.join(entry);
+                println!("cargo:rerun-if-changed={}", path.display());
+                if path.is_dir() {
+                    embedded_files::collect(&path, Path::new(entry), &mut files);
+                } else if path.is_file() {
+                    files.push((entry.to_string(), path.display().to_string()));
+                } else {
+                    panic!("sdk/{folder}/{entry} is missing: the {lang} SDK's package lists it");
+                }
+            }
+            embedded_files::write_rows(&mut table, lang, files);
+        }
+        table.push_str("];\n");
+        std::fs::write(out_dir.join("sdk_files.rs"), table).expect("write sdk_files.rs");
+        let cargo_toml =
+            std::fs::read_to_string(sdk.join("Cargo.toml")).expect("read sdk/Cargo.toml");
+        let version = cargo_toml
+            .lines()
+            .find_map(|line| line.strip_prefix("version = \""))
+            .and_then(|rest| rest.strip_suffix('"'))
+            .expect("sdk/Cargo.toml has a `version = \"...\"` line");
+        println!("cargo:rustc-env=FOREWARN_SDK_VERSION={version}");
+    }
+}
+
+/// The files `templates` and `carried_sdks` embed, as rows of a `(lang, path, bytes)` table.
+mod embedded_files {
+    use std::fmt::Write;
+    use std::path::Path;
+
+    /// Folders that are build output or caches, never part of a template or a package.
+    const SKIPPED: &[&str] = &["target", "node_modules", "__pycache__", ".venv"];
+
+    /// Every file under `dir`, as (path relative to it with `/`, prefixed by `relative`;
+    /// absolute path).
+    pub(crate) fn collect(dir: &Path, relative: &Path, files: &mut Vec<(String, String)>) {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
         };
@@ -138,16 +247,23 @@ mod templates {
             let name = entry.file_name();
             let inner = relative.join(&name);
             if path.is_dir() {
-                // Build output left in a template by trying it in place is not part of it.
-                if !matches!(
-                    name.to_str(),
-                    Some("target" | "node_modules" | "__pycache__")
-                ) {
+                if !name.to_str().is_some_and(|name| SKIPPED.contains(&name)) {
                     collect(&path, &inner, files);
                 }
             } else if let (Some(inner), Some(absolute)) = (inner.to_str(), path.to_str()) {
                 files.push((inner.replace('\\', "/"), absolute.to_owned()));
             }
+        }
+    }
+
+    /// Appends one row per file, sorted by path, to the table's source.
+    pub(crate) fn write_rows(table: &mut String, lang: &str, mut files: Vec<(String, String)>) {
+        files.sort();
+        for (relative, absolute) in files {
+            let _ = writeln!(
+                table,
+                "    ({lang:?}, {relative:?}, include_bytes!({absolute:?})),"
+            );
         }
     }
 }

@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # forewarn's whole test suite, as a new machine runs it: installs what the end-to-end tests
-# drive for real when missing (HAProxy, systemd-analyze, etcd, openssl, procps, dpkg-deb and
-# headless Chromium from Debian; the C, Python and JavaScript plugin toolchains; Azurite;
-# puppeteer-core; cargo-deb; mingw-w64 and Wine), then runs
-# every test of the workspace with cargo, and the Windows build's tests under Wine
-# (tests/windows.sh). The build scripts build the wasm plugins on the way,
+# drive for real when missing (HAProxy, systemd-analyze, etcd, openssl, procps, dpkg-deb,
+# headless Chromium, Prometheus and promtool, rpm (rpmbuild) and cloud-init from Debian; the
+# C, Python and JavaScript plugin toolchains; Azurite; puppeteer-core; docker-registry, htpasswd and wkg for the registry tests; cargo-deb), then runs
+# every test of the workspace with cargo. The build scripts build the wasm plugins on the way,
 # adding the wasm32-wasip2 target with rustup when the toolchain lacks it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +20,13 @@ command -v dpkg-deb >/dev/null 2>&1 || missing+=(dpkg)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v make >/dev/null 2>&1 || missing+=(make)     # the C plugin template's Makefile
 command -v gcc >/dev/null 2>&1 || missing+=(gcc)       # the C SDK's native testing host
+command -v pkg-config >/dev/null 2>&1 || missing+=(pkgconf)  # the C SDK package's forewarn-sdk.pc
+# The fleet tooling test (host/tests/e2e_fleet_tooling.rs): promtool and a Prometheus for the
+# alert rules and the dashboard, rpm (rpmbuild) to build and read the .rpm, cloud-init to
+# check its example.
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+command -v rpm >/dev/null 2>&1 || missing+=(rpm)
+command -v cloud-init >/dev/null 2>&1 || missing+=(cloud-init)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "tests/run.sh: installing ${missing[*]} from Debian's packages (the end-to-end tests use them)"
     apt_install "${missing[@]}"
@@ -40,32 +46,14 @@ bash tests/install-azurite.sh
 # tests/browser/package-lock.json) against the simulator console and the status page.
 bash tests/install-browser.sh
 
+# The registry tests run Debian's docker-registry (CNCF distribution) on loopback, with
+# htpasswd and ssh-keygen, and wkg (crates.io, pinned) as the third-party client.
+bash tests/install-registry.sh
+
 # The .deb packaging test needs cargo-deb (a crates.io tool, ~2 minutes to build once).
 if ! cargo deb --version >/dev/null 2>&1; then
     echo "tests/run.sh: installing cargo-deb from crates.io (the packaging test builds a .deb)"
     cargo install cargo-deb --version 3.8.0 --locked --quiet
 fi
 
-# The Windows build (docs/windows.md): mingw-w64, wine64, the rustup target and a Wine
-# prefix. Quick when present.
-bash tests/install-windows-toolchain.sh
-
-# The Linux build first. Then the Windows cross build runs in the background at the lowest
-# CPU priority while the Linux tests run (most of their time is spent waiting on real-time
-# scenarios), and the Windows tests run under Wine once both are done.
-cargo test --workspace --locked --no-run
-mkdir -p target/windows
-nice -n 19 bash tests/windows.sh build > target/windows/build.log 2>&1 &
-windows_build=$!
-linux_status=0
-cargo test --workspace --locked --no-fail-fast || linux_status=$?
-windows_status=0
-wait "$windows_build" || windows_status=$?
-if [ "$windows_status" -ne 0 ]; then
-    cat target/windows/build.log
-    echo "tests/run.sh: the Windows cross build failed (target/windows/build.log)" >&2
-    exit "$windows_status"
-fi
-tail -n 2 target/windows/build.log
-bash tests/windows.sh test
-exit "$linux_status"
+cargo test --workspace --locked --no-fail-fast

@@ -9,15 +9,17 @@
 //! - [`service_manager`]: systemd on Linux, the Service Control Manager on Windows.
 //! - [`config`]: the configuration file.
 //! - [`cli`]: what only the command line uses (the demo).
+//! - [`log_format`]: how log lines are written: every field escaped and cut.
 
 pub mod cli;
 pub mod config;
 pub mod coordination;
 pub mod daemon;
 pub(crate) mod log_fields;
-pub mod log_filter;
+pub mod log_format;
 pub mod log_messages;
 pub mod ops;
 pub mod pipeline;
 pub mod plugins;
 pub mod service_manager;
+pub mod supply;

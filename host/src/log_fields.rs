@@ -26,6 +26,24 @@ pub(crate) fn list<T: AsRef<str>>(items: &[T]) -> String {
         .join(", ")
 }
 
+/// Most names of a list from outside (an event's `Resources`, a batch of EventIds) one log
+/// field carries: an event may name thousands of VMs.
+pub(crate) const LOGGED_NAMES_MAX: usize = 16;
+
+/// `vm-a, vm-b`, cut after [`LOGGED_NAMES_MAX`] names (`vm-a, …, vm-p, … (10001 in all)`),
+/// or `none` for an empty list. Each name is escaped when the line is written
+/// (log_format.rs).
+pub(crate) fn names<T: AsRef<str>>(items: &[T]) -> String {
+    if items.len() <= LOGGED_NAMES_MAX {
+        return list(items);
+    }
+    format!(
+        "{}, … ({} in all)",
+        list(&items[..LOGGED_NAMES_MAX]),
+        items.len()
+    )
+}
+
 /// RFC 3339 in UTC, to the second ("2026-11-23T05:53:10Z"), for logs and `/status`.
 pub(crate) fn rfc3339(at: SystemTime) -> String {
     chrono::DateTime::<chrono::Utc>::from(at)
@@ -48,5 +66,14 @@ mod tests {
         assert_eq!(duration(Duration::from_secs(125)), "2m 5s");
         assert_eq!(list(&["vm-a", "vm-b"]), "vm-a, vm-b");
         assert_eq!(list::<String>(&[]), "none");
+    }
+
+    #[test]
+    fn a_long_list_of_names_is_cut_and_counted() {
+        let many: Vec<String> = (0..10_001).map(|n| format!("vm-{n}")).collect();
+        let logged = names(&many);
+        assert!(logged.starts_with("vm-0, vm-1, "), "{logged}");
+        assert!(logged.ends_with("vm-15, … (10001 in all)"), "{logged}");
+        assert_eq!(names(&many[..2]), "vm-0, vm-1");
     }
 }

@@ -43,6 +43,11 @@ pub const ADMIN_LISTENING: &str = "admin endpoint listening";
 pub const COORDINATION_READY: &str = "recorded in etcd: this VM is ready for the event";
 /// Coordinated approval: this VM holds the event's election and will approve it (`event_id`, `vm`).
 pub const COORDINATION_LEADS: &str = "this VM leads the approval of the event";
+/// Coordinated approval: etcd members answer but know no leader (field `error`); events
+/// naming several VMs follow `policy.group-approval` until the quorum is back.
+pub const COORDINATION_NO_QUORUM: &str = "etcd has lost its quorum: events naming several VMs \
+     fall back to the single-VM policy (`policy.group-approval`) until it is back; nothing is \
+     approved early because of this";
 /// A plugin starts preparing before the plugins it runs after approved, so the chain fits
 /// before NotBefore (fields `event_id`, `plugin`, `cut_short`, `needed_ms`, `left_ms`).
 pub const TURN_SHORTENED: &str =
@@ -71,3 +76,31 @@ pub const PLUGIN_START_FAILED: &str = "plugin on-start failed";
 /// `vm-name` is set, but IMDS instance metadata names this VM otherwise, so events that list
 /// this VM under the name IMDS uses are ignored (fields `configured`, `imds_name`).
 pub const VM_NAME_MISMATCH: &str = "vm-name differs from the name IMDS gives this VM; events listing this VM by its IMDS name are ignored: set vm-name to the IMDS name, or leave it empty to ask IMDS";
+/// The journal cannot be written (fields `error`, `at_start`, `retry_in_ms`,
+/// `reserve_left_bytes`): one line per streak of failed writes. forewarn goes on polling and
+/// calling plugins; early approvals wait until the journal is durable again.
+pub const JOURNAL_NOT_DURABLE: &str = "the journal cannot be written: forewarn goes on polling and calling plugins, but approves nothing early until it can; retrying with backoff";
+/// The journal can be written again after a streak of failures (fields `failed_writes`,
+/// `not_durable_ms`): everything changed meanwhile is on disk.
+pub const JOURNAL_DURABLE_AGAIN: &str =
+    "the journal can be written again: every change since the last write is on disk";
+/// The journal writes into the space set aside for a full disk: it could not compact or set
+/// more space aside (fields `problem`, `reserve_left_bytes`).
+pub const JOURNAL_ON_RESERVE: &str =
+    "the state directory is full: the journal writes into its reserve until there is room";
+/// The journal has room again for compactions and its reserve (field `reserve_left_bytes`).
+pub const JOURNAL_RESERVE_RESTORED: &str =
+    "the state directory has room again: the journal's reserve is back in place";
+/// A plugin's state could not be written (fields `plugin`, `error`): one line per streak of
+/// failed state writes; the plugin's `state-set` fails with the error, `state-get` answers.
+pub const PLUGIN_STATE_NOT_WRITABLE: &str =
+    "plugin state cannot be written: plugins' state-set and state-delete fail until it can";
+/// Plugin state can be written again (fields `plugin`, `failed_writes`).
+pub const PLUGIN_STATE_WRITABLE_AGAIN: &str = "plugin state can be written again";
+/// A plugin's state writes were refused over its disk write budget (fields `plugin`,
+/// `refused`, `over_ms`): at most one line a minute per plugin.
+pub const PLUGIN_STATE_OVER_BUDGET: &str =
+    "plugin state writes refused: over the plugin's disk write budget";
+/// Every plugin approved an event, but the journal cannot be written, so its approval waits
+/// (field `event_id`): an approval is sent only once it is journaled. Said once per event.
+pub const APPROVAL_HELD_FOR_JOURNAL: &str = "approval held: the journal cannot be written, and an approval is sent only once it is journaled (a restart must know it was sent); plugins are still called (docs/operations.md, \"When the disk is full\")";

@@ -6,19 +6,28 @@
 //! figures the issue asks for (last VM ready → approval POST, leader failover) are printed,
 //! not asserted. The tests run one at a time so that those figures are not skewed by
 //! nine daemons sharing two cores. etcd must be installed (`apt-get install etcd-server`).
+//!
+//! The `cluster_*` tests share one three-member etcd cluster, started once for this file
+//! (`forewarn_test_support::etcd::shared_cluster`): a member forewarn talks to killed mid-event,
+//! one member down for a whole event, the quorum lost and back, a member restarted with its
+//! data, and what etcd's JSON gateway does on a follower.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use forewarn_etcd::{Compare, EtcdClient, EtcdError, EtcdSettings, KeyValue, Write};
+use forewarn_host::coordination::{Connection, CoordinationStatus};
+use forewarn_host::log_messages::COORDINATION_NO_QUORUM;
 use forewarn_host::log_messages::{COORDINATION_LEADS, COORDINATION_READY};
+use forewarn_host::ops::status::StatusSnapshot;
 use forewarn_simulator::{ApprovalRecord, StateSnapshot, Transition, stable_event_id};
+use forewarn_test_support::etcd::{Etcd, EtcdCluster, shared_cluster};
 use forewarn_test_support::harness::{
-    ChildGuard, Daemon, DaemonConfig, LogLine, ProbePlugin, Simulator, free_loopback_address,
-    http_get, now_unix_ms, summarize_state, wait_for, wait_until, write_plugin_dir,
+    Daemon, DaemonConfig, LogLine, ProbePlugin, Simulator, http_get, now_unix_ms, summarize_state,
+    wait_for, wait_until, write_plugin_dir,
 };
-use forewarn_test_support::pki::{Pki, find_on_path};
+use forewarn_test_support::pki::Pki;
 use forewarn_test_support::{forewarn_binary, guests};
 use tempfile::TempDir;
 
@@ -34,111 +43,22 @@ const ROOT_PASSWORD: &str = "forewarn-test-secret";
 /// One test at a time (see the module comment).
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// A real etcd on free loopback ports with its data in a temp dir; over TLS with client
-/// certificates when started with a [`Pki`].
-struct Etcd {
-    process: ChildGuard,
-    address: String,
-    tls: bool,
-    _dir: TempDir,
-}
-
-impl Etcd {
-    fn start(pki: Option<&Pki>) -> Etcd {
-        let binary = find_on_path("etcd").unwrap_or_else(|| {
-            panic!(
-                "etcd is not installed: the coordination tests run a real etcd. Install it \
-                 with `apt-get install -y etcd-server` (Debian/Ubuntu) so that `etcd` is on PATH"
-            )
-        });
-        let dir = TempDir::new().expect("temp dir");
-        let address = free_loopback_address();
-        let peer = format!("http://{}", free_loopback_address());
-        // /health on plain HTTP: the client port wants a client certificate under TLS.
-        let metrics = free_loopback_address();
-        let scheme = if pki.is_some() { "https" } else { "http" };
-        let log = std::fs::File::create(dir.path().join("etcd.log")).expect("etcd log");
-        let mut command = Command::new(binary);
-        if let Some(pki) = pki {
-            command
-                .arg(format!("--cert-file={}", pki.file("server.pem")))
-                .arg(format!("--key-file={}", pki.file("server.key")))
-                .arg(format!("--trusted-ca-file={}", pki.file("ca.pem")))
-                .arg("--client-cert-auth");
-        }
-        let child = command
-            .arg("--name=forewarn-test")
-            .arg(format!("--data-dir={}", dir.path().join("data").display()))
-            .arg(format!("--listen-client-urls={scheme}://{address}"))
-            .arg(format!("--advertise-client-urls={scheme}://{address}"))
-            .arg(format!("--listen-metrics-urls=http://{metrics}"))
-            .arg(format!("--listen-peer-urls={peer}"))
-            .arg(format!("--initial-advertise-peer-urls={peer}"))
-            .arg(format!("--initial-cluster=forewarn-test={peer}"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|error| panic!("cannot start etcd: {error}"));
-        let etcd = Etcd {
-            process: ChildGuard::new(child),
-            address,
-            tls: pki.is_some(),
-            _dir: dir,
-        };
-        wait_for(WAIT, "etcd to report healthy", || {
-            http_get(&metrics, "/health").and_then(|body| {
-                if body.contains("\"health\":\"true\"") {
-                    Ok(())
-                } else {
-                    Err(body)
-                }
-            })
-        });
-        etcd
+/// Creates user root and turns authentication on, with `etcdctl` (package etcd-client).
+fn enable_auth(etcd: &Etcd) {
+    let steps: [&[&str]; 3] = [
+        &["user", "add", &format!("root:{ROOT_PASSWORD}")],
+        &["user", "grant-role", "root", "root"],
+        &["auth", "enable"],
+    ];
+    for step in steps {
+        let output = etcd.etcdctl(step);
+        assert!(output.status.success(), "etcdctl {step:?}: {output:?}");
     }
-
-    /// Creates user root and turns authentication on, with `etcdctl` (package etcd-client).
-    fn enable_auth(&self) {
-        let steps: [&[&str]; 3] = [
-            &["user", "add", &format!("root:{ROOT_PASSWORD}")],
-            &["user", "grant-role", "root", "root"],
-            &["auth", "enable"],
-        ];
-        for step in steps {
-            let output = self.etcdctl(step);
-            assert!(output.status.success(), "etcdctl {step:?}: {output:?}");
-        }
-        let anonymous = self.etcdctl(&["get", "/forewarn"]);
-        assert!(
-            !anonymous.status.success(),
-            "etcd must refuse requests without a user now"
-        );
-    }
-
-    fn etcdctl(&self, args: &[&str]) -> std::process::Output {
-        let binary = find_on_path("etcdctl").unwrap_or_else(|| {
-            panic!(
-                "etcdctl is not installed: the authentication test sets etcd up with it. \
-                 Install it with `apt-get install -y etcd-client`"
-            )
-        });
-        Command::new(binary)
-            .env("ETCDCTL_API", "3")
-            .arg(format!("--endpoints={}", self.endpoint()))
-            .args(args)
-            .output()
-            .unwrap_or_else(|error| panic!("cannot run etcdctl: {error}"))
-    }
-
-    fn endpoint(&self) -> String {
-        let scheme = if self.tls { "https" } else { "http" };
-        format!("{scheme}://{}", self.address)
-    }
-
-    fn stop(&mut self) {
-        self.process.kill();
-    }
+    let anonymous = etcd.etcdctl(&["get", "/forewarn"]);
+    assert!(
+        !anonymous.status.success(),
+        "etcd must refuse requests without a user now"
+    );
 }
 
 /// How the set is configured for one test.
@@ -153,6 +73,31 @@ struct Setup {
     auth: bool,
     /// etcd over TLS with client certificates, and what the daemons are given.
     tls: Tls,
+    /// Extra `[policy]` lines.
+    policy: &'static [&'static str],
+    /// The daemons use these members of the shared cluster instead of an etcd of their own.
+    cluster: Option<ClusterUse>,
+}
+
+/// Which cluster members the daemons are given, in order, and a key prefix of the test's own
+/// (the shared cluster keeps the keys of earlier tests, for the same event id).
+struct ClusterUse {
+    endpoints: Vec<String>,
+    prefix: &'static str,
+}
+
+impl Default for Setup {
+    fn default() -> Setup {
+        Setup {
+            notice: "5m",
+            slow_attempts: 8,
+            coordination: &[],
+            auth: false,
+            tls: Tls::Off,
+            policy: &[],
+            cluster: None,
+        }
+    }
 }
 
 /// etcd over TLS or not, and which CA the daemons trust.
@@ -165,10 +110,15 @@ enum Tls {
     WrongCa,
 }
 
-/// Three daemons, one simulator, one etcd.
+/// Three daemons, one simulator, one etcd (or the shared cluster).
 struct Set {
     dir: TempDir,
-    etcd: Etcd,
+    /// The test's own etcd; None with the shared cluster.
+    etcd: Option<Etcd>,
+    /// What the daemons are given as `coordination.endpoints`.
+    endpoints: Vec<String>,
+    /// `coordination.prefix`.
+    prefix: String,
     simulator: Simulator,
     daemons: Vec<(String, Daemon)>,
     event_id: String,
@@ -187,10 +137,15 @@ impl Set {
         let dir = TempDir::new().expect("temp dir");
         let pki = (setup.tls != Tls::Off).then(Pki::generate);
         let other_pki = (setup.tls == Tls::WrongCa).then(Pki::generate);
-        let etcd = Etcd::start(pki.as_ref());
-        if setup.auth {
-            etcd.enable_auth();
+        let etcd = setup.cluster.is_none().then(|| Etcd::start(pki.as_ref()));
+        if let Some(etcd) = etcd.as_ref().filter(|_| setup.auth) {
+            enable_auth(etcd);
         }
+        let (endpoints, prefix) = match (&setup.cluster, &etcd) {
+            (Some(cluster), _) => (cluster.endpoints.clone(), cluster.prefix.to_owned()),
+            (None, Some(etcd)) => (vec![etcd.endpoint()], "/forewarn".to_owned()),
+            (None, None) => unreachable!("an etcd of its own without the cluster"),
+        };
         // The clock starts at the first daemon's first poll: the notices are not eaten by
         // three daemons starting on a loaded machine.
         let simulator = Simulator::builder(forewarn_binary!())
@@ -200,6 +155,8 @@ impl Set {
         let mut set = Set {
             dir,
             etcd,
+            endpoints,
+            prefix,
             simulator,
             daemons: Vec::new(),
             event_id: stable_event_id(SCENARIO, 0),
@@ -224,15 +181,19 @@ impl Set {
         };
         write_plugin_dir(&root.join("plugins"), Path::new(guests::PROBE), &[probe]);
         let imds_url = format!("{}/vm/{vm}", self.simulator.base_url);
+        let mut policy = vec!["safety-margin-ms = 300".to_owned()];
+        policy.extend(setup.policy.iter().map(|line| (*line).to_owned()));
         let config = DaemonConfig {
             vm_name: vm.to_owned(),
-            policy: vec!["safety-margin-ms = 300".into()],
+            policy,
             ..DaemonConfig::vm_a(&root, root.join("plugins"), &imds_url)
         };
         let mut text = config.to_toml();
+        let endpoints: Vec<String> = self.endpoints.iter().map(|e| format!("{e:?}")).collect();
         text.push_str(&format!(
-            "\n[coordination]\nendpoints = [\"{}\"]\nlease-ttl = \"{}s\"\n",
-            self.etcd.endpoint(),
+            "\n[coordination]\nendpoints = [{}]\nprefix = {:?}\nlease-ttl = \"{}s\"\n",
+            endpoints.join(", "),
+            self.prefix,
             LEASE_TTL.as_secs()
         ));
         if setup.auth {
@@ -308,6 +269,14 @@ impl Set {
             }
         }
         text
+    }
+
+    /// Checks that the simulator received no approval (nor any approval POST); `what`
+    /// says what would have been wrong.
+    fn assert_nothing_approved(&self, what: &str) {
+        let state = self.simulator.state();
+        assert!(state.approvals.is_empty(), "{what}\n{}", self.describe());
+        assert_eq!(approval_posts(&state), 0, "{what}\n{}", self.describe());
     }
 
     fn wait_for_approval(&self) -> StateSnapshot {
@@ -400,6 +369,7 @@ fn the_event_is_approved_once_after_the_slowest_vm_is_ready() {
         coordination: &[],
         auth: false,
         tls: Tls::Off,
+        ..Setup::default()
     });
 }
 
@@ -412,6 +382,7 @@ fn etcd_with_authentication_is_used_with_the_configured_user() {
         coordination: &[],
         auth: true,
         tls: Tls::Off,
+        ..Setup::default()
     });
 }
 
@@ -419,16 +390,9 @@ fn etcd_with_authentication_is_used_with_the_configured_user() {
 /// after vm-c's plugins approved; prints the time from vm-c's ready record to the POST.
 fn approved_once_after_the_slowest(setup: &Setup) {
     let set = Set::start(setup);
-    let approval = &set.the_one_approval(&VMS);
-    assert!(approval.accepted);
+    let approval = &set.assert_approved_once_after_vm_c();
     assert_eq!(approval.event_id, set.event_id);
-
-    let slowest_prepared = set.prepared_at("vm-c").unwrap_or_else(|| {
-        panic!(
-            "approved before vm-c's plugins approved\n{}",
-            set.describe()
-        )
-    });
+    let slowest_prepared = set.prepared_at("vm-c").expect("checked above");
     for fast in ["vm-a", "vm-b"] {
         let prepared = set.prepared_at(fast).expect("fast VM prepared");
         assert!(
@@ -436,15 +400,6 @@ fn approved_once_after_the_slowest(setup: &Setup) {
             "{fast} should be faster than vm-c"
         );
     }
-    assert!(
-        approval.at_unix_ms >= slowest_prepared,
-        "approved at {} before vm-c's plugins approved at {slowest_prepared}\n{}",
-        approval.at_unix_ms,
-        set.describe()
-    );
-    let leaders = set.leaders();
-    assert_eq!(leaders.len(), 1, "exactly one leader: {leaders:?}");
-    assert_eq!(approval.vm, leaders[0].0, "the leader approves");
     assert_ne!(
         approval.vm, "vm-c",
         "vm-c was never ready early enough to lead"
@@ -471,6 +426,7 @@ fn killing_the_leader_hands_over_within_the_lease_ttl_and_approves_once() {
         coordination: &["dead-vm = \"counts-as-ready\""],
         auth: false,
         tls: Tls::Off,
+        ..Setup::default()
     });
     let (leader, _) = set.wait_for_one_leader();
     assert!(
@@ -520,13 +476,14 @@ fn stopping_etcd_mid_event_never_approves_early() {
         coordination: &[],
         auth: false,
         tls: Tls::Off,
+        ..Setup::default()
     });
     set.wait_for_one_leader();
     assert!(
         set.prepared_at("vm-c").is_none(),
         "vm-c must still be preparing"
     );
-    set.etcd.stop();
+    set.etcd.as_mut().expect("an etcd of its own").stop();
     let started = wait_for(WAIT, "the event to start at NotBefore", || {
         let state = set.simulator.state();
         state
@@ -538,13 +495,7 @@ fn stopping_etcd_mid_event_never_approves_early() {
             .map(|record| record.at_unix_ms)
             .ok_or_else(|| set.describe())
     });
-    let state = set.simulator.state();
-    assert!(
-        state.approvals.is_empty(),
-        "approved without coordination:\n{}",
-        set.describe()
-    );
-    assert_eq!(approval_posts(&state), 0, "{}", set.describe());
+    set.assert_nothing_approved("approved without coordination");
     let slowest_prepared = set
         .prepared_at("vm-c")
         .expect("vm-c's plugins approved before NotBefore");
@@ -577,6 +528,7 @@ fn etcd_over_tls_with_client_certificates_approves_once() {
         coordination: &[],
         auth: false,
         tls: Tls::On,
+        ..Setup::default()
     });
 }
 
@@ -589,6 +541,7 @@ fn a_daemon_that_cannot_verify_etcd_never_approves_early() {
         coordination: &[],
         auth: false,
         tls: Tls::WrongCa,
+        ..Setup::default()
     });
     let unreachable = |vm: &str| {
         set.daemon(vm)
@@ -615,13 +568,7 @@ fn a_daemon_that_cannot_verify_etcd_never_approves_early() {
             "{vm} cannot have written to etcd"
         );
     }
-    let state = set.simulator.state();
-    assert!(
-        state.approvals.is_empty(),
-        "approved although no VM could coordinate:\n{}",
-        set.describe()
-    );
-    assert_eq!(approval_posts(&state), 0, "{}", set.describe());
+    set.assert_nothing_approved("approved although no VM could coordinate");
 }
 
 /// A key `events/ID/approval = vm-a` written by someone else (no lease, not vm-a's daemon)
@@ -635,9 +582,11 @@ fn a_forged_approval_key_naming_this_vm_is_not_acted_on() {
         coordination: &[],
         auth: false,
         tls: Tls::Off,
+        ..Setup::default()
     });
     let key = format!("/forewarn/events/{}/approval", set.event_id);
-    let forged = set.etcd.etcdctl(&["put", &key, "vm-a"]);
+    let etcd = set.etcd.as_ref().expect("an etcd of its own");
+    let forged = etcd.etcdctl(&["put", &key, "vm-a"]);
     assert!(forged.status.success(), "etcdctl put: {forged:?}");
     wait_for(WAIT, "vm-a to see the forged approval record", || {
         let approvals = set.simulator.state().approvals;
@@ -664,33 +613,439 @@ fn a_forged_approval_key_naming_this_vm_is_not_acted_on() {
     assert!(started.approvals.is_empty(), "{}", set.describe());
 }
 
-// ---- the barrier's deadline, dead-vm = "hold", reschedules, etcd coming back -----------------
+// ---------------------------------------------------------------------------------------
+// A three-member etcd cluster (started once for this file, shared by the tests below, each
+// with a key prefix of its own; every member runs again, with its data, when a test begins).
 
-impl Etcd {
-    /// The value of `key`, or None when etcd has no such key.
-    fn value(&self, key: &str) -> Option<String> {
-        let output = self.etcdctl(&["get", "--print-value-only", key]);
-        assert!(output.status.success(), "etcdctl get {key}: {output:?}");
-        let text = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-        (!text.is_empty()).then_some(text)
-    }
+/// `policy.group-approval = "always"`: a VM that falls back approves alone at once, so any
+/// moment of fallback during a failover shows as an approval before vm-c is ready.
+const APPROVE_ALONE_ON_FALLBACK: &str = "group-approval = \"always\"";
 
-    /// Sends `signal` (`STOP`, `CONT`) to the etcd process.
-    fn signal(&self, signal: &str) {
-        let sent = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(self.process.id().to_string())
-            .status()
-            .expect("run kill");
-        assert!(sent.success(), "kill -{signal} etcd");
+fn cluster_use(cluster: &EtcdCluster, members: &[usize], prefix: &'static str) -> ClusterUse {
+    ClusterUse {
+        endpoints: members
+            .iter()
+            .map(|&index| cluster.endpoint(index))
+            .collect(),
+        prefix,
     }
 }
 
 impl Set {
+    /// `vm`'s coordination status, as its `/status` shows it.
+    fn coordination(&self, vm: &str) -> CoordinationStatus {
+        let admin = self.daemon(vm).admin_address(WAIT);
+        let body = http_get(&admin, "/status").unwrap_or_else(|error| panic!("/status: {error}"));
+        let status: StatusSnapshot = serde_json::from_str(&body)
+            .unwrap_or_else(|error| panic!("bad /status ({error}): {body}"));
+        status.coordination.expect("a coordination section")
+    }
+
+    /// `vm`'s `/metrics` text.
+    fn metrics(&self, vm: &str) -> String {
+        let admin = self.daemon(vm).admin_address(WAIT);
+        http_get(&admin, "/metrics").unwrap_or_else(|error| panic!("/metrics: {error}"))
+    }
+
+    /// How many times `vm` logged that it falls back (etcd unreachable, or no quorum).
+    fn fallbacks_logged(&self, vm: &str) -> usize {
+        self.daemon(vm)
+            .lines()
+            .into_iter()
+            .filter(|line| {
+                line.message().starts_with(UNREACHABLE_PREFIX)
+                    || line.message() == COORDINATION_NO_QUORUM
+            })
+            .count()
+    }
+
+    /// Waits until both fast VMs recorded ready and one of them leads; the leader.
+    fn wait_for_fast_vms_ready_and_a_leader(&self) -> String {
+        wait_until(
+            WAIT,
+            "vm-a and vm-b to record ready",
+            || {
+                ["vm-a", "vm-b"]
+                    .iter()
+                    .all(|vm| self.first_line(vm, COORDINATION_READY).is_some())
+            },
+            || self.describe(),
+        );
+        let (leader, _) = self.wait_for_one_leader();
+        assert!(
+            self.prepared_at("vm-c").is_none(),
+            "vm-c must still be preparing\n{}",
+            self.describe()
+        );
+        leader
+    }
+
+    /// Checks the approval came once, from the leader, after vm-c's plugins approved.
+    fn assert_approved_once_after_vm_c(&self) -> ApprovalRecord {
+        let approval = self.the_one_approval(&VMS);
+        assert!(approval.accepted);
+        let slowest_prepared = self.prepared_at("vm-c").unwrap_or_else(|| {
+            panic!(
+                "approved before vm-c's plugins approved\n{}",
+                self.describe()
+            )
+        });
+        assert!(
+            approval.at_unix_ms >= slowest_prepared,
+            "approved at {} before vm-c's plugins approved at {slowest_prepared}\n{}",
+            approval.at_unix_ms,
+            self.describe()
+        );
+        let leaders = self.leaders();
+        assert_eq!(leaders.len(), 1, "exactly one leader: {leaders:?}");
+        assert_eq!(approval.vm, leaders[0].0, "the leader approves");
+        approval
+    }
+
+    /// Checks that no daemon fell back: each talks to a member other than `dead`, connected.
+    fn assert_never_fell_back(&self, dead: &str) {
+        for vm in VMS {
+            let status = self.coordination(vm);
+            assert_eq!(status.connection, Connection::Connected, "{vm}: {status:?}");
+            assert!(!status.fallback, "{vm}: {status:?}");
+            assert_ne!(status.endpoint.as_deref(), Some(dead), "{vm}: {status:?}");
+            assert_eq!(
+                self.fallbacks_logged(vm),
+                0,
+                "{vm} fell back\n{}",
+                self.describe()
+            );
+        }
+    }
+}
+
+/// The member every daemon talks to — the cluster's raft leader too — is killed while vm-c
+/// still prepares. The daemons go on through the next endpoint: a member that was down
+/// earlier in the event and was restarted with its data. With `group-approval = "always"`,
+/// any moment of fallback would let a fast VM approve alone, before vm-c is ready.
+#[test]
+fn cluster_the_member_forewarn_talks_to_is_killed_mid_event_and_a_restarted_member_takes_over() {
+    let _serial = lock();
+    let mut cluster = shared_cluster();
+    let [talked_to, restarted, third] = cluster.leader_first()[..] else {
+        panic!("three members");
+    };
+    cluster.kill(restarted);
+    let set = Set::start(&Setup {
+        slow_attempts: 40,
+        policy: &[APPROVE_ALONE_ON_FALLBACK],
+        cluster: Some(cluster_use(
+            &cluster,
+            &[talked_to, restarted, third],
+            "/forewarn-failover",
+        )),
+        ..Setup::default()
+    });
+    set.wait_for_fast_vms_ready_and_a_leader();
+    cluster.restart(restarted);
+    cluster.wait_healthy();
+    assert!(
+        set.prepared_at("vm-c").is_none(),
+        "vm-c must still be preparing when the member is killed\n{}",
+        set.describe()
+    );
+    let killed_at = now_unix_ms();
+    cluster.kill(talked_to);
+    let approval = set.assert_approved_once_after_vm_c();
+    set.assert_never_fell_back(&cluster.endpoint(talked_to));
+
+    // The restarted member holds, in its own copy (a serializable read of that member
+    // alone), the ready records written while it was down.
+    let ready_prefix = format!("/forewarn-failover/events/{}/ready/", set.event_id);
+    let read = cluster.etcdctl(
+        restarted,
+        &[
+            "get",
+            "--prefix",
+            "--keys-only",
+            "--consistency=s",
+            &ready_prefix,
+        ],
+    );
+    assert!(read.status.success(), "{read:?}");
+    let keys = String::from_utf8_lossy(&read.stdout);
+    for vm in VMS {
+        assert!(
+            keys.contains(&format!("{ready_prefix}{vm}")),
+            "{vm} missing: {keys}"
+        );
+    }
+    println!(
+        "FIGURE cluster failover: the member talked to (raft leader) killed -> approval POST {} ms (after vm-c's plugins approved: {} ms)",
+        approval.at_unix_ms.saturating_sub(killed_at),
+        approval
+            .at_unix_ms
+            .saturating_sub(set.prepared_at("vm-c").unwrap_or(0))
+    );
+}
+
+/// The first endpoint of every daemon is a member that is down for the whole event.
+#[test]
+fn cluster_one_member_down_for_the_whole_event_approves_once_after_the_slowest() {
+    let _serial = lock();
+    let mut cluster = shared_cluster();
+    cluster.kill(0);
+    cluster.wait_healthy();
+    let set = Set::start(&Setup {
+        slow_attempts: 8,
+        policy: &[APPROVE_ALONE_ON_FALLBACK],
+        cluster: Some(cluster_use(&cluster, &[0, 1, 2], "/forewarn-one-down")),
+        ..Setup::default()
+    });
+    set.assert_approved_once_after_vm_c();
+    set.assert_never_fell_back(&cluster.endpoint(0));
+}
+
+/// Two of three members die while vm-c still prepares: the survivor answers but knows no
+/// leader. Every daemon says so (status, metric), falls back to `policy.group-approval`
+/// (the default, "never": nothing is approved, although vm-c becomes ready meanwhile), and
+/// resumes the barrier when the two members come back with their data: one approval.
+#[test]
+fn cluster_quorum_lost_falls_back_says_so_and_resumes_the_barrier_when_it_returns() {
+    let _serial = lock();
+    let mut cluster = shared_cluster();
+    let set = Set::start(&Setup {
+        slow_attempts: 24,
+        cluster: Some(cluster_use(&cluster, &[0, 1, 2], "/forewarn-quorum")),
+        ..Setup::default()
+    });
+    set.wait_for_fast_vms_ready_and_a_leader();
+    let lost_at = now_unix_ms();
+    cluster.kill(0);
+    cluster.kill(1);
+    let fell_back = |vm: &str| {
+        let status = set.coordination(vm);
+        let metrics = set.metrics(vm);
+        status.connection == Connection::NoQuorum
+            && status.fallback
+            && metrics
+                .lines()
+                .any(|l| l == "forewarn_coordination_fallback 1")
+            && metrics
+                .lines()
+                .any(|l| l == "forewarn_coordination_connection{state=\"no-quorum\"} 1")
+    };
+    wait_until(
+        WAIT,
+        "every daemon to say, in /status and /metrics, that etcd lost its quorum",
+        || VMS.iter().all(|vm| fell_back(vm)),
+        || format!("{:?}\n{}", set.coordination("vm-a"), set.describe()),
+    );
+    let detected_at = now_unix_ms();
+    wait_until(
+        WAIT,
+        "vm-c's plugins to approve during the outage",
+        || set.prepared_at("vm-c").is_some(),
+        || set.describe(),
+    );
+    set.assert_nothing_approved("approved without quorum");
+
+    let restarted_at = now_unix_ms();
+    cluster.restart(0);
+    cluster.restart(1);
+    let approval = set.assert_approved_once_after_vm_c();
+    assert!(approval.at_unix_ms >= restarted_at, "{}", set.describe());
+    wait_until(
+        WAIT,
+        "every daemon to say it coordinates again",
+        || {
+            VMS.iter().all(|vm| {
+                let status = set.coordination(vm);
+                status.connection == Connection::Connected
+                    && !status.fallback
+                    && set
+                        .metrics(vm)
+                        .lines()
+                        .any(|l| l == "forewarn_coordination_fallback 0")
+            })
+        },
+        || set.describe(),
+    );
+    // etcd extends every lease when a new leader takes over, so the leases (and the ready
+    // records under them) outlived the outage, longer than their TTL: nobody recorded again.
+    for vm in ["vm-a", "vm-b"] {
+        let ready = set.daemon(vm).lines_with_message(COORDINATION_READY);
+        assert_eq!(
+            ready.len(),
+            1,
+            "{vm} recorded ready once\n{}",
+            set.describe()
+        );
+    }
+    for vm in VMS {
+        let no_quorum = set.daemon(vm).lines_with_message(COORDINATION_NO_QUORUM);
+        assert_eq!(no_quorum.len(), 1, "{vm} says it once\n{}", set.describe());
+        assert!(
+            no_quorum[0]
+                .text("error")
+                .contains("answer(s) but know(s) no leader"),
+            "{}",
+            no_quorum[0].text("error")
+        );
+    }
+    println!(
+        "FIGURE quorum lost -> every daemon says so: {} ms; members restarted with their data -> approval POST: {} ms",
+        detected_at.saturating_sub(lost_at),
+        approval.at_unix_ms.saturating_sub(restarted_at)
+    );
+}
+
+/// What etcd's JSON gateway does on a follower, checked rather than assumed (written down in
+/// docs/coordination.md, "etcd clusters"): leases granted, written under and kept alive
+/// through a follower; a write through one follower read at once (linearizably) through
+/// another; an election transaction; a lease left to expire; a watch stream; and, with two
+/// members down, every call failing as a lost quorum.
+#[test]
+fn cluster_the_json_gateway_on_a_follower_serves_leases_linearizable_reads_and_watches() {
+    let _serial = lock();
+    let mut cluster = shared_cluster();
+    let [leader, follower, other] = cluster.leader_first()[..] else {
+        panic!("three members");
+    };
+    let client = |index: usize| {
+        EtcdClient::connect(&EtcdSettings {
+            endpoints: vec![cluster.endpoint(index)],
+            ..EtcdSettings::default()
+        })
+        .expect("an etcd client")
+    };
+    let (on_follower, on_other) = (client(follower), client(other));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let lease = on_follower
+            .grant_lease(Duration::from_secs(2))
+            .await
+            .unwrap();
+        on_follower.put(GATEWAY_KEY, "1", lease).await.unwrap();
+        let read = on_other.list(GATEWAY_PREFIX).await.unwrap();
+        let written = KeyValue {
+            key: GATEWAY_KEY.into(),
+            value: "1".into(),
+            lease,
+        };
+        assert_eq!(
+            read,
+            vec![written],
+            "a follower reads another's write at once"
+        );
+        assert_eq!(
+            on_follower.keep_alive(lease).await.unwrap(),
+            Some(Duration::from_secs(2)),
+            "the keep-alive through a follower renews the lease to its TTL"
+        );
+        let campaign = |client: &'static str| {
+            (
+                [Compare::Absent(format!("{GATEWAY_PREFIX}leader"))],
+                [Write::Put {
+                    key: format!("{GATEWAY_PREFIX}leader"),
+                    value: client.into(),
+                    lease,
+                }],
+            )
+        };
+        let (compares, writes) = campaign("follower");
+        assert!(on_follower.transaction(&compares, &writes).await.unwrap());
+        let (compares, writes) = campaign("other");
+        assert!(!on_other.transaction(&compares, &writes).await.unwrap());
+        let deadline = std::time::Instant::now() + WAIT;
+        while !on_other.list(GATEWAY_PREFIX).await.unwrap().is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the lease never expired"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+
+    let put = || {
+        let output = cluster.etcdctl(leader, &["put", GATEWAY_KEY, "watched"]);
+        assert!(output.status.success(), "{output:?}");
+    };
+    let stream = watch_stream(&cluster.endpoint(follower), put);
+    assert!(
+        stream.contains(GATEWAY_KEY_BASE64),
+        "the follower's watch stream carries the put: {stream}"
+    );
+
+    cluster.kill(leader);
+    cluster.kill(other);
+    runtime.block_on(async {
+        let started = std::time::Instant::now();
+        let error = on_follower.list(GATEWAY_PREFIX).await.unwrap_err();
+        let took = started.elapsed();
+        assert!(matches!(error, EtcdError::NoQuorum { .. }), "{error:?}");
+        println!("FIGURE a read without quorum fails as NoQuorum after {took:?}: {error}");
+        let error = on_follower.keep_alive(1).await.unwrap_err();
+        assert!(matches!(error, EtcdError::NoQuorum { .. }), "{error:?}");
+        let error = on_follower
+            .grant_lease(Duration::from_secs(2))
+            .await
+            .unwrap_err();
+        assert!(matches!(error, EtcdError::NoQuorum { .. }), "{error:?}");
+    });
+}
+
+const GATEWAY_PREFIX: &str = "/gateway/";
+const GATEWAY_KEY: &str = "/gateway/watched";
+/// `GATEWAY_KEY` as the gateway writes it (base64).
+const GATEWAY_KEY_BASE64: &str = "L2dhdGV3YXkvd2F0Y2hlZA==";
+
+/// Opens a watch of `/gateway/…` on the member at `endpoint` (POST /v3/watch, a stream of
+/// JSON lines), runs `put` once etcd confirmed the watch, and returns what the stream
+/// carried until the put arrived (or WAIT passed).
+fn watch_stream(endpoint: &str, put: impl FnOnce()) -> String {
+    use std::io::{Read as _, Write as _};
+    let address = endpoint.trim_start_matches("http://");
+    // "/gateway/" to "/gateway0", in base64.
+    let body = r#"{"create_request":{"key":"L2dhdGV3YXkv","range_end":"L2dhdGV3YXkw"}}"#;
+    let mut stream = std::net::TcpStream::connect(address).expect("connect to the member");
+    stream
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("a read timeout");
+    let request = format!(
+        "POST /v3/watch HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream
+        .write_all(request.as_bytes())
+        .expect("send the watch");
+    let mut seen = String::new();
+    let mut put = Some(put);
+    let deadline = std::time::Instant::now() + WAIT;
+    while std::time::Instant::now() < deadline && !seen.contains(GATEWAY_KEY_BASE64) {
+        let mut buffer = [0u8; 4096];
+        if let Ok(read) = stream.read(&mut buffer) {
+            seen.push_str(&String::from_utf8_lossy(&buffer[..read]));
+        }
+        if seen.contains("\"created\":true")
+            && let Some(put) = put.take()
+        {
+            put();
+        }
+    }
+    seen
+}
+
+// ---- the barrier's deadline, dead-vm = "hold", reschedules, etcd coming back -----------------
+
+impl Set {
+    /// The test's own etcd (these tests do not use the shared cluster).
+    fn own_etcd(&self) -> &Etcd {
+        self.etcd.as_ref().expect("an etcd of its own")
+    }
+
     /// `{prefix}/events/{id}/ready/{vm}`: the NotBefore (Unix ms) `vm` recorded ready for.
     fn ready_record(&self, vm: &str) -> Option<u64> {
         let key = format!("/forewarn/events/{}/ready/{vm}", self.event_id);
-        self.etcd.value(&key).map(|value| {
+        self.own_etcd().value(&key).map(|value| {
             value
                 .parse()
                 .unwrap_or_else(|error| panic!("{key} = {value:?}: {error}"))
@@ -719,6 +1074,8 @@ fn the_deadline_lets_the_leader_approve_without_a_vm_that_never_gets_ready() {
         coordination: &["deadline = \"12s\""],
         auth: false,
         tls: Tls::Off,
+        policy: &[],
+        cluster: None,
     });
     let (leader, _) = set.wait_for_one_leader();
     let not_before = set
@@ -759,6 +1116,8 @@ fn dead_vm_hold_keeps_a_vm_that_died_ready_holding_the_event() {
         coordination: &["dead-vm = \"hold\""],
         auth: false,
         tls: Tls::Off,
+        policy: &[],
+        cluster: None,
     });
     let (leader, _) = set.wait_for_one_leader();
     assert_eq!(
@@ -775,7 +1134,10 @@ fn dead_vm_hold_keeps_a_vm_that_died_ready_holding_the_event() {
         || set.describe(),
     );
     let was_ready = format!("/forewarn/events/{}/was-ready/{leader}", set.event_id);
-    assert_eq!(set.etcd.value(&was_ready).as_deref(), Some(leader.as_str()));
+    assert_eq!(
+        set.own_etcd().value(&was_ready).as_deref(),
+        Some(leader.as_str())
+    );
     let state = set.simulator.state();
     assert!(
         set.transition_ms(&state, Transition::Started).is_none(),
@@ -816,6 +1178,8 @@ fn a_rescheduled_event_is_approved_once_every_vm_is_ready_for_the_new_not_before
             coordination: &[],
             auth: false,
             tls: Tls::Off,
+            policy: &[],
+            cluster: None,
         },
         &scenario,
     );
@@ -885,6 +1249,8 @@ fn etcd_coming_back_mid_event_lets_the_set_approve_once() {
         coordination: &[],
         auth: false,
         tls: Tls::Off,
+        policy: &[],
+        cluster: None,
     });
     let (leader, _) = set.wait_for_one_leader();
     let not_before = set
@@ -895,7 +1261,7 @@ fn etcd_coming_back_mid_event_lets_the_set_approve_once() {
         None,
         "vm-c must still be preparing"
     );
-    set.etcd.signal("STOP");
+    set.own_etcd().signal("STOP");
     wait_until(
         WAIT,
         "every daemon to find etcd unreachable and vm-c's plugins to approve",
@@ -916,7 +1282,7 @@ fn etcd_coming_back_mid_event_lets_the_set_approve_once() {
         set.describe()
     );
     let resumed_at = now_unix_ms();
-    set.etcd.signal("CONT");
+    set.own_etcd().signal("CONT");
     let approval = set.the_one_approval(&VMS);
     assert!(approval.accepted, "{}", set.describe());
     assert!(

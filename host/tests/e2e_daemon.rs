@@ -665,7 +665,8 @@ runs_for = "1m"
 "#;
 
 /// SIGKILL while `second` (after `first`) still defers; the restart resumes: `first` is
-/// not asked to prepare again, `second` goes on counting attempts from the journal, the
+/// not asked to prepare again, `second` goes on counting attempts from the journal (from
+/// its first attempt at least: re-asks are journaled in groups), the
 /// event is approved once. Then SIGKILL again after the start, let the event end while the
 /// daemon is down, and the next daemon delivers the recovery phase (in reverse order).
 #[test]
@@ -712,8 +713,12 @@ fn restart_after_sigkill_resumes_the_event() {
         .find(|d| d.plugin == "second" && d.phase == "prepare")
         .map(|d| attempt_of(&d.reason).unwrap_or(u32::MAX))
         .expect("second asked again");
+    // Attempts go on from the journal, not from 1: a first attempt is on disk before its
+    // call. Asking again a plugin that deferred is journaled in groups (within a second,
+    // docs/operations.md "Disk writes have a rate"), so a SIGKILL may lose the last few
+    // re-asks; they are asked again.
     assert!(
-        first_attempt_after > last_attempt_before,
+        first_attempt_after >= 2 && first_attempt_after <= last_attempt_before + 1,
         "attempts continue from the journal ({last_attempt_before} before, {first_attempt_after} after); {context}"
     );
     assert_eq!(
@@ -768,7 +773,7 @@ runs_for = "1s"
 [[faults]]
 kind = "delay"
 delay = "30s"
-from = "1500ms"
+after_approval = true
 until = "12s"
 "#;
 /// When the GETs of [`UNSEEN_START_SCENARIO`] are answered at once again (scenario ms).
@@ -809,7 +814,8 @@ fn approved_event_that_ended_while_down_is_recovered_as_started() {
     );
     assert!(
         world.daemon.transitions("started").is_empty(),
-        "the test needs the daemon killed before it saw the start"
+        "the test needs the daemon killed before it saw the start; {}",
+        world.daemon.describe_for_failure()
     );
     assert_eq!(phases(&world.daemon.decisions(), id, "probe"), ["prepare"]);
     world.wait_for_transition(id, Transition::Removed);

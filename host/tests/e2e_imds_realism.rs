@@ -342,3 +342,155 @@ fn a_five_second_preempt_is_approved_before_not_before_and_the_vm_goes_away() {
     );
     assert_polite(&state);
 }
+
+// ---- values forewarn cannot read (issue 32) --------------------------------------------
+
+/// The NotBefore texts of the odd events: epoch seconds, -1, garbage, an impossible date.
+const UNREADABLE_NOT_BEFORE: [(&str, &str); 4] = [
+    ("epoch", "1649716018"),
+    ("minus-one", "-1"),
+    ("garbage", "garbage"),
+    ("feb-30", "2022-02-30T10:00:00Z"),
+];
+
+/// Every event 3 days ahead, far beyond the lead time (1 h): a NotBefore that can be read
+/// waits; one that cannot is prepared at once, as if the event may start at any moment.
+/// A date without a zone is read as UTC (here long past: prepared at once too). IMDS keeps
+/// the approved events Scheduled (with their odd NotBefore) while it waits for the host.
+#[test]
+fn events_whose_not_before_cannot_be_read_are_prepared_at_once_and_shown() {
+    let mut scenario = String::from("name = \"unreadable\"\nopen_ended = true\n");
+    let mut event = |id: &str, not_before_text: Option<&str>| {
+        scenario.push_str(&format!(
+            "\n[[events]]\nid = \"{id}\"\ntype = \"Reboot\"\nresources = [\"vm-a\"]\nappear_at = \"1s\"\nnotice = \"3d\"\nstart_after_approval = \"1h\"\n"
+        ));
+        if let Some(text) = not_before_text {
+            scenario.push_str(&format!("not_before_text = \"{text}\"\n"));
+        }
+    };
+    event("readable", None);
+    event("no-zone", Some("Mon, 11 Apr 2022 22:26:58"));
+    for (id, text) in UNREADABLE_NOT_BEFORE {
+        event(id, Some(text));
+    }
+    let env = TestEnv::builder(forewarn())
+        .scenario_text(&scenario)
+        .plugins(&[ProbePlugin::new("probe", "approve").subscribe(&["Reboot"])])
+        .wait(WAIT)
+        .start();
+    // Prepared and approved at IMDS at once, 3 days ahead.
+    let odd: Vec<&str> = UNREADABLE_NOT_BEFORE
+        .iter()
+        .map(|(id, _)| *id)
+        .chain(["no-zone"])
+        .collect();
+    env.simulator()
+        .wait_for_state(WAIT, "the odd events approved", |state| {
+            odd.iter()
+                .all(|id| accepted_approvals(state, id).len() == 1)
+        });
+    let admin = env.daemon.admin_address(WAIT);
+    let snapshot = wait_for(WAIT, "the odd events in /status", || {
+        let snapshot = status(&admin)?;
+        let shown = snapshot
+            .events
+            .iter()
+            .filter(|event| !event.unreadable.is_empty())
+            .count();
+        match shown {
+            4 => Ok(snapshot),
+            _ => Err(format!("{shown} shown: {:?}", snapshot.events)),
+        }
+    });
+    for (id, text) in UNREADABLE_NOT_BEFORE {
+        let event = snapshot
+            .events
+            .iter()
+            .find(|event| event.id == id)
+            .unwrap_or_else(|| panic!("{id} not in /status"));
+        assert_eq!(event.unreadable[0].field, "NotBefore", "{id}");
+        assert_eq!(event.unreadable[0].value, text, "{id}");
+    }
+    let readable = snapshot
+        .events
+        .iter()
+        .find(|event| event.id == "readable")
+        .expect("the readable event in /status");
+    assert_eq!(readable.lifecycle, "scheduled, waiting for the lead time");
+    assert!(
+        !env.daemon
+            .decisions()
+            .iter()
+            .any(|decision| decision.event_id == "readable"),
+        "the readable event 3 days ahead was prepared"
+    );
+    let metrics = http_get(&admin, "/metrics").expect("/metrics");
+    assert!(
+        metrics.contains("forewarn_events_unreadable_total{field=\"NotBefore\"} 4"),
+        "{metrics}"
+    );
+}
+
+/// An EventId that carries a whole forged log line of the text format, then a carriage
+/// return and an escape sequence that would erase the real line on a terminal.
+const FORGING_ID: &str = "E1\n2026-01-01T00:00:00.000000Z  INFO forewarn_host::daemon: approved at IMDS event_ids=FORGED\r\u{1b}[2K";
+
+/// Two Reboots whose IMDS text forges log lines: the first by its EventId (it names only
+/// vm-a, and no plugin subscribes: approved at once under `approve-unsubscribed`), the
+/// second by its EventType and its resource names.
+fn forging_scenario() -> String {
+    let toml_string = |text: &str| serde_json::to_string(text).unwrap();
+    format!(
+        "name = \"forging\"\nend_after = \"10m\"\n\n\
+         [[events]]\nid = {}\ntype = \"Reboot\"\nresources = [\"vm-a\"]\nappear_at = \"1s\"\nnotice = \"10m\"\n\n\
+         [[events]]\nid = \"E2\"\ntype = {}\nresources = [\"vm-a\", {}, {}]\nappear_at = \"1s\"\nnotice = \"10m\"\n",
+        toml_string(FORGING_ID),
+        toml_string("Reboot\n2026-01-01T00:00:00.000000Z  INFO forewarn_host::daemon: FORGED-TYPE"),
+        toml_string(
+            "vm-b\n2026-01-01T00:00:00.000000Z ERROR forewarn_host::daemon: FORGED-RESOURCE"
+        ),
+        toml_string("\u{1b}]52;c;Zm9yZ2Vk\u{7}\u{1b}[31mred"),
+    )
+}
+
+/// IMDS text cannot forge lines of the daemon's text log (issue 33: an EventId with a
+/// newline made `… INFO forewarn_host::daemon: approved at IMDS event_ids=FORGED` lines).
+/// The daemon still approves the forging event under its exact id at IMDS.
+#[test]
+fn imds_text_cannot_forge_lines_of_the_text_log() {
+    let env = TestEnv::builder(forewarn())
+        .scenario_text(&forging_scenario())
+        .policy(&["approve-unsubscribed = true"])
+        .prepare();
+    let daemon = Daemon::start_with_text_log(forewarn(), &env.config);
+    let state = env
+        .simulator
+        .wait_for_state(WAIT, "the forging event approved at IMDS", |state| {
+            !accepted_approvals(state, FORGING_ID).is_empty()
+        });
+    assert!(accepted_approvals(&state, FORGING_ID)[0].event_id == FORGING_ID);
+    // Both events' transitions are logged (the second's with its forging type and names).
+    let log = wait_for(WAIT, "both events' transitions in the text log", || {
+        let lines = daemon.unparsed();
+        let transitions = lines
+            .iter()
+            .filter(|line| line.contains("event transition"))
+            .count();
+        (transitions >= 2)
+            .then_some(lines.clone())
+            .ok_or(lines.join("\n"))
+    });
+    let forged: Vec<&String> = log
+        .iter()
+        .filter(|line| line.starts_with("2026-01-01") || line.chars().any(char::is_control))
+        .collect();
+    assert!(
+        forged.is_empty(),
+        "forged or raw lines in the text log: {forged:#?}"
+    );
+    assert!(
+        log.iter()
+            .any(|line| line.contains("E1\\n2026-01-01T00:00:00")),
+        "the EventId is logged escaped: {log:#?}"
+    );
+}

@@ -756,6 +756,24 @@ notice = "10m"
 runs_for = "2s"
 "#;
 
+/// The flood scenario with one approving plugin, not started yet.
+fn flood_env() -> Setup {
+    TestEnv::builder(forewarn())
+        .scenario_text(FLOOD_SCENARIO)
+        .plugins(&[ProbePlugin::new("ok", "approve")])
+        .prepare()
+}
+
+/// GETs of the document the simulator answered 200 after `since` (Unix ms).
+fn polls_answered_after(state: &forewarn_simulator::StateSnapshot, since: u64) -> usize {
+    state
+        .requests
+        .iter()
+        .filter(|request| request.at_unix_ms > since && request.method == "GET")
+        .filter(|request| request.path.contains("scheduledevents") && request.status == 200)
+        .count()
+}
+
 /// Raises this process's soft RLIMIT_NOFILE to its hard limit, so it can hold the flood.
 fn raise_own_fd_limit(wanted: u64) {
     let mut limit = libc::rlimit {
@@ -781,10 +799,7 @@ fn raise_own_fd_limit(wanted: u64) {
 #[test]
 fn two_thousand_idle_admin_connections_stop_neither_polls_nor_approvals() {
     raise_own_fd_limit(ADMIN_FLOOD_CONNECTIONS as u64 + 256);
-    let env = TestEnv::builder(forewarn())
-        .scenario_text(FLOOD_SCENARIO)
-        .plugins(&[ProbePlugin::new("ok", "approve")])
-        .prepare();
+    let env = flood_env();
     let simulator = &env.simulator;
     let daemon = Daemon::start_with_fd_limit(forewarn(), &env.config, FLOOD_DAEMON_FD_LIMIT);
     let admin = daemon.admin_address(WAIT);
@@ -811,12 +826,7 @@ fn two_thousand_idle_admin_connections_stop_neither_polls_nor_approvals() {
          (approved at {}, flood open at {flooded_at})",
         approval.at_unix_ms
     );
-    let polls_during_flood = state
-        .requests
-        .iter()
-        .filter(|request| request.at_unix_ms > flooded_at && request.method == "GET")
-        .filter(|request| request.path.contains("scheduledevents") && request.status == 200)
-        .count();
+    let polls_during_flood = polls_answered_after(&state, flooded_at);
     assert!(polls_during_flood >= 2, "{}", summarize_state(&state));
     // The endpoint still answers once the idle connections are cut.
     let healthz = wait_for(WAIT, "/healthz during the flood", || {
@@ -824,4 +834,166 @@ fn two_thousand_idle_admin_connections_stop_neither_polls_nor_approvals() {
     });
     assert_eq!(healthz.trim(), "ok");
     drop(idle);
+}
+
+// ---- /readyz under a starving peer (docs/operations.md, "Admin endpoint limits") --------
+
+/// Idle connections the starving peer keeps trying to hold (reopening those closed).
+const STARVING_CONNECTIONS: usize = 300;
+/// Probes of `/readyz` from another address while it does, each given one second.
+const READYZ_PROBES: usize = 100;
+const READYZ_PROBE_WITHIN: Duration = Duration::from_secs(1);
+
+/// Holds up to `connections` idle connections to `admin` from 127.0.0.1 until `stop`,
+/// reopening each one the daemon closes; counts every connection it opened.
+fn starve(
+    admin: std::net::SocketAddr,
+    connections: usize,
+    stop: &std::sync::atomic::AtomicBool,
+    opened: &std::sync::atomic::AtomicUsize,
+) {
+    use std::io::Read;
+    use std::sync::atomic::Ordering;
+    let mut held: Vec<Option<std::net::TcpStream>> = (0..connections).map(|_| None).collect();
+    while !stop.load(Ordering::Relaxed) {
+        for slot in &mut held {
+            let closed = match slot {
+                None => true,
+                Some(stream) => match stream.read(&mut [0u8; 64]) {
+                    Ok(0) => true,
+                    Ok(_) => false,
+                    Err(error) => error.kind() != std::io::ErrorKind::WouldBlock,
+                },
+            };
+            if closed {
+                *slot = std::net::TcpStream::connect(admin).ok();
+                if let Some(stream) = slot {
+                    stream.set_nonblocking(true).unwrap();
+                    opened.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// `GET /readyz` from `source` (bound before connecting): whether the endpoint answered
+/// (200 or 503) within `within`.
+fn readyz_answers_from(
+    runtime: &tokio::runtime::Runtime,
+    source: std::net::IpAddr,
+    admin: std::net::SocketAddr,
+    within: Duration,
+) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let probe = async {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(std::net::SocketAddr::new(source, 0))?;
+        let mut stream = socket.connect(admin).await?;
+        stream
+            .write_all(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            .await?;
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await?;
+        Ok::<bool, std::io::Error>(
+            answer.starts_with(b"HTTP/1.1 200") || answer.starts_with(b"HTTP/1.1 503"),
+        )
+    };
+    runtime.block_on(async { matches!(tokio::time::timeout(within, probe).await, Ok(Ok(true))) })
+}
+
+/// One peer (127.0.0.1) keeps 300 idle connections to the admin port, reopening those the
+/// daemon closes; 100 `/readyz` probes from another address (127.0.0.2), one at a time,
+/// each get an answer within a second (at least 99), and IMDS polls and the approval go on.
+#[test]
+fn a_peer_holding_hundreds_of_idle_connections_cannot_starve_readyz() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    raise_own_fd_limit(STARVING_CONNECTIONS as u64 + 256);
+    let env = flood_env();
+    let daemon = env.start_daemon();
+    let admin: std::net::SocketAddr = daemon.admin_address(WAIT).parse().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let opened = Arc::new(AtomicUsize::new(0));
+    let starving = {
+        let (stop, opened) = (stop.clone(), opened.clone());
+        std::thread::spawn(move || starve(admin, STARVING_CONNECTIONS, &stop, &opened))
+    };
+    wait_for(WAIT, "the starving peer's connections open", || {
+        let count = opened.load(Ordering::Relaxed);
+        (count >= STARVING_CONNECTIONS)
+            .then_some(())
+            .ok_or(format!("{count} opened"))
+    });
+    let flooded_at = now_unix_ms();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let probe_source: std::net::IpAddr = "127.0.0.2".parse().unwrap();
+    let answered = (0..READYZ_PROBES)
+        .filter(|_| readyz_answers_from(&runtime, probe_source, admin, READYZ_PROBE_WITHIN))
+        .count();
+    let state = env.simulator.wait_for_state(
+        WAIT,
+        "an accepted approval under the starving peer",
+        |state| state.approvals.iter().any(|approval| approval.accepted),
+    );
+    stop.store(true, Ordering::Relaxed);
+    starving.join().unwrap();
+    eprintln!(
+        "/readyz answered within {READYZ_PROBE_WITHIN:?} to {answered} of {READYZ_PROBES} probes \
+         from 127.0.0.2 while 127.0.0.1 held {STARVING_CONNECTIONS} idle connections ({} opened)",
+        opened.load(Ordering::Relaxed)
+    );
+    assert!(
+        answered * 100 >= READYZ_PROBES * 99,
+        "/readyz answered {answered} of {READYZ_PROBES} probes within {READYZ_PROBE_WITHIN:?}"
+    );
+    let approval = state.approvals.iter().find(|a| a.accepted).unwrap();
+    assert!(
+        approval.at_unix_ms > flooded_at,
+        "approved before the starving peer was at work; the test proves nothing"
+    );
+    let polls_meanwhile = polls_answered_after(&state, flooded_at);
+    assert!(polls_meanwhile >= 2, "{}", summarize_state(&state));
+}
+
+/// DNS rebinding: a page whose name was made to resolve to the admin address reads nothing
+/// through a browser (its Host is refused with 421), while `/readyz` still answers whatever
+/// the Host (a load balancer may probe by a name the daemon was not told of).
+#[test]
+fn a_page_rebound_to_the_admin_endpoint_by_dns_reads_nothing() {
+    let running = start("idle", 1.0, |_| {});
+    let admin = &running.admin;
+    for path in ["/status", "/status/history", "/metrics", "/"] {
+        let answer = raw_get_with_host(admin, path, "evil.example:9555");
+        assert!(answer.starts_with("HTTP/1.1 421"), "{path}: {answer}");
+        assert!(
+            answer.contains("host-names"),
+            "the refusal names the fix: {answer}"
+        );
+    }
+    let readyz = raw_get_with_host(admin, "/readyz", "evil.example:9555");
+    assert!(readyz.starts_with("HTTP/1.1 200"), "{readyz}");
+    // The endpoint's own address and localhost are served.
+    for host in [admin.as_str(), "localhost:9555", "[::1]:9555"] {
+        let answer = raw_get_with_host(admin, "/status", host);
+        assert!(answer.starts_with("HTTP/1.1 200"), "{host}: {answer}");
+    }
+}
+
+/// `GET path` sending `Host: host`; the whole answer, status line first.
+fn raw_get_with_host(admin: &str, path: &str, host: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(admin).unwrap();
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
 }

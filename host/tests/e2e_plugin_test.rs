@@ -276,3 +276,85 @@ fn demo_with_plugins_runs_the_extra_plugin_beside_the_bundled_ones() {
         describe(&output)
     );
 }
+
+/// `plugin check` and `plugin test` agree on a file whose name is no plugin name: the same
+/// component as `probe_notice-0.1.0.wasm` is accepted by both as the plugin `probe_notice`, and
+/// both say to install it as probe_notice.wasm; `Bad Name.wasm` is refused by both with the
+/// rename.
+#[test]
+fn check_and_test_agree_on_a_versioned_file_name_and_say_what_to_rename() {
+    let project = Project::new("[config]\nmode = \"approve\"\n");
+    let versioned = project.path("probe_notice-0.1.0.wasm");
+    std::fs::copy(project.path("probe.wasm"), &versioned).expect("copy");
+    let rename = "install it as probe_notice.wasm";
+
+    let check = forewarn(&["plugin", "check", path_str(&versioned)], &[]);
+    assert!(check.status.success(), "{}", describe(&check));
+    let said = String::from_utf8_lossy(&check.stdout);
+    assert!(said.contains("a valid forewarn plugin"), "{said}");
+    assert!(said.contains("name:    probe_notice\n"), "{said}");
+    assert!(said.contains(rename), "{said}");
+
+    let scenario = project.path("short-reboot.toml");
+    let manifest = project.path("probe.toml");
+    let tested = forewarn(
+        &[
+            "plugin",
+            "test",
+            path_str(&versioned),
+            "--json",
+            "--speed",
+            "10",
+        ],
+        &[
+            "--scenario",
+            path_str(&scenario),
+            "--config",
+            "mode=approve",
+        ],
+    );
+    let verdict = single_verdict(&tested, 0);
+    assert_eq!(verdict["verdict"], "passed", "{verdict}");
+    assert_eq!(verdict["plugin"], "probe_notice", "{verdict}");
+    assert!(
+        String::from_utf8_lossy(&tested.stderr).contains(rename),
+        "{}",
+        describe(&tested)
+    );
+    // With a manifest of a usable name, that name (its stem) is the plugin's.
+    let tested = forewarn(
+        &[
+            "plugin",
+            "test",
+            path_str(&versioned),
+            "--json",
+            "--speed",
+            "10",
+        ],
+        &[
+            "--scenario",
+            path_str(&scenario),
+            "--manifest",
+            path_str(&manifest),
+        ],
+    );
+    assert_eq!(single_verdict(&tested, 0)["plugin"], "probe");
+
+    let bad = project.path("Bad Name.wasm");
+    std::fs::copy(project.path("probe.wasm"), &bad).expect("copy");
+    let check = forewarn(&["plugin", "check", path_str(&bad)], &[]);
+    let tested = forewarn(
+        &["plugin", "test", path_str(&bad)],
+        &["--scenario", path_str(&scenario)],
+    );
+    assert_eq!(check.status.code(), Some(1), "{}", describe(&check));
+    assert_eq!(tested.status.code(), Some(2), "{}", describe(&tested));
+    for output in [&check, &tested] {
+        let said = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            said.contains("Rename it, e.g. to bad-name.wasm"),
+            "{}",
+            describe(output)
+        );
+    }
+}

@@ -721,8 +721,9 @@ async fn the_watcher_survives_the_directory_being_deleted_and_created_again() {
     assert!(set.load_errors().is_empty(), "{}", describe(&set));
 }
 
-/// The manifest examples in docs/plugin-directory.md parse, and the one that lists every
-/// key with its default value is exactly the defaults.
+/// The manifest examples in docs/plugin-directory.md parse, the one that lists every key
+/// with its default value is exactly the defaults, and the plugins.lock example reads as a
+/// lock file.
 #[test]
 fn the_documented_manifests_parse_and_the_defaults_are_the_defaults() {
     use forewarn_host::plugins::manifest::PluginManifest;
@@ -733,7 +734,11 @@ fn the_documented_manifests_parse_and_the_defaults_are_the_defaults() {
         .skip(1)
         .map(|rest| rest.split("```").next().unwrap())
         .collect();
-    assert_eq!(blocks.len(), 2, "the doc's toml examples");
+    assert_eq!(
+        blocks.len(),
+        3,
+        "the doc's toml examples: two manifests, one lock file"
+    );
     let defaults = PluginManifest::parse(blocks[0]).unwrap();
     assert_eq!(defaults, PluginManifest::default());
     for key in [
@@ -752,6 +757,19 @@ fn the_documented_manifests_parse_and_the_defaults_are_the_defaults() {
     let example = PluginManifest::parse(blocks[1]).unwrap();
     assert_eq!(example.after, ["lb-drain"]);
     assert_eq!(example.runtime_settings().config["retries"], "3");
+    // The lock example, without its `previous` table (which says "the same keys").
+    let lock_text = blocks[2]
+        .split("[plugins.disk-flush.previous]")
+        .next()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        forewarn_host::supply::lock::Lockfile::path(dir.path()),
+        lock_text,
+    )
+    .unwrap();
+    let lock = forewarn_host::supply::lock::Lockfile::read(dir.path()).unwrap();
+    assert!(lock.plugins.contains_key("disk-flush"), "{lock:?}");
 }
 
 /// The real binary: a deferring plugin holds a platform Reboot until a new version,
@@ -1055,4 +1073,105 @@ fn a_readiness_hold_ends_with_its_plugin_or_its_grant_and_survives_a_load_error(
     std::fs::remove_file(plugin_dir.join("holder-c.wasm")).unwrap();
     wait_for_holders(&[]);
     assert_eq!(readyz(), "ready\n");
+}
+
+// ---- memory given back (docs/operations.md, "The daemon's own memory") -----------------
+
+/// The daemon's resident memory, from `/proc/PID/status` (VmRSS), in bytes.
+fn daemon_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmRSS in /proc/{pid}/status"));
+    kib * 1024
+}
+
+const MIB: u64 = 1024 * 1024;
+
+/// A component within the default 64 MiB cap: memory 0 and 15 more of 4 MiB each, every
+/// page of which its `on-start` call (made when the plugin is loaded) writes to.
+fn many_memories_plugin() -> Vec<u8> {
+    forewarn_test_support::generated::ManyMemories {
+        extra_memories: 15,
+        initial_pages: 64,
+        grow_pages: 0,
+        touch_on_start: true,
+    }
+    .component()
+}
+
+/// The real binary: a plugin whose calls touch 60 MiB in 16 memories holds at most its cap
+/// while loaded (shown in `/status`), and the daemon's RSS returns to its baseline within
+/// seconds of the plugin's removal (issue 33: it stayed 125 MiB above it).
+#[test]
+fn a_removed_plugin_gives_its_memory_back() {
+    use forewarn_test_support::forewarn_binary;
+    use forewarn_test_support::harness::{Daemon, DaemonConfig, Simulator, http_get, wait_for};
+    let binary = forewarn_binary!();
+    let temp = tempfile::tempdir().unwrap();
+    let simulator = Simulator::builder(binary).scenario("idle").start();
+    let plugin_dir = temp.path().join("plugins.d");
+    std::fs::create_dir(&plugin_dir).unwrap();
+    let config = temp.path().join("forewarn.toml");
+    DaemonConfig::vm_a(temp.path(), plugin_dir.clone(), &simulator.base_url).write(&config);
+    let daemon = Daemon::start(binary, &config);
+    let admin = daemon.admin_address(TIMEOUT);
+    let pid = daemon.pid();
+    let status = |admin: &str| -> serde_json::Value {
+        let body = http_get(admin, "/status").unwrap_or_else(|error| panic!("{error}"));
+        serde_json::from_str(&body).unwrap()
+    };
+    wait_for(TIMEOUT, "the daemon running", || {
+        let now = status(&admin);
+        (now["phase"] == "running")
+            .then_some(())
+            .ok_or(now.to_string())
+    });
+    let baseline = daemon_rss(pid);
+
+    let deploy = |file_name: &str, bytes: &[u8]| {
+        let temporary = plugin_dir.join(format!(".{file_name}.tmp"));
+        std::fs::write(&temporary, bytes).unwrap();
+        std::fs::rename(&temporary, plugin_dir.join(file_name)).unwrap();
+    };
+    deploy("many-memories.wasm", &many_memories_plugin());
+    // Its on-start call wrote every page: the RSS rises by about 60 MiB.
+    let with_plugin = wait_for(TIMEOUT, "the plugin's pages in the daemon's RSS", || {
+        let rss = daemon_rss(pid);
+        (rss > baseline + 50 * MIB)
+            .then_some(rss)
+            .ok_or(format!("{} MiB", rss / MIB))
+    });
+    let shown = status(&admin)["plugins"][0]["resident_bytes"].as_u64();
+
+    std::fs::remove_file(plugin_dir.join("many-memories.wasm")).unwrap();
+    let removed_at = Instant::now();
+    let after_removal = wait_for(
+        Duration::from_secs(10),
+        "the daemon's RSS back within 8 MiB of its baseline",
+        || {
+            let rss = daemon_rss(pid);
+            (rss <= baseline + 8 * MIB).then_some(rss).ok_or(format!(
+                "{} MiB (baseline {} MiB)",
+                rss / MIB,
+                baseline / MIB
+            ))
+        },
+    );
+    eprintln!(
+        "daemon RSS: baseline {:.1} MiB, with the plugin {:.1} MiB (its memories {:.1} MiB in \
+         /status), {:.1} MiB {} ms after its removal",
+        baseline as f64 / MIB as f64,
+        with_plugin as f64 / MIB as f64,
+        shown.unwrap_or_default() as f64 / MIB as f64,
+        after_removal as f64 / MIB as f64,
+        removed_at.elapsed().as_millis()
+    );
+    let shown = shown.expect("/status shows the plugin's resident memory");
+    assert!(
+        (50 * MIB..=64 * MIB).contains(&shown),
+        "/status shows {shown} bytes resident for a plugin that wrote 60 MiB under a 64 MiB cap"
+    );
 }

@@ -8,8 +8,10 @@ use forewarn_host::log_messages::{PREPARATION_WAITS, PREPARING_LATE, TURN_SHORTE
 use forewarn_host::ops::status::StatusSnapshot;
 use forewarn_simulator::{FaultKind, StateSnapshot, Transition};
 use forewarn_test_support::forewarn_binary;
+use forewarn_test_support::guests::PROBE;
 use forewarn_test_support::harness::{
-    Daemon, DaemonConfig, Simulator, accepted_approvals, http_get, install_bundled_plugin, wait_for,
+    Daemon, DaemonConfig, ProbePlugin, Simulator, accepted_approvals, http_get,
+    install_bundled_plugin, wait_for, write_plugin_dir,
 };
 
 /// Scenario time is wall time here: the notices are the point.
@@ -82,6 +84,24 @@ impl Setup {
             extra: actions.to_owned(),
             prepare_lead_time: lead.map(str::to_owned),
             policy: policy.iter().map(|line| (*line).to_owned()).collect(),
+            ..DaemonConfig::vm_a(
+                self.dir.path(),
+                self.path("plugins"),
+                &self.simulator.base_url,
+            )
+        };
+        let path = self.path("forewarn.toml");
+        config.write(&path);
+        Daemon::start(forewarn_binary!(), &path)
+    }
+
+    /// Starts `forewarn run` polling every `interval` with the default policy and these
+    /// `[actions]`.
+    fn start_daemon_polling(&self, interval: &str, actions: &str) -> Daemon {
+        let config = DaemonConfig {
+            extra: actions.to_owned(),
+            poll_interval: interval.to_owned(),
+            prepare_lead_time: None,
             ..DaemonConfig::vm_a(
                 self.dir.path(),
                 self.path("plugins"),
@@ -449,5 +469,270 @@ fn a_slow_approval_post_does_not_hold_up_a_preempt_that_appears_meanwhile() {
         stop < started,
         "the stop action ran at {stop}, after the Preempt started at {started}: {}",
         daemon.describe_for_failure()
+    );
+}
+
+// ---- a document of 7 500 events (issue 32) ----------------------------------------------
+
+/// How many Reboots the large document lists.
+const LARGE_DOCUMENT_EVENTS: usize = 7_500;
+
+/// 7 500 Reboots for vm-a, 15 minutes ahead, appearing at 2 s, in the shape of a trimmed
+/// IMDS answer (2017-08-01 fields, no ResourceType, short ids): 0.99 MB, under the 1 MiB
+/// forewarn reads. A Preempt with 30 s of notice appears among them at 14 s.
+fn large_document_scenario() -> String {
+    let mut text = String::from(
+        "name = \"large-document\"\nend_after = \"1s\"\nshape = \"2017-08-01\"\n\
+         omit_fields = [\"ResourceType\"]\n",
+    );
+    for index in 0..LARGE_DOCUMENT_EVENTS {
+        text.push_str(&format!(
+            "\n[[events]]\nid = \"e{index:05}\"\ntype = \"Reboot\"\nresources = [\"vm-a\"]\n\
+             appear_at = \"2s\"\nnotice = \"15m\"\n"
+        ));
+    }
+    text.push_str(
+        "\n[[events]]\nid = \"preempt\"\ntype = \"Preempt\"\nresources = [\"vm-a\"]\n\
+         appear_at = \"14s\"\nnotice = \"30s\"\nruns_for = \"3s\"\n",
+    );
+    text
+}
+
+/// The gaps between the GETs of the document the simulator saw from `from` to `until`
+/// (Unix ms), the last one to `until` included.
+fn poll_gaps(state: &StateSnapshot, from: u64, until: u64) -> Vec<u64> {
+    let gets: Vec<u64> = state
+        .requests
+        .iter()
+        .filter(|request| {
+            request.method == "GET" && request.path.ends_with("/metadata/scheduledevents")
+        })
+        .map(|request| request.at_unix_ms)
+        .filter(|at| (from..until).contains(at))
+        .collect();
+    let mut gaps: Vec<u64> = gets.windows(2).map(|pair| pair[1] - pair[0]).collect();
+    gaps.extend(gets.last().map(|last| until - last));
+    gaps
+}
+
+#[test]
+fn a_7500_event_document_keeps_the_poll_cadence_and_a_preempt_in_it_is_stopped_at_once() {
+    let setup = Setup::scenario(&large_document_scenario(), REAL_TIME);
+    // A plugin that defers every Reboot: its answers stream into the daemon all along.
+    write_plugin_dir(
+        &setup.path("plugins"),
+        Path::new(PROBE),
+        &[ProbePlugin::new("busy", "defer").subscribe(&["Reboot"])],
+    );
+    setup.install("graceful-shutdown", Some(PREEMPT_STOP_MANIFEST));
+    let stopped = setup.path("stopped");
+    let daemon = setup.start_daemon_polling("1s", &stop_action(&stopped));
+    // The action's shell creates the file, then writes the instant: wait for the instant.
+    let stop = wait_for(Duration::from_secs(90), "the Preempt's stop action", || {
+        let written = std::fs::read_to_string(&stopped).unwrap_or_default();
+        written
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| daemon.describe_for_failure())
+    });
+    let state = setup.simulator.state();
+    let appeared = at_of(&state, "preempt", Transition::Appeared);
+    let reboots_appeared = at_of(&state, "e00000", Transition::Appeared);
+    let gaps = poll_gaps(&state, reboots_appeared, stop);
+    let mut sorted = gaps.clone();
+    sorted.sort_unstable();
+    let longest = sorted.last().copied().unwrap_or_default();
+    let p99 = sorted
+        .get((sorted.len() * 99).div_ceil(100).saturating_sub(1))
+        .copied()
+        .unwrap_or_default();
+    eprintln!(
+        "7 500 events: stop action {} ms after the Preempt appeared; {} polls, gap p99 {p99} ms, max {longest} ms",
+        stop.saturating_sub(appeared),
+        gaps.len()
+    );
+    let seen = daemon
+        .transitions("scheduled")
+        .iter()
+        .find(|line| line.text("event_id") == "preempt")
+        .map(|line| line.at_unix_ms);
+    let gets_after: Vec<u64> = state
+        .requests
+        .iter()
+        .filter(|request| request.method == "GET" && request.at_unix_ms + 2_000 >= appeared)
+        .map(|request| request.at_unix_ms.saturating_sub(appeared))
+        .take(4)
+        .collect();
+    eprintln!(
+        "Preempt seen by the daemon {:?} ms after it appeared; GETs at {gets_after:?} ms after",
+        seen.map(|at| at.saturating_sub(appeared))
+    );
+    assert!(
+        gaps.len() >= 10,
+        "too few polls to judge the cadence: {gaps:?}"
+    );
+    assert!(
+        longest <= 2_000,
+        "a poll came {longest} ms after the one before (the interval is 1 s): {gaps:?}"
+    );
+    assert!(
+        stop.saturating_sub(appeared) <= 2_000,
+        "the stop action ran {} ms after the Preempt appeared: {}",
+        stop.saturating_sub(appeared),
+        daemon.describe_for_failure()
+    );
+}
+
+// ---- the VM's clock against Azure's (issue 32) ------------------------------------------
+
+/// lb-drain draining for longer than any notice here, then graceful-shutdown with the stop
+/// action, whose turn comes 5 s (its prepare-time) before the deadline (NotBefore - 2 s):
+/// when the stop action runs depends on NotBefore and the clock it is read on.
+fn install_drain_then_stop(setup: &Setup) {
+    setup.install(
+        "lb-drain",
+        Some(
+            "subscribe = [\"Preempt\"]\nbudget = \"5s\"\nprepare-time = \"1s\"\n[config]\n\
+             drain-seconds = 120\n[capabilities]\nreadiness = true\n",
+        ),
+    );
+    setup.install(
+        "graceful-shutdown",
+        Some(
+            "subscribe = [\"Preempt\"]\nafter = [\"lb-drain\"]\nbudget = \"10s\"\n\
+             prepare-time = \"5s\"\n[config]\nstop-action = \"stop-app\"\n[capabilities]\n\
+             actions = [\"stop-app\"]\n",
+        ),
+    );
+}
+
+/// The stop action: appends the instant it ran (Unix ms) to `file`, one line a run.
+fn counted_stop_action(file: &Path) -> String {
+    format!(
+        "[actions.stop-app]\nargv = [\"sh\", \"-c\", \"date +%s%3N >> {}\"]\ntimeout = \"5s\"\n",
+        file.display()
+    )
+}
+
+/// The instants (Unix ms) an appending action wrote to `file`.
+fn runs_in(file: &Path) -> Vec<u64> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .map(|line| line.trim().parse().expect("a Unix ms"))
+        .collect()
+}
+
+#[test]
+fn a_vm_clock_ten_seconds_behind_still_stops_before_a_fifteen_second_preempt() {
+    // Azure's clock (IMDS's Date, NotBefore, the start) is 10 s ahead of this VM's: read on
+    // the VM's clock, the Preempt would start 10 s later than it does, and the stop action
+    // (its turn 7 s before NotBefore) would come after the start.
+    let setup = Setup::scenario(
+        "name = \"clock-behind\"\nend_after = \"1s\"\n\n[[events]]\nid = \"preempt\"\n\
+         type = \"Preempt\"\nappear_at = \"5s\"\nnotice = \"15s\"\nruns_for = \"3s\"\n\n\
+         [[faults]]\nkind = \"vm-clock\"\noffset = \"-10s\"\n",
+        REAL_TIME,
+    );
+    install_drain_then_stop(&setup);
+    let stopped = setup.path("stopped");
+    let daemon = setup.start_daemon(&counted_stop_action(&stopped));
+    let admin = daemon.admin_address(Duration::from_secs(30));
+    let state = setup.wait_for_the_end_of(&daemon, Some("preempt"));
+    assert_polled_before_the_event(&state);
+    let runs = runs_in(&stopped);
+    let started = at_of(&state, "preempt", Transition::Started);
+    let appeared = at_of(&state, "preempt", Transition::Appeared);
+    eprintln!(
+        "VM clock 10 s behind, 15 s Preempt: stop action {:?} ms after it appeared, started {} ms after",
+        runs.iter()
+            .map(|run| run.saturating_sub(appeared))
+            .collect::<Vec<_>>(),
+        started.saturating_sub(appeared)
+    );
+    assert_eq!(runs.len(), 1, "{}", daemon.describe_for_failure());
+    assert!(
+        runs[0] < started,
+        "the stop action ran at {}, after the Preempt started at {started}: {}",
+        runs[0],
+        daemon.describe_for_failure()
+    );
+    let body = http_get(&admin, "/status").expect("/status");
+    let status: StatusSnapshot = serde_json::from_str(&body).expect("a status snapshot");
+    let clock = status.imds.clock.expect("IMDS's clock in /status");
+    assert!(
+        (9_000..=10_500).contains(&clock.offset_ms),
+        "IMDS's clock is 10 s ahead: {clock:?}"
+    );
+}
+
+#[test]
+fn a_step_of_the_vm_clock_neither_loses_nor_repeats_a_plugin_call() {
+    // The Preempt appears at 5 s with 40 s of notice. At 10 s the VM's clock steps 20 s
+    // behind Azure's (as after a Freeze): the event starts 20 s sooner than the VM's clock
+    // says, and a daemon reading that clock would make the stop action after the start. At
+    // 40 s (Azure's) it steps 5 s back (as NTP corrects part of it): Azure's clock stands
+    // still 5 s, and nothing may be asked twice.
+    let setup = Setup::scenario(
+        "name = \"clock-steps\"\nend_after = \"1s\"\n\n[[events]]\nid = \"preempt\"\n\
+         type = \"Preempt\"\nappear_at = \"5s\"\nnotice = \"40s\"\nruns_for = \"3s\"\n\n\
+         [[faults]]\nkind = \"vm-clock\"\noffset = \"-20s\"\nat = \"10s\"\n\n\
+         [[faults]]\nkind = \"vm-clock\"\noffset = \"-15s\"\nat = \"40s\"\n",
+        REAL_TIME,
+    );
+    install_drain_then_stop(&setup);
+    let stopped = setup.path("stopped");
+    let daemon = setup.start_daemon(&counted_stop_action(&stopped));
+    let state = setup.wait_for_the_end_of(&daemon, Some("preempt"));
+    let steps = state.faults_of(FaultKind::VmClock);
+    assert_eq!(steps.len(), 2, "both steps taken: {:?}", state.faults);
+    let runs = runs_in(&stopped);
+    let started = at_of(&state, "preempt", Transition::Started);
+    assert_eq!(
+        runs.len(),
+        1,
+        "the stop action ran {runs:?}: {}",
+        daemon.describe_for_failure()
+    );
+    assert!(
+        runs[0] < started,
+        "the stop action ran at {}, after the Preempt started at {started}: {}",
+        runs[0],
+        daemon.describe_for_failure()
+    );
+    // graceful-shutdown prepared (stopped the app) once; each plugin was told of the start
+    // once and of the end once.
+    for plugin in ["lb-drain", "graceful-shutdown"] {
+        daemon.wait_for_phase(
+            Duration::from_secs(30),
+            Some("preempt"),
+            plugin,
+            "ended-after-start",
+        );
+    }
+    let decisions = daemon.decisions();
+    let count = |plugin: &str, phase: &str| {
+        decisions
+            .iter()
+            .filter(|decision| decision.plugin == plugin && decision.phase == phase)
+            .count()
+    };
+    assert_eq!(
+        count("graceful-shutdown", "prepare"),
+        1,
+        "{}",
+        daemon.describe_for_failure()
+    );
+    for plugin in ["lb-drain", "graceful-shutdown"] {
+        assert_eq!(count(plugin, "started"), 1, "{plugin} told of the start");
+        assert_eq!(
+            count(plugin, "ended-after-start"),
+            1,
+            "{plugin} told of the end"
+        );
+    }
+    assert!(
+        accepted_approvals(&state, "preempt").is_empty(),
+        "lb-drain never approved"
     );
 }

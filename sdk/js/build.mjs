@@ -1,5 +1,8 @@
+#!/usr/bin/env node
 // build.mjs — bundles a JavaScript plugin with the SDK (rolldown) and turns it into a
-// WebAssembly component (componentize-js). Called by build.sh: node build.mjs PLUGIN.js OUT.wasm
+// WebAssembly component (componentize-js) binding forewarn:plugin@0.2.0 (wit/, inside this
+// package). The package's `forewarn-build-js PLUGIN.js -o OUT.wasm` (npx forewarn-build-js …);
+// sdk/js/build.sh runs it in a checkout.
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -9,8 +12,26 @@ import { componentize } from '@bytecodealliance/componentize-js';
 import { rolldown } from 'rolldown';
 
 const sdkDir = dirname(fileURLToPath(import.meta.url));
-const witDir = resolve(sdkDir, '../../wit');
-const [plugin, output] = process.argv.slice(2);
+const witDir = join(sdkDir, 'wit');
+
+// `PLUGIN.js -o OUT.wasm` (build.sh's form), or `PLUGIN.js OUT.wasm`.
+function parseArgs(args) {
+  const usage = 'usage: forewarn-build-js PLUGIN.js -o PLUGIN.wasm';
+  if (args.includes('-h') || args.includes('--help')) {
+    console.log(usage);
+    process.exit(0);
+  }
+  const at = args.indexOf('-o');
+  const output = at >= 0 ? args[at + 1] : args[1];
+  const inputs = at >= 0 ? args.filter((_, i) => i !== at && i !== at + 1) : args.slice(0, 1);
+  if (inputs.length !== 1 || !output) {
+    console.error(usage);
+    process.exit(2);
+  }
+  return [inputs[0], output];
+}
+
+const [plugin, output] = parseArgs(process.argv.slice(2));
 
 // The component's entry module: the SDK turns the plugin's onEvent (and onStart, if it exports
 // one) into the handler export.
@@ -53,6 +74,7 @@ async function main() {
       disableFeatures: ['http', 'fetch-event'],
     });
     await writeFile(output, component);
+    console.log(`built ${output} (${component.length} bytes)`);
   } finally {
     await rm(work, { recursive: true, force: true });
   }

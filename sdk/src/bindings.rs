@@ -2,7 +2,7 @@
 //! Plugin authors use the tidy re-exports at the crate root instead of this module.
 
 wit_bindgen::generate!({
-    path: "../wit",
+    path: "wit",
     world: "event-handler",
     // The generated code and the export macro name wit-bindgen through this crate, so a
     // plugin needs no direct dependency on wit-bindgen.

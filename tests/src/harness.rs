@@ -26,7 +26,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use forewarn_host::log_messages::{
-    ADMIN_LISTENING, APPROVED_AT_IMDS, EVENT_TRANSITION, PLUGIN_CALL_FAILED, PLUGIN_DECISION,
+    ADMIN_LISTENING, APPROVED_AT_IMDS, EVENT_TRANSITION, PLUGIN_CALL_FAILED,
+    PLUGIN_CALL_FAILED_CONSENT, PLUGIN_DECISION,
 };
 use forewarn_simulator::{ApprovalRecord, StateSnapshot, Transition};
 use tempfile::TempDir;
@@ -38,6 +39,14 @@ macro_rules! forewarn_binary {
     () => {
         ::std::path::Path::new(env!("CARGO_BIN_EXE_forewarn"))
     };
+}
+
+/// The workspace's root directory (where `packaging/` and `docs/` are).
+pub fn repository_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ is in the workspace")
+        .to_path_buf()
 }
 
 /// Now, in Unix milliseconds (the unit of every timestamp the simulator and the log carry).
@@ -400,6 +409,20 @@ impl Simulator {
         assert!(answer.contains(" 200"), "ending {event_id}: {answer}");
     }
 
+    /// `POST /simulator/events` with `body` (JSON: `{"type": "Reboot",
+    /// "not_before_seconds": 30}`, see the simulator's console): an event that appears now.
+    /// Returns its id.
+    pub fn generate_event(&self, body: &str) -> String {
+        let answer = http_post_json(self.address(), "/simulator/events", body)
+            .unwrap_or_else(|error| panic!("POST /simulator/events {body} failed: {error}"));
+        let created: serde_json::Value = serde_json::from_str(&answer)
+            .unwrap_or_else(|error| panic!("cannot parse {answer:?}: {error}"));
+        created["event_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no event_id in {answer}"))
+            .to_owned()
+    }
+
     /// Kills the simulator now.
     pub fn stop(&mut self) {
         self.process.kill();
@@ -467,16 +490,23 @@ pub fn http_get_with_headers(
     path: &str,
     headers: &[(&str, &str)],
 ) -> Result<String, String> {
-    let mut stream = TcpStream::connect(address).map_err(|error| format!("connect: {error}"))?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .map_err(|error| error.to_string())?;
     let extra: String = headers
         .iter()
         .map(|(name, value)| format!("{name}: {value}\r\n"))
         .collect();
     let request =
         format!("GET {path} HTTP/1.1\r\nHost: {address}\r\n{extra}Connection: close\r\n\r\n");
+    exchange(address, &request, "HTTP/1.1 200")
+        .map_err(|error| error.replace("not the answer wanted", "not a 200"))
+}
+
+/// Sends `request` over a fresh connection to `address`; the body of an answer whose status
+/// line starts with `wanted`.
+fn exchange(address: &str, request: &str, wanted: &str) -> Result<String, String> {
+    let mut stream = TcpStream::connect(address).map_err(|error| format!("connect: {error}"))?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(|error| error.to_string())?;
     stream
         .write_all(request.as_bytes())
         .map_err(|error| format!("send: {error}"))?;
@@ -488,8 +518,8 @@ pub fn http_get_with_headers(
     let (head, body) = response
         .split_once("\r\n\r\n")
         .ok_or_else(|| format!("no header end in {response:?}"))?;
-    if !head.starts_with("HTTP/1.1 200") {
-        return Err(format!("not a 200: {head}"));
+    if !head.starts_with(wanted) {
+        return Err(format!("not the answer wanted: {head}: {body}"));
     }
     if head
         .to_ascii_lowercase()
@@ -498,6 +528,17 @@ pub fn http_get_with_headers(
         return Ok(dechunk(body));
     }
     Ok(body.to_owned())
+}
+
+/// A minimal HTTP/1.1 POST of a JSON `body` over a fresh loopback connection, returning
+/// the body of a 2xx answer.
+pub fn http_post_json(address: &str, path: &str, body: &str) -> Result<String, String> {
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    exchange(address, &request, "HTTP/1.1 2")
 }
 
 /// One HTTP/1.1 request as a test server read it.
@@ -773,7 +814,7 @@ impl LogLine {
 }
 
 /// One plugin decision as the daemon logged it ([`PLUGIN_DECISION`], or
-/// [`PLUGIN_CALL_FAILED`] with `failure` set).
+/// [`PLUGIN_CALL_FAILED`] or [`PLUGIN_CALL_FAILED_CONSENT`] with `failure` set).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PluginDecision {
     /// When it was logged, in ms since the Unix epoch.
@@ -795,7 +836,13 @@ pub struct PluginDecision {
 impl PluginDecision {
     fn from_line(line: &LogLine) -> Option<PluginDecision> {
         let message = line.message();
-        if message != PLUGIN_DECISION && message != PLUGIN_CALL_FAILED {
+        if ![
+            PLUGIN_DECISION,
+            PLUGIN_CALL_FAILED,
+            PLUGIN_CALL_FAILED_CONSENT,
+        ]
+        .contains(&message)
+        {
             return None;
         }
         Some(PluginDecision {
@@ -831,6 +878,12 @@ impl Daemon {
         Daemon::spawn(Command::new(binary), binary, config)
     }
 
+    /// [`Daemon::start`] with the text log format (`--log-format text`): every line of its
+    /// log is then in [`Daemon::unparsed`], as an operator reading journald would see it.
+    pub fn start_with_text_log(binary: &Path, config: &Path) -> Daemon {
+        Daemon::spawn_with(Command::new(binary), binary, config, "text", &[])
+    }
+
     /// [`Daemon::start`] with extra environment variables (e.g. `NOTIFY_SOCKET`).
     pub fn start_with_env(binary: &Path, config: &Path, vars: &[(&str, &str)]) -> Daemon {
         let mut command = Command::new(binary);
@@ -849,10 +902,20 @@ impl Daemon {
         Daemon::spawn(shell, binary, config)
     }
 
+    /// [`Daemon::start`] run by `wrapper` (a program and its arguments ending in `--`, e.g.
+    /// `strace -o FILE --`), which runs the daemon as its child: [`Daemon::pid`] is then the
+    /// wrapper's.
+    pub fn start_under(wrapper: &[&str], binary: &Path, config: &Path) -> Daemon {
+        let (program, arguments) = wrapper.split_first().expect("a wrapper program");
+        let mut command = Command::new(program);
+        command.args(arguments).arg(binary);
+        Daemon::spawn(command, binary, config)
+    }
+
     /// [`Daemon::start`] with more `forewarn run` arguments after `--config PATH`, e.g. the
     /// flags that override the config file (`--imds-url URL`, `--vm-name NAME`, …).
     pub fn start_with_args(binary: &Path, config: &Path, args: &[&str]) -> Daemon {
-        Daemon::spawn_with_args(Command::new(binary), binary, config, args)
+        Daemon::spawn_with(Command::new(binary), binary, config, "json", args)
     }
 
     /// [`Daemon::start`] through `command`, which runs the daemon's binary itself (e.g.
@@ -864,17 +927,20 @@ impl Daemon {
     }
 
     fn spawn(command: Command, binary: &Path, config: &Path) -> Daemon {
-        Daemon::spawn_with_args(command, binary, config, &[])
+        Daemon::spawn_with(command, binary, config, "json", &[])
     }
 
-    fn spawn_with_args(
+    /// The daemon `command` runs, logging in `format` ("json" or "text"), with `args` after
+    /// `--config PATH`.
+    fn spawn_with(
         mut command: Command,
         binary: &Path,
         config: &Path,
+        format: &str,
         args: &[&str],
     ) -> Daemon {
         let mut child = command
-            .args(["--log-format", "json", "run", "--config"])
+            .args(["--log-format", format, "run", "--config"])
             .arg(config)
             .args(args)
             .env("FOREWARN_LOG", "info")

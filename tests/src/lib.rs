@@ -4,7 +4,12 @@
 
 /// Azurite's Blob service over HTTPS with OAuth, for the blob storage tests.
 pub mod azurite;
+/// Real etcd on loopback: one member, or a cluster whose members the tests kill and restart.
+pub mod etcd;
+/// A small OCI registry that can be told to misbehave, for the supply-chain tests.
+pub mod fake_registry;
 pub mod fixtures;
+pub mod generated;
 pub mod guests;
 pub mod harness;
 /// An HTTPS client trusting only the test CA.
@@ -13,4 +18,6 @@ pub mod https;
 pub mod https_server;
 /// A throwaway test CA and certificates (openssl).
 pub mod pki;
+/// A small tmpfs for a state directory, to fill and make read-only.
+pub mod small_disk;
 pub mod webhook_receiver;

@@ -27,7 +27,7 @@ use forewarn_runtime::{
 use forewarn_simulator::{Scenario, SimulatorConfig, SimulatorHandle};
 use forewarn_test_support::fixtures::{sample_context, sample_event};
 use forewarn_test_support::guests::NOOP;
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
 const WARM_UP_CALLS: usize = 200;
@@ -39,6 +39,9 @@ const LATENCY_EVENTS: usize = 300;
 const LATENCY_SPACING: Duration = Duration::from_millis(100);
 /// Repetitions of each fan-out shape.
 const FAN_OUT_ROUNDS: usize = 15;
+
+#[path = "bench_dispatch/large_document.rs"]
+mod large_document;
 
 /// Preempts found by the real poller (`bench-dispatch detection`): how many, how often the
 /// poller asks (forewarn's default), and how far apart they appear (not a multiple of the
@@ -71,10 +74,16 @@ async fn run() -> anyhow::Result<()> {
     let noop = std::fs::read(NOOP).with_context(|| format!("could not read {NOOP}"))?;
     println!("# forewarn dispatch figures\n");
     // `bench-dispatch fan-out` measures the fan-out alone (for a profiler);
-    // `bench-dispatch detection` the Preempts found by the real poller (about 5 minutes).
+    // `bench-dispatch detection` the Preempts found by the real poller (about 5 minutes);
+    // `bench-dispatch large-document` documents of 10, 1 000 and 7 500 events polled by the
+    // real binary (about 4 minutes; `cargo build --workspace` first).
     match std::env::args().nth(1).as_deref() {
         Some("fan-out") => return measure_fan_out(&runtime, &noop, work.path()).await,
         Some("detection") => return measure_detection(&runtime, work.path()).await,
+        Some("large-document") => {
+            let only: Vec<String> = std::env::args().skip(2).collect();
+            return large_document::measure_large_documents(work.path(), &only).await;
+        }
         _ => {}
     }
     measure_call_overhead(&runtime, &noop).await?;
@@ -456,7 +465,7 @@ struct Bench {
     simulator: SimulatorHandle,
     client: ImdsClient,
     /// None when the poller feeds the loop.
-    documents: Option<mpsc::Sender<Document>>,
+    documents: Option<watch::Sender<Option<Arc<Document>>>>,
     shutdown: CancellationToken,
     daemon: tokio::task::JoinHandle<anyhow::Result<()>>,
     recorder: tokio::task::JoinHandle<()>,
@@ -503,11 +512,17 @@ impl Bench {
             policy: PolicyConfig::default(),
             state_dir: state_dir.to_path_buf(),
         };
-        let daemon = Daemon::open(settings, client.clone(), plugins_rx, timeline)?;
+        let daemon = Daemon::open(
+            settings,
+            client.clone(),
+            plugins_rx,
+            timeline,
+            Arc::default(),
+        )?;
         let shutdown = CancellationToken::new();
         let (documents, documents_rx) = match feed {
             Feed::ByHand => {
-                let (sender, receiver) = mpsc::channel(16);
+                let (sender, receiver) = watch::channel(None);
                 (Some(sender), receiver)
             }
             Feed::Poller(interval) => {
@@ -573,8 +588,7 @@ impl Bench {
         self.documents
             .as_ref()
             .context("the poller feeds this bench")?
-            .send(fetched.document)
-            .await
+            .send(Some(Arc::new(fetched.document)))
             .context("the daemon loop stopped")?;
         Ok(())
     }

@@ -8,7 +8,7 @@ use wit_bindgen_core::Files;
 use wit_bindgen_core::wit_parser::Resolve;
 
 /// Generates the C bindings of `world` from the WIT at `wit` into `out_dir`.
-pub(crate) fn write_c_bindings(wit: &Path, world: &str, out_dir: &Path) -> Result<()> {
+pub fn write_c_bindings(wit: &Path, world: &str, out_dir: &Path) -> Result<()> {
     let mut resolve = Resolve::default();
     let (package, _) = resolve
         .push_path(wit)

@@ -10,7 +10,7 @@ use wasi_preview1_component_adapter_provider::{
 use wit_component::ComponentEncoder;
 
 /// Reads the core module at `module`, encodes it as a component and writes it to `output`.
-pub(crate) fn write_component(module: &Path, output: &Path) -> Result<()> {
+pub fn write_component(module: &Path, output: &Path) -> Result<()> {
     let core = fs::read(module)
         .with_context(|| format!("cannot read the core module {}", module.display()))?;
     let component = encode(&core).with_context(|| {
@@ -24,7 +24,7 @@ pub(crate) fn write_component(module: &Path, output: &Path) -> Result<()> {
 }
 
 /// Encodes a core module (with its embedded component type) as a validated component.
-fn encode(core: &[u8]) -> Result<Vec<u8>> {
+pub fn encode(core: &[u8]) -> Result<Vec<u8>> {
     ComponentEncoder::default()
         .validate(true)
         .module(core)?

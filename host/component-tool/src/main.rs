@@ -1,12 +1,10 @@
 //! `forewarn-component-tool`: the two build steps a C plugin needs, without installing
 //! `wit-bindgen-cli` or `wasm-tools`: generate C bindings, and turn a core module into a component.
-mod bindings;
-mod component;
-
 use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use forewarn_component_tool::{bindings, component};
 
 /// Builds forewarn plugins written in C (see sdk/c/README.md).
 #[derive(Parser)]

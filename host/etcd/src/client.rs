@@ -33,6 +33,10 @@ pub const ETCD_BODY_MAX_BYTES: usize = 4 * 1024 * 1024;
 /// The gateway path that exchanges [`Credentials`] for a token.
 pub const AUTH_PATH: &str = "/v3/auth/authenticate";
 
+/// The gateway path of a member's own status (its leader, if it knows one), answered
+/// without a quorum.
+const STATUS_PATH: &str = "/v3/maintenance/status";
+
 /// What went wrong talking to etcd. Its text names settings by their own names
 /// (`endpoints`, `ca-file`); [`EtcdError::describe`] names them as keys of a config section.
 #[derive(Debug, thiserror::Error)]
@@ -69,6 +73,18 @@ pub enum EtcdError {
         /// What could not be read, with the start of the answer.
         message: String,
     },
+    /// Members answer, but none of them knows a leader: the cluster lost its quorum (more
+    /// than half of its members are down or cannot reach each other), so it can neither
+    /// write nor read linearizably.
+    #[error("{}", self.describe(""))]
+    NoQuorum {
+        /// The endpoints whose members answered without a leader.
+        answering: Vec<String>,
+        /// The endpoints that did not answer at all.
+        silent: Vec<String>,
+        /// The failure of the request that found it, as [`EtcdError::describe`] says it.
+        cause: String,
+    },
     /// The settings cannot work, or the TLS files cannot be used.
     #[error("{}", self.describe(""))]
     Settings(#[from] SettingsError),
@@ -78,6 +94,17 @@ pub enum EtcdError {
 }
 
 impl EtcdError {
+    /// Whether the error is about one endpoint, so the next one is worth trying: it did not
+    /// answer, or its member answered that it cannot serve now (HTTP 5xx: no leader, a
+    /// request that timed out inside etcd, its gateway cut off from its own gRPC server).
+    fn is_endpoint_failure(&self) -> bool {
+        match self {
+            EtcdError::Unreachable { .. } => true,
+            EtcdError::Refused { status, .. } => *status >= 500,
+            _ => false,
+        }
+    }
+
     /// The error's text with settings named as keys of `section` (`coordination.endpoints`),
     /// or by their own names when `section` is empty (that is the `Display` text).
     pub fn describe(&self, section: &str) -> String {
@@ -128,6 +155,24 @@ impl EtcdError {
             } => format!(
                 "etcd at {endpoint} sent an answer to {path} that forewarn cannot read: {message}"
             ),
+            EtcdError::NoQuorum {
+                answering,
+                silent,
+                cause,
+            } => {
+                let silent = if silent.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {} do(es) not answer", silent.join(", "))
+                };
+                format!(
+                    "etcd has lost its quorum: {} answer(s) but know(s) no leader{silent}. etcd \
+                     needs a majority of its members up and connected to each other: start the \
+                     members that are down (with their data directories) or repair the network \
+                     between them (last error: {cause})",
+                    answering.join(", ")
+                )
+            }
             EtcdError::Settings(error) => error.render(section),
             EtcdError::Setup(message) => format!("cannot set up the etcd client: {message}"),
         }
@@ -286,7 +331,15 @@ impl EtcdClient {
         Ok(answer.succeeded)
     }
 
-    /// POSTs `body` to `path` on the preferred endpoint, then on each other one.
+    /// The endpoint tried first: the last one that answered.
+    pub fn preferred_endpoint(&self) -> &str {
+        let index = self.preferred.load(Ordering::Relaxed);
+        self.endpoints.get(index).map_or("", String::as_str)
+    }
+
+    /// POSTs `body` to `path` on the preferred endpoint, then on each other one while they
+    /// fail as endpoints (no answer, or HTTP 5xx). When every one failed, says whether the
+    /// cluster lost its quorum ([`EtcdError::NoQuorum`]).
     async fn call<T: DeserializeOwned>(&self, path: &str, body: Value) -> Result<T, EtcdError> {
         let first = self.preferred.load(Ordering::Relaxed);
         let mut last_error = None;
@@ -298,11 +351,49 @@ impl EtcdClient {
                     self.preferred.store(index, Ordering::Relaxed);
                     return Ok(answer);
                 }
-                Err(error @ EtcdError::Unreachable { .. }) => last_error = Some(error),
+                Err(error) if error.is_endpoint_failure() => last_error = Some(error),
                 Err(error) => return Err(error),
             }
         }
-        Err(last_error.unwrap_or_else(|| EtcdError::Setup("no endpoints".into())))
+        let Some(error) = last_error else {
+            return Err(EtcdError::Setup("no endpoints".into()));
+        };
+        Err(self.explain_outage(error).await)
+    }
+
+    /// Every endpoint failed with `error`. Asks each member for its status (served by the
+    /// member alone, without a quorum): when some answer and none of them knows a leader,
+    /// the cluster lost its quorum; otherwise `error` stands.
+    async fn explain_outage(&self, error: EtcdError) -> EtcdError {
+        /// etcd always sends `header`: an answer without it is not from an etcd member.
+        #[derive(Deserialize)]
+        struct MemberStatus {
+            #[serde(rename = "header")]
+            _header: Value,
+            #[serde(default)]
+            leader: Int,
+        }
+        let token = self.cached_token();
+        let mut answering = Vec::new();
+        let mut silent = Vec::new();
+        for endpoint in &self.endpoints {
+            let status: Result<MemberStatus, _> = self
+                .post(endpoint, STATUS_PATH, &json!({}), token.as_deref())
+                .await;
+            match status {
+                Ok(status) if status.leader.0 != 0 => return error,
+                Ok(_) => answering.push(endpoint.clone()),
+                Err(_) => silent.push(endpoint.clone()),
+            }
+        }
+        if answering.is_empty() {
+            return error;
+        }
+        EtcdError::NoQuorum {
+            answering,
+            silent,
+            cause: error.describe(""),
+        }
     }
 
     /// One endpoint; authenticates first when credentials are set, and once more when etcd
@@ -533,14 +624,19 @@ fn prefix_end(prefix: &str) -> Vec<u8> {
     vec![0]
 }
 
-/// The gateway's `{"error": …, "message": …, "code": …}`, or the body itself.
+/// The gateway's `{"error": …, "message": …, "code": …}` (streaming paths nest it:
+/// `{"error": {"message": …, "http_code": …}}`), or the body itself.
 fn gateway_error_message(body: &str) -> String {
     let parsed: Option<Value> = serde_json::from_str(body).ok();
     let message = parsed.as_ref().and_then(|value| {
         value
             .get("message")
             .or_else(|| value.get("error"))
-            .and_then(Value::as_str)
+            .and_then(|message| {
+                message
+                    .as_str()
+                    .or_else(|| message.get("message")?.as_str())
+            })
             .map(str::to_owned)
     });
     message.unwrap_or_else(|| truncate(body, 200))
@@ -611,6 +707,108 @@ mod tests {
         );
     }
 
+    /// A stand-in member on loopback answering every request to `path…` with the status
+    /// and body `answer` gives (one request per connection); its endpoint.
+    async fn fake_member(answer: impl Fn(&str) -> (u16, &'static str) + Send + 'static) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut socket, _)) = listener.accept().await else {
+                    return;
+                };
+                let mut request = [0u8; 4096];
+                let read = socket.read(&mut request).await.unwrap_or(0);
+                let request = String::from_utf8_lossy(&request[..read]).into_owned();
+                let path = request.split(' ').nth(1).unwrap_or("").to_owned();
+                let (status, body) = answer(&path);
+                let head = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = socket.write_all(head.as_bytes()).await;
+                let _ = socket.write_all(body.as_bytes()).await;
+            }
+        });
+        endpoint
+    }
+
+    fn settings(endpoints: &[&str]) -> EtcdSettings {
+        EtcdSettings {
+            endpoints: endpoints.iter().map(|e| (*e).to_owned()).collect(),
+            ..EtcdSettings::default()
+        }
+    }
+
+    const NO_LEADER: (u16, &str) = (
+        503,
+        r#"{"error":"etcdserver: no leader","message":"etcdserver: no leader","code":14}"#,
+    );
+    const STATUS_WITHOUT_LEADER: (u16, &str) = (200, r#"{"header":{},"version":"3.4.23"}"#);
+
+    /// A member answering every request "no leader", and its status with `status`.
+    async fn failing_member_whose_status_is(status: (u16, &'static str)) -> String {
+        fake_member(move |path| {
+            if path == STATUS_PATH {
+                status
+            } else {
+                NO_LEADER
+            }
+        })
+        .await
+    }
+
+    #[tokio::test]
+    async fn a_member_answering_5xx_is_passed_over_for_the_next_endpoint() {
+        let sick = fake_member(|_| NO_LEADER).await;
+        let well = fake_member(|_| (200, r#"{"header":{},"kvs":[]}"#)).await;
+        let client = EtcdClient::connect(&settings(&[&sick, &well])).unwrap();
+        assert_eq!(client.list("/forewarn/").await.unwrap(), Vec::new());
+        assert_eq!(client.preferred_endpoint(), well);
+    }
+
+    #[tokio::test]
+    async fn members_answering_without_a_leader_mean_the_quorum_is_lost() {
+        let survivor = failing_member_whose_status_is(STATUS_WITHOUT_LEADER).await;
+        let down = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            format!("http://{}", listener.local_addr().unwrap())
+        };
+        let client = EtcdClient::connect(&settings(&[&down, &survivor])).unwrap();
+        let error = client.list("/forewarn/").await.unwrap_err();
+        let EtcdError::NoQuorum {
+            answering, silent, ..
+        } = &error
+        else {
+            panic!("expected a lost quorum, got {error:?}");
+        };
+        assert_eq!(answering, &vec![survivor]);
+        assert_eq!(silent, &vec![down]);
+        assert!(
+            error.to_string().starts_with("etcd has lost its quorum: "),
+            "{error}"
+        );
+
+        // A member that knows a leader: the failure is something else, and stays as it was.
+        let led = failing_member_whose_status_is((200, r#"{"header":{},"leader":"42"}"#)).await;
+        let client = EtcdClient::connect(&settings(&[&led])).unwrap();
+        let error = client.list("/forewarn/").await.unwrap_err();
+        assert!(
+            matches!(error, EtcdError::Refused { status: 503, .. }),
+            "{error:?}"
+        );
+
+        // Something that is not etcd (no `header` in its answers) is no sign of a lost quorum.
+        let stranger = failing_member_whose_status_is((200, "{}")).await;
+        let client = EtcdClient::connect(&settings(&[&stranger])).unwrap();
+        let error = client.list("/forewarn/").await.unwrap_err();
+        assert!(
+            matches!(error, EtcdError::Refused { status: 503, .. }),
+            "{error:?}"
+        );
+    }
+
     #[test]
     fn errors_name_settings_as_keys_of_a_section() {
         let unreachable = EtcdError::Unreachable {
@@ -657,5 +855,7 @@ mod tests {
             "etcdserver: invalid auth token"
         );
         assert_eq!(gateway_error_message("oops"), "oops");
+        let streamed = r#"{"error":{"grpc_code":14,"http_code":503,"message":"etcdserver: no leader","http_status":"Service Unavailable"}}"#;
+        assert_eq!(gateway_error_message(streamed), "etcdserver: no leader");
     }
 }

@@ -30,6 +30,16 @@
 //! An [`EtcdError`] says which endpoint failed and how; [`EtcdError::describe`] names
 //! settings the same way. An answer larger than [`ETCD_BODY_MAX_BYTES`] is refused.
 //!
+//! ## Clusters
+//!
+//! A request goes to the endpoint that answered last ([`EtcdClient::preferred_endpoint`]);
+//! when it cannot be reached, gives no answer within [`REQUEST_TIMEOUT`] or answers HTTP 5xx
+//! (a member without a leader, or in the middle of an election), the same request goes to
+//! the next endpoint. When every endpoint failed, the client asks each member for its
+//! status: members that answer but know no leader make the error
+//! [`EtcdError::NoQuorum`] (the cluster lost its quorum), not a plain
+//! [`EtcdError::Unreachable`].
+//!
 //! [etcd]: https://etcd.io/
 //! [JSON gateway]: https://etcd.io/docs/v3.5/dev-guide/api_grpc_gateway/
 //! [forewarn]: https://example.invalid/forewarn

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 use reqwest::{Method, RequestBuilder, StatusCode};
 
@@ -13,6 +13,7 @@ use crate::identity_token::{
     IDENTITY_API_VERSION, IdentityToken, MalformedToken, TokenRefusal, parse_identity_refusal,
     parse_identity_token,
 };
+use crate::imds_clock::{ImdsClock, parse_date_header};
 use crate::parse_error::ParseError;
 use crate::rate_limit::RateLimiter;
 use crate::wire::{self, excerpt, truncate};
@@ -184,6 +185,8 @@ struct Inner {
     limiter: RateLimiter,
     /// Whether IMDS has answered a Scheduled Events GET (any status) at least once.
     answered_once: AtomicBool,
+    /// IMDS's clock, from the `Date` header of every answer.
+    clock: ImdsClock,
 }
 
 /// A transport failure, before it is sorted into `FetchError` or `ApproveError`.
@@ -194,10 +197,12 @@ enum Transport {
     Other(String),
 }
 
-/// One answer from IMDS: status, `Location` (for a 3xx) and the body.
+/// One answer from IMDS: status, `Location` (for a 3xx), `Date` and the body.
 struct Answer {
     status: StatusCode,
     location: String,
+    /// The `Date` header, and when the answer's head arrived.
+    date: Option<(SystemTime, Instant)>,
     body: String,
 }
 
@@ -242,6 +247,7 @@ impl ImdsClient {
                 config,
                 limiter,
                 answered_once: AtomicBool::new(false),
+                clock: ImdsClock::new(),
             }),
         })
     }
@@ -270,6 +276,12 @@ impl ImdsClient {
     /// IMDS has answered once. Every failure, including a document that cannot be read, is a
     /// [`FetchError`]; the caller decides whether and when to ask again.
     pub async fn fetch_events(&self) -> Result<Fetched, FetchError> {
+        parse_fetched(self.fetch_events_text().await?)
+    }
+
+    /// GETs the Scheduled Events document once, as [`ImdsClient::fetch_events`], without
+    /// parsing it: the poller parses only a document that differs from the last one.
+    pub(crate) async fn fetch_events_text(&self) -> Result<String, FetchError> {
         let timeout = if self.inner.answered_once.load(Ordering::Relaxed) {
             self.inner.config.request_timeout
         } else {
@@ -279,17 +291,7 @@ impl ImdsClient {
         let answer = self.send(request, timeout).await?;
         self.inner.answered_once.store(true, Ordering::Relaxed);
         check_fetch_answer(&answer)?;
-        let body = answer.body;
-        match wire::parse_document(&body) {
-            Ok(document) => Ok(Fetched {
-                document,
-                raw: body,
-            }),
-            Err(error) => Err(FetchError::Malformed(
-                error,
-                truncate(&body, RAW_KEEP_CHARS),
-            )),
-        }
+        Ok(answer.body)
     }
 
     /// POSTs `{"StartRequests":[…]}` for `event_ids`, telling IMDS the maintenance may start
@@ -365,10 +367,7 @@ impl ImdsClient {
             return Err(refused.into());
         }
         check_fetch_answer(&answer)?;
-        Ok(parse_identity_token(
-            &answer.body,
-            std::time::SystemTime::now(),
-        )?)
+        Ok(parse_identity_token(&answer.body, SystemTime::now())?)
     }
 
     /// `{base}/metadata/identity/oauth2/token?api-version=…&resource=…[&client_id=…]`.
@@ -397,14 +396,24 @@ impl ImdsClient {
             .header("Metadata", "true")
     }
 
+    /// IMDS's clock as this client's answers show it (shared by every clone).
+    pub fn clock(&self) -> ImdsClock {
+        self.inner.clock.clone()
+    }
+
     /// Waits for the rate limit, sends, and reads the body (at most `IMDS_BODY_MAX_BYTES`)
-    /// within `timeout`.
+    /// within `timeout`. An answer's `Date` header goes to the clock.
     async fn send(&self, request: RequestBuilder, timeout: Duration) -> Result<Answer, Transport> {
         self.inner.limiter.acquire().await;
-        match tokio::time::timeout(timeout, exchange(request, timeout)).await {
+        let sent = Instant::now();
+        let answer = match tokio::time::timeout(timeout, exchange(request, timeout)).await {
             Err(_) => Err(Transport::Timeout(timeout)),
             Ok(result) => result,
+        }?;
+        if let Some((date, received)) = answer.date {
+            self.inner.clock.observe(sent, received, date);
         }
+        Ok(answer)
     }
 }
 
@@ -412,7 +421,14 @@ impl ImdsClient {
 async fn exchange(request: RequestBuilder, timeout: Duration) -> Result<Answer, Transport> {
     let failed = |error| transport_error(error, timeout);
     let mut response = request.send().await.map_err(failed)?;
+    let received = Instant::now();
     let status = response.status();
+    let date = response
+        .headers()
+        .get(reqwest::header::DATE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(parse_date_header)
+        .map(|date| (date, received));
     let location = response
         .headers()
         .get(reqwest::header::LOCATION)
@@ -428,8 +444,24 @@ async fn exchange(request: RequestBuilder, timeout: Duration) -> Result<Answer, 
     Ok(Answer {
         status,
         location,
+        date,
         body: String::from_utf8_lossy(&body).into_owned(),
     })
+}
+
+/// Parses a Scheduled Events body leniently; a body that cannot be read is
+/// [`FetchError::Malformed`], with the raw text kept (cut to ~2 KiB).
+pub(crate) fn parse_fetched(body: String) -> Result<Fetched, FetchError> {
+    match wire::parse_document(&body) {
+        Ok(document) => Ok(Fetched {
+            document,
+            raw: body,
+        }),
+        Err(error) => Err(FetchError::Malformed(
+            error,
+            truncate(&body, RAW_KEEP_CHARS),
+        )),
+    }
 }
 
 /// Sorts a reqwest error into connect, timeout or other.

@@ -14,8 +14,10 @@ pub struct Document {
     pub incarnation: Option<u64>,
     /// `Events`, in the order IMDS listed them; empty when nothing is scheduled.
     pub events: Vec<ScheduledEvent>,
-    /// Entries of `Events` forewarn could not read (no EventId, an unreadable NotBefore, odd
-    /// Resources): set aside so that they do not hide the others. Never serialized.
+    /// Entries of `Events` forewarn could not use at all (no `EventId`, so nothing to track
+    /// them by): set aside so that they do not hide the others. An event with an `EventId`
+    /// and an unreadable field is kept, with the field in
+    /// [`ScheduledEvent::unreadable`]. Never serialized.
     #[serde(skip)]
     pub rejected: Vec<crate::parse_error::ParseError>,
 }
@@ -44,6 +46,72 @@ pub struct ScheduledEvent {
     pub source: EventSource,
     /// `DurationInSeconds`; None when absent or -1 (unknown).
     pub duration_seconds: Option<i64>,
+    /// The fields IMDS sent that forewarn cannot read or does not know, with the text sent:
+    /// each is read the safe way (see [`EventField`]). Empty for an ordinary event; absent
+    /// from journals written before it existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<UnreadableField>,
+}
+
+/// A field of an event that forewarn could not read (or whose value it does not know), with
+/// the text IMDS sent, cut to about 200 characters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct UnreadableField {
+    /// Which field.
+    pub field: EventField,
+    /// What IMDS sent: a string's text, anything else as JSON.
+    pub raw: String,
+}
+
+/// The fields of an event that decide when (or whether) it is prepared, and how each is
+/// read when forewarn cannot read it: always the way that prepares the VM sooner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum EventField {
+    /// Unreadable `NotBefore` (epoch seconds, "-1", an impossible date, …): the event may
+    /// start at any moment, so it is prepared at once, like a blank `NotBefore`.
+    NotBefore,
+    /// Unreadable `DurationInSeconds`: unknown, so no rule that trusts a short impact (a
+    /// short Freeze approved at once) applies.
+    DurationInSeconds,
+    /// An `EventType` forewarn does not know: prepared as the most disruptive type, by every
+    /// plugin that prepares for any type.
+    EventType,
+    /// An `EventStatus` forewarn does not know: read as `Scheduled`, so it is prepared.
+    EventStatus,
+    /// Unusable `Resources`: read as naming this VM (it is prepared), and never approved,
+    /// as which VMs the approval would release is unknown.
+    Resources,
+}
+
+impl EventField {
+    /// The field's name as IMDS spells it ("NotBefore", …): the `field` label of
+    /// `forewarn_events_unreadable_total`.
+    pub fn as_wire(self) -> &'static str {
+        match self {
+            EventField::NotBefore => "NotBefore",
+            EventField::DurationInSeconds => "DurationInSeconds",
+            EventField::EventType => "EventType",
+            EventField::EventStatus => "EventStatus",
+            EventField::Resources => "Resources",
+        }
+    }
+
+    /// How forewarn reads the field when it cannot, in words (for `/status`).
+    pub fn read_as(self) -> &'static str {
+        match self {
+            EventField::NotBefore => "may start at any moment: prepared at once",
+            EventField::DurationInSeconds => "impact unknown: no short-impact rule applies",
+            EventField::EventType => "prepared as the most disruptive type, by every plugin",
+            EventField::EventStatus => "read as Scheduled: prepared",
+            EventField::Resources => "read as naming this VM: prepared, never approved",
+        }
+    }
+}
+
+impl fmt::Display for EventField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_wire())
+    }
 }
 
 /// What the maintenance does to the VM (the event's `EventType`), from least to most
@@ -160,6 +228,14 @@ impl EventSource {
 }
 
 impl ScheduledEvent {
+    /// The text IMDS sent for `field`, when forewarn could not read it.
+    pub fn unreadable(&self, field: EventField) -> Option<&str> {
+        self.unreadable
+            .iter()
+            .find(|unreadable| unreadable.field == field)
+            .map(|unreadable| unreadable.raw.as_str())
+    }
+
     /// Whether `Resources` names `vm_name` (see [`is_vm_name`]).
     pub fn names_vm(&self, vm_name: &str) -> bool {
         self.resources
@@ -213,6 +289,7 @@ mod tests {
             description: String::new(),
             source: EventSource::Platform,
             duration_seconds: None,
+            unreadable: Vec::new(),
         };
         assert!(event.names_vm("westno_0"));
         assert!(!event.names_vm("WestNO_1"));

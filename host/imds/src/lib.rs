@@ -12,7 +12,11 @@
 //! let shutdown = CancellationToken::new();
 //! let (task, mut documents, status) =
 //!     Poller::spawn(client.clone(), Duration::from_secs(1), shutdown.clone());
-//! while let Some(document) = documents.recv().await {
+//! while documents.changed().await.is_ok() {
+//!     // Only the newest document matters: each is a whole snapshot.
+//!     let Some(document) = documents.borrow_and_update().clone() else {
+//!         continue;
+//!     };
 //!     let ours: Vec<String> = document
 //!         .events
 //!         .iter()
@@ -32,6 +36,7 @@ mod client;
 mod compute;
 mod event;
 mod identity_token;
+mod imds_clock;
 mod parse_error;
 mod poller;
 mod rate_limit;
@@ -42,8 +47,12 @@ pub use client::{
     IdentityError, ImdsClient,
 };
 pub use compute::{ComputeInfo, EvictionPolicy, VmPriority, parse_compute};
-pub use event::{Document, EventSource, EventStatus, EventType, ScheduledEvent, is_vm_name};
+pub use event::{
+    Document, EventField, EventSource, EventStatus, EventType, ScheduledEvent, UnreadableField,
+    is_vm_name,
+};
 pub use identity_token::{IdentityToken, MalformedToken, TokenRefusal, parse_identity_token};
+pub use imds_clock::{CLOCK_OFFSET_LOGGED, ClockSkew, ImdsClock, MAX_CLOCK_OFFSET, shift};
 pub use parse_error::ParseError;
-pub use poller::{PollStatus, Poller, PollerConfig, PollerParts};
-pub use wire::{parse_document, parse_start_requests, render_document};
+pub use poller::{Documents, PollStatus, Poller, PollerConfig, PollerParts};
+pub use wire::{format_rfc1123, parse_document, parse_start_requests, render_document};

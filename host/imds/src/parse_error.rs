@@ -3,7 +3,9 @@
 
 /// Why a piece of IMDS JSON was rejected. A document that is not JSON, not an object or has
 /// no `Events` array is rejected whole (the caller keeps its previous view and asks again);
-/// an unreadable entry of `Events` is set aside in [`Document::rejected`] and the rest kept.
+/// an entry of `Events` without a usable `EventId` is set aside in [`Document::rejected`] and
+/// the rest kept. (An event with an `EventId` is never set aside: a field it cannot read is
+/// kept in [`ScheduledEvent::unreadable`](crate::ScheduledEvent::unreadable).)
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
     /// The text is not JSON at all.
@@ -48,36 +50,4 @@ pub enum ParseError {
         /// The start of the entry.
         excerpt: String,
     },
-    /// An event's `NotBefore` is in no format forewarn can read, so its deadline is unknown.
-    #[error(
-        "IMDS sent event {event_id} with a NotBefore forewarn cannot read: \"{text}\" \
-         (expected e.g. \"Mon, 11 Apr 2022 22:26:58 GMT\")"
-    )]
-    BadNotBefore {
-        /// The event's `EventId`.
-        event_id: String,
-        /// The start of the unreadable value.
-        text: String,
-    },
-    /// An event's field has a value forewarn cannot use (e.g. `Resources` holds objects).
-    #[error("IMDS sent event {event_id} with an unusable \"{field}\": \"{excerpt}\"")]
-    BadEventField {
-        /// The event's `EventId`.
-        event_id: String,
-        /// The field's name.
-        field: &'static str,
-        /// The start of the unusable value.
-        excerpt: String,
-    },
-}
-
-impl ParseError {
-    /// The `EventId` of the event this error is about, where it could be read.
-    pub fn event_id(&self) -> Option<&str> {
-        match self {
-            ParseError::BadNotBefore { event_id, .. }
-            | ParseError::BadEventField { event_id, .. } => Some(event_id),
-            _ => None,
-        }
-    }
 }

@@ -1,22 +1,28 @@
-//! The polling loop the daemon runs as a task: fetch the document at an interval, hand every
-//! good one over a channel, back off politely on errors, and publish a `PollStatus`.
+//! The polling loop the daemon runs as a task: fetch the document at an interval, publish
+//! each new one on a watch (only the newest matters: a document is a whole snapshot), back
+//! off politely on errors, and publish a `PollStatus`.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{FetchError, Fetched, ImdsClient};
+use crate::client::{FetchError, ImdsClient, parse_fetched};
 use crate::event::Document;
+use crate::imds_clock::ClockSkew;
 
 /// The longest wait after failures in a row (see [`PollerConfig::backoff_max`]).
 pub(crate) const BACKOFF_CAP: Duration = Duration::from_secs(5);
 
-/// How many distinct unreadable events are remembered as already logged.
-const REJECTED_REMEMBERED: usize = 256;
+/// How many unreadable events (and fields) are remembered as already logged and counted.
+const UNREADABLE_REMEMBERED: usize = 8192;
+
+/// How many entries without an `EventId` [`PollStatus::unreadable_entries`] shows.
+const ENTRIES_SHOWN: usize = 20;
 
 /// The most requests of one poll in flight at once (see [`PollerConfig::interval`]).
 pub(crate) const POLL_REQUESTS_IN_FLIGHT: usize = 3;
@@ -29,7 +35,8 @@ pub struct PollerConfig {
     /// it even when IMDS does not answer: a request still waiting when the next poll is due
     /// gets another one beside it (at most [`POLL_REQUESTS_IN_FLIGHT`] at once), so one
     /// connection that hangs does not blind the daemon for the request time-out (10 s, a
-    /// third of a Preempt's notice).
+    /// third of a Preempt's notice). Nor does a daemon that is busy: documents are handed
+    /// over on a watch, which never waits for its reader.
     pub interval: Duration,
     /// Wait after 410 Gone (IMDS not ready yet; it answers within ~70 s): 1 s.
     pub gone_retry: Duration,
@@ -41,8 +48,6 @@ pub struct PollerConfig {
     /// Cap of the exponential backoff: 5 s, well below a Preempt's notice (30 s at most, often
     /// less), so that a few 5xx or 429 answers cannot make the daemon miss the eviction.
     pub backoff_max: Duration,
-    /// Documents buffered for the daemon before the poller waits for it: 16.
-    pub channel_capacity: usize,
 }
 
 impl PollerConfig {
@@ -54,7 +59,6 @@ impl PollerConfig {
             throttle_min: Duration::from_secs(1),
             backoff_min: Duration::from_secs(1),
             backoff_max: BACKOFF_CAP,
-            channel_capacity: 16,
         }
     }
 }
@@ -78,6 +82,16 @@ pub struct PollStatus {
     pub errors_by_kind: BTreeMap<&'static str, u64>,
     /// Requests sent beside one that had not answered when the next poll was due.
     pub requests_beside_unanswered: u64,
+    /// Documents byte for byte the same as the one before: not parsed nor handed over again.
+    pub unchanged_documents: u64,
+    /// Events IMDS listed with a field forewarn cannot read, by field ("NotBefore",
+    /// "EventType", …): each event and field counted once (see `EventField`).
+    pub unreadable_by_field: BTreeMap<&'static str, u64>,
+    /// Entries of the last document without a usable `EventId` (nothing to track them by),
+    /// as the error says them; at most 20.
+    pub unreadable_entries: Vec<String>,
+    /// How far IMDS's clock (its `Date` header) is from the VM's; None until IMDS sent one.
+    pub clock: Option<ClockSkew>,
 }
 
 /// Starts the polling loop, which runs as a tokio task (see [`Poller::spawn`]); this type
@@ -85,19 +99,19 @@ pub struct PollStatus {
 #[derive(Debug)]
 pub struct Poller;
 
+/// The newest document, on a watch: None until IMDS first answered with one.
+pub type Documents = watch::Receiver<Option<Arc<Document>>>;
+
 /// What [`Poller::spawn`] hands back: the task, the documents, and the live status.
-pub type PollerParts = (
-    JoinHandle<()>,
-    mpsc::Receiver<Document>,
-    watch::Receiver<PollStatus>,
-);
+pub type PollerParts = (JoinHandle<()>, Documents, watch::Receiver<PollStatus>);
 
 impl Poller {
-    /// Starts polling every `interval` with production backoff (the values in [`PollerConfig`]'s field descriptions).
-    /// Returns the task, a receiver of EVERY successfully parsed document (duplicates
-    /// included — the daemon diffs; a malformed answer sends nothing), and the status.
-    /// When the receiver falls `channel_capacity` documents behind, the poller waits for
-    /// it (no polls meanwhile). The task ends when `shutdown` is cancelled or the document
+    /// Starts polling every `interval` with production backoff (the values in
+    /// [`PollerConfig`]'s field descriptions). Returns the task, a watch of the newest
+    /// successfully parsed document (a malformed answer changes nothing; a document byte for
+    /// byte the same as the last is not handed over again), and the status. The watch never
+    /// waits for its reader: a reader that is behind sees only the newest document, and the
+    /// polls keep their pace. The task ends when `shutdown` is cancelled or the document
     /// receiver is dropped; never because of anything IMDS does.
     pub fn spawn(
         client: ImdsClient,
@@ -113,7 +127,7 @@ impl Poller {
         config: PollerConfig,
         shutdown: CancellationToken,
     ) -> PollerParts {
-        let (documents_tx, documents_rx) = mpsc::channel(config.channel_capacity.max(1));
+        let (documents_tx, documents_rx) = watch::channel(None);
         let (status_tx, status_rx) = watch::channel(PollStatus::default());
         let poll_loop = PollLoop {
             client,
@@ -123,7 +137,8 @@ impl Poller {
             status_tx,
             status: PollStatus::default(),
             streak: None,
-            rejected_logged: BTreeSet::new(),
+            last_body: None,
+            unreadable_noted: BTreeSet::new(),
         };
         let task = tokio::spawn(poll_loop.run());
         (task, documents_rx, status_rx)
@@ -135,12 +150,16 @@ struct PollLoop {
     client: ImdsClient,
     config: PollerConfig,
     shutdown: CancellationToken,
-    documents: mpsc::Sender<Document>,
+    documents: watch::Sender<Option<Arc<Document>>>,
     status_tx: watch::Sender<PollStatus>,
     status: PollStatus,
     streak: Option<FailureStreak>,
-    /// Unreadable events already logged (their error text), so each is logged once.
-    rejected_logged: BTreeSet<String>,
+    /// The body of the last document handed over (compared byte for byte: cheaper than a
+    /// digest of a large document, and never wrong).
+    last_body: Option<String>,
+    /// Unreadable events and fields already logged and counted (id, field and text; an
+    /// entry without an id by its error), so each is said once.
+    unreadable_noted: BTreeSet<String>,
 }
 
 impl PollLoop {
@@ -154,11 +173,12 @@ impl PollLoop {
                 _ = shutdown.cancelled() => return,
                 result = self.fetch_keeping_the_interval() => result,
             };
-            let delay = match result {
-                Ok(fetched) => {
+            let delay = match result.and_then(|body| self.read(body)) {
+                Ok(document) => {
                     self.on_success();
-                    self.log_rejected(&fetched.document);
-                    if !self.deliver(fetched.document).await {
+                    if let Some(document) = document
+                        && !self.deliver(document)
+                    {
                         return;
                     }
                     self.config.interval.saturating_sub(started.elapsed())
@@ -172,12 +192,25 @@ impl PollLoop {
         }
     }
 
+    /// The document in `body`, parsed; None when the body is byte for byte the one handed
+    /// over last (nothing to parse, nothing new for the daemon).
+    fn read(&mut self, body: String) -> Result<Option<Document>, FetchError> {
+        if self.last_body.as_ref() == Some(&body) {
+            self.status.unchanged_documents += 1;
+            return Ok(None);
+        }
+        let fetched = parse_fetched(body)?;
+        self.note_unreadable(&fetched.document);
+        self.last_body = Some(fetched.raw);
+        Ok(Some(fetched.document))
+    }
+
     /// One poll: a GET, and another each `interval` that none has answered, up to
     /// [`POLL_REQUESTS_IN_FLIGHT`] at once. The first answer from IMDS ends the poll (a
     /// document, or an error status that the backoff heeds); a request that got no answer
     /// (time-out, broken or refused connection) ends it only when no other is waiting.
     /// Requests still in flight when the poll ends are dropped.
-    async fn fetch_keeping_the_interval(&mut self) -> Result<Fetched, FetchError> {
+    async fn fetch_keeping_the_interval(&mut self) -> Result<String, FetchError> {
         let mut requests = JoinSet::new();
         self.send_request(&mut requests);
         loop {
@@ -206,22 +239,19 @@ impl PollLoop {
         }
     }
 
-    fn send_request(&self, requests: &mut JoinSet<Result<Fetched, FetchError>>) {
+    fn send_request(&self, requests: &mut JoinSet<Result<String, FetchError>>) {
         let client = self.client.clone();
-        requests.spawn(async move { client.fetch_events().await });
+        requests.spawn(async move { client.fetch_events_text().await });
     }
 
-    /// Sends a document; false when the loop should end (shutdown or nobody listening).
-    async fn deliver(&mut self, document: Document) -> bool {
-        tokio::select! {
-            _ = self.shutdown.cancelled() => false,
-            sent = self.documents.send(document) => {
-                if sent.is_err() {
-                    tracing::info!("nobody receives IMDS documents any more; stopping the poller");
-                }
-                sent.is_ok()
-            }
+    /// Publishes a document; false when the loop should end (nobody listening). Never
+    /// waits: a reader that is behind finds only the newest document.
+    fn deliver(&mut self, document: Document) -> bool {
+        if self.documents.send(Some(Arc::new(document))).is_err() {
+            tracing::info!("nobody receives IMDS documents any more; stopping the poller");
+            return false;
         }
+        true
     }
 
     fn on_success(&mut self) {
@@ -238,21 +268,52 @@ impl PollLoop {
         self.status.last_success = Some(SystemTime::now());
         self.status.last_error = None;
         self.status.consecutive_failures = 0;
+        self.status.clock = self.client.clock().skew();
         self.status_tx.send_replace(self.status.clone());
     }
 
-    /// Logs each event IMDS listed but forewarn could not read, once.
-    fn log_rejected(&mut self, document: &Document) {
+    /// Logs and counts, once each, the events IMDS listed with a field forewarn cannot read,
+    /// and the entries it cannot track at all (no `EventId`).
+    fn note_unreadable(&mut self, document: &Document) {
+        if self.unreadable_noted.len() >= UNREADABLE_REMEMBERED {
+            self.unreadable_noted.clear();
+        }
+        for event in &document.events {
+            for unreadable in &event.unreadable {
+                let key = format!("{}\n{}\n{}", event.id, unreadable.field, unreadable.raw);
+                if !self.unreadable_noted.insert(key) {
+                    continue;
+                }
+                *self
+                    .status
+                    .unreadable_by_field
+                    .entry(unreadable.field.as_wire())
+                    .or_insert(0) += 1;
+                tracing::warn!(
+                    event_id = %event.id,
+                    field = %unreadable.field,
+                    value = %unreadable.raw,
+                    read_as = unreadable.field.read_as(),
+                    "IMDS listed an event with a field forewarn cannot read; it is read the safe way"
+                );
+            }
+        }
+        self.status.unreadable_entries = document
+            .rejected
+            .iter()
+            .take(ENTRIES_SHOWN)
+            .map(ToString::to_string)
+            .collect();
         for error in &document.rejected {
-            let text = error.to_string();
-            if self.rejected_logged.contains(&text) {
+            if !self.unreadable_noted.insert(error.to_string()) {
                 continue;
             }
-            if self.rejected_logged.len() >= REJECTED_REMEMBERED {
-                self.rejected_logged.clear();
-            }
-            tracing::warn!(%error, "IMDS listed an event forewarn cannot read; skipping it (the other events are handled)");
-            self.rejected_logged.insert(text);
+            *self
+                .status
+                .unreadable_by_field
+                .entry("EventId")
+                .or_insert(0) += 1;
+            tracing::warn!(%error, "IMDS listed an entry without an EventId, which forewarn cannot track; the other events are handled");
         }
     }
 
@@ -269,6 +330,7 @@ impl PollLoop {
         self.status.last_error = Some(error.to_string());
         self.status.consecutive_failures = failures;
         *self.status.errors_by_kind.entry(error.kind()).or_insert(0) += 1;
+        self.status.clock = self.client.clock().skew();
         self.status_tx.send_replace(self.status.clone());
         retry_delay(error, failures, &self.config, rand::random::<f64>())
     }

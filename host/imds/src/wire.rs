@@ -6,7 +6,9 @@ use std::time::SystemTime;
 use chrono::{DateTime, NaiveDateTime, Utc};
 use serde_json::{Map, Value};
 
-use crate::event::{Document, EventSource, EventStatus, EventType, ScheduledEvent};
+use crate::event::{
+    Document, EventField, EventSource, EventStatus, EventType, ScheduledEvent, UnreadableField,
+};
 use crate::parse_error::ParseError;
 
 /// How many characters of offending input an error message quotes.
@@ -37,8 +39,10 @@ impl StartRequests {
 /// Parses a Scheduled Events document leniently: any api-version from 2017-03-01 to
 /// 2020-07-01, field names in any case, unknown fields ignored, optional fields missing,
 /// `NotBefore` in any common date format. Rejects (as a whole) a document that is not an
-/// object or has no `Events` array; an event without `EventId`, with an unreadable
-/// `NotBefore` or unusable `Resources` goes to `rejected`, and the other events are kept.
+/// object or has no `Events` array; an entry without `EventId` goes to `rejected`, and the
+/// other events are kept. A field of an event that cannot be read (a `NotBefore` in no known
+/// format, odd `Resources`, an unknown `EventType` or `EventStatus`, a `DurationInSeconds`
+/// that is not a number) is read the safe way and kept in [`ScheduledEvent::unreadable`].
 pub fn parse_document(text: &str) -> Result<Document, ParseError> {
     let value = parse_json(text)?;
     let object = as_object(&value, text)?;
@@ -64,7 +68,8 @@ pub fn parse_document(text: &str) -> Result<Document, ParseError> {
 }
 
 /// Renders a document exactly as api-version 2020-07-01 does: PascalCase names, `NotBefore`
-/// in RFC 1123 ("Mon, 11 Apr 2022 22:26:58 GMT", sub-seconds dropped) or "" when None,
+/// in RFC 1123 ("Mon, 11 Apr 2022 22:26:58 GMT", sub-seconds dropped), or when None the text
+/// of an unreadable `NotBefore` (so the simulator can serve one) or "",
 /// `DurationInSeconds` -1 when None. `DocumentIncarnation` is left out when None (IMDS
 /// always sends one; give the simulator's documents one).
 pub fn render_document(doc: &Document) -> String {
@@ -104,8 +109,9 @@ pub fn parse_start_requests(text: &str) -> Result<Vec<String>, ParseError> {
         .collect()
 }
 
-/// Formats a time as RFC 1123 in GMT, whole seconds: "Mon, 11 Apr 2022 22:26:58 GMT".
-pub(crate) fn format_rfc1123(time: SystemTime) -> String {
+/// Formats a time as RFC 1123 in GMT, whole seconds: "Mon, 11 Apr 2022 22:26:58 GMT" (a
+/// NotBefore, or an HTTP `Date` header).
+pub fn format_rfc1123(time: SystemTime) -> String {
     DateTime::<Utc>::from(time)
         .format("%a, %d %b %Y %H:%M:%S GMT")
         .to_string()
@@ -113,8 +119,10 @@ pub(crate) fn format_rfc1123(time: SystemTime) -> String {
 
 /// Reads a time in any format IMDS (or an older api-version, or something in between)
 /// might plausibly use: RFC 1123 / RFC 2822 (even with a wrong weekday), RFC 3339 / ISO 8601
-/// with or without a zone (none means UTC), "2022-04-11 22:26:58", and the obsolete HTTP
-/// dates RFC 850 and asctime. None when the text is in no known format.
+/// with or without a zone and with fractional seconds, "2022-04-11 22:26:58", and the
+/// obsolete HTTP dates RFC 850 and asctime. A time without a zone is UTC (every time IMDS
+/// sends is). None when the text is in no known format — epoch seconds, "-1", an impossible
+/// date (30 February), a date without a time — whose event is then prepared at once.
 pub(crate) fn parse_time(text: &str) -> Option<SystemTime> {
     let text = text.trim();
     parse_rfc2822_time(text)
@@ -154,11 +162,14 @@ fn parse_iso_time(text: &str) -> Option<DateTime<Utc>> {
 }
 
 fn parse_naive_utc_time(text: &str) -> Option<DateTime<Utc>> {
-    const NAIVE_FORMATS: [&str; 6] = [
+    const NAIVE_FORMATS: [&str; 8] = [
         "%Y-%m-%dT%H:%M:%S%.f",
         "%Y-%m-%d %H:%M:%S%.f",
         "%Y-%m-%dT%H:%M",
         "%Y-%m-%d %H:%M",
+        // RFC 1123 without its zone: "Mon, 11 Apr 2022 22:26:58", "11 Apr 2022 22:26:58".
+        "%a, %d %b %Y %H:%M:%S",
+        "%d %b %Y %H:%M:%S",
         // RFC 850, the obsolete HTTP date: "Monday, 11-Apr-22 22:26:58 GMT".
         "%A, %d-%b-%y %H:%M:%S",
         // asctime, the other obsolete HTTP date: "Mon Apr 11 22:26:58 2022".
@@ -222,18 +233,47 @@ fn parse_event(index: usize, value: &Value) -> Result<ScheduledEvent, ParseError
         index,
         excerpt: excerpt(&value.to_string()),
     })?;
+    let mut unreadable = Vec::new();
+    let mut note = |field: EventField, raw: String| {
+        unreadable.push(UnreadableField {
+            field,
+            raw: excerpt(&raw),
+        });
+    };
     let event_type_raw = field(object, "EventType")
         .map(scalar_text)
         .unwrap_or_default();
+    let event_type = EventType::from_wire(&event_type_raw);
+    if event_type == EventType::Unknown {
+        note(EventField::EventType, event_type_raw.clone());
+    }
+    let resources = read_resources(field(object, "Resources")).unwrap_or_else(|raw| {
+        note(EventField::Resources, raw);
+        Vec::new()
+    });
+    let status = read_status(field(object, "EventStatus")).unwrap_or_else(|raw| {
+        note(EventField::EventStatus, raw);
+        EventStatus::Scheduled
+    });
+    let not_before = read_not_before(field(object, "NotBefore")).unwrap_or_else(|raw| {
+        note(EventField::NotBefore, raw);
+        None
+    });
+    let duration_seconds =
+        read_duration(field(object, "DurationInSeconds")).unwrap_or_else(|raw| {
+            note(EventField::DurationInSeconds, raw);
+            None
+        });
+    unreadable.sort_by_key(|unreadable| unreadable.field);
     Ok(ScheduledEvent {
-        event_type: EventType::from_wire(&event_type_raw),
+        event_type,
         event_type_raw,
         resource_type: field(object, "ResourceType")
             .map(scalar_text)
             .unwrap_or_default(),
-        resources: read_resources(&id, field(object, "Resources"))?,
-        status: read_status(&id, field(object, "EventStatus")),
-        not_before: read_not_before(&id, field(object, "NotBefore"))?,
+        resources,
+        status,
+        not_before,
         description: field(object, "Description")
             .map(scalar_text)
             .unwrap_or_default(),
@@ -242,7 +282,8 @@ fn parse_event(index: usize, value: &Value) -> Result<ScheduledEvent, ParseError
                 .map(scalar_text)
                 .unwrap_or_default(),
         ),
-        duration_seconds: read_duration(&id, field(object, "DurationInSeconds")),
+        duration_seconds,
+        unreadable,
         id,
     })
 }
@@ -274,12 +315,9 @@ fn read_incarnation(value: &Value) -> Option<u64> {
     }
 }
 
-fn read_resources(event_id: &str, value: Option<&Value>) -> Result<Vec<String>, ParseError> {
-    let bad = |value: &Value| ParseError::BadEventField {
-        event_id: event_id.to_string(),
-        field: "Resources",
-        excerpt: excerpt(&value.to_string()),
-    };
+/// `Resources`: a list of names (numbers read as text), a single name, or nothing; the
+/// value as JSON when it is anything else.
+fn read_resources(value: Option<&Value>) -> Result<Vec<String>, String> {
     match value {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::String(single)) => Ok(vec![single.clone()]),
@@ -288,69 +326,57 @@ fn read_resources(event_id: &str, value: Option<&Value>) -> Result<Vec<String>, 
             .map(|item| match item {
                 Value::String(name) => Ok(name.clone()),
                 Value::Number(number) => Ok(number.to_string()),
-                other => Err(bad(other)),
+                _ => Err(Value::Array(items.clone()).to_string()),
             })
             .collect(),
-        Some(other) => Err(bad(other)),
+        Some(other) => Err(other.to_string()),
     }
 }
 
-fn read_status(event_id: &str, value: Option<&Value>) -> EventStatus {
+/// `EventStatus`, case-insensitively; the text when it is neither Scheduled nor Started
+/// (absent reads as "").
+fn read_status(value: Option<&Value>) -> Result<EventStatus, String> {
     let text = value.map(scalar_text).unwrap_or_default();
     match text.trim() {
-        t if t.eq_ignore_ascii_case("Started") => EventStatus::Started,
-        t if t.eq_ignore_ascii_case("Scheduled") => EventStatus::Scheduled,
-        other => {
-            tracing::warn!(
-                event_id,
-                status = excerpt(other),
-                "IMDS sent an EventStatus forewarn does not know; treating the event as Scheduled"
-            );
-            EventStatus::Scheduled
-        }
+        t if t.eq_ignore_ascii_case("Started") => Ok(EventStatus::Started),
+        t if t.eq_ignore_ascii_case("Scheduled") => Ok(EventStatus::Scheduled),
+        _ => Err(text),
     }
 }
 
-fn read_not_before(
-    event_id: &str,
-    value: Option<&Value>,
-) -> Result<Option<SystemTime>, ParseError> {
-    let bad = |text: &str| ParseError::BadNotBefore {
-        event_id: event_id.to_string(),
-        text: excerpt(text),
-    };
+/// `NotBefore`: None when absent, null or blank (IMDS blanks it once an event started);
+/// the text (or JSON) when it is in no format [`parse_time`] reads.
+fn read_not_before(value: Option<&Value>) -> Result<Option<SystemTime>, String> {
     match value {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(text)) if text.trim().is_empty() => Ok(None),
-        Some(Value::String(text)) => parse_time(text).map(Some).ok_or_else(|| bad(text)),
-        Some(other) => Err(bad(&other.to_string())),
+        Some(Value::String(text)) => parse_time(text).map(Some).ok_or_else(|| text.clone()),
+        Some(other) => Err(other.to_string()),
     }
 }
 
-fn read_duration(event_id: &str, value: Option<&Value>) -> Option<i64> {
-    let seconds = match value? {
-        Value::Null => return None,
+/// `DurationInSeconds`: None when absent, null, blank or -1 (unknown); the text (or JSON)
+/// when it is not a whole number of seconds from -1 up.
+fn read_duration(value: Option<&Value>) -> Result<Option<i64>, String> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    let seconds = match value {
+        Value::Null => return Ok(None),
         Value::Number(number) => number.as_i64().or_else(|| {
             number
                 .as_f64()
                 .filter(|f| f.fract() == 0.0)
                 .map(|f| f as i64)
         }),
-        Value::String(text) if text.trim().is_empty() => return None,
+        Value::String(text) if text.trim().is_empty() => return Ok(None),
         Value::String(text) => text.trim().parse::<i64>().ok(),
         _ => None,
     };
     match seconds {
-        Some(seconds) if seconds >= 0 => Some(seconds),
-        Some(-1) => None,
-        _ => {
-            tracing::warn!(
-                event_id,
-                duration = excerpt(&value?.to_string()),
-                "IMDS sent a DurationInSeconds forewarn cannot read; treating it as unknown"
-            );
-            None
-        }
+        Some(seconds) if seconds >= 0 => Ok(Some(seconds)),
+        Some(-1) => Ok(None),
+        _ => Err(scalar_text(value)),
     }
 }
 
@@ -411,7 +437,11 @@ fn wire_event(event: &ScheduledEvent) -> WireEvent<'_> {
         event_type,
         resource_type: &event.resource_type,
         resources: &event.resources,
-        not_before: event.not_before.map(format_rfc1123).unwrap_or_default(),
+        not_before: match (event.not_before, event.unreadable(EventField::NotBefore)) {
+            (Some(time), _) => format_rfc1123(time),
+            (None, Some(raw)) => raw.to_owned(),
+            (None, None) => String::new(),
+        },
         description: &event.description,
         event_source: event.source.as_wire(),
         duration_in_seconds: event.duration_seconds.unwrap_or(-1),

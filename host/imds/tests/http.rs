@@ -11,8 +11,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::Response;
 use forewarn_imds::{
-    ApproveError, ClientConfig, Document, FetchError, IMDS_BODY_MAX_BYTES, ImdsClient, Poller,
-    PollerConfig, parse_document,
+    ApproveError, ClientConfig, Document, Documents, FetchError, IMDS_BODY_MAX_BYTES, ImdsClient,
+    Poller, PollerConfig, parse_document,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -138,8 +138,14 @@ fn fast_poller() -> PollerConfig {
         throttle_min: Duration::from_millis(10),
         backoff_min: Duration::from_millis(10),
         backoff_max: Duration::from_millis(50),
-        channel_capacity: 4,
     }
+}
+
+/// The next document the poller hands over (None when it stopped).
+async fn next_document(documents: &mut Documents) -> Option<Document> {
+    documents.changed().await.ok()?;
+    let newest = documents.borrow_and_update().clone();
+    newest.map(|document| Document::clone(&document))
 }
 
 #[tokio::test]
@@ -339,11 +345,11 @@ async fn the_poller_recovers_from_every_failure_and_drops_malformed_documents() 
     let (task, mut documents, mut status) =
         Poller::spawn_with(fast_client(&base_url), config, shutdown.clone());
 
-    let first = tokio::time::timeout(GIVE_UP, documents.recv())
+    let first = tokio::time::timeout(GIVE_UP, next_document(&mut documents))
         .await
         .unwrap();
     assert_eq!(first, Some(parse_document(DOC_ONE).unwrap()));
-    let second = tokio::time::timeout(GIVE_UP, documents.recv())
+    let second = tokio::time::timeout(GIVE_UP, next_document(&mut documents))
         .await
         .unwrap();
     assert_eq!(
@@ -400,7 +406,7 @@ async fn a_request_that_hangs_does_not_hold_up_the_next_poll() {
     let shutdown = CancellationToken::new();
     let (task, mut documents, status) =
         Poller::spawn_with(patient_client(&base_url), fast_poller(), shutdown.clone());
-    let first = tokio::time::timeout(GIVE_UP, documents.recv())
+    let first = tokio::time::timeout(GIVE_UP, next_document(&mut documents))
         .await
         .expect("a document while the first request still hangs");
     assert_eq!(first, Some(parse_document(DOC_TWO).unwrap()));
@@ -445,7 +451,7 @@ async fn an_error_answer_beside_a_hanging_request_ends_the_poll_and_backs_off() 
 }
 
 #[tokio::test]
-async fn one_unreadable_event_does_not_hold_back_the_others() {
+async fn an_event_with_an_unreadable_not_before_is_kept_and_counted() {
     let mixed = r#"{"DocumentIncarnation": 4, "Events": [
         {"EventId": "odd", "EventType": "Reboot", "NotBefore": "whenever"},
         {"EventId": "evict", "EventType": "Preempt", "EventStatus": "Scheduled", "NotBefore": "Mon, 11 Apr 2022 22:26:58 GMT"}
@@ -454,7 +460,7 @@ async fn one_unreadable_event_does_not_hold_back_the_others() {
     let shutdown = CancellationToken::new();
     let (task, mut documents, status) =
         Poller::spawn_with(fast_client(&base_url), fast_poller(), shutdown.clone());
-    let document = tokio::time::timeout(GIVE_UP, documents.recv())
+    let document = tokio::time::timeout(GIVE_UP, next_document(&mut documents))
         .await
         .unwrap()
         .expect("a document");
@@ -463,9 +469,23 @@ async fn one_unreadable_event_does_not_hold_back_the_others() {
         .iter()
         .map(|event| event.id.as_str())
         .collect();
-    assert_eq!(ids, ["evict"]);
-    assert_eq!(document.rejected.len(), 1);
-    assert_eq!(document.rejected[0].event_id(), Some("odd"));
+    assert_eq!(ids, ["odd", "evict"]);
+    assert!(document.rejected.is_empty());
+    assert_eq!(
+        document.events[0].unreadable(forewarn_imds::EventField::NotBefore),
+        Some("whenever")
+    );
+    let counted = tokio::time::timeout(
+        GIVE_UP,
+        status
+            .clone()
+            .wait_for(|status| !status.unreadable_by_field.is_empty()),
+    )
+    .await
+    .unwrap()
+    .unwrap()
+    .clone();
+    assert_eq!(counted.unreadable_by_field.get("NotBefore"), Some(&1));
     assert_eq!(status.borrow().consecutive_failures, 0, "not a failed poll");
     shutdown.cancel();
     tokio::time::timeout(GIVE_UP, task).await.unwrap().unwrap();
@@ -508,20 +528,99 @@ async fn the_poller_stops_when_nobody_listens() {
 }
 
 #[tokio::test]
-async fn the_poller_sends_every_document_including_repeats() {
+async fn a_repeated_document_is_handed_over_once() {
     let (_fake, base_url) = start_fake(vec![], Reply::Ok(DOC_ONE), 200).await;
     let shutdown = CancellationToken::new();
-    let (task, mut documents, _status) =
+    let (task, mut documents, mut status) =
         Poller::spawn_with(fast_client(&base_url), fast_poller(), shutdown.clone());
     let expected: Document = parse_document(DOC_ONE).unwrap();
-    for _ in 0..3 {
-        let document = tokio::time::timeout(GIVE_UP, documents.recv())
-            .await
-            .unwrap();
-        assert_eq!(document.as_ref(), Some(&expected));
-    }
+    let first = tokio::time::timeout(GIVE_UP, next_document(&mut documents))
+        .await
+        .unwrap();
+    assert_eq!(first.as_ref(), Some(&expected));
+    tokio::time::timeout(
+        GIVE_UP,
+        status.wait_for(|status| status.unchanged_documents >= 3),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(
+        !documents.has_changed().unwrap(),
+        "the same bytes are not handed over again"
+    );
     shutdown.cancel();
     tokio::time::timeout(GIVE_UP, task).await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_reader_that_never_reads_does_not_stop_the_polls() {
+    // Every answer differs (a new incarnation); the reader never takes one. The poller must
+    // keep polling, and the watch hold the newest.
+    let script: Vec<Reply> = (0..60)
+        .map(|incarnation| {
+            let text = format!(r#"{{"DocumentIncarnation": {incarnation}, "Events": []}}"#);
+            Reply::Ok(Box::leak(text.into_boxed_str()))
+        })
+        .collect();
+    let (_fake, base_url) = start_fake(script, Reply::Ok(DOC_TWO), 200).await;
+    let shutdown = CancellationToken::new();
+    let (task, documents, mut status) =
+        Poller::spawn_with(fast_client(&base_url), fast_poller(), shutdown.clone());
+    tokio::time::timeout(GIVE_UP, status.wait_for(|status| status.polls >= 40))
+        .await
+        .expect("the poller kept polling although nobody read a document")
+        .unwrap();
+    let newest = documents.borrow().clone().expect("a document");
+    assert!(
+        newest
+            .incarnation
+            .is_some_and(|incarnation| incarnation >= 30),
+        "the watch holds the newest document: {:?}",
+        newest.incarnation
+    );
+    shutdown.cancel();
+    tokio::time::timeout(GIVE_UP, task).await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn the_clock_reads_imds_time_from_the_date_header() {
+    // A stand-in whose Date header runs 30 s ahead of this machine's clock.
+    let app = Router::new().fallback(|| async {
+        let ahead = std::time::SystemTime::now() + Duration::from_secs(30);
+        Response::builder()
+            .status(StatusCode::OK)
+            .header("date", httpdate(ahead))
+            .body(Body::from(DOC_ONE))
+            .unwrap()
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base_url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let client = fast_client(&base_url);
+    assert_eq!(client.clock().skew(), None, "no answer yet");
+    for _ in 0..5 {
+        client.fetch_events().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(230)).await;
+    }
+    let skew = client.clock().skew().expect("a skew");
+    assert!(
+        (28_500..=30_000).contains(&skew.offset_ms),
+        "IMDS is 30 s ahead: {skew:?}"
+    );
+    let ahead = client
+        .clock()
+        .now()
+        .duration_since(std::time::SystemTime::now())
+        .unwrap_or_default();
+    assert!(ahead >= Duration::from_millis(28_500), "{ahead:?}");
+}
+
+/// An HTTP date ("Mon, 11 Apr 2022 22:26:58 GMT").
+fn httpdate(time: std::time::SystemTime) -> String {
+    chrono::DateTime::<chrono::Utc>::from(time)
+        .format("%a, %d %b %Y %H:%M:%S GMT")
+        .to_string()
 }
 
 /// A server answering every request with 302 to `location`.

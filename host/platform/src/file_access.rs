@@ -75,6 +75,13 @@ pub fn create_private_dir(dir: &Path) -> io::Result<()> {
     imp::create_private_dir(dir)
 }
 
+/// Creates `dir` and its missing parents readable by everyone, writable by its owner (mode
+/// 0755 on Unix; the parent's inherited DACL on Windows): what an administrator's plugin
+/// directory holds.
+pub fn create_shared_dir(dir: &Path) -> io::Result<()> {
+    imp::create_shared_dir(dir)
+}
+
 /// Options that open an existing file for reading without following a link (Unix:
 /// `O_NOFOLLOW | O_NONBLOCK`, so a FIFO does not block; Windows: the reparse point itself).
 /// Check the opened file's metadata: a link or special file is then seen as such.
@@ -97,4 +104,40 @@ pub fn append_options() -> OpenOptions {
     let mut options = imp::no_follow_write_options();
     options.create(true).append(true);
     options
+}
+
+/// Options that open a file for writing at chosen offsets (created private when missing,
+/// never truncated), never through a symbolic link.
+pub fn write_options() -> OpenOptions {
+    let mut options = imp::no_follow_write_options();
+    options.create(true).write(true);
+    options
+}
+
+/// Options that create a new file (failing when it exists) readable by everyone (mode 0644
+/// on Unix; the directory's inherited DACL on Windows), never through a symbolic link.
+pub fn create_new_shared_options() -> OpenOptions {
+    let mut options = imp::create_new_shared_options();
+    options.write(true).create_new(true);
+    options
+}
+
+/// Writes all of `bytes` at `offset` of `file`, whatever its cursor (`pwrite` on Unix; an
+/// overlapped-offset `WriteFile` on Windows, which also moves the cursor: use one or the
+/// other on a file, not both).
+pub fn write_all_at(file: &File, bytes: &[u8], offset: u64) -> io::Result<()> {
+    imp::write_all_at(file, bytes, offset)
+}
+
+/// An exclusive hold on a directory, given up when dropped: `flock` on the directory itself
+/// on Unix; on Windows the directory opened with no sharing of writes. Ok(None) when
+/// another process holds it.
+pub fn try_lock_dir(dir: &Path) -> io::Result<Option<DirLock>> {
+    imp::try_lock_dir(dir).map(|held| held.map(|file| DirLock { _file: file }))
+}
+
+/// Held by [`try_lock_dir`]; the hold ends when this is dropped.
+#[derive(Debug)]
+pub struct DirLock {
+    _file: File,
 }

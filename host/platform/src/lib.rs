@@ -7,6 +7,7 @@
 //! - [`file_access`]: who owns a file or directory and who besides may write it (owner and
 //!   mode bits on Unix; owner and DACL on Windows), private directories, opening without
 //!   following links.
+//! - [`host_addresses`]: this host's own IP addresses.
 //! - [`exit_status`]: what ended a child (a signal exists on Unix only).
 //! - [`stop_request`]: waiting for the operating system to ask the process to stop.
 //! - [`default_paths`]: where the config, plugins, state and logs live by default.
@@ -16,5 +17,6 @@ pub mod action_env;
 pub mod default_paths;
 pub mod exit_status;
 pub mod file_access;
+pub mod host_addresses;
 pub mod process_tree;
 pub mod stop_request;

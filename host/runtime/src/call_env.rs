@@ -1,5 +1,6 @@
-//! What every call of every plugin shares — the engine, the epoch ticker, the host services —
-//! and the fresh store each call runs in, under the plugin's memory cap and deadline.
+//! What every call of every plugin shares — the epoch ticker, the host services — and the
+//! fresh store each call runs in (on the plugin version's own engine), under the plugin's
+//! memory cap and deadline.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,7 +20,6 @@ pub(crate) struct CallEnv {
 }
 
 struct CallEnvInner {
-    engine: Engine,
     ticker: EpochTicker,
     services: HostServices,
     timing: InstanceTiming,
@@ -27,17 +27,11 @@ struct CallEnvInner {
 }
 
 impl CallEnv {
-    /// Bundles the engine, its running epoch ticker, the services plugins share and when
-    /// each call's instance is made.
-    pub(crate) fn new(
-        engine: Engine,
-        ticker: EpochTicker,
-        services: HostServices,
-        timing: InstanceTiming,
-    ) -> Self {
+    /// Bundles the running epoch ticker, the services plugins share and when each call's
+    /// instance is made.
+    pub(crate) fn new(ticker: EpochTicker, services: HostServices, timing: InstanceTiming) -> Self {
         CallEnv {
             inner: Arc::new(CallEnvInner {
-                engine,
                 ticker,
                 services,
                 timing,
@@ -51,14 +45,9 @@ impl CallEnv {
         self.inner.timing
     }
 
-    /// The engine every component is compiled for and every call runs on.
-    pub(crate) fn engine(&self) -> &Engine {
-        &self.inner.engine
-    }
-
-    /// Keeps the epoch ticking until the returned guard is dropped.
-    pub(crate) fn enter_call(&self) -> ActiveCall {
-        self.inner.ticker.enter()
+    /// Keeps `engine`'s epoch ticking until the returned guard is dropped.
+    pub(crate) fn enter_call(&self, engine: &Engine) -> ActiveCall {
+        self.inner.ticker.enter(engine)
     }
 
     /// The log budget of the plugin `name`, kept across its versions (log_budget.rs).
@@ -66,10 +55,11 @@ impl CallEnv {
         self.inner.log_budgets.of(name)
     }
 
-    /// A fresh store for one call of `plugin`: its memory cap and log budget, and
-    /// interrupted at `deadline`.
+    /// A fresh store on `engine` (the plugin version's) for one call of `plugin`: its
+    /// memory cap and log budget, and interrupted at `deadline`.
     pub(crate) fn new_store(
         &self,
+        engine: &Engine,
         plugin: Arc<str>,
         settings: Arc<PluginSettings>,
         log_budget: Arc<LogBudget>,
@@ -77,7 +67,7 @@ impl CallEnv {
     ) -> Store<CallState> {
         let services = self.inner.services.clone();
         let state = CallState::with_log_budget(plugin, settings, services, log_budget, deadline);
-        let mut store = Store::new(&self.inner.engine, state);
+        let mut store = Store::new(engine, state);
         store.limiter(|state| &mut state.limits);
         // Every epoch tick (1 ms) the plugin yields to the executor, so the wall-clock
         // timeout can fire; at the deadline the plugin is interrupted with a trap.

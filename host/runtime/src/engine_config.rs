@@ -4,14 +4,16 @@
 
 use wasmtime::{Config, InstanceAllocationStrategy};
 
-use crate::allocation::InstanceAllocation;
+use crate::allocation::{InstanceAllocation, POOL_KEEP_RESIDENT_MEMORY};
 
-/// The engine's configuration; `forewarn compile-plugin` compiles with the same one.
-pub(crate) fn engine_config(allocation: InstanceAllocation) -> Config {
+/// The engine's configuration, each memory keeping at most `keep_resident` bytes between
+/// calls; `forewarn compile-plugin` compiles with the same one (what is kept resident does
+/// not change the compiled code).
+pub(crate) fn engine_config(allocation: InstanceAllocation, keep_resident: usize) -> Config {
     let mut config = Config::new();
     config.wasm_component_model(true);
     config.epoch_interruption(true);
-    allocation.apply(&mut config);
+    allocation.apply(&mut config, keep_resident);
     config
 }
 
@@ -22,7 +24,7 @@ pub(crate) fn engine_config(allocation: InstanceAllocation) -> Config {
 /// generation flags) does not depend on the allocation strategy, so the runtime's pooling
 /// engine loads what this one compiles.
 pub(crate) fn compiler_config(allocation: InstanceAllocation) -> Config {
-    let mut config = engine_config(allocation);
+    let mut config = engine_config(allocation, POOL_KEEP_RESIDENT_MEMORY);
     config.allocation_strategy(InstanceAllocationStrategy::OnDemand);
     config
 }

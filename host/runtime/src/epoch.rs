@@ -1,5 +1,6 @@
-//! The clock that lets wasmtime interrupt plugins: a thread that advances the engine's
-//! epoch every millisecond while at least one plugin call is running, and sleeps otherwise.
+//! The clock that lets wasmtime interrupt plugins: a thread that advances the epoch of every
+//! engine with a plugin call running every millisecond, and sleeps while none runs. Each
+//! plugin version has an engine of its own (plugin_engine.rs); one thread ticks them all.
 
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread;
@@ -12,45 +13,55 @@ use crate::mutex::lock;
 /// How often the epoch advances while calls run: the granularity of budget enforcement.
 pub(crate) const TICK: Duration = Duration::from_millis(1);
 
-/// Advances an engine's epoch while calls are active. Dropping it stops the thread.
+/// Advances the epoch of engines with calls running. Dropping it stops the thread.
 pub(crate) struct EpochTicker {
     shared: Arc<TickerShared>,
 }
 
 struct TickerShared {
-    active_calls: Mutex<usize>,
+    /// Each engine with calls running, and how many.
+    active: Mutex<Vec<(Engine, usize)>>,
     wake: Condvar,
 }
 
-/// Held for the length of one plugin call; the ticker runs while any guard is alive.
+/// Held for the length of one plugin call; the ticker advances its engine's epoch while
+/// any guard of that engine is alive.
 pub(crate) struct ActiveCall {
     shared: Arc<TickerShared>,
+    engine: Engine,
 }
 
 impl EpochTicker {
-    /// Starts the ticker thread for `engine`.
-    pub(crate) fn start(engine: Engine) -> std::io::Result<EpochTicker> {
+    /// Starts the ticker thread.
+    pub(crate) fn start() -> std::io::Result<EpochTicker> {
         let shared = Arc::new(TickerShared {
-            active_calls: Mutex::new(0),
+            active: Mutex::new(Vec::new()),
             wake: Condvar::new(),
         });
         let weak = Arc::downgrade(&shared);
         thread::Builder::new()
             .name("forewarn-epoch".into())
-            .spawn(move || tick_while_alive(engine, weak))?;
+            .spawn(move || tick_while_alive(weak))?;
         Ok(EpochTicker { shared })
     }
 
-    /// Marks a call as running until the returned guard is dropped.
-    pub(crate) fn enter(&self) -> ActiveCall {
-        let mut active = lock(&self.shared.active_calls);
-        *active += 1;
+    /// Marks a call on `engine` as running until the returned guard is dropped.
+    pub(crate) fn enter(&self, engine: &Engine) -> ActiveCall {
+        let mut active = lock(&self.shared.active);
+        match active
+            .iter_mut()
+            .find(|(running, _)| Engine::same(running, engine))
+        {
+            Some((_, calls)) => *calls += 1,
+            None => active.push((engine.clone(), 1)),
+        }
         // Only the first call in wakes the ticker; while calls overlap it is already ticking.
-        if *active == 1 {
+        if active.len() == 1 {
             self.shared.wake.notify_all();
         }
         ActiveCall {
             shared: self.shared.clone(),
+            engine: engine.clone(),
         }
     }
 }
@@ -65,25 +76,35 @@ impl Drop for EpochTicker {
 
 impl Drop for ActiveCall {
     fn drop(&mut self) {
-        let mut active = lock(&self.shared.active_calls);
-        *active = active.saturating_sub(1);
+        let mut active = lock(&self.shared.active);
+        // The engine leaves the list with its last call, so a dropped plugin version's
+        // engine (and its instance pool) is not kept alive by the ticker.
+        active.retain_mut(|(running, calls)| {
+            if Engine::same(running, &self.engine) {
+                *calls = calls.saturating_sub(1);
+            }
+            *calls > 0
+        });
     }
 }
 
-fn tick_while_alive(engine: Engine, shared: Weak<TickerShared>) {
+fn tick_while_alive(shared: Weak<TickerShared>) {
     loop {
         let Some(shared) = shared.upgrade() else {
             return;
         };
-        let active = lock(&shared.active_calls);
-        if *active == 0 {
+        let active = lock(&shared.active);
+        if active.is_empty() {
             // Sleep until a call starts; wake now and then to notice a dropped ticker.
             let _unused = shared.wake.wait_timeout(active, Duration::from_millis(500));
             continue;
         }
+        let engines: Vec<Engine> = active.iter().map(|(engine, _)| engine.clone()).collect();
         drop(active);
         drop(shared);
         thread::sleep(TICK);
-        engine.increment_epoch();
+        for engine in engines {
+            engine.increment_epoch();
+        }
     }
 }

@@ -107,6 +107,17 @@ pub enum LoadError {
         /// What happened to the child.
         failure: CompileFailure,
     },
+    /// The plugin's own engine and instance pool could not be set up (the process is out
+    /// of memory or address space).
+    #[error(
+        "could not set up the plugin's WebAssembly engine: {message}. The daemon is short of \
+         memory or address space: check `ulimit -v` and the unit's `MemoryMax=`, or load \
+         fewer plugins"
+    )]
+    EngineSetup {
+        /// wasmtime's error.
+        message: String,
+    },
     /// The plugin was built against a contract version the host has no bindings for.
     #[error(
         "the plugin was built against forewarn:plugin@{found}, which this forewarn does not \

@@ -92,11 +92,19 @@ impl HttpClient {
         if let Some(reason) = network::forbidden_ip(address.ip()) {
             return Some(reason.to_owned());
         }
-        let address = network::canonical(address);
-        if self.refused.contains(&address) {
-            return Some("the daemon's IMDS endpoint (`imds.url`)".to_owned());
+        // This host's addresses are listed only when the port is an endpoint's.
+        if !self
+            .refused
+            .iter()
+            .any(|endpoint| endpoint.port() == address.port())
+        {
+            return None;
         }
-        None
+        let own = network::own_addresses();
+        self.refused
+            .iter()
+            .any(|endpoint| network::reaches_same_listener(*endpoint, address, &own))
+            .then(|| "the listener of the daemon's IMDS endpoint (`imds.url`)".to_owned())
     }
 }
 
@@ -515,11 +523,38 @@ pub(crate) mod tests {
             let result = send_granted(&client, &url).await;
             assert_never_reachable(&result, &url);
         }
-        let accepted = imds.accept();
+        assert_no_connection(&imds);
+    }
+
+    /// Asserts that the (non-blocking) `listener` was never connected to.
+    fn assert_no_connection(listener: &std::net::TcpListener) {
+        let accepted = listener.accept();
         assert!(
             matches!(&accepted, Err(error) if error.kind() == std::io::ErrorKind::WouldBlock),
             "the IMDS endpoint got a connection: {accepted:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn the_imds_endpoints_listener_is_refused_under_every_address_that_reaches_it() {
+        // An IMDS endpoint configured as 127.0.0.1:PORT whose listener is bound to every
+        // address: reachable as 127.0.0.2, as IPv4-mapped IPv6 and by a name for them.
+        let imds = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+        imds.set_nonblocking(true).unwrap();
+        let port = imds.local_addr().unwrap().port();
+        let configured: SocketAddr = ([127, 0, 0, 1], port).into();
+        let other_name: IpAddr = "127.0.0.3".parse().unwrap();
+        let resolver = TableResolver::new(&[("imds-alias.test", other_name)], None);
+        let client = HttpClient::refusing(vec![configured]).with_resolver(resolver);
+        for url in [
+            format!("http://127.0.0.2:{port}/metadata/scheduledevents"),
+            format!("http://[::ffff:127.0.0.2]:{port}/metadata/scheduledevents"),
+            format!("http://imds-alias.test:{port}/metadata/scheduledevents"),
+        ] {
+            let result = send_granted(&client, &url).await;
+            assert_never_reachable(&result, &url);
+        }
+        assert_no_connection(&imds);
     }
 
     #[tokio::test]

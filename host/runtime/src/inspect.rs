@@ -165,6 +165,19 @@ pub(crate) fn initial_memory_bytes(bytes: &[u8]) -> u64 {
     total
 }
 
+/// How many linear memories the component's core modules define (imported ones are
+/// another module's): each keeps its own pool slot. 0 when the bytes cannot be read.
+pub(crate) fn defined_memories(bytes: &[u8]) -> usize {
+    wasmparser::Parser::new(0)
+        .parse_all(bytes)
+        .filter_map(|payload| match payload {
+            Ok(wasmparser::Payload::MemorySection(memories)) => Some(memories.count()),
+            _ => None,
+        })
+        .map(|count| usize::try_from(count).unwrap_or(usize::MAX))
+        .fold(0, usize::saturating_add)
+}
+
 /// Refuses a component whose memory at start is beyond `cap_bytes`: no call could run.
 pub(crate) fn check_initial_memory(
     plugin: &str,

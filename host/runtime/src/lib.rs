@@ -27,8 +27,10 @@ mod mutex;
 pub mod network;
 mod permissions;
 mod plugin;
+mod plugin_engine;
 mod plugin_log;
 mod ready_instance;
+mod resident_memory;
 mod runtime;
 mod sandbox;
 mod services;
@@ -57,10 +59,12 @@ pub use plugin::{
 };
 pub use plugin_log::{LogLevel, PLUGIN_LOG_TARGET, PluginLogLine};
 pub use ready_instance::{InstanceTiming, PREPARE_BUDGET};
+pub use resident_memory::ResidentMemory;
 pub use runtime::{Runtime, RuntimeConfig};
 pub use rustls::pki_types::CertificateDer;
 pub use services::{
     ActionSpec, DEFAULT_MEMORY_LIMIT, DiskBudget, HostServices, MemoryStateStore, PluginSettings,
     Readiness, STATE_DISK_BYTES_PER_CALL, StateStore, StateStoreError,
 };
+pub use text::log_safe;
 pub use tls::ca_certificates;

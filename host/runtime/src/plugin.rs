@@ -9,6 +9,7 @@ use wasmtime::Trap;
 use crate::call_env::CallEnv;
 use crate::call_state::{CallState, LOG_LINE_MAX_BYTES, LOG_LINES_PER_CALL};
 use crate::log_budget::LogBudget;
+use crate::plugin_engine::PluginEngine;
 use crate::plugin_log::{LogLevel, PLUGIN_LOG_TARGET, PluginLogLine};
 use crate::ready_instance::{InstanceTiming, NextInstance, READY_MAX_MEMORIES, ReadyInstance};
 use crate::services::PluginSettings;
@@ -41,6 +42,9 @@ struct PluginInner {
     log_budget: Arc<LogBudget>,
     /// The next call's instance, when it was made ahead of time.
     next: NextInstance,
+    /// This version's own engine and instance pool, unmapped when the version is dropped
+    /// (last: the fields above hold parts of it).
+    engine: PluginEngine,
 }
 
 /// The facts of a call that are not the event itself.
@@ -148,6 +152,7 @@ impl CallFailure {
 impl Plugin {
     pub(crate) fn new(
         env: CallEnv,
+        engine: PluginEngine,
         name: &str,
         content_hash: String,
         loaded_from_cache: bool,
@@ -164,6 +169,7 @@ impl Plugin {
                 pre,
                 settings: Arc::new(settings),
                 next: NextInstance::default(),
+                engine,
             }),
         }
     }
@@ -268,7 +274,7 @@ impl Plugin {
     ) -> (Result<Returned, CallFailure>, Duration, Vec<PluginLogLine>) {
         let started = Instant::now();
         self.inner.next.note_budget(budget);
-        let _ticking = self.inner.env.enter_call();
+        let _ticking = self.inner.env.enter_call(self.inner.engine.engine());
         // An instance made ahead is charged the time its making took against this budget.
         let (mut store, ready, took) = match self.inner.next.take() {
             Some(ReadyInstance {
@@ -319,6 +325,7 @@ impl Plugin {
     /// A fresh store for one call of this plugin, interrupted at `deadline`.
     fn new_store(&self, deadline: Instant) -> wasmtime::Store<CallState> {
         self.inner.env.new_store(
+            self.inner.engine.engine(),
             self.inner.name.clone(),
             self.inner.settings.clone(),
             self.inner.log_budget.clone(),
@@ -341,6 +348,15 @@ impl Plugin {
         // The task does not keep the plugin alive: a version replaced or removed meanwhile
         // gets no new instance.
         let plugin = Arc::downgrade(&self.inner);
+        // Calls made back to back faster than used instances are dropped would hold more
+        // and more of the plugin's pool: past a few, the call drops its own.
+        let used = match self.inner.next.pending_drops.enter() {
+            Some(ticket) => Some((used, ticket)),
+            None => {
+                drop(used);
+                None
+            }
+        };
         let task = runtime.spawn(async move {
             drop(used);
             let Some(inner) = plugin.upgrade() else {
@@ -388,7 +404,7 @@ impl Plugin {
                 let deadline = started + self.inner.next.prepare_budget();
                 let mut store = self.new_store(deadline);
                 store.data_mut().preparing = true;
-                let _ticking = self.inner.env.enter_call();
+                let _ticking = self.inner.env.enter_call(self.inner.engine.engine());
                 let made = tokio::time::timeout_at(
                     deadline.into(),
                     self.inner.pre.instantiate_async(&mut store),
@@ -408,6 +424,20 @@ impl Plugin {
                 })
             })
             .await;
+    }
+
+    /// The resident bytes of this plugin's linear memories in `resident` (read from
+    /// `/proc/self/smaps`): every page of its instance pool in RAM. None when its pool's
+    /// place is unknown (instances allocated on demand).
+    pub fn resident_bytes(&self, resident: &crate::ResidentMemory) -> Option<u64> {
+        let pool = self.memory_pool()?;
+        Some(resident.within(&pool))
+    }
+
+    /// Where this version's instance pool keeps its linear memories, when known
+    /// ([`ResidentMemory`](crate::ResidentMemory) measures it).
+    pub(crate) fn memory_pool(&self) -> Option<std::ops::Range<usize>> {
+        self.inner.engine.memory_pool()
     }
 
     /// Whether the next call's instance is ready, once a preparation under way has ended

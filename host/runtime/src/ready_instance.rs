@@ -7,8 +7,8 @@
 //! ahead cleanly (too slow, failing, asking for host functions while being made, or holding
 //! many memories) is made at each call from then on, exactly as before.
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
@@ -61,6 +61,40 @@ pub(crate) struct NextInstance {
     /// The budget of the last call, in milliseconds: the next preparation gets no more
     /// (0 until the first call, when the preparation gets [`PREPARE_BUDGET`]).
     last_budget_ms: AtomicU64,
+    /// Used instances handed to background tasks and not dropped yet.
+    pub(crate) pending_drops: PendingDrops,
+}
+
+/// Most used instances waiting for a background task to drop them; a call that finds this
+/// many drops its own (calls in the daemon are seconds apart: only calls made back to back
+/// get here). Each holds slots of the plugin's own pool until it is dropped.
+pub(crate) const PENDING_DROPS_MAX: usize = 4;
+
+/// Counts the used instances waiting to be dropped in the background.
+#[derive(Default)]
+pub(crate) struct PendingDrops(Arc<AtomicUsize>);
+
+/// One used instance waiting to be dropped; dropping the ticket (after the instance) ends
+/// the wait.
+pub(crate) struct PendingDrop(Arc<AtomicUsize>);
+
+impl PendingDrops {
+    /// A ticket to drop one used instance in the background, or None when
+    /// [`PENDING_DROPS_MAX`] already wait: the caller drops it at once.
+    pub(crate) fn enter(&self) -> Option<PendingDrop> {
+        let waiting = self.0.fetch_add(1, Ordering::AcqRel);
+        if waiting >= PENDING_DROPS_MAX {
+            self.0.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(PendingDrop(self.0.clone()))
+    }
+}
+
+impl Drop for PendingDrop {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl NextInstance {

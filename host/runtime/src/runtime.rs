@@ -1,5 +1,6 @@
-//! The `Runtime`: one wasmtime engine and linker for the whole daemon, the epoch ticker and
-//! the compile cache; it turns component bytes into loaded, validated `Plugin`s.
+//! The `Runtime`: the epoch ticker, the compile cache and the host services every plugin
+//! shares; it turns component bytes into loaded, validated `Plugin`s, each on an engine and
+//! instance pool of its own (plugin_engine.rs).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -7,18 +8,18 @@ use std::time::Instant;
 
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::Component;
 
-use crate::allocation::InstanceAllocation;
+use crate::allocation::{InstanceAllocation, memory_keep_resident};
 use crate::cache::CompileCache;
 use crate::call_env::CallEnv;
 use crate::call_state::CallState;
 use crate::compiler::{self, ChildCompile, CompileLimits, Compiler};
-use crate::engine_config::engine_config;
 use crate::epoch::EpochTicker;
 use crate::error::{LoadError, RuntimeError};
 use crate::inspect::{self, ComponentReport};
 use crate::plugin::Plugin;
+use crate::plugin_engine::PluginEngine;
 use crate::ready_instance::InstanceTiming;
 use crate::services::{HostServices, PluginSettings};
 use crate::wit::{self, HandlerPre};
@@ -50,9 +51,12 @@ struct RuntimeInner {
     env: CallEnv,
     compiler: Compiler,
     compile_limits: CompileLimits,
-    /// The allocation the engine ended up with (the pool, or on demand after a fallback).
+    /// How each plugin's instances are allocated (its own pool unless a benchmark asks for
+    /// the on-demand baseline).
     allocation: InstanceAllocation,
-    linker: Linker<CallState>,
+    /// An engine that makes no instance: for describing and checking components and the
+    /// compile cache's compatibility. Each loaded plugin gets an engine of its own.
+    checks: PluginEngine,
     cache: Option<CompileCache>,
 }
 
@@ -66,11 +70,12 @@ pub(crate) struct Compiled {
 }
 
 impl Runtime {
-    /// Builds the engine (component model, async, epoch interruption), the linker with
-    /// WASI 0.2 and the forewarn host interface, and starts the epoch ticker.
+    /// Sets up the engine configuration (component model, async, epoch interruption) and the
+    /// linker with WASI 0.2 and the forewarn host interface each plugin gets, and starts
+    /// the epoch ticker.
     pub fn new(config: RuntimeConfig, services: HostServices) -> Result<Runtime, RuntimeError> {
-        let (engine, allocation) = new_engine(config.instance_allocation)?;
-        let linker = build_linker(&engine).map_err(RuntimeError::engine)?;
+        let allocation = config.instance_allocation;
+        let checks = PluginEngine::for_checks(allocation)?;
         let cache = match &config.cache_dir {
             Some(dir) => {
                 Some(
@@ -82,14 +87,14 @@ impl Runtime {
             }
             None => None,
         };
-        let ticker = EpochTicker::start(engine.clone()).map_err(RuntimeError::Ticker)?;
+        let ticker = EpochTicker::start().map_err(RuntimeError::Ticker)?;
         Ok(Runtime {
             inner: Arc::new(RuntimeInner {
-                env: CallEnv::new(engine, ticker, services, config.instance_timing),
+                env: CallEnv::new(ticker, services, config.instance_timing),
                 compiler: config.compiler,
                 compile_limits: config.compile_limits,
                 allocation,
-                linker,
+                checks,
                 cache,
             }),
         })
@@ -106,17 +111,22 @@ impl Runtime {
             .map_or(0, |cache| cache.retain(self.engine(), keep))
     }
 
+    /// The engine for checks (no instances).
     fn engine(&self) -> &Engine {
-        self.inner.env.engine()
+        self.inner.checks.engine()
     }
 
-    /// Compiles `bytes` (plugin `name`'s), or loads the compiled form from the cache.
-    /// Blocking and possibly slow (seconds for large components): call it off the async
-    /// runtime.
-    pub(crate) fn compile(&self, name: &str, bytes: &[u8]) -> Result<Compiled, LoadError> {
+    /// Compiles `bytes` (plugin `name`'s) for `engine`, or loads the compiled form from the
+    /// cache. Blocking and possibly slow (seconds for large components): call it off the
+    /// async runtime.
+    pub(crate) fn compile(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        engine: &Engine,
+    ) -> Result<Compiled, LoadError> {
         inspect::check_header(bytes)?;
         let content_hash = hex::encode(Sha256::digest(bytes));
-        let engine = self.engine();
         if let Some(component) = self
             .inner
             .cache
@@ -130,7 +140,7 @@ impl Runtime {
             });
         }
         let started = Instant::now();
-        let component = self.compile_uncached(name, bytes)?;
+        let component = self.compile_uncached(name, bytes, engine)?;
         tracing::debug!(hash = %content_hash, elapsed_ms = started.elapsed().as_millis() as u64, "compiled component");
         if let Some(cache) = &self.inner.cache
             && let Err(error) = cache.store(engine, &content_hash, &component)
@@ -147,10 +157,14 @@ impl Runtime {
     /// Compiles `bytes` where the configuration says: in a child process when one is set,
     /// in this process otherwise or when no child can be started at all. A child that ran
     /// and failed fails the load.
-    fn compile_uncached(&self, name: &str, bytes: &[u8]) -> Result<Component, LoadError> {
+    fn compile_uncached(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        engine: &Engine,
+    ) -> Result<Component, LoadError> {
         if let Compiler::Subprocess(program) = &self.inner.compiler {
             let (allocation, limits) = (self.inner.allocation, self.inner.compile_limits);
-            let engine = self.engine();
             match compiler::compile_in_child(program, allocation, limits, engine, bytes) {
                 ChildCompile::Compiled(component) => return Ok(component),
                 ChildCompile::Invalid(error) => return Err(error),
@@ -165,24 +179,34 @@ impl Runtime {
                 }
             }
         }
-        Component::new(self.engine(), bytes).map_err(|error| LoadError::Compile {
+        Component::new(engine, bytes).map_err(|error| LoadError::Compile {
             message: format!("{error:#}"),
         })
     }
 
     /// Compiles and validates a plugin against the `event-handler` world and prepares it
-    /// for fast instantiation. Blocking: call it off the async runtime.
+    /// for fast instantiation, on an engine and instance pool of its own: each of its
+    /// memories keeps at most its share of the plugin's memory cap resident between calls.
+    /// Blocking: call it off the async runtime.
     pub fn load(
         &self,
         name: &str,
         bytes: &[u8],
         settings: PluginSettings,
     ) -> Result<Plugin, LoadError> {
-        let compiled = self.compile(name, bytes)?;
-        let pre = self.prepare(&compiled.component)?;
+        inspect::check_header(bytes)?;
+        let keep_resident = memory_keep_resident(
+            settings.memory_limit_bytes,
+            inspect::defined_memories(bytes),
+        );
+        let engine = PluginEngine::new(self.inner.allocation, keep_resident)
+            .map_err(|error| LoadError::EngineSetup { message: error })?;
+        let compiled = self.compile(name, bytes, engine.engine())?;
+        let pre = prepare(&engine, &compiled.component)?;
         inspect::check_initial_memory(name, bytes, settings.memory_limit_bytes)?;
         Ok(Plugin::new(
             self.inner.env.clone(),
+            engine,
             name,
             compiled.content_hash,
             compiled.from_cache,
@@ -199,49 +223,28 @@ impl Runtime {
         bytes: &[u8],
         settings: &PluginSettings,
     ) -> Result<ComponentReport, LoadError> {
-        let compiled = self.compile(name, bytes)?;
+        let compiled = self.compile(name, bytes, self.engine())?;
         let mut report = inspect::describe(self.engine(), &compiled.component);
         report.content_hash = compiled.content_hash;
         report.size_bytes = bytes.len();
-        self.prepare(&compiled.component)?;
+        prepare(&self.inner.checks, &compiled.component)?;
         report.initial_memory_bytes =
             inspect::check_initial_memory(name, bytes, settings.memory_limit_bytes)?;
         Ok(report)
     }
-
-    /// Checks `component` against the contract version it was built for and links it.
-    fn prepare(&self, component: &Component) -> Result<HandlerPre<CallState>, LoadError> {
-        let version = inspect::handler_version(self.engine(), component)?;
-        wit::check_supported(version)?;
-        let instance_pre = self
-            .inner
-            .linker
-            .instantiate_pre(component)
-            .map_err(|error| inspect::explain_import_error(self.engine(), component, &error))?;
-        HandlerPre::new(version, instance_pre)
-    }
 }
 
-/// The engine with the requested allocation; the pool reserves address space up front, so
-/// where that is refused (a `ulimit -v`) the engine falls back to on-demand allocation.
-fn new_engine(
-    allocation: InstanceAllocation,
-) -> Result<(Engine, InstanceAllocation), RuntimeError> {
-    match Engine::new(&engine_config(allocation)) {
-        Ok(engine) => Ok((engine, allocation)),
-        Err(error) if allocation == InstanceAllocation::Pooling => {
-            tracing::warn!(error = %format!("{error:#}"), "could not reserve the instance pool; allocating each plugin instance on demand (slower calls)");
-            let fallback = InstanceAllocation::OnDemand;
-            let engine = Engine::new(&engine_config(fallback)).map_err(RuntimeError::engine)?;
-            Ok((engine, fallback))
-        }
-        Err(error) => Err(RuntimeError::engine(error)),
-    }
-}
-
-fn build_linker(engine: &Engine) -> wasmtime::Result<Linker<CallState>> {
-    let mut linker = Linker::new(engine);
-    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-    wit::add_to_linker(&mut linker)?;
-    Ok(linker)
+/// Checks `component` against the contract version it was built for and links it with
+/// `engine`'s linker.
+fn prepare(
+    engine: &PluginEngine,
+    component: &Component,
+) -> Result<HandlerPre<CallState>, LoadError> {
+    let version = inspect::handler_version(engine.engine(), component)?;
+    wit::check_supported(version)?;
+    let instance_pre = engine
+        .linker()
+        .instantiate_pre(component)
+        .map_err(|error| inspect::explain_import_error(engine.engine(), component, &error))?;
+    HandlerPre::new(version, instance_pre)
 }

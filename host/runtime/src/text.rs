@@ -1,5 +1,6 @@
-//! Text helpers for what plugins hand the daemon: cutting on character boundaries and
-//! making plugin-chosen text safe for one log line. A leaf: it imports nothing of the crate.
+//! Text helpers for what plugins and the outside world hand the daemon: cutting on
+//! character boundaries and making text safe for one log line or one line of a terminal.
+//! A leaf: it imports nothing of the crate.
 
 /// Marks text that was cut; it counts against the byte cap it was cut to.
 const ELLIPSIS: &str = "…";
@@ -17,14 +18,16 @@ pub(crate) fn truncate(text: &str, max_bytes: usize) -> &str {
 }
 
 /// `text` made safe for one log line: control characters (newlines, carriage returns, ANSI
-/// escapes) written escaped (`\n`, `\u{1b}`), so a plugin cannot forge or hide log lines,
-/// and the result cut to at most `max_bytes` (a cut ends in `…`, which counts).
-pub(crate) fn log_safe(text: &str, max_bytes: usize) -> String {
+/// escapes) and the characters that move or reorder text (line and paragraph separators,
+/// bidirectional overrides) written escaped (`\n`, `\u{1b}`, `\u{202e}`), so no text
+/// from a plugin or from outside can forge or hide log lines, and the result cut to at
+/// most `max_bytes` (a cut ends in `…`, which counts). Escaped text passes unchanged.
+pub fn log_safe(text: &str, max_bytes: usize) -> String {
     let room = max_bytes.saturating_sub(ELLIPSIS.len());
     let mut safe = String::with_capacity(text.len().min(max_bytes));
     for character in text.chars() {
         let before = safe.len();
-        if character.is_control() {
+        if moves_text(character) {
             safe.extend(character.escape_default());
         } else {
             safe.push(character);
@@ -38,9 +41,32 @@ pub(crate) fn log_safe(text: &str, max_bytes: usize) -> String {
     safe
 }
 
+/// Whether `character` would start a new line, rewrite the terminal or reorder what
+/// follows it when printed: control characters (C0, DEL, C1), U+2028/U+2029, and the
+/// bidirectional marks, embeddings, overrides and isolates.
+fn moves_text(character: char) -> bool {
+    character.is_control()
+        || matches!(
+            character,
+            '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{061c}'
+        )
+        || ('\u{202a}'..='\u{202e}').contains(&character)
+        || ('\u{2066}'..='\u{2069}').contains(&character)
+}
+
 #[cfg(test)]
 mod tests {
     use super::{log_safe, truncate};
+
+    #[test]
+    fn log_safe_escapes_separators_and_bidirectional_overrides() {
+        assert_eq!(
+            log_safe("a\u{2028}b\u{2029}c\u{202e}d\u{2066}e\u{200f}", 200),
+            "a\\u{2028}b\\u{2029}c\\u{202e}d\\u{2066}e\\u{200f}"
+        );
+        let once = log_safe("x\n\u{1b}[2J", 200);
+        assert_eq!(log_safe(&once, 200), once, "escaped text passes unchanged");
+    }
 
     #[test]
     fn log_safe_escapes_control_characters() {

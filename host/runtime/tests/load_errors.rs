@@ -5,14 +5,12 @@
 //! The components are generated here (a small core module built with wasm-encoder, wrapped
 //! by wit-component into a component of a WIT world edited for each case).
 
-mod common;
-
 use forewarn_runtime::{HostServices, LoadError, PluginSettings, Runtime};
+use forewarn_test_support::generated::{heap_global, memory_of, wrap_core_module};
 use forewarn_test_support::guests::OTHER_WORLD;
 use wasm_encoder::{
-    CodeSection, ConstExpr, EntityType, ExportKind, ExportSection, Function, FunctionSection,
-    GlobalSection, GlobalType, ImportSection, MemorySection, MemoryType, Module, TypeSection,
-    ValType,
+    CodeSection, EntityType, ExportKind, ExportSection, Function, FunctionSection, ImportSection,
+    MemorySection, Module, TypeSection, ValType,
 };
 
 const MIB: u64 = 1024 * 1024;
@@ -63,20 +61,8 @@ fn core_module(shape: &Shape<'_>) -> Vec<u8> {
         functions.function(signature);
     }
     let mut memories = MemorySection::new();
-    memories.memory(MemoryType {
-        minimum: shape.initial_pages,
-        maximum: None,
-        memory64: false,
-        shared: false,
-        page_size_log2: None,
-    });
-    let mut globals = GlobalSection::new();
-    let heap = GlobalType {
-        val_type: i32,
-        mutable: true,
-        shared: false,
-    };
-    globals.global(heap, &ConstExpr::i32_const(1024));
+    memories.memory(memory_of(shape.initial_pages));
+    let globals = heap_global(1024);
     let handler = format!("forewarn:plugin/handler@{}", shape.version);
     let mut exports = ExportSection::new();
     exports.export("memory", ExportKind::Memory, 0);
@@ -148,7 +134,7 @@ fn wit_for(shape: &Shape<'_>) -> String {
 
 /// The component: the core module wrapped for the edited world.
 fn component(shape: &Shape<'_>) -> Vec<u8> {
-    common::wrap_core_module(&wit_for(shape), "event-handler", core_module(shape))
+    wrap_core_module(&wit_for(shape), "event-handler", core_module(shape))
 }
 
 fn runtime() -> Runtime {

@@ -515,6 +515,23 @@ async fn every_call_gets_an_instance_no_call_used_before() {
 }
 
 #[tokio::test]
+async fn calls_back_to_back_never_run_out_of_the_plugins_own_instance_pool() {
+    // Each plugin has a pool of its own, sized for a call, the instance made ahead and a
+    // few used ones being dropped. 200 calls in a row on one thread, never yielding to the
+    // background tasks that drop used instances, must not use it up: past a few waiting,
+    // a call drops its own.
+    let plugin = probe("approve");
+    for call in 0..200 {
+        let outcome = call_with(&plugin, 1, GENEROUS).await;
+        assert_eq!(
+            outcome.answer,
+            Ok(Decision::Approve),
+            "call {call}: {outcome:?}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn no_call_finds_what_an_earlier_call_left_in_its_grown_memory() {
     // Each call grows its memory by 40 MiB and marks every 7th page: past the 32 MiB the pool
     // keeps mapped, and more separate runs than its reset scan takes at once. The slot is

@@ -110,11 +110,13 @@ pub enum ConsoleFault {
     Truncated,
     /// DocumentIncarnation drops back to 1 now.
     IncarnationReset,
+    /// From now on the VM's clock is `offset_seconds` off Azure's (negative: behind): a step.
+    VmClock,
 }
 
 impl ConsoleFault {
     /// Every preset, in the console's order.
-    pub const ALL: [ConsoleFault; 7] = [
+    pub const ALL: [ConsoleFault; 8] = [
         ConsoleFault::TooManyRequests,
         ConsoleFault::Gone,
         ConsoleFault::ServerErrors,
@@ -122,6 +124,7 @@ impl ConsoleFault {
         ConsoleFault::Malformed,
         ConsoleFault::Truncated,
         ConsoleFault::IncarnationReset,
+        ConsoleFault::VmClock,
     ];
 
     /// The name in the API (`too-many-requests`, …).
@@ -134,6 +137,7 @@ impl ConsoleFault {
             ConsoleFault::Malformed => "malformed",
             ConsoleFault::Truncated => "truncated",
             ConsoleFault::IncarnationReset => "incarnation-reset",
+            ConsoleFault::VmClock => "vm-clock",
         }
     }
 
@@ -149,6 +153,8 @@ impl ConsoleFault {
             at: None,
             methods: vec![FaultMethod::Get],
             first_requests: None,
+            after_approval: false,
+            offset: None,
         };
         match self {
             ConsoleFault::TooManyRequests => spec.status = Some(429),
@@ -166,8 +172,11 @@ impl ConsoleFault {
                     MalformedBody::Truncated
                 });
             }
-            ConsoleFault::IncarnationReset => {
-                spec.kind = FaultKind::IncarnationReset;
+            ConsoleFault::IncarnationReset | ConsoleFault::VmClock => {
+                spec.kind = match self {
+                    ConsoleFault::VmClock => FaultKind::VmClock,
+                    _ => FaultKind::IncarnationReset,
+                };
                 spec.at = Some(from);
                 spec.from = None;
                 spec.until = None;
@@ -184,9 +193,13 @@ pub struct InjectFault {
     /// Which preset.
     pub fault: ConsoleFault,
     /// How long it lasts, in scenario seconds (5 when absent; ignored by
-    /// `incarnation-reset`, which happens once).
+    /// `incarnation-reset` and `vm-clock`, which happen once).
     #[serde(default)]
     pub seconds: Option<u64>,
+    /// `vm-clock` only: how far the VM's clock is from Azure's from now on, in seconds
+    /// (negative: behind; at most a day either way).
+    #[serde(default)]
+    pub offset_seconds: Option<i64>,
 }
 
 /// What an injected fault does and when, in scenario time.
@@ -244,6 +257,7 @@ impl Engine {
                 &inner.clock,
                 CONSOLE_API_VERSION,
                 inner.scenario.shape.as_deref(),
+                &inner.scenario.omit_fields,
             );
             let newer = inner.requests.iter().rev().take_while(|r| r.seq > after);
             let mut requests: Vec<RequestRecord> =
@@ -325,6 +339,9 @@ impl Engine {
 
     /// Injects a fault preset from now on.
     pub(crate) fn inject(&self, request: &InjectFault) -> Result<InjectedFault, ConsoleInputError> {
+        if request.fault == ConsoleFault::VmClock {
+            return self.step_vm_clock_now(request.offset_seconds);
+        }
         let seconds = request.seconds.unwrap_or(5);
         let window = Duration::from_secs(seconds);
         if seconds == 0 || window > FAULT_WINDOW_MAX {
@@ -359,6 +376,35 @@ impl Engine {
                 from_scenario_ms: millis(from),
                 until_scenario_ms: millis(until),
             })
+        })
+    }
+}
+
+impl Engine {
+    /// `vm-clock`: the VM's clock is `offset_seconds` off Azure's from now on.
+    fn step_vm_clock_now(
+        &self,
+        offset_seconds: Option<i64>,
+    ) -> Result<InjectedFault, ConsoleInputError> {
+        const DAY: i64 = 24 * 3600;
+        let offset = offset_seconds.ok_or_else(|| {
+            bad(
+                "offset_seconds",
+                "say how far the VM's clock is from Azure's, e.g. -10 (behind) or 30 (ahead)",
+            )
+        })?;
+        if !(-DAY..=DAY).contains(&offset) {
+            return Err(bad(
+                "offset_seconds",
+                format!("{offset} is out of range; use -{DAY} to {DAY} seconds"),
+            ));
+        }
+        self.step_vm_clock(offset * 1000);
+        let at = self.with_current(|inner| inner.simulation.now());
+        Ok(InjectedFault {
+            fault: ConsoleFault::VmClock,
+            from_scenario_ms: millis(at),
+            until_scenario_ms: millis(at),
         })
     }
 }
@@ -425,6 +471,7 @@ fn event_spec(request: &GenerateEvent) -> Result<EventSpec, ConsoleInputError> {
         start_after_approval: None,
         starts_late_by: None,
         vm_goes_away: false,
+        not_before_text: None,
     };
     match event_problem(&spec) {
         Some(problem) => Err(bad("event", problem)),

@@ -41,8 +41,10 @@ pub(crate) fn console_routes() -> Router<Arc<Engine>> {
 
 /// Refuses a change a web page elsewhere could make through the browser of someone running
 /// the simulator (a form or `fetch` without CORS sends `text/plain` and its own Origin): a
-/// change must be `Content-Type: application/json`, and an `Origin`, if sent, must be this
-/// simulator's own address.
+/// change must be `Content-Type: application/json`, an `Origin`, if sent, must be this
+/// simulator's own address (an IP address or localhost: a page rebound to it by DNS is
+/// refused earlier for its `Host`, and its origin again here), and a browser must not say
+/// it comes from another site (`Sec-Fetch-Site`).
 async fn refuse_cross_site(
     request: axum::extract::Request,
     next: axum::middleware::Next,
@@ -65,9 +67,17 @@ async fn refuse_cross_site(
     let origin = headers
         .get(header::ORIGIN)
         .and_then(|value| value.to_str().ok());
-    if let Some(origin) = origin
-        && host.is_none_or(|host| origin != format!("http://{host}"))
-    {
+    let foreign_origin = origin.is_some_and(|origin| {
+        let authority = origin.strip_prefix("http://").unwrap_or(origin);
+        host.is_none_or(|host| origin != format!("http://{host}"))
+            || !crate::host_check::is_served_host(Some(authority), &[])
+    });
+    let cross_site = headers
+        .get("sec-fetch-site")
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|site| site.eq_ignore_ascii_case("cross-site"));
+    if foreign_origin || cross_site {
+        let origin = origin.unwrap_or("another site");
         return json_error(
             StatusCode::FORBIDDEN,
             "origin",

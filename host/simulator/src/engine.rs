@@ -7,8 +7,8 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 
 use crate::faults::{
-    FaultKind, FaultMethod, FaultOutcome, FaultPlan, GetCounts, GetNumbers, incarnation_resets,
-    plan_request,
+    FaultKind, FaultMethod, FaultOutcome, FaultPlan, GetCounts, incarnation_resets, plan_request,
+    vm_clock_changes,
 };
 use crate::replay::{history_records, served_document};
 use crate::scenario::Scenario;
@@ -52,10 +52,23 @@ pub(crate) struct Inner {
     /// Scenario time stays at 0 until the first GET of scheduledevents
     /// ([`Engine::hold_until_first_poll`]).
     held_until_poll: bool,
+    /// The document last served and what it was rendered from (see `Engine::document_json`).
+    served: Option<(ServedKey, Arc<str>)>,
+}
+
+/// What a served document depends on: every change of the events is in the history (or is
+/// an incarnation reset), and the api-version asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ServedKey {
+    changes: usize,
+    incarnation: u64,
+    api_version: String,
 }
 
 impl Inner {
     fn new(scenario: Arc<Scenario>, clock: ScenarioClock) -> Inner {
+        let (ahead, steps) = vm_clock_changes(&scenario.faults);
+        let clock = clock.with_vm_clock(ahead, steps);
         Inner {
             simulation: Simulation::new(&scenario),
             scenario,
@@ -70,14 +83,16 @@ impl Inner {
             generated_events: 0,
             seed: unix_ms(SystemTime::now()),
             held_until_poll: false,
+            served: None,
         }
     }
 }
 
 impl Engine {
     pub(crate) fn new(scenario: Scenario, clock: ScenarioClock) -> Engine {
+        let speed = clock.speed();
         Engine {
-            speed: clock.speed(),
+            speed,
             inner: Mutex::new(Inner::new(Arc::new(scenario), clock)),
             finished: watch::Sender::new(false),
             shutdown: watch::Sender::new(false),
@@ -114,7 +129,8 @@ impl Engine {
         if !inner.held_until_poll {
             return;
         }
-        inner.clock = ScenarioClock::start_now(self.speed);
+        let (ahead, steps) = vm_clock_changes(&inner.scenario.faults);
+        inner.clock = ScenarioClock::start_now(self.speed).with_vm_clock(ahead, steps);
         inner.held_until_poll = false;
         tracing::info!(scenario = %inner.scenario.name, "first poll: the scenario's clock starts now");
     }
@@ -124,6 +140,7 @@ impl Engine {
         inner.scenario = fresh.scenario;
         inner.clock = fresh.clock;
         inner.simulation = fresh.simulation;
+        inner.served = None;
         inner.gets.clear();
         inner.history_logged = 0;
         inner.resets_served = 0;
@@ -167,7 +184,7 @@ impl Engine {
         let scenario = Arc::clone(&inner.scenario);
         let numbers = match method {
             FaultMethod::Get => inner.gets.count(vm, &scenario.faults, now),
-            FaultMethod::Post => GetNumbers::default(),
+            FaultMethod::Post => inner.gets.post(vm),
         };
         let plan = plan_request(&scenario.faults, method, now, &numbers);
         let record = |kind: FaultKind| FaultRecord {
@@ -183,6 +200,7 @@ impl Engine {
             delay_ms: None,
             body: None,
             incarnation: None,
+            vm_clock_offset_ms: None,
         };
         for fault in &plan.applied {
             let mut served = record(fault.kind);
@@ -192,7 +210,7 @@ impl Engine {
                     served.delay_ms = fault.delay.map(millis);
                 }
                 FaultKind::Malformed => served.body = fault.body,
-                FaultKind::IncarnationReset => {}
+                FaultKind::IncarnationReset | FaultKind::VmClock => {}
             }
             inner.faults.push(served);
         }
@@ -213,14 +231,29 @@ impl Engine {
 
     /// The current document as JSON in the shape of `api_version` (or of the scenario's
     /// `shape`, if that is older).
-    pub(crate) fn document_json(&self, api_version: &str) -> String {
-        let inner = self.current();
-        served_document(
+    /// Rendered once per change: a document of thousands of events is served every second.
+    pub(crate) fn document_json(&self, api_version: &str) -> Arc<str> {
+        let mut inner = self.current();
+        let key = ServedKey {
+            changes: inner.simulation.history().len(),
+            incarnation: inner.simulation.incarnation(),
+            api_version: api_version.to_owned(),
+        };
+        if let Some((served_key, text)) = &inner.served
+            && *served_key == key
+        {
+            return Arc::clone(text);
+        }
+        let text: Arc<str> = served_document(
             &inner.simulation,
             &inner.clock,
             api_version,
             inner.scenario.shape.as_deref(),
+            &inner.scenario.omit_fields,
         )
+        .into();
+        inner.served = Some((key, Arc::clone(&text)));
+        text
     }
 
     /// Approves the events on behalf of `vm`, recording each id either way.
@@ -228,6 +261,9 @@ impl Engine {
         let mut inner = self.current();
         let now = inner.simulation.now();
         let outcome = inner.simulation.approve(now, event_ids).map(|_| ());
+        if outcome.is_ok() {
+            inner.gets.approved(vm);
+        }
         let at_unix_ms = inner.clock.unix_ms_at(now);
         for event_id in event_ids {
             inner.approvals.push(ApprovalRecord {
@@ -294,9 +330,29 @@ impl Engine {
             true => Duration::ZERO,
             false => inner.clock.scenario_now(),
         };
+        record_clock_steps(&mut inner);
         inner.simulation.advance(now);
         self.publish(&mut inner);
         inner
+    }
+
+    /// Azure's clock now: what IMDS's `Date` header says (the machine's clock unless the
+    /// scenario sets a VM clock offset).
+    pub(crate) fn azure_now(&self) -> SystemTime {
+        let mut inner = self.current();
+        inner.clock.azure_now()
+    }
+
+    /// From now on the VM's clock is `vm_minus_azure_ms` off Azure's (a step if it was
+    /// something else): Azure's clock, which the simulator runs, moves instead.
+    pub(crate) fn step_vm_clock(&self, vm_minus_azure_ms: i64) {
+        let mut inner = self.current();
+        inner.clock.step_now(-vm_minus_azure_ms);
+        record_clock_steps(&mut inner);
+        let now = inner.clock.scenario_now();
+        inner.simulation.keep_running();
+        inner.simulation.advance(now);
+        self.publish(&mut inner);
     }
 
     /// Logs new history entries and announces the end of the scenario.
@@ -324,6 +380,25 @@ impl Engine {
         self.inner
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Records each change of the VM's clock offset (the start's, and each step) as a fault
+/// served, when scenario time reaches it.
+fn record_clock_steps(inner: &mut Inner) {
+    for (at, ahead_ms) in inner.clock.take_reports() {
+        inner.faults.push(FaultRecord {
+            kind: FaultKind::VmClock,
+            method: String::new(),
+            vm: String::new(),
+            at_unix_ms: unix_ms(SystemTime::now()),
+            at_scenario_ms: millis(at),
+            status: None,
+            delay_ms: None,
+            body: None,
+            incarnation: None,
+            vm_clock_offset_ms: Some(-ahead_ms),
+        });
     }
 }
 

@@ -1,7 +1,7 @@
 //! Faults a scenario can inject into the Scheduled Events endpoint, each in a window of
 //! scenario time, and the plan that says how one request is disturbed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -38,7 +38,65 @@ pub struct FaultSpec {
     /// however long they take; every request when absent.
     #[serde(default)]
     pub first_requests: Option<u64>,
+    /// The window opens only once IMDS has accepted an approval from the VM (and `from`
+    /// has passed): a VM that loses IMDS right after approving.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub after_approval: bool,
+    /// `vm-clock`: how far the VM's clock is from Azure's from `at` on (from the start when
+    /// `at` is absent): `"-10s"` behind, `"+30s"` ahead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<ClockOffset>,
 }
+
+/// How far the VM's clock is from Azure's: negative when it is behind. Written as a signed
+/// duration, `"-10s"`, `"+1m 30s"`, `"250ms"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ClockOffset {
+    /// The VM's clock minus Azure's, in milliseconds.
+    pub vm_minus_azure_ms: i64,
+}
+
+impl TryFrom<String> for ClockOffset {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<ClockOffset, String> {
+        let trimmed = text.trim();
+        let (sign, magnitude) = match trimmed.strip_prefix('-') {
+            Some(rest) => (-1, rest),
+            None => (1, trimmed.strip_prefix('+').unwrap_or(trimmed)),
+        };
+        let duration =
+            humantime_serde::re::humantime::parse_duration(magnitude.trim()).map_err(|error| {
+                format!("\"{text}\" is not a signed duration like \"-10s\" or \"+30s\": {error}")
+            })?;
+        let ms = i64::try_from(duration.as_millis())
+            .ok()
+            .filter(|ms| *ms <= CLOCK_OFFSET_MAX_MS)
+            .ok_or_else(|| format!("\"{text}\" is more than a day: give at most \"24h\""))?;
+        Ok(ClockOffset {
+            vm_minus_azure_ms: sign * ms,
+        })
+    }
+}
+
+impl From<ClockOffset> for String {
+    fn from(offset: ClockOffset) -> String {
+        let sign = if offset.vm_minus_azure_ms < 0 {
+            "-"
+        } else {
+            "+"
+        };
+        let magnitude = Duration::from_millis(offset.vm_minus_azure_ms.unsigned_abs());
+        format!(
+            "{sign}{}",
+            humantime_serde::re::humantime::format_duration(magnitude)
+        )
+    }
+}
+
+/// The largest VM clock offset a scenario may give: a day.
+const CLOCK_OFFSET_MAX_MS: i64 = 24 * 3600 * 1000;
 
 /// The sorts of fault a scenario can inject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,6 +113,11 @@ pub enum FaultKind {
     Malformed,
     /// DocumentIncarnation drops back to 1 at `at`; events go on as before.
     IncarnationReset,
+    /// The VM's clock is `offset` from Azure's from `at` on (from the start without `at`).
+    /// The simulator cannot move the daemon's clock, so it moves Azure's: its `Date` header,
+    /// the NotBefore it sends and the instant events start run on Azure's clock; a later
+    /// `vm-clock` is a step.
+    VmClock,
 }
 
 /// What a `malformed` fault serves instead of the document.
@@ -111,7 +174,7 @@ impl FaultSpec {
             }
             if matches!(
                 self.kind,
-                FaultKind::IncarnationReset | FaultKind::SlowFirstCall
+                FaultKind::IncarnationReset | FaultKind::SlowFirstCall | FaultKind::VmClock
             ) {
                 return Err("first_requests: applies to status, delay and malformed only".into());
             }
@@ -138,6 +201,10 @@ impl FaultSpec {
                 .at
                 .map(|_| ())
                 .ok_or_else(|| "at: an incarnation reset needs `at`, e.g. at = \"1m\"".into()),
+            FaultKind::VmClock => self.offset.map(|_| ()).ok_or_else(|| {
+                "offset: say how far the VM's clock is from Azure's, e.g. offset = \"-10s\" (behind)"
+                    .into()
+            }),
         }
     }
 
@@ -149,8 +216,18 @@ impl FaultSpec {
     }
 
     /// Whether the fault acts on a request: `nth_in_window` is which GET of its VM within
-    /// the window this is (from 1; 0 for a POST).
-    fn active(&self, method: FaultMethod, now: Duration, nth_in_window: u64) -> bool {
+    /// the window this is (from 1; 0 for a POST); `approved` whether IMDS accepted an
+    /// approval from the VM before.
+    fn active(
+        &self,
+        method: FaultMethod,
+        now: Duration,
+        nth_in_window: u64,
+        approved: bool,
+    ) -> bool {
+        if self.after_approval && !approved {
+            return false;
+        }
         let counted = self
             .first_requests
             .is_none_or(|count| nth_in_window <= count);
@@ -164,6 +241,8 @@ impl FaultSpec {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct GetNumbers {
     pub(crate) of_vm: u64,
+    /// Whether IMDS accepted an approval from the VM before (for `after_approval`).
+    pub(crate) approved: bool,
     /// By the fault's position in the scenario; 0 outside its window.
     pub(crate) in_window: Vec<u64>,
 }
@@ -173,6 +252,7 @@ pub(crate) struct GetNumbers {
 pub(crate) struct GetCounts {
     of_vm: HashMap<String, u64>,
     in_window: HashMap<(String, usize), u64>,
+    approved: HashSet<String>,
 }
 
 impl GetCounts {
@@ -194,14 +274,29 @@ impl GetCounts {
             .collect();
         GetNumbers {
             of_vm: *of_vm,
+            approved: self.approved.contains(vm),
             in_window,
         }
+    }
+
+    /// What a POST of `vm` is: not a GET, after an approval or not.
+    pub(crate) fn post(&self, vm: &str) -> GetNumbers {
+        GetNumbers {
+            approved: self.approved.contains(vm),
+            ..GetNumbers::default()
+        }
+    }
+
+    /// IMDS accepted an approval from `vm`: `after_approval` faults act on it from now.
+    pub(crate) fn approved(&mut self, vm: &str) {
+        self.approved.insert(vm.to_owned());
     }
 
     /// Forgets every count (a scenario started again).
     pub(crate) fn clear(&mut self) {
         self.of_vm.clear();
         self.in_window.clear();
+        self.approved.clear();
     }
 }
 
@@ -220,7 +315,7 @@ pub(crate) fn plan_request(
     for fault in faults
         .iter()
         .enumerate()
-        .filter(|(index, fault)| fault.active(method, now, nth_in_window(*index)))
+        .filter(|(index, fault)| fault.active(method, now, nth_in_window(*index), numbers.approved))
         .map(|(_, fault)| fault)
     {
         match fault.kind {
@@ -253,6 +348,30 @@ pub(crate) fn incarnation_resets(faults: &[FaultSpec]) -> Vec<Duration> {
     resets
 }
 
+/// How far Azure's clock is ahead of the VM's (ms) at the start, and each later change:
+/// (scenario instant, how far ahead from then on), earliest first, from the `vm-clock`
+/// faults. The first `vm-clock` without `at` (or at 0) sets the start.
+pub(crate) fn vm_clock_changes(faults: &[FaultSpec]) -> (i64, Vec<(Duration, i64)>) {
+    let mut initial = 0;
+    let mut changes: Vec<(Duration, i64)> = Vec::new();
+    let mut initial_set = false;
+    for fault in faults
+        .iter()
+        .filter(|fault| fault.kind == FaultKind::VmClock)
+    {
+        let ahead = -fault.offset.unwrap_or_default().vm_minus_azure_ms;
+        match fault.at.filter(|at| !at.is_zero()) {
+            None if !initial_set => {
+                initial = ahead;
+                initial_set = true;
+            }
+            at => changes.push((at.unwrap_or_default(), ahead)),
+        }
+    }
+    changes.sort_by_key(|(at, _)| *at);
+    (initial, changes)
+}
+
 /// What a malformed answer carries instead of `document`.
 pub(crate) fn malformed_text(body: MalformedBody, document: &str) -> String {
     match body {
@@ -283,6 +402,8 @@ mod tests {
             at: None,
             methods: get_only(),
             first_requests: None,
+            after_approval: false,
+            offset: None,
         }
     }
 
@@ -290,6 +411,7 @@ mod tests {
     fn nth_get(nth: u64, faults: usize) -> GetNumbers {
         GetNumbers {
             of_vm: nth,
+            approved: false,
             in_window: vec![nth; faults],
         }
     }
@@ -324,6 +446,32 @@ mod tests {
         let later = plan_request(&faults, FaultMethod::Get, Duration::ZERO, &nth_get(2, 1));
         assert_eq!(first.delay, Duration::from_millis(200));
         assert_eq!(later.delay, Duration::ZERO);
+    }
+
+    #[test]
+    fn after_approval_waits_for_the_vms_first_accepted_approval() {
+        let mut held = fault(FaultKind::Delay, 0, 100);
+        held.after_approval = true;
+        let faults = [held];
+        let mut counts = GetCounts::default();
+        let get = |counts: &mut GetCounts, vm: &str| {
+            let numbers = counts.count(vm, &faults, Duration::from_secs(1));
+            plan_request(&faults, FaultMethod::Get, Duration::from_secs(1), &numbers).delay
+        };
+        assert_eq!(get(&mut counts, "vm-a"), Duration::ZERO);
+        counts.approved("vm-a");
+        assert_eq!(get(&mut counts, "vm-a"), Duration::from_millis(200));
+        assert_eq!(
+            get(&mut counts, "vm-b"),
+            Duration::ZERO,
+            "another VM's approval"
+        );
+        counts.clear();
+        assert_eq!(
+            get(&mut counts, "vm-a"),
+            Duration::ZERO,
+            "a restarted scenario"
+        );
     }
 
     #[test]
@@ -375,6 +523,41 @@ mod tests {
             r#"{"DocumentIncarnation":1,"Events":[]}"#,
         );
         assert!(serde_json::from_str::<serde_json::Value>(&text).is_err());
+    }
+
+    #[test]
+    fn vm_clock_offsets_read_signed_and_sort_into_start_and_steps() {
+        let offset = |text: &str| ClockOffset::try_from(text.to_owned());
+        assert_eq!(offset("-10s").unwrap().vm_minus_azure_ms, -10_000);
+        assert_eq!(offset("+1m 30s").unwrap().vm_minus_azure_ms, 90_000);
+        assert_eq!(offset("250ms").unwrap().vm_minus_azure_ms, 250);
+        assert!(offset("soon").unwrap_err().contains("-10s"));
+        assert!(offset("-2d").unwrap_err().contains("24h"));
+        assert_eq!(String::from(offset("-10s").unwrap()), "-10s");
+        let clock = |offset_text: &str, at: Option<u64>| FaultSpec {
+            kind: FaultKind::VmClock,
+            at: at.map(Duration::from_secs),
+            offset: Some(offset(offset_text).unwrap()),
+            ..fault(FaultKind::VmClock, 0, 1)
+        };
+        let faults = [
+            clock("+5s", Some(20)),
+            clock("-10s", None),
+            clock("0s", Some(10)),
+        ];
+        assert_eq!(
+            vm_clock_changes(&faults),
+            (
+                10_000,
+                vec![
+                    (Duration::from_secs(10), 0),
+                    (Duration::from_secs(20), -5_000)
+                ]
+            )
+        );
+        let mut missing = clock("0s", None);
+        missing.offset = None;
+        assert!(missing.check().unwrap_err().starts_with("offset"));
     }
 
     #[test]

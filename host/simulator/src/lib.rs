@@ -14,6 +14,7 @@ mod console_routes;
 mod engine;
 mod faults;
 mod handle;
+pub mod host_check;
 mod identity;
 mod ids;
 mod json_answer;

@@ -13,6 +13,7 @@ use crate::snapshot::HistoryRecord;
 #[derive(Debug, Clone)]
 pub struct Replay {
     shape: Option<String>,
+    omit_fields: Vec<String>,
     simulation: Simulation,
     clock: ScenarioClock,
 }
@@ -28,8 +29,12 @@ impl Replay {
     pub fn new(scenario: &Scenario, started: SystemTime, speed: f64) -> Replay {
         Replay {
             shape: scenario.shape.clone(),
+            omit_fields: scenario.omit_fields.clone(),
             simulation: Simulation::new(scenario),
-            clock: ScenarioClock::starting_at(started, speed),
+            clock: {
+                let (ahead, steps) = crate::faults::vm_clock_changes(&scenario.faults);
+                ScenarioClock::starting_at(started, speed).with_vm_clock(ahead, steps)
+            },
         }
     }
 
@@ -58,6 +63,7 @@ impl Replay {
             &self.clock,
             api_version,
             self.shape.as_deref(),
+            &self.omit_fields,
         )
     }
 
@@ -73,15 +79,16 @@ impl Replay {
 }
 
 /// The current document as a GET with `api_version` is served it, for a scenario whose
-/// `shape` is `scenario_shape`.
+/// `shape` is `scenario_shape` and whose `omit_fields` are `omit`.
 pub(crate) fn served_document(
     simulation: &Simulation,
     clock: &ScenarioClock,
     api_version: &str,
     scenario_shape: Option<&str>,
+    omit: &[String],
 ) -> String {
     let current = forewarn_imds::render_document(&simulation.document(clock));
-    in_shape(&current, served_version(api_version, scenario_shape))
+    in_shape(&current, served_version(api_version, scenario_shape), omit)
 }
 
 /// The simulation's history with wall-clock times.

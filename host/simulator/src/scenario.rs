@@ -45,6 +45,12 @@ pub struct Scenario {
     /// api-version gets the older shape. The newest (2020-07-01) when absent.
     #[serde(default)]
     pub shape: Option<String>,
+    /// Fields left out of every event of the document served (e.g. `["ResourceType"]`), as
+    /// a trimmed fake IMDS would send them: 7 500 events fit under the 1 MiB forewarn reads
+    /// only without `ResourceType`. Only `ResourceType`, `Description`, `EventSource` and
+    /// `DurationInSeconds` may be left out; none when absent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub omit_fields: Vec<String>,
     /// `priority` in the compute metadata; Spot when the scenario has a Preempt event,
     /// else Regular (filled in by [`Scenario::validate`]).
     #[serde(default)]
@@ -57,6 +63,15 @@ pub struct Scenario {
     #[serde(default)]
     pub identity: IdentitySpec,
 }
+
+/// The fields `omit_fields` may name: those a client must do without anyway (older
+/// api-versions lack the last three; `ResourceType` is always "VirtualMachine").
+const OMITTABLE_FIELDS: [&str; 4] = [
+    "ResourceType",
+    "Description",
+    "EventSource",
+    "DurationInSeconds",
+];
 
 /// One event's whole life, in scenario time (from the simulator's start).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -112,6 +127,11 @@ pub struct EventSpec {
     /// the daemon at Started and expect no recovery. The simulator serves on as before.
     #[serde(default)]
     pub vm_goes_away: bool,
+    /// What the document shows as `NotBefore` instead of the real instant, verbatim
+    /// (`"garbage"`, `"1649716018"`, `"2022-02-30T10:00:00Z"`): a NotBefore the daemon
+    /// cannot read. The event still starts at `appear_at + notice`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before_text: Option<String>,
 }
 
 /// A change to a Scheduled event: NotBefore moves and/or the Resources change.
@@ -321,6 +341,19 @@ impl Scenario {
                 ),
             ));
         }
+        if let Some(field) = self
+            .omit_fields
+            .iter()
+            .find(|field| !OMITTABLE_FIELDS.contains(&field.as_str()))
+        {
+            return Err(invalid(
+                "omit_fields".into(),
+                &format!(
+                    "\"{field}\" cannot be left out; leave out any of {}",
+                    OMITTABLE_FIELDS.join(", ")
+                ),
+            ));
+        }
         for (index, fault) in self.faults.iter().enumerate() {
             if let Err(problem) = fault.check() {
                 return Err(invalid(format!("faults[{index}]"), &problem));
@@ -389,6 +422,16 @@ pub(crate) fn event_problem(event: &EventSpec) -> Option<String> {
     }
     if event.status == InitialStatus::Started && event.starts_late_by.is_some() {
         return Some("starts_late_by: an event that appears Started has no NotBefore".into());
+    }
+    if event
+        .not_before_text
+        .as_deref()
+        .is_some_and(|text| text.trim().is_empty())
+    {
+        return Some(
+            "not_before_text: give the text to show (e.g. \"garbage\"); a blank NotBefore is what a Started event shows"
+                .into(),
+        );
     }
     reschedule_problem(event)
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, RawQuery, Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::json;
@@ -47,7 +47,25 @@ pub(crate) fn router(engine: Arc<Engine>) -> Router {
         .route("/simulator/wait-finished", get(wait_finished))
         .merge(console_routes())
         .fallback(not_found)
+        .layer(axum::middleware::from_fn(refuse_other_hosts))
         .with_state(engine)
+}
+
+/// Answers only requests for this simulator's addresses or `localhost` (host_check.rs): a
+/// page whose name was made to resolve here gets 421, neither a document nor a change.
+async fn refuse_other_hosts(request: Request, next: axum::middleware::Next) -> Response {
+    let host = request
+        .headers()
+        .get(axum::http::header::HOST)
+        .map(|value| value.to_str().unwrap_or("(not text)").to_owned());
+    if crate::host_check::is_served_host(host.as_deref(), &[]) {
+        return next.run(request).await;
+    }
+    let message = crate::host_check::refusal(
+        host.as_deref().unwrap_or_default(),
+        "reach the simulator at http://127.0.0.1:PORT/ (or localhost)",
+    );
+    error(StatusCode::MISDIRECTED_REQUEST, json!({ "error": message }))
 }
 
 /// One IMDS request: which VM (the `/vm/{vm}` prefix, if any), and what the caller sent.
@@ -121,7 +139,7 @@ async fn serve(engine: &Engine, call: Call, endpoint: Endpoint) -> Response {
         record(engine, &call, "", &response, arrived);
         return response;
     };
-    let response = match rejection(&call, endpoint) {
+    let mut response = match rejection(&call, endpoint) {
         Some(response) => response,
         None => match endpoint {
             Endpoint::Events if call.method == Method::POST => approve(engine, &vm, &call).await,
@@ -136,6 +154,11 @@ async fn serve(engine: &Engine, call: Call, endpoint: Endpoint) -> Response {
         },
     };
     record(engine, &call, &vm, &response, arrived);
+    // IMDS's clock is Azure's: the VM's may be off it (`vm-clock` faults).
+    let date = forewarn_imds::format_rfc1123(engine.azure_now());
+    if let Ok(date) = HeaderValue::from_str(&date) {
+        response.headers_mut().insert(header::DATE, date);
+    }
     response
 }
 
@@ -236,7 +259,10 @@ async fn document(engine: &Engine, vm: &str, api_version: &str) -> Response {
             StatusCode::OK,
             malformed_text(body, &engine.document_json(api_version)),
         ),
-        FaultOutcome::Normal => json_text(StatusCode::OK, engine.document_json(api_version)),
+        FaultOutcome::Normal => json_text(
+            StatusCode::OK,
+            engine.document_json(api_version).to_string(),
+        ),
     }
 }
 

@@ -34,9 +34,9 @@ pub(crate) fn served_version<'a>(requested: &'a str, scenario_shape: Option<&'a 
 }
 
 /// `document` (rendered in the 2020-07-01 shape) as `version` renders it: fields that
-/// version does not have are left out, and before 2017-08-01 each resource gets a `_`.
-/// Text that is not a JSON document is returned unchanged.
-pub(crate) fn in_shape(document: &str, version: &str) -> String {
+/// version does not have are left out (and the scenario's `omit`), and before 2017-08-01
+/// each resource gets a `_`. Text that is not a JSON document is returned unchanged.
+pub(crate) fn in_shape(document: &str, version: &str, omit: &[String]) -> String {
     let Ok(mut value) = serde_json::from_str::<Value>(document) else {
         return document.to_string();
     };
@@ -53,6 +53,9 @@ pub(crate) fn in_shape(document: &str, version: &str) -> String {
             if version < since {
                 event.remove(field);
             }
+        }
+        for field in omit {
+            event.remove(field);
         }
         if version < NO_UNDERSCORE_SINCE
             && let Some(resources) = event.get_mut("Resources").and_then(Value::as_array_mut)
@@ -80,14 +83,16 @@ mod tests {
 
     #[test]
     fn the_newest_version_is_unchanged() {
-        assert_eq!(event(&in_shape(CURRENT, "2020-07-01")), event(CURRENT));
+        assert_eq!(event(&in_shape(CURRENT, "2020-07-01", &[])), event(CURRENT));
     }
 
     #[test]
     fn fields_arrive_with_their_versions() {
         let keys = |version: &str| {
-            let mut keys: Vec<String> =
-                event(&in_shape(CURRENT, version)).keys().cloned().collect();
+            let mut keys: Vec<String> = event(&in_shape(CURRENT, version, &[]))
+                .keys()
+                .cloned()
+                .collect();
             keys.sort();
             keys.join(",")
         };
@@ -101,13 +106,21 @@ mod tests {
     }
 
     #[test]
+    fn omitted_fields_are_left_out_of_every_event() {
+        let omit = ["ResourceType".to_owned()];
+        let trimmed = event(&in_shape(CURRENT, "2020-07-01", &omit));
+        assert!(!trimmed.contains_key("ResourceType"));
+        assert!(trimmed.contains_key("EventSource"));
+    }
+
+    #[test]
     fn only_2017_03_01_prefixes_names() {
         assert_eq!(
-            event(&in_shape(CURRENT, "2017-03-01"))["Resources"][0],
+            event(&in_shape(CURRENT, "2017-03-01", &[]))["Resources"][0],
             "_vm-a"
         );
         assert_eq!(
-            event(&in_shape(CURRENT, "2017-08-01"))["Resources"][0],
+            event(&in_shape(CURRENT, "2017-08-01", &[]))["Resources"][0],
             "vm-a"
         );
     }

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use forewarn_imds::{Document, EventSource, EventStatus, EventType, ScheduledEvent};
+use forewarn_imds::{
+    Document, EventField, EventSource, EventStatus, EventType, ScheduledEvent, UnreadableField,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::faults::incarnation_resets;
@@ -503,7 +505,7 @@ fn wire_event(event: &EventState, clock: &ScenarioClock) -> Option<ScheduledEven
         Phase::Pending | Phase::Gone { .. } => return None,
     };
     let spec = &event.spec;
-    Some(ScheduledEvent {
+    let mut event = ScheduledEvent {
         id: spec.id().to_string(),
         event_type: EventType::from_wire(&spec.event_type),
         event_type_raw: spec.event_type.clone(),
@@ -517,7 +519,17 @@ fn wire_event(event: &EventState, clock: &ScenarioClock) -> Option<ScheduledEven
             Source::User => EventSource::User,
         },
         duration_seconds: (spec.duration_seconds >= 0).then_some(spec.duration_seconds),
-    })
+        unreadable: Vec::new(),
+    };
+    // A NotBefore shown as text the daemon cannot read: rendered verbatim.
+    if let (Some(text), EventStatus::Scheduled) = (&spec.not_before_text, status) {
+        event.not_before = None;
+        event.unreadable.push(UnreadableField {
+            field: EventField::NotBefore,
+            raw: text.clone(),
+        });
+    }
+    Some(event)
 }
 
 #[cfg(test)]

@@ -129,6 +129,10 @@ pub struct FaultRecord {
     pub body: Option<MalformedBody>,
     /// `incarnation-reset`: the DocumentIncarnation of the first document served after it.
     pub incarnation: Option<u64>,
+    /// `vm-clock`: the VM's clock minus Azure's from then on, in ms (recorded when scenario
+    /// time reaches it; `method` and `vm` are empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm_clock_offset_ms: Option<i64>,
 }
 
 /// One change of one event.

@@ -213,6 +213,41 @@ async fn injected_faults_are_served_and_recorded() {
 }
 
 #[tokio::test]
+async fn a_vm_clock_step_from_the_console_moves_the_date_header() {
+    let sim = start_idle().await;
+    let (status, answer) = post(&sim, "/simulator/faults", json!({"fault": "vm-clock"})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    assert_eq!(answer["field"], "offset_seconds");
+    let (status, answer) = post(
+        &sim,
+        "/simulator/faults",
+        json!({"fault": "vm-clock", "offset_seconds": -10}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let response = imds_get(&sim).await;
+    let date = response.headers()["date"].to_str().unwrap().to_owned();
+    let date = SystemTime::from(
+        chrono::DateTime::parse_from_rfc2822(&date)
+            .unwrap()
+            .to_utc(),
+    );
+    let ahead = date
+        .duration_since(SystemTime::now())
+        .unwrap_or_default()
+        .as_secs_f64();
+    assert!(
+        (8.5..=10.5).contains(&ahead),
+        "the VM's clock is 10 s behind: Date {ahead} s ahead"
+    );
+    let state = sim.snapshot();
+    let served = state.faults_of(FaultKind::VmClock);
+    assert_eq!(served.len(), 1);
+    assert_eq!(served[0].vm_clock_offset_ms, Some(-10_000));
+    sim.shutdown().await;
+}
+
+#[tokio::test]
 async fn the_console_starts_a_built_in_scenario_from_its_beginning() {
     let sim = start_idle().await;
     let (status, _) = post(&sim, "/simulator/scenario", json!({"name": "user-reboot"})).await;
@@ -354,6 +389,61 @@ async fn restart_scenario_plays_a_finished_scenario_again_from_its_start() {
         again.history
     );
     assert_eq!(again.scenario, "user-reboot");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_page_rebound_to_the_simulator_by_dns_can_neither_read_nor_change_it() {
+    // A page at http://evil.example:PORT whose name now resolves to 127.0.0.1 is the same
+    // origin as the simulator to the browser: its requests differ only by their Host.
+    let sim = start_idle().await;
+    let port = sim.base_url().rsplit(':').next().unwrap().to_owned();
+    let rebound = format!("evil.example:{port}");
+    let generate = client()
+        .post(format!("{}/simulator/events", sim.base_url()))
+        .header("Host", &rebound)
+        .header("Origin", format!("http://{rebound}"))
+        .header("Content-Type", "application/json")
+        .body(json!({"type": "Reboot", "not_before_seconds": 600}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(generate.status(), StatusCode::MISDIRECTED_REQUEST);
+    let answer: Value = generate.json().await.unwrap();
+    assert!(
+        answer["error"].as_str().unwrap().contains("evil.example"),
+        "{answer}"
+    );
+    for path in ["/simulator/console", "/simulator/state", "/"] {
+        let read = client()
+            .get(format!("{}{path}", sim.base_url()))
+            .header("Host", &rebound)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(read.status(), StatusCode::MISDIRECTED_REQUEST, "{path}");
+    }
+    // A browser saying the request comes from another site is refused with a JSON body too.
+    let cross_site = client()
+        .post(format!("{}/simulator/events", sim.base_url()))
+        .header("Sec-Fetch-Site", "cross-site")
+        .header("Content-Type", "application/json")
+        .body(json!({"type": "Reboot", "not_before_seconds": 600}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cross_site.status(), StatusCode::FORBIDDEN);
+    assert!(
+        document(&sim).await.events.is_empty(),
+        "no event was generated"
+    );
+    // The simulator still answers under its address and localhost.
+    let by_name = client()
+        .get(format!("http://localhost:{port}/simulator/console"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(by_name.status(), StatusCode::OK);
     sim.shutdown().await;
 }
 

@@ -678,4 +678,78 @@ async fn a_held_clock_starts_at_the_first_poll() {
         "canceled {:?} after the first poll, before 1 s of scenario time",
         polled_at.elapsed()
     );
+    sim.shutdown().await;
+}
+
+/// The instant an HTTP date names.
+fn http_date(text: &str) -> std::time::SystemTime {
+    chrono::DateTime::parse_from_rfc2822(text)
+        .map(|time| std::time::SystemTime::from(time.to_utc()))
+        .unwrap_or_else(|error| panic!("{text:?} is not an HTTP date: {error}"))
+}
+
+/// Seconds from `earlier` to `later` (negative when `later` is earlier).
+fn seconds_between(earlier: std::time::SystemTime, later: std::time::SystemTime) -> f64 {
+    match later.duration_since(earlier) {
+        Ok(after) => after.as_secs_f64(),
+        Err(before) => -before.duration().as_secs_f64(),
+    }
+}
+
+#[tokio::test]
+async fn a_vm_clock_behind_puts_the_date_header_and_not_before_on_azures_clock() {
+    // The VM's clock is 10 s behind Azure's: IMDS's Date header and the Reboot's NotBefore
+    // (15 min after it appeared) are 10 s ahead of this machine's clock.
+    let faults = "[[faults]]\nkind = \"vm-clock\"\noffset = \"-10s\"\n";
+    let sim = start(scenario(faults), 1.0).await;
+    let started = std::time::SystemTime::now();
+    let response = get_events(&sim.base_url()).await;
+    let date = http_date(response.headers()["date"].to_str().unwrap());
+    let ahead = seconds_between(std::time::SystemTime::now(), date);
+    assert!((8.5..=10.5).contains(&ahead), "Date is {ahead} s ahead");
+    let document = json(response).await;
+    let not_before = http_date(document["Events"][0]["NotBefore"].as_str().unwrap());
+    let notice = seconds_between(started, not_before);
+    assert!(
+        (908.0..=911.0).contains(&notice),
+        "NotBefore {notice} s ahead"
+    );
+    let state = sim.snapshot();
+    let served = state.faults_of(FaultKind::VmClock);
+    assert_eq!(served.len(), 1, "{:?}", state.faults);
+    assert_eq!(served[0].vm_clock_offset_ms, Some(-10_000));
+    // History stays on the machine's clock.
+    let appeared = state.history[0].at_unix_ms;
+    let machine_start = state.started_at_unix_ms;
+    assert!(
+        appeared.abs_diff(machine_start) < 1_000,
+        "{appeared} vs {machine_start}"
+    );
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_step_of_the_vm_clock_moves_azures_clock_and_keeps_not_before() {
+    // At 1 s the VM's clock steps 30 s behind: Azure's clock (its Date, the instant events
+    // start) jumps 30 s ahead; the NotBefore already sent stays as it was.
+    let faults = "[[faults]]\nkind = \"vm-clock\"\noffset = \"-30s\"\nat = \"1s\"\n";
+    let sim = start(scenario(faults), 1.0).await;
+    let before = json(get_events(&sim.base_url()).await).await;
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let response = get_events(&sim.base_url()).await;
+    let date = http_date(response.headers()["date"].to_str().unwrap());
+    let ahead = seconds_between(std::time::SystemTime::now(), date);
+    assert!((28.5..=30.5).contains(&ahead), "Date is {ahead} s ahead");
+    let after = json(response).await;
+    assert_eq!(
+        before["Events"][0]["NotBefore"], after["Events"][0]["NotBefore"],
+        "the step does not move NotBefore"
+    );
+    let state = sim.snapshot();
+    assert!(state.now_scenario_ms >= 31_000, "{}", state.now_scenario_ms);
+    assert_eq!(
+        state.faults_of(FaultKind::VmClock)[0].vm_clock_offset_ms,
+        Some(-30_000)
+    );
+    sim.shutdown().await;
 }

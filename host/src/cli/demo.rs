@@ -4,6 +4,8 @@
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -17,7 +19,7 @@ use crate::cli::demo_log::{self, DemoLogLine};
 use crate::cli::demo_workload::{
     DemoWorkload, START_ACTION, STOP_ACTION, WorkloadFacts, WorkloadNote,
 };
-use crate::cli::plugin_files::PluginFile;
+use crate::cli::plugin_files::{self, PluginFile};
 use crate::cli::verdict::PluginVerdicts;
 use crate::config::Config;
 use crate::daemon::wiring;
@@ -26,7 +28,46 @@ use crate::plugins::bundled::bundled_plugins;
 use crate::plugins::manifest::{ConfigValue, PluginManifest};
 use crate::plugins::set::{LoadedPlugin, PluginSource};
 
-/// Options of `forewarn demo`, as the command line gives them.
+/// `forewarn demo`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Scenario: a built-in name (see `forewarn simulate --list`) or a scenario file.
+    #[arg(long, default_value = forewarn_simulator::DEFAULT_SCENARIO)]
+    scenario: String,
+    /// How many times faster than real time the scenario runs.
+    #[arg(long, default_value_t = 10.0)]
+    speed: f64,
+    /// lb-drain's drain window in seconds (real time).
+    #[arg(long, default_value_t = 3)]
+    drain_seconds: u64,
+    /// Print the timeline as JSON lines (one object per entry, a summary last).
+    #[arg(long)]
+    json: bool,
+    /// Also run the plugins in DIR (each NAME.wasm with its NAME.toml, if present).
+    #[arg(long, value_name = "DIR")]
+    plugins: Option<PathBuf>,
+}
+
+impl Args {
+    /// The demo's options: the bundled plugins, those in `--plugins DIR`, five minutes at most.
+    fn options(self) -> anyhow::Result<DemoOptions> {
+        Ok(DemoOptions {
+            scenario: self.scenario,
+            speed: self.speed,
+            drain_seconds: self.drain_seconds,
+            timeout: Duration::from_secs(300),
+            json: self.json,
+            extra_plugins: match &self.plugins {
+                Some(dir) => plugin_files::in_dir(dir)?,
+                None => Vec::new(),
+            },
+            bundled: true,
+            quiet: false,
+        })
+    }
+}
+
+/// Options of a demo run (`forewarn demo`, and each scenario `plugin test` plays).
 #[derive(Debug, Clone)]
 pub struct DemoOptions {
     /// A built-in scenario's name, or the path of a scenario file (TOML, or `.json`).
@@ -77,8 +118,9 @@ pub struct Played {
     pub drained: bool,
 }
 
-/// Runs the demo; Ok when the scenario finished and every event was handled to the end.
-pub async fn run(options: DemoOptions) -> anyhow::Result<DemoSummary> {
+/// Runs the demo; exit 0 when the scenario finished and every event was handled to the end.
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let options = args.options()?;
     let played = play(&options).await?;
     if !played.finished {
         bail!("the scenario did not finish within {:?}", options.timeout);
@@ -86,7 +128,7 @@ pub async fn run(options: DemoOptions) -> anyhow::Result<DemoSummary> {
     if !played.drained {
         bail!("the daemon still had events in progress when the scenario ended");
     }
-    Ok(played.summary)
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Plays the scenario with the demo's plugins and prints the timeline; Err only when it
@@ -146,7 +188,8 @@ pub async fn play(options: &DemoOptions) -> anyhow::Result<Played> {
         let timeline = timeline.clone();
         let shutdown = shutdown.clone();
         let readiness = prepared.readiness.clone();
-        async move { wiring::run_daemon(&config, plugins, timeline, readiness, shutdown).await }
+        let storage = prepared.storage.clone();
+        async move { wiring::run_daemon(&config, plugins, timeline, readiness, storage, shutdown).await }
     });
     let finished = tokio::time::timeout(options.timeout, simulator.finished()).await;
     // Let recovery of the last event complete: the daemon forgets an event once done.
@@ -200,6 +243,7 @@ fn demo_config(
         // Any free port: demos may run side by side with a daemon on the default port.
         admin: crate::config::AdminConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            ..Default::default()
         },
         actions: workload.actions().into_iter().collect(),
         ..Config::default()
@@ -603,4 +647,41 @@ fn render_entry(entry: &TimelineEntry) -> Option<String> {
 
 fn short(id: &str) -> String {
     id.chars().take(8).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::parse_args::{assert_consistent, parse};
+
+    #[test]
+    fn defaults_tell_the_story_in_well_under_a_minute() {
+        assert_consistent::<Args>();
+        let options = parse::<Args>(&[])
+            .expect("parses")
+            .options()
+            .expect("options");
+        assert_eq!(options.scenario, forewarn_simulator::DEFAULT_SCENARIO);
+        assert_eq!((options.speed, options.drain_seconds), (10.0, 3));
+        assert!(options.bundled && !options.json && !options.quiet);
+        assert!(options.extra_plugins.is_empty());
+    }
+
+    #[test]
+    fn plugins_dir_adds_each_component_in_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("extra.wasm"), b"\0asm").expect("write");
+        let dir = dir.path().to_str().expect("utf-8");
+        let options = parse::<Args>(&["--plugins", dir, "--json"])
+            .expect("parses")
+            .options()
+            .expect("options");
+        assert!(options.json);
+        let names: Vec<_> = options
+            .extra_plugins
+            .iter()
+            .map(|plugin| plugin.wasm.file_name().expect("a file"))
+            .collect();
+        assert_eq!(names, ["extra.wasm"]);
+    }
 }

@@ -71,8 +71,9 @@ impl Visit for FieldText {
 
 impl FieldText {
     fn record(&mut self, field: &Field, value: &str) {
+        let value = crate::log_format::field_text(value);
         if field.name() == "message" {
-            self.message = value.to_owned();
+            self.message = value;
             return;
         }
         let _ = write!(self.rest, " {}={value}", field.name());

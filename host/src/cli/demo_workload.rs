@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{ExitCode, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -333,8 +333,36 @@ async fn stop_child(mut child: Child) -> anyhow::Result<String> {
     }
 }
 
+/// `forewarn demo-workload`'s subcommands: what `demo` runs as its app and its actions.
+#[derive(Debug, clap::Subcommand)]
+pub enum WorkloadCommand {
+    /// Run the demo's app until SIGTERM.
+    App,
+    /// Ask the demo workload to stop its app.
+    Stop(ControlArgs),
+    /// Ask the demo workload to start its app.
+    Start(ControlArgs),
+}
+
+/// `demo-workload stop|start`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct ControlArgs {
+    #[arg(long)]
+    control: String,
+}
+
+/// Runs the app, or asks the workload at `--control` to stop or start it.
+pub async fn run(command: WorkloadCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        WorkloadCommand::App => run_app().await?,
+        WorkloadCommand::Stop(args) => run_control("stop", &args.control).await?,
+        WorkloadCommand::Start(args) => run_control("start", &args.control).await?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `forewarn demo-workload app`: the demo's app; runs until SIGTERM, then exits 0.
-pub async fn run_app() -> anyhow::Result<()> {
+async fn run_app() -> anyhow::Result<()> {
     #[cfg(unix)]
     {
         let mut terminate =
@@ -347,7 +375,7 @@ pub async fn run_app() -> anyhow::Result<()> {
 }
 
 /// `forewarn demo-workload stop|start --control URL`: the demo's stop and start actions.
-pub async fn run_control(verb: &str, control: &str) -> anyhow::Result<()> {
+async fn run_control(verb: &str, control: &str) -> anyhow::Result<()> {
     let url = format!("{}/app/{verb}", control.trim_end_matches('/'));
     let client = reqwest::Client::builder()
         .no_proxy()
@@ -363,4 +391,18 @@ pub async fn run_control(verb: &str, control: &str) -> anyhow::Result<()> {
     println!("{body}");
     anyhow::ensure!(status.is_success(), "{url} answered {status}");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::parse_args::{assert_consistent, parse};
+
+    #[test]
+    fn stop_and_start_need_the_control_url() {
+        assert_consistent::<ControlArgs>();
+        let args = parse::<ControlArgs>(&["--control", "http://127.0.0.1:1"]).expect("parses");
+        assert_eq!(args.control, "http://127.0.0.1:1");
+        assert!(parse::<ControlArgs>(&[]).is_err());
+    }
 }

@@ -1,11 +1,39 @@
-//! Code only the command line uses: the `demo` tour, its timeline printer and its
-//! built-in workload.
+//! The `forewarn` commands, one file a command, each the same shape: `Args` (what clap
+//! parses) and `async fn run(args: Args) -> anyhow::Result<ExitCode>` (`compile-plugin`'s is
+//! not async: it runs before the async runtime starts). `main.rs` only parses and
+//! dispatches. A file is named after its command (`plugin check` → `plugin_check.rs`), with
+//! `_command` added where another module of the crate has that name (`status_command.rs`,
+//! beside `ops/status.rs`). Beside them: the helpers some commands share.
 
+pub mod compile_plugin;
+pub mod config_check;
+pub mod config_example;
 pub mod demo;
-pub mod demo_log;
 pub mod demo_workload;
-pub mod plugin_files;
+pub mod plugin_check;
+pub mod plugin_export_bundled;
+pub mod plugin_install;
+pub mod plugin_list;
 pub mod plugin_new;
+pub mod plugin_pull;
+pub mod plugin_push;
+pub mod plugin_remove;
+pub mod plugin_rollback;
 pub mod plugin_test;
+pub mod plugin_upgrade;
+pub mod run;
+pub mod sdk_component_new;
+pub mod sdk_export;
 pub mod service;
+pub mod simulate;
+pub mod status_command;
+
+pub mod demo_log;
+pub mod logging;
+pub mod plugin_files;
+pub mod status_table;
+pub mod supply_args;
 pub mod verdict;
+
+#[cfg(test)]
+mod parse_args;

@@ -1,11 +1,80 @@
-//! `forewarn plugin new NAME --lang LANG [DIR]`: writes the embedded template of LANG into
-//! DIR with the placeholders filled in, then prints the files and the next three commands.
+//! `forewarn plugin new NAME --lang LANG [DIR] [--sdk carried|registry|PATH]`: writes the
+//! embedded template of LANG into DIR with the placeholders filled in and, by default, the SDK
+//! this binary carries into DIR/vendor/forewarn-sdk; then prints the files and the next commands.
+//! Nothing written names the tree the binary was built from.
 
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 
-use crate::plugins::templates::{self, Lang, Substitutions};
+use crate::plugins::carried_sdk;
+use crate::plugins::templates::{self, Lang, SdkSource, Substitutions};
+
+/// `--lang`: the template's language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LangArg {
+    /// Rust with the forewarn-sdk crate.
+    Rust,
+    /// C with clang, wasi-libc and the C SDK.
+    C,
+    /// Python with componentize-py and the Python SDK.
+    Python,
+    /// JavaScript with componentize-js and the JavaScript SDK.
+    Js,
+}
+
+impl From<LangArg> for Lang {
+    fn from(lang: LangArg) -> Self {
+        match lang {
+            LangArg::Rust => Lang::Rust,
+            LangArg::C => Lang::C,
+            LangArg::Python => Lang::Python,
+            LangArg::Js => Lang::Js,
+        }
+    }
+}
+
+/// Options of `forewarn plugin new`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// The plugin's name: lower-case kebab-case (`[a-z][a-z0-9-]*`, at most 48 characters).
+    pub name: String,
+    /// The language of the template.
+    #[arg(long, value_enum)]
+    pub lang: LangArg,
+    /// Where to write the project (must be missing or empty). Default: ./NAME.
+    pub dir: Option<PathBuf>,
+    /// The SDK the project depends on: `carried` (default) writes the SDK this forewarn carries
+    /// into the project (vendor/forewarn-sdk), so it builds with nothing but the language's
+    /// toolchain; `registry` depends on the published forewarn-sdk package by version; a PATH
+    /// names an SDK folder (a checkout's sdk/, or one `forewarn sdk export` wrote), for working
+    /// on the SDK itself.
+    #[arg(long, default_value = "carried", value_parser = parse_sdk)]
+    pub sdk: SdkSource,
+}
+
+/// `--sdk`: `carried`, `registry`, or a path (`./registry` for a folder of that name).
+pub fn parse_sdk(text: &str) -> Result<SdkSource, String> {
+    match text {
+        "carried" => Ok(SdkSource::Carried),
+        "registry" => Ok(SdkSource::Registry),
+        "" => Err("--sdk needs `carried`, `registry` or a path".to_owned()),
+        path => Ok(SdkSource::Path(PathBuf::from(path))),
+    }
+}
+
+/// `forewarn plugin new`: writes the project and prints what it wrote and the next commands.
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let written = create(&NewOptions {
+        name: args.name,
+        lang: args.lang.into(),
+        dir: args.dir,
+        sdk: args.sdk,
+    })?;
+    print!("{}", report(&written));
+    Ok(ExitCode::SUCCESS)
+}
 
 /// Options of `forewarn plugin new`, as the command line gives them.
 #[derive(Debug, Clone)]
@@ -16,8 +85,8 @@ pub struct NewOptions {
     pub lang: Lang,
     /// Where to write the project; default `./NAME`.
     pub dir: Option<PathBuf>,
-    /// The repository's `sdk/` directory; default the checkout this binary was built from.
-    pub sdk: Option<PathBuf>,
+    /// The SDK the project depends on.
+    pub sdk: SdkSource,
 }
 
 /// What `plugin new` wrote.
@@ -25,40 +94,28 @@ pub struct NewOptions {
 pub struct Written {
     /// The project directory.
     pub dir: PathBuf,
-    /// The files, relative to `dir`, in the order written.
+    /// The files, relative to `dir`, in the order written (the carried SDK as its folder).
     pub files: Vec<PathBuf>,
-    /// The README's next commands (build, test, install).
+    /// The README's next commands (set up, build, test, install).
     pub next: Vec<String>,
 }
 
-/// The `sdk/` of the checkout this binary was built from, if it is still there.
-fn built_from_sdk() -> Option<PathBuf> {
-    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk");
-    sdk.is_dir().then_some(sdk)
-}
-
-/// Writes the project; refuses an invalid name, a non-empty DIR and an unknown SDK path.
+/// Writes the project; refuses an invalid name, a non-empty DIR and an SDK path that holds
+/// no SDK of the language.
 pub fn create(options: &NewOptions) -> anyhow::Result<Written> {
     templates::validate_name(&options.name)?;
     let dir = options
         .dir
         .clone()
         .unwrap_or_else(|| PathBuf::from(&options.name));
-    refuse_non_empty(&dir)?;
-    let sdk = match options.sdk.clone().or_else(built_from_sdk) {
-        Some(sdk) => sdk,
-        None => bail!(
-            "cannot tell where forewarn's SDK is: this forewarn was not built from a checkout \
-             that still has its sdk/ directory. Pass --sdk PATH naming the sdk/ directory of a \
-             forewarn repository checkout"
-        ),
-    };
-    let sdk = std::fs::canonicalize(&sdk).with_context(|| {
-        format!(
-            "--sdk {}: no such directory; pass the sdk/ directory of a forewarn checkout",
-            sdk.display()
+    carried_sdk::refuse_non_empty(&dir).map_err(|_| {
+        anyhow::anyhow!(
+            "{} already exists and is not empty: pass another DIR (the third argument), or \
+             remove it first; `plugin new` never overwrites files",
+            dir.display()
         )
     })?;
+    let sdk = resolve_sdk(options.lang, &options.sdk)?;
     let subs = Substitutions::new(&options.name, options.lang, &sdk);
     let files = templates::render(options.lang, &subs);
     if files.is_empty() {
@@ -79,11 +136,41 @@ pub fn create(options: &NewOptions) -> anyhow::Result<Written> {
             .with_context(|| format!("cannot write {}", path.display()))?;
         make_scripts_executable(&path)?;
     }
+    let mut written: Vec<PathBuf> = files.iter().map(|file| file.path.clone()).collect();
+    if sdk == SdkSource::Carried {
+        carried_sdk::write(options.lang, &dir.join(carried_sdk::VENDOR_DIR))?;
+        written.push(PathBuf::from(format!("{}/", carried_sdk::VENDOR_DIR)));
+    }
     Ok(Written {
         next: templates::next_commands(&files),
-        files: files.into_iter().map(|file| file.path).collect(),
+        files: written,
         dir,
     })
+}
+
+/// `--sdk PATH` made absolute and checked to hold `lang`'s SDK package.
+fn resolve_sdk(lang: Lang, sdk: &SdkSource) -> anyhow::Result<SdkSource> {
+    let SdkSource::Path(path) = sdk else {
+        return Ok(sdk.clone());
+    };
+    let absolute = std::fs::canonicalize(path).with_context(|| {
+        format!(
+            "--sdk {}: no such directory; pass the SDK's folder (a forewarn checkout's sdk/, or \
+             one `forewarn sdk export DIR --lang {lang}` wrote), or leave --sdk out to use the SDK \
+             this forewarn carries",
+            path.display()
+        )
+    })?;
+    let package = SdkSource::package_dir(lang, &absolute);
+    if !package.join(lang.package_marker()).is_file() {
+        bail!(
+            "--sdk {}: no {lang} SDK there ({} is missing); pass the SDK's folder (a forewarn \
+             checkout's sdk/, or one `forewarn sdk export DIR --lang {lang}` wrote)",
+            path.display(),
+            package.join(lang.package_marker()).display()
+        );
+    }
+    Ok(SdkSource::Path(package))
 }
 
 /// `build.sh`, `test.sh`: written executable so the README's `./build.sh` works.
@@ -96,27 +183,6 @@ fn make_scripts_executable(path: &Path) -> anyhow::Result<()> {
     }
     #[cfg(not(unix))]
     let _ = path;
-    Ok(())
-}
-
-fn refuse_non_empty(dir: &Path) -> anyhow::Result<()> {
-    if dir.exists() && !dir.is_dir() {
-        bail!(
-            "{} exists and is not a directory: pass another DIR, or remove it",
-            dir.display()
-        );
-    }
-    let has_entries = match std::fs::read_dir(dir) {
-        Ok(mut entries) => entries.next().is_some(),
-        Err(_) => false,
-    };
-    if has_entries {
-        bail!(
-            "{} already exists and is not empty: pass another DIR (the third argument), or \
-             remove it first; `plugin new` never overwrites files",
-            dir.display()
-        );
-    }
     Ok(())
 }
 
@@ -142,8 +208,19 @@ mod tests {
             name: name.into(),
             lang: Lang::Rust,
             dir: Some(dir.to_path_buf()),
-            sdk: Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sdk")),
+            sdk: SdkSource::Carried,
         }
+    }
+
+    #[test]
+    fn every_language_is_a_lang_value() {
+        use crate::cli::parse_args::{assert_consistent, parse};
+        assert_consistent::<Args>();
+        for lang in Lang::ALL {
+            let args = parse::<Args>(&["disk-flush", "--lang", lang.as_str()]).expect("parses");
+            assert_eq!(Lang::from(args.lang), lang);
+        }
+        assert!(parse::<Args>(&["disk-flush", "--lang", "cobol"]).is_err());
     }
 
     #[test]
@@ -157,10 +234,17 @@ mod tests {
             })
             .expect("plugin new");
             assert!(!written.files.is_empty());
-            for file in &written.files {
+            for file in written.files.iter().filter(|file| dir.join(file).is_file()) {
                 let text = std::fs::read_to_string(dir.join(file)).expect("written");
                 assert!(!text.contains("{{"), "{lang}: {}", file.display());
             }
+            let marker = dir
+                .join(carried_sdk::VENDOR_DIR)
+                .join(lang.package_marker());
+            assert!(
+                marker.is_file(),
+                "{lang}: the carried SDK is in the project"
+            );
             assert!(written.next.len() >= 3, "{:?}", written.next);
             assert!(report(&written).contains(&written.next[0]));
         }
@@ -205,12 +289,64 @@ mod tests {
         );
         assert!(!dir.exists(), "nothing written for an invalid name");
         let error = create(&NewOptions {
-            sdk: Some(temp.path().join("no-sdk")),
+            sdk: SdkSource::Path(temp.path().join("no-sdk")),
             ..options(&dir, "disk-flush")
         })
         .unwrap_err()
         .to_string();
-        assert!(error.contains("pass the sdk/ directory"), "{error}");
+        assert!(error.contains("pass the SDK's folder"), "{error}");
+        let error = create(&NewOptions {
+            lang: Lang::Python,
+            sdk: SdkSource::Path(temp.path().to_path_buf()),
+            ..options(&dir, "disk-flush")
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(error.contains("no python SDK there"), "{error}");
         assert!(!dir.exists());
+    }
+
+    #[test]
+    fn a_registry_or_path_sdk_is_named_and_not_written_into_the_project() {
+        let temp = tempfile::tempdir().expect("tempdir");
+        let dir = temp.path().join("registry");
+        create(&NewOptions {
+            sdk: SdkSource::Registry,
+            ..options(&dir, "disk-flush")
+        })
+        .expect("plugin new --sdk registry");
+        assert!(!dir.join("vendor").exists());
+        let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).expect("Cargo.toml");
+        assert!(
+            manifest.contains(&format!("forewarn-sdk = \"{}\"", carried_sdk::SDK_VERSION)),
+            "{manifest}"
+        );
+
+        let exported = temp.path().join("exported");
+        carried_sdk::write(Lang::C, &exported).expect("export");
+        let dir = temp.path().join("local");
+        create(&NewOptions {
+            lang: Lang::C,
+            sdk: SdkSource::Path(exported.clone()),
+            ..options(&dir, "disk-flush")
+        })
+        .expect("plugin new --sdk PATH");
+        let makefile = std::fs::read_to_string(dir.join("Makefile")).expect("Makefile");
+        let exported = std::fs::canonicalize(&exported).expect("canonical");
+        assert!(
+            makefile.contains(&format!("FOREWARN_SDK ?= {}", exported.display())),
+            "{makefile}"
+        );
+    }
+
+    #[test]
+    fn sdk_arguments_are_carried_registry_or_a_path() {
+        assert_eq!(parse_sdk("carried"), Ok(SdkSource::Carried));
+        assert_eq!(parse_sdk("registry"), Ok(SdkSource::Registry));
+        assert_eq!(
+            parse_sdk("./registry"),
+            Ok(SdkSource::Path(PathBuf::from("./registry")))
+        );
+        assert!(parse_sdk("").is_err());
     }
 }

@@ -11,17 +11,18 @@ use std::process::ExitCode;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
+use crate::cli::logging::{self, LogFormat};
 use crate::config::{Config, default_config_path};
 use crate::service_manager::{self, InstallOptions, SERVICE_NAME};
 
 /// `forewarn service …`.
-#[derive(clap::Args)]
-pub struct ServiceArgs {
+#[derive(Debug, clap::Args)]
+pub struct Args {
     #[command(subcommand)]
     command: ServiceCommand,
 }
 
-#[derive(clap::Subcommand)]
+#[derive(Debug, clap::Subcommand)]
 enum ServiceCommand {
     /// Register forewarn as a Windows service and start it: automatic start, restarted after
     /// a failure, the default config written to %ProgramData%\forewarn when missing.
@@ -41,7 +42,7 @@ enum ServiceCommand {
     },
 }
 
-#[derive(clap::Args)]
+#[derive(Debug, clap::Args)]
 struct InstallArgs {
     /// The config file the service reads. Default: %ProgramData%\forewarn\forewarn.toml
     /// (written with every option at its default when missing).
@@ -59,32 +60,28 @@ struct InstallArgs {
     no_start: bool,
 }
 
-/// Runs `forewarn service …`; `json_log`: `--log-format json` for the service's log file.
-pub fn run(args: ServiceArgs, json_log: bool) -> ExitCode {
-    let result = match args.command {
-        ServiceCommand::Install(install) => install_and_start(install, json_log),
-        ServiceCommand::Uninstall => service_manager::uninstall()
-            .map(|()| {
-                println!(
-                    "the {SERVICE_NAME} service is removed (config, plugins and state are kept)"
-                )
-            })
-            .map_err(anyhow::Error::from),
-        ServiceCommand::Start => service_manager::start()
-            .map(|()| println!("the {SERVICE_NAME} service is running"))
-            .map_err(anyhow::Error::from),
-        ServiceCommand::Stop => service_manager::stop()
-            .map(|()| println!("the {SERVICE_NAME} service is stopped"))
-            .map_err(anyhow::Error::from),
-        ServiceCommand::Run { config } => run_service(config, json_log),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("forewarn: {error:#}");
-            ExitCode::FAILURE
+/// Runs `forewarn service …`; `log_format`: `--log-format`, for the service's log file.
+/// Not async: the Service Control Manager runs the daemon (and its async runtime) on a
+/// thread of its own.
+pub fn run(args: Args, log_format: LogFormat) -> anyhow::Result<ExitCode> {
+    let json_log = log_format == LogFormat::Json;
+    match args.command {
+        ServiceCommand::Install(install) => install_and_start(install, json_log)?,
+        ServiceCommand::Uninstall => {
+            service_manager::uninstall()?;
+            println!("the {SERVICE_NAME} service is removed (config, plugins and state are kept)");
         }
+        ServiceCommand::Start => {
+            service_manager::start()?;
+            println!("the {SERVICE_NAME} service is running");
+        }
+        ServiceCommand::Stop => {
+            service_manager::stop()?;
+            println!("the {SERVICE_NAME} service is stopped");
+        }
+        ServiceCommand::Run { config } => run_service(config, log_format)?,
     }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn install_and_start(args: InstallArgs, json_log: bool) -> anyhow::Result<()> {
@@ -140,8 +137,10 @@ fn prepare_config(config: &Path) -> anyhow::Result<()> {
 
 /// `forewarn service run`: logs to the service's rotating file, then hands the process to
 /// the Service Control Manager, which runs the daemon until Stop, Shutdown or Pre-shutdown.
-fn run_service(config: Option<PathBuf>, json_log: bool) -> anyhow::Result<()> {
-    init_service_log(json_log)?;
+fn run_service(config: Option<PathBuf>, log_format: LogFormat) -> anyhow::Result<()> {
+    if let Some(writer) = service_manager::log_file_writer()? {
+        logging::init_file(log_format, writer);
+    }
     let config = config.unwrap_or_else(default_config_path);
     let body = Box::new(move |shutdown: CancellationToken| -> anyhow::Result<()> {
         let settings = Config::load(&config)?;
@@ -155,17 +154,29 @@ fn run_service(config: Option<PathBuf>, json_log: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn init_service_log(json: bool) -> anyhow::Result<()> {
-    let Some(writer) = service_manager::log_file_writer()? else {
-        return Ok(());
-    };
-    let builder = tracing_subscriber::fmt()
-        .with_ansi(false)
-        .with_env_filter(crate::log_filter::daemon_filter())
-        .with_writer(writer);
-    let _already = match json {
-        true => builder.json().flatten_event(true).try_init(),
-        false => builder.try_init(),
-    };
-    Ok(())
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::parse_args::{assert_consistent, parse};
+
+    #[test]
+    fn install_takes_an_account_and_a_config() {
+        assert_consistent::<Args>();
+        let args = parse::<Args>(&[
+            "install",
+            "--config",
+            "C:\\forewarn.toml",
+            "--account",
+            "NT SERVICE\\forewarn",
+            "--no-start",
+        ])
+        .expect("parses");
+        let ServiceCommand::Install(install) = args.command else {
+            panic!("not install: {args:?}");
+        };
+        assert_eq!(install.account.as_deref(), Some("NT SERVICE\\forewarn"));
+        assert!(install.no_start);
+        assert!(parse::<Args>(&["run", "--config", "x.toml"]).is_ok());
+        assert!(parse::<Args>(&["restart"]).is_err());
+    }
 }

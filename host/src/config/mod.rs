@@ -3,6 +3,7 @@
 
 mod coordination;
 pub mod example;
+mod plugins;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -12,6 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use coordination::CoordinationConfig;
+pub use plugins::PluginsConfig;
 
 use crate::pipeline::policy::{LeadTime, MAX_QUARANTINE_WINDOW, PolicyConfig};
 use crate::pipeline::scheduler::AUTO_LEAD_FLOOR;
@@ -50,6 +52,8 @@ pub struct Config {
     /// `[coordination]`: approve events naming several VMs together, through etcd.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub coordination: Option<CoordinationConfig>,
+    /// `[plugins]`: whose signatures `forewarn plugin install` trusts.
+    pub plugins: PluginsConfig,
 }
 
 /// The daemon's own HTTP endpoint: health, readiness for load balancers, metrics, status.
@@ -59,12 +63,16 @@ pub struct AdminConfig {
     /// Address to serve `/healthz`, `/readyz`, `/metrics` and `/status` on. Loopback by
     /// default; a load balancer probing `/readyz` from outside needs a reachable address.
     pub listen: SocketAddr,
+    /// Names the endpoint answers `/`, `/status` and `/metrics` for, besides IP addresses
+    /// and `localhost` (DNS rebinding: a web page's own name is refused).
+    pub host_names: Vec<String>,
 }
 
 impl Default for AdminConfig {
     fn default() -> Self {
         AdminConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 9555)),
+            host_names: Vec::new(),
         }
     }
 }
@@ -148,6 +156,7 @@ impl Default for Config {
             identity: IdentityConfig::default(),
             actions: BTreeMap::new(),
             coordination: None,
+            plugins: PluginsConfig::default(),
         }
     }
 }
@@ -234,6 +243,19 @@ impl Config {
         Ok(config)
     }
 
+    /// The config a command reads: the file named, else [`default_config_path`] if it
+    /// exists, else the built-in defaults.
+    pub fn load_or_default(path: Option<&Path>) -> Result<Config, ConfigError> {
+        if let Some(path) = path {
+            return Config::load(path);
+        }
+        let default = default_config_path();
+        if default.exists() {
+            return Config::load(&default);
+        }
+        Ok(Config::default())
+    }
+
     /// Parses config text; errors name the line and the key.
     pub fn parse(text: &str) -> Result<Config, String> {
         let config: Config =
@@ -271,6 +293,7 @@ impl Config {
             coordination.validate()?;
             check_barrier_after_preparation(coordination.deadline, self.policy.prepare_lead_time)?;
         }
+        self.plugins.trusted_keys()?;
         for (name, action) in &self.actions {
             check_at_most(
                 &format!("actions.{name}.timeout"),

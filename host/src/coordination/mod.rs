@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use forewarn_etcd::{Compare, EtcdClient, EtcdError, KeyValue, Write};
-use forewarn_imds::ScheduledEvent;
+use forewarn_imds::{EventField, ImdsClock, ScheduledEvent};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
@@ -40,6 +40,9 @@ pub const ROUND_EVERY: Duration = Duration::from_millis(200);
 /// An event the daemon stopped asking about for this long is no longer coordinated: its
 /// ready key and leadership are released.
 const FORGET_AFTER: Duration = Duration::from_secs(15);
+/// How long a claimed approval not sent yet is kept without the daemon asking (longer than
+/// any notice IMDS gives, 15 minutes).
+const FORGET_CLAIMED_AFTER: Duration = Duration::from_secs(20 * 60);
 /// How long records that must outlive a daemon (`was-ready`, a sent `approval`) are kept.
 const RECORD_TTL: Duration = Duration::from_secs(24 * 3600);
 
@@ -65,15 +68,40 @@ pub enum Connection {
     Connected,
     /// The last round failed; events fall back to the single-VM policy.
     Unreachable,
+    /// etcd members answer but none knows a leader (the cluster lost its quorum); events
+    /// fall back to the single-VM policy.
+    NoQuorum,
 }
 
 impl Connection {
-    /// The name `/status` uses: "connecting", "connected" or "unreachable".
+    /// Every link state, for the metrics.
+    pub const ALL: [Connection; 4] = [
+        Connection::Connecting,
+        Connection::Connected,
+        Connection::Unreachable,
+        Connection::NoQuorum,
+    ];
+
+    /// The name `/status` uses: "connecting", "connected", "unreachable" or "no-quorum".
     pub fn as_str(self) -> &'static str {
         match self {
             Connection::Connecting => "connecting",
             Connection::Connected => "connected",
             Connection::Unreachable => "unreachable",
+            Connection::NoQuorum => "no-quorum",
+        }
+    }
+
+    /// Whether events naming several VMs are decided by `policy.group-approval` meanwhile.
+    pub fn falls_back(self) -> bool {
+        matches!(self, Connection::Unreachable | Connection::NoQuorum)
+    }
+
+    fn of(outcome: &Result<(), EtcdError>) -> Connection {
+        match outcome {
+            Ok(()) => Connection::Connected,
+            Err(EtcdError::NoQuorum { .. }) => Connection::NoQuorum,
+            Err(_) => Connection::Unreachable,
         }
     }
 }
@@ -89,6 +117,13 @@ pub struct CoordinationStatus {
     pub prefix: String,
     /// The link to etcd as of the last round.
     pub connection: Connection,
+    /// Whether events naming several VMs are decided by `policy.group-approval` now,
+    /// because etcd cannot be reached or has lost its quorum.
+    #[serde(default)]
+    pub fallback: bool,
+    /// The endpoint tried first: the one that answered last.
+    #[serde(default)]
+    pub endpoint: Option<String>,
     /// When `connection` last changed (ms since the Unix epoch).
     pub since_unix_ms: u64,
     /// The last error talking to etcd, kept after it recovers.
@@ -122,6 +157,8 @@ struct Inner {
     config: CoordinationConfig,
     vm: String,
     client: EtcdClient,
+    /// Now on IMDS's clock (NotBefore's), for the barrier's deadline.
+    clock: ImdsClock,
     shared: Mutex<Shared>,
     /// Wakes the daemon's loop: a verdict may have changed.
     daemon_wake: Notify,
@@ -158,6 +195,17 @@ struct Tracked {
 }
 
 impl Tracked {
+    /// How long the daemon may not ask before the event is forgotten: a claim whose
+    /// approval is not sent yet (the POST waits for the journal, or IMDS refused it) is
+    /// kept until it is, or until [`FORGET_CLAIMED_AFTER`]: the pipeline no longer asks about
+    /// an event the barrier released, and forgetting it would let another VM claim again.
+    fn forget_after(&self) -> Duration {
+        match self.claimed && !self.sent_recorded {
+            true => FORGET_CLAIMED_AFTER,
+            false => FORGET_AFTER,
+        }
+    }
+
     fn new(event: &ScheduledEvent) -> Tracked {
         Tracked {
             event: event.clone(),
@@ -217,9 +265,11 @@ impl Barrier for Coordinator {
 impl Coordinator {
     /// Builds the etcd client and starts the coordinator's task (it stops with `shutdown`).
     /// etcd need not be reachable yet: until it is, verdicts fall back to the policy.
+    /// `clock` is IMDS's, which NotBefore is on: the barrier's deadline is planned on it.
     pub fn start(
         config: &CoordinationConfig,
         vm_name: &str,
+        clock: ImdsClock,
         shutdown: CancellationToken,
     ) -> Result<Coordinator, CoordinationError> {
         config.validate().map_err(CoordinationError::Setup)?;
@@ -235,6 +285,7 @@ impl Coordinator {
             config: config.clone(),
             vm,
             client,
+            clock,
             shared: Mutex::new(Shared {
                 since_unix_ms: unix_ms(SystemTime::now()),
                 ..Shared::default()
@@ -251,7 +302,7 @@ impl Coordinator {
     /// coordinating it: the task records this VM ready and campaigns for leadership.
     pub fn verdict(&self, event: &ScheduledEvent) -> Verdict {
         let mut shared = self.inner.lock();
-        let unreachable = shared.connection == Connection::Unreachable;
+        let unreachable = shared.connection.falls_back();
         let tracked = match shared.events.get_mut(&event.id) {
             Some(tracked) => tracked,
             None => {
@@ -396,7 +447,7 @@ impl Inner {
             .lock()
             .events
             .iter()
-            .filter(|(_, tracked)| tracked.asked_at.elapsed() >= FORGET_AFTER)
+            .filter(|(_, tracked)| tracked.asked_at.elapsed() >= tracked.forget_after())
             .map(|(id, _)| id.clone())
             .collect();
         for id in stale {
@@ -635,8 +686,11 @@ impl Inner {
             .map(|(vm, _)| vm.clone())
             .collect();
         let all_ready = waiting.is_empty();
-        let deadline =
-            barrier::deadline_came(event.not_before, self.config.deadline, SystemTime::now());
+        let deadline = barrier::deadline_came(
+            stated_not_before(event),
+            self.config.deadline,
+            self.clock.now(),
+        );
         if !all_ready && !deadline {
             let state = format!("this VM leads; waiting for {}", waiting.join(", "));
             self.update(id, Some(self.vm.clone()), standings, state, Verdict::Wait);
@@ -744,27 +798,17 @@ impl Inner {
         let mut shared = self.lock();
         shared.lease_id = lease_id;
         let previous = shared.connection;
-        match outcome {
-            Ok(()) => shared.connection = Connection::Connected,
-            Err(error) => {
-                // Settings are named as keys of the config file, e.g. `coordination.endpoints`.
-                let error = error.describe("coordination");
-                shared.connection = Connection::Unreachable;
-                if previous != Connection::Unreachable {
-                    tracing::warn!(
-                        %error,
-                        "etcd cannot be reached: events naming several VMs fall back to the \
-                         single-VM policy (`policy.group-approval`) until it answers; nothing \
-                         is approved early because of this"
-                    );
-                }
-                shared.last_error = Some(error);
-            }
+        shared.connection = Connection::of(&outcome);
+        if let Err(error) = outcome {
+            // Settings are named as keys of the config file, e.g. `coordination.endpoints`.
+            let error = error.describe("coordination");
+            log_fallback(previous, shared.connection, &error);
+            shared.last_error = Some(error);
         }
         let changed = shared.connection != previous;
         if changed {
             shared.since_unix_ms = unix_ms(SystemTime::now());
-            if previous == Connection::Unreachable {
+            if previous.falls_back() && !shared.connection.falls_back() {
                 tracing::info!("etcd answers again: coordinating events naming several VMs");
             }
             if previous == Connection::Connecting && shared.connection == Connection::Connected {
@@ -776,6 +820,8 @@ impl Inner {
             endpoints: self.config.endpoints.clone(),
             prefix: self.config.prefix.clone(),
             connection: shared.connection,
+            fallback: shared.connection.falls_back(),
+            endpoint: Some(self.client.preferred_endpoint().to_owned()),
             since_unix_ms: shared.since_unix_ms,
             last_error: shared.last_error.clone(),
             lease_id: shared.lease_id,
@@ -790,6 +836,31 @@ impl Inner {
         if changed {
             self.daemon_wake.notify_one();
         }
+    }
+}
+
+/// Logs entering a fallback (once per outage) and a change of its cause.
+fn log_fallback(previous: Connection, now: Connection, error: &str) {
+    if previous == now {
+        return;
+    }
+    match (previous.falls_back(), now) {
+        (false, Connection::NoQuorum) => tracing::warn!(
+            %error,
+            "{}", log_messages::COORDINATION_NO_QUORUM
+        ),
+        (false, _) => tracing::warn!(
+            %error,
+            "etcd cannot be reached: events naming several VMs fall back to the single-VM \
+             policy (`policy.group-approval`) until it answers; nothing is approved early \
+             because of this"
+        ),
+        (true, now) => tracing::info!(
+            %error,
+            connection = now.as_str(),
+            "etcd still cannot coordinate; events naming several VMs still follow \
+             `policy.group-approval`"
+        ),
     }
 }
 
@@ -841,7 +912,20 @@ impl EventRecords {
 
 /// What a ready key holds: the NotBefore (ms since the epoch, 0 if none) the VM prepared for.
 fn ready_marker(event: &ScheduledEvent) -> String {
-    event.not_before.map(unix_ms).unwrap_or(0).to_string()
+    stated_not_before(event)
+        .map(unix_ms)
+        .unwrap_or(0)
+        .to_string()
+}
+
+/// NotBefore as IMDS stated it; none when forewarn could not read it (the instant it is
+/// read as instead is when this VM first saw the event, which differs from VM to VM, so
+/// neither the ready keys nor the deadline may rest on it).
+fn stated_not_before(event: &ScheduledEvent) -> Option<SystemTime> {
+    match event.unreadable(EventField::NotBefore) {
+        Some(_) => None,
+        None => event.not_before,
+    }
 }
 
 fn resources_list(standings: &[(String, VmStanding)]) -> String {
@@ -885,5 +969,34 @@ mod tests {
             ["vm-a"]
         );
         assert!(read.was_ready.contains("vm-c"));
+    }
+
+    /// An unreadable NotBefore is read as the instant each VM first saw the event, which
+    /// differs from VM to VM: the ready keys must not carry it, or no VM would count the
+    /// others ready.
+    #[test]
+    fn the_ready_marker_leaves_out_a_not_before_forewarn_could_not_read() {
+        let at = std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let event = ScheduledEvent {
+            id: "E1".into(),
+            event_type: forewarn_imds::EventType::Reboot,
+            event_type_raw: "Reboot".into(),
+            resource_type: "VirtualMachine".into(),
+            resources: vec!["vm-a".into(), "vm-b".into()],
+            status: forewarn_imds::EventStatus::Scheduled,
+            not_before: Some(at),
+            description: String::new(),
+            source: forewarn_imds::EventSource::Platform,
+            duration_seconds: None,
+            unreadable: Vec::new(),
+        };
+        assert_eq!(ready_marker(&event), "1800000000000");
+        let mut unreadable = event.clone();
+        unreadable.unreadable.push(forewarn_imds::UnreadableField {
+            field: EventField::NotBefore,
+            raw: "garbage".into(),
+        });
+        assert_eq!(ready_marker(&unreadable), "0");
+        assert_eq!(stated_not_before(&unreadable), None);
     }
 }

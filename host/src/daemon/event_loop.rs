@@ -2,7 +2,9 @@
 //! pipeline documents, answers and plugin sets with the time, and executes its actions.
 //!
 //! Like mini-redis's `server::run`, it decides nothing: [`Action::Persist`] is written to
-//! the journal (with the readiness holds) before the calls and the approval that follow it,
+//! the journal (with the readiness holds) before the calls and the approval that follow it
+//! ([`Action::PersistGrouped`] within the journal keeper's group window; a journal that
+//! cannot be written degrades the daemon, never stops it: `daemon/journal_keeper.rs`),
 //! [`Action::Call`] becomes a task, [`Action::Approve`] one POST in a task of its own (a slow
 //! IMDS never holds up the documents, answers and deadlines of other events), [`Action::Emit`]
 //! a timeline entry.
@@ -10,21 +12,23 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
-use forewarn_imds::{Document, ImdsClient};
+use forewarn_imds::{Documents, ImdsClient, ImdsClock, ScheduledEvent};
 use forewarn_runtime::{CallContext, Readiness};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::coordination::{self, Coordinator};
 use crate::daemon::journal::JournalError;
+use crate::daemon::journal_keeper::{CommitWhen, JournalKeeper};
 use crate::daemon::journal_record;
 use crate::daemon::plugin_starts::PluginStarts;
 use crate::daemon::readiness_holds;
 use crate::daemon::state_journal::StateJournal;
 use crate::log_messages;
+use crate::ops::storage_health::StorageHealth;
 use crate::pipeline::approval::{CoordinatedApprover, LocalApprover};
 use crate::pipeline::machine::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
 use crate::pipeline::policy::PolicyConfig;
@@ -52,14 +56,13 @@ pub struct DaemonSettings {
     pub state_dir: PathBuf,
 }
 
-/// The loop's own errors: only the journal can stop the daemon, since acting without
-/// recording would break the promise that a restart resumes where it stopped.
+/// The loop's own errors: only a journal that cannot be read stops the daemon from
+/// starting. One that cannot be written degrades it (docs/operations.md, "When the disk is
+/// full").
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
-    /// The journal could not be written.
-    #[error(
-        "the journal could not be written, so forewarn stops rather than act without a record: {0}"
-    )]
+    /// The journal could not be read (nor moved aside).
+    #[error("the journal cannot be read, so forewarn cannot know what it already did: {0}")]
     Journal(#[from] JournalError),
 }
 
@@ -70,7 +73,9 @@ pub struct Daemon {
     client: ImdsClient,
     plugins: SharedPlugins,
     timeline: Timeline,
-    journal: StateJournal,
+    journal: JournalKeeper,
+    /// Whether the pipeline was last told the journal is durable.
+    journal_durable: bool,
     calls: JoinSet<CallAnswer>,
     /// The call each task runs, so a task that fails still answers its call: a plugin has
     /// one call in flight at a time, and a lost answer would keep it busy until a restart.
@@ -86,6 +91,8 @@ pub struct Daemon {
     starts: PluginStarts,
     /// The approval POST in flight (the pipeline sends one at a time), answered as an input.
     approval: Option<ApprovalInFlight>,
+    /// IMDS's clock: every `now` the pipeline is given is on it (see `Daemon::now`).
+    clock: ImdsClock,
 }
 
 /// An approval POST running as a task, and the events it approves (so a task that fails
@@ -96,14 +103,18 @@ struct ApprovalInFlight {
 }
 
 impl Daemon {
-    /// Opens the journal in `settings.state_dir` and resumes from it.
+    /// Opens the journal in `settings.state_dir` and resumes from it; `storage` hears how
+    /// its writes fare.
     pub fn open(
         settings: DaemonSettings,
         client: ImdsClient,
         plugins: SharedPlugins,
         timeline: Timeline,
+        storage: Arc<StorageHealth>,
     ) -> Result<Daemon, DaemonError> {
         let (journal, opened) = StateJournal::open(&settings.state_dir)?;
+        let journal =
+            JournalKeeper::new(journal, storage, opened.unwritable.as_ref(), Instant::now());
         if let Some(quarantined) = &opened.quarantined {
             tracing::error!(
                 moved_to = %quarantined.display(),
@@ -127,6 +138,7 @@ impl Daemon {
         let local = LocalApprover::new(&settings.vm_name, &settings.policy);
         let pipeline = Pipeline::new(pipeline_settings(&settings), state, Box::new(local));
         let starts = PluginStarts::new(&settings.vm_name, settings.vm, first_run);
+        let clock = client.clock();
         Ok(Daemon {
             settings,
             pipeline,
@@ -134,6 +146,8 @@ impl Daemon {
             plugins,
             timeline,
             journal,
+            // What the pipeline believes; the first round tells it otherwise if need be.
+            journal_durable: true,
             calls: JoinSet::new(),
             call_tasks: HashMap::new(),
             snapshots,
@@ -142,10 +156,20 @@ impl Daemon {
             readiness: None,
             starts,
             approval: None,
+            clock,
         })
     }
 
-    /// A view of the state as last journaled, updated after every commit (for status).
+    /// Now on IMDS's clock, which NotBefore is on: the VM's wall clock corrected by the
+    /// offset IMDS's `Date` headers show (none until IMDS answered; see `ImdsClock`). Every
+    /// deadline is planned on it, so a VM clock that is behind, ahead or stepped does not
+    /// move them.
+    fn now(&self) -> SystemTime {
+        self.clock.now()
+    }
+
+    /// A view of the state as last recorded (on disk, or waiting for the journal), updated
+    /// at every commit (for status).
     pub(crate) fn snapshots(&self) -> watch::Receiver<Arc<DaemonState>> {
         self.snapshots.subscribe()
     }
@@ -172,10 +196,12 @@ impl Daemon {
     }
 
     /// Runs until `shutdown` is cancelled or `documents` closes, then lets calls in flight
-    /// finish within their budgets and journals their answers.
+    /// finish within their budgets and journals their answers. A new document goes before
+    /// answers waiting to be taken: documents are at most one a second, and the newest is
+    /// the only one that matters (a Preempt in it must not wait behind a stream of answers).
     pub async fn run(
         mut self,
-        mut documents: mpsc::Receiver<Document>,
+        mut documents: Documents,
         shutdown: CancellationToken,
     ) -> Result<(), DaemonError> {
         let mut plugins = self.plugins.clone();
@@ -183,18 +209,18 @@ impl Daemon {
         self.plugins_changed();
         loop {
             self.execute().await?;
-            let wake = self.sleep_for(SystemTime::now());
+            let wake = self.sleep_for(self.now());
             tokio::select! {
                 biased;
                 () = shutdown.cancelled() => break,
+                changed = documents.changed() => match changed {
+                    Ok(()) => self.document_arrived(&mut documents),
+                    Err(_) => break,
+                },
                 Some(joined) = self.calls.join_next_with_id(), if !self.calls.is_empty() => {
                     self.answered(joined);
                 }
                 input = approval_answer(self.approval.as_mut()) => self.approval_answered(input),
-                document = documents.recv() => match document {
-                    Some(document) => self.pipeline.handle(Input::Document(document), SystemTime::now()),
-                    None => break,
-                },
                 changed = plugins.changed() => {
                     if changed.is_err() {
                         // The plugin set can no longer change; keep working with the last one.
@@ -203,17 +229,24 @@ impl Daemon {
                     self.plugins_changed();
                 }
                 () = coordination::changed(coordination.as_ref()) => {
-                    self.pipeline.handle_timeout(SystemTime::now());
+                    self.pipeline.handle_timeout(self.now());
                 }
-                () = tokio::time::sleep(wake) => self.pipeline.handle_timeout(SystemTime::now()),
+                () = tokio::time::sleep(wake) => self.pipeline.handle_timeout(self.now()),
             }
         }
         self.finish_calls_in_flight().await
     }
 
+    /// The newest document (the poller's watch keeps only that one) goes to the pipeline.
+    fn document_arrived(&mut self, documents: &mut Documents) {
+        let newest = documents.borrow_and_update().clone();
+        if let Some(document) = newest {
+            self.pipeline.handle(Input::Document(document), self.now());
+        }
+    }
+
     async fn finish_calls_in_flight(&mut self) -> Result<(), DaemonError> {
-        self.pipeline
-            .handle(Input::ShutdownStarted, SystemTime::now());
+        self.pipeline.handle(Input::ShutdownStarted, self.now());
         if !self.calls.is_empty() {
             tracing::info!(
                 calls = self.calls.len(),
@@ -232,14 +265,20 @@ impl Daemon {
             self.approval_answered(input);
             self.execute().await?;
         }
-        self.persist(Arc::new(self.pipeline.state().clone()))
+        self.persist(Arc::new(self.pipeline.state().clone()), CommitWhen::Now);
+        self.journal.flush(Instant::now());
+        Ok(())
     }
 
-    /// Executes every action the pipeline queued, in order.
+    /// Executes every action the pipeline queued, in order (after writing a grouped commit
+    /// whose window ended, or retrying a failed journal, when due).
     async fn execute(&mut self) -> Result<(), DaemonError> {
+        self.journal.tick(Instant::now());
+        self.report_durability();
         while let Some(action) = self.pipeline.poll_action() {
             match action {
-                Action::Persist(state) => self.persist(state)?,
+                Action::Persist(state) => self.persist(state, CommitWhen::Now),
+                Action::PersistGrouped(state) => self.persist(state, CommitWhen::Grouped),
                 Action::Call(call) => self.start_call(call),
                 Action::Approve(event_ids) => self.start_approval(event_ids),
                 Action::Emit(entry) => {
@@ -258,11 +297,18 @@ impl Daemon {
         Ok(())
     }
 
-    /// How long to sleep before the pipeline's next timeout.
+    /// How long to sleep before the pipeline's next timeout (or the journal's next write).
     fn sleep_for(&self, now: SystemTime) -> Duration {
+        let journal = self
+            .journal
+            .wake_at()
+            .map(|at| at.saturating_duration_since(Instant::now()));
         self.pipeline
             .poll_timeout()
             .map(|at| at.duration_since(now).unwrap_or(Duration::ZERO))
+            .into_iter()
+            .chain(journal)
+            .min()
             .unwrap_or(IDLE_WAKE)
             .min(IDLE_WAKE)
     }
@@ -273,13 +319,13 @@ impl Daemon {
         let set = self.plugins.borrow().clone();
         self.starts.start_new(&set);
         self.pipeline
-            .handle(Input::Plugins(set.roster().clone()), SystemTime::now());
+            .handle(Input::Plugins(set.roster().clone()), self.now());
         let Some(readiness) = &self.readiness else {
             return;
         };
         if readiness_holds::release_stale(readiness, &set) {
             self.pipeline
-                .handle(Input::ReadinessHoldsChanged, SystemTime::now());
+                .handle(Input::ReadinessHoldsChanged, self.now());
         }
     }
 
@@ -309,7 +355,7 @@ impl Daemon {
             }
         };
         self.pipeline
-            .handle(Input::Answer(Box::new(answer)), SystemTime::now());
+            .handle(Input::Answer(Box::new(answer)), self.now());
     }
 
     fn start_call(&mut self, call: PlannedCall) {
@@ -322,6 +368,7 @@ impl Daemon {
         };
         let planned = call.clone();
         let start_gate = self.starts.gate(&call.plugin);
+        let offset_ms = self.clock.skew().map_or(0, |skew| skew.offset_ms);
         let task = self.calls.spawn(async move {
             let Some(plugin) = plugin else {
                 // Unloaded between the pipeline's round and this call.
@@ -337,7 +384,7 @@ impl Daemon {
                 let waited = gate.passed_within(&plugin, call.budget).await;
                 budget = call.budget.saturating_sub(waited);
             }
-            let event = to_wit_event(&call.event);
+            let event = to_wit_event(&on_vm_clock(call.event.clone(), offset_ms));
             let outcome = plugin
                 .plugin
                 .call(&event, to_wit_phase(call.phase), &context, budget)
@@ -367,7 +414,7 @@ impl Daemon {
                 rejected: false,
                 error,
             };
-            self.pipeline.handle(input, SystemTime::now());
+            self.pipeline.handle(input, self.now());
             return;
         }
         let client = self.client.clone();
@@ -388,18 +435,34 @@ impl Daemon {
     /// The approval POST returned (or its task failed): the pipeline hears how it went.
     fn approval_answered(&mut self, input: Input) {
         self.approval = None;
-        self.pipeline.handle(input, SystemTime::now());
+        self.pipeline.handle(input, self.now());
     }
 
-    fn persist(&mut self, state: Arc<DaemonState>) -> Result<(), DaemonError> {
+    /// Hands `state` to the journal (which writes it `when` asked, or keeps it while the
+    /// disk refuses), shows it in status, and tells the pipeline when the journal stopped
+    /// or started being durable.
+    fn persist(&mut self, state: Arc<DaemonState>, when: CommitWhen) {
         let readiness_holds = self
             .readiness
             .as_ref()
             .map(|readiness| readiness.holders().into_iter().collect())
             .unwrap_or_default();
-        self.journal.commit(&state, readiness_holds)?;
+        self.journal
+            .record(state.clone(), readiness_holds, when, Instant::now());
         self.snapshots.send_replace(state);
-        Ok(())
+        self.report_durability();
+    }
+
+    /// Tells the pipeline when the journal stopped or started being durable: it holds
+    /// approvals meanwhile, and takes back one queued behind a commit that failed.
+    fn report_durability(&mut self) {
+        let durable = self.journal.is_durable();
+        if durable == self.journal_durable {
+            return;
+        }
+        self.journal_durable = durable;
+        self.pipeline
+            .handle(Input::JournalDurable(durable), self.now());
     }
 }
 
@@ -422,9 +485,56 @@ async fn approval_answer(in_flight: Option<&mut ApprovalInFlight>) -> Input {
     }
 }
 
+/// `event` as a plugin sees it: NotBefore on the VM's own clock (IMDS's less the offset
+/// between them), so that what a plugin computes from it and the VM's clock (the time left,
+/// `until-not-before-ms`) is right however far the VM's clock is off.
+fn on_vm_clock(mut event: ScheduledEvent, imds_ahead_ms: i64) -> ScheduledEvent {
+    let by = Duration::from_millis(imds_ahead_ms.unsigned_abs());
+    event.not_before = event.not_before.and_then(|not_before| match imds_ahead_ms {
+        ahead if ahead >= 0 => not_before.checked_sub(by),
+        _ => not_before.checked_add(by),
+    });
+    event
+}
+
 fn pipeline_settings(settings: &DaemonSettings) -> PipelineSettings {
     PipelineSettings {
         vm_name: settings.vm_name.clone(),
         policy: settings.policy.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::UNIX_EPOCH;
+
+    use super::*;
+
+    #[test]
+    fn plugins_see_not_before_on_the_vm_clock() {
+        let at = |secs: u64| UNIX_EPOCH + Duration::from_secs(secs);
+        let event = |not_before| ScheduledEvent {
+            id: "e".into(),
+            event_type: forewarn_imds::EventType::Preempt,
+            event_type_raw: "Preempt".into(),
+            resource_type: String::new(),
+            resources: Vec::new(),
+            status: forewarn_imds::EventStatus::Scheduled,
+            not_before,
+            description: String::new(),
+            source: forewarn_imds::EventSource::Platform,
+            duration_seconds: None,
+            unreadable: Vec::new(),
+        };
+        // IMDS 10 s ahead (the VM's clock behind): NotBefore comes 10 s sooner on the VM's.
+        assert_eq!(
+            on_vm_clock(event(Some(at(100))), 10_000).not_before,
+            Some(at(90))
+        );
+        assert_eq!(
+            on_vm_clock(event(Some(at(100))), -5_000).not_before,
+            Some(at(105))
+        );
+        assert_eq!(on_vm_clock(event(None), 10_000).not_before, None);
     }
 }

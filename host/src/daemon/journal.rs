@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
     /// A filesystem operation failed.
-    #[error("could not {action} {}: {error}; {}", path.display(), fix_for(error.kind()))]
+    #[error("could not {action} {}: {error}; {}", path.display(), fix_for(error))]
     Io {
         /// What forewarn was doing, as a verb phrase ("write", "create the directory", …).
         action: &'static str,
@@ -41,7 +41,8 @@ pub enum JournalError {
 }
 
 impl JournalError {
-    fn io(action: &'static str, path: &Path, error: io::Error) -> Self {
+    /// An I/O error of `action` on `path`.
+    pub(crate) fn io(action: &'static str, path: &Path, error: io::Error) -> Self {
         JournalError::Io {
             action,
             path: path.to_path_buf(),
@@ -51,17 +52,24 @@ impl JournalError {
 }
 
 /// The advice printed after an I/O error, by its kind.
-fn fix_for(kind: io::ErrorKind) -> &'static str {
-    match kind {
+fn fix_for(error: &io::Error) -> &'static str {
+    #[cfg(unix)]
+    if error.raw_os_error() == Some(libc::EIO) {
+        return "the disk reports an I/O error: check the kernel log (`dmesg`) and the disk \
+                holding the state directory";
+    }
+    match error.kind() {
         io::ErrorKind::PermissionDenied => {
-            "check that the user forewarn runs as owns the state directory and may write to it, \
+            "check that the user forewarn runs as owns the state directory and may write to it \
+             (an immutable file or directory is refused the same way: `lsattr`, `chattr -i`), \
              or point forewarn at another state directory"
         }
         io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded => {
             "the disk is full: free some space on the filesystem holding the state directory"
         }
         io::ErrorKind::ReadOnlyFilesystem => {
-            "the filesystem is read-only: point forewarn at a state directory on a writable one"
+            "the filesystem is read-only: remount it read-write, or point forewarn at a state \
+             directory on a writable one"
         }
         io::ErrorKind::NotADirectory | io::ErrorKind::IsADirectory => {
             "something else is in the way at that path: move it, or point forewarn at another \
@@ -158,10 +166,17 @@ pub(crate) fn encode_json<V: Serialize>(path: &Path, value: &V) -> Result<Vec<u8
 /// Replaces `path` with `bytes` crash-safely: writes `path.tmp` (mode 0600), fsyncs it,
 /// renames it over `path`, and fsyncs the directory. Readers see the old or the new
 /// content, never a partial file. Callers must not write the same `path` concurrently.
+/// A write that fails removes its partial temporary file, so a full disk is not left fuller.
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), JournalError> {
     let tmp = tmp_path(path);
-    write_synced(&tmp, bytes)?;
-    fs::rename(&tmp, path).map_err(|error| JournalError::io("rename into place", &tmp, error))?;
+    let staged = write_synced(&tmp, bytes).and_then(|()| {
+        fs::rename(&tmp, path).map_err(|error| JournalError::io("rename into place", &tmp, error))
+    });
+    if let Err(error) = staged {
+        // Best effort: on a read-only or immutable directory it cannot be removed either.
+        let _ignored = fs::remove_file(&tmp);
+        return Err(error);
+    }
     sync_parent_dir(path)
 }
 
@@ -240,7 +255,7 @@ fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), JournalError> {
 
 /// Makes a rename or removal in `path`'s directory durable (a no-op where directories
 /// cannot be opened, i.e. not on unix).
-fn sync_parent_dir(path: &Path) -> Result<(), JournalError> {
+pub(crate) fn sync_parent_dir(path: &Path) -> Result<(), JournalError> {
     #[cfg(unix)]
     {
         let dir = match path.parent() {

@@ -1,15 +1,18 @@
 //! Wiring the daemon together: state directory, plugin runtime, plugins, IMDS client and
 //! poller, then the event loop; shared by `forewarn run` and `forewarn demo`.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use forewarn_imds::{ClientConfig, ComputeInfo, ImdsClient, Poller};
+use forewarn_runtime::trust::TrustError;
 use forewarn_runtime::wit::latest::{VmInfo, VmPriority};
 use forewarn_runtime::{
     ActionSpec, Compiler, DiskBudget, HostServices, HttpClient, IssuedToken, ManagedIdentity,
-    Readiness, Runtime, RuntimeConfig, StateStore, StateStoreError, TokenFetcher, TokenFuture,
+    Readiness, Runtime, RuntimeConfig, RuntimeError, StateStore, StateStoreError, TokenFetcher,
+    TokenFuture,
 };
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -18,8 +21,10 @@ use crate::config::Config;
 use crate::coordination::Coordinator;
 use crate::daemon::event_loop::{Daemon, DaemonSettings};
 use crate::ops::admin::{self, AdminState, DaemonViews};
+use crate::ops::coordination_metrics;
 use crate::ops::event_history::{self, EventHistory};
 use crate::ops::metrics::{self, Metrics};
+use crate::ops::storage_health::StorageHealth;
 use crate::pipeline::timeline::Timeline;
 use crate::plugins::convert::to_wit_vm;
 use crate::plugins::set::{LoadedPlugin, PluginSet};
@@ -33,6 +38,9 @@ pub struct Prepared {
     /// Which plugins hold the VM out of rotation; shared with the runtime (plugins set it)
     /// and read by `/readyz`. Pass it on to [`run_daemon`].
     pub readiness: Arc<Readiness>,
+    /// How writes to the state directory fare (journal, plugin state). Pass it on to
+    /// [`run_daemon`].
+    pub storage: Arc<StorageHealth>,
 }
 
 /// Builds the plugin runtime with its compile cache and durable plugin state under
@@ -47,8 +55,10 @@ pub fn build_runtime(config: &Config) -> anyhow::Result<Prepared> {
             state_dir.display()
         )
     })?;
+    let storage = Arc::new(StorageHealth::default());
     let store = PluginStateStore::open(&state_dir.join("plugin-state"))
-        .context("cannot open the plugin state store")?;
+        .context("cannot open the plugin state store")?
+        .with_health(storage.clone());
     let readiness = Arc::new(Readiness::default());
     crate::daemon::readiness_holds::restore(&readiness, state_dir);
     let actions = config
@@ -72,16 +82,38 @@ pub fn build_runtime(config: &Config) -> anyhow::Result<Prepared> {
             client_id: Some(config.identity.client_id.clone()).filter(|id| !id.is_empty()),
         })))),
     };
-    let runtime = Runtime::new(
-        RuntimeConfig {
-            cache_dir: Some(state_dir.join("cache")),
-            compiler: compiler_for_this_process(),
-            ..RuntimeConfig::default()
-        },
-        services,
-    )
-    .context("cannot start the plugin runtime")?;
-    Ok(Prepared { runtime, readiness })
+    let runtime = start_runtime(state_dir, services)?;
+    Ok(Prepared {
+        runtime,
+        readiness,
+        storage,
+    })
+}
+
+/// The runtime with its compile cache in `state_dir/cache`; without the cache (plugins are
+/// compiled at every start) when that directory cannot be created (a full or read-only
+/// state directory: docs/operations.md, "When the disk is full").
+fn start_runtime(state_dir: &Path, services: HostServices) -> anyhow::Result<Runtime> {
+    let config = |cache_dir| RuntimeConfig {
+        cache_dir,
+        compiler: compiler_for_this_process(),
+        ..RuntimeConfig::default()
+    };
+    let cache_dir = state_dir.join("cache");
+    match Runtime::new(config(Some(cache_dir.clone())), services.clone()) {
+        Ok(runtime) => Ok(runtime),
+        Err(RuntimeError::CacheDir { source, .. })
+            if matches!(*source, TrustError::Io { .. }) =>
+        {
+            tracing::error!(
+                cache_dir = %cache_dir.display(),
+                error = %source,
+                "cannot create the compile cache: plugins are compiled without it (fix the state directory's disk)"
+            );
+            Runtime::new(config(None), services).context("cannot start the plugin runtime")
+        }
+        Err(error) => Err(error).context("cannot start the plugin runtime"),
+    }
 }
 
 /// The forewarn binary compiles plugins in a child (`forewarn compile-plugin`), so the
@@ -154,10 +186,10 @@ impl StateStore for PluginStateStore {
 /// Over its quota, or a name that cannot be a file, is the plugin's to fix; the disk is not.
 fn store_error(error: StateError) -> StateStoreError {
     match error {
-        StateError::OverQuota { .. } | StateError::InvalidPluginName { .. } => {
-            StateStoreError::Refused(error.to_string())
-        }
-        StateError::Storage(_) | StateError::Quarantined { .. } => {
+        StateError::OverQuota { .. }
+        | StateError::OverWriteBudget { .. }
+        | StateError::InvalidPluginName { .. } => StateStoreError::Refused(error.to_string()),
+        StateError::Storage(_) | StateError::Quarantined { .. } | StateError::Unreadable { .. } => {
             StateStoreError::Failed(error.to_string())
         }
     }
@@ -304,6 +336,7 @@ pub async fn serve(config: &Config, shutdown: CancellationToken) -> anyhow::Resu
         plugins.subscribe(),
         crate::pipeline::timeline::new_timeline(),
         prepared.readiness.clone(),
+        prepared.storage.clone(),
         shutdown,
     )
     .await?;
@@ -312,12 +345,14 @@ pub async fn serve(config: &Config, shutdown: CancellationToken) -> anyhow::Resu
 }
 
 /// Runs the admin endpoint, the poller and the event loop until `shutdown`; tells the
-/// service manager when IMDS first answered and when the daemon stops. `readiness` is `Prepared::readiness`.
+/// service manager when IMDS first answered and when the daemon stops. `readiness` and
+/// `storage` are `Prepared::readiness` and `Prepared::storage`.
 pub async fn run_daemon(
     config: &Config,
     plugins: watch::Receiver<Arc<PluginSet>>,
     timeline: Timeline,
     readiness: Arc<Readiness>,
+    storage: Arc<StorageHealth>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let client = imds_client(config)?;
@@ -331,12 +366,14 @@ pub async fn run_daemon(
     let history_recorder =
         event_history::spawn_recorder(history.clone(), timeline.subscribe(), admin_stop.clone());
     let admin_state = AdminState {
+        host_names: config.admin.host_names.clone().into(),
         metrics: metrics.clone(),
         readiness: readiness.clone(),
         plugins: plugins.clone(),
         daemon: views_rx,
         startup: startup_rx,
         history,
+        storage: storage.clone(),
     };
     let admin = tokio::spawn(admin::serve(listener, admin_state, admin_stop.clone()));
     let observers = Observers {
@@ -345,6 +382,7 @@ pub async fn run_daemon(
         views,
         startup,
         readiness,
+        storage,
     };
     let result = run_event_loop(config, client, plugins, timeline, observers, &shutdown).await;
     service_manager::notify_stopping();
@@ -364,6 +402,8 @@ struct Observers {
     startup: watch::Sender<Option<String>>,
     /// The readiness `/readyz` answers from; the loop journals its holds.
     readiness: Arc<Readiness>,
+    /// How the journal's writes fare, for status and metrics.
+    storage: Arc<StorageHealth>,
 }
 
 /// Resolves the VM name, opens the journal, starts the poller, and runs the loop.
@@ -382,15 +422,26 @@ async fn run_event_loop(
         policy: config.policy.clone(),
         state_dir: config.state_dir.clone(),
     };
-    let daemon = Daemon::open(settings, client.clone(), plugins.clone(), timeline)
-        .context("cannot open the journal")?
-        .with_readiness(observers.readiness.clone());
+    let daemon = Daemon::open(
+        settings,
+        client.clone(),
+        plugins.clone(),
+        timeline,
+        observers.storage,
+    )
+    .context("cannot open the journal")?
+    .with_readiness(observers.readiness.clone());
     let (daemon, coordination) = match &config.coordination {
         Some(coordination) => {
             let stop = shutdown.child_token();
-            let coordinator = Coordinator::start(coordination, &vm_name, stop)
+            let coordinator = Coordinator::start(coordination, &vm_name, client.clock(), stop)
                 .context("cannot start coordinated approval")?;
             let status = coordinator.subscribe();
+            coordination_metrics::spawn_collector(
+                observers.metrics.coordination.clone(),
+                status.clone(),
+                shutdown.child_token(),
+            );
             (daemon.with_coordination(coordinator), Some(status))
         }
         None => (daemon, None),

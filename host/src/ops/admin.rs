@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use forewarn_imds::PollStatus;
@@ -15,13 +16,18 @@ use forewarn_runtime::Readiness;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::log_format::escaped_json;
+use crate::ops::admin_connections::{
+    ADMIN_MAX_CONNECTIONS, ADMIN_MAX_CONNECTIONS_PER_PEER, ConnectionTable, Refused, Slot,
+};
 use crate::ops::event_history::EventHistory;
 use crate::ops::metrics::Metrics;
 use crate::ops::status::{StatusInputs, StatusSnapshot, build_snapshot};
 use crate::ops::status_page;
+use crate::ops::storage_health::StorageHealth;
 use crate::pipeline::quarantine::QuarantinedPlugin;
 use crate::pipeline::state::DaemonState;
 use crate::plugins::set::PluginSet;
@@ -29,11 +35,9 @@ use crate::plugins::set::PluginSet;
 /// The content type of the Prometheus text exposition `prometheus-client` writes.
 const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// Connections served at once; one more is accepted and closed at once, so idle clients
-/// cannot use up the daemon's file descriptors (IMDS and etcd need them).
-pub(crate) const ADMIN_MAX_CONNECTIONS: usize = 64;
-/// How long a client may take to send a request's headers.
-pub(crate) const ADMIN_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a client may take to send a request's headers, and how long a kept-alive
+/// connection may wait for its next request: a probe sends its request at once.
+pub(crate) const ADMIN_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long one connection may stay open, keep-alive included.
 pub(crate) const ADMIN_CONNECTION_MAX_DURATION: Duration = Duration::from_secs(30);
 /// The pause after a failed accept (e.g. EMFILE) before accepting again.
@@ -65,6 +69,11 @@ pub(crate) struct AdminState {
     pub startup: watch::Receiver<Option<String>>,
     /// Each event's recent timeline, for the status page.
     pub history: Arc<EventHistory>,
+    /// How writes to the state directory fare (journal, plugin state).
+    pub storage: Arc<StorageHealth>,
+    /// Names besides IP addresses and `localhost` that requests may call the endpoint by
+    /// (`[admin] host-names`).
+    pub host_names: Arc<[String]>,
 }
 
 /// The admin address could not be used.
@@ -84,21 +93,53 @@ pub(crate) async fn bind(address: SocketAddr) -> Result<TcpListener, AdminBindEr
         .map_err(|source| AdminBindError { address, source })
 }
 
-/// The routes, for serving or for tests.
+/// The routes, for serving or for tests. What tells anything about the daemon (`/`,
+/// `/status`, `/status/history`, `/metrics`) answers only requests naming the endpoint by an
+/// IP address, `localhost` or a name in `[admin] host-names` (a web page rebound to it by
+/// DNS gets 421); `/healthz` and `/readyz` answer whatever the Host, so that a load
+/// balancer probing by a name the daemon was not told of never takes the VM out of rotation.
 pub(crate) fn router(state: AdminState) -> Router {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
+    let informative = Router::new()
         .route("/metrics", get(metrics))
         .route("/status", get(status))
         .route("/status/history", get(history))
         .route("/", get(status_page::page))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            refuse_other_hosts,
+        ));
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .merge(informative)
         .with_state(state)
 }
 
+/// 421 for a request naming the endpoint by a name it was not given (DNS rebinding).
+async fn refuse_other_hosts(
+    State(state): State<AdminState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .map(|value| value.to_str().unwrap_or("(not text)").to_owned());
+    if forewarn_simulator::host_check::is_served_host(host.as_deref(), &state.host_names) {
+        return next.run(request).await;
+    }
+    let message = forewarn_simulator::host_check::refusal(
+        &crate::log_format::field_text(host.as_deref().unwrap_or_default()),
+        "if that name is yours, add it to `[admin] host-names` in the config",
+    );
+    (StatusCode::MISDIRECTED_REQUEST, format!("{message}\n")).into_response()
+}
+
 /// Serves the endpoint on `listener` until `shutdown`: at most `ADMIN_MAX_CONNECTIONS` at
-/// once (more are closed on accept), headers within `ADMIN_HEADER_READ_TIMEOUT`, each
-/// connection closed after `ADMIN_CONNECTION_MAX_DURATION`.
+/// once and `ADMIN_MAX_CONNECTIONS_PER_PEER` from one peer (admin_connections.rs: more are
+/// closed on accept, or take the slot of the busiest peer's oldest connection), headers
+/// within `ADMIN_HEADER_READ_TIMEOUT`, each connection closed after
+/// `ADMIN_CONNECTION_MAX_DURATION`.
 pub(crate) async fn serve(listener: TcpListener, state: AdminState, shutdown: CancellationToken) {
     let address = listener
         .local_addr()
@@ -108,45 +149,61 @@ pub(crate) async fn serve(listener: TcpListener, state: AdminState, shutdown: Ca
         address = %address,
         paths = "/ (status page) /healthz /readyz /metrics /status /status/history",
         max_connections = ADMIN_MAX_CONNECTIONS,
+        max_connections_per_peer = ADMIN_MAX_CONNECTIONS_PER_PEER,
         "{}",
         crate::log_messages::ADMIN_LISTENING
     );
     let router = router(state);
-    let permits = Arc::new(Semaphore::new(ADMIN_MAX_CONNECTIONS));
+    let connections = Arc::new(ConnectionTable::default());
     loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => return,
             accepted = listener.accept() => accepted,
         };
-        let stream = match accepted {
-            Ok((stream, _peer)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(error) => {
                 tracing::warn!(%error, "the admin endpoint cannot accept a connection; retrying");
                 tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
                 continue;
             }
         };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            tracing::debug!(
-                max_connections = ADMIN_MAX_CONNECTIONS,
-                "admin connection closed: the endpoint serves this many at once"
-            );
-            continue;
+        let slot = match connections.admit(peer.ip()) {
+            Ok(slot) => slot,
+            Err(Refused::PeerFull) => {
+                tracing::debug!(
+                    peer = %peer.ip(),
+                    max_connections_per_peer = ADMIN_MAX_CONNECTIONS_PER_PEER,
+                    "admin connection closed: its peer holds as many as one peer may"
+                );
+                continue;
+            }
+            Err(Refused::EndpointFull) => {
+                tracing::debug!(
+                    max_connections = ADMIN_MAX_CONNECTIONS,
+                    "admin connection closed: the endpoint serves this many at once"
+                );
+                continue;
+            }
         };
-        tokio::spawn(serve_connection(stream, router.clone(), permit));
+        tokio::spawn(serve_connection(stream, router.clone(), slot));
     }
 }
 
-/// Serves one connection under the header-read timeout and the overall time limit.
-async fn serve_connection(stream: TcpStream, router: Router, permit: OwnedSemaphorePermit) {
-    let _permit = permit;
+/// Serves one connection under the header-read timeout and the overall time limit, until
+/// its slot goes to a peer holding fewer connections.
+async fn serve_connection(stream: TcpStream, router: Router, slot: Slot) {
     let service = TowerToHyperService::new(router);
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(ADMIN_HEADER_READ_TIMEOUT);
     let connection = builder.serve_connection(TokioIo::new(stream), service);
-    match tokio::time::timeout(ADMIN_CONNECTION_MAX_DURATION, connection).await {
+    let served = tokio::select! {
+        () = slot.evicted.cancelled() => return,
+        served = tokio::time::timeout(ADMIN_CONNECTION_MAX_DURATION, connection) => served,
+    };
+    match served {
         Ok(Ok(())) => {}
         Ok(Err(error)) => tracing::debug!(%error, "admin connection ended with an error"),
         Err(_elapsed) => tracing::debug!(
@@ -179,6 +236,7 @@ async fn metrics(State(state): State<AdminState>) -> Response {
     state
         .metrics
         .set_current(events, state.readiness.is_ready());
+    state.metrics.set_storage(&state.storage);
     (
         [(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)],
         state.metrics.encode(),
@@ -187,7 +245,7 @@ async fn metrics(State(state): State<AdminState>) -> Response {
 }
 
 async fn status(State(state): State<AdminState>) -> Response {
-    json_answer(serde_json::to_string_pretty(&snapshot_of(&state)))
+    json_answer(escaped_json(&snapshot_of(&state), true))
 }
 
 /// Encoded JSON as the answer, or a 500 saying why it could not be encoded.
@@ -204,7 +262,7 @@ fn json_answer(encoded: serde_json::Result<String>) -> Response {
 
 async fn history(State(state): State<AdminState>) -> Response {
     // Compact: the status page asks for it every second.
-    json_answer(serde_json::to_string(&state.history.view()))
+    json_answer(escaped_json(&state.history.view(), false))
 }
 
 fn current_views(state: &AdminState) -> Option<DaemonViews> {
@@ -239,6 +297,7 @@ pub(crate) fn snapshot_of(state: &AdminState) -> StatusSnapshot {
                 .as_ref()
                 .map(|views| views.quarantined.borrow().clone())
                 .unwrap_or_default(),
+            storage: state.storage.view(),
         },
         SystemTime::now(),
     )

@@ -15,6 +15,8 @@ use prometheus_client::registry::Registry;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::ops::coordination_metrics::CoordinationMetrics;
+use crate::ops::storage_health::StorageHealth;
 use crate::pipeline::timeline::TimelineEntry;
 use crate::plugins::set::PluginSet;
 
@@ -39,6 +41,11 @@ struct CallLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PluginLabel {
     plugin: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FieldLabel {
+    field: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -76,6 +83,115 @@ pub(crate) struct Metrics {
     timeline_missed: Counter,
     quarantines: Family<PluginLabel, Counter>,
     quarantined: Family<PluginLabel, Gauge>,
+    /// The etcd barrier's gauges (`[coordination]`).
+    pub(crate) coordination: CoordinationMetrics,
+    storage: StorageMetrics,
+    /// What IMDS sends and forewarn cannot read, and IMDS's clock (`record_imds_reading`).
+    unreadable: Family<FieldLabel, Counter>,
+    clock_offset: Gauge<f64, std::sync::atomic::AtomicU64>,
+    unchanged_documents: Counter,
+}
+
+/// The state directory's metrics (docs/operations.md, "When the disk is full"), brought up
+/// to date from the `StorageHealth` at each scrape.
+#[derive(Default)]
+struct StorageMetrics {
+    journal_writable: Gauge,
+    journal_write_failures: Counter,
+    journal_reserve_bytes: Gauge,
+    journal_syncs: Counter,
+    journal_written_bytes: Counter,
+    plugin_state_writable: Gauge,
+    plugin_state_write_failures: Counter,
+    plugin_state_refused: Family<PluginLabel, Counter>,
+    plugin_state_syncs: Counter,
+    plugin_state_written_bytes: Counter,
+}
+
+impl StorageMetrics {
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "journal_writable",
+            "1 while the journal's commits reach the disk, 0 while they fail (early approvals \
+             wait meanwhile)",
+            self.journal_writable.clone(),
+        );
+        registry.register(
+            "journal_write_failures",
+            "Journal commits that failed (full, read-only or failing disk); retried with backoff",
+            self.journal_write_failures.clone(),
+        );
+        registry.register(
+            "journal_reserve_bytes",
+            "Bytes set aside beyond the journal's change log for a full disk",
+            self.journal_reserve_bytes.clone(),
+        );
+        registry.register(
+            "journal_syncs",
+            "fsync and fdatasync calls the journal made",
+            self.journal_syncs.clone(),
+        );
+        registry.register(
+            "journal_written_bytes",
+            "Bytes the journal wrote (change log lines and snapshots)",
+            self.journal_written_bytes.clone(),
+        );
+        registry.register(
+            "plugin_state_writable",
+            "1 while plugins' state writes reach the disk, 0 while they fail",
+            self.plugin_state_writable.clone(),
+        );
+        registry.register(
+            "plugin_state_write_failures",
+            "Plugin state writes that failed on the disk",
+            self.plugin_state_write_failures.clone(),
+        );
+        registry.register(
+            "plugin_state_writes_refused",
+            "Plugin state writes refused over the plugin's disk write budget, by plugin",
+            self.plugin_state_refused.clone(),
+        );
+        registry.register(
+            "plugin_state_syncs",
+            "fsync calls made for plugin state (the file and its directory per write)",
+            self.plugin_state_syncs.clone(),
+        );
+        registry.register(
+            "plugin_state_written_bytes",
+            "Bytes written for plugin state",
+            self.plugin_state_written_bytes.clone(),
+        );
+    }
+
+    fn update(&self, health: &StorageHealth) {
+        let journal = health.journal();
+        self.journal_writable.set(i64::from(journal.durable));
+        raise(&self.journal_write_failures, journal.write_failures);
+        self.journal_reserve_bytes
+            .set(i64::try_from(journal.reserve_left).unwrap_or(i64::MAX));
+        raise(&self.journal_syncs, journal.syncs);
+        raise(&self.journal_written_bytes, journal.bytes);
+        let plugin_state = health.plugin_state();
+        self.plugin_state_writable
+            .set(i64::from(plugin_state.writable));
+        raise(
+            &self.plugin_state_write_failures,
+            plugin_state.write_failures,
+        );
+        for (plugin, refused) in &plugin_state.refused_over_budget {
+            let label = PluginLabel {
+                plugin: plugin.clone(),
+            };
+            raise(&self.plugin_state_refused.get_or_create(&label), *refused);
+        }
+        raise(&self.plugin_state_syncs, plugin_state.syncs);
+        raise(&self.plugin_state_written_bytes, plugin_state.bytes);
+    }
+}
+
+/// Brings `counter` up to `total` (a total kept elsewhere).
+fn raise(counter: &Counter, total: u64) {
+    counter.inc_by(total.saturating_sub(counter.get()));
 }
 
 impl Default for Metrics {
@@ -120,6 +236,11 @@ impl Metrics {
             timeline_missed: Counter::default(),
             quarantines: Family::default(),
             quarantined: Family::default(),
+            coordination: CoordinationMetrics::default(),
+            storage: StorageMetrics::default(),
+            unreadable: Family::default(),
+            clock_offset: Gauge::default(),
+            unchanged_documents: Counter::default(),
             registry: Registry::default(),
         };
         metrics.register_all(registry)
@@ -229,8 +350,54 @@ impl Metrics {
             "1 while the plugin is quarantined (not called until a new version is loaded), else 0",
             self.quarantined.clone(),
         );
+        self.coordination.register(&mut registry);
+        self.storage.register(&mut registry);
+        self.register_imds_reading(&mut registry);
         self.registry = registry;
         self
+    }
+
+    /// The metrics of what forewarn reads from IMDS: fields it cannot read, its clock, and
+    /// documents unchanged from the one before.
+    fn register_imds_reading(&self, registry: &mut Registry) {
+        registry.register(
+            "events_unreadable",
+            "Events IMDS listed with a field forewarn cannot read, by field (NotBefore, \
+             DurationInSeconds, EventType, EventStatus, Resources; EventId: entries it cannot \
+             track); each event and field counts once",
+            self.unreadable.clone(),
+        );
+        registry.register(
+            "imds_clock_offset_seconds",
+            "IMDS's clock minus the VM's, from IMDS's Date headers, as deadlines are corrected \
+             (positive: the VM's clock is behind)",
+            self.clock_offset.clone(),
+        );
+        registry.register(
+            "imds_documents_unchanged",
+            "Documents byte for byte the same as the one before (not parsed again)",
+            self.unchanged_documents.clone(),
+        );
+    }
+
+    /// Brings the unreadable-field counts, the clock offset and the unchanged documents up
+    /// to `now`, given the status they were last updated from.
+    pub(crate) fn record_imds_reading(&self, before: &PollStatus, now: &PollStatus) {
+        for (field, count) in &now.unreadable_by_field {
+            let previous = before.unreadable_by_field.get(field).copied().unwrap_or(0);
+            self.unreadable
+                .get_or_create(&FieldLabel {
+                    field: (*field).to_owned(),
+                })
+                .inc_by(count.saturating_sub(previous));
+        }
+        if let Some(clock) = now.clock {
+            self.clock_offset.set(clock.offset_ms as f64 / 1000.0);
+        }
+        self.unchanged_documents.inc_by(
+            now.unchanged_documents
+                .saturating_sub(before.unchanged_documents),
+        );
     }
 
     /// The Prometheus text exposition (OpenMetrics 1.0 text format).
@@ -250,9 +417,13 @@ impl Metrics {
                 transition,
                 ..
             } => {
+                // The known type, or "Unknown": IMDS's text never reaches the label
+                // (prometheus-client writes label values as they are, so a quote and a
+                // newline in it would forge series), and the labels stay a fixed set.
+                let event_type = forewarn_imds::EventType::from_wire(event_type).as_wire();
                 self.transitions
                     .get_or_create(&TransitionLabels {
-                        event_type: event_type.clone(),
+                        event_type: event_type.to_owned(),
                         transition: transition.as_str().to_owned(),
                     })
                     .inc();
@@ -362,6 +533,11 @@ impl Metrics {
         self.ready.set(i64::from(ready));
     }
 
+    /// Brings the state directory's metrics up to date (at scrape time).
+    pub(crate) fn set_storage(&self, health: &StorageHealth) {
+        self.storage.update(health);
+    }
+
     fn record_missed(&self, missed: u64) {
         self.timeline_missed.inc_by(missed);
     }
@@ -407,6 +583,7 @@ async fn follow_polls(
     loop {
         let now = poll.borrow_and_update().clone();
         metrics.record_poll(&before, &now);
+        metrics.record_imds_reading(&before, &now);
         before = now;
         tokio::select! {
             () = shutdown.cancelled() => return,
@@ -445,6 +622,32 @@ mod tests {
             .find(|line| line.starts_with(series) && line[series.len()..].starts_with(' '))
             .and_then(|line| line.rsplit(' ').next())
             .and_then(|value| value.parse().ok())
+    }
+
+    #[test]
+    fn an_event_type_from_imds_cannot_forge_a_series() {
+        let metrics = Metrics::new();
+        metrics.record_timeline(&TimelineEntry::Transition {
+            event_id: "E1".into(),
+            event_type: "Reboot\",transition=\"x\"} 1\nforewarn_approvals_total 1000\n#".into(),
+            transition: TransitionKind::Scheduled,
+            detail: String::new(),
+        });
+        let text = metrics.encode();
+        assert_eq!(
+            value_of(
+                &text,
+                "forewarn_event_transitions_total{event_type=\"Unknown\",transition=\"scheduled\"}"
+            ),
+            Some(1.0),
+            "{text}"
+        );
+        assert_eq!(
+            value_of(&text, "forewarn_approvals_total"),
+            Some(0.0),
+            "{text}"
+        );
+        assert!(!text.contains("1000"), "{text}");
     }
 
     #[test]
@@ -541,6 +744,55 @@ mod tests {
         assert_eq!(
             value_of(&text, "forewarn_imds_consecutive_failures"),
             Some(0.0),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn unreadable_fields_and_the_clock_offset_are_exported() {
+        let metrics = Metrics::new();
+        let first = PollStatus {
+            unreadable_by_field: BTreeMap::from([("NotBefore", 2)]),
+            clock: Some(forewarn_imds::ClockSkew {
+                offset_ms: 10_250,
+                uncertainty_ms: 300,
+                samples: 4,
+                beyond_bound: false,
+            }),
+            unchanged_documents: 7,
+            ..PollStatus::default()
+        };
+        let second = PollStatus {
+            unreadable_by_field: BTreeMap::from([("NotBefore", 3), ("EventType", 1)]),
+            ..first.clone()
+        };
+        metrics.record_imds_reading(&PollStatus::default(), &first);
+        metrics.record_imds_reading(&first, &second);
+        let text = metrics.encode();
+        assert_eq!(
+            value_of(
+                &text,
+                "forewarn_events_unreadable_total{field=\"NotBefore\"}"
+            ),
+            Some(3.0),
+            "{text}"
+        );
+        assert_eq!(
+            value_of(
+                &text,
+                "forewarn_events_unreadable_total{field=\"EventType\"}"
+            ),
+            Some(1.0),
+            "{text}"
+        );
+        assert_eq!(
+            value_of(&text, "forewarn_imds_clock_offset_seconds"),
+            Some(10.25),
+            "{text}"
+        );
+        assert_eq!(
+            value_of(&text, "forewarn_imds_documents_unchanged_total"),
+            Some(7.0),
             "{text}"
         );
     }

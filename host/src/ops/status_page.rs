@@ -43,6 +43,7 @@ mod tests {
             "plugins",
             "imds",
             "coordination",
+            "storage",
         ] {
             assert!(
                 STATUS_PAGE_HTML.contains(&format!("id=\"{id}\"")),

@@ -280,6 +280,7 @@ mod tests {
             description: String::new(),
             source: EventSource::Platform,
             duration_seconds: None,
+            unreadable: Vec::new(),
         }
     }
 

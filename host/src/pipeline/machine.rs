@@ -5,7 +5,10 @@
 //! Nothing here reads the clock, touches the disk or the network, or spawns a task: the
 //! event loop (`crate::daemon::event_loop`) executes the actions. Every round ends with the
 //! rule that makes restarts safe: [`Action::Persist`] comes before the [`Action::Call`]s
-//! and [`Action::Approve`] it covers.
+//! and [`Action::Approve`] it covers. A round that only asks again plugins that deferred
+//! emits [`Action::PersistGrouped`] instead: the loop may group it with later commits
+//! (docs/architecture.md, "Journal first"). While the journal cannot be written
+//! ([`Input::JournalDurable`]), no approval is decided or sent; plugins are still called.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -15,6 +18,7 @@ use forewarn_imds::{Document, EventStatus, ScheduledEvent};
 
 use crate::log_fields;
 use crate::log_messages;
+use crate::pipeline::agenda::{Agenda, Standing, Urgency};
 use crate::pipeline::approval::{self, Approver};
 use crate::pipeline::clock::unix_ms;
 use crate::pipeline::policy::{self, Plan, PolicyConfig};
@@ -24,7 +28,7 @@ use crate::pipeline::scheduler::{
     self, CallReply, InFlight, PlannedCall, Preparation, Recovery, Schedule, ShortenedTurn,
 };
 use crate::pipeline::state::{
-    Answer, Approval, CallPhase, DaemonState, EventProgress, Handling, Lifecycle,
+    Answer, AnswerOutcome, Approval, CallPhase, DaemonState, EventProgress, Handling, Lifecycle,
 };
 use crate::pipeline::timeline::TimelineEntry;
 use crate::pipeline::tracker::Transition;
@@ -32,6 +36,10 @@ use crate::plugins::manifest::FailurePolicy;
 
 /// Wait before re-sending an approval IMDS did not accept.
 pub(crate) const APPROVAL_RETRY: Duration = Duration::from_secs(1);
+/// An event waiting on the etcd barrier is asked again at least this often, input or not:
+/// the coordinator forgets an event the daemon stops asking about (after 15 s), and only
+/// wakes the daemon when a verdict changes.
+pub(crate) const BARRIER_ASKED_EVERY: Duration = Duration::from_secs(1);
 
 /// What the pipeline needs to know besides its inputs.
 #[derive(Debug, Clone)]
@@ -45,8 +53,8 @@ pub(crate) struct PipelineSettings {
 /// Something that happened outside the pipeline.
 #[derive(Debug, Clone)]
 pub(crate) enum Input {
-    /// IMDS listed this document.
-    Document(Document),
+    /// IMDS listed this document (the newest: each is a whole snapshot).
+    Document(Arc<Document>),
     /// A plugin call finished.
     Answer(Box<CallAnswer>),
     /// The plugin set changed (reload).
@@ -65,6 +73,9 @@ pub(crate) enum Input {
     },
     /// Something journaled beside the state changed (readiness holds): persist again.
     ReadinessHoldsChanged,
+    /// Whether the journal's commits reach the disk. While they do not, approvals are
+    /// neither decided nor sent (each needs its record first); plugins are still called.
+    JournalDurable(bool),
     /// The daemon is stopping: record answers still arriving, start nothing new.
     ShutdownStarted,
 }
@@ -83,6 +94,10 @@ pub(crate) struct CallAnswer {
 pub(crate) enum Action {
     /// Journal this state durably before the actions after it.
     Persist(Arc<DaemonState>),
+    /// Journal this state soon (the loop may group it with later commits): only deferral
+    /// bookkeeping changed — answers that decided nothing, and the attempt counts of calls
+    /// asking again plugins that already deferred, whose first attempt is on disk.
+    PersistGrouped(Arc<DaemonState>),
     /// Start this plugin call; answer with [`Input::Answer`].
     Call(PlannedCall),
     /// POST the approval of these events to IMDS; answer with [`Input::ApprovalSent`] or
@@ -115,10 +130,18 @@ pub(crate) struct Pipeline {
     /// Events whose wait for the lead time or whose late preparation was announced; not
     /// journaled (a restart announces them again).
     notes_announced: HashSet<(String, PreparationNote)>,
+    /// Which events the next round visits.
+    agenda: Agenda,
+    /// Events visited so far (a round's cost; the tests read it).
+    pub(crate) visits: u64,
     /// The instant of the last round, for [`Pipeline::poll_timeout`].
     last_round: SystemTime,
     /// State changed and is not journaled yet; the round's end persists it.
     unsaved: bool,
+    /// Only deferral bookkeeping changed since the last persist: it may be grouped.
+    unsaved_bookkeeping: bool,
+    /// Whether the journal's commits reach the disk ([`Input::JournalDurable`]).
+    journal_durable: bool,
     stopping: bool,
     actions: VecDeque<Action>,
 }
@@ -144,8 +167,12 @@ impl Pipeline {
             approve_singly: BTreeSet::new(),
             holds_announced: HashMap::new(),
             notes_announced: HashSet::new(),
+            agenda: Agenda::default(),
+            visits: 0,
             last_round: SystemTime::UNIX_EPOCH,
             unsaved: false,
+            unsaved_bookkeeping: false,
+            journal_durable: true,
             stopping: false,
             actions: VecDeque::new(),
         }
@@ -154,6 +181,7 @@ impl Pipeline {
     /// Replaces how approvals are decided (the daemon adds the etcd barrier this way).
     pub(crate) fn set_approver(&mut self, approver: Box<dyn Approver>) {
         self.approver = approver;
+        self.agenda.touch_everything();
     }
 
     /// The state as it stands (journaled at the end of every round).
@@ -171,7 +199,10 @@ impl Pipeline {
         match input {
             Input::Document(document) => self.observe(&document, now),
             Input::Answer(answer) => self.record_answer(*answer, now),
-            Input::Plugins(roster) => self.plugins_changed(roster),
+            Input::Plugins(roster) => {
+                self.plugins_changed(roster);
+                self.agenda.touch_everything();
+            }
             Input::ApprovalSent(event_ids) => self.approval_sent(event_ids, now),
             Input::ApprovalFailed {
                 event_ids,
@@ -179,45 +210,138 @@ impl Pipeline {
                 error,
             } => self.approval_failed(event_ids, rejected, &error, now),
             Input::ReadinessHoldsChanged => self.unsaved = true,
+            Input::JournalDurable(durable) => self.journal_durability(durable),
             Input::ShutdownStarted => self.stopping = true,
         }
         self.handle_timeout(now);
     }
 
-    /// Runs a round at `now`: moves every event forward, then queues the journal write and,
-    /// after it, the calls and the approval the round decided.
+    /// Runs a round at `now`: moves the events that are due forward (see [`Agenda`]: those
+    /// an input touched, whose next instant came, on the barrier, or waiting for a plugin
+    /// that is free again), then queues the journal write and, after it, the calls and the
+    /// approval the round decided.
     ///
     /// Events being prepared or told of a start go first, recoveries after: a plugin hears
-    /// of a new event before it hears an old one end (hold before release). A call is
-    /// marked in flight as soon as it is planned, so a plugin gets one call at a time.
+    /// of a new event before it hears an old one end (hold before release); among them the
+    /// sooner NotBefore first. A call is marked in flight as soon as it is planned, so a
+    /// plugin gets one call at a time.
     pub(crate) fn handle_timeout(&mut self, now: SystemTime) {
         self.last_round = now;
         let mut calls = Vec::new();
         if !self.stopping {
-            let (ended, live): (Vec<&String>, Vec<&String>) = self
-                .state
-                .events
-                .keys()
-                .partition(|id| self.state.events[*id].is_ended());
-            let ids: Vec<String> = live.into_iter().chain(ended).cloned().collect();
-            for id in ids {
-                let planned_before = calls.len();
-                self.advance_event(&id, now, &mut calls);
-                for call in &calls[planned_before..] {
-                    self.in_flight
-                        .insert((call.event_id.clone(), call.plugin.clone()));
-                }
-            }
+            self.visit_due(now, &mut calls);
         }
-        if self.unsaved || !calls.is_empty() {
-            self.unsaved = false;
-            self.actions
-                .push_back(Action::Persist(Arc::new(self.state.clone())));
+        let approval = self.due_approvals(now);
+        // A first call, an approval or any decision needs its record first; asking again a
+        // plugin that deferred does not (its first attempt is on disk): that may wait.
+        let reasks_only = calls
+            .iter()
+            .all(|call| call.attempt > 1 && call.phase != CallPhase::Started);
+        if self.unsaved || !reasks_only || approval.is_some() {
+            let state = Arc::new(self.state.clone());
+            self.actions.push_back(Action::Persist(state));
+        } else if self.unsaved_bookkeeping || !calls.is_empty() {
+            let state = Arc::new(self.state.clone());
+            self.actions.push_back(Action::PersistGrouped(state));
         }
+        self.unsaved = false;
+        self.unsaved_bookkeeping = false;
         for call in calls {
             self.queue_call(call);
         }
-        self.queue_due_approvals(now);
+        if let Some(batch) = approval {
+            self.actions.push_back(Action::Approve(batch));
+        }
+    }
+
+    /// The journal's commits stopped or started reaching the disk. When they stopped, an
+    /// approval queued behind the failed commit is taken back (it is sent once the journal
+    /// is durable again); when they started again, held approvals go ahead.
+    fn journal_durability(&mut self, durable: bool) {
+        self.journal_durable = durable;
+        // The approvals held for the journal (or taken back) are decided again.
+        self.agenda.touch_everything();
+        if durable {
+            return;
+        }
+        let queued = self.actions.len();
+        self.actions
+            .retain(|action| !matches!(action, Action::Approve(_)));
+        if self.actions.len() < queued {
+            self.approving = None;
+        }
+    }
+
+    /// Visits the events the agenda says are due, most urgent first, offering each plugin
+    /// freed since the last round to the events waiting for it until one takes it.
+    fn visit_due(&mut self, now: SystemTime, calls: &mut Vec<PlannedCall>) {
+        let due = match self.agenda.take_due(now) {
+            Some(due) => due,
+            None => self.state.events.keys().cloned().collect(),
+        };
+        let mut queue: BTreeSet<Urgency> = BTreeSet::new();
+        for id in due {
+            match self.state.events.get(&id) {
+                Some(progress) => {
+                    queue.insert(urgency_of(progress));
+                }
+                None => self.agenda.settle(&id, None),
+            }
+        }
+        loop {
+            let in_flight = &self.in_flight;
+            let waiter = self
+                .agenda
+                .next_waiter(|plugin| in_flight.iter().any(|(_, busy)| busy == plugin));
+            let waiter_first = match (queue.first(), &waiter) {
+                (Some(first), Some(waiter)) => waiter < first,
+                (None, waiter) => waiter.is_some(),
+                (Some(_), None) => false,
+            };
+            let next = if waiter_first {
+                waiter
+            } else {
+                queue.pop_first()
+            };
+            let Some(next) = next else {
+                break;
+            };
+            queue.remove(&next);
+            self.visit(&next.id, now, calls);
+        }
+    }
+
+    /// Moves one event forward, marks the calls it planned in flight, and tells the agenda
+    /// when it is next due and what it waits for.
+    fn visit(&mut self, id: &str, now: SystemTime, calls: &mut Vec<PlannedCall>) {
+        let planned_before = calls.len();
+        self.advance_event(id, now, calls);
+        for call in &calls[planned_before..] {
+            self.in_flight
+                .insert((call.event_id.clone(), call.plugin.clone()));
+        }
+        let schedule = Schedule {
+            roster: &self.roster,
+            in_flight: &self.in_flight,
+            margin: self.settings.policy.safety_margin(),
+            lead: self.settings.policy.prepare_lead_time,
+        };
+        let standing = self.state.events.get(id).map(|progress| {
+            let coordinating = matches!(progress.approval, Approval::Coordinating { .. })
+                && progress.lifecycle == Lifecycle::Scheduled;
+            let ask_barrier = coordinating.then(|| now + BARRIER_ASKED_EVERY);
+            Standing {
+                urgency: urgency_of(progress),
+                next_due: scheduler::next_due(progress, schedule, now)
+                    .into_iter()
+                    .chain(ask_barrier)
+                    .min(),
+                blocked_on: scheduler::blocked_on_busy(progress, schedule, now),
+                coordinating,
+                approval_due: matches!(progress.approval, Approval::Due { .. }),
+            }
+        });
+        self.agenda.settle(id, standing);
     }
 
     /// The next action to execute, in order.
@@ -228,29 +352,25 @@ impl Pipeline {
     /// When a round is next due without any input: a retry, a deadline, an approval retry.
     /// None: nothing is scheduled.
     pub(crate) fn poll_timeout(&self) -> Option<SystemTime> {
-        let schedule = self.schedule();
         let approval_retries = self
             .approval_retry
             .iter()
-            .filter(|_| self.approving.is_none())
+            .filter(|_| self.approving.is_none() && self.journal_durable)
             .filter(|(id, _)| self.approval_is_due(id))
             .map(|(_, at)| *at);
-        self.state
-            .events
-            .values()
-            .filter_map(|progress| scheduler::next_due(progress, schedule, self.last_round))
+        self.agenda
+            .next_timer_after(self.last_round)
+            .into_iter()
             .chain(approval_retries)
             .min()
     }
 
-    /// The scheduler's view of the plugins, the calls in flight and the policy's timings.
-    fn schedule(&self) -> Schedule<'_> {
-        Schedule {
-            roster: &self.roster,
-            in_flight: &self.in_flight,
-            margin: self.settings.policy.safety_margin(),
-            lead: self.settings.policy.prepare_lead_time,
-        }
+    /// Whether `id` is known and not every plugin has approved it yet.
+    fn approval_pending(&self, id: &str) -> bool {
+        self.state
+            .events
+            .get(id)
+            .is_some_and(|progress| progress.approval == Approval::Pending)
     }
 
     fn approval_is_due(&self, id: &str) -> bool {
@@ -265,6 +385,8 @@ impl Pipeline {
     }
 
     fn observe(&mut self, document: &Document, now: SystemTime) {
+        // Copying a tracker shared with the journaled state copies its map, not its events
+        // (each is shared until it changes).
         let transitions = Arc::make_mut(&mut self.state.tracker).observe(document, now);
         for transition in &transitions {
             self.apply_transition(transition, now);
@@ -276,12 +398,13 @@ impl Pipeline {
 
     fn apply_transition(&mut self, transition: &Transition, now: SystemTime) {
         let event = transition.event().clone();
+        self.agenda.touch(&event.id);
         tracing::info!(
             event_id = %event.id,
             event_type = %event.event_type_raw,
             transition = %transition.kind(),
             not_before = %log_fields::time(event.not_before),
-            resources = %log_fields::list(&event.resources),
+            resources = %log_fields::names(&event.resources),
             "{}",
             log_messages::EVENT_TRANSITION
         );
@@ -440,6 +563,7 @@ impl Pipeline {
 
     /// Moves one event forward, collecting the calls it needs.
     fn advance_event(&mut self, id: &str, now: SystemTime, calls: &mut Vec<PlannedCall>) {
+        self.visits += 1;
         let Some(progress) = self.state.events.get(id) else {
             return;
         };
@@ -475,12 +599,7 @@ impl Pipeline {
     }
 
     fn prepare(&mut self, id: &str, now: SystemTime, calls: &mut Vec<PlannedCall>) {
-        let pending = self
-            .state
-            .events
-            .get(id)
-            .is_some_and(|progress| progress.approval == Approval::Pending);
-        if !pending {
+        if !self.approval_pending(id) {
             return;
         }
         let (schedule, events) = self.schedule_and_events();
@@ -635,14 +754,19 @@ impl Pipeline {
         });
     }
 
-    /// Every plugin approved (or none was needed): the approver decides.
+    /// Every plugin approved (or none was needed): the approver decides — once the journal
+    /// can record what it decides.
     fn decide_approval(&mut self, id: &str, now: SystemTime) {
+        if !self.approval_pending(id) {
+            return;
+        }
+        if !self.journal_durable {
+            self.announce_hold(id, log_messages::APPROVAL_HELD_FOR_JOURNAL.to_owned());
+            return;
+        }
         let Some(progress) = self.state.events.get_mut(id).map(Arc::make_mut) else {
             return;
         };
-        if progress.approval != Approval::Pending {
-            return;
-        }
         let approval = self.approver.decide(&progress.event, now);
         let note = match &approval {
             Approval::DryRun { would } => Some((would.clone(), "dry-run")),
@@ -713,20 +837,21 @@ impl Pipeline {
         self.actions.push_back(Action::Call(call));
     }
 
-    /// Queues one POST for the approvals due (already journaled as due) of events the latest
-    /// document lists, unless one is in flight; an approval that failed less than
-    /// [`APPROVAL_RETRY`] ago waits. An event IMDS refused in a batch is sent alone.
-    fn queue_due_approvals(&mut self, now: SystemTime) {
-        if self.stopping || self.approving.is_some() {
-            return;
+    /// The next POST: the approvals due (already journaled as due) of events the latest
+    /// document lists, unless one is in flight or the journal cannot be written; an approval
+    /// that failed less than [`APPROVAL_RETRY`] ago waits. An event IMDS refused in a batch
+    /// is sent alone. Marks the batch in flight.
+    fn due_approvals(&mut self, now: SystemTime) -> Option<Vec<String>> {
+        if self.stopping || self.approving.is_some() || !self.journal_durable {
+            return None;
         }
         let listed_and_due: BTreeSet<String> = self
-            .state
-            .events
+            .agenda
+            .approvals_due()
             .iter()
-            .filter(|(_, progress)| matches!(progress.approval, Approval::Due { .. }))
-            .filter(|(id, _)| self.state.tracker.get(id).is_some())
-            .map(|(id, _)| id.clone())
+            .filter(|id| self.approval_is_due(id))
+            .filter(|id| self.state.tracker.get(id).is_some())
+            .cloned()
             .collect();
         // Ids no longer listed (or no longer due) are not retried.
         self.approval_retry
@@ -741,16 +866,17 @@ impl Pipeline {
             None => due,
         };
         if batch.is_empty() {
-            return;
+            return None;
         }
         self.approving = Some(batch.clone());
-        self.actions.push_back(Action::Approve(batch));
+        Some(batch)
     }
 
     fn approval_sent(&mut self, event_ids: Vec<String>, now: SystemTime) {
         self.approving = None;
         let at_unix_ms = unix_ms(now);
         for id in &event_ids {
+            self.agenda.touch(id);
             self.approval_retry.remove(id);
             self.approve_singly.remove(id);
             if let Some(progress) = self.state.events.get_mut(id).map(Arc::make_mut) {
@@ -760,7 +886,7 @@ impl Pipeline {
         self.approver.approval_sent(&event_ids);
         self.unsaved = true;
         tracing::info!(
-            event_ids = %log_fields::list(&event_ids),
+            event_ids = %log_fields::names(&event_ids),
             "{}",
             log_messages::APPROVED_AT_IMDS
         );
@@ -779,7 +905,7 @@ impl Pipeline {
         self.approving = None;
         let one_by_one = rejected && event_ids.len() > 1;
         tracing::warn!(
-            event_ids = %log_fields::list(&event_ids),
+            event_ids = %log_fields::names(&event_ids),
             %error,
             rejected,
             one_by_one,
@@ -787,6 +913,7 @@ impl Pipeline {
             log_messages::APPROVAL_FAILED
         );
         for id in &event_ids {
+            self.agenda.touch(id);
             if one_by_one {
                 self.approve_singly.insert(id.clone());
             } else {
@@ -811,6 +938,8 @@ impl Pipeline {
             .get(&call.plugin)
             .map(|member| member.manifest.on_failure)
             .unwrap_or_default();
+        self.agenda.touch(&call.event_id);
+        self.agenda.plugin_freed(&call.plugin);
         for line in &reply.logs {
             self.emit(TimelineEntry::PluginLog {
                 event_id: call.event_id.clone(),
@@ -823,6 +952,11 @@ impl Pipeline {
         let Some(progress) = self.state.events.get_mut(&call.event_id).map(Arc::make_mut) else {
             return;
         };
+        let decided = |progress: &EventProgress| {
+            let own = progress.plugins.get(&call.plugin);
+            own.map(|own| (own.prepared, own.told_started, own.told_ended))
+        };
+        let before = decided(progress);
         let recorded = scheduler::record_reply(
             progress,
             &call.plugin,
@@ -833,7 +967,13 @@ impl Pipeline {
             on_failure,
         );
         log_answer(&call.event_id, &call.plugin, &recorded, on_failure);
-        self.unsaved = true;
+        // An answer that settled something (prepared, told) is a decision; a deferral or a
+        // failure that will be asked again is bookkeeping, which may be grouped.
+        if decided(progress) != before || recorded.outcome == AnswerOutcome::Approve {
+            self.unsaved = true;
+        } else {
+            self.unsaved_bookkeeping = true;
+        }
         self.emit(TimelineEntry::PluginAnswered {
             event_id: call.event_id,
             plugin: call.plugin,
@@ -898,6 +1038,8 @@ impl Pipeline {
         let names = self.quarantine.names();
         if *self.roster.quarantined() != names {
             Arc::make_mut(&mut self.roster).set_quarantined(names);
+            // Who may be called, and who holds an approval, changed for every event.
+            self.agenda.touch_everything();
         }
     }
 
@@ -967,6 +1109,15 @@ fn missed_the_start(progress: &EventProgress, now: SystemTime) -> bool {
     approved || past_not_before
 }
 
+/// Where `progress` goes in a round (see [`Urgency`]).
+fn urgency_of(progress: &EventProgress) -> Urgency {
+    Urgency {
+        ended: progress.is_ended(),
+        not_before: progress.event.not_before.unwrap_or(SystemTime::UNIX_EPOCH),
+        id: progress.event.id.clone(),
+    }
+}
+
 /// What was said once about an event's preparation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum PreparationNote {
@@ -1010,7 +1161,7 @@ fn describe_event(event: &ScheduledEvent, now: SystemTime) -> String {
     };
     let mut parts = vec![
         format!("{} {}", event.event_type_raw, status),
-        format!("for {}", event.resources.join(", ")),
+        format!("for {}", log_fields::names(&event.resources)),
     ];
     if let Some(not_before) = event.not_before {
         let seconds = not_before

@@ -7,8 +7,11 @@
 //! - [`approval`] decides whether and when the approval goes to IMDS (alone, by group
 //!   policy, or through the [`barrier`]);
 //! - [`quarantine`] counts each plugin's failed calls and quarantines one in a crash loop;
-//! - [`state`] is what the journal keeps; [`timeline`] what the pipeline reports.
+//! - [`state`] is what the journal keeps; [`timeline`] what the pipeline reports;
+//! - [`agenda`] says which events a round visits (touched, due, or waiting for a plugin
+//!   that is free again), so a round costs what changed, not the number of events.
 
+pub(crate) mod agenda;
 pub(crate) mod approval;
 pub(crate) mod barrier;
 pub(crate) mod clock;

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use forewarn_imds::{EventSource, EventStatus, EventType, ScheduledEvent};
+use forewarn_imds::{EventField, EventSource, EventStatus, EventType, ScheduledEvent};
 use serde::{Deserialize, Serialize};
 
 /// How many other VM names a log sentence lists before summarising the rest.
@@ -163,6 +163,9 @@ pub enum WithholdRule {
     ObserveOnly,
     /// The event names other VMs too and `policy.group-approval` does not let this VM approve.
     GroupApproval,
+    /// IMDS listed `Resources` forewarn cannot read: which VMs the approval would release
+    /// is unknown.
+    UnreadableResources,
     /// Not recorded (a journal from before the rule was kept).
     #[default]
     Unrecorded,
@@ -176,6 +179,7 @@ impl WithholdRule {
             WithholdRule::NotThisVm => "not-this-vm",
             WithholdRule::ObserveOnly => "observe-only",
             WithholdRule::GroupApproval => "group-approval",
+            WithholdRule::UnreadableResources => "unreadable-resources",
             WithholdRule::Unrecorded => "unrecorded",
         }
     }
@@ -249,8 +253,8 @@ pub(crate) fn plan(event: &ScheduledEvent, vm_name: &str, config: &PolicyConfig)
 }
 
 /// Decides whether this VM may send the approval for `event`, once its plugins (or a
-/// built-in rule) approved. Withholds for: an event already started, an event not naming
-/// this VM, `observe-only`, and events naming other VMs unless `group-approval` allows it;
+/// built-in rule) approved. Withholds for: an event already started, `Resources` forewarn
+/// cannot read, an event not naming this VM, `observe-only`, and events naming other VMs unless `group-approval` allows it;
 /// under `dry-run` reports what would have been sent.
 pub(crate) fn approval_gate(
     event: &ScheduledEvent,
@@ -261,6 +265,17 @@ pub(crate) fn approval_gate(
         return withhold(
             WithholdRule::AlreadyStarted,
             format!("not approving event {}: it has already started", event.id),
+        );
+    }
+    if let Some(raw) = event.unreadable(EventField::Resources) {
+        return withhold(
+            WithholdRule::UnreadableResources,
+            format!(
+                "not approving event {}: IMDS listed Resources forewarn cannot read (\"{raw}\"), so \
+                 which VMs an approval would release is unknown; plugins prepare this VM and the \
+                 event starts at its NotBefore",
+                event.id
+            ),
         );
     }
     if !affects_vm(event, vm_name) {
@@ -394,6 +409,7 @@ mod tests {
             description: String::new(),
             source: EventSource::Platform,
             duration_seconds: None,
+            unreadable: Vec::new(),
         }
     }
 
@@ -719,6 +735,31 @@ mod tests {
         for (name, event, config, check) in cases {
             let gate = approval_gate(&event, VM, &config);
             assert!(check(&gate), "{name}: got {gate:?}");
+        }
+    }
+
+    #[test]
+    fn unreadable_resources_are_prepared_and_never_approved() {
+        let odd = ScheduledEvent {
+            unreadable: vec![forewarn_imds::UnreadableField {
+                field: EventField::Resources,
+                raw: r#"[{"name":"vm-a"}]"#.into(),
+            }],
+            ..event(EventType::Reboot, &[])
+        };
+        assert_eq!(
+            plan(&odd, VM, &PolicyConfig::default()),
+            Plan::Prepare {
+                affects_this_vm: true
+            }
+        );
+        let always = config(|c| c.group_approval = GroupApproval::Always);
+        match approval_gate(&odd, VM, &always) {
+            ApprovalGate::Withhold { rule, reason } => {
+                assert_eq!(rule, WithholdRule::UnreadableResources);
+                assert!(reason.contains(r#"[{"name":"vm-a"}]"#), "{reason}");
+            }
+            other => panic!("approved: {other:?}"),
         }
     }
 

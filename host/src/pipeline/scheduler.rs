@@ -358,11 +358,76 @@ fn may_prepare(
     schedule: Schedule<'_>,
     now: SystemTime,
 ) -> bool {
+    wants_to_prepare(progress, member, schedule, now) && !schedule.plugin_busy(&member.name)
+}
+
+/// [`may_prepare`] but for a call in flight: not prepared yet, no retry pending.
+fn wants_to_prepare(
+    progress: &EventProgress,
+    member: &Member,
+    schedule: Schedule<'_>,
+    now: SystemTime,
+) -> bool {
     let own = progress.plugin(&member.name);
-    !own.prepared
-        && !retry_pending(&own, now)
-        && !schedule.plugin_busy(&member.name)
-        && !schedule.roster.is_quarantined(&member.name)
+    !own.prepared && !retry_pending(&own, now) && !schedule.roster.is_quarantined(&member.name)
+}
+
+/// The plugins a call about `progress` waits for at `now` only because they have a call in
+/// flight (for this event or another): the calls [`prepare`], [`tell_started`] or
+/// [`recover`] would plan if they were free. The pipeline visits the event again when one
+/// of them is free, instead of visiting every event after every answer.
+pub(crate) fn blocked_on_busy(
+    progress: &EventProgress,
+    schedule: Schedule<'_>,
+    now: SystemTime,
+) -> Vec<String> {
+    if !matches!(progress.handling, Handling::Prepare { .. }) {
+        return Vec::new();
+    }
+    let subscribers = schedule.roster.subscribers(progress.event.event_type);
+    let busy: Vec<&Member> = subscribers
+        .iter()
+        .copied()
+        .filter(|member| schedule.plugin_busy(&member.name))
+        .collect();
+    if busy.is_empty() {
+        return Vec::new();
+    }
+    let wanted: Vec<&Member> = match progress.lifecycle {
+        Lifecycle::Scheduled => {
+            let preparing = progress.approval == Approval::Pending
+                && progress.preparing_since_unix_ms.is_some();
+            if !preparing {
+                return Vec::new();
+            }
+            let deadline = deadline(&progress.event, schedule.margin);
+            let mut needs = None;
+            busy.into_iter()
+                .filter(|member| wants_to_prepare(progress, member, schedule, now))
+                .filter(|member| {
+                    if unprepared_predecessors(progress, member, schedule).is_empty() {
+                        return true;
+                    }
+                    let needs =
+                        needs.get_or_insert_with(|| chain_needs(&subscribers, schedule.roster));
+                    let need = needs.get(&member.name).copied().unwrap_or_default();
+                    deadline.is_some_and(|deadline| turn_start(deadline, need) <= now)
+                })
+                .collect()
+        }
+        Lifecycle::Started => busy
+            .into_iter()
+            .filter(|member| !progress.plugin(&member.name).told_started)
+            .collect(),
+        Lifecycle::Ended { .. } => busy
+            .into_iter()
+            .filter(|member| wants_to_recover(progress, member, &subscribers, schedule, now))
+            .collect(),
+    };
+    wanted
+        .into_iter()
+        .map(|member| member.name.clone())
+        .collect()
 }
 
 /// The instants at which a plugin's turn comes while it still waits for the plugins it
@@ -425,10 +490,14 @@ pub(crate) fn tell_started(
     calls
 }
 
-/// Whether the VM is gone once an event of this type runs (Spot eviction, deletion): a
-/// Started one still gets the preparation it missed (see [`tell_started`]).
+/// Whether the VM is gone once an event of this type runs (Spot eviction, deletion, or a
+/// type forewarn does not know, which could be either): a Started one still gets the
+/// preparation it missed (see [`tell_started`]).
 pub(crate) fn vm_goes_away(event_type: EventType) -> bool {
-    matches!(event_type, EventType::Preempt | EventType::Terminate)
+    matches!(
+        event_type,
+        EventType::Preempt | EventType::Terminate | EventType::Unknown
+    )
 }
 
 /// The recovery calls due, in reverse dependency order: a plugin recovers once every
@@ -474,6 +543,19 @@ fn may_recover(
     schedule: Schedule<'_>,
     now: SystemTime,
 ) -> bool {
+    wants_to_recover(progress, member, subscribers, schedule, now)
+        && !schedule.plugin_busy(&member.name)
+}
+
+/// [`may_recover`] but for a call in flight: not told yet, every plugin after it told, no
+/// retry pending.
+fn wants_to_recover(
+    progress: &EventProgress,
+    member: &Member,
+    subscribers: &[&Member],
+    schedule: Schedule<'_>,
+    now: SystemTime,
+) -> bool {
     let own = progress.plugin(&member.name);
     let successors_pending = subscribers.iter().any(|other| {
         schedule
@@ -482,10 +564,7 @@ fn may_recover(
             .contains(&member.name)
             && !recovery_over(progress, other, schedule)
     });
-    !recovery_over(progress, member, schedule)
-        && !successors_pending
-        && !retry_pending(&own, now)
-        && !schedule.plugin_busy(&member.name)
+    !recovery_over(progress, member, schedule) && !successors_pending && !retry_pending(&own, now)
 }
 
 /// Whether `member`'s recovery of `progress` is over: it was told the event ended (or its

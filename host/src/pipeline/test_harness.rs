@@ -49,6 +49,10 @@ pub(crate) struct Harness {
     /// While Some, calls are started but not answered: they wait here, in flight, until
     /// [`Harness::answer_held`].
     pub(crate) held: Option<Vec<PlannedCall>>,
+    /// Whether the journal's commits reach the disk: while false, a persist fails and the
+    /// pipeline hears so, as the event loop tells it ([`Harness::journal_writable_again`]).
+    pub(crate) journal_writable: bool,
+    journal_reported_durable: bool,
 }
 
 impl Harness {
@@ -89,6 +93,8 @@ impl Harness {
             imds_accepts: true,
             imds_unknown: BTreeSet::new(),
             held: None,
+            journal_writable: true,
+            journal_reported_durable: true,
         };
         harness.input(Input::Plugins(Arc::new(roster(plugins))));
         harness
@@ -110,7 +116,7 @@ impl Harness {
             events: events.to_vec(),
             rejected: Vec::new(),
         };
-        self.input(Input::Document(document));
+        self.input(Input::Document(Arc::new(document)));
     }
 
     /// Feeds `input` at the current time and executes everything that follows: calls are
@@ -160,7 +166,10 @@ impl Harness {
         self.pipeline.handle_timeout(self.now);
         while let Some(action) = self.pipeline.poll_action() {
             assert!(
-                matches!(action, Action::Persist(_) | Action::Emit(_)),
+                matches!(
+                    action,
+                    Action::Persist(_) | Action::PersistGrouped(_) | Action::Emit(_)
+                ),
                 "{action:?} was due at {:?} but not started by its round",
                 self.now
             );
@@ -174,7 +183,14 @@ impl Harness {
                 action: action.clone(),
             });
             match action {
-                Action::Persist(state) => self.persisted = Some(state),
+                Action::Persist(state) | Action::PersistGrouped(state) => {
+                    if self.journal_writable {
+                        self.persisted = Some(state);
+                    } else if self.journal_reported_durable {
+                        self.journal_reported_durable = false;
+                        self.pipeline.handle(Input::JournalDurable(false), self.now);
+                    }
+                }
                 Action::Call(call) => match &mut self.held {
                     Some(held) => held.push(call),
                     // Answered later in this loop, after the actions already queued.
@@ -213,6 +229,15 @@ impl Harness {
             Input::Answer(Box::new(CallAnswer { call, reply })),
             self.now,
         );
+    }
+
+    /// The journal can be written again: the newest state is on disk, and the pipeline hears
+    /// so (as from the event loop after a retry that worked).
+    pub(crate) fn journal_writable_again(&mut self) {
+        self.journal_writable = true;
+        self.journal_reported_durable = true;
+        self.persisted = Some(Arc::new(self.pipeline.state().clone()));
+        self.input(Input::JournalDurable(true));
     }
 
     /// From now on, calls stay in flight until [`Harness::answer_held`] answers them.
@@ -300,6 +325,7 @@ pub(crate) fn event(
         description: String::new(),
         source: EventSource::Platform,
         duration_seconds: None,
+        unreadable: Vec::new(),
     }
 }
 

@@ -12,7 +12,9 @@
 //!
 //! * **Scheduled**: a new id with status `Scheduled`. One listed without `NotBefore` (IMDS
 //!   leaves it blank only once an event started) may start at any moment: its `NotBefore`
-//!   is taken to be the instant it was first seen so (or the one it had before).
+//!   is taken to be the instant it was first seen so (or the one it had before). So may one
+//!   whose `NotBefore` forewarn cannot read (`ScheduledEvent::unreadable`): its `NotBefore` is
+//!   the instant it was first seen so, or the one it had before if that is sooner.
 //! * **Rescheduled**: a known, still-`Scheduled` event whose `NotBefore`, `Resources` or
 //!   `EventType` changed (a new type means different plugins and rules may apply, so it is
 //!   treated like a new schedule). Changes of any other field (`Description`,
@@ -39,9 +41,10 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 use std::time::SystemTime;
 
-use forewarn_imds::{Document, EventStatus, ScheduledEvent};
+use forewarn_imds::{Document, EventField, EventStatus, ScheduledEvent};
 use serde::{Deserialize, Serialize};
 
 /// One change in an event's lifecycle, as the daemon dispatches it to plugins.
@@ -144,9 +147,12 @@ pub struct TrackedEvent {
 
 /// The per-event state carried from one document to the next. Serializable, so the daemon
 /// can journal it and resume after a restart without repeating or losing a transition.
+/// Each event is shared (`Arc`) with the tracker it was copied from until it changes, so a
+/// copy costs little and the journal writes only the events a document changed
+/// ([`Tracker::entries`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tracker {
-    events: BTreeMap<String, TrackedEvent>,
+    events: BTreeMap<String, Arc<TrackedEvent>>,
 }
 
 impl Tracker {
@@ -170,31 +176,46 @@ impl Tracker {
                 transitions.push(transition);
             }
         }
-        // An event IMDS still lists but forewarn cannot read this time has not vanished:
-        // keep it as it was. An unreadable entry without an EventId could be any known
-        // event, so nothing is taken as vanished from such a document.
-        if doc.rejected.iter().any(|error| error.event_id().is_none()) {
+        // An entry forewarn cannot read without an EventId could be any known event, so
+        // nothing is taken as vanished from such a document.
+        if !doc.rejected.is_empty() {
             return transitions;
         }
-        listed.extend(doc.rejected.iter().filter_map(|error| error.event_id()));
         transitions.extend(self.remove_unlisted(&listed));
         transitions
     }
 
     /// Every event currently tracked, sorted by id.
     pub fn events(&self) -> impl Iterator<Item = &TrackedEvent> {
-        self.events.values()
+        self.events.values().map(|tracked| &**tracked)
     }
 
     /// The tracked event with this id, if it is listed.
     pub fn get(&self, id: &str) -> Option<&TrackedEvent> {
-        self.events.get(id)
+        self.events.get(id).map(|tracked| &**tracked)
+    }
+
+    /// The tracked events by id, each shared with the tracker this one was copied from
+    /// while it is unchanged (for the journal, which writes the changed ones).
+    pub(crate) fn entries(&self) -> &BTreeMap<String, Arc<TrackedEvent>> {
+        &self.events
+    }
+
+    /// Sets (Some) or forgets (None) the tracked event `id`, as the journal replays it.
+    pub(crate) fn restore(&mut self, id: String, tracked: Option<Arc<TrackedEvent>>) {
+        match tracked {
+            Some(tracked) => self.events.insert(id, tracked),
+            None => self.events.remove(&id),
+        };
     }
 
     /// A Scheduled event without NotBefore (IMDS leaves it blank only once an event has
     /// started) may start at any moment: its NotBefore is taken to be the one it had, or the
     /// instant it was first seen so. Plugins then prepare at once, each in its turn come,
-    /// and no reschedule is seen while it stays blank.
+    /// and no reschedule is seen while it stays blank. One whose NotBefore forewarn cannot
+    /// read may start at any moment too: its NotBefore is the instant it was first seen so,
+    /// or the one it had if that is sooner (a readable NotBefore that turns unreadable is a
+    /// reschedule to now); none is seen while it stays unreadable.
     fn with_not_before<'a>(
         &self,
         event: &'a ScheduledEvent,
@@ -207,22 +228,28 @@ impl Tracker {
             .events
             .get(&event.id)
             .and_then(|tracked| tracked.event.not_before);
+        let not_before = match event.unreadable(EventField::NotBefore) {
+            Some(_) => known.map_or(now, |known| known.min(now)),
+            None => known.unwrap_or(now),
+        };
         Cow::Owned(ScheduledEvent {
-            not_before: Some(known.unwrap_or(now)),
+            not_before: Some(not_before),
             ..event.clone()
         })
     }
 
     /// Handles one listed event: new, or known and possibly changed.
     fn observe_listed(&mut self, event: &ScheduledEvent, now: SystemTime) -> Option<Transition> {
-        let Some(tracked) = self.events.get_mut(&event.id) else {
+        let Some(shared) = self.events.get_mut(&event.id) else {
             return Some(self.track_new(event, now));
         };
+        if lists_as_before(shared, event) {
+            // Nothing is copied, and the event stays shared with the journaled tracker.
+            return None;
+        }
+        let tracked = Arc::make_mut(shared);
         if tracked.seen_started {
-            tracked.event = ScheduledEvent {
-                status: EventStatus::Started,
-                ..event.clone()
-            };
+            tracked.event = as_started(event);
             return None;
         }
         let previous = std::mem::replace(&mut tracked.event, event.clone());
@@ -247,11 +274,11 @@ impl Tracker {
         let started = event.status == EventStatus::Started;
         self.events.insert(
             event.id.clone(),
-            TrackedEvent {
+            Arc::new(TrackedEvent {
                 event: event.clone(),
                 seen_started: started,
                 first_seen: now,
-            },
+            }),
         );
         if started {
             Transition::Started {
@@ -273,6 +300,7 @@ impl Tracker {
             .collect();
         gone.into_iter()
             .filter_map(|id| self.events.remove(&id))
+            .map(Arc::unwrap_or_clone)
             .map(|tracked| {
                 if tracked.seen_started {
                     Transition::EndedAfterStart(tracked.event)
@@ -281,6 +309,24 @@ impl Tracker {
                 }
             })
             .collect()
+    }
+}
+
+/// Whether `event`, as listed now, leaves `tracked` as it is (an event seen Started stays
+/// Started).
+fn lists_as_before(tracked: &TrackedEvent, event: &ScheduledEvent) -> bool {
+    match (tracked.seen_started, event.status) {
+        (true, EventStatus::Scheduled) => tracked.event == as_started(event),
+        _ => tracked.event == *event,
+    }
+}
+
+/// `event` kept as started: an event once seen Started stays so (IMDS should never list it
+/// Scheduled again).
+fn as_started(event: &ScheduledEvent) -> ScheduledEvent {
+    ScheduledEvent {
+        status: EventStatus::Started,
+        ..event.clone()
     }
 }
 
@@ -339,6 +385,7 @@ mod tests {
                 .into(),
             source: EventSource::Platform,
             duration_seconds: Some(5),
+            unreadable: Vec::new(),
         }
     }
 
@@ -354,6 +401,7 @@ mod tests {
             description: String::new(),
             source: EventSource::Platform,
             duration_seconds: None,
+            unreadable: Vec::new(),
         }
     }
 
@@ -383,10 +431,10 @@ mod tests {
         let transitions = tracker.observe(&bad_time, at(1));
         assert_eq!(
             kinds(&transitions),
-            ["ended-without-start"],
-            "B vanished, A is kept"
+            ["rescheduled", "ended-without-start"],
+            "B vanished; A is kept, and may start at any moment"
         );
-        assert!(tracker.get("A").is_some());
+        assert_eq!(tracker.get("A").unwrap().event.not_before, Some(at(1)));
         let no_id = forewarn_imds::parse_document(
             r#"{"DocumentIncarnation": 3, "Events": [{"EventType": "Reboot"}]}"#,
         )
@@ -400,6 +448,56 @@ mod tests {
             kinds(&tracker.observe(&doc(4, vec![]), at(3))),
             ["ended-without-start"]
         );
+    }
+
+    /// A Reboot for vm-a whose NotBefore IMDS sent as `text`, which forewarn cannot read.
+    fn unreadable_reboot(id: &str, text: &str) -> ScheduledEvent {
+        ScheduledEvent {
+            not_before: None,
+            unreadable: vec![forewarn_imds::UnreadableField {
+                field: EventField::NotBefore,
+                raw: text.into(),
+            }],
+            ..reboot(id, EventStatus::Scheduled)
+        }
+    }
+
+    #[test]
+    fn an_unreadable_not_before_is_taken_as_the_instant_it_was_first_seen() {
+        let mut tracker = Tracker::default();
+        let odd = doc(1, vec![unreadable_reboot("A", "garbage")]);
+        let transitions = tracker.observe(&odd, at(10));
+        assert_eq!(kinds(&transitions), ["scheduled"]);
+        assert_eq!(transitions[0].event().not_before, Some(at(10)));
+        // It stays where it was first seen: no reschedule while it stays unreadable.
+        assert!(tracker.observe(&odd, at(11)).is_empty());
+        let other_text = doc(2, vec![unreadable_reboot("A", "-1")]);
+        assert!(tracker.observe(&other_text, at(12)).is_empty());
+        assert_eq!(tracker.get("A").unwrap().event.not_before, Some(at(10)));
+        // Readable again: a reschedule to the NotBefore IMDS now sends.
+        let readable = doc(3, vec![reboot("A", EventStatus::Scheduled)]);
+        assert_eq!(kinds(&tracker.observe(&readable, at(13))), ["rescheduled"]);
+        assert_eq!(tracker.get("A").unwrap().event.not_before, Some(at(1_000)));
+    }
+
+    #[test]
+    fn a_not_before_that_turns_unreadable_is_a_reschedule_to_now() {
+        let mut tracker = Tracker::default();
+        tracker.observe(&doc(1, vec![reboot("A", EventStatus::Scheduled)]), at(5));
+        let transitions =
+            tracker.observe(&doc(2, vec![unreadable_reboot("A", "1649716018")]), at(7));
+        assert_eq!(kinds(&transitions), ["rescheduled"]);
+        assert_eq!(transitions[0].event().not_before, Some(at(7)));
+        // A NotBefore already sooner than now stays.
+        let mut tracker = Tracker::default();
+        let soon = ScheduledEvent {
+            not_before: Some(at(3)),
+            ..reboot("A", EventStatus::Scheduled)
+        };
+        tracker.observe(&doc(1, vec![soon]), at(1));
+        let transitions = tracker.observe(&doc(2, vec![unreadable_reboot("A", "x")]), at(9));
+        assert!(transitions.is_empty(), "{transitions:?}");
+        assert_eq!(tracker.get("A").unwrap().event.not_before, Some(at(3)));
     }
 
     fn kinds(transitions: &[Transition]) -> Vec<&'static str> {
@@ -739,6 +837,7 @@ mod tests {
                         description: description.into(),
                         source: EventSource::Platform,
                         duration_seconds: duration,
+                        unreadable: Vec::new(),
                     }
                 },
             )

@@ -330,13 +330,16 @@ impl PluginManifest {
         Ok(())
     }
 
-    /// Whether the plugin wants calls for events of this type.
+    /// Whether the plugin wants calls for events of this type. A type forewarn does not know
+    /// could be the most disruptive: every plugin that prepares for any type is called for
+    /// it (one listing only "Unknown" too).
     pub(crate) fn subscribes_to(&self, event_type: EventType) -> bool {
-        self.subscribe.iter().any(|name| {
-            name == "*"
-                || (event_type == EventType::Unknown && name.eq_ignore_ascii_case("unknown"))
-                || (event_type != EventType::Unknown && EventType::from_wire(name) == event_type)
-        })
+        if event_type == EventType::Unknown {
+            return !self.subscribe.is_empty();
+        }
+        self.subscribe
+            .iter()
+            .any(|name| name == "*" || EventType::from_wire(name) == event_type)
     }
 
     /// How long the whole preparation takes, for planning: `prepare-time`, else the budget.
@@ -501,6 +504,10 @@ mod tests {
         .unwrap();
         assert!(manifest.subscribes_to(EventType::Preempt));
         assert!(!manifest.subscribes_to(EventType::Freeze));
+        assert!(
+            manifest.subscribes_to(EventType::Unknown),
+            "an unknown type could be as disruptive as any"
+        );
         assert_eq!(manifest.budget, Duration::from_secs(5));
         assert!(manifest.prepare_again_on_reschedule);
         assert!(!PluginManifest::default().prepare_again_on_reschedule);

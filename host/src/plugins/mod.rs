@@ -2,10 +2,13 @@
 //! dependency order, hot reload, the bundled plugins, and the per-plugin state store.
 
 pub mod bundled;
+pub mod carried_sdk;
 pub(crate) mod convert;
 pub(crate) mod debounce;
+pub mod languages;
 pub mod manifest;
 pub mod reload;
 pub mod set;
 pub(crate) mod state_store;
+pub(crate) mod state_write_rate;
 pub mod templates;

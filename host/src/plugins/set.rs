@@ -260,8 +260,21 @@ pub fn load_plugin_bytes(
     let name = plugin_name_of(wasm).ok_or_else(|| PluginLoadError::BadName {
         path: wasm.to_path_buf(),
     })?;
+    load_plugin_named(runtime, &name, wasm, bytes, manifest)
+}
+
+/// Loads the plugin `name` from the bytes of `wasm` with its manifest, whatever the file is
+/// called (`plugin test` and `demo --plugins` name a file outside the plugin directory by
+/// [`crate::cli::plugin_files::PluginFile::name`]). Blocking.
+pub fn load_plugin_named(
+    runtime: &Runtime,
+    name: &str,
+    wasm: &Path,
+    bytes: &[u8],
+    manifest: PluginManifest,
+) -> Result<LoadedPlugin, PluginLoadError> {
     let plugin = runtime
-        .load(&name, bytes, manifest.runtime_settings())
+        .load(name, bytes, manifest.runtime_settings())
         .map_err(|source| PluginLoadError::Component {
             path: wasm.to_path_buf(),
             source,

@@ -9,17 +9,30 @@
 //!
 //! Since each write rewrites the whole file (up to a few MiB), each is charged its file's
 //! size against its call's [`DiskBudget`]: one call cannot turn 64 small writes into 64
-//! rewrites of a large file.
+//! rewrites of a large file. Over time, each plugin's writes are bounded by its disk write
+//! budget ([`StateWriteRate`]: writes and bytes per minute), whatever its calls do.
+//!
+//! A disk that refuses a write (full, read-only, immutable, failing) fails that write with
+//! the error and its fix, which the plugin sees; reads go on answering the last state
+//! written, and the next write tries the disk again. The streak is shown in `/status` and
+//! `/metrics` and logged once (docs/operations.md, "When the disk is full").
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
 
 use forewarn_runtime::{DiskBudget, STATE_DISK_BYTES_PER_CALL};
 
 use crate::daemon::journal::{self, JournalError};
+use crate::log_messages;
+use crate::ops::storage_health::StorageHealth;
 use crate::plugins::set::{MAX_PLUGIN_NAME_BYTES, name_problem};
+use crate::plugins::state_write_rate::{
+    OverBudget, STATE_WRITE_BURST, STATE_WRITE_BURST_BYTES, STATE_WRITE_BYTES_PER_MINUTE,
+    STATE_WRITES_PER_MINUTE, StateWriteRate,
+};
 
 /// Longest key a plugin may use, in bytes.
 pub(crate) const MAX_KEY_BYTES: usize = 256;
@@ -59,9 +72,28 @@ pub(crate) enum StateError {
     /// A limit of [`StateLimits`] would be exceeded; nothing was changed.
     #[error("plugin {plugin:?} is over its state quota: {detail}")]
     OverQuota { plugin: String, detail: String },
+    /// The plugin wrote too much to disk lately ([`StateWriteRate`]); nothing was changed.
+    #[error(
+        "plugin {plugin:?} is over its disk write budget of {STATE_WRITES_PER_MINUTE} state \
+         writes and {} MiB a minute (bursts of {STATE_WRITE_BURST} writes, {} MiB; each write \
+         rewrites its state file and syncs it): this write was not stored; the next is allowed \
+         in {}; write less often (keep related values under one key, write once per call, do \
+         not write a value that did not change)",
+        STATE_WRITE_BYTES_PER_MINUTE / (1024 * 1024),
+        STATE_WRITE_BURST_BYTES / (1024 * 1024),
+        humantime::format_duration(whole_millis(*retry_in))
+    )]
+    OverWriteBudget { plugin: String, retry_in: Duration },
     /// The state file could not be read or written.
-    #[error(transparent)]
+    #[error("the state was not stored (reads still answer the value stored before): {0}")]
     Storage(#[from] JournalError),
+    /// The plugin's state file could not be read at start: writes would replace what it
+    /// holds, so they are refused until forewarn restarts with the disk readable.
+    #[error(
+        "the state file of plugin {plugin:?} could not be read when forewarn started ({error}); \
+         its writes are refused so they cannot replace it: fix the disk, then restart forewarn"
+    )]
+    Unreadable { plugin: String, error: String },
     /// A state file exists but does not hold a state map (it was moved aside first).
     #[error(
         "the state file of plugin {plugin:?} was unreadable and was moved to {}; the plugin \
@@ -88,25 +120,34 @@ pub(crate) struct PluginStateStore {
     limits: StateLimits,
     plugins: Mutex<HashMap<String, Arc<PluginState>>>,
     write_file: Arc<WriteFile>,
+    /// Plugins whose file could not be read at start, with the error: their writes are refused.
+    unreadable: HashMap<String, String>,
+    /// Where the streak of failed writes and the refused ones are shown.
+    health: Arc<StorageHealth>,
+    /// The time, for the write budgets (a test moves it).
+    clock: Arc<Clock>,
 }
 
-/// One plugin's state: the map as it is on disk, which reads take without waiting, and the
-/// lock that puts the plugin's writes one after the other.
-#[derive(Default)]
+/// Where the store reads the time.
+type Clock = dyn Fn() -> Instant + Send + Sync;
+
+/// One plugin's state: the map as it is on disk, which reads take without waiting, the
+/// lock that puts the plugin's writes one after the other, and its disk write budget.
 struct PluginState {
     /// The map as last written. Replaced whole once a write is on disk; locked only to
     /// clone or replace the `Arc`, never across I/O.
     snapshot: Mutex<Arc<StateMap>>,
     /// Held by the plugin's write in progress, across its file write (and still by one
-    /// that its call gave up on): later writes wait here, reads never do.
-    writing: Mutex<()>,
+    /// that its call gave up on): later writes wait here, reads never do. It guards the
+    /// plugin's disk write budget.
+    writing: Mutex<StateWriteRate>,
 }
 
 impl PluginState {
-    fn new(map: StateMap) -> Self {
+    fn new(map: StateMap, now: Instant) -> Self {
         PluginState {
             snapshot: Mutex::new(Arc::new(map)),
-            writing: Mutex::new(()),
+            writing: Mutex::new(StateWriteRate::new(now)),
         }
     }
 
@@ -127,18 +168,35 @@ impl PluginStateStore {
         Self::open_with_limits(dir, StateLimits::default())
     }
 
-    /// Opens the store in `dir` and loads every plugin's file. Unreadable files are moved
+    /// Opens the store in `dir` and loads every plugin's file. Unparsable files are moved
     /// aside to `<plugin>.json.corrupt-<unix-secs>` and logged as errors; that plugin starts
     /// empty. Files whose names are not plugin names are left alone.
+    ///
+    /// A directory that cannot be created, or a file that cannot be read (or moved aside),
+    /// does not stop the start: it is logged, the plugins concerned start empty, and their
+    /// writes fail (a missing directory is created by the first write that can). Only a
+    /// directory or file that another user could have written is refused.
     pub(crate) fn open_with_limits(dir: &Path, limits: StateLimits) -> Result<Self, StateError> {
-        journal::create_private_dir(dir)?;
+        match journal::create_private_dir(dir) {
+            Ok(()) => {}
+            Err(error @ JournalError::Io { .. }) => {
+                tracing::error!(%error, "{}", log_messages::PLUGIN_STATE_NOT_WRITABLE)
+            }
+            Err(untrusted) => return Err(untrusted.into()),
+        }
+        let now = Instant::now();
         let mut plugins = HashMap::new();
-        for plugin in plugin_files_in(dir)? {
+        let mut unreadable = HashMap::new();
+        for plugin in plugin_files_in(dir) {
             match load_plugin(dir, &plugin) {
                 Ok(map) => {
-                    plugins.insert(plugin, Arc::new(PluginState::new(map)));
+                    plugins.insert(plugin, Arc::new(PluginState::new(map, now)));
                 }
                 Err(error @ StateError::Quarantined { .. }) => tracing::error!("{error}"),
+                Err(StateError::Storage(error @ JournalError::Io { .. })) => {
+                    tracing::error!(plugin = %plugin, %error, "cannot read a plugin's state file: the plugin starts with empty state, and its writes are refused so they cannot replace the file");
+                    unreadable.insert(plugin, error.to_string());
+                }
                 Err(error) => return Err(error),
             }
         }
@@ -147,7 +205,21 @@ impl PluginStateStore {
             limits,
             plugins: Mutex::new(plugins),
             write_file: Arc::new(journal::write_atomically),
+            unreadable,
+            health: Arc::default(),
+            clock: Arc::new(Instant::now),
         })
+    }
+
+    /// The store reporting to `health` (shared with `/status` and `/metrics`).
+    pub(crate) fn with_health(self, health: Arc<StorageHealth>) -> Self {
+        PluginStateStore { health, ..self }
+    }
+
+    /// The store reading the time from `clock` (for the write budgets).
+    #[cfg(test)]
+    fn with_clock(self, clock: Arc<Clock>) -> Self {
+        PluginStateStore { clock, ..self }
     }
 
     /// The store with `write_file` in place of [`journal::write_atomically`].
@@ -176,7 +248,7 @@ impl PluginStateStore {
         validate_plugin_name(plugin)?;
         self.check_entry(plugin, key, value)?;
         let entry = self.entry(plugin);
-        let _writing = lock(&entry.writing);
+        let mut rate = lock(&entry.writing);
         let current = entry.snapshot();
         if current.get(key).map(Vec::as_slice) == Some(value) {
             return Ok(0);
@@ -184,7 +256,7 @@ impl PluginStateStore {
         let mut map = StateMap::clone(&current);
         map.insert(key.to_owned(), value.to_vec());
         self.check_total(plugin, &map)?;
-        let written = self.persist(plugin, &map, budget)?;
+        let written = self.persist(plugin, &map, budget, &mut rate)?;
         entry.publish(map);
         Ok(written)
     }
@@ -202,14 +274,14 @@ impl PluginStateStore {
         let Some(entry) = self.table().get(plugin).cloned() else {
             return Ok(0);
         };
-        let _writing = lock(&entry.writing);
+        let mut rate = lock(&entry.writing);
         let current = entry.snapshot();
         if !current.contains_key(key) {
             return Ok(0);
         }
         let mut map = StateMap::clone(&current);
         map.remove(key);
-        let written = self.persist(plugin, &map, budget)?;
+        let written = self.persist(plugin, &map, budget, &mut rate)?;
         entry.publish(map);
         Ok(written)
     }
@@ -230,7 +302,11 @@ impl PluginStateStore {
 
     /// `plugin`'s state, created empty on first use.
     fn entry(&self, plugin: &str) -> Arc<PluginState> {
-        self.table().entry(plugin.to_owned()).or_default().clone()
+        let now = (self.clock)();
+        self.table()
+            .entry(plugin.to_owned())
+            .or_insert_with(|| Arc::new(PluginState::new(StateMap::new(), now)))
+            .clone()
     }
 
     fn check_entry(&self, plugin: &str, key: &str, value: &[u8]) -> Result<(), StateError> {
@@ -274,8 +350,21 @@ impl PluginStateStore {
         ))
     }
 
-    /// Rewrites `plugin`'s file with `map` if its size fits `budget`; the bytes written.
-    fn persist(&self, plugin: &str, map: &StateMap, budget: DiskBudget) -> Result<u64, StateError> {
+    /// Rewrites `plugin`'s file with `map` if its size fits the call's `budget` and the
+    /// plugin's disk write budget `rate`; the bytes written.
+    fn persist(
+        &self,
+        plugin: &str,
+        map: &StateMap,
+        budget: DiskBudget,
+        rate: &mut StateWriteRate,
+    ) -> Result<u64, StateError> {
+        if let Some(error) = self.unreadable.get(plugin) {
+            return Err(StateError::Unreadable {
+                plugin: plugin.to_owned(),
+                error: error.clone(),
+            });
+        }
         let path = plugin_path(&self.dir, plugin);
         let encoded: BTreeMap<&str, String> = map
             .iter()
@@ -286,9 +375,93 @@ impl PluginStateStore {
         if !budget.allows(size) {
             return Err(over_disk_budget(plugin, size, budget));
         }
-        (self.write_file)(&path, &bytes)?;
+        let now = (self.clock)();
+        if let Err(OverBudget { retry_in }) = rate.check(now) {
+            self.refused_over_budget(plugin, rate, now);
+            return Err(StateError::OverWriteBudget {
+                plugin: plugin.to_owned(),
+                retry_in,
+            });
+        }
+        let written =
+            journal::create_private_dir(&self.dir).and_then(|()| (self.write_file)(&path, &bytes));
+        if let Err(error) = written {
+            self.write_failed(plugin, &error);
+            return Err(error.into());
+        }
+        rate.charge(size, now);
+        self.write_landed(plugin, size);
         Ok(size)
     }
+
+    /// Counts a write refused over `plugin`'s disk write budget, and says so at most once a
+    /// minute per plugin.
+    fn refused_over_budget(&self, plugin: &str, rate: &mut StateWriteRate, now: Instant) {
+        self.health.update_plugin_state(|health| {
+            *health
+                .refused_over_budget
+                .entry(plugin.to_owned())
+                .or_default() += 1;
+        });
+        if let Some(refused) = rate.summary_due(now) {
+            tracing::warn!(
+                plugin,
+                refused = refused.writes,
+                over_ms = u64::try_from(refused.over.as_millis()).unwrap_or(u64::MAX),
+                writes_per_minute = STATE_WRITES_PER_MINUTE,
+                bytes_per_minute = STATE_WRITE_BYTES_PER_MINUTE,
+                "{}",
+                log_messages::PLUGIN_STATE_OVER_BUDGET
+            );
+        }
+    }
+
+    /// A write failed on the disk: the streak begins (logged once) or goes on.
+    fn write_failed(&self, plugin: &str, error: &JournalError) {
+        let mut first = false;
+        self.health.update_plugin_state(|health| {
+            first = health.writable;
+            health.writable = false;
+            health.write_failures += 1;
+            health.last_error = Some(error.to_string());
+            if first {
+                health.not_writable_since = Some(SystemTime::now());
+            }
+        });
+        if first {
+            tracing::error!(plugin, %error, "{}", log_messages::PLUGIN_STATE_NOT_WRITABLE);
+        }
+    }
+
+    /// A write reached the disk: a streak of failures, if any, is over (logged once).
+    fn write_landed(&self, plugin: &str, size: u64) {
+        let mut failures = None;
+        self.health.update_plugin_state(|health| {
+            if !health.writable {
+                failures = Some(health.write_failures);
+            }
+            health.writable = true;
+            health.not_writable_since = None;
+            health.last_error = None;
+            // The file and its directory.
+            health.syncs += 2;
+            health.bytes += size;
+        });
+        if let Some(failed_writes) = failures {
+            tracing::warn!(
+                plugin,
+                failed_writes,
+                "{}",
+                log_messages::PLUGIN_STATE_WRITABLE_AGAIN
+            );
+        }
+    }
+}
+
+/// `duration` rounded up to whole milliseconds, for messages.
+fn whole_millis(duration: Duration) -> Duration {
+    let millis = duration.as_nanos().div_ceil(1_000_000);
+    Duration::from_millis(u64::try_from(millis).unwrap_or(u64::MAX))
 }
 
 /// A write refused because its call has written too much already: each write rewrites
@@ -340,13 +513,21 @@ fn plugin_path(dir: &Path, plugin: &str) -> PathBuf {
     dir.join(format!("{plugin}.json"))
 }
 
-/// The plugin names that have a `<plugin>.json` file in `dir`.
-fn plugin_files_in(dir: &Path) -> Result<Vec<String>, StateError> {
-    let entries =
-        fs::read_dir(dir).map_err(|error| journal_io("list the directory", dir, error))?;
+/// The plugin names that have a `<plugin>.json` file in `dir` (none when it cannot be
+/// listed: said in the log).
+fn plugin_files_in(dir: &Path) -> Vec<String> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(error) => {
+            if error.kind() != std::io::ErrorKind::NotFound {
+                let error = journal_io("list the directory", dir, error);
+                tracing::error!(%error, "cannot list the plugin state directory: plugins start with empty state");
+            }
+            return Vec::new();
+        }
+    };
     let mut names = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|error| journal_io("list the directory", dir, error))?;
+    for entry in entries.flatten() {
         let file_name = entry.file_name();
         let Some(plugin) = file_name.to_str().and_then(|n| n.strip_suffix(".json")) else {
             continue;
@@ -356,14 +537,27 @@ fn plugin_files_in(dir: &Path) -> Result<Vec<String>, StateError> {
         }
     }
     names.sort();
-    Ok(names)
+    names
 }
 
 /// Loads one plugin's map after removing a stale `.tmp`; quarantines an unreadable file.
 fn load_plugin(dir: &Path, plugin: &str) -> Result<StateMap, StateError> {
     let path = plugin_path(dir, plugin);
-    journal::remove_stale_tmp(&path)?;
-    let Some(bytes) = journal::read_if_exists(&path)? else {
+    if let Err(error) = journal::remove_stale_tmp(&path) {
+        // A read-only directory keeps it; the next write replaces it.
+        tracing::warn!(%error, "cannot remove a plugin state file a crash left");
+    }
+    let bytes = match journal::read_if_exists(&path) {
+        Ok(bytes) => bytes,
+        // Could not be read (not: could not be trusted): the file is kept as it is.
+        Err(JournalError::Untrusted(forewarn_runtime::trust::TrustError::Io {
+            source, ..
+        })) => {
+            return Err(journal_io("read", &path, source));
+        }
+        Err(error) => return Err(error.into()),
+    };
+    let Some(bytes) = bytes else {
         return Ok(StateMap::new());
     };
     match decode_map(&bytes) {
@@ -394,7 +588,7 @@ fn journal_io(action: &'static str, path: &Path, error: std::io::Error) -> State
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::mpsc;
     use std::thread;
     use std::time::Duration;
@@ -503,13 +697,21 @@ mod tests {
         })
     }
 
+    /// A clock that moves a minute on at every look: the disk write budget never runs out.
+    fn a_minute_per_look() -> Arc<Clock> {
+        let start = Instant::now();
+        let looks = AtomicU64::new(0);
+        Arc::new(move || start + Duration::from_secs(60 * looks.fetch_add(1, Ordering::SeqCst)))
+    }
+
     #[test]
     fn many_small_writes_in_one_call_rewrite_a_full_state_file_only_within_the_budget() {
         let dir = tempfile::tempdir().expect("tempdir");
         let written = Arc::new(AtomicU64::new(0));
         let store = PluginStateStore::open(dir.path())
             .expect("opens")
-            .with_writer(counting_writer(written.clone()));
+            .with_writer(counting_writer(written.clone()))
+            .with_clock(a_minute_per_look());
         // Near the 1 MiB quota: a state file of about 2 MiB (values are stored as hex).
         for index in 0..15 {
             let key = format!("blob-{index}");
@@ -675,5 +877,97 @@ mod tests {
                 assert_eq!(reopened.get(plugin, &format!("k{i}")), Some(vec![i]));
             }
         }
+    }
+
+    /// A writer that fails with `error` while `failing` is set, else writes.
+    fn failing_writer(failing: Arc<AtomicBool>) -> Arc<WriteFile> {
+        Arc::new(move |path: &Path, bytes: &[u8]| {
+            if failing.load(Ordering::SeqCst) {
+                return Err(JournalError::io(
+                    "create",
+                    &journal::tmp_path(path),
+                    std::io::Error::from(std::io::ErrorKind::StorageFull),
+                ));
+            }
+            journal::write_atomically(path, bytes)
+        })
+    }
+
+    #[test]
+    fn a_disk_that_refuses_fails_the_write_with_its_fix_reads_still_answer_and_it_recovers() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let failing = Arc::new(AtomicBool::new(false));
+        let health = Arc::new(StorageHealth::default());
+        let store = PluginStateStore::open(dir.path())
+            .expect("opens")
+            .with_writer(failing_writer(failing.clone()))
+            .with_health(health.clone());
+        store.set("p", "k", b"old", CALL).expect("sets");
+        failing.store(true, Ordering::SeqCst);
+        let error = store
+            .set("p", "k", b"new", CALL)
+            .expect_err("the disk is full");
+        let text = error.to_string();
+        assert!(text.contains("was not stored"), "{text}");
+        assert!(text.contains("disk is full: free some space"), "{text}");
+        assert_eq!(store.get("p", "k"), Some(b"old".to_vec()), "reads answer");
+        let during = health.plugin_state();
+        assert!(!during.writable);
+        assert_eq!(during.write_failures, 1);
+        assert!(
+            during
+                .last_error
+                .is_some_and(|e| e.contains("disk is full"))
+        );
+
+        failing.store(false, Ordering::SeqCst);
+        store.set("p", "k", b"new", CALL).expect("room again");
+        assert!(health.plugin_state().writable);
+        let reopened = PluginStateStore::open(dir.path()).expect("reopens");
+        assert_eq!(reopened.get("p", "k"), Some(b"new".to_vec()));
+    }
+
+    #[test]
+    fn a_plugin_over_its_disk_write_budget_is_refused_until_it_refills() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let start = Instant::now();
+        let now = Arc::new(Mutex::new(start));
+        let clock = {
+            let now = now.clone();
+            Arc::new(move || *lock(&now))
+        };
+        let health = Arc::new(StorageHealth::default());
+        let store = PluginStateStore::open(dir.path())
+            .expect("opens")
+            .with_clock(clock)
+            .with_health(health.clone());
+        // Each write a new call (the per-call limits are not what is tested here).
+        let mut landed = 0;
+        let refused = loop {
+            match store.set("hammer", "k", &[landed as u8, 1], CALL) {
+                Ok(_) => landed += 1,
+                Err(error) => break error,
+            }
+            assert!(landed <= 1000, "never refused");
+        };
+        assert_eq!(landed, STATE_WRITE_BURST);
+        assert!(
+            matches!(refused, StateError::OverWriteBudget { .. }),
+            "{refused}"
+        );
+        let text = refused.to_string();
+        assert!(
+            text.contains("disk write budget of 120 state writes"),
+            "{text}"
+        );
+        assert!(text.contains("the next is allowed in 500ms"), "{text}");
+        assert_eq!(health.plugin_state().refused_over_budget["hammer"], 1);
+        // Another plugin is not held back by it.
+        store.set("quiet", "k", b"v", CALL).expect("its own budget");
+        // Two a second once the burst is spent.
+        *lock(&now) = start + Duration::from_millis(500);
+        store.set("hammer", "k", b"later", CALL).expect("refilled");
+        assert!(store.set("hammer", "k", b"again", CALL).is_err());
+        assert_eq!(store.get("hammer", "k"), Some(b"later".to_vec()));
     }
 }

@@ -1,57 +1,15 @@
 //! The plugin templates embedded in the binary (sdk/templates/<lang>/) and how `plugin new`
 //! turns one into files: the name checked, placeholders substituted in contents and names.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
+
+use crate::plugins::carried_sdk;
+pub use crate::plugins::languages::Lang;
 
 include!(concat!(env!("OUT_DIR"), "/templates.rs"));
 
 /// Longest plugin name `plugin new` accepts.
 pub const NAME_MAX: usize = 48;
-
-/// A template's language, as `--lang` names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lang {
-    /// A Rust crate using forewarn-sdk.
-    Rust,
-    /// C with wit-bindgen's C output and sdk/c.
-    C,
-    /// Python with componentize-py and sdk/python.
-    Python,
-    /// JavaScript with jco and sdk/js.
-    Js,
-}
-
-impl Lang {
-    /// Every language, in `--lang`'s order.
-    pub const ALL: [Lang; 4] = [Lang::Rust, Lang::C, Lang::Python, Lang::Js];
-
-    /// The name `--lang` takes and sdk/templates/ uses.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Lang::Rust => "rust",
-            Lang::C => "c",
-            Lang::Python => "python",
-            Lang::Js => "js",
-        }
-    }
-
-    /// The SDK directory of this language inside the repository's `sdk/`.
-    fn sdk_subdir(self) -> Option<&'static str> {
-        match self {
-            Lang::Rust => None,
-            Lang::C => Some("c"),
-            Lang::Python => Some("python"),
-            Lang::Js => Some("js"),
-        }
-    }
-}
-
-impl fmt::Display for Lang {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// Why a plugin name is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -121,27 +79,59 @@ fn suggest(name: &str) -> String {
     }
 }
 
+/// Which SDK a new project depends on (`plugin new --sdk`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SdkSource {
+    /// The SDK this binary carries, written into the project ([`carried_sdk::VENDOR_DIR`]).
+    Carried,
+    /// The package published on the language's registry, by version.
+    Registry,
+    /// An SDK folder on this machine (a checkout's `sdk/`, or one `sdk export` wrote), for
+    /// working on the SDK itself; absolute.
+    Path(PathBuf),
+}
+
+impl SdkSource {
+    /// The folder of `lang`'s SDK under a path given with `--sdk`: the path itself when it is
+    /// the language's package, else its subfolder (`sdk/c` of a checkout's `sdk/`).
+    pub fn package_dir(lang: Lang, path: &Path) -> PathBuf {
+        match lang.sdk_subdir() {
+            Some(sub) if !path.join(lang.package_marker()).is_file() => path.join(sub),
+            _ => path.to_path_buf(),
+        }
+    }
+}
+
 /// The values of a template's placeholders.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Substitutions {
     /// `{{name}}`.
     pub name: String,
-    /// `{{sdk_dir}}`: the language's SDK directory, absolute.
-    pub sdk_dir: String,
+    /// `{{sdk_dependency}}`: how the project names its SDK, in its build file's syntax.
+    pub sdk_dependency: String,
+    /// `{{sdk_docs}}`: where the SDK's README is.
+    pub sdk_docs: String,
+    /// `{{sdk_version}}`.
+    pub sdk_version: String,
     /// `{{wit_version}}`.
     pub wit_version: String,
 }
 
 impl Substitutions {
-    /// The placeholders for a plugin `name` in `lang`, with the repository's `sdk/` at `sdk`.
-    pub fn new(name: &str, lang: Lang, sdk: &std::path::Path) -> Self {
-        let sdk_dir = match lang.sdk_subdir() {
-            Some(sub) => sdk.join(sub),
-            None => sdk.to_path_buf(),
-        };
+    /// The placeholders for a plugin `name` in `lang` depending on the SDK from `sdk`.
+    pub fn new(name: &str, lang: Lang, sdk: &SdkSource) -> Self {
         Substitutions {
             name: name.to_owned(),
-            sdk_dir: sdk_dir.display().to_string(),
+            sdk_dependency: sdk_dependency(lang, sdk),
+            sdk_docs: match sdk {
+                SdkSource::Carried => format!("{}/README.md", carried_sdk::VENDOR_DIR),
+                SdkSource::Registry => format!(
+                    "the README of the {} package (`forewarn sdk export sdk --lang {lang}` writes it out)",
+                    carried_sdk::PACKAGE_NAME
+                ),
+                SdkSource::Path(path) => format!("{}/README.md", path.display()),
+            },
+            sdk_version: carried_sdk::SDK_VERSION.to_owned(),
             wit_version: forewarn_runtime::wit::latest_version(),
         }
     }
@@ -150,8 +140,35 @@ impl Substitutions {
     pub fn apply(&self, text: &str) -> String {
         text.replace("{{name}}", &self.name)
             .replace("{{name_snake}}", &self.name.replace('-', "_"))
-            .replace("{{sdk_dir}}", &self.sdk_dir)
+            .replace("{{sdk_dependency}}", &self.sdk_dependency)
+            .replace("{{sdk_docs}}", &self.sdk_docs)
+            .replace("{{sdk_version}}", &self.sdk_version)
             .replace("{{wit_version}}", &self.wit_version)
+    }
+}
+
+/// How a `lang` project names the SDK from `sdk`: a Cargo dependency, the Makefile's
+/// FOREWARN_SDK, a pip requirement, an npm dependency specifier.
+fn sdk_dependency(lang: Lang, sdk: &SdkSource) -> String {
+    let version = carried_sdk::SDK_VERSION;
+    let name = carried_sdk::PACKAGE_NAME;
+    let folder = match sdk {
+        SdkSource::Carried => Some(carried_sdk::VENDOR_DIR.to_owned()),
+        SdkSource::Path(path) => Some(path.display().to_string()),
+        SdkSource::Registry => None,
+    };
+    match (lang, folder) {
+        (Lang::Rust, Some(folder)) => format!("{name} = {{ path = \"{folder}\" }}"),
+        (Lang::Rust, None) => format!("{name} = \"{version}\""),
+        (Lang::C, Some(folder)) => format!("FOREWARN_SDK ?= {folder}"),
+        (Lang::C, None) => {
+            format!("FOREWARN_SDK ?= $(shell pkg-config --variable=sdkdir '{name} >= {version}')")
+        }
+        (Lang::Python, Some(folder)) if folder.starts_with('/') => format!("{folder}[test]"),
+        (Lang::Python, Some(folder)) => format!("./{folder}[test]"),
+        (Lang::Python, None) => format!("{name}[test] ~= {version}"),
+        (Lang::Js, Some(folder)) => format!("file:{folder}"),
+        (Lang::Js, None) => format!("~{version}"),
     }
 }
 
@@ -165,7 +182,7 @@ pub struct RenderedFile {
 }
 
 /// The template of `lang` with `subs` applied: names and contents; `_gitignore` becomes
-/// `.gitignore`. Empty when the binary was built without that template.
+/// `.gitignore` (and `_npmrc` `.npmrc`). Empty when the binary was built without that template.
 pub fn render(lang: Lang, subs: &Substitutions) -> Vec<RenderedFile> {
     TEMPLATE_FILES
         .iter()
@@ -180,13 +197,25 @@ pub fn render(lang: Lang, subs: &Substitutions) -> Vec<RenderedFile> {
         .collect()
 }
 
-/// Where a template file goes: placeholders substituted, `_gitignore` named `.gitignore`.
+/// Template files that are dotfiles in the project: stored as `_NAME` (so that they are not
+/// hidden, nor taken for the repository's own `.gitignore`), written as `.NAME`.
+const DOTFILES: [&str; 2] = ["_gitignore", "_npmrc"];
+
+/// Where a template file goes: placeholders substituted, `_gitignore` named `.gitignore`
+/// (and the other [`DOTFILES`]).
 fn output_path(path: &str, subs: &Substitutions) -> PathBuf {
     let path = subs.apply(path);
-    match path.rsplit_once('/') {
-        Some((dir, "_gitignore")) => PathBuf::from(format!("{dir}/.gitignore")),
-        None if path == "_gitignore" => PathBuf::from(".gitignore"),
-        _ => PathBuf::from(path),
+    let (dir, file) = match path.rsplit_once('/') {
+        Some((dir, file)) => (Some(dir), file),
+        None => (None, path.as_str()),
+    };
+    if !DOTFILES.contains(&file) {
+        return PathBuf::from(&path);
+    }
+    let dotfile = format!(".{}", &file[1..]);
+    match dir {
+        Some(dir) => PathBuf::from(format!("{dir}/{dotfile}")),
+        None => PathBuf::from(dotfile),
     }
 }
 
@@ -215,24 +244,84 @@ mod tests {
     use super::*;
 
     fn subs(name: &str, lang: Lang) -> Substitutions {
-        Substitutions::new(name, lang, std::path::Path::new("/opt/forewarn/sdk"))
+        Substitutions::new(name, lang, &SdkSource::Carried)
     }
 
     #[test]
     fn placeholders_are_substituted_in_text() {
         let c = subs("disk-flush", Lang::C);
         assert_eq!(
-            c.apply("{{name}} {{name_snake}} {{sdk_dir}} @{{wit_version}}"),
+            c.apply("{{name}} {{name_snake}} {{sdk_docs}} {{sdk_version}} @{{wit_version}}"),
             format!(
-                "disk-flush disk_flush /opt/forewarn/sdk/c @{}",
+                "disk-flush disk_flush vendor/forewarn-sdk/README.md {} @{}",
+                carried_sdk::SDK_VERSION,
                 forewarn_runtime::wit::latest_version()
             )
         );
-        assert_eq!(
-            subs("x", Lang::Rust).sdk_dir,
-            "/opt/forewarn/sdk",
-            "rust's sdk_dir is the sdk/ crate itself"
-        );
+    }
+
+    #[test]
+    fn each_language_names_the_carried_the_published_or_a_local_sdk() {
+        let v = carried_sdk::SDK_VERSION;
+        let local = SdkSource::Path(PathBuf::from("/src/forewarn/sdk"));
+        let rows = [
+            (
+                Lang::Rust,
+                SdkSource::Carried,
+                "forewarn-sdk = { path = \"vendor/forewarn-sdk\" }".to_owned(),
+            ),
+            (
+                Lang::Rust,
+                SdkSource::Registry,
+                format!("forewarn-sdk = \"{v}\""),
+            ),
+            (
+                Lang::Rust,
+                local.clone(),
+                "forewarn-sdk = { path = \"/src/forewarn/sdk\" }".to_owned(),
+            ),
+            (
+                Lang::C,
+                SdkSource::Carried,
+                "FOREWARN_SDK ?= vendor/forewarn-sdk".to_owned(),
+            ),
+            (
+                Lang::C,
+                SdkSource::Registry,
+                format!(
+                    "FOREWARN_SDK ?= $(shell pkg-config --variable=sdkdir 'forewarn-sdk >= {v}')"
+                ),
+            ),
+            (
+                Lang::Python,
+                SdkSource::Carried,
+                "./vendor/forewarn-sdk[test]".to_owned(),
+            ),
+            (
+                Lang::Python,
+                SdkSource::Registry,
+                format!("forewarn-sdk[test] ~= {v}"),
+            ),
+            (
+                Lang::Python,
+                local.clone(),
+                "/src/forewarn/sdk[test]".to_owned(),
+            ),
+            (
+                Lang::Js,
+                SdkSource::Carried,
+                "file:vendor/forewarn-sdk".to_owned(),
+            ),
+            (Lang::Js, SdkSource::Registry, format!("~{v}")),
+            (Lang::Js, local, "file:/src/forewarn/sdk".to_owned()),
+        ];
+        for (lang, sdk, expected) in rows {
+            assert_eq!(
+                Substitutions::new("x", lang, &sdk).sdk_dependency,
+                expected,
+                "{lang} {sdk:?}"
+            );
+        }
     }
 
     #[test]
@@ -311,6 +400,7 @@ mod tests {
             ("src/{{name_snake}}.rs", "src/disk_flush.rs"),
             ("_gitignore", ".gitignore"),
             ("tests/_gitignore", "tests/.gitignore"),
+            ("_npmrc", ".npmrc"),
             ("my_gitignore", "my_gitignore"),
         ];
         for (raw, expected) in rows {
@@ -320,6 +410,57 @@ mod tests {
                 expected
             };
             assert_eq!(output_path(raw, &subs), PathBuf::from(expected), "{raw}");
+        }
+    }
+
+    #[test]
+    fn every_template_has_a_ci_workflow_that_builds_tests_and_plays_every_scenario() {
+        use yaml_rust2::YamlLoader;
+        for lang in Lang::ALL {
+            let files = render(lang, &subs("disk-flush", lang));
+            let workflow = files
+                .iter()
+                .find(|file| file.path == Path::new(".github/workflows/plugin.yml"))
+                .unwrap_or_else(|| panic!("{lang}: no .github/workflows/plugin.yml"));
+            let text = String::from_utf8_lossy(&workflow.contents);
+            let docs = YamlLoader::load_from_str(&text)
+                .unwrap_or_else(|error| panic!("{lang}: the workflow is not YAML: {error}"));
+            let steps = docs[0]["jobs"]["build-and-test"]["steps"]
+                .as_vec()
+                .unwrap_or_else(|| panic!("{lang}: no jobs.build-and-test.steps"));
+            let runs: Vec<&str> = steps
+                .iter()
+                .filter_map(|step| step["run"].as_str())
+                .collect();
+            // The README's own set-up, build and test commands, as the workflow runs them.
+            for command in next_commands(&files) {
+                let command = command.split(" #").next().unwrap_or_default().trim();
+                if command.starts_with("sudo install") {
+                    continue;
+                }
+                assert!(
+                    runs.iter().any(|run| run.trim() == command),
+                    "{lang}: the workflow does not run `{command}`: {runs:?}"
+                );
+            }
+            for expected in [
+                "forewarn plugin test disk-flush.wasm --manifest disk-flush.toml --all-scenarios",
+                "sudo apt-get install -y ./forewarn.deb",
+            ] {
+                assert!(
+                    runs.iter().any(|run| run.contains(expected)),
+                    "{lang}: the workflow does not run `{expected}`"
+                );
+            }
+            let readme = files
+                .iter()
+                .find(|file| file.path == Path::new("README.md"))
+                .expect("README");
+            let readme = String::from_utf8_lossy(&readme.contents);
+            assert!(
+                readme.contains("## CI") && readme.contains("It assumes"),
+                "{lang}: the README says not what the workflow assumes"
+            );
         }
     }
 

@@ -34,7 +34,7 @@ impl Plugin for LbDrain {
                 Decision::approve()
             }
             Phase::EndedAfterStart | Phase::EndedWithoutStart => {
-                recover(event, &settings);
+                recover(event, ctx, &settings);
                 Decision::approve()
             }
         }
@@ -130,15 +130,21 @@ fn hold_while_started(event: &Event, ctx: &Context, settings: &DrainSettings) {
 }
 
 /// The event is over: forget it, and when no other drained event is still in progress,
-/// register again (if configured) and mark the VM ready.
-fn recover(event: &Event, settings: &DrainSettings) {
+/// register again (if configured) and mark the VM ready. An event it drained for but could
+/// not record (its state write failed: a full or read-only disk) releases the VM too.
+fn recover(event: &Event, ctx: &Context, settings: &DrainSettings) {
     let mut draining = EventIds::parse(&state::get_string(DRAINING_KEY).unwrap_or_default());
-    if !draining.remove(&event.id) {
+    let recorded = draining.remove(&event.id);
+    if !recorded && !should_drain(event, ctx, settings) {
         return;
     }
-    let _ignored = state::set_string(DRAINING_KEY, &draining.render());
-    let _ignored = state::delete(&format!("drain-start/{}", event.id));
-    let _ignored = state::delete(&format!("deregistered/{}", event.id));
+    if recorded {
+        if let Err(error) = state::set_string(DRAINING_KEY, &draining.render()) {
+            log::error!("cannot record that {} is over: {error}", event.id);
+        }
+        let _ignored = state::delete(&format!("drain-start/{}", event.id));
+        let _ignored = state::delete(&format!("deregistered/{}", event.id));
+    }
     if !draining.is_empty() {
         log::info!(
             "{} is over, but still drained for {}",
@@ -147,7 +153,7 @@ fn recover(event: &Event, settings: &DrainSettings) {
         );
         return;
     }
-    if let Some(url) = &settings.register_url {
+    if let Some(url) = settings.register_url.as_ref().filter(|_| recorded) {
         match http::post(url, "application/json", event.notice_json()) {
             Ok(response) if response.is_success() => log::info!("registered again ({url})"),
             Ok(response) => log::error!("registration at {url} answered {}", response.status),

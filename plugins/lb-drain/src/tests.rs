@@ -134,3 +134,24 @@ fn an_event_for_another_vm_is_approved_without_draining() {
     assert!(host.is_ready());
     assert!(host.effects().is_empty());
 }
+
+#[test]
+fn an_event_whose_drain_could_not_be_recorded_still_releases_the_vm_when_it_is_over() {
+    // The VM was marked not ready, but the drain's record was never written (a full disk).
+    let mut host = lb_host().ready(false);
+    let event = testing::event(EventType::Reboot);
+
+    assert_eq!(
+        call(&mut host, &event, Phase::EndedWithoutStart),
+        Decision::approve()
+    );
+
+    assert!(
+        host.is_ready(),
+        "the VM stays out of rotation after the event"
+    );
+    assert!(
+        host.http_requests().is_empty(),
+        "registered again without having deregistered"
+    );
+}

@@ -1,5 +1,5 @@
 /* test_{{name_snake}}.c — native tests of {{name}} (make test): the SDK's stub host
- * ({{sdk_dir}}/testing.h) stands in for the daemon and records every host call the plugin makes. */
+ * (the SDK's testing.h) stands in for the daemon and records every host call the plugin makes. */
 #include <string.h>
 
 #include "testing.h"

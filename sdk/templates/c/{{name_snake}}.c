@@ -2,7 +2,7 @@
  *
  * forewarn calls fw_on_event() for every change in the life of each Azure Scheduled Event this
  * plugin subscribes to (see {{name}}.toml), and fw_on_start() once when it loads the plugin.
- * Build: make   Test: make test   SDK reference: {{sdk_dir}}/README.md
+ * Build: make   Test: make test   SDK reference: {{sdk_docs}}
  * Strings the SDK returns (fw_config, fw_string, ...) are malloc'd: free() them.
  */
 #include <stdlib.h>

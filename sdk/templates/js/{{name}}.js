@@ -2,7 +2,7 @@
 //
 // forewarn calls onEvent() for every change in the life of each Azure Scheduled Event this
 // plugin subscribes to (see {{name}}.toml), and onStart() once when it loads the plugin.
-// Build: ./build.sh   Test: node --test   SDK reference: {{sdk_dir}}/README.md
+// Build: npm run build   Test: npm test   SDK reference: {{sdk_docs}}
 import { approve, config, log } from 'forewarn';
 
 // The config key this plugin reads from [config] in {{name}}.toml, and its default.

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { approve, context, event, loadPlugin, TestHost } from '{{sdk_dir}}/testing.js';
+import { approve, context, event, loadPlugin, TestHost } from 'forewarn-sdk/testing';
 
 // Loaded through the SDK (not a static import) so that `from 'forewarn'` resolves natively.
 const plugin = await loadPlugin('./{{name}}.js', import.meta.url);

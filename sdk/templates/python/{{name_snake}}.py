@@ -2,7 +2,7 @@
 
 forewarn calls on_event() for every change in the life of each Azure Scheduled Event this
 plugin subscribes to (see {{name}}.toml), and on_start() once when it loads the plugin.
-Build: ./build.sh   Test: ./test.sh   SDK reference: {{sdk_dir}}/README.md
+Build: ./build.sh   Test: ./test.sh   SDK reference: {{sdk_docs}}
 """
 
 from forewarn import Context, Event, Phase, StartContext, approve, config, log

@@ -35,6 +35,7 @@ fn seed_freeze(status: EventStatus, not_before: Option<SystemTime>) -> Scheduled
             .into(),
         source: EventSource::Platform,
         duration_seconds: Some(5),
+        unreadable: Vec::new(),
     }
 }
 
@@ -198,11 +199,31 @@ fn every_known_event_type_parses() {
 }
 
 #[test]
-fn unknown_status_is_treated_as_scheduled() {
-    let event = parse_one_ok(r#""EventId": "a", "EventStatus": "Completed""#);
+fn unknown_status_is_treated_as_scheduled_and_noted() {
+    let event =
+        parse_one_ok(r#""EventId": "a", "EventType": "Reboot", "EventStatus": "Completed""#);
     assert_eq!(event.status, EventStatus::Scheduled);
-    let event = parse_one_ok(r#""EventId": "a""#);
+    assert_eq!(event.unreadable(EventField::EventStatus), Some("Completed"));
+    let event = parse_one_ok(r#""EventId": "a", "EventType": "Reboot""#);
     assert_eq!(event.status, EventStatus::Scheduled);
+    assert_eq!(event.unreadable(EventField::EventStatus), Some(""));
+    let event = parse_one_ok(r#""EventId": "a", "EventType": "Reboot", "EventStatus": "started""#);
+    assert!(event.unreadable.is_empty(), "{:?}", event.unreadable);
+}
+
+#[test]
+fn an_unknown_event_type_is_kept_and_noted() {
+    let event =
+        parse_one_ok(r#""EventId": "a", "EventType": "Hibernate", "EventStatus": "Scheduled""#);
+    assert_eq!(event.event_type, EventType::Unknown);
+    assert_eq!(event.event_type_raw, "Hibernate");
+    assert_eq!(
+        event.unreadable,
+        [UnreadableField {
+            field: EventField::EventType,
+            raw: "Hibernate".into()
+        }]
+    );
 }
 
 #[test]
@@ -236,9 +257,23 @@ fn not_before_reads_every_common_format() {
         ("Monday, 11-Apr-22 22:26:58 GMT", 0),
         ("Mon Apr 11 22:26:58 2022", 0),
         ("2022-04-11T22:26", -58),
+        // A date without a zone is UTC, as every time IMDS sends.
+        ("Mon, 11 Apr 2022 22:26:58", 0),
+        ("11 Apr 2022 22:26:58", 0),
+        ("2022-04-11T22:26:58.999999", 0),
+        ("2022-04-12T00:26:58.5+02:00", 0),
     ];
     for (text, offset_seconds) in cases {
         let parsed = parse_time(text).unwrap_or_else(|| panic!("cannot read {text:?}"));
+        let event = parse_one_ok(&format!(
+            r#""EventId": "a", "EventType": "Reboot", "EventStatus": "Scheduled", "NotBefore": "{text}""#
+        ));
+        assert_eq!(event.not_before, Some(parsed), "{text:?}");
+        assert!(
+            event.unreadable.is_empty(),
+            "{text:?}: {:?}",
+            event.unreadable
+        );
         let whole_seconds = parsed.duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
         assert_eq!(
             whole_seconds,
@@ -248,23 +283,67 @@ fn not_before_reads_every_common_format() {
     }
 }
 
+/// Every NotBefore form IMDS has used: RFC 1123 in both documentation editions and ISO 8601
+/// from the 2017 docs.
 #[test]
-fn unreadable_not_before_sets_the_event_aside() {
-    let error = parse_one(r#""EventId": "ev-1", "NotBefore": "next tuesday""#).unwrap_err();
-    assert_eq!(
-        error,
-        ParseError::BadNotBefore {
-            event_id: "ev-1".into(),
-            text: "next tuesday".into()
-        }
-    );
-    let message = error.to_string();
-    assert!(
-        message.contains("ev-1") && message.contains("next tuesday"),
-        "{message}"
-    );
-    let error = parse_one(r#""EventId": "ev-1", "NotBefore": 1649716018"#).unwrap_err();
-    assert!(matches!(error, ParseError::BadNotBefore { .. }), "{error}");
+fn not_before_reads_the_forms_imds_has_used() {
+    let cases = [
+        ("Mon, 19 Sep 2016 18:29:47 GMT", 1_474_309_787),
+        ("Mon, 11 Apr 2022 22:26:58 GMT", 1_649_716_018),
+        ("2017-08-01T18:29:47Z", 1_501_612_187),
+        ("2017-08-01T18:29:47.1234567Z", 1_501_612_187),
+        ("2017-08-01T20:29:47+02:00", 1_501_612_187),
+        ("2017-08-01T18:29:47", 1_501_612_187),
+    ];
+    for (text, unix) in cases {
+        let parsed = parse_time(text).unwrap_or_else(|| panic!("cannot read {text:?}"));
+        let seconds = parsed.duration_since(UNIX_EPOCH).unwrap().as_secs();
+        assert_eq!(seconds, unix, "{text:?}");
+    }
+}
+
+/// A NotBefore in no known form (epoch seconds, -1, garbage, an impossible date, a date
+/// without a time) keeps the event: unknown NotBefore, the text noted as unreadable.
+#[test]
+fn an_unreadable_not_before_keeps_the_event_and_notes_the_text() {
+    let odd = [
+        (r#""1649716018""#, "1649716018"),
+        ("1649716018", "1649716018"),
+        (r#""-1""#, "-1"),
+        ("-1", "-1"),
+        (r#""garbage""#, "garbage"),
+        (r#""2022-02-30T10:00:00Z""#, "2022-02-30T10:00:00Z"),
+        (
+            r#""Wed, 30 Feb 2022 10:00:00 GMT""#,
+            "Wed, 30 Feb 2022 10:00:00 GMT",
+        ),
+        (r#""2022-04-11""#, "2022-04-11"),
+        (r#""next tuesday""#, "next tuesday"),
+        ("true", "true"),
+    ];
+    for (json, raw) in odd {
+        let event = parse_one_ok(&format!(
+            r#""EventId": "ev-1", "EventType": "Reboot", "EventStatus": "Scheduled", "NotBefore": {json}"#
+        ));
+        assert_eq!(event.not_before, None, "{json}");
+        assert_eq!(
+            event.unreadable,
+            [UnreadableField {
+                field: EventField::NotBefore,
+                raw: raw.into()
+            }],
+            "{json}"
+        );
+    }
+}
+
+#[test]
+fn an_unreadable_not_before_is_rendered_as_it_was_sent() {
+    let text = r#"{"DocumentIncarnation": 2, "Events": [{"EventId": "e", "EventType": "Reboot", "EventStatus": "Scheduled", "NotBefore": "garbage"}]}"#;
+    let document = parse_document(text).unwrap();
+    let rendered = render_document(&document);
+    assert!(rendered.contains(r#""NotBefore":"garbage""#), "{rendered}");
+    assert_eq!(parse_document(&rendered).unwrap(), document);
 }
 
 #[test]
@@ -277,12 +356,22 @@ fn duration_reads_numbers_and_numeric_strings() {
         (r#""DurationInSeconds": "-1""#, None),
         (r#""DurationInSeconds": null"#, None),
         (r#""DurationInSeconds": "soon""#, None),
+        (r#""DurationInSeconds": -7"#, None),
         (r#""Other": 1"#, None),
     ];
     for (field, expected) in cases {
         let event = parse_one_ok(&format!(r#""EventId": "a", {field}"#));
         assert_eq!(event.duration_seconds, expected, "{field}");
     }
+    let odd = parse_one_ok(r#""EventId": "a", "DurationInSeconds": "soon""#);
+    assert_eq!(odd.unreadable(EventField::DurationInSeconds), Some("soon"));
+    let negative = parse_one_ok(r#""EventId": "a", "DurationInSeconds": -7"#);
+    assert_eq!(
+        negative.unreadable(EventField::DurationInSeconds),
+        Some("-7")
+    );
+    let unknown = parse_one_ok(r#""EventId": "a", "DurationInSeconds": -1"#);
+    assert_eq!(unknown.unreadable(EventField::DurationInSeconds), None);
 }
 
 #[test]
@@ -308,14 +397,12 @@ fn resources_and_strings_are_lenient() {
     assert_eq!(event.resource_type, "");
     let event = parse_one_ok(r#""EventId": "a""#);
     assert!(event.resources.is_empty());
-    let error = parse_one(r#""EventId": "a", "Resources": [{"name": "vm"}]"#).unwrap_err();
-    assert!(matches!(
-        error,
-        ParseError::BadEventField {
-            field: "Resources",
-            ..
-        }
-    ));
+    let odd = parse_one_ok(r#""EventId": "a", "Resources": [{"name": "vm"}]"#);
+    assert!(odd.resources.is_empty());
+    assert_eq!(
+        odd.unreadable(EventField::Resources),
+        Some(r#"[{"name":"vm"}]"#)
+    );
 }
 
 #[test]
@@ -373,20 +460,26 @@ fn one_unreadable_event_does_not_hide_the_others() {
     ]}"#;
     let doc = parse_document(text).expect("the document is kept");
     let ids: Vec<&str> = doc.events.iter().map(|event| event.id.as_str()).collect();
-    assert_eq!(ids, ["good-1", "good-2"]);
+    assert_eq!(ids, ["good-1", "bad-time", "bad-resources", "good-2"]);
     assert_eq!(doc.incarnation, Some(5));
-    assert_eq!(doc.rejected.len(), 4, "{:?}", doc.rejected);
+    assert_eq!(doc.rejected.len(), 2, "{:?}", doc.rejected);
     assert!(matches!(
         doc.rejected[0],
         ParseError::MissingEventId { index: 1, .. }
     ));
     assert!(doc.rejected[0].to_string().contains("Reboot"));
-    assert!(matches!(doc.rejected[1], ParseError::BadNotBefore { .. }));
-    assert!(matches!(doc.rejected[2], ParseError::BadEventField { .. }));
     assert!(matches!(
-        doc.rejected[3],
+        doc.rejected[1],
         ParseError::MissingEventId { index: 4, .. }
     ));
+    assert_eq!(
+        doc.events[1].unreadable(EventField::NotBefore),
+        Some("next tuesday")
+    );
+    assert_eq!(
+        doc.events[2].unreadable(EventField::Resources),
+        Some(r#"[{"name":"vm"}]"#)
+    );
     for bad in [r#"{"EventId": ""}"#, r#"{"EventId": null}"#] {
         let text = format!(r#"{{"Events": [{bad}]}}"#);
         let doc = parse_document(&text).expect("kept");
@@ -497,7 +590,6 @@ fn arb_event() -> impl Strategy<Value = ScheduledEvent> {
             )| ScheduledEvent {
                 id,
                 event_type,
-                event_type_raw,
                 resource_type,
                 resources,
                 status,
@@ -505,6 +597,15 @@ fn arb_event() -> impl Strategy<Value = ScheduledEvent> {
                 description,
                 source,
                 duration_seconds,
+                // An unknown type is kept, and noted as one forewarn does not know.
+                unreadable: match event_type {
+                    EventType::Unknown => vec![UnreadableField {
+                        field: EventField::EventType,
+                        raw: event_type_raw.clone(),
+                    }],
+                    _ => Vec::new(),
+                },
+                event_type_raw,
             },
         )
 }

@@ -87,6 +87,39 @@ pub(super) fn no_follow_write_options() -> OpenOptions {
     options
 }
 
+pub(super) fn create_shared_dir(dir: &Path) -> io::Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(dir)
+}
+
+pub(super) fn create_new_shared_options() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    options
+}
+
+pub(super) fn write_all_at(file: &File, bytes: &[u8], offset: u64) -> io::Result<()> {
+    std::os::unix::fs::FileExt::write_all_at(file, bytes, offset)
+}
+
+pub(super) fn try_lock_dir(dir: &Path) -> io::Result<Option<File>> {
+    use std::os::fd::AsRawFd;
+    let file = File::open(dir)?;
+    // SAFETY: flock on a descriptor this function owns and keeps open for the call.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(Some(file));
+    }
+    let error = io::Error::last_os_error();
+    match error.raw_os_error() {
+        Some(libc::EWOULDBLOCK) => Ok(None),
+        _ => Err(error),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -470,6 +470,54 @@ pub(super) fn no_follow_write_options() -> OpenOptions {
     options
 }
 
+pub(super) fn create_shared_dir(dir: &Path) -> io::Result<()> {
+    // Inherits the parent's DACL: the plugin directory's, which the administrators set.
+    fs::create_dir_all(dir)
+}
+
+pub(super) fn create_new_shared_options() -> OpenOptions {
+    no_follow_write_options()
+}
+
+pub(super) fn write_all_at(file: &File, mut bytes: &[u8], mut offset: u64) -> io::Result<()> {
+    use std::os::windows::fs::FileExt;
+    while !bytes.is_empty() {
+        match file.seek_write(bytes, offset) {
+            Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero)),
+            Ok(written) => {
+                bytes = &bytes[written..];
+                offset += written as u64;
+            }
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(())
+}
+
+/// `FILE_FLAG_BACKUP_SEMANTICS`: what opening a directory needs.
+const BACKUP_SEMANTICS: u32 = 0x0200_0000;
+/// `FILE_ADD_FILE` (a directory's write access) and `FILE_READ_ATTRIBUTES`.
+const ADD_FILE_AND_READ_ATTRIBUTES: u32 = 0x0002 | 0x0080;
+/// `FILE_SHARE_READ | FILE_SHARE_DELETE`: everyone may read (the daemon's watcher too),
+/// nobody else may open it for writing.
+const SHARE_ALL_BUT_WRITE: u32 = 0x1 | 0x4;
+/// `ERROR_SHARING_VIOLATION`.
+const SHARING_VIOLATION: i32 = 32;
+
+pub(super) fn try_lock_dir(dir: &Path) -> io::Result<Option<File>> {
+    let opened = OpenOptions::new()
+        .access_mode(ADD_FILE_AND_READ_ATTRIBUTES)
+        .share_mode(SHARE_ALL_BUT_WRITE)
+        .custom_flags(BACKUP_SEMANTICS)
+        .open(dir);
+    match opened {
+        Ok(file) => Ok(Some(file)),
+        Err(error) if error.raw_os_error() == Some(SHARING_VIOLATION) => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
 fn wide(text: &OsStr) -> Vec<u16> {
     text.encode_wide().chain(std::iter::once(0)).collect()
 }

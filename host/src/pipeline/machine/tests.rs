@@ -369,22 +369,48 @@ fn every_call_and_approval_is_journaled_before_it_is_acted_on() {
     harness.run_for(5 * SECOND);
     harness.document(&[started(&reboot)]);
     harness.document(&[]);
-    let mut journaled: Option<Arc<DaemonState>> = None;
+    // `durable`: what a Persist put on disk before the actions after it; `grouped`: what a
+    // PersistGrouped handed the journal, written within the group window.
+    let mut durable: Option<Arc<DaemonState>> = None;
+    let mut grouped: Option<Arc<DaemonState>> = None;
+    let mut reasks = 0;
     for executed in &harness.log {
         match &executed.action {
-            Action::Persist(state) => journaled = Some(state.clone()),
+            Action::Persist(state) => {
+                durable = Some(state.clone());
+                grouped = Some(state.clone());
+            }
+            Action::PersistGrouped(state) => grouped = Some(state.clone()),
             Action::Call(call) => {
-                let state = journaled.as_ref().expect("a call before any journal write");
-                let own = state.events[&call.event_id].plugin(&call.plugin);
-                let recorded = match call.phase {
-                    CallPhase::Prepare => own.prepare_attempts,
-                    CallPhase::Started => 1,
-                    _ => own.recovery_attempts,
+                let recorded = |state: &Arc<DaemonState>| {
+                    let own = state.events[&call.event_id].plugin(&call.plugin);
+                    match call.phase {
+                        CallPhase::Prepare => own.prepare_attempts,
+                        CallPhase::Started => 1,
+                        _ => own.recovery_attempts,
+                    }
                 };
-                assert_eq!(recorded, call.attempt, "{call:?} not journaled first");
+                let on_disk = durable.as_ref().expect("a call before any journal write");
+                let handed = grouped.as_ref().expect("a call before any journal write");
+                assert_eq!(
+                    recorded(handed),
+                    call.attempt,
+                    "{call:?} not journaled first"
+                );
+                if call.attempt == 1 || call.phase == CallPhase::Started {
+                    assert_eq!(
+                        recorded(on_disk),
+                        call.attempt,
+                        "{call:?} not durable first"
+                    );
+                } else {
+                    // Asked again after a deferral: its first attempt is on disk.
+                    assert!(recorded(on_disk) >= 1, "{call:?}: no attempt on disk");
+                    reasks += 1;
+                }
             }
             Action::Approve(ids) => {
-                let state = journaled
+                let state = durable
                     .as_ref()
                     .expect("an approval before any journal write");
                 for id in ids {
@@ -397,6 +423,10 @@ fn every_call_and_approval_is_journaled_before_it_is_acted_on() {
             Action::Emit(_) => {}
         }
     }
+    assert!(
+        reasks > 0,
+        "no plugin was asked again: the grouped case is not tested"
+    );
 }
 
 #[test]
@@ -534,12 +564,22 @@ fn nothing_new_starts_once_shutdown_began() {
     );
 }
 
-/// A barrier whose verdict the test sets.
+/// A barrier whose verdict the test sets; it counts how often it was asked.
 #[derive(Clone, Default)]
-struct SharedBarrier(Arc<std::sync::Mutex<Option<Verdict>>>);
+struct SharedBarrier(
+    Arc<std::sync::Mutex<Option<Verdict>>>,
+    Arc<std::sync::atomic::AtomicUsize>,
+);
+
+impl SharedBarrier {
+    fn asks(&self) -> usize {
+        self.1.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
 
 impl Barrier for SharedBarrier {
     fn verdict(&mut self, _event: &ScheduledEvent) -> Verdict {
+        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.0
             .lock()
             .ok()
@@ -550,8 +590,9 @@ impl Barrier for SharedBarrier {
     fn approval_sent(&mut self, _event_ids: &[String]) {}
 }
 
-#[test]
-fn an_event_naming_two_vms_waits_for_the_barrier() {
+/// A pipeline approving through a [`SharedBarrier`], shown a Reboot naming this VM and
+/// vm-b.
+fn waiting_on_the_barrier() -> (SharedBarrier, Harness) {
     let barrier = SharedBarrier::default();
     let policy = at_once();
     let approver = CoordinatedApprover::new(LocalApprover::new(VM, &policy), barrier.clone());
@@ -565,6 +606,12 @@ fn an_event_naming_two_vms_waits_for_the_barrier() {
     let mut both = event("E1", EventType::Reboot, t0(), 300 * SECOND);
     both.resources.push("vm-b".into());
     harness.document(&[both]);
+    (barrier, harness)
+}
+
+#[test]
+fn an_event_naming_two_vms_waits_for_the_barrier() {
+    let (barrier, mut harness) = waiting_on_the_barrier();
     harness.run_for(5 * SECOND);
     assert!(
         harness.approvals().is_empty(),
@@ -577,6 +624,26 @@ fn an_event_naming_two_vms_waits_for_the_barrier() {
     }
     harness.run_for(SECOND);
     assert_eq!(harness.approvals().len(), 1);
+}
+
+/// The coordinator forgets an event nobody asks about and wakes the daemon only when a
+/// verdict changes: an event waiting on the barrier is asked again every
+/// [`BARRIER_ASKED_EVERY`], with no input at all.
+#[test]
+fn an_event_waiting_on_the_barrier_is_asked_again_without_an_input() {
+    let (barrier, mut harness) = waiting_on_the_barrier();
+    harness.run_for(20 * SECOND);
+    let asked_by = harness.now + super::BARRIER_ASKED_EVERY;
+    assert!(
+        harness
+            .pipeline
+            .poll_timeout()
+            .is_some_and(|at| at <= asked_by),
+        "the barrier is not asked again: next round at {:?}",
+        harness.pipeline.poll_timeout()
+    );
+    let asks = barrier.asks();
+    assert!(asks >= 20, "asked {asks} times in 20 s");
 }
 
 #[test]
@@ -603,3 +670,5 @@ fn an_approval_that_failed_for_an_event_that_then_started_does_not_wake_the_loop
 
 mod churn;
 mod failure_policy;
+mod journal_durability;
+mod many_events;

@@ -1,6 +1,7 @@
-//! Modes for the daemon's end-to-end tests: "defer-until-attempt" defers prepare until the
-//! daemon's attempt counter (journaled, so it survives a restart) reaches `attempts`;
-//! "count-then-panic" counts each call in its own state, then traps.
+//! Modes for the daemon's end-to-end tests and benchmarks: "defer-until-attempt" defers
+//! prepare until the daemon's attempt counter (journaled, so it survives a restart) reaches
+//! `attempts`; "count-then-panic" counts each call in its own state, then traps;
+//! "state-hammer" rewrites its state as much as one call may, then defers with retry 0.
 
 use std::time::Duration;
 
@@ -41,4 +42,21 @@ pub(crate) fn count_then_panic() -> Decision {
     let calls = state::get_u64(CALLS_KEY).unwrap_or(0) + 1;
     let _ignored = state::set_u64(CALLS_KEY, calls);
     panic!("probe call {calls}: panicking on purpose");
+}
+
+/// Writes changing 16 KiB values under 8 rotating keys until the host refuses one (the
+/// call's state caps), then defers with retry 0: a plugin within its caps that hammers its
+/// state, asked again and again (`bench-disk-writes`).
+pub(crate) fn hammer_state() -> Decision {
+    let round = state::get_u64("round").unwrap_or(0) + 1;
+    let mut writes = 0;
+    for index in 0..64u64 {
+        let value = vec![(round + index) as u8; 16 * 1024];
+        if state::set(&format!("hammer-{}", index % 8), &value).is_err() {
+            break;
+        }
+        writes += 1;
+    }
+    let _ignored = state::set_u64("round", round);
+    Decision::defer(format!("state-hammer: {writes} writes"), Duration::ZERO)
 }

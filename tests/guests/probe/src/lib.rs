@@ -65,6 +65,7 @@ fn run_mode(mode: &str, event: &Event, phase: Phase, ctx: &Context) -> Decision 
         "on-start" => contract_v0_2::started(),
         "defer-until-attempt" => daemon_modes::defer_until_attempt(phase, ctx),
         "count-then-panic" => daemon_modes::count_then_panic(),
+        "state-hammer" => daemon_modes::hammer_state(),
         unknown => defer_with(format!("unknown probe mode: {unknown}")),
     }
 }

@@ -1,0 +1,33 @@
+//! `forewarn plugin rollback NAME`: puts back the version installed before the last
+//! install or upgrade (kept in the plugin directory's `.previous/`).
+
+use crate::cli::supply_args::{DirArgs, TerminalOperator};
+use crate::supply::install::rollback;
+use std::process::ExitCode;
+
+/// The arguments of `plugin rollback`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The installed plugin.
+    pub name: String,
+    /// The config and the plugin directory.
+    #[command(flatten)]
+    pub dir: DirArgs,
+}
+
+/// Runs `plugin rollback`.
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let config = args.dir.load()?;
+    let entry = rollback(
+        &config.plugin_dir,
+        &args.name,
+        &mut TerminalOperator { assume_yes: true },
+    )?;
+    println!(
+        "rolled {} back to {} ({}); the daemon loads it within a second",
+        args.name,
+        entry.source,
+        entry.signer_label()
+    );
+    Ok(ExitCode::SUCCESS)
+}

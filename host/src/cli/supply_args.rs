@@ -1,0 +1,119 @@
+//! What the `plugin push/install/upgrade/rollback/remove/list/pull` commands share: the
+//! config and plugin directory, how to reach a registry, and the operator at the terminal.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use crate::config::Config;
+use crate::supply::SupplyError;
+use crate::supply::fetch::FetchLimits;
+use crate::supply::install::Operator;
+use crate::supply::registry::RegistryOptions;
+use crate::supply::signature::TrustedKeys;
+
+/// The config file and the plugin directory.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DirArgs {
+    /// Config file (for `plugin-dir`, `[plugins] trusted-keys` and the size limits).
+    /// Default: /etc/forewarn/forewarn.toml if it exists, else built-in defaults.
+    #[arg(long, short)]
+    pub config: Option<PathBuf>,
+    /// The plugin directory (overrides `plugin-dir`).
+    #[arg(long)]
+    pub plugins: Option<PathBuf>,
+}
+
+impl DirArgs {
+    /// The config, with `--plugins` applied.
+    pub fn load(&self) -> anyhow::Result<Config> {
+        let mut config = load_config(self.config.as_ref())?;
+        if let Some(dir) = &self.plugins {
+            config.plugin_dir = dir.clone();
+        }
+        Ok(config)
+    }
+}
+
+/// Loads the config file (or the defaults when none is given and the default path is missing).
+pub fn load_config(path: Option<&PathBuf>) -> anyhow::Result<Config> {
+    Ok(Config::load_or_default(path.map(PathBuf::as_path))?)
+}
+
+/// The size limits of a config's plugin files.
+pub fn fetch_limits(config: &Config) -> FetchLimits {
+    FetchLimits {
+        wasm: config.max_plugin_size.as_u64(),
+        manifest_toml: config.max_manifest_size.as_u64(),
+    }
+}
+
+/// The trusted keys of a config.
+pub fn trusted_keys(config: &Config) -> anyhow::Result<TrustedKeys> {
+    config
+        .plugins
+        .trusted_keys()
+        .map_err(anyhow::Error::msg)
+        .context("the config's [plugins] section")
+}
+
+/// How to reach the registry.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RegistryArgs {
+    /// Speak plain http:// to the registry (a registry on loopback); default https://.
+    #[arg(long)]
+    pub plain_http: bool,
+    /// A PEM file of CAs to trust for the registry's certificate, besides the system's.
+    #[arg(long, value_name = "PEM")]
+    pub ca_file: Option<PathBuf>,
+}
+
+impl RegistryArgs {
+    /// The registry options (credentials from FOREWARN_REGISTRY_USER/PASSWORD or docker's config).
+    pub fn options(&self) -> RegistryOptions {
+        RegistryOptions {
+            plain_http: self.plain_http,
+            ca_file: self.ca_file.clone(),
+            credentials: None,
+        }
+    }
+}
+
+/// The operator at the terminal: told on stderr, asked on stdin (`--yes` answers for them;
+/// without a terminal and without `--yes` nothing is installed).
+pub struct TerminalOperator {
+    /// `--yes`: consent given in advance.
+    pub assume_yes: bool,
+}
+
+impl Operator for TerminalOperator {
+    fn say(&mut self, text: &str) {
+        let _ = std::io::stderr().lock().write_all(text.as_bytes());
+    }
+
+    fn consent(&mut self, question: &str) -> Result<bool, SupplyError> {
+        let mut err = std::io::stderr().lock();
+        if self.assume_yes {
+            let _ = writeln!(err, "{question} yes (--yes)");
+            return Ok(true);
+        }
+        if !std::io::stdin().is_terminal() {
+            return Err(SupplyError::NoConsent(format!(
+                "{question} There is no terminal to ask on, so nothing was changed: review the \
+                 grants above and pass --yes to agree (for automation)"
+            )));
+        }
+        let _ = write!(err, "{question} [y/N] ");
+        let _ = err.flush();
+        let mut answer = String::new();
+        std::io::stdin()
+            .lock()
+            .read_line(&mut answer)
+            .map_err(|error| SupplyError::NoConsent(format!("cannot read the answer: {error}")))?;
+        Ok(matches!(
+            answer.trim().to_ascii_lowercase().as_str(),
+            "y" | "yes"
+        ))
+    }
+}

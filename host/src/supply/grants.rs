@@ -1,0 +1,242 @@
+//! What a plugin's manifest grants it, in the terms an operator consents to: the actions it
+//! may run, readiness, the HTTP hosts and managed-identity resources it may reach, its
+//! memory cap and its budget. The same summary is claimed in the artifact's annotations,
+//! shown before install, recorded in `plugins.lock`, and compared on upgrade.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::plugins::manifest::PluginManifest;
+
+/// The capabilities and limits a manifest grants. Sets are sorted, so two summaries compare
+/// and print the same way whatever order the manifest listed them in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct GrantSummary {
+    /// Names of operator-defined actions (`[actions.NAME]`) the plugin may run.
+    pub actions: BTreeSet<String>,
+    /// Whether it may mark the VM ready or not ready on `/readyz`.
+    pub readiness: bool,
+    /// `host:port` pairs it may send HTTP requests to.
+    pub http: BTreeSet<String>,
+    /// Resources it may get managed-identity tokens for.
+    pub azure_identity: BTreeSet<String>,
+    /// Whether it trusts extra CAs for https:// (`http-ca-file`).
+    #[serde(default)]
+    pub http_ca_file: bool,
+    /// Its memory cap, e.g. "64 MiB".
+    pub memory: bytesize::ByteSize,
+    /// The longest one call may take.
+    #[serde(with = "humantime_serde")]
+    pub budget: Duration,
+}
+
+impl GrantSummary {
+    /// What `manifest` grants.
+    pub fn of(manifest: &PluginManifest) -> GrantSummary {
+        let capabilities = &manifest.capabilities;
+        GrantSummary {
+            actions: capabilities.actions.iter().cloned().collect(),
+            readiness: capabilities.readiness,
+            http: capabilities.http.iter().cloned().collect(),
+            azure_identity: capabilities.azure_identity.iter().cloned().collect(),
+            http_ca_file: capabilities.http_ca_file.is_some(),
+            memory: manifest.memory,
+            budget: manifest.budget,
+        }
+    }
+
+    /// Each way `self` grants more than `other`, in words ("actions: + stop-app"); empty
+    /// when `self` grants nothing `other` does not.
+    pub fn beyond(&self, other: &GrantSummary) -> Vec<String> {
+        let mut wider = Vec::new();
+        let added = |mine: &BTreeSet<String>, theirs: &BTreeSet<String>| -> Vec<String> {
+            mine.difference(theirs).cloned().collect()
+        };
+        for (key, extra) in [
+            ("actions", added(&self.actions, &other.actions)),
+            ("http", added(&self.http, &other.http)),
+            (
+                "azure-identity",
+                added(&self.azure_identity, &other.azure_identity),
+            ),
+        ] {
+            if !extra.is_empty() {
+                wider.push(format!("{key}: + {}", extra.join(", ")));
+            }
+        }
+        if self.readiness && !other.readiness {
+            wider.push("readiness: false -> true".to_owned());
+        }
+        if self.http_ca_file && !other.http_ca_file {
+            wider.push("http-ca-file: extra CAs trusted for https://".to_owned());
+        }
+        if self.memory > other.memory {
+            wider.push(format!("memory: {} -> {}", other.memory, self.memory));
+        }
+        if self.budget > other.budget {
+            wider.push(format!(
+                "budget: {} -> {}",
+                humantime::format_duration(other.budget),
+                humantime::format_duration(self.budget)
+            ));
+        }
+        wider
+    }
+
+    /// The summary as the lines an operator reads before consenting.
+    pub fn describe(&self) -> String {
+        let list = |set: &BTreeSet<String>| match set.is_empty() {
+            true => "none".to_owned(),
+            false => set.iter().cloned().collect::<Vec<_>>().join(", "),
+        };
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "  actions (run as the daemon's user): {}",
+            list(&self.actions)
+        );
+        let _ = writeln!(
+            out,
+            "  readiness (take the VM out of the load balancer): {}",
+            if self.readiness { "yes" } else { "no" }
+        );
+        let _ = writeln!(out, "  HTTP hosts: {}", list(&self.http));
+        let _ = writeln!(
+            out,
+            "  managed-identity resources: {}",
+            list(&self.azure_identity)
+        );
+        if self.http_ca_file {
+            let _ = writeln!(out, "  extra CAs for https:// (http-ca-file): yes");
+        }
+        let _ = writeln!(out, "  memory: {}", self.memory);
+        let _ = writeln!(
+            out,
+            "  budget per call: {}",
+            humantime::format_duration(self.budget)
+        );
+        out
+    }
+
+    /// The changes from `old` to `self`, one line each, `+`/`-` for added and removed grants;
+    /// empty when nothing changed.
+    pub fn diff_from(&self, old: &GrantSummary) -> Vec<String> {
+        let mut lines = Vec::new();
+        for (key, new_set, old_set) in [
+            ("actions", &self.actions, &old.actions),
+            ("http", &self.http, &old.http),
+            ("azure-identity", &self.azure_identity, &old.azure_identity),
+        ] {
+            for added in new_set.difference(old_set) {
+                lines.push(format!("+ {key}: {added}"));
+            }
+            for removed in old_set.difference(new_set) {
+                lines.push(format!("- {key}: {removed}"));
+            }
+        }
+        if self.readiness != old.readiness {
+            lines.push(format!(
+                "{} readiness",
+                if self.readiness { "+" } else { "-" }
+            ));
+        }
+        if self.http_ca_file != old.http_ca_file {
+            lines.push(format!(
+                "{} http-ca-file",
+                if self.http_ca_file { "+" } else { "-" }
+            ));
+        }
+        if self.memory != old.memory {
+            lines.push(format!("~ memory: {} -> {}", old.memory, self.memory));
+        }
+        if self.budget != old.budget {
+            lines.push(format!(
+                "~ budget: {} -> {}",
+                humantime::format_duration(old.budget),
+                humantime::format_duration(self.budget)
+            ));
+        }
+        lines
+    }
+
+    /// One line for `plugin list`: "actions: stop-app; readiness; http: 127.0.0.1:8080".
+    pub fn one_line(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.actions.is_empty() {
+            parts.push(format!("actions: {}", join(&self.actions)));
+        }
+        if self.readiness {
+            parts.push("readiness".to_owned());
+        }
+        if !self.http.is_empty() {
+            parts.push(format!("http: {}", join(&self.http)));
+        }
+        if !self.azure_identity.is_empty() {
+            parts.push(format!("identity: {}", join(&self.azure_identity)));
+        }
+        if parts.is_empty() {
+            return "no capabilities".to_owned();
+        }
+        parts.join("; ")
+    }
+}
+
+fn join(set: &BTreeSet<String>) -> String {
+    set.iter().cloned().collect::<Vec<_>>().join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(text: &str) -> GrantSummary {
+        GrantSummary::of(&PluginManifest::parse(text).unwrap())
+    }
+
+    #[test]
+    fn a_wider_grant_is_named_key_by_key() {
+        let old = summary("[capabilities]\nactions = [\"stop-app\"]\nhttp = [\"127.0.0.1:80\"]\n");
+        let new = summary(
+            "budget = \"20s\"\nmemory = \"128MiB\"\n[capabilities]\nactions = [\"stop-app\", \"reboot-now\"]\nreadiness = true\n",
+        );
+        let wider = new.beyond(&old);
+        assert_eq!(
+            wider,
+            [
+                "actions: + reboot-now",
+                "readiness: false -> true",
+                "memory: 64.0 MiB -> 128.0 MiB",
+                "budget: 10s -> 20s"
+            ]
+        );
+        assert!(old.beyond(&old).is_empty());
+        // Dropping http is narrower: nothing beyond the old grants on that key.
+        assert!(!wider.iter().any(|line| line.starts_with("http")));
+        let diff = new.diff_from(&old);
+        assert!(
+            diff.contains(&"- http: 127.0.0.1:80".to_owned()),
+            "{diff:?}"
+        );
+        assert!(
+            diff.contains(&"+ actions: reboot-now".to_owned()),
+            "{diff:?}"
+        );
+    }
+
+    #[test]
+    fn the_summary_round_trips_through_toml() {
+        let grants = summary(
+            "[capabilities]\nactions = [\"b\", \"a\"]\nazure-identity = [\"https://storage.azure.com/\"]\n",
+        );
+        let text = toml::to_string(&grants).unwrap();
+        assert_eq!(toml::from_str::<GrantSummary>(&text).unwrap(), grants);
+        assert_eq!(
+            grants.one_line(),
+            "actions: a,b; identity: https://storage.azure.com/"
+        );
+    }
+}

@@ -1,0 +1,461 @@
+//! `forewarn plugin push` and `plugin install` against a real OCI registry — Debian's
+//! `docker-registry` (the CNCF distribution server), started by the test on loopback with a
+//! config of its own, over HTTPS with a test CA and with basic auth (htpasswd, bcrypt) — and
+//! against a client nobody here wrote, `wkg` (bytecodealliance's wasm-pkg-tools).
+//! tests/install-registry.sh installs all three.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use forewarn_test_support::harness::{
+    ChildGuard, Daemon, DaemonConfig, Simulator, free_loopback_address, http_get, wait_for,
+};
+use forewarn_test_support::pki::{Pki, find_on_path};
+use forewarn_test_support::{forewarn_binary, guests};
+
+const USER: &str = "author";
+const PASSWORD: &str = "s3cret-test-password";
+/// Generous: debug builds on a busy 2-core machine.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+fn require(program: &str) -> PathBuf {
+    find_on_path(program).unwrap_or_else(|| {
+        panic!(
+            "{program} is not installed: run `bash tests/install-registry.sh` (tests/run.sh does)"
+        )
+    })
+}
+
+/// A `docker-registry` on a free loopback port, HTTPS with the test CA, basic auth.
+struct Registry {
+    _process: ChildGuard,
+    address: String,
+    pki: Pki,
+    _dir: tempfile::TempDir,
+}
+
+impl Registry {
+    fn start() -> Registry {
+        let binary = require("docker-registry");
+        let htpasswd = require("htpasswd");
+        let dir = tempfile::tempdir().unwrap();
+        let pki = Pki::generate();
+        let line = Command::new(htpasswd)
+            .args(["-Bbn", USER, PASSWORD])
+            .output()
+            .unwrap();
+        assert!(line.status.success(), "htpasswd: {line:?}");
+        std::fs::write(dir.path().join("htpasswd"), &line.stdout).unwrap();
+        let address = free_loopback_address();
+        // The test's own config: loopback only (the packaged one listens on every interface).
+        let config = format!(
+            "version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {root}\nhttp:\n  addr: {address}\n  tls:\n    certificate: {cert}\n    key: {key}\nauth:\n  htpasswd:\n    realm: forewarn-test\n    path: {htpasswd}\n",
+            root = dir.path().join("storage").display(),
+            cert = pki.file("server.pem"),
+            key = pki.file("server.key"),
+            htpasswd = dir.path().join("htpasswd").display(),
+        );
+        let config_path = dir.path().join("config.yml");
+        std::fs::write(&config_path, config).unwrap();
+        let child = Command::new(binary)
+            .arg("serve")
+            .arg(&config_path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start docker-registry");
+        let process = ChildGuard::new(child);
+        wait_for(TIMEOUT, "docker-registry to listen", || {
+            std::net::TcpStream::connect(&address)
+                .map(|_| ())
+                .map_err(|error| error.to_string())
+        });
+        Registry {
+            _process: process,
+            address,
+            pki,
+            _dir: dir,
+        }
+    }
+
+    fn reference(&self, path: &str) -> String {
+        format!("{}/{path}", self.address)
+    }
+}
+
+/// Runs `forewarn ARGS` with the registry's credentials; the output, asserted successful
+/// when `expect_success`.
+fn forewarn(args: &[&str], expect_success: bool) -> Output {
+    let output = Command::new(forewarn_binary!())
+        .args(args)
+        .env("FOREWARN_REGISTRY_USER", USER)
+        .env("FOREWARN_REGISTRY_PASSWORD", PASSWORD)
+        .env_remove("DOCKER_CONFIG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run forewarn");
+    if expect_success {
+        assert!(
+            output.status.success(),
+            "forewarn {args:?}: {}",
+            describe(&output)
+        );
+    }
+    output
+}
+
+fn describe(output: &Output) -> String {
+    format!(
+        "{}\nstdout: {}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// Runs `wkg ARGS` against the registry (trusting the test CA through SSL_CERT_FILE).
+fn wkg(registry: &Registry, args: &[&str]) -> Output {
+    let output = Command::new(require("wkg"))
+        .args(args)
+        .env("SSL_CERT_FILE", registry.pki.file("ca.pem"))
+        .env("WKG_OCI_USERNAME", USER)
+        .env("WKG_OCI_PASSWORD", PASSWORD)
+        .env("HOME", registry._dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run wkg");
+    assert!(
+        output.status.success(),
+        "wkg {args:?}: {}",
+        describe(&output)
+    );
+    output
+}
+
+fn keypair(dir: &Path, name: &str) -> (PathBuf, String) {
+    let path = dir.join(name);
+    let status = Command::new(require("ssh-keygen"))
+        .args([
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-C",
+            &format!("{name}@example.com"),
+            "-f",
+        ])
+        .arg(&path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    (
+        path.clone(),
+        std::fs::read_to_string(path.with_extension("pub"))
+            .unwrap()
+            .trim()
+            .to_owned(),
+    )
+}
+
+/// The author pushes a signed plugin through the registry; the operator installs it into a
+/// running daemon's plugin directory, and the daemon serves it with its digest and signer.
+#[test]
+fn a_signed_plugin_goes_from_push_through_a_real_registry_into_a_running_daemon() {
+    let registry = Registry::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (key, public) = keypair(dir.path(), "alice");
+    let author = dir.path().join("author");
+    std::fs::create_dir(&author).unwrap();
+    std::fs::copy(guests::PROBE, author.join("probe.wasm")).unwrap();
+    std::fs::write(
+        author.join("probe.toml"),
+        "budget = \"5s\"\n[config]\nmode = \"approve\"\n",
+    )
+    .unwrap();
+    let reference = registry.reference("acme/probe:1.0.0");
+    let ca = registry.pki.file("ca.pem");
+    let wasm = author.join("probe.wasm").display().to_string();
+    let key_arg = key.display().to_string();
+    let pushed = forewarn(
+        &[
+            "plugin",
+            "push",
+            &wasm,
+            &reference,
+            "--sign",
+            &key_arg,
+            "--ca-file",
+            &ca,
+        ],
+        true,
+    );
+    let pushed = String::from_utf8_lossy(&pushed.stdout).into_owned();
+    assert!(pushed.contains("signed:  yes"), "{pushed}");
+
+    let simulator = Simulator::builder(forewarn_binary!())
+        .scenario("idle")
+        .start();
+    let plugin_dir = dir.path().join("plugins.d");
+    std::fs::create_dir(&plugin_dir).unwrap();
+    let mut config = DaemonConfig::vm_a(dir.path(), plugin_dir.clone(), &simulator.base_url);
+    config.extra = format!("[plugins]\ntrusted-keys = [\"{public}\"]\n");
+    let config_path = dir.path().join("forewarn.toml");
+    config.write(&config_path);
+    let daemon = Daemon::start(forewarn_binary!(), &config_path);
+    let admin = daemon.admin_address(TIMEOUT);
+    let config_arg = config_path.display().to_string();
+
+    let installed = forewarn(
+        &[
+            "plugin",
+            "install",
+            &reference,
+            "--config",
+            &config_arg,
+            "--yes",
+            "--ca-file",
+            &ca,
+        ],
+        true,
+    );
+    let installed_at = Instant::now();
+    let told = String::from_utf8_lossy(&installed.stderr).into_owned();
+    assert!(told.contains("signed by alice@example.com"), "{told}");
+    assert!(
+        told.contains("actions (run as the daemon's user): none"),
+        "{told}"
+    );
+    let status = wait_for(
+        TIMEOUT,
+        "the installed plugin in /status with its signer",
+        || {
+            let body = http_get(&admin, "/status")?;
+            let json: serde_json::Value =
+                serde_json::from_str(&body).map_err(|error| error.to_string())?;
+            let plugin = json["plugins"]
+                .as_array()
+                .and_then(|plugins| plugins.iter().find(|plugin| plugin["name"] == "probe"))
+                .ok_or_else(|| format!("no probe yet: {body}"))?;
+            match plugin["provenance"]["verified"].as_bool() {
+                Some(true) => Ok(plugin.clone()),
+                _ => Err(format!("probe without verified provenance: {plugin}")),
+            }
+        },
+    );
+    let live_after = installed_at.elapsed();
+    println!(
+        "the installed plugin was live in /status {} ms after `plugin install` returned",
+        live_after.as_millis()
+    );
+    assert_eq!(
+        status["provenance"]["signer"]
+            .as_str()
+            .map(|s| s.starts_with("alice@example.com (SHA256:")),
+        Some(true),
+        "{status}"
+    );
+    let digest = status["provenance"]["digest"].as_str().unwrap().to_owned();
+    assert!(pushed.contains(&digest), "{pushed} / {digest}");
+    let table = forewarn(&["status", "--admin", &admin], true);
+    let table = String::from_utf8_lossy(&table.stdout).into_owned();
+    assert!(
+        table.contains(&format!("probe installed from {reference}@{digest}")),
+        "{table}"
+    );
+    let listed = forewarn(&["plugin", "list", "--config", &config_arg], true);
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(
+        listed.contains(&digest) && listed.contains("alice@example.com"),
+        "{listed}"
+    );
+    drop(daemon);
+}
+
+/// A plugin pushed by `wkg` (no manifest, no signature) is refused as unsigned, then installed
+/// with --allow-unsigned: the bytes wkg pushed are the bytes in the plugin directory.
+#[test]
+fn a_plugin_pushed_by_wkg_installs_with_forewarn() {
+    let registry = Registry::start();
+    let dir = tempfile::tempdir().unwrap();
+    let plugin_dir = dir.path().join("plugins.d");
+    std::fs::create_dir(&plugin_dir).unwrap();
+    let reference = registry.reference("thirdparty/noop:0.1.0");
+    wkg(&registry, &["oci", "push", &reference, guests::NOOP]);
+    let ca = registry.pki.file("ca.pem");
+    let plugins = plugin_dir.display().to_string();
+    let refused = forewarn(
+        &[
+            "plugin",
+            "install",
+            &reference,
+            "--plugins",
+            &plugins,
+            "--yes",
+            "--ca-file",
+            &ca,
+            "--config",
+            "/dev/null",
+        ],
+        false,
+    );
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("is not signed"),
+        "{}",
+        describe(&refused)
+    );
+    assert_eq!(std::fs::read_dir(&plugin_dir).unwrap().count(), 0);
+    // No terminal to ask on (stdin is not one) and no --yes: nothing is installed.
+    let unasked = forewarn(
+        &[
+            "plugin",
+            "install",
+            &reference,
+            "--plugins",
+            &plugins,
+            "--allow-unsigned",
+            "--ca-file",
+            &ca,
+            "--config",
+            "/dev/null",
+        ],
+        false,
+    );
+    assert!(!unasked.status.success());
+    assert!(
+        String::from_utf8_lossy(&unasked.stderr).contains("There is no terminal to ask on"),
+        "{}",
+        describe(&unasked)
+    );
+    assert_eq!(std::fs::read_dir(&plugin_dir).unwrap().count(), 0);
+    let installed = forewarn(
+        &[
+            "plugin",
+            "install",
+            &reference,
+            "--plugins",
+            &plugins,
+            "--yes",
+            "--allow-unsigned",
+            "--ca-file",
+            &ca,
+            "--config",
+            "/dev/null",
+        ],
+        true,
+    );
+    assert!(
+        String::from_utf8_lossy(&installed.stderr).contains("WARNING: --allow-unsigned"),
+        "{}",
+        describe(&installed)
+    );
+    assert_eq!(
+        std::fs::read(plugin_dir.join("noop.wasm")).unwrap(),
+        std::fs::read(guests::NOOP).unwrap()
+    );
+}
+
+/// What forewarn pushes is a Wasm OCI artifact `wkg` pulls; and `plugin pull --to DIR`
+/// mirrors it (with its signature) for `plugin install DIR` on a machine without the registry.
+#[test]
+fn wkg_pulls_what_forewarn_pushed_and_a_mirrored_layout_installs_offline() {
+    let registry = Registry::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (key, public) = keypair(dir.path(), "alice");
+    let reference = registry.reference("acme/probe:2.0.0");
+    let ca = registry.pki.file("ca.pem");
+    let key_arg = key.display().to_string();
+    forewarn(
+        &[
+            "plugin",
+            "push",
+            guests::PROBE,
+            &reference,
+            "--sign",
+            &key_arg,
+            "--ca-file",
+            &ca,
+        ],
+        true,
+    );
+    let pulled = dir.path().join("pulled.wasm");
+    wkg(
+        &registry,
+        &[
+            "oci",
+            "pull",
+            &reference,
+            "-o",
+            &pulled.display().to_string(),
+        ],
+    );
+    assert_eq!(
+        std::fs::read(&pulled).unwrap(),
+        std::fs::read(guests::PROBE).unwrap()
+    );
+
+    let mirror = dir.path().join("mirror");
+    let mirror_arg = mirror.display().to_string();
+    forewarn(
+        &[
+            "plugin",
+            "pull",
+            &reference,
+            "--to",
+            &mirror_arg,
+            "--ca-file",
+            &ca,
+            "--config",
+            "/dev/null",
+        ],
+        true,
+    );
+    let config_path = dir.path().join("forewarn.toml");
+    std::fs::write(
+        &config_path,
+        format!("[plugins]\ntrusted-keys = [\"{public}\"]\n"),
+    )
+    .unwrap();
+    let plugin_dir = dir.path().join("plugins.d");
+    std::fs::create_dir(&plugin_dir).unwrap();
+    let config_arg = config_path.display().to_string();
+    let plugins = plugin_dir.display().to_string();
+    // A tarball of the layout, as it would be carried to an air-gapped machine.
+    let tarball = dir.path().join("probe.tar");
+    let tar = Command::new("tar")
+        .arg("-cf")
+        .arg(&tarball)
+        .arg("-C")
+        .arg(&mirror)
+        .arg(".")
+        .status()
+        .unwrap();
+    assert!(tar.success());
+    let installed = forewarn(
+        &[
+            "plugin",
+            "install",
+            &tarball.display().to_string(),
+            "--as",
+            "probe",
+            "--plugins",
+            &plugins,
+            "--config",
+            &config_arg,
+            "--yes",
+        ],
+        true,
+    );
+    assert!(
+        String::from_utf8_lossy(&installed.stderr).contains("signed by alice@example.com"),
+        "{}",
+        describe(&installed)
+    );
+    assert_eq!(
+        std::fs::read(plugin_dir.join("probe.wasm")).unwrap(),
+        std::fs::read(guests::PROBE).unwrap()
+    );
+}

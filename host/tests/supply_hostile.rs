@@ -1,0 +1,593 @@
+//! The hostile cases of `forewarn plugin install` (issue 36), each against a small registry
+//! that misbehaves on purpose (`forewarn_test_support::fake_registry`): every one is refused
+//! with a message that names the problem and the fix, and leaves the plugin directory exactly
+//! as it was — the version installed before (if any) stays, byte for byte, lock included.
+//!
+//! In process: the library's push, fetch and install, no daemon (the daemon only ever sees
+//! the files; `e2e_registry` covers it with a real registry).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use forewarn_host::plugins::manifest::PluginManifest;
+use forewarn_host::supply::SupplyError;
+use forewarn_host::supply::artifact::{self, PluginParts};
+use forewarn_host::supply::fetch::FetchLimits;
+use forewarn_host::supply::grants::GrantSummary;
+use forewarn_host::supply::install::{self, InstallRequest, Mode, Operator};
+use forewarn_host::supply::push::{PushRequest, push};
+use forewarn_host::supply::reference::{Digest, Reference};
+use forewarn_host::supply::registry::{RegistryClient, RegistryOptions};
+use forewarn_host::supply::signature::TrustedKeys;
+use forewarn_host::supply::source::{self, Source};
+use forewarn_test_support::fake_registry::{FakeRegistry, Faults};
+use forewarn_test_support::guests;
+
+const LIMITS: FetchLimits = FetchLimits {
+    wasm: 64 << 20,
+    manifest_toml: 1 << 20,
+};
+
+/// An operator who agrees, or who cannot be asked (no terminal, no --yes); records what it
+/// was told and asked.
+struct ScriptedOperator {
+    agrees: bool,
+    told: String,
+    asked: Vec<String>,
+}
+
+impl ScriptedOperator {
+    fn agreeing() -> ScriptedOperator {
+        ScriptedOperator {
+            agrees: true,
+            told: String::new(),
+            asked: Vec::new(),
+        }
+    }
+    fn unreachable() -> ScriptedOperator {
+        ScriptedOperator {
+            agrees: false,
+            ..ScriptedOperator::agreeing()
+        }
+    }
+}
+
+impl Operator for ScriptedOperator {
+    fn say(&mut self, text: &str) {
+        self.told.push_str(text);
+    }
+    fn consent(&mut self, question: &str) -> Result<bool, SupplyError> {
+        self.asked.push(question.to_owned());
+        match self.agrees {
+            true => Ok(true),
+            false => Err(SupplyError::NoConsent(format!(
+                "{question} no terminal: pass --yes"
+            ))),
+        }
+    }
+}
+
+/// A registry, a plugin directory, an author's key (alice, trusted) and another (mallory).
+struct Fixture {
+    temp: tempfile::TempDir,
+    registry: FakeRegistry,
+    alice: PathBuf,
+    mallory: PathBuf,
+    trusted: TrustedKeys,
+}
+
+fn keypair(dir: &Path, name: &str) -> (PathBuf, String) {
+    let path = dir.join(name);
+    let status = Command::new("ssh-keygen")
+        .args([
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-C",
+            &format!("{name}@example.com"),
+            "-f",
+        ])
+        .arg(&path)
+        .status()
+        .expect("ssh-keygen (Debian's openssh-client; tests/run.sh installs it)");
+    assert!(status.success());
+    let public = std::fs::read_to_string(path.with_extension("pub")).unwrap();
+    (path, public.trim().to_owned())
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let temp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(temp.path().join("plugins.d")).unwrap();
+        let (alice, alice_public) = keypair(temp.path(), "alice");
+        let (mallory, _) = keypair(temp.path(), "mallory");
+        Fixture {
+            registry: FakeRegistry::start(),
+            trusted: TrustedKeys::parse(&[alice_public]).unwrap(),
+            temp,
+            alice,
+            mallory,
+        }
+    }
+
+    fn plugin_dir(&self) -> PathBuf {
+        self.temp.path().join("plugins.d")
+    }
+
+    fn reference(&self, tag: &str) -> Reference {
+        Reference::parse(&format!("{}/acme/probe:{tag}", self.registry.address())).unwrap()
+    }
+
+    fn options() -> RegistryOptions {
+        RegistryOptions {
+            plain_http: true,
+            ..RegistryOptions::default()
+        }
+    }
+
+    /// Pushes the probe with `manifest` as `tag`, signed by `key` if given.
+    async fn push(&self, tag: &str, manifest: &str, key: Option<&Path>) -> Digest {
+        let dir = self.temp.path().join(format!("src-{tag}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(guests::PROBE, dir.join("probe.wasm")).unwrap();
+        std::fs::write(dir.join("probe.toml"), manifest).unwrap();
+        let pushed = push(PushRequest {
+            wasm: dir.join("probe.wasm"),
+            manifest: Some(dir.join("probe.toml")),
+            reference: self.reference(tag),
+            sign: key.map(Path::to_path_buf),
+            version: None,
+            registry: Fixture::options(),
+            max_wasm_bytes: LIMITS.wasm,
+        })
+        .await
+        .unwrap();
+        pushed.digest
+    }
+
+    async fn install(
+        &self,
+        tag: &str,
+        mode: Mode,
+        operator: &mut ScriptedOperator,
+    ) -> Result<install::Installed, SupplyError> {
+        self.install_with(tag, mode, operator, LIMITS).await
+    }
+
+    async fn install_with(
+        &self,
+        tag: &str,
+        mode: Mode,
+        operator: &mut ScriptedOperator,
+        limits: FetchLimits,
+    ) -> Result<install::Installed, SupplyError> {
+        let source = Source::Registry(self.reference(tag));
+        let fetched = source::fetch(&source, &Fixture::options(), limits).await?;
+        install::install(
+            &self.plugin_dir(),
+            InstallRequest {
+                fetched: fetched.fetched,
+                source: fetched.source,
+                name: None,
+                fallback_name: source.fallback_name(),
+                trusted: &self.trusted,
+                allow_unsigned: false,
+                mode,
+            },
+            operator,
+        )
+        .await
+    }
+
+    /// Every file under the plugin directory (hidden ones and `.previous/` too), with its bytes.
+    fn snapshot(&self) -> BTreeMap<PathBuf, Vec<u8>> {
+        let mut files = BTreeMap::new();
+        let mut stack = vec![self.plugin_dir()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else {
+                    files.insert(path.clone(), std::fs::read(&path).unwrap());
+                }
+            }
+        }
+        files
+    }
+
+    /// Installs v1 (signed by alice, no capabilities) and returns the directory's snapshot.
+    async fn installed_v1(&self) -> BTreeMap<PathBuf, Vec<u8>> {
+        self.push("1", V1, Some(&self.alice)).await;
+        self.install("1", Mode::Install, &mut ScriptedOperator::agreeing())
+            .await
+            .unwrap();
+        let snapshot = self.snapshot();
+        assert!(snapshot.contains_key(&self.plugin_dir().join("probe.wasm")));
+        assert!(snapshot.contains_key(&self.plugin_dir().join("plugins.lock")));
+        snapshot
+    }
+}
+
+const V1: &str = "[config]\nmode = \"approve\"\n";
+
+fn assert_names(error: &SupplyError, parts: &[&str]) {
+    let text = error.to_string();
+    for part in parts {
+        assert!(text.contains(part), "{part:?} missing from: {text}");
+    }
+}
+
+#[tokio::test]
+async fn a_blob_that_does_not_match_its_digest_is_refused_and_the_old_version_stays() {
+    let fixture = Fixture::new();
+    let before = fixture.installed_v1().await;
+    fixture
+        .push(
+            "2",
+            "budget = \"5s\"\n[config]\nmode = \"approve\"\n",
+            Some(&fixture.alice),
+        )
+        .await;
+    let wasm_digest = Digest::of(&std::fs::read(guests::PROBE).unwrap()).to_string();
+    fixture.registry.set_faults(Faults {
+        alter_blob: Some(wasm_digest),
+        ..Faults::default()
+    });
+    let error = fixture
+        .install("2", Mode::Upgrade, &mut ScriptedOperator::agreeing())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, SupplyError::DigestMismatch { .. }),
+        "{error}"
+    );
+    assert_names(
+        &error,
+        &[
+            "the component layer",
+            "does not match its digest",
+            "nothing was installed",
+            "Try again",
+        ],
+    );
+    assert_eq!(fixture.snapshot(), before);
+}
+
+#[tokio::test]
+async fn a_signature_by_a_key_not_trusted_is_refused_naming_the_fix() {
+    let fixture = Fixture::new();
+    fixture.push("1", V1, Some(&fixture.mallory)).await;
+    let error = fixture
+        .install("1", Mode::Install, &mut ScriptedOperator::agreeing())
+        .await
+        .unwrap_err();
+    assert!(matches!(error, SupplyError::Signature(_)), "{error}");
+    assert_names(
+        &error,
+        &[
+            "a key not in `[plugins] trusted-keys`",
+            "add their public key",
+            "--allow-unsigned",
+        ],
+    );
+    assert!(
+        fixture.snapshot().is_empty(),
+        "{:?}",
+        fixture.snapshot().keys()
+    );
+}
+
+#[tokio::test]
+async fn an_unsigned_plugin_is_refused_without_allow_unsigned() {
+    let fixture = Fixture::new();
+    fixture.push("1", V1, None).await;
+    let error = fixture
+        .install("1", Mode::Install, &mut ScriptedOperator::agreeing())
+        .await
+        .unwrap_err();
+    assert_names(&error, &["is not signed", "--sign KEY", "--allow-unsigned"]);
+    assert!(fixture.snapshot().is_empty());
+}
+
+#[tokio::test]
+async fn a_valid_signature_over_another_digest_is_refused() {
+    let fixture = Fixture::new();
+    let signed = fixture.push("1", V1, Some(&fixture.alice)).await;
+    let unsigned = fixture.push("2", "budget = \"5s\"\n", None).await;
+    // Alice's real signature of artifact 1, presented as the signature of artifact 2.
+    let signature = fixture
+        .registry
+        .manifest("acme/probe", &signed.signature_tag())
+        .unwrap();
+    fixture
+        .registry
+        .put_manifest("acme/probe", &unsigned.signature_tag(), signature);
+    let error = fixture
+        .install("2", Mode::Install, &mut ScriptedOperator::agreeing())
+        .await
+        .unwrap_err();
+    assert!(matches!(error, SupplyError::Signature(_)), "{error}");
+    assert_names(
+        &error,
+        &[
+            "alice@example.com",
+            &format!("does not verify for {unsigned}"),
+            "made for another artifact",
+        ],
+    );
+    assert!(fixture.snapshot().is_empty());
+}
+
+#[tokio::test]
+async fn a_manifest_layer_granting_more_than_the_annotations_claim_is_refused() {
+    let fixture = Fixture::new();
+    let wasm = std::fs::read(guests::PROBE).unwrap();
+    let honest = PluginManifest::parse(V1).unwrap();
+    let granting = "[capabilities]\nactions = [\"reboot-now\"]\nreadiness = true\n";
+    let built = artifact::build_plugin_artifact(&PluginParts {
+        name: "probe",
+        wasm: &wasm,
+        manifest: Some(granting.as_bytes()),
+        grants: &GrantSummary::of(&honest),
+        world: "forewarn:plugin/event-handler@0.2.0",
+        exports: vec![],
+        imports: vec![],
+        version: Some("1"),
+        created: "2025-01-01T00:00:00Z".into(),
+    });
+    let client = RegistryClient::new(
+        fixture.registry.address(),
+        "acme/probe",
+        &Fixture::options(),
+    )
+    .unwrap();
+    for (_, bytes) in &built.blobs {
+        client.push_blob(bytes, "test").await.unwrap();
+    }
+    client.push_manifest("1", &built.manifest).await.unwrap();
+    let error = fixture
+        .install("1", Mode::Install, &mut ScriptedOperator::agreeing())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, SupplyError::GrantsBeyondClaims { .. }),
+        "{error}"
+    );
+    assert_names(
+        &error,
+        &[
+            "actions: + reboot-now",
+            "readiness: false -> true",
+            "push it again",
+        ],
+    );
+    assert!(fixture.snapshot().is_empty());
+}
+
+#[tokio::test]
+async fn an_upgrade_that_widens_actions_asks_again_and_without_consent_changes_nothing() {
+    let fixture = Fixture::new();
+    let before = fixture.installed_v1().await;
+    fixture
+        .push(
+            "2",
+            "[config]\nmode = \"approve\"\n[capabilities]\nactions = [\"stop-app\"]\n",
+            Some(&fixture.alice),
+        )
+        .await;
+    let mut operator = ScriptedOperator::unreachable();
+    let error = fixture
+        .install("2", Mode::Upgrade, &mut operator)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, SupplyError::NoConsent(_)), "{error}");
+    assert_eq!(operator.asked.len(), 1, "{:?}", operator.asked);
+    assert!(
+        operator.asked[0].contains("actions: + stop-app"),
+        "{:?}",
+        operator.asked
+    );
+    assert!(
+        operator.told.contains("+ actions: stop-app"),
+        "{}",
+        operator.told
+    );
+    assert_names(&error, &["--yes"]);
+    assert_eq!(fixture.snapshot(), before);
+    // With consent it goes in, and the previous version is kept for rollback.
+    let installed = fixture
+        .install("2", Mode::Upgrade, &mut ScriptedOperator::agreeing())
+        .await
+        .unwrap();
+    assert!(installed.changed);
+    let lock = forewarn_host::supply::lock::Lockfile::read(&fixture.plugin_dir()).unwrap();
+    assert!(lock.plugins["probe"].grants.actions.contains("stop-app"));
+    assert!(lock.plugins["probe"].previous.is_some());
+    install::rollback(
+        &fixture.plugin_dir(),
+        "probe",
+        &mut ScriptedOperator::agreeing(),
+    )
+    .unwrap();
+    let after = fixture.snapshot();
+    let live = |snapshot: &BTreeMap<PathBuf, Vec<u8>>, file: &str| {
+        snapshot[&fixture.plugin_dir().join(file)].clone()
+    };
+    assert_eq!(
+        live(&after, "probe.toml"),
+        live(&before, "probe.toml"),
+        "rollback restores v1's manifest"
+    );
+}
+
+#[tokio::test]
+async fn an_upgrade_that_narrows_the_grants_does_not_ask() {
+    let fixture = Fixture::new();
+    fixture
+        .push(
+            "1",
+            "[capabilities]\nactions = [\"stop-app\"]\n[config]\nmode = \"approve\"\n",
+            Some(&fixture.alice),
+        )
+        .await;
+    fixture
+        .install("1", Mode::Install, &mut ScriptedOperator::agreeing())
+        .await
+        .unwrap();
+    fixture.push("2", V1, Some(&fixture.alice)).await;
+    let mut operator = ScriptedOperator::unreachable();
+    fixture
+        .install("2", Mode::Upgrade, &mut operator)
+        .await
+        .unwrap();
+    assert!(operator.asked.is_empty(), "{:?}", operator.asked);
+    assert!(
+        operator.told.contains("- actions: stop-app"),
+        "{}",
+        operator.told
+    );
+}
+
+#[tokio::test]
+async fn a_registry_that_dies_mid_download_leaves_the_old_version_in_place() {
+    let fixture = Fixture::new();
+    let before = fixture.installed_v1().await;
+    fixture
+        .push(
+            "2",
+            "budget = \"5s\"\n[config]\nmode = \"approve\"\n",
+            Some(&fixture.alice),
+        )
+        .await;
+    let wasm_digest = Digest::of(&std::fs::read(guests::PROBE).unwrap()).to_string();
+    fixture.registry.set_faults(Faults {
+        die_during_blob: Some(wasm_digest),
+        ..Faults::default()
+    });
+    let error = fixture
+        .install("2", Mode::Upgrade, &mut ScriptedOperator::agreeing())
+        .await
+        .unwrap_err();
+    assert!(matches!(error, SupplyError::Connection { .. }), "{error}");
+    assert_names(
+        &error,
+        &[
+            "the component layer",
+            "broke off",
+            "plugin directory is unchanged",
+            "try again",
+        ],
+    );
+    assert_eq!(fixture.snapshot(), before);
+}
+
+#[tokio::test]
+async fn a_redirect_to_another_host_is_refused() {
+    let fixture = Fixture::new();
+    fixture.push("1", V1, Some(&fixture.alice)).await;
+    fixture.registry.set_faults(Faults {
+        redirect_blobs_to: Some("http://127.0.0.2:9/elsewhere".into()),
+        ..Faults::default()
+    });
+    let error = fixture
+        .install("1", Mode::Install, &mut ScriptedOperator::agreeing())
+        .await
+        .unwrap_err();
+    assert!(matches!(error, SupplyError::Redirect { .. }), "{error}");
+    assert_names(
+        &error,
+        &["redirected", "127.0.0.2:9", "forewarn plugin", "pull"],
+    );
+    assert!(fixture.snapshot().is_empty());
+    let requests = fixture.registry.state.lock().unwrap().requests.clone();
+    assert!(
+        requests
+            .iter()
+            .all(|request| !request.contains("elsewhere")),
+        "{requests:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_oversized_manifest_or_layer_is_refused_before_it_is_read() {
+    let fixture = Fixture::new();
+    fixture.push("1", V1, Some(&fixture.alice)).await;
+    let small = FetchLimits {
+        wasm: 1024,
+        manifest_toml: LIMITS.manifest_toml,
+    };
+    let error = fixture
+        .install_with("1", Mode::Install, &mut ScriptedOperator::agreeing(), small)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, SupplyError::TooLarge { .. }), "{error}");
+    assert_names(
+        &error,
+        &[
+            "the component layer",
+            "limit of 1024 bytes",
+            "max-plugin-size",
+        ],
+    );
+    fixture.registry.set_faults(Faults {
+        pad_manifests_to: Some(2 << 20),
+        ..Faults::default()
+    });
+    let error = fixture
+        .install("1", Mode::Install, &mut ScriptedOperator::agreeing())
+        .await
+        .unwrap_err();
+    assert!(matches!(error, SupplyError::TooLarge { .. }), "{error}");
+    assert_names(&error, &["the manifest", "limit of 1048576 bytes"]);
+    assert!(fixture.snapshot().is_empty());
+}
+
+#[tokio::test]
+async fn a_signed_install_records_its_provenance_and_remove_clears_it() {
+    let fixture = Fixture::new();
+    let digest = fixture.push("1", V1, Some(&fixture.alice)).await;
+    let mut operator = ScriptedOperator::agreeing();
+    let installed = fixture
+        .install("1", Mode::Install, &mut operator)
+        .await
+        .unwrap();
+    assert_eq!(installed.digest, digest);
+    assert!(
+        operator.told.contains("signed by alice@example.com"),
+        "{}",
+        operator.told
+    );
+    assert!(
+        operator
+            .told
+            .contains("actions (run as the daemon's user): none"),
+        "{}",
+        operator.told
+    );
+    let wasm = std::fs::read(fixture.plugin_dir().join("probe.wasm")).unwrap();
+    assert_eq!(wasm, std::fs::read(guests::PROBE).unwrap());
+    let lock = forewarn_host::supply::lock::Lockfile::read(&fixture.plugin_dir()).unwrap();
+    let entry = &lock.plugins["probe"];
+    assert_eq!(entry.digest, digest.to_string());
+    assert_eq!(entry.signer.as_deref(), Some("alice@example.com"));
+    assert!(
+        entry.source.ends_with(&format!("acme/probe:1@{digest}")),
+        "{}",
+        entry.source
+    );
+    let again = fixture
+        .install("1", Mode::Install, &mut ScriptedOperator::agreeing())
+        .await
+        .unwrap_err();
+    assert_names(
+        &again,
+        &["installed already", "forewarn plugin upgrade probe"],
+    );
+    install::remove(&fixture.plugin_dir(), "probe").unwrap();
+    let left: Vec<PathBuf> = fixture.snapshot().into_keys().collect();
+    assert_eq!(left, [fixture.plugin_dir().join("plugins.lock")]);
+}
