@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Windows part of the test command (tests/run.sh runs it): cross-compiles forewarn for
+# The Windows part of the test command (not yet called by tests/run.sh): cross-compiles forewarn for
 # x86_64-pc-windows-gnu with mingw-w64 and runs, under Wine, the platform seams' unit tests,
 # the runtime's sandbox tests and the pipeline's unit tests (cargo's target runner is
 # tests/windows/wine-runner.sh); then the end-to-end tests of forewarn.exe against the
@@ -10,8 +10,8 @@
 # it is), no incremental state and no debug info (lean on disk), and reuses the wasm
 # plugins the Linux build compiled (FOREWARN_WASM_TARGET_DIR=target/wasm).
 #
-#   bash tests/windows.sh [build|test]   (neither: both; tests/run.sh builds in the
-#                                         background while the Linux tests run, then tests)
+#   bash tests/windows.sh [build|test]   (neither: both; `build` can run in the background,
+#                                         at low priority, while the Linux tests run)
 set -euo pipefail
 mode="${1:-all}"
 cd "$(dirname "$0")/.."
@@ -37,12 +37,15 @@ cross=(--locked --target "$WINDOWS_TARGET")
 
 exe="$windows_dir/$WINDOWS_TARGET/debug/forewarn.exe"
 if [[ "$mode" != test ]]; then
-# One test build (the same packages every time, so cargo resolves the features once), then
-# the exe itself.
+# One cargo invocation builds the test binaries and the exe: selecting an integration test
+# of forewarn-host (e2e_windows, whose tests are ignored there) makes cargo link
+# forewarn.exe with the same features as the tests. A separate `cargo build --bin` would
+# resolve the features without the dev-dependencies and compile wasmtime and its
+# dependency tree a second time.
 env "${cross_env[@]}" cargo test "${cross[@]}" -p forewarn-platform -p forewarn-runtime \
-    -p forewarn-host --lib --test sandbox --no-run --message-format=json-render-diagnostics \
-    > "$windows_dir/test-binaries.json"
-env "${cross_env[@]}" cargo build "${cross[@]}" -p forewarn-host --bin forewarn
+    -p forewarn-host --lib --test sandbox --test e2e_windows --no-run \
+    --message-format=json-render-diagnostics > "$windows_dir/test-binaries.json"
+[[ -x "$exe" ]] || { echo "windows: $exe was not built" >&2; exit 1; }
 phase "cross-compiled ($(du -sh "$windows_dir" | cut -f1) in target/windows)"
 fi
 [[ "$mode" == build ]] && exit 0

@@ -141,3 +141,45 @@ pub fn try_lock_dir(dir: &Path) -> io::Result<Option<DirLock>> {
 pub struct DirLock {
     _file: File,
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use super::*;
+
+    #[test]
+    fn a_directory_is_held_by_one_holder_at_a_time() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let first = try_lock_dir(dir.path()).expect("opens");
+        assert!(first.is_some(), "the first hold is taken");
+        assert!(
+            try_lock_dir(dir.path()).expect("opens").is_none(),
+            "a second hold waits for the first"
+        );
+        // Files are still created in a held directory (the daemon's watcher, the install).
+        std::fs::write(dir.path().join("p.wasm"), b"x").expect("writes inside");
+        drop(first);
+        assert!(try_lock_dir(dir.path()).expect("opens").is_some());
+    }
+
+    #[test]
+    fn writes_at_an_offset_land_there_whatever_the_cursor() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("journal.log");
+        let file = write_options().open(&path).expect("creates");
+        write_all_at(&file, b"first line\n", 0).expect("writes");
+        write_all_at(&file, b"second\n", 11).expect("writes");
+        write_all_at(&file, b"SECOND", 11).expect("overwrites");
+        drop(file);
+        let reopened = write_options()
+            .open(&path)
+            .expect("opens again, not truncated");
+        drop(reopened);
+        let mut text = String::new();
+        File::open(&path)
+            .and_then(|mut file| file.read_to_string(&mut text))
+            .expect("reads");
+        assert_eq!(text, "first line\nSECOND\n");
+    }
+}

@@ -380,6 +380,9 @@ impl StateJournal {
     /// fails, the old log (opened if it was not) goes on taking the lines.
     fn put_fresh_log_in_place(&mut self, fresh: ReservedLog) -> Result<(), JournalError> {
         let fresh_path = self.log_path.with_file_name(NEW_CHANGE_LOG_FILE);
+        // The old log is closed first: Windows (without POSIX rename semantics, as under
+        // Wine) refuses to rename over a file that is open. A failed rename reopens it.
+        self.log = None;
         let replaced = fs::rename(&fresh_path, &self.log_path)
             .map_err(|error| JournalError::io("rename into place", &fresh_path, error))
             .and_then(|()| journal::sync_parent_dir(&self.log_path));

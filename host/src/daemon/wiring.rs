@@ -102,9 +102,7 @@ fn start_runtime(state_dir: &Path, services: HostServices) -> anyhow::Result<Run
     let cache_dir = state_dir.join("cache");
     match Runtime::new(config(Some(cache_dir.clone())), services.clone()) {
         Ok(runtime) => Ok(runtime),
-        Err(RuntimeError::CacheDir { source, .. })
-            if matches!(*source, TrustError::Io { .. }) =>
-        {
+        Err(RuntimeError::CacheDir { source, .. }) if matches!(*source, TrustError::Io { .. }) => {
             tracing::error!(
                 cache_dir = %cache_dir.display(),
                 error = %source,
