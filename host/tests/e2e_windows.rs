@@ -150,8 +150,51 @@ fn approval_at_imds(setup: &WindowsSetup, daemon: &Daemon) -> (String, u64) {
     })
 }
 
-/// Linux processes (each Wine process is one, its command line the Windows one) whose
-/// command line contains `needle`.
+/// The arguments of Linux process `pid`. Wine writes a Windows process's command line
+/// into its /proc cmdline split at the spaces, one NUL-separated argument each.
+fn arguments_of(pid: u32) -> Option<Vec<String>> {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    Some(
+        cmdline
+            .split(|byte| *byte == 0)
+            .filter(|argument| !argument.is_empty())
+            .map(|argument| String::from_utf8_lossy(argument).into_owned())
+            .collect(),
+    )
+}
+
+/// Whether `arguments` are those of `ping -n COUNT …` (the program named `ping` or
+/// `…\ping.exe`; a `cmd.exe /c "… ping -n COUNT …"` line does not count).
+fn is_ping(arguments: &[String], count: &str) -> bool {
+    let Some(program) = arguments.first() else {
+        return false;
+    };
+    let name = program.rsplit(['\\', '/']).next().unwrap_or(program);
+    let name = name.to_ascii_lowercase();
+    (name == "ping" || name == "ping.exe")
+        && arguments
+            .windows(2)
+            .any(|pair| pair[0] == "-n" && pair[1] == count)
+}
+
+/// Linux processes (each Wine process is one) running `ping -n COUNT`.
+fn pings(count: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| arguments_of(*pid).is_some_and(|arguments| is_ping(&arguments, count)))
+        .collect()
+}
+
+/// Whether the process `pid` still runs `ping -n COUNT` (a pid reused by another process
+/// does not count).
+fn still_pings(pid: u32, count: &str) -> bool {
+    arguments_of(pid).is_some_and(|arguments| is_ping(&arguments, count))
+}
+
+/// Linux processes whose command line (arguments joined by spaces) contains `needle`.
 fn processes_with(needle: &str) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
@@ -159,17 +202,9 @@ fn processes_with(needle: &str) -> Vec<u32> {
     entries
         .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(needle))
+            arguments_of(*pid).is_some_and(|arguments| arguments.join(" ").contains(needle))
         })
         .collect()
-}
-
-/// Whether the process `pid` still runs with `needle` in its command line (a pid reused by
-/// another process does not count).
-fn still_runs(pid: u32, needle: &str) -> bool {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(needle))
 }
 
 fn toml_argv(argv: &[&str]) -> String {
@@ -262,15 +297,16 @@ fn an_action_past_its_timeout_is_killed_with_every_process_it_started() {
         ),
     );
     // cmd.exe starts a grandchild (`start /b`) and waits in a child of its own; both ping
-    // for minutes. The counts are this test's marks in the process list.
-    let (grandchild_mark, child_mark) = ("ping.exe -n 317 127.0.0.1", "ping -n 318 127.0.0.1");
+    // for minutes. The counts, from this test process's id, are its marks in the process
+    // list.
+    let mark = 300 + std::process::id() % 600;
+    let (grandchild_count, child_count) = (mark.to_string(), (mark + 1).to_string());
+    let command = format!(
+        "start /b ping -n {grandchild_count} 127.0.0.1 > nul & ping -n {child_count} 127.0.0.1 > nul"
+    );
     let actions = format!(
         "[actions.stop-app]\nargv = {}\ntimeout = \"5s\"\n",
-        toml_argv(&[
-            "cmd.exe",
-            "/c",
-            "start /b ping -n 317 127.0.0.1 > nul & ping -n 318 127.0.0.1 > nul"
-        ]),
+        toml_argv(&["cmd.exe", "/c", &command]),
     );
     let daemon = setup.start_daemon(&actions);
 
@@ -278,8 +314,8 @@ fn an_action_past_its_timeout_is_killed_with_every_process_it_started() {
         WINE_WAIT,
         "the action's child and grandchild to run",
         || match (
-            processes_with(grandchild_mark).first(),
-            processes_with(child_mark).first(),
+            pings(&grandchild_count).first(),
+            pings(&child_count).first(),
         ) {
             (Some(grandchild), Some(child)) => Ok((*grandchild, *child)),
             seen => Err(format!("seen {seen:?}; {}", daemon.describe_for_failure())),
@@ -287,9 +323,9 @@ fn an_action_past_its_timeout_is_killed_with_every_process_it_started() {
     );
     // The action's timeout is 5 s; ping would go on for five minutes more.
     wait_for(WINE_WAIT, "the action's whole tree to be killed", || {
-        let alive: Vec<u32> = [(grandchild, grandchild_mark), (child, child_mark)]
+        let alive: Vec<u32> = [(grandchild, &grandchild_count), (child, &child_count)]
             .into_iter()
-            .filter(|(pid, mark)| still_runs(*pid, mark))
+            .filter(|(pid, count)| still_pings(*pid, count))
             .map(|(pid, _)| pid)
             .collect();
         match alive.is_empty() {
@@ -404,6 +440,10 @@ fn the_service_is_installed_started_asked_for_status_and_stopped_through_the_scm
     let config = windows_path(&setup.write_config(&admin, ""));
     let _cleanup = ServiceGuard;
     let _leftover = run_exe(&["service", "uninstall"]);
+    // An earlier run's log must not pass for this one's.
+    for dir in service_log_dir_candidates() {
+        let _absent = std::fs::remove_dir_all(dir);
+    }
 
     let install = run_exe(&["service", "install", "--config", &config, "--no-start"]);
     assert!(install.status.success(), "{install:?}");
@@ -452,14 +492,34 @@ fn the_service_is_installed_started_asked_for_status_and_stopped_through_the_scm
     assert!(polls_at_stop > 0);
 
     // A service has no console: its log went to %ProgramData%\forewarn\logs.
-    let prefix = PathBuf::from(std::env::var_os("WINEPREFIX").expect("WINEPREFIX"));
-    let logs = prefix.join("drive_c/ProgramData/forewarn/logs");
+    let logs = service_log_dir_in_the_prefix();
     let logged: String = std::fs::read_dir(&logs)
         .unwrap_or_else(|error| panic!("{}: {error}", logs.display()))
         .filter_map(|entry| std::fs::read_to_string(entry.ok()?.path()).ok())
         .collect();
     assert!(logged.contains("forewarn starting"), "{logged}");
     assert!(logged.contains("forewarn stopped"), "{logged}");
+}
+
+/// The service's log directory on Linux. Wine 8 gives a console process
+/// `%ProgramData%=C:\ProgramData` but a service `C:\users\Public`; `C:` is the prefix's
+/// `drive_c`. The first of the two that exists.
+fn service_log_dir_in_the_prefix() -> PathBuf {
+    let candidates = service_log_dir_candidates();
+    candidates
+        .iter()
+        .find(|dir| dir.is_dir())
+        .cloned()
+        .unwrap_or_else(|| panic!("the service wrote no log directory: none of {candidates:?}"))
+}
+
+fn service_log_dir_candidates() -> [PathBuf; 2] {
+    let drive_c =
+        PathBuf::from(std::env::var_os("WINEPREFIX").expect("WINEPREFIX")).join("drive_c");
+    [
+        drive_c.join("ProgramData/forewarn/logs"),
+        drive_c.join("users/Public/forewarn/logs"),
+    ]
 }
 
 /// The service's process, as the SCM starts it.
