@@ -2,8 +2,9 @@
 # forewarn's whole test suite, as a new machine runs it: installs what the end-to-end tests
 # drive for real when missing (HAProxy, systemd-analyze, etcd, openssl, procps, dpkg-deb,
 # headless Chromium, Prometheus and promtool, rpm (rpmbuild) and cloud-init from Debian; the
-# C, Python and JavaScript plugin toolchains; Azurite; puppeteer-core; docker-registry, htpasswd and wkg for the registry tests; cargo-deb), then runs
-# every test of the workspace with cargo. The build scripts build the wasm plugins on the way,
+# C, Python and JavaScript plugin toolchains; Azurite; puppeteer-core; docker-registry, htpasswd and wkg for the registry tests; cargo-deb; mingw-w64 and Wine), then runs
+# every test of the workspace with cargo, then the Windows build's tests under Wine
+# (tests/windows.sh). The build scripts build the wasm plugins on the way,
 # adding the wasm32-wasip2 target with rustup when the toolchain lacks it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,4 +57,13 @@ if ! cargo deb --version >/dev/null 2>&1; then
     cargo install cargo-deb --version 3.8.0 --locked --quiet
 fi
 
-cargo test --workspace --locked --no-fail-fast
+# The Windows build's tools (mingw-w64 and wine64 from Debian, the rustup target, a Wine
+# prefix with its ProcessPrng stand-in): quick when present.
+bash tests/install-windows-toolchain.sh
+
+linux_status=0
+cargo test --workspace --locked --no-fail-fast || linux_status=$?
+# Last, so the Linux results come first: forewarn cross-compiled for Windows and its tests
+# under Wine (docs/windows.md), reusing the wasm plugins the Linux build compiled.
+bash tests/windows.sh
+exit "$linux_status"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Windows part of the test command (not yet called by tests/run.sh): cross-compiles forewarn for
+# The Windows part of the test command (tests/run.sh runs it last): cross-compiles forewarn for
 # x86_64-pc-windows-gnu with mingw-w64 and runs, under Wine, the platform seams' unit tests,
 # the runtime's sandbox tests and the pipeline's unit tests (cargo's target runner is
 # tests/windows/wine-runner.sh); then the end-to-end tests of forewarn.exe against the
