@@ -30,6 +30,7 @@ pub mod status_command;
 pub mod demo_log;
 pub mod logging;
 pub mod plugin_files;
+pub mod plugin_templates;
 pub mod status_table;
 pub mod supply_args;
 pub mod verdict;

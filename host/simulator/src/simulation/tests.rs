@@ -1,4 +1,3 @@
-
 use std::time::UNIX_EPOCH;
 
 use super::*;

@@ -1,4 +1,3 @@
-
 use super::*;
 
 /// The manifest shown in the top-level README parses (it is what operators copy).
