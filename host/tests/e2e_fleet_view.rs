@@ -9,13 +9,18 @@
 //! plugins there are.
 
 use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use forewarn_host::coordination::fleet_reader::{FleetView, FleetVmState};
 use forewarn_host::coordination::fleet_record::FleetRecord;
+use forewarn_test_support::browser::{assert_png, pages_command, screenshot_dir};
 use forewarn_test_support::etcd::Etcd;
-use forewarn_test_support::harness::write_plugin_dir;
-use forewarn_test_support::harness::{Daemon, DaemonConfig, ProbePlugin, Simulator, wait_for};
+use forewarn_test_support::harness::{
+    Daemon, DaemonConfig, ProbePlugin, Simulator, http_get, wait_for, write_plugin_dir,
+};
 use forewarn_test_support::{forewarn_binary, guests};
+use serde::Deserialize;
 use tempfile::TempDir;
 
 const VM_COUNT: usize = 10;
@@ -110,6 +115,22 @@ impl Fleet {
             .collect()
     }
 
+    /// `forewarn fleet status ARGS --admin ADMIN`: its stdout.
+    fn fleet_status(&self, admin: &str, args: &[&str]) -> String {
+        let output = Command::new(forewarn_binary!())
+            .args(["fleet", "status", "--admin", admin])
+            .args(args)
+            .output()
+            .expect("run forewarn fleet status");
+        assert!(
+            output.status.success(),
+            "forewarn fleet status {args:?}: {}{}",
+            String::from_utf8_lossy(&output.stderr),
+            self.describe()
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
     fn describe(&self) -> String {
         let mut text = String::new();
         for (vm, daemon) in &self.daemons {
@@ -171,17 +192,142 @@ fn ten_vms_publish_their_stage_and_holders_and_a_killed_one_is_gone() {
     // Nothing approved: vm-00 holds the event.
     assert!(fleet.simulator.state().approvals.is_empty());
 
-    // A daemon killed: its record vanishes with its lease.
+    // `forewarn fleet status --json` on vm-01 lists all ten, publishing, with their stage.
+    let admin = fleet.daemons[1].1.admin_address(WAIT);
+    let json = fleet.fleet_status(&admin, &["--json"]);
+    let view: FleetView = serde_json::from_str(&json).expect("--json prints the fleet");
+    assert_eq!(view.vm, "vm-01");
+    let names: Vec<&str> = view.vms.iter().map(|vm| vm.vm.as_str()).collect();
+    let expected: Vec<String> = (0..VM_COUNT).map(vm).collect();
+    assert_eq!(names, expected, "{json}");
+    for listed in &view.vms {
+        assert_eq!(listed.state, FleetVmState::Publishing, "{json}");
+        let stage = listed.record.as_ref().and_then(stage_of);
+        let expected = if listed.vm == HELD_VM {
+            "preparing"
+        } else {
+            "ready"
+        };
+        assert_eq!(stage, Some(expected), "{}: {json}", listed.vm);
+    }
+    // The table: a row per VM, vm-00's holder named.
+    let table = fleet.fleet_status(&admin, &[]);
+    for name in &expected {
+        assert!(
+            table.lines().any(|line| line.starts_with(name.as_str())),
+            "no row of {name}: {table}"
+        );
+    }
+    let held_row = table
+        .lines()
+        .find(|line| line.starts_with(HELD_VM))
+        .expect("vm-00's row");
+    assert!(
+        held_row.contains(&format!("{HOLDER} (deferring)")),
+        "{table}"
+    );
+    assert!(held_row.contains("preparing"), "{table}");
+
+    // A daemon killed: its record vanishes with its lease, and the fleet shows it gone.
     let killed = vm(VM_COUNT - 1);
+    let killed_at = Instant::now();
     fleet.daemons.last_mut().expect("ten daemons").1.kill();
-    wait_for(WAIT, "the killed VM's record to vanish", || {
-        let records = fleet.records_in_etcd();
-        match records.iter().any(|record| record.vm == killed) {
-            false => Ok(()),
-            true => Err(format!("{killed}'s record is still in etcd")),
+    wait_for(WAIT, "the killed VM shown gone on /status/fleet", || {
+        let body = http_get(&admin, "/status/fleet")?;
+        let view: FleetView = serde_json::from_str(&body).map_err(|error| error.to_string())?;
+        let gone = view
+            .vms
+            .iter()
+            .any(|listed| listed.vm == killed && listed.state == FleetVmState::Gone);
+        match gone {
+            true => Ok(()),
+            false => Err(body),
         }
     });
-    eprintln!("fleet view test: {:.1} s", started.elapsed().as_secs_f64());
+    let gone_after = killed_at.elapsed();
+    assert!(
+        fleet
+            .records_in_etcd()
+            .iter()
+            .all(|record| record.vm != killed),
+        "gone while its record is still in etcd"
+    );
+    let table = fleet.fleet_status(&admin, &[]);
+    let killed_row = table
+        .lines()
+        .find(|line| line.starts_with(killed.as_str()))
+        .unwrap_or_else(|| panic!("the gone VM keeps its row: {table}"));
+    assert!(killed_row.contains("gone"), "{table}");
+
+    // The status page's fleet section, in a browser: ten rows, the killed VM gone.
+    let page = fleet_page(&admin, &killed);
+    assert_eq!(page.rows.len(), VM_COUNT, "{page:?}");
+    for row in &page.rows {
+        let (state, stage) = match row.vm.as_str() {
+            vm if vm == killed => ("gone", "ready"),
+            HELD_VM => ("publishing", "preparing"),
+            _ => ("publishing", "ready"),
+        };
+        assert_eq!(
+            (row.state.as_str(), row.stage.as_str()),
+            (state, stage),
+            "{row:?}"
+        );
+    }
+    let held = page
+        .rows
+        .iter()
+        .find(|row| row.vm == HELD_VM)
+        .expect("vm-00's row");
+    assert_eq!(held.holders, [HOLDER]);
+    assert_eq!(page.outside_requests, Vec::<String>::new());
+    assert_eq!(page.page_errors, Vec::<String>::new());
+    assert_png(&screenshot_dir().join("fleet-gone.png"));
+    eprintln!(
+        "fleet view test: {:.1} s; killed VM shown gone {:.1} s after the kill (lease TTL {} s)",
+        started.elapsed().as_secs_f64(),
+        gone_after.as_secs_f64(),
+        LEASE_TTL.as_secs()
+    );
+}
+
+/// What `pages.mjs` saw of the fleet section.
+#[derive(Debug, Deserialize)]
+struct FleetPageSeen {
+    rows: Vec<FleetRowSeen>,
+    outside_requests: Vec<String>,
+    page_errors: Vec<String>,
+}
+
+/// One `[data-fleet-vm]` row.
+#[derive(Debug, Deserialize)]
+struct FleetRowSeen {
+    vm: String,
+    state: String,
+    stage: String,
+    holders: Vec<String>,
+}
+
+/// The status page of `admin` in headless Chromium, once it shows ten VMs with `gone` gone.
+fn fleet_page(admin: &str, gone: &str) -> FleetPageSeen {
+    let output = pages_command()
+        .env("FOREWARN_STATUS_URL", format!("http://{admin}/"))
+        .env("FOREWARN_FLEET_VMS", VM_COUNT.to_string())
+        .env("FOREWARN_FLEET_GONE", gone)
+        .env("FOREWARN_WAIT_MS", WAIT.as_millis().to_string())
+        .output()
+        .expect("run node (tests/run.sh installs Node.js when missing)");
+    assert!(
+        output.status.success(),
+        "the browser run failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+        panic!(
+            "pages.mjs printed no JSON ({error}): {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
 }
 
 /// The stage of the record's first event, as the JSON names it.

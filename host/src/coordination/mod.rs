@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use crate::pipeline::barrier::{BarrierView, DeadVm, VmStanding};
 
+pub mod fleet_reader;
 pub mod fleet_record;
 
 use crate::config::CoordinationConfig;
@@ -364,6 +365,11 @@ impl Coordinator {
         shutdown: CancellationToken,
     ) {
         fleet_record::spawn_publisher(self.inner.clone(), records, shutdown);
+    }
+
+    /// Reads every VM's fleet record for `/status/fleet` (see [`fleet_reader`]).
+    pub fn fleet_reader(&self) -> fleet_reader::FleetReader {
+        fleet_reader::FleetReader::new(self.inner.clone())
     }
 }
 

@@ -451,6 +451,7 @@ async fn run_event_loop(
         polling_since,
         coordination,
         quarantined: daemon.quarantined_plugins(),
+        fleet: coordinator.as_ref().map(Coordinator::fleet_reader),
     }));
     // READY=1 only once IMDS has answered: until then /status says waiting-for-imds.
     systemd::spawn_ready_after_first_document(poll_status, polling_since, poller_stop.clone());
