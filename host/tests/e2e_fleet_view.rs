@@ -131,6 +131,18 @@ impl Fleet {
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
+    /// How many times `vm`'s record was written since its key was created (etcd's `version`).
+    fn record_writes(&self, vm: &str) -> u64 {
+        let key = format!("{PREFIX}/fleet/{vm}");
+        let output = self.etcd.etcdctl(&["get", &key, "-w", "json"]);
+        assert!(output.status.success(), "etcdctl get {key}: {output:?}");
+        let answer: serde_json::Value =
+            serde_json::from_slice(&output.stdout).expect("etcdctl prints JSON");
+        answer["kvs"][0]["version"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no version of {key}: {answer}"))
+    }
+
     fn describe(&self) -> String {
         let mut text = String::new();
         for (vm, daemon) in &self.daemons {
@@ -189,6 +201,10 @@ fn ten_vms_publish_their_stage_and_holders_and_a_killed_one_is_gone() {
         .expect("vm-00");
     assert_eq!(stage_of(held), Some("preparing"));
     assert!(held.imds.answered && held.imds.last_poll_unix_ms.is_some());
+    // From here on vm-01's record changes only in its timestamps (it polls every second):
+    // written again at most every 30 s, not on every poll.
+    let writes_before = fleet.record_writes("vm-01");
+    let steady_since = Instant::now();
     // Nothing approved: vm-00 holds the event.
     assert!(fleet.simulator.state().approvals.is_empty());
 
@@ -245,6 +261,13 @@ fn ten_vms_publish_their_stage_and_holders_and_a_killed_one_is_gone() {
         }
     });
     let gone_after = killed_at.elapsed();
+    let rewrites = fleet.record_writes("vm-01") - writes_before;
+    let refreshes = steady_since.elapsed().as_secs() / 30 + 1;
+    assert!(
+        rewrites <= refreshes,
+        "vm-01's unchanged record was written {rewrites} times in {:?}",
+        steady_since.elapsed()
+    );
     assert!(
         fleet
             .records_in_etcd()
@@ -284,10 +307,12 @@ fn ten_vms_publish_their_stage_and_holders_and_a_killed_one_is_gone() {
     assert_eq!(page.page_errors, Vec::<String>::new());
     assert_png(&screenshot_dir().join("fleet-gone.png"));
     eprintln!(
-        "fleet view test: {:.1} s; killed VM shown gone {:.1} s after the kill (lease TTL {} s)",
+        "fleet view test: {:.1} s; killed VM shown gone {:.1} s after the kill (lease TTL {} s); \
+         vm-01's unchanged record written {rewrites} time(s) in {:.1} s",
         started.elapsed().as_secs_f64(),
         gone_after.as_secs_f64(),
-        LEASE_TTL.as_secs()
+        LEASE_TTL.as_secs(),
+        steady_since.elapsed().as_secs_f64()
     );
 }
 
