@@ -6,7 +6,8 @@
 //! status page's fleet section show: all ten VMs with their stage, the plugin holding vm-00
 //! (a probe that always defers) named as its holder, and a daemon killed shown as gone once
 //! its lease expired. Nine daemons load the no-op guest, vm-00 the probe: the lightest
-//! plugins there are.
+//! plugins there are. A second test gives two daemons an etcd user that may not write
+//! `fleet/`: the record fails (logged once) and the event is still coordinated and approved.
 
 use std::path::Path;
 use std::process::Command;
@@ -14,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use forewarn_host::coordination::fleet_reader::{FleetView, FleetVmState};
 use forewarn_host::coordination::fleet_record::FleetRecord;
+use forewarn_host::log_messages::FLEET_RECORD_WRITE_FAILED;
 use forewarn_test_support::browser::{assert_png, pages_command, screenshot_dir};
 use forewarn_test_support::etcd::Etcd;
 use forewarn_test_support::harness::{
@@ -38,20 +40,34 @@ fn vm(index: usize) -> String {
     format!("vm-{index:02}")
 }
 
-/// Ten daemons, one simulator, one etcd.
+/// Daemons (ten, or two), one simulator, one etcd.
 struct Fleet {
     dir: TempDir,
     etcd: Etcd,
     simulator: Simulator,
     daemons: Vec<(String, Daemon)>,
+    /// The etcd user and password the daemons are given, when etcd has authentication on.
+    credentials: Option<(&'static str, &'static str)>,
+    /// The VM whose plugin defers for ever, if any.
+    held: Option<&'static str>,
 }
 
 impl Fleet {
     fn start() -> Fleet {
+        Fleet::start_with(Etcd::start(None), VM_COUNT, None, Some(HELD_VM))
+    }
+
+    /// `count` daemons against `etcd`, logging in as `credentials` when given; `held`'s
+    /// plugin defers for ever, the others' approve.
+    fn start_with(
+        etcd: Etcd,
+        count: usize,
+        credentials: Option<(&'static str, &'static str)>,
+        held: Option<&'static str>,
+    ) -> Fleet {
         let dir = TempDir::new().expect("temp dir");
-        let etcd = Etcd::start(None);
         let simulator = Simulator::builder(forewarn_binary!())
-            .scenario_text(&scenario_text())
+            .scenario_text(&scenario_text(count))
             .start_on_first_poll()
             .start();
         let mut fleet = Fleet {
@@ -59,8 +75,10 @@ impl Fleet {
             etcd,
             simulator,
             daemons: Vec::new(),
+            credentials,
+            held,
         };
-        for index in 0..VM_COUNT {
+        for index in 0..count {
             let name = vm(index);
             let daemon = fleet.start_daemon(&name);
             fleet.daemons.push((name, daemon));
@@ -71,7 +89,7 @@ impl Fleet {
     fn start_daemon(&self, vm: &str) -> Daemon {
         let root = self.dir.path().join(vm);
         let plugins = root.join("plugins");
-        if vm == HELD_VM {
+        if self.held == Some(vm) {
             let drain = ProbePlugin::new(HOLDER, "defer");
             write_plugin_dir(&plugins, Path::new(guests::PROBE), &[drain]);
         } else {
@@ -90,6 +108,11 @@ impl Fleet {
             self.etcd.endpoint(),
             LEASE_TTL.as_secs()
         ));
+        if let Some((user, password)) = self.credentials {
+            text.push_str(&format!(
+                "username = {user:?}\npassword = {password:?}\nallow-plaintext-credentials = true\n"
+            ));
+        }
         let path = root.join("forewarn.toml");
         std::fs::write(&path, text).expect("write the daemon config");
         Daemon::start(forewarn_binary!(), &path)
@@ -152,13 +175,11 @@ impl Fleet {
     }
 }
 
-fn scenario_text() -> String {
-    let vms: Vec<String> = (0..VM_COUNT)
-        .map(|index| format!("{:?}", vm(index)))
-        .collect();
+fn scenario_text(count: usize) -> String {
+    let vms: Vec<String> = (0..count).map(|index| format!("{:?}", vm(index))).collect();
     format!(
         "name = \"fleet-reboot\"\n\
-         description = \"One Platform Reboot naming ten VMs.\"\n\
+         description = \"One Platform Reboot naming every VM of the fleet.\"\n\
          vms = [{}]\n\
          end_after = \"10s\"\n\n\
          [[events]]\n\
@@ -358,4 +379,91 @@ fn fleet_page(admin: &str, gone: &str) -> FleetPageSeen {
 /// The stage of the record's first event, as the JSON names it.
 fn stage_of(record: &FleetRecord) -> Option<&'static str> {
     record.events.first().map(|event| event.stage.as_str())
+}
+
+/// etcd's root password, and the password of the user the daemons log in as.
+const ROOT: &str = "root:fleet-test-root";
+const BARRIER_USER: (&str, &str) = ("barrier", "fleet-test-barrier");
+
+/// A daemon whose etcd user may write the barrier's keys but not its fleet record: every
+/// write of the record fails, which it logs once, and the event is still coordinated and
+/// approved (a failed record never touches the barrier).
+#[test]
+fn a_vm_that_cannot_write_its_record_still_coordinates_and_approves() {
+    let started = Instant::now();
+    let etcd = Etcd::start(None);
+    let (user, password) = BARRIER_USER;
+    let barrier_keys = [format!("{PREFIX}/members/"), format!("{PREFIX}/events/")];
+    let steps: Vec<Vec<String>> = vec![
+        vec!["user".into(), "add".into(), ROOT.into()],
+        vec![
+            "user".into(),
+            "grant-role".into(),
+            "root".into(),
+            "root".into(),
+        ],
+        vec!["role".into(), "add".into(), "barrier".into()],
+        grant(&barrier_keys[0]),
+        grant(&barrier_keys[1]),
+        vec!["user".into(), "add".into(), format!("{user}:{password}")],
+        vec![
+            "user".into(),
+            "grant-role".into(),
+            user.into(),
+            "barrier".into(),
+        ],
+        vec!["auth".into(), "enable".into()],
+    ];
+    for step in &steps {
+        let args: Vec<&str> = step.iter().map(String::as_str).collect();
+        let output = etcd.etcdctl(&args);
+        assert!(output.status.success(), "etcdctl {step:?}: {output:?}");
+    }
+    let fleet = Fleet::start_with(etcd, 2, Some(BARRIER_USER), None);
+
+    let state = wait_for(WAIT, "the coordinated approval at the simulator", || {
+        let state = fleet.simulator.state();
+        match state.approvals.is_empty() {
+            false => Ok(state),
+            true => Err(fleet.describe()),
+        }
+    });
+    assert_eq!(state.approvals.len(), 1, "{}", fleet.describe());
+    for (vm, daemon) in &fleet.daemons {
+        let failures = daemon.lines_with_message(FLEET_RECORD_WRITE_FAILED).len();
+        assert_eq!(
+            failures,
+            1,
+            "{vm}: one line per streak of failures{}",
+            fleet.describe()
+        );
+    }
+    let records = etcd_as_root(&fleet.etcd, &format!("{PREFIX}/fleet/"));
+    assert_eq!(records, "", "no record could be written");
+    eprintln!(
+        "fleet record write failure test: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// `role grant-permission barrier readwrite KEY --prefix=true`.
+fn grant(prefix: &str) -> Vec<String> {
+    [
+        "role",
+        "grant-permission",
+        "barrier",
+        "readwrite",
+        prefix,
+        "--prefix=true",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect()
+}
+
+/// The keys under `prefix`, read as root.
+fn etcd_as_root(etcd: &Etcd, prefix: &str) -> String {
+    let output = etcd.etcdctl(&["--user", ROOT, "get", "--prefix", "--keys-only", prefix]);
+    assert!(output.status.success(), "etcdctl get: {output:?}");
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
 }

@@ -18,6 +18,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::Inner;
+use crate::log_messages;
 use crate::pipeline::clock::unix_ms;
 
 /// The record's schema; a reader shows a record of another schema as unreadable.
@@ -305,11 +306,6 @@ impl Throttle {
     }
 }
 
-/// Logged once per streak of failed writes of the record.
-pub const FLEET_WRITE_FAILED_MESSAGE: &str = "cannot write this VM's fleet record to etcd; \
-     retrying (approvals are not affected; `forewarn fleet status` on other VMs shows this \
-     one as gone once its lease expires)";
-
 /// Writes this VM's record from `records` under the daemon's lease until `shutdown`.
 pub(super) fn spawn_publisher(
     inner: Arc<Inner>,
@@ -352,7 +348,7 @@ async fn publish(
                     Err(error) => {
                         if !failing {
                             let error = error.describe("coordination");
-                            tracing::warn!(%error, "{FLEET_WRITE_FAILED_MESSAGE}");
+                            tracing::warn!(%error, "{}", log_messages::FLEET_RECORD_WRITE_FAILED);
                         }
                         failing = true;
                         throttle.failed(Instant::now());
