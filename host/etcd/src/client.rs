@@ -304,6 +304,29 @@ impl EtcdClient {
         Ok(range.key_values())
     }
 
+    /// At most `limit` keys starting with `prefix` and sorting after `after` (from the first
+    /// when `None`), in key order, and whether more follow: a range read in pages, so that
+    /// no answer grows past [`ETCD_BODY_MAX_BYTES`].
+    pub async fn list_page(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<KeyValue>, bool), EtcdError> {
+        let start = match after {
+            Some(key) => format!("{key}\0"),
+            None => prefix.to_owned(),
+        };
+        let body = json!({
+            "key": encode(&start),
+            "range_end": encode_bytes(&prefix_end(prefix)),
+            "limit": limit.to_string(),
+        });
+        let range: RangeAnswer = self.call("/v3/kv/range", body).await?;
+        let more = range.more;
+        Ok((range.key_values(), more))
+    }
+
     /// Deletes `key` (nothing happens when it does not exist).
     pub async fn delete(&self, key: &str) -> Result<(), EtcdError> {
         let _: Value = self
@@ -543,6 +566,9 @@ impl<'de> Deserialize<'de> for Int {
 struct RangeAnswer {
     #[serde(default)]
     kvs: Vec<RawKeyValue>,
+    /// More keys are in the range than `limit` let through.
+    #[serde(default)]
+    more: bool,
 }
 
 #[derive(Deserialize)]

@@ -10,6 +10,7 @@ pub mod config_check;
 pub mod config_example;
 pub mod demo;
 pub mod demo_workload;
+pub mod fleet_status;
 pub mod plugin_check;
 pub mod plugin_export_bundled;
 pub mod plugin_install;

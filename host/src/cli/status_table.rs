@@ -52,10 +52,13 @@ pub fn render_table(snapshot: &StatusSnapshot) -> String {
     out
 }
 
-/// `snapshot` with every string escaped and cut; None if it does not survive the trip
-/// through JSON (it always does: the snapshot is what `/status` answers).
-fn escaped_copy(snapshot: &StatusSnapshot) -> Option<StatusSnapshot> {
-    let mut value = serde_json::to_value(snapshot).ok()?;
+/// `answer` with every string escaped and cut; None if it does not survive the trip
+/// through JSON (it always does: it is what the daemon answered).
+pub(crate) fn escaped_copy<T>(answer: &T) -> Option<T>
+where
+    T: serde::Serialize + serde::de::DeserializeOwned,
+{
+    let mut value = serde_json::to_value(answer).ok()?;
     crate::log_format::escape_json_strings(&mut value);
     serde_json::from_value(value).ok()
 }
@@ -292,7 +295,7 @@ fn or_dash(text: &str) -> &str {
 }
 
 /// Left-aligned columns, two spaces apart.
-fn write_table(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
+pub(crate) fn write_table(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
     let mut widths: Vec<usize> = header.iter().map(|title| title.chars().count()).collect();
     for row in rows {
         for (width, cell) in widths.iter_mut().zip(row) {

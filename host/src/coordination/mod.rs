@@ -10,6 +10,7 @@
 //! | `events/ID/was-ready/VM` | VM | a 24 h record lease: outlives the daemon |
 //! | `events/ID/leader` | VM | the leader's lease: created only if absent (the election) |
 //! | `events/ID/approval` | VM | the leader's lease while claimed, a record lease once sent |
+//! | `fleet/VM` | the VM's status record, JSON ([`fleet_record::FleetRecord`], ≤ 4 KiB) | the daemon's lease |
 //!
 //! The daemon asks [`Coordinator::verdict`] on every pass over an event in
 //! `Approval::Coordinating`; a background task talks to etcd and wakes the daemon
@@ -28,6 +29,9 @@ use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use crate::pipeline::barrier::{BarrierView, DeadVm, VmStanding};
+
+pub mod fleet_reader;
+pub mod fleet_record;
 
 use crate::config::CoordinationConfig;
 use crate::log_messages;
@@ -352,6 +356,21 @@ impl Coordinator {
     pub fn subscribe(&self) -> watch::Receiver<CoordinationStatus> {
         self.inner.status.subscribe()
     }
+
+    /// Publishes this VM's fleet record from `records` under the daemon's lease
+    /// (`fleet/VM`, see [`fleet_record`]) until `shutdown`.
+    pub fn publish_fleet_record(
+        &self,
+        records: watch::Receiver<Option<fleet_record::FleetRecord>>,
+        shutdown: CancellationToken,
+    ) {
+        fleet_record::spawn_publisher(self.inner.clone(), records, shutdown);
+    }
+
+    /// Reads every VM's fleet record for `/status/fleet` (see [`fleet_reader`]).
+    pub fn fleet_reader(&self) -> fleet_reader::FleetReader {
+        fleet_reader::FleetReader::new(self.inner.clone())
+    }
 }
 
 /// The keys of one event.
@@ -370,6 +389,14 @@ impl Inner {
 
     fn member_key(&self, vm: &str) -> String {
         format!("{}/members/{vm}", self.config.prefix)
+    }
+
+    fn fleet_key(&self, vm: &str) -> String {
+        format!("{}{vm}", self.fleet_prefix())
+    }
+
+    pub(crate) fn fleet_prefix(&self) -> String {
+        format!("{}/fleet/", self.config.prefix)
     }
 
     fn keys(&self, event_id: &str) -> EventKeys {

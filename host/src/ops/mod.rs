@@ -1,11 +1,12 @@
 //! Operations: the admin endpoint (health, readiness, metrics, status, the status page),
-//! Prometheus metrics (the etcd barrier's in their own module), the status snapshot, each event's history, systemd notification and
-//! the process's malloc arenas.
+//! Prometheus metrics (the etcd barrier's in their own module), the status snapshot, each event's history, systemd notification,
+//! the process's malloc arenas, and this VM's fleet record as fed to the coordinator.
 
 pub(crate) mod admin;
 pub(crate) mod admin_connections;
 pub(crate) mod coordination_metrics;
 pub mod event_history;
+pub(crate) mod fleet_feed;
 pub mod malloc_arenas;
 pub(crate) mod metrics;
 pub mod status;
