@@ -58,35 +58,13 @@ pub(super) fn examine(
         Ok(Settled::Absent) => return Outcome::Absent,
         Ok(Settled::Moving) => return Outcome::StillBeingWritten(wasm),
         Ok(Settled::Bytes(bytes)) => bytes,
-        Err(source) => {
-            let fingerprint = Fingerprint {
-                wasm: [0; 32],
-                manifest: None,
-            };
-            let error = PluginLoadError::Untrusted(source);
-            return Outcome::Failed {
-                error,
-                fingerprint,
-                on_failure: None,
-            };
-        }
+        Err(source) => return untrusted(source, [0; 32]),
     };
     let manifest_text = match read_settled(&manifest_path, limits.manifest_rules()) {
         Ok(Settled::Absent) => None,
         Ok(Settled::Moving) => return Outcome::StillBeingWritten(manifest_path),
         Ok(Settled::Bytes(text)) => Some(text),
-        Err(source) => {
-            let fingerprint = Fingerprint {
-                wasm: sha256(&bytes),
-                manifest: None,
-            };
-            let error = PluginLoadError::Untrusted(source);
-            return Outcome::Failed {
-                error,
-                fingerprint,
-                on_failure: None,
-            };
-        }
+        Err(source) => return untrusted(source, sha256(&bytes)),
     };
     let fingerprint = Fingerprint {
         wasm: sha256(&bytes),
@@ -118,6 +96,19 @@ pub(super) fn examine(
             fingerprint,
             on_failure: Some(on_failure),
         },
+    }
+}
+
+/// A plugin whose file (component or manifest) failed the trust check, recorded by the
+/// component's hash so that it is not tried again until something changes.
+fn untrusted(source: TrustError, wasm: [u8; 32]) -> Outcome {
+    Outcome::Failed {
+        error: PluginLoadError::Untrusted(source),
+        fingerprint: Fingerprint {
+            wasm,
+            manifest: None,
+        },
+        on_failure: None,
     }
 }
 
