@@ -1,0 +1,59 @@
+
+use super::*;
+
+#[test]
+fn event_records_are_read_by_key() {
+    let prefix = "/forewarn/events/E1/";
+    let kv = |key: &str, value: &str| KeyValue {
+        key: format!("{prefix}{key}"),
+        value: value.into(),
+        lease: 1,
+    };
+    let read = EventRecords::read(
+        &[
+            kv("leader", "vm-b"),
+            kv("ready/vm-a", "1000"),
+            kv("ready/vm-b", "999"),
+            kv("was-ready/vm-c", "vm-c"),
+            kv("approval", "vm-b"),
+        ],
+        prefix,
+    );
+    assert_eq!(read.leader.as_deref(), Some("vm-b"));
+    assert_eq!(read.approval, Some(("vm-b".to_owned(), 1)));
+    assert_eq!(read.ready.len(), 2);
+    assert_eq!(
+        read.ready_for("1000").into_iter().collect::<Vec<_>>(),
+        ["vm-a"]
+    );
+    assert!(read.was_ready.contains("vm-c"));
+}
+
+/// An unreadable NotBefore is read as the instant each VM first saw the event, which
+/// differs from VM to VM: the ready keys must not carry it, or no VM would count the
+/// others ready.
+#[test]
+fn the_ready_marker_leaves_out_a_not_before_forewarn_could_not_read() {
+    let at = std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let event = ScheduledEvent {
+        id: "E1".into(),
+        event_type: forewarn_imds::EventType::Reboot,
+        event_type_raw: "Reboot".into(),
+        resource_type: "VirtualMachine".into(),
+        resources: vec!["vm-a".into(), "vm-b".into()],
+        status: forewarn_imds::EventStatus::Scheduled,
+        not_before: Some(at),
+        description: String::new(),
+        source: forewarn_imds::EventSource::Platform,
+        duration_seconds: None,
+        unreadable: Vec::new(),
+    };
+    assert_eq!(ready_marker(&event), "1800000000000");
+    let mut unreadable = event.clone();
+    unreadable.unreadable.push(forewarn_imds::UnreadableField {
+        field: EventField::NotBefore,
+        raw: "garbage".into(),
+    });
+    assert_eq!(ready_marker(&unreadable), "0");
+    assert_eq!(stated_not_before(&unreadable), None);
+}
