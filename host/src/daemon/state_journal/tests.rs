@@ -1,4 +1,3 @@
-
 use std::io::Write;
 use std::time::Duration;
 

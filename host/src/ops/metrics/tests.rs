@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::pipeline::state::{AnswerOutcome, CallPhase};
 use crate::pipeline::tracker::TransitionKind;
