@@ -530,6 +530,9 @@ impl Inner {
         if claimed {
             return self.record_sent(id, &keys).await;
         }
+        if self.another_still_leads(id, &keys).await? {
+            return Ok(());
+        }
         let records = self.client.list(&keys.event_prefix).await?;
         let records = EventRecords::read(&records, &keys.event_prefix);
         let members = self
@@ -563,6 +566,32 @@ impl Inner {
         }
         self.note_leading(id);
         self.lead(id, &event, &keys, lease, standings).await
+    }
+
+    /// PROTOTYPE (bench-fleet, issue 37): a VM another VM leads for reads only the `leader`
+    /// and `approval` keys, two ranges of one key each, instead of every ready and member
+    /// key: only the leader needs those. True when the leader it saw last still leads and
+    /// nothing is approved yet (the round has nothing else to do); the full read follows
+    /// otherwise. The VM's own view of the others' standings then stays as last read.
+    async fn another_still_leads(&self, id: &str, keys: &EventKeys) -> Result<bool, EtcdError> {
+        let known = self
+            .lock()
+            .events
+            .get(id)
+            .and_then(|tracked| tracked.barrier.leader.clone())
+            .filter(|leader| *leader != self.vm);
+        let Some(known) = known else {
+            return Ok(false);
+        };
+        let leader = self.client.list(&keys.leader).await?;
+        let still = leader
+            .iter()
+            .any(|kv| kv.key == keys.leader && kv.value == known);
+        if !still {
+            return Ok(false);
+        }
+        let approval = self.client.list(&keys.approval).await?;
+        Ok(!approval.iter().any(|kv| kv.key == keys.approval))
     }
 
     fn snapshot(&self, id: &str) -> Option<(ScheduledEvent, Option<i64>, bool)> {
