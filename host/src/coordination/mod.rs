@@ -568,30 +568,34 @@ impl Inner {
         self.lead(id, &event, &keys, lease, standings).await
     }
 
-    /// PROTOTYPE (bench-fleet, issue 37): a VM another VM leads for reads only the `leader`
-    /// and `approval` keys, two ranges of one key each, instead of every ready and member
-    /// key: only the leader needs those. True when the leader it saw last still leads and
-    /// nothing is approved yet (the round has nothing else to do); the full read follows
-    /// otherwise. The VM's own view of the others' standings then stays as last read.
+    /// Whether a VM another VM leads may end its round after reading the `leader` and
+    /// `approval` keys (two ranges of one key each): see [`reads_everything`]. Its view of the
+    /// others' standings then stays as last read in full.
     async fn another_still_leads(&self, id: &str, keys: &EventKeys) -> Result<bool, EtcdError> {
-        let known = self
+        let seen = self
             .lock()
             .events
             .get(id)
-            .and_then(|tracked| tracked.barrier.leader.clone())
-            .filter(|leader| *leader != self.vm);
-        let Some(known) = known else {
+            .and_then(|tracked| tracked.barrier.leader.clone());
+        let Some(seen) = seen.filter(|leader| *leader != self.vm) else {
             return Ok(false);
         };
         let leader = self.client.list(&keys.leader).await?;
-        let still = leader
+        let leader_now = leader
             .iter()
-            .any(|kv| kv.key == keys.leader && kv.value == known);
-        if !still {
+            .find(|kv| kv.key == keys.leader)
+            .map(|kv| kv.value.as_str());
+        if reads_everything(&self.vm, Some(&seen), leader_now, false) {
             return Ok(false);
         }
         let approval = self.client.list(&keys.approval).await?;
-        Ok(!approval.iter().any(|kv| kv.key == keys.approval))
+        let claimed = approval.iter().any(|kv| kv.key == keys.approval);
+        Ok(!reads_everything(
+            &self.vm,
+            Some(&seen),
+            leader_now,
+            claimed,
+        ))
     }
 
     fn snapshot(&self, id: &str) -> Option<(ScheduledEvent, Option<i64>, bool)> {
@@ -963,6 +967,23 @@ impl EventRecords {
             .filter(|(_, ready_for)| ready_for.as_str() == marker)
             .map(|(vm, _)| vm.clone())
             .collect()
+    }
+}
+
+/// Whether a round over an event must read all of it (every ready and member key) or may
+/// stop after the `leader` and `approval` keys. Only the leader needs the others' standings;
+/// a VM another VM leads needs to know only that the leader it saw is still there and that
+/// nothing is claimed yet. Reading everything on every round made etcd's traffic grow as N²
+/// (every waiting VM reading every VM's keys every 200 ms: BENCHMARKS.md, "Fleets").
+fn reads_everything(
+    me: &str,
+    leader_seen: Option<&str>,
+    leader_now: Option<&str>,
+    approval_claimed: bool,
+) -> bool {
+    match (leader_seen, leader_now) {
+        (Some(seen), Some(now)) if seen == now && seen != me => approval_claimed,
+        _ => true,
     }
 }
 

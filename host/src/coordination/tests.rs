@@ -56,3 +56,24 @@ fn the_ready_marker_leaves_out_a_not_before_forewarn_could_not_read() {
     assert_eq!(ready_marker(&unreadable), "0");
     assert_eq!(stated_not_before(&unreadable), None);
 }
+
+#[test]
+fn only_the_leader_or_a_change_needs_the_whole_event_read() {
+    // (leader seen, leader now, approval claimed) → read everything?
+    let rows = [
+        (None, None, false, true),                  // nobody leads yet: campaign
+        (None, Some("vm-b"), false, true),          // first sight of a leader
+        (Some("vm-b"), Some("vm-b"), false, false), // the same leader, nothing claimed: wait
+        (Some("vm-b"), Some("vm-b"), true, true),   // claimed: settle the approval
+        (Some("vm-b"), Some("vm-c"), false, true),  // another leader now
+        (Some("vm-b"), None, false, true),          // the leader is gone: campaign
+        (Some("vm-a"), Some("vm-a"), false, true),  // this VM leads: it counts the standings
+    ];
+    for (seen, now, claimed, expected) in rows {
+        assert_eq!(
+            super::reads_everything("vm-a", seen, now, claimed),
+            expected,
+            "seen {seen:?}, now {now:?}, claimed {claimed}"
+        );
+    }
+}
