@@ -93,6 +93,26 @@ pub enum EtcdError {
     Setup(String),
 }
 
+/// What the members' status says of a request every endpoint failed.
+enum Outage {
+    /// A member knows a leader: the failure was passing (an election), or is something else.
+    LeaderKnown(EtcdError),
+    /// Members answer and none knows a leader.
+    NoQuorum(EtcdError),
+    /// No member answered its status.
+    Unexplained(EtcdError),
+}
+
+impl Outage {
+    fn into_error(self) -> EtcdError {
+        match self {
+            Outage::LeaderKnown(error) | Outage::NoQuorum(error) | Outage::Unexplained(error) => {
+                error
+            }
+        }
+    }
+}
+
 impl EtcdError {
     /// Whether the error is about one endpoint, so the next one is worth trying: it did not
     /// answer, or its member answered that it cannot serve now (HTTP 5xx: no leader, a
@@ -361,15 +381,40 @@ impl EtcdClient {
     }
 
     /// POSTs `body` to `path` on the preferred endpoint, then on each other one while they
-    /// fail as endpoints (no answer, or HTTP 5xx). When every one failed, says whether the
-    /// cluster lost its quorum ([`EtcdError::NoQuorum`]).
+    /// fail as endpoints (no answer, or HTTP 5xx). When every one failed but a member knows a
+    /// leader now, the cluster was electing one (a member died: every request in flight is
+    /// answered "leader changed"), and the request goes round the endpoints once more. When
+    /// they fail again, says whether the cluster lost its quorum ([`EtcdError::NoQuorum`]).
     async fn call<T: DeserializeOwned>(&self, path: &str, body: Value) -> Result<T, EtcdError> {
+        let error = match self.call_each_endpoint(path, &body).await {
+            Ok(answer) => return Ok(answer),
+            Err(error) if !error.is_endpoint_failure() => return Err(error),
+            Err(error) => error,
+        };
+        let error = match self.explain_outage(error).await {
+            Outage::LeaderKnown(_) => match self.call_each_endpoint(path, &body).await {
+                Ok(answer) => return Ok(answer),
+                Err(error) if !error.is_endpoint_failure() => return Err(error),
+                Err(error) => self.explain_outage(error).await,
+            },
+            explained => explained,
+        };
+        Err(error.into_error())
+    }
+
+    /// `body` to `path` on each endpoint from the preferred one, until one answers or fails
+    /// other than as an endpoint; the last failure otherwise.
+    async fn call_each_endpoint<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &Value,
+    ) -> Result<T, EtcdError> {
         let first = self.preferred.load(Ordering::Relaxed);
         let mut last_error = None;
         for offset in 0..self.endpoints.len() {
             let index = (first + offset) % self.endpoints.len();
             let endpoint = &self.endpoints[index];
-            match self.call_endpoint(endpoint, path, &body).await {
+            match self.call_endpoint(endpoint, path, body).await {
                 Ok(answer) => {
                     self.preferred.store(index, Ordering::Relaxed);
                     return Ok(answer);
@@ -378,16 +423,14 @@ impl EtcdClient {
                 Err(error) => return Err(error),
             }
         }
-        let Some(error) = last_error else {
-            return Err(EtcdError::Setup("no endpoints".into()));
-        };
-        Err(self.explain_outage(error).await)
+        Err(last_error.unwrap_or_else(|| EtcdError::Setup("no endpoints".into())))
     }
 
     /// Every endpoint failed with `error`. Asks each member for its status (served by the
-    /// member alone, without a quorum): when some answer and none of them knows a leader,
-    /// the cluster lost its quorum; otherwise `error` stands.
-    async fn explain_outage(&self, error: EtcdError) -> EtcdError {
+    /// member alone, without a quorum): when one knows a leader, the cluster has one now;
+    /// when some answer and none knows a leader, the cluster lost its quorum; otherwise
+    /// `error` stands.
+    async fn explain_outage(&self, error: EtcdError) -> Outage {
         /// etcd always sends `header`: an answer without it is not from an etcd member.
         #[derive(Deserialize)]
         struct MemberStatus {
@@ -404,19 +447,19 @@ impl EtcdClient {
                 .post(endpoint, STATUS_PATH, &json!({}), token.as_deref())
                 .await;
             match status {
-                Ok(status) if status.leader.0 != 0 => return error,
+                Ok(status) if status.leader.0 != 0 => return Outage::LeaderKnown(error),
                 Ok(_) => answering.push(endpoint.clone()),
                 Err(_) => silent.push(endpoint.clone()),
             }
         }
         if answering.is_empty() {
-            return error;
+            return Outage::Unexplained(error);
         }
-        EtcdError::NoQuorum {
+        Outage::NoQuorum(EtcdError::NoQuorum {
             answering,
             silent,
             cause: error.describe(""),
-        }
+        })
     }
 
     /// One endpoint; authenticates first when credentials are set, and once more when etcd

@@ -61,6 +61,12 @@ pub enum CoordinationError {
     Client(#[from] EtcdError),
 }
 
+/// How long the rounds of a connected coordinator may fail before its events fall back to
+/// the single-VM policy: a cluster electing a new leader (a member died) answers every
+/// request "leader changed" or "no leader" for about a second; that is no reason to approve
+/// alone. Meanwhile events wait.
+const FALL_BACK_AFTER: Duration = Duration::from_secs(3);
+
 /// The link to etcd, as the status shows it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -181,6 +187,8 @@ struct Shared {
     since_unix_ms: u64,
     last_error: Option<String>,
     lease_id: Option<i64>,
+    /// When the rounds began failing while connected (None while they succeed).
+    failing_since: Option<Instant>,
 }
 
 struct Tracked {
@@ -858,7 +866,17 @@ impl Inner {
         let mut shared = self.lock();
         shared.lease_id = lease_id;
         let previous = shared.connection;
-        shared.connection = Connection::of(&outcome);
+        let now = Instant::now();
+        shared.failing_since = match outcome {
+            Ok(()) => None,
+            Err(_) => Some(shared.failing_since.unwrap_or(now)),
+        };
+        shared.connection = connection_after(
+            previous,
+            Connection::of(&outcome),
+            shared.failing_since,
+            now,
+        );
         if let Err(error) = outcome {
             // Settings are named as keys of the config file, e.g. `coordination.endpoints`.
             let error = error.describe("coordination");
@@ -896,6 +914,24 @@ impl Inner {
         if changed {
             self.daemon_wake.notify_one();
         }
+    }
+}
+
+/// The link after a round whose own outcome is `observed`: a connected coordinator whose
+/// rounds began failing less than [`FALL_BACK_AFTER`] ago stays connected (its events wait).
+fn connection_after(
+    previous: Connection,
+    observed: Connection,
+    failing_since: Option<Instant>,
+    now: Instant,
+) -> Connection {
+    let Some(since) = failing_since else {
+        return observed;
+    };
+    let passing = now.saturating_duration_since(since) < FALL_BACK_AFTER;
+    match previous == Connection::Connected && observed.falls_back() && passing {
+        true => Connection::Connected,
+        false => observed,
     }
 }
 

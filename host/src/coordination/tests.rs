@@ -77,3 +77,80 @@ fn only_the_leader_or_a_change_needs_the_whole_event_read() {
         );
     }
 }
+
+#[test]
+fn a_connected_coordinator_falls_back_only_after_its_rounds_failed_for_a_while() {
+    use super::{Connection, FALL_BACK_AFTER, connection_after};
+    use std::time::{Duration, Instant};
+    let t0 = Instant::now();
+    let rows = [
+        // (previous, observed, failing since, now, expected)
+        (
+            Connection::Connected,
+            Connection::Connected,
+            None,
+            t0,
+            Connection::Connected,
+        ),
+        // An election: the first failures of a connected coordinator are waited out.
+        (
+            Connection::Connected,
+            Connection::Unreachable,
+            Some(t0),
+            t0,
+            Connection::Connected,
+        ),
+        (
+            Connection::Connected,
+            Connection::NoQuorum,
+            Some(t0),
+            t0 + Duration::from_secs(2),
+            Connection::Connected,
+        ),
+        // Failing for longer: fall back.
+        (
+            Connection::Connected,
+            Connection::Unreachable,
+            Some(t0),
+            t0 + FALL_BACK_AFTER,
+            Connection::Unreachable,
+        ),
+        (
+            Connection::Connected,
+            Connection::NoQuorum,
+            Some(t0),
+            t0 + FALL_BACK_AFTER,
+            Connection::NoQuorum,
+        ),
+        // Never connected, or already fallen back: as observed at once.
+        (
+            Connection::Connecting,
+            Connection::Unreachable,
+            Some(t0),
+            t0,
+            Connection::Unreachable,
+        ),
+        (
+            Connection::Unreachable,
+            Connection::NoQuorum,
+            Some(t0),
+            t0,
+            Connection::NoQuorum,
+        ),
+        (
+            Connection::Unreachable,
+            Connection::Connected,
+            None,
+            t0,
+            Connection::Connected,
+        ),
+    ];
+    for (previous, observed, since, now, expected) in rows {
+        assert_eq!(
+            connection_after(previous, observed, since, now),
+            expected,
+            "{previous:?} then {observed:?} at {:?}",
+            now.saturating_duration_since(t0)
+        );
+    }
+}

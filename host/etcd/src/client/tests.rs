@@ -199,3 +199,31 @@ fn gateway_errors_are_shown_by_their_message() {
     let streamed = r#"{"error":{"grpc_code":14,"http_code":503,"message":"etcdserver: no leader","http_status":"Service Unavailable"}}"#;
     assert_eq!(gateway_error_message(streamed), "etcdserver: no leader");
 }
+
+#[tokio::test]
+async fn a_request_answered_leader_changed_everywhere_is_sent_again_once_a_leader_is_known() {
+    // A member that answered "leader changed" to the first range (an election after another
+    // member died) and serves the next one; its status knows the new leader.
+    let ranges = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = ranges.clone();
+    let member = fake_member(move |path| {
+        if path == STATUS_PATH {
+            return (200, r#"{"header":{},"leader":"42"}"#);
+        }
+        match counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+            0 => (
+                503,
+                r#"{"error":"etcdserver: leader changed","message":"etcdserver: leader changed","code":14}"#,
+            ),
+            _ => (200, r#"{"header":{},"kvs":[]}"#),
+        }
+    })
+    .await;
+    let down = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", listener.local_addr().unwrap())
+    };
+    let client = EtcdClient::connect(&settings(&[&down, &member])).unwrap();
+    assert_eq!(client.list("/forewarn/").await.unwrap(), Vec::new());
+    assert_eq!(ranges.load(std::sync::atomic::Ordering::SeqCst), 2);
+}
