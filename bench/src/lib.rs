@@ -3,6 +3,24 @@
 
 use std::time::Duration;
 
+/// The `forewarn` binary: `$FOREWARN_BINARY` (to measure another build), else the one beside
+/// this executable (`cargo build --workspace` builds both).
+pub fn forewarn_binary() -> anyhow::Result<std::path::PathBuf> {
+    let binary = match std::env::var_os("FOREWARN_BINARY") {
+        Some(path) => std::path::PathBuf::from(path),
+        None => std::env::current_exe()
+            .map_err(|error| anyhow::anyhow!("cannot find this executable: {error}"))?
+            .with_file_name("forewarn"),
+    };
+    if !binary.exists() {
+        anyhow::bail!(
+            "{} does not exist: build it first (cargo build --workspace)",
+            binary.display()
+        );
+    }
+    Ok(binary)
+}
+
 /// The `percent`th percentile of sorted `times` (nearest rank); zero when there are none.
 pub fn percentile(times: &[Duration], percent: usize) -> Duration {
     if times.is_empty() {
@@ -43,4 +61,67 @@ pub fn row(label: &str, times: &[Duration]) -> String {
         micros(percentile(times, 99)),
         micros(max)
     )
+}
+
+/// What `/proc` says about a process and the machine: CPU time, resident memory, load.
+pub mod proc_stats {
+    use std::time::Duration;
+
+    use anyhow::Context as _;
+
+    /// The process's user + system CPU time so far, from /proc/PID/stat; `ticks` is
+    /// [`clock_ticks_per_second`].
+    pub fn process_cpu(pid: u32, ticks: u64) -> anyhow::Result<Duration> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .with_context(|| format!("cannot read /proc/{pid}/stat"))?;
+        // The command name may hold spaces: the fields after it start past its ')'.
+        let after_name = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest)
+            .context("/proc/PID/stat has no ')'")?;
+        let fields: Vec<&str> = after_name.split_whitespace().collect();
+        // utime and stime are fields 14 and 15 of stat: the 12th and 13th after the name.
+        let field = |index: usize| -> anyhow::Result<u64> {
+            fields
+                .get(index)
+                .context("/proc/PID/stat is too short")?
+                .parse()
+                .context("a CPU time in /proc/PID/stat is not a number")
+        };
+        let ticks_used = field(11)? + field(12)?;
+        Ok(Duration::from_secs_f64(ticks_used as f64 / ticks as f64))
+    }
+
+    /// `getconf CLK_TCK`: the unit of the CPU times in /proc.
+    pub fn clock_ticks_per_second() -> anyhow::Result<u64> {
+        let output = std::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .context("cannot run getconf CLK_TCK")?;
+        String::from_utf8_lossy(&output.stdout)
+            .trim()
+            .parse()
+            .context("getconf CLK_TCK did not print a number")
+    }
+
+    /// The process's resident memory (`VmRSS` of /proc/PID/status), in KiB.
+    pub fn rss_kib(pid: u32) -> anyhow::Result<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .with_context(|| format!("cannot read /proc/{pid}/status"))?;
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|kib| kib.parse().ok())
+            .with_context(|| format!("no VmRSS in /proc/{pid}/status"))
+    }
+
+    /// The machine's 1-minute load average (/proc/loadavg).
+    pub fn load_average() -> anyhow::Result<f64> {
+        let text = std::fs::read_to_string("/proc/loadavg").context("cannot read /proc/loadavg")?;
+        text.split_whitespace()
+            .next()
+            .and_then(|first| first.parse().ok())
+            .context("/proc/loadavg does not start with a number")
+    }
 }

@@ -48,6 +48,11 @@ pub const COORDINATION_LEADS: &str = "this VM leads the approval of the event";
 pub const COORDINATION_NO_QUORUM: &str = "etcd has lost its quorum: events naming several VMs \
      fall back to the single-VM policy (`policy.group-approval`) until it is back; nothing is \
      approved early because of this";
+/// The fleet view: this VM's status record could not be written to etcd (field `error`);
+/// logged once per streak of failures, retried every 2 s, never touching the barrier.
+pub const FLEET_RECORD_WRITE_FAILED: &str = "cannot write this VM's fleet record to etcd; \
+     retrying (approvals are not affected; `forewarn fleet status` on other VMs shows this \
+     one as gone once its lease expires)";
 /// A plugin starts preparing before the plugins it runs after approved, so the chain fits
 /// before NotBefore (fields `event_id`, `plugin`, `cut_short`, `needed_ms`, `left_ms`).
 pub const TURN_SHORTENED: &str =

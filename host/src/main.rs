@@ -35,6 +35,9 @@ enum Command {
     Sdk(SdkCommand),
     /// Show what the running daemon is doing: events, plugin decisions, plugins, IMDS polls.
     Status(cli::status_command::Args),
+    /// The VMs coordinating through etcd with this one (`[coordination]`).
+    #[command(subcommand)]
+    Fleet(FleetCommand),
     /// Print the example configuration, or check a configuration file.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -83,6 +86,13 @@ enum SdkCommand {
     Export(cli::sdk_export::Args),
     /// Wrap a core wasm module built by clang into a plugin component (the C SDK's last step).
     ComponentNew(cli::sdk_component_new::Args),
+}
+
+#[derive(Subcommand)]
+enum FleetCommand {
+    /// List every VM of the coordination group: publishing or gone, its last IMDS poll, its
+    /// events with its stage on each, and what holds it.
+    Status(cli::fleet_status::Args),
 }
 
 #[derive(Subcommand)]
@@ -155,6 +165,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Sdk(SdkCommand::Export(args)) => cli::sdk_export::run(args).await,
         Command::Sdk(SdkCommand::ComponentNew(args)) => cli::sdk_component_new::run(args).await,
         Command::Status(args) => cli::status_command::run(args).await,
+        Command::Fleet(FleetCommand::Status(args)) => cli::fleet_status::run(args).await,
         Command::Config(ConfigCommand::Example(args)) => cli::config_example::run(args).await,
         Command::Config(ConfigCommand::Check(args)) => cli::config_check::run(args).await,
         Command::DemoWorkload(command) => cli::demo_workload::run(command).await,

@@ -1,14 +1,13 @@
 //! The two pages in a real browser: headless Chromium (Debian's package) generates a Reboot on
 //! the simulator console and watches the daemon's status page show the decisions and approval.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use forewarn_simulator::Transition;
+use forewarn_test_support::browser::{assert_png, pages_command, screenshot_dir};
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
-    ProbePlugin, TestEnv, accepted_approvals, install_bundled_plugin,
+    ProbePlugin, TestEnv, accepted_approvals, http_get, install_bundled_plugin,
 };
 use serde::Deserialize;
 
@@ -32,6 +31,7 @@ struct PagesSeen {
     approval_post: RequestSeen,
     document: String,
     phone_overflow_px: i64,
+    fleet_hidden: bool,
     outside_requests: Vec<String>,
     page_errors: Vec<String>,
 }
@@ -54,51 +54,6 @@ struct RequestSeen {
     status: Option<String>,
 }
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("host/ has a parent")
-        .to_path_buf()
-}
-
-/// Debian's Chromium, which `tests/run.sh` installs.
-fn chromium() -> PathBuf {
-    let found = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-        .map(|dir| dir.join("chromium"))
-        .find(|candidate| candidate.is_file());
-    found.unwrap_or_else(|| {
-        panic!(
-            "headless Chromium is missing: run `bash tests/run.sh` (installs Debian's chromium) or `bash tests/install-browser.sh`"
-        )
-    })
-}
-
-/// The browser script, after checking its npm dependency is installed.
-fn pages_script() -> PathBuf {
-    let browser_dir = repo_root().join("tests/browser");
-    let puppeteer = browser_dir.join("node_modules/puppeteer-core/package.json");
-    assert!(
-        puppeteer.is_file(),
-        "puppeteer-core is missing from tests/browser/node_modules: run `bash tests/install-browser.sh` (tests/run.sh does)"
-    );
-    browser_dir.join("pages.mjs")
-}
-
-/// Where a run leaves its screenshots for a person to look at.
-fn screenshot_dir() -> PathBuf {
-    repo_root().join("tests/browser/screenshots")
-}
-
-fn assert_png(path: &Path) {
-    let bytes = std::fs::read(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
-    assert!(
-        bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 10_000,
-        "{} is not a screenshot with content ({} bytes)",
-        path.display(),
-        bytes.len()
-    );
-}
-
 #[test]
 fn a_reboot_generated_on_the_console_shows_its_decisions_and_approval_on_the_status_page() {
     let env = TestEnv::builder(forewarn_binary!())
@@ -113,15 +68,12 @@ fn a_reboot_generated_on_the_console_shows_its_decisions_and_approval_on_the_sta
     let admin = daemon.admin_address(WAIT);
 
     let screenshots = screenshot_dir();
-    let output = Command::new("node")
-        .arg(pages_script())
-        .env("FOREWARN_CHROMIUM", chromium())
+    let output = pages_command()
         .env(
             "FOREWARN_CONSOLE_URL",
             format!("{}/", env.simulator.base_url),
         )
         .env("FOREWARN_STATUS_URL", format!("http://{admin}/"))
-        .env("FOREWARN_SCREENSHOT_DIR", &screenshots)
         .env(
             "FOREWARN_NOT_BEFORE_SECONDS",
             NOT_BEFORE_SECONDS.to_string(),
@@ -199,6 +151,17 @@ fn a_reboot_generated_on_the_console_shows_its_decisions_and_approval_on_the_sta
     assert_eq!(
         env.simulator.state().transitions_of(&seen.waiting_event_id),
         [Transition::Appeared, Transition::Canceled]
+    );
+
+    // No [coordination]: no fleet section, and /status/fleet says what to configure.
+    assert!(
+        seen.fleet_hidden,
+        "the fleet section shows without [coordination]"
+    );
+    let refused = http_get(&admin, "/status/fleet").expect_err("404 without [coordination]");
+    assert!(
+        refused.contains("404") && refused.contains("[coordination]"),
+        "{refused}"
     );
 
     // Offline, phone-sized, no script errors.

@@ -7,6 +7,10 @@
 //
 // Inputs (environment): FOREWARN_CHROMIUM (the browser), FOREWARN_CONSOLE_URL,
 // FOREWARN_STATUS_URL, FOREWARN_SCREENSHOT_DIR, FOREWARN_NOT_BEFORE_SECONDS, FOREWARN_WAIT_MS.
+//
+// With FOREWARN_FLEET_VMS=N (host/tests/e2e_fleet_view.rs), only the status page's fleet
+// section: it waits for N VMs (and for FOREWARN_FLEET_GONE, when set, shown gone) and prints
+// each row's VM, state, stage and holders; no console.
 import puppeteer from 'puppeteer-core';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -21,10 +25,9 @@ const env = (name) => {
 };
 
 const chromium = env('FOREWARN_CHROMIUM');
-const consoleUrl = env('FOREWARN_CONSOLE_URL');
+const fleetVms = process.env.FOREWARN_FLEET_VMS;
 const statusUrl = env('FOREWARN_STATUS_URL');
 const screenshotDir = env('FOREWARN_SCREENSHOT_DIR');
-const notBeforeSeconds = env('FOREWARN_NOT_BEFORE_SECONDS');
 const waitMs = Number(env('FOREWARN_WAIT_MS'));
 mkdirSync(screenshotDir, { recursive: true });
 
@@ -86,9 +89,36 @@ const browser = await puppeteer.launch({
     '--disable-backgrounding-occluded-windows',
   ],
 });
-let exitCode = 0;
-try {
-  const desktop = { width: 1280, height: 900 };
+const desktop = { width: 1280, height: 900 };
+
+/** The fleet section: N rows, the gone VM marked; what each row shows. */
+async function fleetSeen() {
+  const status = await openPage(browser, desktop);
+  await status.goto(statusUrl, { waitUntil: 'load' });
+  const count = Number(fleetVms);
+  try {
+    await status.waitForFunction((count) => document.querySelectorAll('#fleet:not([hidden]) [data-fleet-vm]').length >= count, { timeout: waitMs }, count);
+  } catch (error) {
+    await status.screenshot({ path: join(screenshotDir, 'failed-fleet.png'), fullPage: true }).catch(() => {});
+    throw new Error(`${statusUrl}: no ${count} VMs in the fleet section within ${waitMs} ms: ${error.message}`);
+  }
+  const gone = process.env.FOREWARN_FLEET_GONE;
+  if (gone) await waitFor(status, `#fleet [data-fleet-vm="${gone}"][data-fleet-state="gone"]`, `${gone} shown gone`);
+  const rows = await status.$$eval('#fleet [data-fleet-vm]', (nodes) => nodes.map((node) => ({
+    vm: node.getAttribute('data-fleet-vm'),
+    state: node.getAttribute('data-fleet-state'),
+    stage: node.getAttribute('data-fleet-stage'),
+    holders: [...node.querySelectorAll('[data-holder]')].map((holder) => holder.getAttribute('data-holder')),
+    text: node.textContent,
+  })));
+  await status.screenshot({ path: join(screenshotDir, gone ? 'fleet-gone.png' : 'fleet.png'), fullPage: true });
+  return { rows, outside_requests: outside, page_errors: pageErrors };
+}
+
+/** The console and the status page, as the module comment says. */
+async function consoleAndStatusSeen() {
+  const consoleUrl = env('FOREWARN_CONSOLE_URL');
+  const notBeforeSeconds = env('FOREWARN_NOT_BEFORE_SECONDS');
   const simulator = await openPage(browser, desktop);
   await simulator.goto(consoleUrl, { waitUntil: 'load' });
   await waitFor(simulator, '#scenario-name', 'the console shows the scenario');
@@ -113,6 +143,7 @@ try {
   }
   const plugins = await status.$$eval('#plugins [data-plugin-name]', (nodes) => nodes.map((node) => node.getAttribute('data-plugin-name')));
   const ready = await status.$eval('#readiness', (node) => node.getAttribute('data-ready'));
+  const fleetHidden = await status.$eval('#fleet', (node) => node.hidden);
 
   // A Redeploy two hours ahead waits for the prepare lead time: the page counts down to it.
   await generate(simulator, 'Redeploy', '7200');
@@ -142,7 +173,7 @@ try {
   const phoneOverflow = await phone.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   await phone.screenshot({ path: join(screenshotDir, 'status-page-phone.png'), fullPage: true });
 
-  console.log(JSON.stringify({
+  return {
     event_id: eventId,
     calls,
     plugins,
@@ -152,9 +183,15 @@ try {
     approval_post: { text: postText, status: postStatus },
     document: documentText,
     phone_overflow_px: phoneOverflow,
+    fleet_hidden: fleetHidden,
     outside_requests: outside,
     page_errors: pageErrors,
-  }));
+  };
+}
+
+let exitCode = 0;
+try {
+  console.log(JSON.stringify(fleetVms ? await fleetSeen() : await consoleAndStatusSeen()));
 } catch (error) {
   console.error(`pages.mjs: ${error.message}`);
   exitCode = 1;

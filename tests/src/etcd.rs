@@ -320,6 +320,22 @@ impl EtcdCluster {
     pub fn etcdctl(&self, index: usize, args: &[&str]) -> Output {
         etcdctl(&self.endpoint(index), args)
     }
+
+    /// Every member's client URL, comma-separated (etcdctl's `--endpoints`).
+    pub fn endpoints(&self) -> String {
+        let urls: Vec<String> = self.members.iter().map(Member::endpoint).collect();
+        urls.join(",")
+    }
+
+    /// `127.0.0.1:PORT` where member `index` serves `/metrics` and `/health` over plain HTTP.
+    pub fn metrics_address(&self, index: usize) -> &str {
+        &self.members[index].health
+    }
+
+    /// The process id of member `index`, while it runs.
+    pub fn pid(&self, index: usize) -> Option<u32> {
+        self.members[index].process.as_ref().map(ChildGuard::id)
+    }
 }
 
 static SHARED: Mutex<Option<EtcdCluster>> = Mutex::new(None);

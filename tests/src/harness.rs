@@ -332,6 +332,11 @@ impl Simulator {
         }
     }
 
+    /// The simulator's process id.
+    pub fn pid(&self) -> u32 {
+        self.process.id()
+    }
+
     /// `host:port` of the simulator.
     pub fn address(&self) -> &str {
         self.base_url.trim_start_matches("http://")

@@ -4,6 +4,8 @@
 
 /// Azurite's Blob service over HTTPS with OAuth, for the blob storage tests.
 pub mod azurite;
+/// The browser tests' script (`tests/browser/pages.mjs`) and its Chromium.
+pub mod browser;
 /// Real etcd on loopback: one member, or a cluster whose members the tests kill and restart.
 pub mod etcd;
 /// A small OCI registry that can be told to misbehave, for the supply-chain tests.

@@ -11,18 +11,14 @@ use crate::limits::InstanceLimits;
 use crate::log_budget::LogBudget;
 use crate::plugin_log::PluginLogLine;
 use crate::sandbox::{self, CapturedOutput};
-use crate::services::StateStoreError;
 use crate::services::{HostServices, PluginSettings};
+use crate::wit::latest::HostError;
 
 /// How many lines a plugin may put in the daemon log in one call (its own `log` lines, its
 /// stdout and stderr, refused host calls); over time, its `LogBudget` bounds them too.
 pub const LOG_LINES_PER_CALL: u32 = 200;
 /// Longest log line kept; longer ones are cut.
 pub const LOG_LINE_MAX_BYTES: usize = 4096;
-/// Most state writes (`state-set`, `state-delete`) one call may make: each is an fsync.
-pub const STATE_WRITES_PER_CALL: u32 = 64;
-/// Most bytes (keys plus values) one call may write with `state-set`.
-pub(crate) const STATE_WRITE_BYTES_PER_CALL: usize = 1024 * 1024;
 
 /// Longest plugin-chosen value (URL, action name, error text) in a daemon log line.
 pub(crate) const LOG_FIELD_MAX_BYTES: usize = 512;
@@ -45,7 +41,7 @@ pub(crate) struct CallState {
     pub(crate) logged: Vec<PluginLogLine>,
     pub(crate) state_writes: u32,
     pub(crate) state_write_bytes: usize,
-    pub(crate) state_disk_budget: crate::services::DiskBudget,
+    pub(crate) state_disk_budget: crate::capabilities::key_value::store::DiskBudget,
     pub(crate) stdout: CapturedOutput,
     pub(crate) stderr: CapturedOutput,
     /// True while the instance is made ahead of its call: the plugin's own host functions
@@ -92,7 +88,7 @@ impl CallState {
             logged: Vec::new(),
             state_writes: 0,
             state_write_bytes: 0,
-            state_disk_budget: crate::services::DiskBudget::per_call(),
+            state_disk_budget: crate::capabilities::key_value::store::DiskBudget::per_call(),
             stdout,
             stderr,
             preparing: false,
@@ -107,6 +103,17 @@ impl CallState {
             self.host_called_while_preparing = true;
         }
         self.preparing
+    }
+
+    /// Refuses a host function while the instance is made ahead of its call: such an
+    /// instance is then not kept, and the call makes its own instance, where it is allowed.
+    pub(crate) fn not_while_preparing(&mut self) -> Result<(), HostError> {
+        if self.refuse_while_preparing() {
+            return Err(HostError::Failed(
+                "not available while the instance is being made ahead of its call".into(),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -133,30 +140,6 @@ impl CallState {
         }
         self.log_lines += 1;
         true
-    }
-}
-
-impl CallState {
-    /// Counts one state write of `bytes` against the call's limits; Err names the limit.
-    pub(crate) fn take_state_write(&mut self, bytes: usize) -> Result<(), StateStoreError> {
-        if self.state_writes >= STATE_WRITES_PER_CALL {
-            return Err(StateStoreError::Refused(format!(
-                "plugin `{}` made more than {STATE_WRITES_PER_CALL} state writes in one call; \
-                 keep related values under one key, or write once at the end of the call",
-                self.plugin
-            )));
-        }
-        let total = self.state_write_bytes.saturating_add(bytes);
-        if total > STATE_WRITE_BYTES_PER_CALL {
-            return Err(StateStoreError::Refused(format!(
-                "plugin `{}` wrote more than {STATE_WRITE_BYTES_PER_CALL} bytes of state in one \
-                 call; store less, or spread the writes over calls",
-                self.plugin
-            )));
-        }
-        self.state_writes += 1;
-        self.state_write_bytes = total;
-        Ok(())
     }
 }
 

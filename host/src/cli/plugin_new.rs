@@ -8,8 +8,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 
+use crate::cli::plugin_templates::{self as templates, Lang, SdkSource, Substitutions};
 use crate::plugins::carried_sdk;
-use crate::plugins::templates::{self, Lang, SdkSource, Substitutions};
 
 /// `--lang`: the template's language.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

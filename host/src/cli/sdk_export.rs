@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::cli::plugin_new::LangArg;
+use crate::cli::plugin_templates::Lang;
 use crate::plugins::carried_sdk::{self, SDK_VERSION};
-use crate::plugins::templates::Lang;
 
 /// Options of `forewarn sdk export`.
 #[derive(Debug, Clone, clap::Args)]

@@ -14,6 +14,14 @@ use crate::ops::status::StatusSnapshot;
 /// `forewarn status`'s arguments.
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    #[command(flatten)]
+    daemon: DaemonArgs,
+}
+
+/// Which daemon to ask, and how to print its answer: shared by `forewarn status` and
+/// `forewarn fleet status`.
+#[derive(Debug, clap::Args)]
+pub struct DaemonArgs {
     /// The daemon's admin endpoint, as `[admin] listen` writes it (`127.0.0.1:9555`) or as a
     /// URL (`http://127.0.0.1:9555`). Default: `[admin] listen` from the config file.
     #[arg(long)]
@@ -21,22 +29,30 @@ pub struct Args {
     /// Config file to read the admin address from. Default: /etc/forewarn/forewarn.toml if it exists.
     #[arg(long, short)]
     config: Option<PathBuf>,
-    /// Print the status as JSON (for scripts) instead of a table.
+    /// Print the daemon's answer as JSON (for scripts) instead of a table.
     #[arg(long)]
-    json: bool,
+    pub json: bool,
+}
+
+impl DaemonArgs {
+    /// The URL of `path` on the daemon's admin endpoint: `--admin` as given, or `[admin]
+    /// listen` from the config file.
+    pub(crate) fn url(&self, path: &str) -> anyhow::Result<String> {
+        let base = match &self.admin {
+            Some(address) => admin_base_url(address),
+            None => admin_url(&Config::load_or_default(self.config.as_deref())?),
+        };
+        Ok(format!("{}{path}", base.trim_end_matches('/')))
+    }
 }
 
 /// Fetches `/status` and prints it; fails naming the URL when the daemon does not answer.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let base = match args.admin {
-        Some(address) => admin_base_url(&address),
-        None => admin_url(&Config::load_or_default(args.config.as_deref())?),
-    };
-    let url = format!("{}/status", base.trim_end_matches('/'));
+    let url = args.daemon.url("/status")?;
     let body = fetch_status(&url).await.with_context(|| {
         format!("cannot get the status from {url}: is forewarn running (`systemctl status forewarn`)? If its admin endpoint listens elsewhere, pass --admin ADDRESS:PORT")
     })?;
-    if args.json {
+    if args.daemon.json {
         println!("{}", body.trim_end());
         return Ok(ExitCode::SUCCESS);
     }
@@ -67,12 +83,22 @@ fn admin_base_url(address: &str) -> String {
 }
 
 async fn fetch_status(url: &str) -> anyhow::Result<String> {
+    let (status, body) = fetch_admin(url).await?;
+    if !status.is_success() {
+        anyhow::bail!("HTTP status {status}");
+    }
+    Ok(body)
+}
+
+/// `GET url` on the admin endpoint (never through a proxy): its status and body.
+pub(crate) async fn fetch_admin(url: &str) -> anyhow::Result<(reqwest::StatusCode, String)> {
     let client = reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(5))
         .build()?;
-    let response = client.get(url).send().await?.error_for_status()?;
-    Ok(response.text().await?)
+    let response = client.get(url).send().await?;
+    let status = response.status();
+    Ok((status, response.text().await?))
 }
 
 #[cfg(test)]
@@ -84,9 +110,9 @@ mod tests {
     fn the_admin_address_is_read_as_listen_writes_it_or_as_a_url() {
         assert_consistent::<Args>();
         let args = parse::<Args>(&["--admin", "127.0.0.1:9555", "--json"]).expect("parses");
-        assert!(args.json);
+        assert!(args.daemon.json);
         assert_eq!(
-            admin_base_url(args.admin.as_deref().expect("given")),
+            admin_base_url(args.daemon.admin.as_deref().expect("given")),
             "http://127.0.0.1:9555"
         );
         assert_eq!(admin_base_url(" https://vm-a:9555/ "), "https://vm-a:9555/");

@@ -10,6 +10,7 @@
 //! | `events/ID/was-ready/VM` | VM | a 24 h record lease: outlives the daemon |
 //! | `events/ID/leader` | VM | the leader's lease: created only if absent (the election) |
 //! | `events/ID/approval` | VM | the leader's lease while claimed, a record lease once sent |
+//! | `fleet/VM` | the VM's status record, JSON ([`fleet_record::FleetRecord`], ≤ 4 KiB) | the daemon's lease |
 //!
 //! The daemon asks [`Coordinator::verdict`] on every pass over an event in
 //! `Approval::Coordinating`; a background task talks to etcd and wakes the daemon
@@ -28,6 +29,9 @@ use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use crate::pipeline::barrier::{BarrierView, DeadVm, VmStanding};
+
+pub mod fleet_reader;
+pub mod fleet_record;
 
 use crate::config::CoordinationConfig;
 use crate::log_messages;
@@ -56,6 +60,12 @@ pub enum CoordinationError {
     #[error("[coordination]: {}", .0.describe("coordination"))]
     Client(#[from] EtcdError),
 }
+
+/// How long the rounds of a connected coordinator may fail before its events fall back to
+/// the single-VM policy: a cluster electing a new leader (a member died) answers every
+/// request "leader changed" or "no leader" for about a second; that is no reason to approve
+/// alone. Meanwhile events wait.
+const FALL_BACK_AFTER: Duration = Duration::from_secs(3);
 
 /// The link to etcd, as the status shows it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -177,6 +187,8 @@ struct Shared {
     since_unix_ms: u64,
     last_error: Option<String>,
     lease_id: Option<i64>,
+    /// When the rounds began failing while connected (None while they succeed).
+    failing_since: Option<Instant>,
 }
 
 struct Tracked {
@@ -352,6 +364,21 @@ impl Coordinator {
     pub fn subscribe(&self) -> watch::Receiver<CoordinationStatus> {
         self.inner.status.subscribe()
     }
+
+    /// Publishes this VM's fleet record from `records` under the daemon's lease
+    /// (`fleet/VM`, see [`fleet_record`]) until `shutdown`.
+    pub fn publish_fleet_record(
+        &self,
+        records: watch::Receiver<Option<fleet_record::FleetRecord>>,
+        shutdown: CancellationToken,
+    ) {
+        fleet_record::spawn_publisher(self.inner.clone(), records, shutdown);
+    }
+
+    /// Reads every VM's fleet record for `/status/fleet` (see [`fleet_reader`]).
+    pub fn fleet_reader(&self) -> fleet_reader::FleetReader {
+        fleet_reader::FleetReader::new(self.inner.clone())
+    }
 }
 
 /// The keys of one event.
@@ -370,6 +397,14 @@ impl Inner {
 
     fn member_key(&self, vm: &str) -> String {
         format!("{}/members/{vm}", self.config.prefix)
+    }
+
+    fn fleet_key(&self, vm: &str) -> String {
+        format!("{}{vm}", self.fleet_prefix())
+    }
+
+    pub(crate) fn fleet_prefix(&self) -> String {
+        format!("{}/fleet/", self.config.prefix)
     }
 
     fn keys(&self, event_id: &str) -> EventKeys {
@@ -503,6 +538,9 @@ impl Inner {
         if claimed {
             return self.record_sent(id, &keys).await;
         }
+        if self.another_still_leads(id, &keys).await? {
+            return Ok(());
+        }
         let records = self.client.list(&keys.event_prefix).await?;
         let records = EventRecords::read(&records, &keys.event_prefix);
         let members = self
@@ -536,6 +574,36 @@ impl Inner {
         }
         self.note_leading(id);
         self.lead(id, &event, &keys, lease, standings).await
+    }
+
+    /// Whether a VM another VM leads may end its round after reading the `leader` and
+    /// `approval` keys (two ranges of one key each): see [`reads_everything`]. Its view of the
+    /// others' standings then stays as last read in full.
+    async fn another_still_leads(&self, id: &str, keys: &EventKeys) -> Result<bool, EtcdError> {
+        let seen = self
+            .lock()
+            .events
+            .get(id)
+            .and_then(|tracked| tracked.barrier.leader.clone());
+        let Some(seen) = seen.filter(|leader| *leader != self.vm) else {
+            return Ok(false);
+        };
+        let leader = self.client.list(&keys.leader).await?;
+        let leader_now = leader
+            .iter()
+            .find(|kv| kv.key == keys.leader)
+            .map(|kv| kv.value.as_str());
+        if reads_everything(&self.vm, Some(&seen), leader_now, false) {
+            return Ok(false);
+        }
+        let approval = self.client.list(&keys.approval).await?;
+        let claimed = approval.iter().any(|kv| kv.key == keys.approval);
+        Ok(!reads_everything(
+            &self.vm,
+            Some(&seen),
+            leader_now,
+            claimed,
+        ))
     }
 
     fn snapshot(&self, id: &str) -> Option<(ScheduledEvent, Option<i64>, bool)> {
@@ -798,7 +866,17 @@ impl Inner {
         let mut shared = self.lock();
         shared.lease_id = lease_id;
         let previous = shared.connection;
-        shared.connection = Connection::of(&outcome);
+        let now = Instant::now();
+        shared.failing_since = match outcome {
+            Ok(()) => None,
+            Err(_) => Some(shared.failing_since.unwrap_or(now)),
+        };
+        shared.connection = connection_after(
+            previous,
+            Connection::of(&outcome),
+            shared.failing_since,
+            now,
+        );
         if let Err(error) = outcome {
             // Settings are named as keys of the config file, e.g. `coordination.endpoints`.
             let error = error.describe("coordination");
@@ -836,6 +914,24 @@ impl Inner {
         if changed {
             self.daemon_wake.notify_one();
         }
+    }
+}
+
+/// The link after a round whose own outcome is `observed`: a connected coordinator whose
+/// rounds began failing less than [`FALL_BACK_AFTER`] ago stays connected (its events wait).
+fn connection_after(
+    previous: Connection,
+    observed: Connection,
+    failing_since: Option<Instant>,
+    now: Instant,
+) -> Connection {
+    let Some(since) = failing_since else {
+        return observed;
+    };
+    let passing = now.saturating_duration_since(since) < FALL_BACK_AFTER;
+    match previous == Connection::Connected && observed.falls_back() && passing {
+        true => Connection::Connected,
+        false => observed,
     }
 }
 
@@ -910,6 +1006,23 @@ impl EventRecords {
     }
 }
 
+/// Whether a round over an event must read all of it (every ready and member key) or may
+/// stop after the `leader` and `approval` keys. Only the leader needs the others' standings;
+/// a VM another VM leads needs to know only that the leader it saw is still there and that
+/// nothing is claimed yet. Reading everything on every round made etcd's traffic grow as N²
+/// (every waiting VM reading every VM's keys every 200 ms: BENCHMARKS.md, "Fleets").
+fn reads_everything(
+    me: &str,
+    leader_seen: Option<&str>,
+    leader_now: Option<&str>,
+    approval_claimed: bool,
+) -> bool {
+    match (leader_seen, leader_now) {
+        (Some(seen), Some(now)) if seen == now && seen != me => approval_claimed,
+        _ => true,
+    }
+}
+
 /// What a ready key holds: the NotBefore (ms since the epoch, 0 if none) the VM prepared for.
 fn ready_marker(event: &ScheduledEvent) -> String {
     stated_not_before(event)
@@ -940,63 +1053,4 @@ fn resources_list(standings: &[(String, VmStanding)]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn event_records_are_read_by_key() {
-        let prefix = "/forewarn/events/E1/";
-        let kv = |key: &str, value: &str| KeyValue {
-            key: format!("{prefix}{key}"),
-            value: value.into(),
-            lease: 1,
-        };
-        let read = EventRecords::read(
-            &[
-                kv("leader", "vm-b"),
-                kv("ready/vm-a", "1000"),
-                kv("ready/vm-b", "999"),
-                kv("was-ready/vm-c", "vm-c"),
-                kv("approval", "vm-b"),
-            ],
-            prefix,
-        );
-        assert_eq!(read.leader.as_deref(), Some("vm-b"));
-        assert_eq!(read.approval, Some(("vm-b".to_owned(), 1)));
-        assert_eq!(read.ready.len(), 2);
-        assert_eq!(
-            read.ready_for("1000").into_iter().collect::<Vec<_>>(),
-            ["vm-a"]
-        );
-        assert!(read.was_ready.contains("vm-c"));
-    }
-
-    /// An unreadable NotBefore is read as the instant each VM first saw the event, which
-    /// differs from VM to VM: the ready keys must not carry it, or no VM would count the
-    /// others ready.
-    #[test]
-    fn the_ready_marker_leaves_out_a_not_before_forewarn_could_not_read() {
-        let at = std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-        let event = ScheduledEvent {
-            id: "E1".into(),
-            event_type: forewarn_imds::EventType::Reboot,
-            event_type_raw: "Reboot".into(),
-            resource_type: "VirtualMachine".into(),
-            resources: vec!["vm-a".into(), "vm-b".into()],
-            status: forewarn_imds::EventStatus::Scheduled,
-            not_before: Some(at),
-            description: String::new(),
-            source: forewarn_imds::EventSource::Platform,
-            duration_seconds: None,
-            unreadable: Vec::new(),
-        };
-        assert_eq!(ready_marker(&event), "1800000000000");
-        let mut unreadable = event.clone();
-        unreadable.unreadable.push(forewarn_imds::UnreadableField {
-            field: EventField::NotBefore,
-            raw: "garbage".into(),
-        });
-        assert_eq!(ready_marker(&unreadable), "0");
-        assert_eq!(stated_not_before(&unreadable), None);
-    }
-}
+mod tests;

@@ -23,6 +23,7 @@ use crate::daemon::event_loop::{Daemon, DaemonSettings};
 use crate::ops::admin::{self, AdminState, DaemonViews};
 use crate::ops::coordination_metrics;
 use crate::ops::event_history::{self, EventHistory};
+use crate::ops::fleet_feed::{self, FleetSources};
 use crate::ops::metrics::{self, Metrics};
 use crate::ops::storage_health::StorageHealth;
 use crate::pipeline::timeline::Timeline;
@@ -429,7 +430,7 @@ async fn run_event_loop(
     )
     .context("cannot open the journal")?
     .with_readiness(observers.readiness.clone());
-    let (daemon, coordination) = match &config.coordination {
+    let (daemon, coordination, coordinator) = match &config.coordination {
         Some(coordination) => {
             let stop = shutdown.child_token();
             let coordinator = Coordinator::start(coordination, &vm_name, client.clock(), stop)
@@ -440,14 +441,27 @@ async fn run_event_loop(
                 status.clone(),
                 shutdown.child_token(),
             );
-            (daemon.with_coordination(coordinator), Some(status))
+            let daemon = daemon.with_coordination(coordinator.clone());
+            (daemon, Some(status), Some(coordinator))
         }
-        None => (daemon, None),
+        None => (daemon, None, None),
     };
     let poller_stop = shutdown.child_token();
     let polling_since = std::time::SystemTime::now();
     let (poller, documents, poll_status) =
         Poller::spawn(client, config.imds.poll_interval, poller_stop.clone());
+    if let Some(coordinator) = &coordinator {
+        let sources = FleetSources {
+            vm_name: vm_name.clone(),
+            state: daemon.snapshots(),
+            poll: poll_status.clone(),
+            plugins: plugins.clone(),
+            readiness: observers.readiness.clone(),
+            quarantined: daemon.quarantined_plugins(),
+        };
+        let records = fleet_feed::spawn(sources, poller_stop.clone());
+        coordinator.publish_fleet_record(records, poller_stop.clone());
+    }
     metrics::spawn_collectors(
         observers.metrics,
         observers.timeline,
@@ -462,6 +476,7 @@ async fn run_event_loop(
         polling_since,
         coordination,
         quarantined: daemon.quarantined_plugins(),
+        fleet: coordinator.as_ref().map(Coordinator::fleet_reader),
     }));
     // READY=1 (running, on Windows) only once IMDS has answered: until then /status says
     // waiting-for-imds.

@@ -1,5 +1,6 @@
 //! The daemon's admin HTTP endpoint (`[admin] listen`, loopback by default): `/healthz`,
-//! `/readyz` for load balancers, `/metrics` for Prometheus and `/status` for `forewarn status`.
+//! `/readyz` for load balancers, `/metrics` for Prometheus, `/status` for `forewarn status`
+//! and `/status/fleet` for `forewarn fleet status`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::coordination::fleet_reader::FleetReader;
 use crate::log_format::escaped_json;
 use crate::ops::admin_connections::{
     ADMIN_MAX_CONNECTIONS, ADMIN_MAX_CONNECTIONS_PER_PEER, ConnectionTable, Refused, Slot,
@@ -55,6 +57,8 @@ pub(crate) struct DaemonViews {
     pub coordination: Option<watch::Receiver<crate::coordination::CoordinationStatus>>,
     /// The plugins in crash-loop quarantine.
     pub quarantined: watch::Receiver<Vec<QuarantinedPlugin>>,
+    /// Every VM's fleet record, when `[coordination]` is configured (`/status/fleet`).
+    pub fleet: Option<FleetReader>,
 }
 
 /// What the endpoint reads from.
@@ -103,6 +107,7 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/metrics", get(metrics))
         .route("/status", get(status))
         .route("/status/history", get(history))
+        .route("/status/fleet", get(fleet))
         .route("/", get(status_page::page))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -147,7 +152,7 @@ pub(crate) async fn serve(listener: TcpListener, state: AdminState, shutdown: Ca
         .unwrap_or_default();
     tracing::info!(
         address = %address,
-        paths = "/ (status page) /healthz /readyz /metrics /status /status/history",
+        paths = "/ (status page) /healthz /readyz /metrics /status /status/history /status/fleet",
         max_connections = ADMIN_MAX_CONNECTIONS,
         max_connections_per_peer = ADMIN_MAX_CONNECTIONS_PER_PEER,
         "{}",
@@ -263,6 +268,31 @@ fn json_answer(encoded: serde_json::Result<String>) -> Response {
 async fn history(State(state): State<AdminState>) -> Response {
     // Compact: the status page asks for it every second.
     json_answer(escaped_json(&state.history.view(), false))
+}
+
+/// Says why `/status/fleet` has nothing to show.
+pub(crate) const FLEET_NOT_CONFIGURED: &str = "this daemon has no [coordination] section, so it \
+     neither publishes nor reads fleet records: add `[coordination]` with the etcd endpoints \
+     (docs/coordination.md) to the config of every VM of the fleet";
+
+/// `GET /status/fleet`: every VM's record (see `coordination::fleet_reader`); 404 with a
+/// JSON error without `[coordination]`, 503 while the daemon starts.
+async fn fleet(State(state): State<AdminState>) -> Response {
+    let Some(views) = current_views(&state) else {
+        let error = "the daemon is starting: the fleet is shown once it runs";
+        return json_error(StatusCode::SERVICE_UNAVAILABLE, error);
+    };
+    let Some(reader) = views.fleet else {
+        return json_error(StatusCode::NOT_FOUND, FLEET_NOT_CONFIGURED);
+    };
+    // Compact: the status page asks for it every second.
+    json_answer(escaped_json(&reader.view().await, false))
+}
+
+/// `{"error": MESSAGE}` with `status`.
+fn json_error(status: StatusCode, message: &str) -> Response {
+    let body = serde_json::json!({ "error": message }).to_string();
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 fn current_views(state: &AdminState) -> Option<DaemonViews> {

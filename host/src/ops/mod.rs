@@ -1,11 +1,13 @@
 //! Operations: the admin endpoint (health, readiness, metrics, status, the status page),
-//! Prometheus metrics, the status snapshot, each event's history and the process's malloc
-//! arenas. (systemd notification is in [`crate::service_manager`].)
+//! Prometheus metrics (the etcd barrier's in their own module), the status snapshot, each
+//! event's history, the process's malloc arenas, and this VM's fleet record as fed to the
+//! coordinator. (systemd notification is in [`crate::service_manager`].)
 
 pub(crate) mod admin;
 pub(crate) mod admin_connections;
 pub(crate) mod coordination_metrics;
 pub mod event_history;
+pub(crate) mod fleet_feed;
 pub mod malloc_arenas;
 pub(crate) mod metrics;
 pub mod status;

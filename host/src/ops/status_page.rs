@@ -1,5 +1,6 @@
 //! The status page at `/` of the admin endpoint: one embedded HTML file (inline CSS and
-//! JavaScript, no external assets) that polls `/status` and `/status/history`.
+//! JavaScript, no external assets) that polls `/status` and `/status/history` (and
+//! `/status/fleet` when the daemon has `[coordination]`).
 
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -44,6 +45,8 @@ mod tests {
             "imds",
             "coordination",
             "storage",
+            "fleet",
+            "fleet-vms",
         ] {
             assert!(
                 STATUS_PAGE_HTML.contains(&format!("id=\"{id}\"")),

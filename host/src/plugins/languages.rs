@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-/// A plugin's language, as `--lang` names it: a template (`plugins/templates.rs`) and an SDK
+/// A plugin's language, as `--lang` names it: a template (`cli/plugin_templates.rs`) and an SDK
 /// package (`plugins/carried_sdk.rs`) each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lang {

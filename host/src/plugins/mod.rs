@@ -11,4 +11,3 @@ pub mod reload;
 pub mod set;
 pub(crate) mod state_store;
 pub(crate) mod state_write_rate;
-pub mod templates;

@@ -7,9 +7,10 @@ use crate::supply::artifact::{
     self, Descriptor, ImageManifest, LayerKind, MAX_CONFIG_BYTES, MAX_SIGNATURE_BYTES,
     MAX_SIGNATURES, SIGNATURE_MEDIA_TYPE,
 };
+use crate::supply::bounded_body::Limit;
 use crate::supply::error::SupplyError;
 use crate::supply::reference::Digest;
-use crate::supply::registry::{Limit, RegistryClient, ServedManifest};
+use crate::supply::registry::{RegistryClient, ServedManifest};
 
 /// Where manifests and blobs come from: a registry or an OCI image layout.
 pub trait Store {

@@ -17,6 +17,7 @@
 //! - [`source`]: what `plugin install`'s argument names.
 
 pub mod artifact;
+pub mod bounded_body;
 pub mod component_check;
 pub mod error;
 pub mod fetch;
@@ -27,6 +28,7 @@ pub mod lock;
 pub mod push;
 pub mod reference;
 pub mod registry;
+pub mod registry_credentials;
 pub mod signature;
 pub mod source;
 

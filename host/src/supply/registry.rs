@@ -14,9 +14,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use base64::Engine as _;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode, header};
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
@@ -29,75 +28,19 @@ use rustls::pki_types::pem::PemObject;
 use url::Url;
 
 use crate::supply::artifact::{Descriptor, MANIFEST_MEDIA_TYPE, MAX_OCI_MANIFEST_BYTES};
+use crate::supply::bounded_body::{Limit, READ_TIMEOUT, check_blob, read_capped};
 use crate::supply::error::SupplyError;
 use crate::supply::reference::Digest;
+use crate::supply::registry_credentials::{Credentials, challenge_parameters};
 
 /// How long connecting may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long the registry may take to answer a request, and to send each piece of a body.
-const READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Most redirects followed for one request.
 const MAX_REDIRECTS: usize = 5;
 /// Largest token answer read.
 const MAX_TOKEN_BYTES: u64 = 64 * 1024;
 /// Largest error answer quoted.
 const MAX_ERROR_BYTES: u64 = 16 * 1024;
-
-/// Registry user name and password (or token).
-#[derive(Clone)]
-pub struct Credentials {
-    /// The user name.
-    pub username: String,
-    /// The password or access token.
-    pub password: String,
-}
-
-impl std::fmt::Debug for Credentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "Credentials {{ username: {:?}, password: <hidden> }}",
-            self.username
-        )
-    }
-}
-
-impl Credentials {
-    /// `FOREWARN_REGISTRY_USER` and `FOREWARN_REGISTRY_PASSWORD`, else the `auths` entry of
-    /// `registry` in docker's config (`$DOCKER_CONFIG/config.json`, `~/.docker/config.json`;
-    /// credential helpers are not run).
-    pub fn find(registry: &str) -> Option<Credentials> {
-        if let (Ok(username), Ok(password)) = (
-            std::env::var("FOREWARN_REGISTRY_USER"),
-            std::env::var("FOREWARN_REGISTRY_PASSWORD"),
-        ) {
-            return Some(Credentials { username, password });
-        }
-        let config = match std::env::var_os("DOCKER_CONFIG") {
-            Some(dir) => PathBuf::from(dir).join("config.json"),
-            None => PathBuf::from(std::env::var_os("HOME")?).join(".docker/config.json"),
-        };
-        let text = std::fs::read_to_string(config).ok()?;
-        let json: serde_json::Value = serde_json::from_str(&text).ok()?;
-        let auth = json["auths"][registry]["auth"].as_str()?;
-        let decoded = base64::engine::general_purpose::STANDARD
-            .decode(auth)
-            .ok()?;
-        let (username, password) = std::str::from_utf8(&decoded).ok()?.split_once(':')?;
-        Some(Credentials {
-            username: username.to_owned(),
-            password: password.to_owned(),
-        })
-    }
-
-    fn basic(&self) -> String {
-        let pair = format!("{}:{}", self.username, self.password);
-        format!(
-            "Basic {}",
-            base64::engine::general_purpose::STANDARD.encode(pair)
-        )
-    }
-}
 
 /// How to reach a registry.
 #[derive(Debug, Clone, Default)]
@@ -108,35 +51,6 @@ pub struct RegistryOptions {
     pub ca_file: Option<PathBuf>,
     /// Credentials; found with [`Credentials::find`] when `None`.
     pub credentials: Option<Credentials>,
-}
-
-/// A size limit, with what raises it (or why it is fixed).
-#[derive(Debug, Clone)]
-pub struct Limit {
-    /// Largest size accepted.
-    pub bytes: u64,
-    /// Said when it is exceeded.
-    pub fix: String,
-}
-
-impl Limit {
-    /// Refuses `what`, of `size` bytes, for being over the limit.
-    pub fn refuse(&self, what: &str, size: u64) -> SupplyError {
-        SupplyError::TooLarge {
-            what: what.to_owned(),
-            size,
-            limit: self.bytes,
-            fix: self.fix.clone(),
-        }
-    }
-
-    /// `what`, of `size` bytes (as declared or read), fits under the limit.
-    pub fn check(&self, what: &str, size: u64) -> Result<(), SupplyError> {
-        match size > self.bytes {
-            true => Err(self.refuse(what, size)),
-            false => Ok(()),
-        }
-    }
 }
 
 type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
@@ -602,81 +516,6 @@ impl RegistryClient {
     }
 }
 
-/// Checks a downloaded blob's size and digest against its descriptor.
-pub fn check_blob(
-    bytes: &[u8],
-    descriptor: &Descriptor,
-    digest: &Digest,
-    what: &str,
-) -> Result<(), SupplyError> {
-    let actual = Digest::of(bytes);
-    if actual != *digest || bytes.len() as u64 != descriptor.size {
-        return Err(SupplyError::DigestMismatch {
-            what: format!(
-                "{what} ({} bytes, {} announced)",
-                bytes.len(),
-                descriptor.size
-            ),
-            expected: digest.to_string(),
-            actual: actual.to_string(),
-        });
-    }
-    Ok(())
-}
-
-/// Reads the whole body, at most `limit` bytes, each piece within `READ_TIMEOUT`.
-async fn read_capped(
-    response: Response<Incoming>,
-    limit: &Limit,
-    what: &str,
-) -> Result<Vec<u8>, SupplyError> {
-    let too_large = |size: u64| limit.refuse(what, size);
-    let announced = response
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.parse::<u64>().ok());
-    if let Some(announced) = announced
-        && announced > limit.bytes
-    {
-        return Err(too_large(announced));
-    }
-    let mut body = response.into_body();
-    let mut bytes = Vec::new();
-    loop {
-        let frame = match tokio::time::timeout(READ_TIMEOUT, body.frame()).await {
-            Err(_) => {
-                return Err(SupplyError::Connection {
-                    what: what.to_owned(),
-                    problem: format!(
-                        "the registry sent nothing for {}s after {} bytes",
-                        READ_TIMEOUT.as_secs(),
-                        bytes.len()
-                    ),
-                });
-            }
-            Ok(None) => return Ok(bytes),
-            Ok(Some(Err(error))) => {
-                return Err(SupplyError::Connection {
-                    what: what.to_owned(),
-                    problem: format!(
-                        "the download broke off after {} bytes ({error})",
-                        bytes.len()
-                    ),
-                });
-            }
-            Ok(Some(Ok(frame))) => frame,
-        };
-        let Ok(data) = frame.into_data() else {
-            continue;
-        };
-        if (bytes.len() + data.len()) as u64 > limit.bytes {
-            return Err(too_large((bytes.len() + data.len()) as u64));
-        }
-        bytes.extend_from_slice(&data);
-    }
-}
-
 /// The system's CAs and those of `ca_file`.
 fn roots(ca_file: Option<&Path>) -> Result<RootCertStore, SupplyError> {
     let mut roots = RootCertStore::empty();
@@ -724,37 +563,6 @@ fn describe_client_error(error: &hyper_util::client::legacy::Error, url: &Url) -
     text
 }
 
-/// `key="value"` pairs of a `WWW-Authenticate` challenge.
-fn challenge_parameters(challenge: &str) -> Vec<(String, String)> {
-    let rest = challenge
-        .split_once(' ')
-        .map(|(_, rest)| rest)
-        .unwrap_or_default();
-    let mut out = Vec::new();
-    let mut remaining = rest.trim();
-    while let Some((key, after)) = remaining.split_once('=') {
-        let key = key
-            .trim()
-            .trim_start_matches(',')
-            .trim()
-            .to_ascii_lowercase();
-        let after = after.trim_start();
-        let (value, next) = match after.strip_prefix('"') {
-            Some(quoted) => match quoted.split_once('"') {
-                Some((value, next)) => (value.to_owned(), next),
-                None => (quoted.to_owned(), ""),
-            },
-            None => match after.split_once(',') {
-                Some((value, next)) => (value.trim().to_owned(), next),
-                None => (after.trim().to_owned(), ""),
-            },
-        };
-        out.push((key, value));
-        remaining = next.trim_start_matches(',').trim();
-    }
-    out
-}
-
 /// `text` with control characters escaped, so what a registry sends cannot forge terminal
 /// output.
 fn printable(text: &str) -> String {
@@ -765,24 +573,4 @@ fn printable(text: &str) -> String {
             false => vec![c],
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bearer_challenges_are_read_with_quoted_commas() {
-        let parameters = challenge_parameters(
-            "Bearer realm=\"https://auth.example/token\",service=\"registry.example\",scope=\"repository:a/b:pull,push\"",
-        );
-        assert_eq!(
-            parameters,
-            [
-                ("realm".to_owned(), "https://auth.example/token".to_owned()),
-                ("service".to_owned(), "registry.example".to_owned()),
-                ("scope".to_owned(), "repository:a/b:pull,push".to_owned()),
-            ]
-        );
-    }
 }

@@ -1,5 +1,5 @@
 //! The errors the daemon answers for a capability the manifest does not grant, word for word
-//! (host/runtime/src/grants.rs), so a plugin's tests see what production would show.
+//! (each capability's `grant` in host/runtime/src/capabilities/), so a plugin's tests see what production would show.
 
 use crate::HostError;
 

@@ -17,11 +17,12 @@
 //! The 7 500-event document is 0.99 MB, under the 1 MiB forewarn reads: events in the
 //! 2017-08-01 shape, without `ResourceType` (`omit_fields`), with ids of six characters.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use forewarn_bench::{micros, percentile, ratio, sorted};
+use forewarn_bench::proc_stats::{clock_ticks_per_second, process_cpu};
+use forewarn_bench::{forewarn_binary, micros, percentile, ratio, sorted};
 use forewarn_simulator::{Scenario, SimulatorConfig, SimulatorHandle};
 use forewarn_test_support::guests::PROBE;
 use forewarn_test_support::harness::{Daemon, DaemonConfig, ProbePlugin, write_plugin_dir};
@@ -232,58 +233,6 @@ async fn document_size(simulator: &SimulatorHandle) -> anyhow::Result<usize> {
     })
     .map_err(|error| anyhow::anyhow!("cannot build the IMDS client: {}", error.0))?;
     Ok(client.fetch_events().await?.raw.len())
-}
-
-/// The `forewarn` binary: `$FOREWARN_BINARY` (to measure another build), else the one beside
-/// this executable (`cargo build --workspace` builds both).
-fn forewarn_binary() -> anyhow::Result<PathBuf> {
-    let binary = match std::env::var_os("FOREWARN_BINARY") {
-        Some(path) => PathBuf::from(path),
-        None => std::env::current_exe()
-            .context("cannot find this executable")?
-            .with_file_name("forewarn"),
-    };
-    if !binary.exists() {
-        bail!(
-            "{} does not exist: build it first (cargo build --workspace)",
-            binary.display()
-        );
-    }
-    Ok(binary)
-}
-
-/// The process's user + system CPU time so far, from /proc/PID/stat.
-fn process_cpu(pid: u32, ticks: u64) -> anyhow::Result<Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("cannot read /proc/{pid}/stat"))?;
-    // The command name may hold spaces: the fields after it start past its ')'.
-    let after_name = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest)
-        .context("/proc/PID/stat has no ')'")?;
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of stat: the 12th and 13th after the name.
-    let field = |index: usize| -> anyhow::Result<u64> {
-        fields
-            .get(index)
-            .context("/proc/PID/stat is too short")?
-            .parse()
-            .context("a CPU time in /proc/PID/stat is not a number")
-    };
-    let ticks_used = field(11)? + field(12)?;
-    Ok(Duration::from_secs_f64(ticks_used as f64 / ticks as f64))
-}
-
-/// `getconf CLK_TCK`: the unit of the CPU times in /proc.
-fn clock_ticks_per_second() -> anyhow::Result<u64> {
-    let output = std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .context("cannot run getconf CLK_TCK")?;
-    String::from_utf8_lossy(&output.stdout)
-        .trim()
-        .parse()
-        .context("getconf CLK_TCK did not print a number")
 }
 
 fn millis(duration: Duration) -> u64 {

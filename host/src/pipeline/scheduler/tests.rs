@@ -1,10 +1,18 @@
 //! The scheduler's rules, one table each, on a fixed clock: who is called, in which order,
 //! with which budget, how answers set the next step, and when the next round is due.
 
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
 use forewarn_imds::EventType;
 
 use super::*;
+use crate::pipeline::clock::unix_ms;
+use crate::pipeline::policy::LeadTime;
+use crate::pipeline::roster::Roster;
+use crate::pipeline::state::{AnswerOutcome, CallPhase, Handling};
 use crate::pipeline::test_harness::{self, defer, event, roster, t0};
+use crate::plugins::manifest::FailurePolicy;
 
 const SECOND: Duration = Duration::from_secs(1);
 const MARGIN: Duration = Duration::from_secs(2);

@@ -2,7 +2,6 @@
 //! a shell in a process tree of its own (a process group; a Job Object on Windows), output
 //! capped, the tree killed at the timeout.
 
-use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -13,26 +12,22 @@ use tokio::process::Command;
 use forewarn_platform::action_env;
 use forewarn_platform::process_tree::{self, Limits, ProcessTree};
 
-use crate::services::ActionSpec;
 use crate::text::truncate;
 use crate::wit::latest::{ActionOutput, HostError};
+
+/// An operator-defined command (`[actions.NAME]` in the daemon config): run without a
+/// shell, killed after `timeout` (or at the calling plugin's deadline, if sooner).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionSpec {
+    /// The program and its arguments.
+    pub argv: Vec<String>,
+    /// How long it may run before its process group is killed.
+    pub timeout: Duration,
+}
 
 /// Longest stdout (and stderr) handed back to a plugin; the rest is read and dropped.
 pub(crate) const ACTION_OUTPUT_MAX_BYTES: usize = 64 * 1024;
 
-/// The daemon's definition of the granted action `name`. Err names the missing setting.
-pub(crate) fn defined<'a>(
-    plugin: &str,
-    name: &str,
-    definitions: &'a BTreeMap<String, ActionSpec>,
-) -> Result<&'a ActionSpec, HostError> {
-    definitions.get(name).ok_or_else(|| {
-        HostError::Invalid(format!(
-            "action `{name}` is granted to plugin `{plugin}` but not defined: add \
-             [actions.{name}] with argv = [\"program\", \"arg\", …] to the daemon config"
-        ))
-    })
-}
 
 /// How long, after the action's own process exited, its output pipes are still read: a
 /// background process it started and that keeps them open cannot hold the call.
@@ -176,18 +171,6 @@ mod tests {
 
     fn far() -> Instant {
         Instant::now() + Duration::from_secs(30)
-    }
-
-    #[test]
-    fn an_undefined_action_names_the_daemon_setting() {
-        let definitions =
-            BTreeMap::from([("stop-app".to_owned(), spec(&["true"], Duration::ZERO))]);
-        assert!(defined("p", "stop-app", &definitions).is_ok());
-        let error = defined("p", "start-app", &definitions).unwrap_err();
-        assert!(
-            matches!(&error, HostError::Invalid(text) if text.contains("[actions.start-app]")),
-            "{error:?}"
-        );
     }
 
     #[tokio::test]

@@ -13,10 +13,10 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use url::{Position, Url};
 
-use crate::grants::CapabilityGranter;
-use crate::network::{self, Resolver, SystemResolver};
-use crate::permissions::Grants;
-use crate::tls::{self, TlsConfigs};
+use super::grant::grant;
+use super::network::{self, Resolver, SystemResolver};
+use super::tls::{self, TlsConfigs};
+use crate::capabilities::grants::Grants;
 use crate::wit::latest::{HostError, HttpRequest, HttpResponse};
 
 /// Request headers a plugin may not set: `Host` (the real host is always sent), `Metadata`
@@ -83,7 +83,7 @@ impl HttpClient {
         request: HttpRequest,
         deadline: Instant,
     ) -> Result<HttpResponse, HostError> {
-        let url = CapabilityGranter::new(plugin, grants).grant_http(&request.url)?;
+        let url = grant(plugin, grants, &request.url)?;
         send(self, Caller { plugin, grants }, request, url, deadline).await
     }
 
@@ -430,7 +430,7 @@ pub(crate) mod tests {
     }
 
     /// A local server answering one request with 200 "ok"; yields the request head it read.
-    async fn recording_server() -> (SocketAddr, tokio::task::JoinHandle<String>) {
+    pub(crate) async fn recording_server() -> (SocketAddr, tokio::task::JoinHandle<String>) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();

@@ -8,11 +8,11 @@ use forewarn_test_support::https_server::{AnsweringServer, tls_acceptor};
 use forewarn_test_support::pki::Pki;
 use url::Url;
 
-use crate::http::tests::{TableResolver, get_request, silent_server};
-use crate::http::{Caller, HttpClient, send};
-use crate::permissions::Grants;
-use crate::permissions::HttpResponseLimit;
-use crate::tls::ca_certificates;
+use super::client::tests::{TableResolver, get_request, silent_server};
+use super::client::{Caller, HttpClient, send};
+use super::response_limit::HttpResponseLimit;
+use super::tls::ca_certificates;
+use crate::capabilities::grants::Grants;
 use crate::wit::latest::{HostError, HttpRequest, HttpResponse};
 
 const OK: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok";

@@ -1,7 +1,4 @@
-//! What one plugin may use of the host, as its manifest grants it: [`Grants`], and the cap on
-//! the HTTP responses it receives. Data only; `grants.rs` decides each request with it.
-
-use rustls::pki_types::CertificateDer;
+//! How much of a response body `http-send` hands to a plugin (`http-response-limit`).
 
 /// The default cap on a response body handed to a plugin: 1 MiB; the rest is not read.
 pub const DEFAULT_HTTP_RESPONSE_LIMIT: usize = 1024 * 1024;
@@ -33,21 +30,4 @@ impl HttpResponseLimit {
     pub fn bytes(self) -> usize {
         self.0
     }
-}
-
-/// What one plugin may use: set by the operator, denied by default.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Grants {
-    /// May call `set-ready`.
-    pub readiness: bool,
-    /// `host:port` pairs `http-send` may reach.
-    pub http: Vec<String>,
-    /// Names of operator-defined actions `run-action` may run.
-    pub actions: Vec<String>,
-    /// Resources (token audiences) `azure-access-token` may ask a token for.
-    pub azure_identity: Vec<String>,
-    /// CAs `http-send` trusts for https:// besides the system's (`http-ca-file`).
-    pub http_roots: Vec<CertificateDer<'static>>,
-    /// How much of a response body `http-send` hands over (`http-response-limit`).
-    pub http_response_limit: HttpResponseLimit,
 }

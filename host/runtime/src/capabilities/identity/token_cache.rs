@@ -1,5 +1,6 @@
-//! Access tokens of the VM's managed identity for plugins (`azure-access-token`): fetched by the
-//! daemon through a [`TokenFetcher`], cached per resource and renewed shortly before expiry.
+//! The tokens of the VM's managed identity: fetched by the daemon through a [`TokenFetcher`],
+//! cached per resource and renewed shortly before expiry, so plugins asking together cause
+//! one fetch.
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -1,0 +1,368 @@
+//! Reading the fleet for `GET /status/fleet`: every VM's record under `PREFIX/fleet/`, read
+//! by range in pages of [`FLEET_PAGE`] at most every [`FLEET_READ_EVERY`] while someone asks
+//! (the answer is cached in between), and at most [`FLEET_VMS_MAX`] VMs. A VM this daemon saw
+//! publishing whose key has since disappeared (its daemon stopped renewing its lease) is
+//! shown as gone, with since when, for [`FLEET_GONE_KEPT`] ([`Seen`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use super::Inner;
+use super::fleet_record::{FLEET_RECORD_SCHEMA, FleetRecord, bounded_text};
+use crate::pipeline::clock::unix_ms;
+
+/// The most VMs one answer lists (the range read stops there; `truncated` says so).
+pub const FLEET_VMS_MAX: usize = 1000;
+/// Keys read per range request (at most 4 KiB each: well under the client's answer limit).
+pub const FLEET_PAGE: usize = 200;
+/// etcd is read at most this often; requests in between get the cached answer.
+pub const FLEET_READ_EVERY: Duration = Duration::from_secs(2);
+/// How long a VM whose record disappeared is still shown, as gone.
+pub const FLEET_GONE_KEPT: Duration = Duration::from_secs(3600);
+
+/// What `GET /status/fleet` answers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetView {
+    /// This VM's name (lower case).
+    pub vm: String,
+    /// `coordination.prefix`: the records are under `PREFIX/fleet/`.
+    pub prefix: String,
+    /// When etcd was last read successfully (ms since the Unix epoch); none before.
+    pub read_at_unix_ms: Option<u64>,
+    /// The last read's error, while reads fail (the VMs are those of the last good read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Every VM, by name: publishing, gone, or with a record forewarn cannot read.
+    pub vms: Vec<FleetVm>,
+    /// [`FLEET_VMS_MAX`]: the most VMs read.
+    pub vms_max: usize,
+    /// etcd holds more records than [`FLEET_VMS_MAX`]: the VMs after the last listed are
+    /// left out.
+    #[serde(default)]
+    pub truncated: bool,
+}
+
+/// One VM of the fleet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetVm {
+    /// The VM's name, from its key.
+    pub vm: String,
+    /// Whether its record is in etcd now.
+    pub state: FleetVmState,
+    /// Since when it is gone (ms since the Unix epoch): when this daemon first read etcd
+    /// without its record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gone_since_unix_ms: Option<u64>,
+    /// Its record (the last one read, for a gone VM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<FleetRecord>,
+    /// Why its record cannot be read (another schema, not JSON), cut to about 100 characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+/// Whether a VM publishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FleetVmState {
+    /// Its record is in etcd: its daemon holds its lease.
+    Publishing,
+    /// Its record is in etcd but cannot be read (another forewarn version, or not forewarn's).
+    Unreadable,
+    /// Its record disappeared: its daemon stopped renewing its lease (stopped, crashed, cut
+    /// off from etcd) for longer than `coordination.lease-ttl`.
+    Gone,
+}
+
+impl FleetVmState {
+    /// The name the table and the page show.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FleetVmState::Publishing => "publishing",
+            FleetVmState::Unreadable => "unreadable",
+            FleetVmState::Gone => "gone",
+        }
+    }
+}
+
+/// One range read: each VM's record (or why it cannot be read), and whether etcd holds more.
+#[derive(Debug, Default)]
+pub struct FleetRead {
+    /// VM name → its record.
+    pub records: BTreeMap<String, Result<FleetRecord, String>>,
+    /// More records than [`FLEET_VMS_MAX`]: VMs sorting after the last one were not read.
+    pub truncated: bool,
+}
+
+/// The VMs seen so far, with those gone. Pure: the caller passes the time.
+#[derive(Debug, Default)]
+pub struct Seen {
+    vms: BTreeMap<String, FleetVm>,
+    truncated: bool,
+}
+
+impl Seen {
+    /// Takes in a read made at `now_ms`: VMs read publish, VMs seen before and missing are
+    /// gone (since now, or since they first went missing), gone VMs older than
+    /// [`FLEET_GONE_KEPT`] are dropped.
+    pub fn update(&mut self, read: FleetRead, now_ms: u64) {
+        let last_read = read.records.keys().next_back().cloned();
+        for (name, vm) in &mut self.vms {
+            if read.records.contains_key(name) || vm.state == FleetVmState::Gone {
+                continue;
+            }
+            // A truncated read did not reach the names after its last one.
+            if read.truncated && last_read.as_ref().is_none_or(|last| name > last) {
+                continue;
+            }
+            vm.state = FleetVmState::Gone;
+            vm.gone_since_unix_ms = Some(now_ms);
+        }
+        let kept = FLEET_GONE_KEPT.as_millis() as u64;
+        self.vms.retain(|_, vm| {
+            vm.gone_since_unix_ms
+                .is_none_or(|since| now_ms.saturating_sub(since) < kept)
+        });
+        for (name, record) in read.records {
+            let vm = match record {
+                Ok(record) => FleetVm {
+                    vm: name.clone(),
+                    state: FleetVmState::Publishing,
+                    gone_since_unix_ms: None,
+                    record: Some(record),
+                    problem: None,
+                },
+                Err(problem) => FleetVm {
+                    vm: name.clone(),
+                    state: FleetVmState::Unreadable,
+                    gone_since_unix_ms: None,
+                    record: None,
+                    problem: Some(problem),
+                },
+            };
+            self.vms.insert(name, vm);
+        }
+        self.truncated = read.truncated;
+        self.bound();
+    }
+
+    /// Keeps at most twice [`FLEET_VMS_MAX`] VMs: the gone ones longest gone go first.
+    fn bound(&mut self) {
+        let max = 2 * FLEET_VMS_MAX;
+        while self.vms.len() > max {
+            let oldest = self
+                .vms
+                .iter()
+                .filter_map(|(name, vm)| vm.gone_since_unix_ms.map(|since| (since, name)))
+                .min()
+                .map(|(_, name)| name.clone());
+            match oldest {
+                Some(name) => self.vms.remove(&name),
+                None => return,
+            };
+        }
+    }
+
+    /// Every VM, by name.
+    pub fn vms(&self) -> Vec<FleetVm> {
+        self.vms.values().cloned().collect()
+    }
+}
+
+/// Reads one record: JSON of [`FLEET_RECORD_SCHEMA`], or why not.
+pub fn parse_record(value: &str) -> Result<FleetRecord, String> {
+    match serde_json::from_str::<FleetRecord>(value) {
+        Ok(record) if record.schema == FLEET_RECORD_SCHEMA => Ok(record),
+        Ok(record) => Err(format!(
+            "a record of schema {} (this forewarn reads schema {FLEET_RECORD_SCHEMA}): upgrade forewarn on this VM or on that one",
+            record.schema
+        )),
+        Err(error) => Err(bounded_text(&format!(
+            "not a forewarn fleet record ({error})"
+        ))),
+    }
+}
+
+/// The handle `/status/fleet` reads through; cheap to clone.
+#[derive(Clone)]
+pub struct FleetReader {
+    inner: Arc<Inner>,
+    cache: Arc<tokio::sync::Mutex<Cache>>,
+}
+
+#[derive(Default)]
+struct Cache {
+    seen: Seen,
+    /// When etcd was last asked (read or failed).
+    asked_at: Option<Instant>,
+    read_at_unix_ms: Option<u64>,
+    error: Option<String>,
+}
+
+impl FleetReader {
+    pub(super) fn new(inner: Arc<Inner>) -> FleetReader {
+        FleetReader {
+            inner,
+            cache: Arc::default(),
+        }
+    }
+
+    /// The fleet as of the last read, reading etcd first when the last read is older than
+    /// [`FLEET_READ_EVERY`]. Requests arriving meanwhile wait for that one read.
+    pub async fn view(&self) -> FleetView {
+        let mut cache = self.cache.lock().await;
+        let fresh = cache
+            .asked_at
+            .is_some_and(|at| at.elapsed() < FLEET_READ_EVERY);
+        if !fresh {
+            let outcome = self.read().await;
+            cache.asked_at = Some(Instant::now());
+            let now_ms = unix_ms(SystemTime::now());
+            match outcome {
+                Ok(read) => {
+                    cache.seen.update(read, now_ms);
+                    cache.read_at_unix_ms = Some(now_ms);
+                    cache.error = None;
+                }
+                Err(error) => cache.error = Some(error.describe("coordination")),
+            }
+        }
+        FleetView {
+            vm: self.inner.vm.clone(),
+            prefix: self.inner.config.prefix.clone(),
+            read_at_unix_ms: cache.read_at_unix_ms,
+            error: cache.error.clone(),
+            vms: cache.seen.vms(),
+            vms_max: FLEET_VMS_MAX,
+            truncated: cache.seen.truncated,
+        }
+    }
+
+    /// Every record under `PREFIX/fleet/`, in pages, up to [`FLEET_VMS_MAX`].
+    async fn read(&self) -> Result<FleetRead, forewarn_etcd::EtcdError> {
+        let prefix = self.inner.fleet_prefix();
+        let mut read = FleetRead::default();
+        let mut after: Option<String> = None;
+        loop {
+            let room = FLEET_VMS_MAX - read.records.len();
+            let (page, more) = self
+                .inner
+                .client
+                .list_page(&prefix, after.as_deref(), FLEET_PAGE.min(room))
+                .await?;
+            after = page.last().map(|kv| kv.key.clone());
+            for kv in page {
+                let Some(vm) = kv.key.strip_prefix(&prefix) else {
+                    continue;
+                };
+                read.records.insert(vm.to_owned(), parse_record(&kv.value));
+            }
+            if !more || after.is_none() {
+                return Ok(read);
+            }
+            if read.records.len() >= FLEET_VMS_MAX {
+                read.truncated = true;
+                return Ok(read);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coordination::fleet_record::FleetImds;
+
+    fn record(vm: &str) -> FleetRecord {
+        FleetRecord {
+            schema: FLEET_RECORD_SCHEMA,
+            vm: vm.into(),
+            version: "1".into(),
+            imds: FleetImds::default(),
+            ready: true,
+            readiness_holds: Vec::new(),
+            readiness_holds_truncated: 0,
+            events: Vec::new(),
+            events_truncated: 0,
+            published_at_unix_ms: 0,
+        }
+    }
+
+    fn read(vms: &[&str]) -> FleetRead {
+        FleetRead {
+            records: vms
+                .iter()
+                .map(|vm| ((*vm).to_owned(), Ok(record(vm))))
+                .collect(),
+            truncated: false,
+        }
+    }
+
+    fn states(seen: &Seen) -> Vec<(String, &'static str, Option<u64>)> {
+        seen.vms()
+            .into_iter()
+            .map(|vm| (vm.vm, vm.state.as_str(), vm.gone_since_unix_ms))
+            .collect()
+    }
+
+    #[test]
+    fn a_vm_whose_record_disappears_is_gone_since_then_for_an_hour() {
+        let mut seen = Seen::default();
+        seen.update(read(&["vm-a", "vm-b"]), 1_000);
+        seen.update(read(&["vm-a"]), 2_000);
+        seen.update(read(&["vm-a"]), 3_000);
+        assert_eq!(
+            states(&seen),
+            [
+                ("vm-a".into(), "publishing", None),
+                ("vm-b".into(), "gone", Some(2_000)),
+            ]
+        );
+        // Its last record is kept, to show where it stood.
+        assert!(seen.vms()[1].record.is_some());
+        // Back: publishing again.
+        seen.update(read(&["vm-a", "vm-b"]), 4_000);
+        assert_eq!(states(&seen)[1], ("vm-b".into(), "publishing", None));
+        // Gone for an hour: dropped.
+        seen.update(read(&["vm-a"]), 5_000);
+        seen.update(read(&["vm-a"]), 5_000 + 3_600_000);
+        assert_eq!(states(&seen), [("vm-a".into(), "publishing", None)]);
+    }
+
+    #[test]
+    fn a_truncated_read_does_not_make_the_vms_after_it_gone() {
+        let mut seen = Seen::default();
+        seen.update(read(&["vm-a", "vm-b", "vm-c"]), 1_000);
+        let mut truncated = read(&["vm-b"]);
+        truncated.truncated = true;
+        seen.update(truncated, 2_000);
+        assert_eq!(
+            states(&seen),
+            [
+                ("vm-a".into(), "gone", Some(2_000)),
+                ("vm-b".into(), "publishing", None),
+                ("vm-c".into(), "publishing", None),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_record_of_another_schema_or_not_json_says_so() {
+        let other = serde_json::to_string(&FleetRecord {
+            schema: 99,
+            ..record("vm-a")
+        })
+        .unwrap();
+        assert!(parse_record(&other).unwrap_err().contains("schema 99"));
+        assert!(
+            parse_record("<html>")
+                .unwrap_err()
+                .starts_with("not a forewarn fleet record")
+        );
+        let good = serde_json::to_string(&record("vm-a")).unwrap();
+        assert_eq!(parse_record(&good), Ok(record("vm-a")));
+    }
+}

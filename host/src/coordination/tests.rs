@@ -1,0 +1,156 @@
+use super::*;
+
+#[test]
+fn event_records_are_read_by_key() {
+    let prefix = "/forewarn/events/E1/";
+    let kv = |key: &str, value: &str| KeyValue {
+        key: format!("{prefix}{key}"),
+        value: value.into(),
+        lease: 1,
+    };
+    let read = EventRecords::read(
+        &[
+            kv("leader", "vm-b"),
+            kv("ready/vm-a", "1000"),
+            kv("ready/vm-b", "999"),
+            kv("was-ready/vm-c", "vm-c"),
+            kv("approval", "vm-b"),
+        ],
+        prefix,
+    );
+    assert_eq!(read.leader.as_deref(), Some("vm-b"));
+    assert_eq!(read.approval, Some(("vm-b".to_owned(), 1)));
+    assert_eq!(read.ready.len(), 2);
+    assert_eq!(
+        read.ready_for("1000").into_iter().collect::<Vec<_>>(),
+        ["vm-a"]
+    );
+    assert!(read.was_ready.contains("vm-c"));
+}
+
+/// An unreadable NotBefore is read as the instant each VM first saw the event, which
+/// differs from VM to VM: the ready keys must not carry it, or no VM would count the
+/// others ready.
+#[test]
+fn the_ready_marker_leaves_out_a_not_before_forewarn_could_not_read() {
+    let at = std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let event = ScheduledEvent {
+        id: "E1".into(),
+        event_type: forewarn_imds::EventType::Reboot,
+        event_type_raw: "Reboot".into(),
+        resource_type: "VirtualMachine".into(),
+        resources: vec!["vm-a".into(), "vm-b".into()],
+        status: forewarn_imds::EventStatus::Scheduled,
+        not_before: Some(at),
+        description: String::new(),
+        source: forewarn_imds::EventSource::Platform,
+        duration_seconds: None,
+        unreadable: Vec::new(),
+    };
+    assert_eq!(ready_marker(&event), "1800000000000");
+    let mut unreadable = event.clone();
+    unreadable.unreadable.push(forewarn_imds::UnreadableField {
+        field: EventField::NotBefore,
+        raw: "garbage".into(),
+    });
+    assert_eq!(ready_marker(&unreadable), "0");
+    assert_eq!(stated_not_before(&unreadable), None);
+}
+
+#[test]
+fn only_the_leader_or_a_change_needs_the_whole_event_read() {
+    // (leader seen, leader now, approval claimed) → read everything?
+    let rows = [
+        (None, None, false, true),                  // nobody leads yet: campaign
+        (None, Some("vm-b"), false, true),          // first sight of a leader
+        (Some("vm-b"), Some("vm-b"), false, false), // the same leader, nothing claimed: wait
+        (Some("vm-b"), Some("vm-b"), true, true),   // claimed: settle the approval
+        (Some("vm-b"), Some("vm-c"), false, true),  // another leader now
+        (Some("vm-b"), None, false, true),          // the leader is gone: campaign
+        (Some("vm-a"), Some("vm-a"), false, true),  // this VM leads: it counts the standings
+    ];
+    for (seen, now, claimed, expected) in rows {
+        assert_eq!(
+            super::reads_everything("vm-a", seen, now, claimed),
+            expected,
+            "seen {seen:?}, now {now:?}, claimed {claimed}"
+        );
+    }
+}
+
+#[test]
+fn a_connected_coordinator_falls_back_only_after_its_rounds_failed_for_a_while() {
+    use super::{Connection, FALL_BACK_AFTER, connection_after};
+    use std::time::{Duration, Instant};
+    let t0 = Instant::now();
+    let rows = [
+        // (previous, observed, failing since, now, expected)
+        (
+            Connection::Connected,
+            Connection::Connected,
+            None,
+            t0,
+            Connection::Connected,
+        ),
+        // An election: the first failures of a connected coordinator are waited out.
+        (
+            Connection::Connected,
+            Connection::Unreachable,
+            Some(t0),
+            t0,
+            Connection::Connected,
+        ),
+        (
+            Connection::Connected,
+            Connection::NoQuorum,
+            Some(t0),
+            t0 + Duration::from_secs(2),
+            Connection::Connected,
+        ),
+        // Failing for longer: fall back.
+        (
+            Connection::Connected,
+            Connection::Unreachable,
+            Some(t0),
+            t0 + FALL_BACK_AFTER,
+            Connection::Unreachable,
+        ),
+        (
+            Connection::Connected,
+            Connection::NoQuorum,
+            Some(t0),
+            t0 + FALL_BACK_AFTER,
+            Connection::NoQuorum,
+        ),
+        // Never connected, or already fallen back: as observed at once.
+        (
+            Connection::Connecting,
+            Connection::Unreachable,
+            Some(t0),
+            t0,
+            Connection::Unreachable,
+        ),
+        (
+            Connection::Unreachable,
+            Connection::NoQuorum,
+            Some(t0),
+            t0,
+            Connection::NoQuorum,
+        ),
+        (
+            Connection::Unreachable,
+            Connection::Connected,
+            None,
+            t0,
+            Connection::Connected,
+        ),
+    ];
+    for (previous, observed, since, now, expected) in rows {
+        assert_eq!(
+            connection_after(previous, observed, since, now),
+            expected,
+            "{previous:?} then {observed:?} at {:?}",
+            now.saturating_duration_since(t0)
+        );
+    }
+}

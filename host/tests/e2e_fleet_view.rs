@@ -1,0 +1,469 @@
+//! End-to-end test of the fleet view: ten `forewarn run` daemons (vm-00 … vm-09) against one
+//! `forewarn simulate` serving one Reboot that names all ten, and one real etcd on loopback.
+//!
+//! Each daemon publishes its status record at `PREFIX/fleet/VM` under its lease. The test
+//! asserts what etcd holds, what `forewarn fleet status` (table and `--json`) and the
+//! status page's fleet section show: all ten VMs with their stage, the plugin holding vm-00
+//! (a probe that always defers) named as its holder, and a daemon killed shown as gone once
+//! its lease expired. Nine daemons load the no-op guest, vm-00 the probe: the lightest
+//! plugins there are. A second test gives two daemons an etcd user that may not write
+//! `fleet/`: the record fails (logged once) and the event is still coordinated and approved.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use forewarn_host::coordination::fleet_reader::{FleetView, FleetVmState};
+use forewarn_host::coordination::fleet_record::FleetRecord;
+use forewarn_host::log_messages::FLEET_RECORD_WRITE_FAILED;
+use forewarn_test_support::browser::{assert_png, pages_command, screenshot_dir};
+use forewarn_test_support::etcd::Etcd;
+use forewarn_test_support::harness::{
+    Daemon, DaemonConfig, ProbePlugin, Simulator, http_get, wait_for, write_plugin_dir,
+};
+use forewarn_test_support::{forewarn_binary, guests};
+use serde::Deserialize;
+use tempfile::TempDir;
+
+const VM_COUNT: usize = 10;
+/// The VM whose plugin defers for ever: it holds the event.
+const HELD_VM: &str = "vm-00";
+/// Its plugin, named as the holder.
+const HOLDER: &str = "drain";
+/// Generous bound for a single wait.
+const WAIT: Duration = Duration::from_secs(60);
+/// The lease TTL the daemons are given (etcd's minimum is about 2 s).
+const LEASE_TTL: Duration = Duration::from_secs(3);
+const PREFIX: &str = "/fleet-test";
+
+fn vm(index: usize) -> String {
+    format!("vm-{index:02}")
+}
+
+/// Daemons (ten, or two), one simulator, one etcd.
+struct Fleet {
+    dir: TempDir,
+    etcd: Etcd,
+    simulator: Simulator,
+    daemons: Vec<(String, Daemon)>,
+    /// The etcd user and password the daemons are given, when etcd has authentication on.
+    credentials: Option<(&'static str, &'static str)>,
+    /// The VM whose plugin defers for ever, if any.
+    held: Option<&'static str>,
+}
+
+impl Fleet {
+    fn start() -> Fleet {
+        Fleet::start_with(Etcd::start(None), VM_COUNT, None, Some(HELD_VM))
+    }
+
+    /// `count` daemons against `etcd`, logging in as `credentials` when given; `held`'s
+    /// plugin defers for ever, the others' approve.
+    fn start_with(
+        etcd: Etcd,
+        count: usize,
+        credentials: Option<(&'static str, &'static str)>,
+        held: Option<&'static str>,
+    ) -> Fleet {
+        let dir = TempDir::new().expect("temp dir");
+        let simulator = Simulator::builder(forewarn_binary!())
+            .scenario_text(&scenario_text(count))
+            .start_on_first_poll()
+            .start();
+        let mut fleet = Fleet {
+            dir,
+            etcd,
+            simulator,
+            daemons: Vec::new(),
+            credentials,
+            held,
+        };
+        for index in 0..count {
+            let name = vm(index);
+            let daemon = fleet.start_daemon(&name);
+            fleet.daemons.push((name, daemon));
+        }
+        fleet
+    }
+
+    fn start_daemon(&self, vm: &str) -> Daemon {
+        let root = self.dir.path().join(vm);
+        let plugins = root.join("plugins");
+        if self.held == Some(vm) {
+            let drain = ProbePlugin::new(HOLDER, "defer");
+            write_plugin_dir(&plugins, Path::new(guests::PROBE), &[drain]);
+        } else {
+            let noop = ProbePlugin::new("noop", "approve");
+            write_plugin_dir(&plugins, Path::new(guests::NOOP), &[noop]);
+        }
+        let imds_url = format!("{}/vm/{vm}", self.simulator.base_url);
+        let config = DaemonConfig {
+            vm_name: vm.to_owned(),
+            poll_interval: "1s".into(),
+            ..DaemonConfig::vm_a(&root, plugins, &imds_url)
+        };
+        let mut text = config.to_toml();
+        text.push_str(&format!(
+            "\n[coordination]\nendpoints = [{:?}]\nprefix = {PREFIX:?}\nlease-ttl = \"{}s\"\n",
+            self.etcd.endpoint(),
+            LEASE_TTL.as_secs()
+        ));
+        if let Some((user, password)) = self.credentials {
+            text.push_str(&format!(
+                "username = {user:?}\npassword = {password:?}\nallow-plaintext-credentials = true\n"
+            ));
+        }
+        let path = root.join("forewarn.toml");
+        std::fs::write(&path, text).expect("write the daemon config");
+        Daemon::start(forewarn_binary!(), &path)
+    }
+
+    /// Every record under `PREFIX/fleet/`, by key, as etcd holds them.
+    fn records_in_etcd(&self) -> Vec<FleetRecord> {
+        let output = self.etcd.etcdctl(&[
+            "get",
+            "--prefix",
+            "--print-value-only",
+            &format!("{PREFIX}/fleet/"),
+        ]);
+        assert!(output.status.success(), "etcdctl get: {output:?}");
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter(|line| !line.trim().is_empty())
+            .map(|line| {
+                serde_json::from_str(line).unwrap_or_else(|error| {
+                    panic!("a record that is not a FleetRecord ({error}): {line}")
+                })
+            })
+            .collect()
+    }
+
+    /// `forewarn fleet status ARGS --admin ADMIN`: its stdout.
+    fn fleet_status(&self, admin: &str, args: &[&str]) -> String {
+        let output = Command::new(forewarn_binary!())
+            .args(["fleet", "status", "--admin", admin])
+            .args(args)
+            .output()
+            .expect("run forewarn fleet status");
+        assert!(
+            output.status.success(),
+            "forewarn fleet status {args:?}: {}{}",
+            String::from_utf8_lossy(&output.stderr),
+            self.describe()
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// How many times `vm`'s record was written since its key was created (etcd's `version`).
+    fn record_writes(&self, vm: &str) -> u64 {
+        let key = format!("{PREFIX}/fleet/{vm}");
+        let output = self.etcd.etcdctl(&["get", &key, "-w", "json"]);
+        assert!(output.status.success(), "etcdctl get {key}: {output:?}");
+        let answer: serde_json::Value =
+            serde_json::from_slice(&output.stdout).expect("etcdctl prints JSON");
+        answer["kvs"][0]["version"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no version of {key}: {answer}"))
+    }
+
+    fn describe(&self) -> String {
+        let mut text = String::new();
+        for (vm, daemon) in &self.daemons {
+            text.push_str(&format!("\n--- {vm}: {}", daemon.describe_for_failure()));
+        }
+        text
+    }
+}
+
+fn scenario_text(count: usize) -> String {
+    let vms: Vec<String> = (0..count).map(|index| format!("{:?}", vm(index))).collect();
+    format!(
+        "name = \"fleet-reboot\"\n\
+         description = \"One Platform Reboot naming every VM of the fleet.\"\n\
+         vms = [{}]\n\
+         end_after = \"10s\"\n\n\
+         [[events]]\n\
+         type = \"Reboot\"\n\
+         appear_at = \"1s\"\n\
+         notice = \"10m\"\n\
+         runs_for = \"30s\"\n",
+        vms.join(", ")
+    )
+}
+
+#[test]
+fn ten_vms_publish_their_stage_and_holders_and_a_killed_one_is_gone() {
+    let started = Instant::now();
+    let mut fleet = Fleet::start();
+
+    // etcd holds each VM's record: nine ready (waiting on the barrier for vm-00), vm-00
+    // preparing, held by its deferring plugin.
+    let records = wait_for(WAIT, "ten records, nine ready and vm-00 held", || {
+        let records = fleet.records_in_etcd();
+        let ready = records
+            .iter()
+            .filter(|record| stage_of(record) == Some("ready"))
+            .count();
+        let held = records.iter().any(|record| {
+            record.vm == HELD_VM
+                && record
+                    .events
+                    .iter()
+                    .any(|event| event.holders.iter().any(|holder| holder.plugin == HOLDER))
+        });
+        match records.len() == VM_COUNT && ready == VM_COUNT - 1 && held {
+            true => Ok(records),
+            false => Err(format!("{records:#?}{}", fleet.describe())),
+        }
+    });
+    let held = records
+        .iter()
+        .find(|record| record.vm == HELD_VM)
+        .expect("vm-00");
+    assert_eq!(stage_of(held), Some("preparing"));
+    assert!(held.imds.answered && held.imds.last_poll_unix_ms.is_some());
+    // From here on vm-01's record changes only in its timestamps (it polls every second):
+    // written again at most every 30 s, not on every poll.
+    let writes_before = fleet.record_writes("vm-01");
+    let steady_since = Instant::now();
+    // Nothing approved: vm-00 holds the event.
+    assert!(fleet.simulator.state().approvals.is_empty());
+
+    // `forewarn fleet status --json` on vm-01 lists all ten, publishing, with their stage.
+    let admin = fleet.daemons[1].1.admin_address(WAIT);
+    let json = fleet.fleet_status(&admin, &["--json"]);
+    let view: FleetView = serde_json::from_str(&json).expect("--json prints the fleet");
+    assert_eq!(view.vm, "vm-01");
+    let names: Vec<&str> = view.vms.iter().map(|vm| vm.vm.as_str()).collect();
+    let expected: Vec<String> = (0..VM_COUNT).map(vm).collect();
+    assert_eq!(names, expected, "{json}");
+    for listed in &view.vms {
+        assert_eq!(listed.state, FleetVmState::Publishing, "{json}");
+        let stage = listed.record.as_ref().and_then(stage_of);
+        let expected = if listed.vm == HELD_VM {
+            "preparing"
+        } else {
+            "ready"
+        };
+        assert_eq!(stage, Some(expected), "{}: {json}", listed.vm);
+    }
+    // The table: a row per VM, vm-00's holder named.
+    let table = fleet.fleet_status(&admin, &[]);
+    for name in &expected {
+        assert!(
+            table.lines().any(|line| line.starts_with(name.as_str())),
+            "no row of {name}: {table}"
+        );
+    }
+    let held_row = table
+        .lines()
+        .find(|line| line.starts_with(HELD_VM))
+        .expect("vm-00's row");
+    assert!(
+        held_row.contains(&format!("{HOLDER} (deferring)")),
+        "{table}"
+    );
+    assert!(held_row.contains("preparing"), "{table}");
+
+    // A daemon killed: its record vanishes with its lease, and the fleet shows it gone.
+    let killed = vm(VM_COUNT - 1);
+    let killed_at = Instant::now();
+    fleet.daemons.last_mut().expect("ten daemons").1.kill();
+    wait_for(WAIT, "the killed VM shown gone on /status/fleet", || {
+        let body = http_get(&admin, "/status/fleet")?;
+        let view: FleetView = serde_json::from_str(&body).map_err(|error| error.to_string())?;
+        let gone = view
+            .vms
+            .iter()
+            .any(|listed| listed.vm == killed && listed.state == FleetVmState::Gone);
+        match gone {
+            true => Ok(()),
+            false => Err(body),
+        }
+    });
+    let gone_after = killed_at.elapsed();
+    let rewrites = fleet.record_writes("vm-01") - writes_before;
+    let refreshes = steady_since.elapsed().as_secs() / 30 + 1;
+    assert!(
+        rewrites <= refreshes,
+        "vm-01's unchanged record was written {rewrites} times in {:?}",
+        steady_since.elapsed()
+    );
+    assert!(
+        fleet
+            .records_in_etcd()
+            .iter()
+            .all(|record| record.vm != killed),
+        "gone while its record is still in etcd"
+    );
+    let table = fleet.fleet_status(&admin, &[]);
+    let killed_row = table
+        .lines()
+        .find(|line| line.starts_with(killed.as_str()))
+        .unwrap_or_else(|| panic!("the gone VM keeps its row: {table}"));
+    assert!(killed_row.contains("gone"), "{table}");
+
+    // The status page's fleet section, in a browser: ten rows, the killed VM gone.
+    let page = fleet_page(&admin, &killed);
+    assert_eq!(page.rows.len(), VM_COUNT, "{page:?}");
+    for row in &page.rows {
+        let (state, stage) = match row.vm.as_str() {
+            vm if vm == killed => ("gone", "ready"),
+            HELD_VM => ("publishing", "preparing"),
+            _ => ("publishing", "ready"),
+        };
+        assert_eq!(
+            (row.state.as_str(), row.stage.as_str()),
+            (state, stage),
+            "{row:?}"
+        );
+    }
+    let held = page
+        .rows
+        .iter()
+        .find(|row| row.vm == HELD_VM)
+        .expect("vm-00's row");
+    assert_eq!(held.holders, [HOLDER]);
+    assert_eq!(page.outside_requests, Vec::<String>::new());
+    assert_eq!(page.page_errors, Vec::<String>::new());
+    assert_png(&screenshot_dir().join("fleet-gone.png"));
+    eprintln!(
+        "fleet view test: {:.1} s; killed VM shown gone {:.1} s after the kill (lease TTL {} s); \
+         vm-01's unchanged record written {rewrites} time(s) in {:.1} s",
+        started.elapsed().as_secs_f64(),
+        gone_after.as_secs_f64(),
+        LEASE_TTL.as_secs(),
+        steady_since.elapsed().as_secs_f64()
+    );
+}
+
+/// What `pages.mjs` saw of the fleet section.
+#[derive(Debug, Deserialize)]
+struct FleetPageSeen {
+    rows: Vec<FleetRowSeen>,
+    outside_requests: Vec<String>,
+    page_errors: Vec<String>,
+}
+
+/// One `[data-fleet-vm]` row.
+#[derive(Debug, Deserialize)]
+struct FleetRowSeen {
+    vm: String,
+    state: String,
+    stage: String,
+    holders: Vec<String>,
+}
+
+/// The status page of `admin` in headless Chromium, once it shows ten VMs with `gone` gone.
+fn fleet_page(admin: &str, gone: &str) -> FleetPageSeen {
+    let output = pages_command()
+        .env("FOREWARN_STATUS_URL", format!("http://{admin}/"))
+        .env("FOREWARN_FLEET_VMS", VM_COUNT.to_string())
+        .env("FOREWARN_FLEET_GONE", gone)
+        .env("FOREWARN_WAIT_MS", WAIT.as_millis().to_string())
+        .output()
+        .expect("run node (tests/run.sh installs Node.js when missing)");
+    assert!(
+        output.status.success(),
+        "the browser run failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+        panic!(
+            "pages.mjs printed no JSON ({error}): {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
+}
+
+/// The stage of the record's first event, as the JSON names it.
+fn stage_of(record: &FleetRecord) -> Option<&'static str> {
+    record.events.first().map(|event| event.stage.as_str())
+}
+
+/// etcd's root password, and the password of the user the daemons log in as.
+const ROOT: &str = "root:fleet-test-root";
+const BARRIER_USER: (&str, &str) = ("barrier", "fleet-test-barrier");
+
+/// A daemon whose etcd user may write the barrier's keys but not its fleet record: every
+/// write of the record fails, which it logs once, and the event is still coordinated and
+/// approved (a failed record never touches the barrier).
+#[test]
+fn a_vm_that_cannot_write_its_record_still_coordinates_and_approves() {
+    let started = Instant::now();
+    let etcd = Etcd::start(None);
+    let (user, password) = BARRIER_USER;
+    let barrier_keys = [format!("{PREFIX}/members/"), format!("{PREFIX}/events/")];
+    let steps: Vec<Vec<String>> = vec![
+        vec!["user".into(), "add".into(), ROOT.into()],
+        vec![
+            "user".into(),
+            "grant-role".into(),
+            "root".into(),
+            "root".into(),
+        ],
+        vec!["role".into(), "add".into(), "barrier".into()],
+        grant(&barrier_keys[0]),
+        grant(&barrier_keys[1]),
+        vec!["user".into(), "add".into(), format!("{user}:{password}")],
+        vec![
+            "user".into(),
+            "grant-role".into(),
+            user.into(),
+            "barrier".into(),
+        ],
+        vec!["auth".into(), "enable".into()],
+    ];
+    for step in &steps {
+        let args: Vec<&str> = step.iter().map(String::as_str).collect();
+        let output = etcd.etcdctl(&args);
+        assert!(output.status.success(), "etcdctl {step:?}: {output:?}");
+    }
+    let fleet = Fleet::start_with(etcd, 2, Some(BARRIER_USER), None);
+
+    let state = wait_for(WAIT, "the coordinated approval at the simulator", || {
+        let state = fleet.simulator.state();
+        match state.approvals.is_empty() {
+            false => Ok(state),
+            true => Err(fleet.describe()),
+        }
+    });
+    assert_eq!(state.approvals.len(), 1, "{}", fleet.describe());
+    for (vm, daemon) in &fleet.daemons {
+        let failures = daemon.lines_with_message(FLEET_RECORD_WRITE_FAILED).len();
+        assert_eq!(
+            failures,
+            1,
+            "{vm}: one line per streak of failures{}",
+            fleet.describe()
+        );
+    }
+    let records = etcd_as_root(&fleet.etcd, &format!("{PREFIX}/fleet/"));
+    assert_eq!(records, "", "no record could be written");
+    eprintln!(
+        "fleet record write failure test: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// `role grant-permission barrier readwrite KEY --prefix=true`.
+fn grant(prefix: &str) -> Vec<String> {
+    [
+        "role",
+        "grant-permission",
+        "barrier",
+        "readwrite",
+        prefix,
+        "--prefix=true",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect()
+}
+
+/// The keys under `prefix`, read as root.
+fn etcd_as_root(etcd: &Etcd, prefix: &str) -> String {
+    let output = etcd.etcdctl(&["--user", ROOT, "get", "--prefix", "--keys-only", prefix]);
+    assert!(output.status.success(), "etcdctl get: {output:?}");
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
