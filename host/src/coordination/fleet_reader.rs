@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::Inner;
-use super::fleet_record::{FLEET_RECORD_SCHEMA, FleetRecord, bounded_text};
+use super::fleet_record::{FLEET_RECORD_MAX_BYTES, FLEET_RECORD_SCHEMA, FleetRecord, bounded_text};
 use crate::pipeline::clock::unix_ms;
 
 /// The most VMs one answer lists (the range read stops there; `truncated` says so).
@@ -174,8 +174,18 @@ impl Seen {
 
 /// Reads one record: JSON of [`FLEET_RECORD_SCHEMA`], or why not.
 pub fn parse_record(value: &str) -> Result<FleetRecord, String> {
+    // Another VM wrote it: held to the bounds a forewarn writes within, whatever it holds.
+    if value.len() > FLEET_RECORD_MAX_BYTES {
+        return Err(format!(
+            "a record of {} bytes, more than the {FLEET_RECORD_MAX_BYTES} a forewarn writes: not shown",
+            value.len()
+        ));
+    }
     match serde_json::from_str::<FleetRecord>(value) {
-        Ok(record) if record.schema == FLEET_RECORD_SCHEMA => Ok(record),
+        Ok(mut record) if record.schema == FLEET_RECORD_SCHEMA => {
+            record.cut_lists();
+            Ok(record)
+        }
         Ok(record) => Err(format!(
             "a record of schema {} (this forewarn reads schema {FLEET_RECORD_SCHEMA}): upgrade forewarn on this VM or on that one",
             record.schema
@@ -258,7 +268,8 @@ impl FleetReader {
                 let Some(vm) = kv.key.strip_prefix(&prefix) else {
                     continue;
                 };
-                read.records.insert(vm.to_owned(), parse_record(&kv.value));
+                read.records
+                    .insert(bounded_text(vm), parse_record(&kv.value));
             }
             if !more || after.is_none() {
                 return Ok(read);
@@ -289,6 +300,22 @@ mod tests {
             events_truncated: 0,
             published_at_unix_ms: 0,
         }
+    }
+
+    #[test]
+    fn a_record_from_another_vm_is_held_to_the_bounds_a_forewarn_writes_within() {
+        // Over the byte cap: not parsed at all.
+        let huge = format!("{{\"pad\":\"{}\"}}", "x".repeat(FLEET_RECORD_MAX_BYTES));
+        let refused = parse_record(&huge).expect_err("a record over the cap");
+        assert!(refused.contains("more than the 4096"), "{refused}");
+        // Within the cap but with more readiness holds than a forewarn lists: cut on read.
+        let mut many = record("vm-evil");
+        many.readiness_holds = (0..40).map(|n| format!("p{n}")).collect();
+        let text = serde_json::to_string(&many).expect("encode");
+        assert!(text.len() <= FLEET_RECORD_MAX_BYTES, "{} bytes", text.len());
+        let parsed = parse_record(&text).expect("a readable record");
+        assert_eq!(parsed.readiness_holds.len(), 8);
+        assert_eq!(parsed.readiness_holds_truncated, 32);
     }
 
     fn read(vms: &[&str]) -> FleetRead {

@@ -201,7 +201,7 @@ impl FleetRecord {
     }
 
     /// Cuts the lists to their limits and every text to [`FLEET_RECORD_TEXT_MAX`].
-    fn cut_lists(&mut self) {
+    pub(crate) fn cut_lists(&mut self) {
         self.vm = bounded_text(&self.vm);
         self.version = bounded_text(&self.version);
         cut(
@@ -332,18 +332,22 @@ async fn publish(
             let now = Instant::now();
             let due = throttle.due_at(&record, lease, now);
             if due <= now {
+                // The throttle compares what the daemon offers next with what it offered
+                // last, not with what was written: a record that had to be cut would
+                // otherwise differ every time and be rewritten every 2 s.
+                let offered = record.clone();
                 let record = FleetRecord {
                     published_at_unix_ms: unix_ms(SystemTime::now()),
                     ..record
                 };
-                let (written, json) = record.encode_bounded();
+                let (_, json) = record.encode_bounded();
                 match inner.client.put(&key, &json, lease).await {
                     Ok(()) => {
                         if failing {
                             tracing::info!("this VM's fleet record is written to etcd again");
                         }
                         failing = false;
-                        throttle.wrote(&written, lease, Instant::now());
+                        throttle.wrote(&offered, lease, Instant::now());
                     }
                     Err(error) => {
                         if !failing {

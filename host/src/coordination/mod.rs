@@ -61,10 +61,10 @@ pub enum CoordinationError {
     Client(#[from] EtcdError),
 }
 
-/// How long the rounds of a connected coordinator may fail before its events fall back to
-/// the single-VM policy: a cluster electing a new leader (a member died) answers every
-/// request "leader changed" or "no leader" for about a second; that is no reason to approve
-/// alone. Meanwhile events wait.
+/// How long the rounds of a connected coordinator may fail (from the start of the first
+/// failed round) before its events fall back to the single-VM policy: a cluster electing a
+/// new leader (a member died) answers every request "leader changed" or "no leader" for
+/// about a second; that is no reason to approve alone. Meanwhile events wait.
 const FALL_BACK_AFTER: Duration = Duration::from_secs(3);
 
 /// The link to etcd, as the status shows it.
@@ -421,8 +421,9 @@ impl Inner {
     async fn run(self: Arc<Inner>, shutdown: CancellationToken) {
         let mut lease: Option<Lease> = None;
         loop {
+            let started = Instant::now();
             let outcome = self.round(&mut lease).await;
-            self.record_outcome(outcome, lease.as_ref().map(|lease| lease.id));
+            self.record_outcome(outcome, started, lease.as_ref().map(|lease| lease.id));
             let pause = if self.lock().events.is_empty() {
                 self.config.lease_ttl / 3
             } else {
@@ -862,14 +863,22 @@ impl Inner {
     }
 
     /// Tracks the link to etcd, logs each change once, and publishes the status.
-    fn record_outcome(&self, outcome: Result<(), EtcdError>, lease_id: Option<i64>) {
+    /// Records the outcome of the round that began at `started`.
+    fn record_outcome(
+        &self,
+        outcome: Result<(), EtcdError>,
+        started: Instant,
+        lease_id: Option<i64>,
+    ) {
         let mut shared = self.lock();
         shared.lease_id = lease_id;
         let previous = shared.connection;
         let now = Instant::now();
+        // Failing since the start of the first failed round: a round of unanswered requests
+        // (2 s a request, every endpoint, then their status) already counts.
         shared.failing_since = match outcome {
             Ok(()) => None,
-            Err(_) => Some(shared.failing_since.unwrap_or(now)),
+            Err(_) => Some(shared.failing_since.unwrap_or(started)),
         };
         shared.connection = connection_after(
             previous,
