@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Windows part of the test command (tests/run.sh runs it last): cross-compiles forewarn for
 # x86_64-pc-windows-gnu with mingw-w64 and runs, under Wine, the platform seams' unit tests,
-# the runtime's sandbox tests and the pipeline's unit tests (cargo's target runner is
+# the runtime's sandbox tests and the runtime's and the daemon's unit tests (those needing a
+# Linux tool are ignored on Windows, each saying why; cargo's target runner is
 # tests/windows/wine-runner.sh); then the end-to-end tests of forewarn.exe against the
 # simulator running natively (host/tests/e2e_windows.rs, ignored in a plain `cargo test`),
 # and builds and lists the zip package (packaging/windows/make-zip.sh).
@@ -71,7 +72,8 @@ run_under_wine() {
 }
 run_under_wine forewarn_platform
 run_under_wine sandbox
-run_under_wine forewarn_host pipeline::
+run_under_wine forewarn_runtime
+run_under_wine forewarn_host
 phase "unit and sandbox tests passed under Wine"
 
 FOREWARN_WINDOWS_EXE="$exe" cargo test --locked --workspace --test e2e_windows -- --ignored

@@ -163,7 +163,10 @@ Rss:                1024 kB
         assert_eq!(mapping_range("VmFlags: rd wr mr mw me ac sd"), None);
     }
 
-    #[cfg_attr(windows, ignore = "reads /proc/self/smaps, which Windows has not: run by the Linux suite")]
+    #[cfg_attr(
+        windows,
+        ignore = "reads /proc/self/smaps, which Windows has not: run by the Linux suite"
+    )]
     #[test]
     fn the_pool_of_a_new_engine_is_found() {
         let config = crate::engine_config::engine_config(

@@ -425,7 +425,10 @@ mod tests {
         assert!(open(dir.path()).1.quarantined.is_some());
     }
 
-    #[cfg_attr(windows, ignore = "Wine cannot rename over a file another handle holds open (Windows can, with FILE_SHARE_DELETE): run by the Linux suite")]
+    #[cfg_attr(
+        windows,
+        ignore = "Wine cannot rename over a file another handle holds open (Windows can, with FILE_SHARE_DELETE): run by the Linux suite"
+    )]
     #[test]
     fn readers_never_see_a_partial_file() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -460,7 +463,10 @@ mod tests {
         assert_eq!(open(dir.path()).1.value, Some(state(500)));
     }
 
-    #[cfg_attr(windows, ignore = "Windows answers Access denied where this test expects the Linux error: run by the Linux suite")]
+    #[cfg_attr(
+        windows,
+        ignore = "Windows answers Access denied where this test expects the Linux error: run by the Linux suite"
+    )]
     #[test]
     fn error_names_path_cause_and_fix() {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -287,7 +287,10 @@ pub(crate) mod tests {
         (path, public.trim().to_owned())
     }
 
-    #[cfg_attr(windows, ignore = "signs and verifies with ssh-keygen, a Linux tool here: run by the Linux suite")]
+    #[cfg_attr(
+        windows,
+        ignore = "signs and verifies with ssh-keygen, a Linux tool here: run by the Linux suite"
+    )]
     #[test]
     fn our_signature_verifies_and_names_the_signer_and_another_digest_does_not() {
         let dir = tempfile::tempdir().unwrap();
@@ -308,7 +311,10 @@ pub(crate) mod tests {
         assert!(problems[0].contains("does not verify"), "{problems:?}");
     }
 
-    #[cfg_attr(windows, ignore = "signs and verifies with ssh-keygen, a Linux tool here: run by the Linux suite")]
+    #[cfg_attr(
+        windows,
+        ignore = "signs and verifies with ssh-keygen, a Linux tool here: run by the Linux suite"
+    )]
     #[test]
     fn a_key_not_trusted_is_named_by_fingerprint() {
         let dir = tempfile::tempdir().unwrap();
@@ -329,7 +335,10 @@ pub(crate) mod tests {
 
     /// The format is OpenSSH's own: `ssh-keygen -Y verify` accepts forewarn's signature, and
     /// forewarn accepts `ssh-keygen -Y sign`'s.
-    #[cfg_attr(windows, ignore = "signs and verifies with ssh-keygen, a Linux tool here: run by the Linux suite")]
+    #[cfg_attr(
+        windows,
+        ignore = "signs and verifies with ssh-keygen, a Linux tool here: run by the Linux suite"
+    )]
     #[test]
     fn signatures_interoperate_with_ssh_keygen_both_ways() {
         let dir = tempfile::tempdir().unwrap();

@@ -184,7 +184,10 @@ fn load_in(dir: &Path, text: &str) -> Result<PluginManifest, String> {
     PluginManifest::from_text(&dir.join("p.toml"), text).map_err(|error| error.to_string())
 }
 
-#[cfg_attr(windows, ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite")]
+#[cfg_attr(
+    windows,
+    ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite"
+)]
 #[test]
 fn http_ca_file_is_read_at_load_relative_to_the_manifest() {
     let pki = forewarn_test_support::pki::Pki::generate();

@@ -134,6 +134,12 @@ mod tests {
         );
     }
 
+    /// A command that prints `hello`, as the platform spells it.
+    #[cfg(unix)]
+    const GREET: &[&str] = &["echo", "hello"];
+    #[cfg(windows)]
+    const GREET: &[&str] = &["cmd", "/C", "echo hello"];
+
     fn defining(name: &str, argv: &[&str]) -> HostServices {
         let spec = ActionSpec {
             argv: argv.iter().map(|arg| (*arg).to_owned()).collect(),
@@ -147,7 +153,7 @@ mod tests {
 
     #[tokio::test]
     async fn run_action_runs_only_a_granted_and_defined_action() {
-        let services = defining("greet", &["echo", "hello"]);
+        let services = defining("greet", GREET);
         let mut granted = call(
             grants(false, &[], &["greet", "undefined"]),
             services.clone(),
@@ -156,8 +162,8 @@ mod tests {
             .await
             .expect("granted and defined");
         assert_eq!(
-            (output.exit_code, output.stdout.as_str()),
-            (Some(0), "hello\n")
+            (output.exit_code, output.stdout.trim_end()),
+            (Some(0), "hello")
         );
 
         let undefined = run_action(&mut granted, "undefined".into()).await;

@@ -28,7 +28,6 @@ pub struct ActionSpec {
 /// Longest stdout (and stderr) handed back to a plugin; the rest is read and dropped.
 pub(crate) const ACTION_OUTPUT_MAX_BYTES: usize = 64 * 1024;
 
-
 /// How long, after the action's own process exited, its output pipes are still read: a
 /// background process it started and that keeps them open cannot hold the call.
 const PIPE_GRACE: Duration = Duration::from_millis(500);

@@ -50,7 +50,10 @@ fn failed_text(result: Result<HttpResponse, HostError>) -> String {
     }
 }
 
-#[cfg_attr(windows, ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite")]
+#[cfg_attr(
+    windows,
+    ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite"
+)]
 #[tokio::test]
 async fn https_with_the_granted_ca_succeeds_and_the_server_sees_the_exact_request() {
     let pki = Pki::generate();
@@ -77,7 +80,10 @@ async fn https_with_the_granted_ca_succeeds_and_the_server_sees_the_exact_reques
     assert_eq!(server.next_request().await, expected);
 }
 
-#[cfg_attr(windows, ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite")]
+#[cfg_attr(
+    windows,
+    ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite"
+)]
 #[tokio::test]
 async fn an_ip_address_url_is_verified_against_the_ip_in_the_certificate() {
     let pki = Pki::generate();
@@ -93,7 +99,10 @@ async fn an_ip_address_url_is_verified_against_the_ip_in_the_certificate() {
     );
 }
 
-#[cfg_attr(windows, ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite")]
+#[cfg_attr(
+    windows,
+    ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite"
+)]
 #[tokio::test]
 async fn without_the_ca_the_certificate_is_not_trusted_and_the_fix_is_named() {
     let pki = Pki::generate();
@@ -105,7 +114,10 @@ async fn without_the_ca_the_certificate_is_not_trusted_and_the_fix_is_named() {
     assert!(text.contains("localhost"), "{text}");
 }
 
-#[cfg_attr(windows, ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite")]
+#[cfg_attr(
+    windows,
+    ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite"
+)]
 #[tokio::test]
 async fn a_certificate_for_another_name_fails_naming_the_host() {
     let pki = Pki::generate();
@@ -122,7 +134,10 @@ async fn a_certificate_for_another_name_fails_naming_the_host() {
     );
 }
 
-#[cfg_attr(windows, ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite")]
+#[cfg_attr(
+    windows,
+    ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite"
+)]
 #[tokio::test]
 async fn a_redirect_is_returned_to_the_plugin_not_followed() {
     let pki = Pki::generate();
@@ -138,7 +153,10 @@ async fn a_redirect_is_returned_to_the_plugin_not_followed() {
     assert!(!server.has_more_requests(), "the redirect was followed");
 }
 
-#[cfg_attr(windows, ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite")]
+#[cfg_attr(
+    windows,
+    ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite"
+)]
 #[tokio::test]
 async fn a_response_longer_than_the_limit_is_cut_at_the_limit() {
     let pki = Pki::generate();
@@ -155,7 +173,10 @@ async fn a_response_longer_than_the_limit_is_cut_at_the_limit() {
     assert_eq!(response.body.len(), 5000);
 }
 
-#[cfg_attr(windows, ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite")]
+#[cfg_attr(
+    windows,
+    ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite"
+)]
 #[tokio::test]
 async fn the_deadline_bounds_a_tls_handshake_with_a_server_that_never_answers() {
     // Accepts and never answers the ClientHello.
@@ -177,7 +198,10 @@ async fn the_deadline_bounds_a_tls_handshake_with_a_server_that_never_answers() 
     );
 }
 
-#[cfg_attr(windows, ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite")]
+#[cfg_attr(
+    windows,
+    ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite"
+)]
 #[test]
 fn the_response_limit_is_more_than_zero_and_at_most_64_mib() {
     assert_eq!(HttpResponseLimit::default().bytes(), 1024 * 1024);
@@ -189,7 +213,10 @@ fn the_response_limit_is_more_than_zero_and_at_most_64_mib() {
     assert_eq!(HttpResponseLimit::new(0), None);
 }
 
-#[cfg_attr(windows, ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite")]
+#[cfg_attr(
+    windows,
+    ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite"
+)]
 #[test]
 fn a_ca_file_needs_at_least_one_usable_certificate() {
     let empty = ca_certificates(b"no pem here\n").unwrap_err();

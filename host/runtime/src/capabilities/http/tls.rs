@@ -189,7 +189,10 @@ mod tests {
         );
     }
 
-    #[cfg_attr(windows, ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite")]
+    #[cfg_attr(
+        windows,
+        ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite"
+    )]
     #[test]
     fn without_system_cas_the_plugins_own_cas_still_serve() {
         let pki = forewarn_test_support::pki::Pki::generate();
