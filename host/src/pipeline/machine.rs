@@ -19,6 +19,7 @@ use forewarn_imds::{Document, EventStatus, ScheduledEvent};
 use crate::log_fields;
 use crate::log_messages;
 use crate::pipeline::agenda::{Agenda, Standing, Urgency};
+use crate::pipeline::approval::post::PostQueue;
 use crate::pipeline::approval::{self, Approver};
 use crate::pipeline::clock::unix_ms;
 use crate::pipeline::policy::{self, Plan, PolicyConfig};
@@ -34,8 +35,6 @@ use crate::pipeline::timeline::TimelineEntry;
 use crate::pipeline::tracker::Transition;
 use crate::plugins::manifest::FailurePolicy;
 
-/// Wait before re-sending an approval IMDS did not accept.
-pub(crate) const APPROVAL_RETRY: Duration = Duration::from_secs(1);
 /// An event waiting on the etcd barrier is asked again at least this often, input or not:
 /// the coordinator forgets an event the daemon stops asking about (after 15 s), and only
 /// wakes the daemon when a verdict changes.
@@ -117,13 +116,8 @@ pub(crate) struct Pipeline {
     quarantine: Quarantine,
     approver: Box<dyn Approver>,
     in_flight: InFlight,
-    /// The approval POST in flight, if any.
-    approving: Option<Vec<String>>,
-    /// Events whose approval failed: not sent again before this instant.
-    approval_retry: BTreeMap<String, SystemTime>,
-    /// Events IMDS refused in a batch: each is sent alone, so one stale id does not block
-    /// the others.
-    approve_singly: BTreeSet<String>,
+    /// The approval POSTs: the one in flight, retries, events sent alone.
+    posts: PostQueue,
     /// The approval holds already announced, by event; not journaled (a restart announces
     /// them again).
     holds_announced: HashMap<String, String>,
@@ -162,9 +156,7 @@ impl Pipeline {
             quarantine,
             approver,
             in_flight: InFlight::new(),
-            approving: None,
-            approval_retry: BTreeMap::new(),
-            approve_singly: BTreeSet::new(),
+            posts: PostQueue::default(),
             holds_announced: HashMap::new(),
             notes_announced: HashSet::new(),
             agenda: Agenda::default(),
@@ -268,7 +260,7 @@ impl Pipeline {
         self.actions
             .retain(|action| !matches!(action, Action::Approve(_)));
         if self.actions.len() < queued {
-            self.approving = None;
+            self.posts.taken_back();
         }
     }
 
@@ -353,11 +345,8 @@ impl Pipeline {
     /// None: nothing is scheduled.
     pub(crate) fn poll_timeout(&self) -> Option<SystemTime> {
         let approval_retries = self
-            .approval_retry
-            .iter()
-            .filter(|_| self.approving.is_none() && self.journal_durable)
-            .filter(|(id, _)| self.approval_is_due(id))
-            .map(|(_, at)| *at);
+            .posts
+            .next_retry(!self.journal_durable, |id| self.approval_is_due(id));
         self.agenda
             .next_timer_after(self.last_round)
             .into_iter()
@@ -812,8 +801,7 @@ impl Pipeline {
         self.holds_announced.remove(id);
         self.notes_announced
             .retain(|(announced, _)| announced.as_str() != id);
-        self.approval_retry.remove(id);
-        self.approve_singly.remove(id);
+        self.posts.forget(id);
         let progress = self.state.events.remove(id)?;
         self.unsaved = true;
         tracing::info!(event_id = %id, "event handled to the end");
@@ -837,14 +825,9 @@ impl Pipeline {
         self.actions.push_back(Action::Call(call));
     }
 
-    /// The next POST: the approvals due (already journaled as due) of events the latest
-    /// document lists, unless one is in flight or the journal cannot be written; an approval
-    /// that failed less than [`APPROVAL_RETRY`] ago waits. An event IMDS refused in a batch
-    /// is sent alone. Marks the batch in flight.
+    /// The next POST (see [`PostQueue::next_batch`]): the approvals due (already journaled
+    /// as due) of events the latest document lists.
     fn due_approvals(&mut self, now: SystemTime) -> Option<Vec<String>> {
-        if self.stopping || self.approving.is_some() || !self.journal_durable {
-            return None;
-        }
         let listed_and_due: BTreeSet<String> = self
             .agenda
             .approvals_due()
@@ -853,32 +836,15 @@ impl Pipeline {
             .filter(|id| self.state.tracker.get(id).is_some())
             .cloned()
             .collect();
-        // Ids no longer listed (or no longer due) are not retried.
-        self.approval_retry
-            .retain(|id, _| listed_and_due.contains(id));
-        self.approve_singly.retain(|id| listed_and_due.contains(id));
-        let due: Vec<String> = listed_and_due
-            .into_iter()
-            .filter(|id| self.approval_retry.get(id).is_none_or(|at| *at <= now))
-            .collect();
-        let batch = match due.iter().find(|id| self.approve_singly.contains(*id)) {
-            Some(alone) => vec![alone.clone()],
-            None => due,
-        };
-        if batch.is_empty() {
-            return None;
-        }
-        self.approving = Some(batch.clone());
-        Some(batch)
+        let paused = self.stopping || !self.journal_durable;
+        self.posts.next_batch(listed_and_due, paused, now)
     }
 
     fn approval_sent(&mut self, event_ids: Vec<String>, now: SystemTime) {
-        self.approving = None;
+        self.posts.sent(&event_ids);
         let at_unix_ms = unix_ms(now);
         for id in &event_ids {
             self.agenda.touch(id);
-            self.approval_retry.remove(id);
-            self.approve_singly.remove(id);
             if let Some(progress) = self.state.events.get_mut(id).map(Arc::make_mut) {
                 progress.approval = Approval::Sent { at_unix_ms };
             }
@@ -893,8 +859,7 @@ impl Pipeline {
         self.emit(TimelineEntry::Approved { event_ids });
     }
 
-    /// A refused batch of several events is retried at once, one event at a time; anything
-    /// else is sent again after [`APPROVAL_RETRY`].
+    /// See [`PostQueue::failed`].
     fn approval_failed(
         &mut self,
         event_ids: Vec<String>,
@@ -902,8 +867,7 @@ impl Pipeline {
         error: &str,
         now: SystemTime,
     ) {
-        self.approving = None;
-        let one_by_one = rejected && event_ids.len() > 1;
+        let one_by_one = self.posts.failed(&event_ids, rejected, now);
         tracing::warn!(
             event_ids = %log_fields::names(&event_ids),
             %error,
@@ -914,11 +878,6 @@ impl Pipeline {
         );
         for id in &event_ids {
             self.agenda.touch(id);
-            if one_by_one {
-                self.approve_singly.insert(id.clone());
-            } else {
-                self.approval_retry.insert(id.clone(), now + APPROVAL_RETRY);
-            }
         }
         self.emit(TimelineEntry::ApprovalFailed {
             event_ids,

@@ -17,6 +17,7 @@ use crate::pipeline::policy::ApprovalGate;
 use crate::pipeline::state::{Approval, EventProgress};
 
 mod decide;
+pub(crate) mod post;
 
 pub(crate) use decide::{LocalApprover, applies_to, held_by_quarantine, hold, quarantine_hold};
 use decide::{approval_of, coordinated_gate};

@@ -8,6 +8,7 @@ use forewarn_imds::{EventType, ScheduledEvent};
 
 use super::*;
 use crate::daemon::journal_record::{self, JournalRecord};
+use crate::pipeline::approval::post::APPROVAL_RETRY;
 use crate::pipeline::approval::{Barrier, CoordinatedApprover, LocalApprover, Verdict};
 use crate::pipeline::clock;
 use crate::pipeline::policy::LeadTime;
