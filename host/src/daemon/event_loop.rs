@@ -29,7 +29,6 @@ use crate::daemon::readiness_holds;
 use crate::daemon::state_journal::StateJournal;
 use crate::log_messages;
 use crate::ops::storage_health::StorageHealth;
-use crate::pipeline::approval::{CoordinatedApprover, LocalApprover};
 use crate::pipeline::machine::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
 use crate::pipeline::policy::PolicyConfig;
 use crate::pipeline::quarantine::QuarantinedPlugin;
@@ -135,8 +134,7 @@ impl Daemon {
             && opened.quarantined_log.is_none();
         let state = journal_record::resume(opened.record);
         let snapshots = watch::channel(Arc::new(state.clone())).0;
-        let local = LocalApprover::new(&settings.vm_name, &settings.policy);
-        let pipeline = Pipeline::new(pipeline_settings(&settings), state, Box::new(local));
+        let pipeline = Pipeline::new(pipeline_settings(&settings), state);
         let starts = PluginStarts::new(&settings.vm_name, settings.vm, first_run);
         let clock = client.clock();
         Ok(Daemon {
@@ -181,9 +179,8 @@ impl Daemon {
 
     /// Approves events naming several VMs together with the other VMs, through etcd.
     pub(crate) fn with_coordination(mut self, coordinator: Coordinator) -> Daemon {
-        let local = LocalApprover::new(&self.settings.vm_name, &self.settings.policy);
-        let approver = CoordinatedApprover::new(local, coordinator.clone());
-        self.pipeline.set_approver(Box::new(approver));
+        self.pipeline
+            .coordinate_with_barrier(Box::new(coordinator.clone()));
         self.coordination = Some(coordinator);
         self
     }

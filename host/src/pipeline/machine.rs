@@ -10,7 +10,7 @@
 //! (docs/architecture.md, "Journal first"). While the journal cannot be written
 //! ([`Input::JournalDurable`]), no approval is decided or sent; plugins are still called.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -19,8 +19,7 @@ use forewarn_imds::{Document, EventStatus, ScheduledEvent};
 use crate::log_fields;
 use crate::log_messages;
 use crate::pipeline::agenda::{Agenda, Standing, Urgency};
-use crate::pipeline::approval::post::PostQueue;
-use crate::pipeline::approval::{self, Approver};
+use crate::pipeline::approval::{ApprovalInput, ApprovalStage, Barrier};
 use crate::pipeline::clock::unix_ms;
 use crate::pipeline::policy::{self, Plan, PolicyConfig};
 use crate::pipeline::quarantine::{Quarantine, QuarantineRules, QuarantinedPlugin};
@@ -114,13 +113,9 @@ pub(crate) struct Pipeline {
     roster: Arc<Roster>,
     /// Each plugin's recent failures, and the plugins in crash-loop quarantine.
     quarantine: Quarantine,
-    approver: Box<dyn Approver>,
+    /// The approval stage: the rules, the POST queue, the barrier.
+    approval: ApprovalStage,
     in_flight: InFlight,
-    /// The approval POSTs: the one in flight, retries, events sent alone.
-    posts: PostQueue,
-    /// The approval holds already announced, by event; not journaled (a restart announces
-    /// them again).
-    holds_announced: HashMap<String, String>,
     /// Events whose wait for the lead time or whose late preparation was announced; not
     /// journaled (a restart announces them again).
     notes_announced: HashSet<(String, PreparationNote)>,
@@ -134,45 +129,37 @@ pub(crate) struct Pipeline {
     unsaved: bool,
     /// Only deferral bookkeeping changed since the last persist: it may be grouped.
     unsaved_bookkeeping: bool,
-    /// Whether the journal's commits reach the disk ([`Input::JournalDurable`]).
-    journal_durable: bool,
     stopping: bool,
     actions: VecDeque<Action>,
 }
 
 impl Pipeline {
-    /// A pipeline resuming from `state` (empty on a first start), approving through
-    /// `approver`.
-    pub(crate) fn new(
-        settings: PipelineSettings,
-        state: DaemonState,
-        approver: Box<dyn Approver>,
-    ) -> Pipeline {
+    /// A pipeline resuming from `state` (empty on a first start), approving alone (see
+    /// [`Pipeline::coordinate_with_barrier`]).
+    pub(crate) fn new(settings: PipelineSettings, state: DaemonState) -> Pipeline {
         let quarantine = Quarantine::new(QuarantineRules::of(&settings.policy));
+        let approval = ApprovalStage::new(&settings.vm_name, &settings.policy);
         Pipeline {
             settings,
             state,
             roster: Arc::default(),
             quarantine,
-            approver,
+            approval,
             in_flight: InFlight::new(),
-            posts: PostQueue::default(),
-            holds_announced: HashMap::new(),
             notes_announced: HashSet::new(),
             agenda: Agenda::default(),
             visits: 0,
             last_round: SystemTime::UNIX_EPOCH,
             unsaved: false,
             unsaved_bookkeeping: false,
-            journal_durable: true,
             stopping: false,
             actions: VecDeque::new(),
         }
     }
 
-    /// Replaces how approvals are decided (the daemon adds the etcd barrier this way).
-    pub(crate) fn set_approver(&mut self, approver: Box<dyn Approver>) {
-        self.approver = approver;
+    /// Events naming this VM and others wait on the etcd barrier (`[coordination]`).
+    pub(crate) fn coordinate_with_barrier(&mut self, barrier: Box<dyn Barrier>) {
+        self.approval.coordinate_with(barrier);
         self.agenda.touch_everything();
     }
 
@@ -195,14 +182,24 @@ impl Pipeline {
                 self.plugins_changed(roster);
                 self.agenda.touch_everything();
             }
-            Input::ApprovalSent(event_ids) => self.approval_sent(event_ids, now),
+            Input::ApprovalSent(event_ids) => {
+                self.unsaved = true;
+                self.approval_input(ApprovalInput::Sent(event_ids), now);
+            }
             Input::ApprovalFailed {
                 event_ids,
                 rejected,
                 error,
-            } => self.approval_failed(event_ids, rejected, &error, now),
+            } => {
+                let failed = ApprovalInput::Failed {
+                    event_ids,
+                    rejected,
+                    error,
+                };
+                self.approval_input(failed, now);
+            }
             Input::ReadinessHoldsChanged => self.unsaved = true,
-            Input::JournalDurable(durable) => self.journal_durability(durable),
+            Input::JournalDurable(durable) => self.journal_durability(durable, now),
             Input::ShutdownStarted => self.stopping = true,
         }
         self.handle_timeout(now);
@@ -223,7 +220,9 @@ impl Pipeline {
         if !self.stopping {
             self.visit_due(now, &mut calls);
         }
-        let approval = self.due_approvals(now);
+        let approval =
+            self.approval
+                .poll_post(self.agenda.approvals_due(), &self.state, self.stopping, now);
         // A first call, an approval or any decision needs its record first; asking again a
         // plugin that deferred does not (its first attempt is on disk): that may wait.
         let reasks_only = calls
@@ -249,8 +248,8 @@ impl Pipeline {
     /// The journal's commits stopped or started reaching the disk. When they stopped, an
     /// approval queued behind the failed commit is taken back (it is sent once the journal
     /// is durable again); when they started again, held approvals go ahead.
-    fn journal_durability(&mut self, durable: bool) {
-        self.journal_durable = durable;
+    fn journal_durability(&mut self, durable: bool, now: SystemTime) {
+        self.approval_input(ApprovalInput::JournalDurable(durable), now);
         // The approvals held for the journal (or taken back) are decided again.
         self.agenda.touch_everything();
         if durable {
@@ -260,7 +259,7 @@ impl Pipeline {
         self.actions
             .retain(|action| !matches!(action, Action::Approve(_)));
         if self.actions.len() < queued {
-            self.posts.taken_back();
+            self.approval.taken_back();
         }
     }
 
@@ -344,9 +343,7 @@ impl Pipeline {
     /// When a round is next due without any input: a retry, a deadline, an approval retry.
     /// None: nothing is scheduled.
     pub(crate) fn poll_timeout(&self) -> Option<SystemTime> {
-        let approval_retries = self
-            .posts
-            .next_retry(!self.journal_durable, |id| self.approval_is_due(id));
+        let approval_retries = self.approval.poll_timeout(&self.state.events);
         self.agenda
             .next_timer_after(self.last_round)
             .into_iter()
@@ -360,13 +357,6 @@ impl Pipeline {
             .events
             .get(id)
             .is_some_and(|progress| progress.approval == Approval::Pending)
-    }
-
-    fn approval_is_due(&self, id: &str) -> bool {
-        self.state
-            .events
-            .get(id)
-            .is_some_and(|progress| matches!(progress.approval, Approval::Due { .. }))
     }
 
     fn emit(&mut self, entry: TimelineEntry) {
@@ -482,7 +472,7 @@ impl Pipeline {
         };
         if progress.handling != handling {
             // This VM is no longer ready for the event as it was planned.
-            self.approver.withdraw(&id);
+            self.approval.withdraw(&id);
             if matches!(progress.handling, Handling::Prepare { .. })
                 && progress.plugins_were_asked()
             {
@@ -505,7 +495,7 @@ impl Pipeline {
         });
         if asked_again || !sent {
             // This VM prepares again: it is no longer ready for the event.
-            self.approver.withdraw(&id);
+            self.approval.withdraw(&id);
         }
         // A new NotBefore: passing it late is worth saying again.
         self.notes_announced
@@ -620,19 +610,16 @@ impl Pipeline {
                 self.announce_quarantine_hold(id);
             }
             Preparation::AllPrepared { subscribers } => {
-                let Some(progress) = self.state.events.get(id) else {
+                let Some(progress) = self.state.events.get_mut(id).map(Arc::make_mut) else {
                     return;
                 };
-                let hold = approval::hold(
-                    &progress.event,
-                    subscribers,
-                    &self.roster,
-                    &self.settings.policy,
-                );
-                match hold {
-                    Some(reason) => self.announce_hold(id, reason),
-                    None => self.decide_approval(id, now),
+                if self
+                    .approval
+                    .on_all_prepared(progress, subscribers, &self.roster, now)
+                {
+                    self.unsaved = true;
                 }
+                self.drain_approval_notes();
             }
         }
     }
@@ -743,65 +730,48 @@ impl Pipeline {
         });
     }
 
-    /// Every plugin approved (or none was needed): the approver decides — once the journal
-    /// can record what it decides.
+    /// Every plugin approved (or none was needed): the approval stage decides.
     fn decide_approval(&mut self, id: &str, now: SystemTime) {
-        if !self.approval_pending(id) {
-            return;
-        }
-        if !self.journal_durable {
-            self.announce_hold(id, log_messages::APPROVAL_HELD_FOR_JOURNAL.to_owned());
-            return;
-        }
         let Some(progress) = self.state.events.get_mut(id).map(Arc::make_mut) else {
             return;
         };
-        let approval = self.approver.decide(&progress.event, now);
-        let note = match &approval {
-            Approval::DryRun { would } => Some((would.clone(), "dry-run")),
-            Approval::Withheld { reason, rule } => Some((reason.clone(), rule.as_str())),
-            _ => None,
-        };
-        progress.approval = approval;
-        self.unsaved = true;
-        if let Some((reason, rule)) = note {
-            tracing::info!(event_id = %id, rule, %reason, "{}", log_messages::APPROVAL_HELD);
-            self.emit(TimelineEntry::NotApproved {
-                event_id: id.to_owned(),
-                reason,
-            });
+        if self.approval.decide(progress, now) {
+            self.unsaved = true;
         }
+        self.drain_approval_notes();
     }
 
-    /// An event waiting on the barrier: the approver says whether to approve now.
+    /// An event waiting on the barrier: the approval stage says whether to approve now.
     fn coordinate(&mut self, id: &str, now: SystemTime) {
         let Some(progress) = self.state.events.get_mut(id).map(Arc::make_mut) else {
             return;
         };
-        if self.approver.advance(progress, now) {
+        if self.approval.advance(progress, now) {
             self.unsaved = true;
         }
+        self.drain_approval_notes();
     }
 
-    /// Logs and shows `reason` once per event and reason (the hold is checked every round).
-    fn announce_hold(&mut self, id: &str, reason: String) {
-        if self.holds_announced.get(id) == Some(&reason) {
-            return;
+    /// Feeds the approval stage `input`; the events it touched are visited next round.
+    fn approval_input(&mut self, input: ApprovalInput, now: SystemTime) {
+        for id in self.approval.handle(input, now, &mut self.state.events) {
+            self.agenda.touch(&id);
         }
-        tracing::warn!(event_id = %id, "{reason}");
-        self.emit(TimelineEntry::NotApproved {
-            event_id: id.to_owned(),
-            reason: reason.clone(),
-        });
-        self.holds_announced.insert(id.to_owned(), reason);
+        self.drain_approval_notes();
+    }
+
+    /// Emits what the approval stage reported, in order.
+    fn drain_approval_notes(&mut self) {
+        while let Some(entry) = self.approval.poll_emit() {
+            self.emit(entry);
+        }
     }
 
     /// Forgets the event; returns its new listing, if its id was listed again meanwhile.
     fn forget(&mut self, id: &str) -> Option<ScheduledEvent> {
-        self.holds_announced.remove(id);
+        self.approval.forget(id);
         self.notes_announced
             .retain(|(announced, _)| announced.as_str() != id);
-        self.posts.forget(id);
         let progress = self.state.events.remove(id)?;
         self.unsaved = true;
         tracing::info!(event_id = %id, "event handled to the end");
@@ -823,66 +793,6 @@ impl Pipeline {
         });
         tracing::debug!(event_id = %call.event_id, plugin = %call.plugin, phase = %call.phase, attempt = call.attempt, budget = %log_fields::duration(call.budget), "calling plugin");
         self.actions.push_back(Action::Call(call));
-    }
-
-    /// The next POST (see [`PostQueue::next_batch`]): the approvals due (already journaled
-    /// as due) of events the latest document lists.
-    fn due_approvals(&mut self, now: SystemTime) -> Option<Vec<String>> {
-        let listed_and_due: BTreeSet<String> = self
-            .agenda
-            .approvals_due()
-            .iter()
-            .filter(|id| self.approval_is_due(id))
-            .filter(|id| self.state.tracker.get(id).is_some())
-            .cloned()
-            .collect();
-        let paused = self.stopping || !self.journal_durable;
-        self.posts.next_batch(listed_and_due, paused, now)
-    }
-
-    fn approval_sent(&mut self, event_ids: Vec<String>, now: SystemTime) {
-        self.posts.sent(&event_ids);
-        let at_unix_ms = unix_ms(now);
-        for id in &event_ids {
-            self.agenda.touch(id);
-            if let Some(progress) = self.state.events.get_mut(id).map(Arc::make_mut) {
-                progress.approval = Approval::Sent { at_unix_ms };
-            }
-        }
-        self.approver.approval_sent(&event_ids);
-        self.unsaved = true;
-        tracing::info!(
-            event_ids = %log_fields::names(&event_ids),
-            "{}",
-            log_messages::APPROVED_AT_IMDS
-        );
-        self.emit(TimelineEntry::Approved { event_ids });
-    }
-
-    /// See [`PostQueue::failed`].
-    fn approval_failed(
-        &mut self,
-        event_ids: Vec<String>,
-        rejected: bool,
-        error: &str,
-        now: SystemTime,
-    ) {
-        let one_by_one = self.posts.failed(&event_ids, rejected, now);
-        tracing::warn!(
-            event_ids = %log_fields::names(&event_ids),
-            %error,
-            rejected,
-            one_by_one,
-            "{}",
-            log_messages::APPROVAL_FAILED
-        );
-        for id in &event_ids {
-            self.agenda.touch(id);
-        }
-        self.emit(TimelineEntry::ApprovalFailed {
-            event_ids,
-            error: error.to_owned(),
-        });
     }
 
     fn record_answer(&mut self, answer: CallAnswer, now: SystemTime) {
@@ -1003,7 +913,7 @@ impl Pipeline {
     }
 
     /// Says once per event that quarantined plugins hold it (see
-    /// [`approval::quarantine_hold`]).
+    /// [`crate::pipeline::approval::quarantine_hold`]).
     fn announce_quarantine_hold(&mut self, id: &str) {
         if self.roster.quarantined().is_empty() {
             return;
@@ -1011,9 +921,8 @@ impl Pipeline {
         let Some(progress) = self.state.events.get(id) else {
             return;
         };
-        if let Some(reason) = approval::quarantine_hold(progress, &self.roster) {
-            self.announce_hold(id, reason);
-        }
+        self.approval.note_quarantine_hold(progress, &self.roster);
+        self.drain_approval_notes();
     }
 }
 

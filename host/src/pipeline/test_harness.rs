@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use forewarn_imds::{Document, EventSource, EventStatus, EventType, ScheduledEvent};
 
-use crate::pipeline::approval::{Approver, LocalApprover};
+use crate::pipeline::approval::Barrier;
 use crate::pipeline::machine::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
 use crate::pipeline::policy::PolicyConfig;
 use crate::pipeline::roster::Roster;
@@ -68,25 +68,13 @@ impl Harness {
         state: DaemonState,
         now: SystemTime,
     ) -> Harness {
-        let approver = Box::new(LocalApprover::new(VM, &policy));
-        Harness::with_approver(plugins, policy, state, approver, now)
-    }
-
-    /// A pipeline approving through `approver`.
-    pub(crate) fn with_approver(
-        plugins: &[(&str, &str)],
-        policy: PolicyConfig,
-        state: DaemonState,
-        approver: Box<dyn Approver>,
-        now: SystemTime,
-    ) -> Harness {
         let settings = PipelineSettings {
             vm_name: VM.to_owned(),
             policy,
         };
         let mut harness = Harness {
             now,
-            pipeline: Pipeline::new(settings, state, approver),
+            pipeline: Pipeline::new(settings, state),
             log: Vec::new(),
             persisted: None,
             scripts: BTreeMap::new(),
@@ -97,6 +85,17 @@ impl Harness {
             journal_reported_durable: true,
         };
         harness.input(Input::Plugins(Arc::new(roster(plugins))));
+        harness
+    }
+
+    /// A fresh pipeline whose events naming this VM and others wait on `barrier`.
+    pub(crate) fn coordinated(
+        plugins: &[(&str, &str)],
+        policy: PolicyConfig,
+        barrier: Box<dyn Barrier>,
+    ) -> Harness {
+        let mut harness = Harness::new(plugins, policy);
+        harness.pipeline.coordinate_with_barrier(barrier);
         harness
     }
 

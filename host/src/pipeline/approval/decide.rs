@@ -11,23 +11,40 @@ use crate::pipeline::policy::{self, ApprovalGate, GroupApproval, PolicyConfig};
 use crate::pipeline::roster::Roster;
 use crate::pipeline::state::{Approval, EventProgress, Handling, Lifecycle};
 
-/// Approval by this VM alone, under the policy.
+/// The rules an approval is decided by on this VM.
 #[derive(Debug, Clone)]
-pub(crate) struct LocalApprover {
-    pub(super) vm_name: String,
-    pub(super) policy: PolicyConfig,
+pub(crate) struct ApprovalRules {
+    /// This VM's name, as IMDS lists it in `Resources`.
+    pub vm_name: String,
+    /// The `[policy]` section.
+    pub policy: PolicyConfig,
+    /// Whether events naming this VM and others wait on the etcd barrier (`[coordination]`).
+    pub coordinated: bool,
 }
 
-impl LocalApprover {
-    /// The single-VM policy for `vm_name`.
-    pub(crate) fn new(vm_name: &str, policy: &PolicyConfig) -> LocalApprover {
-        LocalApprover {
-            vm_name: vm_name.to_owned(),
-            policy: policy.clone(),
+impl ApprovalRules {
+    /// The approval an event gets when every plugin on this VM approved it at `now`: the
+    /// single-VM policy's gate, or — coordinated, for an event naming this VM and another
+    /// one — a wait on the barrier under every rule but `group-approval`.
+    pub(crate) fn decide(&self, event: &ScheduledEvent, now: SystemTime) -> Approval {
+        if !self.coordinated || !applies_to(event, &self.vm_name) {
+            return approval_of(self.local_gate(event), now);
+        }
+        match coordinated_gate(event, &self.vm_name, &self.policy) {
+            ApprovalGate::Approve => Approval::Coordinating {
+                since_unix_ms: unix_ms(now),
+            },
+            gate => approval_of(gate, now),
         }
     }
 
-    pub(super) fn gate(&self, event: &ScheduledEvent) -> ApprovalGate {
+    /// Whether the single-VM policy lets this VM approve `event` on its own (what decides a
+    /// coordinated event while the barrier cannot be reached).
+    pub(crate) fn approves_alone(&self, event: &ScheduledEvent) -> bool {
+        self.local_gate(event) == ApprovalGate::Approve
+    }
+
+    fn local_gate(&self, event: &ScheduledEvent) -> ApprovalGate {
         policy::approval_gate(event, &self.vm_name, &self.policy)
     }
 }
@@ -115,11 +132,7 @@ pub(crate) fn applies_to(event: &ScheduledEvent, vm_name: &str) -> bool {
 
 /// The policy's gate for an event the barrier coordinates: every rule applies (observe-only,
 /// dry-run, started, not this VM) except `group-approval`, which the barrier replaces.
-pub(super) fn coordinated_gate(
-    event: &ScheduledEvent,
-    vm_name: &str,
-    config: &PolicyConfig,
-) -> ApprovalGate {
+fn coordinated_gate(event: &ScheduledEvent, vm_name: &str, config: &PolicyConfig) -> ApprovalGate {
     let coordinated = PolicyConfig {
         group_approval: GroupApproval::Always,
         ..config.clone()
@@ -127,7 +140,7 @@ pub(super) fn coordinated_gate(
     policy::approval_gate(event, vm_name, &coordinated)
 }
 
-pub(super) fn approval_of(gate: ApprovalGate, now: SystemTime) -> Approval {
+fn approval_of(gate: ApprovalGate, now: SystemTime) -> Approval {
     match gate {
         ApprovalGate::Approve => Approval::Due {
             since_unix_ms: unix_ms(now),

@@ -1,26 +1,35 @@
 //! The approval stage: once this VM's plugins are all prepared, decides whether, and when,
-//! the approval goes to IMDS — alone, by the group policy, or through the etcd barrier.
+//! the approval goes to IMDS — alone, by the group policy, or through the etcd barrier — and
+//! sends it. One sub-machine in quinn's shape, [`ApprovalStage`]: the machine lends it the
+//! events, feeds it [`ApprovalInput`]s, and drains what it reports ([`ApprovalStage::poll_emit`])
+//! and the POST it asks for ([`ApprovalStage::poll_post`]).
 //!
-//! One trait, [`Approver`], stands for every way of approving: [`LocalApprover`] applies the
-//! single-VM policy (`policy.group-approval`, dry run, observe-only); [`CoordinatedApprover`]
-//! adds the barrier for events that name this VM and others, and falls back to the local
-//! policy while the barrier is unreachable. The barrier itself is behind [`Barrier`], so the
-//! etcd task (`crate::coordination`) is one implementation and a test fake is another. The
-//! rules themselves (the policy's gate, the holds) are in [`decide`].
+//! - [`decide`]: the rules (the policy's gate, the barrier's share of it, the holds);
+//! - [`post`]: the POST queue (one in flight, retries, refused batches sent singly);
+//! - this file: the stage that applies them in order, with the journal gate and the notes.
 
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use forewarn_imds::ScheduledEvent;
 
+use crate::log_fields;
+use crate::log_messages;
 use crate::pipeline::clock::unix_ms;
-use crate::pipeline::policy::ApprovalGate;
-use crate::pipeline::state::{Approval, EventProgress};
+use crate::pipeline::policy::PolicyConfig;
+use crate::pipeline::roster::Roster;
+use crate::pipeline::state::{Approval, DaemonState, EventProgress};
+use crate::pipeline::timeline::TimelineEntry;
 
 mod decide;
 pub(crate) mod post;
 
-pub(crate) use decide::{LocalApprover, applies_to, held_by_quarantine, hold, quarantine_hold};
-use decide::{approval_of, coordinated_gate};
+pub(crate) use decide::{ApprovalRules, held_by_quarantine, hold, quarantine_hold};
+use post::PostQueue;
+
+/// The events the machine lends the stage, by id.
+pub(crate) type Events = BTreeMap<String, Arc<EventProgress>>;
 
 /// What the barrier says about an event waiting on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,72 +57,151 @@ pub(crate) trait Barrier: Send {
     fn approval_sent(&mut self, event_ids: &[String]);
 }
 
-/// Decides the approval of events whose plugins all approved.
-pub(crate) trait Approver: Send {
-    /// The approval an event gets when every plugin on this VM approved it at `now`.
-    fn decide(&mut self, event: &ScheduledEvent, now: SystemTime) -> Approval;
-    /// Moves an event in [`Approval::Coordinating`] forward; returns whether it changed.
-    fn advance(&mut self, progress: &mut EventProgress, now: SystemTime) -> bool;
-    /// The event was rescheduled: this VM prepares it again.
-    fn withdraw(&mut self, event_id: &str);
-    /// IMDS accepted these approvals.
-    fn approval_sent(&mut self, event_ids: &[String]);
+/// What the approval stage hears from outside the pipeline.
+#[derive(Debug, Clone)]
+pub(crate) enum ApprovalInput {
+    /// IMDS accepted the approval of these events.
+    Sent(Vec<String>),
+    /// IMDS did not accept the approval of these events (`rejected`: it refused the request
+    /// itself, a 4xx).
+    Failed {
+        /// The events whose approval failed.
+        event_ids: Vec<String>,
+        /// IMDS refused the request itself: the same batch would fail the same way.
+        rejected: bool,
+        /// What went wrong, for the log and the timeline.
+        error: String,
+    },
+    /// Whether the journal's commits reach the disk: while they do not, approvals are
+    /// neither decided nor sent.
+    JournalDurable(bool),
 }
 
-impl Approver for LocalApprover {
-    fn decide(&mut self, event: &ScheduledEvent, now: SystemTime) -> Approval {
-        approval_of(self.gate(event), now)
-    }
-
-    fn advance(&mut self, _progress: &mut EventProgress, _now: SystemTime) -> bool {
-        false
-    }
-
-    fn withdraw(&mut self, _event_id: &str) {}
-
-    fn approval_sent(&mut self, _event_ids: &[String]) {}
+/// The approval sub-machine: the rules, the POST queue, the barrier, and the notes said once.
+pub(crate) struct ApprovalStage {
+    rules: ApprovalRules,
+    /// The etcd barrier, with `[coordination]`.
+    barrier: Option<Box<dyn Barrier>>,
+    posts: PostQueue,
+    /// The approval holds already announced, by event; not journaled (a restart announces
+    /// them again).
+    holds_announced: HashMap<String, String>,
+    /// Whether the journal's commits reach the disk ([`ApprovalInput::JournalDurable`]).
+    journal_durable: bool,
+    /// Timeline entries for the machine to emit, in order.
+    emitted: VecDeque<TimelineEntry>,
 }
 
-/// Approval through a barrier for events that name this VM and another one; the local
-/// policy for every other event, and for coordinated ones while the barrier is unreachable.
-pub(crate) struct CoordinatedApprover<B> {
-    local: LocalApprover,
-    barrier: B,
-}
-
-impl<B: Barrier> CoordinatedApprover<B> {
-    /// Coordinates through `barrier`; `local` decides what the barrier does not.
-    pub(crate) fn new(local: LocalApprover, barrier: B) -> CoordinatedApprover<B> {
-        CoordinatedApprover { local, barrier }
-    }
-}
-
-impl<B: Barrier> Approver for CoordinatedApprover<B> {
-    fn decide(&mut self, event: &ScheduledEvent, now: SystemTime) -> Approval {
-        if !applies_to(event, &self.local.vm_name) {
-            return self.local.decide(event, now);
-        }
-        match coordinated_gate(event, &self.local.vm_name, &self.local.policy) {
-            ApprovalGate::Approve => Approval::Coordinating {
-                since_unix_ms: unix_ms(now),
+impl ApprovalStage {
+    /// The stage for `vm_name` under `policy`, approving alone until told to coordinate.
+    pub(crate) fn new(vm_name: &str, policy: &PolicyConfig) -> ApprovalStage {
+        ApprovalStage {
+            rules: ApprovalRules {
+                vm_name: vm_name.to_owned(),
+                policy: policy.clone(),
+                coordinated: false,
             },
-            gate => approval_of(gate, now),
+            barrier: None,
+            posts: PostQueue::default(),
+            holds_announced: HashMap::new(),
+            journal_durable: true,
+            emitted: VecDeque::new(),
         }
     }
 
-    fn advance(&mut self, progress: &mut EventProgress, now: SystemTime) -> bool {
-        let id = progress.event.id.clone();
-        match self.barrier.verdict(&progress.event) {
-            Verdict::Wait => false,
-            Verdict::Approve { why } => {
-                tracing::info!(event_id = %id, "{why}");
-                progress.approval = Approval::Due {
-                    since_unix_ms: unix_ms(now),
-                };
-                true
+    /// Events naming this VM and others wait on `barrier` from now on.
+    pub(crate) fn coordinate_with(&mut self, barrier: Box<dyn Barrier>) {
+        self.rules.coordinated = true;
+        self.barrier = Some(barrier);
+    }
+
+    /// Applies `input` at `now` to `events`; returns the events it touched.
+    pub(crate) fn handle(
+        &mut self,
+        input: ApprovalInput,
+        now: SystemTime,
+        events: &mut Events,
+    ) -> Vec<String> {
+        match input {
+            ApprovalInput::Sent(event_ids) => {
+                self.sent(&event_ids, now, events);
+                event_ids
             }
+            ApprovalInput::Failed {
+                event_ids,
+                rejected,
+                error,
+            } => {
+                self.failed(&event_ids, rejected, error, now);
+                event_ids
+            }
+            ApprovalInput::JournalDurable(durable) => {
+                self.journal_durable = durable;
+                Vec::new()
+            }
+        }
+    }
+
+    /// Every subscriber prepared `progress`: a hold (a plugin file that failed to load,
+    /// nobody subscribing) is said once; otherwise the approval is decided. Returns whether
+    /// `progress` changed.
+    pub(crate) fn on_all_prepared(
+        &mut self,
+        progress: &mut EventProgress,
+        subscribers: usize,
+        roster: &Roster,
+        now: SystemTime,
+    ) -> bool {
+        match hold(&progress.event, subscribers, roster, &self.rules.policy) {
+            Some(reason) => {
+                self.note_hold(&progress.event.id, reason);
+                false
+            }
+            None => self.decide(progress, now),
+        }
+    }
+
+    /// Decides the approval of `progress`, whose plugins all approved (or none was needed),
+    /// once the journal can record what it decides. Returns whether `progress` changed.
+    pub(crate) fn decide(&mut self, progress: &mut EventProgress, now: SystemTime) -> bool {
+        if progress.approval != Approval::Pending {
+            return false;
+        }
+        let id = progress.event.id.clone();
+        if !self.journal_durable {
+            self.note_hold(&id, log_messages::APPROVAL_HELD_FOR_JOURNAL.to_owned());
+            return false;
+        }
+        let approval = self.rules.decide(&progress.event, now);
+        let note = match &approval {
+            Approval::DryRun { would } => Some((would.clone(), "dry-run")),
+            Approval::Withheld { reason, rule } => Some((reason.clone(), rule.as_str())),
+            _ => None,
+        };
+        progress.approval = approval;
+        if let Some((reason, rule)) = note {
+            tracing::info!(event_id = %id, rule, %reason, "{}", log_messages::APPROVAL_HELD);
+            self.emitted.push_back(TimelineEntry::NotApproved {
+                event_id: id,
+                reason,
+            });
+        }
+        true
+    }
+
+    /// Moves `progress`, waiting on the barrier, to Due when the barrier says so — or, while
+    /// it cannot be reached, when the single-VM policy lets this VM approve alone. Returns
+    /// whether it changed.
+    pub(crate) fn advance(&mut self, progress: &mut EventProgress, now: SystemTime) -> bool {
+        let Some(barrier) = self.barrier.as_mut() else {
+            return false;
+        };
+        let id = progress.event.id.clone();
+        match barrier.verdict(&progress.event) {
+            Verdict::Wait => return false,
+            Verdict::Approve { why } => tracing::info!(event_id = %id, "{why}"),
             Verdict::Unreachable => {
-                if self.local.gate(&progress.event) != ApprovalGate::Approve {
+                if !self.rules.approves_alone(&progress.event) {
                     return false;
                 }
                 tracing::warn!(
@@ -121,21 +209,125 @@ impl<B: Barrier> Approver for CoordinatedApprover<B> {
                     "etcd cannot be reached, and the single-VM policy (`policy.group-approval`) \
                      lets this VM approve event {id} on its own"
                 );
-                progress.approval = Approval::Due {
-                    since_unix_ms: unix_ms(now),
-                };
-                true
             }
+        }
+        progress.approval = Approval::Due {
+            since_unix_ms: unix_ms(now),
+        };
+        true
+    }
+
+    /// Says once that quarantined plugins hold `progress` (see [`quarantine_hold`]).
+    pub(crate) fn note_quarantine_hold(&mut self, progress: &EventProgress, roster: &Roster) {
+        if let Some(reason) = quarantine_hold(progress, roster) {
+            self.note_hold(&progress.event.id, reason);
         }
     }
 
-    fn withdraw(&mut self, event_id: &str) {
-        self.barrier.withdraw(event_id);
+    /// The event was rescheduled: this VM prepares it again.
+    pub(crate) fn withdraw(&mut self, id: &str) {
+        if let Some(barrier) = self.barrier.as_mut() {
+            barrier.withdraw(id);
+        }
     }
 
-    fn approval_sent(&mut self, event_ids: &[String]) {
-        self.barrier.approval_sent(event_ids);
+    /// The event is handled to the end.
+    pub(crate) fn forget(&mut self, id: &str) {
+        self.holds_announced.remove(id);
+        self.posts.forget(id);
     }
+
+    /// The POST queued last was taken back before it was sent (the journal failed under it).
+    pub(crate) fn taken_back(&mut self) {
+        self.posts.taken_back();
+    }
+
+    /// The next POST at `now` (see [`PostQueue::next_batch`]): among `due`, the approvals
+    /// journaled as due of events the latest document lists; none while `stopping` or while
+    /// the journal cannot be written.
+    pub(crate) fn poll_post(
+        &mut self,
+        due: &BTreeSet<String>,
+        state: &DaemonState,
+        stopping: bool,
+        now: SystemTime,
+    ) -> Option<Vec<String>> {
+        let listed_and_due: BTreeSet<String> = due
+            .iter()
+            .filter(|id| is_due(&state.events, id))
+            .filter(|id| state.tracker.get(id).is_some())
+            .cloned()
+            .collect();
+        let paused = stopping || !self.journal_durable;
+        self.posts.next_batch(listed_and_due, paused, now)
+    }
+
+    /// The next timeline entry the stage reports.
+    pub(crate) fn poll_emit(&mut self) -> Option<TimelineEntry> {
+        self.emitted.pop_front()
+    }
+
+    /// When an approval is next sent again without an input (a retry).
+    pub(crate) fn poll_timeout(&self, events: &Events) -> Option<SystemTime> {
+        self.posts
+            .next_retry(!self.journal_durable, |id| is_due(events, id))
+    }
+
+    fn sent(&mut self, event_ids: &[String], now: SystemTime, events: &mut Events) {
+        self.posts.sent(event_ids);
+        let at_unix_ms = unix_ms(now);
+        for id in event_ids {
+            if let Some(progress) = events.get_mut(id).map(Arc::make_mut) {
+                progress.approval = Approval::Sent { at_unix_ms };
+            }
+        }
+        if let Some(barrier) = self.barrier.as_mut() {
+            barrier.approval_sent(event_ids);
+        }
+        tracing::info!(
+            event_ids = %log_fields::names(event_ids),
+            "{}",
+            log_messages::APPROVED_AT_IMDS
+        );
+        self.emitted.push_back(TimelineEntry::Approved {
+            event_ids: event_ids.to_vec(),
+        });
+    }
+
+    fn failed(&mut self, event_ids: &[String], rejected: bool, error: String, now: SystemTime) {
+        let one_by_one = self.posts.failed(event_ids, rejected, now);
+        tracing::warn!(
+            event_ids = %log_fields::names(event_ids),
+            %error,
+            rejected,
+            one_by_one,
+            "{}",
+            log_messages::APPROVAL_FAILED
+        );
+        self.emitted.push_back(TimelineEntry::ApprovalFailed {
+            event_ids: event_ids.to_vec(),
+            error,
+        });
+    }
+
+    /// Logs and shows `reason` once per event and reason (the hold is checked every round).
+    fn note_hold(&mut self, id: &str, reason: String) {
+        if self.holds_announced.get(id) == Some(&reason) {
+            return;
+        }
+        tracing::warn!(event_id = %id, "{reason}");
+        self.emitted.push_back(TimelineEntry::NotApproved {
+            event_id: id.to_owned(),
+            reason: reason.clone(),
+        });
+        self.holds_announced.insert(id.to_owned(), reason);
+    }
+}
+
+fn is_due(events: &Events, id: &str) -> bool {
+    events
+        .get(id)
+        .is_some_and(|progress| matches!(progress.approval, Approval::Due { .. }))
 }
 
 #[cfg(test)]

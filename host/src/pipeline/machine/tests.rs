@@ -9,11 +9,11 @@ use forewarn_imds::{EventType, ScheduledEvent};
 use super::*;
 use crate::daemon::journal_record::{self, JournalRecord};
 use crate::pipeline::approval::post::APPROVAL_RETRY;
-use crate::pipeline::approval::{Barrier, CoordinatedApprover, LocalApprover, Verdict};
+use crate::pipeline::approval::{Barrier, Verdict};
 use crate::pipeline::clock;
 use crate::pipeline::policy::LeadTime;
 use crate::pipeline::state::{AnswerOutcome, CallPhase};
-use crate::pipeline::test_harness::{Harness, VM, approve, defer, event, reply, started, t0};
+use crate::pipeline::test_harness::{Harness, approve, defer, event, reply, started, t0};
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -595,15 +595,7 @@ impl Barrier for SharedBarrier {
 /// vm-b.
 fn waiting_on_the_barrier() -> (SharedBarrier, Harness) {
     let barrier = SharedBarrier::default();
-    let policy = at_once();
-    let approver = CoordinatedApprover::new(LocalApprover::new(VM, &policy), barrier.clone());
-    let mut harness = Harness::with_approver(
-        CHAIN,
-        policy,
-        DaemonState::default(),
-        Box::new(approver),
-        t0(),
-    );
+    let mut harness = Harness::coordinated(CHAIN, at_once(), Box::new(barrier.clone()));
     let mut both = event("E1", EventType::Reboot, t0(), 300 * SECOND);
     both.resources.push("vm-b".into());
     harness.document(&[both]);
