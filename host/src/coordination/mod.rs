@@ -12,11 +12,12 @@
 //! | `events/ID/approval` | VM | the leader's lease while claimed, a record lease once sent |
 //! | `fleet/VM` | the VM's status record, JSON ([`fleet_record::FleetRecord`], ≤ 4 KiB) | the daemon's lease |
 //!
-//! The daemon asks [`Coordinator::verdict`] on every pass over an event in
-//! `Approval::Coordinating`; a background task talks to etcd and wakes the daemon
-//! ([`changed`]) when a verdict changes. Only the leader, in a transaction that also checks
-//! its leadership and every ready key it counted, claims the approval; only a claim makes
-//! the verdict [`Verdict::Approve`].
+//! The pipeline pushes [`BarrierRequest`]s (join, withdraw, leave, sent) that the event loop
+//! hands to [`Coordinator::request`]; a background task talks to etcd and sends the daemon
+//! each event's verdict ([`Verdicts`]) whenever it changes. Nothing is forgotten for want of
+//! asking: an event is coordinated from its Join to its Leave or Withdraw. Only the leader,
+//! in a transaction that also checks its leadership and every ready key it counted, claims
+//! the approval; only a claim makes the verdict [`BarrierVerdict::Approve`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -25,7 +26,7 @@ use std::time::{Duration, Instant, SystemTime};
 use forewarn_etcd::{Compare, EtcdClient, EtcdError, KeyValue, Write};
 use forewarn_imds::{EventField, ImdsClock, ScheduledEvent};
 use serde::{Deserialize, Serialize};
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use crate::pipeline::barrier::{BarrierView, DeadVm, VmStanding};
@@ -35,18 +36,17 @@ pub mod fleet_record;
 
 use crate::config::CoordinationConfig;
 use crate::log_messages;
-use crate::pipeline::approval::{Barrier, Verdict};
+use crate::pipeline::approval::{BarrierRequest, BarrierVerdict};
 use crate::pipeline::barrier;
 use crate::pipeline::clock::unix_ms;
 
 /// How often the coordinator reads etcd while events are being coordinated.
 pub const ROUND_EVERY: Duration = Duration::from_millis(200);
-/// An event the daemon stopped asking about for this long is no longer coordinated: its
-/// ready key and leadership are released.
-const FORGET_AFTER: Duration = Duration::from_secs(15);
-/// How long a claimed approval not sent yet is kept without the daemon asking (longer than
-/// any notice IMDS gives, 15 minutes).
-const FORGET_CLAIMED_AFTER: Duration = Duration::from_secs(20 * 60);
+/// How long after the pipeline left an event (it started, ended or was forgotten) its ready
+/// key and leadership are released. Nothing waits on them any more (the event is no longer
+/// read each round); they stay a while so that the other VMs' last reads, and `/status`,
+/// still show every VM ready around the start. A Withdraw releases at once.
+const RELEASED_AFTER_LEAVING: Duration = Duration::from_secs(15);
 /// How long records that must outlive a daemon (`was-ready`, a sent `approval`) are kept.
 const RECORD_TTL: Duration = Duration::from_secs(24 * 3600);
 
@@ -170,8 +170,8 @@ struct Inner {
     /// Now on IMDS's clock (NotBefore's), for the barrier's deadline.
     clock: ImdsClock,
     shared: Mutex<Shared>,
-    /// Wakes the daemon's loop: a verdict may have changed.
-    daemon_wake: Notify,
+    /// Each event's verdict, sent to the daemon whenever it changes.
+    verdicts: mpsc::UnboundedSender<(String, BarrierVerdict)>,
     /// Wakes the coordinator's task: a new event, or an approval was sent.
     task_wake: Notify,
     status: watch::Sender<CoordinationStatus>,
@@ -183,6 +183,11 @@ struct Shared {
     /// Events this VM is no longer ready for (rescheduled): keys to release, and whether
     /// this VM's approval claim, if any, was sent.
     withdrawn: Vec<(String, bool)>,
+    /// Events this VM left (no longer Scheduled, or handled to the end): keys to release,
+    /// each at its instant ([`RELEASED_AFTER_LEAVING`]).
+    leaving: BTreeMap<String, Instant>,
+    /// The verdict last sent to the daemon, by event.
+    published: BTreeMap<String, BarrierVerdict>,
     connection: Connection,
     since_unix_ms: u64,
     last_error: Option<String>,
@@ -193,8 +198,7 @@ struct Shared {
 
 struct Tracked {
     event: ScheduledEvent,
-    asked_at: Instant,
-    verdict: Verdict,
+    verdict: BarrierVerdict,
     /// The lease the ready key was last written under.
     ready_in_lease: Option<i64>,
     /// The lease of this event's lasting records.
@@ -207,22 +211,10 @@ struct Tracked {
 }
 
 impl Tracked {
-    /// How long the daemon may not ask before the event is forgotten: a claim whose
-    /// approval is not sent yet (the POST waits for the journal, or IMDS refused it) is
-    /// kept until it is, or until [`FORGET_CLAIMED_AFTER`]: the pipeline no longer asks about
-    /// an event the barrier released, and forgetting it would let another VM claim again.
-    fn forget_after(&self) -> Duration {
-        match self.claimed && !self.sent_recorded {
-            true => FORGET_CLAIMED_AFTER,
-            false => FORGET_AFTER,
-        }
-    }
-
     fn new(event: &ScheduledEvent) -> Tracked {
         Tracked {
             event: event.clone(),
-            asked_at: Instant::now(),
-            verdict: Verdict::Wait,
+            verdict: BarrierVerdict::Wait,
             ready_in_lease: None,
             record_lease: None,
             leading: false,
@@ -251,39 +243,19 @@ pub const NOT_OUR_APPROVAL_MESSAGE: &str = "an approval record in etcd names thi
      of a previous run (those expire with `coordination.lease-ttl`), check who may write under \
      `coordination.prefix`";
 
-/// Resolves when a coordinator's verdict may have changed; never without a coordinator.
-pub async fn changed(coordinator: Option<&Coordinator>) {
-    match coordinator {
-        Some(coordinator) => coordinator.inner.daemon_wake.notified().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// The etcd barrier as the approval stage asks it (see [`crate::pipeline::approval`]).
-impl Barrier for Coordinator {
-    fn verdict(&mut self, event: &ScheduledEvent) -> Verdict {
-        Coordinator::verdict(self, event)
-    }
-
-    fn withdraw(&mut self, event_id: &str) {
-        Coordinator::withdraw(self, event_id);
-    }
-
-    fn approval_sent(&mut self, event_ids: &[String]) {
-        Coordinator::approval_sent(self, event_ids);
-    }
-}
+/// The verdicts of the barrier, by event, each sent when it changes.
+pub(crate) type Verdicts = mpsc::UnboundedReceiver<(String, BarrierVerdict)>;
 
 impl Coordinator {
     /// Builds the etcd client and starts the coordinator's task (it stops with `shutdown`).
     /// etcd need not be reachable yet: until it is, verdicts fall back to the policy.
     /// `clock` is IMDS's, which NotBefore is on: the barrier's deadline is planned on it.
-    pub fn start(
+    pub(crate) fn start(
         config: &CoordinationConfig,
         vm_name: &str,
         clock: ImdsClock,
         shutdown: CancellationToken,
-    ) -> Result<Coordinator, CoordinationError> {
+    ) -> Result<(Coordinator, Verdicts), CoordinationError> {
         config.validate().map_err(CoordinationError::Setup)?;
         let client = EtcdClient::connect(&config.etcd_settings())?;
         let vm = vm_name.to_ascii_lowercase();
@@ -293,6 +265,7 @@ impl Coordinator {
             prefix: config.prefix.clone(),
             ..CoordinationStatus::default()
         };
+        let (verdicts_tx, verdicts) = mpsc::unbounded_channel();
         let inner = Arc::new(Inner {
             config: config.clone(),
             vm,
@@ -302,56 +275,54 @@ impl Coordinator {
                 since_unix_ms: unix_ms(SystemTime::now()),
                 ..Shared::default()
             }),
-            daemon_wake: Notify::new(),
+            verdicts: verdicts_tx,
             task_wake: Notify::new(),
             status: watch::channel(status).0,
         });
         tokio::spawn(inner.clone().run(shutdown));
-        Ok(Coordinator { inner })
+        Ok((Coordinator { inner }, verdicts))
     }
 
-    /// The verdict on `event` (this VM's plugins all approved it). The first call starts
-    /// coordinating it: the task records this VM ready and campaigns for leadership.
-    pub fn verdict(&self, event: &ScheduledEvent) -> Verdict {
+    /// Applies what the pipeline asks: a Join starts coordinating the event (the task records
+    /// this VM ready and campaigns), a Withdraw or a Leave stops it (releasing its keys), a
+    /// Sent has the leader record the approval. The verdict of a joined event is sent at once
+    /// (Unreachable while etcd cannot be reached).
+    pub(crate) fn request(&self, request: BarrierRequest) {
         let mut shared = self.inner.lock();
-        let unreachable = shared.connection.falls_back();
-        let tracked = match shared.events.get_mut(&event.id) {
-            Some(tracked) => tracked,
-            None => {
-                self.inner.task_wake.notify_one();
-                shared
+        match request {
+            BarrierRequest::Join(event) => {
+                // Joined again before its keys were released: they are this VM's again.
+                shared.leaving.remove(&event.id);
+                let tracked = shared
                     .events
                     .entry(event.id.clone())
-                    .or_insert_with(|| Tracked::new(event))
+                    .or_insert_with(|| Tracked::new(&event));
+                tracked.event = (*event).clone();
             }
-        };
-        tracked.event = event.clone();
-        tracked.asked_at = Instant::now();
-        if tracked.claimed || !unreachable {
-            return tracked.verdict.clone();
-        }
-        Verdict::Unreachable
-    }
-
-    /// This VM is no longer ready for the event (it was rescheduled and its plugins prepare
-    /// again): its ready key, leadership and unsent claim are released.
-    pub fn withdraw(&self, event_id: &str) {
-        let mut shared = self.inner.lock();
-        let Some(tracked) = shared.events.remove(event_id) else {
-            return;
-        };
-        shared.withdrawn.push((event_id.to_owned(), tracked.sent));
-        self.inner.task_wake.notify_one();
-    }
-
-    /// The daemon sent these approvals; the leader records them in etcd.
-    pub fn approval_sent(&self, event_ids: &[String]) {
-        let mut shared = self.inner.lock();
-        for id in event_ids {
-            if let Some(tracked) = shared.events.get_mut(id) {
-                tracked.sent = true;
+            BarrierRequest::Withdraw(id) => {
+                shared.published.remove(&id);
+                if let Some(tracked) = shared.events.remove(&id) {
+                    shared.withdrawn.push((id, tracked.sent));
+                }
+            }
+            BarrierRequest::Leave(id) => {
+                shared.published.remove(&id);
+                if shared.events.remove(&id).is_some() {
+                    shared
+                        .leaving
+                        .insert(id, Instant::now() + RELEASED_AFTER_LEAVING);
+                }
+            }
+            BarrierRequest::Sent(ids) => {
+                for id in ids {
+                    if let Some(tracked) = shared.events.get_mut(&id) {
+                        tracked.sent = true;
+                    }
+                }
             }
         }
+        self.inner.publish(&mut shared);
+        drop(shared);
         self.inner.task_wake.notify_one();
     }
 
@@ -395,6 +366,24 @@ impl Inner {
         self.shared.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Sends the daemon each event's verdict that changed since it was last sent: a claim
+    /// approves; otherwise, while etcd falls back, Unreachable; otherwise the last read.
+    fn publish(&self, shared: &mut Shared) {
+        let unreachable = shared.connection.falls_back();
+        for (id, tracked) in &shared.events {
+            let verdict = match tracked.claimed || !unreachable {
+                true => tracked.verdict.clone(),
+                false => BarrierVerdict::Unreachable,
+            };
+            if shared.published.get(id) == Some(&verdict) {
+                continue;
+            }
+            // A daemon that stopped listening is stopping too.
+            let _ignored = self.verdicts.send((id.clone(), verdict.clone()));
+            shared.published.insert(id.clone(), verdict);
+        }
+    }
+
     fn member_key(&self, vm: &str) -> String {
         format!("{}/members/{vm}", self.config.prefix)
     }
@@ -424,7 +413,11 @@ impl Inner {
             let started = Instant::now();
             let outcome = self.round(&mut lease).await;
             self.record_outcome(outcome, started, lease.as_ref().map(|lease| lease.id));
-            let pause = if self.lock().events.is_empty() {
+            let idle = {
+                let shared = self.lock();
+                shared.events.is_empty() && shared.leaving.is_empty()
+            };
+            let pause = if idle {
                 self.config.lease_ttl / 3
             } else {
                 ROUND_EVERY
@@ -441,7 +434,7 @@ impl Inner {
     async fn round(&self, lease: &mut Option<Lease>) -> Result<(), EtcdError> {
         let lease_id = self.ensure_lease(lease).await?;
         self.release_withdrawn().await?;
-        self.forget_stale().await?;
+        self.release_left().await?;
         let ids: Vec<String> = self.lock().events.keys().cloned().collect();
         for id in ids {
             self.step(&id, lease_id).await?;
@@ -477,23 +470,30 @@ impl Inner {
         Ok(id)
     }
 
-    /// Stops coordinating events the daemon no longer asks about, releasing their keys.
-    async fn forget_stale(&self) -> Result<(), EtcdError> {
-        let stale: Vec<String> = self
+    /// Releases the ready key and leadership of events this VM left, once their time came
+    /// (a claim stays: its approval may be on its way; it ends with the daemon's lease).
+    async fn release_left(&self) -> Result<(), EtcdError> {
+        let now = Instant::now();
+        let due: Vec<String> = self
             .lock()
-            .events
+            .leaving
             .iter()
-            .filter(|(_, tracked)| tracked.asked_at.elapsed() >= tracked.forget_after())
+            .filter(|(_, at)| **at <= now)
             .map(|(id, _)| id.clone())
             .collect();
-        for id in stale {
-            let keys = self.keys(&id);
-            self.client.delete(&keys.ready).await?;
+        for id in &due {
+            let keys = self.keys(id);
             let release = [Compare::ValueIs(keys.leader.clone(), self.vm.clone())];
-            self.client
-                .transaction(&release, &[Write::Delete(keys.leader.clone())])
-                .await?;
-            self.lock().events.remove(&id);
+            let outcome = async {
+                self.client.delete(&keys.ready).await?;
+                self.client
+                    .transaction(&release, &[Write::Delete(keys.leader.clone())])
+                    .await
+            }
+            .await;
+            // Not released: tried again next round.
+            outcome?;
+            self.lock().leaving.remove(id);
             tracing::debug!(event_id = %id, "no longer coordinating the event");
         }
         Ok(())
@@ -570,7 +570,7 @@ impl Inner {
         };
         if leader != self.vm {
             let state = format!("{leader} leads; waiting for it to approve");
-            self.update(id, Some(leader), standings, state, Verdict::Wait);
+            self.update(id, Some(leader), standings, state, BarrierVerdict::Wait);
             return Ok(());
         }
         self.note_leading(id);
@@ -701,7 +701,7 @@ impl Inner {
             tracing::warn!(event_id = %id, vm = %self.vm, "{NOT_OUR_APPROVAL_MESSAGE}");
         }
         let state = format!("approved by {by}");
-        self.update(id, leader, standings, state, Verdict::Wait);
+        self.update(id, leader, standings, state, BarrierVerdict::Wait);
         Ok(())
     }
 
@@ -762,7 +762,13 @@ impl Inner {
         );
         if !all_ready && !deadline {
             let state = format!("this VM leads; waiting for {}", waiting.join(", "));
-            self.update(id, Some(self.vm.clone()), standings, state, Verdict::Wait);
+            self.update(
+                id,
+                Some(self.vm.clone()),
+                standings,
+                state,
+                BarrierVerdict::Wait,
+            );
             return Ok(());
         }
         let compares = self.claim_conditions(keys, &standings, all_ready, &ready_marker(event));
@@ -793,7 +799,7 @@ impl Inner {
             Some(self.vm.clone()),
             standings,
             "approving: this VM leads".into(),
-            Verdict::Wait,
+            BarrierVerdict::Wait,
         );
         self.claimed(id, why);
         Ok(())
@@ -833,10 +839,9 @@ impl Inner {
         let mut shared = self.lock();
         if let Some(tracked) = shared.events.get_mut(id) {
             tracked.claimed = true;
-            tracked.verdict = Verdict::Approve { why };
+            tracked.verdict = BarrierVerdict::Approve { why };
         }
-        drop(shared);
-        self.daemon_wake.notify_one();
+        self.publish(&mut shared);
     }
 
     fn update(
@@ -845,7 +850,7 @@ impl Inner {
         leader: Option<String>,
         vms: Vec<(String, VmStanding)>,
         state: String,
-        verdict: Verdict,
+        verdict: BarrierVerdict,
     ) {
         let mut shared = self.lock();
         let Some(tracked) = shared.events.get_mut(id) else {
@@ -914,15 +919,13 @@ impl Inner {
             lease_id: shared.lease_id,
             events: shared.events.values().map(|t| t.barrier.clone()).collect(),
         };
+        self.publish(&mut shared);
         drop(shared);
         self.status.send_if_modified(|current| {
             let modified = *current != status;
             *current = status;
             modified
         });
-        if changed {
-            self.daemon_wake.notify_one();
-        }
     }
 }
 

@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
-use crate::coordination::{self, Coordinator};
+use crate::coordination::{Coordinator, Verdicts};
 use crate::daemon::journal::JournalError;
 use crate::daemon::journal_keeper::{CommitWhen, JournalKeeper};
 use crate::daemon::journal_record;
@@ -29,6 +29,7 @@ use crate::daemon::readiness_holds;
 use crate::daemon::state_journal::StateJournal;
 use crate::log_messages;
 use crate::ops::storage_health::StorageHealth;
+use crate::pipeline::approval::BarrierVerdict;
 use crate::pipeline::machine::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
 use crate::pipeline::policy::PolicyConfig;
 use crate::pipeline::quarantine::QuarantinedPlugin;
@@ -82,8 +83,10 @@ pub struct Daemon {
     snapshots: watch::Sender<Arc<DaemonState>>,
     /// The plugins in crash-loop quarantine, for status; updated when one enters or leaves.
     quarantined: watch::Sender<Vec<QuarantinedPlugin>>,
-    /// The etcd approval barrier, whose task wakes the loop when a verdict changes.
+    /// The etcd approval barrier: it takes the pipeline's requests ([`Action::Coordinate`])...
     coordination: Option<Coordinator>,
+    /// ...and sends back its verdicts, each when it changes ([`Input::BarrierVerdict`]).
+    verdicts: Option<Verdicts>,
     /// The VM's readiness, whose holds are journaled with the state (`with_readiness`).
     readiness: Option<Arc<Readiness>>,
     /// Each plugin's `on-start` of this run, awaited by its first call.
@@ -151,6 +154,7 @@ impl Daemon {
             snapshots,
             quarantined: watch::channel(Vec::new()).0,
             coordination: None,
+            verdicts: None,
             readiness: None,
             starts,
             approval: None,
@@ -178,10 +182,14 @@ impl Daemon {
     }
 
     /// Approves events naming several VMs together with the other VMs, through etcd.
-    pub(crate) fn with_coordination(mut self, coordinator: Coordinator) -> Daemon {
-        self.pipeline
-            .coordinate_with_barrier(Box::new(coordinator.clone()));
+    pub(crate) fn with_coordination(
+        mut self,
+        coordinator: Coordinator,
+        verdicts: Verdicts,
+    ) -> Daemon {
+        self.pipeline.coordinate_with_barrier();
         self.coordination = Some(coordinator);
+        self.verdicts = Some(verdicts);
         self
     }
 
@@ -202,7 +210,6 @@ impl Daemon {
         shutdown: CancellationToken,
     ) -> Result<(), DaemonError> {
         let mut plugins = self.plugins.clone();
-        let coordination = self.coordination.clone();
         self.plugins_changed();
         loop {
             self.execute().await?;
@@ -225,8 +232,9 @@ impl Daemon {
                     }
                     self.plugins_changed();
                 }
-                () = coordination::changed(coordination.as_ref()) => {
-                    self.pipeline.handle_timeout(self.now());
+                Some((event_id, verdict)) = next_verdict(&mut self.verdicts) => {
+                    let input = Input::BarrierVerdict { event_id, verdict };
+                    self.pipeline.handle(input, self.now());
                 }
                 () = tokio::time::sleep(wake) => self.pipeline.handle_timeout(self.now()),
             }
@@ -277,6 +285,13 @@ impl Daemon {
                 Action::Persist(state) => self.persist(state, CommitWhen::Now),
                 Action::PersistGrouped(state) => self.persist(state, CommitWhen::Grouped),
                 Action::Call(call) => self.start_call(call),
+                Action::Coordinate(request) => match &self.coordination {
+                    Some(coordinator) => coordinator.request(request),
+                    None => tracing::error!(
+                        ?request,
+                        "a request to the etcd barrier without [coordination]; this is a bug in forewarn"
+                    ),
+                },
                 Action::Approve(event_ids) => self.start_approval(event_ids),
                 Action::Emit(entry) => {
                     if matches!(
@@ -480,6 +495,23 @@ async fn approval_answer(in_flight: Option<&mut ApprovalInFlight>) -> Input {
             }
         }
     }
+}
+
+/// The barrier's next verdict; pending forever without coordination. A coordinator that
+/// stopped (its task ended) is said once, and its arm waits forever after.
+async fn next_verdict(verdicts: &mut Option<Verdicts>) -> Option<(String, BarrierVerdict)> {
+    let Some(receiver) = verdicts.as_mut() else {
+        return std::future::pending().await;
+    };
+    let verdict = receiver.recv().await;
+    if verdict.is_none() {
+        tracing::error!(
+            "the etcd coordinator stopped; events naming several VMs wait on it no longer \
+             change; this is a bug in forewarn"
+        );
+        *verdicts = None;
+    }
+    verdict
 }
 
 /// `event` as a plugin sees it: NotBefore on the VM's own clock (IMDS's less the offset

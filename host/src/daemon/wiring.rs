@@ -433,15 +433,16 @@ async fn run_event_loop(
     let (daemon, coordination, coordinator) = match &config.coordination {
         Some(coordination) => {
             let stop = shutdown.child_token();
-            let coordinator = Coordinator::start(coordination, &vm_name, client.clock(), stop)
-                .context("cannot start coordinated approval")?;
+            let (coordinator, verdicts) =
+                Coordinator::start(coordination, &vm_name, client.clock(), stop)
+                    .context("cannot start coordinated approval")?;
             let status = coordinator.subscribe();
             coordination_metrics::spawn_collector(
                 observers.metrics.coordination.clone(),
                 status.clone(),
                 shutdown.child_token(),
             );
-            let daemon = daemon.with_coordination(coordinator.clone());
+            let daemon = daemon.with_coordination(coordinator.clone(), verdicts);
             (daemon, Some(status), Some(coordinator))
         }
         None => (daemon, None, None),

@@ -1,7 +1,7 @@
 //! The agenda: which events a round visits. A round moves the events an input touched since
 //! the last one, those whose next instant came (a retry, a plugin's turn, the lead time,
-//! the deadline), those waiting on the etcd barrier, and those waiting only for a plugin
-//! that is free again — never every event, so with thousands listed an answer or a document
+//! the deadline), and those waiting only for a plugin that is free again (a verdict of the
+//! etcd barrier arrives as an input, which touches its event) — never every event, so with thousands listed an answer or a document
 //! costs what it changes. Pure bookkeeping: the pipeline says what each visit found.
 
 use std::collections::{BTreeSet, HashMap};
@@ -29,8 +29,6 @@ pub(crate) struct Standing {
     pub next_due: Option<SystemTime>,
     /// Plugins a call of it waits for only because they are busy with another call.
     pub blocked_on: Vec<String>,
-    /// Its approval waits on the etcd barrier, whose verdict may change at any round.
-    pub coordinating: bool,
     /// Its approval is due (to be POSTed).
     pub approval_due: bool,
 }
@@ -51,8 +49,6 @@ pub(crate) struct Agenda {
     waits: HashMap<String, (Urgency, Vec<String>)>,
     /// Plugins whose call ended since their waiters were last offered them.
     freed: BTreeSet<String>,
-    /// Events whose approval waits on the barrier: visited every round.
-    coordinating: BTreeSet<String>,
     /// Events whose approval is due.
     approvals_due: BTreeSet<String>,
 }
@@ -67,7 +63,6 @@ impl Default for Agenda {
             waiting: HashMap::new(),
             waits: HashMap::new(),
             freed: BTreeSet::new(),
-            coordinating: BTreeSet::new(),
             approvals_due: BTreeSet::new(),
         }
     }
@@ -93,8 +88,8 @@ impl Agenda {
         }
     }
 
-    /// The events due in a round at `now`, in no order: touched, timed at or before `now`,
-    /// and on the barrier; None: every event (the caller lists them).
+    /// The events due in a round at `now`, in no order: touched, and timed at or before
+    /// `now`; None: every event (the caller lists them).
     pub(crate) fn take_due(&mut self, now: SystemTime) -> Option<BTreeSet<String>> {
         if std::mem::take(&mut self.everything) {
             self.touched.clear();
@@ -109,7 +104,6 @@ impl Agenda {
                 due.insert(id);
             }
         }
-        due.extend(self.coordinating.iter().cloned());
         Some(due)
     }
 
@@ -134,7 +128,6 @@ impl Agenda {
             self.timers.remove(&(at, id.to_owned()));
         }
         let Some(standing) = standing else {
-            self.coordinating.remove(id);
             self.approvals_due.remove(id);
             return;
         };
@@ -142,7 +135,6 @@ impl Agenda {
             self.timers.insert((at, id.to_owned()));
             self.timer_of.insert(id.to_owned(), at);
         }
-        set_membership(&mut self.coordinating, id, standing.coordinating);
         set_membership(&mut self.approvals_due, id, standing.approval_due);
         if standing.blocked_on.is_empty() {
             return;
@@ -214,7 +206,6 @@ mod tests {
             urgency: urgency(id, not_before),
             next_due: None,
             blocked_on: Vec::new(),
-            coordinating: false,
             approval_due: false,
         }
     }
@@ -284,7 +275,6 @@ mod tests {
             Some(Standing {
                 next_due: Some(at(3)),
                 blocked_on: vec!["p".into()],
-                coordinating: true,
                 approval_due: true,
                 ..standing("gone", 10)
             }),

@@ -4,8 +4,8 @@
 //!
 //! Nothing here reads the clock, touches the disk or the network, or spawns a task: the
 //! event loop (`crate::daemon::event_loop`) executes the actions. Every round ends with the
-//! rule that makes restarts safe: [`Action::Persist`] comes before the [`Action::Call`]s
-//! and [`Action::Approve`] it covers. A round that only asks again plugins that deferred
+//! rule that makes restarts safe: [`Action::Persist`] comes before the [`Action::Call`]s,
+//! [`Action::Coordinate`]s and [`Action::Approve`] it covers. A round that only asks again plugins that deferred
 //! emits [`Action::PersistGrouped`] instead: the loop may group it with later commits
 //! (docs/architecture.md, "Journal first"). While the journal cannot be written
 //! ([`Input::JournalDurable`]), no approval is decided or sent; plugins are still called.
@@ -19,7 +19,7 @@ use forewarn_imds::{Document, EventStatus, ScheduledEvent};
 use crate::log_fields;
 use crate::log_messages;
 use crate::pipeline::agenda::{Agenda, Standing, Urgency};
-use crate::pipeline::approval::{ApprovalInput, ApprovalStage, Barrier};
+use crate::pipeline::approval::{ApprovalInput, ApprovalStage, BarrierRequest, BarrierVerdict};
 use crate::pipeline::clock::unix_ms;
 use crate::pipeline::policy::{self, Plan, PolicyConfig};
 use crate::pipeline::quarantine::{Quarantine, QuarantineRules, QuarantinedPlugin};
@@ -33,11 +33,6 @@ use crate::pipeline::state::{
 use crate::pipeline::timeline::TimelineEntry;
 use crate::pipeline::tracker::Transition;
 use crate::plugins::manifest::FailurePolicy;
-
-/// An event waiting on the etcd barrier is asked again at least this often, input or not:
-/// the coordinator forgets an event the daemon stops asking about (after 15 s), and only
-/// wakes the daemon when a verdict changes.
-pub(crate) const BARRIER_ASKED_EVERY: Duration = Duration::from_secs(1);
 
 /// What the pipeline needs to know besides its inputs.
 #[derive(Debug, Clone)]
@@ -74,6 +69,13 @@ pub(crate) enum Input {
     /// Whether the journal's commits reach the disk. While they do not, approvals are
     /// neither decided nor sent (each needs its record first); plugins are still called.
     JournalDurable(bool),
+    /// The etcd barrier's verdict on an event this VM joined ([`Action::Coordinate`]).
+    BarrierVerdict {
+        /// The event's `EventId`.
+        event_id: String,
+        /// What the barrier says now.
+        verdict: BarrierVerdict,
+    },
     /// The daemon is stopping: record answers still arriving, start nothing new.
     ShutdownStarted,
 }
@@ -98,6 +100,9 @@ pub(crate) enum Action {
     PersistGrouped(Arc<DaemonState>),
     /// Start this plugin call; answer with [`Input::Answer`].
     Call(PlannedCall),
+    /// Hand this request to the etcd coordinator (`[coordination]`); it answers with
+    /// [`Input::BarrierVerdict`]s whenever its verdict on a joined event changes.
+    Coordinate(BarrierRequest),
     /// POST the approval of these events to IMDS; answer with [`Input::ApprovalSent`] or
     /// [`Input::ApprovalFailed`].
     Approve(Vec<String>),
@@ -158,8 +163,8 @@ impl Pipeline {
     }
 
     /// Events naming this VM and others wait on the etcd barrier (`[coordination]`).
-    pub(crate) fn coordinate_with_barrier(&mut self, barrier: Box<dyn Barrier>) {
-        self.approval.coordinate_with(barrier);
+    pub(crate) fn coordinate_with_barrier(&mut self) {
+        self.approval.coordinate_with_barrier();
         self.agenda.touch_everything();
     }
 
@@ -198,6 +203,9 @@ impl Pipeline {
                 };
                 self.approval_input(failed, now);
             }
+            Input::BarrierVerdict { event_id, verdict } => {
+                self.approval_input(ApprovalInput::Verdict { event_id, verdict }, now);
+            }
             Input::ReadinessHoldsChanged => self.unsaved = true,
             Input::JournalDurable(durable) => self.journal_durability(durable, now),
             Input::ShutdownStarted => self.stopping = true,
@@ -206,9 +214,9 @@ impl Pipeline {
     }
 
     /// Runs a round at `now`: moves the events that are due forward (see [`Agenda`]: those
-    /// an input touched, whose next instant came, on the barrier, or waiting for a plugin
-    /// that is free again), then queues the journal write and, after it, the calls and the
-    /// approval the round decided.
+    /// an input touched, a barrier verdict among them, whose next instant came, or waiting
+    /// for a plugin that is free again), then queues the journal write and, after it, the
+    /// calls, the requests to the barrier and the approval the round decided.
     ///
     /// Events being prepared or told of a start go first, recoveries after: a plugin hears
     /// of a new event before it hears an old one end (hold before release); among them the
@@ -228,7 +236,11 @@ impl Pipeline {
         let reasks_only = calls
             .iter()
             .all(|call| call.attempt > 1 && call.phase != CallPhase::Started);
-        if self.unsaved || !reasks_only || approval.is_some() {
+        let mut requests = Vec::new();
+        while let Some(request) = self.approval.poll_request() {
+            requests.push(request);
+        }
+        if self.unsaved || !reasks_only || approval.is_some() || !requests.is_empty() {
             let state = Arc::new(self.state.clone());
             self.actions.push_back(Action::Persist(state));
         } else if self.unsaved_bookkeeping || !calls.is_empty() {
@@ -239,6 +251,9 @@ impl Pipeline {
         self.unsaved_bookkeeping = false;
         for call in calls {
             self.queue_call(call);
+        }
+        for request in requests {
+            self.actions.push_back(Action::Coordinate(request));
         }
         if let Some(batch) = approval {
             self.actions.push_back(Action::Approve(batch));
@@ -276,7 +291,10 @@ impl Pipeline {
                 Some(progress) => {
                     queue.insert(urgency_of(progress));
                 }
-                None => self.agenda.settle(&id, None),
+                None => {
+                    self.approval.reconcile(&id, None);
+                    self.agenda.settle(&id, None);
+                }
             }
         }
         loop {
@@ -317,21 +335,15 @@ impl Pipeline {
             margin: self.settings.policy.safety_margin(),
             lead: self.settings.policy.prepare_lead_time,
         };
-        let standing = self.state.events.get(id).map(|progress| {
-            let coordinating = matches!(progress.approval, Approval::Coordinating { .. })
-                && progress.lifecycle == Lifecycle::Scheduled;
-            let ask_barrier = coordinating.then(|| now + BARRIER_ASKED_EVERY);
-            Standing {
-                urgency: urgency_of(progress),
-                next_due: scheduler::next_due(progress, schedule, now)
-                    .into_iter()
-                    .chain(ask_barrier)
-                    .min(),
-                blocked_on: scheduler::blocked_on_busy(progress, schedule, now),
-                coordinating,
-                approval_due: matches!(progress.approval, Approval::Due { .. }),
-            }
+        let progress = self.state.events.get(id);
+        let standing = progress.map(|progress| Standing {
+            urgency: urgency_of(progress),
+            next_due: scheduler::next_due(progress, schedule, now),
+            blocked_on: scheduler::blocked_on_busy(progress, schedule, now),
+            approval_due: matches!(progress.approval, Approval::Due { .. }),
         });
+        self.approval
+            .reconcile(id, progress.map(|progress| &**progress));
         self.agenda.settle(id, standing);
     }
 

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use forewarn_imds::{Document, EventSource, EventStatus, EventType, ScheduledEvent};
 
-use crate::pipeline::approval::Barrier;
+use crate::pipeline::approval::BarrierRequest;
 use crate::pipeline::machine::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
 use crate::pipeline::policy::PolicyConfig;
 use crate::pipeline::roster::Roster;
@@ -88,14 +88,12 @@ impl Harness {
         harness
     }
 
-    /// A fresh pipeline whose events naming this VM and others wait on `barrier`.
-    pub(crate) fn coordinated(
-        plugins: &[(&str, &str)],
-        policy: PolicyConfig,
-        barrier: Box<dyn Barrier>,
-    ) -> Harness {
+    /// A fresh pipeline whose events naming this VM and others wait on the etcd barrier:
+    /// its requests are only recorded ([`Harness::barrier_requests`]); a test plays the
+    /// coordinator by feeding [`Input::BarrierVerdict`].
+    pub(crate) fn coordinated(plugins: &[(&str, &str)], policy: PolicyConfig) -> Harness {
         let mut harness = Harness::new(plugins, policy);
-        harness.pipeline.coordinate_with_barrier(barrier);
+        harness.pipeline.coordinate_with_barrier();
         harness
     }
 
@@ -214,7 +212,7 @@ impl Harness {
                     };
                     self.pipeline.handle(input, self.now);
                 }
-                Action::Emit(_) => {}
+                Action::Coordinate(_) | Action::Emit(_) => {}
             }
         }
     }
@@ -277,6 +275,17 @@ impl Harness {
         self.calls()
             .into_iter()
             .map(|(_, plugin, phase, _, _)| (plugin, phase))
+            .collect()
+    }
+
+    /// The requests to the etcd barrier, in order.
+    pub(crate) fn barrier_requests(&self) -> Vec<BarrierRequest> {
+        self.log
+            .iter()
+            .filter_map(|executed| match &executed.action {
+                Action::Coordinate(request) => Some(request.clone()),
+                _ => None,
+            })
             .collect()
     }
 

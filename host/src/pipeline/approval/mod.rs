@@ -6,13 +6,13 @@
 //!
 //! - [`decide`]: the rules (the policy's gate, the barrier's share of it, the holds);
 //! - [`post`]: the POST queue (one in flight, retries, refused batches sent singly);
+//! - [`barrier_link`]: the etcd barrier, pushed both ways: [`BarrierRequest`]s out (join,
+//!   withdraw, leave, sent), [`BarrierVerdict`]s in — no lock, clock or wake-up in a round;
 //! - this file: the stage that applies them in order, with the journal gate and the notes.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::SystemTime;
-
-use forewarn_imds::ScheduledEvent;
 
 use crate::log_fields;
 use crate::log_messages;
@@ -22,40 +22,17 @@ use crate::pipeline::roster::Roster;
 use crate::pipeline::state::{Approval, DaemonState, EventProgress};
 use crate::pipeline::timeline::TimelineEntry;
 
+mod barrier_link;
 mod decide;
 pub(crate) mod post;
 
+use barrier_link::BarrierLink;
+pub(crate) use barrier_link::{BarrierRequest, BarrierVerdict};
 pub(crate) use decide::{ApprovalRules, held_by_quarantine, hold, quarantine_hold};
 use post::PostQueue;
 
 /// The events the machine lends the stage, by id.
 pub(crate) type Events = BTreeMap<String, Arc<EventProgress>>;
-
-/// What the barrier says about an event waiting on it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    /// Keep waiting: for the other VMs, for leadership, or for etcd's first answer.
-    Wait,
-    /// This VM leads and claimed the approval in etcd: send it now. `why` is for the log.
-    Approve {
-        /// One line saying which VMs were ready and who leads.
-        why: String,
-    },
-    /// The barrier cannot be reached: decide by the single-VM policy (`policy.group-approval`).
-    Unreachable,
-}
-
-/// A cross-VM approval barrier, as the approval stage sees it: non-blocking questions about
-/// state another task keeps up to date.
-pub(crate) trait Barrier: Send {
-    /// The verdict on `event`, whose plugins all approved on this VM. The first question
-    /// about an event starts coordinating it (this VM is recorded ready).
-    fn verdict(&mut self, event: &ScheduledEvent) -> Verdict;
-    /// This VM is no longer ready for the event (it was rescheduled and prepares again).
-    fn withdraw(&mut self, event_id: &str);
-    /// IMDS accepted these approvals; the barrier records them for the other VMs.
-    fn approval_sent(&mut self, event_ids: &[String]);
-}
 
 /// What the approval stage hears from outside the pipeline.
 #[derive(Debug, Clone)]
@@ -75,13 +52,20 @@ pub(crate) enum ApprovalInput {
     /// Whether the journal's commits reach the disk: while they do not, approvals are
     /// neither decided nor sent.
     JournalDurable(bool),
+    /// The barrier's verdict on an event this VM joined.
+    Verdict {
+        /// The event's `EventId`.
+        event_id: String,
+        /// What the barrier says now.
+        verdict: BarrierVerdict,
+    },
 }
 
 /// The approval sub-machine: the rules, the POST queue, the barrier, and the notes said once.
 pub(crate) struct ApprovalStage {
     rules: ApprovalRules,
-    /// The etcd barrier, with `[coordination]`.
-    barrier: Option<Box<dyn Barrier>>,
+    /// The events joined on the etcd barrier (`[coordination]`) and its verdicts.
+    link: BarrierLink,
     posts: PostQueue,
     /// The approval holds already announced, by event; not journaled (a restart announces
     /// them again).
@@ -101,7 +85,7 @@ impl ApprovalStage {
                 policy: policy.clone(),
                 coordinated: false,
             },
-            barrier: None,
+            link: BarrierLink::default(),
             posts: PostQueue::default(),
             holds_announced: HashMap::new(),
             journal_durable: true,
@@ -109,10 +93,9 @@ impl ApprovalStage {
         }
     }
 
-    /// Events naming this VM and others wait on `barrier` from now on.
-    pub(crate) fn coordinate_with(&mut self, barrier: Box<dyn Barrier>) {
+    /// Events naming this VM and others wait on the etcd barrier from now on.
+    pub(crate) fn coordinate_with_barrier(&mut self) {
         self.rules.coordinated = true;
-        self.barrier = Some(barrier);
     }
 
     /// Applies `input` at `now` to `events`; returns the events it touched.
@@ -138,6 +121,12 @@ impl ApprovalStage {
             ApprovalInput::JournalDurable(durable) => {
                 self.journal_durable = durable;
                 Vec::new()
+            }
+            ApprovalInput::Verdict { event_id, verdict } => {
+                match self.link.store(&event_id, verdict) {
+                    true => vec![event_id],
+                    false => Vec::new(),
+                }
             }
         }
     }
@@ -189,18 +178,18 @@ impl ApprovalStage {
         true
     }
 
-    /// Moves `progress`, waiting on the barrier, to Due when the barrier says so — or, while
-    /// it cannot be reached, when the single-VM policy lets this VM approve alone. Returns
-    /// whether it changed.
+    /// Moves `progress`, waiting on the barrier, to Due when the barrier's last verdict says
+    /// so — or, while it cannot be reached, when the single-VM policy lets this VM approve
+    /// alone. Returns whether it changed.
     pub(crate) fn advance(&mut self, progress: &mut EventProgress, now: SystemTime) -> bool {
-        let Some(barrier) = self.barrier.as_mut() else {
+        if !matches!(progress.approval, Approval::Coordinating { .. }) {
             return false;
-        };
+        }
         let id = progress.event.id.clone();
-        match barrier.verdict(&progress.event) {
-            Verdict::Wait => return false,
-            Verdict::Approve { why } => tracing::info!(event_id = %id, "{why}"),
-            Verdict::Unreachable => {
+        match self.link.verdict(&id) {
+            BarrierVerdict::Wait => return false,
+            BarrierVerdict::Approve { why } => tracing::info!(event_id = %id, "{why}"),
+            BarrierVerdict::Unreachable => {
                 if !self.rules.approves_alone(&progress.event) {
                     return false;
                 }
@@ -224,17 +213,22 @@ impl ApprovalStage {
         }
     }
 
+    /// After a visit of `id` (None: it is gone): joins the barrier for an event that waits
+    /// on it, leaves it for one no longer Scheduled (see [`BarrierLink::reconcile`]).
+    pub(crate) fn reconcile(&mut self, id: &str, progress: Option<&EventProgress>) {
+        self.link.reconcile(id, progress);
+    }
+
     /// The event was rescheduled: this VM prepares it again.
     pub(crate) fn withdraw(&mut self, id: &str) {
-        if let Some(barrier) = self.barrier.as_mut() {
-            barrier.withdraw(id);
-        }
+        self.link.withdraw(id);
     }
 
     /// The event is handled to the end.
     pub(crate) fn forget(&mut self, id: &str) {
         self.holds_announced.remove(id);
         self.posts.forget(id);
+        self.link.forget(id);
     }
 
     /// The POST queued last was taken back before it was sent (the journal failed under it).
@@ -262,6 +256,11 @@ impl ApprovalStage {
         self.posts.next_batch(listed_and_due, paused, now)
     }
 
+    /// The next request for the coordinator.
+    pub(crate) fn poll_request(&mut self) -> Option<BarrierRequest> {
+        self.link.poll_request()
+    }
+
     /// The next timeline entry the stage reports.
     pub(crate) fn poll_emit(&mut self) -> Option<TimelineEntry> {
         self.emitted.pop_front()
@@ -281,9 +280,7 @@ impl ApprovalStage {
                 progress.approval = Approval::Sent { at_unix_ms };
             }
         }
-        if let Some(barrier) = self.barrier.as_mut() {
-            barrier.approval_sent(event_ids);
-        }
+        self.link.sent(event_ids);
         tracing::info!(
             event_ids = %log_fields::names(event_ids),
             "{}",

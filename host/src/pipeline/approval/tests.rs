@@ -1,7 +1,7 @@
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
-use forewarn_imds::{EventSource, EventStatus, EventType};
+use forewarn_imds::{EventSource, EventStatus, EventType, ScheduledEvent};
 
 use super::decide::applies_to;
 use super::*;
@@ -30,40 +30,6 @@ fn event(resources: &[&str]) -> ScheduledEvent {
     }
 }
 
-/// A barrier that answers what the test sets, and records what it was told.
-#[derive(Default)]
-struct FakeBarrier {
-    verdict: Option<Verdict>,
-    asked: Vec<String>,
-    withdrawn: Vec<String>,
-    sent: Vec<String>,
-}
-
-#[derive(Clone, Default)]
-struct SharedFake(Arc<Mutex<FakeBarrier>>);
-
-impl SharedFake {
-    fn with<T>(&self, read: impl FnOnce(&mut FakeBarrier) -> T) -> T {
-        let mut fake = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        read(&mut fake)
-    }
-}
-
-impl Barrier for SharedFake {
-    fn verdict(&mut self, event: &ScheduledEvent) -> Verdict {
-        self.with(|fake| {
-            fake.asked.push(event.id.clone());
-            fake.verdict.clone().unwrap_or(Verdict::Wait)
-        })
-    }
-    fn withdraw(&mut self, event_id: &str) {
-        self.with(|fake| fake.withdrawn.push(event_id.to_owned()));
-    }
-    fn approval_sent(&mut self, event_ids: &[String]) {
-        self.with(|fake| fake.sent.extend(event_ids.iter().cloned()));
-    }
-}
-
 fn policy(group: GroupApproval) -> PolicyConfig {
     PolicyConfig {
         group_approval: group,
@@ -71,10 +37,10 @@ fn policy(group: GroupApproval) -> PolicyConfig {
     }
 }
 
-fn stage(policy: &PolicyConfig, barrier: Option<&SharedFake>) -> ApprovalStage {
+fn stage(policy: &PolicyConfig, coordinated: bool) -> ApprovalStage {
     let mut stage = ApprovalStage::new(VM, policy);
-    if let Some(barrier) = barrier {
-        stage.coordinate_with(Box::new(barrier.clone()));
+    if coordinated {
+        stage.coordinate_with_barrier();
     }
     stage
 }
@@ -145,8 +111,7 @@ fn decision_rows() {
             dry_run,
             ..policy(group)
         };
-        let barrier = SharedFake::default();
-        let mut stage = stage(&config, coordinated.then_some(&barrier));
+        let mut stage = stage(&config, coordinated);
         let mut events = Events::new();
         stage.handle(ApprovalInput::JournalDurable(durable), at(10), &mut events);
         let mut listed = event(resources);
@@ -181,64 +146,189 @@ fn decision_rows() {
     }
 }
 
-#[test]
-fn the_barrier_verdict_moves_a_coordinating_event() {
-    // (verdict, group-approval) → approval due afterwards?
-    let rows = [
-        (Verdict::Wait, GroupApproval::Always, false),
-        (
-            Verdict::Approve {
-                why: "all ready".into(),
-            },
-            GroupApproval::Never,
-            true,
-        ),
-        (Verdict::Unreachable, GroupApproval::Never, false),
-        (Verdict::Unreachable, GroupApproval::Always, true),
-    ];
-    for (verdict, group, due) in rows {
-        let barrier = SharedFake::default();
-        barrier.with(|fake| fake.verdict = Some(verdict.clone()));
-        let mut stage = stage(&policy(group), Some(&barrier));
-        let mut progress = coordinating(&[VM, "vm-b"]);
-        let changed = stage.advance(&mut progress, at(20));
-        assert_eq!(changed, due, "{verdict:?} {group:?}");
-        let expected = if due {
-            Approval::Due {
-                since_unix_ms: unix_ms(at(20)),
-            }
-        } else {
-            Approval::Coordinating {
-                since_unix_ms: unix_ms(at(10)),
-            }
-        };
-        assert_eq!(progress.approval, expected, "{verdict:?} {group:?}");
-        assert_eq!(
-            barrier.with(|fake| fake.asked.clone()),
-            vec!["E1".to_owned()]
-        );
-    }
+/// One step of a barrier row.
+#[derive(Debug, Clone)]
+enum Step {
+    /// The event is visited as it stands.
+    Visit,
+    /// The event started, then is visited.
+    Started,
+    /// The event is gone (handled to the end), then its id is visited.
+    Gone,
+    /// The machine forgets the event.
+    Forget,
+    /// The event was rescheduled: withdrawn, then prepared again (waiting on the barrier).
+    Reschedule,
+    /// The coordinator's verdict arrives; the event is then visited (the input touched it).
+    Verdict(BarrierVerdict),
+    /// IMDS accepted the approval.
+    Sent,
 }
 
 #[test]
-fn withdrawals_and_sent_approvals_reach_the_barrier() {
-    let barrier = SharedFake::default();
-    let mut stage = stage(&PolicyConfig::default(), Some(&barrier));
-    let mut events = Events::new();
-    stage.withdraw("E1");
-    stage.handle(
-        ApprovalInput::Sent(vec!["E2".to_owned()]),
-        at(10),
-        &mut events,
-    );
-    assert_eq!(
-        barrier.with(|fake| fake.withdrawn.clone()),
-        vec!["E1".to_owned()]
-    );
-    assert_eq!(
-        barrier.with(|fake| fake.sent.clone()),
-        vec!["E2".to_owned()]
-    );
+fn barrier_rows() {
+    use BarrierVerdict::{Unreachable, Wait};
+    use Step::{Forget, Gone, Reschedule, Sent, Started, Verdict, Visit};
+    let approve = || BarrierVerdict::Approve {
+        why: "all ready".into(),
+    };
+    // (group-approval, steps) → (the requests, by kind; the approval after)
+    let rows: Vec<(GroupApproval, Vec<Step>, &str, &str)> = vec![
+        // A waiting event joins once, however often it is visited (a restart's first
+        // round visits everything: a resumed Coordinating event joins again).
+        (
+            GroupApproval::Never,
+            vec![Visit, Visit, Visit],
+            "join",
+            "coordinating",
+        ),
+        // Verdicts: Wait keeps it waiting, Approve makes it due, Unreachable follows the
+        // single-VM policy.
+        (
+            GroupApproval::Always,
+            vec![Visit, Verdict(Wait)],
+            "join",
+            "coordinating",
+        ),
+        (
+            GroupApproval::Never,
+            vec![Visit, Verdict(approve())],
+            "join",
+            "due",
+        ),
+        (
+            GroupApproval::Never,
+            vec![Visit, Verdict(Unreachable)],
+            "join",
+            "coordinating",
+        ),
+        (
+            GroupApproval::Always,
+            vec![Visit, Verdict(Unreachable)],
+            "join",
+            "due",
+        ),
+        // A verdict for an event not joined is dropped.
+        (
+            GroupApproval::Never,
+            vec![Verdict(approve())],
+            "",
+            "coordinating",
+        ),
+        // Due and sent, it stays joined (the sent approval is recorded) until it starts.
+        (
+            GroupApproval::Never,
+            vec![Visit, Verdict(approve()), Sent, Visit],
+            "join sent",
+            "sent",
+        ),
+        (
+            GroupApproval::Never,
+            vec![Visit, Verdict(approve()), Sent, Started],
+            "join sent leave",
+            "sent",
+        ),
+        // Rescheduled: withdrawn; its old verdict is gone with it.
+        (
+            GroupApproval::Never,
+            vec![Visit, Verdict(approve()), Reschedule, Visit, Visit],
+            "join withdraw join",
+            "coordinating",
+        ),
+        // Started, gone or forgotten: left, once.
+        (
+            GroupApproval::Never,
+            vec![Visit, Started, Visit],
+            "join leave",
+            "coordinating",
+        ),
+        (
+            GroupApproval::Never,
+            vec![Visit, Gone],
+            "join leave",
+            "coordinating",
+        ),
+        (
+            GroupApproval::Never,
+            vec![Visit, Forget, Gone],
+            "join leave",
+            "coordinating",
+        ),
+        // Never joined: nothing to withdraw or leave.
+        (
+            GroupApproval::Never,
+            vec![Reschedule, Forget, Started],
+            "",
+            "coordinating",
+        ),
+    ];
+    for (index, (group, steps, requests, approval)) in rows.into_iter().enumerate() {
+        let mut stage = stage(&policy(group), true);
+        let mut progress = coordinating(&[VM, "vm-b"]);
+        let mut events = Events::new();
+        for step in &steps {
+            match step {
+                Visit => {
+                    stage.advance(&mut progress, at(20));
+                    stage.reconcile("E1", Some(&progress));
+                }
+                Started => {
+                    progress.lifecycle = Lifecycle::Started;
+                    stage.reconcile("E1", Some(&progress));
+                }
+                Gone => stage.reconcile("E1", None),
+                Forget => stage.forget("E1"),
+                Reschedule => {
+                    stage.withdraw("E1");
+                    // Its plugins prepare again, and it waits on the barrier again.
+                    progress = coordinating(&[VM, "vm-b"]);
+                }
+                Verdict(verdict) => {
+                    let input = ApprovalInput::Verdict {
+                        event_id: "E1".into(),
+                        verdict: verdict.clone(),
+                    };
+                    let touched = stage.handle(input, at(20), &mut events);
+                    if !touched.is_empty() {
+                        stage.advance(&mut progress, at(20));
+                        stage.reconcile("E1", Some(&progress));
+                    }
+                }
+                Sent => {
+                    events.insert("E1".into(), Arc::new(progress.clone()));
+                    stage.handle(ApprovalInput::Sent(vec!["E1".into()]), at(30), &mut events);
+                    progress = (*events["E1"]).clone();
+                }
+            }
+        }
+        let mut kinds = Vec::new();
+        while let Some(request) = stage.poll_request() {
+            kinds.push(match request {
+                BarrierRequest::Join(event) => {
+                    assert_eq!(event.id, "E1");
+                    "join"
+                }
+                BarrierRequest::Withdraw(_) => "withdraw",
+                BarrierRequest::Leave(_) => "leave",
+                BarrierRequest::Sent(_) => "sent",
+            });
+        }
+        let kind = match &progress.approval {
+            Approval::Coordinating { .. } => "coordinating",
+            Approval::Due { since_unix_ms } => {
+                assert_eq!(*since_unix_ms, unix_ms(at(20)), "row {index}");
+                "due"
+            }
+            Approval::Sent { .. } => "sent",
+            other => panic!("row {index}: unexpected {other:?}"),
+        };
+        assert_eq!(
+            kinds.join(" "),
+            requests,
+            "row {index}: {group:?} {steps:?}"
+        );
+        assert_eq!(kind, approval, "row {index}: {group:?} {steps:?}");
+    }
 }
 
 #[test]

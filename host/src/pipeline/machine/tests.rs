@@ -9,7 +9,7 @@ use forewarn_imds::{EventType, ScheduledEvent};
 use super::*;
 use crate::daemon::journal_record::{self, JournalRecord};
 use crate::pipeline::approval::post::APPROVAL_RETRY;
-use crate::pipeline::approval::{Barrier, Verdict};
+use crate::pipeline::approval::{BarrierRequest, BarrierVerdict};
 use crate::pipeline::clock;
 use crate::pipeline::policy::LeadTime;
 use crate::pipeline::state::{AnswerOutcome, CallPhase};
@@ -421,7 +421,18 @@ fn every_call_and_approval_is_journaled_before_it_is_acted_on() {
                     );
                 }
             }
-            Action::Emit(_) => {}
+            Action::Coordinate(BarrierRequest::Join(event)) => {
+                let state = durable.as_ref().expect("a Join before any journal write");
+                assert!(
+                    matches!(
+                        state.events[&event.id].approval,
+                        Approval::Coordinating { .. }
+                    ),
+                    "{} joined the barrier before it was journaled waiting on it",
+                    event.id
+                );
+            }
+            Action::Coordinate(_) | Action::Emit(_) => {}
         }
     }
     assert!(
@@ -565,78 +576,82 @@ fn nothing_new_starts_once_shutdown_began() {
     );
 }
 
-/// A barrier whose verdict the test sets; it counts how often it was asked.
-#[derive(Clone, Default)]
-struct SharedBarrier(
-    Arc<std::sync::Mutex<Option<Verdict>>>,
-    Arc<std::sync::atomic::AtomicUsize>,
-);
-
-impl SharedBarrier {
-    fn asks(&self) -> usize {
-        self.1.load(std::sync::atomic::Ordering::SeqCst)
-    }
-}
-
-impl Barrier for SharedBarrier {
-    fn verdict(&mut self, _event: &ScheduledEvent) -> Verdict {
-        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.0
-            .lock()
-            .ok()
-            .and_then(|verdict| verdict.clone())
-            .unwrap_or(Verdict::Wait)
-    }
-    fn withdraw(&mut self, _event_id: &str) {}
-    fn approval_sent(&mut self, _event_ids: &[String]) {}
-}
-
-/// A pipeline approving through a [`SharedBarrier`], shown a Reboot naming this VM and
-/// vm-b.
-fn waiting_on_the_barrier() -> (SharedBarrier, Harness) {
-    let barrier = SharedBarrier::default();
-    let mut harness = Harness::coordinated(CHAIN, at_once(), Box::new(barrier.clone()));
+/// A coordinated pipeline shown a Reboot naming this VM and vm-b; returns the event.
+fn waiting_on_the_barrier() -> (ScheduledEvent, Harness) {
+    let mut harness = Harness::coordinated(CHAIN, at_once());
     let mut both = event("E1", EventType::Reboot, t0(), 300 * SECOND);
     both.resources.push("vm-b".into());
-    harness.document(&[both]);
-    (barrier, harness)
+    harness.document(std::slice::from_ref(&both));
+    (both, harness)
+}
+
+fn verdict(harness: &mut Harness, verdict: BarrierVerdict) {
+    harness.input(Input::BarrierVerdict {
+        event_id: "E1".into(),
+        verdict,
+    });
 }
 
 #[test]
 fn an_event_naming_two_vms_waits_for_the_barrier() {
-    let (barrier, mut harness) = waiting_on_the_barrier();
+    let (both, mut harness) = waiting_on_the_barrier();
+    // Joined once, after the journal recorded it waiting on the barrier.
+    assert_eq!(
+        harness.barrier_requests(),
+        vec![BarrierRequest::Join(Arc::new(both))]
+    );
+    let join = harness
+        .log
+        .iter()
+        .position(|executed| matches!(executed.action, Action::Coordinate(_)))
+        .unwrap_or_default();
+    let journaled = harness.log[..join]
+        .iter()
+        .rev()
+        .find_map(|executed| match &executed.action {
+            Action::Persist(state) => Some(state.events["E1"].approval.clone()),
+            _ => None,
+        });
+    assert!(
+        matches!(journaled, Some(Approval::Coordinating { .. })),
+        "the Join before its record: {journaled:?}"
+    );
     harness.run_for(5 * SECOND);
+    verdict(&mut harness, BarrierVerdict::Wait);
     assert!(
         harness.approvals().is_empty(),
         "approved before the barrier said so"
     );
-    if let Ok(mut verdict) = barrier.0.lock() {
-        *verdict = Some(Verdict::Approve {
-            why: "vm-a and vm-b are ready".into(),
-        });
-    }
-    harness.run_for(SECOND);
+    let why = "vm-a and vm-b are ready".to_owned();
+    verdict(&mut harness, BarrierVerdict::Approve { why });
     assert_eq!(harness.approvals().len(), 1);
+    assert_eq!(
+        harness.barrier_requests().last(),
+        Some(&BarrierRequest::Sent(vec!["E1".into()])),
+        "the sent approval is recorded at the barrier"
+    );
 }
 
-/// The coordinator forgets an event nobody asks about and wakes the daemon only when a
-/// verdict changes: an event waiting on the barrier is asked again every
-/// [`BARRIER_ASKED_EVERY`], with no input at all.
+/// Nothing about a waiting barrier depends on rounds or documents: with no input at all
+/// for 60 s (IMDS silent), the event stays joined, nothing wakes the pipeline, and the
+/// verdict when it comes approves it.
 #[test]
-fn an_event_waiting_on_the_barrier_is_asked_again_without_an_input() {
-    let (barrier, mut harness) = waiting_on_the_barrier();
-    harness.run_for(20 * SECOND);
-    let asked_by = harness.now + super::BARRIER_ASKED_EVERY;
-    assert!(
-        harness
-            .pipeline
-            .poll_timeout()
-            .is_some_and(|at| at <= asked_by),
-        "the barrier is not asked again: next round at {:?}",
-        harness.pipeline.poll_timeout()
+fn a_waiting_barrier_survives_60_s_of_imds_silence() {
+    let (_, mut harness) = waiting_on_the_barrier();
+    harness.run_for(60 * SECOND);
+    assert_eq!(
+        harness.pipeline.poll_timeout(),
+        None,
+        "nothing to wake for while the barrier decides"
     );
-    let asks = barrier.asks();
-    assert!(asks >= 20, "asked {asks} times in 20 s");
+    let requests = harness.barrier_requests();
+    assert!(
+        matches!(requests.as_slice(), [BarrierRequest::Join(_)]),
+        "one Join, nothing else: {requests:?}"
+    );
+    let why = "every VM is ready".to_owned();
+    verdict(&mut harness, BarrierVerdict::Approve { why });
+    assert_eq!(harness.approvals().len(), 1);
 }
 
 #[test]
