@@ -10,8 +10,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::Inner;
 use super::fleet_record::{FLEET_RECORD_MAX_BYTES, FLEET_RECORD_SCHEMA, FleetRecord, bounded_text};
+use crate::coordination::etcd_access::EtcdAccess;
 use crate::pipeline::clock::unix_ms;
 
 /// The most VMs one answer lists (the range read stops there; `truncated` says so).
@@ -199,7 +199,7 @@ pub fn parse_record(value: &str) -> Result<FleetRecord, String> {
 /// The handle `/status/fleet` reads through; cheap to clone.
 #[derive(Clone)]
 pub struct FleetReader {
-    inner: Arc<Inner>,
+    inner: Arc<EtcdAccess>,
     cache: Arc<tokio::sync::Mutex<Cache>>,
 }
 
@@ -213,7 +213,7 @@ struct Cache {
 }
 
 impl FleetReader {
-    pub(super) fn new(inner: Arc<Inner>) -> FleetReader {
+    pub(super) fn new(inner: Arc<EtcdAccess>) -> FleetReader {
         FleetReader {
             inner,
             cache: Arc::default(),

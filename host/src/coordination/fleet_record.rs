@@ -17,7 +17,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::Inner;
+use crate::coordination::coordination_status::CoordinationStatus;
+use crate::coordination::etcd_access::EtcdAccess;
 use crate::log_messages;
 use crate::pipeline::clock::unix_ms;
 
@@ -307,21 +308,23 @@ impl Throttle {
 }
 
 /// Writes this VM's record from `records` under the daemon's lease until `shutdown`.
+/// `status` says the lease.
 pub(super) fn spawn_publisher(
-    inner: Arc<Inner>,
+    inner: Arc<EtcdAccess>,
+    status: watch::Receiver<CoordinationStatus>,
     records: watch::Receiver<Option<FleetRecord>>,
     shutdown: CancellationToken,
 ) {
-    tokio::spawn(publish(inner, records, shutdown));
+    tokio::spawn(publish(inner, status, records, shutdown));
 }
 
 async fn publish(
-    inner: Arc<Inner>,
+    inner: Arc<EtcdAccess>,
+    mut status: watch::Receiver<CoordinationStatus>,
     mut records: watch::Receiver<Option<FleetRecord>>,
     shutdown: CancellationToken,
 ) {
     let key = inner.fleet_key(&inner.vm);
-    let mut status = inner.status.subscribe();
     let mut throttle = Throttle::default();
     let mut failing = false;
     loop {

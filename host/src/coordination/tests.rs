@@ -1,4 +1,9 @@
-use super::*;
+use std::time::Duration;
+
+use forewarn_etcd::KeyValue;
+use forewarn_imds::{EventField, ScheduledEvent};
+
+use super::records::{EventRecords, ready_marker, stated_not_before};
 
 #[test]
 fn event_records_are_read_by_key() {
@@ -71,7 +76,7 @@ fn only_the_leader_or_a_change_needs_the_whole_event_read() {
     ];
     for (seen, now, claimed, expected) in rows {
         assert_eq!(
-            super::reads_everything("vm-a", seen, now, claimed),
+            super::records::reads_everything("vm-a", seen, now, claimed),
             expected,
             "seen {seen:?}, now {now:?}, claimed {claimed}"
         );
@@ -80,7 +85,7 @@ fn only_the_leader_or_a_change_needs_the_whole_event_read() {
 
 #[test]
 fn a_connected_coordinator_falls_back_only_after_its_rounds_failed_for_a_while() {
-    use super::{Connection, FALL_BACK_AFTER, connection_after};
+    use super::coordination_status::{Connection, FALL_BACK_AFTER, connection_after};
     use std::time::{Duration, Instant};
     let t0 = Instant::now();
     let rows = [

@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
-use crate::coordination::{Coordinator, Verdicts};
+use crate::coordination::{CoordinatorHandle, Verdicts};
 use crate::daemon::journal::JournalError;
 use crate::daemon::journal_keeper::{CommitWhen, JournalKeeper};
 use crate::daemon::journal_record;
@@ -84,7 +84,7 @@ pub struct Daemon {
     /// The plugins in crash-loop quarantine, for status; updated when one enters or leaves.
     quarantined: watch::Sender<Vec<QuarantinedPlugin>>,
     /// The etcd approval barrier: it takes the pipeline's requests ([`Action::Coordinate`])...
-    coordination: Option<Coordinator>,
+    coordination: Option<CoordinatorHandle>,
     /// ...and sends back its verdicts, each when it changes ([`Input::BarrierVerdict`]).
     verdicts: Option<Verdicts>,
     /// The VM's readiness, whose holds are journaled with the state (`with_readiness`).
@@ -184,7 +184,7 @@ impl Daemon {
     /// Approves events naming several VMs together with the other VMs, through etcd.
     pub(crate) fn with_coordination(
         mut self,
-        coordinator: Coordinator,
+        coordinator: CoordinatorHandle,
         verdicts: Verdicts,
     ) -> Daemon {
         self.pipeline.coordinate_with_barrier();

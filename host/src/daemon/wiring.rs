@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::coordination::Coordinator;
+use crate::coordination::{self, CoordinatorHandle};
 use crate::daemon::event_loop::{Daemon, DaemonSettings};
 use crate::ops::admin::{self, AdminState, DaemonViews};
 use crate::ops::coordination_metrics;
@@ -434,7 +434,7 @@ async fn run_event_loop(
         Some(coordination) => {
             let stop = shutdown.child_token();
             let (coordinator, verdicts) =
-                Coordinator::start(coordination, &vm_name, client.clock(), stop)
+                coordination::spawn(coordination, &vm_name, client.clock(), stop)
                     .context("cannot start coordinated approval")?;
             let status = coordinator.subscribe();
             coordination_metrics::spawn_collector(
@@ -477,7 +477,7 @@ async fn run_event_loop(
         polling_since,
         coordination,
         quarantined: daemon.quarantined_plugins(),
-        fleet: coordinator.as_ref().map(Coordinator::fleet_reader),
+        fleet: coordinator.as_ref().map(CoordinatorHandle::fleet_reader),
     }));
     // READY=1 (running, on Windows) only once IMDS has answered: until then /status says
     // waiting-for-imds.

@@ -36,7 +36,7 @@ pub(crate) struct Standing {
 /// The events the next rounds visit.
 #[derive(Debug)]
 pub(crate) struct Agenda {
-    /// Visit every event (at the start, and after the plugins or the approver changed).
+    /// Visit every event (at the start, and after the plugins changed or coordination began).
     everything: bool,
     /// Events an input changed since the last round.
     touched: BTreeSet<String>,
@@ -76,7 +76,7 @@ impl Agenda {
         }
     }
 
-    /// Something every event depends on changed (the plugins, the approver).
+    /// Something every event depends on changed (the plugins, coordination, the journal's durability).
     pub(crate) fn touch_everything(&mut self) {
         self.everything = true;
     }

@@ -1,0 +1,278 @@
+//! The coordinator as an actor, shaped like the IMDS poller: one task owns all its state
+//! (`&mut self`, no lock), takes the pipeline's [`BarrierRequest`]s from a channel, runs a
+//! round against etcd every [`ROUND_EVERY`] while events are coordinated
+//! (`coordination::etcd_round`), and sends each event's effective verdict to the daemon when
+//! it changes, and its status on a watch.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use forewarn_etcd::EtcdError;
+use forewarn_imds::{ImdsClock, ScheduledEvent};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::coordination::coordination_status::{
+    Connection, CoordinationStatus, EventBarrier, connection_after, log_fallback,
+};
+use crate::coordination::etcd_access::EtcdAccess;
+use crate::pipeline::approval::{BarrierRequest, BarrierVerdict};
+use crate::pipeline::clock::unix_ms;
+
+/// How often the coordinator reads etcd while events are being coordinated.
+pub const ROUND_EVERY: Duration = Duration::from_millis(200);
+/// How long after the pipeline left an event (it started, ended or was forgotten) its ready
+/// key and leadership are released. Nothing waits on them any more (the event is no longer
+/// read each round); they stay a while so that the other VMs' last reads, and `/status`,
+/// still show every VM ready around the start. A Withdraw releases at once.
+const RELEASED_AFTER_LEAVING: Duration = Duration::from_secs(15);
+
+/// The coordinator's task and everything it owns.
+pub(crate) struct Coordinator {
+    pub(super) access: Arc<EtcdAccess>,
+    /// Now on IMDS's clock (NotBefore's), for the barrier's deadline.
+    pub(super) clock: ImdsClock,
+    /// The events joined, by id.
+    pub(super) events: BTreeMap<String, Tracked>,
+    /// Events this VM is no longer ready for (rescheduled): keys to release, and whether
+    /// this VM's approval claim, if any, was sent.
+    pub(super) withdrawn: Vec<(String, bool)>,
+    /// Events this VM left (no longer Scheduled, or handled to the end): keys to release,
+    /// each at its instant ([`RELEASED_AFTER_LEAVING`]).
+    pub(super) leaving: BTreeMap<String, Instant>,
+    /// This daemon's lease, once granted.
+    pub(super) lease: Option<Lease>,
+    /// The link to etcd and what `/status` shows of it.
+    link: LinkState,
+    /// The verdict last sent to the daemon, by event.
+    published: BTreeMap<String, BarrierVerdict>,
+    /// The pipeline's requests.
+    requests: mpsc::UnboundedReceiver<BarrierRequest>,
+    /// Each event's verdict, sent to the daemon whenever it changes.
+    verdicts: mpsc::UnboundedSender<(String, BarrierVerdict)>,
+    status: watch::Sender<CoordinationStatus>,
+}
+
+/// The link to etcd as the rounds found it.
+struct LinkState {
+    connection: Connection,
+    since_unix_ms: u64,
+    last_error: Option<String>,
+    /// When the rounds began failing while connected (None while they succeed).
+    failing_since: Option<Instant>,
+}
+
+/// One event being coordinated.
+pub(super) struct Tracked {
+    pub(super) event: ScheduledEvent,
+    pub(super) verdict: BarrierVerdict,
+    /// The lease the ready key was last written under.
+    pub(super) ready_in_lease: Option<i64>,
+    /// The lease of this event's lasting records.
+    pub(super) record_lease: Option<i64>,
+    pub(super) leading: bool,
+    pub(super) claimed: bool,
+    pub(super) sent: bool,
+    pub(super) sent_recorded: bool,
+    pub(super) barrier: EventBarrier,
+}
+
+impl Tracked {
+    fn new(event: &ScheduledEvent) -> Tracked {
+        Tracked {
+            event: event.clone(),
+            verdict: BarrierVerdict::Wait,
+            ready_in_lease: None,
+            record_lease: None,
+            leading: false,
+            claimed: false,
+            sent: false,
+            sent_recorded: false,
+            barrier: EventBarrier {
+                event_id: event.id.clone(),
+                state: "recording ready in etcd".into(),
+                ..EventBarrier::default()
+            },
+        }
+    }
+}
+
+/// This daemon's lease and when it was last renewed.
+pub(super) struct Lease {
+    pub(super) id: i64,
+    pub(super) renewed_at: Instant,
+}
+
+impl Coordinator {
+    /// The actor over `access`, taking `requests`, answering on `verdicts` and `status`.
+    pub(super) fn new(
+        access: Arc<EtcdAccess>,
+        clock: ImdsClock,
+        requests: mpsc::UnboundedReceiver<BarrierRequest>,
+        verdicts: mpsc::UnboundedSender<(String, BarrierVerdict)>,
+        status: watch::Sender<CoordinationStatus>,
+    ) -> Coordinator {
+        Coordinator {
+            access,
+            clock,
+            events: BTreeMap::new(),
+            withdrawn: Vec::new(),
+            leaving: BTreeMap::new(),
+            lease: None,
+            link: LinkState {
+                connection: Connection::default(),
+                since_unix_ms: unix_ms(SystemTime::now()),
+                last_error: None,
+                failing_since: None,
+            },
+            published: BTreeMap::new(),
+            requests,
+            verdicts,
+            status,
+        }
+    }
+
+    /// Rounds until `shutdown` (or until the daemon drops its handle): a round, then the
+    /// requests that arrived, then a pause (a request cuts it short).
+    pub(super) async fn run(mut self, shutdown: CancellationToken) {
+        loop {
+            let started = Instant::now();
+            let outcome = self.round().await;
+            self.record_outcome(outcome, started);
+            let idle = self.events.is_empty() && self.leaving.is_empty();
+            let pause = match idle {
+                true => self.access.config.lease_ttl / 3,
+                false => ROUND_EVERY,
+            };
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                request = self.requests.recv() => match request {
+                    Some(request) => {
+                        self.apply(request);
+                        self.take_requests();
+                    }
+                    None => break,
+                },
+                () = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+
+    /// Applies the requests waiting in the channel (between two steps of a round too, so a
+    /// Join is answered within one etcd request, not one round).
+    pub(super) fn take_requests(&mut self) {
+        while let Ok(request) = self.requests.try_recv() {
+            self.apply(request);
+        }
+    }
+
+    /// Applies what the pipeline asks: a Join starts coordinating the event (the next round
+    /// records this VM ready and campaigns), a Withdraw or a Leave stops it (releasing its
+    /// keys), a Sent has the leader record the approval. The verdict of a joined event is
+    /// sent at once (Unreachable while etcd cannot be reached).
+    fn apply(&mut self, request: BarrierRequest) {
+        match request {
+            BarrierRequest::Join(event) => {
+                // Joined again before its keys were released: they are this VM's again.
+                self.leaving.remove(&event.id);
+                let tracked = self
+                    .events
+                    .entry(event.id.clone())
+                    .or_insert_with(|| Tracked::new(&event));
+                tracked.event = (*event).clone();
+            }
+            BarrierRequest::Withdraw(id) => {
+                self.published.remove(&id);
+                if let Some(tracked) = self.events.remove(&id) {
+                    self.withdrawn.push((id, tracked.sent));
+                }
+            }
+            BarrierRequest::Leave(id) => {
+                self.published.remove(&id);
+                if self.events.remove(&id).is_some() {
+                    let release_at = Instant::now() + RELEASED_AFTER_LEAVING;
+                    self.leaving.insert(id, release_at);
+                }
+            }
+            BarrierRequest::Sent(ids) => {
+                for id in ids {
+                    if let Some(tracked) = self.events.get_mut(&id) {
+                        tracked.sent = true;
+                    }
+                }
+            }
+        }
+        self.publish();
+    }
+
+    /// Sends the daemon each event's verdict that changed since it was last sent: a claim
+    /// approves; otherwise, while etcd falls back, Unreachable; otherwise the last read.
+    pub(super) fn publish(&mut self) {
+        let unreachable = self.link.connection.falls_back();
+        for (id, tracked) in &self.events {
+            let verdict = match tracked.claimed || !unreachable {
+                true => tracked.verdict.clone(),
+                false => BarrierVerdict::Unreachable,
+            };
+            if self.published.get(id) == Some(&verdict) {
+                continue;
+            }
+            // A daemon that stopped listening is stopping too.
+            let _ignored = self.verdicts.send((id.clone(), verdict.clone()));
+            self.published.insert(id.clone(), verdict);
+        }
+    }
+
+    /// Tracks the link to etcd, logs each change once, and publishes the status and the
+    /// verdicts. Records the outcome of the round that began at `started`.
+    fn record_outcome(&mut self, outcome: Result<(), EtcdError>, started: Instant) {
+        let link = &mut self.link;
+        let previous = link.connection;
+        // Failing since the start of the first failed round: a round of unanswered requests
+        // (2 s a request, every endpoint, then their status) already counts.
+        link.failing_since = match outcome {
+            Ok(()) => None,
+            Err(_) => Some(link.failing_since.unwrap_or(started)),
+        };
+        link.connection = connection_after(
+            previous,
+            Connection::of(&outcome),
+            link.failing_since,
+            Instant::now(),
+        );
+        if let Err(error) = outcome {
+            // Settings are named as keys of the config file, e.g. `coordination.endpoints`.
+            let error = error.describe("coordination");
+            log_fallback(previous, link.connection, &error);
+            link.last_error = Some(error);
+        }
+        if link.connection != previous {
+            link.since_unix_ms = unix_ms(SystemTime::now());
+            if previous.falls_back() && !link.connection.falls_back() {
+                tracing::info!("etcd answers again: coordinating events naming several VMs");
+            }
+            if previous == Connection::Connecting && link.connection == Connection::Connected {
+                tracing::info!(endpoints = %crate::log_fields::list(&self.access.config.endpoints), "connected to etcd for coordinated approval");
+            }
+        }
+        let status = CoordinationStatus {
+            vm_name: self.access.vm.clone(),
+            endpoints: self.access.config.endpoints.clone(),
+            prefix: self.access.config.prefix.clone(),
+            connection: link.connection,
+            fallback: link.connection.falls_back(),
+            endpoint: Some(self.access.client.preferred_endpoint().to_owned()),
+            since_unix_ms: link.since_unix_ms,
+            last_error: link.last_error.clone(),
+            lease_id: self.lease.as_ref().map(|lease| lease.id),
+            events: self.events.values().map(|t| t.barrier.clone()).collect(),
+        };
+        self.publish();
+        self.status.send_if_modified(|current| {
+            let modified = *current != status;
+            *current = status;
+            modified
+        });
+    }
+}
