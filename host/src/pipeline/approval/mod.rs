@@ -186,7 +186,13 @@ impl ApprovalStage {
             return false;
         }
         let id = progress.event.id.clone();
-        match self.link.verdict(&id) {
+        // Without `[coordination]` (a journal from a run that had it), nothing will answer:
+        // the single-VM policy decides, as while the barrier cannot be reached.
+        let verdict = match self.rules.coordinated {
+            true => self.link.verdict(&id),
+            false => BarrierVerdict::Unreachable,
+        };
+        match verdict {
             BarrierVerdict::Wait => return false,
             BarrierVerdict::Approve { why } => tracing::info!(event_id = %id, "{why}"),
             BarrierVerdict::Unreachable => {
@@ -216,7 +222,9 @@ impl ApprovalStage {
     /// After a visit of `id` (None: it is gone): joins the barrier for an event that waits
     /// on it, leaves it for one no longer Scheduled (see [`BarrierLink::reconcile`]).
     pub(crate) fn reconcile(&mut self, id: &str, progress: Option<&EventProgress>) {
-        self.link.reconcile(id, progress);
+        if self.rules.coordinated {
+            self.link.reconcile(id, progress);
+        }
     }
 
     /// The event was rescheduled: this VM prepares it again.

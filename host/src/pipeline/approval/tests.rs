@@ -173,97 +173,43 @@ fn barrier_rows() {
         why: "all ready".into(),
     };
     // (group-approval, steps) → (the requests, by kind; the approval after)
-    let rows: Vec<(GroupApproval, Vec<Step>, &str, &str)> = vec![
+    use GroupApproval::{Always, Never};
+    #[rustfmt::skip]
+    let coordinated: Vec<(GroupApproval, Vec<Step>, &str, &str)> = vec![
         // A waiting event joins once, however often it is visited (a restart's first
         // round visits everything: a resumed Coordinating event joins again).
-        (
-            GroupApproval::Never,
-            vec![Visit, Visit, Visit],
-            "join",
-            "coordinating",
-        ),
+        (Never, vec![Visit, Visit, Visit], "join", "coordinating"),
         // Verdicts: Wait keeps it waiting, Approve makes it due, Unreachable follows the
         // single-VM policy.
-        (
-            GroupApproval::Always,
-            vec![Visit, Verdict(Wait)],
-            "join",
-            "coordinating",
-        ),
-        (
-            GroupApproval::Never,
-            vec![Visit, Verdict(approve())],
-            "join",
-            "due",
-        ),
-        (
-            GroupApproval::Never,
-            vec![Visit, Verdict(Unreachable)],
-            "join",
-            "coordinating",
-        ),
-        (
-            GroupApproval::Always,
-            vec![Visit, Verdict(Unreachable)],
-            "join",
-            "due",
-        ),
+        (Always, vec![Visit, Verdict(Wait)], "join", "coordinating"),
+        (Never, vec![Visit, Verdict(approve())], "join", "due"),
+        (Never, vec![Visit, Verdict(Unreachable)], "join", "coordinating"),
+        (Always, vec![Visit, Verdict(Unreachable)], "join", "due"),
         // A verdict for an event not joined is dropped.
-        (
-            GroupApproval::Never,
-            vec![Verdict(approve())],
-            "",
-            "coordinating",
-        ),
+        (Never, vec![Verdict(approve())], "", "coordinating"),
         // Due and sent, it stays joined (the sent approval is recorded) until it starts.
-        (
-            GroupApproval::Never,
-            vec![Visit, Verdict(approve()), Sent, Visit],
-            "join sent",
-            "sent",
-        ),
-        (
-            GroupApproval::Never,
-            vec![Visit, Verdict(approve()), Sent, Started],
-            "join sent leave",
-            "sent",
-        ),
+        (Never, vec![Visit, Verdict(approve()), Sent, Visit], "join sent", "sent"),
+        (Never, vec![Visit, Verdict(approve()), Sent, Started], "join sent leave", "sent"),
         // Rescheduled: withdrawn; its old verdict is gone with it.
-        (
-            GroupApproval::Never,
-            vec![Visit, Verdict(approve()), Reschedule, Visit, Visit],
-            "join withdraw join",
-            "coordinating",
-        ),
+        (Never, vec![Visit, Verdict(approve()), Reschedule, Visit, Visit], "join withdraw join", "coordinating"),
         // Started, gone or forgotten: left, once.
-        (
-            GroupApproval::Never,
-            vec![Visit, Started, Visit],
-            "join leave",
-            "coordinating",
-        ),
-        (
-            GroupApproval::Never,
-            vec![Visit, Gone],
-            "join leave",
-            "coordinating",
-        ),
-        (
-            GroupApproval::Never,
-            vec![Visit, Forget, Gone],
-            "join leave",
-            "coordinating",
-        ),
+        (Never, vec![Visit, Started, Visit], "join leave", "coordinating"),
+        (Never, vec![Visit, Gone], "join leave", "coordinating"),
+        (Never, vec![Visit, Forget, Gone], "join leave", "coordinating"),
         // Never joined: nothing to withdraw or leave.
-        (
-            GroupApproval::Never,
-            vec![Reschedule, Forget, Started],
-            "",
-            "coordinating",
-        ),
+        (Never, vec![Reschedule, Forget, Started], "", "coordinating"),
     ];
-    for (index, (group, steps, requests, approval)) in rows.into_iter().enumerate() {
-        let mut stage = stage(&policy(group), true);
+    // Without [coordination] (a journal from a run that had it): no request, and the
+    // single-VM policy decides.
+    #[rustfmt::skip]
+    let alone: Vec<(GroupApproval, Vec<Step>, &str, &str)> = vec![
+        (Never, vec![Visit, Verdict(approve())], "", "coordinating"),
+        (Always, vec![Visit], "", "due"),
+    ];
+    let rows = coordinated.into_iter().map(|row| (true, row));
+    let rows = rows.chain(alone.into_iter().map(|row| (false, row)));
+    for (index, (with_barrier, (group, steps, requests, approval))) in rows.enumerate() {
+        let mut stage = stage(&policy(group), with_barrier);
         let mut progress = coordinating(&[VM, "vm-b"]);
         let mut events = Events::new();
         for step in &steps {
