@@ -171,7 +171,7 @@ impl Coordinator {
     /// records this VM ready and campaigns), a Withdraw or a Leave stops it (releasing its
     /// keys), a Sent has the leader record the approval. The verdict of a joined event is
     /// sent at once (Unreachable while etcd cannot be reached).
-    fn apply(&mut self, request: BarrierRequest) {
+    pub(super) fn apply(&mut self, request: BarrierRequest) {
         match request {
             BarrierRequest::Join(event) => {
                 // Joined again before its keys were released: they are this VM's again.
@@ -226,7 +226,7 @@ impl Coordinator {
 
     /// Tracks the link to etcd, logs each change once, and publishes the status and the
     /// verdicts. Records the outcome of the round that began at `started`.
-    fn record_outcome(&mut self, outcome: Result<(), EtcdError>, started: Instant) {
+    pub(super) fn record_outcome(&mut self, outcome: Result<(), EtcdError>, started: Instant) {
         let link = &mut self.link;
         let previous = link.connection;
         // Failing since the start of the first failed round: a round of unanswered requests

@@ -33,25 +33,30 @@ fn event_records_are_read_by_key() {
     assert!(read.was_ready.contains("vm-c"));
 }
 
-/// An unreadable NotBefore is read as the instant each VM first saw the event, which
-/// differs from VM to VM: the ready keys must not carry it, or no VM would count the
-/// others ready.
-#[test]
-fn the_ready_marker_leaves_out_a_not_before_forewarn_could_not_read() {
-    let at = std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-    let event = ScheduledEvent {
+/// E1, a Platform Reboot naming vm-a and vm-b.
+fn reboot_of_vm_a_and_b(not_before: Option<std::time::SystemTime>) -> ScheduledEvent {
+    ScheduledEvent {
         id: "E1".into(),
         event_type: forewarn_imds::EventType::Reboot,
         event_type_raw: "Reboot".into(),
         resource_type: "VirtualMachine".into(),
         resources: vec!["vm-a".into(), "vm-b".into()],
         status: forewarn_imds::EventStatus::Scheduled,
-        not_before: Some(at),
+        not_before,
         description: String::new(),
         source: forewarn_imds::EventSource::Platform,
         duration_seconds: None,
         unreadable: Vec::new(),
-    };
+    }
+}
+
+/// An unreadable NotBefore is read as the instant each VM first saw the event, which
+/// differs from VM to VM: the ready keys must not carry it, or no VM would count the
+/// others ready.
+#[test]
+fn the_ready_marker_leaves_out_a_not_before_forewarn_could_not_read() {
+    let at = std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let event = reboot_of_vm_a_and_b(Some(at));
     assert_eq!(ready_marker(&event), "1800000000000");
     let mut unreadable = event.clone();
     unreadable.unreadable.push(forewarn_imds::UnreadableField {
@@ -158,4 +163,85 @@ fn a_connected_coordinator_falls_back_only_after_its_rounds_failed_for_a_while()
             now.saturating_duration_since(t0)
         );
     }
+}
+
+/// The actor tells the daemon each joined event's effective verdict once, when it changes:
+/// at the Join (so an event joined while etcd is down hears Unreachable at once), when the
+/// link falls back, when this VM claims (a claim approves even while etcd cannot be
+/// reached); nothing for an event it left; a fresh verdict after a Join again.
+#[test]
+fn the_actor_sends_each_effective_verdict_once_when_it_changes() {
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use tokio::sync::{mpsc, watch};
+
+    use super::actor::Coordinator;
+    use super::etcd_access::EtcdAccess;
+    use crate::pipeline::approval::{BarrierRequest, BarrierVerdict};
+
+    let config =
+        crate::config::Config::parse("[coordination]\nendpoints = [\"http://127.0.0.1:9\"]\n")
+            .ok()
+            .and_then(|config| config.coordination)
+            .expect("a [coordination] section");
+    let client = forewarn_etcd::EtcdClient::connect(&config.etcd_settings()).expect("a client");
+    let access = Arc::new(EtcdAccess {
+        config,
+        vm: "vm-a".into(),
+        client,
+    });
+    let (_requests_tx, requests) = mpsc::unbounded_channel();
+    let (verdicts_tx, mut verdicts) = mpsc::unbounded_channel();
+    let (status, _) = watch::channel(super::CoordinationStatus::default());
+    let clock = forewarn_imds::ImdsClock::new();
+    let mut actor = Coordinator::new(access, clock, requests, verdicts_tx, status);
+    let mut sent = || {
+        let mut all = Vec::new();
+        while let Ok((id, verdict)) = verdicts.try_recv() {
+            all.push((id, verdict));
+        }
+        all
+    };
+    let event = Arc::new(reboot_of_vm_a_and_b(None));
+    let e1 = |verdict| vec![("E1".to_owned(), verdict)];
+
+    actor.apply(BarrierRequest::Join(event.clone()));
+    assert_eq!(
+        sent(),
+        e1(BarrierVerdict::Wait),
+        "the Join is answered at once"
+    );
+    actor.apply(BarrierRequest::Join(event.clone()));
+    assert_eq!(sent(), [], "an unchanged verdict is not sent again");
+
+    let down = forewarn_etcd::EtcdError::Unreachable {
+        endpoint: "http://127.0.0.1:9".into(),
+        message: "connection refused".into(),
+        certificate: false,
+    };
+    actor.record_outcome(Err(down), Instant::now());
+    assert_eq!(sent(), e1(BarrierVerdict::Unreachable));
+
+    let why = "this VM claimed".to_owned();
+    if let Some(tracked) = actor.events.get_mut("E1") {
+        tracked.claimed = true;
+        tracked.verdict = BarrierVerdict::Approve { why: why.clone() };
+    }
+    actor.publish();
+    assert_eq!(
+        sent(),
+        e1(BarrierVerdict::Approve { why }),
+        "a claim approves"
+    );
+
+    actor.apply(BarrierRequest::Leave("E1".into()));
+    assert_eq!(sent(), [], "nothing for an event left");
+    assert!(actor.leaving.contains_key("E1") && actor.events.is_empty());
+    actor.apply(BarrierRequest::Join(event));
+    assert!(actor.leaving.is_empty(), "joined again: its keys are kept");
+    assert_eq!(sent(), e1(BarrierVerdict::Unreachable), "a fresh verdict");
+    actor.apply(BarrierRequest::Withdraw("E1".into()));
+    assert_eq!(actor.withdrawn, [("E1".to_owned(), false)]);
+    assert_eq!(sent(), []);
 }
