@@ -5,9 +5,9 @@
 //! Nothing here reads the clock, touches the disk or the network, or spawns a task: the
 //! event loop (`crate::daemon::event_loop`) executes the actions. Every round ends with the
 //! rule that makes restarts safe: [`Action::Persist`] comes before the [`Action::Call`]s,
-//! [`Action::Coordinate`]s and [`Action::Approve`] it covers. A round that only asks again plugins that deferred
-//! emits [`Action::PersistGrouped`] instead: the loop may group it with later commits
-//! (docs/architecture.md, "Journal first"). While the journal cannot be written
+//! [`Action::Coordinate`]s and [`Action::Approve`] it covers. A round that only asks again
+//! plugins that deferred emits [`Action::PersistGrouped`] instead: the loop may group it
+//! with later commits (docs/architecture.md, "Journal first"). While the journal cannot be written
 //! ([`Input::JournalDurable`]), no approval is decided or sent; plugins are still called.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
