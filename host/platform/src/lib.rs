@@ -20,3 +20,5 @@ pub mod file_access;
 pub mod host_addresses;
 pub mod process_tree;
 pub mod stop_request;
+#[cfg(windows)]
+mod wide_text;

@@ -7,7 +7,6 @@
 use std::ffi::OsStr;
 use std::fs::{self, File, Metadata, OpenOptions};
 use std::io;
-use std::os::windows::ffi::OsStrExt;
 use std::os::windows::fs::OpenOptionsExt;
 use std::os::windows::io::AsRawHandle;
 use std::path::Path;
@@ -29,6 +28,7 @@ use windows_sys::Win32::Security::{
 use windows_sys::Win32::System::Threading::{GetCurrentProcess, OpenProcessToken};
 
 use super::{Distrust, Owners};
+use crate::wide_text::{from_wide_ptr, wide};
 
 /// `FILE_FLAG_OPEN_REPARSE_POINT`: open a symbolic link (or junction) itself.
 const OPEN_REPARSE_POINT: u32 = 0x0020_0000;
@@ -143,7 +143,7 @@ fn sid_text(sid: &[u8]) -> String {
         if ConvertSidToStringSidW(sid.as_ptr() as PSID, &mut text) == 0 {
             return "an unknown account".to_owned();
         }
-        let copied = from_wide_ptr(text);
+        let copied = from_wide_ptr(text).to_string_lossy().into_owned();
         LocalFree(text.cast());
         copied
     }
@@ -515,25 +515,6 @@ pub(super) fn try_lock_dir(dir: &Path) -> io::Result<Option<File>> {
         Ok(file) => Ok(Some(file)),
         Err(error) if error.raw_os_error() == Some(SHARING_VIOLATION) => Ok(None),
         Err(error) => Err(error),
-    }
-}
-
-fn wide(text: &OsStr) -> Vec<u16> {
-    text.encode_wide().chain(std::iter::once(0)).collect()
-}
-
-/// A NUL-terminated UTF-16 string, copied.
-///
-/// # Safety
-/// `text` must point to a NUL-terminated UTF-16 string.
-unsafe fn from_wide_ptr(text: *const u16) -> String {
-    let mut length = 0;
-    // SAFETY: the caller's promise: a terminating NUL exists.
-    unsafe {
-        while *text.add(length) != 0 {
-            length += 1;
-        }
-        String::from_utf16_lossy(std::slice::from_raw_parts(text, length))
     }
 }
 
