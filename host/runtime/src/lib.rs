@@ -90,8 +90,8 @@ pub use capabilities::identity::{
     IssuedToken, ManagedIdentity, TOKEN_RENEW_BEFORE, TokenFetcher, TokenFuture,
 };
 pub use capabilities::key_value::{
-    DiskBudget, MemoryStateStore, STATE_DISK_BYTES_PER_CALL, STATE_WRITES_PER_CALL, StateStore,
-    StateStoreError,
+    DiskBudget, KeyValueStore, KeyValueStoreError, MemoryKeyValueStore, STATE_DISK_BYTES_PER_CALL,
+    STATE_WRITES_PER_CALL,
 };
 pub use capabilities::readiness::Readiness;
 pub use compiler::{
