@@ -53,10 +53,9 @@ impl DurableFileError {
 
 /// The advice printed after an I/O error, by its kind.
 fn fix_for(error: &io::Error) -> &'static str {
-    #[cfg(unix)]
-    if error.raw_os_error() == Some(libc::EIO) {
-        return "the disk reports an I/O error: check the kernel log (`dmesg`) and the disk \
-                holding the state directory";
+    if forewarn_platform::file_access::is_device_error(error) {
+        return "the disk reports an I/O error: check the system log (`dmesg` on Linux, the \
+                System event log on Windows) and the disk holding the state directory";
     }
     match error.kind() {
         io::ErrorKind::PermissionDenied => {
@@ -260,22 +259,15 @@ fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), DurableFileError> {
         .map_err(|error| DurableFileError::io("flush to disk", path, error))
 }
 
-/// Makes a rename or removal in `path`'s directory durable (a no-op where directories
-/// cannot be opened, i.e. not on unix).
+/// Makes a rename or removal in `path`'s directory durable (`file_access::sync_dir`:
+/// nothing to do on Windows).
 pub(crate) fn sync_parent_dir(path: &Path) -> Result<(), DurableFileError> {
-    #[cfg(unix)]
-    {
-        let dir = match path.parent() {
-            Some(parent) if !parent.as_os_str().is_empty() => parent,
-            _ => Path::new("."),
-        };
-        fs::File::open(dir)
-            .and_then(|handle| handle.sync_all())
-            .map_err(|error| DurableFileError::io("flush to disk the directory", dir, error))?;
-    }
-    #[cfg(not(unix))]
-    let _ = path;
-    Ok(())
+    let dir = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    forewarn_platform::file_access::sync_dir(dir)
+        .map_err(|error| DurableFileError::io("flush to disk the directory", dir, error))
 }
 
 #[cfg(test)]

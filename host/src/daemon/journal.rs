@@ -26,11 +26,11 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::daemon::disk_reserve;
 use crate::daemon::durable_file::{self, DurableFileError};
 use crate::daemon::journal_schema::{self, JOURNAL_NAME, JournalRecord};
 use crate::pipeline::state::{DaemonState, EventProgress};
 use crate::pipeline::tracker::{TrackedEvent, Tracker};
+use forewarn_platform::disk_reserve;
 
 /// The change log's file name in the state directory.
 pub(crate) const CHANGE_LOG_FILE: &str = "journal.log";
@@ -534,7 +534,8 @@ fn changed_entries<T: PartialEq>(
 /// [`COMPACT_MIN_BYTES`], and at most half of what a reader accepts, so the log is always
 /// readable at the next start.
 fn compaction_threshold(snapshot_bytes: u64) -> u64 {
-    (COMPACT_RATIO * snapshot_bytes).clamp(COMPACT_MIN_BYTES, durable_file::DURABLE_FILE_MAX_BYTES / 2)
+    (COMPACT_RATIO * snapshot_bytes)
+        .clamp(COMPACT_MIN_BYTES, durable_file::DURABLE_FILE_MAX_BYTES / 2)
 }
 
 /// Reads the journal in `dir` without changing anything: the snapshot with the change log

@@ -518,6 +518,19 @@ pub(super) fn try_lock_dir(dir: &Path) -> io::Result<Option<File>> {
     }
 }
 
+pub(super) fn sync_dir(_dir: &Path) -> io::Result<()> {
+    Ok(())
+}
+
+pub(super) fn make_executable(_path: &Path) -> io::Result<()> {
+    Ok(())
+}
+
+pub(super) fn is_device_error(error: &io::Error) -> bool {
+    use windows_sys::Win32::Foundation::{ERROR_CRC, ERROR_IO_DEVICE};
+    matches!(error.raw_os_error(), Some(code) if code == ERROR_IO_DEVICE as i32 || code == ERROR_CRC as i32)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
