@@ -110,4 +110,4 @@ pub use resident_memory::ResidentMemory;
 pub use runtime::{Runtime, RuntimeConfig};
 pub use rustls::pki_types::CertificateDer;
 pub use services::{DEFAULT_MEMORY_LIMIT, HostServices, PluginSettings};
-pub use text::log_safe;
+pub use text::{cut_to_bytes, cut_to_chars, log_safe};
