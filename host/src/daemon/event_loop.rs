@@ -27,6 +27,7 @@ use crate::daemon::journal_keeper::{CommitWhen, JournalKeeper};
 use crate::daemon::journal_schema;
 use crate::daemon::plugin_starts::PluginStarts;
 use crate::daemon::readiness_holds;
+use crate::daemon::timeline_broadcast::Timeline;
 use crate::log_messages;
 use crate::ops::storage_health::StorageHealth;
 use crate::pipeline::approval::{CoordinatedApprover, LocalApprover};
@@ -36,7 +37,7 @@ use crate::pipeline::quarantine::QuarantinedPlugin;
 use crate::pipeline::scheduler::CallReply;
 use crate::pipeline::scheduler::PlannedCall;
 use crate::pipeline::state::{AnswerOutcome, DaemonState};
-use crate::pipeline::timeline::{Timeline, TimelineEntry};
+use crate::pipeline::timeline::TimelineEntry;
 use crate::plugins::convert::{reply_of, to_wit_event, to_wit_phase, unloaded_reply};
 use crate::plugins::set::SharedPlugins;
 

@@ -20,13 +20,13 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Config;
 use crate::coordination::Coordinator;
 use crate::daemon::event_loop::{Daemon, DaemonSettings};
+use crate::daemon::timeline_broadcast::Timeline;
 use crate::ops::admin::{self, AdminState, DaemonViews};
 use crate::ops::coordination_metrics;
 use crate::ops::event_history::{self, EventHistory};
 use crate::ops::fleet_feed::{self, FleetSources};
 use crate::ops::metrics::{self, Metrics};
 use crate::ops::storage_health::StorageHealth;
-use crate::pipeline::timeline::Timeline;
 use crate::plugins::convert::to_wit_vm;
 use crate::plugins::key_value_files::{KeyValueFiles, KeyValueFilesError};
 use crate::plugins::set::{LoadedPlugin, PluginSet};
@@ -340,7 +340,7 @@ pub async fn serve(config: &Config, shutdown: CancellationToken) -> anyhow::Resu
     run_daemon(
         config,
         plugins.subscribe(),
-        crate::pipeline::timeline::new_timeline(),
+        crate::daemon::timeline_broadcast::new_timeline(),
         prepared.readiness.clone(),
         prepared.storage.clone(),
         shutdown,

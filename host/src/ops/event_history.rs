@@ -317,7 +317,7 @@ mod tests {
         TimelineEntry::PluginLog {
             event_id: id.into(),
             plugin: "chatty".into(),
-            level: forewarn_runtime::LogLevel::Info,
+            level: crate::pipeline::timeline::LogLevel::Info,
             message: message.into(),
         }
     }
