@@ -6,8 +6,14 @@
 
 use std::path::PathBuf;
 
-/// The plugins shipped inside the forewarn binary.
-const BUNDLED: &[&str] = &["lb-drain", "checkpoint", "graceful-shutdown", "notify"];
+/// The packages of the plugins shipped inside the forewarn binary (their plugin names are in
+/// `src/plugins/bundled.rs`).
+const BUNDLED: &[&str] = &[
+    "lb-drain",
+    "checkpoint",
+    "graceful-shutdown",
+    "notify-plugin",
+];
 
 fn main() {
     let built = forewarn_wasm_build::build_components(BUNDLED);

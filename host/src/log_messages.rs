@@ -52,7 +52,7 @@ pub const COORDINATION_NO_QUORUM: &str = "etcd has lost its quorum: events namin
 /// logged once per streak of failures, retried every 2 s, never touching the barrier.
 pub const FLEET_RECORD_WRITE_FAILED: &str = "cannot write this VM's fleet record to etcd; \
      retrying (approvals are not affected; `forewarn fleet status` on other VMs shows this \
-     one as gone once its lease expires)";
+     one as stale once its record is 2 minutes old, and as gone if its lease expires)";
 /// A plugin starts preparing before the plugins it runs after approved, so the chain fits
 /// before NotBefore (fields `event_id`, `plugin`, `cut_short`, `needed_ms`, `left_ms`).
 pub const TURN_SHORTENED: &str =

@@ -1168,13 +1168,14 @@ fn dead_vm_hold_keeps_a_vm_that_died_ready_holding_the_event() {
 fn a_rescheduled_event_is_approved_once_every_vm_is_ready_for_the_new_not_before() {
     let _serial = lock();
     let scenario = format!(
-        "{}\n[[events.reschedule]]\nat = \"5s\"\nnotice = \"40s\"\n",
+        "{}\n[[events.reschedule]]\nat = \"9s\"\nnotice = \"36s\"\n",
         scenario_text("30s")
     );
     let set = Set::start_playing(
         &Setup {
             notice: "30s",
-            slow_attempts: 24,
+            // 250 ms apart: vm-c prepares for ~15 s, past the reschedule at 9 s.
+            slow_attempts: 60,
             coordination: &[],
             auth: false,
             tls: Tls::Off,
@@ -1187,6 +1188,14 @@ fn a_rescheduled_event_is_approved_once_every_vm_is_ready_for_the_new_not_before
     let before = set
         .ready_record(&leader)
         .expect("the leader recorded ready");
+    // `before` names the first NotBefore only if read before the reschedule (7 s after the
+    // event appeared: time for the fast VMs to prepare and elect a leader).
+    assert_eq!(
+        set.transition_ms(&set.simulator.state(), Transition::Rescheduled),
+        None,
+        "no leader yet when the event was rescheduled (a machine too slow for this test)\n{}",
+        set.describe()
+    );
     assert_eq!(
         set.ready_record("vm-c"),
         None,
@@ -1211,7 +1220,7 @@ fn a_rescheduled_event_is_approved_once_every_vm_is_ready_for_the_new_not_before
         }
     });
     let after = records_at_approval[0].expect("vm-a ready for the new NotBefore");
-    // From 2 s + 30 s to 5 s + 40 s: 13 s later (each NotBefore cut to whole seconds).
+    // From 2 s + 30 s to 9 s + 36 s: 13 s later (each NotBefore cut to whole seconds).
     assert!(
         (12_000..=14_000).contains(&(after - before)),
         "the records name the new NotBefore: moved {} ms, not 13 s",

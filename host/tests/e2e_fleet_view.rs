@@ -221,6 +221,7 @@ fn ten_vms_publish_their_stage_and_holders_and_a_killed_one_is_gone() {
         .find(|record| record.vm == HELD_VM)
         .expect("vm-00");
     assert_eq!(stage_of(held), Some("preparing"));
+    let event_id = held.events[0].id.clone();
     assert!(held.imds.answered && held.imds.last_poll_unix_ms.is_some());
     // From here on vm-01's record changes only in its timestamps (it polls every second):
     // written again at most every 30 s, not on every poll.
@@ -324,6 +325,21 @@ fn ten_vms_publish_their_stage_and_holders_and_a_killed_one_is_gone() {
         .find(|row| row.vm == HELD_VM)
         .expect("vm-00's row");
     assert_eq!(held.holders, [HOLDER]);
+    // The Coordination section: the event vm-01 is ready for, one row in words (it printed
+    // the barrier's JSON before).
+    let [barrier] = page.barrier.as_slice() else {
+        panic!("one event on vm-01's barrier: {page:?}");
+    };
+    let [event, state, leader, _vms] = barrier.cells.as_slice() else {
+        panic!("four cells: {barrier:?}");
+    };
+    assert_eq!(
+        (event, &barrier.event),
+        (&event_id, &event_id),
+        "{barrier:?}"
+    );
+    assert!(!state.is_empty() && !state.contains('{'), "{barrier:?}");
+    assert!(leader.starts_with("vm-"), "{barrier:?}");
     assert_eq!(page.outside_requests, Vec::<String>::new());
     assert_eq!(page.page_errors, Vec::<String>::new());
     assert_png(&screenshot_dir().join("fleet-gone.png"));
@@ -341,6 +357,7 @@ fn ten_vms_publish_their_stage_and_holders_and_a_killed_one_is_gone() {
 #[derive(Debug, Deserialize)]
 struct FleetPageSeen {
     rows: Vec<FleetRowSeen>,
+    barrier: Vec<BarrierRowSeen>,
     outside_requests: Vec<String>,
     page_errors: Vec<String>,
 }
@@ -352,6 +369,14 @@ struct FleetRowSeen {
     state: String,
     stage: String,
     holders: Vec<String>,
+}
+
+/// One row of the Coordination section's barrier table: its event, then the cells (event,
+/// barrier state, leader, VMs named).
+#[derive(Debug, Deserialize)]
+struct BarrierRowSeen {
+    event: String,
+    cells: Vec<String>,
 }
 
 /// The status page of `admin` in headless Chromium, once it shows ten VMs with `gone` gone.

@@ -441,9 +441,8 @@ fn the_service_is_installed_started_asked_for_status_and_stopped_through_the_scm
     let _cleanup = ServiceGuard;
     let _leftover = run_exe(&["service", "uninstall"]);
     // An earlier run's log must not pass for this one's.
-    for dir in service_log_dir_candidates() {
-        let _absent = std::fs::remove_dir_all(dir);
-    }
+    let logs = service_log_dir_in_the_prefix();
+    let _absent = std::fs::remove_dir_all(&logs);
 
     let install = run_exe(&["service", "install", "--config", &config, "--no-start"]);
     assert!(install.status.success(), "{install:?}");
@@ -491,8 +490,8 @@ fn the_service_is_installed_started_asked_for_status_and_stopped_through_the_scm
     assert!(uninstall.status.success(), "{uninstall:?}");
     assert!(polls_at_stop > 0);
 
-    // A service has no console: its log went to %ProgramData%\forewarn\logs.
-    let logs = service_log_dir_in_the_prefix();
+    // A service has no console: its log went to C:\ProgramData\forewarn\logs, the known
+    // folder, though Wine sets the service's %ProgramData% to C:\users\Public.
     let logged: String = std::fs::read_dir(&logs)
         .unwrap_or_else(|error| panic!("{}: {error}", logs.display()))
         .filter_map(|entry| std::fs::read_to_string(entry.ok()?.path()).ok())
@@ -501,25 +500,11 @@ fn the_service_is_installed_started_asked_for_status_and_stopped_through_the_scm
     assert!(logged.contains("forewarn stopped"), "{logged}");
 }
 
-/// The service's log directory on Linux. Wine 8 gives a console process
-/// `%ProgramData%=C:\ProgramData` but a service `C:\users\Public`; `C:` is the prefix's
-/// `drive_c`. The first of the two that exists.
+/// The service's log directory seen from Linux: `C:\ProgramData\forewarn\logs`, where `C:`
+/// is the prefix's `drive_c`.
 fn service_log_dir_in_the_prefix() -> PathBuf {
-    let candidates = service_log_dir_candidates();
-    candidates
-        .iter()
-        .find(|dir| dir.is_dir())
-        .cloned()
-        .unwrap_or_else(|| panic!("the service wrote no log directory: none of {candidates:?}"))
-}
-
-fn service_log_dir_candidates() -> [PathBuf; 2] {
-    let drive_c =
-        PathBuf::from(std::env::var_os("WINEPREFIX").expect("WINEPREFIX")).join("drive_c");
-    [
-        drive_c.join("ProgramData/forewarn/logs"),
-        drive_c.join("users/Public/forewarn/logs"),
-    ]
+    PathBuf::from(std::env::var_os("WINEPREFIX").expect("WINEPREFIX"))
+        .join("drive_c/ProgramData/forewarn/logs")
 }
 
 /// The service's process, as the SCM starts it.

@@ -111,8 +111,12 @@ async function fleetSeen() {
     holders: [...node.querySelectorAll('[data-holder]')].map((holder) => holder.getAttribute('data-holder')),
     text: node.textContent,
   })));
+  const barrier = await status.$$eval('#coordination:not([hidden]) [data-barrier]', (nodes) => nodes.map((node) => ({
+    event: node.getAttribute('data-barrier'),
+    cells: [...node.querySelectorAll('td')].map((cell) => cell.textContent),
+  })));
   await status.screenshot({ path: join(screenshotDir, gone ? 'fleet-gone.png' : 'fleet.png'), fullPage: true });
-  return { rows, outside_requests: outside, page_errors: pageErrors };
+  return { rows, barrier, outside_requests: outside, page_errors: pageErrors };
 }
 
 /** The console and the status page, as the module comment says. */

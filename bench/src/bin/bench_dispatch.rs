@@ -11,11 +11,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, bail};
 use forewarn_bench::{micros, percentile, ratio, row, sorted};
-use forewarn_host::daemon::journal::Journal;
+use forewarn_host::daemon::durable_file::DurableFile;
+use forewarn_host::daemon::timeline_broadcast::new_timeline;
 use forewarn_host::daemon::{Daemon, DaemonSettings};
 use forewarn_host::pipeline::policy::PolicyConfig;
 use forewarn_host::pipeline::state::{AnswerOutcome, CallPhase, DaemonState};
-use forewarn_host::pipeline::timeline::{TimelineEntry, new_timeline};
+use forewarn_host::pipeline::timeline::TimelineEntry;
 use forewarn_host::plugins::bundled::bundled_plugins;
 use forewarn_host::plugins::manifest::{ConfigValue, PluginManifest};
 use forewarn_host::plugins::set::{PluginSet, load_plugin_bytes};
@@ -195,7 +196,8 @@ fn native_noop(_event: &ScheduledEvent, _phase: Phase, _context: &Context) -> De
 /// One journal commit (serialize, write a temporary file, fsync, rename, fsync the
 /// directory), which the loop does before every action and after every answer.
 fn measure_journal_commit(work: &Path) -> anyhow::Result<()> {
-    let (mut journal, _) = Journal::<DaemonState>::open(&work.join("journal-bench"), "journal")?;
+    let (mut journal, _) =
+        DurableFile::<DaemonState>::open(&work.join("journal-bench"), "journal")?;
     let state = DaemonState::default();
     let mut times = Vec::with_capacity(JOURNAL_COMMITS);
     for _ in 0..JOURNAL_COMMITS {

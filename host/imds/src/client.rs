@@ -8,15 +8,15 @@ use std::time::{Duration, Instant, SystemTime};
 use reqwest::{Method, RequestBuilder, StatusCode};
 
 use crate::compute::{ComputeInfo, parse_compute};
-use crate::event::Document;
 use crate::identity_token::{
     IDENTITY_API_VERSION, IdentityToken, MalformedToken, TokenRefusal, parse_identity_refusal,
     parse_identity_token,
 };
 use crate::imds_clock::{ImdsClock, parse_date_header};
-use crate::parse_error::ParseError;
 use crate::rate_limit::RateLimiter;
 use crate::wire::{self, excerpt, truncate};
+use forewarn_events::Document;
+use forewarn_events::ParseError;
 
 /// The largest IMDS answer read (a real Scheduled Events document is a few KiB); a longer
 /// body is an error, not truncated, so a half document is never parsed.

@@ -5,8 +5,8 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
-use crate::parse_error::ParseError;
 use crate::wire::{self, excerpt};
+use forewarn_events::ParseError;
 
 /// What forewarn needs of the compute metadata.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -34,10 +34,8 @@
 
 mod client;
 mod compute;
-mod event;
 mod identity_token;
 mod imds_clock;
-mod parse_error;
 mod poller;
 mod rate_limit;
 mod wire;
@@ -47,12 +45,11 @@ pub use client::{
     IdentityError, ImdsClient,
 };
 pub use compute::{ComputeInfo, EvictionPolicy, VmPriority, parse_compute};
-pub use event::{
-    Document, EventField, EventSource, EventStatus, EventType, ScheduledEvent, UnreadableField,
-    is_vm_name,
+pub use forewarn_events::{
+    Document, EventField, EventSource, EventStatus, EventType, ParseError, ScheduledEvent,
+    UnreadableField, is_vm_name,
 };
 pub use identity_token::{IdentityToken, MalformedToken, TokenRefusal, parse_identity_token};
 pub use imds_clock::{CLOCK_OFFSET_LOGGED, ClockSkew, ImdsClock, MAX_CLOCK_OFFSET, shift};
-pub use parse_error::ParseError;
 pub use poller::{Documents, PollStatus, Poller, PollerConfig, PollerParts};
 pub use wire::{format_rfc1123, parse_document, parse_start_requests, render_document};

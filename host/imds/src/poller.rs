@@ -12,8 +12,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{FetchError, ImdsClient, parse_fetched};
-use crate::event::Document;
 use crate::imds_clock::ClockSkew;
+use forewarn_events::Document;
 
 /// The longest wait after failures in a row (see [`PollerConfig::backoff_max`]).
 pub(crate) const BACKOFF_CAP: Duration = Duration::from_secs(5);
@@ -423,7 +423,7 @@ fn exponential_backoff(failures: u32, min: Duration, max: Duration, jitter: f64)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse_error::ParseError;
+    use forewarn_events::ParseError;
 
     fn config() -> PollerConfig {
         PollerConfig::new(Duration::from_secs(1))

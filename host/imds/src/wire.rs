@@ -6,10 +6,10 @@ use std::time::SystemTime;
 use chrono::{DateTime, NaiveDateTime, Utc};
 use serde_json::{Map, Value};
 
-use crate::event::{
+use forewarn_events::ParseError;
+use forewarn_events::{
     Document, EventField, EventSource, EventStatus, EventType, ScheduledEvent, UnreadableField,
 };
-use crate::parse_error::ParseError;
 
 /// How many characters of offending input an error message quotes.
 const EXCERPT_CHARS: usize = 200;

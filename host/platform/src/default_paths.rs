@@ -48,13 +48,42 @@ fn config_dir() -> PathBuf {
     }
 }
 
-/// `%ProgramData%\forewarn` (`C:\ProgramData\forewarn` when the variable is unset).
+/// `ProgramData\forewarn`: the known folder `FOLDERID_ProgramData` (`C:\ProgramData`), as
+/// Windows' own services find it. The `%ProgramData%` variable is the fallback only: a
+/// process's environment can say otherwise (Wine gives a service `C:\users\Public`).
 #[cfg(windows)]
 fn program_data() -> PathBuf {
-    std::env::var_os("ProgramData")
-        .map(PathBuf::from)
+    known_program_data()
+        .or_else(|| std::env::var_os("ProgramData").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from(r"C:\ProgramData"))
         .join("forewarn")
+}
+
+/// The `FOLDERID_ProgramData` known folder, or None when the shell cannot say.
+#[cfg(windows)]
+fn known_program_data() -> Option<PathBuf> {
+    use windows_sys::Win32::System::Com::CoTaskMemFree;
+    use windows_sys::Win32::UI::Shell::{
+        FOLDERID_ProgramData, KF_FLAG_DEFAULT, SHGetKnownFolderPath,
+    };
+
+    let mut raw: *mut u16 = std::ptr::null_mut();
+    // SAFETY: a valid GUID, no token (the default user), and an out pointer the shell fills
+    // with a string allocated by CoTaskMemAlloc (or null), freed below in every case.
+    let result = unsafe {
+        SHGetKnownFolderPath(
+            &FOLDERID_ProgramData,
+            KF_FLAG_DEFAULT as u32,
+            std::ptr::null_mut(),
+            &mut raw,
+        )
+    };
+    let path = (result >= 0 && !raw.is_null())
+        // SAFETY: on success `raw` is a NUL-terminated UTF-16 string.
+        .then(|| PathBuf::from(unsafe { crate::wide_text::from_wide_ptr(raw) }));
+    // SAFETY: `raw` came from the shell's allocator or is null; both are fine to free.
+    unsafe { CoTaskMemFree(raw.cast_const().cast()) };
+    path.filter(|path| path.is_absolute())
 }
 
 #[cfg(test)]

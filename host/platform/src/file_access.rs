@@ -136,6 +136,25 @@ pub fn try_lock_dir(dir: &Path) -> io::Result<Option<DirLock>> {
     imp::try_lock_dir(dir).map(|held| held.map(|file| DirLock { _file: file }))
 }
 
+/// Flushes `dir`'s entries (a file just created or renamed in it) to disk: `fsync` of the
+/// directory on Unix; nothing on Windows, where NTFS journals the rename itself and a
+/// directory cannot be opened for flushing.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    imp::sync_dir(dir)
+}
+
+/// Lets everyone run `path` (mode 0755 on Unix: a script written out by `plugin new`);
+/// nothing on Windows, where a file runs by its extension.
+pub fn make_executable(path: &Path) -> io::Result<()> {
+    imp::make_executable(path)
+}
+
+/// Whether `error` is the disk itself failing (EIO on Unix; a device I/O or CRC error on
+/// Windows), not a permission, space or naming problem.
+pub fn is_device_error(error: &io::Error) -> bool {
+    imp::is_device_error(error)
+}
+
 /// Held by [`try_lock_dir`]; the hold ends when this is dropped.
 #[derive(Debug)]
 pub struct DirLock {

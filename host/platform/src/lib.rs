@@ -10,13 +10,18 @@
 //! - [`host_addresses`]: this host's own IP addresses.
 //! - [`exit_status`]: what ended a child (a signal exists on Unix only).
 //! - [`stop_request`]: waiting for the operating system to ask the process to stop.
+//! - [`disk_reserve`]: space allocated beyond a file's end (`fallocate` on Linux; nothing
+//!   elsewhere), and where a file's allocation ends.
 //! - [`default_paths`]: where the config, plugins, state and logs live by default.
 //! - [`action_env`]: the environment variables an operator action inherits.
 
 pub mod action_env;
 pub mod default_paths;
+pub mod disk_reserve;
 pub mod exit_status;
 pub mod file_access;
 pub mod host_addresses;
 pub mod process_tree;
 pub mod stop_request;
+#[cfg(windows)]
+mod wide_text;

@@ -96,6 +96,13 @@ impl Drop for ProcessTree {
     }
 }
 
+/// Asks a child to stop on its own, as a service manager would: SIGTERM on Unix. Windows
+/// has no such request for a process without a window or console of its own, so there this
+/// returns false and the caller ends the child itself (after the grace it would have given).
+pub fn request_stop(child: &impl Spawned) -> bool {
+    imp::request_stop(child)
+}
+
 /// Waits, blocking, until a child has exited, without reaping it (so that its tree can
 /// still be killed safely until the owner of the `Child` waits for it).
 pub struct ExitWaiter {

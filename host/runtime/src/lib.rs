@@ -90,8 +90,8 @@ pub use capabilities::identity::{
     IssuedToken, ManagedIdentity, TOKEN_RENEW_BEFORE, TokenFetcher, TokenFuture,
 };
 pub use capabilities::key_value::{
-    DiskBudget, MemoryStateStore, STATE_DISK_BYTES_PER_CALL, STATE_WRITES_PER_CALL, StateStore,
-    StateStoreError,
+    DiskBudget, KeyValueStore, KeyValueStoreError, MemoryKeyValueStore, STATE_DISK_BYTES_PER_CALL,
+    STATE_WRITES_PER_CALL,
 };
 pub use capabilities::readiness::Readiness;
 pub use compiler::{
@@ -110,4 +110,4 @@ pub use resident_memory::ResidentMemory;
 pub use runtime::{Runtime, RuntimeConfig};
 pub use rustls::pki_types::CertificateDer;
 pub use services::{DEFAULT_MEMORY_LIMIT, HostServices, PluginSettings};
-pub use text::log_safe;
+pub use text::{cut_to_bytes, cut_to_chars, log_safe};

@@ -8,14 +8,14 @@ use crate::capabilities::actions::runner::ActionSpec;
 use crate::capabilities::grants::Grants;
 use crate::capabilities::http::client::HttpClient;
 use crate::capabilities::identity::token_cache::ManagedIdentity;
-use crate::capabilities::key_value::store::{MemoryStateStore, StateStore};
+use crate::capabilities::key_value::store::{KeyValueStore, MemoryKeyValueStore};
 use crate::capabilities::readiness::holds::Readiness;
 
 /// The services shared by every plugin of one daemon.
 #[derive(Clone)]
 pub struct HostServices {
     /// Where plugins' durable state lives.
-    pub state: Arc<dyn StateStore>,
+    pub state: Arc<dyn KeyValueStore>,
     /// The VM's readiness, as plugins set it.
     pub readiness: Arc<Readiness>,
     /// The actions the operator defined, by name. A plugin may run one only when its
@@ -31,7 +31,7 @@ pub struct HostServices {
 impl Default for HostServices {
     fn default() -> Self {
         HostServices {
-            state: Arc::new(MemoryStateStore::default()),
+            state: Arc::new(MemoryKeyValueStore::default()),
             readiness: Arc::new(Readiness::default()),
             actions: Arc::new(BTreeMap::new()),
             http: HttpClient::default(),

@@ -17,6 +17,24 @@ pub(crate) fn truncate(text: &str, max_bytes: usize) -> &str {
     &text[..end]
 }
 
+/// The first `max_chars` characters of `text`, with "…" when it was cut (the ellipsis is
+/// one character more): for short labels (a fleet record's names, a key's fingerprint).
+pub fn cut_to_chars(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        Some((at, _)) => format!("{}{ELLIPSIS}", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+/// `text` cut to at most `max_bytes` on a character boundary, with "…" after it when it
+/// was cut (the ellipsis's 3 bytes come on top).
+pub fn cut_to_bytes(text: &str, max_bytes: usize) -> String {
+    match truncate(text, max_bytes) {
+        kept if kept.len() == text.len() => text.to_owned(),
+        kept => format!("{kept}{ELLIPSIS}"),
+    }
+}
+
 /// `text` made safe for one log line: control characters (newlines, carriage returns, ANSI
 /// escapes) and the characters that move or reorder text (line and paragraph separators,
 /// bidirectional overrides) written escaped (`\n`, `\u{1b}`, `\u{202e}`), so no text
@@ -56,7 +74,7 @@ fn moves_text(character: char) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{log_safe, truncate};
+    use super::{cut_to_bytes, cut_to_chars, log_safe, truncate};
 
     #[test]
     fn log_safe_escapes_separators_and_bidirectional_overrides() {
@@ -85,6 +103,16 @@ mod tests {
         assert!(!cut.contains('\n'));
         let cut = log_safe(&"é".repeat(1000), 101);
         assert!(cut.len() <= 101 && cut.ends_with('…'), "{cut}");
+    }
+
+    #[test]
+    fn cuts_say_they_cut_and_keep_characters_whole() {
+        assert_eq!(cut_to_chars("vm-abc", 6), "vm-abc");
+        assert_eq!(cut_to_chars("vm-abcdef", 6), "vm-abc…");
+        assert_eq!(cut_to_chars("ééé", 2), "éé…");
+        assert_eq!(cut_to_bytes("héllo", 6), "héllo");
+        assert_eq!(cut_to_bytes("héllo", 2), "h…");
+        assert_eq!(cut_to_bytes("héllo", 3), "hé…");
     }
 
     #[test]

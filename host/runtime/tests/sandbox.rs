@@ -14,7 +14,7 @@ use forewarn_runtime::wit::latest::{
 use forewarn_runtime::{
     CallContext, CallFailure, CallOutcome, DEFAULT_MEMORY_LIMIT, Grants, HostServices,
     LOG_BURST_LINES, LOG_LINE_MAX_BYTES, LOG_LINES_PER_CALL, LOG_LINES_PER_MINUTE, LoadError,
-    MemoryStateStore, PLUGIN_LOG_TARGET, Plugin, PluginSettings, REASON_MAX_BYTES, Readiness,
+    MemoryKeyValueStore, PLUGIN_LOG_TARGET, Plugin, PluginSettings, REASON_MAX_BYTES, Readiness,
     Runtime, RuntimeConfig, STATE_WRITES_PER_CALL,
 };
 use forewarn_test_support::guests::{NOOP, OTHER_WORLD, PROBE};
@@ -1013,7 +1013,7 @@ async fn a_trap_message_is_escaped_so_it_cannot_forge_log_lines() {
 #[tokio::test]
 async fn state_persists_across_calls_and_runtimes_sharing_a_store() {
     let services = HostServices {
-        state: Arc::new(MemoryStateStore::default()),
+        state: Arc::new(MemoryKeyValueStore::default()),
         ..HostServices::default()
     };
     let first = Runtime::new(RuntimeConfig::default(), services.clone()).unwrap();
@@ -1050,7 +1050,7 @@ struct BlockingStore {
     released: Mutex<Option<bool>>,
 }
 
-impl forewarn_runtime::StateStore for BlockingStore {
+impl forewarn_runtime::KeyValueStore for BlockingStore {
     fn get(&self, _plugin: &str, _key: &str) -> Option<Vec<u8>> {
         None
     }
@@ -1061,7 +1061,7 @@ impl forewarn_runtime::StateStore for BlockingStore {
         _key: &str,
         _value: &[u8],
         _budget: forewarn_runtime::DiskBudget,
-    ) -> Result<u64, forewarn_runtime::StateStoreError> {
+    ) -> Result<u64, forewarn_runtime::KeyValueStoreError> {
         self.entered.notify_one();
         let release = self.release.lock().unwrap();
         let released = release.recv_timeout(Duration::from_secs(10)).is_ok();
@@ -1074,7 +1074,7 @@ impl forewarn_runtime::StateStore for BlockingStore {
         _plugin: &str,
         _key: &str,
         _budget: forewarn_runtime::DiskBudget,
-    ) -> Result<u64, forewarn_runtime::StateStoreError> {
+    ) -> Result<u64, forewarn_runtime::KeyValueStoreError> {
         Ok(0)
     }
 }

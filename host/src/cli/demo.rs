@@ -22,8 +22,9 @@ use crate::cli::demo_workload::{
 use crate::cli::plugin_files::{self, PluginFile};
 use crate::cli::verdict::PluginVerdicts;
 use crate::config::Config;
+use crate::daemon::timeline_broadcast::new_timeline;
 use crate::daemon::wiring;
-use crate::pipeline::timeline::{TimelineEntry, new_timeline};
+use crate::pipeline::timeline::{LogLevel, TimelineEntry};
 use crate::plugins::bundled::bundled_plugins;
 use crate::plugins::manifest::{ConfigValue, PluginManifest};
 use crate::plugins::set::{LoadedPlugin, PluginSource};
@@ -508,9 +509,7 @@ fn count(shown: &Shown, summary: &mut DemoSummary) {
         Shown::Entry(TimelineEntry::PluginAnswered { phase, .. }) if phase.is_recovery() => {
             summary.recoveries += 1;
         }
-        Shown::Entry(TimelineEntry::PluginLog { level, .. })
-            if *level >= forewarn_runtime::LogLevel::Warn =>
-        {
+        Shown::Entry(TimelineEntry::PluginLog { level, .. }) if *level >= LogLevel::Warn => {
             summary.warnings += 1;
         }
         Shown::Log(_) => summary.warnings += 1,
@@ -601,7 +600,7 @@ fn render_entry(entry: &TimelineEntry) -> Option<String> {
             ..
         } => format!("   -> {plugin:<18} {phase} (attempt {attempt})"),
         TimelineEntry::PluginLog { level, message, .. } => match level {
-            forewarn_runtime::LogLevel::Warn | forewarn_runtime::LogLevel::Error => {
+            LogLevel::Warn | LogLevel::Error => {
                 format!("      {:<18} {}: {message}", "", level.as_str())
             }
             _ => format!("      {:<18} {message}", ""),

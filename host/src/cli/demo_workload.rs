@@ -308,16 +308,14 @@ fn spawn_app(program: &Path) -> anyhow::Result<Child> {
         .with_context(|| format!("cannot run {} demo-workload app", program.display()))
 }
 
-/// SIGTERM, then wait (killing it after the grace period); says how it ended.
+/// Asks it to stop (SIGTERM), then waits (killing it after the grace period, at once where
+/// it cannot be asked); says how it ended.
 async fn stop_child(mut child: Child) -> anyhow::Result<String> {
-    #[cfg(unix)]
-    if let Some(pid) = child.id().and_then(|pid| i32::try_from(pid).ok()) {
-        // SAFETY: kill(2) with a pid this process spawned and has not reaped yet.
-        unsafe {
-            libc::kill(pid, libc::SIGTERM);
-        }
-    }
-    match tokio::time::timeout(APP_STOP_GRACE, child.wait()).await {
+    let grace = match forewarn_platform::process_tree::request_stop(&child) {
+        true => APP_STOP_GRACE,
+        false => Duration::ZERO,
+    };
+    match tokio::time::timeout(grace, child.wait()).await {
         Ok(status) => Ok(match status?.code() {
             Some(0) => "exited cleanly".into(),
             Some(code) => format!("exited with status {code}"),
@@ -327,7 +325,7 @@ async fn stop_child(mut child: Child) -> anyhow::Result<String> {
             child.kill().await?;
             Ok(format!(
                 "killed after {}",
-                humantime::format_duration(APP_STOP_GRACE)
+                humantime::format_duration(grace)
             ))
         }
     }
@@ -363,14 +361,7 @@ pub async fn run(command: WorkloadCommand) -> anyhow::Result<ExitCode> {
 
 /// `forewarn demo-workload app`: the demo's app; runs until SIGTERM, then exits 0.
 async fn run_app() -> anyhow::Result<()> {
-    #[cfg(unix)]
-    {
-        let mut terminate =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        terminate.recv().await;
-    }
-    #[cfg(not(unix))]
-    tokio::signal::ctrl_c().await?;
+    forewarn_platform::stop_request::wait(|_, _| {}).await;
     Ok(())
 }
 

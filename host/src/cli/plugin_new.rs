@@ -175,14 +175,10 @@ fn resolve_sdk(lang: Lang, sdk: &SdkSource) -> anyhow::Result<SdkSource> {
 
 /// `build.sh`, `test.sh`: written executable so the README's `./build.sh` works.
 fn make_scripts_executable(path: &Path) -> anyhow::Result<()> {
-    #[cfg(unix)]
     if path.extension().is_some_and(|ext| ext == "sh") {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+        forewarn_platform::file_access::make_executable(path)
             .with_context(|| format!("cannot make {} executable", path.display()))?;
     }
-    #[cfg(not(unix))]
-    let _ = path;
     Ok(())
 }
 

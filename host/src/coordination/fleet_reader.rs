@@ -5,7 +5,7 @@
 //! shown as gone, with since when, for [`FLEET_GONE_KEPT`] ([`Seen`]).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -20,6 +20,9 @@ pub const FLEET_VMS_MAX: usize = 1000;
 pub const FLEET_PAGE: usize = 200;
 /// etcd is read at most this often; requests in between get the cached answer.
 pub const FLEET_READ_EVERY: Duration = Duration::from_secs(2);
+/// A record last written longer ago than this (four of its 30 s refreshes, on the writer's
+/// clock against the reader's) is shown stale.
+pub const FLEET_RECORD_STALE_AFTER: Duration = Duration::from_secs(120);
 /// How long a VM whose record disappeared is still shown, as gone.
 pub const FLEET_GONE_KEPT: Duration = Duration::from_secs(3600);
 
@@ -70,6 +73,9 @@ pub struct FleetVm {
 pub enum FleetVmState {
     /// Its record is in etcd: its daemon holds its lease.
     Publishing,
+    /// Its record is in etcd but was last written more than [`FLEET_RECORD_STALE_AFTER`]
+    /// ago: its daemon keeps its lease but cannot write the record (or its clock is far off).
+    Stale,
     /// Its record is in etcd but cannot be read (another forewarn version, or not forewarn's).
     Unreadable,
     /// Its record disappeared: its daemon stopped renewing its lease (stopped, crashed, cut
@@ -82,9 +88,33 @@ impl FleetVmState {
     pub fn as_str(self) -> &'static str {
         match self {
             FleetVmState::Publishing => "publishing",
+            FleetVmState::Stale => "stale",
             FleetVmState::Unreadable => "unreadable",
             FleetVmState::Gone => "gone",
         }
+    }
+}
+
+/// A VM whose record was read at `now_ms`: publishing, or stale when its record is older
+/// than [`FLEET_RECORD_STALE_AFTER`] (with how old, as its problem).
+fn publishing_or_stale(vm: String, record: FleetRecord, now_ms: u64) -> FleetVm {
+    let age_ms = now_ms.saturating_sub(record.published_at_unix_ms);
+    let stale = age_ms > FLEET_RECORD_STALE_AFTER.as_millis() as u64;
+    FleetVm {
+        vm,
+        state: match stale {
+            true => FleetVmState::Stale,
+            false => FleetVmState::Publishing,
+        },
+        gone_since_unix_ms: None,
+        record: Some(record),
+        problem: stale.then(|| {
+            format!(
+                "its record was last written {} s ago: its daemon holds its lease but cannot \
+                 write the record (its log says why), or its clock is off",
+                age_ms / 1000
+            )
+        }),
     }
 }
 
@@ -128,13 +158,7 @@ impl Seen {
         });
         for (name, record) in read.records {
             let vm = match record {
-                Ok(record) => FleetVm {
-                    vm: name.clone(),
-                    state: FleetVmState::Publishing,
-                    gone_since_unix_ms: None,
-                    record: Some(record),
-                    problem: None,
-                },
+                Ok(record) => publishing_or_stale(name.clone(), record, now_ms),
                 Err(problem) => FleetVm {
                     vm: name.clone(),
                     state: FleetVmState::Unreadable,
@@ -200,7 +224,7 @@ pub fn parse_record(value: &str) -> Result<FleetRecord, String> {
 #[derive(Clone)]
 pub struct FleetReader {
     inner: Arc<EtcdAccess>,
-    cache: Arc<tokio::sync::Mutex<Cache>>,
+    cache: Arc<Mutex<Cache>>,
 }
 
 #[derive(Default)]
@@ -208,9 +232,45 @@ struct Cache {
     seen: Seen,
     /// When etcd was last asked (read or failed).
     asked_at: Option<Instant>,
+    /// A read is under way (at most one at a time).
+    reading: bool,
     read_at_unix_ms: Option<u64>,
     error: Option<String>,
 }
+
+impl Cache {
+    /// Whether a read should start now: none under way, and the last one older than
+    /// [`FLEET_READ_EVERY`] (or none yet). Marks it under way when so.
+    fn start_read(&mut self, now: Instant) -> bool {
+        let fresh = self
+            .asked_at
+            .is_some_and(|at| now.duration_since(at) < FLEET_READ_EVERY);
+        if self.reading || fresh {
+            return false;
+        }
+        self.reading = true;
+        true
+    }
+
+    fn finish_read(&mut self, outcome: Result<FleetRead, String>, now: Instant, now_ms: u64) {
+        self.reading = false;
+        self.asked_at = Some(now);
+        match outcome {
+            Ok(read) => {
+                self.seen.update(read, now_ms);
+                self.read_at_unix_ms = Some(now_ms);
+                self.error = None;
+            }
+            Err(error) => self.error = Some(error),
+        }
+    }
+}
+
+/// How long the first request waits for the first read before answering without VMs. Later
+/// requests never wait: they get the last read (`read_at_unix_ms` says how old) while a new
+/// one runs in the background, so a slow etcd (12 s with every endpoint down) never holds
+/// `/status/fleet`, nor stacks up reads.
+pub const FLEET_FIRST_READ_WAIT: Duration = Duration::from_secs(3);
 
 impl FleetReader {
     pub(super) fn new(inner: Arc<EtcdAccess>) -> FleetReader {
@@ -220,26 +280,35 @@ impl FleetReader {
         }
     }
 
-    /// The fleet as of the last read, reading etcd first when the last read is older than
-    /// [`FLEET_READ_EVERY`]. Requests arriving meanwhile wait for that one read.
+    /// The fleet as of the last read; starts a read in the background when the last one is
+    /// older than [`FLEET_READ_EVERY`] and none is under way. Only before the first read has
+    /// ended does a request wait for it, at most [`FLEET_FIRST_READ_WAIT`].
     pub async fn view(&self) -> FleetView {
-        let mut cache = self.cache.lock().await;
-        let fresh = cache
-            .asked_at
-            .is_some_and(|at| at.elapsed() < FLEET_READ_EVERY);
-        if !fresh {
-            let outcome = self.read().await;
-            cache.asked_at = Some(Instant::now());
-            let now_ms = unix_ms(SystemTime::now());
-            match outcome {
-                Ok(read) => {
-                    cache.seen.update(read, now_ms);
-                    cache.read_at_unix_ms = Some(now_ms);
-                    cache.error = None;
-                }
-                Err(error) => cache.error = Some(error.describe("coordination")),
+        let (start, never_read) = {
+            let mut cache = self.cache_lock();
+            (cache.start_read(Instant::now()), cache.asked_at.is_none())
+        };
+        if start {
+            let reader = self.clone();
+            let read = tokio::spawn(async move {
+                let outcome = reader
+                    .read()
+                    .await
+                    .map_err(|error| error.describe("coordination"));
+                let now_ms = unix_ms(SystemTime::now());
+                reader
+                    .cache_lock()
+                    .finish_read(outcome, Instant::now(), now_ms);
+            });
+            if never_read {
+                let _ = tokio::time::timeout(FLEET_FIRST_READ_WAIT, read).await;
             }
         }
+        self.snapshot()
+    }
+
+    fn snapshot(&self) -> FleetView {
+        let cache = self.cache_lock();
         FleetView {
             vm: self.inner.vm.clone(),
             prefix: self.inner.config.prefix.clone(),
@@ -249,6 +318,11 @@ impl FleetReader {
             vms_max: FLEET_VMS_MAX,
             truncated: cache.seen.truncated,
         }
+    }
+
+    /// The cache; a panic elsewhere while it was held leaves data that is still whole.
+    fn cache_lock(&self) -> std::sync::MutexGuard<'_, Cache> {
+        self.cache.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Every record under `PREFIX/fleet/`, in pages, up to [`FLEET_VMS_MAX`].
@@ -298,7 +372,8 @@ mod tests {
             readiness_holds_truncated: 0,
             events: Vec::new(),
             events_truncated: 0,
-            published_at_unix_ms: 0,
+            // Written "in the future": never stale in the tests that are not about it.
+            published_at_unix_ms: u64::MAX,
         }
     }
 
@@ -374,6 +449,71 @@ mod tests {
                 ("vm-c".into(), "publishing", None),
             ]
         );
+    }
+
+    #[test]
+    fn one_read_at_a_time_and_a_failed_one_keeps_the_last_vms() {
+        let t0 = Instant::now();
+        let mut cache = Cache::default();
+        assert!(cache.start_read(t0), "no read yet: one starts");
+        // etcd is slow: requests meanwhile answer from the cache and start no second read,
+        // however long it takes.
+        for later in [1, 2, 30] {
+            assert!(
+                !cache.start_read(t0 + Duration::from_secs(later)),
+                "{later} s"
+            );
+        }
+        cache.finish_read(
+            Ok(read(&["vm-a", "vm-b"])),
+            t0 + Duration::from_secs(30),
+            1_000,
+        );
+        assert!(
+            !cache.start_read(t0 + Duration::from_secs(31)),
+            "fresh for 2 s"
+        );
+        assert!(cache.start_read(t0 + Duration::from_secs(32)));
+        cache.finish_read(
+            Err("etcd: timed out".into()),
+            t0 + Duration::from_secs(40),
+            2_000,
+        );
+        assert_eq!(cache.error.as_deref(), Some("etcd: timed out"));
+        assert_eq!(
+            cache.read_at_unix_ms,
+            Some(1_000),
+            "the last good read's time"
+        );
+        assert_eq!(cache.seen.vms().len(), 2, "the last good read's VMs");
+    }
+
+    #[test]
+    fn a_record_not_rewritten_for_two_minutes_is_stale_not_publishing() {
+        let mut seen = Seen::default();
+        let mut old = record("vm-a");
+        old.published_at_unix_ms = 1_000_000;
+        let mut new = record("vm-b");
+        new.published_at_unix_ms = 1_000_000 + 100_000;
+        let read = FleetRead {
+            records: [("vm-a".to_owned(), Ok(old)), ("vm-b".to_owned(), Ok(new))].into(),
+            truncated: false,
+        };
+        seen.update(read, 1_000_000 + 121_000);
+        let states: Vec<_> = seen
+            .vms()
+            .iter()
+            .map(|vm| (vm.vm.clone(), vm.state))
+            .collect();
+        assert_eq!(
+            states,
+            [
+                ("vm-a".to_owned(), FleetVmState::Stale),
+                ("vm-b".to_owned(), FleetVmState::Publishing)
+            ]
+        );
+        let problem = seen.vms()[0].problem.clone().unwrap_or_default();
+        assert!(problem.contains("121 s ago"), "{problem}");
     }
 
     #[test]

@@ -181,10 +181,7 @@ impl FleetHold {
 
 /// Cuts `text` to [`FLEET_RECORD_TEXT_MAX`] characters (an ellipsis says it was cut).
 pub fn bounded_text(text: &str) -> String {
-    match text.char_indices().nth(FLEET_RECORD_TEXT_MAX) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_owned(),
-    }
+    forewarn_runtime::cut_to_chars(text, FLEET_RECORD_TEXT_MAX)
 }
 
 impl FleetRecord {

@@ -21,12 +21,13 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::coordination::{CoordinatorHandle, Verdicts};
-use crate::daemon::journal::JournalError;
+use crate::daemon::durable_file::DurableFileError;
+use crate::daemon::journal::Journal;
 use crate::daemon::journal_keeper::{CommitWhen, JournalKeeper};
-use crate::daemon::journal_record;
+use crate::daemon::journal_schema;
 use crate::daemon::plugin_starts::PluginStarts;
 use crate::daemon::readiness_holds;
-use crate::daemon::state_journal::StateJournal;
+use crate::daemon::timeline_broadcast::Timeline;
 use crate::log_messages;
 use crate::ops::storage_health::StorageHealth;
 use crate::pipeline::approval::BarrierVerdict;
@@ -36,7 +37,7 @@ use crate::pipeline::quarantine::QuarantinedPlugin;
 use crate::pipeline::scheduler::CallReply;
 use crate::pipeline::scheduler::PlannedCall;
 use crate::pipeline::state::{AnswerOutcome, DaemonState};
-use crate::pipeline::timeline::{Timeline, TimelineEntry};
+use crate::pipeline::timeline::TimelineEntry;
 use crate::plugins::convert::{reply_of, to_wit_event, to_wit_phase, unloaded_reply};
 use crate::plugins::set::SharedPlugins;
 
@@ -63,7 +64,7 @@ pub struct DaemonSettings {
 pub enum DaemonError {
     /// The journal could not be read (nor moved aside).
     #[error("the journal cannot be read, so forewarn cannot know what it already did: {0}")]
-    Journal(#[from] JournalError),
+    Journal(#[from] DurableFileError),
 }
 
 /// The event loop and the I/O it owns.
@@ -114,7 +115,7 @@ impl Daemon {
         timeline: Timeline,
         storage: Arc<StorageHealth>,
     ) -> Result<Daemon, DaemonError> {
-        let (journal, opened) = StateJournal::open(&settings.state_dir)?;
+        let (journal, opened) = Journal::open(&settings.state_dir)?;
         let journal =
             JournalKeeper::new(journal, storage, opened.unwritable.as_ref(), Instant::now());
         if let Some(quarantined) = &opened.quarantined {
@@ -135,7 +136,7 @@ impl Daemon {
         let first_run = opened.record.is_none()
             && opened.quarantined.is_none()
             && opened.quarantined_log.is_none();
-        let state = journal_record::resume(opened.record);
+        let state = journal_schema::resume(opened.record);
         let snapshots = watch::channel(Arc::new(state.clone())).0;
         let pipeline = Pipeline::new(pipeline_settings(&settings), state);
         let starts = PluginStarts::new(&settings.vm_name, settings.vm, first_run);

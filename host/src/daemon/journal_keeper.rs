@@ -19,8 +19,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::daemon::journal::JournalError;
-use crate::daemon::state_journal::{JournalIo, StateJournal};
+use crate::daemon::durable_file::DurableFileError;
+use crate::daemon::journal::{Journal, JournalIo};
 use crate::log_messages;
 use crate::ops::storage_health::StorageHealth;
 use crate::pipeline::state::DaemonState;
@@ -48,7 +48,7 @@ pub(crate) trait CommitLog {
         &mut self,
         state: &Arc<DaemonState>,
         holds: BTreeSet<String>,
-    ) -> Result<(), JournalError>;
+    ) -> Result<(), DurableFileError>;
     /// Bytes set aside beyond the log's end.
     fn reserve_left(&self) -> u64;
     /// Why the journal could not compact or set space aside, if it could not.
@@ -57,30 +57,30 @@ pub(crate) trait CommitLog {
     fn io(&self) -> JournalIo;
 }
 
-impl CommitLog for StateJournal {
+impl CommitLog for Journal {
     fn commit(
         &mut self,
         state: &Arc<DaemonState>,
         holds: BTreeSet<String>,
-    ) -> Result<(), JournalError> {
-        StateJournal::commit(self, state, holds)
+    ) -> Result<(), DurableFileError> {
+        Journal::commit(self, state, holds)
     }
 
     fn reserve_left(&self) -> u64 {
-        StateJournal::reserve_left(self)
+        Journal::reserve_left(self)
     }
 
     fn space_problem(&self) -> Option<String> {
-        StateJournal::space_problem(self).map(str::to_owned)
+        Journal::space_problem(self).map(str::to_owned)
     }
 
     fn io(&self) -> JournalIo {
-        StateJournal::io(self)
+        Journal::io(self)
     }
 }
 
 /// The journal, its newest state not yet on disk, and how its writes fare.
-pub(crate) struct JournalKeeper<J: CommitLog = StateJournal> {
+pub(crate) struct JournalKeeper<J: CommitLog = Journal> {
     journal: J,
     health: Arc<StorageHealth>,
     pending: Option<Pending>,
@@ -114,7 +114,7 @@ impl<J: CommitLog> JournalKeeper<J> {
     pub(crate) fn new(
         journal: J,
         health: Arc<StorageHealth>,
-        unwritable: Option<&JournalError>,
+        unwritable: Option<&DurableFileError>,
         now: Instant,
     ) -> Self {
         let mut keeper = JournalKeeper {
@@ -206,7 +206,7 @@ impl<J: CommitLog> JournalKeeper<J> {
     }
 
     /// A commit failed: starts the streak (one log line) or continues it, and backs off.
-    fn failed(&mut self, error: &JournalError, now: Instant, at_start: bool) {
+    fn failed(&mut self, error: &DurableFileError, now: Instant, at_start: bool) {
         let failing = self.failing.get_or_insert_with(|| Failing {
             since: now,
             since_wall: SystemTime::now(),
@@ -329,11 +329,11 @@ mod tests {
             &mut self,
             state: &Arc<DaemonState>,
             _holds: BTreeSet<String>,
-        ) -> Result<(), JournalError> {
+        ) -> Result<(), DurableFileError> {
             let mut inner = self.inner.borrow_mut();
             inner.attempts += 1;
             if inner.failing {
-                return Err(JournalError::io(
+                return Err(DurableFileError::io(
                     "append to",
                     std::path::Path::new("/state/journal.log"),
                     std::io::Error::from(std::io::ErrorKind::StorageFull),
@@ -459,7 +459,7 @@ mod tests {
     fn a_journal_unwritable_at_start_is_tried_again() {
         let journal = FakeJournal::default();
         let start = Instant::now();
-        let error = JournalError::io(
+        let error = DurableFileError::io(
             "open",
             std::path::Path::new("/state/journal.log"),
             std::io::Error::from(std::io::ErrorKind::ReadOnlyFilesystem),

@@ -8,7 +8,7 @@ use forewarn_runtime::Readiness;
 
 use crate::plugins::set::{PluginSet, plugin_name_of};
 
-use crate::daemon::state_journal;
+use crate::daemon::journal;
 
 /// Why a hold is released.
 pub(crate) const RELEASED_PLUGIN_REMOVED: &str = "plugin removed";
@@ -30,7 +30,7 @@ pub(crate) enum Standing {
 /// Restores the holds last journaled in `state_dir` into `readiness`; returns them. An
 /// absent or unreadable journal restores nothing (the daemon reports an unreadable one).
 pub(crate) fn restore(readiness: &Readiness, state_dir: &Path) -> BTreeSet<String> {
-    let Some(record) = state_journal::peek(state_dir) else {
+    let Some(record) = journal::peek(state_dir) else {
         return BTreeSet::new();
     };
     let holds = record;
@@ -120,7 +120,7 @@ mod tests {
 
     #[test]
     fn restore_reads_the_holds_and_old_journals_restore_none() {
-        use crate::daemon::journal_record::JOURNAL_NAME;
+        use crate::daemon::journal_schema::JOURNAL_NAME;
         let dir = tempfile::tempdir().unwrap();
         let readiness = Readiness::default();
         assert!(restore(&readiness, dir.path()).is_empty());

@@ -10,9 +10,9 @@ use forewarn_imds::{ClientConfig, ComputeInfo, ImdsClient, Poller};
 use forewarn_runtime::trust::TrustError;
 use forewarn_runtime::wit::latest::{VmInfo, VmPriority};
 use forewarn_runtime::{
-    ActionSpec, Compiler, DiskBudget, HostServices, HttpClient, IssuedToken, ManagedIdentity,
-    Readiness, Runtime, RuntimeConfig, RuntimeError, StateStore, StateStoreError, TokenFetcher,
-    TokenFuture,
+    ActionSpec, Compiler, DiskBudget, HostServices, HttpClient, IssuedToken, KeyValueStore,
+    KeyValueStoreError, ManagedIdentity, Readiness, Runtime, RuntimeConfig, RuntimeError,
+    TokenFetcher, TokenFuture,
 };
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -20,16 +20,16 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Config;
 use crate::coordination::{self, CoordinatorHandle};
 use crate::daemon::event_loop::{Daemon, DaemonSettings};
+use crate::daemon::timeline_broadcast::Timeline;
 use crate::ops::admin::{self, AdminState, DaemonViews};
 use crate::ops::coordination_metrics;
 use crate::ops::event_history::{self, EventHistory};
 use crate::ops::fleet_feed::{self, FleetSources};
 use crate::ops::metrics::{self, Metrics};
 use crate::ops::storage_health::StorageHealth;
-use crate::pipeline::timeline::Timeline;
 use crate::plugins::convert::to_wit_vm;
+use crate::plugins::key_value_files::{KeyValueFiles, KeyValueFilesError};
 use crate::plugins::set::{LoadedPlugin, PluginSet};
-use crate::plugins::state_store::{PluginStateStore, StateError};
 use crate::service_manager;
 
 /// The pieces of a running daemon that callers may want to look at.
@@ -57,7 +57,7 @@ pub fn build_runtime(config: &Config) -> anyhow::Result<Prepared> {
         )
     })?;
     let storage = Arc::new(StorageHealth::default());
-    let store = PluginStateStore::open(&state_dir.join("plugin-state"))
+    let store = KeyValueFiles::open(&state_dir.join("plugin-state"))
         .context("cannot open the plugin state store")?
         .with_health(storage.clone());
     let readiness = Arc::new(Readiness::default());
@@ -162,9 +162,9 @@ impl TokenFetcher for ImdsTokens {
     }
 }
 
-impl StateStore for PluginStateStore {
+impl KeyValueStore for KeyValueFiles {
     fn get(&self, plugin: &str, key: &str) -> Option<Vec<u8>> {
-        PluginStateStore::get(self, plugin, key)
+        KeyValueFiles::get(self, plugin, key)
     }
 
     fn set(
@@ -173,24 +173,31 @@ impl StateStore for PluginStateStore {
         key: &str,
         value: &[u8],
         budget: DiskBudget,
-    ) -> Result<u64, StateStoreError> {
-        PluginStateStore::set(self, plugin, key, value, budget).map_err(store_error)
+    ) -> Result<u64, KeyValueStoreError> {
+        KeyValueFiles::set(self, plugin, key, value, budget).map_err(store_error)
     }
 
-    fn delete(&self, plugin: &str, key: &str, budget: DiskBudget) -> Result<u64, StateStoreError> {
-        PluginStateStore::delete(self, plugin, key, budget).map_err(store_error)
+    fn delete(
+        &self,
+        plugin: &str,
+        key: &str,
+        budget: DiskBudget,
+    ) -> Result<u64, KeyValueStoreError> {
+        KeyValueFiles::delete(self, plugin, key, budget).map_err(store_error)
     }
 }
 
 /// Over its quota, or a name that cannot be a file, is the plugin's to fix; the disk is not.
-fn store_error(error: StateError) -> StateStoreError {
+fn store_error(error: KeyValueFilesError) -> KeyValueStoreError {
     match error {
-        StateError::OverQuota { .. }
-        | StateError::OverWriteBudget { .. }
-        | StateError::InvalidPluginName { .. } => StateStoreError::Refused(error.to_string()),
-        StateError::Storage(_) | StateError::Quarantined { .. } | StateError::Unreadable { .. } => {
-            StateStoreError::Failed(error.to_string())
+        KeyValueFilesError::OverQuota { .. }
+        | KeyValueFilesError::OverWriteBudget { .. }
+        | KeyValueFilesError::InvalidPluginName { .. } => {
+            KeyValueStoreError::Refused(error.to_string())
         }
+        KeyValueFilesError::Storage(_)
+        | KeyValueFilesError::Quarantined { .. }
+        | KeyValueFilesError::Unreadable { .. } => KeyValueStoreError::Failed(error.to_string()),
     }
 }
 
@@ -333,7 +340,7 @@ pub async fn serve(config: &Config, shutdown: CancellationToken) -> anyhow::Resu
     run_daemon(
         config,
         plugins.subscribe(),
-        crate::pipeline::timeline::new_timeline(),
+        crate::daemon::timeline_broadcast::new_timeline(),
         prepared.readiness.clone(),
         prepared.storage.clone(),
         shutdown,

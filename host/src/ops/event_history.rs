@@ -161,12 +161,7 @@ fn kept_form(entry: &TimelineEntry) -> TimelineEntry {
     if let TimelineEntry::PluginLog { message, .. } = &mut kept
         && message.len() > HISTORY_LOG_LINE_MAX
     {
-        let mut cut = HISTORY_LOG_LINE_MAX;
-        while !message.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        message.truncate(cut);
-        message.push('…');
+        *message = forewarn_runtime::cut_to_bytes(message, HISTORY_LOG_LINE_MAX);
     }
     kept
 }
@@ -322,7 +317,7 @@ mod tests {
         TimelineEntry::PluginLog {
             event_id: id.into(),
             plugin: "chatty".into(),
-            level: forewarn_runtime::LogLevel::Info,
+            level: crate::pipeline::timeline::LogLevel::Info,
             message: message.into(),
         }
     }

@@ -194,9 +194,9 @@ fn holders_of(progress: &EventProgress, roster: &Roster) -> Vec<FleetHolder> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::roster::PluginTerms;
     use crate::pipeline::state::{Answer, Approval, PluginProgress};
     use crate::pipeline::test_harness;
-    use crate::plugins::manifest::PluginManifest;
 
     fn progress(approval: Approval, preparing: bool) -> EventProgress {
         let at = std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
@@ -236,7 +236,7 @@ mod tests {
         let roster = Roster::new(
             ["drain", "ok", "slow"]
                 .into_iter()
-                .map(|name| (name.to_owned(), PluginManifest::default()))
+                .map(|name| (name.to_owned(), PluginTerms::default()))
                 .collect(),
         );
         let event = fleet_event("E1", &preparing, &roster);

@@ -23,6 +23,7 @@ use crate::pipeline::approval::{ApprovalInput, ApprovalStage, BarrierRequest, Ba
 use crate::pipeline::clock::unix_ms;
 use crate::pipeline::policy::{self, Plan, PolicyConfig};
 use crate::pipeline::quarantine::{Quarantine, QuarantineRules, QuarantinedPlugin};
+use crate::pipeline::roster::FailurePolicy;
 use crate::pipeline::roster::Roster;
 use crate::pipeline::scheduler::{
     self, CallReply, InFlight, PlannedCall, Preparation, Recovery, Schedule, ShortenedTurn,
@@ -32,7 +33,6 @@ use crate::pipeline::state::{
 };
 use crate::pipeline::timeline::TimelineEntry;
 use crate::pipeline::tracker::Transition;
-use crate::plugins::manifest::FailurePolicy;
 
 /// What the pipeline needs to know besides its inputs.
 #[derive(Debug, Clone)]
@@ -503,7 +503,7 @@ impl Pipeline {
             !sent
                 || roster
                     .get(name)
-                    .is_some_and(|member| member.manifest.prepare_again_on_reschedule)
+                    .is_some_and(|member| member.terms.prepare_again_on_reschedule)
         });
         if asked_again || !sent {
             // This VM prepares again: it is no longer ready for the event.
@@ -817,7 +817,7 @@ impl Pipeline {
         let on_failure = self
             .roster
             .get(&call.plugin)
-            .map(|member| member.manifest.on_failure)
+            .map(|member| member.terms.on_failure)
             .unwrap_or_default();
         self.agenda.touch(&call.event_id);
         self.agenda.plugin_freed(&call.plugin);

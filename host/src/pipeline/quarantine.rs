@@ -14,9 +14,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::pipeline::clock::unix_ms;
 use crate::pipeline::policy::PolicyConfig;
+use crate::pipeline::roster::FailurePolicy;
 use crate::pipeline::roster::{Member, Roster};
 use crate::pipeline::state::AnswerOutcome;
-use crate::plugins::manifest::FailurePolicy;
 
 /// When a plugin is quarantined: this many failed calls within `window`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,7 +126,7 @@ impl Quarantine {
         }
         let quarantined = QuarantinedPlugin {
             plugin: member.name.clone(),
-            on_failure: member.manifest.on_failure,
+            on_failure: member.terms.on_failure,
             since_unix_ms: unix_ms(now),
             failures,
             window_ms: u64::try_from(self.rules.window.as_millis()).unwrap_or(u64::MAX),
@@ -271,7 +271,7 @@ mod tests {
         assert!(quarantine.names().contains("p"));
         // A new component (its hash changed): lifted, and its count starts again.
         let mut new_component = same.clone();
-        new_component.set_content_hashes(&BTreeMap::from([("p".into(), "abc".into())]));
+        new_component.set_versions(&BTreeMap::from([("p".into(), "abc".into())]));
         let lifted = quarantine.reconcile(&new_component);
         assert_eq!(lifted.len(), 1);
         assert_eq!(lifted[0].plugin, "p");
@@ -279,7 +279,7 @@ mod tests {
         // A new manifest also counts as a new version.
         assert_eq!(fail_at(&mut quarantine, &new_component, &[10]), Some(10));
         let mut new_manifest = roster(&[("p", "on-failure = \"approve\""), ("q", "")]);
-        new_manifest.set_content_hashes(&BTreeMap::from([("p".into(), "abc".into())]));
+        new_manifest.set_versions(&BTreeMap::from([("p".into(), "abc".into())]));
         assert_eq!(quarantine.reconcile(&new_manifest).len(), 1);
         // Unloaded: forgotten.
         assert_eq!(fail_at(&mut quarantine, &new_manifest, &[20]), Some(20));

@@ -1,24 +1,151 @@
-//! The plugins as the pipeline schedules them: names and manifests in dependency order
-//! (`after`), with the files that failed to load and the plugins in quarantine. No wasm
-//! here: tests build one from text.
+//! The plugins as the pipeline schedules them: names and their terms (the part of each
+//! manifest the pipeline reads) in dependency order (`after`), with the files that failed to
+//! load and the plugins in quarantine. Plain data: no wasm and no manifest parsing here (the
+//! plugin set builds the terms from each manifest; tests build them from text).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use forewarn_imds::EventType;
+use serde::{Deserialize, Serialize};
 
-use crate::plugins::manifest::{FailurePolicy, PluginManifest};
+/// Default time a plugin has to answer one call (a plugin without a manifest, or one that
+/// gives no `budget`).
+pub(crate) const DEFAULT_BUDGET: Duration = Duration::from_secs(10);
 
-/// One plugin: its name and the operator's manifest for it.
+/// What the pipeline reads of a plugin's manifest: which events it is called for, whom it
+/// runs after, how long its calls and its whole preparation take, and what its failure
+/// means. The manifest (`plugins::manifest`) holds the rest (memory, config, capabilities).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PluginTerms {
+    /// The event types the plugin is called for (`subscribe`).
+    pub subscribe: Subscription,
+    /// Plugins whose preparation must be approved before this one is asked (`after`).
+    pub after: Vec<String>,
+    /// Longest time one call may take (`budget`); also capped by the event's deadline.
+    pub budget: Duration,
+    /// How long the whole preparation usually takes (`prepare-time`); None: the budget.
+    pub prepare_time: Option<Duration>,
+    /// What a failed call means for the approval (`on-failure`).
+    pub on_failure: FailurePolicy,
+    /// Whether the plugin prepares again when an event is rescheduled after its approval
+    /// was sent (`prepare-again-on-reschedule`).
+    pub prepare_again_on_reschedule: bool,
+}
+
+impl Default for PluginTerms {
+    /// The terms of a plugin without a manifest: every event type, the default budget.
+    fn default() -> Self {
+        PluginTerms {
+            subscribe: Subscription::Every,
+            after: Vec::new(),
+            budget: DEFAULT_BUDGET,
+            prepare_time: None,
+            on_failure: FailurePolicy::Hold,
+            prepare_again_on_reschedule: false,
+        }
+    }
+}
+
+impl PluginTerms {
+    /// Whether the plugin wants calls for events of this type. A type forewarn does not know
+    /// could be the most disruptive: every plugin that prepares for any type is called for
+    /// it (one listing only "Unknown" too).
+    pub(crate) fn subscribes_to(&self, event_type: EventType) -> bool {
+        match &self.subscribe {
+            Subscription::Every => true,
+            Subscription::Only(types) if event_type == EventType::Unknown => !types.is_empty(),
+            Subscription::Only(types) => types.contains(&event_type),
+        }
+    }
+
+    /// How long the whole preparation takes, for planning: `prepare-time`, else the budget.
+    pub(crate) fn preparation_need(&self) -> Duration {
+        self.prepare_time.unwrap_or(self.budget)
+    }
+}
+
+/// The event types a plugin is called for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Subscription {
+    /// `"*"`: every type, one newer than forewarn included.
+    Every,
+    /// The types listed ("Unknown" for types newer than forewarn); none: never called.
+    Only(Vec<EventType>),
+}
+
+impl Subscription {
+    /// The subscription a manifest's `subscribe` list names: `"*"` anywhere means every type;
+    /// a name that is not a known type (or "Unknown") means [`EventType::Unknown`].
+    pub(crate) fn of_names<S: AsRef<str>>(names: &[S]) -> Subscription {
+        if names.iter().any(|name| name.as_ref() == "*") {
+            return Subscription::Every;
+        }
+        let mut types: Vec<EventType> = names
+            .iter()
+            .map(|name| EventType::from_wire(name.as_ref()))
+            .collect();
+        types.sort();
+        types.dedup();
+        Subscription::Only(types)
+    }
+}
+
+/// What a plugin's failure means for the approval of the event it was preparing for, in
+/// the manner of Envoy's `FailurePolicy` (`hold` is FAIL_CLOSED, `approve` FAIL_OPEN).
+/// A defer is an answer, not a failure: it holds under both.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailurePolicy {
+    /// A failed call counts as a defer: the plugin is asked again, and the event is not
+    /// approved without it (it starts at NotBefore). A plugin that cannot run never approves
+    /// maintenance by accident.
+    #[default]
+    Hold,
+    /// A failed call counts as consent: the plugin is advisory, and the event may be
+    /// approved early without it.
+    Approve,
+}
+
+impl FailurePolicy {
+    /// The manifest value: "hold" or "approve".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailurePolicy::Hold => "hold",
+            FailurePolicy::Approve => "approve",
+        }
+    }
+
+    /// What the policy means, in a few words (for `plugin check` and `forewarn status`).
+    pub fn meaning(self) -> &'static str {
+        match self {
+            FailurePolicy::Hold => {
+                "a failed call holds the approval (the event waits for the plugin, or for NotBefore)"
+            }
+            FailurePolicy::Approve => {
+                "a failed call counts as consent (advisory: the event is approved without it)"
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for FailurePolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// One plugin: its name and the terms of its manifest.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Member {
     /// The plugin's name (its file stem).
     pub name: String,
-    /// Subscriptions, `after`, budget, capabilities.
-    pub manifest: PluginManifest,
-    /// The sha256 of its component (empty in tests built from text): with the manifest, what
-    /// tells a new version of the plugin from the one loaded before.
-    pub content_hash: String,
+    /// Subscriptions, `after`, budget, failure policy.
+    pub terms: PluginTerms,
+    /// What tells a new version of the plugin from the one loaded before (with the terms):
+    /// a digest of its component and its whole manifest (empty in tests built from text).
+    pub version: String,
 }
 
 /// The plugins live at one moment, in dependency order.
@@ -41,16 +168,16 @@ pub(crate) struct Roster {
 }
 
 impl Roster {
-    /// Orders `plugins` (name, manifest) so that every plugin comes after those it names in
+    /// Orders `plugins` (name, terms) so that every plugin comes after those it names in
     /// `after`. Unknown names are ignored and a cycle is broken by name order, each with a
     /// warning, so one bad manifest line never leaves the VM without its other plugins.
-    pub(crate) fn new(plugins: Vec<(String, PluginManifest)>) -> Roster {
+    pub(crate) fn new(plugins: Vec<(String, PluginTerms)>) -> Roster {
         let mut warnings = Vec::new();
-        let by_name: BTreeMap<String, PluginManifest> = plugins.into_iter().collect();
+        let by_name: BTreeMap<String, PluginTerms> = plugins.into_iter().collect();
         let mut predecessors = BTreeMap::new();
-        for (name, manifest) in &by_name {
+        for (name, terms) in &by_name {
             let mut known = Vec::new();
-            for before in &manifest.after {
+            for before in &terms.after {
                 if by_name.contains_key(before) {
                     known.push(before.clone());
                 } else {
@@ -71,11 +198,11 @@ impl Roster {
         let ordered = order
             .into_iter()
             .filter_map(|name| {
-                let manifest = by_name.get(&name)?.clone();
+                let terms = by_name.get(&name)?.clone();
                 Some(Member {
                     name,
-                    manifest,
-                    content_hash: String::new(),
+                    terms,
+                    version: String::new(),
                 })
             })
             .collect();
@@ -89,11 +216,11 @@ impl Roster {
         }
     }
 
-    /// Records each plugin's content hash (name → sha256 of its component).
-    pub(crate) fn set_content_hashes(&mut self, hashes: &BTreeMap<String, String>) {
+    /// Records each plugin's version (name → digest of its component and manifest).
+    pub(crate) fn set_versions(&mut self, versions: &BTreeMap<String, String>) {
         for member in &mut self.ordered {
-            if let Some(hash) = hashes.get(&member.name) {
-                member.content_hash.clone_from(hash);
+            if let Some(version) = versions.get(&member.name) {
+                member.version.clone_from(version);
             }
         }
     }
@@ -132,7 +259,7 @@ impl Roster {
     /// Whether `member` counts as approved whatever it answered: quarantined under
     /// `on-failure = "approve"` (an advisory plugin that cannot run is consent).
     pub(crate) fn excused(&self, member: &Member) -> bool {
-        member.manifest.on_failure == FailurePolicy::Approve && self.is_quarantined(&member.name)
+        member.terms.on_failure == FailurePolicy::Approve && self.is_quarantined(&member.name)
     }
 
     /// Every plugin, in dependency order.
@@ -149,7 +276,7 @@ impl Roster {
     pub(crate) fn subscribers(&self, event_type: EventType) -> Vec<&Member> {
         self.ordered
             .iter()
-            .filter(|member| member.manifest.subscribes_to(event_type))
+            .filter(|member| member.terms.subscribes_to(event_type))
             .collect()
     }
 
@@ -242,14 +369,11 @@ mod tests {
 
     #[test]
     fn a_broken_cycle_leaves_no_plugin_waiting_for_a_later_one() {
-        let manifest = |after: &str| {
-            crate::plugins::manifest::PluginManifest::parse(&format!("after = [\"{after}\"]"))
-                .unwrap()
+        let after = |name: &str| PluginTerms {
+            after: vec![name.to_owned()],
+            ..PluginTerms::default()
         };
-        let roster = Roster::new(vec![
-            ("a".into(), manifest("b")),
-            ("b".into(), manifest("a")),
-        ]);
+        let roster = Roster::new(vec![("a".into(), after("b")), ("b".into(), after("a"))]);
         let names: Vec<&str> = roster.members().iter().map(|m| m.name.as_str()).collect();
         assert_eq!(names, ["a", "b"]);
         assert!(roster.predecessors("a").is_empty(), "a runs first");

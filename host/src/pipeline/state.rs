@@ -12,7 +12,7 @@ use crate::pipeline::policy::WithholdRule;
 use crate::pipeline::tracker::Tracker;
 
 /// Everything the pipeline must not forget across a restart. Every field has a default,
-/// so a journal written before a field existed still loads (see `daemon::journal_record`).
+/// so a journal written before a field existed still loads (see `daemon::journal_schema`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct DaemonState {

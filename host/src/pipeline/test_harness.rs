@@ -11,10 +11,10 @@ use forewarn_imds::{Document, EventSource, EventStatus, EventType, ScheduledEven
 use crate::pipeline::approval::BarrierRequest;
 use crate::pipeline::machine::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
 use crate::pipeline::policy::PolicyConfig;
-use crate::pipeline::roster::Roster;
+use crate::pipeline::roster::{FailurePolicy, PluginTerms, Roster, Subscription};
 use crate::pipeline::scheduler::{CallReply, PlannedCall};
 use crate::pipeline::state::{AnswerOutcome, CallPhase, DaemonState};
-use crate::plugins::manifest::PluginManifest;
+use serde::Deserialize;
 
 /// The VM the harness's pipeline runs on.
 pub(crate) const VM: &str = "vm-a";
@@ -307,12 +307,54 @@ pub(crate) fn roster(plugins: &[(&str, &str)]) -> Roster {
         plugins
             .iter()
             .map(|(name, text)| {
-                let manifest = PluginManifest::parse(text)
+                let manifest: ManifestText = toml::from_str(text)
                     .unwrap_or_else(|error| panic!("manifest of {name}: {error}"));
-                ((*name).to_owned(), manifest)
+                ((*name).to_owned(), manifest.terms())
             })
             .collect(),
     )
+}
+
+/// The keys of a plugin manifest the pipeline reads, as tests write them (the daemon's
+/// `plugins::manifest` parses and checks the whole file; the pipeline sees only the terms).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
+struct ManifestText {
+    subscribe: Vec<String>,
+    after: Vec<String>,
+    #[serde(with = "humantime_serde")]
+    budget: Duration,
+    #[serde(with = "humantime_serde::option")]
+    prepare_time: Option<Duration>,
+    on_failure: FailurePolicy,
+    prepare_again_on_reschedule: bool,
+}
+
+impl Default for ManifestText {
+    fn default() -> Self {
+        let terms = PluginTerms::default();
+        ManifestText {
+            subscribe: vec!["*".into()],
+            after: terms.after,
+            budget: terms.budget,
+            prepare_time: terms.prepare_time,
+            on_failure: terms.on_failure,
+            prepare_again_on_reschedule: terms.prepare_again_on_reschedule,
+        }
+    }
+}
+
+impl ManifestText {
+    fn terms(self) -> PluginTerms {
+        PluginTerms {
+            subscribe: Subscription::of_names(&self.subscribe),
+            after: self.after,
+            budget: self.budget,
+            prepare_time: self.prepare_time,
+            on_failure: self.on_failure,
+            prepare_again_on_reschedule: self.prepare_again_on_reschedule,
+        }
+    }
 }
 
 /// A Scheduled event for [`VM`] with NotBefore `notice` after `now`.

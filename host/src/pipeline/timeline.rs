@@ -1,5 +1,6 @@
 //! What the daemon reports as it works, for people and tests: one `TimelineEntry` per
-//! step (document seen, transition, plugin asked and answered, approval), broadcast.
+//! step (document seen, transition, plugin asked and answered, approval). The pipeline emits
+//! them as actions; the shell broadcasts them (`daemon::timeline_broadcast`).
 
 use serde::Serialize;
 
@@ -82,7 +83,7 @@ pub enum TimelineEntry {
         /// The plugin that logged the line.
         plugin: String,
         /// The level the plugin logged the line at.
-        level: forewarn_runtime::LogLevel,
+        level: LogLevel,
         /// The line as the plugin wrote it.
         message: String,
     },
@@ -135,10 +136,41 @@ pub enum TimelineEntry {
     },
 }
 
-/// Sender half: the daemon keeps it; anyone may `subscribe()`.
-pub(crate) type Timeline = tokio::sync::broadcast::Sender<TimelineEntry>;
+/// How important a plugin's log line is, as the plugin said (stdout counts as info, stderr
+/// as warn): the runtime's level, as the pipeline records it (`plugins::convert` maps it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogLevel {
+    /// Detail for debugging the plugin.
+    Trace,
+    /// Detail for debugging a deployment.
+    Debug,
+    /// What the plugin did (stdout too).
+    Info,
+    /// Something the operator should look at (stderr too).
+    Warn,
+    /// Something failed.
+    Error,
+}
 
-/// A timeline with room for bursts; slow readers miss entries rather than slowing the daemon.
-pub fn new_timeline() -> Timeline {
-    tokio::sync::broadcast::channel(1024).0
+impl LogLevel {
+    /// The lower-case name: `info`, `warn`, ...
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Trace => "trace",
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Warn => "warn",
+            LogLevel::Error => "error",
+        }
+    }
+}
+
+/// One line a plugin logged during a call, already escaped and cut by the runtime.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PluginLogLine {
+    /// How important the plugin said it is.
+    pub level: LogLevel,
+    /// The text.
+    pub message: String,
 }

@@ -21,28 +21,47 @@ pub struct BundledPlugin {
     pub manifest: &'static str,
 }
 
+/// Each bundled plugin: its name, the package under `plugins/` that builds it (the key of the
+/// generated `ALL` table: `host/build.rs` builds these packages), and the manifest it ships
+/// with. The name is the plugin's everywhere else (files, config, logs); the package name only
+/// has to be unique in the workspace (the notify plugin's is `notify-plugin`: `notify` is
+/// also the file-watching crate's).
+const SHIPPED: &[(&str, &str, &str)] = &[
+    (
+        "lb-drain",
+        "lb-drain",
+        include_str!("../../../plugins/lb-drain/lb-drain.toml"),
+    ),
+    (
+        "checkpoint",
+        "checkpoint",
+        include_str!("../../../plugins/checkpoint/checkpoint.toml"),
+    ),
+    (
+        "graceful-shutdown",
+        "graceful-shutdown",
+        include_str!("../../../plugins/graceful-shutdown/graceful-shutdown.toml"),
+    ),
+    (
+        "notify",
+        "notify-plugin",
+        include_str!("../../../plugins/notify/notify.toml"),
+    ),
+];
+
 /// The bundled plugins, in the order they are documented.
 pub fn bundled_plugins() -> Vec<BundledPlugin> {
-    embedded::ALL
+    SHIPPED
         .iter()
-        .map(|(name, wasm)| BundledPlugin {
-            name,
-            wasm,
-            manifest: default_manifest(name),
+        .filter_map(|&(name, package, manifest)| {
+            let (_, wasm) = embedded::ALL.iter().find(|(built, _)| *built == package)?;
+            Some(BundledPlugin {
+                name,
+                wasm,
+                manifest,
+            })
         })
         .collect()
-}
-
-fn default_manifest(name: &str) -> &'static str {
-    match name {
-        "lb-drain" => include_str!("../../../plugins/lb-drain/lb-drain.toml"),
-        "checkpoint" => include_str!("../../../plugins/checkpoint/checkpoint.toml"),
-        "graceful-shutdown" => {
-            include_str!("../../../plugins/graceful-shutdown/graceful-shutdown.toml")
-        }
-        "notify" => include_str!("../../../plugins/notify/notify.toml"),
-        _ => "",
-    }
 }
 
 impl BundledPlugin {

@@ -57,14 +57,10 @@ pub fn write(lang: Lang, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
 
 /// A file starting with `#!` (the JS SDK's `forewarn-build-js`) is written executable.
 fn make_executable_if_script(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    #[cfg(unix)]
     if bytes.starts_with(b"#!") {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+        forewarn_platform::file_access::make_executable(path)
             .with_context(|| format!("cannot make {} executable", path.display()))?;
     }
-    #[cfg(not(unix))]
-    let _ = (path, bytes);
     Ok(())
 }
 

@@ -9,9 +9,13 @@ use forewarn_imds::EventType;
 use forewarn_runtime::trust::{self, FileRules, Owners, TrustError};
 use forewarn_runtime::{CertificateDer, Grants, HttpResponseLimit, PluginSettings};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
-/// Default time a plugin has to answer one call.
-pub(crate) const DEFAULT_BUDGET: Duration = Duration::from_secs(10);
+pub(crate) use crate::pipeline::roster::DEFAULT_BUDGET;
+/// What a plugin's failure means for the approval: it lives with the pipeline's terms.
+pub use crate::pipeline::roster::FailurePolicy;
+use crate::pipeline::roster::{PluginTerms, Subscription};
+
 /// Longest budget a manifest may give: the longest standard IMDS notice (15 minutes); a
 /// huge one would overflow time arithmetic.
 pub(crate) const MAX_BUDGET: Duration = Duration::from_secs(15 * 60);
@@ -55,50 +59,6 @@ pub struct PluginManifest {
     /// not start) means for the approval: `hold` (the default) or `approve` (an advisory
     /// plugin, such as notify). See "Plugin failure policy" in docs/operations.md.
     pub on_failure: FailurePolicy,
-}
-
-/// What a plugin's failure means for the approval of the event it was preparing for, in
-/// the manner of Envoy's `FailurePolicy` (`hold` is FAIL_CLOSED, `approve` FAIL_OPEN).
-/// A defer is an answer, not a failure: it holds under both.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FailurePolicy {
-    /// A failed call counts as a defer: the plugin is asked again, and the event is not
-    /// approved without it (it starts at NotBefore). A plugin that cannot run never approves
-    /// maintenance by accident.
-    #[default]
-    Hold,
-    /// A failed call counts as consent: the plugin is advisory, and the event may be
-    /// approved early without it.
-    Approve,
-}
-
-impl FailurePolicy {
-    /// The manifest value: "hold" or "approve".
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailurePolicy::Hold => "hold",
-            FailurePolicy::Approve => "approve",
-        }
-    }
-
-    /// What the policy means, in a few words (for `plugin check` and `forewarn status`).
-    pub fn meaning(self) -> &'static str {
-        match self {
-            FailurePolicy::Hold => {
-                "a failed call holds the approval (the event waits for the plugin, or for NotBefore)"
-            }
-            FailurePolicy::Approve => {
-                "a failed call counts as consent (advisory: the event is approved without it)"
-            }
-        }
-    }
-}
-
-impl std::fmt::Display for FailurePolicy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.pad(self.as_str())
-    }
 }
 
 /// A config value: written as a TOML string, number or boolean, read by the plugin as text.
@@ -330,21 +290,26 @@ impl PluginManifest {
         Ok(())
     }
 
-    /// Whether the plugin wants calls for events of this type. A type forewarn does not know
-    /// could be the most disruptive: every plugin that prepares for any type is called for
-    /// it (one listing only "Unknown" too).
-    pub(crate) fn subscribes_to(&self, event_type: EventType) -> bool {
-        if event_type == EventType::Unknown {
-            return !self.subscribe.is_empty();
+    /// What the pipeline reads of this manifest (subscriptions, `after`, budget,
+    /// prepare-time, failure policy, prepare-again-on-reschedule).
+    pub(crate) fn terms(&self) -> PluginTerms {
+        PluginTerms {
+            subscribe: Subscription::of_names(&self.subscribe),
+            after: self.after.clone(),
+            budget: self.budget,
+            prepare_time: self.prepare_time,
+            on_failure: self.on_failure,
+            prepare_again_on_reschedule: self.prepare_again_on_reschedule,
         }
-        self.subscribe
-            .iter()
-            .any(|name| name == "*" || EventType::from_wire(name) == event_type)
     }
 
-    /// How long the whole preparation takes, for planning: `prepare-time`, else the budget.
-    pub(crate) fn preparation_need(&self) -> Duration {
-        self.prepare_time.unwrap_or(self.budget)
+    /// A digest of every field (the certificates of `http-ca-file` included), for telling
+    /// versions of a plugin apart within one run of the daemon: a change to any setting (a
+    /// memory cap, a grant) makes a new version, which lifts its quarantine. It hashes the
+    /// derived `Debug` text, which shows every field as the derived `PartialEq` compares
+    /// them and cannot fail; it is never stored.
+    pub(crate) fn digest(&self) -> String {
+        hex::encode(Sha256::digest(format!("{self:?}")))
     }
 
     /// The settings the runtime enforces for this plugin.

@@ -37,6 +37,17 @@ impl LoadedPlugin {
     pub fn name(&self) -> &str {
         self.plugin.name()
     }
+
+    /// What tells this version of the plugin from another: its component's sha256 and a
+    /// digest of its manifest (a new `.wasm` or a changed `.toml` is a new version).
+    fn version(&self) -> String {
+        version_of(self.plugin.content_hash(), &self.manifest)
+    }
+}
+
+/// A plugin's version: its component's sha256 and its manifest's digest.
+fn version_of(content_hash: &str, manifest: &PluginManifest) -> String {
+    format!("{content_hash}/{}", manifest.digest())
 }
 
 /// The plugins live at one moment, in dependency order. Replaced whole on reload, so a
@@ -139,17 +150,14 @@ impl PluginSet {
         let mut roster = Roster::new(
             plugins
                 .iter()
-                .map(|plugin| (plugin.name().to_owned(), plugin.manifest.clone()))
+                .map(|plugin| (plugin.name().to_owned(), plugin.manifest.terms()))
                 .collect(),
         );
-        let hashes = plugins
+        let versions = plugins
             .iter()
-            .map(|plugin| {
-                let hash = plugin.plugin.content_hash().to_owned();
-                (plugin.name().to_owned(), hash)
-            })
+            .map(|plugin| (plugin.name().to_owned(), plugin.version()))
             .collect();
-        roster.set_content_hashes(&hashes);
+        roster.set_versions(&versions);
         let mut by_name: BTreeMap<String, LoadedPlugin> = plugins
             .into_iter()
             .map(|plugin| (plugin.name().to_owned(), plugin))
@@ -319,6 +327,29 @@ pub(crate) type SharedPlugins = tokio::sync::watch::Receiver<Arc<PluginSet>>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn any_change_to_the_manifest_or_the_component_is_a_new_version() {
+        let manifest = PluginManifest::parse("budget = \"5s\"").unwrap();
+        let same = PluginManifest::parse("budget = \"5s\"").unwrap();
+        assert_eq!(version_of("abc", &manifest), version_of("abc", &same));
+        assert_ne!(version_of("abc", &manifest), version_of("abd", &same));
+        // Settings the pipeline never reads still make a new version (a raised memory cap
+        // lifts a quarantine).
+        for other in [
+            "budget = \"5s\"\nmemory = \"128MiB\"",
+            "budget = \"5s\"\n[config]\nurl = \"http://127.0.0.1:1\"",
+            "budget = \"5s\"\n[capabilities]\nreadiness = true",
+        ] {
+            let changed = PluginManifest::parse(other).unwrap();
+            assert_eq!(manifest.terms(), changed.terms(), "{other}");
+            assert_ne!(
+                version_of("abc", &manifest),
+                version_of("abc", &changed),
+                "{other}"
+            );
+        }
+    }
 
     #[test]
     fn plugin_names_come_from_file_stems() {

@@ -260,11 +260,7 @@ fn sign_with_ssh_keygen(digest: &Digest, key_path: &Path) -> Result<Vec<u8>, Sup
 }
 
 fn abbreviate(line: &str) -> String {
-    let line = line.trim();
-    match line.char_indices().nth(24) {
-        Some((cut, _)) => format!("{}…", &line[..cut]),
-        None => line.to_owned(),
-    }
+    forewarn_runtime::cut_to_chars(line.trim(), 24)
 }
 
 #[cfg(test)]

@@ -120,6 +120,18 @@ pub(super) fn try_lock_dir(dir: &Path) -> io::Result<Option<File>> {
     }
 }
 
+pub(super) fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+pub(super) fn make_executable(path: &Path) -> io::Result<()> {
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755))
+}
+
+pub(super) fn is_device_error(error: &io::Error) -> bool {
+    error.raw_os_error() == Some(libc::EIO)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

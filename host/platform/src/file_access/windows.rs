@@ -7,7 +7,6 @@
 use std::ffi::OsStr;
 use std::fs::{self, File, Metadata, OpenOptions};
 use std::io;
-use std::os::windows::ffi::OsStrExt;
 use std::os::windows::fs::OpenOptionsExt;
 use std::os::windows::io::AsRawHandle;
 use std::path::Path;
@@ -29,6 +28,7 @@ use windows_sys::Win32::Security::{
 use windows_sys::Win32::System::Threading::{GetCurrentProcess, OpenProcessToken};
 
 use super::{Distrust, Owners};
+use crate::wide_text::{from_wide_ptr, wide};
 
 /// `FILE_FLAG_OPEN_REPARSE_POINT`: open a symbolic link (or junction) itself.
 const OPEN_REPARSE_POINT: u32 = 0x0020_0000;
@@ -143,7 +143,7 @@ fn sid_text(sid: &[u8]) -> String {
         if ConvertSidToStringSidW(sid.as_ptr() as PSID, &mut text) == 0 {
             return "an unknown account".to_owned();
         }
-        let copied = from_wide_ptr(text);
+        let copied = from_wide_ptr(text).to_string_lossy().into_owned();
         LocalFree(text.cast());
         copied
     }
@@ -518,23 +518,17 @@ pub(super) fn try_lock_dir(dir: &Path) -> io::Result<Option<File>> {
     }
 }
 
-fn wide(text: &OsStr) -> Vec<u16> {
-    text.encode_wide().chain(std::iter::once(0)).collect()
+pub(super) fn sync_dir(_dir: &Path) -> io::Result<()> {
+    Ok(())
 }
 
-/// A NUL-terminated UTF-16 string, copied.
-///
-/// # Safety
-/// `text` must point to a NUL-terminated UTF-16 string.
-unsafe fn from_wide_ptr(text: *const u16) -> String {
-    let mut length = 0;
-    // SAFETY: the caller's promise: a terminating NUL exists.
-    unsafe {
-        while *text.add(length) != 0 {
-            length += 1;
-        }
-        String::from_utf16_lossy(std::slice::from_raw_parts(text, length))
-    }
+pub(super) fn make_executable(_path: &Path) -> io::Result<()> {
+    Ok(())
+}
+
+pub(super) fn is_device_error(error: &io::Error) -> bool {
+    use windows_sys::Win32::Foundation::{ERROR_CRC, ERROR_IO_DEVICE};
+    matches!(error.raw_os_error(), Some(code) if code == ERROR_IO_DEVICE as i32 || code == ERROR_CRC as i32)
 }
 
 #[cfg(test)]

@@ -31,6 +31,15 @@ pub(super) fn prepare(command: &mut Command, limits: Limits) {
     }
 }
 
+pub(super) fn request_stop(child: &impl Spawned) -> bool {
+    let Some(pid) = child.pid().and_then(|pid| libc::pid_t::try_from(pid).ok()) else {
+        return false;
+    };
+    // SAFETY: kill(2) on a pid this process spawned and has not reaped (`pid()` is None
+    // once it has been), so the pid cannot have been reused.
+    unsafe { libc::kill(pid, libc::SIGTERM) == 0 }
+}
+
 /// The process group a child leads.
 pub(super) struct Tree {
     id: Option<libc::pid_t>,

@@ -32,6 +32,10 @@ pub(super) fn prepare(command: &mut Command, _limits: Limits) {
     command.creation_flags(CREATE_SUSPENDED | CREATE_NO_WINDOW);
 }
 
+pub(super) fn request_stop(_child: &impl Spawned) -> bool {
+    false
+}
+
 /// The Job Object holding the child and what it started.
 pub(super) struct Tree {
     job: Option<OwnedHandle>,

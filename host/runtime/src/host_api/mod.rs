@@ -63,7 +63,7 @@ mod tests {
     use std::sync::Arc;
 
     use crate::capabilities::Grants;
-    use crate::capabilities::key_value::MemoryStateStore;
+    use crate::capabilities::key_value::MemoryKeyValueStore;
     use crate::capabilities::testing::call;
     use crate::services::HostServices;
     use crate::wit::latest::HostError;
@@ -71,7 +71,7 @@ mod tests {
 
     fn state(preparing: bool) -> crate::call_state::CallState {
         let services = HostServices {
-            state: Arc::new(MemoryStateStore::default()),
+            state: Arc::new(MemoryKeyValueStore::default()),
             ..HostServices::default()
         };
         let mut state = call(Grants::default(), services);

@@ -31,10 +31,12 @@ fn a_quarantined_plugin_is_listed_and_the_events_it_holds_say_so() {
         .events
         .insert("E1".into(), std::sync::Arc::new(progress));
     let roster = Roster::new(vec![
-        ("guard".into(), PluginManifest::default()),
+        ("guard".into(), PluginManifest::default().terms()),
         (
             "notify".into(),
-            PluginManifest::parse("on-failure = \"approve\"").unwrap(),
+            PluginManifest::parse("on-failure = \"approve\"")
+                .unwrap()
+                .terms(),
         ),
     ]);
     let plugins = PluginSet::of_roster(roster);

@@ -7,7 +7,7 @@ use std::time::Duration;
 use forewarn_imds::{EventType, ScheduledEvent};
 
 use super::*;
-use crate::daemon::journal_record::{self, JournalRecord};
+use crate::daemon::journal_schema::{self, JournalRecord};
 use crate::pipeline::approval::post::APPROVAL_RETRY;
 use crate::pipeline::approval::{BarrierRequest, BarrierVerdict};
 use crate::pipeline::clock;
@@ -498,7 +498,7 @@ fn a_journal_from_the_previous_release_resumes_without_preparing_again() {
     let text = include_str!("../../../tests/fixtures/journal-v1-mid-preparation.json");
     let record: JournalRecord = serde_json::from_str(text).expect("the old journal parses");
     assert_eq!(record.version, 1);
-    let state = journal_record::resume(Some(record));
+    let state = journal_schema::resume(Some(record));
     let (id, progress) = state.events.iter().next().expect("one event");
     let id = id.clone();
     assert!(progress.plugin("drain").prepared);
@@ -534,7 +534,7 @@ fn a_journal_from_the_previous_release_resumes_without_preparing_again() {
         harness.persisted.clone().expect("persisted"),
         Default::default(),
     );
-    assert_eq!(record.version, journal_record::JOURNAL_VERSION);
+    assert_eq!(record.version, journal_schema::JOURNAL_VERSION);
 }
 
 #[test]

@@ -5,12 +5,12 @@ use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
 
 use forewarn_imds::ScheduledEvent;
-use forewarn_runtime::PluginLogLine;
 
 use crate::pipeline::clock::from_unix_ms;
 use crate::pipeline::policy::LeadTime;
 use crate::pipeline::roster::{Member, Roster};
 use crate::pipeline::state::{AnswerOutcome, CallPhase, EventProgress, Handling, PluginProgress};
+use crate::pipeline::timeline::PluginLogLine;
 
 /// Shortest wait before asking a deferring plugin again.
 pub(crate) const MIN_RETRY: Duration = Duration::from_millis(100);

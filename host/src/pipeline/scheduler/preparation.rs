@@ -23,7 +23,7 @@ pub(crate) fn chain_needs(subscribers: &[&Member], roster: &Roster) -> HashMap<S
             .filter_map(|other| needs.get(&other.name).copied())
             .max()
             .unwrap_or(Duration::ZERO);
-        let own = member.manifest.preparation_need();
+        let own = member.terms.preparation_need();
         needs.insert(member.name.clone(), own.saturating_add(after_it));
     }
     needs
@@ -147,7 +147,7 @@ pub(crate) fn prepare(
             });
         }
         own.prepare_attempts += 1;
-        let budget = prepare_budget(member.manifest.budget, deadline, now);
+        let budget = prepare_budget(member.terms.budget, deadline, now);
         calls.push(planned(progress, member, CallPhase::Prepare, budget));
     }
     Preparation::Calls { calls, shortened }
@@ -182,7 +182,7 @@ fn unprepared_predecessors(
         .predecessors(&member.name)
         .iter()
         .filter_map(|before| schedule.roster.get(before))
-        .filter(|other| other.manifest.subscribes_to(event_type))
+        .filter(|other| other.terms.subscribes_to(event_type))
         .filter(|other| !consented(progress, other, schedule))
         .map(|other| other.name.clone())
         .collect()

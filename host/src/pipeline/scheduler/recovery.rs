@@ -32,7 +32,7 @@ pub(crate) fn tell_started(
     let mut calls = Vec::new();
     for member in due {
         let own = shared.plugin(&member.name);
-        let budget = member.manifest.budget;
+        let budget = member.terms.budget;
         if last_chance && own.prepare_attempts == 0 && !own.prepared {
             let progress = Arc::make_mut(shared);
             progress.plugin_mut(&member.name).prepare_attempts += 1;
@@ -85,7 +85,7 @@ pub(crate) fn recover(
     for member in due {
         let progress = Arc::make_mut(shared);
         progress.plugin_mut(&member.name).recovery_attempts += 1;
-        calls.push(planned(progress, member, phase, member.manifest.budget));
+        calls.push(planned(progress, member, phase, member.terms.budget));
     }
     Recovery::Calls(calls)
 }

@@ -4,8 +4,8 @@ use std::time::{Duration, SystemTime};
 
 use super::plan::*;
 use crate::pipeline::clock::unix_ms;
+use crate::pipeline::roster::FailurePolicy;
 use crate::pipeline::state::{Answer, AnswerOutcome, CallPhase, EventProgress, PluginProgress};
-use crate::plugins::manifest::FailurePolicy;
 
 /// Records `reply` from `plugin` for `phase` in `progress` at `now`, and when to ask again;
 /// returns the answer as journaled. A failed prepare call of a plugin whose `on-failure` is

@@ -9,10 +9,10 @@ use forewarn_imds::EventType;
 use super::*;
 use crate::pipeline::clock::unix_ms;
 use crate::pipeline::policy::LeadTime;
+use crate::pipeline::roster::FailurePolicy;
 use crate::pipeline::roster::Roster;
 use crate::pipeline::state::{AnswerOutcome, CallPhase, Handling};
 use crate::pipeline::test_harness::{self, defer, event, roster, t0};
-use crate::plugins::manifest::FailurePolicy;
 
 const SECOND: Duration = Duration::from_secs(1);
 const MARGIN: Duration = Duration::from_secs(2);

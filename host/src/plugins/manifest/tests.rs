@@ -31,10 +31,10 @@ fn full_manifest_parses() {
             "#,
     )
     .unwrap();
-    assert!(manifest.subscribes_to(EventType::Preempt));
-    assert!(!manifest.subscribes_to(EventType::Freeze));
+    assert!(manifest.terms().subscribes_to(EventType::Preempt));
+    assert!(!manifest.terms().subscribes_to(EventType::Freeze));
     assert!(
-        manifest.subscribes_to(EventType::Unknown),
+        manifest.terms().subscribes_to(EventType::Unknown),
         "an unknown type could be as disruptive as any"
     );
     assert_eq!(manifest.budget, Duration::from_secs(5));
@@ -51,9 +51,9 @@ fn full_manifest_parses() {
 fn empty_manifest_means_everything_with_defaults() {
     let manifest = PluginManifest::parse("").unwrap();
     for event_type in EventType::KNOWN {
-        assert!(manifest.subscribes_to(event_type));
+        assert!(manifest.terms().subscribes_to(event_type));
     }
-    assert!(manifest.subscribes_to(EventType::Unknown));
+    assert!(manifest.terms().subscribes_to(EventType::Unknown));
     assert_eq!(manifest.budget, DEFAULT_BUDGET);
 }
 

@@ -6,7 +6,7 @@
 pub(crate) mod store;
 
 pub use store::{
-    DiskBudget, MemoryStateStore, STATE_DISK_BYTES_PER_CALL, StateStore, StateStoreError,
+    DiskBudget, KeyValueStore, KeyValueStoreError, MemoryKeyValueStore, STATE_DISK_BYTES_PER_CALL,
 };
 
 use crate::call_state::CallState;
@@ -56,9 +56,9 @@ pub(crate) async fn delete(call: &mut CallState, key: String) -> Result<(), Host
 }
 
 /// Counts one state write of `bytes` against the call's limits; Err names the limit.
-fn take_write(call: &mut CallState, bytes: usize) -> Result<(), StateStoreError> {
+fn take_write(call: &mut CallState, bytes: usize) -> Result<(), KeyValueStoreError> {
     if call.state_writes >= STATE_WRITES_PER_CALL {
-        return Err(StateStoreError::Refused(format!(
+        return Err(KeyValueStoreError::Refused(format!(
             "plugin `{}` made more than {STATE_WRITES_PER_CALL} state writes in one call; \
              keep related values under one key, or write once at the end of the call",
             call.plugin
@@ -66,7 +66,7 @@ fn take_write(call: &mut CallState, bytes: usize) -> Result<(), StateStoreError>
     }
     let total = call.state_write_bytes.saturating_add(bytes);
     if total > STATE_WRITE_BYTES_PER_CALL {
-        return Err(StateStoreError::Refused(format!(
+        return Err(KeyValueStoreError::Refused(format!(
             "plugin `{}` wrote more than {STATE_WRITE_BYTES_PER_CALL} bytes of state in one \
              call; store less, or spread the writes over calls",
             call.plugin
@@ -96,10 +96,10 @@ async fn off_the_workers(
 
 /// How a state store's error reaches the plugin: a rule it broke is `invalid`, a store
 /// that failed is `failed`.
-fn host_error(error: StateStoreError) -> HostError {
+fn host_error(error: KeyValueStoreError) -> HostError {
     match error {
-        StateStoreError::Refused(message) => HostError::Invalid(message),
-        StateStoreError::Failed(message) => HostError::Failed(message),
+        KeyValueStoreError::Refused(message) => HostError::Invalid(message),
+        KeyValueStoreError::Failed(message) => HostError::Failed(message),
     }
 }
 
@@ -114,7 +114,7 @@ mod tests {
 
     fn memory_call() -> CallState {
         let services = HostServices {
-            state: Arc::new(MemoryStateStore::default()),
+            state: Arc::new(MemoryKeyValueStore::default()),
             ..HostServices::default()
         };
         call(Grants::default(), services)
@@ -182,7 +182,7 @@ mod tests {
 
     const FILE_BYTES: u64 = 1024 * 1024;
 
-    impl StateStore for WholeFileStore {
+    impl KeyValueStore for WholeFileStore {
         fn get(&self, _plugin: &str, _key: &str) -> Option<Vec<u8>> {
             None
         }
@@ -190,7 +190,7 @@ mod tests {
         fn set(&self, _: &str, _: &str, _: &[u8], budget: DiskBudget) -> WriteResult {
             match budget.allows(FILE_BYTES) {
                 true => Ok(FILE_BYTES),
-                false => Err(StateStoreError::Refused("over the disk budget".into())),
+                false => Err(KeyValueStoreError::Refused("over the disk budget".into())),
             }
         }
 
@@ -199,7 +199,7 @@ mod tests {
         }
     }
 
-    type WriteResult = Result<u64, StateStoreError>;
+    type WriteResult = Result<u64, KeyValueStoreError>;
 
     #[tokio::test]
     async fn a_call_writes_to_disk_no_more_than_its_budget() {

@@ -6,9 +6,9 @@ use std::sync::Mutex;
 
 use crate::mutex::lock;
 
-/// Why a [`StateStore`] did not store or delete a value.
+/// Why a [`KeyValueStore`] did not store or delete a value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum StateStoreError {
+pub enum KeyValueStoreError {
     /// The operation breaks a rule the plugin can keep (over its quota, too many writes in
     /// one call): the plugin sees `invalid` with this text.
     #[error("{0}")]
@@ -25,13 +25,13 @@ pub enum StateStoreError {
 pub const STATE_DISK_BYTES_PER_CALL: u64 = 4 * 1024 * 1024;
 
 /// Durable per-plugin key/value storage behind `state-get`, `state-set`, `state-delete`.
-/// The daemon implements it on disk; `MemoryStateStore` serves tests and `plugin check`.
+/// The daemon implements it on disk; `MemoryKeyValueStore` serves tests and `plugin check`.
 ///
 /// A write gets `disk_budget`, what its call may still write to disk
 /// ([`STATE_DISK_BYTES_PER_CALL`] less what its earlier writes wrote), and answers how many
 /// bytes it wrote. A write that would put more than `disk_budget` on disk is refused
-/// ([`StateStoreError::Refused`]) — unless it is its call's first, which is always allowed.
-pub trait StateStore: Send + Sync {
+/// ([`KeyValueStoreError::Refused`]) — unless it is its call's first, which is always allowed.
+pub trait KeyValueStore: Send + Sync {
     /// The value stored under `key` for `plugin`, if any. Never waits for a write.
     fn get(&self, plugin: &str, key: &str) -> Option<Vec<u8>>;
     /// Stores `value`; durable when this returns Ok, with the bytes written to disk. Err
@@ -42,14 +42,14 @@ pub trait StateStore: Send + Sync {
         key: &str,
         value: &[u8],
         disk_budget: DiskBudget,
-    ) -> Result<u64, StateStoreError>;
+    ) -> Result<u64, KeyValueStoreError>;
     /// Removes `key`, with the bytes written to disk; no error if it was absent.
     fn delete(
         &self,
         plugin: &str,
         key: &str,
         disk_budget: DiskBudget,
-    ) -> Result<u64, StateStoreError>;
+    ) -> Result<u64, KeyValueStoreError>;
 }
 
 /// What one state write may put on disk: the rest of its call's
@@ -85,13 +85,13 @@ impl DiskBudget {
     }
 }
 
-/// A `StateStore` that forgets everything when dropped.
+/// A `KeyValueStore` that forgets everything when dropped.
 #[derive(Default)]
-pub struct MemoryStateStore {
+pub struct MemoryKeyValueStore {
     values: Mutex<HashMap<(String, String), Vec<u8>>>,
 }
 
-impl StateStore for MemoryStateStore {
+impl KeyValueStore for MemoryKeyValueStore {
     fn get(&self, plugin: &str, key: &str) -> Option<Vec<u8>> {
         lock(&self.values)
             .get(&(plugin.to_owned(), key.to_owned()))
@@ -105,7 +105,7 @@ impl StateStore for MemoryStateStore {
         key: &str,
         value: &[u8],
         _disk_budget: DiskBudget,
-    ) -> Result<u64, StateStoreError> {
+    ) -> Result<u64, KeyValueStoreError> {
         lock(&self.values).insert((plugin.to_owned(), key.to_owned()), value.to_vec());
         Ok(0)
     }
@@ -115,7 +115,7 @@ impl StateStore for MemoryStateStore {
         plugin: &str,
         key: &str,
         _disk_budget: DiskBudget,
-    ) -> Result<u64, StateStoreError> {
+    ) -> Result<u64, KeyValueStoreError> {
         lock(&self.values).remove(&(plugin.to_owned(), key.to_owned()));
         Ok(0)
     }

@@ -247,7 +247,7 @@ fn a_new_version_lifts_the_quarantine_and_the_same_version_does_not() {
     assert!(harness.approvals().is_empty());
     // A new component: lifted, asked again at once, and the approval goes out.
     let mut fixed = roster(&plugins);
-    fixed.set_content_hashes(&BTreeMap::from([("crashy".into(), "fixed".into())]));
+    fixed.set_versions(&BTreeMap::from([("crashy".into(), "fixed".into())]));
     let reloaded_at = harness.now;
     harness.input(Input::Plugins(Arc::new(fixed)));
     harness.run_for(SECOND);
@@ -282,8 +282,8 @@ fn a_load_error_holds_unless_its_manifest_says_approve() {
 
 #[test]
 fn under_approve_only_a_failed_prepare_is_consent() {
+    use crate::pipeline::roster::FailurePolicy;
     use crate::pipeline::scheduler::record_reply;
-    use crate::plugins::manifest::FailurePolicy;
 
     // (phase, outcome, policy) → (prepared, retry pending)
     let rows = [

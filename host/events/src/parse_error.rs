@@ -1,5 +1,6 @@
 //! Why IMDS JSON was rejected: a whole document, or one entry of its `Events` set aside.
-//! A leaf module, so both the document types and the parser can name it.
+//! It lives beside the document types: a document keeps the entries it set aside as these, and
+//! the parser in `forewarn-imds` returns them.
 
 /// Why a piece of IMDS JSON was rejected. A document that is not JSON, not an object or has
 /// no `Events` array is rejected whole (the caller keeps its previous view and asks again);

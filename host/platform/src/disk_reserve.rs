@@ -8,7 +8,7 @@ use std::io;
 /// Allocates the bytes `offset..offset + len` of `file` without changing its size. Fails
 /// with `ErrorKind::Unsupported` where the platform or the filesystem cannot, and with the
 /// filesystem's error (a full disk) otherwise; nothing is allocated then.
-pub(crate) fn preallocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
+pub fn preallocate(file: &File, offset: u64, len: u64) -> io::Result<()> {
     #[cfg(target_os = "linux")]
     {
         use std::os::fd::AsRawFd;
@@ -38,7 +38,7 @@ pub(crate) fn preallocate(file: &File, offset: u64, len: u64) -> io::Result<()> 
 
 /// Where the blocks allocated to `file` end, as far as its metadata tells (its size or,
 /// with space preallocated beyond it, its allocated blocks).
-pub(crate) fn allocated_end(file: &File) -> io::Result<u64> {
+pub fn allocated_end(file: &File) -> io::Result<u64> {
     let metadata = file.metadata()?;
     #[cfg(unix)]
     {

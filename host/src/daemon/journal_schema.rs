@@ -5,7 +5,7 @@
 //! | --- | --- | --- |
 //! | 1 (no `version` field) | forewarn before the pipeline split | `tracker`, `events`, `readiness_holds` |
 //! | 2 | forewarn 0.1 before issue 19 | the same fields plus `version`; answers' `phase` and `outcome` typed |
-//! | 3 | this forewarn | the same fields plus `generation`: the change log (`journal.log`, see `state_journal`) of that generation applies on top |
+//! | 3 | this forewarn | the same fields plus `generation`: the change log (`journal.log`, see `journal`) of that generation applies on top |
 //!
 //! Every field has a default, so a field added later loads from an older file as its
 //! default; a change that defaults cannot express gets a new version and a step in

@@ -1,9 +1,9 @@
-//! Durable per-plugin key/value state behind the WIT host functions `state-get`, `state-set`
+//! The plugins' key-value store on disk behind the WIT host functions `state-get`, `state-set`
 //! and `state-delete`: one JSON file per plugin, bounded, written crash-safely.
 //!
 //! Each plugin's map lives in `DIR/<plugin>.json` as `{ "key": "<hex of the value>" }` and
-//! is rewritten with [`crate::daemon::journal::write_atomically`] on every change, so a `set` that
-//! returned Ok survives a crash. All files are loaded at [`PluginStateStore::open`]; reads
+//! is rewritten with [`crate::daemon::durable_file::write_atomically`] on every change, so a `set` that
+//! returned Ok survives a crash. All files are loaded at [`KeyValueFiles::open`]; reads
 //! are served from memory, from a snapshot that a write replaces once it is on disk: a read
 //! never waits for a write (nor for a disk that is slow to take it).
 //!
@@ -25,14 +25,14 @@ use std::time::{Duration, Instant, SystemTime};
 
 use forewarn_runtime::{DiskBudget, STATE_DISK_BYTES_PER_CALL};
 
-use crate::daemon::journal::{self, JournalError};
+use crate::daemon::durable_file::{self, DurableFileError};
 use crate::log_messages;
 use crate::ops::storage_health::StorageHealth;
-use crate::plugins::set::{MAX_PLUGIN_NAME_BYTES, name_problem};
-use crate::plugins::state_write_rate::{
+use crate::plugins::key_value_write_rate::{
     OverBudget, STATE_WRITE_BURST, STATE_WRITE_BURST_BYTES, STATE_WRITE_BYTES_PER_MINUTE,
     STATE_WRITES_PER_MINUTE, StateWriteRate,
 };
+use crate::plugins::set::{MAX_PLUGIN_NAME_BYTES, name_problem};
 
 /// Longest key a plugin may use, in bytes.
 pub(crate) const MAX_KEY_BYTES: usize = 256;
@@ -43,16 +43,16 @@ pub(crate) const MAX_TOTAL_BYTES: usize = 1024 * 1024;
 
 /// How much state each plugin may keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct StateLimits {
+pub(crate) struct KeyValueLimits {
     pub max_key_bytes: usize,
     pub max_value_bytes: usize,
     /// Sum over all entries of key length plus value length (raw bytes, not as encoded).
     pub max_total_bytes: usize,
 }
 
-impl Default for StateLimits {
+impl Default for KeyValueLimits {
     fn default() -> Self {
-        StateLimits {
+        KeyValueLimits {
             max_key_bytes: MAX_KEY_BYTES,
             max_value_bytes: MAX_VALUE_BYTES,
             max_total_bytes: MAX_TOTAL_BYTES,
@@ -62,14 +62,14 @@ impl Default for StateLimits {
 
 /// Why a state operation failed.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum StateError {
+pub(crate) enum KeyValueFilesError {
     /// The plugin name cannot be used as a file name.
     #[error(
         "plugin name {name:?} is not usable for its state file: {problem}; plugin names may use \
          only a-z, 0-9, '_' and '-', up to {MAX_PLUGIN_NAME_BYTES} bytes (rename the plugin)"
     )]
     InvalidPluginName { name: String, problem: &'static str },
-    /// A limit of [`StateLimits`] would be exceeded; nothing was changed.
+    /// A limit of [`KeyValueLimits`] would be exceeded; nothing was changed.
     #[error("plugin {plugin:?} is over its state quota: {detail}")]
     OverQuota { plugin: String, detail: String },
     /// The plugin wrote too much to disk lately ([`StateWriteRate`]); nothing was changed.
@@ -86,7 +86,7 @@ pub(crate) enum StateError {
     OverWriteBudget { plugin: String, retry_in: Duration },
     /// The state file could not be read or written.
     #[error("the state was not stored (reads still answer the value stored before): {0}")]
-    Storage(#[from] JournalError),
+    Storage(#[from] DurableFileError),
     /// The plugin's state file could not be read at start: writes would replace what it
     /// holds, so they are refused until forewarn restarts with the disk readable.
     #[error(
@@ -108,17 +108,17 @@ pub(crate) enum StateError {
 
 type StateMap = BTreeMap<String, Vec<u8>>;
 
-/// How a plugin's encoded state reaches its file: [`journal::write_atomically`], or in
+/// How a plugin's encoded state reaches its file: [`durable_file::write_atomically`], or in
 /// tests a writer that counts the bytes or blocks.
-type WriteFile = dyn Fn(&Path, &[u8]) -> Result<(), JournalError> + Send + Sync;
+type WriteFile = dyn Fn(&Path, &[u8]) -> Result<(), DurableFileError> + Send + Sync;
 
 /// Every plugin's durable key/value state. Safe to share between threads (`&self` methods).
 /// Each plugin has its own write lock, held while its file is written: one plugin's writes
 /// (and fsyncs) never wait for another's, and reads wait for none.
-pub(crate) struct PluginStateStore {
+pub(crate) struct KeyValueFiles {
     dir: PathBuf,
-    limits: StateLimits,
-    plugins: Mutex<HashMap<String, Arc<PluginState>>>,
+    limits: KeyValueLimits,
+    plugins: Mutex<HashMap<String, Arc<PluginKeyValues>>>,
     write_file: Arc<WriteFile>,
     /// Plugins whose file could not be read at start, with the error: their writes are refused.
     unreadable: HashMap<String, String>,
@@ -133,7 +133,7 @@ type Clock = dyn Fn() -> Instant + Send + Sync;
 
 /// One plugin's state: the map as it is on disk, which reads take without waiting, the
 /// lock that puts the plugin's writes one after the other, and its disk write budget.
-struct PluginState {
+struct PluginKeyValues {
     /// The map as last written. Replaced whole once a write is on disk; locked only to
     /// clone or replace the `Arc`, never across I/O.
     snapshot: Mutex<Arc<StateMap>>,
@@ -143,9 +143,9 @@ struct PluginState {
     writing: Mutex<StateWriteRate>,
 }
 
-impl PluginState {
+impl PluginKeyValues {
     fn new(map: StateMap, now: Instant) -> Self {
-        PluginState {
+        PluginKeyValues {
             snapshot: Mutex::new(Arc::new(map)),
             writing: Mutex::new(StateWriteRate::new(now)),
         }
@@ -162,10 +162,10 @@ impl PluginState {
     }
 }
 
-impl PluginStateStore {
+impl KeyValueFiles {
     /// Opens the store in `dir` (created with mode 0700 if needed) with the default limits.
-    pub(crate) fn open(dir: &Path) -> Result<Self, StateError> {
-        Self::open_with_limits(dir, StateLimits::default())
+    pub(crate) fn open(dir: &Path) -> Result<Self, KeyValueFilesError> {
+        Self::open_with_limits(dir, KeyValueLimits::default())
     }
 
     /// Opens the store in `dir` and loads every plugin's file. Unparsable files are moved
@@ -176,10 +176,13 @@ impl PluginStateStore {
     /// does not stop the start: it is logged, the plugins concerned start empty, and their
     /// writes fail (a missing directory is created by the first write that can). Only a
     /// directory or file that another user could have written is refused.
-    pub(crate) fn open_with_limits(dir: &Path, limits: StateLimits) -> Result<Self, StateError> {
-        match journal::create_private_dir(dir) {
+    pub(crate) fn open_with_limits(
+        dir: &Path,
+        limits: KeyValueLimits,
+    ) -> Result<Self, KeyValueFilesError> {
+        match durable_file::create_private_dir(dir) {
             Ok(()) => {}
-            Err(error @ JournalError::Io { .. }) => {
+            Err(error @ DurableFileError::Io { .. }) => {
                 tracing::error!(%error, "{}", log_messages::PLUGIN_STATE_NOT_WRITABLE)
             }
             Err(untrusted) => return Err(untrusted.into()),
@@ -190,21 +193,21 @@ impl PluginStateStore {
         for plugin in plugin_files_in(dir) {
             match load_plugin(dir, &plugin) {
                 Ok(map) => {
-                    plugins.insert(plugin, Arc::new(PluginState::new(map, now)));
+                    plugins.insert(plugin, Arc::new(PluginKeyValues::new(map, now)));
                 }
-                Err(error @ StateError::Quarantined { .. }) => tracing::error!("{error}"),
-                Err(StateError::Storage(error @ JournalError::Io { .. })) => {
+                Err(error @ KeyValueFilesError::Quarantined { .. }) => tracing::error!("{error}"),
+                Err(KeyValueFilesError::Storage(error @ DurableFileError::Io { .. })) => {
                     tracing::error!(plugin = %plugin, %error, "cannot read a plugin's state file: the plugin starts with empty state, and its writes are refused so they cannot replace the file");
                     unreadable.insert(plugin, error.to_string());
                 }
                 Err(error) => return Err(error),
             }
         }
-        Ok(PluginStateStore {
+        Ok(KeyValueFiles {
             dir: dir.to_path_buf(),
             limits,
             plugins: Mutex::new(plugins),
-            write_file: Arc::new(journal::write_atomically),
+            write_file: Arc::new(durable_file::write_atomically),
             unreadable,
             health: Arc::default(),
             clock: Arc::new(Instant::now),
@@ -213,19 +216,19 @@ impl PluginStateStore {
 
     /// The store reporting to `health` (shared with `/status` and `/metrics`).
     pub(crate) fn with_health(self, health: Arc<StorageHealth>) -> Self {
-        PluginStateStore { health, ..self }
+        KeyValueFiles { health, ..self }
     }
 
     /// The store reading the time from `clock` (for the write budgets).
     #[cfg(test)]
     fn with_clock(self, clock: Arc<Clock>) -> Self {
-        PluginStateStore { clock, ..self }
+        KeyValueFiles { clock, ..self }
     }
 
-    /// The store with `write_file` in place of [`journal::write_atomically`].
+    /// The store with `write_file` in place of [`durable_file::write_atomically`].
     #[cfg(test)]
     fn with_writer(self, write_file: Arc<WriteFile>) -> Self {
-        PluginStateStore { write_file, ..self }
+        KeyValueFiles { write_file, ..self }
     }
 
     /// The value `plugin` stored under `key`, if any. Invalid names simply have no state.
@@ -244,7 +247,7 @@ impl PluginStateStore {
         key: &str,
         value: &[u8],
         budget: DiskBudget,
-    ) -> Result<u64, StateError> {
+    ) -> Result<u64, KeyValueFilesError> {
         validate_plugin_name(plugin)?;
         self.check_entry(plugin, key, value)?;
         let entry = self.entry(plugin);
@@ -269,7 +272,7 @@ impl PluginStateStore {
         plugin: &str,
         key: &str,
         budget: DiskBudget,
-    ) -> Result<u64, StateError> {
+    ) -> Result<u64, KeyValueFilesError> {
         validate_plugin_name(plugin)?;
         let Some(entry) = self.table().get(plugin).cloned() else {
             return Ok(0);
@@ -286,7 +289,7 @@ impl PluginStateStore {
         Ok(written)
     }
 
-    /// Bytes `plugin` uses against [`StateLimits::max_total_bytes`].
+    /// Bytes `plugin` uses against [`KeyValueLimits::max_total_bytes`].
     #[cfg(test)]
     pub(crate) fn usage(&self, plugin: &str) -> usize {
         let Some(entry) = self.table().get(plugin).cloned() else {
@@ -296,20 +299,20 @@ impl PluginStateStore {
     }
 
     /// Locks the table of plugins, held only to find (or add) one plugin's state.
-    fn table(&self) -> MutexGuard<'_, HashMap<String, Arc<PluginState>>> {
+    fn table(&self) -> MutexGuard<'_, HashMap<String, Arc<PluginKeyValues>>> {
         lock(&self.plugins)
     }
 
     /// `plugin`'s state, created empty on first use.
-    fn entry(&self, plugin: &str) -> Arc<PluginState> {
+    fn entry(&self, plugin: &str) -> Arc<PluginKeyValues> {
         let now = (self.clock)();
         self.table()
             .entry(plugin.to_owned())
-            .or_insert_with(|| Arc::new(PluginState::new(StateMap::new(), now)))
+            .or_insert_with(|| Arc::new(PluginKeyValues::new(StateMap::new(), now)))
             .clone()
     }
 
-    fn check_entry(&self, plugin: &str, key: &str, value: &[u8]) -> Result<(), StateError> {
+    fn check_entry(&self, plugin: &str, key: &str, value: &[u8]) -> Result<(), KeyValueFilesError> {
         if key.len() > self.limits.max_key_bytes {
             return Err(over_quota(
                 plugin,
@@ -335,7 +338,7 @@ impl PluginStateStore {
         Ok(())
     }
 
-    fn check_total(&self, plugin: &str, map: &StateMap) -> Result<(), StateError> {
+    fn check_total(&self, plugin: &str, map: &StateMap) -> Result<(), KeyValueFilesError> {
         let total = total_bytes(map);
         if total <= self.limits.max_total_bytes {
             return Ok(());
@@ -358,9 +361,9 @@ impl PluginStateStore {
         map: &StateMap,
         budget: DiskBudget,
         rate: &mut StateWriteRate,
-    ) -> Result<u64, StateError> {
+    ) -> Result<u64, KeyValueFilesError> {
         if let Some(error) = self.unreadable.get(plugin) {
-            return Err(StateError::Unreadable {
+            return Err(KeyValueFilesError::Unreadable {
                 plugin: plugin.to_owned(),
                 error: error.clone(),
             });
@@ -370,7 +373,7 @@ impl PluginStateStore {
             .iter()
             .map(|(key, value)| (key.as_str(), hex::encode(value)))
             .collect();
-        let bytes = journal::encode_json(&path, &encoded)?;
+        let bytes = durable_file::encode_json(&path, &encoded)?;
         let size = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
         if !budget.allows(size) {
             return Err(over_disk_budget(plugin, size, budget));
@@ -378,13 +381,13 @@ impl PluginStateStore {
         let now = (self.clock)();
         if let Err(OverBudget { retry_in }) = rate.check(now) {
             self.refused_over_budget(plugin, rate, now);
-            return Err(StateError::OverWriteBudget {
+            return Err(KeyValueFilesError::OverWriteBudget {
                 plugin: plugin.to_owned(),
                 retry_in,
             });
         }
-        let written =
-            journal::create_private_dir(&self.dir).and_then(|()| (self.write_file)(&path, &bytes));
+        let written = durable_file::create_private_dir(&self.dir)
+            .and_then(|()| (self.write_file)(&path, &bytes));
         if let Err(error) = written {
             self.write_failed(plugin, &error);
             return Err(error.into());
@@ -417,7 +420,7 @@ impl PluginStateStore {
     }
 
     /// A write failed on the disk: the streak begins (logged once) or goes on.
-    fn write_failed(&self, plugin: &str, error: &JournalError) {
+    fn write_failed(&self, plugin: &str, error: &DurableFileError) {
         let mut first = false;
         self.health.update_plugin_state(|health| {
             first = health.writable;
@@ -466,7 +469,7 @@ fn whole_millis(duration: Duration) -> Duration {
 
 /// A write refused because its call has written too much already: each write rewrites
 /// the plugin's whole state file.
-fn over_disk_budget(plugin: &str, size: u64, budget: DiskBudget) -> StateError {
+fn over_disk_budget(plugin: &str, size: u64, budget: DiskBudget) -> KeyValueFilesError {
     over_quota(
         plugin,
         format!(
@@ -481,10 +484,10 @@ fn over_disk_budget(plugin: &str, size: u64, budget: DiskBudget) -> StateError {
 }
 
 /// Checks that `name` is safe as a file name (see [`name_problem`]).
-pub(crate) fn validate_plugin_name(name: &str) -> Result<(), StateError> {
+pub(crate) fn validate_plugin_name(name: &str) -> Result<(), KeyValueFilesError> {
     match name_problem(name) {
         None => Ok(()),
-        Some(problem) => Err(StateError::InvalidPluginName {
+        Some(problem) => Err(KeyValueFilesError::InvalidPluginName {
             name: name.to_owned(),
             problem,
         }),
@@ -498,8 +501,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn over_quota(plugin: &str, detail: String) -> StateError {
-    StateError::OverQuota {
+fn over_quota(plugin: &str, detail: String) -> KeyValueFilesError {
+    KeyValueFilesError::OverQuota {
         plugin: plugin.to_owned(),
         detail,
     }
@@ -541,17 +544,18 @@ fn plugin_files_in(dir: &Path) -> Vec<String> {
 }
 
 /// Loads one plugin's map after removing a stale `.tmp`; quarantines an unreadable file.
-fn load_plugin(dir: &Path, plugin: &str) -> Result<StateMap, StateError> {
+fn load_plugin(dir: &Path, plugin: &str) -> Result<StateMap, KeyValueFilesError> {
     let path = plugin_path(dir, plugin);
-    if let Err(error) = journal::remove_stale_tmp(&path) {
+    if let Err(error) = durable_file::remove_stale_tmp(&path) {
         // A read-only directory keeps it; the next write replaces it.
         tracing::warn!(%error, "cannot remove a plugin state file a crash left");
     }
-    let bytes = match journal::read_if_exists(&path) {
+    let bytes = match durable_file::read_if_exists(&path) {
         Ok(bytes) => bytes,
         // Could not be read (not: could not be trusted): the file is kept as it is.
-        Err(JournalError::Untrusted(forewarn_runtime::trust::TrustError::Io {
-            source, ..
+        Err(DurableFileError::Untrusted(forewarn_runtime::trust::TrustError::Io {
+            source,
+            ..
         })) => {
             return Err(journal_io("read", &path, source));
         }
@@ -562,9 +566,9 @@ fn load_plugin(dir: &Path, plugin: &str) -> Result<StateMap, StateError> {
     };
     match decode_map(&bytes) {
         Some(map) => Ok(map),
-        None => Err(StateError::Quarantined {
+        None => Err(KeyValueFilesError::Quarantined {
             plugin: plugin.to_owned(),
-            quarantined: journal::quarantine(&path)?,
+            quarantined: durable_file::quarantine(&path)?,
         }),
     }
 }
@@ -577,8 +581,8 @@ fn decode_map(bytes: &[u8]) -> Option<StateMap> {
         .collect()
 }
 
-fn journal_io(action: &'static str, path: &Path, error: std::io::Error) -> StateError {
-    StateError::Storage(JournalError::Io {
+fn journal_io(action: &'static str, path: &Path, error: std::io::Error) -> KeyValueFilesError {
+    KeyValueFilesError::Storage(DurableFileError::Io {
         action,
         path: path.to_path_buf(),
         error,

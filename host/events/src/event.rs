@@ -193,7 +193,7 @@ impl fmt::Display for EventType {
 
 impl EventStatus {
     /// The text IMDS uses.
-    pub(crate) fn as_wire(self) -> &'static str {
+    pub fn as_wire(self) -> &'static str {
         match self {
             EventStatus::Scheduled => "Scheduled",
             EventStatus::Started => "Started",
@@ -209,7 +209,7 @@ impl fmt::Display for EventStatus {
 
 impl EventSource {
     /// Parses the wire text, case-insensitively; anything else is `Unknown`.
-    pub(crate) fn from_wire(text: &str) -> EventSource {
+    pub fn from_wire(text: &str) -> EventSource {
         match text.trim() {
             t if t.eq_ignore_ascii_case("Platform") => EventSource::Platform,
             t if t.eq_ignore_ascii_case("User") => EventSource::User,
@@ -218,7 +218,7 @@ impl EventSource {
     }
 
     /// The text IMDS uses; "" for `Unknown`.
-    pub(crate) fn as_wire(self) -> &'static str {
+    pub fn as_wire(self) -> &'static str {
         match self {
             EventSource::Platform => "Platform",
             EventSource::User => "User",

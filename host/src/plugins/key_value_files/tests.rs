@@ -10,8 +10,8 @@ use super::*;
 /// unless a test says otherwise.
 const CALL: DiskBudget = DiskBudget::per_call();
 
-fn small_limits() -> StateLimits {
-    StateLimits {
+fn small_limits() -> KeyValueLimits {
+    KeyValueLimits {
         max_key_bytes: 8,
         max_value_bytes: 16,
         max_total_bytes: 40,
@@ -21,7 +21,7 @@ fn small_limits() -> StateLimits {
 #[test]
 fn survives_reopen() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = PluginStateStore::open(dir.path()).expect("opens");
+    let store = KeyValueFiles::open(dir.path()).expect("opens");
     assert_eq!(store.get("lb-drain", "drained"), None);
     store
         .set("lb-drain", "drained", b"\x00\xffyes", CALL)
@@ -29,7 +29,7 @@ fn survives_reopen() {
     store.set("lb-drain", "gone", b"1", CALL).expect("sets");
     store.delete("lb-drain", "gone", CALL).expect("deletes");
     drop(store);
-    let reopened = PluginStateStore::open(dir.path()).expect("reopens");
+    let reopened = KeyValueFiles::open(dir.path()).expect("reopens");
     assert_eq!(
         reopened.get("lb-drain", "drained"),
         Some(b"\x00\xffyes".to_vec())
@@ -41,13 +41,13 @@ fn survives_reopen() {
 #[test]
 fn two_plugins_are_isolated() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = PluginStateStore::open(dir.path()).expect("opens");
+    let store = KeyValueFiles::open(dir.path()).expect("opens");
     store.set("checkpoint", "k", b"one", CALL).expect("sets");
     store.set("lb-drain", "k", b"two", CALL).expect("sets");
     store.delete("lb-drain", "k", CALL).expect("deletes");
     assert_eq!(store.get("checkpoint", "k"), Some(b"one".to_vec()));
     assert_eq!(store.get("lb-drain", "k"), None);
-    let reopened = PluginStateStore::open(dir.path()).expect("reopens");
+    let reopened = KeyValueFiles::open(dir.path()).expect("reopens");
     assert_eq!(reopened.get("checkpoint", "k"), Some(b"one".to_vec()));
     assert_eq!(reopened.get("lb-drain", "k"), None);
 }
@@ -55,7 +55,7 @@ fn two_plugins_are_isolated() {
 #[test]
 fn quotas_are_enforced_and_named() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = PluginStateStore::open_with_limits(dir.path(), small_limits()).expect("opens");
+    let store = KeyValueFiles::open_with_limits(dir.path(), small_limits()).expect("opens");
 
     let long_key = store
         .set("p", "123456789", b"v", CALL)
@@ -75,7 +75,7 @@ fn quotas_are_enforced_and_named() {
     let total = store
         .set("p", "c", &[3; 16], CALL)
         .expect_err("51 bytes is over 40");
-    assert!(matches!(total, StateError::OverQuota { .. }));
+    assert!(matches!(total, KeyValueFilesError::OverQuota { .. }));
     assert!(total.to_string().contains("max-total-bytes"), "{total}");
     assert_eq!(store.get("p", "c"), None, "nothing stored on failure");
 
@@ -92,7 +92,7 @@ fn quotas_are_enforced_and_named() {
 #[test]
 fn default_limits_match_the_contract() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = PluginStateStore::open(dir.path()).expect("opens");
+    let store = KeyValueFiles::open(dir.path()).expect("opens");
     store
         .set("p", &"k".repeat(256), &[0; 64 * 1024], CALL)
         .expect("at the limits");
@@ -104,7 +104,7 @@ fn default_limits_match_the_contract() {
 fn counting_writer(written: Arc<AtomicU64>) -> Arc<WriteFile> {
     Arc::new(move |path: &Path, bytes: &[u8]| {
         written.fetch_add(bytes.len() as u64, Ordering::SeqCst);
-        journal::write_atomically(path, bytes)
+        durable_file::write_atomically(path, bytes)
     })
 }
 
@@ -119,7 +119,7 @@ fn a_minute_per_look() -> Arc<Clock> {
 fn many_small_writes_in_one_call_rewrite_a_full_state_file_only_within_the_budget() {
     let dir = tempfile::tempdir().expect("tempdir");
     let written = Arc::new(AtomicU64::new(0));
-    let store = PluginStateStore::open(dir.path())
+    let store = KeyValueFiles::open(dir.path())
         .expect("opens")
         .with_writer(counting_writer(written.clone()))
         .with_clock(a_minute_per_look());
@@ -142,7 +142,7 @@ fn many_small_writes_in_one_call_rewrite_a_full_state_file_only_within_the_budge
                 budget = budget.after(bytes);
                 landed += 1;
             }
-            Err(StateError::OverQuota { detail, .. }) => {
+            Err(KeyValueFilesError::OverQuota { detail, .. }) => {
                 assert!(detail.contains("bytes of state per call"), "{detail}");
             }
             Err(error) => panic!("write {index}: {error}"),
@@ -158,7 +158,7 @@ fn many_small_writes_in_one_call_rewrite_a_full_state_file_only_within_the_budge
     let file_bytes = fs::metadata(dir.path().join("p.json")).expect("stat").len();
     assert!(file_bytes > 1024 * 1024, "{file_bytes}");
     assert_eq!(landed, STATE_DISK_BYTES_PER_CALL / file_bytes);
-    let reopened = PluginStateStore::open(dir.path()).expect("reopens");
+    let reopened = KeyValueFiles::open(dir.path()).expect("reopens");
     assert_eq!(reopened.get("p", "flip"), store.get("p", "flip"));
 }
 
@@ -171,7 +171,7 @@ fn blocking_writer() -> (Arc<WriteFile>, mpsc::Receiver<()>, mpsc::Sender<()>) {
     let writer = Arc::new(move |path: &Path, bytes: &[u8]| {
         entered.send(()).expect("the test waits for the write");
         lock(&released).recv().expect("the test releases the write");
-        journal::write_atomically(path, bytes)
+        durable_file::write_atomically(path, bytes)
     });
     (writer, write_began, release)
 }
@@ -179,12 +179,12 @@ fn blocking_writer() -> (Arc<WriteFile>, mpsc::Receiver<()>, mpsc::Sender<()>) {
 #[test]
 fn a_read_does_not_wait_for_a_write_stuck_on_the_disk() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = PluginStateStore::open(dir.path()).expect("opens");
+    let store = KeyValueFiles::open(dir.path()).expect("opens");
     store.set("p", "k", b"old", CALL).expect("sets");
     drop(store);
     let (writer, write_began, release) = blocking_writer();
     let store = Arc::new(
-        PluginStateStore::open(dir.path())
+        KeyValueFiles::open(dir.path())
             .expect("reopens")
             .with_writer(writer),
     );
@@ -218,7 +218,7 @@ fn a_read_does_not_wait_for_a_write_stuck_on_the_disk() {
 #[test]
 fn invalid_plugin_names_are_rejected() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = PluginStateStore::open(dir.path()).expect("opens");
+    let store = KeyValueFiles::open(dir.path()).expect("opens");
     let long = "a".repeat(65);
     for name in [
         "",
@@ -231,7 +231,7 @@ fn invalid_plugin_names_are_rejected() {
     ] {
         let error = store.set(name, "k", b"v", CALL).expect_err(name);
         assert!(
-            matches!(error, StateError::InvalidPluginName { .. }),
+            matches!(error, KeyValueFilesError::InvalidPluginName { .. }),
             "{name:?}: {error}"
         );
         assert!(error.to_string().contains("a-z, 0-9"), "{error}");
@@ -247,12 +247,12 @@ fn invalid_plugin_names_are_rejected() {
 #[test]
 fn corrupt_plugin_file_is_quarantined_and_others_load() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = PluginStateStore::open(dir.path()).expect("opens");
+    let store = KeyValueFiles::open(dir.path()).expect("opens");
     store.set("good", "k", b"v", CALL).expect("sets");
     drop(store);
     fs::write(dir.path().join("bad.json"), b"{\"k\": \"not hex\"}").expect("writes");
     fs::write(dir.path().join("good.json.tmp"), b"{\"k\": \"00").expect("writes");
-    let store = PluginStateStore::open(dir.path()).expect("opens despite a bad file");
+    let store = KeyValueFiles::open(dir.path()).expect("opens despite a bad file");
     assert_eq!(store.get("good", "k"), Some(b"v".to_vec()));
     assert_eq!(store.get("bad", "k"), None);
     assert!(!dir.path().join("bad.json").exists());
@@ -265,7 +265,7 @@ fn corrupt_plugin_file_is_quarantined_and_others_load() {
 #[test]
 fn concurrent_writers_all_land() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Arc::new(PluginStateStore::open(dir.path()).expect("opens"));
+    let store = Arc::new(KeyValueFiles::open(dir.path()).expect("opens"));
     let writers: Vec<_> = ["alpha", "beta"]
         .into_iter()
         .map(|plugin| {
@@ -282,7 +282,7 @@ fn concurrent_writers_all_land() {
     for writer in writers {
         writer.join().expect("writer finished");
     }
-    let reopened = PluginStateStore::open(dir.path()).expect("reopens");
+    let reopened = KeyValueFiles::open(dir.path()).expect("reopens");
     for plugin in ["alpha", "beta"] {
         for i in 0..50u8 {
             assert_eq!(reopened.get(plugin, &format!("k{i}")), Some(vec![i]));
@@ -294,13 +294,13 @@ fn concurrent_writers_all_land() {
 fn failing_writer(failing: Arc<AtomicBool>) -> Arc<WriteFile> {
     Arc::new(move |path: &Path, bytes: &[u8]| {
         if failing.load(Ordering::SeqCst) {
-            return Err(JournalError::io(
+            return Err(DurableFileError::io(
                 "create",
-                &journal::tmp_path(path),
+                &durable_file::tmp_path(path),
                 std::io::Error::from(std::io::ErrorKind::StorageFull),
             ));
         }
-        journal::write_atomically(path, bytes)
+        durable_file::write_atomically(path, bytes)
     })
 }
 
@@ -309,7 +309,7 @@ fn a_disk_that_refuses_fails_the_write_with_its_fix_reads_still_answer_and_it_re
     let dir = tempfile::tempdir().expect("tempdir");
     let failing = Arc::new(AtomicBool::new(false));
     let health = Arc::new(StorageHealth::default());
-    let store = PluginStateStore::open(dir.path())
+    let store = KeyValueFiles::open(dir.path())
         .expect("opens")
         .with_writer(failing_writer(failing.clone()))
         .with_health(health.clone());
@@ -334,7 +334,7 @@ fn a_disk_that_refuses_fails_the_write_with_its_fix_reads_still_answer_and_it_re
     failing.store(false, Ordering::SeqCst);
     store.set("p", "k", b"new", CALL).expect("room again");
     assert!(health.plugin_state().writable);
-    let reopened = PluginStateStore::open(dir.path()).expect("reopens");
+    let reopened = KeyValueFiles::open(dir.path()).expect("reopens");
     assert_eq!(reopened.get("p", "k"), Some(b"new".to_vec()));
 }
 
@@ -348,7 +348,7 @@ fn a_plugin_over_its_disk_write_budget_is_refused_until_it_refills() {
         Arc::new(move || *lock(&now))
     };
     let health = Arc::new(StorageHealth::default());
-    let store = PluginStateStore::open(dir.path())
+    let store = KeyValueFiles::open(dir.path())
         .expect("opens")
         .with_clock(clock)
         .with_health(health.clone());
@@ -363,7 +363,7 @@ fn a_plugin_over_its_disk_write_budget_is_refused_until_it_refills() {
     };
     assert_eq!(landed, STATE_WRITE_BURST);
     assert!(
-        matches!(refused, StateError::OverWriteBudget { .. }),
+        matches!(refused, KeyValueFilesError::OverWriteBudget { .. }),
         "{refused}"
     );
     let text = refused.to_string();

@@ -49,8 +49,8 @@ fn resumed(dir: &Path) -> JournalRecord {
     reopen(dir).1.record.expect("a record")
 }
 
-fn reopen(dir: &Path) -> (StateJournal, Opened) {
-    StateJournal::open(dir).expect("opens")
+fn reopen(dir: &Path) -> (Journal, Opened) {
+    Journal::open(dir).expect("opens")
 }
 
 fn log_lines(dir: &Path) -> Vec<serde_json::Value> {
@@ -264,7 +264,7 @@ fn a_snapshot_written_after_a_downgrade_is_not_overwritten_by_old_log_lines() {
 fn compaction_keeps_the_log_readable() {
     assert_eq!(compaction_threshold(0), COMPACT_MIN_BYTES);
     assert_eq!(compaction_threshold(1 << 20), 4 << 20);
-    assert!(compaction_threshold(1 << 40) <= journal::JOURNAL_MAX_BYTES / 2);
+    assert!(compaction_threshold(1 << 40) <= durable_file::DURABLE_FILE_MAX_BYTES / 2);
 }
 
 #[test]
@@ -344,7 +344,7 @@ fn bytes_a_failed_append_left_never_join_or_replay_as_a_line() {
 fn a_full_disk_is_written_through_the_reserve_and_nothing_is_lost_when_room_returns() {
     let disk = small_disk_or_skip!("2m");
     let dir = disk.path().join("state");
-    let (mut journal, opened) = StateJournal::open_with_reserve(&dir, 128 * 1024).unwrap();
+    let (mut journal, opened) = Journal::open_with_reserve(&dir, 128 * 1024).unwrap();
     assert!(opened.unwritable.is_none());
     let mut state = state_with(&["E1", "E2"]);
     journal.commit(&state, BTreeSet::new()).unwrap();
@@ -380,13 +380,13 @@ fn a_full_disk_is_written_through_the_reserve_and_nothing_is_lost_when_room_retu
 fn a_journal_opened_on_a_full_disk_appends_to_its_old_log_and_compacts_later() {
     let disk = small_disk_or_skip!("2m");
     let dir = disk.path().join("state");
-    let (mut journal, _) = StateJournal::open_with_reserve(&dir, 128 * 1024).unwrap();
+    let (mut journal, _) = Journal::open_with_reserve(&dir, 128 * 1024).unwrap();
     let first = state_with(&["E1"]);
     journal.commit(&first, BTreeSet::new()).unwrap();
     drop(journal);
     disk.fill();
     // No room for a new snapshot or a fresh log: the old one (and its reserve) goes on.
-    let (mut journal, opened) = StateJournal::open_with_reserve(&dir, 128 * 1024).unwrap();
+    let (mut journal, opened) = Journal::open_with_reserve(&dir, 128 * 1024).unwrap();
     assert!(opened.unwritable.is_none(), "{:?}", opened.unwritable);
     assert_eq!(opened.record.expect("a record").state, first);
     assert!(journal.space_problem().is_some());
@@ -396,7 +396,7 @@ fn a_journal_opened_on_a_full_disk_appends_to_its_old_log_and_compacts_later() {
         .expect("into the reserve");
     drop(journal);
     disk.free();
-    let (journal, opened) = StateJournal::open_with_reserve(&dir, 128 * 1024).unwrap();
+    let (journal, opened) = Journal::open_with_reserve(&dir, 128 * 1024).unwrap();
     assert_eq!(opened.record.expect("a record").state, second);
     assert!(
         journal.space_problem().is_none(),
@@ -408,12 +408,12 @@ fn a_journal_opened_on_a_full_disk_appends_to_its_old_log_and_compacts_later() {
 fn a_read_only_journal_opens_with_its_state_and_is_written_once_writable() {
     let disk = small_disk_or_skip!("8m");
     let dir = disk.path().join("state");
-    let (mut journal, _) = StateJournal::open(&dir).unwrap();
+    let (mut journal, _) = Journal::open(&dir).unwrap();
     let first = state_with(&["E1"]);
     journal.commit(&first, BTreeSet::new()).unwrap();
     drop(journal);
     disk.read_only().expect("remount read-only");
-    let (mut journal, opened) = StateJournal::open(&dir).expect("opens read-only");
+    let (mut journal, opened) = Journal::open(&dir).expect("opens read-only");
     assert_eq!(opened.record.expect("a record").state, first);
     let unwritable = opened.unwritable.expect("says it cannot write").to_string();
     assert!(unwritable.contains("read-only"), "{unwritable}");

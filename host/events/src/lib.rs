@@ -1,0 +1,25 @@
+//! Azure IMDS Scheduled Events as plain data: the [`Document`] one GET returns, its
+//! [`ScheduledEvent`]s with typed fields (the raw text kept wherever a newer API could send
+//! something new), and why a piece of IMDS JSON was rejected ([`ParseError`]).
+//!
+//! No I/O, no clock and no async runtime: `forewarn-imds` parses, renders, fetches and
+//! approves these (and re-exports every type, so `forewarn_imds::ScheduledEvent` is this
+//! one); the daemon's pipeline works on them.
+//!
+//! ```
+//! use forewarn_events::{EventType, ScheduledEvent};
+//!
+//! assert_eq!(EventType::from_wire("freeze"), EventType::Freeze);
+//! assert_eq!(EventType::from_wire("Hibernate"), EventType::Unknown);
+//! assert!(forewarn_events::is_vm_name("_vm-a", "vm-a"));
+//! # let _: Option<ScheduledEvent> = None;
+//! ```
+
+mod event;
+mod parse_error;
+
+pub use event::{
+    Document, EventField, EventSource, EventStatus, EventType, ScheduledEvent, UnreadableField,
+    is_vm_name,
+};
+pub use parse_error::ParseError;
