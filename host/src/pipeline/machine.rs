@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use forewarn_imds::{Document, EventStatus, ScheduledEvent};
 
@@ -20,19 +20,18 @@ use crate::log_fields;
 use crate::log_messages;
 use crate::pipeline::agenda::{Agenda, Standing, Urgency};
 use crate::pipeline::approval::{ApprovalInput, ApprovalStage, BarrierRequest, BarrierVerdict};
-use crate::pipeline::clock::unix_ms;
-use crate::pipeline::policy::{self, Plan, PolicyConfig};
+use crate::pipeline::policy::PolicyConfig;
 use crate::pipeline::quarantine::{Quarantine, QuarantineRules, QuarantinedPlugin};
 use crate::pipeline::roster::FailurePolicy;
 use crate::pipeline::roster::Roster;
 use crate::pipeline::scheduler::{
-    self, CallReply, InFlight, PlannedCall, Preparation, Recovery, Schedule, ShortenedTurn,
+    self, CallReply, InFlight, PlannedCall, Preparation, Recovery, Schedule,
 };
 use crate::pipeline::state::{
     Answer, AnswerOutcome, Approval, CallPhase, DaemonState, EventProgress, Handling, Lifecycle,
 };
 use crate::pipeline::timeline::TimelineEntry;
-use crate::pipeline::tracker::Transition;
+use preparation_notes::PreparationNote;
 
 /// What the pipeline needs to know besides its inputs.
 #[derive(Debug, Clone)]
@@ -375,183 +374,6 @@ impl Pipeline {
         self.actions.push_back(Action::Emit(entry));
     }
 
-    fn observe(&mut self, document: &Document, now: SystemTime) {
-        // Copying a tracker shared with the journaled state copies its map, not its events
-        // (each is shared until it changes).
-        let transitions = Arc::make_mut(&mut self.state.tracker).observe(document, now);
-        for transition in &transitions {
-            self.apply_transition(transition, now);
-        }
-        if !transitions.is_empty() {
-            self.unsaved = true;
-        }
-    }
-
-    fn apply_transition(&mut self, transition: &Transition, now: SystemTime) {
-        let event = transition.event().clone();
-        self.agenda.touch(&event.id);
-        tracing::info!(
-            event_id = %event.id,
-            event_type = %event.event_type_raw,
-            transition = %transition.kind(),
-            not_before = %log_fields::time(event.not_before),
-            resources = %log_fields::names(&event.resources),
-            "{}",
-            log_messages::EVENT_TRANSITION
-        );
-        self.emit(TimelineEntry::Transition {
-            event_id: event.id.clone(),
-            event_type: event.event_type_raw.clone(),
-            transition: transition.kind(),
-            detail: describe_event(&event, now),
-        });
-        if self.relist_during_recovery(transition) {
-            return;
-        }
-        match transition {
-            Transition::Scheduled(_) => self.start_handling(event, Lifecycle::Scheduled),
-            Transition::Rescheduled { .. } => self.reschedule(event),
-            Transition::Started { .. } => self.mark_started(event),
-            Transition::EndedAfterStart(_) => self.mark_ended(event, true, now),
-            Transition::EndedWithoutStart(_) => self.mark_ended(event, false, now),
-        }
-    }
-
-    /// An id whose record is still recovering was listed again (a new listing, a
-    /// reschedule or a start of it) or its new listing ended: the recovery is not
-    /// overwritten; the new listing is kept and handled once the recovery is done.
-    /// Returns whether the transition was taken so.
-    fn relist_during_recovery(&mut self, transition: &Transition) -> bool {
-        let event = transition.event();
-        let Some(progress) = self.state.events.get_mut(&event.id).map(Arc::make_mut) else {
-            return false;
-        };
-        if !progress.is_ended() {
-            return false;
-        }
-        progress.relisted = match transition {
-            Transition::EndedAfterStart(_) | Transition::EndedWithoutStart(_) => None,
-            _ => Some(event.clone()),
-        };
-        tracing::info!(
-            event_id = %event.id,
-            relisted = progress.relisted.is_some(),
-            "the event's id is listed again while its recovery runs; handled once it is done"
-        );
-        true
-    }
-
-    /// What the policy decides for `event` on this VM.
-    fn handling_of(&self, event: &ScheduledEvent) -> Handling {
-        match policy::plan(event, &self.settings.vm_name, &self.settings.policy) {
-            Plan::Ignore { reason } => {
-                tracing::info!(event_id = %event.id, "{reason}");
-                Handling::Ignored { reason }
-            }
-            Plan::ApproveAtOnce { rule } => Handling::ApproveAtOnce { rule: rule.into() },
-            Plan::Prepare { affects_this_vm } => Handling::Prepare { affects_this_vm },
-        }
-    }
-
-    fn start_handling(&mut self, event: ScheduledEvent, lifecycle: Lifecycle) {
-        let handling = self.handling_of(&event);
-        self.emit(TimelineEntry::Handling {
-            event_id: event.id.clone(),
-            handling: handling.sentence(),
-        });
-        let id = event.id.clone();
-        let mut progress = EventProgress::new(event, handling, lifecycle);
-        if lifecycle == Lifecycle::Started {
-            progress.approval = Approval::Abandoned {
-                reason: "the event appeared already started".into(),
-            };
-        }
-        self.state.events.insert(id, Arc::new(progress));
-    }
-
-    /// A reschedule can change Resources, so the policy is asked again. Under the same plan
-    /// plugins prepare again — except after a sent approval, which stands unless a plugin
-    /// asks to be asked again (`prepare-again-on-reschedule`). Under a new plan (this VM no
-    /// longer named, approved at once, only other VMs named) plugins that were asked
-    /// recover first (`ended-without-start`, in reverse order); the event is then handled
-    /// afresh.
-    fn reschedule(&mut self, event: ScheduledEvent) {
-        let id = event.id.clone();
-        let handling = self.handling_of(&event);
-        let Some(progress) = self.state.events.get_mut(&id).map(Arc::make_mut) else {
-            self.start_handling(event, Lifecycle::Scheduled);
-            return;
-        };
-        if progress.handling != handling {
-            // This VM is no longer ready for the event as it was planned.
-            self.approval.withdraw(&id);
-            if matches!(progress.handling, Handling::Prepare { .. })
-                && progress.plugins_were_asked()
-            {
-                let reason = format!("rescheduled, now {}", handling.sentence());
-                recover_before_relisting(progress, event, reason);
-            } else {
-                self.state.events.remove(&id);
-                self.start_handling(event, Lifecycle::Scheduled);
-            }
-            return;
-        }
-        progress.event = event;
-        let roster = &self.roster;
-        let sent = matches!(progress.approval, Approval::Sent { .. });
-        let asked_again = progress.restart_preparation(|name| {
-            !sent
-                || roster
-                    .get(name)
-                    .is_some_and(|member| member.terms.prepare_again_on_reschedule)
-        });
-        if asked_again || !sent {
-            // This VM prepares again: it is no longer ready for the event.
-            self.approval.withdraw(&id);
-        }
-        // A new NotBefore: passing it late is worth saying again.
-        self.notes_announced
-            .remove(&(id.clone(), PreparationNote::Late));
-        self.emit(TimelineEntry::Handling {
-            event_id: id,
-            handling: handling.sentence(),
-        });
-    }
-
-    fn mark_started(&mut self, event: ScheduledEvent) {
-        let Some(progress) = self.state.events.get_mut(&event.id).map(Arc::make_mut) else {
-            // Straight to Started (a hardware failure): plugins are told it started.
-            self.start_handling(event, Lifecycle::Started);
-            return;
-        };
-        progress.event = event;
-        progress.lifecycle = Lifecycle::Started;
-        if matches!(progress.approval, Approval::Pending | Approval::Due { .. }) {
-            progress.approval = Approval::Abandoned {
-                reason: "the event started before it was approved".into(),
-            };
-        }
-    }
-
-    fn mark_ended(&mut self, event: ScheduledEvent, after_start: bool, now: SystemTime) {
-        let Some(progress) = self.state.events.get_mut(&event.id).map(Arc::make_mut) else {
-            tracing::debug!(event_id = %event.id, "an event the daemon never handled ended");
-            return;
-        };
-        let after_start = after_start || missed_the_start(progress, now);
-        progress.event = event;
-        progress.lifecycle = Lifecycle::Ended { after_start };
-        // A deferral's wait was for preparation: recovery starts now, not when it ends.
-        for own in progress.plugins.values_mut() {
-            own.retry_at_unix_ms = None;
-        }
-        if matches!(progress.approval, Approval::Pending | Approval::Due { .. }) {
-            progress.approval = Approval::Abandoned {
-                reason: "the event ended before it was approved".into(),
-            };
-        }
-    }
-
     /// Moves one event forward, collecting the calls it needs.
     fn advance_event(&mut self, id: &str, now: SystemTime, calls: &mut Vec<PlannedCall>) {
         self.visits += 1;
@@ -666,80 +488,6 @@ impl Pipeline {
         };
         self.start_handling(event, lifecycle);
         self.advance_event(id, now, calls);
-    }
-
-    /// Says once that `id` waits for the lead time before plugins prepare.
-    fn announce_wait(&mut self, id: &str, starts_at: SystemTime) {
-        if !self
-            .notes_announced
-            .insert((id.to_owned(), PreparationNote::Waits))
-        {
-            return;
-        }
-        tracing::info!(
-            event_id = %id,
-            starts_at = %log_fields::rfc3339(starts_at),
-            "{}",
-            log_messages::PREPARATION_WAITS
-        );
-        self.emit(TimelineEntry::PreparationWaits {
-            event_id: id.to_owned(),
-            starts_at_unix_ms: unix_ms(starts_at),
-        });
-    }
-
-    /// Says that a plugin starts without waiting for those it runs after (once per plugin
-    /// and event: it is its first prepare call).
-    fn announce_shortened(&mut self, id: &str, turn: ShortenedTurn) {
-        let needed_ms = millis(turn.needed);
-        let left_ms = millis(turn.left);
-        tracing::warn!(
-            event_id = %id,
-            plugin = %turn.plugin,
-            cut_short = %log_fields::list(&turn.cut_short),
-            needed_ms,
-            left_ms,
-            "{}",
-            log_messages::TURN_SHORTENED
-        );
-        self.emit(TimelineEntry::TurnShortened {
-            event_id: id.to_owned(),
-            plugin: turn.plugin,
-            cut_short: turn.cut_short,
-            needed_ms,
-            left_ms,
-        });
-    }
-
-    /// Says once that the deadline passed with plugins still preparing.
-    fn announce_late(&mut self, id: &str) {
-        if !self
-            .notes_announced
-            .insert((id.to_owned(), PreparationNote::Late))
-        {
-            return;
-        }
-        let Some(progress) = self.state.events.get(id) else {
-            return;
-        };
-        let still_preparing: Vec<String> = self
-            .roster
-            .subscribers(progress.event.event_type)
-            .iter()
-            .filter(|member| !progress.plugin(&member.name).prepared)
-            .map(|member| member.name.clone())
-            .collect();
-        tracing::warn!(
-            event_id = %id,
-            still_preparing = %log_fields::list(&still_preparing),
-            safety_margin_ms = self.settings.policy.safety_margin_ms,
-            "{}",
-            log_messages::PREPARING_LATE
-        );
-        self.emit(TimelineEntry::PreparingLate {
-            event_id: id.to_owned(),
-            still_preparing,
-        });
     }
 
     /// Every plugin approved (or none was needed): the approval stage decides.
@@ -866,129 +614,6 @@ impl Pipeline {
     }
 }
 
-/// The crash-loop quarantine, as the pipeline applies it: failures counted, the roster
-/// marked, and each start and end of a quarantine said once.
-impl Pipeline {
-    /// The plugin set changed: plugins loaded in a new version (or unloaded) leave
-    /// quarantine, and the new roster is marked with those still in it.
-    fn plugins_changed(&mut self, roster: Arc<Roster>) {
-        self.roster = roster;
-        for lifted in self.quarantine.reconcile(&self.roster) {
-            tracing::info!(
-                plugin = %lifted.plugin,
-                on_failure = %lifted.on_failure,
-                "{}",
-                log_messages::PLUGIN_QUARANTINE_LIFTED
-            );
-            self.emit(TimelineEntry::QuarantineLifted {
-                plugin: lifted.plugin,
-            });
-        }
-        self.mark_quarantined();
-    }
-
-    /// Counts a failed call of `plugin` at `now`; quarantines it when its failures reach the
-    /// policy's count within the window.
-    fn count_failure(&mut self, plugin: &str, reply: &CallReply, now: SystemTime) {
-        let Some(member) = self.roster.get(plugin) else {
-            // Unloaded meanwhile: nothing is called any more to quarantine.
-            return;
-        };
-        let Some(quarantined) =
-            self.quarantine
-                .record_failure(member, reply.outcome, &reply.reason, now)
-        else {
-            return;
-        };
-        tracing::error!(
-            plugin = %quarantined.plugin,
-            failures = quarantined.failures,
-            window_ms = quarantined.window_ms,
-            on_failure = %quarantined.on_failure,
-            last_failure = %quarantined.last_failure,
-            reason = %quarantined.reason,
-            "{}",
-            log_messages::PLUGIN_QUARANTINED
-        );
-        self.emit(TimelineEntry::PluginQuarantined(quarantined));
-        self.mark_quarantined();
-    }
-
-    /// Marks the roster the scheduler reads with the plugins in quarantine.
-    fn mark_quarantined(&mut self) {
-        let names = self.quarantine.names();
-        if *self.roster.quarantined() != names {
-            Arc::make_mut(&mut self.roster).set_quarantined(names);
-            // Who may be called, and who holds an approval, changed for every event.
-            self.agenda.touch_everything();
-        }
-    }
-
-    /// Says once per event that quarantined plugins hold it (see
-    /// [`crate::pipeline::approval::quarantine_hold`]).
-    fn announce_quarantine_hold(&mut self, id: &str) {
-        if self.roster.quarantined().is_empty() {
-            return;
-        }
-        let Some(progress) = self.state.events.get(id) else {
-            return;
-        };
-        self.approval.note_quarantine_hold(progress, &self.roster);
-        self.drain_approval_notes();
-    }
-}
-
-/// Marks `progress` ended without a start, so the plugins that prepared under its old plan
-/// recover, and keeps `relisted` (the event under its new plan) for afterwards.
-fn recover_before_relisting(
-    progress: &mut EventProgress,
-    relisted: ScheduledEvent,
-    reason: String,
-) {
-    tracing::info!(
-        event_id = %progress.event.id,
-        %reason,
-        "plugins prepared for the event's previous plan; they recover before it is handled again"
-    );
-    progress.lifecycle = Lifecycle::Ended { after_start: false };
-    for own in progress.plugins.values_mut() {
-        own.retry_at_unix_ms = None;
-    }
-    if matches!(
-        progress.approval,
-        Approval::Pending | Approval::Due { .. } | Approval::Coordinating { .. }
-    ) {
-        progress.approval = Approval::Abandoned { reason };
-    }
-    progress.relisted = Some(relisted);
-}
-
-/// Whether an event that vanished while the daemon last saw it Scheduled most likely ran:
-/// our approval was sent (or was due: a crash between the POST and the journal write leaves
-/// it so), or its NotBefore had passed. Either way the daemon missed the Started document
-/// (it was down — perhaps rebooted by this very event — or IMDS was unreadable for longer
-/// than the event lasted). A cancel happens before the start, so recovering as after a
-/// start is the safe reading: plugins restore and restart.
-fn missed_the_start(progress: &EventProgress, now: SystemTime) -> bool {
-    let approved = matches!(
-        progress.approval,
-        Approval::Sent { .. } | Approval::Due { .. }
-    );
-    let past_not_before = progress
-        .event
-        .not_before
-        .is_some_and(|not_before| not_before <= now);
-    if approved || past_not_before {
-        tracing::info!(
-            event_id = %progress.event.id,
-            approved,
-            past_not_before,
-            "event vanished without being seen Started; recovering as after a start"
-        );
-    }
-    approved || past_not_before
-}
-
 /// Where `progress` goes in a round (see [`Urgency`]).
 fn urgency_of(progress: &EventProgress) -> Urgency {
     Urgency {
@@ -996,19 +621,6 @@ fn urgency_of(progress: &EventProgress) -> Urgency {
         not_before: progress.event.not_before.unwrap_or(SystemTime::UNIX_EPOCH),
         id: progress.event.id.clone(),
     }
-}
-
-/// What was said once about an event's preparation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum PreparationNote {
-    /// It waits for the lead time.
-    Waits,
-    /// Its deadline passed with plugins still preparing.
-    Late,
-}
-
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// The audit trail: one structured line per plugin decision; a failed prepare call says
@@ -1034,27 +646,9 @@ fn log_answer(event_id: &str, plugin: &str, answer: &Answer, on_failure: Failure
     );
 }
 
-fn describe_event(event: &ScheduledEvent, now: SystemTime) -> String {
-    let status = match event.status {
-        EventStatus::Scheduled => "Scheduled",
-        EventStatus::Started => "Started",
-    };
-    let mut parts = vec![
-        format!("{} {}", event.event_type_raw, status),
-        format!("for {}", log_fields::names(&event.resources)),
-    ];
-    if let Some(not_before) = event.not_before {
-        let seconds = not_before
-            .duration_since(now)
-            .map(|left| left.as_secs())
-            .unwrap_or(0);
-        parts.push(format!("NotBefore in {seconds}s"));
-    }
-    if let Some(duration) = event.duration_seconds {
-        parts.push(format!("impact {duration}s"));
-    }
-    parts.join(", ")
-}
+mod preparation_notes;
+mod quarantine_marking;
+mod transitions;
 
 #[cfg(test)]
 mod tests;
