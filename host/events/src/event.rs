@@ -6,6 +6,8 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
+use crate::ids::EventId;
+
 /// One GET of `/metadata/scheduledevents`: the incarnation and the events it lists.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Document {
@@ -26,7 +28,7 @@ pub struct Document {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScheduledEvent {
     /// `EventId`, stable for the event's whole life.
-    pub id: String,
+    pub id: EventId,
     /// `EventType`, parsed; `Unknown` for a type forewarn does not know.
     pub event_type: EventType,
     /// `EventType` exactly as sent, so a type newer than forewarn still reaches plugins.

@@ -16,10 +16,12 @@
 //! ```
 
 mod event;
+mod ids;
 mod parse_error;
 
 pub use event::{
     Document, EventField, EventSource, EventStatus, EventType, ScheduledEvent, UnreadableField,
     is_vm_name,
 };
+pub use ids::{EventId, PluginName};
 pub use parse_error::ParseError;

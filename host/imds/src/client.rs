@@ -15,8 +15,8 @@ use crate::identity_token::{
 use crate::imds_clock::{ImdsClock, parse_date_header};
 use crate::rate_limit::RateLimiter;
 use crate::wire::{self, excerpt, truncate};
-use forewarn_events::Document;
 use forewarn_events::ParseError;
+use forewarn_events::{Document, EventId};
 
 /// The largest IMDS answer read (a real Scheduled Events document is a few KiB); a longer
 /// body is an error, not truncated, so a half document is never parsed.
@@ -298,7 +298,7 @@ impl ImdsClient {
     /// now. 200 is success, also when another VM approved first. An empty list sends nothing
     /// and succeeds at once; otherwise this waits for the rate limit, then at most
     /// `request_timeout`. After [`ApproveError::Timeout`] the approval may have arrived.
-    pub async fn approve(&self, event_ids: &[String]) -> Result<(), ApproveError> {
+    pub async fn approve(&self, event_ids: &[EventId]) -> Result<(), ApproveError> {
         if event_ids.is_empty() {
             return Ok(());
         }

@@ -3,7 +3,7 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use forewarn_imds::{ClientConfig, ImdsClient, Poller};
+//! use forewarn_imds::{ClientConfig, EventId, ImdsClient, Poller};
 //! use tokio_util::sync::CancellationToken;
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -17,7 +17,7 @@
 //!     let Some(document) = documents.borrow_and_update().clone() else {
 //!         continue;
 //!     };
-//!     let ours: Vec<String> = document
+//!     let ours: Vec<EventId> = document
 //!         .events
 //!         .iter()
 //!         .filter(|event| event.names_vm(&vm_name))
@@ -46,8 +46,8 @@ pub use client::{
 };
 pub use compute::{ComputeInfo, EvictionPolicy, VmPriority, parse_compute};
 pub use forewarn_events::{
-    Document, EventField, EventSource, EventStatus, EventType, ParseError, ScheduledEvent,
-    UnreadableField, is_vm_name,
+    Document, EventField, EventId, EventSource, EventStatus, EventType, ParseError, PluginName,
+    ScheduledEvent, UnreadableField, is_vm_name,
 };
 pub use identity_token::{IdentityToken, MalformedToken, TokenRefusal, parse_identity_token};
 pub use imds_clock::{CLOCK_OFFSET_LOGGED, ClockSkew, ImdsClock, MAX_CLOCK_OFFSET, shift};

@@ -6,10 +6,10 @@ use std::time::SystemTime;
 use chrono::{DateTime, NaiveDateTime, Utc};
 use serde_json::{Map, Value};
 
-use forewarn_events::ParseError;
 use forewarn_events::{
     Document, EventField, EventSource, EventStatus, EventType, ScheduledEvent, UnreadableField,
 };
+use forewarn_events::{EventId, ParseError};
 
 /// How many characters of offending input an error message quotes.
 const EXCERPT_CHARS: usize = 200;
@@ -20,7 +20,7 @@ const EXCERPT_CHARS: usize = 200;
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct StartRequests {
     /// The `EventId`s to start, in order.
-    pub(crate) event_ids: Vec<String>,
+    pub(crate) event_ids: Vec<EventId>,
 }
 
 #[cfg(test)]
@@ -80,7 +80,7 @@ pub fn render_document(doc: &Document) -> String {
 }
 
 /// Renders an approval body: `{"StartRequests":[{"EventId":"…"},…]}`.
-pub(crate) fn render_start_requests(ids: &[String]) -> String {
+pub(crate) fn render_start_requests(ids: &[EventId]) -> String {
     to_json(&WireStartRequests {
         start_requests: ids
             .iter()
@@ -92,7 +92,7 @@ pub(crate) fn render_start_requests(ids: &[String]) -> String {
 /// Parses an approval body strictly, as IMDS would: an object with a `StartRequests` array
 /// of objects each holding a non-empty string `EventId` (names exact). Anything else is an
 /// error (the simulator answers it with 400).
-pub fn parse_start_requests(text: &str) -> Result<Vec<String>, ParseError> {
+pub fn parse_start_requests(text: &str) -> Result<Vec<EventId>, ParseError> {
     let value = parse_json(text)?;
     let object = as_object(&value, text)?;
     let requests = required_array("StartRequests", object.get("StartRequests"), text)?;
@@ -100,7 +100,7 @@ pub fn parse_start_requests(text: &str) -> Result<Vec<String>, ParseError> {
         .iter()
         .enumerate()
         .map(|(index, request)| match request.get("EventId") {
-            Some(Value::String(id)) if !id.trim().is_empty() => Ok(id.clone()),
+            Some(Value::String(id)) if !id.trim().is_empty() => Ok(EventId::from(id)),
             _ => Err(ParseError::MissingEventId {
                 index,
                 excerpt: excerpt(&request.to_string()),
@@ -298,13 +298,13 @@ pub(crate) fn field<'a>(object: &'a Map<String, Value>, name: &str) -> Option<&'
     })
 }
 
-fn read_event_id(object: &Map<String, Value>) -> Option<String> {
+fn read_event_id(object: &Map<String, Value>) -> Option<EventId> {
     let id = match field(object, "EventId")? {
         Value::String(id) => id.clone(),
         Value::Number(number) => number.to_string(),
         _ => return None,
     };
-    (!id.trim().is_empty()).then_some(id)
+    (!id.trim().is_empty()).then(|| EventId::from(id))
 }
 
 fn read_incarnation(value: &Value) -> Option<u64> {

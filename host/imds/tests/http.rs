@@ -11,8 +11,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::Response;
 use forewarn_imds::{
-    ApproveError, ClientConfig, Document, Documents, FetchError, IMDS_BODY_MAX_BYTES, ImdsClient,
-    Poller, PollerConfig, parse_document,
+    ApproveError, ClientConfig, Document, Documents, EventId, FetchError, IMDS_BODY_MAX_BYTES,
+    ImdsClient, Poller, PollerConfig, parse_document,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -167,7 +167,7 @@ async fn get_sends_metadata_header_and_api_version() {
 async fn approve_posts_the_exact_body() {
     let (fake, base_url) = start_fake(vec![], Reply::Ok(DOC_ONE), 200).await;
     let ids = vec![
-        "C7061BAC-AFDC-4513-B24B-AA5F13A16123".to_string(),
+        EventId::from("C7061BAC-AFDC-4513-B24B-AA5F13A16123"),
         "b".into(),
     ];
     fast_client(&base_url).approve(&ids).await.unwrap();
@@ -190,7 +190,7 @@ async fn approve_posts_the_exact_body() {
 async fn approve_reports_a_refusal_and_sends_nothing_for_no_ids() {
     let (fake, base_url) = start_fake(vec![], Reply::Ok(DOC_ONE), 400).await;
     let client = fast_client(&base_url);
-    let error = client.approve(&["a".to_string()]).await.unwrap_err();
+    let error = client.approve(&["a".into()]).await.unwrap_err();
     assert!(matches!(error, ApproveError::Status(400, _)), "{error}");
     assert!(
         error.is_rejection(),
@@ -300,7 +300,7 @@ async fn the_rate_limit_holds_across_get_and_post_at_the_server() {
         let client = client.clone();
         tasks.spawn(async move {
             match i % 3 {
-                0 => client.approve(&[format!("event-{i}")]).await.is_ok(),
+                0 => client.approve(&[format!("event-{i}").into()]).await.is_ok(),
                 1 => client.fetch_vm_name().await.is_ok(),
                 _ => client.fetch_events().await.is_ok(),
             }
@@ -656,7 +656,7 @@ async fn a_redirect_is_never_followed_and_the_target_gets_nothing() {
         "{text}"
     );
 
-    let approved = client.approve(&["event-1".to_owned()]).await;
+    let approved = client.approve(&["event-1".into()]).await;
     assert_eq!(approved, Err(ApproveError::Redirected(302, location)));
     assert!(client.fetch_vm_name().await.is_err());
 

@@ -4,6 +4,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
+use forewarn_imds::EventId;
 use tokio::sync::watch;
 
 use crate::faults::{
@@ -257,7 +258,7 @@ impl Engine {
     }
 
     /// Approves the events on behalf of `vm`, recording each id either way.
-    pub(crate) fn approve(&self, vm: &str, event_ids: &[String]) -> Result<(), UnknownEvent> {
+    pub(crate) fn approve(&self, vm: &str, event_ids: &[EventId]) -> Result<(), UnknownEvent> {
         let mut inner = self.current();
         let now = inner.simulation.now();
         let outcome = inner.simulation.approve(now, event_ids).map(|_| ());
@@ -267,7 +268,7 @@ impl Engine {
         let at_unix_ms = inner.clock.unix_ms_at(now);
         for event_id in event_ids {
             inner.approvals.push(ApprovalRecord {
-                event_id: event_id.clone(),
+                event_id: event_id.to_string(),
                 vm: vm.to_string(),
                 at_unix_ms,
                 at_scenario_ms: millis(now),

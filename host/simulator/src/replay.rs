@@ -3,6 +3,8 @@
 
 use std::time::{Duration, SystemTime};
 
+use forewarn_imds::EventId;
+
 use crate::scenario::Scenario;
 use crate::scenario_clock::ScenarioClock;
 use crate::shape::{in_shape, served_version};
@@ -49,7 +51,7 @@ impl Replay {
     }
 
     /// A POST of `event_ids` at scenario time `at` (advancing first), as the server takes it.
-    pub fn approve(&mut self, at: Duration, event_ids: &[String]) -> Result<(), NotInDocument> {
+    pub fn approve(&mut self, at: Duration, event_ids: &[EventId]) -> Result<(), NotInDocument> {
         self.simulation
             .approve(at, event_ids)
             .map(|_| ())

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use forewarn_imds::{
-    Document, EventField, EventSource, EventStatus, EventType, ScheduledEvent, UnreadableField,
+    Document, EventField, EventId, EventSource, EventStatus, EventType, ScheduledEvent,
+    UnreadableField,
 };
 use serde::{Deserialize, Serialize};
 
@@ -191,12 +192,12 @@ impl Simulation {
     pub(crate) fn approve(
         &mut self,
         now: Duration,
-        event_ids: &[String],
+        event_ids: &[EventId],
     ) -> Result<Vec<ApprovalEffect>, UnknownEvent> {
         self.advance(now);
         let now = self.now;
         if let Some(unknown) = event_ids.iter().find(|id| !self.is_current(id)) {
-            return Err(UnknownEvent(unknown.clone()));
+            return Err(UnknownEvent(unknown.to_string()));
         }
         let mut effects = Vec::with_capacity(event_ids.len());
         for id in event_ids {
@@ -506,7 +507,7 @@ fn wire_event(event: &EventState, clock: &ScenarioClock) -> Option<ScheduledEven
     };
     let spec = &event.spec;
     let mut event = ScheduledEvent {
-        id: spec.id().to_string(),
+        id: spec.id().into(),
         event_type: EventType::from_wire(&spec.event_type),
         event_type_raw: spec.event_type.clone(),
         resource_type: "VirtualMachine".to_string(),

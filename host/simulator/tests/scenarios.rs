@@ -57,7 +57,7 @@ fn an_approval_starts_the_event_only_after_start_after_approval() {
     let scenario = builtin("approval-waits-for-host");
     let spec = &scenario.events[0];
     assert_eq!(spec.start_after_approval, Some(secs(20)));
-    let id = spec.id().to_string();
+    let id = forewarn_imds::EventId::from(spec.id());
     let mut replay = replay(&scenario);
     let before = document_at(&mut replay, secs(6));
     assert_eq!(before.events[0].status, EventStatus::Scheduled);
@@ -90,7 +90,7 @@ fn an_approval_starts_the_event_only_after_start_after_approval() {
 fn without_start_after_approval_an_approval_starts_the_event_at_once() {
     let scenario = builtin("user-reboot");
     assert_eq!(scenario.events[0].start_after_approval, None);
-    let id = scenario.events[0].id().to_string();
+    let id = forewarn_imds::EventId::from(scenario.events[0].id());
     let mut replay = replay(&scenario);
     replay.approve(secs(10), std::slice::from_ref(&id)).unwrap();
     assert_eq!(status_at(&mut replay, secs(10)), vec![EventStatus::Started]);
@@ -102,7 +102,7 @@ fn a_late_event_stays_scheduled_past_not_before_then_starts() {
     let spec = &scenario.events[0];
     let late_by = spec.starts_late_by.unwrap();
     assert_eq!(late_by, secs(60));
-    let id = spec.id().to_string();
+    let id = forewarn_imds::EventId::from(spec.id());
     let not_before = spec.appear_at + spec.notice_or_default();
     let mut replay = replay(&scenario);
 
@@ -135,7 +135,7 @@ fn a_late_event_stays_scheduled_past_not_before_then_starts() {
 #[test]
 fn an_approval_still_starts_a_late_event_at_once() {
     let scenario = builtin("starts-late");
-    let id = scenario.events[0].id().to_string();
+    let id = forewarn_imds::EventId::from(scenario.events[0].id());
     let mut replay = replay(&scenario);
     replay.approve(secs(10), std::slice::from_ref(&id)).unwrap();
     assert_eq!(status_at(&mut replay, secs(10)), vec![EventStatus::Started]);

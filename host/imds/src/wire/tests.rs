@@ -503,7 +503,7 @@ fn truncate_counts_characters_not_bytes() {
 
 #[test]
 fn start_requests_render_exactly() {
-    let ids = vec!["f020ba2e-3bc0-4c40-a10b-86575a9eabd5".to_string()];
+    let ids = vec![EventId::from("f020ba2e-3bc0-4c40-a10b-86575a9eabd5")];
     assert_eq!(
         render_start_requests(&ids),
         r#"{"StartRequests":[{"EventId":"f020ba2e-3bc0-4c40-a10b-86575a9eabd5"}]}"#
@@ -588,7 +588,7 @@ fn arb_event() -> impl Strategy<Value = ScheduledEvent> {
                 source,
                 duration_seconds,
             )| ScheduledEvent {
-                id,
+                id: id.into(),
                 event_type,
                 resource_type,
                 resources,
@@ -631,6 +631,7 @@ proptest! {
 
     #[test]
     fn start_requests_round_trip(ids in proptest::collection::vec("[A-Za-z0-9-]{1,40}", 0..5)) {
+        let ids: Vec<EventId> = ids.into_iter().map(EventId::from).collect();
         prop_assert_eq!(parse_start_requests(&render_start_requests(&ids)).unwrap(), ids);
     }
 

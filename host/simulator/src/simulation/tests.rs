@@ -19,9 +19,9 @@ fn builtin(name: &str) -> Scenario {
     builtin_scenario(name).unwrap()
 }
 
-fn only_id(sim: &Simulation, scenario: &Scenario) -> String {
+fn only_id(sim: &Simulation, scenario: &Scenario) -> EventId {
     assert_eq!(scenario.events.len(), 1);
-    let id = scenario.events[0].id().to_string();
+    let id = EventId::from(scenario.events[0].id());
     assert!(sim.phase_of(&id).is_some());
     id
 }
@@ -199,7 +199,7 @@ fn multi_vm_event_names_every_vm_and_one_approval_starts_it() {
     sim.advance(scenario.events[0].appear_at);
     let document = sim.document(&clock());
     assert_eq!(document.events[0].resources, vec!["vm-a", "vm-b", "vm-c"]);
-    sim.approve(scenario.events[0].appear_at + secs(1), &[id.to_lowercase()])
+    sim.approve(scenario.events[0].appear_at + secs(1), &[id.to_lowercase().into()])
         .unwrap();
     assert_eq!(
         sim.document(&clock()).events[0].status,
@@ -213,7 +213,7 @@ fn unknown_approval_changes_nothing() {
     let mut sim = Simulation::new(&scenario);
     sim.advance(mins(1));
     let incarnation = sim.incarnation();
-    let ids = vec![scenario.events[0].id().to_string(), "nope".to_string()];
+    let ids = vec![EventId::from(scenario.events[0].id()), "nope".into()];
     assert_eq!(
         sim.approve(mins(1), &ids),
         Err(UnknownEvent("nope".to_string()))
@@ -324,9 +324,9 @@ start_after_approval = "20s"
 cancel_at = "10s"
 "#,
     ));
-    let effects = sim.approve(secs(2), &["W".to_string()]).unwrap();
+    let effects = sim.approve(secs(2), &["W".into()]).unwrap();
     assert_eq!(effects, vec![ApprovalEffect::StartsLater]);
-    let again = sim.approve(secs(3), &["w".to_string()]).unwrap();
+    let again = sim.approve(secs(3), &["w".into()]).unwrap();
     assert_eq!(again, vec![ApprovalEffect::AlreadyApproved]);
     sim.advance(secs(30));
     assert_eq!(
@@ -348,7 +348,7 @@ notice = "5s"
 start_after_approval = "1m"
 "#,
     ));
-    sim.approve(secs(2), &["N".to_string()]).unwrap();
+    sim.approve(secs(2), &["N".into()]).unwrap();
     sim.advance(secs(6));
     assert_eq!(sim.phase_of("N"), Some(Phase::Started { since: secs(6) }));
 }
