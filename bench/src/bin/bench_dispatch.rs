@@ -659,7 +659,7 @@ async fn record_timeline(
                 ..
             } => {
                 let mut times = times.lock().expect("times lock");
-                let event = times.entry(event_id).or_default();
+                let event = times.entry(event_id.into()).or_default();
                 event.first_call.get_or_insert(now);
             }
             TimelineEntry::PluginAnswered {
@@ -669,7 +669,7 @@ async fn record_timeline(
                 ..
             } => {
                 let mut times = times.lock().expect("times lock");
-                let event = times.entry(event_id).or_default();
+                let event = times.entry(event_id.into()).or_default();
                 event.last_approval = Some(now);
                 event.last_approval_wall = Some(wall);
             }
@@ -678,13 +678,15 @@ async fn record_timeline(
                     let mut times = times.lock().expect("times lock");
                     for id in &event_ids {
                         times
-                            .entry(id.clone())
+                            .entry(id.to_string())
                             .or_default()
                             .approved
                             .get_or_insert(now);
                     }
                 }
-                approved.send_modify(|approved| approved.extend(event_ids));
+                approved.send_modify(|approved| {
+                    approved.extend(event_ids.into_iter().map(String::from))
+                });
             }
             _ => {}
         }

@@ -15,6 +15,8 @@ use serde::Serialize;
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
+use forewarn_imds::EventId;
+
 use crate::cli::demo_log::{self, DemoLogLine};
 use crate::cli::demo_workload::{
     DemoWorkload, START_ACTION, STOP_ACTION, WorkloadFacts, WorkloadNote,
@@ -94,7 +96,7 @@ pub struct DemoOptions {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct DemoSummary {
     /// The events the daemon saw.
-    pub events: BTreeSet<String>,
+    pub events: BTreeSet<EventId>,
     /// How many approvals IMDS accepted.
     pub approved_at_imds: usize,
     /// How many recovery calls plugins answered.
@@ -348,8 +350,8 @@ async fn wait_for_idle_daemon(mut entries: broadcast::Receiver<TimelineEntry>) -
 
 fn note_progress(
     entry: &TimelineEntry,
-    taken_up: &mut BTreeSet<String>,
-    finished: &mut BTreeSet<String>,
+    taken_up: &mut BTreeSet<EventId>,
+    finished: &mut BTreeSet<EventId>,
 ) {
     match entry {
         TimelineEntry::Transition { event_id, .. } => {

@@ -90,7 +90,7 @@ fn render_events(out: &mut String, events: &[EventView]) {
         .iter()
         .map(|event| {
             vec![
-                event.id.clone(),
+                event.id.to_string(),
                 event.event_type.clone(),
                 event.status.clone(),
                 event.not_before.clone().unwrap_or_else(|| "-".into()),

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use forewarn_imds::EventId;
+
 use crate::pipeline::state::{AnswerOutcome, CallPhase};
 use crate::pipeline::timeline::TimelineEntry;
 use crate::pipeline::tracker::TransitionKind;
@@ -23,7 +25,7 @@ pub enum Verdict {
     /// A call trapped (a panic, an unreachable, a bad host call).
     Trapped {
         /// The event of the call.
-        event_id: String,
+        event_id: EventId,
         /// Prepare or recover.
         phase: CallPhase,
         /// The trap, as the runtime reported it.
@@ -32,7 +34,7 @@ pub enum Verdict {
     /// A call ran past its budget and was cut off.
     OutOfBudget {
         /// The event of the call.
-        event_id: String,
+        event_id: EventId,
         /// Prepare or recover.
         phase: CallPhase,
         /// The runtime's explanation.
@@ -41,7 +43,7 @@ pub enum Verdict {
     /// A call went past the plugin's memory limit.
     OutOfMemory {
         /// The event of the call.
-        event_id: String,
+        event_id: EventId,
         /// Prepare or recover.
         phase: CallPhase,
         /// The runtime's explanation.
@@ -50,7 +52,7 @@ pub enum Verdict {
     /// The plugin could not be instantiated for a call.
     DidNotStart {
         /// The event of the call.
-        event_id: String,
+        event_id: EventId,
         /// The runtime's explanation.
         reason: String,
     },
@@ -58,7 +60,7 @@ pub enum Verdict {
     /// forewarn could not approve it early.
     StillDeferringAtNotBefore {
         /// The event that started without the plugin's approval.
-        event_id: String,
+        event_id: EventId,
         /// The plugin's last reason for deferring.
         reason: String,
     },
@@ -115,7 +117,7 @@ struct Record {
     /// The first failure seen; it decides the verdict.
     failure: Option<Verdict>,
     /// The last prepare answer per event: (approved, reason).
-    last_prepare: BTreeMap<String, (bool, String)>,
+    last_prepare: BTreeMap<EventId, (bool, String)>,
 }
 
 impl PluginVerdicts {
@@ -178,7 +180,7 @@ fn failure_of(
     outcome: AnswerOutcome,
     reason: &str,
 ) -> Option<Verdict> {
-    let (event_id, reason) = (event_id.to_owned(), reason.to_owned());
+    let (event_id, reason) = (EventId::from(event_id), reason.to_owned());
     match outcome {
         AnswerOutcome::Approve | AnswerOutcome::Defer => None,
         AnswerOutcome::Trap => Some(Verdict::Trapped {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use forewarn_etcd::EtcdError;
-use forewarn_imds::{ImdsClock, ScheduledEvent};
+use forewarn_imds::{EventId, ImdsClock, ScheduledEvent};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -34,23 +34,23 @@ pub(crate) struct Coordinator {
     /// Now on IMDS's clock (NotBefore's), for the barrier's deadline.
     pub(super) clock: ImdsClock,
     /// The events joined, by id.
-    pub(super) events: BTreeMap<String, Tracked>,
+    pub(super) events: BTreeMap<EventId, Tracked>,
     /// Events this VM is no longer ready for (rescheduled): keys to release, and whether
     /// this VM's approval claim, if any, was sent.
-    pub(super) withdrawn: Vec<(String, bool)>,
+    pub(super) withdrawn: Vec<(EventId, bool)>,
     /// Events this VM left (no longer Scheduled, or handled to the end): keys to release,
     /// each at its instant ([`RELEASED_AFTER_LEAVING`]).
-    pub(super) leaving: BTreeMap<String, Instant>,
+    pub(super) leaving: BTreeMap<EventId, Instant>,
     /// This daemon's lease, once granted.
     pub(super) lease: Option<Lease>,
     /// The link to etcd and what `/status` shows of it.
     link: LinkState,
     /// The verdict last sent to the daemon, by event.
-    published: BTreeMap<String, BarrierVerdict>,
+    published: BTreeMap<EventId, BarrierVerdict>,
     /// The pipeline's requests.
     requests: mpsc::UnboundedReceiver<BarrierRequest>,
     /// Each event's verdict, sent to the daemon whenever it changes.
-    verdicts: mpsc::UnboundedSender<(String, BarrierVerdict)>,
+    verdicts: mpsc::UnboundedSender<(EventId, BarrierVerdict)>,
     status: watch::Sender<CoordinationStatus>,
 }
 
@@ -110,7 +110,7 @@ impl Coordinator {
         access: Arc<EtcdAccess>,
         clock: ImdsClock,
         requests: mpsc::UnboundedReceiver<BarrierRequest>,
-        verdicts: mpsc::UnboundedSender<(String, BarrierVerdict)>,
+        verdicts: mpsc::UnboundedSender<(EventId, BarrierVerdict)>,
         status: watch::Sender<CoordinationStatus>,
     ) -> Coordinator {
         Coordinator {

@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 use forewarn_etcd::EtcdError;
 use serde::{Deserialize, Serialize};
 
+use forewarn_imds::EventId;
+
 use crate::log_messages;
 use crate::pipeline::barrier::VmStanding;
 
@@ -97,7 +99,7 @@ pub struct CoordinationStatus {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EventBarrier {
     /// The event's `EventId`.
-    pub event_id: String,
+    pub event_id: EventId,
     /// The VM that holds the event's election, once one does.
     pub leader: Option<String>,
     /// Each VM named in Resources with where it stands.

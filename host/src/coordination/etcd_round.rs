@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use forewarn_etcd::{Compare, EtcdError, Write};
-use forewarn_imds::ScheduledEvent;
+use forewarn_imds::{EventId, ScheduledEvent};
 
 use crate::coordination::actor::{Coordinator, Lease};
 use crate::coordination::coordination_status::EventBarrier;
@@ -33,7 +33,7 @@ impl Coordinator {
         let lease_id = self.ensure_lease().await?;
         self.release_withdrawn().await?;
         self.release_left().await?;
-        let ids: Vec<String> = self.events.keys().cloned().collect();
+        let ids: Vec<EventId> = self.events.keys().cloned().collect();
         for id in ids {
             // A request that arrived meanwhile (a Join, a Withdraw) is applied first.
             self.take_requests();
@@ -83,7 +83,7 @@ impl Coordinator {
     /// (a claim stays: its approval may be on its way; it ends with the daemon's lease).
     async fn release_left(&mut self) -> Result<(), EtcdError> {
         let now = Instant::now();
-        let due: Vec<String> = self
+        let due: Vec<EventId> = self
             .leaving
             .iter()
             .filter(|(_, at)| **at <= now)
@@ -469,7 +469,7 @@ impl Coordinator {
             return;
         };
         tracked.barrier = EventBarrier {
-            event_id: id.to_owned(),
+            event_id: EventId::from(id),
             leader,
             vms,
             state,

@@ -23,7 +23,7 @@
 use std::sync::Arc;
 
 use forewarn_etcd::{EtcdClient, EtcdError};
-use forewarn_imds::ImdsClock;
+use forewarn_imds::{EventId, ImdsClock};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -58,7 +58,7 @@ pub enum CoordinationError {
 }
 
 /// The verdicts of the barrier, by event, each sent when it changes.
-pub(crate) type Verdicts = mpsc::UnboundedReceiver<(String, BarrierVerdict)>;
+pub(crate) type Verdicts = mpsc::UnboundedReceiver<(EventId, BarrierVerdict)>;
 
 /// What the daemon holds of the coordinator: the channel its requests go in, the watch its
 /// status comes out of, and the etcd access the fleet tasks share. Cheap to clone; the

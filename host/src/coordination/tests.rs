@@ -1,7 +1,7 @@
 use std::time::Duration;
 
 use forewarn_etcd::KeyValue;
-use forewarn_imds::{EventField, ScheduledEvent};
+use forewarn_imds::{EventField, EventId, ScheduledEvent};
 
 use super::records::{EventRecords, ready_marker, stated_not_before};
 
@@ -204,7 +204,7 @@ fn the_actor_sends_each_effective_verdict_once_when_it_changes() {
         all
     };
     let event = Arc::new(reboot_of_vm_a_and_b(None));
-    let e1 = |verdict| vec![("E1".to_owned(), verdict)];
+    let e1 = |verdict| vec![(EventId::from("E1"), verdict)];
 
     actor.apply(BarrierRequest::Join(event.clone()));
     assert_eq!(
@@ -242,6 +242,6 @@ fn the_actor_sends_each_effective_verdict_once_when_it_changes() {
     assert!(actor.leaving.is_empty(), "joined again: its keys are kept");
     assert_eq!(sent(), e1(BarrierVerdict::Unreachable), "a fresh verdict");
     actor.apply(BarrierRequest::Withdraw("E1".into()));
-    assert_eq!(actor.withdrawn, [("E1".to_owned(), false)]);
+    assert_eq!(actor.withdrawn, [(EventId::from("E1"), false)]);
     assert_eq!(sent(), []);
 }

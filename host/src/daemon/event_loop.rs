@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use forewarn_imds::{Documents, ImdsClient, ImdsClock, ScheduledEvent};
+use forewarn_imds::{Documents, EventId, ImdsClient, ImdsClock, ScheduledEvent};
 use forewarn_runtime::{CallContext, Readiness};
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
@@ -102,7 +102,7 @@ pub struct Daemon {
 /// still answers the pipeline, which sends no other approval until it hears back).
 struct ApprovalInFlight {
     task: JoinHandle<Input>,
-    event_ids: Vec<String>,
+    event_ids: Vec<EventId>,
 }
 
 impl Daemon {
@@ -412,7 +412,7 @@ impl Daemon {
 
     /// POSTs the approvals (already journaled as due) in a task; its outcome comes back
     /// through [`Daemon::approval_answered`].
-    fn start_approval(&mut self, event_ids: Vec<String>) {
+    fn start_approval(&mut self, event_ids: Vec<EventId>) {
         if let Some(in_flight) = &self.approval {
             // The pipeline sends one approval at a time, so this is a bug; the events are
             // answered as not sent, and so sent again after the usual wait.
@@ -500,7 +500,7 @@ async fn approval_answer(in_flight: Option<&mut ApprovalInFlight>) -> Input {
 
 /// The barrier's next verdict; pending forever without coordination. A coordinator that
 /// stopped (its task ended) is said once, and its arm waits forever after.
-async fn next_verdict(verdicts: &mut Option<Verdicts>) -> Option<(String, BarrierVerdict)> {
+async fn next_verdict(verdicts: &mut Option<Verdicts>) -> Option<(EventId, BarrierVerdict)> {
     let Some(receiver) = verdicts.as_mut() else {
         return std::future::pending().await;
     };

@@ -26,6 +26,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use forewarn_imds::EventId;
+
 use crate::daemon::durable_file::{self, DurableFileError};
 use crate::daemon::journal_schema::{self, JOURNAL_NAME, JournalRecord};
 use crate::pipeline::state::{DaemonState, EventProgress};
@@ -57,14 +59,14 @@ struct Change {
     generation: u64,
     /// Events changed (Some) or forgotten (None) by this commit.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    events: BTreeMap<String, Option<Arc<EventProgress>>>,
+    events: BTreeMap<EventId, Option<Arc<EventProgress>>>,
     /// The whole tracker: written by releases before `tracked`, still read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tracker: Option<Arc<Tracker>>,
     /// Tracked events changed (Some) or forgotten (None) by this commit: a document that
     /// changes one event of thousands writes that one.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    tracked: BTreeMap<String, Option<Arc<TrackedEvent>>>,
+    tracked: BTreeMap<EventId, Option<Arc<TrackedEvent>>>,
     /// The readiness holds, when they changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     readiness_holds: Option<BTreeSet<String>>,
@@ -508,9 +510,9 @@ fn load_snapshot(
 /// those gone from it (None). Both maps are sorted by id, so they are walked side by side:
 /// one pass, no lookups; an entry still shared with `before` is equal without a look.
 fn changed_entries<T: PartialEq>(
-    before: &BTreeMap<String, Arc<T>>,
-    after: &BTreeMap<String, Arc<T>>,
-) -> BTreeMap<String, Option<Arc<T>>> {
+    before: &BTreeMap<EventId, Arc<T>>,
+    after: &BTreeMap<EventId, Arc<T>>,
+) -> BTreeMap<EventId, Option<Arc<T>>> {
     let mut changed = BTreeMap::new();
     let mut old = before.iter().peekable();
     for (id, progress) in after {

@@ -365,7 +365,7 @@ mod tests {
                 Duration::from_secs(600),
             );
             state.events.insert(
-                id,
+                id.into(),
                 Arc::new(crate::pipeline::state::EventProgress::new(
                     event,
                     crate::pipeline::state::Handling::Prepare {

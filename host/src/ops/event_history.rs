@@ -8,6 +8,8 @@ use serde::Serialize;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+use forewarn_imds::EventId;
+
 use crate::pipeline::clock::unix_ms;
 use crate::pipeline::timeline::TimelineEntry;
 use crate::pipeline::tracker::TransitionKind;
@@ -36,7 +38,7 @@ pub struct HistoryEntry {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct EventHistoryView {
     /// IMDS's EventId.
-    pub event_id: String,
+    pub event_id: EventId,
     /// IMDS's EventType, from its first transition ("" when that was dropped).
     pub event_type: String,
     /// Whether recovery is complete and the daemon forgot the event.
@@ -129,7 +131,7 @@ fn event_mut<'a>(
     let event = match reusable {
         Some(index) => events.remove(index),
         None => EventHistoryView {
-            event_id: id.to_owned(),
+            event_id: EventId::from(id),
             event_type: String::new(),
             finished: false,
             dropped_entries: 0,
@@ -198,7 +200,7 @@ fn event_ids(entry: &TimelineEntry) -> Vec<&str> {
         | TimelineEntry::NotApproved { event_id, .. }
         | TimelineEntry::Finished { event_id } => vec![event_id.as_str()],
         TimelineEntry::Approved { event_ids } | TimelineEntry::ApprovalFailed { event_ids, .. } => {
-            event_ids.iter().map(String::as_str).collect()
+            event_ids.iter().map(EventId::as_str).collect()
         }
         // About a plugin, not an event: `/status` shows the plugins in quarantine.
         TimelineEntry::PluginQuarantined(_) | TimelineEntry::QuarantineLifted { .. } => Vec::new(),

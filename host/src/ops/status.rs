@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use forewarn_imds::{ClockSkew, PollStatus};
+use forewarn_imds::{ClockSkew, EventId, PollStatus};
 use serde::{Deserialize, Serialize};
 
 use crate::coordination::CoordinationStatus;
@@ -112,7 +112,7 @@ pub struct ReadinessView {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventView {
     /// IMDS's EventId, unique per event.
-    pub id: String,
+    pub id: EventId,
     /// IMDS's EventType as sent ("Reboot", "Redeploy", "Freeze", "Preempt", "Terminate", …).
     pub event_type: String,
     /// IMDS's EventStatus: "Scheduled" or "Started".
@@ -381,7 +381,7 @@ pub(crate) fn build_snapshot(inputs: StatusInputs<'_>, now: SystemTime) -> Statu
 fn event_view(id: &str, progress: &EventProgress, now: SystemTime) -> EventView {
     let event = &progress.event;
     EventView {
-        id: id.to_owned(),
+        id: EventId::from(id),
         event_type: event.event_type_raw.clone(),
         status: event.status.to_string(),
         not_before: event.not_before.map(rfc3339),

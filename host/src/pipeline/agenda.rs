@@ -7,6 +7,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::SystemTime;
 
+use forewarn_imds::EventId;
+
 /// The order events are visited in: live before ended (a plugin hears of a new event
 /// before an old one ends), then the sooner NotBefore first (a Preempt listed beside
 /// thousands of Reboots gets a plugin they all wait for), then by id.
@@ -17,7 +19,7 @@ pub(crate) struct Urgency {
     /// Its NotBefore; the epoch without one (started: telling plugins is due now).
     pub not_before: SystemTime,
     /// Its EventId.
-    pub id: String,
+    pub id: EventId,
 }
 
 /// What a visit found about one event, for the next rounds.
@@ -39,18 +41,18 @@ pub(crate) struct Agenda {
     /// Visit every event (at the start, and after the plugins changed or coordination began).
     everything: bool,
     /// Events an input changed since the last round.
-    touched: BTreeSet<String>,
+    touched: BTreeSet<EventId>,
     /// Each event's next instant, and the events by it.
-    timers: BTreeSet<(SystemTime, String)>,
-    timer_of: HashMap<String, SystemTime>,
+    timers: BTreeSet<(SystemTime, EventId)>,
+    timer_of: HashMap<EventId, SystemTime>,
     /// By plugin: the events waiting for it, most urgent first.
     waiting: HashMap<String, BTreeSet<Urgency>>,
     /// By event: where it waits (its urgency and the plugins).
-    waits: HashMap<String, (Urgency, Vec<String>)>,
+    waits: HashMap<EventId, (Urgency, Vec<String>)>,
     /// Plugins whose call ended since their waiters were last offered them.
     freed: BTreeSet<String>,
     /// Events whose approval is due.
-    approvals_due: BTreeSet<String>,
+    approvals_due: BTreeSet<EventId>,
 }
 
 impl Default for Agenda {
@@ -72,7 +74,7 @@ impl Agenda {
     /// An input changed `id`: the next round visits it.
     pub(crate) fn touch(&mut self, id: &str) {
         if !self.touched.contains(id) {
-            self.touched.insert(id.to_owned());
+            self.touched.insert(EventId::from(id));
         }
     }
 
@@ -90,7 +92,7 @@ impl Agenda {
 
     /// The events due in a round at `now`, in no order: touched, and timed at or before
     /// `now`; None: every event (the caller lists them).
-    pub(crate) fn take_due(&mut self, now: SystemTime) -> Option<BTreeSet<String>> {
+    pub(crate) fn take_due(&mut self, now: SystemTime) -> Option<BTreeSet<EventId>> {
         if std::mem::take(&mut self.everything) {
             self.touched.clear();
             return None;
@@ -125,15 +127,15 @@ impl Agenda {
     pub(crate) fn settle(&mut self, id: &str, standing: Option<Standing>) {
         self.stop_waiting(id);
         if let Some(at) = self.timer_of.remove(id) {
-            self.timers.remove(&(at, id.to_owned()));
+            self.timers.remove(&(at, EventId::from(id)));
         }
         let Some(standing) = standing else {
             self.approvals_due.remove(id);
             return;
         };
         if let Some(at) = standing.next_due {
-            self.timers.insert((at, id.to_owned()));
-            self.timer_of.insert(id.to_owned(), at);
+            self.timers.insert((at, EventId::from(id)));
+            self.timer_of.insert(EventId::from(id), at);
         }
         set_membership(&mut self.approvals_due, id, standing.approval_due);
         if standing.blocked_on.is_empty() {
@@ -146,7 +148,7 @@ impl Agenda {
                 .insert(standing.urgency.clone());
         }
         self.waits
-            .insert(id.to_owned(), (standing.urgency, standing.blocked_on));
+            .insert(EventId::from(id), (standing.urgency, standing.blocked_on));
     }
 
     /// The first instant after `after` a round is due without an input, for any event
@@ -156,7 +158,7 @@ impl Agenda {
     }
 
     /// The events whose approval is due.
-    pub(crate) fn approvals_due(&self) -> &BTreeSet<String> {
+    pub(crate) fn approvals_due(&self) -> &BTreeSet<EventId> {
         &self.approvals_due
     }
 
@@ -175,11 +177,11 @@ impl Agenda {
     }
 }
 
-fn set_membership(set: &mut BTreeSet<String>, id: &str, member: bool) {
+fn set_membership(set: &mut BTreeSet<EventId>, id: &str, member: bool) {
     if !member {
         set.remove(id);
     } else if !set.contains(id) {
-        set.insert(id.to_owned());
+        set.insert(EventId::from(id));
     }
 }
 
@@ -224,10 +226,10 @@ mod tests {
         agenda.settle("quiet", Some(standing("quiet", 100)));
         agenda.touch("touched");
         let due = agenda.take_due(at(4)).unwrap();
-        assert_eq!(due, BTreeSet::from(["touched".to_owned()]));
+        assert_eq!(due, BTreeSet::from(["touched".into()]));
         assert_eq!(agenda.next_timer_after(at(4)), Some(at(5)));
         let due = agenda.take_due(at(5)).unwrap();
-        assert_eq!(due, BTreeSet::from(["timed".to_owned()]));
+        assert_eq!(due, BTreeSet::from(["timed".into()]));
         assert_eq!(agenda.next_timer_after(at(5)), None);
         agenda.touch_everything();
         assert_eq!(agenda.take_due(at(6)), None);

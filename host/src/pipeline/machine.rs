@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use forewarn_imds::{Document, EventStatus, ScheduledEvent};
+use forewarn_imds::{Document, EventId, EventStatus, ScheduledEvent};
 
 use crate::log_fields;
 use crate::log_messages;
@@ -52,11 +52,11 @@ pub(crate) enum Input {
     /// The plugin set changed (reload).
     Plugins(Arc<Roster>),
     /// IMDS accepted the approval of these events.
-    ApprovalSent(Vec<String>),
+    ApprovalSent(Vec<EventId>),
     /// IMDS did not accept the approval of these events.
     ApprovalFailed {
         /// The events whose approval failed.
-        event_ids: Vec<String>,
+        event_ids: Vec<EventId>,
         /// IMDS refused the request itself (a 4xx, e.g. 400 for an id it no longer lists):
         /// sending the same batch again would fail the same way.
         rejected: bool,
@@ -71,7 +71,7 @@ pub(crate) enum Input {
     /// The etcd barrier's verdict on an event this VM joined ([`Action::Coordinate`]).
     BarrierVerdict {
         /// The event's `EventId`.
-        event_id: String,
+        event_id: EventId,
         /// What the barrier says now.
         verdict: BarrierVerdict,
     },
@@ -104,7 +104,7 @@ pub(crate) enum Action {
     Coordinate(BarrierRequest),
     /// POST the approval of these events to IMDS; answer with [`Input::ApprovalSent`] or
     /// [`Input::ApprovalFailed`].
-    Approve(Vec<String>),
+    Approve(Vec<EventId>),
     /// Report this step on the timeline (demo, metrics, tests).
     Emit(TimelineEntry),
 }
@@ -122,7 +122,7 @@ pub(crate) struct Pipeline {
     in_flight: InFlight,
     /// Events whose wait for the lead time or whose late preparation was announced; not
     /// journaled (a restart announces them again).
-    notes_announced: HashSet<(String, PreparationNote)>,
+    notes_announced: HashSet<(EventId, PreparationNote)>,
     /// Which events the next round visits.
     agenda: Agenda,
     /// Events visited so far (a round's cost; the tests read it).
@@ -401,7 +401,9 @@ impl Pipeline {
 
     /// The scheduler's view and the events, borrowed apart so a stage can change one
     /// event while it reads the roster and the calls in flight.
-    fn schedule_and_events(&mut self) -> (Schedule<'_>, &mut BTreeMap<String, Arc<EventProgress>>) {
+    fn schedule_and_events(
+        &mut self,
+    ) -> (Schedule<'_>, &mut BTreeMap<EventId, Arc<EventProgress>>) {
         let schedule = Schedule {
             roster: &self.roster,
             in_flight: &self.in_flight,
@@ -536,7 +538,7 @@ impl Pipeline {
         self.unsaved = true;
         tracing::info!(event_id = %id, "event handled to the end");
         self.emit(TimelineEntry::Finished {
-            event_id: id.to_owned(),
+            event_id: EventId::from(id),
         });
         Arc::unwrap_or_clone(progress).relisted
     }

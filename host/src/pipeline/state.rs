@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use forewarn_imds::ScheduledEvent;
+use forewarn_imds::{EventId, ScheduledEvent};
 use serde::{Deserialize, Serialize};
 
 use crate::pipeline::policy::WithholdRule;
@@ -22,7 +22,7 @@ pub struct DaemonState {
     /// Events being handled, by EventId. Each is shared with the last journaled state
     /// until it changes (`Arc::make_mut`), so a round copies and journals only the events
     /// it changed.
-    pub events: BTreeMap<String, Arc<EventProgress>>,
+    pub events: BTreeMap<EventId, Arc<EventProgress>>,
 }
 
 /// Everything the daemon knows and decided about one event, from its first listing until

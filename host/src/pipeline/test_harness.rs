@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use forewarn_imds::{Document, EventSource, EventStatus, EventType, ScheduledEvent};
+use forewarn_imds::{Document, EventId, EventSource, EventStatus, EventType, ScheduledEvent};
 
 use crate::pipeline::approval::BarrierRequest;
 use crate::pipeline::machine::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
@@ -194,7 +194,9 @@ impl Harness {
                     None => self.answer(call),
                 },
                 Action::Approve(event_ids) => {
-                    let stale = event_ids.iter().any(|id| self.imds_unknown.contains(id));
+                    let stale = event_ids
+                        .iter()
+                        .any(|id| self.imds_unknown.contains(id.as_str()));
                     let input = if stale {
                         Input::ApprovalFailed {
                             event_ids,
@@ -290,7 +292,7 @@ impl Harness {
     }
 
     /// The approval POSTs: (time, event ids).
-    pub(crate) fn approvals(&self) -> Vec<(SystemTime, Vec<String>)> {
+    pub(crate) fn approvals(&self) -> Vec<(SystemTime, Vec<EventId>)> {
         self.log
             .iter()
             .filter_map(|executed| match &executed.action {
@@ -365,7 +367,7 @@ pub(crate) fn event(
     notice: Duration,
 ) -> ScheduledEvent {
     ScheduledEvent {
-        id: id.to_owned(),
+        id: id.into(),
         event_type,
         event_type_raw: format!("{event_type:?}"),
         resource_type: "VirtualMachine".into(),

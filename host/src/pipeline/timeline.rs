@@ -4,6 +4,8 @@
 
 use serde::Serialize;
 
+use forewarn_imds::EventId;
+
 use crate::pipeline::quarantine::QuarantinedPlugin;
 use crate::pipeline::state::{AnswerOutcome, CallPhase};
 use crate::pipeline::tracker::TransitionKind;
@@ -15,7 +17,7 @@ pub enum TimelineEntry {
     /// The tracker turned a document into a transition.
     Transition {
         /// IMDS's EventId.
-        event_id: String,
+        event_id: EventId,
         /// IMDS's EventType as sent ("Reboot", "Freeze", …).
         event_type: String,
         /// What changed: the event appeared, started, ended, …
@@ -26,7 +28,7 @@ pub enum TimelineEntry {
     /// The policy decided how to handle a new event.
     Handling {
         /// IMDS's EventId.
-        event_id: String,
+        event_id: EventId,
         /// The decision in words ("prepare (this VM)", "ignored: REASON", …).
         handling: String,
     },
@@ -34,7 +36,7 @@ pub enum TimelineEntry {
     /// and preparation starts later.
     PreparationWaits {
         /// IMDS's EventId.
-        event_id: String,
+        event_id: EventId,
         /// When the first prepare calls are due, in milliseconds since the Unix epoch.
         starts_at_unix_ms: u64,
     },
@@ -43,7 +45,7 @@ pub enum TimelineEntry {
     /// and this plugin still finishes in time.
     TurnShortened {
         /// IMDS's EventId.
-        event_id: String,
+        event_id: EventId,
         /// The plugin that starts now.
         plugin: String,
         /// The plugins it runs after that had not approved yet.
@@ -58,14 +60,14 @@ pub enum TimelineEntry {
     /// is still sent if every plugin approves in time.
     PreparingLate {
         /// IMDS's EventId.
-        event_id: String,
+        event_id: EventId,
         /// The plugins that had not approved yet.
         still_preparing: Vec<String>,
     },
     /// A plugin is being called.
     PluginCalled {
         /// The event the call is about.
-        event_id: String,
+        event_id: EventId,
         /// The plugin's name.
         plugin: String,
         /// Prepare (before the maintenance) or recover (after it).
@@ -79,7 +81,7 @@ pub enum TimelineEntry {
     /// A line the plugin logged (or printed) during a call, sent just before its answer.
     PluginLog {
         /// The event the call was about.
-        event_id: String,
+        event_id: EventId,
         /// The plugin that logged the line.
         plugin: String,
         /// The level the plugin logged the line at.
@@ -90,7 +92,7 @@ pub enum TimelineEntry {
     /// A plugin answered (or failed, counted as a defer).
     PluginAnswered {
         /// The event the call was about.
-        event_id: String,
+        event_id: EventId,
         /// The plugin that answered.
         plugin: String,
         /// Prepare or recover, as in the matching [`TimelineEntry::PluginCalled`].
@@ -105,26 +107,26 @@ pub enum TimelineEntry {
     /// The approval was accepted by IMDS.
     Approved {
         /// The events approved by the one POST, never empty.
-        event_ids: Vec<String>,
+        event_ids: Vec<EventId>,
     },
     /// The approval POST failed; it is retried.
     ApprovalFailed {
         /// The events the failed POST would have approved.
-        event_ids: Vec<String>,
+        event_ids: Vec<EventId>,
         /// Why it failed, as the IMDS client reported it.
         error: String,
     },
     /// Every plugin approved but no approval is sent (policy, dry run, deadline).
     NotApproved {
         /// The event left for Azure to start at NotBefore.
-        event_id: String,
+        event_id: EventId,
         /// Why no approval is sent, in words.
         reason: String,
     },
     /// Recovery is complete and the event is forgotten.
     Finished {
         /// The event that is done; no further entry names it.
-        event_id: String,
+        event_id: EventId,
     },
     /// A plugin's calls failed `policy.quarantine-after-failures` times within the window:
     /// it is not called again until a new version of it is loaded or the daemon restarts.

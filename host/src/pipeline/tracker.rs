@@ -44,7 +44,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use forewarn_imds::{Document, EventField, EventStatus, ScheduledEvent};
+use forewarn_imds::{Document, EventField, EventId, EventStatus, ScheduledEvent};
 use serde::{Deserialize, Serialize};
 
 /// One change in an event's lifecycle, as the daemon dispatches it to plugins.
@@ -152,7 +152,7 @@ pub struct TrackedEvent {
 /// ([`Tracker::entries`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tracker {
-    events: BTreeMap<String, Arc<TrackedEvent>>,
+    events: BTreeMap<EventId, Arc<TrackedEvent>>,
 }
 
 impl Tracker {
@@ -197,12 +197,12 @@ impl Tracker {
 
     /// The tracked events by id, each shared with the tracker this one was copied from
     /// while it is unchanged (for the journal, which writes the changed ones).
-    pub(crate) fn entries(&self) -> &BTreeMap<String, Arc<TrackedEvent>> {
+    pub(crate) fn entries(&self) -> &BTreeMap<EventId, Arc<TrackedEvent>> {
         &self.events
     }
 
     /// Sets (Some) or forgets (None) the tracked event `id`, as the journal replays it.
-    pub(crate) fn restore(&mut self, id: String, tracked: Option<Arc<TrackedEvent>>) {
+    pub(crate) fn restore(&mut self, id: EventId, tracked: Option<Arc<TrackedEvent>>) {
         match tracked {
             Some(tracked) => self.events.insert(id, tracked),
             None => self.events.remove(&id),
@@ -292,7 +292,7 @@ impl Tracker {
 
     /// Forgets every tracked event not in `listed` and returns their endings, by id.
     fn remove_unlisted(&mut self, listed: &HashSet<&str>) -> Vec<Transition> {
-        let gone: Vec<String> = self
+        let gone: Vec<EventId> = self
             .events
             .keys()
             .filter(|id| !listed.contains(id.as_str()))

@@ -15,7 +15,7 @@ use crate::pipeline::timeline::{LogLevel, PluginLogLine};
 /// The event as a plugin sees it.
 pub(crate) fn to_wit_event(event: &imds::ScheduledEvent) -> wit::ScheduledEvent {
     wit::ScheduledEvent {
-        id: event.id.clone(),
+        id: event.id.to_string(),
         event_type: to_wit_type(event.event_type),
         event_type_raw: event.event_type_raw.clone(),
         resource_type: event.resource_type.clone(),

@@ -199,8 +199,11 @@ fn multi_vm_event_names_every_vm_and_one_approval_starts_it() {
     sim.advance(scenario.events[0].appear_at);
     let document = sim.document(&clock());
     assert_eq!(document.events[0].resources, vec!["vm-a", "vm-b", "vm-c"]);
-    sim.approve(scenario.events[0].appear_at + secs(1), &[id.to_lowercase().into()])
-        .unwrap();
+    sim.approve(
+        scenario.events[0].appear_at + secs(1),
+        &[id.to_lowercase().into()],
+    )
+    .unwrap();
     assert_eq!(
         sim.document(&clock()).events[0].status,
         EventStatus::Started

@@ -22,7 +22,7 @@ fn progress(id: &str) -> Arc<EventProgress> {
 fn state_with(ids: &[&str]) -> Arc<DaemonState> {
     let mut state = DaemonState::default();
     for id in ids {
-        state.events.insert((*id).to_owned(), progress(id));
+        state.events.insert((*id).into(), progress(id));
     }
     Arc::new(state)
 }
@@ -101,7 +101,7 @@ fn a_commit_writes_only_the_events_it_changed() {
 fn a_document_that_changes_one_of_many_tracked_events_writes_only_it() {
     use forewarn_imds::{Document, EventSource, EventStatus, EventType, ScheduledEvent};
     let reboot = |id: String, not_before: u64| ScheduledEvent {
-        id,
+        id: id.into(),
         event_type: EventType::Reboot,
         event_type_raw: "Reboot".into(),
         resource_type: String::new(),

@@ -217,7 +217,7 @@ async fn entries_the_reader_missed_are_counted_as_missed() {
     let (timeline, reader) = broadcast::channel(4);
     for index in 0..10 {
         let approved = TimelineEntry::Approved {
-            event_ids: vec![format!("E{index}")],
+            event_ids: vec![format!("E{index}").into()],
         };
         timeline.send(approved).expect("the reader is subscribed");
     }

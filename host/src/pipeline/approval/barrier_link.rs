@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
-use forewarn_imds::ScheduledEvent;
+use forewarn_imds::{EventId, ScheduledEvent};
 
 use crate::pipeline::state::{Approval, EventProgress, Lifecycle};
 
@@ -33,19 +33,19 @@ pub(crate) enum BarrierRequest {
     Join(Arc<ScheduledEvent>),
     /// The event was rescheduled and this VM prepares again: release its ready key, its
     /// leadership and a claim not sent yet.
-    Withdraw(String),
+    Withdraw(EventId),
     /// The event left Scheduled or was handled to the end: release its ready key and
     /// leadership (a claim stays: its approval may be on its way).
-    Leave(String),
+    Leave(EventId),
     /// IMDS accepted these approvals: the leader records them for the other VMs.
-    Sent(Vec<String>),
+    Sent(Vec<EventId>),
 }
 
 /// The events joined on the barrier, their last verdicts, and the requests not yet taken.
 #[derive(Debug, Default)]
 pub(crate) struct BarrierLink {
-    joined: BTreeSet<String>,
-    verdicts: BTreeMap<String, BarrierVerdict>,
+    joined: BTreeSet<EventId>,
+    verdicts: BTreeMap<EventId, BarrierVerdict>,
     requests: VecDeque<BarrierRequest>,
 }
 
@@ -63,7 +63,7 @@ impl BarrierLink {
         let joined = self.joined.contains(id);
         match (scheduled, joined) {
             (Some(progress), false) if waits => {
-                self.joined.insert(id.to_owned());
+                self.joined.insert(EventId::from(id));
                 let event = Arc::new(progress.event.clone());
                 self.requests.push_back(BarrierRequest::Join(event));
             }
@@ -77,7 +77,7 @@ impl BarrierLink {
         if self.joined.remove(id) {
             self.verdicts.remove(id);
             self.requests
-                .push_back(BarrierRequest::Withdraw(id.to_owned()));
+                .push_back(BarrierRequest::Withdraw(EventId::from(id)));
         }
     }
 
@@ -89,8 +89,8 @@ impl BarrierLink {
     }
 
     /// IMDS accepted the approval of `event_ids`: those joined are recorded sent.
-    pub(crate) fn sent(&mut self, event_ids: &[String]) {
-        let joined: Vec<String> = event_ids
+    pub(crate) fn sent(&mut self, event_ids: &[EventId]) {
+        let joined: Vec<EventId> = event_ids
             .iter()
             .filter(|id| self.joined.contains(*id))
             .cloned()
@@ -106,7 +106,7 @@ impl BarrierLink {
         if !self.joined.contains(id) {
             return false;
         }
-        self.verdicts.insert(id.to_owned(), verdict);
+        self.verdicts.insert(EventId::from(id), verdict);
         true
     }
 
@@ -127,6 +127,6 @@ impl BarrierLink {
         self.joined.remove(id);
         self.verdicts.remove(id);
         self.requests
-            .push_back(BarrierRequest::Leave(id.to_owned()));
+            .push_back(BarrierRequest::Leave(EventId::from(id)));
     }
 }

@@ -14,6 +14,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use forewarn_imds::EventId;
+
 use crate::log_fields;
 use crate::log_messages;
 use crate::pipeline::clock::unix_ms;
@@ -32,18 +34,18 @@ pub(crate) use decide::{ApprovalRules, held_by_quarantine, hold, quarantine_hold
 use post::PostQueue;
 
 /// The events the machine lends the stage, by id.
-pub(crate) type Events = BTreeMap<String, Arc<EventProgress>>;
+pub(crate) type Events = BTreeMap<EventId, Arc<EventProgress>>;
 
 /// What the approval stage hears from outside the pipeline.
 #[derive(Debug, Clone)]
 pub(crate) enum ApprovalInput {
     /// IMDS accepted the approval of these events.
-    Sent(Vec<String>),
+    Sent(Vec<EventId>),
     /// IMDS did not accept the approval of these events (`rejected`: it refused the request
     /// itself, a 4xx).
     Failed {
         /// The events whose approval failed.
-        event_ids: Vec<String>,
+        event_ids: Vec<EventId>,
         /// IMDS refused the request itself: the same batch would fail the same way.
         rejected: bool,
         /// What went wrong, for the log and the timeline.
@@ -55,7 +57,7 @@ pub(crate) enum ApprovalInput {
     /// The barrier's verdict on an event this VM joined.
     Verdict {
         /// The event's `EventId`.
-        event_id: String,
+        event_id: EventId,
         /// What the barrier says now.
         verdict: BarrierVerdict,
     },
@@ -69,7 +71,7 @@ pub(crate) struct ApprovalStage {
     posts: PostQueue,
     /// The approval holds already announced, by event; not journaled (a restart announces
     /// them again).
-    holds_announced: HashMap<String, String>,
+    holds_announced: HashMap<EventId, String>,
     /// Whether the journal's commits reach the disk ([`ApprovalInput::JournalDurable`]).
     journal_durable: bool,
     /// Timeline entries for the machine to emit, in order.
@@ -104,7 +106,7 @@ impl ApprovalStage {
         input: ApprovalInput,
         now: SystemTime,
         events: &mut Events,
-    ) -> Vec<String> {
+    ) -> Vec<EventId> {
         match input {
             ApprovalInput::Sent(event_ids) => {
                 self.sent(&event_ids, now, events);
@@ -249,12 +251,12 @@ impl ApprovalStage {
     /// the journal cannot be written.
     pub(crate) fn poll_post(
         &mut self,
-        due: &BTreeSet<String>,
+        due: &BTreeSet<EventId>,
         state: &DaemonState,
         stopping: bool,
         now: SystemTime,
-    ) -> Option<Vec<String>> {
-        let listed_and_due: BTreeSet<String> = due
+    ) -> Option<Vec<EventId>> {
+        let listed_and_due: BTreeSet<EventId> = due
             .iter()
             .filter(|id| is_due(&state.events, id))
             .filter(|id| state.tracker.get(id).is_some())
@@ -280,7 +282,7 @@ impl ApprovalStage {
             .next_retry(!self.journal_durable, |id| is_due(events, id))
     }
 
-    fn sent(&mut self, event_ids: &[String], now: SystemTime, events: &mut Events) {
+    fn sent(&mut self, event_ids: &[EventId], now: SystemTime, events: &mut Events) {
         self.posts.sent(event_ids);
         let at_unix_ms = unix_ms(now);
         for id in event_ids {
@@ -299,7 +301,7 @@ impl ApprovalStage {
         });
     }
 
-    fn failed(&mut self, event_ids: &[String], rejected: bool, error: String, now: SystemTime) {
+    fn failed(&mut self, event_ids: &[EventId], rejected: bool, error: String, now: SystemTime) {
         let one_by_one = self.posts.failed(event_ids, rejected, now);
         tracing::warn!(
             event_ids = %log_fields::names(event_ids),
@@ -322,10 +324,10 @@ impl ApprovalStage {
         }
         tracing::warn!(event_id = %id, "{reason}");
         self.emitted.push_back(TimelineEntry::NotApproved {
-            event_id: id.to_owned(),
+            event_id: EventId::from(id),
             reason: reason.clone(),
         });
-        self.holds_announced.insert(id.to_owned(), reason);
+        self.holds_announced.insert(EventId::from(id), reason);
     }
 }
 

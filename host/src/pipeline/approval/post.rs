@@ -7,6 +7,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
+use forewarn_imds::EventId;
+
 /// Wait before re-sending an approval IMDS did not accept.
 pub(crate) const APPROVAL_RETRY: Duration = Duration::from_secs(1);
 
@@ -14,12 +16,12 @@ pub(crate) const APPROVAL_RETRY: Duration = Duration::from_secs(1);
 #[derive(Debug, Default)]
 pub(crate) struct PostQueue {
     /// The approval POST in flight, if any.
-    approving: Option<Vec<String>>,
+    approving: Option<Vec<EventId>>,
     /// Events whose approval failed: not sent again before this instant.
-    retry_at: BTreeMap<String, SystemTime>,
+    retry_at: BTreeMap<EventId, SystemTime>,
     /// Events IMDS refused in a batch: each is sent alone, so one stale id does not block
     /// the others.
-    singly: BTreeSet<String>,
+    singly: BTreeSet<EventId>,
 }
 
 impl PostQueue {
@@ -29,17 +31,17 @@ impl PostQueue {
     /// waits; an event IMDS refused in a batch goes alone. Marks the batch in flight.
     pub(crate) fn next_batch(
         &mut self,
-        listed_and_due: BTreeSet<String>,
+        listed_and_due: BTreeSet<EventId>,
         paused: bool,
         now: SystemTime,
-    ) -> Option<Vec<String>> {
+    ) -> Option<Vec<EventId>> {
         if paused || self.approving.is_some() {
             return None;
         }
         // Ids no longer listed (or no longer due) are not retried.
         self.retry_at.retain(|id, _| listed_and_due.contains(id));
         self.singly.retain(|id| listed_and_due.contains(id));
-        let due: Vec<String> = listed_and_due
+        let due: Vec<EventId> = listed_and_due
             .into_iter()
             .filter(|id| self.retry_at.get(id).is_none_or(|at| *at <= now))
             .collect();
@@ -55,7 +57,7 @@ impl PostQueue {
     }
 
     /// IMDS accepted the POST of `event_ids`.
-    pub(crate) fn sent(&mut self, event_ids: &[String]) {
+    pub(crate) fn sent(&mut self, event_ids: &[EventId]) {
         self.approving = None;
         for id in event_ids {
             self.retry_at.remove(id);
@@ -66,7 +68,12 @@ impl PostQueue {
     /// IMDS did not accept the POST of `event_ids` at `now`. A refused batch of several
     /// events is sent again at once, one event at a time; anything else after
     /// [`APPROVAL_RETRY`]. Returns whether they go one by one.
-    pub(crate) fn failed(&mut self, event_ids: &[String], rejected: bool, now: SystemTime) -> bool {
+    pub(crate) fn failed(
+        &mut self,
+        event_ids: &[EventId],
+        rejected: bool,
+        now: SystemTime,
+    ) -> bool {
         self.approving = None;
         let one_by_one = rejected && event_ids.len() > 1;
         for id in event_ids {
@@ -116,8 +123,8 @@ mod tests {
         SystemTime::UNIX_EPOCH + Duration::from_millis(millis)
     }
 
-    fn ids(list: &[&str]) -> Vec<String> {
-        list.iter().map(|id| (*id).to_owned()).collect()
+    fn ids(list: &[&str]) -> Vec<EventId> {
+        list.iter().map(|id| EventId::from(*id)).collect()
     }
 
     /// What happens to the queue before the asked batch.
@@ -201,7 +208,7 @@ mod tests {
             (&["A"], &[Take(0), TakenBack], false, 0, Some(&["A"]), None),
         ];
         for (index, (due, steps, paused, ask, batch, retry)) in rows.iter().enumerate() {
-            let due: BTreeSet<String> = ids(due).into_iter().collect();
+            let due: BTreeSet<EventId> = ids(due).into_iter().collect();
             let mut queue = PostQueue::default();
             let mut in_flight = Vec::new();
             for step in *steps {
@@ -228,11 +235,11 @@ mod tests {
     #[test]
     fn ids_no_longer_listed_or_due_are_dropped() {
         let mut queue = PostQueue::default();
-        let both: BTreeSet<String> = ids(&["A", "B"]).into_iter().collect();
+        let both: BTreeSet<EventId> = ids(&["A", "B"]).into_iter().collect();
         let batch = queue.next_batch(both, false, at(0)).unwrap_or_default();
         queue.failed(&batch, true, at(0));
         // B is no longer listed: A goes alone, then nothing is left to retry.
-        let only_a: BTreeSet<String> = ids(&["A"]).into_iter().collect();
+        let only_a: BTreeSet<EventId> = ids(&["A"]).into_iter().collect();
         assert_eq!(
             queue.next_batch(only_a.clone(), false, at(0)),
             Some(ids(&["A"]))

@@ -3,6 +3,8 @@
 
 use std::time::{Duration, SystemTime};
 
+use forewarn_imds::EventId;
+
 use super::Pipeline;
 use crate::log_fields;
 use crate::log_messages;
@@ -15,7 +17,7 @@ impl Pipeline {
     pub(super) fn announce_wait(&mut self, id: &str, starts_at: SystemTime) {
         if !self
             .notes_announced
-            .insert((id.to_owned(), PreparationNote::Waits))
+            .insert((EventId::from(id), PreparationNote::Waits))
         {
             return;
         }
@@ -26,7 +28,7 @@ impl Pipeline {
             log_messages::PREPARATION_WAITS
         );
         self.emit(TimelineEntry::PreparationWaits {
-            event_id: id.to_owned(),
+            event_id: EventId::from(id),
             starts_at_unix_ms: unix_ms(starts_at),
         });
     }
@@ -46,7 +48,7 @@ impl Pipeline {
             log_messages::TURN_SHORTENED
         );
         self.emit(TimelineEntry::TurnShortened {
-            event_id: id.to_owned(),
+            event_id: EventId::from(id),
             plugin: turn.plugin,
             cut_short: turn.cut_short,
             needed_ms,
@@ -58,7 +60,7 @@ impl Pipeline {
     pub(super) fn announce_late(&mut self, id: &str) {
         if !self
             .notes_announced
-            .insert((id.to_owned(), PreparationNote::Late))
+            .insert((EventId::from(id), PreparationNote::Late))
         {
             return;
         }
@@ -80,7 +82,7 @@ impl Pipeline {
             log_messages::PREPARING_LATE
         );
         self.emit(TimelineEntry::PreparingLate {
-            event_id: id.to_owned(),
+            event_id: EventId::from(id),
             still_preparing,
         });
     }

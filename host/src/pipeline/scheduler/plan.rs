@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
 
-use forewarn_imds::ScheduledEvent;
+use forewarn_imds::{EventId, ScheduledEvent};
 
 use crate::pipeline::clock::from_unix_ms;
 use crate::pipeline::policy::LeadTime;
@@ -41,13 +41,13 @@ pub(crate) const RECOVERY_ATTEMPTS: u32 = 3;
 /// Calls started and not answered yet, by (event id, plugin name). A plugin has at most
 /// one call in flight, whatever the event: its calls touch its state, so a prepare for one
 /// event and a recovery for another must not interleave.
-pub(crate) type InFlight = HashSet<(String, String)>;
+pub(crate) type InFlight = HashSet<(EventId, String)>;
 
 /// A call the scheduler decided on.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct PlannedCall {
     /// The event the call is about.
-    pub event_id: String,
+    pub event_id: EventId,
     /// The plugin to call.
     pub plugin: String,
     /// What the plugin is told.

@@ -1,7 +1,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use forewarn_imds::{EventSource, EventType};
+use forewarn_imds::{EventId, EventSource, EventType};
 use proptest::prelude::*;
 
 use super::*;
@@ -517,7 +517,7 @@ proptest! {
         documents in prop::collection::vec(arb_document(), 1..12)
     ) {
         let mut tracker = Tracker::new();
-        let mut phases: HashMap<String, Phase> = HashMap::new();
+        let mut phases: HashMap<EventId, Phase> = HashMap::new();
         for (tick, document) in documents.iter().enumerate() {
             for transition in tracker.observe(document, at(tick as u64)) {
                 let phase = phases.entry(transition.event().id.clone()).or_insert(Phase::Absent);

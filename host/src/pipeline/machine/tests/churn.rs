@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use forewarn_imds::{EventType, ScheduledEvent};
+use forewarn_imds::{EventId, EventType, ScheduledEvent};
 
 use super::*;
 use crate::pipeline::state::{AnswerOutcome, CallPhase};
@@ -274,10 +274,10 @@ fn a_batch_refused_with_400_is_retried_one_by_one_and_vanished_ids_are_dropped()
     let stale = event("E1", EventType::Reboot, t0(), 300 * SECOND);
     let fresh = event("E2", EventType::Reboot, t0(), 300 * SECOND);
     harness.document(&[stale, fresh.clone()]);
-    let ids = |approvals: Vec<(SystemTime, Vec<String>)>| -> Vec<Vec<String>> {
+    let ids = |approvals: Vec<(SystemTime, Vec<EventId>)>| -> Vec<Vec<EventId>> {
         approvals.into_iter().map(|(_, ids)| ids).collect()
     };
-    let owned = |ids: &[&str]| ids.iter().map(|id| (*id).to_owned()).collect::<Vec<_>>();
+    let owned = |ids: &[&str]| ids.iter().map(|id| EventId::from(*id)).collect::<Vec<_>>();
     assert_eq!(
         ids(harness.approvals()),
         [owned(&["E1", "E2"]), owned(&["E1"]), owned(&["E2"])],

@@ -5,6 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
+use forewarn_imds::EventId;
+
 use super::*;
 use crate::pipeline::test_harness::roster;
 
@@ -182,14 +184,14 @@ fn a_quarantined_plugin_under_approve_stops_holding_and_is_not_called() {
     harness.document(&[first, second, third]);
     harness.run_for(10 * SECOND);
     assert_eq!(calls_of(&harness, "notify").len(), 2, "not called for E3");
-    let approved: BTreeSet<String> = harness
+    let approved: BTreeSet<EventId> = harness
         .approvals()
         .into_iter()
         .flat_map(|(_, ids)| ids)
         .collect();
     assert_eq!(
         approved,
-        BTreeSet::from(["E1".to_owned(), "E2".to_owned(), "E3".to_owned()])
+        BTreeSet::from(["E1".into(), "E2".into(), "E3".into()])
     );
     assert!(not_approved_reasons(&harness).is_empty());
 }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use forewarn_imds::{EventType, parse_document};
+use forewarn_imds::{EventId, EventType, parse_document};
 
 use super::*;
 use crate::pipeline::state::CallPhase;
@@ -67,7 +67,7 @@ fn a_plugin_free_again_goes_to_the_event_that_starts_first() {
     listed.push(event("zz-preempt", EventType::Preempt, t0(), 30 * SECOND));
     harness.document(&listed);
     harness.answer_held();
-    let order: Vec<String> = harness
+    let order: Vec<EventId> = harness
         .log
         .iter()
         .filter_map(|executed| match &executed.action {
@@ -117,7 +117,7 @@ fn an_event_whose_not_before_cannot_be_read_is_prepared_at_once_and_approved() {
             .iter()
             .any(|executed| matches!(&executed.action, Action::Call(call) if call.event_id == id && call.phase == CallPhase::Prepare && executed.at == harness.now));
         assert!(called, "{odd:?}: not prepared at once");
-        let progress = &harness.pipeline.state().events[&id];
+        let progress = &harness.pipeline.state().events[id.as_str()];
         assert_eq!(progress.event.not_before, Some(harness.now), "{odd:?}");
         assert_eq!(
             progress
