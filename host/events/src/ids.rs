@@ -3,6 +3,12 @@
 //! `(EventId, PluginName)` pair cannot be built the wrong way round), while reading,
 //! comparing, hashing and serializing exactly as the text inside: JSON holds a plain string,
 //! and a map keyed by either still answers `get(&str)`.
+//!
+//! ```compile_fail
+//! use forewarn_events::{EventId, PluginName};
+//! // A call in flight is (event, plugin): the halves cannot be swapped.
+//! let call: (EventId, PluginName) = (PluginName::from("lb-drain"), EventId::from("E1"));
+//! ```
 
 use std::borrow::Borrow;
 use std::fmt;

@@ -14,7 +14,7 @@ use crate::plugins::set::{LoadedPlugin, load_plugin_named, name_problem};
 /// called otherwise (`drain_notice-0.1.0.wasm`) is checked and tested under the name it
 /// must be installed as, and both commands say so.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PluginName {
+pub struct InstallName {
     /// The plugin's name.
     pub name: String,
     /// Why it is not simply the file's stem; None when it is.
@@ -38,7 +38,7 @@ pub enum Renamed {
      without .wasm, which must be 1 to 64 of a-z, 0-9, '-' and '_' ({problem}). Rename it, \
      e.g. to {suggestion}.wasm, and its manifest to {suggestion}.toml"
 )]
-pub struct PluginNameError {
+pub struct InstallNameError {
     /// The file as given.
     pub file: String,
     /// What is wrong with its stem.
@@ -47,7 +47,7 @@ pub struct PluginNameError {
     pub suggestion: String,
 }
 
-impl PluginName {
+impl InstallName {
     /// The note `plugin check` and `plugin test` print when the name is not the file's stem:
     /// what the file is taken as, and what to rename it to.
     pub fn notice(&self, wasm: &Path) -> Option<String> {
@@ -133,7 +133,7 @@ impl PluginFile {
     /// The name the plugin is checked and tested under: the file's stem when it is a usable
     /// name, else the stem of the manifest given with `--manifest`, else the stem's usable
     /// start; an error naming the rename when none is.
-    pub fn name(&self) -> Result<PluginName, PluginNameError> {
+    pub fn name(&self) -> Result<InstallName, InstallNameError> {
         let stem = |path: &Path| {
             path.file_stem()
                 .map(|stem| stem.to_string_lossy().into_owned())
@@ -141,25 +141,25 @@ impl PluginFile {
         };
         let wasm_stem = stem(&self.wasm);
         if name_problem(&wasm_stem).is_none() {
-            return Ok(PluginName {
+            return Ok(InstallName {
                 name: wasm_stem,
                 renamed: None,
             });
         }
         let manifest_stem = self.manifest.as_deref().map(stem);
         if let Some(name) = manifest_stem.filter(|name| name_problem(name).is_none()) {
-            return Ok(PluginName {
+            return Ok(InstallName {
                 name,
                 renamed: Some(Renamed::FromManifest),
             });
         }
         if let Some(name) = stem_prefix(&wasm_stem) {
-            return Ok(PluginName {
+            return Ok(InstallName {
                 name,
                 renamed: Some(Renamed::FromStemPrefix),
             });
         }
-        Err(PluginNameError {
+        Err(InstallNameError {
             file: self.wasm.display().to_string(),
             problem: name_problem(&wasm_stem).unwrap_or("it is not usable"),
             suggestion: suggest_name(&wasm_stem),
@@ -242,7 +242,7 @@ mod tests {
         assert!(parse_config_pair("novalue").is_err());
     }
 
-    fn name_of(wasm: &str, manifest: Option<&str>) -> Result<PluginName, PluginNameError> {
+    fn name_of(wasm: &str, manifest: Option<&str>) -> Result<InstallName, InstallNameError> {
         PluginFile {
             manifest: manifest.map(PathBuf::from),
             ..PluginFile::new(PathBuf::from(wasm))
@@ -255,7 +255,7 @@ mod tests {
         let name = name_of("/x/drain_notice.wasm", Some("/y/other.toml")).expect("usable");
         assert_eq!(
             name,
-            PluginName {
+            InstallName {
                 name: "drain_notice".into(),
                 renamed: None
             }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use forewarn_imds::EventId;
+use forewarn_imds::{EventId, PluginName};
 
 use crate::pipeline::state::{AnswerOutcome, CallPhase};
 use crate::pipeline::timeline::TimelineEntry;
@@ -108,7 +108,7 @@ impl Verdict {
 /// What the timeline showed of each plugin, by name.
 #[derive(Debug, Clone, Default)]
 pub struct PluginVerdicts {
-    plugins: BTreeMap<String, Record>,
+    plugins: BTreeMap<PluginName, Record>,
 }
 
 #[derive(Debug, Clone, Default)]

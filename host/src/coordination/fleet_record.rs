@@ -17,6 +17,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use forewarn_imds::PluginName;
+
 use crate::coordination::coordination_status::CoordinationStatus;
 use crate::coordination::etcd_access::EtcdAccess;
 use crate::log_messages;
@@ -148,7 +150,7 @@ impl FleetStage {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FleetHolder {
     /// The plugin's name.
-    pub plugin: String,
+    pub plugin: PluginName,
     /// Why it holds.
     pub hold: FleetHold,
 }
@@ -227,7 +229,7 @@ impl FleetRecord {
                 &mut event.holders_truncated,
             );
             for holder in &mut event.holders {
-                holder.plugin = bounded_text(&holder.plugin);
+                holder.plugin = bounded_text(&holder.plugin).into();
             }
         }
     }
@@ -404,7 +406,7 @@ mod tests {
                     stage: FleetStage::Preparing,
                     holders: (0..holders)
                         .map(|h| FleetHolder {
-                            plugin: format!("{name}{h}"),
+                            plugin: format!("{name}{h}").into(),
                             hold: FleetHold::Deferring,
                         })
                         .collect(),

@@ -236,7 +236,7 @@ mod tests {
         let roster = Roster::new(
             ["drain", "ok", "slow"]
                 .into_iter()
-                .map(|name| (name.to_owned(), PluginTerms::default()))
+                .map(|name| (name.into(), PluginTerms::default()))
                 .collect(),
         );
         let event = fleet_event("E1", &preparing, &roster);

@@ -437,14 +437,14 @@ impl Metrics {
             } => {
                 self.plugin_calls
                     .get_or_create(&CallLabels {
-                        plugin: plugin.clone(),
+                        plugin: plugin.to_string(),
                         phase: phase.as_str().to_owned(),
                         outcome: outcome.as_str().to_owned(),
                     })
                     .inc();
                 self.call_latency
                     .get_or_create(&PluginLabel {
-                        plugin: plugin.clone(),
+                        plugin: plugin.to_string(),
                     })
                     .observe(*elapsed_ms as f64 / 1000.0);
             }
@@ -468,14 +468,14 @@ impl Metrics {
             }
             TimelineEntry::PluginQuarantined(quarantined) => {
                 let label = PluginLabel {
-                    plugin: quarantined.plugin.clone(),
+                    plugin: quarantined.plugin.to_string(),
                 };
                 self.quarantines.get_or_create(&label).inc();
                 self.quarantined.get_or_create(&label).set(1);
             }
             TimelineEntry::QuarantineLifted { plugin } => {
                 let label = PluginLabel {
-                    plugin: plugin.clone(),
+                    plugin: plugin.to_string(),
                 };
                 self.quarantined.get_or_create(&label).set(0);
             }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use forewarn_imds::{ClockSkew, EventId, PollStatus};
+use forewarn_imds::{ClockSkew, EventId, PluginName, PollStatus};
 use serde::{Deserialize, Serialize};
 
 use crate::coordination::CoordinationStatus;
@@ -151,7 +151,7 @@ pub struct EventView {
     /// Quarantined plugins under `on-failure = "hold"` that hold this event: it is not
     /// approved early and starts at NotBefore (unless they are reloaded in time).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub held_by_quarantined: Vec<String>,
+    pub held_by_quarantined: Vec<PluginName>,
     /// The fields IMDS sent that forewarn cannot read, each with the text sent and how it is
     /// read instead; absent for an ordinary event.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -191,7 +191,7 @@ pub struct ClockView {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DecisionView {
     /// The plugin's name.
-    pub plugin: String,
+    pub plugin: PluginName,
     /// Whether the answer was to a prepare call (before the maintenance) or a recover call (after).
     pub phase: CallPhase,
     /// "approve", "defer", or the failure kind ("budget-exceeded", "trap", …).

@@ -7,7 +7,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::SystemTime;
 
-use forewarn_imds::EventId;
+use forewarn_imds::{EventId, PluginName};
 
 /// The order events are visited in: live before ended (a plugin hears of a new event
 /// before an old one ends), then the sooner NotBefore first (a Preempt listed beside
@@ -30,7 +30,7 @@ pub(crate) struct Standing {
     /// The next instant something is due for it without an input.
     pub next_due: Option<SystemTime>,
     /// Plugins a call of it waits for only because they are busy with another call.
-    pub blocked_on: Vec<String>,
+    pub blocked_on: Vec<PluginName>,
     /// Its approval is due (to be POSTed).
     pub approval_due: bool,
 }
@@ -46,11 +46,11 @@ pub(crate) struct Agenda {
     timers: BTreeSet<(SystemTime, EventId)>,
     timer_of: HashMap<EventId, SystemTime>,
     /// By plugin: the events waiting for it, most urgent first.
-    waiting: HashMap<String, BTreeSet<Urgency>>,
+    waiting: HashMap<PluginName, BTreeSet<Urgency>>,
     /// By event: where it waits (its urgency and the plugins).
-    waits: HashMap<EventId, (Urgency, Vec<String>)>,
+    waits: HashMap<EventId, (Urgency, Vec<PluginName>)>,
     /// Plugins whose call ended since their waiters were last offered them.
-    freed: BTreeSet<String>,
+    freed: BTreeSet<PluginName>,
     /// Events whose approval is due.
     approvals_due: BTreeSet<EventId>,
 }
@@ -86,7 +86,7 @@ impl Agenda {
     /// `plugin`'s call ended: the next round offers it to the events waiting for it.
     pub(crate) fn plugin_freed(&mut self, plugin: &str) {
         if self.waiting.contains_key(plugin) {
-            self.freed.insert(plugin.to_owned());
+            self.freed.insert(PluginName::from(plugin));
         }
     }
 
@@ -112,7 +112,7 @@ impl Agenda {
     /// The most urgent event waiting for a freed plugin that `busy` says is free. It waits
     /// until its visit is settled (which says where it waits next: never for a free
     /// plugin). Plugins busy again, or with nobody waiting, are no longer offered.
-    pub(crate) fn next_waiter(&mut self, busy: impl Fn(&str) -> bool) -> Option<Urgency> {
+    pub(crate) fn next_waiter(&mut self, busy: impl Fn(&PluginName) -> bool) -> Option<Urgency> {
         self.freed.retain(|plugin| {
             !busy(plugin) && self.waiting.get(plugin).is_some_and(|set| !set.is_empty())
         });

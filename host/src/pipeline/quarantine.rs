@@ -12,6 +12,8 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
+use forewarn_imds::PluginName;
+
 use crate::pipeline::clock::unix_ms;
 use crate::pipeline::policy::PolicyConfig;
 use crate::pipeline::roster::FailurePolicy;
@@ -41,7 +43,7 @@ impl QuarantineRules {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QuarantinedPlugin {
     /// The plugin's name.
-    pub plugin: String,
+    pub plugin: PluginName,
     /// Its manifest's `on-failure`: under `hold` it holds the events it subscribes to, under
     /// `approve` they go ahead without it.
     pub on_failure: FailurePolicy,
@@ -72,7 +74,7 @@ struct Health {
 #[derive(Debug, Clone)]
 pub(crate) struct Quarantine {
     rules: QuarantineRules,
-    health: BTreeMap<String, Health>,
+    health: BTreeMap<PluginName, Health>,
 }
 
 impl Quarantine {
@@ -154,7 +156,7 @@ impl Quarantine {
     }
 
     /// The names of the plugins in quarantine.
-    pub(crate) fn names(&self) -> BTreeSet<String> {
+    pub(crate) fn names(&self) -> BTreeSet<PluginName> {
         self.health
             .iter()
             .filter(|(_, health)| health.quarantined.is_some())

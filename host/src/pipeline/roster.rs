@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use forewarn_imds::EventType;
+use forewarn_imds::{EventType, PluginName};
 use serde::{Deserialize, Serialize};
 
 /// Default time a plugin has to answer one call (a plugin without a manifest, or one that
@@ -22,7 +22,7 @@ pub(crate) struct PluginTerms {
     /// The event types the plugin is called for (`subscribe`).
     pub subscribe: Subscription,
     /// Plugins whose preparation must be approved before this one is asked (`after`).
-    pub after: Vec<String>,
+    pub after: Vec<PluginName>,
     /// Longest time one call may take (`budget`); also capped by the event's deadline.
     pub budget: Duration,
     /// How long the whole preparation usually takes (`prepare-time`); None: the budget.
@@ -140,7 +140,7 @@ impl std::fmt::Display for FailurePolicy {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Member {
     /// The plugin's name (its file stem).
-    pub name: String,
+    pub name: PluginName,
     /// Subscriptions, `after`, budget, failure policy.
     pub terms: PluginTerms,
     /// What tells a new version of the plugin from the one loaded before (with the terms):
@@ -153,7 +153,7 @@ pub(crate) struct Member {
 pub(crate) struct Roster {
     ordered: Vec<Member>,
     /// Per plugin, the loaded plugins it runs after.
-    predecessors: BTreeMap<String, Vec<String>>,
+    predecessors: BTreeMap<PluginName, Vec<PluginName>>,
     /// Problems found while ordering (unknown names in `after`, cycles), for the log and status.
     warnings: Vec<String>,
     /// Plugin files that failed to load, by file, with the reason (the previous version of
@@ -164,16 +164,16 @@ pub(crate) struct Roster {
     advisory_load_errors: BTreeSet<PathBuf>,
     /// Plugins in crash-loop quarantine (set by the pipeline, `pipeline::quarantine`): never
     /// called; under `on-failure = "hold"` they hold the events they subscribe to.
-    quarantined: BTreeSet<String>,
+    quarantined: BTreeSet<PluginName>,
 }
 
 impl Roster {
     /// Orders `plugins` (name, terms) so that every plugin comes after those it names in
     /// `after`. Unknown names are ignored and a cycle is broken by name order, each with a
     /// warning, so one bad manifest line never leaves the VM without its other plugins.
-    pub(crate) fn new(plugins: Vec<(String, PluginTerms)>) -> Roster {
+    pub(crate) fn new(plugins: Vec<(PluginName, PluginTerms)>) -> Roster {
         let mut warnings = Vec::new();
-        let by_name: BTreeMap<String, PluginTerms> = plugins.into_iter().collect();
+        let by_name: BTreeMap<PluginName, PluginTerms> = plugins.into_iter().collect();
         let mut predecessors = BTreeMap::new();
         for (name, terms) in &by_name {
             let mut known = Vec::new();
@@ -219,7 +219,7 @@ impl Roster {
     /// Records each plugin's version (name → digest of its component and manifest).
     pub(crate) fn set_versions(&mut self, versions: &BTreeMap<String, String>) {
         for member in &mut self.ordered {
-            if let Some(version) = versions.get(&member.name) {
+            if let Some(version) = versions.get(member.name.as_str()) {
                 member.version.clone_from(version);
             }
         }
@@ -242,12 +242,12 @@ impl Roster {
     }
 
     /// Replaces the set of quarantined plugins.
-    pub(crate) fn set_quarantined(&mut self, names: BTreeSet<String>) {
+    pub(crate) fn set_quarantined(&mut self, names: BTreeSet<PluginName>) {
         self.quarantined = names;
     }
 
     /// The plugins in quarantine.
-    pub(crate) fn quarantined(&self) -> &BTreeSet<String> {
+    pub(crate) fn quarantined(&self) -> &BTreeSet<PluginName> {
         &self.quarantined
     }
 
@@ -281,7 +281,7 @@ impl Roster {
     }
 
     /// The loaded plugins `name` must wait for.
-    pub(crate) fn predecessors(&self, name: &str) -> &[String] {
+    pub(crate) fn predecessors(&self, name: &str) -> &[PluginName] {
         self.predecessors
             .get(name)
             .map(Vec::as_slice)
@@ -301,11 +301,11 @@ impl Roster {
 
 /// Kahn's algorithm with names in sorted order at each step, so the order is stable.
 fn topological_order(
-    predecessors: &BTreeMap<String, Vec<String>>,
+    predecessors: &BTreeMap<PluginName, Vec<PluginName>>,
     warnings: &mut Vec<String>,
-) -> Vec<String> {
-    let mut done: Vec<String> = Vec::new();
-    let mut remaining: BTreeSet<&String> = predecessors.keys().collect();
+) -> Vec<PluginName> {
+    let mut done: Vec<PluginName> = Vec::new();
+    let mut remaining: BTreeSet<&PluginName> = predecessors.keys().collect();
     while !remaining.is_empty() {
         let ready = remaining.iter().copied().find(|name| {
             predecessors[*name]
@@ -338,13 +338,13 @@ fn topological_order(
 mod tests {
     use super::*;
 
-    fn order(edges: &[(&str, &[&str])]) -> (Vec<String>, Vec<String>) {
+    fn order(edges: &[(&str, &[&str])]) -> (Vec<PluginName>, Vec<String>) {
         let predecessors = edges
             .iter()
             .map(|(name, after)| {
                 (
-                    name.to_string(),
-                    after.iter().map(|s| s.to_string()).collect(),
+                    PluginName::from(*name),
+                    after.iter().copied().map(PluginName::from).collect(),
                 )
             })
             .collect();
@@ -370,7 +370,7 @@ mod tests {
     #[test]
     fn a_broken_cycle_leaves_no_plugin_waiting_for_a_later_one() {
         let after = |name: &str| PluginTerms {
-            after: vec![name.to_owned()],
+            after: vec![name.into()],
             ..PluginTerms::default()
         };
         let roster = Roster::new(vec![("a".into(), after("b")), ("b".into(), after("a"))]);

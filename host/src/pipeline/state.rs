@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use forewarn_imds::{EventId, ScheduledEvent};
+use forewarn_imds::{EventId, PluginName, ScheduledEvent};
 use serde::{Deserialize, Serialize};
 
 use crate::pipeline::policy::WithholdRule;
@@ -38,7 +38,7 @@ pub struct EventProgress {
     /// Where the approval of this event at IMDS stands.
     pub approval: Approval,
     /// Per plugin (by name), what it was asked and answered.
-    pub plugins: BTreeMap<String, PluginProgress>,
+    pub plugins: BTreeMap<PluginName, PluginProgress>,
     /// When the first prepare calls were planned (ms since the Unix epoch); None while the
     /// event waits for `prepare-lead-time`. Kept across a reschedule: plugins that already
     /// hold something are asked again at once.
@@ -332,7 +332,7 @@ impl EventProgress {
 
     /// The plugin's progress, created on first use.
     pub(crate) fn plugin_mut(&mut self, name: &str) -> &mut PluginProgress {
-        self.plugins.entry(name.to_owned()).or_default()
+        self.plugins.entry(PluginName::from(name)).or_default()
     }
 
     /// The plugin's progress, or the initial one.

@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use forewarn_imds::{Document, EventId, EventSource, EventStatus, EventType, ScheduledEvent};
+use forewarn_imds::{
+    Document, EventId, EventSource, EventStatus, EventType, PluginName, ScheduledEvent,
+};
 
 use crate::pipeline::approval::BarrierRequest;
 use crate::pipeline::machine::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
@@ -220,7 +222,7 @@ impl Harness {
     }
 
     fn answer(&mut self, call: PlannedCall) {
-        let reply = match self.scripts.get(&call.plugin) {
+        let reply = match self.scripts.get(call.plugin.as_str()) {
             Some(script) => script(&call),
             None => approve(),
         };
@@ -256,7 +258,7 @@ impl Harness {
     }
 
     /// The calls started so far: (time, plugin, phase, attempt, budget).
-    pub(crate) fn calls(&self) -> Vec<(SystemTime, String, CallPhase, u32, Duration)> {
+    pub(crate) fn calls(&self) -> Vec<(SystemTime, PluginName, CallPhase, u32, Duration)> {
         self.log
             .iter()
             .filter_map(|executed| match &executed.action {
@@ -276,7 +278,7 @@ impl Harness {
     pub(crate) fn call_order(&self) -> Vec<(String, CallPhase)> {
         self.calls()
             .into_iter()
-            .map(|(_, plugin, phase, _, _)| (plugin, phase))
+            .map(|(_, plugin, phase, _, _)| (plugin.into_string(), phase))
             .collect()
     }
 
@@ -311,7 +313,7 @@ pub(crate) fn roster(plugins: &[(&str, &str)]) -> Roster {
             .map(|(name, text)| {
                 let manifest: ManifestText = toml::from_str(text)
                     .unwrap_or_else(|error| panic!("manifest of {name}: {error}"));
-                ((*name).to_owned(), manifest.terms())
+                (PluginName::from(*name), manifest.terms())
             })
             .collect(),
     )
@@ -323,7 +325,7 @@ pub(crate) fn roster(plugins: &[(&str, &str)]) -> Roster {
 #[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
 struct ManifestText {
     subscribe: Vec<String>,
-    after: Vec<String>,
+    after: Vec<PluginName>,
     #[serde(with = "humantime_serde")]
     budget: Duration,
     #[serde(with = "humantime_serde::option")]

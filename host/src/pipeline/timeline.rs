@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use forewarn_imds::EventId;
+use forewarn_imds::{EventId, PluginName};
 
 use crate::pipeline::quarantine::QuarantinedPlugin;
 use crate::pipeline::state::{AnswerOutcome, CallPhase};
@@ -47,9 +47,9 @@ pub enum TimelineEntry {
         /// IMDS's EventId.
         event_id: EventId,
         /// The plugin that starts now.
-        plugin: String,
+        plugin: PluginName,
         /// The plugins it runs after that had not approved yet.
-        cut_short: Vec<String>,
+        cut_short: Vec<PluginName>,
         /// What this plugin and those after it need (their prepare-times), in milliseconds.
         needed_ms: u64,
         /// What was left before NotBefore minus the safety margin, in milliseconds.
@@ -62,14 +62,14 @@ pub enum TimelineEntry {
         /// IMDS's EventId.
         event_id: EventId,
         /// The plugins that had not approved yet.
-        still_preparing: Vec<String>,
+        still_preparing: Vec<PluginName>,
     },
     /// A plugin is being called.
     PluginCalled {
         /// The event the call is about.
         event_id: EventId,
         /// The plugin's name.
-        plugin: String,
+        plugin: PluginName,
         /// Prepare (before the maintenance) or recover (after it).
         phase: CallPhase,
         /// Which call this is for the plugin, event and phase, starting at 1; a plugin that
@@ -83,7 +83,7 @@ pub enum TimelineEntry {
         /// The event the call was about.
         event_id: EventId,
         /// The plugin that logged the line.
-        plugin: String,
+        plugin: PluginName,
         /// The level the plugin logged the line at.
         level: LogLevel,
         /// The line as the plugin wrote it.
@@ -94,7 +94,7 @@ pub enum TimelineEntry {
         /// The event the call was about.
         event_id: EventId,
         /// The plugin that answered.
-        plugin: String,
+        plugin: PluginName,
         /// Prepare or recover, as in the matching [`TimelineEntry::PluginCalled`].
         phase: CallPhase,
         /// Approve, defer, or the kind of failure.
@@ -134,7 +134,7 @@ pub enum TimelineEntry {
     /// A quarantined plugin was loaded in a new version (or unloaded): it is called again.
     QuarantineLifted {
         /// The plugin.
-        plugin: String,
+        plugin: PluginName,
     },
 }
 

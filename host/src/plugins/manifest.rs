@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use forewarn_imds::EventType;
+use forewarn_imds::{EventType, PluginName};
 use forewarn_runtime::trust::{self, FileRules, Owners, TrustError};
 use forewarn_runtime::{CertificateDer, Grants, HttpResponseLimit, PluginSettings};
 use serde::{Deserialize, Serialize};
@@ -295,7 +295,7 @@ impl PluginManifest {
     pub(crate) fn terms(&self) -> PluginTerms {
         PluginTerms {
             subscribe: Subscription::of_names(&self.subscribe),
-            after: self.after.clone(),
+            after: self.after.iter().map(PluginName::from).collect(),
             budget: self.budget,
             prepare_time: self.prepare_time,
             on_failure: self.on_failure,

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use forewarn_runtime::trust::{FileRules, Owners, TrustError};
 use forewarn_runtime::{LoadError, Plugin, Runtime};
 
+use forewarn_imds::PluginName;
+
 use crate::pipeline::roster::Roster;
 use crate::plugins::manifest::{ManifestError, PluginManifest};
 
@@ -150,7 +152,7 @@ impl PluginSet {
         let mut roster = Roster::new(
             plugins
                 .iter()
-                .map(|plugin| (plugin.name().to_owned(), plugin.manifest.terms()))
+                .map(|plugin| (PluginName::from(plugin.name()), plugin.manifest.terms()))
                 .collect(),
         );
         let versions = plugins
@@ -165,7 +167,7 @@ impl PluginSet {
         let ordered = roster
             .members()
             .iter()
-            .filter_map(|member| by_name.remove(&member.name))
+            .filter_map(|member| by_name.remove(member.name.as_str()))
             .collect();
         PluginSet {
             ordered,

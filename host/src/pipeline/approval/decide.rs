@@ -4,7 +4,7 @@
 
 use std::time::SystemTime;
 
-use forewarn_imds::ScheduledEvent;
+use forewarn_imds::{PluginName, ScheduledEvent};
 
 use crate::pipeline::clock::unix_ms;
 use crate::pipeline::policy::{self, ApprovalGate, GroupApproval, PolicyConfig};
@@ -87,7 +87,7 @@ pub(crate) fn hold(
 
 /// The quarantined plugins that hold `progress`: under `on-failure = "hold"`, subscribed to
 /// its type and not approved, while the event waits for its plugins (Scheduled, pending).
-pub(crate) fn held_by_quarantine(progress: &EventProgress, roster: &Roster) -> Vec<String> {
+pub(crate) fn held_by_quarantine(progress: &EventProgress, roster: &Roster) -> Vec<PluginName> {
     let waits_for_plugins = matches!(progress.handling, Handling::Prepare { .. })
         && progress.lifecycle == Lifecycle::Scheduled
         && progress.approval == Approval::Pending;

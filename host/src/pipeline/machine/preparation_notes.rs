@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use forewarn_imds::EventId;
+use forewarn_imds::{EventId, PluginName};
 
 use super::Pipeline;
 use crate::log_fields;
@@ -67,7 +67,7 @@ impl Pipeline {
         let Some(progress) = self.state.events.get(id) else {
             return;
         };
-        let still_preparing: Vec<String> = self
+        let still_preparing: Vec<PluginName> = self
             .roster
             .subscribers(progress.event.event_type)
             .iter()

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use forewarn_imds::{EventType, ScheduledEvent};
+use forewarn_imds::{EventType, PluginName, ScheduledEvent};
 
 use super::*;
 use crate::daemon::journal_schema::{self, JournalRecord};
@@ -129,14 +129,14 @@ fn a_scheduled_preempt_without_not_before_gets_every_turn_at_once() {
         ..event("E1", EventType::Preempt, t0(), 30 * SECOND)
     };
     harness.document(&[preempt]);
-    let first_round: Vec<String> = harness
+    let first_round: Vec<PluginName> = harness
         .calls()
         .into_iter()
         .filter(|(at, _, phase, _, _)| *at == t0() && *phase == CallPhase::Prepare)
         .map(|(_, plugin, _, _, _)| plugin)
         .collect();
     assert!(
-        first_round.contains(&"graceful-shutdown".to_owned()),
+        first_round.contains(&"graceful-shutdown".into()),
         "{first_round:?}"
     );
 }
@@ -248,7 +248,7 @@ fn past_the_deadline_plugins_are_still_asked_and_the_approval_still_goes_out() {
     harness.document(&[event("E1", EventType::Preempt, t0(), 10 * SECOND)]);
     // The chain needs 30 s and 8 s are left: every plugin's turn has come at once, so the
     // stop (graceful-shutdown) runs at the notice, without waiting for the others.
-    let first: Vec<(SystemTime, String)> = harness
+    let first: Vec<(SystemTime, PluginName)> = harness
         .calls()
         .into_iter()
         .map(|call| (call.0, call.1))
@@ -256,9 +256,9 @@ fn past_the_deadline_plugins_are_still_asked_and_the_approval_still_goes_out() {
     assert_eq!(
         first,
         [
-            (t0(), "lb-drain".to_owned()),
-            (t0(), "checkpoint".to_owned()),
-            (t0(), "graceful-shutdown".to_owned()),
+            (t0(), "lb-drain".into()),
+            (t0(), "checkpoint".into()),
+            (t0(), "graceful-shutdown".into()),
         ]
     );
     harness.run_for(20 * SECOND);
@@ -277,7 +277,7 @@ fn past_the_deadline_plugins_are_still_asked_and_the_approval_still_goes_out() {
     assert_eq!(approvals.len(), 1, "approved once everyone approved");
     assert_eq!(approvals[0].0, checkpoint_calls[12]);
     let entries = timeline(&harness);
-    let shortened: Vec<(&str, &[String])> = entries
+    let shortened: Vec<(&str, &[PluginName])> = entries
         .iter()
         .filter_map(|entry| match entry {
             TimelineEntry::TurnShortened {
@@ -289,10 +289,10 @@ fn past_the_deadline_plugins_are_still_asked_and_the_approval_still_goes_out() {
     assert_eq!(
         shortened,
         [
-            ("checkpoint", &["lb-drain".to_owned()][..]),
+            ("checkpoint", &["lb-drain".into()][..]),
             (
                 "graceful-shutdown",
-                &["lb-drain".to_owned(), "checkpoint".to_owned()][..]
+                &["lb-drain".into(), "checkpoint".into()][..]
             ),
         ]
     );

@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
 
-use forewarn_imds::{EventId, ScheduledEvent};
+use forewarn_imds::{EventId, PluginName, ScheduledEvent};
 
 use crate::pipeline::clock::from_unix_ms;
 use crate::pipeline::policy::LeadTime;
@@ -41,7 +41,7 @@ pub(crate) const RECOVERY_ATTEMPTS: u32 = 3;
 /// Calls started and not answered yet, by (event id, plugin name). A plugin has at most
 /// one call in flight, whatever the event: its calls touch its state, so a prepare for one
 /// event and a recovery for another must not interleave.
-pub(crate) type InFlight = HashSet<(EventId, String)>;
+pub(crate) type InFlight = HashSet<(EventId, PluginName)>;
 
 /// A call the scheduler decided on.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,7 +49,7 @@ pub(crate) struct PlannedCall {
     /// The event the call is about.
     pub event_id: EventId,
     /// The plugin to call.
-    pub plugin: String,
+    pub plugin: PluginName,
     /// What the plugin is told.
     pub phase: CallPhase,
     /// 1 for the first call of this phase, then 2, 3, …
@@ -120,9 +120,9 @@ pub(crate) enum Preparation {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ShortenedTurn {
     /// The plugin that starts now.
-    pub plugin: String,
+    pub plugin: PluginName,
     /// The plugins it runs after that had not approved yet.
-    pub cut_short: Vec<String>,
+    pub cut_short: Vec<PluginName>,
     /// How long this plugin and those after it need (their prepare-times, in a chain).
     pub needed: Duration,
     /// How long was left before the deadline (NotBefore minus the margin).
@@ -141,12 +141,12 @@ pub(crate) enum Recovery {
 impl Schedule<'_> {
     /// Whether `plugin` has a call in flight, for any event: a plugin's calls are
     /// serialised across events.
-    pub(crate) fn plugin_busy(&self, plugin: &str) -> bool {
+    pub(crate) fn plugin_busy(&self, plugin: &PluginName) -> bool {
         self.in_flight.iter().any(|(_, busy)| busy == plugin)
     }
 
     /// Whether a call about `event_id` is in flight, to any plugin.
-    pub(crate) fn event_in_flight(&self, event_id: &str) -> bool {
+    pub(crate) fn event_in_flight(&self, event_id: &EventId) -> bool {
         self.in_flight.iter().any(|(event, _)| event == event_id)
     }
 }

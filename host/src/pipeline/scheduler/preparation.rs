@@ -5,6 +5,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use forewarn_imds::PluginName;
+
 use super::plan::*;
 use super::recovery::wants_to_recover;
 use crate::pipeline::clock::unix_ms;
@@ -14,8 +16,11 @@ use crate::pipeline::state::{Approval, CallPhase, EventProgress, Handling, Lifec
 
 /// How long each subscriber and every subscriber after it (the longest chain through
 /// `after`) need, by name: the sum of their `prepare-time`s.
-pub(crate) fn chain_needs(subscribers: &[&Member], roster: &Roster) -> HashMap<String, Duration> {
-    let mut needs: HashMap<String, Duration> = HashMap::new();
+pub(crate) fn chain_needs(
+    subscribers: &[&Member],
+    roster: &Roster,
+) -> HashMap<PluginName, Duration> {
+    let mut needs: HashMap<PluginName, Duration> = HashMap::new();
     for member in subscribers.iter().rev() {
         let after_it = subscribers
             .iter()
@@ -175,7 +180,7 @@ fn unprepared_predecessors(
     progress: &EventProgress,
     member: &Member,
     schedule: Schedule<'_>,
-) -> Vec<String> {
+) -> Vec<PluginName> {
     let event_type = progress.event.event_type;
     schedule
         .roster
@@ -218,7 +223,7 @@ pub(crate) fn blocked_on_busy(
     progress: &EventProgress,
     schedule: Schedule<'_>,
     now: SystemTime,
-) -> Vec<String> {
+) -> Vec<PluginName> {
     if !matches!(progress.handling, Handling::Prepare { .. }) {
         return Vec::new();
     }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use forewarn_imds::{EventId, EventType};
+use forewarn_imds::{EventId, EventType, PluginName};
 
 use super::*;
 use crate::pipeline::clock::unix_ms;
@@ -77,7 +77,7 @@ fn a_round_that_plans_nothing_leaves_the_event_shared() {
     // Every plugin busy: nothing can be asked, so nothing may be copied or journaled.
     let in_flight: InFlight = ["a", "b", "c"]
         .iter()
-        .map(|name| (EventId::from("E1"), (*name).to_owned()))
+        .map(|name| (EventId::from("E1"), PluginName::from(*name)))
         .collect();
     let mut started = progress(EventType::Reboot, 300 * SECOND);
     started.preparing_since_unix_ms = Some(0);
@@ -117,7 +117,7 @@ fn shortened(preparation: &Preparation) -> Vec<(&str, Vec<&str>)> {
         Preparation::Calls { shortened, .. } => shortened
             .iter()
             .map(|turn| {
-                let cut = turn.cut_short.iter().map(String::as_str).collect();
+                let cut = turn.cut_short.iter().map(PluginName::as_str).collect();
                 (turn.plugin.as_str(), cut)
             })
             .collect(),
@@ -178,7 +178,7 @@ fn preparation_follows_after_and_skips_what_is_not_due() {
         }
         let in_flight: InFlight = in_flight
             .iter()
-            .map(|name| (EventId::from("E1"), (*name).to_owned()))
+            .map(|name| (EventId::from("E1"), PluginName::from(*name)))
             .collect();
         let schedule = schedule(&roster, &in_flight);
         let preparation = prepare(&mut progress, schedule, t0());

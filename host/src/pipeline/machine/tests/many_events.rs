@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use forewarn_imds::{EventId, EventType, parse_document};
+use forewarn_imds::{EventId, EventType, PluginName, parse_document};
 
 use super::*;
 use crate::pipeline::state::CallPhase;
@@ -141,7 +141,7 @@ fn an_unknown_event_type_is_prepared_by_every_plugin_that_prepares_for_any_type(
         at_once(),
     );
     harness.document(&[event("odd", EventType::Unknown, t0(), 5 * MINUTE)]);
-    let mut called: Vec<String> = harness
+    let mut called: Vec<PluginName> = harness
         .calls()
         .into_iter()
         .map(|(_, plugin, _, _, _)| plugin)
