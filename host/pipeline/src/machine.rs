@@ -3,7 +3,7 @@
 //! [`Pipeline::poll_action`], and [`Pipeline::poll_timeout`] says when to wake it.
 //!
 //! Nothing here reads the clock, touches the disk or the network, or spawns a task: the
-//! event loop (`crate::daemon::event_loop`) executes the actions. Every round ends with the
+//! event loop (`forewarn_host::daemon::event_loop`) executes the actions. Every round ends with the
 //! rule that makes restarts safe: [`Action::Persist`] comes before the [`Action::Call`]s,
 //! [`Action::Coordinate`]s and [`Action::Approve`] it covers. A round that only asks again
 //! plugins that deferred emits [`Action::PersistGrouped`] instead: the loop may group it

@@ -189,12 +189,22 @@ impl WithholdRule {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Plan {
     /// Do nothing; log `reason` once.
-    Ignore { reason: String },
+    Ignore {
+        /// Why the event is ignored, as the log says it.
+        reason: String,
+    },
     /// Approve without calling plugins (still through [`approval_gate`]); `rule` is
     /// "user-initiated" or "short-freeze".
-    ApproveAtOnce { rule: &'static str },
+    ApproveAtOnce {
+        /// The built-in rule that approves it.
+        rule: &'static str,
+    },
     /// Call the plugins; approve (through [`approval_gate`]) once all of them approved.
-    Prepare { affects_this_vm: bool },
+    Prepare {
+        /// Whether this VM is among the event's resources; false when the event names only
+        /// other VMs and the policy still prepares for it.
+        affects_this_vm: bool,
+    },
 }
 
 /// Whether an approval may be sent, asked once every plugin approved (or a built-in rule did).
@@ -203,7 +213,10 @@ pub enum ApprovalGate {
     /// Send the approval.
     Approve,
     /// Log `would`, send nothing.
-    DryRun { would: String },
+    DryRun {
+        /// What would have been sent, for the log.
+        would: String,
+    },
     /// Send nothing, log `reason`; the event starts at `NotBefore`.
     Withhold {
         /// The rule that withholds it.

@@ -29,13 +29,17 @@ type Script = Box<dyn Fn(&PlannedCall) -> CallReply>;
 /// One action as the harness executed it, with the fake time.
 #[derive(Debug, Clone)]
 pub struct Executed {
+    /// The fake time it was executed at.
     pub at: SystemTime,
+    /// What the pipeline asked for.
     pub action: Action,
 }
 
 /// A pipeline, a fake clock, and scripted plugins.
 pub struct Harness {
+    /// The fake clock.
     pub now: SystemTime,
+    /// The pipeline under test.
     pub pipeline: Pipeline,
     /// Every action executed, in order.
     pub log: Vec<Executed>,

@@ -43,7 +43,7 @@ pub enum BarrierRequest {
 
 /// The events joined on the barrier, their last verdicts, and the requests not yet taken.
 #[derive(Debug, Default)]
-pub struct BarrierLink {
+pub(crate) struct BarrierLink {
     joined: BTreeSet<String>,
     verdicts: BTreeMap<String, BarrierVerdict>,
     requests: VecDeque<BarrierRequest>,
@@ -52,7 +52,7 @@ pub struct BarrierLink {
 impl BarrierLink {
     /// After a visit of `id` (None: it is gone): joins an event that waits on the barrier,
     /// and leaves one no longer Scheduled with an approval that waits, is due or was sent.
-    pub fn reconcile(&mut self, id: &str, progress: Option<&EventProgress>) {
+    pub(crate) fn reconcile(&mut self, id: &str, progress: Option<&EventProgress>) {
         let scheduled = progress.filter(|progress| progress.lifecycle == Lifecycle::Scheduled);
         let approval = scheduled.map(|progress| &progress.approval);
         let waits = matches!(approval, Some(Approval::Coordinating { .. }));
@@ -73,7 +73,7 @@ impl BarrierLink {
     }
 
     /// The event was rescheduled: this VM is no longer ready for it.
-    pub fn withdraw(&mut self, id: &str) {
+    pub(crate) fn withdraw(&mut self, id: &str) {
         if self.joined.remove(id) {
             self.verdicts.remove(id);
             self.requests
@@ -82,14 +82,14 @@ impl BarrierLink {
     }
 
     /// The event is handled to the end.
-    pub fn forget(&mut self, id: &str) {
+    pub(crate) fn forget(&mut self, id: &str) {
         if self.joined.contains(id) {
             self.leave(id);
         }
     }
 
     /// IMDS accepted the approval of `event_ids`: those joined are recorded sent.
-    pub fn sent(&mut self, event_ids: &[String]) {
+    pub(crate) fn sent(&mut self, event_ids: &[String]) {
         let joined: Vec<String> = event_ids
             .iter()
             .filter(|id| self.joined.contains(*id))
@@ -102,7 +102,7 @@ impl BarrierLink {
 
     /// Keeps `verdict` on `id` for its next visit; returns false (and drops it) when the
     /// event is not joined (a verdict sent before it left).
-    pub fn store(&mut self, id: &str, verdict: BarrierVerdict) -> bool {
+    pub(crate) fn store(&mut self, id: &str, verdict: BarrierVerdict) -> bool {
         if !self.joined.contains(id) {
             return false;
         }
@@ -111,7 +111,7 @@ impl BarrierLink {
     }
 
     /// The last verdict on `id`: Wait until the first arrives.
-    pub fn verdict(&self, id: &str) -> BarrierVerdict {
+    pub(crate) fn verdict(&self, id: &str) -> BarrierVerdict {
         self.verdicts
             .get(id)
             .cloned()
@@ -119,7 +119,7 @@ impl BarrierLink {
     }
 
     /// The next request for the coordinator.
-    pub fn poll_request(&mut self) -> Option<BarrierRequest> {
+    pub(crate) fn poll_request(&mut self) -> Option<BarrierRequest> {
         self.requests.pop_front()
     }
 

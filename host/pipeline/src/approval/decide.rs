@@ -122,7 +122,7 @@ pub fn quarantine_hold(progress: &EventProgress, roster: &Roster) -> Option<Stri
 }
 
 /// Whether the barrier coordinates `event` for `vm_name`: it names this VM and another one.
-pub fn applies_to(event: &ScheduledEvent, vm_name: &str) -> bool {
+pub(crate) fn applies_to(event: &ScheduledEvent, vm_name: &str) -> bool {
     event.names_vm(vm_name)
         && event
             .resources

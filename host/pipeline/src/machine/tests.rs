@@ -1,6 +1,7 @@
 //! The pipeline on a fake clock: ordering, deferral, budgets from NotBefore, recovery
-//! order, approval, the journal-first rule, and resuming from a journal (one written by
-//! the forewarn before this pipeline existed).
+//! order, approval, the journal-first rule, and resuming from a journaled state (resuming
+//! from a journal the forewarn before this pipeline wrote is tested beside the journal's
+//! schema, `forewarn-host`'s `daemon::journal_schema`).
 
 use std::time::Duration;
 
@@ -10,7 +11,6 @@ use super::*;
 use crate::approval::post::APPROVAL_RETRY;
 use crate::approval::{BarrierRequest, BarrierVerdict};
 use crate::clock;
-use crate::daemon::journal_schema::{self, JournalRecord};
 use crate::policy::LeadTime;
 use crate::state::{AnswerOutcome, CallPhase};
 use crate::test_harness::{Harness, approve, defer, event, reply, started, t0};
@@ -487,54 +487,6 @@ fn a_restart_resumes_without_preparing_again() {
         "the journaled retry time is kept"
     );
     assert_eq!(second.approvals().len(), 1);
-}
-
-/// `host/tests/fixtures/journal-v1-mid-preparation.json` was written by forewarn at commit
-/// 4e650df (before the journal had a version): `forewarn run` against `forewarn simulate
-/// --scenario user-reboot`, with two probe plugins, `drain` (approves) and `stopper`
-/// (defers 1.5 s), killed with SIGKILL after stopper's second deferral.
-#[test]
-fn a_journal_from_the_previous_release_resumes_without_preparing_again() {
-    let text = include_str!("../../../tests/fixtures/journal-v1-mid-preparation.json");
-    let record: JournalRecord = serde_json::from_str(text).expect("the old journal parses");
-    assert_eq!(record.version, 1);
-    let state = journal_schema::resume(Some(record));
-    let (id, progress) = state.events.iter().next().expect("one event");
-    let id = id.clone();
-    assert!(progress.plugin("drain").prepared);
-    let stopper_attempts = progress.plugin("stopper").prepare_attempts;
-    assert!(stopper_attempts >= 1);
-    let answered_at = progress
-        .plugins
-        .values()
-        .filter_map(|own| own.last_answer.as_ref())
-        .map(|answer| answer.at_unix_ms)
-        .max()
-        .expect("answers journaled");
-
-    let plugins: &[(&str, &str)] = &[
-        ("drain", "subscribe = [\"*\"]\nbudget = \"5s\"\n"),
-        ("stopper", "subscribe = [\"*\"]\nbudget = \"5s\"\n"),
-    ];
-    let restart = clock::from_unix_ms(answered_at) + SECOND;
-    let mut harness = Harness::resume(plugins, at_once(), state, restart);
-    harness.run_for(10 * SECOND);
-    let calls = harness.calls();
-    assert!(
-        calls.iter().all(|c| c.1 != "drain"),
-        "drain prepared again: {calls:?}"
-    );
-    assert_eq!(
-        calls.first().map(|c| (c.1.as_str(), c.3)),
-        Some(("stopper", stopper_attempts + 1))
-    );
-    assert_eq!(harness.approvals(), vec![(calls[0].0, vec![id])]);
-    // The next commit writes the current version.
-    let record = JournalRecord::new(
-        harness.persisted.clone().expect("persisted"),
-        Default::default(),
-    );
-    assert_eq!(record.version, journal_schema::JOURNAL_VERSION);
 }
 
 #[test]

@@ -165,11 +165,13 @@ pub fn time_left(deadline: Option<SystemTime>, now: SystemTime) -> Duration {
     }
 }
 
+/// Whether `own` deferred (or failed) and its retry time is still ahead of `now`.
 pub fn retry_pending(own: &PluginProgress, now: SystemTime) -> bool {
     own.retry_at_unix_ms
         .is_some_and(|at| from_unix_ms(at) > now)
 }
 
+/// The call of `member` for `progress` in `phase`, under `budget`, with its attempt count.
 pub fn planned(
     progress: &EventProgress,
     member: &Member,
