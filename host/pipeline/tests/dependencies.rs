@@ -146,8 +146,11 @@ fn dependencies(manifest: &toml::Table, root: &toml::Table) -> Vec<Declared> {
         .collect()
 }
 
-/// The packages each package depends on, as Cargo.lock records them (the union over every
-/// feature the workspace turns on: an over-approximation, which is the safe side here).
+/// The packages each registry package depends on, as Cargo.lock records them (the union
+/// over every feature the workspace turns on: an over-approximation, the safe side here).
+/// The workspace's own crates (no `source`) get no edges: the lock lists their
+/// dev-dependencies too, and their [dependencies] are checked from their manifests (the
+/// one on the allow-list, forewarn-events, by its own test below).
 fn lock_graph(root: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let lock = read_toml(&root.join("Cargo.lock"));
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -157,6 +160,9 @@ fn lock_graph(root: &Path) -> BTreeMap<String, BTreeSet<String>> {
             continue;
         };
         let edges = graph.entry(name.to_owned()).or_default();
+        if package.get("source").is_none() {
+            continue;
+        }
         for dependency in strings(package.get("dependencies")) {
             // "name" or "name version" when the lock holds two versions of it.
             let name = dependency.split(' ').next().unwrap_or_default();
@@ -257,5 +263,22 @@ fn the_check_sees_a_forbidden_dependency() {
             .iter()
             .any(|problem| problem.contains("reaches reqwest")),
         "{problems:#?}"
+    );
+}
+
+#[test]
+fn a_forbidden_crate_two_levels_down_is_found() {
+    let graph = BTreeMap::from([
+        (
+            "tracing".to_owned(),
+            BTreeSet::from(["pin-project-lite".to_owned()]),
+        ),
+        ("chatty".to_owned(), BTreeSet::from(["middle".to_owned()])),
+        ("middle".to_owned(), BTreeSet::from(["tokio".to_owned()])),
+    ]);
+    let start = ["tracing".to_owned(), "chatty".to_owned()];
+    assert_eq!(
+        forbidden_below(&start, &graph),
+        ["chatty -> middle -> tokio"]
     );
 }
