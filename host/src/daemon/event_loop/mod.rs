@@ -506,36 +506,4 @@ fn pipeline_settings(settings: &DaemonSettings) -> PipelineSettings {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::time::UNIX_EPOCH;
-
-    use super::*;
-
-    #[test]
-    fn plugins_see_not_before_on_the_vm_clock() {
-        let at = |secs: u64| UNIX_EPOCH + Duration::from_secs(secs);
-        let event = |not_before| ScheduledEvent {
-            id: "e".into(),
-            event_type: forewarn_imds::EventType::Preempt,
-            event_type_raw: "Preempt".into(),
-            resource_type: String::new(),
-            resources: Vec::new(),
-            status: forewarn_imds::EventStatus::Scheduled,
-            not_before,
-            description: String::new(),
-            source: forewarn_imds::EventSource::Platform,
-            duration_seconds: None,
-            unreadable: Vec::new(),
-        };
-        // IMDS 10 s ahead (the VM's clock behind): NotBefore comes 10 s sooner on the VM's.
-        assert_eq!(
-            on_vm_clock(event(Some(at(100))), 10_000).not_before,
-            Some(at(90))
-        );
-        assert_eq!(
-            on_vm_clock(event(Some(at(100))), -5_000).not_before,
-            Some(at(105))
-        );
-        assert_eq!(on_vm_clock(event(None), 10_000).not_before, None);
-    }
-}
+mod tests;
