@@ -7,9 +7,11 @@
 //! cannot be written degrades the daemon, never stops it: `daemon/journal_keeper.rs`),
 //! [`Action::Call`] becomes a task, [`Action::Approve`] one POST in a task of its own (a slow
 //! IMDS never holds up the documents, answers and deadlines of other events), [`Action::Emit`]
-//! a timeline entry.
+//! a timeline entry. When a POST is sent, and that only one is in flight, is the approval
+//! stage's rule (`pipeline/approval/post.rs`); the loop sends every POST it is asked for and
+//! answers each, even one whose task failed, with [`Input::ApprovalSent`] or
+//! [`Input::ApprovalFailed`].
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -17,7 +19,6 @@ use std::time::{Duration, Instant, SystemTime};
 use forewarn_imds::{Documents, ImdsClient, ImdsClock, ScheduledEvent};
 use forewarn_runtime::{CallContext, Readiness};
 use tokio::sync::watch;
-use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::coordination::{CoordinatorHandle, Verdicts};
@@ -27,6 +28,7 @@ use crate::daemon::journal_keeper::{CommitWhen, JournalKeeper};
 use crate::daemon::journal_schema;
 use crate::daemon::plugin_starts::PluginStarts;
 use crate::daemon::readiness_holds;
+use crate::daemon::tasks_in_flight::TasksInFlight;
 use crate::daemon::timeline_broadcast::Timeline;
 use crate::log_messages;
 use crate::ops::storage_health::StorageHealth;
@@ -77,10 +79,10 @@ pub struct Daemon {
     journal: JournalKeeper,
     /// Whether the pipeline was last told the journal is durable.
     journal_durable: bool,
-    calls: JoinSet<CallAnswer>,
-    /// The call each task runs, so a task that fails still answers its call: a plugin has
-    /// one call in flight at a time, and a lost answer would keep it busy until a restart.
-    call_tasks: HashMap<tokio::task::Id, PlannedCall>,
+    /// The plugin calls in flight, each with its call, so a task that fails still answers
+    /// it: a plugin has one call in flight at a time, and a lost answer would keep it busy
+    /// until a restart.
+    calls: TasksInFlight<CallAnswer, PlannedCall>,
     snapshots: watch::Sender<Arc<DaemonState>>,
     /// The plugins in crash-loop quarantine, for status; updated when one enters or leaves.
     quarantined: watch::Sender<Vec<QuarantinedPlugin>>,
@@ -92,17 +94,13 @@ pub struct Daemon {
     readiness: Option<Arc<Readiness>>,
     /// Each plugin's `on-start` of this run, awaited by its first call.
     starts: PluginStarts,
-    /// The approval POST in flight (the pipeline sends one at a time), answered as an input.
-    approval: Option<ApprovalInFlight>,
+    /// The approval POSTs in flight (the approval stage asks for one at a time), each
+    /// answering with its input ([`Input::ApprovalSent`] or [`Input::ApprovalFailed`]) and
+    /// holding the events it approves, so a task that fails still answers the pipeline,
+    /// which sends no other approval until it hears back.
+    approvals: TasksInFlight<Input, Vec<String>>,
     /// IMDS's clock: every `now` the pipeline is given is on it (see `Daemon::now`).
     clock: ImdsClock,
-}
-
-/// An approval POST running as a task, and the events it approves (so a task that fails
-/// still answers the pipeline, which sends no other approval until it hears back).
-struct ApprovalInFlight {
-    task: JoinHandle<Input>,
-    event_ids: Vec<String>,
 }
 
 impl Daemon {
@@ -150,15 +148,14 @@ impl Daemon {
             journal,
             // What the pipeline believes; the first round tells it otherwise if need be.
             journal_durable: true,
-            calls: JoinSet::new(),
-            call_tasks: HashMap::new(),
+            calls: TasksInFlight::new(),
             snapshots,
             quarantined: watch::channel(Vec::new()).0,
             coordination: None,
             verdicts: None,
             readiness: None,
             starts,
-            approval: None,
+            approvals: TasksInFlight::new(),
             clock,
         })
     }
@@ -201,10 +198,11 @@ impl Daemon {
         self
     }
 
-    /// Runs until `shutdown` is cancelled or `documents` closes, then lets calls in flight
-    /// finish within their budgets and journals their answers. A new document goes before
-    /// answers waiting to be taken: documents are at most one a second, and the newest is
-    /// the only one that matters (a Preempt in it must not wait behind a stream of answers).
+    /// Runs until `shutdown` is cancelled or `documents` closes, then lets calls and approval
+    /// POSTs in flight finish and journals their outcomes (see `finish_calls_in_flight`). A
+    /// new document goes before answers waiting to be taken: documents are at most one a
+    /// second, and the newest is the only one that matters (a Preempt in it must not wait
+    /// behind a stream of answers).
     pub async fn run(
         mut self,
         mut documents: Documents,
@@ -222,10 +220,12 @@ impl Daemon {
                     Ok(()) => self.document_arrived(&mut documents),
                     Err(_) => break,
                 },
-                Some(joined) = self.calls.join_next_with_id(), if !self.calls.is_empty() => {
-                    self.answered(joined);
+                Some(ended) = self.calls.next_ended(), if !self.calls.is_empty() => {
+                    self.answered(ended);
                 }
-                input = approval_answer(self.approval.as_mut()) => self.approval_answered(input),
+                Some(ended) = self.approvals.next_ended(), if !self.approvals.is_empty() => {
+                    self.approval_answered(ended);
+                }
                 changed = plugins.changed() => {
                     if changed.is_err() {
                         // The plugin set can no longer change; keep working with the last one.
@@ -251,24 +251,28 @@ impl Daemon {
         }
     }
 
+    /// Stops: the pipeline starts no new call or POST, and every task in flight is awaited,
+    /// not aborted. A call's answer is journaled (the plugin is not asked again for nothing
+    /// by the next start); a POST's outcome too: one IMDS accepted is journaled as sent, not
+    /// left due to be sent again. (Its `Coordinate(Sent)` goes to a coordinator stopping on
+    /// the same token, which may be gone by then.) The wait is bounded: a call by its
+    /// budget, a POST by the IMDS client's time-out.
     async fn finish_calls_in_flight(&mut self) -> Result<(), DaemonError> {
         self.pipeline.handle(Input::ShutdownStarted, self.now());
-        if !self.calls.is_empty() {
+        if !self.calls.is_empty() || !self.approvals.is_empty() {
             tracing::info!(
                 calls = self.calls.len(),
-                "waiting for plugin calls in flight to finish"
+                approvals = self.approvals.len(),
+                "waiting for plugin calls and approvals in flight to finish"
             );
         }
         self.execute().await?;
-        while let Some(joined) = self.calls.join_next_with_id().await {
-            self.answered(joined);
-            self.execute().await?;
-        }
-        // An approval POST in flight is waited for (within the client's time-out), so that
-        // its outcome is journaled: one IMDS accepted is not sent again by the next start.
-        if self.approval.is_some() {
-            let input = approval_answer(self.approval.as_mut()).await;
-            self.approval_answered(input);
+        loop {
+            tokio::select! {
+                Some(ended) = self.calls.next_ended() => self.answered(ended),
+                Some(ended) = self.approvals.next_ended() => self.approval_answered(ended),
+                else => break,
+            }
             self.execute().await?;
         }
         self.persist(Arc::new(self.pipeline.state().clone()), CommitWhen::Now);
@@ -342,19 +346,14 @@ impl Daemon {
         }
     }
 
-    fn answered(&mut self, joined: Result<(tokio::task::Id, CallAnswer), tokio::task::JoinError>) {
-        let answer = match joined {
-            Ok((task, answer)) => {
-                self.call_tasks.remove(&task);
-                answer
-            }
+    /// A plugin call ended, or its task failed: the pipeline hears its answer.
+    fn answered(&mut self, ended: Result<CallAnswer, (PlannedCall, tokio::task::JoinError)>) {
+        let answer = match ended {
+            Ok(answer) => answer,
             // A panic inside the runtime is a forewarn bug; the call counts as a trap, so
             // the plugin is free for its next call.
-            Err(error) => {
+            Err((call, error)) => {
                 tracing::error!(%error, "a plugin call task failed; this is a bug in forewarn");
-                let Some(call) = self.call_tasks.remove(&error.id()) else {
-                    return;
-                };
                 CallAnswer {
                     reply: CallReply {
                         outcome: AnswerOutcome::Trap,
@@ -382,7 +381,7 @@ impl Daemon {
         let planned = call.clone();
         let start_gate = self.starts.gate(&call.plugin);
         let offset_ms = self.clock.skew().map_or(0, |skew| skew.offset_ms);
-        let task = self.calls.spawn(async move {
+        self.calls.spawn(planned, async move {
             let Some(plugin) = plugin else {
                 // Unloaded between the pipeline's round and this call.
                 return CallAnswer {
@@ -407,32 +406,14 @@ impl Daemon {
                 call,
             }
         });
-        self.call_tasks.insert(task.id(), planned);
     }
 
     /// POSTs the approvals (already journaled as due) in a task; its outcome comes back
     /// through [`Daemon::approval_answered`].
     fn start_approval(&mut self, event_ids: Vec<String>) {
-        if let Some(in_flight) = &self.approval {
-            // The pipeline sends one approval at a time, so this is a bug; the events are
-            // answered as not sent, and so sent again after the usual wait.
-            tracing::error!(
-                in_flight = ?in_flight.event_ids,
-                refused = ?event_ids,
-                "a second approval while one is in flight; this is a bug in forewarn"
-            );
-            let error = "another approval was in flight".to_owned();
-            let input = Input::ApprovalFailed {
-                event_ids,
-                rejected: false,
-                error,
-            };
-            self.pipeline.handle(input, self.now());
-            return;
-        }
         let client = self.client.clone();
         let ids = event_ids.clone();
-        let task = tokio::spawn(async move {
+        self.approvals.spawn(event_ids, async move {
             match client.approve(&ids).await {
                 Ok(()) => Input::ApprovalSent(ids),
                 Err(error) => Input::ApprovalFailed {
@@ -442,12 +423,22 @@ impl Daemon {
                 },
             }
         });
-        self.approval = Some(ApprovalInFlight { task, event_ids });
     }
 
-    /// The approval POST returned (or its task failed): the pipeline hears how it went.
-    fn approval_answered(&mut self, input: Input) {
-        self.approval = None;
+    /// An approval POST returned, or its task failed (a panic: a failed POST, sent again
+    /// after the usual wait): the pipeline hears how it went.
+    fn approval_answered(&mut self, ended: Result<Input, (Vec<String>, tokio::task::JoinError)>) {
+        let input = match ended {
+            Ok(input) => input,
+            Err((event_ids, error)) => {
+                tracing::error!(%error, "the approval task failed; this is a bug in forewarn");
+                Input::ApprovalFailed {
+                    event_ids,
+                    rejected: false,
+                    error: format!("the approval task failed: {error}"),
+                }
+            }
+        };
         self.pipeline.handle(input, self.now());
     }
 
@@ -476,25 +467,6 @@ impl Daemon {
         self.journal_durable = durable;
         self.pipeline
             .handle(Input::JournalDurable(durable), self.now());
-    }
-}
-
-/// The outcome of the approval POST in flight, as the pipeline's input; pending forever when
-/// none is in flight. A task that failed (a panic) counts as a failed POST.
-async fn approval_answer(in_flight: Option<&mut ApprovalInFlight>) -> Input {
-    let Some(in_flight) = in_flight else {
-        return std::future::pending().await;
-    };
-    match (&mut in_flight.task).await {
-        Ok(input) => input,
-        Err(error) => {
-            tracing::error!(%error, "the approval task failed; this is a bug in forewarn");
-            Input::ApprovalFailed {
-                event_ids: in_flight.event_ids.clone(),
-                rejected: false,
-                error: format!("the approval task failed: {error}"),
-            }
-        }
     }
 }
 
@@ -535,36 +507,4 @@ fn pipeline_settings(settings: &DaemonSettings) -> PipelineSettings {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::time::UNIX_EPOCH;
-
-    use super::*;
-
-    #[test]
-    fn plugins_see_not_before_on_the_vm_clock() {
-        let at = |secs: u64| UNIX_EPOCH + Duration::from_secs(secs);
-        let event = |not_before| ScheduledEvent {
-            id: "e".into(),
-            event_type: forewarn_imds::EventType::Preempt,
-            event_type_raw: "Preempt".into(),
-            resource_type: String::new(),
-            resources: Vec::new(),
-            status: forewarn_imds::EventStatus::Scheduled,
-            not_before,
-            description: String::new(),
-            source: forewarn_imds::EventSource::Platform,
-            duration_seconds: None,
-            unreadable: Vec::new(),
-        };
-        // IMDS 10 s ahead (the VM's clock behind): NotBefore comes 10 s sooner on the VM's.
-        assert_eq!(
-            on_vm_clock(event(Some(at(100))), 10_000).not_before,
-            Some(at(90))
-        );
-        assert_eq!(
-            on_vm_clock(event(Some(at(100))), -5_000).not_before,
-            Some(at(105))
-        );
-        assert_eq!(on_vm_clock(event(None), 10_000).not_before, None);
-    }
-}
+mod tests;
