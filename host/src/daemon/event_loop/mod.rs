@@ -254,8 +254,9 @@ impl Daemon {
     /// Stops: the pipeline starts no new call or POST, and every task in flight is awaited,
     /// not aborted. A call's answer is journaled (the plugin is not asked again for nothing
     /// by the next start); a POST's outcome too: one IMDS accepted is journaled as sent, not
-    /// left due to be sent again. (Its `Coordinate(Sent)` goes to a coordinator stopping on
-    /// the same token, which may be gone by then.) The wait is bounded: a call by its
+    /// left due to be sent again, and its `Coordinate(Sent)` reaches the coordinator, which
+    /// the daemon stops only after this loop returned (it records the approval in etcd
+    /// then). The wait is bounded: a call by its
     /// budget, a POST by the IMDS client's time-out.
     async fn finish_calls_in_flight(&mut self) -> Result<(), DaemonError> {
         self.pipeline.handle(Input::ShutdownStarted, self.now());
