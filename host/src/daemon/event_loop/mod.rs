@@ -209,6 +209,9 @@ impl Daemon {
         shutdown: CancellationToken,
     ) -> Result<(), DaemonError> {
         let mut plugins = self.plugins.clone();
+        // False once the plugin set's sender is gone: the set can no longer change (polling
+        // a closed watch would answer at once, every turn).
+        let mut plugin_set_open = true;
         self.plugins_changed();
         loop {
             self.execute().await?;
@@ -226,13 +229,11 @@ impl Daemon {
                 Some(ended) = self.approvals.next_ended(), if !self.approvals.is_empty() => {
                     self.approval_answered(ended);
                 }
-                changed = plugins.changed() => {
-                    if changed.is_err() {
-                        // The plugin set can no longer change; keep working with the last one.
-                        plugins = self.plugins.clone();
-                    }
-                    self.plugins_changed();
-                }
+                changed = plugins.changed(), if plugin_set_open => match changed {
+                    Ok(()) => self.plugins_changed(),
+                    // The set can no longer change: keep working with the last one.
+                    Err(_) => plugin_set_open = false,
+                },
                 Some((event_id, verdict)) = next_verdict(&mut self.verdicts) => {
                     let input = Input::BarrierVerdict { event_id, verdict };
                     self.pipeline.handle(input, self.now());
