@@ -68,6 +68,7 @@ mod plugin;
 mod plugin_engine;
 mod plugin_log;
 mod ready_instance;
+mod refusal_tally;
 mod resident_memory;
 mod runtime;
 mod sandbox;
@@ -106,6 +107,7 @@ pub use plugin::{
 };
 pub use plugin_log::{LogLevel, PLUGIN_LOG_TARGET, PluginLogLine};
 pub use ready_instance::{InstanceTiming, PREPARE_BUDGET};
+pub use refusal_tally::{RefusalTally, Refused};
 pub use resident_memory::ResidentMemory;
 pub use runtime::{Runtime, RuntimeConfig};
 pub use rustls::pki_types::CertificateDer;

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::mutex::lock;
+use crate::refusal_tally::{RefusalTally, Refused};
 
 /// Lines a plugin may log at once after a quiet spell: five full calls' worth
 /// (`LOG_LINES_PER_CALL`).
@@ -32,17 +33,8 @@ struct Bucket {
     refilled_at: Instant,
     /// Lines dropped since the plugin was first loaded.
     dropped_total: u64,
-    /// Lines dropped since the last summary, and when the first of them was.
-    unreported: u64,
-    unreported_since: Option<Instant>,
-    last_summary: Option<Instant>,
-}
-
-/// What one summary line reports: lines dropped over a span of time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct DroppedLines {
-    pub(crate) lines: u64,
-    pub(crate) over: Duration,
+    /// Lines dropped since the last summary.
+    unreported: RefusalTally,
 }
 
 impl LogBudget {
@@ -53,9 +45,7 @@ impl LogBudget {
                 lines: LOG_BURST_LINES,
                 refilled_at: now,
                 dropped_total: 0,
-                unreported: 0,
-                unreported_since: None,
-                last_summary: None,
+                unreported: RefusalTally::default(),
             }),
         }
     }
@@ -75,23 +65,10 @@ impl LogBudget {
 
     /// The lines dropped since the last summary, when there are some and no summary was
     /// due in the last `LOG_SUMMARY_INTERVAL`; they then count as reported.
-    pub(crate) fn summary_due(&self, now: Instant) -> Option<DroppedLines> {
-        let mut bucket = lock(&self.bucket);
-        let since = bucket.unreported_since?;
-        let recent = bucket
-            .last_summary
-            .is_some_and(|last| now.saturating_duration_since(last) < LOG_SUMMARY_INTERVAL);
-        if recent {
-            return None;
-        }
-        let summary = DroppedLines {
-            lines: bucket.unreported,
-            over: now.saturating_duration_since(since),
-        };
-        bucket.unreported = 0;
-        bucket.unreported_since = None;
-        bucket.last_summary = Some(now);
-        Some(summary)
+    pub(crate) fn summary_due(&self, now: Instant) -> Option<Refused> {
+        lock(&self.bucket)
+            .unreported
+            .report_due(now, LOG_SUMMARY_INTERVAL)
     }
 
     /// Writes one warning of the lines dropped since the last one, when it is due
@@ -103,13 +80,13 @@ impl LogBudget {
         let over_ms = u64::try_from(dropped.over.as_millis()).unwrap_or(u64::MAX);
         tracing::warn!(
             plugin,
-            dropped_lines = dropped.lines,
+            dropped_lines = dropped.count,
             over_ms,
             budget_lines_per_minute = LOG_LINES_PER_MINUTE,
             budget_burst_lines = LOG_BURST_LINES,
             "plugin {plugin}: {} log lines dropped over the last {:.1} s: over its log budget \
              of {LOG_LINES_PER_MINUTE} lines a minute (bursts of {LOG_BURST_LINES})",
-            dropped.lines,
+            dropped.count,
             dropped.over.as_secs_f64()
         );
     }
@@ -138,8 +115,7 @@ impl Bucket {
 
     fn drop_line(&mut self, now: Instant) {
         self.dropped_total = self.dropped_total.saturating_add(1);
-        self.unreported = self.unreported.saturating_add(1);
-        self.unreported_since.get_or_insert(now);
+        self.unreported.count(now);
     }
 }
 
@@ -209,8 +185,8 @@ mod tests {
         let first = start + Duration::from_millis(500);
         assert_eq!(
             budget.summary_due(first),
-            Some(DroppedLines {
-                lines: 10,
+            Some(Refused {
+                count: 10,
                 over: Duration::from_millis(500)
             })
         );
@@ -222,8 +198,8 @@ mod tests {
         let next = first + LOG_SUMMARY_INTERVAL;
         assert_eq!(
             budget.summary_due(next),
-            Some(DroppedLines {
-                lines: u64::from(100 - allowed),
+            Some(Refused {
+                count: u64::from(100 - allowed),
                 over: next - soon
             })
         );

@@ -409,7 +409,7 @@ impl KeyValueFiles {
         if let Some(refused) = rate.summary_due(now) {
             tracing::warn!(
                 plugin,
-                refused = refused.writes,
+                refused = refused.count,
                 over_ms = u64::try_from(refused.over.as_millis()).unwrap_or(u64::MAX),
                 writes_per_minute = STATE_WRITES_PER_MINUTE,
                 bytes_per_minute = STATE_WRITE_BYTES_PER_MINUTE,

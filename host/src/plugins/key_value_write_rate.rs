@@ -1,13 +1,16 @@
 //! How much a plugin may write to disk over time through `state-set` and `state-delete`:
 //! a budget of writes (each rewrites its state file and syncs it and its directory) and of
 //! bytes per minute, per plugin name, across its calls and reloads — like the log budget
-//! (`host/runtime/src/log_budget.rs`). Every method takes the time, so tests drive the clock.
+//! (`host/runtime/src/log_budget.rs`), both reporting what they refused through
+//! `forewarn_runtime::RefusalTally`. Every method takes the time, so tests drive the clock.
 //!
 //! A write is allowed while the plugin has a write and some bytes left; its bytes are then
 //! taken whatever its size (the bytes budget may go below zero, and refills from there), so
 //! a plugin whose state file is larger than what is left can still write it, later.
 
 use std::time::{Duration, Instant};
+
+use forewarn_runtime::{RefusalTally, Refused};
 
 /// State writes a plugin may make at once after a quiet spell: four calls' worth
 /// (`STATE_WRITES_PER_CALL`), and what lb-drain writes for some 60 events coming and going
@@ -32,10 +35,8 @@ pub(crate) struct StateWriteRate {
     /// Bytes left now; below zero after a write larger than what was left.
     bytes: i64,
     refilled_at: Instant,
-    /// Writes refused since the last summary, and when the first of them was.
-    unreported: u64,
-    unreported_since: Option<Instant>,
-    last_summary: Option<Instant>,
+    /// Writes refused since the last summary.
+    unreported: RefusalTally,
 }
 
 /// Why a write was refused: what the plugin is told.
@@ -43,13 +44,6 @@ pub(crate) struct StateWriteRate {
 pub(crate) struct OverBudget {
     /// How long until the next write would be allowed.
     pub(crate) retry_in: Duration,
-}
-
-/// Refused writes to report in one line: how many, over how long.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RefusedWrites {
-    pub(crate) writes: u64,
-    pub(crate) over: Duration,
 }
 
 const MICRO: u64 = 1_000_000;
@@ -61,9 +55,7 @@ impl StateWriteRate {
             writes_micro: u64::from(STATE_WRITE_BURST) * MICRO,
             bytes: burst_bytes(),
             refilled_at: now,
-            unreported: 0,
-            unreported_since: None,
-            last_summary: None,
+            unreported: RefusalTally::default(),
         }
     }
 
@@ -73,8 +65,7 @@ impl StateWriteRate {
         if self.writes_micro >= MICRO && self.bytes > 0 {
             return Ok(());
         }
-        self.unreported += 1;
-        self.unreported_since.get_or_insert(now);
+        self.unreported.count(now);
         Err(OverBudget {
             retry_in: self.time_to_next_write(),
         })
@@ -91,22 +82,8 @@ impl StateWriteRate {
 
     /// The writes refused since the last summary, when there are some and no summary was
     /// given in the last minute; they then count as reported.
-    pub(crate) fn summary_due(&mut self, now: Instant) -> Option<RefusedWrites> {
-        let since = self.unreported_since?;
-        if self
-            .last_summary
-            .is_some_and(|last| now.saturating_duration_since(last) < MINUTE)
-        {
-            return None;
-        }
-        let summary = RefusedWrites {
-            writes: self.unreported,
-            over: now.saturating_duration_since(since),
-        };
-        self.unreported = 0;
-        self.unreported_since = None;
-        self.last_summary = Some(now);
-        Some(summary)
+    pub(crate) fn summary_due(&mut self, now: Instant) -> Option<Refused> {
+        self.unreported.report_due(now, MINUTE)
     }
 
     /// Adds what was earned since the last refill, up to the bursts.
@@ -207,8 +184,8 @@ mod tests {
         write(&mut rate, STATE_WRITE_BURST + 5, 1, start);
         assert_eq!(
             rate.summary_due(start),
-            Some(RefusedWrites {
-                writes: 5,
+            Some(Refused {
+                count: 5,
                 over: Duration::ZERO
             })
         );
@@ -217,6 +194,6 @@ mod tests {
         let summary = rate
             .summary_due(start + Duration::from_secs(60))
             .expect("due");
-        assert_eq!(summary.writes, 70);
+        assert_eq!(summary.count, 70);
     }
 }
