@@ -40,6 +40,15 @@ pub struct ImdsTime {
     unix_ms: u64,
 }
 
+/// Milliseconds since the Unix epoch of a reading of any clock, to the millisecond below:
+/// 0 before the epoch, `u64::MAX` past year 584 million. For times on the VM's own clock
+/// (when a poll was tried, when a fleet record was published), which are not `ImdsTime`s.
+pub fn unix_ms(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH).map_or(0, |since| {
+        u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+    })
+}
+
 /// The latest time every platform's [`SystemTime`] holds (9999-12-31T23:59:59Z): where
 /// [`ImdsTime::system_time`] saturates.
 const SYSTEM_TIME_MAX_SECS: u64 = 253_402_300_799;
@@ -63,10 +72,9 @@ impl ImdsTime {
     /// `time`, a reading of IMDS's clock, to the millisecond below: the epoch when it is
     /// before the epoch, [`ImdsTime::MAX`] past year 584 million.
     pub fn from_system_time(time: SystemTime) -> ImdsTime {
-        let unix_ms = time
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX));
-        ImdsTime { unix_ms }
+        ImdsTime {
+            unix_ms: unix_ms(time),
+        }
     }
 
     /// This time as a [`SystemTime`] (still on IMDS's clock), for the edges that speak
@@ -102,7 +110,8 @@ impl ImdsTime {
 
     /// How long after `earlier` this is; zero when `earlier` is later.
     pub fn duration_since(self, earlier: ImdsTime) -> Duration {
-        self.checked_duration_since(earlier).unwrap_or(Duration::ZERO)
+        self.checked_duration_since(earlier)
+            .unwrap_or(Duration::ZERO)
     }
 
     /// How long after `earlier` this is; None when `earlier` is later.
@@ -152,6 +161,28 @@ impl Sub<Duration> for ImdsTime {
 impl SubAssign<Duration> for ImdsTime {
     fn sub_assign(&mut self, span: Duration) {
         *self = *self - span;
+    }
+}
+
+/// `#[serde(with = "forewarn_events::system_time_form")]`: an [`ImdsTime`] field journaled
+/// in [`SystemTime`]'s serde form (`{"secs_since_epoch": …, "nanos_since_epoch": …}`), for
+/// fields that were a `SystemTime` in earlier releases: their journals read as before
+/// (below a millisecond is cut), and what is written reads in those releases too.
+pub mod system_time_form {
+    use std::time::SystemTime;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::ImdsTime;
+
+    /// Writes `time` as the `SystemTime` it stands for.
+    pub fn serialize<S: Serializer>(time: &ImdsTime, serializer: S) -> Result<S::Ok, S::Error> {
+        time.system_time().serialize(serializer)
+    }
+
+    /// Reads a `SystemTime`, to the millisecond below.
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ImdsTime, D::Error> {
+        SystemTime::deserialize(deserializer).map(ImdsTime::from)
     }
 }
 
@@ -214,7 +245,27 @@ mod tests {
             retry_at_unix_ms: None,
         };
         let json = serde_json::to_string(&answer).unwrap();
-        assert_eq!(json, r#"{"at_unix_ms":1700000000123,"retry_at_unix_ms":null}"#);
+        assert_eq!(
+            json,
+            r#"{"at_unix_ms":1700000000123,"retry_at_unix_ms":null}"#
+        );
         assert_eq!(serde_json::from_str::<Answer>(&json).unwrap(), answer);
+    }
+
+    #[test]
+    fn a_field_that_was_a_system_time_keeps_its_form() {
+        #[derive(Debug, PartialEq, Serialize, Deserialize)]
+        struct Tracked {
+            #[serde(with = "system_time_form")]
+            first_seen: ImdsTime,
+        }
+        let old = r#"{"first_seen":{"secs_since_epoch":1700000000,"nanos_since_epoch":123456789}}"#;
+        let read: Tracked = serde_json::from_str(old).unwrap();
+        assert_eq!(read.first_seen, AT);
+        let written = serde_json::to_string(&read).unwrap();
+        assert_eq!(
+            written,
+            r#"{"first_seen":{"secs_since_epoch":1700000000,"nanos_since_epoch":123000000}}"#
+        );
     }
 }

@@ -24,5 +24,5 @@ pub use event::{
     Document, EventField, EventSource, EventStatus, EventType, ScheduledEvent, UnreadableField,
     is_vm_name,
 };
-pub use imds_time::ImdsTime;
+pub use imds_time::{ImdsTime, system_time_form, unix_ms};
 pub use parse_error::ParseError;
