@@ -14,7 +14,6 @@
 pub(crate) mod agenda;
 pub(crate) mod approval;
 pub(crate) mod barrier;
-pub(crate) mod clock;
 pub(crate) mod machine;
 pub mod policy;
 pub mod quarantine;

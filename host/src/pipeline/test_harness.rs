@@ -4,8 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
+use forewarn_imds::ImdsTime;
 use forewarn_imds::{Document, EventSource, EventStatus, EventType, ScheduledEvent};
 
 use crate::pipeline::approval::BarrierRequest;
@@ -20,8 +21,8 @@ use serde::Deserialize;
 pub(crate) const VM: &str = "vm-a";
 
 /// The harness's start time: a fixed instant, so failures print the same numbers.
-pub(crate) fn t0() -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+pub(crate) fn t0() -> ImdsTime {
+    ImdsTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
 }
 
 type Script = Box<dyn Fn(&PlannedCall) -> CallReply>;
@@ -29,13 +30,13 @@ type Script = Box<dyn Fn(&PlannedCall) -> CallReply>;
 /// One action as the harness executed it, with the fake time.
 #[derive(Debug, Clone)]
 pub(crate) struct Executed {
-    pub(crate) at: SystemTime,
+    pub(crate) at: ImdsTime,
     pub(crate) action: Action,
 }
 
 /// A pipeline, a fake clock, and scripted plugins.
 pub(crate) struct Harness {
-    pub(crate) now: SystemTime,
+    pub(crate) now: ImdsTime,
     pub(crate) pipeline: Pipeline,
     /// Every action executed, in order.
     pub(crate) log: Vec<Executed>,
@@ -66,7 +67,7 @@ impl Harness {
         plugins: &[(&str, &str)],
         policy: PolicyConfig,
         state: DaemonState,
-        now: SystemTime,
+        now: ImdsTime,
     ) -> Harness {
         let settings = PipelineSettings {
             vm_name: VM.to_owned(),
@@ -125,7 +126,7 @@ impl Harness {
 
     /// Jumps the clock to the pipeline's next timeout (if it is before `limit`) and runs the
     /// round; returns false when nothing is due before `limit`.
-    pub(crate) fn step_before(&mut self, limit: SystemTime) -> bool {
+    pub(crate) fn step_before(&mut self, limit: ImdsTime) -> bool {
         let Some(at) = self.pipeline.poll_timeout() else {
             return false;
         };
@@ -254,7 +255,7 @@ impl Harness {
     }
 
     /// The calls started so far: (time, plugin, phase, attempt, budget).
-    pub(crate) fn calls(&self) -> Vec<(SystemTime, String, CallPhase, u32, Duration)> {
+    pub(crate) fn calls(&self) -> Vec<(ImdsTime, String, CallPhase, u32, Duration)> {
         self.log
             .iter()
             .filter_map(|executed| match &executed.action {
@@ -290,7 +291,7 @@ impl Harness {
     }
 
     /// The approval POSTs: (time, event ids).
-    pub(crate) fn approvals(&self) -> Vec<(SystemTime, Vec<String>)> {
+    pub(crate) fn approvals(&self) -> Vec<(ImdsTime, Vec<String>)> {
         self.log
             .iter()
             .filter_map(|executed| match &executed.action {
@@ -361,7 +362,7 @@ impl ManifestText {
 pub(crate) fn event(
     id: &str,
     event_type: EventType,
-    now: SystemTime,
+    now: ImdsTime,
     notice: Duration,
 ) -> ScheduledEvent {
     ScheduledEvent {
@@ -371,7 +372,7 @@ pub(crate) fn event(
         resource_type: "VirtualMachine".into(),
         resources: vec![VM.to_owned()],
         status: EventStatus::Scheduled,
-        not_before: Some(now + notice),
+        not_before: Some((now + notice).system_time()),
         description: String::new(),
         source: EventSource::Platform,
         duration_seconds: None,

@@ -2,11 +2,11 @@
 //! the daemon a decision needs ([`Schedule`]), and the helpers every step shares.
 
 use std::collections::HashSet;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
+use forewarn_imds::ImdsTime;
 use forewarn_imds::ScheduledEvent;
 
-use crate::pipeline::clock::from_unix_ms;
 use crate::pipeline::policy::LeadTime;
 use crate::pipeline::roster::{Member, Roster};
 use crate::pipeline::state::{AnswerOutcome, CallPhase, EventProgress, Handling, PluginProgress};
@@ -98,7 +98,7 @@ pub(crate) enum Preparation {
     /// Too early: preparation starts at this instant (`prepare-lead-time` before NotBefore).
     NotYet {
         /// When the first prepare calls are due.
-        starts_at: SystemTime,
+        starts_at: ImdsTime,
     },
     /// These calls are due now (possibly none: waiting on retries or on calls in flight).
     Calls {
@@ -152,22 +152,21 @@ impl Schedule<'_> {
 }
 
 /// The deadline of preparation: NotBefore minus the safety margin (None without NotBefore).
-pub(crate) fn deadline(event: &ScheduledEvent, margin: Duration) -> Option<SystemTime> {
-    let not_before = event.not_before?;
+pub(crate) fn deadline(event: &ScheduledEvent, margin: Duration) -> Option<ImdsTime> {
+    let not_before = event.not_before_time()?;
     Some(not_before.checked_sub(margin).unwrap_or(not_before))
 }
 
 /// Time from `now` to `deadline` (zero once it passed; unbounded without one).
-pub(crate) fn time_left(deadline: Option<SystemTime>, now: SystemTime) -> Duration {
+pub(crate) fn time_left(deadline: Option<ImdsTime>, now: ImdsTime) -> Duration {
     match deadline {
-        Some(deadline) => deadline.duration_since(now).unwrap_or(Duration::ZERO),
+        Some(deadline) => deadline.duration_since(now),
         None => Duration::MAX,
     }
 }
 
-pub(crate) fn retry_pending(own: &PluginProgress, now: SystemTime) -> bool {
-    own.retry_at_unix_ms
-        .is_some_and(|at| from_unix_ms(at) > now)
+pub(crate) fn retry_pending(own: &PluginProgress, now: ImdsTime) -> bool {
+    own.retry_at_unix_ms.is_some_and(|at| at > now)
 }
 
 pub(crate) fn planned(

@@ -3,11 +3,12 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
+
+use forewarn_imds::ImdsTime;
 
 use super::plan::*;
 use super::recovery::wants_to_recover;
-use crate::pipeline::clock::unix_ms;
 use crate::pipeline::policy::LeadTime;
 use crate::pipeline::roster::{Member, Roster};
 use crate::pipeline::state::{Approval, CallPhase, EventProgress, Handling, Lifecycle};
@@ -35,8 +36,8 @@ pub(crate) fn chain_needs(subscribers: &[&Member], roster: &Roster) -> HashMap<S
 /// (the stop action) gets its full prepare-time; when the notice is shorter than the chain
 /// needs, the first plugins' turns (a drain window) are cut short. A past instant means
 /// "at once".
-pub(crate) fn turn_start(deadline: SystemTime, need: Duration) -> SystemTime {
-    deadline.checked_sub(need).unwrap_or(SystemTime::UNIX_EPOCH)
+pub(crate) fn turn_start(deadline: ImdsTime, need: Duration) -> ImdsTime {
+    deadline.saturating_sub(need)
 }
 
 /// When preparation of `progress` starts: `lead` before NotBefore; "auto" is the longest
@@ -45,8 +46,8 @@ pub(crate) fn turn_start(deadline: SystemTime, need: Duration) -> SystemTime {
 pub(crate) fn preparation_start(
     progress: &EventProgress,
     schedule: Schedule<'_>,
-) -> Option<SystemTime> {
-    let not_before = progress.event.not_before?;
+) -> Option<ImdsTime> {
+    let not_before = progress.event.not_before_time()?;
     let lead = match schedule.lead {
         LeadTime::Fixed(lead) => lead,
         LeadTime::Auto => {
@@ -61,11 +62,7 @@ pub(crate) fn preparation_start(
                 .max(AUTO_LEAD_FLOOR)
         }
     };
-    Some(
-        not_before
-            .checked_sub(lead)
-            .unwrap_or(SystemTime::UNIX_EPOCH),
-    )
+    Some(not_before.saturating_sub(lead))
 }
 
 /// The prepare calls due for `progress` at `now`, in dependency order; records their
@@ -77,7 +74,7 @@ pub(crate) fn preparation_start(
 pub(crate) fn prepare(
     shared: &mut Arc<EventProgress>,
     schedule: Schedule<'_>,
-    now: SystemTime,
+    now: ImdsTime,
 ) -> Preparation {
     let progress: &EventProgress = shared;
     let event = progress.event.clone();
@@ -98,7 +95,7 @@ pub(crate) fn prepare(
         {
             return Preparation::NotYet { starts_at };
         }
-        Arc::make_mut(shared).preparing_since_unix_ms = Some(unix_ms(now));
+        Arc::make_mut(shared).preparing_since_unix_ms = Some(now);
     }
     let progress: &EventProgress = shared;
     if subscribers
@@ -163,8 +160,8 @@ fn consented(progress: &EventProgress, member: &Member, schedule: Schedule<'_>) 
 /// but never below [`SHORT_NOTICE_BUDGET`] (or the manifest's budget, if shorter).
 pub(crate) fn prepare_budget(
     configured: Duration,
-    deadline: Option<SystemTime>,
-    now: SystemTime,
+    deadline: Option<ImdsTime>,
+    now: ImdsTime,
 ) -> Duration {
     let left = time_left(deadline, now).max(SHORT_NOTICE_BUDGET);
     configured.min(left)
@@ -194,7 +191,7 @@ fn may_prepare(
     progress: &EventProgress,
     member: &Member,
     schedule: Schedule<'_>,
-    now: SystemTime,
+    now: ImdsTime,
 ) -> bool {
     wants_to_prepare(progress, member, schedule, now) && !schedule.plugin_busy(&member.name)
 }
@@ -204,7 +201,7 @@ fn wants_to_prepare(
     progress: &EventProgress,
     member: &Member,
     schedule: Schedule<'_>,
-    now: SystemTime,
+    now: ImdsTime,
 ) -> bool {
     let own = progress.plugin(&member.name);
     !own.prepared && !retry_pending(&own, now) && !schedule.roster.is_quarantined(&member.name)
@@ -217,7 +214,7 @@ fn wants_to_prepare(
 pub(crate) fn blocked_on_busy(
     progress: &EventProgress,
     schedule: Schedule<'_>,
-    now: SystemTime,
+    now: ImdsTime,
 ) -> Vec<String> {
     if !matches!(progress.handling, Handling::Prepare { .. }) {
         return Vec::new();
@@ -270,7 +267,7 @@ pub(crate) fn blocked_on_busy(
 
 /// The instants at which a plugin's turn comes while it still waits for the plugins it
 /// runs after: wake-ups for the event loop.
-pub(crate) fn pending_turns(progress: &EventProgress, schedule: Schedule<'_>) -> Vec<SystemTime> {
+pub(crate) fn pending_turns(progress: &EventProgress, schedule: Schedule<'_>) -> Vec<ImdsTime> {
     let Some(deadline) = deadline(&progress.event, schedule.margin) else {
         return Vec::new();
     };

@@ -1,8 +1,8 @@
 //! After the event: telling plugins it started, then recovery in reverse order, one step at a
 //! time, a few attempts each.
 
+use forewarn_imds::ImdsTime;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use forewarn_imds::EventType;
 
@@ -60,7 +60,7 @@ pub(crate) fn vm_goes_away(event_type: EventType) -> bool {
 pub(crate) fn recover(
     shared: &mut Arc<EventProgress>,
     schedule: Schedule<'_>,
-    now: SystemTime,
+    now: ImdsTime,
 ) -> Recovery {
     let progress: &EventProgress = shared;
     let phase = match progress.lifecycle {
@@ -95,7 +95,7 @@ fn may_recover(
     member: &Member,
     subscribers: &[&Member],
     schedule: Schedule<'_>,
-    now: SystemTime,
+    now: ImdsTime,
 ) -> bool {
     wants_to_recover(progress, member, subscribers, schedule, now)
         && !schedule.plugin_busy(&member.name)
@@ -108,7 +108,7 @@ pub(crate) fn wants_to_recover(
     member: &Member,
     subscribers: &[&Member],
     schedule: Schedule<'_>,
-    now: SystemTime,
+    now: ImdsTime,
 ) -> bool {
     let own = progress.plugin(&member.name);
     let successors_pending = subscribers.iter().any(|other| {
