@@ -44,7 +44,7 @@ if [[ "$mode" != test ]]; then
 # resolve the features without the dev-dependencies and compile wasmtime and its
 # dependency tree a second time.
 env "${cross_env[@]}" cargo test "${cross[@]}" -p forewarn-platform -p forewarn-runtime \
-    -p forewarn-host --lib --test sandbox --test e2e_windows --no-run \
+    -p forewarn-pipeline -p forewarn-host --lib --test sandbox --test e2e_windows --no-run \
     --message-format=json-render-diagnostics > "$windows_dir/test-binaries.json"
 [[ -x "$exe" ]] || { echo "windows: $exe was not built" >&2; exit 1; }
 phase "cross-compiled ($(du -sh "$windows_dir" | cut -f1) in target/windows)"
@@ -73,6 +73,7 @@ run_under_wine() {
 run_under_wine forewarn_platform
 run_under_wine sandbox
 run_under_wine forewarn_runtime
+run_under_wine forewarn_pipeline
 run_under_wine forewarn_host
 phase "unit and sandbox tests passed under Wine"
 

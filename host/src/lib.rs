@@ -1,7 +1,8 @@
 //! forewarn's daemon as a library: the binary in `main.rs` is a thin CLI over these modules,
 //! and the end-to-end tests drive the binary built from them.
 //!
-//! - [`pipeline`]: pure, clock-injected stages from IMDS documents to approvals.
+//! - [`pipeline`]: pure, clock-injected stages from IMDS documents to approvals (the crate
+//!   `forewarn-pipeline`, re-exported with its [`log_fields`] and [`log_messages`]).
 //! - [`daemon`]: the I/O shell that runs the pipeline (event loop, journal, wiring).
 //! - [`plugins`]: the plugin directory, manifests, reload and the bundled plugins.
 //! - [`coordination`]: the etcd approval barrier's background task.
@@ -15,11 +16,11 @@ pub mod cli;
 pub mod config;
 pub mod coordination;
 pub mod daemon;
-pub(crate) mod log_fields;
+pub use forewarn_pipeline::log_fields;
 pub mod log_format;
-pub mod log_messages;
+pub use forewarn_pipeline::log_messages;
 pub mod ops;
-pub mod pipeline;
+pub use forewarn_pipeline as pipeline;
 pub mod plugins;
 pub mod service_manager;
 pub mod supply;

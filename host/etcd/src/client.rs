@@ -8,8 +8,6 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper::StatusCode;
@@ -22,6 +20,10 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::settings::{Credentials, EtcdSettings, Setting, SettingsError};
+use gateway_wire::{
+    Int, RangeAnswer, compare_body, describe_error, encode, encode_bytes, gateway_error_message,
+    prefix_end, put_body, truncate, write_body,
+};
 
 /// How long one request to etcd may take before the endpoint counts as unreachable.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
@@ -586,143 +588,6 @@ impl EtcdClient {
     }
 }
 
-/// A 64-bit integer that the gateway writes as a string (or, leniently, a number).
-#[derive(Debug, Default, Clone, Copy)]
-struct Int(i64);
-
-impl<'de> Deserialize<'de> for Int {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        match Value::deserialize(deserializer)? {
-            Value::String(text) => text.parse().map(Int).map_err(serde::de::Error::custom),
-            Value::Number(number) => number
-                .as_i64()
-                .map(Int)
-                .ok_or_else(|| serde::de::Error::custom("not a 64-bit integer")),
-            other => Err(serde::de::Error::custom(format!(
-                "expected an integer, got {other}"
-            ))),
-        }
-    }
-}
-
-#[derive(Deserialize, Default)]
-struct RangeAnswer {
-    #[serde(default)]
-    kvs: Vec<RawKeyValue>,
-    /// More keys are in the range than `limit` let through.
-    #[serde(default)]
-    more: bool,
-}
-
-#[derive(Deserialize)]
-struct RawKeyValue {
-    #[serde(default)]
-    key: String,
-    #[serde(default)]
-    value: String,
-    #[serde(default)]
-    lease: Int,
-}
-
-impl RangeAnswer {
-    fn key_values(self) -> Vec<KeyValue> {
-        self.kvs
-            .into_iter()
-            .map(|raw| KeyValue {
-                key: decode(&raw.key),
-                value: decode(&raw.value),
-                lease: raw.lease.0,
-            })
-            .collect()
-    }
-}
-
-fn put_body(key: &str, value: &str, lease: i64) -> Value {
-    let mut body = json!({ "key": encode(key), "value": encode(value) });
-    if lease != 0 {
-        body["lease"] = json!(lease.to_string());
-    }
-    body
-}
-
-fn compare_body(compare: &Compare) -> Value {
-    match compare {
-        Compare::Absent(key) => {
-            json!({ "key": encode(key), "target": "CREATE", "result": "EQUAL", "create_revision": "0" })
-        }
-        Compare::Present(key) => {
-            json!({ "key": encode(key), "target": "CREATE", "result": "GREATER", "create_revision": "0" })
-        }
-        Compare::ValueIs(key, value) => {
-            json!({ "key": encode(key), "target": "VALUE", "result": "EQUAL", "value": encode(value) })
-        }
-    }
-}
-
-fn write_body(write: &Write) -> Value {
-    match write {
-        Write::Put { key, value, lease } => json!({ "request_put": put_body(key, value, *lease) }),
-        Write::Delete(key) => json!({ "request_delete_range": { "key": encode(key) } }),
-    }
-}
-
-fn encode(text: &str) -> String {
-    BASE64.encode(text.as_bytes())
-}
-
-fn encode_bytes(bytes: &[u8]) -> String {
-    BASE64.encode(bytes)
-}
-
-/// Keys are forewarn's own UTF-8 text; anything else is shown lossily.
-fn decode(base64: &str) -> String {
-    let bytes = BASE64.decode(base64).unwrap_or_default();
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
-/// The range end that selects every key starting with `prefix` (last byte plus one).
-fn prefix_end(prefix: &str) -> Vec<u8> {
-    let mut end = prefix.as_bytes().to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    // Every byte was 0xff (or the prefix was empty): "\0" means "to the end of the keyspace".
-    vec![0]
-}
-
-/// The gateway's `{"error": …, "message": …, "code": …}` (streaming paths nest it:
-/// `{"error": {"message": …, "http_code": …}}`), or the body itself.
-fn gateway_error_message(body: &str) -> String {
-    let parsed: Option<Value> = serde_json::from_str(body).ok();
-    let message = parsed.as_ref().and_then(|value| {
-        value
-            .get("message")
-            .or_else(|| value.get("error"))
-            .and_then(|message| {
-                message
-                    .as_str()
-                    .or_else(|| message.get("message")?.as_str())
-            })
-            .map(str::to_owned)
-    });
-    message.unwrap_or_else(|| truncate(body, 200))
-}
-
-/// An error with its causes, e.g. "client error (Connect): invalid peer certificate: UnknownIssuer".
-fn describe_error(error: &(dyn std::error::Error + 'static)) -> String {
-    let causes: Vec<String> = anyhow::Chain::new(error).map(ToString::to_string).collect();
-    causes.join(": ")
-}
-
-fn truncate(text: &str, limit: usize) -> String {
-    match text.char_indices().nth(limit) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_owned(),
-    }
-}
-
+mod gateway_wire;
 #[cfg(test)]
 mod tests;

@@ -107,6 +107,32 @@ pub(crate) fn spawn(
 }
 
 impl CoordinatorHandle {
+    /// A handle on the caller's own channels, with no coordinator behind it: a test plays
+    /// the etcd side, reading the requests from the other end of `requests`, sending
+    /// verdicts on the [`Verdicts`] it gives the daemon, and setting `status`. Its etcd
+    /// access names an endpoint nothing listens on; only the fleet tasks would use it.
+    #[cfg(test)]
+    pub(crate) fn from_channels(
+        vm_name: &str,
+        requests: mpsc::UnboundedSender<BarrierRequest>,
+        status: watch::Receiver<CoordinationStatus>,
+    ) -> CoordinatorHandle {
+        let config: CoordinationConfig = toml::from_str("endpoints = [\"http://127.0.0.1:9\"]")
+            .expect("a [coordination] section with one endpoint parses");
+        let client = EtcdClient::connect(&config.etcd_settings())
+            .expect("an etcd client for a plain http:// endpoint builds");
+        let access = Arc::new(EtcdAccess {
+            config,
+            vm: vm_name.to_ascii_lowercase(),
+            client,
+        });
+        CoordinatorHandle {
+            requests,
+            status,
+            access,
+        }
+    }
+
     /// Hands the coordinator what the pipeline asks ([`BarrierRequest`]); its verdicts come
     /// back on the [`Verdicts`] that [`spawn`] returned.
     pub(crate) fn request(&self, request: BarrierRequest) {

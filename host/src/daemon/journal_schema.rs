@@ -104,7 +104,21 @@ pub(crate) fn migrate(mut record: JournalRecord) -> JournalRecord {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+    use crate::pipeline::policy::{LeadTime, PolicyConfig};
+    use crate::pipeline::test_harness::Harness;
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    /// The default policy, but preparing as soon as an event appears.
+    fn at_once() -> PolicyConfig {
+        PolicyConfig {
+            prepare_lead_time: LeadTime::Fixed(Duration::from_secs(3600)),
+            ..PolicyConfig::default()
+        }
+    }
 
     #[test]
     fn an_unversioned_journal_reads_as_version_one_and_migrates() {
@@ -129,5 +143,53 @@ mod tests {
         assert!(text.contains(r#""version":3"#), "{text}");
         let back: JournalRecord = serde_json::from_str(&text).expect("parses");
         assert_eq!(back, record);
+    }
+
+    /// `host/tests/fixtures/journal-v1-mid-preparation.json` was written by forewarn at commit
+    /// 4e650df (before the journal had a version): `forewarn run` against `forewarn simulate
+    /// --scenario user-reboot`, with two probe plugins, `drain` (approves) and `stopper`
+    /// (defers 1.5 s), killed with SIGKILL after stopper's second deferral.
+    #[test]
+    fn a_journal_from_the_previous_release_resumes_without_preparing_again() {
+        let text = include_str!("../../tests/fixtures/journal-v1-mid-preparation.json");
+        let record: JournalRecord = serde_json::from_str(text).expect("the old journal parses");
+        assert_eq!(record.version, 1);
+        let state = resume(Some(record));
+        let (id, progress) = state.events.iter().next().expect("one event");
+        let id = id.clone();
+        assert!(progress.plugin("drain").prepared);
+        let stopper_attempts = progress.plugin("stopper").prepare_attempts;
+        assert!(stopper_attempts >= 1);
+        let answered_at = progress
+            .plugins
+            .values()
+            .filter_map(|own| own.last_answer.as_ref())
+            .map(|answer| answer.at_unix_ms)
+            .max()
+            .expect("answers journaled");
+
+        let plugins: &[(&str, &str)] = &[
+            ("drain", "subscribe = [\"*\"]\nbudget = \"5s\"\n"),
+            ("stopper", "subscribe = [\"*\"]\nbudget = \"5s\"\n"),
+        ];
+        let restart = answered_at + SECOND;
+        let mut harness = Harness::resume(plugins, at_once(), state, restart);
+        harness.run_for(10 * SECOND);
+        let calls = harness.calls();
+        assert!(
+            calls.iter().all(|c| c.1 != "drain"),
+            "drain prepared again: {calls:?}"
+        );
+        assert_eq!(
+            calls.first().map(|c| (c.1.as_str(), c.3)),
+            Some(("stopper", stopper_attempts + 1))
+        );
+        assert_eq!(harness.approvals(), vec![(calls[0].0, vec![id])]);
+        // The next commit writes the current version.
+        let record = JournalRecord::new(
+            harness.persisted.clone().expect("persisted"),
+            Default::default(),
+        );
+        assert_eq!(record.version, JOURNAL_VERSION);
     }
 }

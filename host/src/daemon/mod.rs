@@ -8,6 +8,7 @@ pub(crate) mod journal_keeper;
 pub(crate) mod journal_schema;
 pub(crate) mod plugin_starts;
 pub(crate) mod readiness_holds;
+pub(crate) mod tasks_in_flight;
 pub mod timeline_broadcast;
 pub mod wiring;
 

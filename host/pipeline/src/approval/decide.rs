@@ -1,0 +1,144 @@
+//! The approval rules: what an event whose plugins all approved gets under the policy
+//! (alone, by `policy.group-approval`, or waiting on the barrier), and what holds it first
+//! (plugin files that failed to load, nobody subscribing, quarantined plugins).
+
+use forewarn_events::{ImdsTime, ScheduledEvent};
+
+use crate::policy::{self, ApprovalGate, GroupApproval, PolicyConfig};
+use crate::roster::Roster;
+use crate::state::{Approval, EventProgress, Handling, Lifecycle};
+
+/// The rules an approval is decided by on this VM.
+#[derive(Debug, Clone)]
+pub struct ApprovalRules {
+    /// This VM's name, as IMDS lists it in `Resources`.
+    pub vm_name: String,
+    /// The `[policy]` section.
+    pub policy: PolicyConfig,
+    /// Whether events naming this VM and others wait on the etcd barrier (`[coordination]`).
+    pub coordinated: bool,
+}
+
+impl ApprovalRules {
+    /// The approval an event gets when every plugin on this VM approved it at `now`: the
+    /// single-VM policy's gate, or — coordinated, for an event naming this VM and another
+    /// one — a wait on the barrier under every rule but `group-approval`.
+    pub fn decide(&self, event: &ScheduledEvent, now: ImdsTime) -> Approval {
+        if !self.coordinated || !applies_to(event, &self.vm_name) {
+            return approval_of(self.local_gate(event), now);
+        }
+        match coordinated_gate(event, &self.vm_name, &self.policy) {
+            ApprovalGate::Approve => Approval::Coordinating { since_unix_ms: now },
+            gate => approval_of(gate, now),
+        }
+    }
+
+    /// Whether the single-VM policy lets this VM approve `event` on its own (what decides a
+    /// coordinated event while the barrier cannot be reached).
+    pub fn approves_alone(&self, event: &ScheduledEvent) -> bool {
+        self.local_gate(event) == ApprovalGate::Approve
+    }
+
+    fn local_gate(&self, event: &ScheduledEvent) -> ApprovalGate {
+        policy::approval_gate(event, &self.vm_name, &self.policy)
+    }
+}
+
+/// Why an event whose subscribers all approved may still not be approved: a plugin file
+/// that failed to load counts as a subscriber that has not approved (unless its manifest
+/// was read and says `on-failure = "approve"`), and nobody subscribing is not consent unless
+/// `policy.approve-unsubscribed` says so. None: go on.
+pub fn hold(
+    event: &ScheduledEvent,
+    subscribers: usize,
+    roster: &Roster,
+    policy: &PolicyConfig,
+) -> Option<String> {
+    let failed: Vec<String> = roster
+        .load_errors()
+        .keys()
+        .filter(|path| roster.load_error_holds(path))
+        .map(|path| path.display().to_string())
+        .collect();
+    if !failed.is_empty() {
+        return Some(format!(
+            "not approving event {}: plugin file(s) {} failed to load, and a plugin that \
+             cannot run has not approved; fix or remove the file (`forewarn status` shows \
+             why it failed) and the approval goes ahead",
+            event.id,
+            failed.join(", ")
+        ));
+    }
+    if subscribers == 0 && !policy.approve_unsubscribed {
+        return Some(format!(
+            "not approving event {}: no plugin subscribes to {}, so nothing prepared this \
+             VM and the event starts at NotBefore; add a plugin that subscribes to it, or \
+             set `policy.approve-unsubscribed = true` to approve such events at once",
+            event.id, event.event_type_raw
+        ));
+    }
+    None
+}
+
+/// The quarantined plugins that hold `progress`: under `on-failure = "hold"`, subscribed to
+/// its type and not approved, while the event waits for its plugins (Scheduled, pending).
+pub fn held_by_quarantine(progress: &EventProgress, roster: &Roster) -> Vec<String> {
+    let waits_for_plugins = matches!(progress.handling, Handling::Prepare { .. })
+        && progress.lifecycle == Lifecycle::Scheduled
+        && progress.approval == Approval::Pending;
+    if !waits_for_plugins {
+        return Vec::new();
+    }
+    roster
+        .subscribers(progress.event.event_type)
+        .into_iter()
+        .filter(|member| roster.is_quarantined(&member.name) && !roster.excused(member))
+        .filter(|member| !progress.plugin(&member.name).prepared)
+        .map(|member| member.name.clone())
+        .collect()
+}
+
+/// Why `progress` cannot be approved while quarantined plugins hold it (see
+/// [`held_by_quarantine`]), for the log and the timeline. None: none holds it.
+pub fn quarantine_hold(progress: &EventProgress, roster: &Roster) -> Option<String> {
+    let held_by = held_by_quarantine(progress, roster);
+    if held_by.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "not approving event {}: held by quarantined plugin {}: its calls failed again and \
+         again, it is no longer called, and its manifest says on-failure = \"hold\", so the \
+         event starts at NotBefore; replace the plugin's .wasm or .toml with a fixed one to \
+         lift the quarantine (`forewarn status` shows its last failure), or set \
+         on-failure = \"approve\" if the plugin is advisory",
+        progress.event.id,
+        held_by.join(", ")
+    ))
+}
+
+/// Whether the barrier coordinates `event` for `vm_name`: it names this VM and another one.
+pub(crate) fn applies_to(event: &ScheduledEvent, vm_name: &str) -> bool {
+    event.names_vm(vm_name)
+        && event
+            .resources
+            .iter()
+            .any(|resource| !forewarn_events::is_vm_name(resource, vm_name))
+}
+
+/// The policy's gate for an event the barrier coordinates: every rule applies (observe-only,
+/// dry-run, started, not this VM) except `group-approval`, which the barrier replaces.
+fn coordinated_gate(event: &ScheduledEvent, vm_name: &str, config: &PolicyConfig) -> ApprovalGate {
+    let coordinated = PolicyConfig {
+        group_approval: GroupApproval::Always,
+        ..config.clone()
+    };
+    policy::approval_gate(event, vm_name, &coordinated)
+}
+
+fn approval_of(gate: ApprovalGate, now: ImdsTime) -> Approval {
+    match gate {
+        ApprovalGate::Approve => Approval::Due { since_unix_ms: now },
+        ApprovalGate::DryRun { would } => Approval::DryRun { would },
+        ApprovalGate::Withhold { rule, reason } => Approval::Withheld { reason, rule },
+    }
+}

@@ -1,0 +1,655 @@
+//! The pipeline as one sans-I/O state machine, in the style of quinn-proto's `Connection`:
+//! inputs and `now` go in through [`Pipeline::handle`], actions come out of
+//! [`Pipeline::poll_action`], and [`Pipeline::poll_timeout`] says when to wake it.
+//!
+//! Nothing here reads the clock, touches the disk or the network, or spawns a task: the
+//! event loop (`forewarn_host::daemon::event_loop`) executes the actions. Every round ends with the
+//! rule that makes restarts safe: [`Action::Persist`] comes before the [`Action::Call`]s,
+//! [`Action::Coordinate`]s and [`Action::Approve`] it covers. A round that only asks again
+//! plugins that deferred emits [`Action::PersistGrouped`] instead: the loop may group it
+//! with later commits (docs/architecture.md, "Journal first"). While the journal cannot be written
+//! ([`Input::JournalDurable`]), no approval is decided or sent; plugins are still called.
+
+use forewarn_events::ImdsTime;
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::sync::Arc;
+
+use forewarn_events::{Document, EventStatus, ScheduledEvent};
+
+use crate::agenda::{Agenda, Standing, Urgency};
+use crate::approval::{ApprovalInput, ApprovalStage, BarrierRequest, BarrierVerdict};
+use crate::log_fields;
+use crate::log_messages;
+use crate::policy::PolicyConfig;
+use crate::quarantine::{Quarantine, QuarantineRules, QuarantinedPlugin};
+use crate::roster::FailurePolicy;
+use crate::roster::Roster;
+use crate::scheduler::{self, CallReply, InFlight, PlannedCall, Preparation, Recovery, Schedule};
+use crate::state::{
+    Answer, AnswerOutcome, Approval, CallPhase, DaemonState, EventProgress, Handling, Lifecycle,
+};
+use crate::timeline::TimelineEntry;
+use preparation_notes::PreparationNote;
+
+/// What the pipeline needs to know besides its inputs.
+#[derive(Debug, Clone)]
+pub struct PipelineSettings {
+    /// This VM's name, as IMDS lists it in `Resources`.
+    pub vm_name: String,
+    /// The `[policy]` section.
+    pub policy: PolicyConfig,
+}
+
+/// Something that happened outside the pipeline.
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// IMDS listed this document (the newest: each is a whole snapshot).
+    Document(Arc<Document>),
+    /// A plugin call finished.
+    Answer(Box<CallAnswer>),
+    /// The plugin set changed (reload).
+    Plugins(Arc<Roster>),
+    /// IMDS accepted the approval of these events.
+    ApprovalSent(Vec<String>),
+    /// IMDS did not accept the approval of these events.
+    ApprovalFailed {
+        /// The events whose approval failed.
+        event_ids: Vec<String>,
+        /// IMDS refused the request itself (a 4xx, e.g. 400 for an id it no longer lists):
+        /// sending the same batch again would fail the same way.
+        rejected: bool,
+        /// What went wrong, for the log and the timeline.
+        error: String,
+    },
+    /// Something journaled beside the state changed (readiness holds): persist again.
+    ReadinessHoldsChanged,
+    /// Whether the journal's commits reach the disk. While they do not, approvals are
+    /// neither decided nor sent (each needs its record first); plugins are still called.
+    JournalDurable(bool),
+    /// The etcd barrier's verdict on an event this VM joined ([`Action::Coordinate`]).
+    BarrierVerdict {
+        /// The event's `EventId`.
+        event_id: String,
+        /// What the barrier says now.
+        verdict: BarrierVerdict,
+    },
+    /// The daemon is stopping: record answers still arriving, start nothing new.
+    ShutdownStarted,
+}
+
+/// A finished plugin call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallAnswer {
+    /// The call this answers.
+    pub call: PlannedCall,
+    /// What the plugin replied.
+    pub reply: CallReply,
+}
+
+/// Something the event loop must do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Journal this state durably before the actions after it.
+    Persist(Arc<DaemonState>),
+    /// Journal this state soon (the loop may group it with later commits): only deferral
+    /// bookkeeping changed — answers that decided nothing, and the attempt counts of calls
+    /// asking again plugins that already deferred, whose first attempt is on disk.
+    PersistGrouped(Arc<DaemonState>),
+    /// Start this plugin call; answer with [`Input::Answer`].
+    Call(PlannedCall),
+    /// Hand this request to the etcd coordinator (`[coordination]`); it answers with
+    /// [`Input::BarrierVerdict`]s whenever its verdict on a joined event changes.
+    Coordinate(BarrierRequest),
+    /// POST the approval of these events to IMDS; answer with [`Input::ApprovalSent`] or
+    /// [`Input::ApprovalFailed`].
+    Approve(Vec<String>),
+    /// Report this step on the timeline (demo, metrics, tests).
+    Emit(TimelineEntry),
+}
+
+/// The pipeline: tracker → policy → scheduler → approval, over the journaled state.
+pub struct Pipeline {
+    settings: PipelineSettings,
+    state: DaemonState,
+    /// The plugin set's roster, with the quarantined plugins marked.
+    roster: Arc<Roster>,
+    /// Each plugin's recent failures, and the plugins in crash-loop quarantine.
+    quarantine: Quarantine,
+    /// The approval stage: the rules, the POST queue, the barrier.
+    approval: ApprovalStage,
+    in_flight: InFlight,
+    /// Events whose wait for the lead time or whose late preparation was announced; not
+    /// journaled (a restart announces them again).
+    notes_announced: HashSet<(String, PreparationNote)>,
+    /// Which events the next round visits.
+    agenda: Agenda,
+    /// Events visited so far (a round's cost; the tests read it).
+    pub visits: u64,
+    /// The instant of the last round, for [`Pipeline::poll_timeout`].
+    last_round: ImdsTime,
+    /// State changed and is not journaled yet; the round's end persists it.
+    unsaved: bool,
+    /// Only deferral bookkeeping changed since the last persist: it may be grouped.
+    unsaved_bookkeeping: bool,
+    stopping: bool,
+    actions: VecDeque<Action>,
+}
+
+impl Pipeline {
+    /// A pipeline resuming from `state` (empty on a first start), approving alone (see
+    /// [`Pipeline::coordinate_with_barrier`]).
+    pub fn new(settings: PipelineSettings, state: DaemonState) -> Pipeline {
+        let quarantine = Quarantine::new(QuarantineRules::of(&settings.policy));
+        let approval = ApprovalStage::new(&settings.vm_name, &settings.policy);
+        Pipeline {
+            settings,
+            state,
+            roster: Arc::default(),
+            quarantine,
+            approval,
+            in_flight: InFlight::new(),
+            notes_announced: HashSet::new(),
+            agenda: Agenda::default(),
+            visits: 0,
+            last_round: ImdsTime::UNIX_EPOCH,
+            unsaved: false,
+            unsaved_bookkeeping: false,
+            stopping: false,
+            actions: VecDeque::new(),
+        }
+    }
+
+    /// Events naming this VM and others wait on the etcd barrier (`[coordination]`).
+    pub fn coordinate_with_barrier(&mut self) {
+        self.approval.coordinate_with_barrier();
+        self.agenda.touch_everything();
+    }
+
+    /// The state as it stands (journaled at the end of every round).
+    pub fn state(&self) -> &DaemonState {
+        &self.state
+    }
+
+    /// The plugins in crash-loop quarantine, by name.
+    pub fn quarantined(&self) -> Vec<QuarantinedPlugin> {
+        self.quarantine.quarantined()
+    }
+
+    /// Applies `input` at `now`, then runs a round (see [`Pipeline::handle_timeout`]).
+    pub fn handle(&mut self, input: Input, now: ImdsTime) {
+        match input {
+            Input::Document(document) => self.observe(&document, now),
+            Input::Answer(answer) => self.record_answer(*answer, now),
+            Input::Plugins(roster) => {
+                self.plugins_changed(roster);
+                self.agenda.touch_everything();
+            }
+            Input::ApprovalSent(event_ids) => {
+                self.unsaved = true;
+                self.approval_input(ApprovalInput::Sent(event_ids), now);
+            }
+            Input::ApprovalFailed {
+                event_ids,
+                rejected,
+                error,
+            } => {
+                let failed = ApprovalInput::Failed {
+                    event_ids,
+                    rejected,
+                    error,
+                };
+                self.approval_input(failed, now);
+            }
+            Input::BarrierVerdict { event_id, verdict } => {
+                self.approval_input(ApprovalInput::Verdict { event_id, verdict }, now);
+            }
+            Input::ReadinessHoldsChanged => self.unsaved = true,
+            Input::JournalDurable(durable) => self.journal_durability(durable, now),
+            Input::ShutdownStarted => self.stopping = true,
+        }
+        self.handle_timeout(now);
+    }
+
+    /// Runs a round at `now`: moves the events that are due forward (see [`Agenda`]: those
+    /// an input touched, a barrier verdict among them, whose next instant came, or waiting
+    /// for a plugin that is free again), then queues the journal write and, after it, the
+    /// calls, the requests to the barrier and the approval the round decided.
+    ///
+    /// Events being prepared or told of a start go first, recoveries after: a plugin hears
+    /// of a new event before it hears an old one end (hold before release); among them the
+    /// sooner NotBefore first. A call is marked in flight as soon as it is planned, so a
+    /// plugin gets one call at a time.
+    pub fn handle_timeout(&mut self, now: ImdsTime) {
+        self.last_round = now;
+        let mut calls = Vec::new();
+        if !self.stopping {
+            self.visit_due(now, &mut calls);
+        }
+        let approval =
+            self.approval
+                .poll_post(self.agenda.approvals_due(), &self.state, self.stopping, now);
+        // A first call, an approval or any decision needs its record first; asking again a
+        // plugin that deferred does not (its first attempt is on disk): that may wait.
+        let reasks_only = calls
+            .iter()
+            .all(|call| call.attempt > 1 && call.phase != CallPhase::Started);
+        let mut requests = Vec::new();
+        while let Some(request) = self.approval.poll_request() {
+            requests.push(request);
+        }
+        if self.unsaved || !reasks_only || approval.is_some() || !requests.is_empty() {
+            let state = Arc::new(self.state.clone());
+            self.actions.push_back(Action::Persist(state));
+        } else if self.unsaved_bookkeeping || !calls.is_empty() {
+            let state = Arc::new(self.state.clone());
+            self.actions.push_back(Action::PersistGrouped(state));
+        }
+        self.unsaved = false;
+        self.unsaved_bookkeeping = false;
+        for call in calls {
+            self.queue_call(call);
+        }
+        for request in requests {
+            self.actions.push_back(Action::Coordinate(request));
+        }
+        if let Some(batch) = approval {
+            self.actions.push_back(Action::Approve(batch));
+        }
+    }
+
+    /// The journal's commits stopped or started reaching the disk. When they stopped, an
+    /// approval queued behind the failed commit is taken back (it is sent once the journal
+    /// is durable again); when they started again, held approvals go ahead.
+    fn journal_durability(&mut self, durable: bool, now: ImdsTime) {
+        self.approval_input(ApprovalInput::JournalDurable(durable), now);
+        // The approvals held for the journal (or taken back) are decided again.
+        self.agenda.touch_everything();
+        if durable {
+            return;
+        }
+        let queued = self.actions.len();
+        self.actions
+            .retain(|action| !matches!(action, Action::Approve(_)));
+        if self.actions.len() < queued {
+            self.approval.taken_back();
+        }
+    }
+
+    /// Visits the events the agenda says are due, most urgent first, offering each plugin
+    /// freed since the last round to the events waiting for it until one takes it.
+    fn visit_due(&mut self, now: ImdsTime, calls: &mut Vec<PlannedCall>) {
+        let due = match self.agenda.take_due(now) {
+            Some(due) => due,
+            None => self.state.events.keys().cloned().collect(),
+        };
+        let mut queue: BTreeSet<Urgency> = BTreeSet::new();
+        for id in due {
+            match self.state.events.get(&id) {
+                Some(progress) => {
+                    queue.insert(urgency_of(progress));
+                }
+                None => {
+                    self.approval.reconcile(&id, None);
+                    self.agenda.settle(&id, None);
+                }
+            }
+        }
+        loop {
+            let in_flight = &self.in_flight;
+            let waiter = self
+                .agenda
+                .next_waiter(|plugin| in_flight.iter().any(|(_, busy)| busy == plugin));
+            let waiter_first = match (queue.first(), &waiter) {
+                (Some(first), Some(waiter)) => waiter < first,
+                (None, waiter) => waiter.is_some(),
+                (Some(_), None) => false,
+            };
+            let next = if waiter_first {
+                waiter
+            } else {
+                queue.pop_first()
+            };
+            let Some(next) = next else {
+                break;
+            };
+            queue.remove(&next);
+            self.visit(&next.id, now, calls);
+        }
+    }
+
+    /// Moves one event forward, marks the calls it planned in flight, and tells the agenda
+    /// when it is next due and what it waits for.
+    fn visit(&mut self, id: &str, now: ImdsTime, calls: &mut Vec<PlannedCall>) {
+        let planned_before = calls.len();
+        self.advance_event(id, now, calls);
+        for call in &calls[planned_before..] {
+            self.in_flight
+                .insert((call.event_id.clone(), call.plugin.clone()));
+        }
+        let schedule = Schedule {
+            roster: &self.roster,
+            in_flight: &self.in_flight,
+            margin: self.settings.policy.safety_margin(),
+            lead: self.settings.policy.prepare_lead_time,
+        };
+        let progress = self.state.events.get(id);
+        let standing = progress.map(|progress| Standing {
+            urgency: urgency_of(progress),
+            next_due: scheduler::next_due(progress, schedule, now),
+            blocked_on: scheduler::blocked_on_busy(progress, schedule, now),
+            approval_due: matches!(progress.approval, Approval::Due { .. }),
+        });
+        self.approval
+            .reconcile(id, progress.map(|progress| &**progress));
+        self.agenda.settle(id, standing);
+    }
+
+    /// The next action to execute, in order.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// When a round is next due without any input: a retry, a deadline, an approval retry.
+    /// None: nothing is scheduled.
+    pub fn poll_timeout(&self) -> Option<ImdsTime> {
+        let approval_retries = self.approval.poll_timeout(&self.state.events);
+        self.agenda
+            .next_timer_after(self.last_round)
+            .into_iter()
+            .chain(approval_retries)
+            .min()
+    }
+
+    /// Whether `id` is known and not every plugin has approved it yet.
+    fn approval_pending(&self, id: &str) -> bool {
+        self.state
+            .events
+            .get(id)
+            .is_some_and(|progress| progress.approval == Approval::Pending)
+    }
+
+    fn emit(&mut self, entry: TimelineEntry) {
+        self.actions.push_back(Action::Emit(entry));
+    }
+
+    /// Moves one event forward, collecting the calls it needs.
+    fn advance_event(&mut self, id: &str, now: ImdsTime, calls: &mut Vec<PlannedCall>) {
+        self.visits += 1;
+        let Some(progress) = self.state.events.get(id) else {
+            return;
+        };
+        let stage = (&progress.handling, progress.lifecycle, &progress.approval);
+        match stage {
+            (_, Lifecycle::Scheduled, Approval::Coordinating { .. }) => self.coordinate(id, now),
+            (
+                Handling::Ignored { .. } | Handling::ApproveAtOnce { .. },
+                Lifecycle::Ended { .. },
+                _,
+            ) => self.finish(id, now, calls),
+            (Handling::Ignored { .. }, _, _)
+            | (Handling::ApproveAtOnce { .. }, Lifecycle::Started, _) => {}
+            (Handling::ApproveAtOnce { .. }, Lifecycle::Scheduled, _) => {
+                self.decide_approval(id, now)
+            }
+            (Handling::Prepare { .. }, Lifecycle::Scheduled, _) => self.prepare(id, now, calls),
+            (Handling::Prepare { .. }, Lifecycle::Started, _) => self.tell_started(id, calls),
+            (Handling::Prepare { .. }, Lifecycle::Ended { .. }, _) => self.recover(id, now, calls),
+        }
+    }
+
+    /// The scheduler's view and the events, borrowed apart so a stage can change one
+    /// event while it reads the roster and the calls in flight.
+    fn schedule_and_events(&mut self) -> (Schedule<'_>, &mut BTreeMap<String, Arc<EventProgress>>) {
+        let schedule = Schedule {
+            roster: &self.roster,
+            in_flight: &self.in_flight,
+            margin: self.settings.policy.safety_margin(),
+            lead: self.settings.policy.prepare_lead_time,
+        };
+        (schedule, &mut self.state.events)
+    }
+
+    fn prepare(&mut self, id: &str, now: ImdsTime, calls: &mut Vec<PlannedCall>) {
+        if !self.approval_pending(id) {
+            return;
+        }
+        let (schedule, events) = self.schedule_and_events();
+        let Some(progress) = events.get_mut(id) else {
+            return;
+        };
+        let late = scheduler::deadline(&progress.event, schedule.margin)
+            .is_some_and(|deadline| deadline <= now);
+        let waited = progress.preparing_since_unix_ms.is_none();
+        let preparation = scheduler::prepare(progress, schedule, now);
+        let began = waited && progress.preparing_since_unix_ms.is_some();
+        if began {
+            // Journal the start even when no call is due yet (status shows it).
+            self.unsaved = true;
+        }
+        match preparation {
+            Preparation::NotYet { starts_at } => self.announce_wait(id, starts_at),
+            Preparation::Calls {
+                calls: due,
+                shortened,
+            } => {
+                calls.extend(due);
+                for turn in shortened {
+                    self.announce_shortened(id, turn);
+                }
+                if late {
+                    self.announce_late(id);
+                }
+                self.announce_quarantine_hold(id);
+            }
+            Preparation::AllPrepared { subscribers } => {
+                let Some(progress) = self.state.events.get_mut(id).map(Arc::make_mut) else {
+                    return;
+                };
+                if self
+                    .approval
+                    .on_all_prepared(progress, subscribers, &self.roster, now)
+                {
+                    self.unsaved = true;
+                }
+                self.drain_approval_notes();
+            }
+        }
+    }
+
+    fn tell_started(&mut self, id: &str, calls: &mut Vec<PlannedCall>) {
+        let (schedule, events) = self.schedule_and_events();
+        if let Some(progress) = events.get_mut(id) {
+            calls.extend(scheduler::tell_started(progress, schedule));
+        }
+    }
+
+    fn recover(&mut self, id: &str, now: ImdsTime, calls: &mut Vec<PlannedCall>) {
+        let (schedule, events) = self.schedule_and_events();
+        let Some(progress) = events.get_mut(id) else {
+            return;
+        };
+        match scheduler::recover(progress, schedule, now) {
+            Recovery::Calls(due) => calls.extend(due),
+            Recovery::Done => self.finish(id, now, calls),
+        }
+    }
+
+    /// The event is handled to the end: forgotten, or, when its id was listed again during
+    /// the recovery, handled afresh as listed now.
+    fn finish(&mut self, id: &str, now: ImdsTime, calls: &mut Vec<PlannedCall>) {
+        let Some(event) = self.forget(id) else {
+            return;
+        };
+        let lifecycle = match event.status {
+            EventStatus::Started => Lifecycle::Started,
+            EventStatus::Scheduled => Lifecycle::Scheduled,
+        };
+        self.start_handling(event, lifecycle);
+        self.advance_event(id, now, calls);
+    }
+
+    /// Every plugin approved (or none was needed): the approval stage decides.
+    fn decide_approval(&mut self, id: &str, now: ImdsTime) {
+        let Some(progress) = self.state.events.get_mut(id).map(Arc::make_mut) else {
+            return;
+        };
+        if self.approval.decide(progress, now) {
+            self.unsaved = true;
+        }
+        self.drain_approval_notes();
+    }
+
+    /// An event waiting on the barrier: the approval stage says whether to approve now.
+    fn coordinate(&mut self, id: &str, now: ImdsTime) {
+        let Some(progress) = self.state.events.get_mut(id).map(Arc::make_mut) else {
+            return;
+        };
+        if self.approval.advance(progress, now) {
+            self.unsaved = true;
+        }
+        self.drain_approval_notes();
+    }
+
+    /// Feeds the approval stage `input`; the events it touched are visited next round.
+    fn approval_input(&mut self, input: ApprovalInput, now: ImdsTime) {
+        for id in self.approval.handle(input, now, &mut self.state.events) {
+            self.agenda.touch(&id);
+        }
+        self.drain_approval_notes();
+    }
+
+    /// Emits what the approval stage reported, in order.
+    fn drain_approval_notes(&mut self) {
+        while let Some(entry) = self.approval.poll_emit() {
+            self.emit(entry);
+        }
+    }
+
+    /// Forgets the event; returns its new listing, if its id was listed again meanwhile.
+    fn forget(&mut self, id: &str) -> Option<ScheduledEvent> {
+        self.approval.forget(id);
+        self.notes_announced
+            .retain(|(announced, _)| announced.as_str() != id);
+        let progress = self.state.events.remove(id)?;
+        self.unsaved = true;
+        tracing::info!(event_id = %id, "event handled to the end");
+        self.emit(TimelineEntry::Finished {
+            event_id: id.to_owned(),
+        });
+        Arc::unwrap_or_clone(progress).relisted
+    }
+
+    fn queue_call(&mut self, call: PlannedCall) {
+        self.in_flight
+            .insert((call.event_id.clone(), call.plugin.clone()));
+        self.emit(TimelineEntry::PluginCalled {
+            event_id: call.event_id.clone(),
+            plugin: call.plugin.clone(),
+            phase: call.phase,
+            attempt: call.attempt,
+            budget_ms: u64::try_from(call.budget.as_millis()).unwrap_or(u64::MAX),
+        });
+        tracing::debug!(event_id = %call.event_id, plugin = %call.plugin, phase = %call.phase, attempt = call.attempt, budget = %log_fields::duration(call.budget), "calling plugin");
+        self.actions.push_back(Action::Call(call));
+    }
+
+    fn record_answer(&mut self, answer: CallAnswer, now: ImdsTime) {
+        let CallAnswer { call, reply } = answer;
+        self.in_flight
+            .remove(&(call.event_id.clone(), call.plugin.clone()));
+        if reply.outcome.is_failure() {
+            self.count_failure(&call.plugin, &reply, now);
+        }
+        let on_failure = self
+            .roster
+            .get(&call.plugin)
+            .map(|member| member.terms.on_failure)
+            .unwrap_or_default();
+        self.agenda.touch(&call.event_id);
+        self.agenda.plugin_freed(&call.plugin);
+        for line in &reply.logs {
+            self.emit(TimelineEntry::PluginLog {
+                event_id: call.event_id.clone(),
+                plugin: call.plugin.clone(),
+                level: line.level,
+                message: line.message.clone(),
+            });
+        }
+        let margin = self.settings.policy.safety_margin();
+        let Some(progress) = self.state.events.get_mut(&call.event_id).map(Arc::make_mut) else {
+            return;
+        };
+        let decided = |progress: &EventProgress| {
+            let own = progress.plugins.get(&call.plugin);
+            own.map(|own| (own.prepared, own.told_started, own.told_ended))
+        };
+        let before = decided(progress);
+        let recorded = scheduler::record_reply(
+            progress,
+            &call.plugin,
+            call.phase,
+            &reply,
+            now,
+            margin,
+            on_failure,
+        );
+        log_answer(&call.event_id, &call.plugin, &recorded, on_failure);
+        // An answer that settled something (prepared, told) is a decision; a deferral or a
+        // failure that will be asked again is bookkeeping, which may be grouped.
+        if decided(progress) != before || recorded.outcome == AnswerOutcome::Approve {
+            self.unsaved = true;
+        } else {
+            self.unsaved_bookkeeping = true;
+        }
+        self.emit(TimelineEntry::PluginAnswered {
+            event_id: call.event_id,
+            plugin: call.plugin,
+            phase: recorded.phase,
+            outcome: recorded.outcome,
+            reason: recorded.reason,
+            elapsed_ms: recorded.elapsed_ms,
+        });
+    }
+}
+
+/// Where `progress` goes in a round (see [`Urgency`]).
+fn urgency_of(progress: &EventProgress) -> Urgency {
+    Urgency {
+        ended: progress.is_ended(),
+        not_before: progress
+            .event
+            .not_before_time()
+            .unwrap_or(ImdsTime::UNIX_EPOCH),
+        id: progress.event.id.clone(),
+    }
+}
+
+/// The audit trail: one structured line per plugin decision; a failed prepare call says
+/// whether it counted as a defer or, under `on-failure = "approve"`, as consent.
+fn log_answer(event_id: &str, plugin: &str, answer: &Answer, on_failure: FailurePolicy) {
+    if answer.outcome.is_failure() {
+        let consent = answer.phase == CallPhase::Prepare && on_failure == FailurePolicy::Approve;
+        let (decision, message) = match consent {
+            true => ("approve", log_messages::PLUGIN_CALL_FAILED_CONSENT),
+            false => ("defer", log_messages::PLUGIN_CALL_FAILED),
+        };
+        tracing::warn!(
+            event_id, plugin, phase = %answer.phase, decision,
+            failure = %answer.outcome, reason = %answer.reason, elapsed_ms = answer.elapsed_ms,
+            "{message}"
+        );
+        return;
+    }
+    tracing::info!(
+        event_id, plugin, phase = %answer.phase, decision = %answer.outcome,
+        reason = %answer.reason, elapsed_ms = answer.elapsed_ms, "{}",
+        log_messages::PLUGIN_DECISION
+    );
+}
+
+mod preparation_notes;
+mod quarantine_marking;
+mod transitions;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,177 @@
+//! What the daemon reports as it works, for people and tests: one `TimelineEntry` per
+//! step (document seen, transition, plugin asked and answered, approval). The pipeline emits
+//! them as actions; the shell broadcasts them (`daemon::timeline_broadcast`).
+
+use forewarn_events::ImdsTime;
+use serde::Serialize;
+
+use crate::quarantine::QuarantinedPlugin;
+use crate::state::{AnswerOutcome, CallPhase};
+use crate::tracker::TransitionKind;
+
+/// One step of the daemon's work.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum TimelineEntry {
+    /// The tracker turned a document into a transition.
+    Transition {
+        /// IMDS's EventId.
+        event_id: String,
+        /// IMDS's EventType as sent ("Reboot", "Freeze", …).
+        event_type: String,
+        /// What changed: the event appeared, started, ended, …
+        transition: TransitionKind,
+        /// The event in one line for people: type, status, resources, time to NotBefore.
+        detail: String,
+    },
+    /// The policy decided how to handle a new event.
+    Handling {
+        /// IMDS's EventId.
+        event_id: String,
+        /// The decision in words ("prepare (this VM)", "ignored: REASON", …).
+        handling: String,
+    },
+    /// The event is announced further ahead than `policy.prepare-lead-time`: it is tracked,
+    /// and preparation starts later.
+    PreparationWaits {
+        /// IMDS's EventId.
+        event_id: String,
+        /// When the first prepare calls are due, in milliseconds since the Unix epoch.
+        starts_at_unix_ms: ImdsTime,
+    },
+    /// A plugin starts preparing before the plugins it runs after approved: their share of
+    /// the time before NotBefore is over, so their preparation (a drain window) is cut short
+    /// and this plugin still finishes in time.
+    TurnShortened {
+        /// IMDS's EventId.
+        event_id: String,
+        /// The plugin that starts now.
+        plugin: String,
+        /// The plugins it runs after that had not approved yet.
+        cut_short: Vec<String>,
+        /// What this plugin and those after it need (their prepare-times), in milliseconds.
+        needed_ms: u64,
+        /// What was left before NotBefore minus the safety margin, in milliseconds.
+        left_ms: u64,
+    },
+    /// NotBefore minus the safety margin passed before every plugin approved. Preparation
+    /// goes on while the event is Scheduled (the VM runs until Azure acts), and the approval
+    /// is still sent if every plugin approves in time.
+    PreparingLate {
+        /// IMDS's EventId.
+        event_id: String,
+        /// The plugins that had not approved yet.
+        still_preparing: Vec<String>,
+    },
+    /// A plugin is being called.
+    PluginCalled {
+        /// The event the call is about.
+        event_id: String,
+        /// The plugin's name.
+        plugin: String,
+        /// Prepare (before the maintenance) or recover (after it).
+        phase: CallPhase,
+        /// Which call this is for the plugin, event and phase, starting at 1; a plugin that
+        /// deferred is asked again with the next number.
+        attempt: u32,
+        /// The time the call may take before it is cut off, in milliseconds.
+        budget_ms: u64,
+    },
+    /// A line the plugin logged (or printed) during a call, sent just before its answer.
+    PluginLog {
+        /// The event the call was about.
+        event_id: String,
+        /// The plugin that logged the line.
+        plugin: String,
+        /// The level the plugin logged the line at.
+        level: LogLevel,
+        /// The line as the plugin wrote it.
+        message: String,
+    },
+    /// A plugin answered (or failed, counted as a defer).
+    PluginAnswered {
+        /// The event the call was about.
+        event_id: String,
+        /// The plugin that answered.
+        plugin: String,
+        /// Prepare or recover, as in the matching [`TimelineEntry::PluginCalled`].
+        phase: CallPhase,
+        /// Approve, defer, or the kind of failure.
+        outcome: AnswerOutcome,
+        /// The plugin's explanation, or the failure's; empty when there was none.
+        reason: String,
+        /// How long the call took, in milliseconds.
+        elapsed_ms: u64,
+    },
+    /// The approval was accepted by IMDS.
+    Approved {
+        /// The events approved by the one POST, never empty.
+        event_ids: Vec<String>,
+    },
+    /// The approval POST failed; it is retried.
+    ApprovalFailed {
+        /// The events the failed POST would have approved.
+        event_ids: Vec<String>,
+        /// Why it failed, as the IMDS client reported it.
+        error: String,
+    },
+    /// Every plugin approved but no approval is sent (policy, dry run, deadline).
+    NotApproved {
+        /// The event left for Azure to start at NotBefore.
+        event_id: String,
+        /// Why no approval is sent, in words.
+        reason: String,
+    },
+    /// Recovery is complete and the event is forgotten.
+    Finished {
+        /// The event that is done; no further entry names it.
+        event_id: String,
+    },
+    /// A plugin's calls failed `policy.quarantine-after-failures` times within the window:
+    /// it is not called again until a new version of it is loaded or the daemon restarts.
+    PluginQuarantined(QuarantinedPlugin),
+    /// A quarantined plugin was loaded in a new version (or unloaded): it is called again.
+    QuarantineLifted {
+        /// The plugin.
+        plugin: String,
+    },
+}
+
+/// How important a plugin's log line is, as the plugin said (stdout counts as info, stderr
+/// as warn): the runtime's level, as the pipeline records it (`plugins::convert` maps it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogLevel {
+    /// Detail for debugging the plugin.
+    Trace,
+    /// Detail for debugging a deployment.
+    Debug,
+    /// What the plugin did (stdout too).
+    Info,
+    /// Something the operator should look at (stderr too).
+    Warn,
+    /// Something failed.
+    Error,
+}
+
+impl LogLevel {
+    /// The lower-case name: `info`, `warn`, ...
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Trace => "trace",
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Warn => "warn",
+            LogLevel::Error => "error",
+        }
+    }
+}
+
+/// One line a plugin logged during a call, already escaped and cut by the runtime.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PluginLogLine {
+    /// How important the plugin said it is.
+    pub level: LogLevel,
+    /// The text.
+    pub message: String,
+}
