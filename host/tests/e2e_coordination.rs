@@ -21,7 +21,7 @@ use forewarn_host::coordination::{Connection, CoordinationStatus};
 use forewarn_host::log_messages::COORDINATION_NO_QUORUM;
 use forewarn_host::log_messages::{COORDINATION_LEADS, COORDINATION_READY};
 use forewarn_host::ops::status::StatusSnapshot;
-use forewarn_simulator::{ApprovalRecord, StateSnapshot, Transition, stable_event_id};
+use forewarn_simulator::{ApprovalRecord, FaultKind, StateSnapshot, Transition, stable_event_id};
 use forewarn_test_support::etcd::{Etcd, EtcdCluster, shared_cluster};
 use forewarn_test_support::harness::{
     Daemon, DaemonConfig, LogLine, ProbePlugin, Simulator, http_get, now_unix_ms, summarize_state,
@@ -1308,5 +1308,67 @@ fn etcd_coming_back_mid_event_lets_the_set_approve_once() {
         set.ready_record("vm-c"),
         Some(not_before),
         "vm-c recorded ready once etcd answered"
+    );
+}
+
+/// The leader's approval POST is held at the simulator (a 2 s delay fault) when the leader
+/// is asked to stop (SIGTERM): the POST completes while the daemon stops, and the approval
+/// is recorded in etcd before it exits — under a record lease, not the daemon's — so that
+/// once the leader's lease has expired no new leader approves the event again.
+#[test]
+fn an_approval_sent_while_the_leader_stops_is_recorded_in_etcd() {
+    let _serial = lock();
+    let scenario = format!(
+        "{}\n[[faults]]\nkind = \"delay\"\ndelay = \"2s\"\nmethods = [\"POST\"]\n",
+        scenario_text("5m")
+    );
+    let mut set = Set::start_playing(&Setup::default(), &scenario);
+    let held = wait_for(WAIT, "the approval POST held at the simulator", || {
+        let state = set.simulator.state();
+        let held = state
+            .faults
+            .iter()
+            .find(|fault| fault.kind == FaultKind::Delay && fault.method == "POST")
+            .map(|fault| fault.vm.clone());
+        held.ok_or_else(|| set.describe())
+    });
+    let leader = held.as_str();
+    let pid = set.daemon(leader).pid();
+    let terminated = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(terminated.success(), "kill -TERM {pid}: {terminated}");
+    wait_for(
+        WAIT,
+        &format!("{leader} to exit after SIGTERM"),
+        || match set.daemon_mut(leader).has_exited() {
+            true => Ok(()),
+            false => Err(set.describe()),
+        },
+    );
+    // The POST outlived the stop: IMDS has the approval.
+    let state = set.wait_for_approval();
+    assert_eq!(state.approvals.len(), 1, "{}", set.describe());
+    let etcd = set.etcd.as_ref().expect("the set's own etcd");
+    let get = |key: &str| {
+        let output = etcd.etcdctl(&["get", key, "--print-value-only"]);
+        assert!(output.status.success(), "etcdctl get {key}: {output:?}");
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    };
+    // The leader's lease has expired once its member key is gone (LEASE_TTL after the exit).
+    let member = format!("/forewarn/members/{leader}");
+    wait_until(
+        WAIT,
+        &format!("{leader}'s lease to expire"),
+        || get(&member).is_empty(),
+        || set.describe(),
+    );
+    let approval = format!("/forewarn/events/{}/approval", set.event_id);
+    assert_eq!(
+        get(&approval),
+        leader,
+        "the approval {leader} sent while stopping is not recorded in etcd beyond its lease\n{}",
+        set.describe()
     );
 }

@@ -28,6 +28,10 @@ pub const ROUND_EVERY: Duration = Duration::from_millis(200);
 /// still show every VM ready around the start. A Withdraw releases at once.
 const RELEASED_AFTER_LEAVING: Duration = Duration::from_secs(15);
 
+/// How long the coordinator may take at shutdown to record the approvals this VM sent (a few
+/// etcd requests of 2 s at most each, and well within a service manager's stop timeout).
+const FINISH_WITHIN: Duration = Duration::from_secs(5);
+
 /// The coordinator's task and everything it owns.
 pub(crate) struct Coordinator {
     pub(super) access: Arc<EtcdAccess>,
@@ -146,7 +150,10 @@ impl Coordinator {
                 false => ROUND_EVERY,
             };
             tokio::select! {
-                () = shutdown.cancelled() => break,
+                () = shutdown.cancelled() => {
+                    self.finish().await;
+                    break;
+                }
                 request = self.requests.recv() => match request {
                     Some(request) => {
                         self.apply(request);
@@ -156,6 +163,28 @@ impl Coordinator {
                 },
                 () = tokio::time::sleep(pause) => {}
             }
+        }
+    }
+
+    /// The last step at shutdown (the daemon's loop has returned, its last requests are in
+    /// the channel): applies them and records the approvals sent but not yet recorded, within
+    /// [`FINISH_WITHIN`]; etcd down, the claim expires with the lease as before.
+    async fn finish(&mut self) {
+        self.take_requests();
+        let recorded = tokio::time::timeout(FINISH_WITHIN, self.record_sent_approvals()).await;
+        match recorded {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(
+                error = %error.describe("coordination"),
+                "stopping: could not record in etcd an approval this VM sent; another VM may \
+                 approve the event again once this VM's lease expires (harmless at IMDS)"
+            ),
+            Err(_) => tracing::warn!(
+                "stopping: etcd did not answer within {} s while recording an approval this VM \
+                 sent; another VM may approve the event again once this VM's lease expires \
+                 (harmless at IMDS)",
+                FINISH_WITHIN.as_secs()
+            ),
         }
     }
 

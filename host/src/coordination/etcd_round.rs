@@ -262,6 +262,23 @@ impl Coordinator {
         Ok(lease)
     }
 
+    /// At shutdown: the approvals this VM sent whose record is not written yet (a POST that
+    /// finished while the daemon was stopping) become lasting records, so that the claim
+    /// does not expire with this daemon's lease and a new leader approve the event again.
+    pub(super) async fn record_sent_approvals(&mut self) -> Result<(), EtcdError> {
+        let due: Vec<String> = self
+            .events
+            .iter()
+            .filter(|(_, tracked)| tracked.sent && !tracked.sent_recorded)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in due {
+            let keys = self.access.keys(&id);
+            self.record_sent(&id, &keys).await?;
+        }
+        Ok(())
+    }
+
     /// After the daemon sent the approval: the claim becomes a lasting record, so that a
     /// new leader never approves the event again.
     async fn record_sent(&mut self, id: &str, keys: &EventKeys) -> Result<(), EtcdError> {

@@ -21,10 +21,12 @@
 //! the approval; only a claim makes the verdict `BarrierVerdict::Approve`.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use forewarn_etcd::{EtcdClient, EtcdError};
 use forewarn_imds::ImdsClock;
 use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use crate::pipeline::barrier::{BarrierView, DeadVm, VmStanding};
@@ -70,7 +72,8 @@ pub struct CoordinatorHandle {
     access: Arc<EtcdAccess>,
 }
 
-/// Builds the etcd client and starts the coordinator (it stops with `shutdown`). etcd need
+/// Builds the etcd client and starts the coordinator (it stops with `shutdown`, after its
+/// last step: await the [`CoordinatorTask`]). etcd need
 /// not be reachable yet: until it is, verdicts fall back to the policy. `clock` is IMDS's,
 /// which NotBefore is on: the barrier's deadline is planned on it.
 pub(crate) fn spawn(
@@ -78,7 +81,7 @@ pub(crate) fn spawn(
     vm_name: &str,
     clock: ImdsClock,
     shutdown: CancellationToken,
-) -> Result<(CoordinatorHandle, Verdicts), CoordinationError> {
+) -> Result<(CoordinatorHandle, Verdicts, CoordinatorTask), CoordinationError> {
     config.validate().map_err(CoordinationError::Setup)?;
     let client = EtcdClient::connect(&config.etcd_settings())?;
     let vm = vm_name.to_ascii_lowercase();
@@ -97,13 +100,35 @@ pub(crate) fn spawn(
     let (verdicts_tx, verdicts) = mpsc::unbounded_channel();
     let (status_tx, status) = watch::channel(status);
     let coordinator = Coordinator::new(access.clone(), clock, requests, verdicts_tx, status_tx);
-    tokio::spawn(coordinator.run(shutdown));
+    let task = CoordinatorTask(tokio::spawn(coordinator.run(shutdown)));
     let handle = CoordinatorHandle {
         requests: requests_tx,
         status,
         access,
     };
-    Ok((handle, verdicts))
+    Ok((handle, verdicts, task))
+}
+
+/// How long the daemon waits at shutdown for the coordinator to stop: a round in progress
+/// (2 s a request) and its last step (`actor::FINISH_WITHIN`).
+const STOPPED_WITHIN: Duration = Duration::from_secs(15);
+
+/// The coordinator's task. The daemon cancels its token once the event loop has returned
+/// and awaits it, so that its last step (recording in etcd the approvals sent while the loop
+/// was stopping) runs before the process exits.
+pub(crate) struct CoordinatorTask(JoinHandle<()>);
+
+impl CoordinatorTask {
+    /// Waits for the coordinator to stop (its token cancelled), at most [`STOPPED_WITHIN`].
+    pub(crate) async fn stopped(self) {
+        if tokio::time::timeout(STOPPED_WITHIN, self.0).await.is_err() {
+            tracing::warn!(
+                "stopping: the coordinator did not stop within {} s (etcd slow to answer); \
+                 exiting without waiting longer",
+                STOPPED_WITHIN.as_secs()
+            );
+        }
+    }
 }
 
 impl CoordinatorHandle {

@@ -437,12 +437,18 @@ async fn run_event_loop(
     )
     .context("cannot open the journal")?
     .with_readiness(observers.readiness.clone());
-    let (daemon, coordination, coordinator) = match &config.coordination {
+    let coordinator_stop = CancellationToken::new();
+    let (daemon, coordination, coordinator, coordinator_task) = match &config.coordination {
         Some(coordination) => {
-            let stop = shutdown.child_token();
-            let (coordinator, verdicts) =
-                coordination::spawn(coordination, &vm_name, client.clock(), stop)
-                    .context("cannot start coordinated approval")?;
+            // Its own token, cancelled once the loop has returned: a POST that finished
+            // while the loop was stopping still has its `Sent` recorded in etcd.
+            let (coordinator, verdicts, task) = coordination::spawn(
+                coordination,
+                &vm_name,
+                client.clock(),
+                coordinator_stop.clone(),
+            )
+            .context("cannot start coordinated approval")?;
             let status = coordinator.subscribe();
             coordination_metrics::spawn_collector(
                 observers.metrics.coordination.clone(),
@@ -450,9 +456,9 @@ async fn run_event_loop(
                 shutdown.child_token(),
             );
             let daemon = daemon.with_coordination(coordinator.clone(), verdicts);
-            (daemon, Some(status), Some(coordinator))
+            (daemon, Some(status), Some(coordinator), Some(task))
         }
-        None => (daemon, None, None),
+        None => (daemon, None, None, None),
     };
     let poller_stop = shutdown.child_token();
     let polling_since = std::time::SystemTime::now();
@@ -495,6 +501,10 @@ async fn run_event_loop(
     );
     service_manager::spawn_watchdog(poller_stop.clone());
     let result = daemon.run(documents, shutdown.clone()).await;
+    coordinator_stop.cancel();
+    if let Some(task) = coordinator_task {
+        task.stopped().await;
+    }
     poller_stop.cancel();
     let _ignored = poller.await;
     result.context("the daemon stopped")

@@ -209,6 +209,9 @@ impl Daemon {
         shutdown: CancellationToken,
     ) -> Result<(), DaemonError> {
         let mut plugins = self.plugins.clone();
+        // False once the plugin set's sender is gone: the set can no longer change (polling
+        // a closed watch would answer at once, every turn).
+        let mut plugin_set_open = true;
         self.plugins_changed();
         loop {
             self.execute().await?;
@@ -226,13 +229,11 @@ impl Daemon {
                 Some(ended) = self.approvals.next_ended(), if !self.approvals.is_empty() => {
                     self.approval_answered(ended);
                 }
-                changed = plugins.changed() => {
-                    if changed.is_err() {
-                        // The plugin set can no longer change; keep working with the last one.
-                        plugins = self.plugins.clone();
-                    }
-                    self.plugins_changed();
-                }
+                changed = plugins.changed(), if plugin_set_open => match changed {
+                    Ok(()) => self.plugins_changed(),
+                    // The set can no longer change: keep working with the last one.
+                    Err(_) => plugin_set_open = false,
+                },
                 Some((event_id, verdict)) = next_verdict(&mut self.verdicts) => {
                     let input = Input::BarrierVerdict { event_id, verdict };
                     self.pipeline.handle(input, self.now());
@@ -254,8 +255,9 @@ impl Daemon {
     /// Stops: the pipeline starts no new call or POST, and every task in flight is awaited,
     /// not aborted. A call's answer is journaled (the plugin is not asked again for nothing
     /// by the next start); a POST's outcome too: one IMDS accepted is journaled as sent, not
-    /// left due to be sent again. (Its `Coordinate(Sent)` goes to a coordinator stopping on
-    /// the same token, which may be gone by then.) The wait is bounded: a call by its
+    /// left due to be sent again, and its `Coordinate(Sent)` reaches the coordinator, which
+    /// the daemon stops only after this loop returned (it records the approval in etcd
+    /// then). The wait is bounded: a call by its
     /// budget, a POST by the IMDS client's time-out.
     async fn finish_calls_in_flight(&mut self) -> Result<(), DaemonError> {
         self.pipeline.handle(Input::ShutdownStarted, self.now());
