@@ -17,10 +17,11 @@ use serde::{Deserialize, Serialize};
 /// [`duration_since`](ImdsTime::duration_since) is zero when the other time is later, like
 /// [`std::time::Instant::duration_since`].
 ///
-/// Converting from and to [`SystemTime`] happens at the edges only: the event loop reads
-/// IMDS's clock as a `SystemTime`, and a `SystemTime` built from an `ImdsTime` is still a
-/// time on IMDS's clock, not on the VM's. Where the VM's clock matters (what plugins are
-/// shown), the caller shifts it by the clock's offset explicitly.
+/// Converting from and to [`SystemTime`] happens at the edges only: `ImdsClock::now` turns
+/// the VM's wall clock, corrected by IMDS's offset, into one; formatting turns one back. A
+/// `SystemTime` built from an `ImdsTime` is still a time on IMDS's clock, not on the VM's:
+/// where the VM's clock matters (the NotBefore plugins are shown), the caller shifts it by
+/// the clock's offset explicitly (the daemon's `on_vm_clock`).
 ///
 /// ```
 /// use std::time::Duration;
