@@ -4,9 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use forewarn_events::{Document, EventSource, EventStatus, EventType, ScheduledEvent};
+use forewarn_events::{Document, EventSource, EventStatus, EventType, ImdsTime, ScheduledEvent};
 
 use crate::approval::BarrierRequest;
 use crate::machine::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
@@ -20,8 +20,8 @@ use serde::Deserialize;
 pub const VM: &str = "vm-a";
 
 /// The harness's start time: a fixed instant, so failures print the same numbers.
-pub fn t0() -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+pub fn t0() -> ImdsTime {
+    ImdsTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
 }
 
 type Script = Box<dyn Fn(&PlannedCall) -> CallReply>;
@@ -30,7 +30,7 @@ type Script = Box<dyn Fn(&PlannedCall) -> CallReply>;
 #[derive(Debug, Clone)]
 pub struct Executed {
     /// The fake time it was executed at.
-    pub at: SystemTime,
+    pub at: ImdsTime,
     /// What the pipeline asked for.
     pub action: Action,
 }
@@ -38,7 +38,7 @@ pub struct Executed {
 /// A pipeline, a fake clock, and scripted plugins.
 pub struct Harness {
     /// The fake clock.
-    pub now: SystemTime,
+    pub now: ImdsTime,
     /// The pipeline under test.
     pub pipeline: Pipeline,
     /// Every action executed, in order.
@@ -70,7 +70,7 @@ impl Harness {
         plugins: &[(&str, &str)],
         policy: PolicyConfig,
         state: DaemonState,
-        now: SystemTime,
+        now: ImdsTime,
     ) -> Harness {
         let settings = PipelineSettings {
             vm_name: VM.to_owned(),
@@ -125,7 +125,7 @@ impl Harness {
 
     /// Jumps the clock to the pipeline's next timeout (if it is before `limit`) and runs the
     /// round; returns false when nothing is due before `limit`.
-    pub fn step_before(&mut self, limit: SystemTime) -> bool {
+    pub fn step_before(&mut self, limit: ImdsTime) -> bool {
         let Some(at) = self.pipeline.poll_timeout() else {
             return false;
         };
@@ -254,7 +254,7 @@ impl Harness {
     }
 
     /// The calls started so far: (time, plugin, phase, attempt, budget).
-    pub fn calls(&self) -> Vec<(SystemTime, String, CallPhase, u32, Duration)> {
+    pub fn calls(&self) -> Vec<(ImdsTime, String, CallPhase, u32, Duration)> {
         self.log
             .iter()
             .filter_map(|executed| match &executed.action {
@@ -290,7 +290,7 @@ impl Harness {
     }
 
     /// The approval POSTs: (time, event ids).
-    pub fn approvals(&self) -> Vec<(SystemTime, Vec<String>)> {
+    pub fn approvals(&self) -> Vec<(ImdsTime, Vec<String>)> {
         self.log
             .iter()
             .filter_map(|executed| match &executed.action {
@@ -358,7 +358,7 @@ impl ManifestText {
 }
 
 /// A Scheduled event for [`VM`] with NotBefore `notice` after `now`.
-pub fn event(id: &str, event_type: EventType, now: SystemTime, notice: Duration) -> ScheduledEvent {
+pub fn event(id: &str, event_type: EventType, now: ImdsTime, notice: Duration) -> ScheduledEvent {
     ScheduledEvent {
         id: id.to_owned(),
         event_type,
@@ -366,7 +366,7 @@ pub fn event(id: &str, event_type: EventType, now: SystemTime, notice: Duration)
         resource_type: "VirtualMachine".into(),
         resources: vec![VM.to_owned()],
         status: EventStatus::Scheduled,
-        not_before: Some(now + notice),
+        not_before: Some((now + notice).system_time()),
         description: String::new(),
         source: EventSource::Platform,
         duration_seconds: None,

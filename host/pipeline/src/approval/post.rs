@@ -5,7 +5,9 @@
 //! while the daemon stops or the journal cannot record what is sent.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
+
+use forewarn_events::ImdsTime;
 
 /// Wait before re-sending an approval IMDS did not accept.
 pub const APPROVAL_RETRY: Duration = Duration::from_secs(1);
@@ -16,7 +18,7 @@ pub struct PostQueue {
     /// The approval POST in flight, if any.
     approving: Option<Vec<String>>,
     /// Events whose approval failed: not sent again before this instant.
-    retry_at: BTreeMap<String, SystemTime>,
+    retry_at: BTreeMap<String, ImdsTime>,
     /// Events IMDS refused in a batch: each is sent alone, so one stale id does not block
     /// the others.
     singly: BTreeSet<String>,
@@ -31,7 +33,7 @@ impl PostQueue {
         &mut self,
         listed_and_due: BTreeSet<String>,
         paused: bool,
-        now: SystemTime,
+        now: ImdsTime,
     ) -> Option<Vec<String>> {
         if paused || self.approving.is_some() {
             return None;
@@ -66,7 +68,7 @@ impl PostQueue {
     /// IMDS did not accept the POST of `event_ids` at `now`. A refused batch of several
     /// events is sent again at once, one event at a time; anything else after
     /// [`APPROVAL_RETRY`]. Returns whether they go one by one.
-    pub fn failed(&mut self, event_ids: &[String], rejected: bool, now: SystemTime) -> bool {
+    pub fn failed(&mut self, event_ids: &[String], rejected: bool, now: ImdsTime) -> bool {
         self.approving = None;
         let one_by_one = rejected && event_ids.len() > 1;
         for id in event_ids {
@@ -92,7 +94,7 @@ impl PostQueue {
 
     /// The next retry of an event `is_due` still says is due, unless a POST is in flight or
     /// `paused`.
-    pub fn next_retry(&self, paused: bool, is_due: impl Fn(&str) -> bool) -> Option<SystemTime> {
+    pub fn next_retry(&self, paused: bool, is_due: impl Fn(&str) -> bool) -> Option<ImdsTime> {
         if paused || self.approving.is_some() {
             return None;
         }
@@ -108,8 +110,8 @@ impl PostQueue {
 mod tests {
     use super::*;
 
-    fn at(millis: u64) -> SystemTime {
-        SystemTime::UNIX_EPOCH + Duration::from_millis(millis)
+    fn at(millis: u64) -> ImdsTime {
+        ImdsTime::UNIX_EPOCH + Duration::from_millis(millis)
     }
 
     fn ids(list: &[&str]) -> Vec<String> {

@@ -1,10 +1,11 @@
 //! What the pipeline says about an event's preparation: the wait for the lead time and a
 //! late preparation (each once per event), and a plugin's turn cut short.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
+
+use forewarn_events::ImdsTime;
 
 use super::Pipeline;
-use crate::clock::unix_ms;
 use crate::log_fields;
 use crate::log_messages;
 use crate::scheduler::ShortenedTurn;
@@ -12,7 +13,7 @@ use crate::timeline::TimelineEntry;
 
 impl Pipeline {
     /// Says once that `id` waits for the lead time before plugins prepare.
-    pub(super) fn announce_wait(&mut self, id: &str, starts_at: SystemTime) {
+    pub(super) fn announce_wait(&mut self, id: &str, starts_at: ImdsTime) {
         if !self
             .notes_announced
             .insert((id.to_owned(), PreparationNote::Waits))
@@ -27,7 +28,7 @@ impl Pipeline {
         );
         self.emit(TimelineEntry::PreparationWaits {
             event_id: id.to_owned(),
-            starts_at_unix_ms: unix_ms(starts_at),
+            starts_at_unix_ms: starts_at,
         });
     }
 
