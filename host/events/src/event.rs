@@ -6,6 +6,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
+use crate::ImdsTime;
 use crate::ids::EventId;
 
 /// One GET of `/metadata/scheduledevents`: the incarnation and the events it lists.
@@ -230,6 +231,12 @@ impl EventSource {
 }
 
 impl ScheduledEvent {
+    /// `NotBefore` as a point on IMDS's clock (whole milliseconds), the form the pipeline
+    /// plans in. `not_before` itself stays a `SystemTime`: journals store it in that form.
+    pub fn not_before_time(&self) -> Option<ImdsTime> {
+        self.not_before.map(ImdsTime::from)
+    }
+
     /// The text IMDS sent for `field`, when forewarn could not read it.
     pub fn unreadable(&self, field: EventField) -> Option<&str> {
         self.unreadable

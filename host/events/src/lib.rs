@@ -1,6 +1,7 @@
 //! Azure IMDS Scheduled Events as plain data: the [`Document`] one GET returns, its
 //! [`ScheduledEvent`]s with typed fields (the raw text kept wherever a newer API could send
-//! something new), and why a piece of IMDS JSON was rejected ([`ParseError`]).
+//! something new), why a piece of IMDS JSON was rejected ([`ParseError`]), and a point in
+//! time on IMDS's clock ([`ImdsTime`]).
 //!
 //! No I/O, no clock and no async runtime: `forewarn-imds` parses, renders, fetches and
 //! approves these (and re-exports every type, so `forewarn_imds::ScheduledEvent` is this
@@ -17,6 +18,7 @@
 
 mod event;
 mod ids;
+mod imds_time;
 mod parse_error;
 
 pub use event::{
@@ -24,4 +26,5 @@ pub use event::{
     is_vm_name,
 };
 pub use ids::{EventId, PluginName};
+pub use imds_time::{ImdsTime, system_time_form, unix_ms};
 pub use parse_error::ParseError;

@@ -13,6 +13,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use forewarn_events::ImdsTime;
+
 /// How stale a `Date` header may be, on top of naming a whole second: servers render it
 /// at most once a second and reuse it (hyper does), so the second it names began up to two
 /// seconds before the answer was made.
@@ -178,12 +180,12 @@ impl ImdsClock {
 
     /// Now, on IMDS's clock: the VM's wall clock, corrected as far as IMDS's answers show it
     /// is off (within [`MAX_CLOCK_OFFSET`]). The VM's wall clock until IMDS sent a `Date`.
-    pub fn now(&self) -> SystemTime {
+    pub fn now(&self) -> ImdsTime {
         let wall = SystemTime::now();
         let Some(skew) = self.skew_at(Instant::now(), wall) else {
-            return wall;
+            return ImdsTime::from(wall);
         };
-        shift(wall, skew.offset_ms)
+        ImdsTime::from(shift(wall, skew.offset_ms))
     }
 
     /// How far IMDS's clock is from the VM's now; None until IMDS sent a `Date` header.

@@ -4,8 +4,8 @@
 //! etcd barrier arrives as an input, which touches its event) — never every event, so with thousands listed an answer or a document
 //! costs what it changes. Pure bookkeeping: the pipeline says what each visit found.
 
+use forewarn_events::ImdsTime;
 use std::collections::{BTreeSet, HashMap};
-use std::time::SystemTime;
 
 use forewarn_events::{EventId, PluginName};
 
@@ -17,7 +17,7 @@ pub struct Urgency {
     /// The event is over and recovering.
     pub ended: bool,
     /// Its NotBefore; the epoch without one (started: telling plugins is due now).
-    pub not_before: SystemTime,
+    pub not_before: ImdsTime,
     /// Its EventId.
     pub id: EventId,
 }
@@ -28,7 +28,7 @@ pub struct Standing {
     /// Its place in a round.
     pub urgency: Urgency,
     /// The next instant something is due for it without an input.
-    pub next_due: Option<SystemTime>,
+    pub next_due: Option<ImdsTime>,
     /// Plugins a call of it waits for only because they are busy with another call.
     pub blocked_on: Vec<PluginName>,
     /// Its approval is due (to be POSTed).
@@ -43,8 +43,8 @@ pub struct Agenda {
     /// Events an input changed since the last round.
     touched: BTreeSet<EventId>,
     /// Each event's next instant, and the events by it.
-    timers: BTreeSet<(SystemTime, EventId)>,
-    timer_of: HashMap<EventId, SystemTime>,
+    timers: BTreeSet<(ImdsTime, EventId)>,
+    timer_of: HashMap<EventId, ImdsTime>,
     /// By plugin: the events waiting for it, most urgent first.
     waiting: HashMap<PluginName, BTreeSet<Urgency>>,
     /// By event: where it waits (its urgency and the plugins).
@@ -92,7 +92,7 @@ impl Agenda {
 
     /// The events due in a round at `now`, in no order: touched, and timed at or before
     /// `now`; None: every event (the caller lists them).
-    pub fn take_due(&mut self, now: SystemTime) -> Option<BTreeSet<EventId>> {
+    pub fn take_due(&mut self, now: ImdsTime) -> Option<BTreeSet<EventId>> {
         if std::mem::take(&mut self.everything) {
             self.touched.clear();
             return None;
@@ -153,7 +153,7 @@ impl Agenda {
 
     /// The first instant after `after` a round is due without an input, for any event
     /// (instants already due are the next round's, once it runs).
-    pub fn next_timer_after(&self, after: SystemTime) -> Option<SystemTime> {
+    pub fn next_timer_after(&self, after: ImdsTime) -> Option<ImdsTime> {
         self.timers.iter().map(|(at, _)| *at).find(|at| *at > after)
     }
 
@@ -187,12 +187,12 @@ fn set_membership(set: &mut BTreeSet<EventId>, id: &str, member: bool) {
 
 #[cfg(test)]
 mod tests {
-    use std::time::{Duration, UNIX_EPOCH};
+    use std::time::Duration;
 
     use super::*;
 
-    fn at(secs: u64) -> SystemTime {
-        UNIX_EPOCH + Duration::from_secs(secs)
+    fn at(secs: u64) -> ImdsTime {
+        ImdsTime::UNIX_EPOCH + Duration::from_secs(secs)
     }
 
     fn urgency(id: &str, not_before: u64) -> Urgency {

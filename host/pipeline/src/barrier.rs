@@ -2,8 +2,9 @@
 //! for an event, which VMs named in its Resources still hold it, and whether its deadline came.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
+use forewarn_events::ImdsTime;
 use serde::{Deserialize, Serialize};
 
 /// What a VM that recorded "ready" and then lost its lease (crashed, stopped, cut off from
@@ -77,16 +78,14 @@ fn standing(vm: &str, view: &BarrierView, dead_vm: DeadVm) -> VmStanding {
 /// Whether the deadline came: `deadline` before NotBefore. No deadline configured, or no
 /// NotBefore known, means it never comes (the platform starts the event by itself).
 pub fn deadline_came(
-    not_before: Option<SystemTime>,
+    not_before: Option<ImdsTime>,
     deadline: Option<Duration>,
-    now: SystemTime,
+    now: ImdsTime,
 ) -> bool {
     let (Some(not_before), Some(deadline)) = (not_before, deadline) else {
         return false;
     };
-    let at = not_before
-        .checked_sub(deadline)
-        .unwrap_or(SystemTime::UNIX_EPOCH);
+    let at = not_before.saturating_sub(deadline);
     now >= at
 }
 
@@ -131,7 +130,7 @@ mod tests {
 
     #[test]
     fn deadline_needs_both_a_setting_and_a_not_before() {
-        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
+        let now = ImdsTime::UNIX_EPOCH + Duration::from_secs(1000);
         let not_before = Some(now + Duration::from_secs(60));
         assert!(!deadline_came(not_before, None, now));
         assert!(!deadline_came(None, Some(Duration::from_secs(60)), now));

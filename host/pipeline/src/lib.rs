@@ -22,7 +22,6 @@
 pub mod agenda;
 pub mod approval;
 pub mod barrier;
-pub mod clock;
 pub mod log_fields;
 pub mod log_messages;
 pub mod machine;

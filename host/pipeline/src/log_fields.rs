@@ -4,7 +4,7 @@
 use std::time::{Duration, SystemTime};
 
 /// `2026-11-23T01:50:37Z`, or `none` when there is no time (an event without NotBefore).
-pub fn time(at: Option<SystemTime>) -> String {
+pub fn time(at: Option<impl Into<SystemTime>>) -> String {
     at.map_or_else(|| "none".to_owned(), rfc3339)
 }
 
@@ -44,9 +44,10 @@ pub fn names<T: AsRef<str>>(items: &[T]) -> String {
     )
 }
 
-/// RFC 3339 in UTC, to the second ("2026-11-23T05:53:10Z"), for logs and `/status`.
-pub fn rfc3339(at: SystemTime) -> String {
-    chrono::DateTime::<chrono::Utc>::from(at)
+/// RFC 3339 in UTC, to the second ("2026-11-23T05:53:10Z"), for logs and `/status`: a
+/// `SystemTime`, or an `ImdsTime` (shown as IMDS's clock reads it).
+pub fn rfc3339(at: impl Into<SystemTime>) -> String {
+    chrono::DateTime::<chrono::Utc>::from(at.into())
         .format("%Y-%m-%dT%H:%M:%SZ")
         .to_string()
 }
@@ -61,7 +62,9 @@ mod tests {
     fn fields_read_like_a_person_wrote_them() {
         let at = UNIX_EPOCH + Duration::from_secs(1_795_391_148);
         assert_eq!(time(Some(at)), "2026-11-22T23:45:48Z");
-        assert_eq!(time(None), "none");
+        assert_eq!(time(None::<SystemTime>), "none");
+        let imds = forewarn_events::ImdsTime::from_unix_ms(1_795_391_148_999);
+        assert_eq!(rfc3339(imds), "2026-11-22T23:45:48Z");
         assert_eq!(duration(Duration::from_micros(1_250_400)), "1s 250ms");
         assert_eq!(duration(Duration::from_secs(125)), "2m 5s");
         assert_eq!(list(&["vm-a", "vm-b"]), "vm-a, vm-b");

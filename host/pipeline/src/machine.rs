@@ -10,9 +10,9 @@
 //! with later commits (docs/architecture.md, "Journal first"). While the journal cannot be written
 //! ([`Input::JournalDurable`]), no approval is decided or sent; plugins are still called.
 
+use forewarn_events::ImdsTime;
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use forewarn_events::{Document, EventId, EventStatus, ScheduledEvent};
 
@@ -126,7 +126,7 @@ pub struct Pipeline {
     /// Events visited so far (a round's cost; the tests read it).
     pub visits: u64,
     /// The instant of the last round, for [`Pipeline::poll_timeout`].
-    last_round: SystemTime,
+    last_round: ImdsTime,
     /// State changed and is not journaled yet; the round's end persists it.
     unsaved: bool,
     /// Only deferral bookkeeping changed since the last persist: it may be grouped.
@@ -151,7 +151,7 @@ impl Pipeline {
             notes_announced: HashSet::new(),
             agenda: Agenda::default(),
             visits: 0,
-            last_round: SystemTime::UNIX_EPOCH,
+            last_round: ImdsTime::UNIX_EPOCH,
             unsaved: false,
             unsaved_bookkeeping: false,
             stopping: false,
@@ -176,7 +176,7 @@ impl Pipeline {
     }
 
     /// Applies `input` at `now`, then runs a round (see [`Pipeline::handle_timeout`]).
-    pub fn handle(&mut self, input: Input, now: SystemTime) {
+    pub fn handle(&mut self, input: Input, now: ImdsTime) {
         match input {
             Input::Document(document) => self.observe(&document, now),
             Input::Answer(answer) => self.record_answer(*answer, now),
@@ -219,7 +219,7 @@ impl Pipeline {
     /// of a new event before it hears an old one end (hold before release); among them the
     /// sooner NotBefore first. A call is marked in flight as soon as it is planned, so a
     /// plugin gets one call at a time.
-    pub fn handle_timeout(&mut self, now: SystemTime) {
+    pub fn handle_timeout(&mut self, now: ImdsTime) {
         self.last_round = now;
         let mut calls = Vec::new();
         if !self.stopping {
@@ -260,7 +260,7 @@ impl Pipeline {
     /// The journal's commits stopped or started reaching the disk. When they stopped, an
     /// approval queued behind the failed commit is taken back (it is sent once the journal
     /// is durable again); when they started again, held approvals go ahead.
-    fn journal_durability(&mut self, durable: bool, now: SystemTime) {
+    fn journal_durability(&mut self, durable: bool, now: ImdsTime) {
         self.approval_input(ApprovalInput::JournalDurable(durable), now);
         // The approvals held for the journal (or taken back) are decided again.
         self.agenda.touch_everything();
@@ -277,7 +277,7 @@ impl Pipeline {
 
     /// Visits the events the agenda says are due, most urgent first, offering each plugin
     /// freed since the last round to the events waiting for it until one takes it.
-    fn visit_due(&mut self, now: SystemTime, calls: &mut Vec<PlannedCall>) {
+    fn visit_due(&mut self, now: ImdsTime, calls: &mut Vec<PlannedCall>) {
         let due = match self.agenda.take_due(now) {
             Some(due) => due,
             None => self.state.events.keys().cloned().collect(),
@@ -319,7 +319,7 @@ impl Pipeline {
 
     /// Moves one event forward, marks the calls it planned in flight, and tells the agenda
     /// when it is next due and what it waits for.
-    fn visit(&mut self, id: &str, now: SystemTime, calls: &mut Vec<PlannedCall>) {
+    fn visit(&mut self, id: &str, now: ImdsTime, calls: &mut Vec<PlannedCall>) {
         let planned_before = calls.len();
         self.advance_event(id, now, calls);
         for call in &calls[planned_before..] {
@@ -351,7 +351,7 @@ impl Pipeline {
 
     /// When a round is next due without any input: a retry, a deadline, an approval retry.
     /// None: nothing is scheduled.
-    pub fn poll_timeout(&self) -> Option<SystemTime> {
+    pub fn poll_timeout(&self) -> Option<ImdsTime> {
         let approval_retries = self.approval.poll_timeout(&self.state.events);
         self.agenda
             .next_timer_after(self.last_round)
@@ -373,7 +373,7 @@ impl Pipeline {
     }
 
     /// Moves one event forward, collecting the calls it needs.
-    fn advance_event(&mut self, id: &str, now: SystemTime, calls: &mut Vec<PlannedCall>) {
+    fn advance_event(&mut self, id: &str, now: ImdsTime, calls: &mut Vec<PlannedCall>) {
         self.visits += 1;
         let Some(progress) = self.state.events.get(id) else {
             return;
@@ -411,7 +411,7 @@ impl Pipeline {
         (schedule, &mut self.state.events)
     }
 
-    fn prepare(&mut self, id: &str, now: SystemTime, calls: &mut Vec<PlannedCall>) {
+    fn prepare(&mut self, id: &str, now: ImdsTime, calls: &mut Vec<PlannedCall>) {
         if !self.approval_pending(id) {
             return;
         }
@@ -465,7 +465,7 @@ impl Pipeline {
         }
     }
 
-    fn recover(&mut self, id: &str, now: SystemTime, calls: &mut Vec<PlannedCall>) {
+    fn recover(&mut self, id: &str, now: ImdsTime, calls: &mut Vec<PlannedCall>) {
         let (schedule, events) = self.schedule_and_events();
         let Some(progress) = events.get_mut(id) else {
             return;
@@ -478,7 +478,7 @@ impl Pipeline {
 
     /// The event is handled to the end: forgotten, or, when its id was listed again during
     /// the recovery, handled afresh as listed now.
-    fn finish(&mut self, id: &str, now: SystemTime, calls: &mut Vec<PlannedCall>) {
+    fn finish(&mut self, id: &str, now: ImdsTime, calls: &mut Vec<PlannedCall>) {
         let Some(event) = self.forget(id) else {
             return;
         };
@@ -491,7 +491,7 @@ impl Pipeline {
     }
 
     /// Every plugin approved (or none was needed): the approval stage decides.
-    fn decide_approval(&mut self, id: &str, now: SystemTime) {
+    fn decide_approval(&mut self, id: &str, now: ImdsTime) {
         let Some(progress) = self.state.events.get_mut(id).map(Arc::make_mut) else {
             return;
         };
@@ -502,7 +502,7 @@ impl Pipeline {
     }
 
     /// An event waiting on the barrier: the approval stage says whether to approve now.
-    fn coordinate(&mut self, id: &str, now: SystemTime) {
+    fn coordinate(&mut self, id: &str, now: ImdsTime) {
         let Some(progress) = self.state.events.get_mut(id).map(Arc::make_mut) else {
             return;
         };
@@ -513,7 +513,7 @@ impl Pipeline {
     }
 
     /// Feeds the approval stage `input`; the events it touched are visited next round.
-    fn approval_input(&mut self, input: ApprovalInput, now: SystemTime) {
+    fn approval_input(&mut self, input: ApprovalInput, now: ImdsTime) {
         for id in self.approval.handle(input, now, &mut self.state.events) {
             self.agenda.touch(&id);
         }
@@ -555,7 +555,7 @@ impl Pipeline {
         self.actions.push_back(Action::Call(call));
     }
 
-    fn record_answer(&mut self, answer: CallAnswer, now: SystemTime) {
+    fn record_answer(&mut self, answer: CallAnswer, now: ImdsTime) {
         let CallAnswer { call, reply } = answer;
         self.in_flight
             .remove(&(call.event_id.clone(), call.plugin.clone()));
@@ -618,7 +618,10 @@ impl Pipeline {
 fn urgency_of(progress: &EventProgress) -> Urgency {
     Urgency {
         ended: progress.is_ended(),
-        not_before: progress.event.not_before.unwrap_or(SystemTime::UNIX_EPOCH),
+        not_before: progress
+            .event
+            .not_before_time()
+            .unwrap_or(ImdsTime::UNIX_EPOCH),
         id: progress.event.id.clone(),
     }
 }

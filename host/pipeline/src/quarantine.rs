@@ -8,13 +8,13 @@
 //! recovery, and under `on-failure = "hold"` it holds every event it subscribes to.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
+use forewarn_events::ImdsTime;
 use serde::{Deserialize, Serialize};
 
 use forewarn_events::PluginName;
 
-use crate::clock::unix_ms;
 use crate::policy::PolicyConfig;
 use crate::roster::FailurePolicy;
 use crate::roster::{Member, Roster};
@@ -48,7 +48,7 @@ pub struct QuarantinedPlugin {
     /// `approve` they go ahead without it.
     pub on_failure: FailurePolicy,
     /// When it was quarantined, in milliseconds since the Unix epoch.
-    pub since_unix_ms: u64,
+    pub since_unix_ms: ImdsTime,
     /// The failed calls counted within the window.
     pub failures: u32,
     /// The window, in milliseconds.
@@ -65,7 +65,7 @@ struct Health {
     /// The version the failures were counted for: a new one starts afresh.
     version: Member,
     /// When its calls failed, oldest first, within the window.
-    failed_at: VecDeque<SystemTime>,
+    failed_at: VecDeque<ImdsTime>,
     quarantined: Option<QuarantinedPlugin>,
 }
 
@@ -93,7 +93,7 @@ impl Quarantine {
         member: &Member,
         outcome: AnswerOutcome,
         reason: &str,
-        now: SystemTime,
+        now: ImdsTime,
     ) -> Option<QuarantinedPlugin> {
         if self.rules.failures == 0 {
             return None;
@@ -129,7 +129,7 @@ impl Quarantine {
         let quarantined = QuarantinedPlugin {
             plugin: member.name.clone(),
             on_failure: member.terms.on_failure,
-            since_unix_ms: unix_ms(now),
+            since_unix_ms: now,
             failures,
             window_ms: u64::try_from(self.rules.window.as_millis()).unwrap_or(u64::MAX),
             last_failure: outcome,
@@ -245,7 +245,7 @@ mod tests {
             QuarantinedPlugin {
                 plugin: "p".into(),
                 on_failure: FailurePolicy::Approve,
-                since_unix_ms: unix_ms(second),
+                since_unix_ms: second,
                 failures: 2,
                 window_ms: 60_000,
                 last_failure: AnswerOutcome::BudgetExceeded,

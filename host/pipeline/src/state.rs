@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use forewarn_events::{EventId, PluginName, ScheduledEvent};
+use forewarn_events::{EventId, ImdsTime, PluginName, ScheduledEvent};
 use serde::{Deserialize, Serialize};
 
 use crate::policy::WithholdRule;
@@ -43,7 +43,7 @@ pub struct EventProgress {
     /// event waits for `prepare-lead-time`. Kept across a reschedule: plugins that already
     /// hold something are asked again at once.
     #[serde(default)]
-    pub preparing_since_unix_ms: Option<u64>,
+    pub preparing_since_unix_ms: Option<ImdsTime>,
     /// The id listed again (or rescheduled off this VM) while this record's recovery runs:
     /// once recovery is done the event is handled afresh as listed here, instead of being
     /// forgotten. Absent in journals written before it existed.
@@ -96,19 +96,19 @@ pub enum Approval {
     /// Journaled before the POST, so a crash in between re-sends it (IMDS accepts repeats).
     Due {
         /// When the approval became due, in milliseconds since the Unix epoch.
-        since_unix_ms: u64,
+        since_unix_ms: ImdsTime,
     },
     /// IMDS accepted the approval.
     Sent {
         /// When IMDS accepted it, in milliseconds since the Unix epoch.
-        at_unix_ms: u64,
+        at_unix_ms: ImdsTime,
     },
     /// Every plugin approved, and the event names other VMs too: the approval waits on the
     /// etcd barrier (`[coordination]`, docs/coordination.md) until one elected VM sends it
     /// for all. Stays so on the VMs that did not send it.
     Coordinating {
         /// When this VM joined the barrier, in milliseconds since the Unix epoch.
-        since_unix_ms: u64,
+        since_unix_ms: ImdsTime,
     },
     /// Every plugin approved but the policy holds the approval back; the reason says why.
     Withheld {
@@ -175,7 +175,7 @@ pub struct PluginProgress {
     /// The plugin approved its preparation.
     pub prepared: bool,
     /// Do not ask again before this instant (ms since the Unix epoch).
-    pub retry_at_unix_ms: Option<u64>,
+    pub retry_at_unix_ms: Option<ImdsTime>,
     /// The plugin was told the event started.
     pub told_started: bool,
     /// Recovery calls made so far.
@@ -197,7 +197,7 @@ pub struct Answer {
     #[serde(default)]
     pub reason: String,
     /// When the answer arrived (ms since the Unix epoch).
-    pub at_unix_ms: u64,
+    pub at_unix_ms: ImdsTime,
     /// How long the call took.
     #[serde(default)]
     pub elapsed_ms: u64,

@@ -4,10 +4,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use forewarn_events::{
-    Document, EventId, EventSource, EventStatus, EventType, PluginName, ScheduledEvent,
+    Document, EventId, EventSource, EventStatus, EventType, ImdsTime, PluginName, ScheduledEvent,
 };
 
 use crate::approval::BarrierRequest;
@@ -22,8 +22,8 @@ use serde::Deserialize;
 pub const VM: &str = "vm-a";
 
 /// The harness's start time: a fixed instant, so failures print the same numbers.
-pub fn t0() -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+pub fn t0() -> ImdsTime {
+    ImdsTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
 }
 
 type Script = Box<dyn Fn(&PlannedCall) -> CallReply>;
@@ -32,7 +32,7 @@ type Script = Box<dyn Fn(&PlannedCall) -> CallReply>;
 #[derive(Debug, Clone)]
 pub struct Executed {
     /// The fake time it was executed at.
-    pub at: SystemTime,
+    pub at: ImdsTime,
     /// What the pipeline asked for.
     pub action: Action,
 }
@@ -40,7 +40,7 @@ pub struct Executed {
 /// A pipeline, a fake clock, and scripted plugins.
 pub struct Harness {
     /// The fake clock.
-    pub now: SystemTime,
+    pub now: ImdsTime,
     /// The pipeline under test.
     pub pipeline: Pipeline,
     /// Every action executed, in order.
@@ -72,7 +72,7 @@ impl Harness {
         plugins: &[(&str, &str)],
         policy: PolicyConfig,
         state: DaemonState,
-        now: SystemTime,
+        now: ImdsTime,
     ) -> Harness {
         let settings = PipelineSettings {
             vm_name: VM.to_owned(),
@@ -127,7 +127,7 @@ impl Harness {
 
     /// Jumps the clock to the pipeline's next timeout (if it is before `limit`) and runs the
     /// round; returns false when nothing is due before `limit`.
-    pub fn step_before(&mut self, limit: SystemTime) -> bool {
+    pub fn step_before(&mut self, limit: ImdsTime) -> bool {
         let Some(at) = self.pipeline.poll_timeout() else {
             return false;
         };
@@ -258,7 +258,7 @@ impl Harness {
     }
 
     /// The calls started so far: (time, plugin, phase, attempt, budget).
-    pub fn calls(&self) -> Vec<(SystemTime, PluginName, CallPhase, u32, Duration)> {
+    pub fn calls(&self) -> Vec<(ImdsTime, PluginName, CallPhase, u32, Duration)> {
         self.log
             .iter()
             .filter_map(|executed| match &executed.action {
@@ -294,7 +294,7 @@ impl Harness {
     }
 
     /// The approval POSTs: (time, event ids).
-    pub fn approvals(&self) -> Vec<(SystemTime, Vec<EventId>)> {
+    pub fn approvals(&self) -> Vec<(ImdsTime, Vec<EventId>)> {
         self.log
             .iter()
             .filter_map(|executed| match &executed.action {
@@ -362,7 +362,7 @@ impl ManifestText {
 }
 
 /// A Scheduled event for [`VM`] with NotBefore `notice` after `now`.
-pub fn event(id: &str, event_type: EventType, now: SystemTime, notice: Duration) -> ScheduledEvent {
+pub fn event(id: &str, event_type: EventType, now: ImdsTime, notice: Duration) -> ScheduledEvent {
     ScheduledEvent {
         id: id.into(),
         event_type,
@@ -370,7 +370,7 @@ pub fn event(id: &str, event_type: EventType, now: SystemTime, notice: Duration)
         resource_type: "VirtualMachine".into(),
         resources: vec![VM.to_owned()],
         status: EventStatus::Scheduled,
-        not_before: Some(now + notice),
+        not_before: Some((now + notice).system_time()),
         description: String::new(),
         source: EventSource::Platform,
         duration_seconds: None,

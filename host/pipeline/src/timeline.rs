@@ -2,6 +2,7 @@
 //! step (document seen, transition, plugin asked and answered, approval). The pipeline emits
 //! them as actions; the shell broadcasts them (`daemon::timeline_broadcast`).
 
+use forewarn_events::ImdsTime;
 use serde::Serialize;
 
 use forewarn_events::{EventId, PluginName};
@@ -38,7 +39,7 @@ pub enum TimelineEntry {
         /// IMDS's EventId.
         event_id: EventId,
         /// When the first prepare calls are due, in milliseconds since the Unix epoch.
-        starts_at_unix_ms: u64,
+        starts_at_unix_ms: ImdsTime,
     },
     /// A plugin starts preparing before the plugins it runs after approved: their share of
     /// the time before NotBefore is over, so their preparation (a drain window) is cut short

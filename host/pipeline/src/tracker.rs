@@ -39,10 +39,10 @@
 //! so every document is compared in full, and a document identical to the previous one
 //! (whatever its incarnation) yields no transitions.
 
+use forewarn_events::ImdsTime;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use forewarn_events::{Document, EventField, EventId, EventStatus, ScheduledEvent};
 use serde::{Deserialize, Serialize};
@@ -141,8 +141,10 @@ pub struct TrackedEvent {
     pub event: ScheduledEvent,
     /// Whether the event was ever listed as `Started`.
     pub seen_started: bool,
-    /// When the tracker first saw this id (the `now` passed to [`Tracker::observe`]).
-    pub first_seen: SystemTime,
+    /// When the tracker first saw this id (the `now` passed to [`Tracker::observe`]);
+    /// journaled in `SystemTime`'s form, as before it was an `ImdsTime`.
+    #[serde(with = "forewarn_events::system_time_form")]
+    pub first_seen: ImdsTime,
 }
 
 /// The per-event state carried from one document to the next. Serializable, so the daemon
@@ -164,7 +166,7 @@ impl Tracker {
     /// Compares `doc` with the previous state, updates the state, and returns the
     /// transitions: first those of listed events in document order, then the endings
     /// sorted by id. `now` is recorded as `first_seen` for new events.
-    pub fn observe(&mut self, doc: &Document, now: SystemTime) -> Vec<Transition> {
+    pub fn observe(&mut self, doc: &Document, now: ImdsTime) -> Vec<Transition> {
         let mut transitions = Vec::new();
         let mut listed: HashSet<&str> = HashSet::new();
         for event in &doc.events {
@@ -219,7 +221,7 @@ impl Tracker {
     fn with_not_before<'a>(
         &self,
         event: &'a ScheduledEvent,
-        now: SystemTime,
+        now: ImdsTime,
     ) -> Cow<'a, ScheduledEvent> {
         if event.status != EventStatus::Scheduled || event.not_before.is_some() {
             return Cow::Borrowed(event);
@@ -228,6 +230,9 @@ impl Tracker {
             .events
             .get(&event.id)
             .and_then(|tracked| tracked.event.not_before);
+        // `not_before` stays a SystemTime (its journaled form): one already known is kept
+        // to the nanosecond, so a restored event is not taken for rescheduled.
+        let now = now.system_time();
         let not_before = match event.unreadable(EventField::NotBefore) {
             Some(_) => known.map_or(now, |known| known.min(now)),
             None => known.unwrap_or(now),
@@ -239,7 +244,7 @@ impl Tracker {
     }
 
     /// Handles one listed event: new, or known and possibly changed.
-    fn observe_listed(&mut self, event: &ScheduledEvent, now: SystemTime) -> Option<Transition> {
+    fn observe_listed(&mut self, event: &ScheduledEvent, now: ImdsTime) -> Option<Transition> {
         let Some(shared) = self.events.get_mut(&event.id) else {
             return Some(self.track_new(event, now));
         };
@@ -270,7 +275,7 @@ impl Tracker {
     }
 
     /// Starts tracking an id not seen before (or seen and ended).
-    fn track_new(&mut self, event: &ScheduledEvent, now: SystemTime) -> Transition {
+    fn track_new(&mut self, event: &ScheduledEvent, now: ImdsTime) -> Transition {
         let started = event.status == EventStatus::Started;
         self.events.insert(
             event.id.clone(),

@@ -571,7 +571,7 @@ fn render_entry(entry: &TimelineEntry) -> Option<String> {
             "event {}  {:<20} plugins start preparing at {} (policy.prepare-lead-time)",
             short(event_id),
             "waits",
-            crate::log_fields::rfc3339(crate::pipeline::clock::from_unix_ms(*starts_at_unix_ms))
+            crate::log_fields::rfc3339(*starts_at_unix_ms)
         ),
         TimelineEntry::TurnShortened {
             plugin,

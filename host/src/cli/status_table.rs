@@ -3,7 +3,7 @@
 //! load errors, the last IMDS poll, the etcd link.
 
 use std::fmt::Write as _;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use crate::coordination::CoordinationStatus;
 use crate::log_fields::rfc3339;
@@ -229,7 +229,7 @@ fn describe_quarantine(quarantined: &QuarantinedPlugin) -> String {
         "QUARANTINED {} since {}: {} failed calls within {}, the last {}: {}; {effect}; replace \
          its .wasm or .toml (or restart forewarn) to lift the quarantine",
         quarantined.plugin,
-        rfc3339(UNIX_EPOCH + Duration::from_millis(quarantined.since_unix_ms)),
+        rfc3339(quarantined.since_unix_ms),
         quarantined.failures,
         humantime::format_duration(Duration::from_millis(quarantined.window_ms)),
         quarantined.last_failure,

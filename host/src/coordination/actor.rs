@@ -18,7 +18,7 @@ use crate::coordination::coordination_status::{
 };
 use crate::coordination::etcd_access::EtcdAccess;
 use crate::pipeline::approval::{BarrierRequest, BarrierVerdict};
-use crate::pipeline::clock::unix_ms;
+use forewarn_imds::unix_ms;
 
 /// How often the coordinator reads etcd while events are being coordinated.
 pub const ROUND_EVERY: Duration = Duration::from_millis(200);

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::fleet_record::{FLEET_RECORD_MAX_BYTES, FLEET_RECORD_SCHEMA, FleetRecord, bounded_text};
 use crate::coordination::etcd_access::EtcdAccess;
-use crate::pipeline::clock::unix_ms;
+use forewarn_imds::unix_ms;
 
 /// The most VMs one answer lists (the range read stops there; `truncated` says so).
 pub const FLEET_VMS_MAX: usize = 1000;

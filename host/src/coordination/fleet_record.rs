@@ -22,7 +22,7 @@ use forewarn_imds::PluginName;
 use crate::coordination::coordination_status::CoordinationStatus;
 use crate::coordination::etcd_access::EtcdAccess;
 use crate::log_messages;
-use crate::pipeline::clock::unix_ms;
+use forewarn_imds::unix_ms;
 
 /// The record's schema; a reader shows a record of another schema as unreadable.
 pub const FLEET_RECORD_SCHEMA: u32 = 1;

@@ -3,14 +3,11 @@
 //! ([`ready_marker`]), and when a round may stop after the leader and approval keys
 //! ([`reads_everything`]).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::time::SystemTime;
-
 use forewarn_etcd::KeyValue;
-use forewarn_imds::{EventField, ScheduledEvent};
+use forewarn_imds::{EventField, ImdsTime, ScheduledEvent};
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::pipeline::barrier::VmStanding;
-use crate::pipeline::clock::unix_ms;
 
 /// The keys of one event.
 pub(super) struct EventKeys {
@@ -87,18 +84,17 @@ pub(super) fn reads_everything(
 /// What a ready key holds: the NotBefore (ms since the epoch, 0 if none) the VM prepared for.
 pub(super) fn ready_marker(event: &ScheduledEvent) -> String {
     stated_not_before(event)
-        .map(unix_ms)
-        .unwrap_or(0)
+        .map_or(0, ImdsTime::unix_ms)
         .to_string()
 }
 
 /// NotBefore as IMDS stated it; none when forewarn could not read it (the instant it is
 /// read as instead is when this VM first saw the event, which differs from VM to VM, so
 /// neither the ready keys nor the deadline may rest on it).
-pub(super) fn stated_not_before(event: &ScheduledEvent) -> Option<SystemTime> {
+pub(super) fn stated_not_before(event: &ScheduledEvent) -> Option<ImdsTime> {
     match event.unreadable(EventField::NotBefore) {
         Some(_) => None,
-        None => event.not_before,
+        None => event.not_before_time(),
     }
 }
 

@@ -107,7 +107,6 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::pipeline::clock;
     use crate::pipeline::policy::{LeadTime, PolicyConfig};
     use crate::pipeline::test_harness::Harness;
 
@@ -173,7 +172,7 @@ mod tests {
             ("drain", "subscribe = [\"*\"]\nbudget = \"5s\"\n"),
             ("stopper", "subscribe = [\"*\"]\nbudget = \"5s\"\n"),
         ];
-        let restart = clock::from_unix_ms(answered_at) + SECOND;
+        let restart = answered_at + SECOND;
         let mut harness = Harness::resume(plugins, at_once(), state, restart);
         harness.run_for(10 * SECOND);
         let calls = harness.calls();

@@ -10,9 +10,9 @@ use tokio_util::sync::CancellationToken;
 
 use forewarn_imds::EventId;
 
-use crate::pipeline::clock::unix_ms;
 use crate::pipeline::timeline::TimelineEntry;
 use crate::pipeline::tracker::TransitionKind;
+use forewarn_imds::unix_ms;
 
 /// How many events the history keeps (the most recently seen; finished ones included).
 pub const HISTORY_EVENTS_KEPT: usize = 50;

@@ -17,13 +17,13 @@ use crate::coordination::fleet_record::{
 };
 use crate::log_fields::rfc3339;
 use crate::pipeline::approval;
-use crate::pipeline::clock::unix_ms;
 use crate::pipeline::quarantine::QuarantinedPlugin;
 use crate::pipeline::roster::Roster;
 use crate::pipeline::state::{
     AnswerOutcome, ApprovalKind, CallPhase, DaemonState, EventProgress, Handling, Lifecycle,
 };
 use crate::plugins::set::PluginSet;
+use forewarn_imds::unix_ms;
 
 /// How often the record is built again (the coordinator decides when it is written).
 const FEED_EVERY: Duration = Duration::from_secs(1);
@@ -193,13 +193,15 @@ fn holders_of(progress: &EventProgress, roster: &Roster) -> Vec<FleetHolder> {
 
 #[cfg(test)]
 mod tests {
+    use forewarn_imds::ImdsTime;
+
     use super::*;
     use crate::pipeline::roster::PluginTerms;
     use crate::pipeline::state::{Answer, Approval, PluginProgress};
     use crate::pipeline::test_harness;
 
     fn progress(approval: Approval, preparing: bool) -> EventProgress {
-        let at = std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let at = ImdsTime::from_unix_ms(1_800_000_000_000);
         let event = test_harness::event("E1", forewarn_imds::EventType::Reboot, at, Duration::ZERO);
         let mut progress = EventProgress::new(
             event,
@@ -209,7 +211,8 @@ mod tests {
             Lifecycle::Scheduled,
         );
         progress.approval = approval;
-        progress.preparing_since_unix_ms = preparing.then_some(1_800_000_000_000);
+        progress.preparing_since_unix_ms =
+            preparing.then_some(ImdsTime::from_unix_ms(1_800_000_000_000));
         progress
     }
 
@@ -222,7 +225,7 @@ mod tests {
                 phase: CallPhase::Prepare,
                 outcome,
                 reason: String::new(),
-                at_unix_ms: 0,
+                at_unix_ms: ImdsTime::UNIX_EPOCH,
                 elapsed_ms: 1,
             }),
             ..PluginProgress::default()
@@ -263,10 +266,20 @@ mod tests {
         assert_eq!(stage(Approval::Pending, false), FleetStage::Scheduled);
         assert_eq!(stage(Approval::Pending, true), FleetStage::Preparing);
         assert_eq!(
-            stage(Approval::Sent { at_unix_ms: 1 }, true),
+            stage(
+                Approval::Sent {
+                    at_unix_ms: ImdsTime::from_unix_ms(1)
+                },
+                true
+            ),
             FleetStage::Approved
         );
-        let mut started = progress(Approval::Sent { at_unix_ms: 1 }, true);
+        let mut started = progress(
+            Approval::Sent {
+                at_unix_ms: ImdsTime::from_unix_ms(1),
+            },
+            true,
+        );
         started.lifecycle = Lifecycle::Started;
         assert_eq!(stage_of(&started), FleetStage::Started);
     }

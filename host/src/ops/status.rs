@@ -3,7 +3,7 @@
 //! `cli/status_table.rs`).
 
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use forewarn_imds::{ClockSkew, EventId, PluginName, PollStatus};
 use serde::{Deserialize, Serialize};
@@ -395,9 +395,7 @@ fn event_view(id: &str, progress: &EventProgress, now: SystemTime) -> EventView 
         resources_total: event.resources.len(),
         handling: Handling::label(&progress.handling),
         lifecycle: describe_lifecycle(progress),
-        preparing_since: progress
-            .preparing_since_unix_ms
-            .map(|at| rfc3339(UNIX_EPOCH + Duration::from_millis(at))),
+        preparing_since: progress.preparing_since_unix_ms.map(rfc3339),
         approval: describe_approval(&progress.approval),
         approval_state: progress.approval.kind(),
         plugins: progress
@@ -410,7 +408,7 @@ fn event_view(id: &str, progress: &EventProgress, now: SystemTime) -> EventView 
                     phase: answer.phase,
                     decision: answer.outcome,
                     reason: answer.reason.clone(),
-                    at: rfc3339(UNIX_EPOCH + Duration::from_millis(answer.at_unix_ms)),
+                    at: rfc3339(answer.at_unix_ms),
                     elapsed_ms: answer.elapsed_ms,
                     prepare_attempts: done.prepare_attempts,
                 })
@@ -581,10 +579,7 @@ fn describe_approval(approval: &Approval) -> String {
     match approval {
         Approval::Pending => "pending".to_owned(),
         Approval::Due { .. } => "due (sending)".to_owned(),
-        Approval::Sent { at_unix_ms } => format!(
-            "sent at {}",
-            rfc3339(UNIX_EPOCH + Duration::from_millis(*at_unix_ms))
-        ),
+        Approval::Sent { at_unix_ms } => format!("sent at {}", rfc3339(*at_unix_ms)),
         Approval::Withheld { reason, .. } => format!("withheld: {reason}"),
         Approval::Coordinating { .. } => "coordinating with the other VMs (etcd)".to_owned(),
         Approval::DryRun { would } => format!("dry run: {would}"),

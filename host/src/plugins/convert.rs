@@ -7,10 +7,10 @@ use forewarn_imds as imds;
 use forewarn_runtime::wit::latest as wit;
 use forewarn_runtime::{CallFailure, CallOutcome};
 
-use crate::pipeline::clock::unix_ms;
 use crate::pipeline::scheduler::CallReply;
 use crate::pipeline::state::{AnswerOutcome, CallPhase};
 use crate::pipeline::timeline::{LogLevel, PluginLogLine};
+use forewarn_imds::unix_ms;
 
 /// The event as a plugin sees it.
 pub(crate) fn to_wit_event(event: &imds::ScheduledEvent) -> wit::ScheduledEvent {

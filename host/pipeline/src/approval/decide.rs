@@ -2,11 +2,8 @@
 //! (alone, by `policy.group-approval`, or waiting on the barrier), and what holds it first
 //! (plugin files that failed to load, nobody subscribing, quarantined plugins).
 
-use std::time::SystemTime;
+use forewarn_events::{ImdsTime, PluginName, ScheduledEvent};
 
-use forewarn_events::{PluginName, ScheduledEvent};
-
-use crate::clock::unix_ms;
 use crate::policy::{self, ApprovalGate, GroupApproval, PolicyConfig};
 use crate::roster::Roster;
 use crate::state::{Approval, EventProgress, Handling, Lifecycle};
@@ -26,14 +23,12 @@ impl ApprovalRules {
     /// The approval an event gets when every plugin on this VM approved it at `now`: the
     /// single-VM policy's gate, or — coordinated, for an event naming this VM and another
     /// one — a wait on the barrier under every rule but `group-approval`.
-    pub fn decide(&self, event: &ScheduledEvent, now: SystemTime) -> Approval {
+    pub fn decide(&self, event: &ScheduledEvent, now: ImdsTime) -> Approval {
         if !self.coordinated || !applies_to(event, &self.vm_name) {
             return approval_of(self.local_gate(event), now);
         }
         match coordinated_gate(event, &self.vm_name, &self.policy) {
-            ApprovalGate::Approve => Approval::Coordinating {
-                since_unix_ms: unix_ms(now),
-            },
+            ApprovalGate::Approve => Approval::Coordinating { since_unix_ms: now },
             gate => approval_of(gate, now),
         }
     }
@@ -140,11 +135,9 @@ fn coordinated_gate(event: &ScheduledEvent, vm_name: &str, config: &PolicyConfig
     policy::approval_gate(event, vm_name, &coordinated)
 }
 
-fn approval_of(gate: ApprovalGate, now: SystemTime) -> Approval {
+fn approval_of(gate: ApprovalGate, now: ImdsTime) -> Approval {
     match gate {
-        ApprovalGate::Approve => Approval::Due {
-            since_unix_ms: unix_ms(now),
-        },
+        ApprovalGate::Approve => Approval::Due { since_unix_ms: now },
         ApprovalGate::DryRun { would } => Approval::DryRun { would },
         ApprovalGate::Withhold { rule, reason } => Approval::Withheld { reason, rule },
     }

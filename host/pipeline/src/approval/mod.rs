@@ -10,13 +10,12 @@
 //!   withdraw, leave, sent), [`BarrierVerdict`]s in — no lock, clock or wake-up in a round;
 //! - this file: the stage that applies them in order, with the journal gate and the notes.
 
+use forewarn_events::ImdsTime;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use forewarn_events::EventId;
 
-use crate::clock::unix_ms;
 use crate::log_fields;
 use crate::log_messages;
 use crate::policy::PolicyConfig;
@@ -104,7 +103,7 @@ impl ApprovalStage {
     pub fn handle(
         &mut self,
         input: ApprovalInput,
-        now: SystemTime,
+        now: ImdsTime,
         events: &mut Events,
     ) -> Vec<EventId> {
         match input {
@@ -141,7 +140,7 @@ impl ApprovalStage {
         progress: &mut EventProgress,
         subscribers: usize,
         roster: &Roster,
-        now: SystemTime,
+        now: ImdsTime,
     ) -> bool {
         match hold(&progress.event, subscribers, roster, &self.rules.policy) {
             Some(reason) => {
@@ -154,7 +153,7 @@ impl ApprovalStage {
 
     /// Decides the approval of `progress`, whose plugins all approved (or none was needed),
     /// once the journal can record what it decides. Returns whether `progress` changed.
-    pub fn decide(&mut self, progress: &mut EventProgress, now: SystemTime) -> bool {
+    pub fn decide(&mut self, progress: &mut EventProgress, now: ImdsTime) -> bool {
         if progress.approval != Approval::Pending {
             return false;
         }
@@ -183,7 +182,7 @@ impl ApprovalStage {
     /// Moves `progress`, waiting on the barrier, to Due when the barrier's last verdict says
     /// so — or, while it cannot be reached, when the single-VM policy lets this VM approve
     /// alone. Returns whether it changed.
-    pub fn advance(&mut self, progress: &mut EventProgress, now: SystemTime) -> bool {
+    pub fn advance(&mut self, progress: &mut EventProgress, now: ImdsTime) -> bool {
         if !matches!(progress.approval, Approval::Coordinating { .. }) {
             return false;
         }
@@ -208,9 +207,7 @@ impl ApprovalStage {
                 );
             }
         }
-        progress.approval = Approval::Due {
-            since_unix_ms: unix_ms(now),
-        };
+        progress.approval = Approval::Due { since_unix_ms: now };
         true
     }
 
@@ -254,7 +251,7 @@ impl ApprovalStage {
         due: &BTreeSet<EventId>,
         state: &DaemonState,
         stopping: bool,
-        now: SystemTime,
+        now: ImdsTime,
     ) -> Option<Vec<EventId>> {
         let listed_and_due: BTreeSet<EventId> = due
             .iter()
@@ -277,17 +274,16 @@ impl ApprovalStage {
     }
 
     /// When an approval is next sent again without an input (a retry).
-    pub fn poll_timeout(&self, events: &Events) -> Option<SystemTime> {
+    pub fn poll_timeout(&self, events: &Events) -> Option<ImdsTime> {
         self.posts
             .next_retry(!self.journal_durable, |id| is_due(events, id))
     }
 
-    fn sent(&mut self, event_ids: &[EventId], now: SystemTime, events: &mut Events) {
+    fn sent(&mut self, event_ids: &[EventId], now: ImdsTime, events: &mut Events) {
         self.posts.sent(event_ids);
-        let at_unix_ms = unix_ms(now);
         for id in event_ids {
             if let Some(progress) = events.get_mut(id).map(Arc::make_mut) {
-                progress.approval = Approval::Sent { at_unix_ms };
+                progress.approval = Approval::Sent { at_unix_ms: now };
             }
         }
         self.link.sent(event_ids);
@@ -301,7 +297,7 @@ impl ApprovalStage {
         });
     }
 
-    fn failed(&mut self, event_ids: &[EventId], rejected: bool, error: String, now: SystemTime) {
+    fn failed(&mut self, event_ids: &[EventId], rejected: bool, error: String, now: ImdsTime) {
         let one_by_one = self.posts.failed(event_ids, rejected, now);
         tracing::warn!(
             event_ids = %log_fields::names(event_ids),

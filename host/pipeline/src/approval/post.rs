@@ -5,7 +5,9 @@
 //! while the daemon stops or the journal cannot record what is sent.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
+
+use forewarn_events::ImdsTime;
 
 use forewarn_events::EventId;
 
@@ -18,7 +20,7 @@ pub struct PostQueue {
     /// The approval POST in flight, if any.
     approving: Option<Vec<EventId>>,
     /// Events whose approval failed: not sent again before this instant.
-    retry_at: BTreeMap<EventId, SystemTime>,
+    retry_at: BTreeMap<EventId, ImdsTime>,
     /// Events IMDS refused in a batch: each is sent alone, so one stale id does not block
     /// the others.
     singly: BTreeSet<EventId>,
@@ -33,7 +35,7 @@ impl PostQueue {
         &mut self,
         listed_and_due: BTreeSet<EventId>,
         paused: bool,
-        now: SystemTime,
+        now: ImdsTime,
     ) -> Option<Vec<EventId>> {
         if paused || self.approving.is_some() {
             return None;
@@ -68,7 +70,7 @@ impl PostQueue {
     /// IMDS did not accept the POST of `event_ids` at `now`. A refused batch of several
     /// events is sent again at once, one event at a time; anything else after
     /// [`APPROVAL_RETRY`]. Returns whether they go one by one.
-    pub fn failed(&mut self, event_ids: &[EventId], rejected: bool, now: SystemTime) -> bool {
+    pub fn failed(&mut self, event_ids: &[EventId], rejected: bool, now: ImdsTime) -> bool {
         self.approving = None;
         let one_by_one = rejected && event_ids.len() > 1;
         for id in event_ids {
@@ -94,7 +96,7 @@ impl PostQueue {
 
     /// The next retry of an event `is_due` still says is due, unless a POST is in flight or
     /// `paused`.
-    pub fn next_retry(&self, paused: bool, is_due: impl Fn(&str) -> bool) -> Option<SystemTime> {
+    pub fn next_retry(&self, paused: bool, is_due: impl Fn(&str) -> bool) -> Option<ImdsTime> {
         if paused || self.approving.is_some() {
             return None;
         }
@@ -110,8 +112,8 @@ impl PostQueue {
 mod tests {
     use super::*;
 
-    fn at(millis: u64) -> SystemTime {
-        SystemTime::UNIX_EPOCH + Duration::from_millis(millis)
+    fn at(millis: u64) -> ImdsTime {
+        ImdsTime::UNIX_EPOCH + Duration::from_millis(millis)
     }
 
     fn ids(list: &[&str]) -> Vec<EventId> {

@@ -10,8 +10,8 @@ use crate::state::{Handling, Lifecycle};
 
 const VM: &str = "vm-a";
 
-fn at(seconds: u64) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_secs(seconds)
+fn at(seconds: u64) -> ImdsTime {
+    ImdsTime::UNIX_EPOCH + Duration::from_secs(seconds)
 }
 
 fn event(resources: &[&str]) -> ScheduledEvent {
@@ -22,7 +22,7 @@ fn event(resources: &[&str]) -> ScheduledEvent {
         resource_type: "VirtualMachine".into(),
         resources: resources.iter().map(|r| (*r).to_owned()).collect(),
         status: EventStatus::Scheduled,
-        not_before: Some(at(1_000)),
+        not_before: Some(at(1_000).system_time()),
         description: String::new(),
         source: EventSource::Platform,
         duration_seconds: None,
@@ -58,7 +58,7 @@ fn pending(event: ScheduledEvent) -> EventProgress {
 fn coordinating(resources: &[&str]) -> EventProgress {
     let mut progress = pending(event(resources));
     progress.approval = Approval::Coordinating {
-        since_unix_ms: unix_ms(at(10)),
+        since_unix_ms: at(10),
     };
     progress
 }
@@ -122,7 +122,7 @@ fn decision_rows() {
         let changed = stage.decide(&mut progress, at(10));
         let kind = match &progress.approval {
             Approval::Due { since_unix_ms } => {
-                assert_eq!(*since_unix_ms, unix_ms(at(10)), "row {index}");
+                assert_eq!(*since_unix_ms, at(10), "row {index}");
                 "due"
             }
             Approval::Coordinating { .. } => "coordinating",
@@ -262,7 +262,7 @@ fn barrier_rows() {
         let kind = match &progress.approval {
             Approval::Coordinating { .. } => "coordinating",
             Approval::Due { since_unix_ms } => {
-                assert_eq!(*since_unix_ms, unix_ms(at(20)), "row {index}");
+                assert_eq!(*since_unix_ms, at(20), "row {index}");
                 "due"
             }
             Approval::Sent { .. } => "sent",

@@ -1,12 +1,13 @@
 //! What the pipeline says about an event's preparation: the wait for the lead time and a
 //! late preparation (each once per event), and a plugin's turn cut short.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
+
+use forewarn_events::ImdsTime;
 
 use forewarn_events::{EventId, PluginName};
 
 use super::Pipeline;
-use crate::clock::unix_ms;
 use crate::log_fields;
 use crate::log_messages;
 use crate::scheduler::ShortenedTurn;
@@ -14,7 +15,7 @@ use crate::timeline::TimelineEntry;
 
 impl Pipeline {
     /// Says once that `id` waits for the lead time before plugins prepare.
-    pub(super) fn announce_wait(&mut self, id: &str, starts_at: SystemTime) {
+    pub(super) fn announce_wait(&mut self, id: &str, starts_at: ImdsTime) {
         if !self
             .notes_announced
             .insert((EventId::from(id), PreparationNote::Waits))
@@ -29,7 +30,7 @@ impl Pipeline {
         );
         self.emit(TimelineEntry::PreparationWaits {
             event_id: EventId::from(id),
-            starts_at_unix_ms: unix_ms(starts_at),
+            starts_at_unix_ms: starts_at,
         });
     }
 

@@ -1,7 +1,7 @@
 //! The crash-loop quarantine, as the pipeline applies it.
 
+use forewarn_events::ImdsTime;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use super::Pipeline;
 use crate::log_messages;
@@ -32,7 +32,7 @@ impl Pipeline {
 
     /// Counts a failed call of `plugin` at `now`; quarantines it when its failures reach the
     /// policy's count within the window.
-    pub(super) fn count_failure(&mut self, plugin: &str, reply: &CallReply, now: SystemTime) {
+    pub(super) fn count_failure(&mut self, plugin: &str, reply: &CallReply, now: ImdsTime) {
         let Some(member) = self.roster.get(plugin) else {
             // Unloaded meanwhile: nothing is called any more to quarantine.
             return;

@@ -10,7 +10,6 @@ use forewarn_events::{EventType, PluginName, ScheduledEvent};
 use super::*;
 use crate::approval::post::APPROVAL_RETRY;
 use crate::approval::{BarrierRequest, BarrierVerdict};
-use crate::clock;
 use crate::policy::LeadTime;
 use crate::state::{AnswerOutcome, CallPhase};
 use crate::test_harness::{Harness, approve, defer, event, reply, started, t0};
@@ -222,7 +221,7 @@ fn budgets_keep_a_short_notice_floor_and_retries_are_pulled_in() {
         );
         assert_eq!(calls[0].4, first_budget, "{row}");
         assert_eq!(
-            calls[1].0.duration_since(calls[0].0).ok(),
+            calls[1].0.checked_duration_since(calls[0].0),
             Some(second_after),
             "{row}"
         );
@@ -248,7 +247,7 @@ fn past_the_deadline_plugins_are_still_asked_and_the_approval_still_goes_out() {
     harness.document(&[event("E1", EventType::Preempt, t0(), 10 * SECOND)]);
     // The chain needs 30 s and 8 s are left: every plugin's turn has come at once, so the
     // stop (graceful-shutdown) runs at the notice, without waiting for the others.
-    let first: Vec<(SystemTime, PluginName)> = harness
+    let first: Vec<(ImdsTime, PluginName)> = harness
         .calls()
         .into_iter()
         .map(|call| (call.0, call.1))
@@ -262,7 +261,7 @@ fn past_the_deadline_plugins_are_still_asked_and_the_approval_still_goes_out() {
         ]
     );
     harness.run_for(20 * SECOND);
-    let checkpoint_calls: Vec<SystemTime> = harness
+    let checkpoint_calls: Vec<ImdsTime> = harness
         .calls()
         .into_iter()
         .filter(|call| call.1 == "checkpoint")
@@ -349,7 +348,7 @@ fn a_failed_call_is_retried_after_the_failure_wait_and_counts_as_a_defer() {
     let calls = harness.calls();
     assert_eq!(calls.len(), 2);
     assert_eq!(
-        calls[1].0.duration_since(calls[0].0).ok(),
+        calls[1].0.checked_duration_since(calls[0].0),
         Some(scheduler::FAILURE_RETRY)
     );
     assert_eq!(harness.approvals().len(), 1);

@@ -1,8 +1,8 @@
 //! How the pipeline takes the tracker's transitions: an event listed, rescheduled, started
 //! or ended changes its record (and a relisting during a recovery waits for it).
 
+use forewarn_events::ImdsTime;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use forewarn_events::{Document, EventStatus, ScheduledEvent};
 
@@ -16,7 +16,7 @@ use crate::timeline::TimelineEntry;
 use crate::tracker::Transition;
 
 impl Pipeline {
-    pub(super) fn observe(&mut self, document: &Document, now: SystemTime) {
+    pub(super) fn observe(&mut self, document: &Document, now: ImdsTime) {
         // Copying a tracker shared with the journaled state copies its map, not its events
         // (each is shared until it changes).
         let transitions = Arc::make_mut(&mut self.state.tracker).observe(document, now);
@@ -28,7 +28,7 @@ impl Pipeline {
         }
     }
 
-    fn apply_transition(&mut self, transition: &Transition, now: SystemTime) {
+    fn apply_transition(&mut self, transition: &Transition, now: ImdsTime) {
         let event = transition.event().clone();
         self.agenda.touch(&event.id);
         tracing::info!(
@@ -174,7 +174,7 @@ impl Pipeline {
         }
     }
 
-    fn mark_ended(&mut self, event: ScheduledEvent, after_start: bool, now: SystemTime) {
+    fn mark_ended(&mut self, event: ScheduledEvent, after_start: bool, now: ImdsTime) {
         let Some(progress) = self.state.events.get_mut(&event.id).map(Arc::make_mut) else {
             tracing::debug!(event_id = %event.id, "an event the daemon never handled ended");
             return;
@@ -225,14 +225,14 @@ fn recover_before_relisting(
 /// (it was down — perhaps rebooted by this very event — or IMDS was unreadable for longer
 /// than the event lasted). A cancel happens before the start, so recovering as after a
 /// start is the safe reading: plugins restore and restart.
-fn missed_the_start(progress: &EventProgress, now: SystemTime) -> bool {
+fn missed_the_start(progress: &EventProgress, now: ImdsTime) -> bool {
     let approved = matches!(
         progress.approval,
         Approval::Sent { .. } | Approval::Due { .. }
     );
     let past_not_before = progress
         .event
-        .not_before
+        .not_before_time()
         .is_some_and(|not_before| not_before <= now);
     if approved || past_not_before {
         tracing::info!(
@@ -245,7 +245,7 @@ fn missed_the_start(progress: &EventProgress, now: SystemTime) -> bool {
     approved || past_not_before
 }
 
-fn describe_event(event: &ScheduledEvent, now: SystemTime) -> String {
+fn describe_event(event: &ScheduledEvent, now: ImdsTime) -> String {
     let status = match event.status {
         EventStatus::Scheduled => "Scheduled",
         EventStatus::Started => "Started",
@@ -254,11 +254,8 @@ fn describe_event(event: &ScheduledEvent, now: SystemTime) -> String {
         format!("{} {}", event.event_type_raw, status),
         format!("for {}", log_fields::names(&event.resources)),
     ];
-    if let Some(not_before) = event.not_before {
-        let seconds = not_before
-            .duration_since(now)
-            .map(|left| left.as_secs())
-            .unwrap_or(0);
+    if let Some(not_before) = event.not_before_time() {
+        let seconds = not_before.duration_since(now).as_secs();
         parts.push(format!("NotBefore in {seconds}s"));
     }
     if let Some(duration) = event.duration_seconds {

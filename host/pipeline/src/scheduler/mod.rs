@@ -11,9 +11,8 @@ mod preparation;
 mod recovery;
 mod replies;
 
-use std::time::SystemTime;
+use forewarn_events::ImdsTime;
 
-use crate::clock::from_unix_ms;
 use crate::state::{Approval, EventProgress, Lifecycle};
 
 pub use plan::*;
@@ -28,8 +27,8 @@ pub use replies::*;
 pub fn next_due(
     progress: &EventProgress,
     schedule: Schedule<'_>,
-    now: SystemTime,
-) -> Option<SystemTime> {
+    now: ImdsTime,
+) -> Option<ImdsTime> {
     let preparing =
         progress.lifecycle == Lifecycle::Scheduled && progress.approval == Approval::Pending;
     let recovering = matches!(progress.lifecycle, Lifecycle::Ended { .. });
@@ -42,7 +41,7 @@ pub fn next_due(
         .filter(|_| preparing || recovering)
         .filter(|(_, own)| !(recovering && own.told_ended))
         .filter(|(name, _)| !schedule.roster.is_quarantined(name))
-        .filter_map(|(_, own)| own.retry_at_unix_ms.map(from_unix_ms));
+        .filter_map(|(_, own)| own.retry_at_unix_ms);
     let turns = if preparing {
         pending_turns(progress, schedule)
     } else {

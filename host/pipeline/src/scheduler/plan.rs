@@ -2,11 +2,10 @@
 //! the daemon a decision needs ([`Schedule`]), and the helpers every step shares.
 
 use std::collections::HashSet;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use forewarn_events::{EventId, PluginName, ScheduledEvent};
+use forewarn_events::{EventId, ImdsTime, PluginName, ScheduledEvent};
 
-use crate::clock::from_unix_ms;
 use crate::policy::LeadTime;
 use crate::roster::{Member, Roster};
 use crate::state::{AnswerOutcome, CallPhase, EventProgress, Handling, PluginProgress};
@@ -98,7 +97,7 @@ pub enum Preparation {
     /// Too early: preparation starts at this instant (`prepare-lead-time` before NotBefore).
     NotYet {
         /// When the first prepare calls are due.
-        starts_at: SystemTime,
+        starts_at: ImdsTime,
     },
     /// These calls are due now (possibly none: waiting on retries or on calls in flight).
     Calls {
@@ -152,23 +151,22 @@ impl Schedule<'_> {
 }
 
 /// The deadline of preparation: NotBefore minus the safety margin (None without NotBefore).
-pub fn deadline(event: &ScheduledEvent, margin: Duration) -> Option<SystemTime> {
-    let not_before = event.not_before?;
+pub fn deadline(event: &ScheduledEvent, margin: Duration) -> Option<ImdsTime> {
+    let not_before = event.not_before_time()?;
     Some(not_before.checked_sub(margin).unwrap_or(not_before))
 }
 
 /// Time from `now` to `deadline` (zero once it passed; unbounded without one).
-pub fn time_left(deadline: Option<SystemTime>, now: SystemTime) -> Duration {
+pub fn time_left(deadline: Option<ImdsTime>, now: ImdsTime) -> Duration {
     match deadline {
-        Some(deadline) => deadline.duration_since(now).unwrap_or(Duration::ZERO),
+        Some(deadline) => deadline.duration_since(now),
         None => Duration::MAX,
     }
 }
 
 /// Whether `own` deferred (or failed) and its retry time is still ahead of `now`.
-pub fn retry_pending(own: &PluginProgress, now: SystemTime) -> bool {
-    own.retry_at_unix_ms
-        .is_some_and(|at| from_unix_ms(at) > now)
+pub fn retry_pending(own: &PluginProgress, now: ImdsTime) -> bool {
+    own.retry_at_unix_ms.is_some_and(|at| at > now)
 }
 
 /// The call of `member` for `progress` in `phase`, under `budget`, with its attempt count.

@@ -3,13 +3,14 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
+
+use forewarn_events::ImdsTime;
 
 use forewarn_events::PluginName;
 
 use super::plan::*;
 use super::recovery::wants_to_recover;
-use crate::clock::unix_ms;
 use crate::policy::LeadTime;
 use crate::roster::{Member, Roster};
 use crate::state::{Approval, CallPhase, EventProgress, Handling, Lifecycle};
@@ -37,15 +38,15 @@ pub fn chain_needs(subscribers: &[&Member], roster: &Roster) -> HashMap<PluginNa
 /// (the stop action) gets its full prepare-time; when the notice is shorter than the chain
 /// needs, the first plugins' turns (a drain window) are cut short. A past instant means
 /// "at once".
-pub fn turn_start(deadline: SystemTime, need: Duration) -> SystemTime {
-    deadline.checked_sub(need).unwrap_or(SystemTime::UNIX_EPOCH)
+pub fn turn_start(deadline: ImdsTime, need: Duration) -> ImdsTime {
+    deadline.saturating_sub(need)
 }
 
 /// When preparation of `progress` starts: `lead` before NotBefore; "auto" is the longest
 /// chain of the subscribers' prepare-times plus the margin plus [`AUTO_LEAD_SLACK`], and at
 /// least [`AUTO_LEAD_FLOOR`]. None: at once (no NotBefore).
-pub fn preparation_start(progress: &EventProgress, schedule: Schedule<'_>) -> Option<SystemTime> {
-    let not_before = progress.event.not_before?;
+pub fn preparation_start(progress: &EventProgress, schedule: Schedule<'_>) -> Option<ImdsTime> {
+    let not_before = progress.event.not_before_time()?;
     let lead = match schedule.lead {
         LeadTime::Fixed(lead) => lead,
         LeadTime::Auto => {
@@ -60,11 +61,7 @@ pub fn preparation_start(progress: &EventProgress, schedule: Schedule<'_>) -> Op
                 .max(AUTO_LEAD_FLOOR)
         }
     };
-    Some(
-        not_before
-            .checked_sub(lead)
-            .unwrap_or(SystemTime::UNIX_EPOCH),
-    )
+    Some(not_before.saturating_sub(lead))
 }
 
 /// The prepare calls due for `progress` at `now`, in dependency order; records their
@@ -76,7 +73,7 @@ pub fn preparation_start(progress: &EventProgress, schedule: Schedule<'_>) -> Op
 pub fn prepare(
     shared: &mut Arc<EventProgress>,
     schedule: Schedule<'_>,
-    now: SystemTime,
+    now: ImdsTime,
 ) -> Preparation {
     let progress: &EventProgress = shared;
     let event = progress.event.clone();
@@ -97,7 +94,7 @@ pub fn prepare(
         {
             return Preparation::NotYet { starts_at };
         }
-        Arc::make_mut(shared).preparing_since_unix_ms = Some(unix_ms(now));
+        Arc::make_mut(shared).preparing_since_unix_ms = Some(now);
     }
     let progress: &EventProgress = shared;
     if subscribers
@@ -160,11 +157,7 @@ fn consented(progress: &EventProgress, member: &Member, schedule: Schedule<'_>) 
 
 /// The budget of a prepare call: the manifest's, cut to the time left before the deadline,
 /// but never below [`SHORT_NOTICE_BUDGET`] (or the manifest's budget, if shorter).
-pub fn prepare_budget(
-    configured: Duration,
-    deadline: Option<SystemTime>,
-    now: SystemTime,
-) -> Duration {
+pub fn prepare_budget(configured: Duration, deadline: Option<ImdsTime>, now: ImdsTime) -> Duration {
     let left = time_left(deadline, now).max(SHORT_NOTICE_BUDGET);
     configured.min(left)
 }
@@ -193,7 +186,7 @@ fn may_prepare(
     progress: &EventProgress,
     member: &Member,
     schedule: Schedule<'_>,
-    now: SystemTime,
+    now: ImdsTime,
 ) -> bool {
     wants_to_prepare(progress, member, schedule, now) && !schedule.plugin_busy(&member.name)
 }
@@ -203,7 +196,7 @@ fn wants_to_prepare(
     progress: &EventProgress,
     member: &Member,
     schedule: Schedule<'_>,
-    now: SystemTime,
+    now: ImdsTime,
 ) -> bool {
     let own = progress.plugin(&member.name);
     !own.prepared && !retry_pending(&own, now) && !schedule.roster.is_quarantined(&member.name)
@@ -216,7 +209,7 @@ fn wants_to_prepare(
 pub fn blocked_on_busy(
     progress: &EventProgress,
     schedule: Schedule<'_>,
-    now: SystemTime,
+    now: ImdsTime,
 ) -> Vec<PluginName> {
     if !matches!(progress.handling, Handling::Prepare { .. }) {
         return Vec::new();
@@ -269,7 +262,7 @@ pub fn blocked_on_busy(
 
 /// The instants at which a plugin's turn comes while it still waits for the plugins it
 /// runs after: wake-ups for the event loop.
-pub fn pending_turns(progress: &EventProgress, schedule: Schedule<'_>) -> Vec<SystemTime> {
+pub fn pending_turns(progress: &EventProgress, schedule: Schedule<'_>) -> Vec<ImdsTime> {
     let Some(deadline) = deadline(&progress.event, schedule.margin) else {
         return Vec::new();
     };

@@ -1,8 +1,8 @@
 //! After the event: telling plugins it started, then recovery in reverse order, one step at a
 //! time, a few attempts each.
 
+use forewarn_events::ImdsTime;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use forewarn_events::EventType;
 
@@ -54,11 +54,7 @@ pub fn vm_goes_away(event_type: EventType) -> bool {
 /// The recovery calls due, in reverse dependency order: a plugin recovers once every
 /// plugin that runs after it has recovered (start the app before rejoining the load
 /// balancer). Records attempt numbers.
-pub fn recover(
-    shared: &mut Arc<EventProgress>,
-    schedule: Schedule<'_>,
-    now: SystemTime,
-) -> Recovery {
+pub fn recover(shared: &mut Arc<EventProgress>, schedule: Schedule<'_>, now: ImdsTime) -> Recovery {
     let progress: &EventProgress = shared;
     let phase = match progress.lifecycle {
         Lifecycle::Ended { after_start: true } => CallPhase::EndedAfterStart,
@@ -92,7 +88,7 @@ fn may_recover(
     member: &Member,
     subscribers: &[&Member],
     schedule: Schedule<'_>,
-    now: SystemTime,
+    now: ImdsTime,
 ) -> bool {
     wants_to_recover(progress, member, subscribers, schedule, now)
         && !schedule.plugin_busy(&member.name)
@@ -105,7 +101,7 @@ pub fn wants_to_recover(
     member: &Member,
     subscribers: &[&Member],
     schedule: Schedule<'_>,
-    now: SystemTime,
+    now: ImdsTime,
 ) -> bool {
     let own = progress.plugin(&member.name);
     let successors_pending = subscribers.iter().any(|other| {

@@ -1,9 +1,10 @@
 //! What an answer means: the plugin's progress recorded, and when it is asked again.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
+
+use forewarn_events::ImdsTime;
 
 use super::plan::*;
-use crate::clock::unix_ms;
 use crate::roster::FailurePolicy;
 use crate::state::{Answer, AnswerOutcome, CallPhase, EventProgress, PluginProgress};
 
@@ -15,7 +16,7 @@ pub fn record_reply(
     plugin: &str,
     phase: CallPhase,
     reply: &CallReply,
-    now: SystemTime,
+    now: ImdsTime,
     margin: Duration,
     on_failure: FailurePolicy,
 ) -> Answer {
@@ -23,10 +24,10 @@ pub fn record_reply(
         phase,
         outcome: reply.outcome,
         reason: reply.reason.clone(),
-        at_unix_ms: unix_ms(now),
+        at_unix_ms: now,
         elapsed_ms: u64::try_from(reply.elapsed.as_millis()).unwrap_or(u64::MAX),
     };
-    let not_before = progress.event.not_before;
+    let not_before = progress.event.not_before_time();
     let own = progress.plugin_mut(plugin);
     own.last_answer = Some(answer.clone());
     match phase {
@@ -42,8 +43,8 @@ pub fn record_reply(
 fn record_prepare(
     own: &mut PluginProgress,
     reply: &CallReply,
-    now: SystemTime,
-    not_before: Option<SystemTime>,
+    now: ImdsTime,
+    not_before: Option<ImdsTime>,
     margin: Duration,
     on_failure: FailurePolicy,
 ) {
@@ -56,7 +57,7 @@ fn record_prepare(
         AnswerOutcome::Defer => reply.retry_after.max(MIN_RETRY),
         _ => FAILURE_RETRY,
     };
-    own.retry_at_unix_ms = Some(unix_ms(retry_instant(now, wait, not_before, margin)));
+    own.retry_at_unix_ms = Some(retry_instant(now, wait, not_before, margin));
 }
 
 /// Whether a prepare call that came to `outcome` is the plugin's approval: an approve, or a
@@ -69,7 +70,7 @@ fn consents(outcome: AnswerOutcome, on_failure: FailurePolicy) -> bool {
     }
 }
 
-fn record_recovery(plugin: &str, own: &mut PluginProgress, reply: &CallReply, now: SystemTime) {
+fn record_recovery(plugin: &str, own: &mut PluginProgress, reply: &CallReply, now: ImdsTime) {
     let failed = reply.outcome.is_failure();
     if !failed || own.recovery_attempts >= RECOVERY_ATTEMPTS {
         if failed {
@@ -83,7 +84,7 @@ fn record_recovery(plugin: &str, own: &mut PluginProgress, reply: &CallReply, no
         own.retry_at_unix_ms = None;
         return;
     }
-    own.retry_at_unix_ms = Some(unix_ms(now + FAILURE_RETRY));
+    own.retry_at_unix_ms = Some(now + FAILURE_RETRY);
 }
 
 /// When to ask again: after `wait`, but early enough that a last call fits before the
@@ -91,18 +92,16 @@ fn record_recovery(plugin: &str, own: &mut PluginProgress, reply: &CallReply, no
 /// last moment has passed the event may start at any time: ask again after the wait,
 /// within [`LATE_RETRY`]..=[`LATE_RETRY_MAX`].
 pub fn retry_instant(
-    now: SystemTime,
+    now: ImdsTime,
     wait: Duration,
-    not_before: Option<SystemTime>,
+    not_before: Option<ImdsTime>,
     margin: Duration,
-) -> SystemTime {
+) -> ImdsTime {
     let wanted = now + wait;
     let Some(not_before) = not_before else {
         return wanted;
     };
-    let last_useful = not_before
-        .checked_sub(margin + Duration::from_secs(1))
-        .unwrap_or(SystemTime::UNIX_EPOCH);
+    let last_useful = not_before.saturating_sub(margin + Duration::from_secs(1));
     if last_useful <= now + MIN_RETRY {
         return now + wait.clamp(LATE_RETRY, LATE_RETRY_MAX);
     }

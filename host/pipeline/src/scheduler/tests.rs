@@ -2,12 +2,11 @@
 //! with which budget, how answers set the next step, and when the next round is due.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use forewarn_events::{EventId, EventType, PluginName};
+use forewarn_events::{EventId, EventType, ImdsTime, PluginName};
 
 use super::*;
-use crate::clock::unix_ms;
 use crate::policy::LeadTime;
 use crate::roster::FailurePolicy;
 use crate::roster::Roster;
@@ -56,7 +55,7 @@ fn schedule<'a>(roster: &'a Roster, in_flight: &'a InFlight) -> Schedule<'a> {
 }
 
 /// `scheduler::prepare` on an event held alone (the tables below mutate it in place).
-fn prepare(progress: &mut EventProgress, schedule: Schedule<'_>, now: SystemTime) -> Preparation {
+fn prepare(progress: &mut EventProgress, schedule: Schedule<'_>, now: ImdsTime) -> Preparation {
     let mut shared = Arc::new(progress.clone());
     let preparation = super::prepare(&mut shared, schedule, now);
     *progress = Arc::unwrap_or_clone(shared);
@@ -64,7 +63,7 @@ fn prepare(progress: &mut EventProgress, schedule: Schedule<'_>, now: SystemTime
 }
 
 /// `scheduler::recover` on an event held alone.
-fn recover(progress: &mut EventProgress, schedule: Schedule<'_>, now: SystemTime) -> Recovery {
+fn recover(progress: &mut EventProgress, schedule: Schedule<'_>, now: ImdsTime) -> Recovery {
     let mut shared = Arc::new(progress.clone());
     let recovery = super::recover(&mut shared, schedule, now);
     *progress = Arc::unwrap_or_clone(shared);
@@ -80,7 +79,7 @@ fn a_round_that_plans_nothing_leaves_the_event_shared() {
         .map(|name| (EventId::from("E1"), PluginName::from(*name)))
         .collect();
     let mut started = progress(EventType::Reboot, 300 * SECOND);
-    started.preparing_since_unix_ms = Some(0);
+    started.preparing_since_unix_ms = Some(ImdsTime::UNIX_EPOCH);
     let mut shared = Arc::new(started);
     let journaled = shared.clone();
     let preparation = super::prepare(&mut shared, schedule(&roster, &in_flight), t0());
@@ -174,7 +173,7 @@ fn preparation_follows_after_and_skips_what_is_not_due() {
             progress.plugin_mut(name).prepared = true;
         }
         for name in *retrying {
-            progress.plugin_mut(name).retry_at_unix_ms = Some(unix_ms(t0() + SECOND));
+            progress.plugin_mut(name).retry_at_unix_ms = Some(t0() + SECOND);
         }
         let in_flight: InFlight = in_flight
             .iter()
@@ -268,7 +267,7 @@ fn a_chain_is_planned_backwards_from_the_deadline() {
         for name in *deferring {
             let own = progress.plugin_mut(name);
             own.prepare_attempts = 1;
-            own.retry_at_unix_ms = Some(unix_ms(t0() + 60 * SECOND));
+            own.retry_at_unix_ms = Some(t0() + 60 * SECOND);
         }
         let preparation = prepare(&mut progress, schedule, t0() + Duration::from_secs(*at));
         let row = format!("at {at} s, prepared {prepared:?}, deferring {deferring:?}");
@@ -358,7 +357,7 @@ fn preparation_waits_for_the_lead_time() {
             }
             None => {
                 assert_eq!(called(&preparation), ["a"], "{row}");
-                assert_eq!(progress.preparing_since_unix_ms, Some(unix_ms(t0())));
+                assert_eq!(progress.preparing_since_unix_ms, Some(t0()));
             }
         }
     }
@@ -383,7 +382,7 @@ fn preparation_waits_for_the_lead_time() {
     );
     // Once preparation began, a reschedule far ahead does not make it wait again.
     let mut progress = progress(EventType::Reboot, 3600 * SECOND);
-    progress.preparing_since_unix_ms = Some(unix_ms(t0()));
+    progress.preparing_since_unix_ms = Some(t0());
     assert_eq!(called(&prepare(&mut progress, schedule, t0())), ["a"]);
 }
 
@@ -495,11 +494,7 @@ fn answers_set_what_happens_next() {
         let row = format!("{phase} {outcome} after {attempts}");
         assert_eq!(own.prepared, prepared, "{row}");
         assert_eq!(own.told_ended, told_ended, "{row}");
-        assert_eq!(
-            own.retry_at_unix_ms,
-            retry.map(|r| unix_ms(t0() + r)),
-            "{row}"
-        );
+        assert_eq!(own.retry_at_unix_ms, retry.map(|r| t0() + r), "{row}");
         assert_eq!(own.last_answer, Some(answer), "{row}");
     }
 }
@@ -509,7 +504,7 @@ fn only_live_retries_turns_and_the_deadline_are_due() {
     let roster = roster(CHAIN);
     let in_flight = InFlight::new();
     let schedule = schedule(&roster, &in_flight);
-    let retry = Some(unix_ms(t0() + SECOND));
+    let retry = Some(t0() + SECOND);
     let deadline = t0() + 300 * SECOND - MARGIN;
     // b's turn: the deadline minus the 20 s b and c need; c's: minus its own 10 s.
     let turn_of_b = deadline - 20 * SECOND;
@@ -537,7 +532,7 @@ fn only_live_retries_turns_and_the_deadline_are_due() {
     ];
     for (lifecycle, pending, retry_at, a_prepared, expected) in rows {
         let mut progress = progress(EventType::Reboot, 300 * SECOND);
-        progress.preparing_since_unix_ms = Some(unix_ms(t0()));
+        progress.preparing_since_unix_ms = Some(t0());
         progress.lifecycle = lifecycle;
         if !pending {
             progress.approval = Approval::Abandoned {
@@ -554,13 +549,13 @@ fn only_live_retries_turns_and_the_deadline_are_due() {
     }
     // With every turn come, the deadline is next (to say once that it passed).
     let mut asked = progress(EventType::Reboot, 300 * SECOND);
-    asked.preparing_since_unix_ms = Some(unix_ms(t0()));
+    asked.preparing_since_unix_ms = Some(t0());
     for name in ["a", "b", "c"] {
         asked.plugin_mut(name).prepare_attempts = 1;
     }
     assert_eq!(next_due(&asked, schedule, t0()), Some(deadline));
     // Nothing at or before now is due: the loop would spin.
     let mut late = progress(EventType::Reboot, MARGIN);
-    late.preparing_since_unix_ms = Some(unix_ms(t0()));
+    late.preparing_since_unix_ms = Some(t0());
     assert_eq!(next_due(&late, schedule, t0()), None);
 }

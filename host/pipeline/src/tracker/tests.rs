@@ -17,12 +17,12 @@ fn a_transition_kind_honours_the_width_it_is_printed_in() {
     );
 }
 
-fn at(secs: u64) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
+fn at(secs: u64) -> ImdsTime {
+    ImdsTime::UNIX_EPOCH + Duration::from_secs(secs)
 }
 
 /// Mon, 11 Apr 2022 22:26:58 GMT, the NotBefore of the seed's Freeze example.
-fn freeze_not_before() -> SystemTime {
+fn freeze_not_before() -> ImdsTime {
     at(1_649_716_018)
 }
 
@@ -36,7 +36,7 @@ fn westno_freeze(status: EventStatus) -> ScheduledEvent {
         resources: vec!["WestNO_0".into(), "WestNO_1".into()],
         status,
         not_before: match status {
-            EventStatus::Scheduled => Some(freeze_not_before()),
+            EventStatus::Scheduled => Some(freeze_not_before().system_time()),
             EventStatus::Started => None,
         },
         description: "Virtual machine is being paused because of a memory-preserving Live \
@@ -56,7 +56,7 @@ fn reboot(id: &str, status: EventStatus) -> ScheduledEvent {
         resource_type: "VirtualMachine".into(),
         resources: vec!["vm-a".into()],
         status,
-        not_before: Some(at(1_000)),
+        not_before: Some(at(1_000).system_time()),
         description: String::new(),
         source: EventSource::Platform,
         duration_seconds: None,
@@ -93,7 +93,10 @@ fn an_event_that_turns_unreadable_has_not_vanished() {
         ["rescheduled", "ended-without-start"],
         "B vanished; A is kept, and may start at any moment"
     );
-    assert_eq!(tracker.get("A").unwrap().event.not_before, Some(at(1)));
+    assert_eq!(
+        tracker.get("A").unwrap().event.not_before_time(),
+        Some(at(1))
+    );
     let no_id = forewarn_imds::parse_document(
         r#"{"DocumentIncarnation": 3, "Events": [{"EventType": "Reboot"}]}"#,
     )
@@ -127,16 +130,22 @@ fn an_unreadable_not_before_is_taken_as_the_instant_it_was_first_seen() {
     let odd = doc(1, vec![unreadable_reboot("A", "garbage")]);
     let transitions = tracker.observe(&odd, at(10));
     assert_eq!(kinds(&transitions), ["scheduled"]);
-    assert_eq!(transitions[0].event().not_before, Some(at(10)));
+    assert_eq!(transitions[0].event().not_before_time(), Some(at(10)));
     // It stays where it was first seen: no reschedule while it stays unreadable.
     assert!(tracker.observe(&odd, at(11)).is_empty());
     let other_text = doc(2, vec![unreadable_reboot("A", "-1")]);
     assert!(tracker.observe(&other_text, at(12)).is_empty());
-    assert_eq!(tracker.get("A").unwrap().event.not_before, Some(at(10)));
+    assert_eq!(
+        tracker.get("A").unwrap().event.not_before_time(),
+        Some(at(10))
+    );
     // Readable again: a reschedule to the NotBefore IMDS now sends.
     let readable = doc(3, vec![reboot("A", EventStatus::Scheduled)]);
     assert_eq!(kinds(&tracker.observe(&readable, at(13))), ["rescheduled"]);
-    assert_eq!(tracker.get("A").unwrap().event.not_before, Some(at(1_000)));
+    assert_eq!(
+        tracker.get("A").unwrap().event.not_before_time(),
+        Some(at(1_000))
+    );
 }
 
 #[test]
@@ -145,17 +154,20 @@ fn a_not_before_that_turns_unreadable_is_a_reschedule_to_now() {
     tracker.observe(&doc(1, vec![reboot("A", EventStatus::Scheduled)]), at(5));
     let transitions = tracker.observe(&doc(2, vec![unreadable_reboot("A", "1649716018")]), at(7));
     assert_eq!(kinds(&transitions), ["rescheduled"]);
-    assert_eq!(transitions[0].event().not_before, Some(at(7)));
+    assert_eq!(transitions[0].event().not_before_time(), Some(at(7)));
     // A NotBefore already sooner than now stays.
     let mut tracker = Tracker::default();
     let soon = ScheduledEvent {
-        not_before: Some(at(3)),
+        not_before: Some(at(3).system_time()),
         ..reboot("A", EventStatus::Scheduled)
     };
     tracker.observe(&doc(1, vec![soon]), at(1));
     let transitions = tracker.observe(&doc(2, vec![unreadable_reboot("A", "x")]), at(9));
     assert!(transitions.is_empty(), "{transitions:?}");
-    assert_eq!(tracker.get("A").unwrap().event.not_before, Some(at(3)));
+    assert_eq!(
+        tracker.get("A").unwrap().event.not_before_time(),
+        Some(at(3))
+    );
 }
 
 fn kinds(transitions: &[Transition]) -> Vec<&'static str> {
@@ -201,7 +213,7 @@ fn not_before_change_is_rescheduled() {
     let first = westno_freeze(EventStatus::Scheduled);
     tracker.observe(&doc(2, vec![first.clone()]), at(1));
     let later = ScheduledEvent {
-        not_before: Some(freeze_not_before() + Duration::from_secs(600)),
+        not_before: Some((freeze_not_before() + Duration::from_secs(600)).system_time()),
         ..first.clone()
     };
     let transitions = tracker.observe(&doc(3, vec![later.clone()]), at(2));
@@ -270,7 +282,7 @@ fn a_scheduled_event_without_not_before_may_start_at_once() {
     };
     let transitions = tracker.observe(&doc(1, vec![blank.clone()]), at(5));
     let taken = ScheduledEvent {
-        not_before: Some(at(5)),
+        not_before: Some(at(5).system_time()),
         ..blank.clone()
     };
     assert_eq!(transitions, vec![Transition::Scheduled(taken)]);
@@ -489,7 +501,7 @@ fn arb_event() -> impl Strategy<Value = ScheduledEvent> {
                     } else {
                         EventStatus::Scheduled
                     },
-                    not_before: not_before.map(at),
+                    not_before: not_before.map(|secs| at(secs).system_time()),
                     description: description.into(),
                     source: EventSource::Platform,
                     duration_seconds: duration,

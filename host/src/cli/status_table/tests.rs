@@ -1,5 +1,7 @@
 use std::collections::BTreeMap;
 
+use forewarn_imds::ImdsTime;
+
 use super::*;
 use crate::coordination::{Connection, EventBarrier};
 use crate::ops::status::{
@@ -270,7 +272,7 @@ fn full_snapshot() -> StatusSnapshot {
     full.quarantined_plugins.push(QuarantinedPlugin {
         plugin: "guard".into(),
         on_failure: FailurePolicy::Hold,
-        since_unix_ms: 1_800_000_000_000,
+        since_unix_ms: ImdsTime::from_unix_ms(1_800_000_000_000),
         failures: 5,
         window_ms: 60_000,
         last_failure: AnswerOutcome::Trap,

@@ -14,9 +14,9 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use forewarn_imds::{Documents, EventId, ImdsClient, ImdsClock, ScheduledEvent};
+use forewarn_imds::{Documents, EventId, ImdsClient, ImdsClock, ImdsTime, ScheduledEvent};
 use forewarn_runtime::{CallContext, Readiness};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -164,7 +164,7 @@ impl Daemon {
     /// offset IMDS's `Date` headers show (none until IMDS answered; see `ImdsClock`). Every
     /// deadline is planned on it, so a VM clock that is behind, ahead or stepped does not
     /// move them.
-    fn now(&self) -> SystemTime {
+    fn now(&self) -> ImdsTime {
         self.clock.now()
     }
 
@@ -317,14 +317,14 @@ impl Daemon {
     }
 
     /// How long to sleep before the pipeline's next timeout (or the journal's next write).
-    fn sleep_for(&self, now: SystemTime) -> Duration {
+    fn sleep_for(&self, now: ImdsTime) -> Duration {
         let journal = self
             .journal
             .wake_at()
             .map(|at| at.saturating_duration_since(Instant::now()));
         self.pipeline
             .poll_timeout()
-            .map(|at| at.duration_since(now).unwrap_or(Duration::ZERO))
+            .map(|at| at.duration_since(now))
             .into_iter()
             .chain(journal)
             .min()

@@ -2,7 +2,7 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::time::Duration;
 
-use forewarn_imds::EventType;
+use forewarn_imds::{EventType, ImdsTime};
 use forewarn_test_support::small_disk_or_skip;
 
 use super::*;
@@ -123,10 +123,10 @@ fn a_document_that_changes_one_of_many_tracked_events_writes_only_it() {
     let dir = tempfile::tempdir().unwrap();
     let (mut journal, _) = reopen(dir.path());
     let mut state = DaemonState::default();
-    Arc::make_mut(&mut state.tracker).observe(&document(1_000), std::time::UNIX_EPOCH);
+    Arc::make_mut(&mut state.tracker).observe(&document(1_000), ImdsTime::UNIX_EPOCH);
     let first = Arc::new(state.clone());
     journal.commit(&first, BTreeSet::new()).unwrap();
-    Arc::make_mut(&mut state.tracker).observe(&document(2_000), std::time::UNIX_EPOCH);
+    Arc::make_mut(&mut state.tracker).observe(&document(2_000), ImdsTime::UNIX_EPOCH);
     let second = Arc::new(state);
     journal.commit(&second, BTreeSet::new()).unwrap();
     let lines = log_lines(dir.path());

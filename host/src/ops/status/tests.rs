@@ -1,3 +1,7 @@
+use std::time::{Duration, UNIX_EPOCH};
+
+use forewarn_imds::ImdsTime;
+
 use super::*;
 
 #[test]
@@ -43,7 +47,7 @@ fn a_quarantined_plugin_is_listed_and_the_events_it_holds_say_so() {
     let quarantined = |plugin: &str, on_failure| QuarantinedPlugin {
         plugin: plugin.into(),
         on_failure,
-        since_unix_ms: 1_800_000_000_000,
+        since_unix_ms: ImdsTime::from_unix_ms(1_800_000_000_000),
         failures: 5,
         window_ms: 60_000,
         last_failure: AnswerOutcome::Trap,

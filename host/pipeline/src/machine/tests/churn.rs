@@ -135,7 +135,7 @@ fn a_sent_approval_survives_a_reschedule_without_preparing_or_posting_again() {
     harness.document(std::slice::from_ref(&reboot));
     assert_eq!(harness.approvals().len(), 1);
     let later = ScheduledEvent {
-        not_before: Some(t0() + 900 * SECOND),
+        not_before: Some((t0() + 900 * SECOND).system_time()),
         ..reboot
     };
     harness.document(&[later]);
@@ -167,7 +167,7 @@ fn only_plugins_that_ask_to_be_asked_again_prepare_again_then_the_approval_is_se
     ];
     let mut harness = Harness::new(plugins, PolicyConfig::default());
     harness.script("graceful-shutdown", |call| {
-        if call.attempt == 1 && call.event.not_before > Some(t0() + 600 * SECOND) {
+        if call.attempt == 1 && call.event.not_before_time() > Some(t0() + 600 * SECOND) {
             defer(2 * SECOND)
         } else {
             approve()
@@ -178,7 +178,7 @@ fn only_plugins_that_ask_to_be_asked_again_prepare_again_then_the_approval_is_se
     harness.run_for(SECOND);
     let rescheduled_at = harness.now;
     harness.document(&[ScheduledEvent {
-        not_before: Some(t0() + 900 * SECOND),
+        not_before: Some((t0() + 900 * SECOND).system_time()),
         ..reboot
     }]);
     harness.run_for(10 * SECOND);
@@ -274,7 +274,7 @@ fn a_batch_refused_with_400_is_retried_one_by_one_and_vanished_ids_are_dropped()
     let stale = event("E1", EventType::Reboot, t0(), 300 * SECOND);
     let fresh = event("E2", EventType::Reboot, t0(), 300 * SECOND);
     harness.document(&[stale, fresh.clone()]);
-    let ids = |approvals: Vec<(SystemTime, Vec<EventId>)>| -> Vec<Vec<EventId>> {
+    let ids = |approvals: Vec<(ImdsTime, Vec<EventId>)>| -> Vec<Vec<EventId>> {
         approvals.into_iter().map(|(_, ids)| ids).collect()
     };
     let owned = |ids: &[&str]| ids.iter().map(|id| EventId::from(*id)).collect::<Vec<_>>();

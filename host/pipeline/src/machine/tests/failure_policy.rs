@@ -110,7 +110,7 @@ fn n_failures_in_the_window_quarantine_a_plugin_that_then_holds_without_being_ca
     let reboot = event("E1", EventType::Reboot, t0(), 300 * SECOND);
     harness.document(std::slice::from_ref(&reboot));
     harness.run_for(120 * SECOND);
-    let failed_at: Vec<SystemTime> = harness
+    let failed_at: Vec<ImdsTime> = harness
         .calls()
         .into_iter()
         .filter(|(_, plugin, ..)| plugin == "crashy")
@@ -131,7 +131,7 @@ fn n_failures_in_the_window_quarantine_a_plugin_that_then_holds_without_being_ca
     assert_eq!(quarantined[0].failures, 3);
     assert_eq!(
         quarantined[0].since_unix_ms,
-        clock::unix_ms(t0() + 2 * scheduler::FAILURE_RETRY)
+        t0() + 2 * scheduler::FAILURE_RETRY
     );
     assert_eq!(harness.pipeline.quarantined(), quarantined);
     assert!(harness.approvals().is_empty(), "held until NotBefore");

@@ -118,7 +118,11 @@ fn an_event_whose_not_before_cannot_be_read_is_prepared_at_once_and_approved() {
             .any(|executed| matches!(&executed.action, Action::Call(call) if call.event_id == id && call.phase == CallPhase::Prepare && executed.at == harness.now));
         assert!(called, "{odd:?}: not prepared at once");
         let progress = &harness.pipeline.state().events[id.as_str()];
-        assert_eq!(progress.event.not_before, Some(harness.now), "{odd:?}");
+        assert_eq!(
+            progress.event.not_before_time(),
+            Some(harness.now),
+            "{odd:?}"
+        );
         assert_eq!(
             progress
                 .event
