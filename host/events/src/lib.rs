@@ -20,6 +20,7 @@ mod event;
 mod ids;
 mod imds_time;
 mod parse_error;
+mod plugin_log_line;
 
 pub use event::{
     Document, EventField, EventSource, EventStatus, EventType, ScheduledEvent, UnreadableField,
@@ -28,3 +29,4 @@ pub use event::{
 pub use ids::{EventId, PluginName};
 pub use imds_time::{ImdsTime, system_time_form, unix_ms};
 pub use parse_error::ParseError;
+pub use plugin_log_line::{LogLevel, PluginLogLine};

@@ -139,41 +139,4 @@ pub enum TimelineEntry {
     },
 }
 
-/// How important a plugin's log line is, as the plugin said (stdout counts as info, stderr
-/// as warn): the runtime's level, as the pipeline records it (`plugins::convert` maps it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LogLevel {
-    /// Detail for debugging the plugin.
-    Trace,
-    /// Detail for debugging a deployment.
-    Debug,
-    /// What the plugin did (stdout too).
-    Info,
-    /// Something the operator should look at (stderr too).
-    Warn,
-    /// Something failed.
-    Error,
-}
-
-impl LogLevel {
-    /// The lower-case name: `info`, `warn`, ...
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LogLevel::Trace => "trace",
-            LogLevel::Debug => "debug",
-            LogLevel::Info => "info",
-            LogLevel::Warn => "warn",
-            LogLevel::Error => "error",
-        }
-    }
-}
-
-/// One line a plugin logged during a call, already escaped and cut by the runtime.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PluginLogLine {
-    /// How important the plugin said it is.
-    pub level: LogLevel,
-    /// The text.
-    pub message: String,
-}
+pub use forewarn_events::{LogLevel, PluginLogLine};

@@ -9,7 +9,6 @@ use forewarn_runtime::{CallFailure, CallOutcome};
 
 use crate::pipeline::scheduler::CallReply;
 use crate::pipeline::state::{AnswerOutcome, CallPhase};
-use crate::pipeline::timeline::{LogLevel, PluginLogLine};
 use forewarn_imds::unix_ms;
 
 /// The event as a plugin sees it.
@@ -91,22 +90,7 @@ pub(crate) fn reply_of(outcome: CallOutcome) -> CallReply {
         reason,
         retry_after,
         elapsed: outcome.elapsed,
-        logs: outcome.logs.into_iter().map(to_log_line).collect(),
-    }
-}
-
-/// A line the plugin logged, as the pipeline records it.
-fn to_log_line(line: forewarn_runtime::PluginLogLine) -> PluginLogLine {
-    let level = match line.level {
-        forewarn_runtime::LogLevel::Trace => LogLevel::Trace,
-        forewarn_runtime::LogLevel::Debug => LogLevel::Debug,
-        forewarn_runtime::LogLevel::Info => LogLevel::Info,
-        forewarn_runtime::LogLevel::Warn => LogLevel::Warn,
-        forewarn_runtime::LogLevel::Error => LogLevel::Error,
-    };
-    PluginLogLine {
-        level,
-        message: line.message,
+        logs: outcome.logs,
     }
 }
 
@@ -127,34 +111,5 @@ fn failure_outcome(failure: &CallFailure) -> AnswerOutcome {
         CallFailure::MemoryExceeded { .. } => AnswerOutcome::MemoryExceeded,
         CallFailure::Trapped { .. } => AnswerOutcome::Trap,
         CallFailure::Instantiation { .. } => AnswerOutcome::Instantiation,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_plugin_log_line_keeps_its_level_and_its_text() {
-        use forewarn_runtime::LogLevel as Runtime;
-        for level in [
-            Runtime::Trace,
-            Runtime::Debug,
-            Runtime::Info,
-            Runtime::Warn,
-            Runtime::Error,
-        ] {
-            let line = to_log_line(forewarn_runtime::PluginLogLine {
-                level,
-                message: "drained".into(),
-            });
-            assert_eq!(line.level.as_str(), level.as_str());
-            assert_eq!(line.message, "drained");
-            // The timeline serialises the level under the same name as before.
-            assert_eq!(
-                serde_json::to_value(line.level).unwrap(),
-                serde_json::to_value(level).unwrap()
-            );
-        }
     }
 }
