@@ -41,9 +41,9 @@ enum Command {
     /// Print the example configuration, or check a configuration file.
     #[command(subcommand)]
     Config(ConfigCommand),
-    /// The demo's workload (its app process, and the stop/start actions); used by `demo`.
     /// Install, remove, start or stop the Windows service.
     Service(cli::service::Args),
+    /// The demo's workload (its app process, and the stop/start actions); used by `demo`.
     #[command(subcommand, hide = true)]
     DemoWorkload(cli::demo_workload::WorkloadCommand),
     /// Compile a plugin component (stdin) to the daemon's compiled form (stdout); the daemon
@@ -200,6 +200,36 @@ mod tests {
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// `forewarn --help` says what each visible command does, in its own words (a doc line
+    /// once slipped onto the wrong variant and `service` read as the demo's workload).
+    #[test]
+    fn each_command_s_help_is_its_own() {
+        let cli = Cli::command();
+        let about = |name: &str| {
+            let command = cli.find_subcommand(name).expect("a subcommand");
+            command
+                .get_about()
+                .map(ToString::to_string)
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            about("service"),
+            "Install, remove, start or stop the Windows service"
+        );
+        let visible: Vec<_> = cli.get_subcommands().filter(|c| !c.is_hide_set()).collect();
+        for command in visible {
+            let about = command
+                .get_about()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            assert!(
+                !about.is_empty() && !about.contains("used by `demo`"),
+                "`forewarn {}` says {about:?}",
+                command.get_name()
+            );
+        }
     }
 
     #[test]
