@@ -8,7 +8,6 @@ use std::time::Duration;
 use crate::coordination::CoordinationStatus;
 use crate::log_fields::rfc3339;
 use crate::ops::status::{EventView, PollView, StatusSnapshot, format_time_left};
-use crate::ops::storage_health::render_storage;
 use crate::pipeline::quarantine::QuarantinedPlugin;
 use crate::plugins::manifest::FailurePolicy;
 
@@ -312,6 +311,9 @@ pub(crate) fn write_table(out: &mut String, header: &[&str], rows: &[Vec<String>
         let _ = writeln!(out, "{}", cells.join("  ").trim_end());
     }
 }
+
+mod disk_block;
+use disk_block::render_storage;
 
 #[cfg(test)]
 mod tests;
