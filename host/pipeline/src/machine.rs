@@ -549,7 +549,7 @@ impl Pipeline {
             plugin: call.plugin.clone(),
             phase: call.phase,
             attempt: call.attempt,
-            budget_ms: u64::try_from(call.budget.as_millis()).unwrap_or(u64::MAX),
+            budget_ms: crate::log_fields::millis(call.budget),
         });
         tracing::debug!(event_id = %call.event_id, plugin = %call.plugin, phase = %call.phase, attempt = call.attempt, budget = %log_fields::duration(call.budget), "calling plugin");
         self.actions.push_back(Action::Call(call));

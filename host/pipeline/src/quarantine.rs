@@ -131,7 +131,7 @@ impl Quarantine {
             on_failure: member.terms.on_failure,
             since_unix_ms: now,
             failures,
-            window_ms: u64::try_from(self.rules.window.as_millis()).unwrap_or(u64::MAX),
+            window_ms: crate::log_fields::millis(self.rules.window),
             last_failure: outcome,
             reason: reason.to_owned(),
         };

@@ -217,9 +217,9 @@ impl Roster {
     }
 
     /// Records each plugin's version (name → digest of its component and manifest).
-    pub fn set_versions(&mut self, versions: &BTreeMap<String, String>) {
+    pub fn set_versions(&mut self, versions: &BTreeMap<PluginName, String>) {
         for member in &mut self.ordered {
-            if let Some(version) = versions.get(member.name.as_str()) {
+            if let Some(version) = versions.get(&member.name) {
                 member.version.clone_from(version);
             }
         }

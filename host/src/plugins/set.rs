@@ -157,7 +157,7 @@ impl PluginSet {
         );
         let versions = plugins
             .iter()
-            .map(|plugin| (plugin.name().to_owned(), plugin.version()))
+            .map(|plugin| (PluginName::from(plugin.name()), plugin.version()))
             .collect();
         roster.set_versions(&versions);
         let mut by_name: BTreeMap<String, LoadedPlugin> = plugins

@@ -1,14 +1,12 @@
 //! What the pipeline says about an event's preparation: the wait for the lead time and a
 //! late preparation (each once per event), and a plugin's turn cut short.
 
-use std::time::Duration;
-
 use forewarn_events::ImdsTime;
 
 use forewarn_events::{EventId, PluginName};
 
 use super::Pipeline;
-use crate::log_fields;
+use crate::log_fields::{self, millis};
 use crate::log_messages;
 use crate::scheduler::ShortenedTurn;
 use crate::timeline::TimelineEntry;
@@ -96,8 +94,4 @@ pub(super) enum PreparationNote {
     Waits,
     /// Its deadline passed with plugins still preparing.
     Late,
-}
-
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }

@@ -25,7 +25,7 @@ pub fn record_reply(
         outcome: reply.outcome,
         reason: reply.reason.clone(),
         at_unix_ms: now,
-        elapsed_ms: u64::try_from(reply.elapsed.as_millis()).unwrap_or(u64::MAX),
+        elapsed_ms: crate::log_fields::millis(reply.elapsed),
     };
     let not_before = progress.event.not_before_time();
     let own = progress.plugin_mut(plugin);
