@@ -14,8 +14,8 @@ use crate::capabilities::readiness::holds::Readiness;
 /// The services shared by every plugin of one daemon.
 #[derive(Clone)]
 pub struct HostServices {
-    /// Where plugins' durable state lives.
-    pub state: Arc<dyn KeyValueStore>,
+    /// Where plugins' key-value store lives (in the daemon: files under `state-dir/plugin-state`).
+    pub key_value: Arc<dyn KeyValueStore>,
     /// The VM's readiness, as plugins set it.
     pub readiness: Arc<Readiness>,
     /// The actions the operator defined, by name. A plugin may run one only when its
@@ -31,7 +31,7 @@ pub struct HostServices {
 impl Default for HostServices {
     fn default() -> Self {
         HostServices {
-            state: Arc::new(MemoryKeyValueStore::default()),
+            key_value: Arc::new(MemoryKeyValueStore::default()),
             readiness: Arc::new(Readiness::default()),
             actions: Arc::new(BTreeMap::new()),
             http: HttpClient::default(),

@@ -1013,7 +1013,7 @@ async fn a_trap_message_is_escaped_so_it_cannot_forge_log_lines() {
 #[tokio::test]
 async fn state_persists_across_calls_and_runtimes_sharing_a_store() {
     let services = HostServices {
-        state: Arc::new(MemoryKeyValueStore::default()),
+        key_value: Arc::new(MemoryKeyValueStore::default()),
         ..HostServices::default()
     };
     let first = Runtime::new(RuntimeConfig::default(), services.clone()).unwrap();
@@ -1094,7 +1094,7 @@ fn blocking_store() -> (Arc<BlockingStore>, std::sync::mpsc::Sender<()>) {
 async fn a_slow_state_write_does_not_block_the_async_workers() {
     let (store, release) = blocking_store();
     let services = HostServices {
-        state: store.clone(),
+        key_value: store.clone(),
         ..HostServices::default()
     };
     let runtime = Runtime::new(RuntimeConfig::default(), services).unwrap();
@@ -1112,7 +1112,7 @@ async fn a_slow_state_write_does_not_block_the_async_workers() {
 async fn the_budget_covers_a_state_write_that_hangs() {
     let (store, _release) = blocking_store();
     let services = HostServices {
-        state: store.clone(),
+        key_value: store.clone(),
         ..HostServices::default()
     };
     let runtime = Runtime::new(RuntimeConfig::default(), services).unwrap();

@@ -74,7 +74,7 @@ pub fn build_runtime(config: &Config) -> anyhow::Result<Prepared> {
         })
         .collect();
     let services = HostServices {
-        state: Arc::new(store),
+        key_value: Arc::new(store),
         readiness: readiness.clone(),
         actions: Arc::new(actions),
         http: HttpClient::refusing(config.imds.endpoint_addresses()),

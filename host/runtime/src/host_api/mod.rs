@@ -71,7 +71,7 @@ mod tests {
 
     fn state(preparing: bool) -> crate::call_state::CallState {
         let services = HostServices {
-            state: Arc::new(MemoryKeyValueStore::default()),
+            key_value: Arc::new(MemoryKeyValueStore::default()),
             ..HostServices::default()
         };
         let mut state = call(Grants::default(), services);

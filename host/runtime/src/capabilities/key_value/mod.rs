@@ -22,7 +22,7 @@ pub(crate) fn get(call: &mut CallState, key: &str) -> Option<Vec<u8>> {
     if call.refuse_while_preparing() {
         return None;
     }
-    call.services.state.get(&call.plugin, key)
+    call.services.key_value.get(&call.plugin, key)
 }
 
 /// The host function `state-set`: durable when it returns Ok.
@@ -33,7 +33,7 @@ pub(crate) async fn set(
 ) -> Result<(), HostError> {
     call.not_while_preparing()?;
     take_write(call, key.len().saturating_add(value.len())).map_err(host_error)?;
-    let store = call.services.state.clone();
+    let store = call.services.key_value.clone();
     let plugin = call.plugin.clone();
     let budget = call.state_disk_budget;
     let write = move || store.set(&plugin, &key, &value, budget).map_err(host_error);
@@ -46,7 +46,7 @@ pub(crate) async fn set(
 pub(crate) async fn delete(call: &mut CallState, key: String) -> Result<(), HostError> {
     call.not_while_preparing()?;
     take_write(call, key.len()).map_err(host_error)?;
-    let store = call.services.state.clone();
+    let store = call.services.key_value.clone();
     let plugin = call.plugin.clone();
     let budget = call.state_disk_budget;
     let write = move || store.delete(&plugin, &key, budget).map_err(host_error);
@@ -114,7 +114,7 @@ mod tests {
 
     fn memory_call() -> CallState {
         let services = HostServices {
-            state: Arc::new(MemoryKeyValueStore::default()),
+            key_value: Arc::new(MemoryKeyValueStore::default()),
             ..HostServices::default()
         };
         call(Grants::default(), services)
@@ -123,7 +123,7 @@ mod tests {
     #[tokio::test]
     async fn values_are_stored_read_and_deleted_for_the_calling_plugin() {
         let mut first = memory_call();
-        let store = first.services.state.clone();
+        let store = first.services.key_value.clone();
         assert_eq!(get(&mut first, "k"), None);
         set(&mut first, "k".into(), b"v".to_vec())
             .await
@@ -204,7 +204,7 @@ mod tests {
     #[tokio::test]
     async fn a_call_writes_to_disk_no_more_than_its_budget() {
         let mut call = memory_call();
-        call.services.state = Arc::new(WholeFileStore);
+        call.services.key_value = Arc::new(WholeFileStore);
         let mut written = 0;
         for index in 0..STATE_WRITES_PER_CALL {
             let write = match index % 2 {
