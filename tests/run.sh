@@ -71,7 +71,10 @@ mkdir -p target
 windows_build_log=target/windows-build.log
 nice -n 19 bash tests/windows.sh build > "$windows_build_log" 2>&1 &
 windows_build=$!
-cargo test --workspace --locked --no-fail-fast || linux_status=$?
+# Its output is also kept in target/linux-tests.log: a failure is named again at the very end,
+# after the Windows step, where a CI log's tail shows it.
+linux_log=target/linux-tests.log
+cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$linux_log" || linux_status=$?
 # Last, so the Linux results come first: forewarn cross-compiled for Windows and its tests
 # under Wine (docs/windows.md), reusing the wasm plugins the Linux build compiled.
 windows_status=0
@@ -81,5 +84,11 @@ if [[ "$windows_status" -ne 0 ]]; then
     echo "tests/run.sh: the Windows cross build failed (exit $windows_status, its output above)" >&2
     exit "$windows_status"
 fi
-bash tests/windows.sh test
-exit "$linux_status"
+windows_tests_status=0
+bash tests/windows.sh test || windows_tests_status=$?
+if [[ "$linux_status" -ne 0 ]]; then
+    echo "tests/run.sh: the Linux tests failed (exit $linux_status); the failures, from $linux_log:" >&2
+    bash tests/failed-tests.sh "$linux_log" >&2
+    exit "$linux_status"
+fi
+exit "$windows_tests_status"
