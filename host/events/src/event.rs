@@ -231,6 +231,36 @@ impl EventSource {
 }
 
 impl ScheduledEvent {
+    /// A Platform event of `event_type` on a VirtualMachine with nothing else known: no
+    /// `Resources`, `NotBefore`, description or duration, every field read. Tests,
+    /// simulators and testing hosts set the rest by struct update:
+    ///
+    /// ```
+    /// use forewarn_events::{EventStatus, EventType, ScheduledEvent};
+    ///
+    /// let reboot = ScheduledEvent {
+    ///     resources: vec!["vm-a".into()],
+    ///     ..ScheduledEvent::new("E1", EventType::Reboot, EventStatus::Scheduled)
+    /// };
+    /// assert_eq!(reboot.event_type_raw, "Reboot");
+    /// assert!(reboot.names_vm("vm-a"));
+    /// ```
+    pub fn new(id: impl Into<EventId>, event_type: EventType, status: EventStatus) -> Self {
+        ScheduledEvent {
+            id: id.into(),
+            event_type,
+            event_type_raw: event_type.as_wire().to_owned(),
+            resource_type: "VirtualMachine".to_owned(),
+            resources: Vec::new(),
+            status,
+            not_before: None,
+            description: String::new(),
+            source: EventSource::Platform,
+            duration_seconds: None,
+            unreadable: Vec::new(),
+        }
+    }
+
     /// `NotBefore` as a point on IMDS's clock (whole milliseconds), the form the pipeline
     /// plans in. `not_before` itself stays a `SystemTime`: journals store it in that form.
     pub fn not_before_time(&self) -> Option<ImdsTime> {

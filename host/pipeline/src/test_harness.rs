@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use forewarn_events::{
-    Document, EventId, EventSource, EventStatus, EventType, ImdsTime, PluginName, ScheduledEvent,
+    Document, EventId, EventStatus, EventType, ImdsTime, PluginName, ScheduledEvent,
 };
 
 use crate::approval::BarrierRequest;
@@ -364,17 +364,9 @@ impl ManifestText {
 /// A Scheduled event for [`VM`] with NotBefore `notice` after `now`.
 pub fn event(id: &str, event_type: EventType, now: ImdsTime, notice: Duration) -> ScheduledEvent {
     ScheduledEvent {
-        id: id.into(),
-        event_type,
-        event_type_raw: format!("{event_type:?}"),
-        resource_type: "VirtualMachine".into(),
         resources: vec![VM.to_owned()],
-        status: EventStatus::Scheduled,
         not_before: Some((now + notice).system_time()),
-        description: String::new(),
-        source: EventSource::Platform,
-        duration_seconds: None,
-        unreadable: Vec::new(),
+        ..ScheduledEvent::new(id, event_type, EventStatus::Scheduled)
     }
 }
 

@@ -36,17 +36,13 @@ fn event_records_are_read_by_key() {
 /// E1, a Platform Reboot naming vm-a and vm-b.
 fn reboot_of_vm_a_and_b(not_before: Option<std::time::SystemTime>) -> ScheduledEvent {
     ScheduledEvent {
-        id: "E1".into(),
-        event_type: forewarn_imds::EventType::Reboot,
-        event_type_raw: "Reboot".into(),
-        resource_type: "VirtualMachine".into(),
         resources: vec!["vm-a".into(), "vm-b".into()],
-        status: forewarn_imds::EventStatus::Scheduled,
         not_before,
-        description: String::new(),
-        source: forewarn_imds::EventSource::Platform,
-        duration_seconds: None,
-        unreadable: Vec::new(),
+        ..ScheduledEvent::new(
+            "E1",
+            forewarn_imds::EventType::Reboot,
+            forewarn_imds::EventStatus::Scheduled,
+        )
     }
 }
 

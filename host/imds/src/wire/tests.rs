@@ -23,19 +23,17 @@ fn apr_11_2022() -> SystemTime {
 /// The one event of the seed document with incarnation 2, with `not_before` adjustable.
 fn seed_freeze(status: EventStatus, not_before: Option<SystemTime>) -> ScheduledEvent {
     ScheduledEvent {
-        id: "C7061BAC-AFDC-4513-B24B-AA5F13A16123".into(),
-        event_type: EventType::Freeze,
-        event_type_raw: "Freeze".into(),
-        resource_type: "VirtualMachine".into(),
         resources: vec!["WestNO_0".into(), "WestNO_1".into()],
-        status,
         not_before,
         description: "Virtual machine is being paused because of a memory-preserving Live \
                       Migration operation."
             .into(),
-        source: EventSource::Platform,
         duration_seconds: Some(5),
-        unreadable: Vec::new(),
+        ..ScheduledEvent::new(
+            "C7061BAC-AFDC-4513-B24B-AA5F13A16123",
+            EventType::Freeze,
+            status,
+        )
     }
 }
 

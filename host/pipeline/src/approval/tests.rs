@@ -1,7 +1,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use forewarn_events::{EventSource, EventStatus, EventType, ScheduledEvent};
+use forewarn_events::{EventStatus, EventType, ScheduledEvent};
 
 use super::decide::applies_to;
 use super::*;
@@ -16,17 +16,9 @@ fn at(seconds: u64) -> ImdsTime {
 
 fn event(resources: &[&str]) -> ScheduledEvent {
     ScheduledEvent {
-        id: "E1".into(),
-        event_type: EventType::Reboot,
-        event_type_raw: "Reboot".into(),
-        resource_type: "VirtualMachine".into(),
         resources: resources.iter().map(|r| (*r).to_owned()).collect(),
-        status: EventStatus::Scheduled,
         not_before: Some(at(1_000).system_time()),
-        description: String::new(),
-        source: EventSource::Platform,
-        duration_seconds: None,
-        unreadable: Vec::new(),
+        ..ScheduledEvent::new("E1", EventType::Reboot, EventStatus::Scheduled)
     }
 }
 

@@ -4,17 +4,8 @@ const VM: &str = "vm-a";
 
 fn event(event_type: EventType, resources: &[&str]) -> ScheduledEvent {
     ScheduledEvent {
-        id: "E1".into(),
-        event_type,
-        event_type_raw: event_type.as_wire().into(),
-        resource_type: "VirtualMachine".into(),
         resources: resources.iter().map(|r| r.to_string()).collect(),
-        status: EventStatus::Scheduled,
-        not_before: None,
-        description: String::new(),
-        source: EventSource::Platform,
-        duration_seconds: None,
-        unreadable: Vec::new(),
+        ..ScheduledEvent::new("E1", event_type, EventStatus::Scheduled)
     }
 }
 

@@ -1,7 +1,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use forewarn_events::{EventId, EventSource, EventType};
+use forewarn_events::{EventId, EventType};
 use proptest::prelude::*;
 
 use super::*;
@@ -29,12 +29,7 @@ fn freeze_not_before() -> ImdsTime {
 /// The Freeze event of the WestNO_0 / WestNO_1 example in the current API docs.
 fn westno_freeze(status: EventStatus) -> ScheduledEvent {
     ScheduledEvent {
-        id: FREEZE_ID.into(),
-        event_type: EventType::Freeze,
-        event_type_raw: "Freeze".into(),
-        resource_type: "VirtualMachine".into(),
         resources: vec!["WestNO_0".into(), "WestNO_1".into()],
-        status,
         not_before: match status {
             EventStatus::Scheduled => Some(freeze_not_before().system_time()),
             EventStatus::Started => None,
@@ -42,25 +37,16 @@ fn westno_freeze(status: EventStatus) -> ScheduledEvent {
         description: "Virtual machine is being paused because of a memory-preserving Live \
                           Migration operation."
             .into(),
-        source: EventSource::Platform,
         duration_seconds: Some(5),
-        unreadable: Vec::new(),
+        ..ScheduledEvent::new(FREEZE_ID, EventType::Freeze, status)
     }
 }
 
 fn reboot(id: &str, status: EventStatus) -> ScheduledEvent {
     ScheduledEvent {
-        id: id.into(),
-        event_type: EventType::Reboot,
-        event_type_raw: "Reboot".into(),
-        resource_type: "VirtualMachine".into(),
         resources: vec!["vm-a".into()],
-        status,
         not_before: Some(at(1_000).system_time()),
-        description: String::new(),
-        source: EventSource::Platform,
-        duration_seconds: None,
-        unreadable: Vec::new(),
+        ..ScheduledEvent::new(id, EventType::Reboot, status)
     }
 }
 
@@ -490,22 +476,17 @@ fn arb_event() -> impl Strategy<Value = ScheduledEvent> {
     )
         .prop_map(
             |(id, event_type, resources, started, not_before, description, duration)| {
+                let status = if started {
+                    EventStatus::Started
+                } else {
+                    EventStatus::Scheduled
+                };
                 ScheduledEvent {
-                    id: id.into(),
-                    event_type,
-                    event_type_raw: event_type.as_wire().into(),
-                    resource_type: "VirtualMachine".into(),
                     resources: resources.into_iter().map(String::from).collect(),
-                    status: if started {
-                        EventStatus::Started
-                    } else {
-                        EventStatus::Scheduled
-                    },
                     not_before: not_before.map(|secs| at(secs).system_time()),
                     description: description.into(),
-                    source: EventSource::Platform,
                     duration_seconds: duration,
-                    unreadable: Vec::new(),
+                    ..ScheduledEvent::new(id, event_type, status)
                 }
             },
         )

@@ -289,17 +289,12 @@ async fn a_coordinated_event_waits_for_the_barrier_and_its_post_outlives_the_shu
 fn plugins_see_not_before_on_the_vm_clock() {
     let at = |secs: u64| UNIX_EPOCH + Duration::from_secs(secs);
     let event = |not_before| ScheduledEvent {
-        id: "e".into(),
-        event_type: forewarn_imds::EventType::Preempt,
-        event_type_raw: "Preempt".into(),
-        resource_type: String::new(),
-        resources: Vec::new(),
-        status: forewarn_imds::EventStatus::Scheduled,
         not_before,
-        description: String::new(),
-        source: forewarn_imds::EventSource::Platform,
-        duration_seconds: None,
-        unreadable: Vec::new(),
+        ..ScheduledEvent::new(
+            "e",
+            forewarn_imds::EventType::Preempt,
+            forewarn_imds::EventStatus::Scheduled,
+        )
     };
     // IMDS 10 s ahead (the VM's clock behind): NotBefore comes 10 s sooner on the VM's.
     assert_eq!(

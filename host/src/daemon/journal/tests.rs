@@ -99,19 +99,11 @@ fn a_commit_writes_only_the_events_it_changed() {
 
 #[test]
 fn a_document_that_changes_one_of_many_tracked_events_writes_only_it() {
-    use forewarn_imds::{Document, EventSource, EventStatus, EventType, ScheduledEvent};
+    use forewarn_imds::{Document, EventStatus, EventType, ScheduledEvent};
     let reboot = |id: String, not_before: u64| ScheduledEvent {
-        id: id.into(),
-        event_type: EventType::Reboot,
-        event_type_raw: "Reboot".into(),
-        resource_type: String::new(),
         resources: vec!["vm-a".into()],
-        status: EventStatus::Scheduled,
         not_before: Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(not_before)),
-        description: String::new(),
-        source: EventSource::Platform,
-        duration_seconds: None,
-        unreadable: Vec::new(),
+        ..ScheduledEvent::new(id, EventType::Reboot, EventStatus::Scheduled)
     };
     let document = |moved: u64| Document {
         incarnation: Some(1),

@@ -11,17 +11,13 @@ fn a_quarantined_plugin_is_listed_and_the_events_it_holds_say_so() {
 
     let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
     let event = forewarn_imds::ScheduledEvent {
-        id: "E1".into(),
-        event_type: forewarn_imds::EventType::Reboot,
-        event_type_raw: "Reboot".into(),
-        resource_type: "VirtualMachine".into(),
         resources: vec!["vm-a".into()],
-        status: forewarn_imds::EventStatus::Scheduled,
         not_before: Some(now + Duration::from_secs(600)),
-        description: String::new(),
-        source: forewarn_imds::EventSource::Platform,
-        duration_seconds: None,
-        unreadable: Vec::new(),
+        ..forewarn_imds::ScheduledEvent::new(
+            "E1",
+            forewarn_imds::EventType::Reboot,
+            forewarn_imds::EventStatus::Scheduled,
+        )
     };
     let mut state = DaemonState::default();
     let progress = EventProgress::new(
