@@ -4,9 +4,9 @@
 //! events, feeds it [`ApprovalInput`]s, and drains what it reports ([`ApprovalStage::poll_emit`])
 //! and the POST it asks for ([`ApprovalStage::poll_post`]).
 //!
-//! - [`decide`]: the rules (the policy's gate, the barrier's share of it, the holds);
+//! - `decide`: the rules (the policy's gate, the barrier's share of it, the holds);
 //! - [`post`]: the POST queue (one in flight, retries, refused batches sent singly);
-//! - [`barrier_link`]: the etcd barrier, pushed both ways: [`BarrierRequest`]s out (join,
+//! - `barrier_link`: the etcd barrier, pushed both ways: [`BarrierRequest`]s out (join,
 //!   withdraw, leave, sent), [`BarrierVerdict`]s in — no lock, clock or wake-up in a round;
 //! - this file: the stage that applies them in order, with the journal gate and the notes.
 
@@ -219,7 +219,7 @@ impl ApprovalStage {
     }
 
     /// After a visit of `id` (None: it is gone): joins the barrier for an event that waits
-    /// on it, leaves it for one no longer Scheduled (see [`BarrierLink::reconcile`]).
+    /// on it, leaves it for one no longer Scheduled (the barrier link's `reconcile`).
     pub fn reconcile(&mut self, id: &str, progress: Option<&EventProgress>) {
         if self.rules.coordinated {
             self.link.reconcile(id, progress);

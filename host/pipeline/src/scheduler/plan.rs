@@ -104,7 +104,7 @@ pub enum Preparation {
         /// The calls, in dependency order.
         calls: Vec<PlannedCall>,
         /// Plugins that start without waiting for the plugins they run after, because
-        /// their turn came (see [`turn_start`]).
+        /// their turn came (see [`turn_start`](super::preparation::turn_start)).
         shortened: Vec<ShortenedTurn>,
     },
     /// Every subscribed plugin approved (`subscribers` of them): the approval stage decides.

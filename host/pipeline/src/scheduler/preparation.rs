@@ -203,8 +203,8 @@ fn wants_to_prepare(
 }
 
 /// The plugins a call about `progress` waits for at `now` only because they have a call in
-/// flight (for this event or another): the calls [`prepare`], [`tell_started`] or
-/// [`recover`] would plan if they were free. The pipeline visits the event again when one
+/// flight (for this event or another): the calls [`prepare`], [`tell_started`](super::recovery::tell_started)
+/// or [`recover`](super::recovery::recover) would plan if they were free. The pipeline visits the event again when one
 /// of them is free, instead of visiting every event after every answer.
 pub fn blocked_on_busy(
     progress: &EventProgress,

@@ -94,7 +94,7 @@ fn may_recover(
         && !schedule.plugin_busy(&member.name)
 }
 
-/// [`may_recover`] but for a call in flight: not told yet, every plugin after it told, no
+/// `may_recover` but for a call in flight: not told yet, every plugin after it told, no
 /// retry pending.
 pub fn wants_to_recover(
     progress: &EventProgress,
