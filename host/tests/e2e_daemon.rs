@@ -475,6 +475,47 @@ fn a_plugin_that_failed_to_load_holds_the_approval_back() {
     assert!(started >= APPEAR_MS + 15 * MINUTE_MS, "{context}");
 }
 
+/// The address space `ulimit -v` leaves the daemon in the next test: plenty for the daemon
+/// and an instance or two allocated on demand (each reserves about 4 GiB), far too little
+/// for a plugin's instance pool (about 258 GiB reserved at once).
+const ADDRESS_SPACE_LIMIT_KIB: u64 = 64 * 1024 * 1024;
+
+/// Where `ulimit -v` (systemd's `LimitAS=`) refuses the instance pool's address space, each
+/// plugin's engine allocates on demand, and still loads what its compiler child compiled:
+/// the plugin prepares and the event is approved at IMDS before its NotBefore.
+#[test]
+fn under_an_address_space_limit_plugins_still_load_prepare_and_approve() {
+    let setup = world_builder(
+        "live-migration",
+        10.0,
+        &[ProbePlugin::new("probe", "approve")],
+        &[],
+    )
+    .prepare();
+    let daemon = Daemon::start_with_address_space_limit(
+        forewarn_binary!(),
+        &setup.config,
+        ADDRESS_SPACE_LIMIT_KIB,
+    );
+    let world = TestEnv {
+        setup,
+        daemon,
+        earlier: Vec::new(),
+    };
+    let id = event_of("live-migration", 0);
+    let decisions = world.wait_for_phase(&id, "probe", "prepare");
+    let context = world.context();
+    assert_eq!(phases(&decisions, &id, "probe"), ["prepare"], "{context}");
+    let state = world.wait_for_transition(&id, Transition::Started);
+    let approvals = accepted_approvals(&state, &id);
+    assert_eq!(approvals.len(), 1, "one approval expected; {context}");
+    assert!(
+        approvals[0].at_scenario_ms < APPEAR_MS + 15 * MINUTE_MS,
+        "approved at {} ms, after NotBefore; {context}",
+        approvals[0].at_scenario_ms
+    );
+}
+
 #[test]
 fn observe_only_prepares_but_never_approves() {
     let world = start_world(

@@ -907,6 +907,18 @@ impl Daemon {
         Daemon::spawn(shell, binary, config)
     }
 
+    /// [`Daemon::start`] with the daemon's address space (RLIMIT_AS) limited to
+    /// `limit_kib` KiB, as `ulimit -v` or systemd's `LimitAS=` does: `sh` sets it, then execs
+    /// the daemon (same pid).
+    pub fn start_with_address_space_limit(binary: &Path, config: &Path, limit_kib: u64) -> Daemon {
+        let mut shell = Command::new("sh");
+        shell
+            .arg("-c")
+            .arg(format!("ulimit -v {limit_kib} && exec \"$0\" \"$@\""))
+            .arg(binary);
+        Daemon::spawn(shell, binary, config)
+    }
+
     /// [`Daemon::start`] run by `wrapper` (a program and its arguments ending in `--`, e.g.
     /// `strace -o FILE --`), which runs the daemon as its child: [`Daemon::pid`] is then the
     /// wrapper's.

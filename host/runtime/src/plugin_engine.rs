@@ -41,7 +41,7 @@ impl PluginEngine {
             Ok(engine) => (engine, memory_pool),
             Err(error) if allocation == InstanceAllocation::Pooling => {
                 tracing::warn!(error = %format!("{error:#}"), "could not reserve the plugin's instance pool; allocating its instances on demand (slower calls)");
-                let fallback = engine_config(InstanceAllocation::OnDemand, keep_resident);
+                let fallback = crate::engine_config::pool_refused_config(allocation);
                 let engine = Engine::new(&fallback).map_err(|error| format!("{error:#}"))?;
                 (engine, None)
             }
