@@ -509,3 +509,6 @@ async fn run_event_loop(
     let _ignored = poller.await;
     result.context("the daemon stopped")
 }
+
+#[cfg(test)]
+mod tests;
