@@ -899,22 +899,22 @@ impl Daemon {
     /// [`Daemon::start`] with the daemon's file-descriptor limit (RLIMIT_NOFILE) set to
     /// `limit`: `sh` sets it with `ulimit -n`, then execs the daemon (same pid).
     pub fn start_with_fd_limit(binary: &Path, config: &Path, limit: u64) -> Daemon {
-        let mut shell = Command::new("sh");
-        shell
-            .arg("-c")
-            .arg(format!("ulimit -n {limit} && exec \"$0\" \"$@\""))
-            .arg(binary);
-        Daemon::spawn(shell, binary, config)
+        Daemon::start_with_ulimit(binary, config, "-n", limit)
     }
 
     /// [`Daemon::start`] with the daemon's address space (RLIMIT_AS) limited to
     /// `limit_kib` KiB, as `ulimit -v` or systemd's `LimitAS=` does: `sh` sets it, then execs
     /// the daemon (same pid).
     pub fn start_with_address_space_limit(binary: &Path, config: &Path, limit_kib: u64) -> Daemon {
+        Daemon::start_with_ulimit(binary, config, "-v", limit_kib)
+    }
+
+    /// `sh` sets `ulimit OPTION VALUE`, then execs the daemon (same pid).
+    fn start_with_ulimit(binary: &Path, config: &Path, option: &str, value: u64) -> Daemon {
         let mut shell = Command::new("sh");
         shell
             .arg("-c")
-            .arg(format!("ulimit -v {limit_kib} && exec \"$0\" \"$@\""))
+            .arg(format!("ulimit {option} {value} && exec \"$0\" \"$@\""))
             .arg(binary);
         Daemon::spawn(shell, binary, config)
     }
