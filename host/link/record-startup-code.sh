@@ -11,6 +11,7 @@
 #
 #   host/link/record-startup-code.sh            # builds the release binary first
 #   host/link/record-startup-code.sh --no-build # uses target/release/forewarn as it is
+#   KEEP_WORK=1 host/link/record-startup-code.sh   # keeps the logs and profiles, and says where
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source tests/apt-install.sh
@@ -31,7 +32,7 @@ work=$(mktemp -d)
 simulator_pid=""
 cleanup() {
     [ -n "$simulator_pid" ] && kill "$simulator_pid" 2>/dev/null || true
-    rm -rf "$work"
+    [ -n "${KEEP_WORK:-}" ] && echo "kept $work" || rm -rf "$work"
 }
 trap cleanup EXIT
 
@@ -60,16 +61,33 @@ poll-interval = "1s"
 listen = "127.0.0.1:0"
 TOML
 
-# One daemon run under callgrind for $idle_seconds, stopped with SIGTERM as systemd would.
+# One daemon run under callgrind, stopped with SIGTERM as systemd would once every bundled
+# plugin has loaded and the daemon idled $idle_seconds more. Children are traced too: the
+# plugin compiler child must compile for the CPU valgrind presents (on a CPU with AVX-512 a
+# compiled form made natively is refused by the daemon under valgrind), but only the
+# daemon's own profile ($name.<its pid>) is kept.
 record() {
     local name=$1
     valgrind --tool=callgrind --demangle=no --dump-instr=no --compress-strings=no \
-        --callgrind-out-file="$work/$name.callgrind" \
+        --trace-children=yes --callgrind-out-file="$work/$name.%p.callgrind" \
         "$binary" run --config "$work/forewarn.toml" >"$work/$name.log" 2>&1 &
     local pid=$!
+    local plugins
+    plugins=$(ls "$work/plugins"/*.wasm | wc -l)
+    for _ in $(seq 1200); do
+        [ "$(grep -c 'plugin loaded' "$work/$name.log")" -ge "$plugins" ] && break
+        grep -q 'was not loaded' "$work/$name.log" && {
+            echo "record-startup-code.sh: a plugin did not load in the $name run:" >&2
+            grep 'was not loaded' "$work/$name.log" >&2
+            kill -TERM "$pid"
+            exit 1
+        }
+        sleep 0.5
+    done
     sleep "$idle_seconds"
     kill -TERM "$pid"
     wait "$pid" || true
+    mv "$work/$name.$pid.callgrind" "$work/$name.callgrind" 2>/dev/null
     [ -s "$work/$name.callgrind" ] || { echo "record-startup-code.sh: no profile from the $name run:" >&2; tail -20 "$work/$name.log" >&2; exit 1; }
 }
 record first-start
