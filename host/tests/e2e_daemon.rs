@@ -505,7 +505,12 @@ fn under_an_address_space_limit_plugins_still_load_prepare_and_approve() {
     let id = event_of("live-migration", 0);
     let decisions = world.wait_for_phase(&id, "probe", "prepare");
     let context = world.context();
-    assert_eq!(phases(&decisions, &id, "probe"), ["prepare"], "{context}");
+    // The plugin's first answer is its prepare (a `started` may follow at once).
+    assert_eq!(
+        phases(&decisions, &id, "probe").first().map(String::as_str),
+        Some("prepare"),
+        "{context}"
+    );
     let state = world.wait_for_transition(&id, Transition::Started);
     let approvals = accepted_approvals(&state, &id);
     assert_eq!(approvals.len(), 1, "one approval expected; {context}");
