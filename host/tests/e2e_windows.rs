@@ -12,6 +12,7 @@
 
 // These tests drive Wine from Linux. Built for Windows (tests/windows.sh selects this
 // target so that cargo links forewarn.exe with the tests' features) the file is empty.
+// not on Windows: these tests run on Linux and drive forewarn.exe under Wine (tests/windows.sh)
 #![cfg(unix)]
 
 use std::path::{Path, PathBuf};

@@ -90,6 +90,7 @@ fn known_program_data() -> Option<PathBuf> {
 mod tests {
     use super::*;
 
+    // not on Windows: Linux's package paths; windows_paths_are_under_program_data checks Windows'
     #[cfg(unix)]
     #[test]
     fn linux_paths_are_the_packages() {

@@ -7,6 +7,7 @@ use std::fs::{File, Metadata, OpenOptions};
 use std::io;
 use std::path::Path;
 
+// not on Windows: the Unix implementation (owner uid, mode bits) and its tests; file_access/windows.rs is Windows' (its DACL tests run under Wine)
 #[cfg(unix)]
 #[path = "file_access/unix.rs"]
 mod imp;

@@ -270,6 +270,7 @@ pub fn append_options() -> OpenOptions {
     file_access::append_options()
 }
 
+// not on Windows: Unix mode bits, symbolic links and FIFOs; Windows' DACL checks are forewarn-platform's file_access tests, run under Wine
 #[cfg(all(test, unix))]
 mod tests {
     use std::os::unix::fs::PermissionsExt;

@@ -69,6 +69,7 @@ mod tests {
     }
 
     /// Linux's defaults are the text's (Windows' are checked just above).
+    // not on Windows: CONFIG_EXAMPLE holds Linux's paths; the_platforms_example_is_exactly_its_defaults checks Windows'
     #[cfg(unix)]
     #[test]
     fn example_is_exactly_the_defaults() {

@@ -310,6 +310,7 @@ mod tests {
         assert_eq!(journal.path(), dir.path().join("state.json"));
     }
 
+    // not on Windows: checks Unix modes 0700 and 0600; a Windows private directory is an ACL (forewarn-platform's tests)
     #[cfg(unix)]
     #[test]
     fn creates_missing_dir_private() {
@@ -327,6 +328,7 @@ mod tests {
         assert_eq!(file_mode & 0o777, 0o600);
     }
 
+    // not on Windows: makes the link with std::os::unix::fs::symlink; a Windows symbolic link needs a privilege test accounts lack
     #[cfg(unix)]
     #[test]
     fn a_symlinked_journal_is_refused() {
@@ -345,6 +347,7 @@ mod tests {
         assert!(text.contains(&path.display().to_string()), "{text}");
     }
 
+    // not on Windows: sets a Unix group-write bit; Wine models only the Everyone entry of a DACL (docs/windows.md)
     #[cfg(unix)]
     #[test]
     fn a_group_writable_journal_dir_is_refused() {
@@ -484,6 +487,7 @@ mod tests {
         );
     }
 
+    // not on Windows: os error 13 is Linux's EACCES (Windows' 13 is ERROR_INVALID_DATA)
     #[cfg(unix)]
     #[test]
     fn fix_advice_covers_permissions() {

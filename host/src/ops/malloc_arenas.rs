@@ -49,6 +49,7 @@ fn apply() -> bool {
     false
 }
 
+// not on Windows: glibc's malloc arenas (mallopt M_ARENA_MAX) exist on Linux only
 #[cfg(all(test, target_os = "linux", target_env = "gnu"))]
 mod tests {
     use std::process::Command;
@@ -138,6 +139,7 @@ mod tests {
                 assert!(apply(), "mallopt(M_ARENA_MAX) was refused");
             }
             let (before, after) = allocate_at_once();
+            // not a skip: the child's part (CHILD_MODE) prints its figures for the parent's assertions
             println!("ARENAS {before} {after}");
             return;
         }

@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::log_messages;
 
+// not on Windows: systemd's notify protocol and its test; windows_scm is the Windows service manager
 #[cfg(unix)]
 mod systemd;
 #[cfg(unix)]
