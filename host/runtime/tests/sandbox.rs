@@ -1395,6 +1395,7 @@ fn stale_temporary_cache_files_are_removed() {
     assert!(!stale.exists(), "{} is still there", stale.display());
 }
 
+// not on Windows: sets a Unix group-write bit; Wine models only the Everyone entry of a DACL (docs/windows.md)
 #[cfg(unix)]
 #[test]
 fn a_group_writable_cache_dir_is_refused_naming_the_path_and_the_fix() {

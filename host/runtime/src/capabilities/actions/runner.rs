@@ -155,6 +155,7 @@ fn capped_text(kept: &[u8]) -> String {
     truncate(&text, ACTION_OUTPUT_MAX_BYTES).to_owned()
 }
 
+// not on Windows: these actions are sh command lines; the Windows runner (Job Objects, cmd.exe) is tested under Wine by forewarn-platform's process-tree tests and host/tests/e2e_windows.rs
 #[cfg(all(test, unix))]
 mod tests {
     use std::time::Duration;
