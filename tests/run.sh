@@ -5,7 +5,11 @@
 # C, Python and JavaScript plugin toolchains; Azurite; puppeteer-core; docker-registry, htpasswd and wkg for the registry tests; cargo-deb; mingw-w64 and Wine), then runs
 # every test of the workspace with cargo, then the Windows build's tests under Wine
 # (tests/windows.sh). The build scripts build the wasm plugins on the way,
-# adding the wasm32-wasip2 target with rustup when the toolchain lacks it.
+# adding the wasm32-wasip2 target with rustup when the toolchain lacks it. Every step runs
+# whatever failed before it, and the run ends with one line over all of them,
+# `N passed, N failed, N ignored` (a failure that names no test, such as a build, counts as
+# one), then each failure: the test, its binary and its panic message (tests/summary.py).
+# The exit status is non-zero when anything failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tests/apt-install.sh
@@ -71,24 +75,28 @@ mkdir -p target
 windows_build_log=target/windows-build.log
 nice -n 19 bash tests/windows.sh build > "$windows_build_log" 2>&1 &
 windows_build=$!
-# Its output is also kept in target/linux-tests.log: a failure is named again at the very end,
-# after the Windows step, where a CI log's tail shows it.
+# Its output is also kept in target/linux-tests.log: the failures are named again at the very
+# end, after the Windows step, where a CI log's tail shows them.
 linux_log=target/linux-tests.log
 cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$linux_log" || linux_status=$?
 # Last, so the Linux results come first: forewarn cross-compiled for Windows and its tests
-# under Wine (docs/windows.md), reusing the wasm plugins the Linux build compiled.
-windows_status=0
-wait "$windows_build" || windows_status=$?
+# under Wine (docs/windows.md), reusing the wasm plugins the Linux build compiled. Whatever
+# failed before, every step that can run runs, and the run ends with one account of all.
+windows_build_status=0
+wait "$windows_build" || windows_build_status=$?
 cat "$windows_build_log"
-if [[ "$windows_status" -ne 0 ]]; then
-    echo "tests/run.sh: the Windows cross build failed (exit $windows_status, its output above)" >&2
-    exit "$windows_status"
-fi
+windows_log=target/windows-tests.log
 windows_tests_status=0
-bash tests/windows.sh test || windows_tests_status=$?
-if [[ "$linux_status" -ne 0 ]]; then
-    echo "tests/run.sh: the Linux tests failed (exit $linux_status); the failures, from $linux_log:" >&2
-    bash tests/failed-tests.sh "$linux_log" >&2
-    exit "$linux_status"
+if [[ "$windows_build_status" -ne 0 ]]; then
+    echo "tests/run.sh: the Windows cross build failed (exit $windows_build_status, its output above): its tests do not run" >&2
+    : > "$windows_log"
+else
+    bash tests/windows.sh test 2>&1 | tee "$windows_log" || windows_tests_status=$?
 fi
-exit "$windows_tests_status"
+# One line, `N passed, N failed, N ignored` over both steps (CI reads it), then what failed
+# in either (tests/summary.py); its exit status is the run's.
+echo
+python3 tests/summary.py \
+    "the Linux tests:$linux_status:$linux_log" \
+    "the Windows cross build:$windows_build_status:$windows_build_log" \
+    "the Windows tests under Wine:$windows_tests_status:$windows_log"
