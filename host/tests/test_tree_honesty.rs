@@ -439,7 +439,7 @@ impl Scanner<'_> {
 
     /// Scans one file; `whole` when all of it is test code, `out_reason` when the whole file
     /// is compiled out on Windows (its module declaration says so).
-    fn scan_file(&mut self, path: &Path, whole: bool, out_on_windows: bool) {
+    fn scan_file(&mut self, path: &Path, whole: bool, out_on_windows: Option<String>) {
         let Ok(text) = fs::read_to_string(path) else {
             return;
         };
@@ -448,14 +448,15 @@ impl Scanner<'_> {
         let count = lexed.code.len();
         // Per line: test code, and compiled out on Windows.
         let mut test_code = vec![whole; count];
-        let mut out = vec![out_on_windows; count];
+        let mut out: Vec<Option<String>> = vec![out_on_windows; count];
 
         // `#![cfg(unix)]` on the file.
         for k in 0..count {
             let code = lexed.code[k].trim();
             if code.starts_with("#![cfg(") && compiled_out_on_windows(&lexed.raw[k]) {
                 let block = block_above(&lexed, k + 1);
-                if file_has_tests(&lexed) && windows_reason(&lexed, &block).is_none() {
+                let reason = windows_reason(&lexed, &block);
+                if file_has_tests(&lexed) && reason.is_none() {
                     self.finding(
                         path,
                         k,
@@ -465,7 +466,8 @@ impl Scanner<'_> {
                         FIX_CFG,
                     );
                 }
-                out.iter_mut().for_each(|o| *o = true);
+                out.iter_mut()
+                    .for_each(|o| *o = Some(reason.clone().unwrap_or_default()));
             }
         }
 
@@ -487,7 +489,11 @@ impl Scanner<'_> {
                     continue;
                 };
                 let in_test = is_test_mod || test_code[k];
-                let file_out = is_out || out[k];
+                let file_out = if is_out {
+                    Some(windows_reason(&lexed, &block).unwrap_or_default())
+                } else {
+                    out[k].clone()
+                };
                 if is_out && file_has_tests_at(&file) {
                     self.require_reason(path, &lexed, &block, k, &format!("module `{name}`"));
                 }
@@ -502,7 +508,10 @@ impl Scanner<'_> {
                     if has_tests {
                         self.require_reason(path, &lexed, &block, k, &format!("module `{name}`"));
                     }
-                    out[k..=end].iter_mut().for_each(|o| *o = true);
+                    let reason = windows_reason(&lexed, &block).unwrap_or_default();
+                    out[k..=end]
+                        .iter_mut()
+                        .for_each(|o| *o = Some(reason.clone()));
                 }
             }
         }
@@ -538,8 +547,8 @@ impl Scanner<'_> {
                 self.require_reason(path, &lexed, &block, k, &format!("test `{name}`"));
                 let reason = windows_reason(&lexed, &block).unwrap_or_default();
                 self.push_compiled_out(path, k, &name, reason);
-            } else if out[k] {
-                self.push_compiled_out(path, k, &name, "its module or file is".to_owned());
+            } else if let Some(reason) = out[k].clone() {
+                self.push_compiled_out(path, k, &name, reason);
             } else if let Some(reason) = ignored_on_windows_reason(&attributes) {
                 self.report.ignored_on_windows.push(WindowsExclusion {
                     file: self.relative(path),
@@ -765,10 +774,10 @@ fn scan_tree(root: &Path, skip_file: Option<&Path>) -> Report {
         let tests_subdir =
             parts.iter().rev().skip(1).any(|p| *p == "tests") && !parts.contains(&"src");
         if tests_dir || harness || tests_subdir {
-            scanner.scan_file(&file, true, false);
+            scanner.scan_file(&file, true, None);
         } else if parts.last() == Some(&"lib.rs") || parts.last() == Some(&"main.rs") {
             // Crate roots: the module walk finds the test modules and unix-only files.
-            scanner.scan_file(&file, false, false);
+            scanner.scan_file(&file, false, None);
         }
     }
     scanner.report
@@ -835,6 +844,24 @@ fn no_test_skips_returns_early_or_leaves_windows_without_a_reason() {
     let root = workspace_root();
     let report = scan_tree(&root, Some(Path::new("host/tests/test_tree_honesty.rs")));
     eprint!("{}", render(&report));
+    // tests/windows.sh reads the exclusions to check each Wine run's count against Linux's.
+    if let Some(path) = std::env::var_os("FOREWARN_WINDOWS_EXCLUSIONS") {
+        let mut list = String::new();
+        for (kind, exclusions) in [
+            ("compiled-out", &report.compiled_out),
+            ("ignored", &report.ignored_on_windows),
+        ] {
+            for exclusion in exclusions {
+                let _ = writeln!(
+                    list,
+                    "{kind}\t{}\t{}\t{}",
+                    exclusion.file, exclusion.test, exclusion.reason
+                );
+            }
+        }
+        fs::write(&path, list)
+            .unwrap_or_else(|error| panic!("cannot write {}: {error}", Path::new(&path).display()));
+    }
     assert!(
         report.tests > 500 && report.files > 50,
         "the listing read {} files and {} tests: it looks in the wrong place ({})",
