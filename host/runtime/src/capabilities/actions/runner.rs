@@ -196,16 +196,49 @@ mod tests {
         assert_eq!(output.stdout.len(), ACTION_OUTPUT_MAX_BYTES);
     }
 
+    /// Timeouts tried in turn by the tests of an action cut off at its timeout: the action
+    /// writes a pid file first, and on a loaded machine `sh` may not have written it by
+    /// the first (short) timeout; the test then runs it again with a longer one. Every
+    /// attempt must end `timed-out` (the action sleeps 30 s, longer than any of these).
+    const TIMEOUTS: [Duration; 5] = [
+        Duration::from_millis(300),
+        Duration::from_secs(1),
+        Duration::from_secs(3),
+        Duration::from_secs(6),
+        Duration::from_secs(12),
+    ];
+
+    /// Runs `sh -c SCRIPT` (SCRIPT from the pid file's path) at each of [`TIMEOUTS`] until
+    /// the pid file was written before the action was killed; asserts every run ended
+    /// `timed-out` and returns the pid read.
+    async fn timed_out_with_pid(script: impl Fn(&std::path::Path) -> String) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        for (attempt, timeout) in TIMEOUTS.into_iter().enumerate() {
+            let pid_file = dir.path().join(format!("pid-{attempt}"));
+            let action = spec(&["sh", "-c", &script(&pid_file)], timeout);
+            let result = run(&action, far()).await;
+            assert_eq!(result, Err(HostError::TimedOut), "timeout {timeout:?}");
+            // `sh` writes the pid with one `echo`: once the file holds a line, it is whole.
+            if let Ok(text) = std::fs::read_to_string(&pid_file)
+                && text.ends_with('\n')
+            {
+                return text.trim().to_owned();
+            }
+        }
+        panic!(
+            "the action never wrote its pid file within {:?}: `sh` did not start",
+            TIMEOUTS[TIMEOUTS.len() - 1]
+        );
+    }
+
     #[tokio::test]
     async fn a_slow_action_is_killed_at_its_timeout() {
-        let dir = tempfile::tempdir().unwrap();
-        let pid_file = dir.path().join("pid");
-        let script = format!("echo $$ > {}; exec sleep 30", pid_file.display());
-        let action = spec(&["sh", "-c", &script], Duration::from_millis(300));
-        let result = run(&action, far()).await;
-        assert_eq!(result, Err(HostError::TimedOut));
-        let pid = std::fs::read_to_string(&pid_file).unwrap();
-        let alive = std::path::Path::new(&format!("/proc/{}", pid.trim())).exists();
+        let pid = timed_out_with_pid(|pid_file| {
+            format!("echo $$ > {}; exec sleep 30", pid_file.display())
+        })
+        .await;
+        // The action's own process is reaped before `run` answers: gone, not a zombie.
+        let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
         assert!(!alive, "the action's process {pid} still runs");
     }
 
@@ -228,7 +261,7 @@ mod tests {
         call.abort();
         let _ignored = call.await;
         let stat = format!("/proc/{pid}/stat");
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + Duration::from_secs(20);
         while running(&stat) {
             assert!(
                 Instant::now() < deadline,
@@ -249,10 +282,10 @@ mod tests {
             .unwrap_or(false)
     }
 
-    /// Polls `/proc` until the process `pid` is gone or a zombie; false after 5 s.
+    /// Polls `/proc` until the process `pid` is gone or a zombie; false after 20 s.
     async fn ends_soon(pid: &str) -> bool {
         let stat = format!("/proc/{pid}/stat");
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + Duration::from_secs(20);
         while running(&stat) {
             if Instant::now() >= deadline {
                 return false;
@@ -264,17 +297,15 @@ mod tests {
 
     #[tokio::test]
     async fn a_grandchild_dies_with_its_action_at_the_timeout() {
-        let dir = tempfile::tempdir().unwrap();
-        let pid_file = dir.path().join("grandchild");
-        let script = format!(
-            "sleep 30 > /dev/null 2>&1 & echo $! > {}; wait",
-            pid_file.display()
-        );
-        let action = spec(&["sh", "-c", &script], Duration::from_millis(500));
-        assert_eq!(run(&action, far()).await, Err(HostError::TimedOut));
-        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        let pid = timed_out_with_pid(|pid_file| {
+            format!(
+                "sleep 30 > /dev/null 2>&1 & echo $! > {}; wait",
+                pid_file.display()
+            )
+        })
+        .await;
         assert!(
-            ends_soon(pid.trim()).await,
+            ends_soon(&pid).await,
             "the action's grandchild {pid} outlived the action's timeout"
         );
     }
@@ -285,7 +316,7 @@ mod tests {
         let pid_file = dir.path().join("background");
         // The background process keeps the action's stdout open.
         let script = format!("sleep 30 & echo $! > {}; echo started", pid_file.display());
-        let action = spec(&["sh", "-c", &script], Duration::from_secs(3));
+        let action = spec(&["sh", "-c", &script], Duration::from_secs(60));
         let output = run(&action, far()).await.unwrap();
         assert_eq!(output.exit_code, Some(0));
         assert_eq!(output.stdout, "started\n");
@@ -335,7 +366,7 @@ mod tests {
 
     #[test]
     fn a_huge_timeout_does_not_overflow() {
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + Duration::from_secs(20);
         assert_eq!(checked_cutoff(deadline, Duration::MAX), deadline);
     }
 
