@@ -119,16 +119,29 @@ async fn start_fake(script: Vec<Reply>, fallback: Reply, post_status: u16) -> (A
     (fake, base_url)
 }
 
-/// A client for tests: short timeouts, and no rate limit to speak of.
+/// A client for tests: no rate limit to speak of, and timeouts as long as the test waits
+/// (an answer that takes long on a loaded machine is not a time-out; a test of time-outs
+/// uses [`short_timeout_client`] against a request that hangs).
 fn fast_client(base_url: &str) -> ImdsClient {
+    patient_client(base_url)
+}
+
+/// A client whose every request times out after `timeout` (the first one too).
+fn short_timeout_client(base_url: &str, timeout: Duration) -> ImdsClient {
     ImdsClient::new(ClientConfig {
         base_url: base_url.to_string(),
-        request_timeout: Duration::from_millis(300),
-        first_request_timeout: Duration::from_millis(300),
+        request_timeout: timeout,
+        first_request_timeout: timeout,
         max_requests_per_second: 1000,
         ..ClientConfig::default()
     })
     .unwrap()
+}
+
+/// An answer that comes after the test has given up: a request waiting for it can only
+/// time out.
+fn hang() -> Reply {
+    Reply::Slow(GIVE_UP * 2, DOC_ONE)
 }
 
 fn fast_poller() -> PollerConfig {
@@ -219,14 +232,17 @@ async fn every_failure_kind_is_told_apart() {
         Reply::Status(500, "oops"),
         Reply::Status(400, "Bad request. Required metadata header not specified"),
         Reply::Ok(r#"{"error": "not a document"}"#),
-        Reply::Slow(Duration::from_millis(900), DOC_ONE),
+        hang(),
     ];
     let (_fake, base_url) = start_fake(script, Reply::Ok(DOC_ONE), 200).await;
     let client = fast_client(&base_url);
     let mut kinds = Vec::new();
-    for _ in 0..6 {
+    for _ in 0..5 {
         kinds.push(client.fetch_events().await.unwrap_err());
     }
+    // The sixth request hangs: a client with a short time-out gives up on it.
+    let impatient = short_timeout_client(&base_url, Duration::from_millis(300));
+    kinds.push(impatient.fetch_events().await.unwrap_err());
     assert_eq!(kinds[0], FetchError::Gone);
     assert_eq!(kinds[1], FetchError::Throttled);
     assert_eq!(kinds[2], FetchError::Server(500));
@@ -256,23 +272,33 @@ async fn a_refused_connection_is_a_connect_error() {
 
 #[tokio::test]
 async fn only_the_first_fetch_gets_the_long_timeout() {
-    let slow = Reply::Slow(Duration::from_millis(400), DOC_ONE);
-    let (_fake, base_url) = start_fake(vec![slow.clone(), slow], Reply::Ok(DOC_ONE), 200).await;
+    // Which time-out a request had is read from its error (it names the limit that
+    // fired), not from how long it took: both hanging requests can only time out.
+    let first = Duration::from_secs(2);
+    let later = Duration::from_millis(150);
+    let script = vec![hang(), Reply::Ok(DOC_ONE), hang()];
+    let (_fake, base_url) = start_fake(script, Reply::Ok(DOC_ONE), 200).await;
     let client = ImdsClient::new(ClientConfig {
         base_url,
-        request_timeout: Duration::from_millis(150),
-        first_request_timeout: Duration::from_secs(10),
+        request_timeout: later,
+        first_request_timeout: first,
         max_requests_per_second: 1000,
         ..ClientConfig::default()
     })
     .unwrap();
+    assert_eq!(
+        client.fetch_events().await.unwrap_err(),
+        FetchError::Timeout(first),
+        "the first request waits the first request's time-out"
+    );
     assert!(
         client.fetch_events().await.is_ok(),
-        "the first call may be slow"
+        "IMDS answers (within the long time-out: it has not answered before)"
     );
     assert_eq!(
         client.fetch_events().await.unwrap_err(),
-        FetchError::Timeout(Duration::from_millis(150))
+        FetchError::Timeout(later),
+        "once IMDS has answered, a request gets the normal time-out"
     );
 }
 
@@ -331,19 +357,21 @@ async fn the_poller_recovers_from_every_failure_and_drops_malformed_documents() 
         Reply::Status(503, ""),
         Reply::Ok(r#"{"Events": null}"#),
         Reply::Ok("<html>gateway</html>"),
-        Reply::Slow(Duration::from_millis(900), DOC_ONE),
+        hang(),
         Reply::Status(404, "no such api-version"),
     ];
     let (_fake, base_url) = start_fake(script, Reply::Ok(DOC_TWO), 200).await;
     let shutdown = CancellationToken::new();
-    // Polls further apart than the client's time-out: the slow answer times out alone,
-    // with no request beside it (that is the next test's subject).
+    // Polls further apart than the client's time-out: the hanging request times out alone,
+    // with no request beside it (that is the next test's subject). The time-out (1 s) is
+    // far above what an answer takes, and the next poll (2 s) a second after it, so that
+    // a loaded machine neither times out another request nor sends one beside it.
     let config = PollerConfig {
-        interval: Duration::from_millis(400),
+        interval: Duration::from_secs(2),
         ..fast_poller()
     };
-    let (task, mut documents, mut status) =
-        Poller::spawn_with(fast_client(&base_url), config, shutdown.clone());
+    let client = short_timeout_client(&base_url, Duration::from_secs(1));
+    let (task, mut documents, mut status) = Poller::spawn_with(client, config, shutdown.clone());
 
     let first = tokio::time::timeout(GIVE_UP, next_document(&mut documents))
         .await
@@ -368,6 +396,7 @@ async fn the_poller_recovers_from_every_failure_and_drops_malformed_documents() 
     .clone();
     assert_eq!(settled.consecutive_failures, 0);
     assert_eq!(settled.last_error, None);
+    assert_eq!(settled.requests_beside_unanswered, 0);
     let expected: Vec<(&str, u64)> = vec![
         ("gone", 1),
         ("malformed", 2),

@@ -379,9 +379,26 @@ kind = "incarnation-reset"
 at = "1s"
 "#;
     let sim = start(scenario(faults), 2.0).await;
+    // Scenario time starts at the first GET: that GET is at scenario time 0, before `at`,
+    // however long this test took to send it.
+    sim.hold_until_first_poll();
     assert_eq!(get_events(&sim.base_url()).await.status(), StatusCode::OK);
     assert!(sim.snapshot().faults.is_empty(), "no reset before `at`");
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // Wait (by the simulator's own clock) until scenario time is past `at`: no document
+    // has shown the reset yet, so none is recorded.
+    let give_up = Instant::now() + Duration::from_secs(30);
+    while sim.snapshot().now_scenario_ms < 1_000 {
+        assert!(
+            Instant::now() < give_up,
+            "scenario time did not reach 1 s in 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        sim.snapshot().faults.is_empty(),
+        "a reset recorded before a document showed it: {:?}",
+        sim.snapshot().faults
+    );
     for _ in 0..2 {
         assert_eq!(get_events(&sim.base_url()).await.status(), StatusCode::OK);
     }
