@@ -485,29 +485,73 @@ async fn a_registry_that_dies_mid_download_leaves_the_old_version_in_place() {
     assert_eq!(fixture.snapshot(), before);
 }
 
+/// A second local server, on another port than the registry (another origin), that records
+/// the request line of every request it gets and answers each 404: the target of a redirect
+/// the installer must not follow.
+struct Elsewhere {
+    address: std::net::SocketAddr,
+    requests: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Elsewhere {
+    fn start() -> Elsewhere {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a second server");
+        let address = listener.local_addr().expect("its address");
+        let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let record = requests.clone();
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                let mut line = String::new();
+                let _ignored = BufReader::new(&stream).read_line(&mut line);
+                // Recorded before the answer: a client that got one was recorded first.
+                record
+                    .lock()
+                    .expect("lock")
+                    .push(format!("connection: {}", line.trim_end()));
+                let _ignored = stream.write_all(
+                    b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                );
+            }
+        });
+        Elsewhere { address, requests }
+    }
+
+    fn requests(&self) -> Vec<String> {
+        self.requests.lock().expect("lock").clone()
+    }
+}
+
 #[tokio::test]
 async fn a_redirect_to_another_host_is_refused() {
     let fixture = Fixture::new();
     fixture.push("1", V1, Some(&fixture.alice)).await;
+    let elsewhere = Elsewhere::start();
+    let target = elsewhere.address.to_string();
     fixture.registry.set_faults(Faults {
-        redirect_blobs_to: Some("http://127.0.0.2:9/elsewhere".into()),
+        redirect_blobs_to: Some(format!("http://{target}/elsewhere")),
         ..Faults::default()
     });
     let error = fixture
         .install("1", Mode::Install, &mut ScriptedOperator::agreeing())
         .await
         .unwrap_err();
-    assert!(matches!(error, SupplyError::Redirect { .. }), "{error}");
-    assert_names(
-        &error,
-        &["redirected", "127.0.0.2:9", "forewarn plugin", "pull"],
+    // The redirect's target (listening, and watched) got nothing: not even a connection.
+    assert_eq!(
+        elsewhere.requests(),
+        Vec::<String>::new(),
+        "the redirect target got requests ({error})"
     );
+    assert!(matches!(error, SupplyError::Redirect { .. }), "{error}");
+    assert_names(&error, &["redirected", target.as_str(), "forewarn plugin", "pull"]);
     assert!(fixture.snapshot().is_empty());
+    // The registry was asked for a blob (and redirected it): the refusal came from the
+    // redirect, not from an earlier step.
     let requests = fixture.registry.state.lock().unwrap().requests.clone();
     assert!(
         requests
             .iter()
-            .all(|request| !request.contains("elsewhere")),
+            .any(|request| request.starts_with("GET ") && request.contains("/blobs/")),
         "{requests:?}"
     );
 }
