@@ -187,3 +187,89 @@ fn parse_hours_minutes(text: &str) -> Option<u32> {
     let minutes = rest.strip_suffix('m')?;
     Some(hours.parse::<u32>().ok()? * 60 + minutes.parse::<u32>().ok()?)
 }
+
+/// What `tests/browser/pages.mjs` saw with `FOREWARN_UNREACHABLE=1`.
+#[derive(Debug, Deserialize)]
+struct UnreachableSeen {
+    before: String,
+    banner: String,
+    role: Option<String>,
+    outside_requests: Vec<String>,
+    page_errors: Vec<String>,
+}
+
+#[test]
+fn the_status_page_shows_a_banner_once_the_daemon_stops_answering() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::Stdio;
+
+    let env = TestEnv::builder(forewarn_binary!())
+        .scenario("idle")
+        .speed(1.0)
+        .plugins(&[ProbePlugin::new("probe", "approve")])
+        .prepare();
+    let mut daemon = env.start_daemon();
+    let admin = daemon.admin_address(WAIT);
+
+    let mut browser = pages_command()
+        .env("FOREWARN_UNREACHABLE", "1")
+        .env("FOREWARN_STATUS_URL", format!("http://{admin}/"))
+        .env("FOREWARN_WAIT_MS", WAIT.as_millis().to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run node (tests/run.sh installs Node.js when missing)");
+    let mut stdout = BufReader::new(browser.stdout.take().expect("piped stdout"));
+    let mut drawn = String::new();
+    stdout
+        .read_line(&mut drawn)
+        .expect("read the browser's first line");
+    if !drawn.starts_with("drawn ") {
+        let mut stderr = String::new();
+        let _ignored = browser
+            .stderr
+            .take()
+            .expect("piped stderr")
+            .read_to_string(&mut stderr);
+        let _ignored = browser.wait();
+        panic!(
+            "the status page was not drawn from the running daemon: {drawn}{stderr}\n{}",
+            daemon.describe_for_failure()
+        );
+    }
+    // The page has drawn the daemon's answer: now the daemon stops answering.
+    daemon.kill();
+    let mut rest = String::new();
+    stdout
+        .read_to_string(&mut rest)
+        .expect("read the browser's output");
+    let mut stderr = String::new();
+    let _ignored = browser
+        .stderr
+        .take()
+        .expect("piped stderr")
+        .read_to_string(&mut stderr);
+    let exit = browser.wait().expect("the browser run ends");
+    assert!(exit.success(), "the browser run failed: {stderr}");
+    let seen: UnreachableSeen = serde_json::from_str(rest.trim())
+        .unwrap_or_else(|error| panic!("pages.mjs printed no JSON ({error}): {rest}\n{stderr}"));
+
+    assert!(
+        !seen.before.contains("does not answer"),
+        "the banner showed while the daemon answered: {:?}",
+        seen.before
+    );
+    assert!(
+        seen.banner.contains("the daemon does not answer") && seen.banner.contains("retrying"),
+        "{:?}",
+        seen.banner
+    );
+    assert_eq!(
+        seen.role.as_deref(),
+        Some("status"),
+        "read out to a screen reader"
+    );
+    assert_eq!(seen.outside_requests, Vec::<String>::new());
+    assert_eq!(seen.page_errors, Vec::<String>::new());
+    assert_png(&screenshot_dir().join("status-page-unreachable.png"));
+}

@@ -11,6 +11,11 @@
 // With FOREWARN_FLEET_VMS=N (host/tests/e2e_fleet_view.rs), only the status page's fleet
 // section: it waits for N VMs (and for FOREWARN_FLEET_GONE, when set, shown gone) and prints
 // each row's VM, state, stage and holders; no console.
+//
+// With FOREWARN_UNREACHABLE=1 (host/tests/e2e_pages.rs), only the status page's banner for a
+// daemon that stops answering: once the page has drawn the daemon's status it prints the
+// line `drawn` (with what #waiting said), and waits for the test to stop the daemon; then
+// for the banner; then prints one JSON object (the banner's text before and after).
 import puppeteer from 'puppeteer-core';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -193,9 +198,35 @@ async function consoleAndStatusSeen() {
   };
 }
 
+/** The status page while its daemon answers, then after the test has stopped it. */
+async function unreachableSeen() {
+  const status = await openPage(browser, desktop);
+  await status.goto(statusUrl, { waitUntil: 'load' });
+  // Drawn from a /status answer: the readiness and the time it was generated.
+  await waitFor(status, '#readiness[data-ready]', 'the daemon\'s readiness on the status page');
+  await status.waitForFunction(() => document.querySelector('#generated-at').textContent.trim() !== '', { timeout: waitMs });
+  const before = await status.$eval('#waiting', (node) => node.textContent);
+  console.log(`drawn ${JSON.stringify(before)}`);
+  // The test stops the daemon now: the page's next refreshes get no answer.
+  try {
+    await status.waitForFunction(() => /does not answer/.test(document.querySelector('#waiting').textContent), { timeout: waitMs });
+  } catch (error) {
+    await status.screenshot({ path: join(screenshotDir, 'failed-unreachable.png'), fullPage: true }).catch(() => {});
+    const text = await status.$eval('#waiting', (node) => node.textContent).catch(() => '?');
+    throw new Error(`${statusUrl}: no "does not answer" in #waiting within ${waitMs} ms of the daemon's stop (it says ${JSON.stringify(text)}): ${error.message}`);
+  }
+  const banner = await status.$eval('#waiting', (node) => node.textContent);
+  const role = await status.$eval('#waiting', (node) => node.getAttribute('role'));
+  await status.screenshot({ path: join(screenshotDir, 'status-page-unreachable.png'), fullPage: true });
+  return { before, banner, role, outside_requests: outside, page_errors: pageErrors };
+}
+
 let exitCode = 0;
 try {
-  console.log(JSON.stringify(fleetVms ? await fleetSeen() : await consoleAndStatusSeen()));
+  const seen = process.env.FOREWARN_UNREACHABLE
+    ? await unreachableSeen()
+    : fleetVms ? await fleetSeen() : await consoleAndStatusSeen();
+  console.log(JSON.stringify(seen));
 } catch (error) {
   console.error(`pages.mjs: ${error.message}`);
   exitCode = 1;
