@@ -60,26 +60,105 @@ for line in open(sys.argv[1]):
         print(message["target"]["name"], os.path.dirname(message["manifest_path"]), message["executable"])
 PY
 )"
-# Runs the test binary of TARGET under Wine from its package's directory, as cargo would.
+
+# Every step runs, whatever failed before it: each failure is named on a line of its own
+# starting "windows: FAILED:" (tests/run.sh's summary counts those and the failed tests), and
+# the exit status is non-zero at the end.
+failures=0
+fail() {
+    echo "windows: FAILED: $*"
+    failures=$((failures + 1))
+}
+tests_failed=0
+
+# What each Wine run is checked against: the Linux build's test binaries (built already when
+# tests/run.sh runs this; built here otherwise) list each crate's tests, and
+# host/tests/test_tree_honesty.rs lists those left out on Windows (compiled out or ignored,
+# each with its reason).
+linux_json="$repo_dir/target/linux-test-binaries.json"
+exclusions="$windows_dir/windows-exclusions.tsv"
+rm -f "$exclusions"
+# The whole workspace first (what tests/run.sh built: nothing to do); when some other target
+# does not build, only the ones compared with (the Linux failure is named by the Linux step).
+if cargo test --workspace --locked --no-run --message-format=json-render-diagnostics \
+    > "$linux_json" 2>/dev/null ||
+    cargo test --locked -p forewarn-platform -p forewarn-runtime -p forewarn-pipeline \
+        -p forewarn-host --lib --test sandbox --test e2e_windows --test test_tree_honesty \
+        --no-run --message-format=json-render-diagnostics > "$linux_json"; then
+    honesty="$(python3 - "$linux_json" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    message = json.loads(line)
+    if message.get("reason") == "compiler-artifact" and message.get("executable") and message["target"]["name"] == "test_tree_honesty":
+        print(message["executable"])
+PY
+)"
+    FOREWARN_WINDOWS_EXCLUSIONS="$exclusions" "$honesty" --exact \
+        no_test_skips_returns_early_or_leaves_windows_without_a_reason >/dev/null 2>&1 || true
+    [[ -s "$exclusions" ]] ||
+        fail "the listing of the tests left out on Windows ($honesty) wrote nothing to $exclusions"
+else
+    fail "the Linux test binaries did not build: the Wine runs' counts cannot be checked"
+fi
+
+# Checks the count of the run logged in $3 of TARGET ($1, in package dir $2) against Linux's.
+check_count() {
+    local report
+    if [[ ! -s "$exclusions" ]]; then
+        echo "windows: $1: its count of tests run is not checked (the failure above)"
+    elif report="$(python3 "$repo_dir/tests/windows/check-count.py" "$linux_json" "$exclusions" "$2" "$1" "$3" "${@:4}")"; then
+        sed 's/^/windows: /' <<<"$report"
+    else
+        sed '$d; s/^/windows: /' <<<"$report"
+        fail "$(tail -n 1 <<<"$report")"
+    fi
+}
+
+# Runs the test binary of TARGET under Wine from its package's directory, as cargo would,
+# then checks its count.
 run_under_wine() {
     local target="$1"
     shift
-    local dir executable
+    local dir executable status=0 log="$windows_dir/wine-$target.log"
     read -r _ dir executable < <(awk -v t="$target" '$1 == t' <<<"$binaries" | head -n 1) || true
-    [[ -n "${executable:-}" ]] || { echo "windows: no test binary $target was built" >&2; exit 1; }
+    if [[ -z "${executable:-}" ]]; then
+        fail "no test binary $target was built"
+        return
+    fi
     echo "windows: $target under Wine $*"
-    (cd "$dir" && "$repo_dir/tests/windows/wine-runner.sh" "$executable" "$@")
+    (cd "$dir" && "$repo_dir/tests/windows/wine-runner.sh" "$executable" "$@") 2>&1 |
+        tee "$log" || status=$?
+    if ! grep -q "^test result:" "$log"; then
+        fail "$target exited $status under Wine without a test result (it crashed or did not start)"
+        return
+    fi
+    [[ "$status" -eq 0 ]] || tests_failed=1
+    check_count "$target" "$dir" "$log"
 }
 run_under_wine forewarn_platform
 run_under_wine sandbox
 run_under_wine forewarn_runtime
 run_under_wine forewarn_pipeline
 run_under_wine forewarn_host
-phase "unit and sandbox tests passed under Wine"
+phase "unit and sandbox tests run under Wine"
 
-FOREWARN_WINDOWS_EXE="$exe" cargo test --locked --workspace --test e2e_windows -- --ignored
-phase "end-to-end tests of forewarn.exe passed under Wine"
+e2e_log="$windows_dir/e2e-windows.log"
+e2e_status=0
+FOREWARN_WINDOWS_EXE="$exe" cargo test --locked --workspace --test e2e_windows -- --ignored 2>&1 |
+    tee "$e2e_log" || e2e_status=$?
+if grep -q "^test result:" "$e2e_log"; then
+    [[ "$e2e_status" -eq 0 ]] || tests_failed=1
+    check_count e2e_windows "$repo_dir/host" "$e2e_log" --all-ignored
+else
+    fail "the end-to-end tests of forewarn.exe (e2e_windows) exited $e2e_status without a test result"
+fi
+phase "end-to-end tests of forewarn.exe run under Wine"
 
-packaging/windows/make-zip.sh "$exe" "$windows_dir/forewarn-windows-x86_64.zip"
+packaging/windows/make-zip.sh "$exe" "$windows_dir/forewarn-windows-x86_64.zip" ||
+    fail "the zip (packaging/windows/make-zip.sh) could not be built"
 "$WINESERVER" --kill 2>/dev/null || true
 phase "zip built and listed; done"
+if [[ "$failures" -gt 0 || "$tests_failed" -ne 0 ]]; then
+    echo "windows: $failures step(s) failed$([[ "$tests_failed" -ne 0 ]] && echo ", and tests failed (named above)")" >&2
+    exit 1
+fi

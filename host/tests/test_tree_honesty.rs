@@ -47,6 +47,8 @@ struct Report {
     findings: Vec<Finding>,
     compiled_out: Vec<WindowsExclusion>,
     ignored_on_windows: Vec<WindowsExclusion>,
+    /// Tests only a Windows build has (`cfg(windows)`): the Linux lists lack them.
+    windows_only: Vec<WindowsExclusion>,
     files: usize,
     tests: usize,
 }
@@ -296,6 +298,16 @@ fn compiled_out_on_windows(attributes: &str) -> bool {
     false
 }
 
+/// Whether a `cfg(…)` among `attributes` builds the item for Windows only.
+fn compiled_only_on_windows(attributes: &str) -> bool {
+    let squeezed: String = attributes.chars().filter(|c| !c.is_whitespace()).collect();
+    squeezed.contains("#[cfg(windows)]")
+        || squeezed.contains("#[cfg(not(unix))]")
+        || squeezed.contains("#[cfg(all(test,windows))]")
+        || squeezed.contains("#[cfg(all(windows,test))]")
+        || squeezed.contains("#[cfg(target_os=\"windows\")]")
+}
+
 /// The reason a `// not on Windows: <reason>` comment in the block gives, if any.
 fn windows_reason(lexed: &Lexed, block: &[usize]) -> Option<String> {
     for &k in block {
@@ -417,6 +429,8 @@ const TOOL_CHECKS: &[&str] = &[
 struct Scanner<'a> {
     root: &'a Path,
     report: Report,
+    /// Files whose module declaration is `cfg(windows)`.
+    windows_only_files: Vec<PathBuf>,
 }
 
 impl Scanner<'_> {
@@ -449,6 +463,7 @@ impl Scanner<'_> {
         // Per line: test code, and compiled out on Windows.
         let mut test_code = vec![whole; count];
         let mut out: Vec<Option<String>> = vec![out_on_windows; count];
+        let mut windows_only = vec![self.windows_only_files.iter().any(|f| f == path); count];
 
         // `#![cfg(unix)]` on the file.
         for k in 0..count {
@@ -497,11 +512,17 @@ impl Scanner<'_> {
                 if is_out && file_has_tests_at(&file) {
                     self.require_reason(path, &lexed, &block, k, &format!("module `{name}`"));
                 }
+                if windows_only[k] || compiled_only_on_windows(&attributes) {
+                    self.windows_only_files.push(file.clone());
+                }
                 self.scan_file(&file, in_test, file_out);
             } else {
                 let end = block_end(&lexed, k);
                 if is_test_mod {
                     test_code[k..=end].iter_mut().for_each(|t| *t = true);
+                }
+                if compiled_only_on_windows(&attributes) {
+                    windows_only[k..=end].iter_mut().for_each(|w| *w = true);
                 }
                 if is_out {
                     let has_tests = (k..=end).any(|j| is_test_attribute(&lexed.code[j]));
@@ -543,7 +564,14 @@ impl Scanner<'_> {
                     FIX_IGNORE,
                 );
             }
-            if compiled_out_on_windows(&attributes) {
+            if windows_only[k] || compiled_only_on_windows(&attributes) {
+                self.report.windows_only.push(WindowsExclusion {
+                    file: self.relative(path),
+                    line: k + 1,
+                    test: name.clone(),
+                    reason: String::new(),
+                });
+            } else if compiled_out_on_windows(&attributes) {
                 self.require_reason(path, &lexed, &block, k, &format!("test `{name}`"));
                 let reason = windows_reason(&lexed, &block).unwrap_or_default();
                 self.push_compiled_out(path, k, &name, reason);
@@ -749,6 +777,7 @@ fn scan_tree(root: &Path, skip_file: Option<&Path>) -> Report {
     let mut scanner = Scanner {
         root,
         report: Report::default(),
+        windows_only_files: Vec::new(),
     };
     let mut files = Vec::new();
     for top in ["host", "tests", "sdk", "plugins", "bench"] {
@@ -809,11 +838,13 @@ fn render(report: &Report) -> String {
     let mut text = String::new();
     let _ = writeln!(
         text,
-        "{} files read, {} test functions; {} compiled out on Windows, {} ignored on Windows",
+        "{} files read, {} test functions; {} compiled out on Windows, {} ignored on Windows, \
+         {} on Windows only",
         report.files,
         report.tests,
         report.compiled_out.len(),
-        report.ignored_on_windows.len()
+        report.ignored_on_windows.len(),
+        report.windows_only.len()
     );
     let mut by_reason: BTreeMap<&str, usize> = BTreeMap::new();
     for exclusion in &report.compiled_out {
@@ -850,6 +881,7 @@ fn no_test_skips_returns_early_or_leaves_windows_without_a_reason() {
         for (kind, exclusions) in [
             ("compiled-out", &report.compiled_out),
             ("ignored", &report.ignored_on_windows),
+            ("windows-only", &report.windows_only),
         ] {
             for exclusion in exclusions {
                 let _ = writeln!(
@@ -1090,4 +1122,10 @@ mod linux_tests {
     );
     assert_eq!(report.ignored_on_windows.len(), 1);
     assert_eq!(report.ignored_on_windows[0].reason, "needs openssl");
+    let windows_only: Vec<&str> = report
+        .windows_only
+        .iter()
+        .map(|e| e.test.as_str())
+        .collect();
+    assert_eq!(windows_only, ["windows_only"], "{report:#?}");
 }
