@@ -3,7 +3,8 @@
 //! read-only and writable again, and which is unmounted when dropped.
 //!
 //! Where mounting is impossible (not root, no `mount`, a container without the capability),
-//! [`SmallDisk::mount`] says why, and the test prints it and skips.
+//! [`SmallDisk::mount`] says why, and [`small_disk_or_fail!`] fails the test with that and
+//! the fix: a test that needs a full disk never passes without one.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -21,7 +22,7 @@ const FILLER: &str = "filler";
 
 impl SmallDisk {
     /// Mounts a tmpfs of `size` (a `mount -o size=` value: "64m") on a fresh temporary
-    /// directory; Err says why it cannot (the test then skips, saying so).
+    /// directory; Err says why it cannot, and what to do.
     pub fn mount(size: &str) -> Result<SmallDisk, String> {
         let dir =
             tempfile::tempdir().map_err(|error| format!("no temporary directory: {error}"))?;
@@ -38,7 +39,7 @@ impl SmallDisk {
             .map_err(|error| format!("cannot run `mount`: {error}"))?;
         if !output.status.success() {
             return Err(format!(
-                "`mount -t tmpfs` failed (the test needs root): {}",
+                "`mount -t tmpfs` failed: {}",
                 String::from_utf8_lossy(&output.stderr).trim()
             ));
         }
@@ -124,16 +125,23 @@ impl Drop for SmallDisk {
     }
 }
 
-/// Mounts a [`SmallDisk`] or prints why the calling test skips, and returns None.
+/// What a test that cannot mount its small disk says: the problem, then the fix.
+pub fn cannot_mount_message(reason: &str) -> String {
+    format!(
+        "this test needs a small filesystem of its own to fill, and cannot make one: {reason}\n\
+         fix: run the tests as root, or with CAP_SYS_ADMIN (a container started with \
+         `--cap-add SYS_ADMIN`), as CI runs tests/run.sh; `mount -t tmpfs` must work"
+    )
+}
+
+/// Mounts a [`SmallDisk`] of `$size`, or fails the calling test saying why and how to fix it
+/// (run as root): it never returns without the disk.
 #[macro_export]
-macro_rules! small_disk_or_skip {
+macro_rules! small_disk_or_fail {
     ($size:expr) => {
         match $crate::small_disk::SmallDisk::mount($size) {
             Ok(disk) => disk,
-            Err(reason) => {
-                eprintln!("SKIPPED: {reason}");
-                return;
-            }
+            Err(reason) => panic!("{}", $crate::small_disk::cannot_mount_message(&reason)),
         }
     };
 }

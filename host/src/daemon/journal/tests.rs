@@ -3,7 +3,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use forewarn_imds::{EventType, ImdsTime};
-use forewarn_test_support::small_disk_or_skip;
+use forewarn_test_support::small_disk_or_fail;
 
 use super::*;
 use crate::pipeline::state::{Handling, Lifecycle};
@@ -334,7 +334,7 @@ fn bytes_a_failed_append_left_never_join_or_replay_as_a_line() {
 
 #[test]
 fn a_full_disk_is_written_through_the_reserve_and_nothing_is_lost_when_room_returns() {
-    let disk = small_disk_or_skip!("2m");
+    let disk = small_disk_or_fail!("2m");
     let dir = disk.path().join("state");
     let (mut journal, opened) = Journal::open_with_reserve(&dir, 128 * 1024).unwrap();
     assert!(opened.unwritable.is_none());
@@ -370,7 +370,7 @@ fn a_full_disk_is_written_through_the_reserve_and_nothing_is_lost_when_room_retu
 
 #[test]
 fn a_journal_opened_on_a_full_disk_appends_to_its_old_log_and_compacts_later() {
-    let disk = small_disk_or_skip!("2m");
+    let disk = small_disk_or_fail!("2m");
     let dir = disk.path().join("state");
     let (mut journal, _) = Journal::open_with_reserve(&dir, 128 * 1024).unwrap();
     let first = state_with(&["E1"]);
@@ -398,7 +398,7 @@ fn a_journal_opened_on_a_full_disk_appends_to_its_old_log_and_compacts_later() {
 
 #[test]
 fn a_read_only_journal_opens_with_its_state_and_is_written_once_writable() {
-    let disk = small_disk_or_skip!("8m");
+    let disk = small_disk_or_fail!("8m");
     let dir = disk.path().join("state");
     let (mut journal, _) = Journal::open(&dir).unwrap();
     let first = state_with(&["E1"]);
