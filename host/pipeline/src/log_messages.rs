@@ -109,3 +109,10 @@ pub const PLUGIN_STATE_OVER_BUDGET: &str =
 /// Every plugin approved an event, but the journal cannot be written, so its approval waits
 /// (field `event_id`): an approval is sent only once it is journaled. Said once per event.
 pub const APPROVAL_HELD_FOR_JOURNAL: &str = "approval held: the journal cannot be written, and an approval is sent only once it is journaled (a restart must know it was sent); plugins are still called (docs/operations.md, \"When the disk is full\")";
+/// The journal's snapshot has a schema version above this forewarn's (fields `version`,
+/// `supported`, `kept`: where `journal.json` and `journal.log` were kept as written, before
+/// this forewarn's first write replaced them). Said once, at start.
+pub const JOURNAL_FROM_A_NEWER_FOREWARN: &str = "the journal was written by a newer forewarn: this one resumes from the parts it reads and writes its own journal from now on; the journal as written is kept beside it (field `kept`): run the forewarn that wrote it to resume from everything it recorded, or remove the copies once no event is in progress";
+/// A journal from a newer forewarn could not be kept beside it (fields `version`, `path`,
+/// `error`): this forewarn's first write replaces it.
+pub const JOURNAL_FROM_A_NEWER_FOREWARN_NOT_KEPT: &str = "the journal was written by a newer forewarn and cannot be kept beside it: this forewarn's writes replace it, dropping what only the newer one reads; free space on the state directory's filesystem, or stop forewarn and copy the journal away, to keep it";

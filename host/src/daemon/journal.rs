@@ -166,6 +166,13 @@ impl Journal {
             dir.join(NEW_CHANGE_LOG_FILE),
         ]);
         let (snapshot, quarantined) = load_snapshot(&snapshot_path)?;
+        if let Some(version) = snapshot
+            .as_ref()
+            .map(|record| record.version)
+            .filter(|version| *version > journal_schema::JOURNAL_VERSION)
+        {
+            keep_newer_journal(version, &[&snapshot_path, &log_path]);
+        }
         let replayed = replay(snapshot, &log_path)?;
         let opened_record = replayed.record;
         let committed = journal_schema::migrate(opened_record.clone().unwrap_or_default());
@@ -491,6 +498,57 @@ fn remove_leftovers(paths: &[PathBuf]) {
             ),
         }
     }
+}
+
+/// Keeps the files of a journal written by a newer forewarn (schema `version`) as they are,
+/// beside them as `<file>.v<version>-<unix-secs>`, before this forewarn's first write (the
+/// compaction at start) replaces them: a hard link where the filesystem has them (no space
+/// needed, so a full disk keeps it too; the compaction renames new files over the names, so
+/// the linked ones stay as they were, and where it cannot, new lines only follow the old
+/// log's), else a copy. Says where, and what to do.
+fn keep_newer_journal(version: u32, paths: &[&Path]) {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs());
+    let mut kept = Vec::new();
+    for path in paths {
+        if !path.exists() {
+            continue;
+        }
+        let base = format!("{}.v{version}-{secs}", path.display());
+        let mut target = PathBuf::from(&base);
+        let mut counter = 1;
+        while target.exists() {
+            target = PathBuf::from(format!("{base}-{counter}"));
+            counter += 1;
+        }
+        let result = fs::hard_link(path, &target)
+            .or_else(|_| fs::copy(path, &target).map(|_| ()))
+            .and_then(|()| match durable_file::sync_parent_dir(&target) {
+                Ok(()) => Ok(()),
+                Err(error) => Err(io::Error::other(error.to_string())),
+            });
+        match result {
+            Ok(()) => kept.push(target.display().to_string()),
+            Err(error) => {
+                let _ignored = fs::remove_file(&target);
+                tracing::error!(
+                    version,
+                    path = %path.display(),
+                    %error,
+                    "{}",
+                    crate::log_messages::JOURNAL_FROM_A_NEWER_FOREWARN_NOT_KEPT
+                );
+            }
+        }
+    }
+    tracing::warn!(
+        version,
+        supported = journal_schema::JOURNAL_VERSION,
+        kept = %kept.join(", "),
+        "{}",
+        crate::log_messages::JOURNAL_FROM_A_NEWER_FOREWARN
+    );
 }
 
 /// The snapshot in `path`, or None; an unreadable one is moved aside (and said where).

@@ -1,5 +1,7 @@
 //! What the daemon journals: the pipeline's state and the readiness holds, under a schema
-//! version. A journal from an older forewarn is migrated on load, never quarantined.
+//! version. A journal from an older forewarn is migrated on load, never quarantined. One from
+//! a newer forewarn is read for the fields this version knows, so events resume, and its
+//! files are kept as written beside it before this version's first write (see `journal`).
 //!
 //! | version | written by | shape |
 //! | --- | --- | --- |
@@ -83,15 +85,12 @@ pub(crate) fn resume(record: Option<JournalRecord>) -> DaemonState {
     Arc::unwrap_or_clone(record.state)
 }
 
-/// Brings a record of any version to [`JOURNAL_VERSION`].
+/// Brings a record of any version to [`JOURNAL_VERSION`]. A record of a newer version was
+/// read for the fields this version knows: it is this version's record now (the journal
+/// kept its files as written when it opened them, see `journal`).
 pub(crate) fn migrate(mut record: JournalRecord) -> JournalRecord {
     if record.version > JOURNAL_VERSION {
-        tracing::warn!(
-            version = record.version,
-            supported = JOURNAL_VERSION,
-            "the journal was written by a newer forewarn; reading the fields this version \
-             knows, so events resume, but fields it does not know are dropped at the next commit"
-        );
+        record.version = JOURNAL_VERSION;
     }
     if record.version < JOURNAL_VERSION {
         // Version 1 had the same fields, and answers' phase and outcome were the same
