@@ -80,10 +80,10 @@ fn lex(text: &str) -> Lexed {
     let mut line = 0usize;
     let mut i = 0usize;
     let push_code = |code: &mut Vec<String>, line: usize, c: char| {
-        if c != '\n' {
-            if let Some(l) = code.get_mut(line) {
-                l.push(c);
-            }
+        if c != '\n'
+            && let Some(l) = code.get_mut(line)
+        {
+            l.push(c);
         }
     };
     while i < chars.len() {
@@ -590,8 +590,8 @@ impl Scanner<'_> {
         }
 
         // Skips said aloud, anywhere in test code.
-        for k in 0..count {
-            if !test_code[k] {
+        for (k, in_test) in test_code.iter().enumerate() {
+            if !in_test {
                 continue;
             }
             let prints = [
