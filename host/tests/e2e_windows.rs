@@ -497,6 +497,9 @@ fn the_service_is_installed_started_asked_for_status_and_stopped_through_the_scm
 
     let stop = run_exe(&["service", "stop"]);
     assert!(stop.status.success(), "{stop:?}");
+    let stopped_at_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as u64);
     let requests_at_stop = setup.simulator.state().requests.len();
     assert!(
         http_get(&admin, "/healthz").is_err(),
@@ -523,12 +526,23 @@ fn the_service_is_installed_started_asked_for_status_and_stopped_through_the_scm
     assert!(logged.contains("forewarn stopped"), "{logged}");
     // Stopped means stopped: through the uninstall and the log reading above (seconds under
     // Wine, many poll intervals of 500 ms), IMDS was asked nothing more.
-    let requests_now = setup.simulator.state().requests.len();
-    assert_eq!(
-        requests_now,
-        requests_at_stop,
-        "IMDS was asked {} more times after `forewarn service stop` returned",
-        requests_now.saturating_sub(requests_at_stop)
+    let requests = setup.simulator.state().requests;
+    let after: Vec<String> = requests
+        .iter()
+        .skip(requests_at_stop)
+        .map(|request| {
+            format!(
+                "{} {} {} ms after the stop returned",
+                request.method,
+                request.path,
+                request.at_unix_ms as i64 - stopped_at_unix_ms as i64
+            )
+        })
+        .collect();
+    assert!(
+        after.is_empty(),
+        "IMDS was asked {} more times after `forewarn service stop` returned: {after:#?}",
+        after.len()
     );
 }
 
