@@ -22,7 +22,9 @@ use forewarn_host::log_messages::COORDINATION_NO_QUORUM;
 use forewarn_host::log_messages::{COORDINATION_LEADS, COORDINATION_READY};
 use forewarn_host::ops::status::StatusSnapshot;
 use forewarn_simulator::{ApprovalRecord, FaultKind, StateSnapshot, Transition, stable_event_id};
-use forewarn_test_support::etcd::{Etcd, EtcdCluster, shared_cluster};
+use forewarn_test_support::etcd::{
+    Etcd, EtcdCluster, KeyChange, KeyRevisions, key_history, key_revisions, shared_cluster,
+};
 use forewarn_test_support::harness::{
     Daemon, DaemonConfig, LogLine, ProbePlugin, Simulator, http_get, now_unix_ms, summarize_state,
     wait_for, wait_until, write_plugin_dir,
@@ -39,6 +41,8 @@ const WAIT: Duration = Duration::from_secs(60);
 const LEASE_TTL: Duration = Duration::from_secs(3);
 const UNREACHABLE_PREFIX: &str = "etcd cannot be reached";
 const ROOT_PASSWORD: &str = "forewarn-test-secret";
+/// vm-c's prepare attempts with [`Setup::hold_vm_c`]: more than any test lasts (250 ms apart).
+const VM_C_HELD_ATTEMPTS: u32 = 1_000_000;
 
 /// One test at a time (see the module comment).
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -67,6 +71,9 @@ struct Setup {
     notice: &'static str,
     /// vm-c's probe defers this many prepare attempts (250 ms apart) before approving.
     slow_attempts: u32,
+    /// vm-c's probe defers until the test says so ([`Set::release_vm_c`]), however long the
+    /// rest takes on a loaded machine; `slow_attempts` is then not used.
+    hold_vm_c: bool,
     /// Extra `[coordination]` lines.
     coordination: &'static [&'static str],
     /// Turn on etcd authentication (user root) and give the daemons its password.
@@ -91,6 +98,7 @@ impl Default for Setup {
         Setup {
             notice: "5m",
             slow_attempts: 8,
+            hold_vm_c: false,
             coordination: &[],
             auth: false,
             tls: Tls::Off,
@@ -125,6 +133,8 @@ struct Set {
     pki: Option<Pki>,
     /// A CA that did not issue etcd's certificate (for [`Tls::WrongCa`]).
     other_pki: Option<Pki>,
+    /// etcd has authentication on (user root).
+    auth: bool,
 }
 
 impl Set {
@@ -162,6 +172,7 @@ impl Set {
             event_id: stable_event_id(SCENARIO, 0),
             pki,
             other_pki,
+            auth: setup.auth,
         };
         for vm in VMS {
             let daemon = set.start_daemon(vm, setup);
@@ -173,8 +184,12 @@ impl Set {
     fn start_daemon(&self, vm: &str, setup: &Setup) -> Daemon {
         let root = self.dir.path().join(vm);
         let probe = if vm == "vm-c" {
+            let attempts = match setup.hold_vm_c {
+                true => VM_C_HELD_ATTEMPTS,
+                false => setup.slow_attempts,
+            };
             ProbePlugin::new("probe", "defer-until-attempt")
-                .config("attempts", &setup.slow_attempts.to_string())
+                .config("attempts", &attempts.to_string())
                 .config("retry-ms", "250")
         } else {
             ProbePlugin::new("probe", "approve")
@@ -310,25 +325,105 @@ impl Set {
         state.approvals[0].clone()
     }
 
-    /// Waits until exactly one daemon has logged that it leads; that leader and when.
-    fn wait_for_one_leader(&self) -> (String, u64) {
-        wait_until(
-            WAIT,
-            "a leader among the fast VMs",
-            || self.leaders().len() == 1,
-            || self.describe(),
-        );
-        self.leaders()[0].clone()
+    /// Waits until etcd's leader key of the event names a VM; that VM.
+    fn wait_for_one_leader(&self) -> String {
+        wait_for(WAIT, "a leader: the event's leader key in etcd", || {
+            self.leader_in_etcd().ok_or_else(|| self.describe())
+        })
     }
 
-    /// The leader named in the logs: the daemon that logged COORDINATION_LEADS.
-    fn leaders(&self) -> Vec<(String, u64)> {
-        VMS.iter()
-            .filter_map(|vm| {
-                self.first_line(vm, COORDINATION_LEADS)
-                    .map(|line| ((*vm).to_owned(), line.at_unix_ms))
+    /// `etcdctl`'s flags to reach this set's etcd as the daemons do (user, TLS files).
+    fn etcdctl_flags(&self) -> Vec<String> {
+        let mut flags = Vec::new();
+        if self.auth {
+            flags.push(format!("--user=root:{ROOT_PASSWORD}"));
+        }
+        if let Some(pki) = &self.pki {
+            flags.push(format!("--cacert={}", pki.file("ca.pem")));
+            flags.push(format!("--cert={}", pki.file("client.pem")));
+            flags.push(format!("--key={}", pki.file("client.key")));
+        }
+        flags
+    }
+
+    /// `{prefix}/events/{id}/{name}`: one of the event's keys.
+    fn event_key(&self, name: &str) -> String {
+        format!("{}/events/{}/{name}", self.prefix, self.event_id)
+    }
+
+    /// The VM etcd's leader key of the event names now, if any.
+    fn leader_in_etcd(&self) -> Option<String> {
+        let mut args = vec!["get", "--print-value-only"];
+        let key = self.event_key("leader");
+        args.push(&key);
+        let flags = self.etcdctl_flags();
+        args.extend(flags.iter().map(String::as_str));
+        let output = forewarn_test_support::etcd::etcdctl(&self.endpoints.join(","), &args);
+        assert!(output.status.success(), "etcdctl get {key}: {output:?}");
+        let text = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+        (!text.is_empty()).then_some(text)
+    }
+
+    /// Every VM that led the event, in order, from etcd's history of its leader key (each
+    /// one that created it: a campaign creates the key only where it does not exist).
+    fn leaders_in_etcd(&self) -> Vec<String> {
+        let key = self.event_key("leader");
+        key_history(&self.endpoints.join(","), &self.etcdctl_flags(), &key, WAIT)
+            .into_iter()
+            .filter_map(|change| match change {
+                KeyChange::Put { value, version, .. } => Some((value, version)),
+                KeyChange::Delete { .. } => None,
             })
+            .inspect(|(value, version)| {
+                assert_eq!(
+                    *version,
+                    1,
+                    "{key} rewritten (to {value}) instead of created by a campaign\n{}",
+                    self.describe()
+                )
+            })
+            .map(|(value, _)| value)
             .collect()
+    }
+
+    /// `key`'s revisions in etcd now (None: no such key).
+    fn revisions(&self, key: &str) -> Option<KeyRevisions> {
+        key_revisions(&self.endpoints.join(","), &self.etcdctl_flags(), key).1
+    }
+
+    /// Makes vm-c's probe approve from its next call on ([`Setup::hold_vm_c`]): its manifest
+    /// rewritten, the daemon reloads it (docs/plugin-directory.md: the next call uses it).
+    fn release_vm_c(&self) {
+        let manifest = self.dir.path().join("vm-c/plugins/probe.toml");
+        std::fs::write(&manifest, ProbePlugin::new("probe", "approve").manifest())
+            .expect("rewrite vm-c's probe manifest");
+    }
+
+    /// Waits until the simulator received `polls` more polls (GETs of the scheduled events)
+    /// from each VM of the set that still runs, after `after_ms`: each daemon went round its
+    /// loop that many times since, with whatever it knew at `after_ms`.
+    fn wait_for_polls_after(&self, after_ms: u64, polls: usize, vms: &[&str]) {
+        wait_until(
+            WAIT,
+            &format!("{polls} polls from each of {vms:?} at the simulator"),
+            || {
+                let state = self.simulator.state();
+                vms.iter().all(|vm| {
+                    state
+                        .requests
+                        .iter()
+                        .filter(|request| {
+                            request.vm == *vm
+                                && request.method == "GET"
+                                && request.path.contains("scheduledevents")
+                                && request.at_unix_ms > after_ms
+                        })
+                        .count()
+                        >= polls
+                })
+            },
+            || self.describe(),
+        );
     }
 }
 
@@ -417,18 +512,20 @@ fn approved_once_after_the_slowest(setup: &Setup) {
     );
 }
 
+/// The leader is killed while vm-c is held preparing (it gets ready only when the test says
+/// so, however long the rest takes): the surviving fast VM takes the lead in etcd once the
+/// dead leader's lease ended, nothing is approved meanwhile, and once vm-c is ready the new
+/// leader approves, once. The handover time is printed (a figure), not asserted.
 #[test]
 fn killing_the_leader_hands_over_within_the_lease_ttl_and_approves_once() {
     let _serial = lock();
     let mut set = Set::start(&Setup {
         notice: "5m",
-        slow_attempts: 60,
+        hold_vm_c: true,
         coordination: &["dead-vm = \"counts-as-ready\""],
-        auth: false,
-        tls: Tls::Off,
         ..Setup::default()
     });
-    let (leader, _) = set.wait_for_one_leader();
+    let leader = set.wait_for_one_leader();
     assert!(
         set.prepared_at("vm-c").is_none(),
         "vm-c must still be preparing"
@@ -437,25 +534,33 @@ fn killing_the_leader_hands_over_within_the_lease_ttl_and_approves_once() {
     set.daemon_mut(&leader).kill();
     let survivor = if leader == "vm-a" { "vm-b" } else { "vm-a" };
     wait_until(
-        LEASE_TTL + Duration::from_secs(10),
-        "the surviving fast VM to take the lead",
-        || set.first_line(survivor, COORDINATION_LEADS).is_some(),
+        WAIT,
+        &format!("the surviving fast VM to take the lead in etcd (after {leader}'s lease ended)"),
+        || set.leader_in_etcd().as_deref() == Some(survivor),
         || set.describe(),
     );
+    // The figure only: when the survivor says it took the lead.
     let took_over_at = set
         .first_line(survivor, COORDINATION_LEADS)
-        .expect("survivor leads")
-        .at_unix_ms;
+        .map_or_else(now_unix_ms, |line| line.at_unix_ms);
     assert!(
         set.simulator.state().approvals.is_empty(),
-        "nothing approved before vm-c is ready"
+        "nothing approved before vm-c is ready\n{}",
+        set.describe()
     );
+    set.release_vm_c();
     let approval = &set.the_one_approval(&[survivor, "vm-c"]);
     assert_eq!(approval.vm, survivor, "the new leader approves");
     let slowest_prepared = set.prepared_at("vm-c").expect("vm-c prepared");
     assert!(
         approval.at_unix_ms >= slowest_prepared,
         "{}",
+        set.describe()
+    );
+    assert_eq!(
+        set.leaders_in_etcd(),
+        [leader.clone(), survivor.to_owned()],
+        "etcd's history of the leader key: the killed leader, then the survivor\n{}",
         set.describe()
     );
     println!(
@@ -467,15 +572,17 @@ fn killing_the_leader_hands_over_within_the_lease_ttl_and_approves_once() {
     );
 }
 
+/// etcd is killed once a leader is elected, while vm-c is held preparing; then vm-c gets
+/// ready. With the default `group-approval = "never"` nobody approves: not while every
+/// daemon says it falls back and each has polled IMDS again, nor before the event starts
+/// (started from the simulator's console once all that was seen, rather than at a
+/// NotBefore a loaded machine could reach first).
 #[test]
 fn stopping_etcd_mid_event_never_approves_early() {
     let _serial = lock();
     let mut set = Set::start(&Setup {
-        notice: "25s",
-        slow_attempts: 16,
-        coordination: &[],
-        auth: false,
-        tls: Tls::Off,
+        notice: "5m",
+        hold_vm_c: true,
         ..Setup::default()
     });
     set.wait_for_one_leader();
@@ -484,25 +591,29 @@ fn stopping_etcd_mid_event_never_approves_early() {
         "vm-c must still be preparing"
     );
     set.etcd.as_mut().expect("an etcd of its own").stop();
-    let started = wait_for(WAIT, "the event to start at NotBefore", || {
-        let state = set.simulator.state();
-        state
-            .history
-            .iter()
-            .find(|record| {
-                record.event_id == set.event_id && record.transition == Transition::Started
-            })
-            .map(|record| record.at_unix_ms)
-            .ok_or_else(|| set.describe())
-    });
-    set.assert_nothing_approved("approved without coordination");
-    let slowest_prepared = set
-        .prepared_at("vm-c")
-        .expect("vm-c's plugins approved before NotBefore");
-    assert!(
-        slowest_prepared < started,
-        "vm-c must have been ready before the start"
+    set.release_vm_c();
+    wait_until(
+        WAIT,
+        "vm-c's plugins to approve and every daemon to say (in /status) that it falls back",
+        || {
+            set.prepared_at("vm-c").is_some()
+                && VMS.iter().all(|vm| {
+                    let status = set.coordination(vm);
+                    status.fallback && status.connection == Connection::Unreachable
+                })
+        },
+        || set.describe(),
     );
+    set.wait_for_polls_after(now_unix_ms(), 8, &VMS);
+    set.assert_nothing_approved("approved without coordination");
+    let answer = set
+        .simulator
+        .console_post(&format!("/simulator/events/{}/start", set.event_id))
+        .expect("start the event from the console");
+    assert!(answer.contains(" 200"), "starting the event: {answer}");
+    set.simulator
+        .wait_for_transition(WAIT, &set.event_id, Transition::Started);
+    set.assert_nothing_approved("approved without coordination");
     for vm in VMS {
         let warnings = set
             .daemon(vm)
@@ -671,7 +782,7 @@ impl Set {
             },
             || self.describe(),
         );
-        let (leader, _) = self.wait_for_one_leader();
+        let leader = self.wait_for_one_leader();
         assert!(
             self.prepared_at("vm-c").is_none(),
             "vm-c must still be preparing\n{}",
@@ -696,9 +807,13 @@ impl Set {
             approval.at_unix_ms,
             self.describe()
         );
-        let leaders = self.leaders();
-        assert_eq!(leaders.len(), 1, "exactly one leader: {leaders:?}");
-        assert_eq!(approval.vm, leaders[0].0, "the leader approves");
+        let leaders = self.leaders_in_etcd();
+        assert_eq!(
+            leaders,
+            [approval.vm.clone()],
+            "one leader, the VM that approved, as etcd's history of the leader key says\n{}",
+            self.describe()
+        );
         approval
     }
 
@@ -815,6 +930,16 @@ fn cluster_quorum_lost_falls_back_says_so_and_resumes_the_barrier_when_it_return
         ..Setup::default()
     });
     set.wait_for_fast_vms_ready_and_a_leader();
+    // The fast VMs' ready keys as etcd holds them before the outage.
+    let ready_before: Vec<Option<KeyRevisions>> = ["vm-a", "vm-b"]
+        .iter()
+        .map(|vm| set.revisions(&set.event_key(&format!("ready/{vm}"))))
+        .collect();
+    assert!(
+        ready_before.iter().all(Option::is_some),
+        "{ready_before:?}\n{}",
+        set.describe()
+    );
     let lost_at = now_unix_ms();
     cluster.kill(0);
     cluster.kill(1);
@@ -867,13 +992,23 @@ fn cluster_quorum_lost_falls_back_says_so_and_resumes_the_barrier_when_it_return
         || set.describe(),
     );
     // etcd extends every lease when a new leader takes over, so the leases (and the ready
-    // records under them) outlived the outage, longer than their TTL: nobody recorded again.
-    for vm in ["vm-a", "vm-b"] {
-        let ready = set.daemon(vm).lines_with_message(COORDINATION_READY);
+    // records under them) outlived the outage, longer than their TTL: nobody recorded again
+    // — each ready key was written once, before the outage (etcd's history of the key: it
+    // is deleted 15 s after the event started, which a loaded machine may reach by now).
+    for (vm, before) in ["vm-a", "vm-b"].iter().zip(&ready_before) {
+        let key = set.event_key(&format!("ready/{vm}"));
+        let writes: Vec<u64> = key_history(&set.endpoints.join(","), &[], &key, WAIT)
+            .into_iter()
+            .filter_map(|change| match change {
+                KeyChange::Put { mod_revision, .. } => Some(mod_revision),
+                KeyChange::Delete { .. } => None,
+            })
+            .collect();
+        let before = before.expect("checked above").mod_revision;
         assert_eq!(
-            ready.len(),
-            1,
-            "{vm} recorded ready once\n{}",
+            writes,
+            [before],
+            "{vm}'s ready key in etcd was written again after the outage\n{}",
             set.describe()
         );
     }
@@ -1076,8 +1211,9 @@ fn the_deadline_lets_the_leader_approve_without_a_vm_that_never_gets_ready() {
         tls: Tls::Off,
         policy: &[],
         cluster: None,
+        hold_vm_c: false,
     });
-    let (leader, _) = set.wait_for_one_leader();
+    let leader = set.wait_for_one_leader();
     let not_before = set
         .ready_record(&leader)
         .expect("the leader recorded ready");
@@ -1118,8 +1254,9 @@ fn dead_vm_hold_keeps_a_vm_that_died_ready_holding_the_event() {
         tls: Tls::Off,
         policy: &[],
         cluster: None,
+        hold_vm_c: false,
     });
-    let (leader, _) = set.wait_for_one_leader();
+    let leader = set.wait_for_one_leader();
     assert_eq!(
         set.ready_record("vm-c"),
         None,
@@ -1181,10 +1318,11 @@ fn a_rescheduled_event_is_approved_once_every_vm_is_ready_for_the_new_not_before
             tls: Tls::Off,
             policy: &[],
             cluster: None,
+            hold_vm_c: false,
         },
         &scenario,
     );
-    let (leader, _) = set.wait_for_one_leader();
+    let leader = set.wait_for_one_leader();
     let before = set
         .ready_record(&leader)
         .expect("the leader recorded ready");
@@ -1260,8 +1398,9 @@ fn etcd_coming_back_mid_event_lets_the_set_approve_once() {
         tls: Tls::Off,
         policy: &[],
         cluster: None,
+        hold_vm_c: false,
     });
-    let (leader, _) = set.wait_for_one_leader();
+    let leader = set.wait_for_one_leader();
     let not_before = set
         .ready_record(&leader)
         .expect("the leader recorded ready");
@@ -1371,4 +1510,173 @@ fn an_approval_sent_while_the_leader_stops_is_recorded_in_etcd() {
         "the approval {leader} sent while stopping is not recorded in etcd beyond its lease\n{}",
         set.describe()
     );
+}
+
+// ---- promises of docs/coordination.md: the fallback when etcd is down, the auth token ------
+
+/// docs/coordination.md, "When etcd cannot be reached": once etcd's rounds have failed for
+/// 3 s, coordinated events are decided by `policy.group-approval` as if `[coordination]`
+/// were absent. With `"first-listed"`, vm-a (listed first in the event's Resources) approves
+/// alone — at IMDS, while vm-c is held preparing — and vm-b (ready too, listed second) does
+/// not. While etcd answered, the barrier held the event for vm-c.
+#[test]
+fn etcd_down_falls_back_to_group_approval_and_the_first_listed_vm_approves_alone_at_imds() {
+    let _serial = lock();
+    let mut set = Set::start(&Setup {
+        notice: "5m",
+        hold_vm_c: true,
+        policy: &["group-approval = \"first-listed\""],
+        ..Setup::default()
+    });
+    wait_until(
+        WAIT,
+        "vm-a and vm-b ready in etcd, and a leader",
+        || {
+            set.ready_record("vm-a").is_some()
+                && set.ready_record("vm-b").is_some()
+                && set.leader_in_etcd().is_some()
+        },
+        || set.describe(),
+    );
+    // The barrier replaces the policy while etcd answers: vm-a waits for vm-c.
+    set.wait_for_polls_after(now_unix_ms(), 8, &VMS);
+    set.assert_nothing_approved(
+        "vm-a approved alone although etcd answers (the barrier waits for vm-c)",
+    );
+
+    let stopped_at = now_unix_ms();
+    set.etcd.as_mut().expect("an etcd of its own").stop();
+    let state = set.wait_for_approval();
+    let approval = &state.approvals[0];
+    assert_eq!(
+        approval.vm,
+        "vm-a",
+        "the first-listed VM approves\n{}",
+        set.describe()
+    );
+    assert!(approval.accepted, "{}", set.describe());
+    assert_eq!(approval.event_id, set.event_id);
+    // Not before the 3 s of failed rounds (counted from a round that may have begun up to
+    // 200 ms before the kill): a lower bound, which load can only make later.
+    assert!(
+        approval.at_unix_ms >= stopped_at + 2_500,
+        "approved {} ms after etcd stopped: before its rounds had failed for 3 s\n{}",
+        approval.at_unix_ms.saturating_sub(stopped_at),
+        set.describe()
+    );
+    assert!(
+        set.prepared_at("vm-c").is_none(),
+        "vm-c was held preparing: the approval is the fallback's, not the barrier's"
+    );
+    let status = set.coordination("vm-a");
+    assert!(
+        status.fallback && status.connection == Connection::Unreachable,
+        "vm-a says it falls back: {status:?}"
+    );
+    // However long it takes, vm-a and vm-b see the event start; vm-b (listed second) never
+    // approved.
+    let started = set
+        .simulator
+        .wait_for_transition(WAIT, &set.event_id, Transition::Started);
+    assert_eq!(started.approvals.len(), 1, "{}", set.describe());
+    assert_eq!(approval_posts(&started), 1, "{}", set.describe());
+    wait_until(
+        WAIT,
+        "vm-a and vm-b to see the event started",
+        || {
+            ["vm-a", "vm-b"]
+                .iter()
+                .all(|vm| !set.daemon(vm).transitions("started").is_empty())
+        },
+        || set.describe(),
+    );
+    let state = set.simulator.state();
+    assert_eq!(
+        approval_posts(&state),
+        1,
+        "vm-b approved too\n{}",
+        set.describe()
+    );
+    println!(
+        "FIGURE etcd killed -> fallback approval POST by the first-listed VM: {} ms",
+        approval.at_unix_ms.saturating_sub(stopped_at)
+    );
+}
+
+/// docs/coordination.md, `username`/`password`: "the token is renewed when etcd says it
+/// expired". etcd issues simple tokens that expire after `--auth-token-ttl` (1 s) unused:
+/// the client's token expires (etcd logs that it deleted it), the next request is refused
+/// with it (etcd logs the invalid token), and the client logs in again and succeeds.
+#[test]
+fn the_etcd_client_renews_its_auth_token_when_etcd_expired_it() {
+    let _serial = lock();
+    let etcd = Etcd::start_with_flags(None, &["--logger=zap", "--auth-token-ttl=1"]);
+    enable_auth(&etcd);
+    let client = EtcdClient::connect(&EtcdSettings {
+        endpoints: vec![etcd.endpoint()],
+        credentials: Some(forewarn_etcd::Credentials {
+            user: "root".into(),
+            password: ROOT_PASSWORD.into(),
+        }),
+        ..EtcdSettings::default()
+    })
+    .expect("an etcd client");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime
+        .block_on(client.put("/renewal/first", "1", 0))
+        .expect("the first put, with a fresh token");
+    // Nobody but the client logged in since authentication was turned on: the one token
+    // etcd deletes is the client's.
+    let token = wait_for(
+        WAIT,
+        "etcd to delete the client's token (its TTL passed)",
+        || {
+            let log = etcd.log_text();
+            let deleted: Vec<String> = log
+                .lines()
+                .filter(|line| line.contains("\"msg\":\"deleted a simple token\""))
+                .map(|line| token_of(line))
+                .collect();
+            match deleted.as_slice() {
+                [token] => Ok(token.clone()),
+                [] => Err("no token deleted yet".to_owned()),
+                more => panic!("more tokens than the client's: {more:?}\n{log}"),
+            }
+        },
+    );
+    runtime
+        .block_on(client.put("/renewal/second", "2", 0))
+        .unwrap_or_else(|error| panic!("the put after the token expired: {error}"));
+    let log = etcd.log_text();
+    let refused: Vec<String> = log
+        .lines()
+        .filter(|line| line.contains("\"msg\":\"invalid auth token\""))
+        .map(|line| token_of(line))
+        .collect();
+    assert_eq!(
+        refused,
+        [token.clone()],
+        "etcd refused the expired token once (the client then logged in again)\n{log}"
+    );
+    let read = etcd.etcdctl(&[
+        "get",
+        "/renewal/second",
+        "--print-value-only",
+        &format!("--user=root:{ROOT_PASSWORD}"),
+    ]);
+    assert!(read.status.success(), "{read:?}");
+    assert_eq!(String::from_utf8_lossy(&read.stdout).trim(), "2");
+}
+
+/// The `"token"` field of one of etcd's JSON log lines.
+fn token_of(line: &str) -> String {
+    let value: serde_json::Value =
+        serde_json::from_str(line).unwrap_or_else(|error| panic!("{error}: {line}"));
+    value["token"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no token in {line}"))
+        .to_owned()
 }

@@ -50,6 +50,8 @@ struct Fleet {
     credentials: Option<(&'static str, &'static str)>,
     /// The VM whose plugin defers for ever, if any.
     held: Option<&'static str>,
+    /// Endpoints the daemons are given after etcd's.
+    more_endpoints: Vec<String>,
 }
 
 impl Fleet {
@@ -65,6 +67,17 @@ impl Fleet {
         credentials: Option<(&'static str, &'static str)>,
         held: Option<&'static str>,
     ) -> Fleet {
+        Fleet::start_with_endpoints(etcd, count, credentials, held, Vec::new())
+    }
+
+    /// [`Fleet::start_with`], the daemons given `more_endpoints` after etcd's.
+    fn start_with_endpoints(
+        etcd: Etcd,
+        count: usize,
+        credentials: Option<(&'static str, &'static str)>,
+        held: Option<&'static str>,
+        more_endpoints: Vec<String>,
+    ) -> Fleet {
         let dir = TempDir::new().expect("temp dir");
         let simulator = Simulator::builder(forewarn_binary!())
             .scenario_text(&scenario_text(count))
@@ -77,6 +90,7 @@ impl Fleet {
             daemons: Vec::new(),
             credentials,
             held,
+            more_endpoints,
         };
         for index in 0..count {
             let name = vm(index);
@@ -103,9 +117,13 @@ impl Fleet {
             ..DaemonConfig::vm_a(&root, plugins, &imds_url)
         };
         let mut text = config.to_toml();
+        let endpoints: Vec<String> = std::iter::once(self.etcd.endpoint())
+            .chain(self.more_endpoints.iter().cloned())
+            .map(|endpoint| format!("{endpoint:?}"))
+            .collect();
         text.push_str(&format!(
-            "\n[coordination]\nendpoints = [{:?}]\nprefix = {PREFIX:?}\nlease-ttl = \"{}s\"\n",
-            self.etcd.endpoint(),
+            "\n[coordination]\nendpoints = [{}]\nprefix = {PREFIX:?}\nlease-ttl = \"{}s\"\n",
+            endpoints.join(", "),
             LEASE_TTL.as_secs()
         ));
         if let Some((user, password)) = self.credentials {
@@ -491,4 +509,87 @@ fn etcd_as_root(etcd: &Etcd, prefix: &str) -> String {
     let output = etcd.etcdctl(&["--user", ROOT, "get", "--prefix", "--keys-only", prefix]);
     assert!(output.status.success(), "etcdctl get: {output:?}");
     String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+/// docs/operations.md, "Fleet view": "A request never waits on a slow etcd: it gets the last
+/// read (`read_at_unix_ms` says how old) while one read runs in the background". etcd is
+/// paused (SIGSTOP: connections are taken, nothing answers) and the daemons' two further
+/// endpoints accept connections and never answer either, so one read of the fleet takes
+/// about 12 s (2 s a request on each of three endpoints, then each member's status). Every
+/// `/status/fleet` meanwhile answers at once (asserted well under 10 s: a request that
+/// waited for the read would take 12 s or more) with the VMs of the last good read, and once
+/// the read failed, the answer says that etcd cannot be reached.
+#[test]
+fn the_fleet_view_answers_at_once_while_etcd_does_not_and_says_it_cannot_be_reached() {
+    // Listening, never accepting: a connection is taken by the kernel, nothing answers.
+    let silent: Vec<std::net::TcpListener> = (0..2)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind a silent endpoint"))
+        .collect();
+    let more_endpoints = silent
+        .iter()
+        .map(|listener| format!("http://{}", listener.local_addr().expect("its address")))
+        .collect();
+    let fleet = Fleet::start_with_endpoints(Etcd::start(None), 2, None, None, more_endpoints);
+    let admin = fleet.daemons[0].1.admin_address(WAIT);
+    let view = |admin: &str| -> Result<FleetView, String> {
+        let body = http_get(admin, "/status/fleet")?;
+        serde_json::from_str(&body).map_err(|error| format!("bad /status/fleet ({error}): {body}"))
+    };
+    let both_publishing = |view: &FleetView| {
+        view.vms.len() == 2
+            && view
+                .vms
+                .iter()
+                .all(|vm| vm.state == FleetVmState::Publishing)
+    };
+    wait_for(WAIT, "both VMs publishing in /status/fleet", || {
+        let view = view(&admin)?;
+        match both_publishing(&view) && view.error.is_none() {
+            true => Ok(()),
+            false => Err(format!("{view:?}{}", fleet.describe())),
+        }
+    });
+    let paused_at = forewarn_test_support::harness::now_unix_ms();
+    fleet.etcd.signal("STOP");
+    let mut slowest = Duration::ZERO;
+    let mut answers = 0;
+    let failed = wait_for(
+        WAIT,
+        "/status/fleet to say that etcd cannot be reached",
+        || {
+            let asked = Instant::now();
+            let answer = view(&admin);
+            let took = asked.elapsed();
+            slowest = slowest.max(took);
+            answers += 1;
+            let view = answer.unwrap_or_else(|error| {
+                panic!("/status/fleet did not answer ({took:?}) while etcd is paused: {error}")
+            });
+            assert!(
+                took < Duration::from_secs(10),
+                "/status/fleet took {took:?} while etcd is paused: it waited for etcd"
+            );
+            match &view.error {
+                Some(_) => Ok(view),
+                None => Err(format!("{view:?}")),
+            }
+        },
+    );
+    fleet.etcd.signal("CONT");
+    let error = failed.error.as_deref().unwrap_or_default();
+    assert!(
+        error.contains("cannot reach etcd"),
+        "the answer names etcd as unreachable: {error}"
+    );
+    assert!(
+        both_publishing(&failed),
+        "the VMs of the last good read are shown: {failed:?}"
+    );
+    assert!(
+        failed.read_at_unix_ms.is_some_and(|at| at <= paused_at),
+        "read_at_unix_ms is the last good read's, before the pause: {failed:?}"
+    );
+    println!(
+        "FIGURE /status/fleet while etcd is paused: {answers} answers, the slowest in {slowest:?}; error: {error}"
+    );
 }

@@ -60,6 +60,8 @@ struct Member {
     initial_cluster: String,
     /// server.pem, server.key and ca.pem, for TLS with client certificates.
     tls: Option<[String; 3]>,
+    /// Further etcd flags (e.g. `--auth-token-ttl=1`).
+    extra_args: Vec<String>,
     process: Option<ChildGuard>,
 }
 
@@ -80,6 +82,7 @@ impl Member {
                     pki.file("ca.pem"),
                 ]
             }),
+            extra_args: Vec::new(),
             process: None,
         }
     }
@@ -116,6 +119,7 @@ impl Member {
             .arg(format!("--initial-cluster={}", self.initial_cluster))
             .arg("--initial-cluster-state=new")
             .arg("--initial-cluster-token=forewarn-test")
+            .args(&self.extra_args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -159,8 +163,14 @@ pub struct Etcd {
 impl Etcd {
     /// Starts it (over TLS with client certificates from `pki`) and waits until healthy.
     pub fn start(pki: Option<&Pki>) -> Etcd {
+        Etcd::start_with_flags(pki, &[])
+    }
+
+    /// [`Etcd::start`] with further etcd flags, e.g. `["--logger=zap", "--auth-token-ttl=1"]`.
+    pub fn start_with_flags(pki: Option<&Pki>, flags: &[&str]) -> Etcd {
         let dir = TempDir::new().expect("temp dir");
         let mut member = Member::new(dir.path(), "forewarn-test", pki);
+        member.extra_args = flags.iter().map(|flag| (*flag).to_owned()).collect();
         member.initial_cluster = format!("{}={}", member.name, member.peer);
         member.spawn();
         wait_for(HEALTHY_WITHIN, "etcd to report healthy", || {
@@ -390,4 +400,152 @@ impl std::ops::DerefMut for SharedCluster {
     fn deref_mut(&mut self) -> &mut EtcdCluster {
         self.guard.as_mut().expect("started by shared_cluster")
     }
+}
+
+impl Etcd {
+    /// What etcd wrote to its log so far (JSON lines with `--logger=zap`): etcd's own record
+    /// of what it did, e.g. `"msg":"deleted a simple token"` when an auth token expired.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.member.log).unwrap_or_default()
+    }
+}
+
+/// The revisions of one key as etcd holds it now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyRevisions {
+    /// The revision that created the key (a key deleted and written again has a later one).
+    pub create_revision: u64,
+    /// The revision of its last write.
+    pub mod_revision: u64,
+    /// How many times it was written since it was created.
+    pub version: u64,
+}
+
+/// One change of a key, from etcd's history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyChange {
+    /// A write: its value, and the key's `version` after it (1: the key was created).
+    Put {
+        /// The value written.
+        value: String,
+        /// The key's version after the write.
+        version: u64,
+        /// The revision of the write.
+        mod_revision: u64,
+    },
+    /// The key was deleted (or its lease ended).
+    Delete {
+        /// The revision of the delete.
+        mod_revision: u64,
+    },
+}
+
+/// etcd's current revision and `key`'s revisions (None when etcd has no such key), read with
+/// `etcdctl get -w json`; `flags` are etcdctl's connection flags (`--user=…`, `--cacert=…`).
+pub fn key_revisions(endpoints: &str, flags: &[String], key: &str) -> (u64, Option<KeyRevisions>) {
+    let mut args: Vec<&str> = vec!["get", key, "-w", "json"];
+    args.extend(flags.iter().map(String::as_str));
+    let output = etcdctl(endpoints, &args);
+    assert!(output.status.success(), "etcdctl get {key}: {output:?}");
+    let answer: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("etcdctl get prints JSON");
+    let revision = answer["header"]["revision"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no header revision in {answer}"));
+    let kv = &answer["kvs"][0];
+    let revisions = kv.is_object().then(|| KeyRevisions {
+        create_revision: kv["create_revision"].as_u64().unwrap_or(0),
+        mod_revision: kv["mod_revision"].as_u64().unwrap_or(0),
+        version: kv["version"].as_u64().unwrap_or(0),
+    });
+    (revision, revisions)
+}
+
+/// Every change of `key` etcd keeps (nothing is compacted in these tests), oldest first:
+/// `etcdctl watch --rev=1` replays them, up to the revision etcd had when this was called.
+/// Panics after `within` without that replay.
+pub fn key_history(
+    endpoints: &str,
+    flags: &[String],
+    key: &str,
+    within: Duration,
+) -> Vec<KeyChange> {
+    let (now, _) = key_revisions(endpoints, flags, key);
+    let binary = find_on_path("etcdctl").expect("etcdctl (package etcd-client)");
+    let mut child = Command::new(binary)
+        .env("ETCDCTL_API", "3")
+        .arg(format!("--endpoints={endpoints}"))
+        .args(["watch", "--rev=1", key, "-w", "json"])
+        .args(flags)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|error| panic!("cannot run etcdctl watch: {error}"));
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if sender.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + within;
+    let mut changes = Vec::new();
+    let mut replayed = false;
+    while !replayed {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let Ok(line) = receiver.recv_timeout(left) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "etcdctl watch --rev=1 {key} replayed no history up to revision {now} within {within:?}: {changes:?}"
+            );
+        };
+        let Ok(answer) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        for event in answer["Events"].as_array().into_iter().flatten() {
+            let kv = &event["kv"];
+            let mod_revision = kv["mod_revision"].as_u64().unwrap_or(0);
+            changes.push(match event["type"].as_u64() {
+                Some(1) => KeyChange::Delete { mod_revision },
+                _ => KeyChange::Put {
+                    value: decode_base64(kv["value"].as_str().unwrap_or("")),
+                    version: kv["version"].as_u64().unwrap_or(0),
+                    mod_revision,
+                },
+            });
+        }
+        replayed = answer["Header"]["revision"].as_u64().unwrap_or(0) >= now
+            && answer["Events"]
+                .as_array()
+                .is_some_and(|events| !events.is_empty());
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    changes
+}
+
+/// Standard base64 (etcdctl's JSON carries keys and values so) to text.
+fn decode_base64(text: &str) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut bytes = Vec::new();
+    let (mut buffer, mut bits) = (0u32, 0u32);
+    for symbol in text.bytes().filter(|&symbol| symbol != b'=') {
+        let Some(value) = ALPHABET.iter().position(|&letter| letter == symbol) else {
+            panic!("not base64: {text:?}");
+        };
+        buffer = (buffer << 6) | value as u32;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            bytes.push((buffer >> bits) as u8);
+            buffer &= (1 << bits) - 1;
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
 }
