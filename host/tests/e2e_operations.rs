@@ -10,8 +10,8 @@ use forewarn_host::log_messages::{PLUGIN_CALL_FAILED, PLUGIN_DECISION, VM_NAME_M
 use forewarn_host::ops::status::{DaemonPhase, StatusSnapshot};
 use forewarn_host::pipeline::state::ApprovalKind;
 use forewarn_test_support::harness::{
-    Daemon, DaemonConfig, ProbePlugin, Setup, Simulator, TestEnv, http_get, now_unix_ms,
-    summarize_state, wait_for, write_plugin_dir,
+    Daemon, DaemonConfig, ProbePlugin, Setup, Simulator, TestEnv, accepted_approvals, http_get,
+    now_unix_ms, wait_for, write_plugin_dir,
 };
 use forewarn_test_support::{forewarn_binary, guests};
 
@@ -742,26 +742,21 @@ const ADMIN_FLOOD_CONNECTIONS: usize = 2000;
 /// The daemon's file-descriptor limit in the flood test: far below the flood.
 const FLOOD_DAEMON_FD_LIMIT: u64 = 256;
 
-/// One Reboot appearing 15 s after the simulator starts, approved by its one plugin: time
-/// for the daemon to start and the 2000 connections to open first, even on a loaded
-/// 2-core machine running other tests beside it.
-const FLOOD_SCENARIO: &str = r#"
-name = "admin-flood"
-end_after = "1s"
-
-[[events]]
-type = "Reboot"
-appear_at = "15s"
-notice = "10m"
-runs_for = "2s"
-"#;
-
-/// The flood scenario with one approving plugin, not started yet.
+/// The flood scenarios: no event until the test makes one (`flood_reboot`), once its flood
+/// is open, however long the daemon's start and the connections took on a loaded machine.
 fn flood_env() -> Setup {
     TestEnv::builder(forewarn())
-        .scenario_text(FLOOD_SCENARIO)
+        .scenario("idle")
         .plugins(&[ProbePlugin::new("ok", "approve")])
         .prepare()
+}
+
+/// A Reboot of vm-a appearing now (10 minutes of notice), approved by the flood's plugin.
+fn flood_reboot(simulator: &Simulator) -> String {
+    simulator.generate_event(
+        "{\"type\": \"Reboot\", \"not_before_seconds\": 600, \"resources\": [\"vm-a\"], \
+         \"runs_for_seconds\": 2}",
+    )
 }
 
 /// GETs of the document the simulator answered 200 after `since` (Unix ms).
@@ -816,18 +811,16 @@ fn two_thousand_idle_admin_connections_stop_neither_polls_nor_approvals() {
         idle.len()
     );
     let flooded_at = now_unix_ms();
-    let state = simulator.wait_for_state(WAIT, "an accepted approval during the flood", |state| {
-        state.approvals.iter().any(|approval| approval.accepted)
-    });
-    let approval = state.approvals.iter().find(|a| a.accepted).unwrap();
-    assert!(
-        approval.at_unix_ms > flooded_at,
-        "the event was approved before the flood was open; the test proves nothing \
-         (approved at {}, flood open at {flooded_at})",
-        approval.at_unix_ms
+    // The event appears only now, with the flood open: its approval is made under it.
+    let reboot = flood_reboot(simulator);
+    simulator.wait_for_state(
+        WAIT,
+        "an accepted approval and two answered polls during the flood",
+        |state| {
+            !accepted_approvals(state, &reboot).is_empty()
+                && polls_answered_after(state, flooded_at) >= 2
+        },
     );
-    let polls_during_flood = polls_answered_after(&state, flooded_at);
-    assert!(polls_during_flood >= 2, "{}", summarize_state(&state));
     // The endpoint still answers once the idle connections are cut.
     let healthz = wait_for(WAIT, "/healthz during the flood", || {
         http_get(&admin, "/healthz")
@@ -840,9 +833,13 @@ fn two_thousand_idle_admin_connections_stop_neither_polls_nor_approvals() {
 
 /// Idle connections the starving peer keeps trying to hold (reopening those closed).
 const STARVING_CONNECTIONS: usize = 300;
-/// Probes of `/readyz` from another address while it does, each given one second.
+/// Probes of `/readyz` from another address while it does. Each is given 30 s, far from
+/// the milliseconds one takes: the test asserts that every probe is answered, not how fast
+/// (`bench-admin readyz` measures that against an unstarved baseline, BENCHMARKS.md). A probe
+/// the daemon turns away is closed unanswered at once, so a starved probe fails the test
+/// whatever the bound.
 const READYZ_PROBES: usize = 100;
-const READYZ_PROBE_WITHIN: Duration = Duration::from_secs(1);
+const READYZ_PROBE_WITHIN: Duration = Duration::from_secs(30);
 
 /// Holds up to `connections` idle connections to `admin` from 127.0.0.1 until `stop`,
 /// reopening each one the daemon closes; counts every connection it opened.
@@ -877,15 +874,16 @@ fn starve(
     }
 }
 
-/// `GET /readyz` from `source` (bound before connecting): whether the endpoint answered
-/// (200 or 503) within `within`.
+/// `GET /readyz` from `source` (bound before connecting): how long the endpoint took to
+/// answer (200 or 503), or why it did not within `within`.
 fn readyz_answers_from(
     runtime: &tokio::runtime::Runtime,
     source: std::net::IpAddr,
     admin: std::net::SocketAddr,
     within: Duration,
-) -> bool {
+) -> Result<Duration, String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let sent = std::time::Instant::now();
     let probe = async {
         let socket = tokio::net::TcpSocket::new_v4()?;
         socket.bind(std::net::SocketAddr::new(source, 0))?;
@@ -895,16 +893,27 @@ fn readyz_answers_from(
             .await?;
         let mut answer = Vec::new();
         stream.read_to_end(&mut answer).await?;
-        Ok::<bool, std::io::Error>(
-            answer.starts_with(b"HTTP/1.1 200") || answer.starts_with(b"HTTP/1.1 503"),
-        )
+        Ok::<Vec<u8>, std::io::Error>(answer)
     };
-    runtime.block_on(async { matches!(tokio::time::timeout(within, probe).await, Ok(Ok(true))) })
+    match runtime.block_on(async { tokio::time::timeout(within, probe).await }) {
+        Ok(Ok(answer))
+            if answer.starts_with(b"HTTP/1.1 200") || answer.starts_with(b"HTTP/1.1 503") =>
+        {
+            Ok(sent.elapsed())
+        }
+        Ok(Ok(answer)) => Err(format!(
+            "answered {:?}",
+            String::from_utf8_lossy(&answer[..answer.len().min(80)])
+        )),
+        Ok(Err(error)) => Err(error.to_string()),
+        Err(_) => Err(format!("no answer within {within:?}")),
+    }
 }
 
 /// One peer (127.0.0.1) keeps 300 idle connections to the admin port, reopening those the
-/// daemon closes; 100 `/readyz` probes from another address (127.0.0.2), one at a time,
-/// each get an answer within a second (at least 99), and IMDS polls and the approval go on.
+/// daemon closes; every one of 100 `/readyz` probes from another address (127.0.0.2), one at
+/// a time, is answered, and IMDS polls and the approval of an event appearing meanwhile go
+/// on.
 #[test]
 fn a_peer_holding_hundreds_of_idle_connections_cannot_starve_readyz() {
     use std::sync::Arc;
@@ -926,37 +935,43 @@ fn a_peer_holding_hundreds_of_idle_connections_cannot_starve_readyz() {
             .ok_or(format!("{count} opened"))
     });
     let flooded_at = now_unix_ms();
+    // The event appears only now, with the starving peer at work.
+    let reboot = flood_reboot(&env.simulator);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     let probe_source: std::net::IpAddr = "127.0.0.2".parse().unwrap();
-    let answered = (0..READYZ_PROBES)
-        .filter(|_| readyz_answers_from(&runtime, probe_source, admin, READYZ_PROBE_WITHIN))
-        .count();
-    let state = env.simulator.wait_for_state(
+    let probes: Vec<Result<Duration, String>> = (0..READYZ_PROBES)
+        .map(|_| readyz_answers_from(&runtime, probe_source, admin, READYZ_PROBE_WITHIN))
+        .collect();
+    env.simulator.wait_for_state(
         WAIT,
-        "an accepted approval under the starving peer",
-        |state| state.approvals.iter().any(|approval| approval.accepted),
+        "an accepted approval and two answered polls under the starving peer",
+        |state| {
+            !accepted_approvals(state, &reboot).is_empty()
+                && polls_answered_after(state, flooded_at) >= 2
+        },
     );
     stop.store(true, Ordering::Relaxed);
     starving.join().unwrap();
+    let unanswered: Vec<(usize, &String)> = probes
+        .iter()
+        .enumerate()
+        .filter_map(|(index, probe)| probe.as_ref().err().map(|why| (index, why)))
+        .collect();
+    let slowest = probes.iter().filter_map(|probe| probe.as_ref().ok()).max();
     eprintln!(
-        "/readyz answered within {READYZ_PROBE_WITHIN:?} to {answered} of {READYZ_PROBES} probes \
-         from 127.0.0.2 while 127.0.0.1 held {STARVING_CONNECTIONS} idle connections ({} opened)",
+        "/readyz answered {} of {READYZ_PROBES} probes from 127.0.0.2 (the slowest in {slowest:?}) \
+         while 127.0.0.1 held {STARVING_CONNECTIONS} idle connections ({} opened)",
+        READYZ_PROBES - unanswered.len(),
         opened.load(Ordering::Relaxed)
     );
     assert!(
-        answered * 100 >= READYZ_PROBES * 99,
-        "/readyz answered {answered} of {READYZ_PROBES} probes within {READYZ_PROBE_WITHIN:?}"
+        unanswered.is_empty(),
+        "{} of {READYZ_PROBES} /readyz probes were not answered (probe number, why): {unanswered:?}",
+        unanswered.len()
     );
-    let approval = state.approvals.iter().find(|a| a.accepted).unwrap();
-    assert!(
-        approval.at_unix_ms > flooded_at,
-        "approved before the starving peer was at work; the test proves nothing"
-    );
-    let polls_meanwhile = polls_answered_after(&state, flooded_at);
-    assert!(polls_meanwhile >= 2, "{}", summarize_state(&state));
 }
 
 /// DNS rebinding: a page whose name was made to resolve to the admin address reads nothing

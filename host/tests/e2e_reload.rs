@@ -271,18 +271,104 @@ async fn a_missing_directory_at_startup_is_an_error_that_says_what_to_do() {
     assert!(text.contains("set `plugin-dir`"), "{text}");
 }
 
+/// A loopback HTTP server that holds its first request until released: a gate a probe in
+/// "http" mode waits at, so a call stays in flight for exactly as long as a test wants.
+struct HttpGate {
+    address: std::net::SocketAddr,
+    /// Sends once the first request's head has arrived (the call is in flight).
+    arrived: std::sync::mpsc::Receiver<()>,
+    /// Dropped or sent to: the gate answers 200 and closes.
+    release: Option<std::sync::mpsc::Sender<()>>,
+    server: Option<std::thread::JoinHandle<()>>,
+}
+
+impl HttpGate {
+    fn open() -> HttpGate {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let (arrived_tx, arrived) = std::sync::mpsc::channel();
+        let (release, release_rx) = std::sync::mpsc::channel::<()>();
+        let server = std::thread::spawn(move || {
+            let Ok((socket, _)) = listener.accept() else {
+                return;
+            };
+            let mut reader = BufReader::new(socket.try_clone().unwrap());
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|read| read > 0) && line != "\r\n" {
+                line.clear();
+            }
+            let _ = arrived_tx.send(());
+            let _ = release_rx.recv();
+            let mut socket = socket;
+            let _ = socket
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        });
+        HttpGate {
+            address,
+            arrived,
+            release: Some(release),
+            server: Some(server),
+        }
+    }
+
+    /// The probe manifest: "http" mode to this gate, granted it, with `budget`.
+    fn manifest(&self, budget: &str) -> String {
+        format!(
+            "budget = \"{budget}\"\n[config]\nmode = \"http\"\nurl = \"http://{}/gate\"\n\
+             [capabilities]\nhttp = [\"{}\"]\n",
+            self.address, self.address
+        )
+    }
+
+    /// Waits (on the server, not a sleep) until the gated request has arrived.
+    async fn wait_arrived(&self) {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            match self.arrived.try_recv() {
+                Ok(()) => return,
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                    panic!("the gate closed before a request arrived")
+                }
+                Err(std::sync::mpsc::TryRecvError::Empty) => {}
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no request reached the gate within {TIMEOUT:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    fn release(&mut self) {
+        self.release.take();
+        if let Some(server) = self.server.take() {
+            server.join().unwrap();
+        }
+    }
+}
+
+impl Drop for HttpGate {
+    fn drop(&mut self) {
+        self.release.take();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_replaced_while_handling_an_event_finishes_on_the_old_version() {
     let fixture = Fixture::new();
-    // v1 is busy until just before its 8 s budget runs out, then approves.
-    fixture.deploy("gate.toml", slow_manifest("8s").as_bytes());
+    // v1's call waits at a gate (an HTTP request the test answers when it chooses), so it
+    // is in flight until released, however long v2 takes to compile on a loaded machine.
+    let mut gate = HttpGate::open();
+    fixture.deploy("gate.toml", gate.manifest("5m").as_bytes());
     let v1_bytes = probe_bytes("v1");
     fixture.deploy("gate.wasm", &v1_bytes);
     let directory = fixture.start().await;
     let mut receiver = directory.subscribe();
     let v1 = plugin(&directory.current(), "gate");
     assert_eq!(v1.content_hash(), hash(&v1_bytes));
-    let old_call = tokio::spawn(async move { call(&v1, Duration::from_secs(8)).await });
+    let old_call = tokio::spawn(async move { call(&v1, Duration::from_secs(300)).await });
+    gate.wait_arrived().await;
 
     let v2_hash = fixture.deploy_probe("gate", "v2", "version 2");
     let set = wait_for_set(&mut receiver, "gate v2", |set| {
@@ -296,14 +382,19 @@ async fn a_plugin_replaced_while_handling_an_event_finishes_on_the_old_version()
     );
     assert!(
         !old_call.is_finished(),
-        "the old call was still running when the new version answered"
+        "the old call ended before it was let through the gate: {:?}",
+        old_call.await.map(|outcome| answer(&outcome))
     );
 
-    let old = old_call.await.unwrap();
+    gate.release();
+    let old = tokio::time::timeout(TIMEOUT, old_call)
+        .await
+        .expect("the old call ends once let through the gate")
+        .unwrap();
     assert_eq!(
         answer(&old),
-        "approve",
-        "the call in flight completed on the version it started with"
+        "defer: http: status 200",
+        "the call in flight completed on the version it started with (v1's http mode)"
     );
 }
 
@@ -1090,6 +1181,10 @@ fn daemon_rss(pid: u32) -> u64 {
 
 const MIB: u64 = 1024 * 1024;
 
+/// How long a removed plugin's memory may take to leave the daemon's RSS in the test: far
+/// from what it takes, so that only memory that stays fails it.
+const RSS_RETURN_DEADLINE: Duration = Duration::from_secs(120);
+
 /// A component within the default 64 MiB cap: memory 0 and 15 more of 4 MiB each, every
 /// page of which its `on-start` call (made when the plugin is loaded) writes to.
 fn many_memories_plugin() -> Vec<u8> {
@@ -1103,8 +1198,8 @@ fn many_memories_plugin() -> Vec<u8> {
 }
 
 /// The real binary: a plugin whose calls touch 60 MiB in 16 memories holds at most its cap
-/// while loaded (shown in `/status`), and the daemon's RSS returns to its baseline within
-/// seconds of the plugin's removal (issue 33: it stayed 125 MiB above it).
+/// while loaded (shown in `/status`), and the daemon's RSS returns to its baseline after the
+/// plugin's removal (issue 33: it stayed 125 MiB above it).
 #[test]
 fn a_removed_plugin_gives_its_memory_back() {
     use forewarn_test_support::forewarn_binary;
@@ -1148,8 +1243,10 @@ fn a_removed_plugin_gives_its_memory_back() {
 
     std::fs::remove_file(plugin_dir.join("many-memories.wasm")).unwrap();
     let removed_at = Instant::now();
+    // The memory must come back, whenever: the deadline is far from the milliseconds it
+    // takes (`bench-goals memory` measures that, BENCHMARKS.md); before issue 33 it never did.
     let after_removal = wait_for(
-        Duration::from_secs(10),
+        RSS_RETURN_DEADLINE,
         "the daemon's RSS back within 8 MiB of its baseline",
         || {
             let rss = daemon_rss(pid);

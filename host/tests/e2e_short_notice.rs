@@ -247,12 +247,14 @@ fn a_three_second_preempt_runs_the_stop_action_before_the_event_starts() {
         stop.saturating_sub(appeared),
         started.saturating_sub(stop)
     );
+    // The behaviour, as the simulator saw it: the app was stopped before the VM was gone.
+    // (How much time was left is a figure, `bench-goals preempt` in BENCHMARKS.md; a margin
+    // asserted here would be met by a fast machine only.)
     assert!(
         stop < started,
         "the stop action ran at {stop}, after the event started at {started}: {}",
         daemon.describe_for_failure()
     );
-    assert!(stop <= not_before(&state, Duration::from_secs(3)));
     let shortened: Vec<String> = daemon
         .lines_with_message(TURN_SHORTENED)
         .iter()
@@ -476,6 +478,10 @@ fn a_slow_approval_post_does_not_hold_up_a_preempt_that_appears_meanwhile() {
 
 /// How many Reboots the large document lists.
 const LARGE_DOCUMENT_EVENTS: usize = 7_500;
+/// The Preempt's notice among them (the scenario's `notice = "30s"`), in ms.
+const LARGE_DOCUMENT_PREEMPT_NOTICE_MS: u64 = 30_000;
+/// No gap between two polls may reach ten poll intervals, however loaded the machine.
+const LARGE_DOCUMENT_MAX_GAP_MS: u64 = 10_000;
 
 /// 7 500 Reboots for vm-a, 15 minutes ahead, appearing at 2 s, in the shape of a trimmed
 /// IMDS answer (2017-08-01 fields, no ResourceType, short ids): 0.99 MB, under the 1 MiB
@@ -567,18 +573,31 @@ fn a_7500_event_document_keeps_the_poll_cadence_and_a_preempt_in_it_is_stopped_a
         "Preempt seen by the daemon {:?} ms after it appeared; GETs at {gets_after:?} ms after",
         seen.map(|at| at.saturating_sub(appeared))
     );
+    // What must hold whatever the machine's speed (the figures, gaps and the stop's delay
+    // against a 10-event baseline, are `bench-goals preempt` in BENCHMARKS.md): the poller
+    // went on (no gap of ten intervals; before issue 32 the polls stopped for 10 to 29 s)
+    // and the Preempt's stop action ran before its NotBefore and before it started (before
+    // issue 32 it had not run 90 s later).
     assert!(
-        gaps.len() >= 10,
+        gaps.len() >= 2,
         "too few polls to judge the cadence: {gaps:?}"
     );
     assert!(
-        longest <= 2_000,
+        longest < LARGE_DOCUMENT_MAX_GAP_MS,
         "a poll came {longest} ms after the one before (the interval is 1 s): {gaps:?}"
     );
+    let preempt_not_before = appeared + LARGE_DOCUMENT_PREEMPT_NOTICE_MS;
+    let started = state
+        .history
+        .iter()
+        .find(|record| record.event_id == "preempt" && record.transition == Transition::Started)
+        .map_or(u64::MAX, |record| record.at_unix_ms);
     assert!(
-        stop.saturating_sub(appeared) <= 2_000,
-        "the stop action ran {} ms after the Preempt appeared: {}",
+        stop < preempt_not_before && stop < started,
+        "the stop action ran {} ms after the Preempt appeared, after its NotBefore ({} ms) \
+         or its start: {}",
         stop.saturating_sub(appeared),
+        LARGE_DOCUMENT_PREEMPT_NOTICE_MS,
         daemon.describe_for_failure()
     );
 }
