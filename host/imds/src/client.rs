@@ -13,7 +13,7 @@ use crate::identity_token::{
     parse_identity_token,
 };
 use crate::imds_clock::{ImdsClock, parse_date_header};
-use crate::rate_limit::RateLimiter;
+use crate::rate_limit::{Lane, RateLimiter};
 use crate::wire::{self, excerpt, truncate};
 use forewarn_events::ParseError;
 use forewarn_events::{Document, EventId};
@@ -25,8 +25,8 @@ pub const IMDS_BODY_MAX_BYTES: usize = 1024 * 1024;
 const RAW_KEEP_CHARS: usize = 2048;
 /// The api-version of the instance metadata (compute) endpoint.
 const COMPUTE_API_VERSION: &str = "2021-02-01";
-/// The rate limit's window: one second plus a margin, so that requests spaced by the
-/// client cannot arrive bunched at IMDS (which counts at its end) through network jitter.
+/// The rate limit's window: IMDS's second, counted from each answer's arrival (see
+/// `rate_limit`), plus 50 ms for the two clocks' rates and IMDS's rounding.
 const LIMIT_WINDOW: Duration = Duration::from_millis(1050);
 
 /// Where and how politely to talk to IMDS.
@@ -288,7 +288,7 @@ impl ImdsClient {
             self.inner.config.first_request_timeout
         };
         let request = self.request(Method::GET, self.scheduled_events_url());
-        let answer = self.send(request, timeout).await?;
+        let answer = self.send(request, Lane::Routine, timeout).await?;
         self.inner.answered_once.store(true, Ordering::Relaxed);
         check_fetch_answer(&answer)?;
         Ok(answer.body)
@@ -307,7 +307,7 @@ impl ImdsClient {
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(wire::render_start_requests(event_ids));
         let answer = self
-            .send(request, self.inner.config.request_timeout)
+            .send(request, Lane::Approval, self.inner.config.request_timeout)
             .await?;
         if answer.status.is_redirection() {
             return Err(ApproveError::Redirected(
@@ -337,7 +337,7 @@ impl ImdsClient {
     pub async fn fetch_compute(&self) -> Result<ComputeInfo, FetchError> {
         let request = self.request(Method::GET, self.compute_url());
         let answer = self
-            .send(request, self.inner.config.request_timeout)
+            .send(request, Lane::Routine, self.inner.config.request_timeout)
             .await?;
         check_fetch_answer(&answer)?;
         let body = answer.body;
@@ -358,7 +358,7 @@ impl ImdsClient {
         })?;
         let request = self.request(Method::GET, url);
         let answer = self
-            .send(request, self.inner.config.request_timeout)
+            .send(request, Lane::Routine, self.inner.config.request_timeout)
             .await
             .map_err(FetchError::from)?;
         if answer.status != StatusCode::OK
@@ -401,15 +401,23 @@ impl ImdsClient {
         self.inner.clock.clone()
     }
 
-    /// Waits for the rate limit, sends, and reads the body (at most `IMDS_BODY_MAX_BYTES`)
-    /// within `timeout`. An answer's `Date` header goes to the clock.
-    async fn send(&self, request: RequestBuilder, timeout: Duration) -> Result<Answer, Transport> {
-        self.inner.limiter.acquire().await;
+    /// Waits for the rate limit's `lane`, sends, and reads the body (at most
+    /// `IMDS_BODY_MAX_BYTES`) within `timeout`, holding the permit until the answer is in
+    /// (it counts a window after that). An answer's `Date` header goes to the clock.
+    async fn send(
+        &self,
+        request: RequestBuilder,
+        lane: Lane,
+        timeout: Duration,
+    ) -> Result<Answer, Transport> {
+        let permit = self.inner.limiter.acquire(lane).await;
         let sent = Instant::now();
         let answer = match tokio::time::timeout(timeout, exchange(request, timeout)).await {
             Err(_) => Err(Transport::Timeout(timeout)),
             Ok(result) => result,
-        }?;
+        };
+        drop(permit);
+        let answer = answer?;
         if let Some((date, received)) = answer.date {
             self.inner.clock.observe(sent, received, date);
         }

@@ -1,0 +1,160 @@
+//! IMDS politeness under load: the real daemon, starved of CPU beside busy loops on every
+//! core, never lets more than 5 requests arrive at the simulator within one second, while
+//! three events are approved within one second of each other (docs/operations.md, "Five
+//! requests a second, as IMDS counts them"). The check is made at the simulator's arrival
+//! stamps, which is where IMDS counts.
+
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use forewarn_simulator::StateSnapshot;
+use forewarn_test_support::forewarn_binary;
+use forewarn_test_support::harness::{
+    Daemon, ProbePlugin, TestEnv, accepted_approvals, assert_polite, max_requests_per_second,
+    summarize_state, wait_for,
+};
+
+/// Three Platform Reboots for vm-a, 300 ms apart (real time): a plugin that approves at once
+/// makes three approvals within one second, beside polls every 250 ms and the compute
+/// metadata asked at start.
+const THREE_REBOOTS: &str = r#"
+name = "three-reboots"
+description = "Three Platform Reboots appearing within one second."
+end_after = "4s"
+
+[[events]]
+type = "Reboot"
+source = "Platform"
+appear_at = "3s"
+notice = "15m"
+duration_seconds = -1
+description = "Virtual machine is going to be restarted (first)."
+runs_for = "3s"
+
+[[events]]
+type = "Reboot"
+source = "Platform"
+appear_at = "3300ms"
+notice = "15m"
+duration_seconds = -1
+description = "Virtual machine is going to be restarted (second)."
+runs_for = "3s"
+
+[[events]]
+type = "Reboot"
+source = "Platform"
+appear_at = "3600ms"
+notice = "15m"
+duration_seconds = -1
+description = "Virtual machine is going to be restarted (third)."
+runs_for = "3s"
+"#;
+
+/// Far from the few seconds the scenario takes, even on a starved daemon.
+const WAIT: Duration = Duration::from_secs(120);
+
+/// Busy loops, one per core, each bounded by `timeout` and killed when dropped.
+struct BusyCores(Vec<Child>);
+
+impl BusyCores {
+    fn start(seconds: u64) -> BusyCores {
+        let cores = std::thread::available_parallelism().map_or(2, |cores| cores.get());
+        let loops = (0..cores)
+            .map(|_| {
+                Command::new("timeout")
+                    .arg(seconds.to_string())
+                    .args(["sh", "-c", "while :; do :; done"])
+                    .spawn()
+                    .expect("a busy loop (`timeout` and `sh` from coreutils and dash)")
+            })
+            .collect();
+        BusyCores(loops)
+    }
+}
+
+impl Drop for BusyCores {
+    fn drop(&mut self) {
+        for busy in &mut self.0 {
+            let _ = busy.kill();
+            let _ = busy.wait();
+        }
+    }
+}
+
+/// The event ids the scenario's document listed, as the simulator's history has them.
+fn events_seen(state: &StateSnapshot) -> Vec<String> {
+    let mut ids: Vec<String> = state
+        .history
+        .iter()
+        .map(|record| record.event_id.clone())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    ids
+}
+
+#[test]
+fn three_approvals_within_a_second_on_busy_cores_stay_within_five_requests_a_second() {
+    let setup = TestEnv::builder(forewarn_binary!())
+        .scenario_text(THREE_REBOOTS)
+        .plugins(&[ProbePlugin::new("probe", "approve")])
+        .start_on_first_poll()
+        .wait(WAIT)
+        .prepare();
+    let _busy = BusyCores::start(240);
+    // The daemon at the lowest priority, so the busy loops take the CPU it asks for: the
+    // delay between a request's grant and its arrival is as long as a loaded VM makes it.
+    let daemon = Daemon::start_under(
+        &["nice", "-n", "19", "--"],
+        forewarn_binary!(),
+        &setup.config,
+    );
+    let state = wait_for(WAIT, "three events approved and ended", || {
+        let state = setup.simulator.state();
+        let ids = events_seen(&state);
+        let approved = ids
+            .iter()
+            .filter(|id| !accepted_approvals(&state, id).is_empty())
+            .count();
+        if ids.len() == 3 && approved == 3 && state.finished {
+            Ok(state)
+        } else {
+            Err(format!(
+                "{} of {} events approved; {}",
+                approved,
+                ids.len(),
+                summarize_state(&state)
+            ))
+        }
+    });
+    let context = daemon.describe_for_failure();
+    let approvals_at: Vec<u64> = state
+        .approvals
+        .iter()
+        .filter(|approval| approval.accepted)
+        .map(|approval| approval.at_unix_ms)
+        .collect();
+    let spread = approvals_at.iter().max().unwrap_or(&0) - approvals_at.iter().min().unwrap_or(&0);
+    assert!(
+        spread < 2_000,
+        "the three approvals were meant to come close together, they spread over {spread} ms; {context}"
+    );
+    let throttled = state
+        .requests
+        .iter()
+        .filter(|request| request.status == 429)
+        .count();
+    assert_eq!(throttled, 0, "requests answered 429; {context}");
+    eprintln!(
+        "{} requests, at most {} within one second at the simulator",
+        state.requests.len(),
+        max_requests_per_second(
+            &state
+                .requests
+                .iter()
+                .map(|request| request.at_unix_ms)
+                .collect::<Vec<_>>()
+        )
+    );
+    assert_polite(&state);
+}
