@@ -333,6 +333,10 @@ fn bytes_a_failed_append_left_never_join_or_replay_as_a_line() {
 }
 
 #[test]
+#[cfg_attr(
+    windows,
+    ignore = "needs a tmpfs of its own to fill (mount -t tmpfs): Windows has none; run on Linux"
+)]
 fn a_full_disk_is_written_through_the_reserve_and_nothing_is_lost_when_room_returns() {
     let disk = small_disk_or_fail!("2m");
     let dir = disk.path().join("state");
@@ -369,6 +373,10 @@ fn a_full_disk_is_written_through_the_reserve_and_nothing_is_lost_when_room_retu
 }
 
 #[test]
+#[cfg_attr(
+    windows,
+    ignore = "needs a tmpfs of its own to fill (mount -t tmpfs): Windows has none; run on Linux"
+)]
 fn a_journal_opened_on_a_full_disk_appends_to_its_old_log_and_compacts_later() {
     let disk = small_disk_or_fail!("2m");
     let dir = disk.path().join("state");
@@ -397,6 +405,10 @@ fn a_journal_opened_on_a_full_disk_appends_to_its_old_log_and_compacts_later() {
 }
 
 #[test]
+#[cfg_attr(
+    windows,
+    ignore = "needs a tmpfs of its own to fill (mount -t tmpfs): Windows has none; run on Linux"
+)]
 fn a_read_only_journal_opens_with_its_state_and_is_written_once_writable() {
     let disk = small_disk_or_fail!("8m");
     let dir = disk.path().join("state");
