@@ -1239,7 +1239,18 @@ fn a_removed_plugin_gives_its_memory_back() {
             .then_some(rss)
             .ok_or(format!("{} MiB", rss / MIB))
     });
-    let shown = status(&admin)["plugins"][0]["resident_bytes"].as_u64();
+    // The on-start call may still be writing its last pages when the RSS passes 50 MiB:
+    // wait for /status to show them too (on a loaded machine that comes later).
+    let shown = Some(wait_for(
+        TIMEOUT,
+        "/status to show the plugin's 60 MiB resident",
+        || {
+            let resident = status(&admin)["plugins"][0]["resident_bytes"].as_u64();
+            resident
+                .filter(|bytes| *bytes >= 50 * MIB)
+                .ok_or(format!("resident_bytes {resident:?}"))
+        },
+    ));
 
     std::fs::remove_file(plugin_dir.join("many-memories.wasm")).unwrap();
     let removed_at = Instant::now();
