@@ -543,7 +543,10 @@ async fn a_redirect_to_another_host_is_refused() {
         "the redirect target got requests ({error})"
     );
     assert!(matches!(error, SupplyError::Redirect { .. }), "{error}");
-    assert_names(&error, &["redirected", target.as_str(), "forewarn plugin", "pull"]);
+    assert_names(
+        &error,
+        &["redirected", target.as_str(), "forewarn plugin", "pull"],
+    );
     assert!(fixture.snapshot().is_empty());
     // The registry was asked for a blob (and redirected it): the refusal came from the
     // redirect, not from an earlier step.
