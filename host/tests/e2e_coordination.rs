@@ -810,7 +810,7 @@ impl Set {
         let leaders = self.leaders_in_etcd();
         assert_eq!(
             leaders,
-            [approval.vm.clone()],
+            std::slice::from_ref(&approval.vm),
             "one leader, the VM that approved, as etcd's history of the leader key says\n{}",
             self.describe()
         );
@@ -1638,7 +1638,7 @@ fn the_etcd_client_renews_its_auth_token_when_etcd_expired_it() {
             let deleted: Vec<String> = log
                 .lines()
                 .filter(|line| line.contains("\"msg\":\"deleted a simple token\""))
-                .map(|line| token_of(line))
+                .map(token_of)
                 .collect();
             match deleted.as_slice() {
                 [token] => Ok(token.clone()),
@@ -1654,11 +1654,11 @@ fn the_etcd_client_renews_its_auth_token_when_etcd_expired_it() {
     let refused: Vec<String> = log
         .lines()
         .filter(|line| line.contains("\"msg\":\"invalid auth token\""))
-        .map(|line| token_of(line))
+        .map(token_of)
         .collect();
     assert_eq!(
         refused,
-        [token.clone()],
+        std::slice::from_ref(&token),
         "etcd refused the expired token once (the client then logged in again)\n{log}"
     );
     let read = etcd.etcdctl(&[

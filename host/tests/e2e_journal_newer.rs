@@ -110,7 +110,7 @@ fn a_journal_from_a_newer_forewarn_is_kept_as_written_and_its_events_resume() {
     std::fs::write(&snapshot_path, &newer_snapshot).expect("write journal.json");
     let newer_log = std::fs::read(&log_path).expect("journal.log");
     assert!(
-        newer_log.iter().any(|byte| *byte == b'\n'),
+        newer_log.contains(&b'\n'),
         "the first run left no change-log line, so the test would not see the log kept"
     );
 

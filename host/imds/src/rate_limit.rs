@@ -274,7 +274,7 @@ mod tests {
         for task in 0..6u64 {
             let limiter = limiter.clone();
             tasks.push(tokio::spawn(async move {
-                let mut delays = Delays(0x9E37_79B9_7F4A_7C15 ^ (task + 1) * 0x1234_5678);
+                let mut delays = Delays(0x9E37_79B9_7F4A_7C15 ^ ((task + 1) * 0x1234_5678));
                 let lane = if task == 0 {
                     Lane::Approval
                 } else {

@@ -89,15 +89,10 @@ pub(crate) fn resume(record: Option<JournalRecord>) -> DaemonState {
 /// read for the fields this version knows: it is this version's record now (the journal
 /// kept its files as written when it opened them, see `journal`).
 pub(crate) fn migrate(mut record: JournalRecord) -> JournalRecord {
-    if record.version > JOURNAL_VERSION {
-        record.version = JOURNAL_VERSION;
-    }
-    if record.version < JOURNAL_VERSION {
-        // Version 1 had the same fields, and answers' phase and outcome were the same
-        // strings the typed enums read; version 2 had no change log, so its snapshot is
-        // generation 0: nothing to convert.
-        record.version = JOURNAL_VERSION;
-    }
+    // Version 1 had the same fields, and answers' phase and outcome were the same strings
+    // the typed enums read; version 2 had no change log, so its snapshot is generation 0:
+    // nothing to convert. A newer one keeps only the fields this version reads.
+    record.version = JOURNAL_VERSION;
     record
 }
 
