@@ -4,8 +4,9 @@
 //! requests a second, as IMDS counts them"). The check is made at the simulator's arrival
 //! stamps, which is where IMDS counts.
 
-use std::process::{Child, Command};
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use forewarn_simulator::StateSnapshot;
 use forewarn_test_support::forewarn_binary;
@@ -53,30 +54,38 @@ runs_for = "3s"
 /// Far from the few seconds the scenario takes, even on a starved daemon.
 const WAIT: Duration = Duration::from_secs(120);
 
-/// Busy loops, one per core, each bounded by `timeout` and killed when dropped.
-struct BusyCores(Vec<Child>);
+/// Busy threads in the test's own process, one per core, spinning until dropped or until
+/// `seconds` have passed: bounded, and gone with the test process whatever happens.
+struct BusyCores {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
 
 impl BusyCores {
     fn start(seconds: u64) -> BusyCores {
         let cores = std::thread::available_parallelism().map_or(2, |cores| cores.get());
-        let loops = (0..cores)
+        let stop = Arc::new(AtomicBool::new(false));
+        let until = Instant::now() + Duration::from_secs(seconds);
+        let threads = (0..cores)
             .map(|_| {
-                Command::new("timeout")
-                    .arg(seconds.to_string())
-                    .args(["sh", "-c", "while :; do :; done"])
-                    .spawn()
-                    .expect("a busy loop (`timeout` and `sh` from coreutils and dash)")
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut spins: u64 = 0;
+                    while !stop.load(Ordering::Relaxed) && Instant::now() < until {
+                        spins = std::hint::black_box(spins.wrapping_add(1));
+                    }
+                })
             })
             .collect();
-        BusyCores(loops)
+        BusyCores { stop, threads }
     }
 }
 
 impl Drop for BusyCores {
     fn drop(&mut self) {
-        for busy in &mut self.0 {
-            let _ = busy.kill();
-            let _ = busy.wait();
+        self.stop.store(true, Ordering::Relaxed);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
         }
     }
 }
