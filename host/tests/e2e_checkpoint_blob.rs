@@ -111,6 +111,25 @@ fn serve(
     stream.flush()
 }
 
+/// `DIR/plugins` with the test CA and the bundled checkpoint in Blob mode for `workload`.
+fn checkpoint_plugin_dir(
+    dir: &std::path::Path,
+    pki: &Pki,
+    workload: &Workload,
+    container_url: &str,
+    azurite: &Azurite,
+) -> std::path::PathBuf {
+    let plugins = dir.join("plugins");
+    std::fs::create_dir_all(&plugins).expect("create the plugin dir");
+    std::fs::copy(pki.file("ca.pem"), plugins.join("ca.pem")).expect("copy the test CA");
+    install_bundled_plugin(
+        &plugins,
+        "checkpoint",
+        Some(&manifest(workload, container_url, azurite.port())),
+    );
+    plugins
+}
+
 /// checkpoint's manifest in Blob mode, for `workload` and the Azurite container.
 fn manifest(workload: &Workload, container_url: &str, azurite_port: u16) -> String {
     format!(
@@ -215,14 +234,7 @@ fn a_preempted_checkpoint_goes_to_blob_storage_and_comes_back_on_a_new_vm() {
     let container_url = format!("{}/checkpoints", azurite.blob_endpoint());
     let blob_url = format!("{container_url}/{BLOB_NAME}");
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let plugins = dir.path().join("plugins");
-    std::fs::create_dir_all(&plugins).expect("create the plugin dir");
-    std::fs::copy(pki.file("ca.pem"), plugins.join("ca.pem")).expect("copy the test CA");
-    install_bundled_plugin(
-        &plugins,
-        "checkpoint",
-        Some(&manifest(&workload, &container_url, azurite.port())),
-    );
+    checkpoint_plugin_dir(dir.path(), &pki, &workload, &container_url, &azurite);
     let simulator = Simulator::builder(forewarn_binary!())
         .scenario_text(PREEMPT_SCENARIO)
         .start();
@@ -344,14 +356,7 @@ fn managed_identity_tokens_are_never_logged_even_at_debug() {
     let azurite = Azurite::start(&pki);
     let container_url = format!("{}/checkpoints", azurite.blob_endpoint());
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let plugins = dir.path().join("plugins");
-    std::fs::create_dir_all(&plugins).expect("create the plugin dir");
-    std::fs::copy(pki.file("ca.pem"), plugins.join("ca.pem")).expect("copy the test CA");
-    install_bundled_plugin(
-        &plugins,
-        "checkpoint",
-        Some(&manifest(&workload, &container_url, azurite.port())),
-    );
+    let plugins = checkpoint_plugin_dir(dir.path(), &pki, &workload, &container_url, &azurite);
     let simulator = Simulator::builder(forewarn_binary!())
         .scenario_text(PREEMPT_SCENARIO)
         .start();
