@@ -225,12 +225,7 @@ fn the_status_page_shows_a_banner_once_the_daemon_stops_answering() {
         .read_line(&mut drawn)
         .expect("read the browser's first line");
     if !drawn.starts_with("drawn ") {
-        let mut stderr = String::new();
-        let _ignored = browser
-            .stderr
-            .take()
-            .expect("piped stderr")
-            .read_to_string(&mut stderr);
+        let stderr = browser_stderr(&mut browser);
         let _ignored = browser.wait();
         panic!(
             "the status page was not drawn from the running daemon: {drawn}{stderr}\n{}",
@@ -243,12 +238,7 @@ fn the_status_page_shows_a_banner_once_the_daemon_stops_answering() {
     stdout
         .read_to_string(&mut rest)
         .expect("read the browser's output");
-    let mut stderr = String::new();
-    let _ignored = browser
-        .stderr
-        .take()
-        .expect("piped stderr")
-        .read_to_string(&mut stderr);
+    let stderr = browser_stderr(&mut browser);
     let exit = browser.wait().expect("the browser run ends");
     assert!(exit.success(), "the browser run failed: {stderr}");
     let seen: UnreachableSeen = serde_json::from_str(rest.trim())
@@ -272,4 +262,13 @@ fn the_status_page_shows_a_banner_once_the_daemon_stops_answering() {
     assert_eq!(seen.outside_requests, Vec::<String>::new());
     assert_eq!(seen.page_errors, Vec::<String>::new());
     assert_png(&screenshot_dir().join("status-page-unreachable.png"));
+}
+
+/// What the browser run wrote to its (piped) stderr so far, for a failure message.
+fn browser_stderr(browser: &mut std::process::Child) -> String {
+    let mut stderr = String::new();
+    if let Some(mut pipe) = browser.stderr.take() {
+        let _ignored = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+    }
+    stderr
 }
