@@ -13,6 +13,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tests/apt-install.sh
+# Where the time goes: each phase's seconds, printed with the summary (tests/summary.py).
+mkdir -p target
+phase_times=target/run-phases.txt
+: > "$phase_times"
+phase_started=$SECONDS
+phase_done() { echo "$1:$((SECONDS - phase_started))" >> "$phase_times"; phase_started=$SECONDS; }
 
 missing=()
 command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
@@ -65,13 +71,14 @@ fi
 # prefix with its ProcessPrng stand-in): quick when present.
 bash tests/install-windows-toolchain.sh
 
+phase_done "installing what the tests drive (Debian packages, toolchains, Azurite, Chromium, wkg, cargo-deb, mingw-w64, Wine)"
 linux_status=0
 # The Linux test binaries first (their build scripts also build the wasm plugins), so that
 # the Windows cross build can start beside the Linux tests: they mostly wait on real time
 # (servers, timeouts) and leave the cores idle. It runs at the lowest priority, so the tests
 # keep the CPU they ask for; on 2 cores this takes about 8 minutes off a cold run.
 cargo test --workspace --locked --no-fail-fast --no-run || linux_status=$?
-mkdir -p target
+phase_done "building the Linux test binaries and the wasm plugins"
 # The pipeline is pure (docs/architecture.md, "No clock in the pipeline"): its clippy.toml bans
 # the clock, files, threads, processes and environment, and this step makes the bans hold in
 # every run (a `SystemTime::now()` in host/pipeline/src fails it). Only those two lints, so a
@@ -81,6 +88,7 @@ purity_status=0
 cargo clippy -p forewarn-pipeline --lib --locked -- -A clippy::all \
     -D clippy::disallowed_methods -D clippy::disallowed_types > "$purity_log" 2>&1 || purity_status=$?
 cat "$purity_log"
+phase_done "the pipeline's purity (clippy)"
 windows_build_log=target/windows-build.log
 nice -n 19 bash tests/windows.sh build > "$windows_build_log" 2>&1 &
 windows_build=$!
@@ -88,11 +96,13 @@ windows_build=$!
 # end, after the Windows step, where a CI log's tail shows them.
 linux_log=target/linux-tests.log
 cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$linux_log" || linux_status=$?
+phase_done "running the Linux tests (the Windows cross build beside them, at nice 19)"
 # Last, so the Linux results come first: forewarn cross-compiled for Windows and its tests
 # under Wine (docs/windows.md), reusing the wasm plugins the Linux build compiled. Whatever
 # failed before, every step that can run runs, and the run ends with one account of all.
 windows_build_status=0
 wait "$windows_build" || windows_build_status=$?
+phase_done "waiting for the Windows cross build"
 cat "$windows_build_log"
 windows_log=target/windows-tests.log
 windows_tests_status=0
@@ -102,10 +112,11 @@ if [[ "$windows_build_status" -ne 0 ]]; then
 else
     bash tests/windows.sh test 2>&1 | tee "$windows_log" || windows_tests_status=$?
 fi
+phase_done "the Windows tests under Wine"
 # One line, `N passed, N failed, N ignored` over both steps (CI reads it), then what failed
 # in either (tests/summary.py); its exit status is the run's.
 echo
-python3 tests/summary.py \
+FOREWARN_RUN_PHASES="$phase_times" python3 tests/summary.py \
     "the pipeline's purity (clippy's bans in host/pipeline/clippy.toml):$purity_status:$purity_log" \
     "the Linux tests:$linux_status:$linux_log" \
     "the Windows cross build:$windows_build_status:$windows_build_log" \

@@ -21,6 +21,7 @@ import sys
 
 RESULT = re.compile(r"^test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored")
 STARTS = re.compile(r"^\s+(Running|Doc-tests) (.*)$")
+FINISHED = re.compile(r"^test result: .*; finished in ([0-9.]+)s")
 
 
 def read_step(log):
@@ -54,6 +55,50 @@ def read_step(log):
     return passed, failed, ignored, failed_tests, unnamed
 
 
+def binary_durations(log):
+    """[(seconds, binary)] of one log: each binary's `finished in Ns` by the `Running` before it."""
+    durations, binary = [], None
+    if not log or not os.path.exists(log):
+        return durations
+    for line in open(log, errors="replace"):
+        start = STARTS.match(line.rstrip("\n"))
+        if start:
+            # "unittests src/lib.rs (target/debug/deps/forewarn_pipeline-0a1b…)": the binary's
+            # name without its hash says which crate; the source path alone does not.
+            named = re.search(r"\(([^)]*)\)", start.group(2))
+            binary = start.group(2)
+            if named:
+                binary = re.sub(r"-[0-9a-f]{16}(\.exe)?$", "", os.path.basename(named.group(1)))
+            continue
+        finished = FINISHED.search(line)
+        if finished and binary:
+            durations.append((float(finished.group(1)), binary))
+    return durations
+
+
+def print_where_the_time_went(specs):
+    """The phases' seconds (FOREWARN_RUN_PHASES, written by tests/run.sh) and the slowest test
+    binaries: where a cold run's time goes, in every run's output (docs/testing.md)."""
+    phases = os.environ.get("FOREWARN_RUN_PHASES")
+    if phases and os.path.exists(phases):
+        parts, total = [], 0
+        for line in open(phases):
+            name, _, seconds = line.rstrip("\n").rpartition(":")
+            if name and seconds.isdigit():
+                parts.append(f"{name} {seconds} s")
+                total += int(seconds)
+        if parts:
+            print(f"tests/run.sh: {total} s in all; where the time went: " + "; ".join(parts))
+    durations = []
+    for spec in specs:
+        durations += binary_durations(spec.split(":", 2)[2])
+    if durations:
+        durations.sort(reverse=True)
+        slowest = ", ".join(f"{b} {s:.0f} s" for s, b in durations[:10])
+        total = sum(s for s, _ in durations)
+        print(f"tests/run.sh: {len(durations)} test binaries, {total:.0f} s in all; slowest: {slowest}")
+
+
 def main():
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     totals = [0, 0, 0]
@@ -84,6 +129,7 @@ def main():
                 ).stdout
             failures.append((step, log, listing, unnamed))
     print("tests/run.sh: " + "; ".join(breakdown))
+    print_where_the_time_went(sys.argv[1:])
     print(f"{totals[0]} passed, {totals[1]} failed, {totals[2]} ignored")
     for step, log, listing, unnamed in failures:
         print(f"{step} failed" + (f" (its whole output: {log}):" if log else ":"))
