@@ -2,8 +2,8 @@
 # Installs what the registry tests (host/tests/e2e_registry.rs, host/tests/supply_hostile.rs)
 # drive for real, when missing: Debian's docker-registry (the CNCF distribution server; the
 # tests start it themselves on loopback with a config of their own), htpasswd
-# (apache2-utils) for its basic auth, OpenSSH's ssh-keygen for signing keys, and wkg
-# (bytecodealliance's wasm-pkg-tools, from crates.io, pinned) as the third-party client.
+# (apache2-utils) for its basic auth, OpenSSH's ssh-keygen for signing keys, and (by
+# tests/install-cargo-tools.sh) wkg as the third-party client.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source tests/apt-install.sh
@@ -31,11 +31,4 @@ if [ ${#missing[@]} -gt 0 ]; then
         $sudo systemctl disable --now docker-registry >/dev/null 2>&1 || true
     fi
 fi
-
-# wkg: about 520 s of CPU to build from cold (about 5 minutes on 2 idle cores), once per
-# machine; `cargo install` keeps it in ~/.cargo/bin like cargo-deb.
-WKG_VERSION=0.16.1
-if ! wkg --version 2>/dev/null | grep -qx "wkg $WKG_VERSION"; then
-    echo "tests/install-registry.sh: installing wkg $WKG_VERSION from crates.io (the registry tests' third-party client; ~5 minutes to build once)"
-    cargo install wkg --version "$WKG_VERSION" --locked --quiet
-fi
+# wkg, the third-party client, is a crates.io tool: tests/install-cargo-tools.sh builds it.

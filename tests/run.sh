@@ -2,7 +2,7 @@
 # forewarn's whole test suite, as a new machine runs it: installs what the end-to-end tests
 # drive for real when missing (HAProxy, systemd-analyze, etcd, openssl, procps, dpkg-deb,
 # headless Chromium, Prometheus and promtool, rpm (rpmbuild) and cloud-init from Debian; the
-# C, Python and JavaScript plugin toolchains; Azurite; puppeteer-core; docker-registry, htpasswd and wkg for the registry tests; cargo-deb; mingw-w64 and Wine), then runs
+# C, Python and JavaScript plugin toolchains; Azurite; puppeteer-core; docker-registry, htpasswd and (tests/install-cargo-tools.sh, in the background) wkg for the registry tests and cargo-deb; mingw-w64 and Wine), then runs
 # every test of the workspace with cargo, then the Windows build's tests under Wine
 # (tests/windows.sh). The build scripts build the wasm plugins on the way,
 # adding the wasm32-wasip2 target with rustup when the toolchain lacks it. Every step runs
@@ -19,6 +19,13 @@ phase_times=target/run-phases.txt
 : > "$phase_times"
 phase_started=$SECONDS
 phase_done() { echo "$1:$((SECONDS - phase_started))" >> "$phase_times"; phase_started=$SECONDS; }
+
+# wkg and cargo-deb (crates.io tools the registry and packaging tests drive) compile from
+# source: in the background from the start, beside the installs that wait on the network and
+# the workspace build, at a lower priority; waited for just before the tests run.
+cargo_tools_log=target/cargo-tools.log
+nice -n 10 bash tests/install-cargo-tools.sh > "$cargo_tools_log" 2>&1 &
+cargo_tools=$!
 
 missing=()
 command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
@@ -61,11 +68,6 @@ bash tests/install-browser.sh
 # htpasswd and ssh-keygen, and wkg (crates.io, pinned) as the third-party client.
 bash tests/install-registry.sh
 
-# The .deb packaging test needs cargo-deb (a crates.io tool, ~2 minutes to build once).
-if ! cargo deb --version >/dev/null 2>&1; then
-    echo "tests/run.sh: installing cargo-deb from crates.io (the packaging test builds a .deb)"
-    cargo install cargo-deb --version 3.8.0 --locked --quiet
-fi
 
 # The Windows build's tools (mingw-w64 and wine64 from Debian, the rustup target, a Wine
 # prefix with its ProcessPrng stand-in): quick when present.
@@ -95,6 +97,10 @@ windows_build=$!
 # Its output is also kept in target/linux-tests.log: the failures are named again at the very
 # end, after the Windows step, where a CI log's tail shows them.
 linux_log=target/linux-tests.log
+cargo_tools_status=0
+wait "$cargo_tools" || cargo_tools_status=$?
+cat "$cargo_tools_log"
+phase_done "waiting for wkg and cargo-deb (crates.io tools, built in the background)"
 cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$linux_log" || linux_status=$?
 phase_done "running the Linux tests (the Windows cross build beside them, at nice 19)"
 # Last, so the Linux results come first: forewarn cross-compiled for Windows and its tests
@@ -117,6 +123,7 @@ phase_done "the Windows tests under Wine"
 # in either (tests/summary.py); its exit status is the run's.
 echo
 FOREWARN_RUN_PHASES="$phase_times" python3 tests/summary.py \
+    "installing wkg and cargo-deb:$cargo_tools_status:$cargo_tools_log" \
     "the pipeline's purity (clippy's bans in host/pipeline/clippy.toml):$purity_status:$purity_log" \
     "the Linux tests:$linux_status:$linux_log" \
     "the Windows cross build:$windows_build_status:$windows_build_log" \
