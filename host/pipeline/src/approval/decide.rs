@@ -4,6 +4,7 @@
 
 use forewarn_events::{ImdsTime, PluginName, ScheduledEvent};
 
+use super::hold::Hold;
 use crate::policy::{self, ApprovalGate, GroupApproval, PolicyConfig};
 use crate::roster::Roster;
 use crate::state::{Approval, EventProgress, Handling, Lifecycle};
@@ -53,29 +54,20 @@ pub fn hold(
     subscribers: usize,
     roster: &Roster,
     policy: &PolicyConfig,
-) -> Option<String> {
-    let failed: Vec<String> = roster
+) -> Option<Hold> {
+    let files: Vec<String> = roster
         .load_errors()
         .keys()
         .filter(|path| roster.load_error_holds(path))
         .map(|path| path.display().to_string())
         .collect();
-    if !failed.is_empty() {
-        return Some(format!(
-            "not approving event {}: plugin file(s) {} failed to load, and a plugin that \
-             cannot run has not approved; fix or remove the file (`forewarn status` shows \
-             why it failed) and the approval goes ahead",
-            event.id,
-            failed.join(", ")
-        ));
+    if !files.is_empty() {
+        return Some(Hold::FailedToLoad { files });
     }
     if subscribers == 0 && !policy.approve_unsubscribed {
-        return Some(format!(
-            "not approving event {}: no plugin subscribes to {}, so nothing prepared this \
-             VM and the event starts at NotBefore; add a plugin that subscribes to it, or \
-             set `policy.approve-unsubscribed = true` to approve such events at once",
-            event.id, event.event_type_raw
-        ));
+        return Some(Hold::Unsubscribed {
+            event_type: event.event_type_raw.clone(),
+        });
     }
     None
 }
@@ -98,22 +90,14 @@ pub fn held_by_quarantine(progress: &EventProgress, roster: &Roster) -> Vec<Plug
         .collect()
 }
 
-/// Why `progress` cannot be approved while quarantined plugins hold it (see
-/// [`held_by_quarantine`]), for the log and the timeline. None: none holds it.
-pub fn quarantine_hold(progress: &EventProgress, roster: &Roster) -> Option<String> {
-    let held_by = held_by_quarantine(progress, roster);
-    if held_by.is_empty() {
+/// The hold quarantined plugins put on `progress` (see [`held_by_quarantine`]). None: none
+/// holds it.
+pub fn quarantine_hold(progress: &EventProgress, roster: &Roster) -> Option<Hold> {
+    let plugins = held_by_quarantine(progress, roster);
+    if plugins.is_empty() {
         return None;
     }
-    Some(format!(
-        "not approving event {}: held by quarantined plugin {}: its calls failed again and \
-         again, it is no longer called, and its manifest says on-failure = \"hold\", so the \
-         event starts at NotBefore; replace the plugin's .wasm or .toml with a fixed one to \
-         lift the quarantine (`forewarn status` shows its last failure), or set \
-         on-failure = \"approve\" if the plugin is advisory",
-        progress.event.id,
-        held_by.join(", ")
-    ))
+    Some(Hold::Quarantined { plugins })
 }
 
 /// Whether the barrier coordinates `event` for `vm_name`: it names this VM and another one.

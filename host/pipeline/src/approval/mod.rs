@@ -25,11 +25,13 @@ use crate::timeline::TimelineEntry;
 
 mod barrier_link;
 mod decide;
+mod hold;
 pub mod post;
 
 use barrier_link::BarrierLink;
 pub use barrier_link::{BarrierRequest, BarrierVerdict};
 pub use decide::{ApprovalRules, held_by_quarantine, hold, quarantine_hold};
+pub use hold::{Hold, HoldText};
 use post::PostQueue;
 
 /// The events the machine lends the stage, by id.
@@ -70,7 +72,7 @@ pub struct ApprovalStage {
     posts: PostQueue,
     /// The approval holds already announced, by event; not journaled (a restart announces
     /// them again).
-    holds_announced: HashMap<EventId, String>,
+    holds_announced: HashMap<EventId, Hold>,
     /// Whether the journal's commits reach the disk ([`ApprovalInput::JournalDurable`]).
     journal_durable: bool,
     /// Timeline entries for the machine to emit, in order.
@@ -143,8 +145,8 @@ impl ApprovalStage {
         now: ImdsTime,
     ) -> bool {
         match hold(&progress.event, subscribers, roster, &self.rules.policy) {
-            Some(reason) => {
-                self.note_hold(&progress.event.id, reason);
+            Some(held) => {
+                self.note_hold(&progress.event.id, held);
                 false
             }
             None => self.decide(progress, now),
@@ -159,7 +161,7 @@ impl ApprovalStage {
         }
         let id = progress.event.id.clone();
         if !self.journal_durable {
-            self.note_hold(&id, log_messages::APPROVAL_HELD_FOR_JOURNAL.to_owned());
+            self.note_hold(&id, Hold::JournalNotDurable);
             return false;
         }
         let approval = self.rules.decide(&progress.event, now);
@@ -213,8 +215,8 @@ impl ApprovalStage {
 
     /// Says once that quarantined plugins hold `progress` (see [`quarantine_hold`]).
     pub fn note_quarantine_hold(&mut self, progress: &EventProgress, roster: &Roster) {
-        if let Some(reason) = quarantine_hold(progress, roster) {
-            self.note_hold(&progress.event.id, reason);
+        if let Some(held) = quarantine_hold(progress, roster) {
+            self.note_hold(&progress.event.id, held);
         }
     }
 
@@ -313,17 +315,19 @@ impl ApprovalStage {
         });
     }
 
-    /// Logs and shows `reason` once per event and reason (the hold is checked every round).
-    fn note_hold(&mut self, id: &str, reason: String) {
-        if self.holds_announced.get(id) == Some(&reason) {
+    /// Logs and shows `held` once per event and hold (the hold is checked every round).
+    fn note_hold(&mut self, id: &str, held: Hold) {
+        if self.holds_announced.get(id) == Some(&held) {
             return;
         }
+        let event_id = EventId::from(id);
+        let reason = held.describe(&event_id).to_string();
         tracing::warn!(event_id = %id, "{reason}");
         self.emitted.push_back(TimelineEntry::NotApproved {
-            event_id: EventId::from(id),
-            reason: reason.clone(),
+            event_id: event_id.clone(),
+            reason,
         });
-        self.holds_announced.insert(EventId::from(id), reason);
+        self.holds_announced.insert(event_id, held);
     }
 }
 
