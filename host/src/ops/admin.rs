@@ -3,8 +3,10 @@
 //! and `/status/fleet` for `forewarn fleet status`.
 
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant, SystemTime};
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -16,6 +18,7 @@ use forewarn_imds::PollStatus;
 use forewarn_runtime::Readiness;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -23,7 +26,8 @@ use tokio_util::sync::CancellationToken;
 use crate::coordination::fleet_reader::FleetReader;
 use crate::log_format::escaped_json;
 use crate::ops::admin_connections::{
-    ADMIN_MAX_CONNECTIONS, ADMIN_MAX_CONNECTIONS_PER_PEER, ConnectionTable, Refused, Slot,
+    ADMIN_LOST_SLOT_WAIT, ADMIN_MAX_CONNECTIONS, ADMIN_MAX_CONNECTIONS_PER_PEER, ConnectionTable,
+    Refused, Slot,
 };
 use crate::ops::event_history::EventHistory;
 use crate::ops::metrics::Metrics;
@@ -142,7 +146,8 @@ async fn refuse_other_hosts(
 
 /// Serves the endpoint on `listener` until `shutdown`: at most `ADMIN_MAX_CONNECTIONS` at
 /// once and `ADMIN_MAX_CONNECTIONS_PER_PEER` from one peer (admin_connections.rs: more are
-/// closed on accept, or take the slot of the busiest peer's oldest connection), headers
+/// closed on accept, or take the slot of the busiest peer's oldest connection; a peer
+/// holding none always does, unless it lost one that way just before), headers
 /// within `ADMIN_HEADER_READ_TIMEOUT`, each connection closed after
 /// `ADMIN_CONNECTION_MAX_DURATION`.
 pub(crate) async fn serve(listener: TcpListener, state: AdminState, shutdown: CancellationToken) {
@@ -173,7 +178,7 @@ pub(crate) async fn serve(listener: TcpListener, state: AdminState, shutdown: Ca
                 continue;
             }
         };
-        let slot = match connections.admit(peer.ip()) {
+        let slot = match connections.admit(peer.ip(), Instant::now()) {
             Ok(slot) => slot,
             Err(Refused::PeerFull) => {
                 tracing::debug!(
@@ -190,6 +195,14 @@ pub(crate) async fn serve(listener: TcpListener, state: AdminState, shutdown: Ca
                 );
                 continue;
             }
+            Err(Refused::LostOneRecently) => {
+                tracing::debug!(
+                    peer = %peer.ip(),
+                    wait_ms = ADMIN_LOST_SLOT_WAIT.as_millis(),
+                    "admin connection closed: every slot is taken, and its peer lost one to another peer just now"
+                );
+                continue;
+            }
         };
         tokio::spawn(serve_connection(stream, router.clone(), slot));
     }
@@ -203,9 +216,14 @@ async fn serve_connection(stream: TcpStream, router: Router, slot: Slot) {
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(ADMIN_HEADER_READ_TIMEOUT);
+    let evicted = slot.evicted.clone();
+    let stream = SlotHeldStream {
+        stream,
+        slot: Some(slot),
+    };
     let connection = builder.serve_connection(TokioIo::new(stream), service);
     let served = tokio::select! {
-        () = slot.evicted.cancelled() => return,
+        () = evicted.cancelled() => return,
         served = tokio::time::timeout(ADMIN_CONNECTION_MAX_DURATION, connection) => served,
     };
     match served {
@@ -215,6 +233,57 @@ async fn serve_connection(stream: TcpStream, router: Router, slot: Slot) {
             limit_seconds = ADMIN_CONNECTION_MAX_DURATION.as_secs(),
             "admin connection closed: open longer than the limit"
         ),
+    }
+}
+
+/// A connection's socket holding its slot, which it gives back as soon as the server shuts
+/// the socket's write side (the answer is whole), before the peer can read the end: a peer
+/// that connects again once it read the end of its last answer — a load balancer's probe —
+/// finds its last slot given back, and holds none.
+struct SlotHeldStream {
+    stream: TcpStream,
+    slot: Option<Slot>,
+}
+
+impl AsyncRead for SlotHeldStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+        buffer: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_read(context, buffer)
+    }
+}
+
+impl AsyncWrite for SlotHeldStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+        bytes: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(context, bytes)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+        buffers: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(context, buffers)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(context)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        this.slot = None;
+        Pin::new(&mut this.stream).poll_shutdown(context)
     }
 }
 

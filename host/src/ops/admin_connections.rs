@@ -1,12 +1,25 @@
 //! Who holds the admin endpoint's connections. One peer (an IPv4 address, or an IPv6 /64)
-//! holds at most [`ADMIN_MAX_CONNECTIONS_PER_PEER`] of the [`ADMIN_MAX_CONNECTIONS`]; when
-//! every slot is taken, a connection from a peer holding fewer than the busiest one takes
-//! the slot of that peer's oldest connection. So no peer, nor any group of peers, can keep
-//! another peer — the load balancer's `/readyz` probe — from being served.
+//! holds at most [`ADMIN_MAX_CONNECTIONS_PER_PEER`] of the [`ADMIN_MAX_CONNECTIONS`]. When
+//! every slot is taken, a newcomer takes the slot of the busiest peer's oldest connection
+//! (the oldest of all among peers holding as many):
+//!
+//! - a peer holding **no** connection always does, whoever holds the slots — so neither one
+//!   peer nor a group of peers holding one connection each keeps another peer (the load
+//!   balancer's `/readyz` probe) out;
+//! - a peer holding some does when the busiest peer holds at least two more, so two peers
+//!   holding about as many do not take each other's slots back and forth;
+//! - except a peer that lost a connection that way a moment ago (0.5 to 1.5 s,
+//!   [`ADMIN_LOST_SLOT_WAIT`], spread so that many do not come back at once): it waits for a
+//!   free slot. A group reopening each connection it loses can then take at most one slot a
+//!   member in a second, its takes spread out, and the newest connection (the probe's,
+//!   answered within milliseconds) is the last to go.
+//!
+//! The table is a pure unit: the caller gives it the time ([`ConnectionTable::admit`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
@@ -16,6 +29,19 @@ use tokio_util::sync::CancellationToken;
 pub(crate) const ADMIN_MAX_CONNECTIONS: usize = 64;
 /// Connections one peer may hold at once: a browser on the status page opens up to six.
 pub(crate) const ADMIN_MAX_CONNECTIONS_PER_PEER: usize = 8;
+/// How long a peer that lost a connection to a newcomer waits, at least, before it may take
+/// a slot from another peer in turn (a free slot it gets at once).
+pub(crate) const ADMIN_LOST_SLOT_WAIT: Duration = Duration::from_millis(500);
+/// The waits are spread over this much beyond [`ADMIN_LOST_SLOT_WAIT`], one loss after the
+/// other, so that a group losing many connections at once does not come back at once: a
+/// burst of takes would close even the newest connection (a probe's) within milliseconds.
+pub(crate) const ADMIN_LOST_SLOT_WAIT_SPREAD: Duration = Duration::from_millis(1000);
+/// How far apart, in thousandths of the spread, two losses one after the other are put (a
+/// step prime to 1000: a thousand losses in a row get a thousand different waits).
+const SPREAD_STEP_PER_MILLE: u64 = 619;
+/// Peers remembered as having lost a slot: past this many, the longest-ago is forgotten
+/// (the memory stays bounded whatever the number of addresses a group uses).
+const LOST_SLOTS_REMEMBERED: usize = 4096;
 
 /// A peer: an IPv4 address (IPv4-mapped IPv6 included), or the /64 of an IPv6 address
 /// (one host is given a whole /64).
@@ -51,8 +77,20 @@ impl std::fmt::Display for Peer {
 pub(crate) enum Refused {
     /// Its peer holds [`ADMIN_MAX_CONNECTIONS_PER_PEER`] already.
     PeerFull,
-    /// Every slot is taken by peers holding no more than its own.
+    /// Every slot is taken by peers holding less than two more than its own peer.
     EndpointFull,
+    /// Every slot is taken, and its peer lost a connection to another peer a moment ago
+    /// (it waits [`ADMIN_LOST_SLOT_WAIT`] and part of [`ADMIN_LOST_SLOT_WAIT_SPREAD`]).
+    LostOneRecently,
+}
+
+/// How a connection is let in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Admission {
+    /// A slot is free.
+    FreeSlot,
+    /// In the slot of `0`'s oldest connection, which is closed.
+    TakenFrom(Peer),
 }
 
 /// The connections being served, by peer, oldest first.
@@ -66,16 +104,73 @@ struct Table {
     next_id: u64,
     total: usize,
     by_peer: HashMap<Peer, VecDeque<Held>>,
+    lost: LostSlots,
 }
 
 struct Held {
+    /// Admission order: a smaller id is an older connection.
     id: u64,
     /// Cancelled when another peer takes this connection's slot.
     evicted: CancellationToken,
 }
 
-/// A connection's slot, given back when dropped. `evicted` is cancelled when a peer with
-/// fewer connections takes the slot: the connection is then closed.
+/// The peers that lost a connection to a newcomer, and until when each waits.
+#[derive(Default)]
+struct LostSlots {
+    /// Until when each peer waits, from its newest loss (and that loss's number).
+    until: HashMap<Peer, (Instant, u64)>,
+    /// The losses in the order they happened: peer, when, number.
+    order: VecDeque<(Peer, Instant, u64)>,
+    /// Losses so far: numbers them, and spreads the waits.
+    losses: u64,
+}
+
+impl LostSlots {
+    /// `peer` lost a connection at `now`: it waits [`ADMIN_LOST_SLOT_WAIT`] and a part of
+    /// [`ADMIN_LOST_SLOT_WAIT_SPREAD`] that differs from one loss to the next.
+    fn record(&mut self, peer: Peer, now: Instant) {
+        let number = self.losses;
+        self.losses = self.losses.wrapping_add(1);
+        let per_mille = number.wrapping_mul(SPREAD_STEP_PER_MILLE) % 1000;
+        let spread = ADMIN_LOST_SLOT_WAIT_SPREAD * u32::try_from(per_mille).unwrap_or(0) / 1000;
+        self.until
+            .insert(peer, (now + ADMIN_LOST_SLOT_WAIT + spread, number));
+        self.order.push_back((peer, now, number));
+        while self.order.len() > LOST_SLOTS_REMEMBERED {
+            self.forget_oldest();
+        }
+    }
+
+    /// Whether `peer` still waits at `now`.
+    fn waits(&mut self, peer: Peer, now: Instant) -> bool {
+        let longest = ADMIN_LOST_SLOT_WAIT + ADMIN_LOST_SLOT_WAIT_SPREAD;
+        while self
+            .order
+            .front()
+            .is_some_and(|(_, at, _)| now.saturating_duration_since(*at) >= longest)
+        {
+            self.forget_oldest();
+        }
+        self.until.get(&peer).is_some_and(|(until, _)| now < *until)
+    }
+
+    /// Forgets the longest-ago loss (and its peer, unless the peer lost one since).
+    fn forget_oldest(&mut self) {
+        let Some((peer, _, number)) = self.order.pop_front() else {
+            return;
+        };
+        if self
+            .until
+            .get(&peer)
+            .is_some_and(|(_, newest)| *newest == number)
+        {
+            self.until.remove(&peer);
+        }
+    }
+}
+
+/// A connection's slot, given back when dropped. `evicted` is cancelled when a newcomer
+/// takes the slot: the connection is then closed.
 pub(crate) struct Slot {
     table: Arc<ConnectionTable>,
     peer: Peer,
@@ -84,17 +179,14 @@ pub(crate) struct Slot {
 }
 
 impl ConnectionTable {
-    /// Admits a connection from `address`, taking the slot of the busiest peer's oldest
-    /// connection when every slot is taken and that peer holds at least two more.
-    pub(crate) fn admit(self: &Arc<Self>, address: IpAddr) -> Result<Slot, Refused> {
+    /// Admits a connection from `address` at `now`, taking the slot of the busiest peer's
+    /// oldest connection when every slot is taken (module docs: who may).
+    pub(crate) fn admit(self: &Arc<Self>, address: IpAddr, now: Instant) -> Result<Slot, Refused> {
         let peer = Peer::of(address);
         let mut table = self.lock();
-        let held = table.by_peer.get(&peer).map_or(0, VecDeque::len);
-        if held >= ADMIN_MAX_CONNECTIONS_PER_PEER {
-            return Err(Refused::PeerFull);
-        }
-        if table.total >= ADMIN_MAX_CONNECTIONS && !table.evict_from_busiest(held) {
-            return Err(Refused::EndpointFull);
+        match table.admission(peer, now)? {
+            Admission::FreeSlot => {}
+            Admission::TakenFrom(busiest) => table.evict_oldest(busiest, now),
         }
         table.next_id += 1;
         let id = table.next_id;
@@ -131,27 +223,52 @@ impl ConnectionTable {
 }
 
 impl Table {
-    /// Closes the oldest connection of the peer holding the most, if it holds at least two
-    /// more than `held` (the newcomer's peer); says whether a slot was freed.
-    fn evict_from_busiest(&mut self, held: usize) -> bool {
-        let Some((&busiest, connections)) = self
-            .by_peer
-            .iter()
-            .max_by_key(|(_, connections)| connections.len())
-        else {
-            return false;
-        };
-        if connections.len() < held + 2 {
-            return false;
+    /// Whether a connection from `peer` is let in at `now`, and how.
+    fn admission(&mut self, peer: Peer, now: Instant) -> Result<Admission, Refused> {
+        let held = self.by_peer.get(&peer).map_or(0, VecDeque::len);
+        if held >= ADMIN_MAX_CONNECTIONS_PER_PEER {
+            return Err(Refused::PeerFull);
         }
-        let Some(oldest) = self.by_peer.get_mut(&busiest).and_then(VecDeque::pop_front) else {
-            return false;
+        if self.total < ADMIN_MAX_CONNECTIONS {
+            return Ok(Admission::FreeSlot);
+        }
+        // A peer holding none takes from any peer holding one; one holding some only from a
+        // peer holding two more (else the two would take the slot back and forth).
+        let needed = match held {
+            0 => 1,
+            some => some + 2,
+        };
+        let Some(busiest) = self.busiest().filter(|(_, count)| *count >= needed) else {
+            return Err(Refused::EndpointFull);
+        };
+        if self.lost.waits(peer, now) {
+            return Err(Refused::LostOneRecently);
+        }
+        Ok(Admission::TakenFrom(busiest.0))
+    }
+
+    /// The peer holding the most connections (of those holding as many, the one holding the
+    /// oldest connection), and how many it holds.
+    fn busiest(&self) -> Option<(Peer, usize)> {
+        self.by_peer
+            .iter()
+            .filter_map(|(peer, held)| Some((*peer, held.len(), held.front()?.id)))
+            .max_by(|(_, a_count, a_oldest), (_, b_count, b_oldest)| {
+                a_count.cmp(b_count).then(b_oldest.cmp(a_oldest))
+            })
+            .map(|(peer, count, _)| (peer, count))
+    }
+
+    /// Closes `peer`'s oldest connection, remembering that `peer` lost one at `now`.
+    fn evict_oldest(&mut self, peer: Peer, now: Instant) {
+        let Some(oldest) = self.by_peer.get_mut(&peer).and_then(VecDeque::pop_front) else {
+            return;
         };
         oldest.evicted.cancel();
         self.total -= 1;
-        tracing::debug!(peer = %busiest, "admin connection closed: its slot went to a peer holding fewer");
-        self.forget_if_empty(busiest);
-        true
+        self.lost.record(peer, now);
+        tracing::debug!(%peer, "admin connection closed: its slot went to a peer holding fewer");
+        self.forget_if_empty(peer);
     }
 
     fn forget_if_empty(&mut self, peer: Peer) {
@@ -184,15 +301,34 @@ mod tests {
         text.parse().expect("an address")
     }
 
+    /// `count` peers 10.0.N.M, each holding `each` connections admitted at `now`, in order.
+    fn fill(table: &Arc<ConnectionTable>, count: usize, each: usize, now: Instant) -> Vec<Slot> {
+        let mut held = Vec::new();
+        for peer in 0..count {
+            let peer = address(&format!("10.0.{}.{}", peer / 250, peer % 250 + 1));
+            for _ in 0..each {
+                held.push(table.admit(peer, now).expect("a free slot"));
+            }
+        }
+        held
+    }
+
+    fn evicted(held: &[Slot]) -> Vec<usize> {
+        (0..held.len())
+            .filter(|index| held[*index].evicted.is_cancelled())
+            .collect()
+    }
+
     #[test]
     fn one_peer_holds_at_most_its_share() {
         let table = Arc::new(ConnectionTable::default());
+        let now = Instant::now();
         let hog = address("127.0.0.1");
         let held: Vec<Slot> = (0..ADMIN_MAX_CONNECTIONS_PER_PEER)
-            .map(|_| table.admit(hog).expect("within the peer's share"))
+            .map(|_| table.admit(hog, now).expect("within the peer's share"))
             .collect();
-        assert_eq!(table.admit(hog).err(), Some(Refused::PeerFull));
-        assert!(table.admit(address("127.0.0.2")).is_ok());
+        assert_eq!(table.admit(hog, now).err(), Some(Refused::PeerFull));
+        assert!(table.admit(address("127.0.0.2"), now).is_ok());
         drop(held);
         assert_eq!(table.held(hog), (0, 0));
     }
@@ -200,34 +336,27 @@ mod tests {
     #[test]
     fn a_full_endpoint_gives_a_new_peer_the_slot_of_the_busiest_peers_oldest_connection() {
         let table = Arc::new(ConnectionTable::default());
+        let now = Instant::now();
         // Eight peers fill the endpoint, eight connections each.
-        let mut held = Vec::new();
-        for peer in 1..=ADMIN_MAX_CONNECTIONS / ADMIN_MAX_CONNECTIONS_PER_PEER {
-            for _ in 0..ADMIN_MAX_CONNECTIONS_PER_PEER {
-                held.push(table.admit(address(&format!("10.0.0.{peer}"))).unwrap());
-            }
-        }
+        let mut held = fill(
+            &table,
+            ADMIN_MAX_CONNECTIONS / ADMIN_MAX_CONNECTIONS_PER_PEER,
+            ADMIN_MAX_CONNECTIONS_PER_PEER,
+            now,
+        );
         assert_eq!(table.held(address("10.0.0.1")).0, ADMIN_MAX_CONNECTIONS);
         let probe = table
-            .admit(address("168.63.129.16"))
+            .admit(address("168.63.129.16"), now)
             .expect("the probe is served");
-        let evicted: Vec<usize> = (0..held.len())
-            .filter(|index| held[*index].evicted.is_cancelled())
-            .collect();
-        assert_eq!(evicted.len(), 1, "{evicted:?}");
-        let victim = evicted[0];
-        assert_eq!(
-            victim % ADMIN_MAX_CONNECTIONS_PER_PEER,
-            0,
-            "a peer's oldest"
-        );
+        // The oldest connection of all: the first peer's first.
+        assert_eq!(evicted(&held), [0]);
         assert_eq!(
             table.held(address("168.63.129.16")),
             (ADMIN_MAX_CONNECTIONS, 1)
         );
         drop(probe);
         // The evicted slot's owner gives nothing back twice.
-        let victim_peer = held.remove(victim).peer;
+        let victim_peer = held.remove(0).peer;
         let peer_held = table.held(victim_peer.0);
         assert_eq!(
             peer_held,
@@ -238,18 +367,159 @@ mod tests {
         );
     }
 
+    /// Issue 45 part 5: 64 peers holding one connection each kept a 65th out.
     #[test]
-    fn peers_holding_as_many_do_not_take_each_others_slots() {
+    fn a_peer_holding_none_is_served_when_a_group_holds_one_connection_each() {
         let table = Arc::new(ConnectionTable::default());
-        let mut held = Vec::new();
-        for peer in 0..ADMIN_MAX_CONNECTIONS {
-            held.push(table.admit(address(&format!("10.0.1.{peer}"))).unwrap());
-        }
+        let start = Instant::now();
+        let held = fill(&table, ADMIN_MAX_CONNECTIONS, 1, start);
+        let probe = table
+            .admit(address("168.63.129.16"), start)
+            .expect("a peer holding none is served");
+        assert_eq!(evicted(&held), [0], "the oldest connection goes");
         assert_eq!(
-            table.admit(address("10.0.2.1")).err(),
+            table.held(address("168.63.129.16")),
+            (ADMIN_MAX_CONNECTIONS, 1)
+        );
+        drop(probe);
+
+        // Every time, however many newcomers: 200 more peers, one after the other.
+        let mut newcomers = Vec::new();
+        for peer in 0..200 {
+            let newcomer = address(&format!("10.1.{}.{}", peer / 250, peer % 250 + 1));
+            newcomers.push(table.admit(newcomer, start).expect("a peer holding none"));
+        }
+        assert_eq!(table.held(address("10.1.0.1")).0, ADMIN_MAX_CONNECTIONS);
+        // The slots went oldest first: the 64 newest newcomers hold them.
+        assert!(
+            newcomers[..200 - ADMIN_MAX_CONNECTIONS]
+                .iter()
+                .all(|slot| slot.evicted.is_cancelled())
+        );
+        assert!(
+            newcomers[200 - ADMIN_MAX_CONNECTIONS..]
+                .iter()
+                .all(|slot| !slot.evicted.is_cancelled())
+        );
+    }
+
+    #[test]
+    fn a_peer_that_lost_a_slot_waits_before_taking_one_from_another_peer() {
+        let table = Arc::new(ConnectionTable::default());
+        let start = Instant::now();
+        let held = fill(&table, ADMIN_MAX_CONNECTIONS, 1, start);
+        let victim = held[0].peer.0;
+        let newcomer = table
+            .admit(address("10.9.0.1"), start)
+            .expect("holding none");
+        assert_eq!(evicted(&held), [0]);
+        // The victim, reconnecting at once, waits: the newest connection (the newcomer's,
+        // a probe being answered) is not taken back, nor any other.
+        let soon = start + ADMIN_LOST_SLOT_WAIT - Duration::from_millis(1);
+        assert_eq!(
+            table.admit(victim, soon).err(),
+            Some(Refused::LostOneRecently)
+        );
+        assert!(!newcomer.evicted.is_cancelled());
+        assert_eq!(evicted(&held), [0]);
+        // A free slot it gets at once.
+        drop(newcomer);
+        let back = table.admit(victim, soon).expect("a free slot");
+        drop(back);
+        let newcomer = table.admit(address("10.9.0.1"), soon).expect("a free slot");
+        // After the wait it is a peer holding none like any other.
+        let later = start + ADMIN_LOST_SLOT_WAIT;
+        let back = table
+            .admit(victim, later)
+            .expect("holding none, after the wait");
+        assert_eq!(evicted(&held), [0, 1]);
+        assert!(!newcomer.evicted.is_cancelled() && !back.evicted.is_cancelled());
+    }
+
+    #[test]
+    fn peers_holding_some_do_not_take_slots_from_peers_holding_one_more() {
+        let table = Arc::new(ConnectionTable::default());
+        let now = Instant::now();
+        // 10.0.0.1 holds two, 62 peers hold one each: full.
+        let mut held = fill(&table, ADMIN_MAX_CONNECTIONS - 1, 1, now);
+        held.push(table.admit(address("10.0.0.1"), now).expect("a free slot"));
+        assert_eq!(table.held(address("10.0.0.1")), (ADMIN_MAX_CONNECTIONS, 2));
+        // A peer holding one would take from the peer holding two, and that one back.
+        assert_eq!(
+            table.admit(address("10.0.0.2"), now).err(),
             Some(Refused::EndpointFull)
         );
-        assert!(held.iter().all(|slot| !slot.evicted.is_cancelled()));
+        assert!(evicted(&held).is_empty());
+        // A peer holding none is served, from the busiest peer.
+        let probe = table.admit(address("10.5.0.1"), now).expect("holding none");
+        assert_eq!(evicted(&held), [0]);
+        assert_eq!(table.held(address("10.0.0.1")).1, 1);
+        drop(probe);
+    }
+
+    fn peer_number(number: usize) -> Peer {
+        Peer::of(IpAddr::V4(std::net::Ipv4Addr::from(
+            u32::try_from(number).expect("a small number"),
+        )))
+    }
+
+    #[test]
+    fn peers_losing_slots_at_once_come_back_spread_over_the_spread() {
+        let mut lost = LostSlots::default();
+        let start = Instant::now();
+        for peer in 0..100 {
+            lost.record(peer_number(peer), start);
+        }
+        let waiting = |lost: &mut LostSlots, at: Instant| {
+            (0..100)
+                .filter(|peer| lost.waits(peer_number(*peer), at))
+                .count()
+        };
+        assert_eq!(
+            waiting(
+                &mut lost,
+                start + ADMIN_LOST_SLOT_WAIT - Duration::from_millis(1)
+            ),
+            100
+        );
+        // A tenth of them at a time, not all at once.
+        for tenth in 0..10u32 {
+            let at = start + ADMIN_LOST_SLOT_WAIT + ADMIN_LOST_SLOT_WAIT_SPREAD * tenth / 10;
+            let expected = 100 - 10 * tenth as usize;
+            let seen = waiting(&mut lost, at);
+            assert!(
+                seen.abs_diff(expected) <= 3,
+                "{seen} waiting at {tenth}/10, not about {expected}"
+            );
+        }
+        assert_eq!(
+            waiting(
+                &mut lost,
+                start + ADMIN_LOST_SLOT_WAIT + ADMIN_LOST_SLOT_WAIT_SPREAD
+            ),
+            0
+        );
+    }
+
+    #[test]
+    fn the_memory_of_lost_slots_stays_bounded_and_forgets_after_the_wait() {
+        let mut lost = LostSlots::default();
+        let start = Instant::now();
+        for peer in 0..LOST_SLOTS_REMEMBERED + 100 {
+            lost.record(peer_number(peer), start);
+        }
+        assert_eq!(lost.until.len(), LOST_SLOTS_REMEMBERED);
+        assert_eq!(lost.order.len(), LOST_SLOTS_REMEMBERED);
+        let last = peer_number(LOST_SLOTS_REMEMBERED + 99);
+        assert!(lost.waits(last, start));
+        assert!(!lost.waits(peer_number(0), start), "forgotten first");
+        let over = start + ADMIN_LOST_SLOT_WAIT + ADMIN_LOST_SLOT_WAIT_SPREAD;
+        assert!(!lost.waits(last, over));
+        assert!(lost.until.is_empty() && lost.order.is_empty());
+        // A peer losing twice is remembered from its newest loss.
+        lost.record(last, start);
+        lost.record(last, over);
+        assert!(lost.waits(last, over + ADMIN_LOST_SLOT_WAIT - Duration::from_millis(1)));
     }
 
     #[test]
