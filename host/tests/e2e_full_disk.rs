@@ -1,8 +1,8 @@
 //! A full or unwritable state directory degrades forewarn, never stops it (docs/operations.md,
 //! "When the disk is full"): the real binary, lb-drain and graceful-shutdown (the stop action)
 //! against the simulator, with the state directory on a small tmpfs of its own that the test
-//! fills, frees, and remounts read-only. Each test fails, naming the fix (run as root), where
-//! a tmpfs cannot be mounted: none passes without its full disk.
+//! fills, frees, remounts read-only and makes immutable. Each test fails, naming the fix
+//! (run as root), where a tmpfs cannot be mounted: none passes without its full disk.
 //!
 //! What the journal and plugin state go through is read where an operator reads it: the
 //! journal's files, `/metrics` (the `forewarn_journal_*` and `forewarn_plugin_state_*`
@@ -14,11 +14,11 @@ use std::process::Command;
 use std::time::Duration;
 
 use forewarn_host::log_messages::{
-    APPROVAL_HELD_FOR_JOURNAL, CHANGE_LOG_QUARANTINED, JOURNAL_DURABLE_AGAIN, JOURNAL_NOT_DURABLE,
-    JOURNAL_QUARANTINED,
+    APPROVAL_HELD_FOR_JOURNAL, CHANGE_LOG_QUARANTINED, JOURNAL_DIR_NOT_PERMITTED,
+    JOURNAL_DURABLE_AGAIN, JOURNAL_NOT_DURABLE, JOURNAL_ON_RESERVE, JOURNAL_QUARANTINED,
 };
 use forewarn_host::ops::status::StatusSnapshot;
-use forewarn_host::ops::storage_health::JournalState;
+use forewarn_host::ops::storage_health::{JournalState, SpaceCause};
 use forewarn_simulator::{StateSnapshot, Transition};
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
@@ -679,6 +679,111 @@ fn a_read_only_state_directory_at_start_holds_the_approval_until_it_is_writable_
         );
     }
     assert_eq!(setup.stops().len(), 1, "the stop action ran again");
+}
+
+/// The state directory made immutable (`chattr +i`, as an operator locking it down might)
+/// until dropped: creating, removing and renaming files in it fail with EPERM, while the
+/// files already in it can still be written.
+struct Immutable<'a> {
+    dir: &'a Path,
+}
+
+impl<'a> Immutable<'a> {
+    fn set(dir: &'a Path) -> Immutable<'a> {
+        chattr("+i", dir);
+        Immutable { dir }
+    }
+}
+
+impl Drop for Immutable<'_> {
+    fn drop(&mut self) {
+        chattr("-i", self.dir);
+    }
+}
+
+/// `chattr FLAG dir`, or a panic naming the fix.
+fn chattr(flag: &str, dir: &Path) {
+    let binary = find_on_path("chattr").unwrap_or_else(|| {
+        panic!(
+            "this test makes the state directory immutable with chattr, which is not installed: \
+             install it with `apt-get install -y e2fsprogs`"
+        )
+    });
+    let output = Command::new(binary)
+        .arg(flag)
+        .arg(dir)
+        .output()
+        .unwrap_or_else(|error| panic!("cannot run chattr: {error}"));
+    assert!(
+        output.status.success(),
+        "`chattr {flag} {}` failed: {}\nfix: run the tests as root (CAP_LINUX_IMMUTABLE) on a \
+         kernel whose tmpfs takes the immutable flag (Linux 6.0 and later)",
+        dir.display(),
+        String::from_utf8_lossy(&output.stderr).trim()
+    );
+}
+
+/// Issue 45 part 6: a daemon starting on an immutable state directory said "the state
+/// directory is full" on a disk with room. The cause is named (not permitted: immutable, or
+/// not writable by forewarn's user) with its fix, in `/status`, in `forewarn status` and in
+/// the log; and the journal goes on appending to its log.
+#[test]
+fn an_immutable_state_directory_is_named_as_such_not_as_a_full_disk() {
+    let setup = Setup::new(small_disk_or_fail!("64m"));
+    let state_dir = setup.disk.path().join("state");
+    let (mut first, _) = setup.start_daemon();
+    first.kill();
+    let _immutable = Immutable::set(&state_dir);
+    let (daemon, admin) = setup.start_daemon();
+
+    let journal = status(&admin).expect("status").storage.journal;
+    assert_eq!(
+        journal.space_problem_cause,
+        Some(SpaceCause::NotPermitted),
+        "{journal:?}\n{}",
+        daemon.describe_for_failure()
+    );
+    assert_eq!(journal.state, JournalState::OnReserve, "{journal:?}");
+    let detail = journal.space_problem.unwrap_or_default();
+    assert!(detail.contains("chattr -i"), "{detail}");
+    // What an operator reads: the cause and its fix, never a full disk.
+    let table = Command::new(forewarn_binary!())
+        .args(["status", "--admin", &format!("http://{admin}")])
+        .output()
+        .expect("forewarn status");
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains(JOURNAL_DIR_NOT_PERMITTED), "{table}");
+    assert!(!table.contains(JOURNAL_ON_RESERVE), "{table}");
+    assert_eq!(
+        daemon.lines_with_message(JOURNAL_DIR_NOT_PERMITTED).len(),
+        1,
+        "{}",
+        daemon.describe_for_failure()
+    );
+    assert!(
+        daemon.lines_with_message(JOURNAL_ON_RESERVE).is_empty(),
+        "said the disk is full: {}",
+        daemon.describe_for_failure()
+    );
+
+    // The journal still records: an event appearing now is appended to the log.
+    let event = setup.reboot();
+    daemon.wait_for_phase(WAIT, Some(&event), "lb-drain", "prepare");
+    wait_for(
+        WAIT,
+        "the event in the immutable directory's journal.log",
+        || {
+            let log = std::fs::read_to_string(state_dir.join("journal.log")).unwrap_or_default();
+            match log.contains(&event) {
+                true => Ok(()),
+                false => Err(format!("{} bytes without it", log.len())),
+            }
+        },
+    );
+    assert_eq!(
+        status(&admin).expect("status").storage.journal.state,
+        JournalState::OnReserve
+    );
 }
 
 /// The figure docs/operations.md quotes: the bundled chain as shipped, a Reboot with 60 s of

@@ -90,12 +90,28 @@ pub const JOURNAL_NOT_DURABLE: &str = "the journal cannot be written: forewarn g
 pub const JOURNAL_DURABLE_AGAIN: &str =
     "the journal can be written again: every change since the last write is on disk";
 /// The journal writes into the space set aside for a full disk: it could not compact or set
-/// more space aside (fields `problem`, `reserve_left_bytes`).
+/// more space aside for want of room (fields `problem`, `reserve_left_bytes`). The other
+/// causes have their own lines: [`JOURNAL_DIR_NOT_PERMITTED`], [`JOURNAL_DIR_READ_ONLY`],
+/// [`JOURNAL_NO_PREALLOCATION`], [`JOURNAL_CANNOT_COMPACT`].
 pub const JOURNAL_ON_RESERVE: &str =
     "the state directory is full: the journal writes into its reserve until there is room";
-/// The journal has room again for compactions and its reserve (field `reserve_left_bytes`).
+/// The journal may not create or replace files in the state directory (EPERM or EACCES: an
+/// immutable directory, or one the daemon's user may not write), so it appends to its
+/// existing log, without compacting (fields `problem`, `reserve_left_bytes`).
+pub const JOURNAL_DIR_NOT_PERMITTED: &str = "the journal may not create files in the state directory (permission denied, or the directory is immutable): it appends to its existing log without compacting; give the user forewarn runs as write access to the state directory, and if `lsattr -d` shows it immutable (`i`), run `chattr -i` on it";
+/// The state directory's filesystem is read-only (EROFS): the journal cannot compact, and
+/// cannot write at all unless its log was already open (fields `problem`,
+/// `reserve_left_bytes`).
+pub const JOURNAL_DIR_READ_ONLY: &str = "the state directory is on a read-only filesystem: the journal cannot compact or set space aside; remount it read-write (`mount -o remount,rw`), or point `state-dir` at a writable filesystem";
+/// The state directory's filesystem cannot preallocate: the journal has no reserve for a
+/// full disk (fields `problem`, `reserve_left_bytes`).
+pub const JOURNAL_NO_PREALLOCATION: &str = "the state directory's filesystem cannot set space aside: the journal has no reserve for a full disk; put `state-dir` on a filesystem that preallocates (ext4, xfs, tmpfs) to keep one";
+/// The journal cannot compact or set space aside for another reason (a disk I/O error, …;
+/// field `problem` says what the system answered and what to do).
+pub const JOURNAL_CANNOT_COMPACT: &str = "the journal cannot compact or set space aside in the state directory: it appends to its existing log meanwhile; field `problem` says why and what to do";
+/// The journal can compact and set space aside again (field `reserve_left_bytes`).
 pub const JOURNAL_RESERVE_RESTORED: &str =
-    "the state directory has room again: the journal's reserve is back in place";
+    "the state directory takes the journal's writes again: its reserve is back in place";
 /// A plugin's state could not be written (fields `plugin`, `error`): one line per streak of
 /// failed state writes; the plugin's `state-set` fails with the error, `state-get` answers.
 pub const PLUGIN_STATE_NOT_WRITABLE: &str =

@@ -14,6 +14,8 @@ use forewarn_runtime::trust::{self, FileRules, Owners, TrustError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::ops::storage_health::{SpaceCause, SpaceProblem};
+
 /// A durable-state file could not be read, written or moved.
 #[derive(Debug, thiserror::Error)]
 pub enum DurableFileError {
@@ -47,6 +49,19 @@ impl DurableFileError {
             action,
             path: path.to_path_buf(),
             error,
+        }
+    }
+
+    /// Why a write to the state directory failed, in a word (`Other` for what is not the
+    /// filesystem's answer), with this error as the details.
+    pub(crate) fn space_problem(&self) -> SpaceProblem {
+        let cause = match self {
+            DurableFileError::Io { error, .. } => SpaceCause::of(error),
+            DurableFileError::Untrusted(_) | DurableFileError::Encode { .. } => SpaceCause::Other,
+        };
+        SpaceProblem {
+            cause,
+            detail: self.to_string(),
         }
     }
 }

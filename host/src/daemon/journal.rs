@@ -30,6 +30,7 @@ use forewarn_imds::EventId;
 
 use crate::daemon::durable_file::{self, DurableFileError};
 use crate::daemon::journal_schema::{self, JOURNAL_NAME, JournalRecord};
+use crate::ops::storage_health::{SpaceCause, SpaceProblem};
 use crate::pipeline::state::{DaemonState, EventProgress};
 use crate::pipeline::tracker::{TrackedEvent, Tracker};
 use forewarn_platform::disk_reserve;
@@ -132,7 +133,7 @@ pub(crate) struct Journal {
     /// The log length at which the next compaction is tried.
     compact_at: u64,
     /// Why the last compaction or top-up of the reserve failed; None once one succeeded.
-    space_problem: Option<String>,
+    space_problem: Option<SpaceProblem>,
     io: JournalIo,
 }
 
@@ -240,8 +241,8 @@ impl Journal {
     }
 
     /// Why the last compaction or top-up of the reserve failed (None once one succeeded).
-    pub(crate) fn space_problem(&self) -> Option<&str> {
-        self.space_problem.as_deref()
+    pub(crate) fn space_problem(&self) -> Option<&SpaceProblem> {
+        self.space_problem.as_ref()
     }
 
     /// What the journal has written and synced since it was opened.
@@ -424,10 +425,14 @@ impl Journal {
         let reserved = match preallocated {
             Ok(()) => self.reserve,
             Err(error) if error.kind() == io::ErrorKind::Unsupported => {
-                problem = Some(
-                    "the filesystem cannot preallocate: the journal has no reserve for a full disk"
-                        .to_owned(),
-                );
+                problem = Some(SpaceProblem {
+                    cause: SpaceCause::NoPreallocation,
+                    detail: format!(
+                        "could not set space aside for {}: {error}; the journal has no reserve \
+                         for a full disk",
+                        path.display()
+                    ),
+                });
                 0
             }
             Err(error) => {
@@ -469,7 +474,7 @@ impl Journal {
     }
 
     fn note_space_problem(&mut self, error: &DurableFileError) {
-        self.space_problem = Some(error.to_string());
+        self.space_problem = Some(error.space_problem());
     }
 
     fn io_error(&self, action: &'static str, error: io::Error) -> DurableFileError {
@@ -481,7 +486,7 @@ impl Journal {
 struct ReservedLog {
     file: File,
     reserved: u64,
-    problem: Option<String>,
+    problem: Option<SpaceProblem>,
 }
 
 /// Removes files a crash left (best effort: a read-only directory keeps them, and they are

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::daemon::durable_file::DurableFileError;
 use crate::daemon::journal::{Journal, JournalIo};
 use crate::log_messages;
-use crate::ops::storage_health::StorageHealth;
+use crate::ops::storage_health::{SpaceCause, SpaceProblem, StorageHealth};
 use crate::pipeline::state::DaemonState;
 
 /// Longest a grouped commit waits for the next write.
@@ -52,7 +52,7 @@ pub(crate) trait CommitLog {
     /// Bytes set aside beyond the log's end.
     fn reserve_left(&self) -> u64;
     /// Why the journal could not compact or set space aside, if it could not.
-    fn space_problem(&self) -> Option<String>;
+    fn space_problem(&self) -> Option<SpaceProblem>;
     /// What it wrote and synced so far.
     fn io(&self) -> JournalIo;
 }
@@ -70,8 +70,8 @@ impl CommitLog for Journal {
         Journal::reserve_left(self)
     }
 
-    fn space_problem(&self) -> Option<String> {
-        Journal::space_problem(self).map(str::to_owned)
+    fn space_problem(&self) -> Option<SpaceProblem> {
+        Journal::space_problem(self).cloned()
     }
 
     fn io(&self) -> JournalIo {
@@ -87,8 +87,45 @@ pub(crate) struct JournalKeeper<J: CommitLog = Journal> {
     /// When the last commit reached the disk.
     last_write: Option<Instant>,
     failing: Option<Failing>,
-    /// Whether the journal was on its reserve at the last look (said once per change).
-    on_reserve: bool,
+    /// What the log last said of the journal's room: said once per change.
+    room: Room,
+}
+
+/// Whether the journal can compact and set space aside, as last said in the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Room {
+    /// It can (or nothing was said yet).
+    Enough,
+    /// It cannot, for this cause.
+    Short(SpaceCause),
+}
+
+impl Room {
+    /// The room `problem` leaves.
+    fn of(problem: Option<&SpaceProblem>) -> Room {
+        match problem {
+            None => Room::Enough,
+            Some(problem) => Room::Short(problem.cause),
+        }
+    }
+
+    /// Says the change from `self` to `now` in the log, if it is one.
+    fn say_change(self, now: Room, problem: Option<&SpaceProblem>, reserve_left: u64) {
+        match (self, now, problem) {
+            (before, Room::Short(cause), Some(problem)) if before != now => tracing::warn!(
+                problem = %problem.detail,
+                reserve_left_bytes = reserve_left,
+                "{}",
+                cause.message()
+            ),
+            (Room::Short(_), Room::Enough, _) => tracing::info!(
+                reserve_left_bytes = reserve_left,
+                "{}",
+                log_messages::JOURNAL_RESERVE_RESTORED
+            ),
+            _ => {}
+        }
+    }
 }
 
 /// The newest state, not on disk yet.
@@ -123,7 +160,7 @@ impl<J: CommitLog> JournalKeeper<J> {
             pending: None,
             last_write: None,
             failing: None,
-            on_reserve: false,
+            room: Room::Enough,
         };
         if let Some(error) = unwritable {
             keeper.failed(error, now, true);
@@ -248,26 +285,14 @@ impl<J: CommitLog> JournalKeeper<J> {
         );
     }
 
-    /// Tells the health what the journal looks like now; says once when it runs on its
-    /// reserve and when it has room again.
+    /// Tells the health what the journal looks like now; says once when it cannot compact
+    /// or set space aside (why: full, not permitted, read-only, …) and when it can again.
     fn publish(&mut self) {
         let problem = self.journal.space_problem();
         let reserve_left = self.journal.reserve_left();
-        match (&problem, self.on_reserve) {
-            (Some(problem), false) => tracing::warn!(
-                %problem,
-                reserve_left_bytes = reserve_left,
-                "{}",
-                log_messages::JOURNAL_ON_RESERVE
-            ),
-            (None, true) => tracing::info!(
-                reserve_left_bytes = reserve_left,
-                "{}",
-                log_messages::JOURNAL_RESERVE_RESTORED
-            ),
-            _ => {}
-        }
-        self.on_reserve = problem.is_some();
+        let room = Room::of(problem.as_ref());
+        self.room.say_change(room, problem.as_ref(), reserve_left);
+        self.room = room;
         let io = self.journal.io();
         let failing = self.failing.as_ref();
         let next_retry = failing.map(|failing| {
@@ -310,6 +335,7 @@ mod tests {
         failing: bool,
         commits: Vec<Arc<DaemonState>>,
         attempts: u32,
+        space_problem: Option<SpaceProblem>,
     }
 
     impl FakeJournal {
@@ -321,6 +347,9 @@ mod tests {
         }
         fn attempts(&self) -> u32 {
             self.inner.borrow().attempts
+        }
+        fn short_of_room(&self, problem: Option<SpaceProblem>) {
+            self.inner.borrow_mut().space_problem = problem;
         }
     }
 
@@ -345,8 +374,8 @@ mod tests {
         fn reserve_left(&self) -> u64 {
             0
         }
-        fn space_problem(&self) -> Option<String> {
-            None
+        fn space_problem(&self) -> Option<SpaceProblem> {
+            self.inner.borrow().space_problem.clone()
         }
         fn io(&self) -> JournalIo {
             JournalIo::default()
@@ -477,5 +506,41 @@ mod tests {
         keeper.tick(start + RETRY_FIRST);
         assert!(keeper.is_durable());
         assert_eq!(journal.commits(), vec![state(1)]);
+    }
+
+    /// Issue 45 part 6: an immutable state directory was reported as a full one.
+    #[test]
+    fn the_health_says_why_the_journal_cannot_compact_by_the_errors_kind() {
+        let journal = FakeJournal::default();
+        let start = Instant::now();
+        let health = Arc::new(StorageHealth::default());
+        let mut keeper = JournalKeeper::new(journal.clone(), health.clone(), None, start);
+        for (kind, cause) in [
+            (
+                std::io::ErrorKind::PermissionDenied,
+                SpaceCause::NotPermitted,
+            ),
+            (std::io::ErrorKind::ReadOnlyFilesystem, SpaceCause::ReadOnly),
+            (std::io::ErrorKind::StorageFull, SpaceCause::Full),
+        ] {
+            let error = DurableFileError::io(
+                "open",
+                std::path::Path::new("/state/journal.log.new"),
+                std::io::Error::from(kind),
+            );
+            journal.short_of_room(Some(error.space_problem()));
+            assert!(keeper.record(state(1), BTreeSet::new(), CommitWhen::Now, start));
+            let view = health.view().journal;
+            assert_eq!(
+                view.state,
+                crate::ops::storage_health::JournalState::OnReserve
+            );
+            assert_eq!(view.space_problem_cause, Some(cause), "{kind:?}");
+            assert_eq!(keeper.room, Room::Short(cause));
+        }
+        journal.short_of_room(None);
+        keeper.record(state(2), BTreeSet::new(), CommitWhen::Now, start);
+        assert_eq!(health.view().journal.space_problem_cause, None);
+        assert_eq!(keeper.room, Room::Enough);
     }
 }

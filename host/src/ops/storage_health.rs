@@ -5,12 +5,14 @@
 //! (docs/operations.md, "When the disk is full").
 
 use std::collections::BTreeMap;
+use std::io;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
 use crate::log_fields::rfc3339;
+use crate::log_messages;
 
 /// The state directory's health, shared by its writers and its readers.
 #[derive(Debug, Default)]
@@ -36,7 +38,7 @@ pub(crate) struct JournalHealth {
     /// Bytes still allocated beyond the change log's end (what appends use on a full disk).
     pub reserve_left: u64,
     /// Why the last compaction or top-up of the reserve failed; None once one succeeded.
-    pub space_problem: Option<String>,
+    pub space_problem: Option<SpaceProblem>,
     /// `fsync`s and `fdatasync`s, and bytes written, since the start.
     pub syncs: u64,
     pub bytes: u64,
@@ -127,7 +129,8 @@ impl StorageHealth {
                 next_retry: journal.next_retry.map(rfc3339),
                 write_failures: journal.write_failures,
                 reserve_left_bytes: journal.reserve_left,
-                space_problem: journal.space_problem,
+                space_problem_cause: journal.space_problem.as_ref().map(|problem| problem.cause),
+                space_problem: journal.space_problem.map(|problem| problem.detail),
                 refused: (!journal.durable).then(|| NOT_DURABLE_REFUSES.to_owned()),
             },
             plugin_state: PluginStateView {
@@ -153,8 +156,9 @@ pub enum JournalState {
     /// Every commit reaches the disk, with its reserve for a full disk in place.
     #[default]
     Durable,
-    /// Commits reach the disk, into the space set aside for them: the filesystem has no room
-    /// for a compaction or a new reserve (`space_problem` says why).
+    /// Commits reach the disk, into the space set aside for them: the journal cannot compact
+    /// or set a new reserve aside (`space_problem_cause` says why: a full disk, a directory
+    /// it may not create files in, a read-only filesystem, …; `space_problem` the details).
     OnReserve,
     /// Commits fail (`error` says why): the state is kept in memory and written once the
     /// journal can be written again; early approvals wait until then.
@@ -188,7 +192,11 @@ pub struct JournalView {
     pub write_failures: u64,
     /// Bytes still set aside beyond the change log's end for a full disk.
     pub reserve_left_bytes: u64,
-    /// Why the journal could not compact or set space aside (a full disk); none otherwise.
+    /// Why the journal could not compact or set space aside, in a word; none otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub space_problem_cause: Option<SpaceCause>,
+    /// What the system answered when the journal could not compact or set space aside, with
+    /// the fix; none otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub space_problem: Option<String>,
     /// What is refused while the journal is not durable; none while it is.
@@ -239,4 +247,135 @@ impl StorageView {
 /// Locks `mutex`; what it guards is replaced field by field, so a poisoned lock is used as is.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Why the journal could not compact or set space aside: what the operating system answered,
+/// in a word, and its fix ([`SpaceCause::message`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SpaceCause {
+    /// No room (ENOSPC, EDQUOT): the journal writes into its reserve.
+    Full,
+    /// Not permitted (EPERM, EACCES): an immutable directory (`chattr +i`), or one the
+    /// daemon's user may not write.
+    NotPermitted,
+    /// A read-only filesystem (EROFS).
+    ReadOnly,
+    /// The filesystem cannot preallocate: no reserve for a full disk.
+    NoPreallocation,
+    /// The disk reports an I/O error, or anything else (`space_problem` says what).
+    Other,
+}
+
+impl SpaceCause {
+    /// The cause of `error`, by its kind (which std decodes from the raw OS error: ENOSPC
+    /// and EDQUOT, EPERM and EACCES, EROFS; on Windows ERROR_DISK_FULL, ERROR_ACCESS_DENIED,
+    /// ERROR_WRITE_PROTECT).
+    pub(crate) fn of(error: &io::Error) -> SpaceCause {
+        match error.kind() {
+            io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded => SpaceCause::Full,
+            io::ErrorKind::PermissionDenied => SpaceCause::NotPermitted,
+            io::ErrorKind::ReadOnlyFilesystem => SpaceCause::ReadOnly,
+            _ => SpaceCause::Other,
+        }
+    }
+
+    /// What the log says, and `forewarn status`: the problem, then the fix.
+    pub fn message(self) -> &'static str {
+        match self {
+            SpaceCause::Full => log_messages::JOURNAL_ON_RESERVE,
+            SpaceCause::NotPermitted => log_messages::JOURNAL_DIR_NOT_PERMITTED,
+            SpaceCause::ReadOnly => log_messages::JOURNAL_DIR_READ_ONLY,
+            SpaceCause::NoPreallocation => log_messages::JOURNAL_NO_PREALLOCATION,
+            SpaceCause::Other => log_messages::JOURNAL_CANNOT_COMPACT,
+        }
+    }
+}
+
+/// Why the journal could not compact or set space aside: the cause, and what the system
+/// answered with its fix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SpaceProblem {
+    pub cause: SpaceCause,
+    pub detail: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 45 part 6: an immutable state directory (EPERM) was said to be full.
+    #[test]
+    fn a_space_problem_is_named_by_the_errors_kind_and_says_its_fix() {
+        let kinds = [
+            (io::ErrorKind::StorageFull, SpaceCause::Full),
+            (io::ErrorKind::QuotaExceeded, SpaceCause::Full),
+            (io::ErrorKind::PermissionDenied, SpaceCause::NotPermitted),
+            (io::ErrorKind::ReadOnlyFilesystem, SpaceCause::ReadOnly),
+            (io::ErrorKind::Other, SpaceCause::Other),
+        ];
+        for (kind, cause) in kinds {
+            assert_eq!(SpaceCause::of(&io::Error::from(kind)), cause, "{kind:?}");
+        }
+        // What the system answers: EPERM (`chattr +i`), EACCES, EROFS, ENOSPC, EDQUOT, EIO.
+        let raw: &[(i32, SpaceCause)] = match cfg!(unix) {
+            true => &[
+                (1, SpaceCause::NotPermitted),
+                (13, SpaceCause::NotPermitted),
+                (30, SpaceCause::ReadOnly),
+                (28, SpaceCause::Full),
+                (122, SpaceCause::Full),
+                (5, SpaceCause::Other),
+            ],
+            // ERROR_ACCESS_DENIED, ERROR_DISK_FULL.
+            false => &[(5, SpaceCause::NotPermitted), (112, SpaceCause::Full)],
+        };
+        for (code, cause) in raw {
+            let error = io::Error::from_raw_os_error(*code);
+            assert_eq!(SpaceCause::of(&error), *cause, "{error}");
+        }
+        // Each says the problem, then the fix; only a full disk is called full.
+        for (cause, problem, fix) in [
+            (SpaceCause::Full, "is full", "until there is room"),
+            (SpaceCause::NotPermitted, "immutable", "chattr -i"),
+            (SpaceCause::ReadOnly, "read-only", "remount,rw"),
+            (
+                SpaceCause::NoPreallocation,
+                "cannot set space aside",
+                "ext4",
+            ),
+            (SpaceCause::Other, "cannot compact", "what to do"),
+        ] {
+            let message = cause.message();
+            assert!(message.contains(problem), "{cause:?}: {message}");
+            assert!(message.contains(fix), "{cause:?}: {message}");
+            assert_eq!(
+                message.contains("full:"),
+                cause == SpaceCause::Full,
+                "{cause:?}: {message}"
+            );
+        }
+    }
+
+    #[test]
+    fn status_shows_the_cause_beside_the_details() {
+        let health = StorageHealth::default();
+        health.update_journal(|journal| {
+            journal.space_problem = Some(SpaceProblem {
+                cause: SpaceCause::NotPermitted,
+                detail: "could not open /state/journal.log.new: Operation not permitted".into(),
+            });
+        });
+        let view = health.view().journal;
+        assert_eq!(view.state, JournalState::OnReserve);
+        assert_eq!(view.space_problem_cause, Some(SpaceCause::NotPermitted));
+        let json = serde_json::to_value(&view).expect("JSON");
+        assert_eq!(json["space_problem_cause"], "not-permitted");
+        assert!(
+            json["space_problem"]
+                .as_str()
+                .is_some_and(|detail| detail.contains("Operation not permitted")),
+            "{json}"
+        );
+    }
 }

@@ -31,6 +31,9 @@ pub(crate) fn render_storage(out: &mut String, storage: &StorageView) {
                 "  journal: durable, on its reserve ({} KiB left)",
                 journal.reserve_left_bytes / 1024
             );
+            if let Some(cause) = journal.space_problem_cause {
+                let _ = writeln!(out, "    {}", cause.message());
+            }
             if let Some(problem) = &journal.space_problem {
                 let _ = writeln!(out, "    {problem}");
             }
