@@ -1,11 +1,14 @@
 //! `http-send` over https:// against a local TLS server with the test PKI: trust through
-//! `http-ca-file`, name checks, no redirects, the response limit and the deadline.
+//! `http-ca-file`, name checks, no redirects, the response limit and the deadline. The PKI
+//! is committed (`fixtures/`, made by `fixtures/make.sh`), so these run under Wine too.
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use forewarn_test_support::https_server::{AnsweringServer, tls_acceptor};
-use forewarn_test_support::pki::Pki;
+use forewarn_test_support::https_server::AnsweringServer;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::TlsAcceptor;
 use url::Url;
 
 use super::client::tests::{TableResolver, get_request, silent_server};
@@ -17,11 +20,47 @@ use crate::wit::latest::{HostError, HttpRequest, HttpResponse};
 
 const OK: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok";
 
+/// The test CA (`fixtures/README.md`).
+pub(super) const TEST_CA: &[u8] = include_bytes!("fixtures/ca.pem");
+
+/// A certificate the test CA signed, with its key.
+struct Issued {
+    certificate: &'static [u8],
+    key: &'static [u8],
+}
+
+/// For 127.0.0.1 and localhost.
+const SERVER: Issued = Issued {
+    certificate: include_bytes!("fixtures/server.pem"),
+    key: include_bytes!("fixtures/server.key"),
+};
+
+/// For other.example only.
+const OTHER: Issued = Issued {
+    certificate: include_bytes!("fixtures/other.pem"),
+    key: include_bytes!("fixtures/other.key"),
+};
+
+/// A TLS acceptor presenting `issued`.
+fn tls_acceptor(issued: &Issued) -> TlsAcceptor {
+    let chain = CertificateDer::pem_slice_iter(issued.certificate)
+        .collect::<Result<Vec<_>, _>>()
+        .expect("the fixture's certificate");
+    let key = PrivateKeyDer::from_pem_slice(issued.key).expect("the fixture's key");
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("protocol versions")
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .expect("the fixture's certificate and key");
+    TlsAcceptor::from(std::sync::Arc::new(config))
+}
+
 /// Grants trusting the test CA (as `http-ca-file = "ca.pem"` would).
-fn trusting(pki: &Pki) -> Grants {
-    let pem = std::fs::read(pki.file("ca.pem")).unwrap();
+fn trusting() -> Grants {
     Grants {
-        http_roots: ca_certificates(&pem).unwrap(),
+        http_roots: ca_certificates(TEST_CA).unwrap(),
         ..Grants::default()
     }
 }
@@ -50,14 +89,9 @@ fn failed_text(result: Result<HttpResponse, HostError>) -> String {
     }
 }
 
-#[cfg_attr(
-    windows,
-    ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite"
-)]
 #[tokio::test]
 async fn https_with_the_granted_ca_succeeds_and_the_server_sees_the_exact_request() {
-    let pki = Pki::generate();
-    let mut server = AnsweringServer::start(Some(tls_acceptor(&pki, "server")), OK.into()).await;
+    let mut server = AnsweringServer::start(Some(tls_acceptor(&SERVER)), OK.into()).await;
     let port = server.address.port();
     let request = HttpRequest {
         method: "POST".into(),
@@ -68,7 +102,7 @@ async fn https_with_the_granted_ca_succeeds_and_the_server_sees_the_exact_reques
         ],
         body: b"hello".to_vec(),
     };
-    let response = send_as_p(&trusting(&pki), request).await.unwrap();
+    let response = send_as_p(&trusting(), request).await.unwrap();
     assert_eq!(
         (response.status, response.body.as_slice()),
         (200, &b"ok"[..])
@@ -80,16 +114,11 @@ async fn https_with_the_granted_ca_succeeds_and_the_server_sees_the_exact_reques
     assert_eq!(server.next_request().await, expected);
 }
 
-#[cfg_attr(
-    windows,
-    ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite"
-)]
 #[tokio::test]
 async fn an_ip_address_url_is_verified_against_the_ip_in_the_certificate() {
-    let pki = Pki::generate();
-    let mut server = AnsweringServer::start(Some(tls_acceptor(&pki, "server")), OK.into()).await;
+    let mut server = AnsweringServer::start(Some(tls_acceptor(&SERVER)), OK.into()).await;
     let url = format!("https://{}/", server.address);
-    let response = send_as_p(&trusting(&pki), get_request(&url)).await.unwrap();
+    let response = send_as_p(&trusting(), get_request(&url)).await.unwrap();
     assert_eq!(response.status, 200);
     assert!(
         server
@@ -99,14 +128,9 @@ async fn an_ip_address_url_is_verified_against_the_ip_in_the_certificate() {
     );
 }
 
-#[cfg_attr(
-    windows,
-    ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite"
-)]
 #[tokio::test]
 async fn without_the_ca_the_certificate_is_not_trusted_and_the_fix_is_named() {
-    let pki = Pki::generate();
-    let server = AnsweringServer::start(Some(tls_acceptor(&pki, "server")), OK.into()).await;
+    let server = AnsweringServer::start(Some(tls_acceptor(&SERVER)), OK.into()).await;
     let url = format!("https://localhost:{}/", server.address.port());
     let text = failed_text(send_as_p(&Grants::default(), get_request(&url)).await);
     assert!(text.contains("add its CA with `http-ca-file"), "{text}");
@@ -114,38 +138,23 @@ async fn without_the_ca_the_certificate_is_not_trusted_and_the_fix_is_named() {
     assert!(text.contains("localhost"), "{text}");
 }
 
-#[cfg_attr(
-    windows,
-    ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite"
-)]
 #[tokio::test]
 async fn a_certificate_for_another_name_fails_naming_the_host() {
-    let pki = Pki::generate();
-    pki.issue(
-        "other",
-        "subjectAltName=DNS:other.example\nextendedKeyUsage=serverAuth",
-    );
-    let server = AnsweringServer::start(Some(tls_acceptor(&pki, "other")), OK.into()).await;
+    let server = AnsweringServer::start(Some(tls_acceptor(&OTHER)), OK.into()).await;
     let url = format!("https://localhost:{}/", server.address.port());
-    let text = failed_text(send_as_p(&trusting(&pki), get_request(&url)).await);
+    let text = failed_text(send_as_p(&trusting(), get_request(&url)).await);
     assert!(
         text.contains("the TLS certificate for localhost does not name localhost"),
         "{text}"
     );
 }
 
-#[cfg_attr(
-    windows,
-    ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite"
-)]
 #[tokio::test]
 async fn a_redirect_is_returned_to_the_plugin_not_followed() {
-    let pki = Pki::generate();
     let answer = b"HTTP/1.1 302 Found\r\nlocation: /elsewhere\r\ncontent-length: 0\r\n\r\n";
-    let mut server =
-        AnsweringServer::start(Some(tls_acceptor(&pki, "server")), answer.to_vec()).await;
+    let mut server = AnsweringServer::start(Some(tls_acceptor(&SERVER)), answer.to_vec()).await;
     let url = format!("https://localhost:{}/start", server.address.port());
-    let response = send_as_p(&trusting(&pki), get_request(&url)).await.unwrap();
+    let response = send_as_p(&trusting(), get_request(&url)).await.unwrap();
     assert_eq!(response.status, 302);
     let location = ("location".to_owned(), "/elsewhere".to_owned());
     assert!(response.headers.contains(&location), "{response:?}");
@@ -153,18 +162,13 @@ async fn a_redirect_is_returned_to_the_plugin_not_followed() {
     assert!(!server.has_more_requests(), "the redirect was followed");
 }
 
-#[cfg_attr(
-    windows,
-    ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite"
-)]
 #[tokio::test]
 async fn a_response_longer_than_the_limit_is_cut_at_the_limit() {
-    let pki = Pki::generate();
     let mut answer = b"HTTP/1.1 200 OK\r\ncontent-length: 5000\r\n\r\n".to_vec();
     answer.extend_from_slice(&[b'x'; 5000]);
-    let server = AnsweringServer::start(Some(tls_acceptor(&pki, "server")), answer).await;
+    let server = AnsweringServer::start(Some(tls_acceptor(&SERVER)), answer).await;
     let url = format!("https://localhost:{}/checkpoint", server.address.port());
-    let mut grants = trusting(&pki);
+    let mut grants = trusting();
     grants.http_response_limit = HttpResponseLimit::new(1000).unwrap();
     let response = send_as_p(&grants, get_request(&url)).await.unwrap();
     assert_eq!(response.body, vec![b'x'; 1000]);
@@ -173,10 +177,6 @@ async fn a_response_longer_than_the_limit_is_cut_at_the_limit() {
     assert_eq!(response.body.len(), 5000);
 }
 
-#[cfg_attr(
-    windows,
-    ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite"
-)]
 #[tokio::test]
 async fn the_deadline_bounds_a_tls_handshake_with_a_server_that_never_answers() {
     // Accepts and never answers the ClientHello.
@@ -198,10 +198,6 @@ async fn the_deadline_bounds_a_tls_handshake_with_a_server_that_never_answers() 
     );
 }
 
-#[cfg_attr(
-    windows,
-    ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite"
-)]
 #[test]
 fn the_response_limit_is_more_than_zero_and_at_most_64_mib() {
     assert_eq!(HttpResponseLimit::default().bytes(), 1024 * 1024);
@@ -213,10 +209,6 @@ fn the_response_limit_is_more_than_zero_and_at_most_64_mib() {
     assert_eq!(HttpResponseLimit::new(0), None);
 }
 
-#[cfg_attr(
-    windows,
-    ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite"
-)]
 #[test]
 fn a_ca_file_needs_at_least_one_usable_certificate() {
     let empty = ca_certificates(b"no pem here\n").unwrap_err();

@@ -189,15 +189,10 @@ mod tests {
         );
     }
 
-    #[cfg_attr(
-        windows,
-        ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite"
-    )]
     #[test]
     fn without_system_cas_the_plugins_own_cas_still_serve() {
-        let pki = forewarn_test_support::pki::Pki::generate();
-        let pem = std::fs::read(pki.file("ca.pem")).unwrap();
-        let extra = ca_certificates(&pem).unwrap();
+        let extra = ca_certificates(super::super::https_tests::TEST_CA).unwrap();
+        assert_eq!(extra.len(), 1);
         let none = Err("it found none".to_owned());
         assert!(client_config(&none, &extra, "p").is_ok());
     }
