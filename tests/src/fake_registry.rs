@@ -1,15 +1,17 @@
 //! A small OCI registry on loopback, written for the hostile-case tests of `forewarn plugin
 //! install`: it stores what is pushed and serves it back, and can be told to misbehave — a
 //! blob altered after upload, a download that dies half-way, a redirect to another host, a
-//! manifest far larger than any plugin's. Plain HTTP/1.1, one thread per connection, every
+//! manifest far larger than any plugin's, a blob dripped a byte at a time, a blob far larger
+//! than its descriptor. Plain HTTP/1.1, one thread per connection, every
 //! answer closes its connection.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use forewarn_host::supply::reference::Digest;
 
@@ -24,6 +26,32 @@ pub struct Faults {
     pub redirect_blobs_to: Option<String>,
     /// Serve every manifest padded to this many bytes.
     pub pad_manifests_to: Option<usize>,
+    /// Send this blob one byte at a time, one every `interval` (a registry that never
+    /// quite stops answering).
+    pub drip_blob: Option<Drip>,
+    /// Send this blob followed by padding, without a `Content-Length` (the body ends when
+    /// the connection closes), counting what the client took.
+    pub oversize_blob: Option<Oversize>,
+}
+
+/// A blob sent a byte at a time.
+#[derive(Debug, Clone)]
+pub struct Drip {
+    /// The blob's digest.
+    pub digest: String,
+    /// The pause between two bytes.
+    pub interval: Duration,
+}
+
+/// A blob sent larger than it is.
+#[derive(Debug, Clone)]
+pub struct Oversize {
+    /// The blob's digest.
+    pub digest: String,
+    /// How many bytes to send in all (the blob, then zeros).
+    pub send: usize,
+    /// How many bytes the client accepted before it closed the connection.
+    pub sent: Arc<AtomicU64>,
 }
 
 /// What the registry holds and how it behaves; tests change it between requests.
@@ -286,6 +314,42 @@ fn serve(
             && let Some(first) = bytes.first_mut()
         {
             *first ^= 0xff;
+        }
+        if let Some(drip) = faults
+            .drip_blob
+            .as_ref()
+            .filter(|drip| drip.digest == digest)
+            && !head
+        {
+            let mut stream = &stream;
+            let header = format!(
+                "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+                bytes.len()
+            );
+            stream.write_all(header.as_bytes())?;
+            for byte in &bytes {
+                std::thread::sleep(drip.interval);
+                stream.write_all(std::slice::from_ref(byte))?;
+                stream.flush()?;
+            }
+            return Ok(());
+        }
+        if let Some(oversize) = faults
+            .oversize_blob
+            .as_ref()
+            .filter(|oversize| oversize.digest == digest)
+            && !head
+        {
+            let mut stream = &stream;
+            stream.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n")?;
+            bytes.resize(oversize.send.max(bytes.len()), 0);
+            for chunk in bytes.chunks(64 * 1024) {
+                stream.write_all(chunk)?;
+                oversize
+                    .sent
+                    .fetch_add(chunk.len() as u64, Ordering::SeqCst);
+            }
+            return stream.flush();
         }
         if faults.die_during_blob.as_deref() == Some(digest) && !head {
             let mut stream = &stream;

@@ -6,6 +6,8 @@
 pub mod azurite;
 /// The browser tests' script (`tests/browser/pages.mjs`) and its Chromium.
 pub mod browser;
+/// Artifacts a hostile author makes, pushed and signed without `plugin push`'s checks.
+pub mod crafted;
 /// Real etcd on loopback: one member, or a cluster whose members the tests kill and restart.
 pub mod etcd;
 /// A small OCI registry that can be told to misbehave, for the supply-chain tests.
@@ -22,4 +24,7 @@ pub mod https_server;
 pub mod pki;
 /// A small tmpfs for a state directory, to fill and make read-only.
 pub mod small_disk;
+/// A program in a pseudo-terminal, read by a terminal emulator (Unix).
+#[cfg(unix)]
+pub mod terminal;
 pub mod webhook_receiver;
