@@ -12,448 +12,21 @@
 //! one member down for a whole event, the quorum lost and back, a member restarted with its
 //! data, and what etcd's JSON gateway does on a follower.
 
-use std::path::Path;
-use std::sync::Mutex;
 use std::time::Duration;
 
-use forewarn_etcd::{Compare, EtcdClient, EtcdError, EtcdSettings, KeyValue, Write};
-use forewarn_host::coordination::{Connection, CoordinationStatus};
-use forewarn_host::log_messages::COORDINATION_NO_QUORUM;
-use forewarn_host::log_messages::{COORDINATION_LEADS, COORDINATION_READY};
-use forewarn_host::ops::status::StatusSnapshot;
-use forewarn_simulator::{ApprovalRecord, FaultKind, StateSnapshot, Transition, stable_event_id};
+use forewarn_etcd::{Compare, EtcdClient, EtcdError, EtcdSettings, Write};
+use forewarn_host::coordination::Connection;
+use forewarn_host::log_messages::{COORDINATION_LEADS, COORDINATION_NO_QUORUM, COORDINATION_READY};
+use forewarn_simulator::{FaultKind, Transition};
+use forewarn_test_support::etcd::coordinated_set::{
+    Auth, ClusterUse, LEASE_TTL, ROOT_PASSWORD, Set, Setup, Tls, UNREACHABLE_PREFIX, VMS, WAIT,
+    approval_posts, enable_auth, lock, scenario_text,
+};
 use forewarn_test_support::etcd::{
-    Etcd, EtcdCluster, KeyChange, KeyRevisions, key_history, key_revisions, shared_cluster,
+    Etcd, EtcdCluster, KeyChange, KeyRevisions, key_history, shared_cluster,
 };
-use forewarn_test_support::harness::{
-    Daemon, DaemonConfig, LogLine, ProbePlugin, Simulator, http_get, now_unix_ms, summarize_state,
-    wait_for, wait_until, write_plugin_dir,
-};
-use forewarn_test_support::pki::Pki;
-use forewarn_test_support::{forewarn_binary, guests};
-use tempfile::TempDir;
-
-const VMS: [&str; 3] = ["vm-a", "vm-b", "vm-c"];
-const SCENARIO: &str = "coordinated-reboot";
-/// Generous bound for a single wait.
-const WAIT: Duration = Duration::from_secs(60);
-/// The lease TTL the tests configure (etcd's minimum is about 2 s).
-const LEASE_TTL: Duration = Duration::from_secs(3);
-const UNREACHABLE_PREFIX: &str = "etcd cannot be reached";
-const ROOT_PASSWORD: &str = "forewarn-test-secret";
-/// vm-c's prepare attempts with [`Setup::hold_vm_c`]: more than any test lasts (250 ms apart).
-const VM_C_HELD_ATTEMPTS: u32 = 1_000_000;
-
-/// One test at a time (see the module comment).
-static SERIAL: Mutex<()> = Mutex::new(());
-
-/// Creates user root and turns authentication on, with `etcdctl` (package etcd-client).
-fn enable_auth(etcd: &Etcd) {
-    let steps: [&[&str]; 3] = [
-        &["user", "add", &format!("root:{ROOT_PASSWORD}")],
-        &["user", "grant-role", "root", "root"],
-        &["auth", "enable"],
-    ];
-    for step in steps {
-        let output = etcd.etcdctl(step);
-        assert!(output.status.success(), "etcdctl {step:?}: {output:?}");
-    }
-    let anonymous = etcd.etcdctl(&["get", "/forewarn"]);
-    assert!(
-        !anonymous.status.success(),
-        "etcd must refuse requests without a user now"
-    );
-}
-
-/// How the set is configured for one test.
-struct Setup {
-    /// Scenario notice (NotBefore − appearance).
-    notice: &'static str,
-    /// vm-c's probe defers this many prepare attempts (250 ms apart) before approving.
-    slow_attempts: u32,
-    /// vm-c's probe defers until the test says so ([`Set::release_vm_c`]), however long the
-    /// rest takes on a loaded machine; `slow_attempts` is then not used.
-    hold_vm_c: bool,
-    /// Extra `[coordination]` lines.
-    coordination: &'static [&'static str],
-    /// Turn on etcd authentication (user root) and give the daemons its password.
-    auth: bool,
-    /// etcd over TLS with client certificates, and what the daemons are given.
-    tls: Tls,
-    /// Extra `[policy]` lines.
-    policy: &'static [&'static str],
-    /// The daemons use these members of the shared cluster instead of an etcd of their own.
-    cluster: Option<ClusterUse>,
-}
-
-/// Which cluster members the daemons are given, in order, and a key prefix of the test's own
-/// (the shared cluster keeps the keys of earlier tests, for the same event id).
-struct ClusterUse {
-    endpoints: Vec<String>,
-    prefix: &'static str,
-}
-
-impl Default for Setup {
-    fn default() -> Setup {
-        Setup {
-            notice: "5m",
-            slow_attempts: 8,
-            hold_vm_c: false,
-            coordination: &[],
-            auth: false,
-            tls: Tls::Off,
-            policy: &[],
-            cluster: None,
-        }
-    }
-}
-
-/// etcd over TLS or not, and which CA the daemons trust.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Tls {
-    Off,
-    /// The daemons trust etcd's CA and present a client certificate it issued.
-    On,
-    /// The daemons trust another CA: they cannot verify etcd's certificate.
-    WrongCa,
-}
-
-/// Three daemons, one simulator, one etcd (or the shared cluster).
-struct Set {
-    dir: TempDir,
-    /// The test's own etcd; None with the shared cluster.
-    etcd: Option<Etcd>,
-    /// What the daemons are given as `coordination.endpoints`.
-    endpoints: Vec<String>,
-    /// `coordination.prefix`.
-    prefix: String,
-    simulator: Simulator,
-    daemons: Vec<(String, Daemon)>,
-    event_id: String,
-    pki: Option<Pki>,
-    /// A CA that did not issue etcd's certificate (for [`Tls::WrongCa`]).
-    other_pki: Option<Pki>,
-    /// etcd has authentication on (user root).
-    auth: bool,
-}
-
-impl Set {
-    fn start(setup: &Setup) -> Set {
-        Set::start_playing(setup, &scenario_text(setup.notice))
-    }
-
-    /// [`Set::start`] with the simulator playing `scenario` (named [`SCENARIO`]).
-    fn start_playing(setup: &Setup, scenario: &str) -> Set {
-        let dir = TempDir::new().expect("temp dir");
-        let pki = (setup.tls != Tls::Off).then(Pki::generate);
-        let other_pki = (setup.tls == Tls::WrongCa).then(Pki::generate);
-        let etcd = setup.cluster.is_none().then(|| Etcd::start(pki.as_ref()));
-        if let Some(etcd) = etcd.as_ref().filter(|_| setup.auth) {
-            enable_auth(etcd);
-        }
-        let (endpoints, prefix) = match (&setup.cluster, &etcd) {
-            (Some(cluster), _) => (cluster.endpoints.clone(), cluster.prefix.to_owned()),
-            (None, Some(etcd)) => (vec![etcd.endpoint()], "/forewarn".to_owned()),
-            (None, None) => unreachable!("an etcd of its own without the cluster"),
-        };
-        // The clock starts at the first daemon's first poll: the notices are not eaten by
-        // three daemons starting on a loaded machine.
-        let simulator = Simulator::builder(forewarn_binary!())
-            .scenario_text(scenario)
-            .start_on_first_poll()
-            .start();
-        let mut set = Set {
-            dir,
-            etcd,
-            endpoints,
-            prefix,
-            simulator,
-            daemons: Vec::new(),
-            event_id: stable_event_id(SCENARIO, 0),
-            pki,
-            other_pki,
-            auth: setup.auth,
-        };
-        for vm in VMS {
-            let daemon = set.start_daemon(vm, setup);
-            set.daemons.push((vm.to_owned(), daemon));
-        }
-        set
-    }
-
-    fn start_daemon(&self, vm: &str, setup: &Setup) -> Daemon {
-        let root = self.dir.path().join(vm);
-        let probe = if vm == "vm-c" {
-            let attempts = match setup.hold_vm_c {
-                true => VM_C_HELD_ATTEMPTS,
-                false => setup.slow_attempts,
-            };
-            ProbePlugin::new("probe", "defer-until-attempt")
-                .config("attempts", &attempts.to_string())
-                .config("retry-ms", "250")
-        } else {
-            ProbePlugin::new("probe", "approve")
-        };
-        write_plugin_dir(&root.join("plugins"), Path::new(guests::PROBE), &[probe]);
-        let imds_url = format!("{}/vm/{vm}", self.simulator.base_url);
-        let mut policy = vec!["safety-margin-ms = 300".to_owned()];
-        policy.extend(setup.policy.iter().map(|line| (*line).to_owned()));
-        let config = DaemonConfig {
-            vm_name: vm.to_owned(),
-            policy,
-            ..DaemonConfig::vm_a(&root, root.join("plugins"), &imds_url)
-        };
-        let mut text = config.to_toml();
-        let endpoints: Vec<String> = self.endpoints.iter().map(|e| format!("{e:?}")).collect();
-        text.push_str(&format!(
-            "\n[coordination]\nendpoints = [{}]\nprefix = {:?}\nlease-ttl = \"{}s\"\n",
-            endpoints.join(", "),
-            self.prefix,
-            LEASE_TTL.as_secs()
-        ));
-        if setup.auth {
-            text.push_str(&format!(
-                "username = \"root\"\npassword = \"{ROOT_PASSWORD}\"\nallow-plaintext-credentials = true\n"
-            ));
-        }
-        if let Some(pki) = &self.pki {
-            let ca = self.other_pki.as_ref().unwrap_or(pki);
-            text.push_str(&format!(
-                "ca-file = \"{}\"\ncert-file = \"{}\"\nkey-file = \"{}\"\n",
-                ca.file("ca.pem"),
-                pki.file("client.pem"),
-                pki.file("client.key")
-            ));
-        }
-        for line in setup.coordination {
-            text.push_str(line);
-            text.push('\n');
-        }
-        let path = root.join("forewarn.toml");
-        std::fs::write(&path, text).expect("write the daemon config");
-        Daemon::start(forewarn_binary!(), &path)
-    }
-
-    fn daemon(&self, vm: &str) -> &Daemon {
-        &self
-            .daemons
-            .iter()
-            .find(|(name, _)| name == vm)
-            .expect("a daemon of the set")
-            .1
-    }
-
-    fn daemon_mut(&mut self, vm: &str) -> &mut Daemon {
-        &mut self
-            .daemons
-            .iter_mut()
-            .find(|(name, _)| name == vm)
-            .expect("a daemon of the set")
-            .1
-    }
-
-    /// The first log line with `message` of `vm` about this set's event.
-    fn first_line(&self, vm: &str, message: &str) -> Option<LogLine> {
-        self.daemon(vm)
-            .lines_with_message(message)
-            .into_iter()
-            .find(|line| line.text("event_id") == self.event_id)
-    }
-
-    /// When `vm`'s probe first approved the event's preparation.
-    fn prepared_at(&self, vm: &str) -> Option<u64> {
-        self.daemon(vm)
-            .decisions()
-            .into_iter()
-            .find(|d| {
-                d.event_id == self.event_id && d.phase == "prepare" && d.decision == "approve"
-            })
-            .map(|d| d.at_unix_ms)
-    }
-
-    /// Every daemon's log, for failure messages.
-    fn describe(&self) -> String {
-        let mut text = summarize_state(&self.simulator.state());
-        for (vm, daemon) in &self.daemons {
-            text.push_str(&format!("\n--- {vm}: {}", daemon.describe_for_failure()));
-            for line in daemon.lines() {
-                let message = line.message();
-                if message == COORDINATION_READY || message == COORDINATION_LEADS {
-                    text.push_str(&format!("\n  {message} at {}", line.at_unix_ms));
-                }
-            }
-        }
-        text
-    }
-
-    /// Checks that the simulator received no approval (nor any approval POST); `what`
-    /// says what would have been wrong.
-    fn assert_nothing_approved(&self, what: &str) {
-        let state = self.simulator.state();
-        assert!(state.approvals.is_empty(), "{what}\n{}", self.describe());
-        assert_eq!(approval_posts(&state), 0, "{what}\n{}", self.describe());
-    }
-
-    fn wait_for_approval(&self) -> StateSnapshot {
-        wait_for(WAIT, "the coordinated approval at the simulator", || {
-            let state = self.simulator.state();
-            if state.approvals.is_empty() {
-                return Err(self.describe());
-            }
-            Ok(state)
-        })
-    }
-
-    /// Waits for the approval, then until each of `vms` has seen the event start (a second,
-    /// wrong approval would show by then), and asserts the simulator received exactly one
-    /// approval POST; returns that approval.
-    fn the_one_approval(&self, vms: &[&str]) -> ApprovalRecord {
-        let state = self.wait_for_approval();
-        // However long it takes on a loaded machine: each daemon must see the event Started.
-        wait_until(
-            WAIT,
-            &format!("{vms:?} to see the event started"),
-            || {
-                vms.iter()
-                    .all(|vm| !self.daemon(vm).transitions("started").is_empty())
-            },
-            || self.describe(),
-        );
-        let state_after = self.simulator.state();
-        assert_eq!(state_after.approvals.len(), 1, "{}", self.describe());
-        assert_eq!(approval_posts(&state_after), 1, "{}", self.describe());
-        state.approvals[0].clone()
-    }
-
-    /// Waits until etcd's leader key of the event names a VM; that VM.
-    fn wait_for_one_leader(&self) -> String {
-        wait_for(WAIT, "a leader: the event's leader key in etcd", || {
-            self.leader_in_etcd().ok_or_else(|| self.describe())
-        })
-    }
-
-    /// `etcdctl`'s flags to reach this set's etcd as the daemons do (user, TLS files).
-    fn etcdctl_flags(&self) -> Vec<String> {
-        let mut flags = Vec::new();
-        if self.auth {
-            flags.push(format!("--user=root:{ROOT_PASSWORD}"));
-        }
-        if let Some(pki) = &self.pki {
-            flags.push(format!("--cacert={}", pki.file("ca.pem")));
-            flags.push(format!("--cert={}", pki.file("client.pem")));
-            flags.push(format!("--key={}", pki.file("client.key")));
-        }
-        flags
-    }
-
-    /// `{prefix}/events/{id}/{name}`: one of the event's keys.
-    fn event_key(&self, name: &str) -> String {
-        format!("{}/events/{}/{name}", self.prefix, self.event_id)
-    }
-
-    /// The VM etcd's leader key of the event names now, if any.
-    fn leader_in_etcd(&self) -> Option<String> {
-        let mut args = vec!["get", "--print-value-only"];
-        let key = self.event_key("leader");
-        args.push(&key);
-        let flags = self.etcdctl_flags();
-        args.extend(flags.iter().map(String::as_str));
-        let output = forewarn_test_support::etcd::etcdctl(&self.endpoints.join(","), &args);
-        assert!(output.status.success(), "etcdctl get {key}: {output:?}");
-        let text = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-        (!text.is_empty()).then_some(text)
-    }
-
-    /// Every VM that led the event, in order, from etcd's history of its leader key (each
-    /// one that created it: a campaign creates the key only where it does not exist).
-    fn leaders_in_etcd(&self) -> Vec<String> {
-        let key = self.event_key("leader");
-        key_history(&self.endpoints.join(","), &self.etcdctl_flags(), &key, WAIT)
-            .into_iter()
-            .filter_map(|change| match change {
-                KeyChange::Put { value, version, .. } => Some((value, version)),
-                KeyChange::Delete { .. } => None,
-            })
-            .inspect(|(value, version)| {
-                assert_eq!(
-                    *version,
-                    1,
-                    "{key} rewritten (to {value}) instead of created by a campaign\n{}",
-                    self.describe()
-                )
-            })
-            .map(|(value, _)| value)
-            .collect()
-    }
-
-    /// `key`'s revisions in etcd now (None: no such key).
-    fn revisions(&self, key: &str) -> Option<KeyRevisions> {
-        key_revisions(&self.endpoints.join(","), &self.etcdctl_flags(), key).1
-    }
-
-    /// Makes vm-c's probe approve from its next call on ([`Setup::hold_vm_c`]): its manifest
-    /// rewritten, the daemon reloads it (docs/plugin-directory.md: the next call uses it).
-    fn release_vm_c(&self) {
-        let manifest = self.dir.path().join("vm-c/plugins/probe.toml");
-        std::fs::write(&manifest, ProbePlugin::new("probe", "approve").manifest())
-            .expect("rewrite vm-c's probe manifest");
-    }
-
-    /// Waits until the simulator received `polls` more polls (GETs of the scheduled events)
-    /// from each VM of the set that still runs, after `after_ms`: each daemon went round its
-    /// loop that many times since, with whatever it knew at `after_ms`.
-    fn wait_for_polls_after(&self, after_ms: u64, polls: usize, vms: &[&str]) {
-        wait_until(
-            WAIT,
-            &format!("{polls} polls from each of {vms:?} at the simulator"),
-            || {
-                let state = self.simulator.state();
-                vms.iter().all(|vm| {
-                    state
-                        .requests
-                        .iter()
-                        .filter(|request| {
-                            request.vm == *vm
-                                && request.method == "GET"
-                                && request.path.contains("scheduledevents")
-                                && request.at_unix_ms > after_ms
-                        })
-                        .count()
-                        >= polls
-                })
-            },
-            || self.describe(),
-        );
-    }
-}
-
-fn scenario_text(notice: &str) -> String {
-    format!(
-        "name = \"{SCENARIO}\"\n\
-         description = \"One Platform Reboot naming vm-a, vm-b and vm-c.\"\n\
-         vms = [\"vm-a\", \"vm-b\", \"vm-c\"]\n\
-         end_after = \"10s\"\n\n\
-         [[events]]\n\
-         type = \"Reboot\"\n\
-         appear_at = \"2s\"\n\
-         notice = \"{notice}\"\n\
-         runs_for = \"30s\"\n"
-    )
-}
-
-fn approval_posts(state: &StateSnapshot) -> usize {
-    state
-        .requests
-        .iter()
-        .filter(|request| request.method == "POST" && request.path.contains("scheduledevents"))
-        .count()
-}
-
-fn lock() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+use forewarn_test_support::forewarn_binary;
+use forewarn_test_support::harness::{now_unix_ms, wait_for, wait_until};
 
 #[test]
 fn the_event_is_approved_once_after_the_slowest_vm_is_ready() {
@@ -462,7 +35,7 @@ fn the_event_is_approved_once_after_the_slowest_vm_is_ready() {
         notice: "5m",
         slow_attempts: 16,
         coordination: &[],
-        auth: false,
+        auth: Auth::Off,
         tls: Tls::Off,
         ..Setup::default()
     });
@@ -475,7 +48,7 @@ fn etcd_with_authentication_is_used_with_the_configured_user() {
         notice: "5m",
         slow_attempts: 8,
         coordination: &[],
-        auth: true,
+        auth: Auth::Root,
         tls: Tls::Off,
         ..Setup::default()
     });
@@ -484,7 +57,7 @@ fn etcd_with_authentication_is_used_with_the_configured_user() {
 /// Starts the set, waits for the approval, and checks it came once, from the leader,
 /// after vm-c's plugins approved; prints the time from vm-c's ready record to the POST.
 fn approved_once_after_the_slowest(setup: &Setup) {
-    let set = Set::start(setup);
+    let set = Set::start(forewarn_binary!(), setup);
     let approval = &set.assert_approved_once_after_vm_c();
     assert_eq!(approval.event_id, set.event_id);
     let slowest_prepared = set.prepared_at("vm-c").expect("checked above");
@@ -519,12 +92,15 @@ fn approved_once_after_the_slowest(setup: &Setup) {
 #[test]
 fn killing_the_leader_hands_over_within_the_lease_ttl_and_approves_once() {
     let _serial = lock();
-    let mut set = Set::start(&Setup {
-        notice: "5m",
-        hold_vm_c: true,
-        coordination: &["dead-vm = \"counts-as-ready\""],
-        ..Setup::default()
-    });
+    let mut set = Set::start(
+        forewarn_binary!(),
+        &Setup {
+            notice: "5m",
+            hold_vm_c: true,
+            coordination: &["dead-vm = \"counts-as-ready\""],
+            ..Setup::default()
+        },
+    );
     let leader = set.wait_for_one_leader();
     assert!(
         set.prepared_at("vm-c").is_none(),
@@ -580,11 +156,14 @@ fn killing_the_leader_hands_over_within_the_lease_ttl_and_approves_once() {
 #[test]
 fn stopping_etcd_mid_event_never_approves_early() {
     let _serial = lock();
-    let mut set = Set::start(&Setup {
-        notice: "5m",
-        hold_vm_c: true,
-        ..Setup::default()
-    });
+    let mut set = Set::start(
+        forewarn_binary!(),
+        &Setup {
+            notice: "5m",
+            hold_vm_c: true,
+            ..Setup::default()
+        },
+    );
     set.wait_for_one_leader();
     assert!(
         set.prepared_at("vm-c").is_none(),
@@ -637,7 +216,7 @@ fn etcd_over_tls_with_client_certificates_approves_once() {
         notice: "5m",
         slow_attempts: 4,
         coordination: &[],
-        auth: false,
+        auth: Auth::Off,
         tls: Tls::On,
         ..Setup::default()
     });
@@ -646,14 +225,17 @@ fn etcd_over_tls_with_client_certificates_approves_once() {
 #[test]
 fn a_daemon_that_cannot_verify_etcd_never_approves_early() {
     let _serial = lock();
-    let set = Set::start(&Setup {
-        notice: "5m",
-        slow_attempts: 4,
-        coordination: &[],
-        auth: false,
-        tls: Tls::WrongCa,
-        ..Setup::default()
-    });
+    let set = Set::start(
+        forewarn_binary!(),
+        &Setup {
+            notice: "5m",
+            slow_attempts: 4,
+            coordination: &[],
+            auth: Auth::Off,
+            tls: Tls::WrongCa,
+            ..Setup::default()
+        },
+    );
     let unreachable = |vm: &str| {
         set.daemon(vm)
             .lines()
@@ -687,15 +269,18 @@ fn a_daemon_that_cannot_verify_etcd_never_approves_early() {
 #[test]
 fn a_forged_approval_key_naming_this_vm_is_not_acted_on() {
     let _serial = lock();
-    let set = Set::start(&Setup {
-        notice: "20s",
-        slow_attempts: 12,
-        coordination: &[],
-        auth: false,
-        tls: Tls::Off,
-        ..Setup::default()
-    });
-    let key = format!("/forewarn/events/{}/approval", set.event_id);
+    let set = Set::start(
+        forewarn_binary!(),
+        &Setup {
+            notice: "20s",
+            slow_attempts: 12,
+            coordination: &[],
+            auth: Auth::Off,
+            tls: Tls::Off,
+            ..Setup::default()
+        },
+    );
+    let key = set.event_key("approval");
     let etcd = set.etcd.as_ref().expect("an etcd of its own");
     let forged = etcd.etcdctl(&["put", &key, "vm-a"]);
     assert!(forged.status.success(), "etcdctl put: {forged:?}");
@@ -706,11 +291,8 @@ fn a_forged_approval_key_naming_this_vm_is_not_acted_on() {
             "an approval was sent on the strength of the forged key: {}",
             set.describe()
         );
-        set.first_line(
-            "vm-a",
-            forewarn_host::coordination::NOT_OUR_APPROVAL_MESSAGE,
-        )
-        .ok_or_else(|| set.describe())
+        set.first_line("vm-a", forewarn_host::coordination::IGNORED_KEY_MESSAGE)
+            .ok_or_else(|| set.describe())
     });
     let started = set
         .simulator
@@ -742,98 +324,6 @@ fn cluster_use(cluster: &EtcdCluster, members: &[usize], prefix: &'static str) -
     }
 }
 
-impl Set {
-    /// `vm`'s coordination status, as its `/status` shows it.
-    fn coordination(&self, vm: &str) -> CoordinationStatus {
-        let admin = self.daemon(vm).admin_address(WAIT);
-        let body = http_get(&admin, "/status").unwrap_or_else(|error| panic!("/status: {error}"));
-        let status: StatusSnapshot = serde_json::from_str(&body)
-            .unwrap_or_else(|error| panic!("bad /status ({error}): {body}"));
-        status.coordination.expect("a coordination section")
-    }
-
-    /// `vm`'s `/metrics` text.
-    fn metrics(&self, vm: &str) -> String {
-        let admin = self.daemon(vm).admin_address(WAIT);
-        http_get(&admin, "/metrics").unwrap_or_else(|error| panic!("/metrics: {error}"))
-    }
-
-    /// How many times `vm` logged that it falls back (etcd unreachable, or no quorum).
-    fn fallbacks_logged(&self, vm: &str) -> usize {
-        self.daemon(vm)
-            .lines()
-            .into_iter()
-            .filter(|line| {
-                line.message().starts_with(UNREACHABLE_PREFIX)
-                    || line.message() == COORDINATION_NO_QUORUM
-            })
-            .count()
-    }
-
-    /// Waits until both fast VMs recorded ready and one of them leads; the leader.
-    fn wait_for_fast_vms_ready_and_a_leader(&self) -> String {
-        wait_until(
-            WAIT,
-            "vm-a and vm-b to record ready",
-            || {
-                ["vm-a", "vm-b"]
-                    .iter()
-                    .all(|vm| self.first_line(vm, COORDINATION_READY).is_some())
-            },
-            || self.describe(),
-        );
-        let leader = self.wait_for_one_leader();
-        assert!(
-            self.prepared_at("vm-c").is_none(),
-            "vm-c must still be preparing\n{}",
-            self.describe()
-        );
-        leader
-    }
-
-    /// Checks the approval came once, from the leader, after vm-c's plugins approved.
-    fn assert_approved_once_after_vm_c(&self) -> ApprovalRecord {
-        let approval = self.the_one_approval(&VMS);
-        assert!(approval.accepted);
-        let slowest_prepared = self.prepared_at("vm-c").unwrap_or_else(|| {
-            panic!(
-                "approved before vm-c's plugins approved\n{}",
-                self.describe()
-            )
-        });
-        assert!(
-            approval.at_unix_ms >= slowest_prepared,
-            "approved at {} before vm-c's plugins approved at {slowest_prepared}\n{}",
-            approval.at_unix_ms,
-            self.describe()
-        );
-        let leaders = self.leaders_in_etcd();
-        assert_eq!(
-            leaders,
-            std::slice::from_ref(&approval.vm),
-            "one leader, the VM that approved, as etcd's history of the leader key says\n{}",
-            self.describe()
-        );
-        approval
-    }
-
-    /// Checks that no daemon fell back: each talks to a member other than `dead`, connected.
-    fn assert_never_fell_back(&self, dead: &str) {
-        for vm in VMS {
-            let status = self.coordination(vm);
-            assert_eq!(status.connection, Connection::Connected, "{vm}: {status:?}");
-            assert!(!status.fallback, "{vm}: {status:?}");
-            assert_ne!(status.endpoint.as_deref(), Some(dead), "{vm}: {status:?}");
-            assert_eq!(
-                self.fallbacks_logged(vm),
-                0,
-                "{vm} fell back\n{}",
-                self.describe()
-            );
-        }
-    }
-}
-
 /// The member every daemon talks to — the cluster's raft leader too — is killed while vm-c
 /// still prepares. The daemons go on through the next endpoint: a member that was down
 /// earlier in the event and was restarted with its data. With `group-approval = "always"`,
@@ -846,16 +336,19 @@ fn cluster_the_member_forewarn_talks_to_is_killed_mid_event_and_a_restarted_memb
         panic!("three members");
     };
     cluster.kill(restarted);
-    let set = Set::start(&Setup {
-        slow_attempts: 40,
-        policy: &[APPROVE_ALONE_ON_FALLBACK],
-        cluster: Some(cluster_use(
-            &cluster,
-            &[talked_to, restarted, third],
-            "/forewarn-failover",
-        )),
-        ..Setup::default()
-    });
+    let set = Set::start(
+        forewarn_binary!(),
+        &Setup {
+            slow_attempts: 40,
+            policy: &[APPROVE_ALONE_ON_FALLBACK],
+            cluster: Some(cluster_use(
+                &cluster,
+                &[talked_to, restarted, third],
+                "/forewarn-failover",
+            )),
+            ..Setup::default()
+        },
+    );
     set.wait_for_fast_vms_ready_and_a_leader();
     cluster.restart(restarted);
     cluster.wait_healthy();
@@ -871,7 +364,7 @@ fn cluster_the_member_forewarn_talks_to_is_killed_mid_event_and_a_restarted_memb
 
     // The restarted member holds, in its own copy (a serializable read of that member
     // alone), the ready records written while it was down.
-    let ready_prefix = format!("/forewarn-failover/events/{}/ready/", set.event_id);
+    let vms_prefix = "/forewarn-failover/vms/";
     let read = cluster.etcdctl(
         restarted,
         &[
@@ -879,16 +372,14 @@ fn cluster_the_member_forewarn_talks_to_is_killed_mid_event_and_a_restarted_memb
             "--prefix",
             "--keys-only",
             "--consistency=s",
-            &ready_prefix,
+            vms_prefix,
         ],
     );
     assert!(read.status.success(), "{read:?}");
     let keys = String::from_utf8_lossy(&read.stdout);
     for vm in VMS {
-        assert!(
-            keys.contains(&format!("{ready_prefix}{vm}")),
-            "{vm} missing: {keys}"
-        );
+        let ready = set.vm_event_key(vm, "ready");
+        assert!(keys.contains(&ready), "{ready} missing: {keys}");
     }
     println!(
         "FIGURE cluster failover: the member talked to (raft leader) killed -> approval POST {} ms (after vm-c's plugins approved: {} ms)",
@@ -906,12 +397,15 @@ fn cluster_one_member_down_for_the_whole_event_approves_once_after_the_slowest()
     let mut cluster = shared_cluster();
     cluster.kill(0);
     cluster.wait_healthy();
-    let set = Set::start(&Setup {
-        slow_attempts: 8,
-        policy: &[APPROVE_ALONE_ON_FALLBACK],
-        cluster: Some(cluster_use(&cluster, &[0, 1, 2], "/forewarn-one-down")),
-        ..Setup::default()
-    });
+    let set = Set::start(
+        forewarn_binary!(),
+        &Setup {
+            slow_attempts: 8,
+            policy: &[APPROVE_ALONE_ON_FALLBACK],
+            cluster: Some(cluster_use(&cluster, &[0, 1, 2], "/forewarn-one-down")),
+            ..Setup::default()
+        },
+    );
     set.assert_approved_once_after_vm_c();
     set.assert_never_fell_back(&cluster.endpoint(0));
 }
@@ -924,16 +418,19 @@ fn cluster_one_member_down_for_the_whole_event_approves_once_after_the_slowest()
 fn cluster_quorum_lost_falls_back_says_so_and_resumes_the_barrier_when_it_returns() {
     let _serial = lock();
     let mut cluster = shared_cluster();
-    let set = Set::start(&Setup {
-        slow_attempts: 24,
-        cluster: Some(cluster_use(&cluster, &[0, 1, 2], "/forewarn-quorum")),
-        ..Setup::default()
-    });
+    let set = Set::start(
+        forewarn_binary!(),
+        &Setup {
+            slow_attempts: 24,
+            cluster: Some(cluster_use(&cluster, &[0, 1, 2], "/forewarn-quorum")),
+            ..Setup::default()
+        },
+    );
     set.wait_for_fast_vms_ready_and_a_leader();
     // The fast VMs' ready keys as etcd holds them before the outage.
     let ready_before: Vec<Option<KeyRevisions>> = ["vm-a", "vm-b"]
         .iter()
-        .map(|vm| set.revisions(&set.event_key(&format!("ready/{vm}"))))
+        .map(|vm| set.revisions(&set.vm_event_key(vm, "ready")))
         .collect();
     assert!(
         ready_before.iter().all(Option::is_some),
@@ -996,7 +493,7 @@ fn cluster_quorum_lost_falls_back_says_so_and_resumes_the_barrier_when_it_return
     // — each ready key was written once, before the outage (etcd's history of the key: it
     // is deleted 15 s after the event started, which a loaded machine may reach by now).
     for (vm, before) in ["vm-a", "vm-b"].iter().zip(&ready_before) {
-        let key = set.event_key(&format!("ready/{vm}"));
+        let key = set.vm_event_key(vm, "ready");
         let writes: Vec<u64> = key_history(&set.endpoints.join(","), &[], &key, WAIT)
             .into_iter()
             .filter_map(|change| match change {
@@ -1061,14 +558,13 @@ fn cluster_the_json_gateway_on_a_follower_serves_leases_linearizable_reads_and_w
             .unwrap();
         on_follower.put(GATEWAY_KEY, "1", lease).await.unwrap();
         let read = on_other.list(GATEWAY_PREFIX).await.unwrap();
-        let written = KeyValue {
-            key: GATEWAY_KEY.into(),
-            value: "1".into(),
-            lease,
-        };
+        let written: Vec<(&str, &str, i64)> = read
+            .iter()
+            .map(|kv| (kv.key.as_str(), kv.value.as_str(), kv.lease))
+            .collect();
         assert_eq!(
-            read,
-            vec![written],
+            written,
+            [(GATEWAY_KEY, "1", lease)],
             "a follower reads another's write at once"
         );
         assert_eq!(
@@ -1171,48 +667,21 @@ fn watch_stream(endpoint: &str, put: impl FnOnce()) -> String {
 
 // ---- the barrier's deadline, dead-vm = "hold", reschedules, etcd coming back -----------------
 
-impl Set {
-    /// The test's own etcd (these tests do not use the shared cluster).
-    fn own_etcd(&self) -> &Etcd {
-        self.etcd.as_ref().expect("an etcd of its own")
-    }
-
-    /// `{prefix}/events/{id}/ready/{vm}`: the NotBefore (Unix ms) `vm` recorded ready for.
-    fn ready_record(&self, vm: &str) -> Option<u64> {
-        let key = format!("/forewarn/events/{}/ready/{vm}", self.event_id);
-        self.own_etcd().value(&key).map(|value| {
-            value
-                .parse()
-                .unwrap_or_else(|error| panic!("{key} = {value:?}: {error}"))
-        })
-    }
-
-    /// When the simulator recorded `transition` of the set's event (Unix ms), if it did.
-    fn transition_ms(&self, state: &StateSnapshot, transition: Transition) -> Option<u64> {
-        state
-            .history
-            .iter()
-            .find(|record| record.event_id == self.event_id && record.transition == transition)
-            .map(|record| record.at_unix_ms)
-    }
-}
-
 /// `deadline = "12s"`: vm-c never gets ready, so without the deadline nobody would approve;
 /// with it the leader approves 12 s before NotBefore (no earlier), once, and the event
 /// starts then rather than at NotBefore. NotBefore is what the fast VMs recorded in etcd.
 #[test]
 fn the_deadline_lets_the_leader_approve_without_a_vm_that_never_gets_ready() {
     let _serial = lock();
-    let set = Set::start(&Setup {
-        notice: "20s",
-        slow_attempts: 100_000,
-        coordination: &["deadline = \"12s\""],
-        auth: false,
-        tls: Tls::Off,
-        policy: &[],
-        cluster: None,
-        hold_vm_c: false,
-    });
+    let set = Set::start(
+        forewarn_binary!(),
+        &Setup {
+            notice: "20s",
+            slow_attempts: 100_000,
+            coordination: &["deadline = \"12s\""],
+            ..Setup::default()
+        },
+    );
     let leader = set.wait_for_one_leader();
     let not_before = set
         .ready_record(&leader)
@@ -1246,16 +715,15 @@ fn the_deadline_lets_the_leader_approve_without_a_vm_that_never_gets_ready() {
 #[test]
 fn dead_vm_hold_keeps_a_vm_that_died_ready_holding_the_event() {
     let _serial = lock();
-    let mut set = Set::start(&Setup {
-        notice: "25s",
-        slow_attempts: 24,
-        coordination: &["dead-vm = \"hold\""],
-        auth: false,
-        tls: Tls::Off,
-        policy: &[],
-        cluster: None,
-        hold_vm_c: false,
-    });
+    let mut set = Set::start(
+        forewarn_binary!(),
+        &Setup {
+            notice: "25s",
+            slow_attempts: 24,
+            coordination: &["dead-vm = \"hold\""],
+            ..Setup::default()
+        },
+    );
     let leader = set.wait_for_one_leader();
     assert_eq!(
         set.ready_record("vm-c"),
@@ -1270,7 +738,7 @@ fn dead_vm_hold_keeps_a_vm_that_died_ready_holding_the_event() {
         || set.ready_record("vm-c").is_some() && set.ready_record(&leader).is_none(),
         || set.describe(),
     );
-    let was_ready = format!("/forewarn/events/{}/was-ready/{leader}", set.event_id);
+    let was_ready = set.vm_event_key(&leader, "was-ready");
     assert_eq!(
         set.own_etcd().value(&was_ready).as_deref(),
         Some(leader.as_str())
@@ -1309,16 +777,12 @@ fn a_rescheduled_event_is_approved_once_every_vm_is_ready_for_the_new_not_before
         scenario_text("30s")
     );
     let set = Set::start_playing(
+        forewarn_binary!(),
         &Setup {
             notice: "30s",
             // 250 ms apart: vm-c prepares for ~15 s, past the reschedule at 9 s.
             slow_attempts: 60,
-            coordination: &[],
-            auth: false,
-            tls: Tls::Off,
-            policy: &[],
-            cluster: None,
-            hold_vm_c: false,
+            ..Setup::default()
         },
         &scenario,
     );
@@ -1390,16 +854,14 @@ fn a_rescheduled_event_is_approved_once_every_vm_is_ready_for_the_new_not_before
 #[test]
 fn etcd_coming_back_mid_event_lets_the_set_approve_once() {
     let _serial = lock();
-    let set = Set::start(&Setup {
-        notice: "45s",
-        slow_attempts: 24,
-        coordination: &[],
-        auth: false,
-        tls: Tls::Off,
-        policy: &[],
-        cluster: None,
-        hold_vm_c: false,
-    });
+    let set = Set::start(
+        forewarn_binary!(),
+        &Setup {
+            notice: "45s",
+            slow_attempts: 24,
+            ..Setup::default()
+        },
+    );
     let leader = set.wait_for_one_leader();
     let not_before = set
         .ready_record(&leader)
@@ -1461,7 +923,7 @@ fn an_approval_sent_while_the_leader_stops_is_recorded_in_etcd() {
         "{}\n[[faults]]\nkind = \"delay\"\ndelay = \"2s\"\nmethods = [\"POST\"]\n",
         scenario_text("5m")
     );
-    let mut set = Set::start_playing(&Setup::default(), &scenario);
+    let mut set = Set::start_playing(forewarn_binary!(), &Setup::default(), &scenario);
     let held = wait_for(WAIT, "the approval POST held at the simulator", || {
         let state = set.simulator.state();
         let held = state
@@ -1496,14 +958,14 @@ fn an_approval_sent_while_the_leader_stops_is_recorded_in_etcd() {
         String::from_utf8_lossy(&output.stdout).trim().to_owned()
     };
     // The leader's lease has expired once its member key is gone (LEASE_TTL after the exit).
-    let member = format!("/forewarn/members/{leader}");
+    let member = set.member_key(leader);
     wait_until(
         WAIT,
         &format!("{leader}'s lease to expire"),
         || get(&member).is_empty(),
         || set.describe(),
     );
-    let approval = format!("/forewarn/events/{}/approval", set.event_id);
+    let approval = set.event_key("approval");
     assert_eq!(
         get(&approval),
         leader,
@@ -1522,12 +984,15 @@ fn an_approval_sent_while_the_leader_stops_is_recorded_in_etcd() {
 #[test]
 fn etcd_down_falls_back_to_group_approval_and_the_first_listed_vm_approves_alone_at_imds() {
     let _serial = lock();
-    let mut set = Set::start(&Setup {
-        notice: "5m",
-        hold_vm_c: true,
-        policy: &["group-approval = \"first-listed\""],
-        ..Setup::default()
-    });
+    let mut set = Set::start(
+        forewarn_binary!(),
+        &Setup {
+            notice: "5m",
+            hold_vm_c: true,
+            policy: &["group-approval = \"first-listed\""],
+            ..Setup::default()
+        },
+    );
     wait_until(
         WAIT,
         "vm-a and vm-b ready in etcd, and a leader",
@@ -1611,7 +1076,7 @@ fn etcd_down_falls_back_to_group_approval_and_the_first_listed_vm_approves_alone
 fn the_etcd_client_renews_its_auth_token_when_etcd_expired_it() {
     let _serial = lock();
     let etcd = Etcd::start_with_flags(None, &["--logger=zap", "--auth-token-ttl=1"]);
-    enable_auth(&etcd);
+    enable_auth(&etcd, Auth::Root, "/forewarn");
     let client = EtcdClient::connect(&EtcdSettings {
         endpoints: vec![etcd.endpoint()],
         credentials: Some(forewarn_etcd::Credentials {

@@ -436,7 +436,7 @@ fn a_vm_that_cannot_write_its_record_still_coordinates_and_approves() {
     let started = Instant::now();
     let etcd = Etcd::start(None);
     let (user, password) = BARRIER_USER;
-    let barrier_keys = [format!("{PREFIX}/members/"), format!("{PREFIX}/events/")];
+    let barrier_keys = [format!("{PREFIX}/vms/"), format!("{PREFIX}/events/")];
     let steps: Vec<Vec<String>> = vec![
         vec!["user".into(), "add".into(), ROOT.into()],
         vec![

@@ -5,6 +5,9 @@
 //!
 //! etcd and etcdctl come from Debian's `etcd-server` and `etcd-client` (tests/run.sh
 //! installs them).
+//!
+//! [`coordinated_set`]: three daemons, a simulator and an etcd, as the coordination tests
+//! (`e2e_coordination`, `e2e_coordination_trust`) run them.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -15,6 +18,8 @@ use tempfile::TempDir;
 
 use crate::harness::{ChildGuard, free_loopback_address, http_get, wait_for};
 use crate::pki::{Pki, find_on_path};
+
+pub mod coordinated_set;
 
 /// How long a member may take to report healthy.
 const HEALTHY_WITHIN: Duration = Duration::from_secs(60);

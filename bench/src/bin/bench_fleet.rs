@@ -7,13 +7,13 @@
 //! 1. the first daemon starts with an empty compile cache (the bundled plugins compiled once);
 //!    its cache is then copied into every other daemon's state directory (forewarn has no
 //!    shared cache: each daemon keeps its own under `state-dir/cache`), and the others start;
-//! 2. once every daemon holds its lease (`members/VM` in etcd), and a settling pause, an idle
+//! 2. once every daemon holds its lease (`vms/VM/member` in etcd), and a settling pause, an idle
 //!    window: etcd's own request counters (`grpc_server_started_total` on each member's
 //!    `/metrics`, summed over the three), the members' and the daemons' CPU and RSS;
 //! 3. the event is generated at the simulator (`POST /simulator/events`, NotBefore 5 minutes
 //!    ahead, every VM of the scenario): the event window runs from there to the approval
 //!    POST the simulator records. An `etcdctl watch` on the events' prefix gives when each
-//!    `events/ID/ready/VM` key was first written.
+//!    `vms/VM/events/ID/ready` key was first written.
 //!
 //! Figures: (a) last ready key → approval POST; (d) event appears → approval POST, and the
 //! part of it that is the VMs' own preparation (appears → last ready); (b) etcd requests per
@@ -323,10 +323,11 @@ fn measure(binary: &Path, vms: usize, idle: Duration) -> anyhow::Result<Run> {
         copy_cache(&warm_cache, &dir.path().join(vm).join("state"))?;
         daemons.push(Daemon::start(binary, &config));
     }
-    let members = format!("{PREFIX}/members/");
+    // Before any event, a VM's subtree holds its member key alone.
+    let members = format!("{PREFIX}/vms/");
     wait(
         STAGE_WITHIN,
-        "every daemon's lease in etcd (members/VM)",
+        "every daemon's lease in etcd (vms/VM/member)",
         || {
             let count = count_keys(&all_endpoints, &members)?;
             for daemon in daemons.iter_mut() {
@@ -359,7 +360,7 @@ fn measure(binary: &Path, vms: usize, idle: Duration) -> anyhow::Result<Run> {
     );
     std::thread::sleep(SETTLE);
 
-    let watch = KeyWatch::start(&all_endpoints, &format!("{PREFIX}/events/"))?;
+    let watch = KeyWatch::start(&all_endpoints, &format!("{PREFIX}/"))?;
     let leader = cluster.leader();
     let fleet = Fleet {
         cluster: &cluster,
@@ -425,12 +426,13 @@ fn one_event(
         .as_str()
         .with_context(|| format!("no event_id in {answer}"))?
         .to_owned();
-    let ready_prefix = format!("{PREFIX}/events/{event_id}/ready/");
+    let vms_prefix = format!("{PREFIX}/vms/");
+    let ready_suffix = format!("/events/{event_id}/ready");
     let ready_keys = || {
         watch
             .first_puts()
             .keys()
-            .filter(|key| key.starts_with(&ready_prefix))
+            .filter(|key| key.starts_with(&vms_prefix) && key.ends_with(&ready_suffix))
             .count()
     };
     wait(STAGE_WITHIN, "every VM but the straggler ready", || {
@@ -524,7 +526,7 @@ fn barrier_figures(
         .context("no approval")?;
     let mut ready = Vec::new();
     for vm in names {
-        let key = format!("{PREFIX}/events/{event_id}/ready/{vm}");
+        let key = format!("{PREFIX}/vms/{vm}/events/{event_id}/ready");
         let at = first_puts
             .get(&key)
             .with_context(|| format!("the watch never saw {key} written"))?;

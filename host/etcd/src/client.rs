@@ -210,6 +210,9 @@ pub struct KeyValue {
     pub value: String,
     /// The lease the key is attached to; 0 for none.
     pub lease: i64,
+    /// The revision of the key's last write (etcd's `mod_revision`): a key written again,
+    /// by anyone, has a later one. Every write of one transaction has the same revision.
+    pub mod_revision: i64,
 }
 
 /// A condition of a transaction.
@@ -221,6 +224,8 @@ pub enum Compare {
     Present(String),
     /// The key exists with exactly this value.
     ValueIs(String, String),
+    /// The key's last write was at this revision (`mod_revision`); 0: the key does not exist.
+    ModRevisionIs(String, i64),
 }
 
 /// A write of a transaction.
@@ -363,17 +368,35 @@ impl EtcdClient {
         compares: &[Compare],
         writes: &[Write],
     ) -> Result<bool, EtcdError> {
+        Ok(self.commit(compares, writes).await?.is_some())
+    }
+
+    /// Runs `writes` if every comparison holds; returns the revision they were written at
+    /// (every key the transaction put has it as its `mod_revision`), or `None` when a
+    /// comparison failed and nothing was written.
+    pub async fn commit(
+        &self,
+        compares: &[Compare],
+        writes: &[Write],
+    ) -> Result<Option<i64>, EtcdError> {
         #[derive(Deserialize)]
         struct TxnAnswer {
             #[serde(default)]
             succeeded: bool,
+            #[serde(default)]
+            header: Header,
+        }
+        #[derive(Deserialize, Default)]
+        struct Header {
+            #[serde(default)]
+            revision: Int,
         }
         let body = json!({
             "compare": compares.iter().map(compare_body).collect::<Vec<_>>(),
             "success": writes.iter().map(write_body).collect::<Vec<_>>(),
         });
         let answer: TxnAnswer = self.call("/v3/kv/txn", body).await?;
-        Ok(answer.succeeded)
+        Ok(answer.succeeded.then_some(answer.header.revision.0))
     }
 
     /// The endpoint tried first: the last one that answered.

@@ -4,7 +4,7 @@
 //! (`coordination::etcd_round`), and sends each event's effective verdict to the daemon when
 //! it changes, and its status on a watch.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -18,6 +18,7 @@ use crate::coordination::coordination_status::{
 };
 use crate::coordination::etcd_access::EtcdAccess;
 use crate::pipeline::approval::{BarrierRequest, BarrierVerdict};
+use crate::pipeline::barrier::{Revision, SharedKey};
 use forewarn_imds::unix_ms;
 
 /// How often the coordinator reads etcd while events are being coordinated.
@@ -39,12 +40,13 @@ pub(crate) struct Coordinator {
     pub(super) clock: ImdsClock,
     /// The events joined, by id.
     pub(super) events: BTreeMap<EventId, Tracked>,
-    /// Events this VM is no longer ready for (rescheduled): keys to release, and whether
-    /// this VM's approval claim, if any, was sent.
-    pub(super) withdrawn: Vec<(EventId, bool)>,
+    /// Events this VM is no longer ready for (rescheduled): keys to release, with what this
+    /// VM wrote of the shared ones.
+    pub(super) withdrawn: Vec<(EventId, Held)>,
     /// Events this VM left (no longer Scheduled, or handled to the end): keys to release,
-    /// each at its instant ([`RELEASED_AFTER_LEAVING`]).
-    pub(super) leaving: BTreeMap<EventId, Instant>,
+    /// each at its instant ([`RELEASED_AFTER_LEAVING`]), with what this VM wrote of the
+    /// shared ones (a claim stays: its approval may be on its way).
+    pub(super) leaving: BTreeMap<EventId, (Instant, Held)>,
     /// This daemon's lease, once granted.
     pub(super) lease: Option<Lease>,
     /// The link to etcd and what `/status` shows of it.
@@ -79,7 +81,30 @@ pub(super) struct Tracked {
     pub(super) claimed: bool,
     pub(super) sent: bool,
     pub(super) sent_recorded: bool,
+    /// The shared keys as this VM last wrote them: what it trusts as its own on read.
+    pub(super) held: Held,
+    /// The leader key another VM wrote, as last found genuine: the VM and the revision of
+    /// its write (a round that finds the same write may skip reading every subtree).
+    pub(super) leader_seen: Option<(String, Revision)>,
+    /// The revision of an approval key found not genuine (ignored), if one is there.
+    pub(super) approval_ignored: Option<Revision>,
+    /// The shared keys found forged and logged for this event (one warning per key and
+    /// event, however many rounds find it).
+    pub(super) warned: BTreeSet<SharedKey>,
     pub(super) barrier: EventBarrier,
+}
+
+/// What this VM wrote of an event's shared keys: the revision etcd answered each of its own
+/// transactions with. A shared key naming this VM is trusted only at exactly that revision —
+/// never for the lease it carries (a lease id can be read by anyone).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Held {
+    /// The revision of this VM's winning campaign (the leader key).
+    pub(super) campaign: Option<Revision>,
+    /// The revision of this VM's claim of the approval, or of its record once sent.
+    pub(super) claim: Option<Revision>,
+    /// Whether the claim's approval was sent (a sent claim is never withdrawn).
+    pub(super) sent: bool,
 }
 
 impl Tracked {
@@ -93,6 +118,10 @@ impl Tracked {
             claimed: false,
             sent: false,
             sent_recorded: false,
+            held: Held::default(),
+            leader_seen: None,
+            approval_ignored: None,
+            warned: BTreeSet::new(),
             barrier: EventBarrier {
                 event_id: event.id.clone(),
                 state: "recording ready in etcd".into(),
@@ -204,24 +233,29 @@ impl Coordinator {
         match request {
             BarrierRequest::Join(event) => {
                 // Joined again before its keys were released: they are this VM's again.
-                self.leaving.remove(&event.id);
-                let tracked = self
-                    .events
-                    .entry(event.id.clone())
-                    .or_insert_with(|| Tracked::new(&event));
+                let held = self.leaving.remove(&event.id).map(|(_, held)| held);
+                let tracked = self.events.entry(event.id.clone()).or_insert_with(|| {
+                    let mut tracked = Tracked::new(&event);
+                    tracked.held = held.unwrap_or_default();
+                    tracked
+                });
                 tracked.event = (*event).clone();
             }
             BarrierRequest::Withdraw(id) => {
                 self.published.remove(&id);
                 if let Some(tracked) = self.events.remove(&id) {
-                    self.withdrawn.push((id, tracked.sent));
+                    let held = Held {
+                        sent: tracked.sent,
+                        ..tracked.held
+                    };
+                    self.withdrawn.push((id, held));
                 }
             }
             BarrierRequest::Leave(id) => {
                 self.published.remove(&id);
-                if self.events.remove(&id).is_some() {
+                if let Some(tracked) = self.events.remove(&id) {
                     let release_at = Instant::now() + RELEASED_AFTER_LEAVING;
-                    self.leaving.insert(id, release_at);
+                    self.leaving.insert(id, (release_at, tracked.held));
                 }
             }
             BarrierRequest::Sent(ids) => {

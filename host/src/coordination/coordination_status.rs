@@ -106,6 +106,10 @@ pub struct EventBarrier {
     pub vms: Vec<(String, VmStanding)>,
     /// One line: "waiting for vm-c", "approving: this VM leads", "approved by vm-a".
     pub state: String,
+    /// The event's shared keys (`leader`, `approval`) found there but not obeyed, one line
+    /// each: what they name and why (the VM named did not write them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignored: Vec<String>,
 }
 
 /// The link after a round whose own outcome is `observed`: a connected coordinator whose

@@ -2,6 +2,10 @@
 //! (lower case), the `[coordination]` settings and the keys they make. The barrier's actor,
 //! the fleet record's writer and the fleet reader each hold one `Arc` of it; nothing in it
 //! changes, so nothing locks it.
+//!
+//! Every key a VM's standing is read from is in the VM's own subtree, `PREFIX/vms/VM/`, so
+//! that an etcd role per VM can let it write there and nowhere else of another VM's; the
+//! keys of an event every VM may write are under `PREFIX/events/ID/` (docs/coordination.md).
 
 use forewarn_etcd::EtcdClient;
 
@@ -19,9 +23,19 @@ pub(crate) struct EtcdAccess {
 }
 
 impl EtcdAccess {
-    /// `PREFIX/members/VM`: the VM is alive (under its daemon's lease).
+    /// `PREFIX/vms/`: every VM's subtree.
+    pub(crate) fn vms_prefix(&self) -> String {
+        format!("{}/vms/", self.config.prefix)
+    }
+
+    /// `PREFIX/vms/VM/member`: the VM is alive (under its daemon's lease).
     pub(crate) fn member_key(&self, vm: &str) -> String {
-        format!("{}/members/{vm}", self.config.prefix)
+        format!("{}{vm}/member", self.vms_prefix())
+    }
+
+    /// `PREFIX/vms/VM/events/ID/NAME`: one of `vm`'s own keys about an event.
+    pub(crate) fn subtree_key(&self, vm: &str, event_id: &str, name: &str) -> String {
+        format!("{}{vm}/events/{event_id}/{name}", self.vms_prefix())
     }
 
     /// `PREFIX/fleet/VM`: the VM's fleet record.
@@ -36,13 +50,16 @@ impl EtcdAccess {
 
     /// The keys of one event, this VM's among them.
     pub(crate) fn keys(&self, event_id: &str) -> EventKeys {
-        let event_prefix = format!("{}/events/{event_id}/", self.config.prefix);
+        let shared_prefix = format!("{}/events/{event_id}/", self.config.prefix);
+        let mine = |name| self.subtree_key(&self.vm, event_id, name);
         EventKeys {
-            ready: format!("{event_prefix}ready/{}", self.vm),
-            was_ready: format!("{event_prefix}was-ready/{}", self.vm),
-            leader: format!("{event_prefix}leader"),
-            approval: format!("{event_prefix}approval"),
-            event_prefix,
+            leader: format!("{shared_prefix}leader"),
+            approval: format!("{shared_prefix}approval"),
+            ready: mine("ready"),
+            was_ready: mine("was-ready"),
+            leads: mine("leads"),
+            claim: mine("claim"),
+            shared_prefix,
         }
     }
 }

@@ -2,30 +2,51 @@
 //! lease, release what this VM left or withdrew, then move each event forward — record
 //! ready, campaign, and, leading, claim the approval once every VM is ready or the deadline
 //! came; record a sent approval so that no new leader approves the event again.
+//!
+//! What is trusted: a VM's standing only from its own subtree under its own live lease
+//! (`barrier::view_of`); a shared `leader` or `approval` key only when the VM it names wrote
+//! it (`barrier::judge_shared`): for this VM, the revision its own transaction returned; for
+//! another, its marker of the same revision in its subtree. Any other such key is ignored,
+//! replaced by the next campaign or claim, shown in `/status` and logged once per event.
 
 use std::time::{Duration, Instant};
 
 use forewarn_etcd::{Compare, EtcdError, Write};
 use forewarn_imds::{EventId, ScheduledEvent};
 
-use crate::coordination::actor::{Coordinator, Lease};
+use crate::coordination::actor::{Coordinator, Held, Lease};
 use crate::coordination::coordination_status::EventBarrier;
+use crate::coordination::fleet_record::bounded_text;
 use crate::coordination::records::{
     EventKeys, EventRecords, reads_everything, ready_marker, resources_list, stated_not_before,
 };
 use crate::log_messages;
 use crate::pipeline::approval::BarrierVerdict;
-use crate::pipeline::barrier::{self, BarrierView, VmStanding};
+use crate::pipeline::barrier::{
+    self, BarrierView, Revision, Shared, SharedKey, VmStanding, judge_shared,
+};
 
 /// How long records that must outlive a daemon (`was-ready`, a sent `approval`) are kept.
 const RECORD_TTL: Duration = Duration::from_secs(24 * 3600);
 
-/// Logged (field `event_id`) when an approval record names this VM under a lease this
-/// daemon does not hold: it is not acted on.
-pub const NOT_OUR_APPROVAL_MESSAGE: &str = "an approval record in etcd names this VM, but \
-     this daemon did not write it (another lease); not sending it. If it is not a stale claim \
-     of a previous run (those expire with `coordination.lease-ttl`), check who may write under \
-     `coordination.prefix`";
+/// Logged once per event and key (fields `event_id`, `key`, `names`, `why`) when a shared
+/// `leader` or `approval` key is not obeyed: the VM it names did not write it.
+pub const IGNORED_KEY_MESSAGE: &str = "a leader or approval key in etcd was not written by \
+     the VM it names; ignoring it (the next campaign or claim replaces it). If it is not left \
+     by a daemon of a version before the per-VM key layout, someone who may write under \
+     `coordination.prefix` forged it: give each VM an etcd role of its own \
+     (docs/coordination.md, \"A role per VM\")";
+
+/// The barrier's view of one event, as one full read found it.
+struct EventRead {
+    standings: Vec<(String, VmStanding)>,
+    leader: Shared,
+    approval: Shared,
+    /// The revision of each VM's ready key counted (for the claim's conditions).
+    ready_revisions: Vec<(String, Revision)>,
+    /// The leader key's revision, when it is another VM's.
+    leader_revision: Option<Revision>,
+}
 
 impl Coordinator {
     /// One pass: keep the lease, drop forgotten events, move each event forward.
@@ -83,28 +104,15 @@ impl Coordinator {
     /// (a claim stays: its approval may be on its way; it ends with the daemon's lease).
     async fn release_left(&mut self) -> Result<(), EtcdError> {
         let now = Instant::now();
-        let due: Vec<EventId> = self
+        let due: Vec<(EventId, Held)> = self
             .leaving
             .iter()
-            .filter(|(_, at)| **at <= now)
-            .map(|(id, _)| id.clone())
+            .filter(|(_, (at, _))| *at <= now)
+            .map(|(id, (_, held))| (id.clone(), *held))
             .collect();
-        for id in &due {
-            let keys = self.access.keys(id);
-            let release = [Compare::ValueIs(
-                keys.leader.clone(),
-                self.access.vm.clone(),
-            )];
-            let outcome = async {
-                self.access.client.delete(&keys.ready).await?;
-                self.access
-                    .client
-                    .transaction(&release, &[Write::Delete(keys.leader.clone())])
-                    .await
-            }
-            .await;
+        for (id, held) in &due {
             // Not released: tried again next round.
-            outcome?;
+            self.release(id, held, false).await?;
             self.leaving.remove(id);
             tracing::debug!(event_id = %id, "no longer coordinating the event");
         }
@@ -114,24 +122,37 @@ impl Coordinator {
     /// Releases what this VM held for events it is no longer ready for.
     async fn release_withdrawn(&mut self) -> Result<(), EtcdError> {
         let withdrawn = std::mem::take(&mut self.withdrawn);
-        for (index, (id, sent)) in withdrawn.iter().enumerate() {
-            let keys = self.access.keys(id);
-            let mine = Compare::ValueIs(keys.leader.clone(), self.access.vm.clone());
-            let mut releases = vec![Write::Delete(keys.leader.clone())];
-            if !sent {
-                releases.push(Write::Delete(keys.approval.clone()));
-            }
-            let outcome = async {
-                self.access.client.delete(&keys.ready).await?;
-                self.access.client.transaction(&[mine], &releases).await
-            }
-            .await;
-            if let Err(error) = outcome {
+        for (index, (id, held)) in withdrawn.iter().enumerate() {
+            if let Err(error) = self.release(id, held, !held.sent).await {
                 // Try again next round, with whatever was not released yet.
                 self.withdrawn.extend(withdrawn[index..].iter().cloned());
                 return Err(error);
             }
             tracing::info!(event_id = %id, "withdrew this VM's ready record: the event was rescheduled");
+        }
+        Ok(())
+    }
+
+    /// Deletes this VM's ready key and its leadership (the leader key only while it is still
+    /// this VM's own write), and, with `claim_too`, its unsent claim likewise.
+    async fn release(&self, id: &str, held: &Held, claim_too: bool) -> Result<(), EtcdError> {
+        let keys = self.access.keys(id);
+        let client = &self.access.client;
+        client.delete(&keys.ready).await?;
+        let mut owned = vec![(SharedKey::Leader, held.campaign, &keys.leads)];
+        if claim_too {
+            owned.push((SharedKey::Approval, held.claim, &keys.claim));
+        }
+        for (key, revision, marker) in owned {
+            if let Some(Revision(revision)) = revision {
+                let mine = [Compare::ModRevisionIs(
+                    keys.shared(key).to_owned(),
+                    revision,
+                )];
+                let delete = [Write::Delete(keys.shared(key).to_owned())];
+                client.transaction(&mine, &delete).await?;
+            }
+            client.delete(marker).await?;
         }
         Ok(())
     }
@@ -152,66 +173,184 @@ impl Coordinator {
         if self.another_still_leads(id, &keys).await? {
             return Ok(());
         }
-        let records = self.access.client.list(&keys.event_prefix).await?;
-        let records = EventRecords::read(&records, &keys.event_prefix);
-        let members = self
-            .access
-            .client
-            .list(&format!("{}/members/", self.access.config.prefix))
-            .await?;
-        let marker = ready_marker(&event);
-        let view = BarrierView {
-            ready: records.ready_for(&marker),
-            was_ready: records.was_ready.clone(),
-            alive: members.into_iter().map(|kv| kv.value).collect(),
+        let read = self.read_event(id, &event, &keys).await?;
+        match &read.approval {
+            Shared::Mine => {
+                let why = format!("this VM claimed the approval of event {id}; sending it");
+                self.claimed(id, why);
+                return Ok(());
+            }
+            Shared::Theirs(by) => {
+                let state = format!("approved by {by}");
+                let leader = self.leader_named(&read.leader);
+                self.update(id, leader, read.standings, state, BarrierVerdict::Wait);
+                return Ok(());
+            }
+            Shared::Absent | Shared::Ignored { .. } => {}
+        }
+        let leader = match &read.leader {
+            Shared::Mine => Some(self.access.vm.clone()),
+            Shared::Theirs(vm) => Some(vm.clone()),
+            Shared::Absent | Shared::Ignored { .. } => {
+                self.campaign(id, &keys, lease, &read.leader).await?
+            }
         };
+        if let Some(tracked) = self.events.get_mut(id) {
+            tracked.leader_seen = match (&read.leader, read.leader_revision) {
+                (Shared::Theirs(vm), Some(revision)) => Some((vm.clone(), revision)),
+                _ => None,
+            };
+        }
+        let Some(leader) = leader else {
+            // Another VM campaigned between the read and this VM's campaign.
+            let state = "electing a leader".to_owned();
+            self.update(id, None, read.standings, state, BarrierVerdict::Wait);
+            return Ok(());
+        };
+        if leader != self.access.vm {
+            let state = format!("{leader} leads; waiting for it to approve");
+            self.update(
+                id,
+                Some(leader),
+                read.standings,
+                state,
+                BarrierVerdict::Wait,
+            );
+            return Ok(());
+        }
+        self.note_leading(id);
+        self.lead(id, &event, &keys, lease, read).await
+    }
+
+    /// The VM a leader key names, when it is obeyed.
+    fn leader_named(&self, leader: &Shared) -> Option<String> {
+        match leader {
+            Shared::Mine => Some(self.access.vm.clone()),
+            Shared::Theirs(vm) => Some(vm.clone()),
+            Shared::Absent | Shared::Ignored { .. } => None,
+        }
+    }
+
+    /// Reads the event's shared keys and every VM's subtree, and judges them: the standings
+    /// from each VM's own keys, the shared keys by who wrote them. Ignored keys are shown in
+    /// the event's status and logged once per event.
+    async fn read_event(
+        &mut self,
+        id: &str,
+        event: &ScheduledEvent,
+        keys: &EventKeys,
+    ) -> Result<EventRead, EtcdError> {
+        let shared = self.access.client.list(&keys.shared_prefix).await?;
+        let vms_prefix = self.access.vms_prefix();
+        let vms = self.access.client.list(&vms_prefix).await?;
+        let records = EventRecords::read(&shared, &keys.shared_prefix, &vms, &vms_prefix, id);
+        let marker = ready_marker(event);
+        let view: BarrierView = barrier::view_of(&records.subtrees, &marker);
         let resources: Vec<String> = event
             .resources
             .iter()
             .map(|vm| vm.to_ascii_lowercase())
             .collect();
         let standings = barrier::standings(&resources, &view, self.access.config.dead_vm);
-        if let Some((by, by_lease)) = &records.approval {
-            let ours = self.written_by_us(id, *by_lease, lease);
-            return self.settle_approved(id, by, ours, records.leader, standings);
-        }
-        let leader = match records.leader {
-            Some(leader) => leader,
-            None => self.campaign(&keys, lease).await?,
+        let ready_revisions = standings
+            .iter()
+            .filter(|(_, standing)| *standing == VmStanding::Ready)
+            .filter_map(|(vm, _)| {
+                let revision = records.subtrees.get(vm)?.ready_for(&marker)?;
+                Some((vm.clone(), revision))
+            })
+            .collect();
+        let held = self.events.get(id).map(|t| t.held).unwrap_or_default();
+        let me = self.access.vm.as_str();
+        let judge = |key: SharedKey, mine| {
+            judge_shared(key, me, records.shared(key), mine, &records.subtrees)
         };
-        if leader != self.access.vm {
-            let state = format!("{leader} leads; waiting for it to approve");
-            self.update(id, Some(leader), standings, state, BarrierVerdict::Wait);
-            return Ok(());
+        let leader = judge(SharedKey::Leader, held.campaign);
+        let approval = judge(SharedKey::Approval, held.claim);
+        let leader_revision = records.leader.as_ref().map(|record| record.stamp.revision);
+        self.note_ignored(
+            id,
+            keys,
+            &[
+                (SharedKey::Leader, &leader),
+                (SharedKey::Approval, &approval),
+            ],
+        );
+        Ok(EventRead {
+            standings,
+            leader,
+            approval,
+            ready_revisions,
+            leader_revision,
+        })
+    }
+
+    /// Keeps the shared keys not obeyed in the event's status, and logs each once per event.
+    fn note_ignored(&mut self, id: &str, keys: &EventKeys, judged: &[(SharedKey, &Shared)]) {
+        let Some(tracked) = self.events.get_mut(id) else {
+            return;
+        };
+        tracked.barrier.ignored.clear();
+        tracked.approval_ignored = None;
+        for (key, shared) in judged {
+            let Shared::Ignored {
+                names,
+                revision,
+                why,
+            } = shared
+            else {
+                continue;
+            };
+            if *key == SharedKey::Approval {
+                tracked.approval_ignored = Some(*revision);
+            }
+            // The value is anyone's text: cut (the log and `/status` escape it too).
+            let names = bounded_text(names);
+            tracked.barrier.ignored.push(format!(
+                "{} names {names} (revision {}), but {}: ignored",
+                keys.shared(*key),
+                revision.0,
+                why.describe()
+            ));
+            if tracked.warned.insert(*key) {
+                tracing::warn!(
+                    event_id = %id,
+                    key = %keys.shared(*key),
+                    names = %names,
+                    why = why.describe(),
+                    "{IGNORED_KEY_MESSAGE}"
+                );
+            }
         }
-        self.note_leading(id);
-        self.lead(id, &event, &keys, lease, standings).await
     }
 
     /// Whether a VM another VM leads may end its round after reading the `leader` and
     /// `approval` keys (two ranges of one key each): see [`reads_everything`]. Its view of the
     /// others' standings then stays as last read in full.
     async fn another_still_leads(&mut self, id: &str, keys: &EventKeys) -> Result<bool, EtcdError> {
-        let seen = self
-            .events
-            .get(id)
-            .and_then(|tracked| tracked.barrier.leader.clone());
-        let Some(seen) = seen.filter(|leader| *leader != self.access.vm) else {
+        let Some(tracked) = self.events.get(id) else {
             return Ok(false);
         };
+        let Some((seen, seen_revision)) = tracked.leader_seen.clone() else {
+            return Ok(false);
+        };
+        let ignored = tracked.approval_ignored;
         let leader = self.access.client.list(&keys.leader).await?;
         let leader_now = leader
             .iter()
             .find(|kv| kv.key == keys.leader)
-            .map(|kv| kv.value.as_str());
-        if reads_everything(&self.access.vm, Some(&seen), leader_now, false) {
+            .map(|kv| (kv.value.as_str(), Revision(kv.mod_revision)));
+        let seen = Some((seen.as_str(), seen_revision));
+        if reads_everything(&self.access.vm, seen, leader_now, false) {
             return Ok(false);
         }
         let approval = self.access.client.list(&keys.approval).await?;
-        let claimed = approval.iter().any(|kv| kv.key == keys.approval);
+        let claimed = approval
+            .iter()
+            .any(|kv| kv.key == keys.approval && Some(Revision(kv.mod_revision)) != ignored);
         Ok(!reads_everything(
             &self.access.vm,
-            Some(&seen),
+            seen,
             leader_now,
             claimed,
         ))
@@ -279,8 +418,9 @@ impl Coordinator {
         Ok(())
     }
 
-    /// After the daemon sent the approval: the claim becomes a lasting record, so that a
-    /// new leader never approves the event again.
+    /// After the daemon sent the approval: the claim (the approval key and this VM's claim
+    /// marker, in one transaction: one revision) becomes a lasting record, so that a new
+    /// leader never approves the event again.
     async fn record_sent(&mut self, id: &str, keys: &EventKeys) -> Result<(), EtcdError> {
         let due = self
             .events
@@ -290,75 +430,68 @@ impl Coordinator {
             return Ok(());
         }
         let record_lease = self.record_lease(id).await?;
-        self.access
+        let revision = self
+            .access
             .client
-            .put(&keys.approval, &self.access.vm, record_lease)
+            .commit(&[], &self.claim_writes(keys, record_lease))
             .await?;
         if let Some(tracked) = self.events.get_mut(id) {
+            tracked.held.claim = revision.map(Revision).or(tracked.held.claim);
             tracked.sent_recorded = true;
             tracked.barrier.state = "approved by this VM".into();
         }
         Ok(())
     }
 
-    /// Whether a record attached to `record_lease` was written by this process: under its
-    /// daemon lease `lease`, or under the event's record lease it granted.
-    fn written_by_us(&self, id: &str, record_lease: i64, lease: i64) -> bool {
-        if record_lease == 0 {
-            return false;
-        }
-        let event_lease = self.events.get(id).and_then(|t| t.record_lease);
-        record_lease == lease || Some(record_lease) == event_lease
+    /// The approval key naming this VM and its claim marker, under `lease`.
+    fn claim_writes(&self, keys: &EventKeys, lease: i64) -> [Write; 2] {
+        [
+            Write::Put {
+                key: keys.approval.clone(),
+                value: self.access.vm.clone(),
+                lease,
+            },
+            Write::Put {
+                key: keys.claim.clone(),
+                value: self.access.vm.clone(),
+                lease,
+            },
+        ]
     }
 
-    /// An approval record exists. This VM sends the approval only for a claim it wrote
-    /// itself in this process's lease (`ours`); a record naming it under another lease (a
-    /// forged key, or a claim of a previous run, which expires with that run's lease) is
-    /// never acted on.
-    fn settle_approved(
+    /// Writes the leader key (and this VM's `leads` marker, in the same transaction) if it is
+    /// absent or still the ignored write read; returns the leader, this VM, or `None` when
+    /// another write came first (the next round reads again).
+    async fn campaign(
         &mut self,
         id: &str,
-        by: &str,
-        ours: bool,
-        leader: Option<String>,
-        standings: Vec<(String, VmStanding)>,
-    ) -> Result<(), EtcdError> {
-        if by == self.access.vm && ours {
-            let why = format!("this VM claimed the approval of event {id}; sending it");
-            self.claimed(id, why);
-            return Ok(());
+        keys: &EventKeys,
+        lease: i64,
+        leader: &Shared,
+    ) -> Result<Option<String>, EtcdError> {
+        let Some(Revision(replaced)) = leader.replaceable() else {
+            return Ok(None);
+        };
+        let writes = [
+            Write::Put {
+                key: keys.leader.clone(),
+                value: self.access.vm.clone(),
+                lease,
+            },
+            Write::Put {
+                key: keys.leads.clone(),
+                value: self.access.vm.clone(),
+                lease,
+            },
+        ];
+        let compares = [Compare::ModRevisionIs(keys.leader.clone(), replaced)];
+        let Some(revision) = self.access.client.commit(&compares, &writes).await? else {
+            return Ok(None);
+        };
+        if let Some(tracked) = self.events.get_mut(id) {
+            tracked.held.campaign = Some(Revision(revision));
         }
-        if by == self.access.vm {
-            tracing::warn!(event_id = %id, vm = %self.access.vm, "{NOT_OUR_APPROVAL_MESSAGE}");
-        }
-        let state = format!("approved by {by}");
-        self.update(id, leader, standings, state, BarrierVerdict::Wait);
-        Ok(())
-    }
-
-    /// Creates the leader key if absent; returns the leader.
-    async fn campaign(&mut self, keys: &EventKeys, lease: i64) -> Result<String, EtcdError> {
-        let won = self
-            .access
-            .client
-            .transaction(
-                &[Compare::Absent(keys.leader.clone())],
-                &[Write::Put {
-                    key: keys.leader.clone(),
-                    value: self.access.vm.clone(),
-                    lease,
-                }],
-            )
-            .await?;
-        if won {
-            return Ok(self.access.vm.clone());
-        }
-        let records = self.access.client.list(&keys.leader).await?;
-        Ok(records
-            .into_iter()
-            .find(|kv| kv.key == keys.leader)
-            .map(|kv| kv.value)
-            .unwrap_or_default())
+        Ok(Some(self.access.vm.clone()))
     }
 
     fn note_leading(&mut self, id: &str) {
@@ -378,8 +511,9 @@ impl Coordinator {
         event: &ScheduledEvent,
         keys: &EventKeys,
         lease: i64,
-        standings: Vec<(String, VmStanding)>,
+        read: EventRead,
     ) -> Result<(), EtcdError> {
+        let standings = read.standings.clone();
         let waiting: Vec<String> = standings
             .iter()
             .filter(|(_, standing)| !standing.releases())
@@ -402,15 +536,16 @@ impl Coordinator {
             );
             return Ok(());
         }
-        let compares = self.claim_conditions(keys, &standings, all_ready, &ready_marker(event));
-        let claim = [Write::Put {
-            key: keys.approval.clone(),
-            value: self.access.vm.clone(),
-            lease,
-        }];
-        if !self.access.client.transaction(&compares, &claim).await? {
+        let Some(compares) = self.claim_conditions(id, keys, &read, all_ready) else {
+            return Ok(());
+        };
+        let claim = self.claim_writes(keys, lease);
+        let Some(revision) = self.access.client.commit(&compares, &claim).await? else {
             // Something changed between the read and the claim; the next round reads again.
             return Ok(());
+        };
+        if let Some(tracked) = self.events.get_mut(id) {
+            tracked.held.claim = Some(Revision(revision));
         }
         let why = if all_ready {
             format!(
@@ -436,34 +571,37 @@ impl Coordinator {
         Ok(())
     }
 
-    /// The claim holds only if this VM still leads, nobody claimed yet, and — when every VM
-    /// counted ready — each ready key read is still there and each dead VM still dead.
+    /// The claim holds only if the leader key is still this VM's own write, the approval key
+    /// is still absent (or the ignored write read), and — when every VM counted ready — each
+    /// ready key counted is still the same write and each dead VM still has no member key.
+    /// None when this VM does not hold the leader key it leads by (it cannot claim).
     fn claim_conditions(
         &self,
+        id: &str,
         keys: &EventKeys,
-        standings: &[(String, VmStanding)],
+        read: &EventRead,
         all_ready: bool,
-        marker: &str,
-    ) -> Vec<Compare> {
+    ) -> Option<Vec<Compare>> {
+        let Revision(campaign) = self.events.get(id)?.held.campaign?;
+        let Revision(approval) = read.approval.replaceable()?;
         let mut compares = vec![
-            Compare::ValueIs(keys.leader.clone(), self.access.vm.clone()),
-            Compare::Absent(keys.approval.clone()),
+            Compare::ModRevisionIs(keys.leader.clone(), campaign),
+            Compare::ModRevisionIs(keys.approval.clone(), approval),
         ];
         if !all_ready {
-            return compares;
+            return Some(compares);
         }
-        for (vm, standing) in standings {
-            let ready_key = format!("{}ready/{vm}", keys.event_prefix);
-            match standing {
-                VmStanding::Ready => compares.push(Compare::ValueIs(ready_key, marker.to_owned())),
-                VmStanding::DeadCountedReady => {
-                    compares.push(Compare::Absent(ready_key));
-                    compares.push(Compare::Absent(self.access.member_key(vm)));
-                }
-                VmStanding::DeadHolding | VmStanding::NotReady => {}
+        for (vm, Revision(revision)) in &read.ready_revisions {
+            let ready_key = self.access.subtree_key(vm, id, "ready");
+            compares.push(Compare::ModRevisionIs(ready_key, *revision));
+        }
+        for (vm, standing) in &read.standings {
+            if *standing == VmStanding::DeadCountedReady {
+                compares.push(Compare::Absent(self.access.subtree_key(vm, id, "ready")));
+                compares.push(Compare::Absent(self.access.member_key(vm)));
             }
         }
-        compares
+        Some(compares)
     }
 
     fn claimed(&mut self, id: &str, why: String) {
@@ -485,11 +623,13 @@ impl Coordinator {
         let Some(tracked) = self.events.get_mut(id) else {
             return;
         };
+        let ignored = std::mem::take(&mut tracked.barrier.ignored);
         tracked.barrier = EventBarrier {
             event_id: EventId::from(id),
             leader,
             vms,
             state,
+            ignored,
         };
         if !tracked.claimed {
             tracked.verdict = verdict;

@@ -1,16 +1,26 @@
 //! Coordinated approval across VMs: an approval barrier on etcd. Each VM records that it is
 //! ready for an event naming several VMs; one elected VM approves once all of them are.
 //!
-//! Keys (all under `coordination.prefix`, VM names in lower case):
+//! Keys (all under `coordination.prefix`, VM names in lower case). Every key that says
+//! where a VM stands is in its own subtree `vms/VM/`, so that an etcd role per VM can keep
+//! the others out of it; only the election and the claim are shared:
 //!
 //! | key | value | lease |
 //! | --- | --- | --- |
-//! | `members/VM` | VM | the daemon's lease: alive while the daemon runs |
-//! | `events/ID/ready/VM` | NotBefore it prepared for (ms, 0 = none) | the daemon's lease |
-//! | `events/ID/was-ready/VM` | VM | a 24 h record lease: outlives the daemon |
-//! | `events/ID/leader` | VM | the leader's lease: created only if absent (the election) |
+//! | `vms/VM/member` | VM | the daemon's lease: alive while the daemon runs |
+//! | `vms/VM/events/ID/ready` | NotBefore it prepared for (ms, 0 = none) | the daemon's lease |
+//! | `vms/VM/events/ID/was-ready` | VM | a 24 h record lease: outlives the daemon |
+//! | `vms/VM/events/ID/leads` | VM | the daemon's lease; written with `leader`, one revision |
+//! | `vms/VM/events/ID/claim` | VM | as `approval`; written with it, one revision |
+//! | `events/ID/leader` | VM | the leader's lease: written only if absent (or ignored) |
 //! | `events/ID/approval` | VM | the leader's lease while claimed, a record lease once sent |
 //! | `fleet/VM` | the VM's status record, JSON ([`fleet_record::FleetRecord`], ≤ 4 KiB) | the daemon's lease |
+//!
+//! A VM counts ready or alive only from its own subtree, under the lease of its own member
+//! key; a shared key only when the VM it names wrote it — for this VM, the revision of its
+//! own transaction, kept in memory; for another, its marker of the same revision and lease
+//! (`pipeline::barrier::judge_shared`). Other shared keys are ignored, replaced by the next
+//! campaign or claim, shown in `/status` and logged once per event and key.
 //!
 //! The pipeline pushes [`BarrierRequest`]s (join, withdraw, leave, sent) that the event loop
 //! hands to [`CoordinatorHandle::request`]; the coordinator, an actor that owns its state
@@ -41,7 +51,7 @@ mod records;
 
 pub use actor::ROUND_EVERY;
 pub use coordination_status::{Connection, CoordinationStatus, EventBarrier};
-pub use etcd_round::NOT_OUR_APPROVAL_MESSAGE;
+pub use etcd_round::IGNORED_KEY_MESSAGE;
 
 use crate::config::CoordinationConfig;
 use crate::pipeline::approval::{BarrierRequest, BarrierVerdict};

@@ -5,32 +5,58 @@ use forewarn_imds::{EventField, EventId, ScheduledEvent};
 
 use super::records::{EventRecords, ready_marker, stated_not_before};
 
+/// Only the event's shared keys and each VM's own subtree are read; the layout of earlier
+/// versions (`events/ID/ready/VM`, `members/VM`) and other events' keys are not.
 #[test]
-fn event_records_are_read_by_key() {
-    let prefix = "/forewarn/events/E1/";
-    let kv = |key: &str, value: &str| KeyValue {
-        key: format!("{prefix}{key}"),
+fn event_records_are_read_from_the_shared_keys_and_each_vms_subtree() {
+    use crate::pipeline::barrier::{LeaseId, Revision, Stamp};
+    let kv = |key: &str, value: &str, lease: i64, mod_revision: i64| KeyValue {
+        key: format!("/forewarn/{key}"),
         value: value.into(),
-        lease: 1,
+        lease,
+        mod_revision,
     };
+    let shared = [
+        kv("events/E1/leader", "vm-b", 7, 10),
+        kv("events/E1/approval", "vm-b", 7, 11),
+        // The old layout's ready key: nobody's word any more.
+        kv("events/E1/ready/vm-c", "1000", 0, 12),
+    ];
+    let vms = [
+        kv("vms/vm-a/member", "vm-a", 5, 1),
+        kv("vms/vm-a/events/E1/ready", "1000", 5, 2),
+        kv("vms/vm-a/events/E2/ready", "1000", 5, 3),
+        kv("vms/vm-b/member", "vm-b", 7, 4),
+        kv("vms/vm-b/events/E1/was-ready", "vm-b", 99, 5),
+        kv("vms/vm-b/events/E1/leads", "vm-b", 7, 10),
+        kv("vms/vm-b/events/E1/claim", "vm-b", 7, 11),
+    ];
     let read = EventRecords::read(
-        &[
-            kv("leader", "vm-b"),
-            kv("ready/vm-a", "1000"),
-            kv("ready/vm-b", "999"),
-            kv("was-ready/vm-c", "vm-c"),
-            kv("approval", "vm-b"),
-        ],
-        prefix,
+        &shared,
+        "/forewarn/events/E1/",
+        &vms,
+        "/forewarn/vms/",
+        "E1",
     );
-    assert_eq!(read.leader.as_deref(), Some("vm-b"));
-    assert_eq!(read.approval, Some(("vm-b".to_owned(), 1)));
-    assert_eq!(read.ready.len(), 2);
+    let stamp = |lease, revision| Stamp {
+        lease: LeaseId(lease),
+        revision: Revision(revision),
+    };
+    let leader = read.leader.as_ref().expect("a leader key");
     assert_eq!(
-        read.ready_for("1000").into_iter().collect::<Vec<_>>(),
-        ["vm-a"]
+        (leader.names.as_str(), leader.stamp),
+        ("vm-b", stamp(7, 10))
     );
-    assert!(read.was_ready.contains("vm-c"));
+    assert_eq!(read.approval.as_ref().map(|a| a.stamp), Some(stamp(7, 11)));
+    assert_eq!(read.subtrees.len(), 2, "{:?}", read.subtrees);
+    let vm_a = &read.subtrees["vm-a"];
+    assert_eq!(vm_a.ready, Some(("1000".to_owned(), stamp(5, 2))));
+    assert_eq!(vm_a.ready_for("1000"), Some(Revision(2)));
+    let vm_b = &read.subtrees["vm-b"];
+    assert!(vm_b.was_ready && vm_b.ready.is_none());
+    assert_eq!(vm_b.leads, Some(stamp(7, 10)));
+    assert_eq!(vm_b.claim, Some(stamp(7, 11)));
+    assert!(!read.subtrees.contains_key("vm-c"));
 }
 
 /// E1, a Platform Reboot naming vm-a and vm-b.
@@ -65,15 +91,23 @@ fn the_ready_marker_leaves_out_a_not_before_forewarn_could_not_read() {
 
 #[test]
 fn only_the_leader_or_a_change_needs_the_whole_event_read() {
+    use crate::pipeline::barrier::Revision;
+    let b = Some(("vm-b", Revision(10)));
     // (leader seen, leader now, approval claimed) → read everything?
     let rows = [
-        (None, None, false, true),                  // nobody leads yet: campaign
-        (None, Some("vm-b"), false, true),          // first sight of a leader
-        (Some("vm-b"), Some("vm-b"), false, false), // the same leader, nothing claimed: wait
-        (Some("vm-b"), Some("vm-b"), true, true),   // claimed: settle the approval
-        (Some("vm-b"), Some("vm-c"), false, true),  // another leader now
-        (Some("vm-b"), None, false, true),          // the leader is gone: campaign
-        (Some("vm-a"), Some("vm-a"), false, true),  // this VM leads: it counts the standings
+        (None, None, false, true), // nobody leads yet: campaign
+        (None, b, false, true),    // first sight of a leader
+        (b, b, false, false),      // the same write, nothing claimed: wait
+        (b, b, true, true),        // claimed: settle the approval
+        (b, Some(("vm-c", Revision(11))), false, true), // another leader now
+        (b, Some(("vm-b", Revision(12))), false, true), // vm-b's name written again: judge it
+        (b, None, false, true),    // the leader is gone: campaign
+        (
+            Some(("vm-a", Revision(9))),
+            Some(("vm-a", Revision(9))),
+            false,
+            true,
+        ), // this VM leads
     ];
     for (seen, now, claimed, expected) in rows {
         assert_eq!(
@@ -238,6 +272,9 @@ fn the_actor_sends_each_effective_verdict_once_when_it_changes() {
     assert!(actor.leaving.is_empty(), "joined again: its keys are kept");
     assert_eq!(sent(), e1(BarrierVerdict::Unreachable), "a fresh verdict");
     actor.apply(BarrierRequest::Withdraw("E1".into()));
-    assert_eq!(actor.withdrawn, [(EventId::from("E1"), false)]);
+    assert_eq!(
+        actor.withdrawn,
+        [(EventId::from("E1"), super::actor::Held::default())]
+    );
     assert_eq!(sent(), []);
 }

@@ -44,6 +44,8 @@ pub(super) struct RawKeyValue {
     value: String,
     #[serde(default)]
     lease: Int,
+    #[serde(default)]
+    mod_revision: Int,
 }
 
 impl RangeAnswer {
@@ -54,6 +56,7 @@ impl RangeAnswer {
                 key: decode(&raw.key),
                 value: decode(&raw.value),
                 lease: raw.lease.0,
+                mod_revision: raw.mod_revision.0,
             })
             .collect()
     }
@@ -77,6 +80,9 @@ pub(super) fn compare_body(compare: &Compare) -> Value {
         }
         Compare::ValueIs(key, value) => {
             json!({ "key": encode(key), "target": "VALUE", "result": "EQUAL", "value": encode(value) })
+        }
+        Compare::ModRevisionIs(key, revision) => {
+            json!({ "key": encode(key), "target": "MOD", "result": "EQUAL", "mod_revision": revision.to_string() })
         }
     }
 }

@@ -8,7 +8,7 @@ fn prefix_end_is_the_next_key_after_every_prefixed_one() {
 
 #[test]
 fn ranges_decode_keys_values_and_leases() {
-    let body = r#"{"header":{},"kvs":[{"key":"L2YvbA==","create_revision":"2","value":"dm0tYQ==","lease":"7587899075636302855"}],"count":"1"}"#;
+    let body = r#"{"header":{},"kvs":[{"key":"L2YvbA==","create_revision":"2","mod_revision":"5","value":"dm0tYQ==","lease":"7587899075636302855"}],"count":"1"}"#;
     let answer: RangeAnswer = serde_json::from_str(body).unwrap();
     let kvs = answer.key_values();
     assert_eq!(
@@ -17,6 +17,7 @@ fn ranges_decode_keys_values_and_leases() {
             key: "/f/l".into(),
             value: "vm-a".into(),
             lease: 7587899075636302855,
+            mod_revision: 5,
         }]
     );
     let empty: RangeAnswer = serde_json::from_str(r#"{"header":{}}"#).unwrap();
