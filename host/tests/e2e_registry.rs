@@ -459,3 +459,173 @@ fn wkg_pulls_what_forewarn_pushed_and_a_mirrored_layout_installs_offline() {
         std::fs::read(guests::PROBE).unwrap()
     );
 }
+
+/// Issue 45 (2): what the artifact says — its version annotation, its manifest's grant
+/// strings — is printed escaped and cut, so an operator at a real terminal sees the real
+/// grants and the real question. Each crafted artifact is signed by a trusted key (its
+/// author's), pushed to the real registry, and installed by the real `forewarn plugin
+/// install` in a pseudo-terminal whose output a VT100 emulator renders.
+#[cfg(unix)]
+#[test]
+fn a_crafted_annotation_or_grant_cannot_forge_the_install_consent_on_a_terminal() {
+    use forewarn_host::supply::registry::{RegistryClient, RegistryOptions};
+    use forewarn_host::supply::registry_credentials::Credentials;
+    use forewarn_test_support::crafted;
+    use forewarn_test_support::terminal::Terminal;
+
+    let registry = Registry::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (key, public) = keypair(dir.path(), "alice");
+    let ca = registry.pki.file("ca.pem");
+    let options = RegistryOptions {
+        plain_http: false,
+        ca_file: Some(PathBuf::from(&ca)),
+        credentials: Some(Credentials {
+            username: USER.into(),
+            password: PASSWORD.into(),
+        }),
+    };
+    let config_path = dir.path().join("forewarn.toml");
+    std::fs::write(
+        &config_path,
+        format!("[plugins]\ntrusted-keys = [\"{public}\"]\n"),
+    )
+    .unwrap();
+    let granting = "[capabilities]\nreadiness = true\nactions = [\"stop-app\"]\n";
+    let fake_description = "probe version 1.0.0 from registry.example.com/acme/probe:1.0.0\n  \
+        signed by alice@example.com\n\nIt will be granted:\n  actions (run as the daemon's \
+        user): none\n  readiness (take the VM out of the load balancer): no\n  HTTP hosts: \
+        none\nInstall probe with these grants? [y/N] ";
+    enum Expect {
+        /// The consent is asked: the real grants and the real question on screen.
+        Consent,
+        /// Refused before any consent, the message naming this.
+        Refused(&'static str),
+    }
+    let cases: Vec<(&str, String, &str, Expect)> = vec![
+        (
+            "clear screen, a fake description, conceal",
+            format!("1.0.0\u{1b}[2J\u{1b}[H{fake_description}\u{1b}[8m"),
+            granting,
+            Expect::Consent,
+        ),
+        (
+            "OSC 52 clipboard write",
+            "1.0.0\u{1b}]52;c;cm0gLXJmIH4K\u{7}".to_owned(),
+            granting,
+            Expect::Consent,
+        ),
+        (
+            "a 900 KiB annotation",
+            "9".repeat(900 * 1024),
+            granting,
+            Expect::Refused("org.opencontainers.image.version"),
+        ),
+        (
+            "an http grant with a terminal escape",
+            "1.0.0".to_owned(),
+            "[capabilities]\nreadiness = true\nhttp = [\"evil\\u001b[2J.example:80\"]\n",
+            Expect::Refused("capabilities.http"),
+        ),
+        (
+            "an azure-identity grant with conceal",
+            "1.0.0".to_owned(),
+            "[capabilities]\nreadiness = true\nazure-identity = [\"https://vault.azure.net/\\u001b[8m\"]\n",
+            Expect::Refused("capabilities.azure-identity"),
+        ),
+    ];
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    for (index, (label, version, manifest, expect)) in cases.into_iter().enumerate() {
+        let tag = format!("crafted-{index}");
+        runtime.block_on(async {
+            let client = RegistryClient::new(&registry.address, "acme/probe", &options).unwrap();
+            let built = crafted::artifact("probe", &version, manifest);
+            crafted::push_signed(&client, &tag, &built, &key).await;
+        });
+        let plugin_dir = dir.path().join(format!("plugins-{index}"));
+        std::fs::create_dir(&plugin_dir).unwrap();
+        let mut command = Command::new(forewarn_binary!());
+        command
+            .args([
+                "plugin",
+                "install",
+                &registry.reference(&format!("acme/probe:{tag}")),
+            ])
+            .arg("--config")
+            .arg(&config_path)
+            .arg("--plugins")
+            .arg(&plugin_dir)
+            .args(["--ca-file", &ca])
+            .env("FOREWARN_REGISTRY_USER", USER)
+            .env("FOREWARN_REGISTRY_PASSWORD", PASSWORD)
+            .env_remove("DOCKER_CONFIG")
+            .env("TERM", "xterm-256color");
+        let mut terminal = Terminal::spawn(command);
+        let asked = terminal.read_until(TIMEOUT, |raw| raw.ends_with(b"[y/N] "));
+        let screen = terminal.screen();
+        let raw = String::from_utf8_lossy(&terminal.raw).into_owned();
+        for escape in ["\u{1b}[2J", "\u{1b}[H", "\u{1b}[8m", "\u{1b}]52"] {
+            assert!(
+                !raw.contains(escape),
+                "{label}: {escape:?} reached the terminal; the screen:\n{screen}"
+            );
+        }
+        match expect {
+            Expect::Consent => {
+                assert!(
+                    asked,
+                    "{label}: no question was asked; the screen:\n{screen}"
+                );
+                for real in [
+                    "actions (run as the daemon's user): stop-app",
+                    "readiness (take the VM out of the load balancer): yes",
+                ] {
+                    assert!(
+                        screen.contains(real),
+                        "{label}: the real grant {real:?} is not on the screen:\n{screen}"
+                    );
+                }
+                for forged in [
+                    "actions (run as the daemon's user): none",
+                    "readiness (take the VM out of the load balancer): no",
+                ] {
+                    assert!(
+                        !screen.contains(forged),
+                        "{label}: the forged {forged:?} is on the screen:\n{screen}"
+                    );
+                }
+                assert!(
+                    terminal
+                        .cursor_row()
+                        .starts_with("Install probe with these grants? [y/N]"),
+                    "{label}: the prompt is not the real question: {:?}; the screen:\n{screen}",
+                    terminal.cursor_row()
+                );
+                terminal.type_text("n\n");
+                let status = terminal.read_to_end(TIMEOUT);
+                assert!(!status.success(), "{label}: declined, yet {status}");
+            }
+            Expect::Refused(names) => {
+                assert!(
+                    !asked,
+                    "{label}: asked for consent instead of refusing; the screen:\n{screen}"
+                );
+                let status = terminal.read_to_end(TIMEOUT);
+                assert!(!status.success(), "{label}: {status}");
+                // A long message wraps: read the screen as one text.
+                let flat = terminal.screen().replace('\n', "");
+                assert!(
+                    flat.contains(names) && flat.contains("nothing was installed"),
+                    "{label}: the refusal does not name {names:?}; the screen:\n{}",
+                    terminal.screen()
+                );
+            }
+        }
+        println!("{label}: the screen showed\n{}", terminal.screen());
+        assert_eq!(
+            std::fs::read_dir(&plugin_dir).unwrap().count(),
+            0,
+            "{label}: something was installed"
+        );
+    }
+}

@@ -21,6 +21,7 @@ use forewarn_host::supply::reference::{Digest, Reference};
 use forewarn_host::supply::registry::{RegistryClient, RegistryOptions};
 use forewarn_host::supply::signature::TrustedKeys;
 use forewarn_host::supply::source::{self, Source};
+use forewarn_test_support::crafted::artifact as crafted_artifact;
 use forewarn_test_support::fake_registry::{FakeRegistry, Faults};
 use forewarn_test_support::guests;
 
@@ -73,6 +74,7 @@ struct Fixture {
     temp: tempfile::TempDir,
     registry: FakeRegistry,
     alice: PathBuf,
+    alice_public: String,
     mallory: PathBuf,
     trusted: TrustedKeys,
 }
@@ -106,9 +108,10 @@ impl Fixture {
         let (mallory, _) = keypair(temp.path(), "mallory");
         Fixture {
             registry: FakeRegistry::start(),
-            trusted: TrustedKeys::parse(&[alice_public]).unwrap(),
+            trusted: TrustedKeys::parse(std::slice::from_ref(&alice_public)).unwrap(),
             temp,
             alice,
+            alice_public,
             mallory,
         }
     }
@@ -176,6 +179,7 @@ impl Fixture {
                 trusted: &self.trusted,
                 allow_unsigned: false,
                 mode,
+                allow_downgrade: false,
             },
             operator,
         )
@@ -637,4 +641,402 @@ async fn a_signed_install_records_its_provenance_and_remove_clears_it() {
     install::remove(&fixture.plugin_dir(), "probe").unwrap();
     let left: Vec<PathBuf> = fixture.snapshot().into_keys().collect();
     assert_eq!(left, [fixture.plugin_dir().join("plugins.lock")]);
+}
+
+// ---- Issue 45: consent that leaves nothing out, no silent downgrade, text from outside
+// ---- escaped, bounded downloads, a `.previous` that is a link.
+
+impl Fixture {
+    /// Pushes `built` as `tag` (no check on what it holds: a hostile author's artifact),
+    /// signed by alice.
+    async fn push_built(&self, tag: &str, built: &artifact::BuiltArtifact) -> Digest {
+        let client =
+            RegistryClient::new(self.registry.address(), "acme/probe", &Fixture::options())
+                .unwrap();
+        forewarn_test_support::crafted::push_signed(&client, tag, built, &self.alice).await
+    }
+
+    /// Runs `forewarn plugin ARGS` (the real binary) on the fixture's plugin directory with a
+    /// config that trusts alice.
+    fn cli(&self, args: &[&str]) -> std::process::Output {
+        let config = self.temp.path().join("forewarn.toml");
+        std::fs::write(
+            &config,
+            format!("[plugins]\ntrusted-keys = [\"{}\"]\n", self.alice_public),
+        )
+        .unwrap();
+        Command::new(forewarn_test_support::forewarn_binary!())
+            .arg("plugin")
+            .args(args)
+            .arg("--config")
+            .arg(&config)
+            .arg("--plugins")
+            .arg(self.plugin_dir())
+            .env_remove("FOREWARN_REGISTRY_USER")
+            .env_remove("FOREWARN_REGISTRY_PASSWORD")
+            .env("DOCKER_CONFIG", self.temp.path())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run forewarn")
+    }
+}
+
+fn describe_output(output: &std::process::Output) -> String {
+    format!(
+        "{}\nstdout: {}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// Issue 45 (4): `on-failure = "approve"`, `prepare-time` and `http-response-limit` change
+/// what a plugin does to the maintenance; the consent showed none of them.
+#[tokio::test]
+async fn the_install_consent_shows_on_failure_prepare_time_and_the_response_limit() {
+    let fixture = Fixture::new();
+    fixture
+        .push(
+            "1",
+            "budget = \"20s\"\nprepare-time = \"40s\"\non-failure = \"approve\"\n[capabilities]\nhttp-response-limit = \"16MiB\"\n",
+            Some(&fixture.alice),
+        )
+        .await;
+    let mut operator = ScriptedOperator::agreeing();
+    fixture
+        .install("1", Mode::Install, &mut operator)
+        .await
+        .unwrap();
+    for shown in [
+        "on failure: approve (A FAILED CALL COUNTS AS READY",
+        "prepare-time (planned before NotBefore): 40s",
+        "HTTP response bodies read up to: 16.0 MiB",
+        "memory: 64.0 MiB",
+        "budget per call: 20s",
+    ] {
+        assert!(
+            operator.told.contains(shown),
+            "{shown:?} not in:\n{}",
+            operator.told
+        );
+    }
+    let lock = std::fs::read_to_string(fixture.plugin_dir().join("plugins.lock")).unwrap();
+    assert!(
+        lock.contains("on-failure = \"approve\""),
+        "the lock does not record what was consented to:\n{lock}"
+    );
+}
+
+/// Issue 45 (4): hold → approve (and a longer prepare-time, a larger response limit) is a
+/// widening: the upgrade asks, and without consent nothing changes.
+#[tokio::test]
+async fn an_upgrade_from_hold_to_approve_asks_again_and_without_consent_changes_nothing() {
+    let fixture = Fixture::new();
+    let before = fixture.installed_v1().await;
+    fixture
+        .push(
+            "2",
+            "on-failure = \"approve\"\nprepare-time = \"5m\"\n[config]\nmode = \"approve\"\n[capabilities]\nhttp-response-limit = \"32MiB\"\n",
+            Some(&fixture.alice),
+        )
+        .await;
+    let mut operator = ScriptedOperator::unreachable();
+    let outcome = fixture.install("2", Mode::Upgrade, &mut operator).await;
+    assert!(
+        matches!(outcome, Err(SupplyError::NoConsent(_))),
+        "hold -> approve went in without being asked: {:?}; told:\n{}",
+        outcome.map(|installed| installed.digest),
+        operator.told
+    );
+    let asked = operator.asked.join("\n");
+    for widening in [
+        "on-failure: hold -> approve",
+        "prepare-time: 10s -> 5m",
+        "http-response-limit: 1.0 MiB -> 32.0 MiB",
+    ] {
+        assert!(asked.contains(widening), "{widening:?} not in: {asked}");
+    }
+    assert!(
+        operator.told.contains("~ on-failure: hold -> approve"),
+        "{}",
+        operator.told
+    );
+    assert_eq!(fixture.snapshot(), before);
+}
+
+/// Issue 45 (4): a `NAME.toml` widened by hand after install (readiness, on-failure) still
+/// showed "installed, verified": the lock's `manifest-sha256` was never compared.
+#[tokio::test]
+async fn a_manifest_widened_by_hand_after_install_shows_as_changed() {
+    let fixture = Fixture::new();
+    fixture.installed_v1().await;
+    std::fs::write(
+        fixture.plugin_dir().join("probe.toml"),
+        "on-failure = \"approve\"\n[config]\nmode = \"approve\"\n[capabilities]\nreadiness = true\n",
+    )
+    .unwrap();
+    let listed = forewarn_host::cli::plugin_list::render(&fixture.plugin_dir()).unwrap();
+    assert!(
+        listed.contains("CHANGED SINCE INSTALL") && listed.contains("probe.toml"),
+        "plugin list does not show the hand-widened manifest:\n{listed}"
+    );
+    let wasm = fixture.plugin_dir().join("probe.wasm");
+    let hash = Digest::of(&std::fs::read(&wasm).unwrap()).hex().to_owned();
+    // What `/status` (and so the status page and `forewarn status`) reads.
+    let provenance =
+        forewarn_host::supply::lock::LockCache::default().provenance(&wasm, "probe", &hash);
+    assert_eq!(
+        provenance.map(|(_, verified)| verified),
+        Some(false),
+        "/status calls the hand-widened plugin verified"
+    );
+}
+
+/// Issue 45 (3): tag 3.0.0 re-pointed at the signed 1.0.0 manifest, `plugin upgrade`
+/// installed 1.0.0 and said "upgraded". Refused unless `--allow-downgrade`, and said.
+#[tokio::test]
+async fn an_upgrade_to_an_older_signed_version_is_refused_unless_allowed() {
+    let fixture = Fixture::new();
+    let old = fixture.push("1.0.0", V1, Some(&fixture.alice)).await;
+    fixture
+        .push(
+            "3.0.0",
+            "budget = \"5s\"\n[config]\nmode = \"approve\"\n",
+            Some(&fixture.alice),
+        )
+        .await;
+    fixture
+        .install("3.0.0", Mode::Install, &mut ScriptedOperator::agreeing())
+        .await
+        .unwrap();
+    let before = fixture.snapshot();
+    // The replay: the tag the plugin was installed from now names the old signed manifest.
+    let replayed = fixture.registry.manifest("acme/probe", "1.0.0").unwrap();
+    fixture
+        .registry
+        .put_manifest("acme/probe", "3.0.0", replayed);
+    let same_tag = fixture.cli(&["upgrade", "probe", "--plain-http", "--yes"]);
+    assert!(
+        !same_tag.status.success(),
+        "the replayed tag was installed: {}",
+        describe_output(&same_tag)
+    );
+    let told = String::from_utf8_lossy(&same_tag.stderr).into_owned();
+    for part in ["1.0.0", "older than", "3.0.0", "--allow-downgrade"] {
+        assert!(told.contains(part), "{part:?} not in: {told}");
+    }
+    assert_eq!(
+        fixture.snapshot(),
+        before,
+        "the refusal changed the directory"
+    );
+    let reference = fixture.reference("1.0.0").to_string();
+    let named = fixture.cli(&["upgrade", "probe", &reference, "--plain-http", "--yes"]);
+    assert!(!named.status.success(), "{}", describe_output(&named));
+    assert_eq!(fixture.snapshot(), before);
+    let allowed = fixture.cli(&[
+        "upgrade",
+        "probe",
+        &reference,
+        "--plain-http",
+        "--yes",
+        "--allow-downgrade",
+    ]);
+    assert!(allowed.status.success(), "{}", describe_output(&allowed));
+    assert!(
+        String::from_utf8_lossy(&allowed.stdout).contains("downgraded probe"),
+        "{}",
+        describe_output(&allowed)
+    );
+    let lock = forewarn_host::supply::lock::Lockfile::read(&fixture.plugin_dir()).unwrap();
+    assert_eq!(lock.plugins["probe"].digest, old.to_string());
+    assert_eq!(
+        std::fs::read_to_string(fixture.plugin_dir().join("probe.toml")).unwrap(),
+        V1
+    );
+}
+
+/// Issue 45 (6): a registry dripping a byte at a time kept `plugin install` going (the
+/// component would have taken days). The overall deadline stops it, naming its flag.
+#[tokio::test]
+async fn an_install_from_a_registry_that_drips_is_stopped_at_its_deadline() {
+    let fixture = Fixture::new();
+    fixture.push("1", V1, Some(&fixture.alice)).await;
+    let wasm_digest = Digest::of(&std::fs::read(guests::PROBE).unwrap()).to_string();
+    fixture.registry.set_faults(Faults {
+        drip_blob: Some(forewarn_test_support::fake_registry::Drip {
+            digest: wasm_digest,
+            interval: std::time::Duration::from_millis(100),
+        }),
+        ..Faults::default()
+    });
+    let reference = fixture.reference("1").to_string();
+    let started = std::time::Instant::now();
+    let output = fixture.cli(&[
+        "install",
+        &reference,
+        "--plain-http",
+        "--yes",
+        "--timeout",
+        "2s",
+    ]);
+    let took = started.elapsed();
+    println!("the dripped install ended after {} ms", took.as_millis());
+    assert!(!output.status.success(), "{}", describe_output(&output));
+    let told = String::from_utf8_lossy(&output.stderr).into_owned();
+    for part in [
+        "did not finish within 2s",
+        "--timeout",
+        "nothing was installed",
+    ] {
+        assert!(told.contains(part), "{part:?} not in: {told}");
+    }
+    assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+    assert!(
+        fixture.snapshot().is_empty(),
+        "{:?}",
+        fixture.snapshot().keys()
+    );
+}
+
+/// Issue 45 (6): a blob larger than its descriptor was read up to `max-plugin-size` (60 MiB
+/// for a layer of some 140 KB) before it was refused. Refused as soon as it passes the
+/// size its descriptor announces: the registry here counts what the client took.
+#[tokio::test]
+async fn a_blob_larger_than_its_descriptor_is_refused_as_soon_as_it_passes_its_size() {
+    let fixture = Fixture::new();
+    fixture.push("1", V1, Some(&fixture.alice)).await;
+    let wasm = std::fs::read(guests::PROBE).unwrap();
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    fixture.registry.set_faults(Faults {
+        oversize_blob: Some(forewarn_test_support::fake_registry::Oversize {
+            digest: Digest::of(&wasm).to_string(),
+            send: 60 << 20,
+            sent: sent.clone(),
+        }),
+        ..Faults::default()
+    });
+    let error = fixture
+        .install("1", Mode::Install, &mut ScriptedOperator::agreeing())
+        .await
+        .unwrap_err();
+    let taken = sent.load(std::sync::atomic::Ordering::SeqCst);
+    println!(
+        "a {} -byte layer sent as 60 MiB: the client took {taken} bytes before refusing",
+        wasm.len()
+    );
+    assert!(
+        taken < 16 << 20,
+        "the client read {taken} bytes of a {}-byte layer before refusing: {error}",
+        wasm.len()
+    );
+    assert_names(
+        &error,
+        &["the component layer", "announces", "nothing was installed"],
+    );
+    assert!(fixture.snapshot().is_empty());
+}
+
+/// Issue 45 (6): `.previous` as a link to a directory outside was followed on upgrade (the
+/// running version was written there).
+#[tokio::test]
+async fn a_previous_dir_that_is_a_link_elsewhere_is_not_written_through() {
+    let fixture = Fixture::new();
+    fixture.installed_v1().await;
+    let outside = fixture.temp.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(&outside, fixture.plugin_dir().join(".previous")).unwrap();
+    #[cfg(windows)]
+    std::os::windows::fs::symlink_dir(&outside, fixture.plugin_dir().join(".previous")).unwrap();
+    let before = fixture.snapshot();
+    fixture
+        .push(
+            "2",
+            "budget = \"5s\"\n[config]\nmode = \"approve\"\n",
+            Some(&fixture.alice),
+        )
+        .await;
+    let outcome = fixture
+        .install("2", Mode::Upgrade, &mut ScriptedOperator::agreeing())
+        .await;
+    let written: Vec<_> = std::fs::read_dir(&outside)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    assert!(written.is_empty(), "written through the link: {written:?}");
+    let error = outcome.map(|installed| installed.digest).unwrap_err();
+    assert_names(&error, &[".previous", "link", "remove it"]);
+    assert_eq!(fixture.snapshot(), before);
+}
+
+/// Issue 45 (2, 6): a plugin name, a source, a version or a grant from outside reaches the
+/// operator's terminal escaped: the name in the refusal, the version in the consent, the
+/// lock's source and grants in `plugin list`.
+#[tokio::test]
+async fn text_from_the_artifact_or_the_lock_reaches_the_terminal_escaped() {
+    let fixture = Fixture::new();
+    // A name no plugin may have, with a terminal escape: refused, and echoed escaped.
+    fixture
+        .push_built("bad", &crafted_artifact("\u{1b}[2Jevil", "1", V1))
+        .await;
+    let error = fixture
+        .install("bad", Mode::Install, &mut ScriptedOperator::agreeing())
+        .await
+        .unwrap_err();
+    assert_names(
+        &error,
+        &["cannot be a plugin name", "--as NAME", "\\u{1b}[2Jevil"],
+    );
+    assert!(!error.to_string().contains('\u{1b}'), "{error:?}");
+    let error = install::remove(&fixture.plugin_dir(), "x\u{1b}]52;c;ZXZpbA==\u{7}").unwrap_err();
+    assert!(!error.to_string().contains('\u{1b}'), "{error:?}");
+    // A forged version: the consent shows it escaped and cut, and the real grants.
+    let forged = format!(
+        "1.0\u{1b}[2J\u{1b}[H{}\u{1b}]52;c;ZXZpbA==\u{7}\u{1b}[8m",
+        "probe version 1.0 It will be granted: actions: none readiness: no ".repeat(4)
+    );
+    fixture
+        .push_built(
+            "1",
+            &crafted_artifact(
+                "probe",
+                &forged,
+                "[capabilities]\nreadiness = true\nactions = [\"stop-app\"]\n",
+            ),
+        )
+        .await;
+    let mut operator = ScriptedOperator::agreeing();
+    fixture
+        .install("1", Mode::Install, &mut operator)
+        .await
+        .unwrap();
+    assert!(!operator.told.contains('\u{1b}'), "{:?}", operator.told);
+    assert!(
+        operator.told.contains("probe version 1.0\\u{1b}[2J"),
+        "{}",
+        operator.told
+    );
+    assert!(
+        operator
+            .told
+            .contains("readiness (take the VM out of the load balancer): yes"),
+        "{}",
+        operator.told
+    );
+    // A lock edited by hand: its source and grants are listed escaped.
+    let lock_path = fixture.plugin_dir().join("plugins.lock");
+    let lock = std::fs::read_to_string(&lock_path).unwrap();
+    let lock = lock
+        .replacen(
+            "source = \"",
+            "source = \"\\u001b[2J\\u001b]52;c;ZXZpbA==\\u0007",
+            1,
+        )
+        .replacen("http = []", "http = [\"evil\\u001b[8m:80\"]", 1);
+    std::fs::write(&lock_path, lock).unwrap();
+    let listed = forewarn_host::cli::plugin_list::render(&fixture.plugin_dir()).unwrap();
+    assert!(!listed.contains('\u{1b}'), "{listed:?}");
+    assert!(listed.contains("\\u{1b}[2J"), "{listed}");
+    assert!(listed.contains("evil\\u{1b}[8m:80"), "{listed}");
 }

@@ -2,8 +2,9 @@
 //! layout directory or tarball), verifies its digests and signature, runs `plugin check`,
 //! shows what it would be granted, asks, and writes it into the plugin directory.
 
-use crate::cli::supply_args::{self, DirArgs, RegistryArgs, TerminalOperator};
+use crate::cli::supply_args::{self, DirArgs, RegistryArgs, TerminalOperator, shown_error};
 use crate::supply::install::{InstallRequest, Mode, install};
+use crate::supply::shown;
 use crate::supply::source::{self, Source};
 use std::process::ExitCode;
 
@@ -25,6 +26,10 @@ pub struct Args {
     /// terminal, nothing is installed.
     #[arg(long, short)]
     pub yes: bool,
+    /// Set by `plugin upgrade --allow-downgrade`: an older artifact may replace the one
+    /// installed.
+    #[arg(skip)]
+    pub allow_downgrade: bool,
     /// The config and the plugin directory.
     #[command(flatten)]
     pub dir: DirArgs,
@@ -37,13 +42,15 @@ pub struct Args {
 pub async fn run_mode(args: Args, mode: Mode) -> anyhow::Result<()> {
     let config = args.dir.load()?;
     let trusted = supply_args::trusted_keys(&config)?;
-    let source = Source::parse(&args.source)?;
-    let fetched = source::fetch(
+    let source = Source::parse(&args.source).map_err(shown_error)?;
+    let fetched = source::fetch_within(
         &source,
         &args.registry.options(),
         supply_args::fetch_limits(&config),
+        args.registry.timeout,
     )
-    .await?;
+    .await
+    .map_err(shown_error)?;
     let mut operator = TerminalOperator {
         assume_yes: args.yes,
     };
@@ -57,20 +64,23 @@ pub async fn run_mode(args: Args, mode: Mode) -> anyhow::Result<()> {
             trusted: &trusted,
             allow_unsigned: args.allow_unsigned,
             mode,
+            allow_downgrade: args.allow_downgrade,
         },
         &mut operator,
     )
-    .await?;
+    .await
+    .map_err(shown_error)?;
     if installed.changed {
         let signer = installed
             .signer
-            .map(|signer| format!("signed by {signer}"))
+            .map(|signer| format!("signed by {}", shown::reference(&signer.to_string())))
             .unwrap_or_else(|| "UNSIGNED".to_owned());
         println!(
             "{} {} ({}, {signer}) into {}; the daemon loads it within a second",
-            match mode {
-                Mode::Install => "installed",
-                Mode::Upgrade => "upgraded",
+            match (mode, installed.downgraded) {
+                (Mode::Install, _) => "installed",
+                (Mode::Upgrade, false) => "upgraded",
+                (Mode::Upgrade, true) => "downgraded",
             },
             installed.name,
             installed.digest,

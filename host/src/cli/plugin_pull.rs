@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::cli::supply_args::{self, DirArgs, RegistryArgs};
+use crate::cli::supply_args::{self, DirArgs, RegistryArgs, shown_error};
+use crate::supply::shown;
 use crate::supply::signature::{self, Verdict};
 use crate::supply::source::{self, Source};
 
@@ -31,14 +32,16 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let source = Source::Registry(
         crate::supply::reference::Reference::parse(&args.reference).map_err(anyhow::Error::msg)?,
     );
-    let fetched = source::fetch(
+    let fetched = source::fetch_within(
         &source,
         &args.registry.options(),
         supply_args::fetch_limits(&config),
+        args.registry.timeout,
     )
-    .await?;
+    .await
+    .map_err(shown_error)?;
     let tag = fetched.tag.clone().unwrap_or_else(|| "latest".to_owned());
-    crate::supply::layout::write(&args.to, &fetched.fetched, &tag)?;
+    crate::supply::layout::write(&args.to, &fetched.fetched, &tag).map_err(shown_error)?;
     let trusted = supply_args::trusted_keys(&config)?;
     let verdict = signature::verify(
         &fetched.fetched.digest,
@@ -46,7 +49,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         &trusted,
     );
     let signed = match verdict {
-        Verdict::Trusted(signer) => format!("signed by {signer}"),
+        Verdict::Trusted(signer) => format!("signed by {}", shown::reference(&signer.to_string())),
         Verdict::Unsigned => "not signed".to_owned(),
         Verdict::Refused(_) => format!(
             "{} signature(s), none by a key trusted here",
@@ -55,7 +58,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     println!(
         "pulled {} ({signed}) into {}\ninstall it there with: forewarn plugin install {}",
-        fetched.source,
+        shown::reference(&fetched.source),
         args.to.display(),
         args.to.display()
     );

@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::cli::supply_args::RegistryArgs;
+use crate::cli::supply_args::{RegistryArgs, shown_error};
+use crate::supply::SupplyError;
 use crate::supply::push::{PushRequest, push};
 use crate::supply::reference::Reference;
 
@@ -34,7 +35,7 @@ pub struct Args {
 /// Runs `plugin push`.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let reference = Reference::parse(&args.reference).map_err(anyhow::Error::msg)?;
-    let pushed = push(PushRequest {
+    let request = PushRequest {
         wasm: args.plugin,
         manifest: args.manifest,
         reference: reference.clone(),
@@ -42,8 +43,16 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         version: args.version,
         registry: args.registry.options(),
         max_wasm_bytes: crate::plugins::set::DEFAULT_MAX_PLUGIN_BYTES,
-    })
-    .await?;
+    };
+    let pushed = tokio::time::timeout(args.registry.timeout, push(request))
+        .await
+        .map_err(|_| SupplyError::TimedOut {
+            what: format!("pushing to {reference}"),
+            after: args.registry.timeout,
+            outcome: "the tag may still name the artifact it named before; push again",
+        })
+        .and_then(|pushed| pushed)
+        .map_err(shown_error)?;
     println!("pushed {} to {reference}", pushed.name);
     println!("  digest:  {}", pushed.digest);
     println!("  grants:  {}", pushed.grants.one_line());

@@ -1,7 +1,7 @@
 //! `forewarn plugin remove NAME`: removes a plugin's files, its kept previous version and
 //! its `plugins.lock` entry.
 
-use crate::cli::supply_args::DirArgs;
+use crate::cli::supply_args::{DirArgs, shown_error};
 use crate::supply::install::remove;
 use std::process::ExitCode;
 
@@ -18,9 +18,9 @@ pub struct Args {
 /// Runs `plugin remove`.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let config = args.dir.load()?;
-    let entry = remove(&config.plugin_dir, &args.name)?;
+    let entry = remove(&config.plugin_dir, &args.name).map_err(shown_error)?;
     let origin = entry
-        .map(|entry| format!(" (installed from {})", entry.source))
+        .map(|entry| format!(" (installed from {})", entry.source_shown()))
         .unwrap_or_default();
     println!(
         "removed {}{origin} from {}; the daemon unloads it within a second",

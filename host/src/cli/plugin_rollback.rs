@@ -1,7 +1,7 @@
 //! `forewarn plugin rollback NAME`: puts back the version installed before the last
 //! install or upgrade (kept in the plugin directory's `.previous/`).
 
-use crate::cli::supply_args::{DirArgs, TerminalOperator};
+use crate::cli::supply_args::{DirArgs, TerminalOperator, shown_error};
 use crate::supply::install::rollback;
 use std::process::ExitCode;
 
@@ -22,11 +22,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         &config.plugin_dir,
         &args.name,
         &mut TerminalOperator { assume_yes: true },
-    )?;
+    )
+    .map_err(shown_error)?;
     println!(
         "rolled {} back to {} ({}); the daemon loads it within a second",
         args.name,
-        entry.source,
+        entry.source_shown(),
         entry.signer_label()
     );
     Ok(ExitCode::SUCCESS)

@@ -1,9 +1,11 @@
 //! `forewarn plugin upgrade NAME [REF]`: installs a newer version of an installed plugin,
-//! showing what changes in its grants and asking again only when a grant widens.
+//! showing what changes in its grants and asking again only when a grant widens. An older
+//! artifact (a lower version, or the same version made earlier) is refused unless
+//! `--allow-downgrade`.
 
 use crate::cli::plugin_install::{self, run_mode};
-use crate::cli::supply_args::{DirArgs, RegistryArgs};
-use crate::supply::install::Mode;
+use crate::cli::supply_args::{DirArgs, RegistryArgs, shown_error};
+use crate::supply::install::{Mode, check_name};
 use crate::supply::lock::Lockfile;
 use std::process::ExitCode;
 
@@ -20,6 +22,11 @@ pub struct Args {
     /// Agree to wider grants without being asked (automation).
     #[arg(long, short)]
     pub yes: bool,
+    /// Install the new artifact even when it is older than the one installed (a lower
+    /// version, or the same version made earlier): going back on purpose. Without it such
+    /// an upgrade is refused, since a tag re-pointed at an old signed version looks the same.
+    #[arg(long)]
+    pub allow_downgrade: bool,
     /// The config and the plugin directory.
     #[command(flatten)]
     pub dir: DirArgs,
@@ -30,11 +37,12 @@ pub struct Args {
 
 /// Runs `plugin upgrade`.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    check_name(&args.name).map_err(shown_error)?;
     let source = match args.source {
         Some(source) => source,
         None => {
             let config = args.dir.load()?;
-            let lock = Lockfile::read(&config.plugin_dir)?;
+            let lock = Lockfile::read(&config.plugin_dir).map_err(shown_error)?;
             let entry = lock.plugins.get(&args.name).ok_or_else(|| {
                 anyhow::anyhow!(
                     "{} was not installed with `forewarn plugin install` (it is not in {}); install it first",
@@ -48,7 +56,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 _ => anyhow::bail!(
                     "{} was installed from {}, which has no tag to look up again; name the new version: `forewarn plugin upgrade {} REF`",
                     args.name,
-                    entry.source,
+                    entry.source_shown(),
                     args.name
                 ),
             }
@@ -60,6 +68,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             name: Some(args.name),
             allow_unsigned: args.allow_unsigned,
             yes: args.yes,
+            allow_downgrade: args.allow_downgrade,
             dir: args.dir,
             registry: args.registry,
         },

@@ -187,7 +187,7 @@ fn render_plugins(out: &mut String, snapshot: &StatusSnapshot) {
         };
         let changed = match provenance.verified {
             true => "",
-            false => " — CHANGED SINCE INSTALL: the running file is not the one installed",
+            false => " — CHANGED SINCE INSTALL: its component or manifest is not the one installed",
         };
         let _ = writeln!(
             out,

@@ -3,6 +3,7 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 
@@ -11,6 +12,7 @@ use crate::supply::SupplyError;
 use crate::supply::fetch::FetchLimits;
 use crate::supply::install::Operator;
 use crate::supply::registry::RegistryOptions;
+use crate::supply::shown;
 use crate::supply::signature::TrustedKeys;
 
 /// The config file and the plugin directory.
@@ -67,6 +69,10 @@ pub struct RegistryArgs {
     /// A PEM file of CAs to trust for the registry's certificate, besides the system's.
     #[arg(long, value_name = "PEM")]
     pub ca_file: Option<PathBuf>,
+    /// The longest the whole download (or upload) may take, e.g. "30s", "30m": a registry
+    /// that stalls or sends a byte at a time is given up on then, and nothing is installed.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
 }
 
 impl RegistryArgs {
@@ -80,6 +86,12 @@ impl RegistryArgs {
     }
 }
 
+/// A supply-chain error for the terminal: it quotes what a registry, an artifact or a lock
+/// said, so it is escaped line by line ([`shown::message`]) before `main` prints it.
+pub fn shown_error(error: SupplyError) -> anyhow::Error {
+    anyhow::Error::msg(shown::message(&error.to_string()))
+}
+
 /// The operator at the terminal: told on stderr, asked on stdin (`--yes` answers for them;
 /// without a terminal and without `--yes` nothing is installed).
 pub struct TerminalOperator {
@@ -89,10 +101,15 @@ pub struct TerminalOperator {
 
 impl Operator for TerminalOperator {
     fn say(&mut self, text: &str) {
-        let _ = std::io::stderr().lock().write_all(text.as_bytes());
+        // Its parts from outside are escaped already; escaped once more as a whole, nothing
+        // but its own line breaks reaches the terminal.
+        let _ = std::io::stderr()
+            .lock()
+            .write_all(shown::message(text).as_bytes());
     }
 
     fn consent(&mut self, question: &str) -> Result<bool, SupplyError> {
+        let question = shown::message(question);
         let mut err = std::io::stderr().lock();
         if self.assume_yes {
             let _ = writeln!(err, "{question} yes (--yes)");

@@ -247,8 +247,9 @@ pub struct ProvenanceView {
     pub digest: String,
     /// Who signed it ("alice@example.com (SHA256:…)"), or "unsigned".
     pub signer: String,
-    /// False when the running component is not the one installed (the file was changed
-    /// since): the digest and signer then describe what was installed, not what runs.
+    /// False when the component or its manifest is not the one installed (a file was
+    /// replaced or widened by hand since): the digest and signer then describe what was
+    /// installed, not what runs.
     pub verified: bool,
 }
 

@@ -189,6 +189,7 @@ impl PluginManifest {
 
     /// Checks the values serde cannot; the error is (dotted key, what is wrong).
     fn validate(&self) -> Result<(), (&'static str, String)> {
+        self.refuse_text_that_moves()?;
         for name in &self.subscribe {
             if name != "*" && name != "Unknown" && EventType::from_wire(name) == EventType::Unknown
             {
@@ -285,6 +286,71 @@ impl PluginManifest {
                          needs tokens for, e.g. \"https://storage.azure.com/\""
                     ),
                 ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses a control character (an escape, a newline), a line separator or a
+    /// bidirectional mark in a grant or another value shown to an operator: printed at
+    /// `plugin push`, at the install's consent and by `plugin list`, it could rewrite their
+    /// terminal (clear the screen, hide the real grants, write the clipboard).
+    fn refuse_text_that_moves(&self) -> Result<(), (&'static str, String)> {
+        let capabilities = &self.capabilities;
+        let ca_file = capabilities
+            .http_ca_file
+            .as_ref()
+            .map(|path| path.to_string_lossy().into_owned());
+        let fields: [(&'static str, &str, Vec<&str>); 6] = [
+            (
+                "capabilities.http",
+                "a host:port is letters, digits, '.', '-', '[', ']' and ':'",
+                capabilities.http.iter().map(String::as_str).collect(),
+            ),
+            (
+                "capabilities.azure-identity",
+                "a resource is a URI such as \"https://storage.azure.com/\"",
+                capabilities
+                    .azure_identity
+                    .iter()
+                    .map(String::as_str)
+                    .collect(),
+            ),
+            (
+                "capabilities.actions",
+                "an action is the name of an `[actions.NAME]` of the daemon's config",
+                capabilities.actions.iter().map(String::as_str).collect(),
+            ),
+            (
+                "capabilities.http-ca-file",
+                "it is the path of a PEM file",
+                ca_file.as_deref().into_iter().collect(),
+            ),
+            (
+                "after",
+                "it names plugins (a-z, 0-9, '-', '_')",
+                self.after.iter().map(String::as_str).collect(),
+            ),
+            (
+                "subscribe",
+                "it names event types",
+                self.subscribe.iter().map(String::as_str).collect(),
+            ),
+        ];
+        for (key, what_it_is, values) in fields {
+            for (index, value) in values.iter().enumerate() {
+                if crate::supply::shown::moves_text(value) {
+                    return Err((
+                        key,
+                        format!(
+                            "entry {} (\"{}\") holds a control character, a line separator \
+                             or a bidirectional mark, which would rewrite the terminal of \
+                             whoever reads the grants; remove it ({what_it_is})",
+                            index + 1,
+                            crate::supply::shown::reference(value)
+                        ),
+                    ));
+                }
             }
         }
         Ok(())

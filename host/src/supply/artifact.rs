@@ -53,6 +53,9 @@ pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
 pub const MAX_SIGNATURE_BYTES: u64 = 64 * 1024;
 /// Most signatures read for one artifact.
 pub const MAX_SIGNATURES: usize = 16;
+/// Largest annotation (key and value) accepted: a version is a few bytes, the grants a few
+/// hundred; a 900 KiB "version" is an attempt to fill a terminal.
+pub const MAX_ANNOTATION_BYTES: usize = 8 * 1024;
 
 /// An OCI content descriptor.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -146,7 +149,8 @@ impl ImageManifest {
             && media_type != MANIFEST_MEDIA_TYPE
         {
             return Err(not_a_plugin(format!(
-                "its manifest is of type {media_type}, not {MANIFEST_MEDIA_TYPE}"
+                "its manifest is of type {}, not {MANIFEST_MEDIA_TYPE}",
+                crate::supply::shown::reference(media_type)
             )));
         }
         Ok(manifest)
@@ -363,8 +367,9 @@ impl LayerKind {
             WASM_LAYER_MEDIA_TYPE => Ok(LayerKind::Component),
             PLUGIN_MANIFEST_MEDIA_TYPE => Ok(LayerKind::PluginManifest),
             other => Err(format!(
-                "it has a layer of type {other}; a plugin has one {WASM_LAYER_MEDIA_TYPE} layer \
-                 and at most one {PLUGIN_MANIFEST_MEDIA_TYPE} layer"
+                "it has a layer of type {}; a plugin has one {WASM_LAYER_MEDIA_TYPE} layer \
+                 and at most one {PLUGIN_MANIFEST_MEDIA_TYPE} layer",
+                crate::supply::shown::reference(other)
             )),
         }
     }
@@ -381,7 +386,7 @@ pub fn check_plugin_shape(manifest: &ImageManifest, source_name: &str) -> Result
         return Err(not_a_plugin(format!(
             "its config is of type {}, not {WASM_CONFIG_MEDIA_TYPE} (a Wasm OCI artifact); \
              push plugins with `forewarn plugin push` or `wkg oci push`",
-            manifest.config.media_type
+            crate::supply::shown::reference(&manifest.config.media_type)
         )));
     }
     let mut components = 0;
@@ -397,6 +402,26 @@ pub fn check_plugin_shape(manifest: &ImageManifest, source_name: &str) -> Result
             "it has {components} component layer(s) and {manifests} manifest layer(s); a plugin \
              has exactly one component and at most one manifest"
         )));
+    }
+    Ok(())
+}
+
+/// Refuses an artifact with an annotation over [`MAX_ANNOTATION_BYTES`].
+pub fn check_annotations(manifest: &ImageManifest, source_name: &str) -> Result<(), SupplyError> {
+    for (key, value) in &manifest.annotations {
+        let size = key.len() + value.len();
+        if size > MAX_ANNOTATION_BYTES {
+            return Err(SupplyError::NotAPlugin {
+                source_name: source_name.to_owned(),
+                problem: format!(
+                    "its annotation {} is {size} bytes, more than the {MAX_ANNOTATION_BYTES} \
+                     bytes forewarn accepts of one (a version is a few bytes, the grants a few \
+                     hundred); nothing was installed. Ask its author to push it again with \
+                     `forewarn plugin push` (and a short --version)",
+                    crate::supply::shown::name(key)
+                ),
+            });
+        }
     }
     Ok(())
 }

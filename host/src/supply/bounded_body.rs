@@ -66,6 +66,29 @@ pub fn check_blob(
     Ok(())
 }
 
+/// Reads the body of the blob `descriptor` names: refused as soon as it passes the size the
+/// descriptor announces (the caller checked that size against its limit), not at the limit.
+pub(crate) async fn read_blob(
+    response: Response<Incoming>,
+    descriptor: &Descriptor,
+    what: &str,
+) -> Result<Vec<u8>, SupplyError> {
+    let announced = Limit {
+        bytes: descriptor.size,
+        fix: String::new(),
+    };
+    read_capped(response, &announced, what)
+        .await
+        .map_err(|error| match error {
+            SupplyError::TooLarge { size, .. } => SupplyError::LargerThanAnnounced {
+                what: what.to_owned(),
+                announced: descriptor.size,
+                read: size,
+            },
+            other => other,
+        })
+}
+
 /// Reads the whole body, at most `limit` bytes, each piece within `READ_TIMEOUT`.
 pub(crate) async fn read_capped(
     response: Response<Incoming>,

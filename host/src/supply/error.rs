@@ -34,6 +34,53 @@ pub enum SupplyError {
         /// How to raise the limit, or why it is fixed.
         fix: String,
     },
+    /// A blob went on past the size its descriptor announces (refused there, not at the
+    /// size limit).
+    #[error(
+        "{what}: the registry sent more than the {announced} bytes its descriptor announces \
+         (refused at {read} bytes); nothing was installed. The registry does not serve what \
+         was pushed; tell its operator"
+    )]
+    LargerThanAnnounced {
+        /// What was fetched.
+        what: String,
+        /// The descriptor's size.
+        announced: u64,
+        /// How much had arrived when it was refused.
+        read: u64,
+    },
+    /// The whole download took longer than its deadline (`--timeout`).
+    #[error(
+        "{what} did not finish within {} (--timeout); {outcome}. The registry is slow or \
+         stalling: try again later, or give a slow link more time with --timeout (e.g. \
+         --timeout 30m)",
+        humantime::format_duration(*after)
+    )]
+    TimedOut {
+        /// What was being done ("downloading registry/repo:tag").
+        what: String,
+        /// The deadline.
+        after: std::time::Duration,
+        /// What that left ("nothing was installed …").
+        outcome: &'static str,
+    },
+    /// An upgrade would install an older artifact than the one installed.
+    #[error(
+        "{name}: {offered} is older than the installed {installed} ({why}); nothing was \
+         changed and {installed} keeps running. A tag re-pointed at an old signed version \
+         (a replay) looks like this. If you do mean to go back, pass --allow-downgrade (or \
+         `forewarn plugin rollback {name}` for the version before the last upgrade)"
+    )]
+    Downgrade {
+        /// The plugin.
+        name: String,
+        /// The version offered, as shown.
+        offered: String,
+        /// The version installed, as shown.
+        installed: String,
+        /// Why it is older, in words.
+        why: &'static str,
+    },
     /// The registry redirected to another host.
     #[error(
         "the registry {registry} redirected {what} to another host ({location}); forewarn \

@@ -133,6 +133,7 @@ pub async fn fetch(
     }
     let manifest = ImageManifest::parse(&served.bytes, source_name)?;
     artifact::check_plugin_shape(&manifest, source_name)?;
+    artifact::check_annotations(&manifest, source_name)?;
     let signatures = fetch_signatures(store, source_name, &digest).await?;
     let config_limit = Limit {
         bytes: MAX_CONFIG_BYTES,

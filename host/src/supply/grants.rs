@@ -1,7 +1,10 @@
 //! What a plugin's manifest grants it, in the terms an operator consents to: the actions it
-//! may run, readiness, the HTTP hosts and managed-identity resources it may reach, its
-//! memory cap and its budget. The same summary is claimed in the artifact's annotations,
-//! shown before install, recorded in `plugins.lock`, and compared on upgrade.
+//! may run, readiness, the HTTP hosts and managed-identity resources it may reach, how much
+//! of a response it may read, its memory cap, its budget and prepare-time, and what its
+//! failure means (`on-failure`: `approve` lets the maintenance go ahead without it). The
+//! same summary is claimed in the artifact's annotations, shown before install, recorded in
+//! `plugins.lock`, and compared on upgrade. Every value is printed escaped
+//! ([`crate::supply::shown`]): a lock file edited by hand cannot rewrite a terminal either.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -9,7 +12,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::plugins::manifest::PluginManifest;
+use crate::plugins::manifest::{FailurePolicy, PluginManifest};
+use crate::supply::shown;
 
 /// The capabilities and limits a manifest grants. Sets are sorted, so two summaries compare
 /// and print the same way whatever order the manifest listed them in.
@@ -32,6 +36,25 @@ pub struct GrantSummary {
     /// The longest one call may take.
     #[serde(with = "humantime_serde")]
     pub budget: Duration,
+    /// How long its whole preparation takes, as the scheduler plans it (`prepare-time`;
+    /// none: the budget). Absent from locks and claims written before issue 45.
+    #[serde(
+        default,
+        with = "humantime_serde::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub prepare_time: Option<Duration>,
+    /// How much of an HTTP response body it may read (`http-response-limit`).
+    #[serde(default = "default_response_limit")]
+    pub http_response_limit: bytesize::ByteSize,
+    /// What a failed call means for the approval (`on-failure`): `approve` lets the
+    /// maintenance go ahead without this plugin's preparation.
+    #[serde(default)]
+    pub on_failure: FailurePolicy,
+}
+
+fn default_response_limit() -> bytesize::ByteSize {
+    bytesize::ByteSize::b(forewarn_runtime::HttpResponseLimit::default().bytes() as u64)
 }
 
 impl GrantSummary {
@@ -46,7 +69,21 @@ impl GrantSummary {
             http_ca_file: capabilities.http_ca_file.is_some(),
             memory: manifest.memory,
             budget: manifest.budget,
+            prepare_time: manifest.prepare_time,
+            http_response_limit: bytesize::ByteSize::b(
+                manifest
+                    .runtime_settings()
+                    .grants
+                    .http_response_limit
+                    .bytes() as u64,
+            ),
+            on_failure: manifest.on_failure,
         }
+    }
+
+    /// The prepare-time the scheduler plans with: `prepare-time`, else the budget.
+    pub fn planned_prepare_time(&self) -> Duration {
+        self.prepare_time.unwrap_or(self.budget)
     }
 
     /// Each way `self` grants more than `other`, in words ("actions: + stop-app"); empty
@@ -54,7 +91,9 @@ impl GrantSummary {
     pub fn beyond(&self, other: &GrantSummary) -> Vec<String> {
         let mut wider = Vec::new();
         let added = |mine: &BTreeSet<String>, theirs: &BTreeSet<String>| -> Vec<String> {
-            mine.difference(theirs).cloned().collect()
+            mine.difference(theirs)
+                .map(|value| shown::reference(value))
+                .collect()
         };
         for (key, extra) in [
             ("actions", added(&self.actions, &other.actions)),
@@ -84,6 +123,28 @@ impl GrantSummary {
                 humantime::format_duration(self.budget)
             ));
         }
+        // Without a `prepare-time` on either side it is the budget, compared above.
+        let prepare_time_set = self.prepare_time.is_some() || other.prepare_time.is_some();
+        if prepare_time_set && self.planned_prepare_time() > other.planned_prepare_time() {
+            wider.push(format!(
+                "prepare-time: {} -> {}",
+                humantime::format_duration(other.planned_prepare_time()),
+                humantime::format_duration(self.planned_prepare_time())
+            ));
+        }
+        if self.http_response_limit > other.http_response_limit {
+            wider.push(format!(
+                "http-response-limit: {} -> {}",
+                other.http_response_limit, self.http_response_limit
+            ));
+        }
+        if self.on_failure == FailurePolicy::Approve && other.on_failure != FailurePolicy::Approve {
+            wider.push(format!(
+                "on-failure: {} -> approve (a failed call lets the maintenance go ahead \
+                 without this plugin)",
+                other.on_failure.as_str()
+            ));
+        }
         wider
     }
 
@@ -91,7 +152,7 @@ impl GrantSummary {
     pub fn describe(&self) -> String {
         let list = |set: &BTreeSet<String>| match set.is_empty() {
             true => "none".to_owned(),
-            false => set.iter().cloned().collect::<Vec<_>>().join(", "),
+            false => join_shown(set, ", "),
         };
         let mut out = String::new();
         let _ = writeln!(
@@ -113,11 +174,37 @@ impl GrantSummary {
         if self.http_ca_file {
             let _ = writeln!(out, "  extra CAs for https:// (http-ca-file): yes");
         }
+        let _ = writeln!(
+            out,
+            "  HTTP response bodies read up to: {}",
+            self.http_response_limit
+        );
         let _ = writeln!(out, "  memory: {}", self.memory);
         let _ = writeln!(
             out,
             "  budget per call: {}",
             humantime::format_duration(self.budget)
+        );
+        let _ = writeln!(
+            out,
+            "  prepare-time (planned before NotBefore): {}{}",
+            humantime::format_duration(self.planned_prepare_time()),
+            match self.prepare_time {
+                Some(_) => "",
+                None => " (the budget)",
+            }
+        );
+        let _ = writeln!(
+            out,
+            "  on failure: {}{}",
+            self.on_failure.as_str(),
+            match self.on_failure {
+                FailurePolicy::Hold => " (a failed call holds the approval)",
+                FailurePolicy::Approve => {
+                    " (A FAILED CALL COUNTS AS READY: the maintenance may go ahead without this \
+                     plugin's preparation)"
+                }
+            }
         );
         out
     }
@@ -132,10 +219,10 @@ impl GrantSummary {
             ("azure-identity", &self.azure_identity, &old.azure_identity),
         ] {
             for added in new_set.difference(old_set) {
-                lines.push(format!("+ {key}: {added}"));
+                lines.push(format!("+ {key}: {}", shown::reference(added)));
             }
             for removed in old_set.difference(new_set) {
-                lines.push(format!("- {key}: {removed}"));
+                lines.push(format!("- {key}: {}", shown::reference(removed)));
             }
         }
         if self.readiness != old.readiness {
@@ -160,6 +247,27 @@ impl GrantSummary {
                 humantime::format_duration(self.budget)
             ));
         }
+        let prepare_time_set = self.prepare_time.is_some() || old.prepare_time.is_some();
+        if prepare_time_set && self.planned_prepare_time() != old.planned_prepare_time() {
+            lines.push(format!(
+                "~ prepare-time: {} -> {}",
+                humantime::format_duration(old.planned_prepare_time()),
+                humantime::format_duration(self.planned_prepare_time())
+            ));
+        }
+        if self.http_response_limit != old.http_response_limit {
+            lines.push(format!(
+                "~ http-response-limit: {} -> {}",
+                old.http_response_limit, self.http_response_limit
+            ));
+        }
+        if self.on_failure != old.on_failure {
+            lines.push(format!(
+                "~ on-failure: {} -> {}",
+                old.on_failure.as_str(),
+                self.on_failure.as_str()
+            ));
+        }
         lines
     }
 
@@ -178,6 +286,9 @@ impl GrantSummary {
         if !self.azure_identity.is_empty() {
             parts.push(format!("identity: {}", join(&self.azure_identity)));
         }
+        if self.on_failure == FailurePolicy::Approve {
+            parts.push("on-failure: approve".to_owned());
+        }
         if parts.is_empty() {
             return "no capabilities".to_owned();
         }
@@ -186,7 +297,15 @@ impl GrantSummary {
 }
 
 fn join(set: &BTreeSet<String>) -> String {
-    set.iter().cloned().collect::<Vec<_>>().join(",")
+    join_shown(set, ",")
+}
+
+/// The values of `set`, each escaped and cut, joined by `separator`.
+fn join_shown(set: &BTreeSet<String>, separator: &str) -> String {
+    set.iter()
+        .map(|value| shown::reference(value))
+        .collect::<Vec<_>>()
+        .join(separator)
 }
 
 #[cfg(test)]

@@ -20,7 +20,9 @@ use crate::supply::fetch::Fetched;
 use crate::supply::grants::GrantSummary;
 use crate::supply::lock::{LockEntry, Lockfile, write_atomically};
 use crate::supply::reference::Digest;
+use crate::supply::shown;
 use crate::supply::signature::{self, Signer, TrustedKeys, Verdict};
+use crate::supply::version::{ArtifactAge, Downgrade};
 
 /// Where previous versions are kept, inside the plugin directory (a dot directory: the
 /// watcher ignores it).
@@ -59,6 +61,8 @@ pub struct InstallRequest<'a> {
     pub allow_unsigned: bool,
     /// Install or upgrade.
     pub mode: Mode,
+    /// `--allow-downgrade`: an upgrade may install an older artifact than the one installed.
+    pub allow_downgrade: bool,
 }
 
 /// What an install did.
@@ -72,6 +76,20 @@ pub struct Installed {
     pub signer: Option<Signer>,
     /// False when the same version was installed already (nothing written).
     pub changed: bool,
+    /// True when an upgrade went back to an older artifact (`--allow-downgrade`).
+    pub downgraded: bool,
+}
+
+/// Refuses a plugin name that could not be a file in the plugin directory (or would name
+/// one outside it), echoing it escaped.
+pub fn check_name(name: &str) -> Result<(), SupplyError> {
+    match name_problem(name) {
+        None => Ok(()),
+        Some(problem) => Err(SupplyError::Usage(format!(
+            "\"{}\" cannot be a plugin name: {problem}; pass --as NAME (1 to 64 of a-z, 0-9, '-', '_')",
+            shown::name(name)
+        ))),
+    }
 }
 
 /// Checks the fetched plugin, asks for consent, and writes it into `plugin_dir`.
@@ -94,11 +112,7 @@ pub async fn install(
                 .cloned()
         })
         .unwrap_or_else(|| request.fallback_name.clone());
-    if let Some(problem) = name_problem(&name) {
-        return Err(SupplyError::Usage(format!(
-            "\"{name}\" cannot be a plugin name: {problem}; pass --as NAME (1 to 64 of a-z, 0-9, '-', '_')"
-        )));
-    }
+    check_name(&name)?;
     // The manifest, parsed as the daemon will parse it from the plugin directory.
     let toml_text = match fetched.layer(LayerKind::PluginManifest) {
         Some(bytes) => {
@@ -139,7 +153,8 @@ pub async fn install(
         }
         operator.say(&format!(
             "WARNING: --allow-unsigned: INSTALLING A PLUGIN WHOSE AUTHOR FOREWARN CANNOT VERIFY.\n\
-             {refusal}\nIts code will run on this VM with the grants below.\n"
+             {}\nIts code will run on this VM with the grants below.\n",
+            shown::message(&refusal)
         ));
     }
     let wasm = fetched
@@ -151,19 +166,21 @@ pub async fn install(
     let wasm_path = plugin_dir.join(format!("{name}.wasm"));
     let old_entry = lock.plugins.get(&name).cloned();
     let described = describe_artifact(&name, fetched, &checked.world, &signer);
+    let age = ArtifactAge::of_manifest(&fetched.manifest);
+    let mut downgraded = false;
     match (request.mode, &old_entry) {
         (Mode::Install, Some(entry)) => {
             return Err(SupplyError::Conflict(format!(
                 "{name} is installed already (from {}); `forewarn plugin upgrade {name}` installs \
                  a newer version, or `forewarn plugin remove {name}` first",
-                entry.source
+                entry.source_shown()
             )));
         }
         (Mode::Install, None) if wasm_path.exists() => {
             return Err(SupplyError::Conflict(format!(
                 "{} exists and was not installed by `forewarn plugin install`; remove it first, \
                  or install this plugin under another name with --as NAME",
-                wasm_path.display()
+                shown::reference(&wasm_path.display().to_string())
             )));
         }
         (Mode::Install, None) => {
@@ -188,14 +205,42 @@ pub async fn install(
             if entry.digest == fetched.digest.as_str() {
                 operator.say(&format!(
                     "{name} is already at {} ({}).\n",
-                    fetched.digest, entry.source
+                    fetched.digest,
+                    entry.source_shown()
                 ));
                 return Ok(Installed {
                     name,
                     digest: fetched.digest.clone(),
                     signer,
                     changed: false,
+                    downgraded: false,
                 });
+            }
+            let installed_age = ArtifactAge::of_entry(entry);
+            if let Some(downgrade) = age.older_than(&installed_age) {
+                let label = |age: &ArtifactAge, digest: &str| match &age.version {
+                    Some(version) => format!("version {}", shown::version(version)),
+                    None => format!("artifact {}", short(digest)),
+                };
+                let offered = label(&age, fetched.digest.as_str());
+                let installed = label(&installed_age, &entry.digest);
+                let why = match downgrade {
+                    Downgrade::LowerVersion => "a lower version",
+                    Downgrade::MadeEarlier => "the same version, made earlier",
+                };
+                if !request.allow_downgrade {
+                    return Err(SupplyError::Downgrade {
+                        name,
+                        offered,
+                        installed,
+                        why,
+                    });
+                }
+                operator.say(&format!(
+                    "DOWNGRADING {name} (--allow-downgrade): {offered} is older than the \
+                     installed {installed} ({why}).\n"
+                ));
+                downgraded = true;
             }
             let diff = grants.diff_from(&entry.grants);
             let widening = grants.beyond(&entry.grants);
@@ -205,7 +250,7 @@ pub async fn install(
             };
             operator.say(&format!(
                 "{described}\nUpgrading from {} ({}). Grants:\n{changes}",
-                entry.source,
+                entry.source_shown(),
                 short(&entry.digest)
             ));
             if !widening.is_empty() {
@@ -216,7 +261,7 @@ pub async fn install(
                 if !operator.consent(&question)? {
                     return Err(SupplyError::NoConsent(format!(
                         "{name} was not upgraded: you declined wider grants; {} keeps running",
-                        entry.source
+                        entry.source_shown()
                     )));
                 }
             }
@@ -231,6 +276,8 @@ pub async fn install(
             .map(|text| Digest::of(text.as_bytes()).hex().to_owned()),
         signer: signer.as_ref().map(|signer| signer.name.clone()),
         signer_key: signer.as_ref().map(|signer| signer.fingerprint.clone()),
+        version: age.version,
+        created: age.created,
         installed_at: rfc3339(std::time::SystemTime::now()),
         grants,
         previous: old_entry.map(|old| Box::new(old.without_previous())),
@@ -245,6 +292,7 @@ pub async fn install(
         digest: fetched.digest.clone(),
         signer,
         changed: true,
+        downgraded,
     })
 }
 
@@ -255,6 +303,7 @@ pub fn rollback(
     name: &str,
     operator: &mut dyn Operator,
 ) -> Result<LockEntry, SupplyError> {
+    check_name(name)?;
     let _guard = DirLock::take(plugin_dir)?;
     let mut lock = Lockfile::read(plugin_dir)?;
     let current = lock.plugins.get(name).cloned().ok_or_else(|| {
@@ -280,9 +329,9 @@ pub fn rollback(
     entry.previous = Some(Box::new(current.without_previous()));
     operator.say(&format!(
         "Rolling {name} back from {} ({}) to {} ({}), signed by {}.\n",
-        current.source,
+        current.source_shown(),
         short(&current.digest),
-        previous.source,
+        previous.source_shown(),
         short(&previous.digest),
         previous.signer_label()
     ));
@@ -298,6 +347,7 @@ pub fn rollback(
 
 /// Removes `name`'s files, its kept previous version and its lock entry.
 pub fn remove(plugin_dir: &Path, name: &str) -> Result<Option<LockEntry>, SupplyError> {
+    check_name(name)?;
     let _guard = DirLock::take(plugin_dir)?;
     let mut lock = Lockfile::read(plugin_dir)?;
     let wasm = plugin_dir.join(format!("{name}.wasm"));
@@ -403,6 +453,7 @@ fn keep_running_version(
         });
     }
     let kept_dir = plugin_dir.join(PREVIOUS_DIR);
+    refuse_previous_not_a_directory(&kept_dir)?;
     forewarn_platform::file_access::create_shared_dir(&kept_dir).map_err(|source| {
         SupplyError::io(
             "create",
@@ -430,6 +481,50 @@ fn keep_running_version(
         wasm: Some(wasm),
         manifest,
     })
+}
+
+/// Refuses a `.previous` that is a symbolic link (or junction) or not a directory: the
+/// running version would be written wherever it points.
+fn refuse_previous_not_a_directory(kept_dir: &Path) -> Result<(), SupplyError> {
+    let metadata = match std::fs::symlink_metadata(kept_dir) {
+        Ok(metadata) => metadata,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(SupplyError::io(
+                "inspect",
+                kept_dir,
+                source,
+                "check that you may read the plugin directory",
+            ));
+        }
+    };
+    let kind = if metadata.file_type().is_symlink() || is_reparse_point(&metadata) {
+        "a symbolic link"
+    } else if metadata.is_dir() {
+        return Ok(());
+    } else {
+        "a file"
+    };
+    let path = shown::reference(&kept_dir.display().to_string());
+    Err(SupplyError::Conflict(format!(
+        "{path} is {kind}, not a directory: forewarn keeps each plugin's previous version there \
+         and will not write through a link (or over a file) to somewhere else, so nothing was \
+         changed. Check who made it, remove it (`rm {path}`; forewarn makes the directory \
+         again) and run the command again"
+    )))
+}
+
+/// A Windows junction or other reparse point (not a plain directory).
+#[cfg(windows)]
+fn is_reparse_point(metadata: &std::fs::Metadata) -> bool {
+    use std::os::windows::fs::MetadataExt;
+    const FILE_ATTRIBUTE_REPARSE_POINT: u32 = 0x400;
+    metadata.file_attributes() & FILE_ATTRIBUTE_REPARSE_POINT != 0
+}
+
+#[cfg(not(windows))]
+fn is_reparse_point(_metadata: &std::fs::Metadata) -> bool {
+    false
 }
 
 /// Puts the kept files back after a failed swap (best effort: the error is reported anyway).
@@ -497,19 +592,23 @@ fn describe_artifact(
     world: &str,
     signer: &Option<Signer>,
 ) -> String {
+    // Every string here but the name (checked) and the digest (computed) comes from outside:
+    // escaped and cut, so the artifact cannot clear the screen and print a consent of its own.
     let version = fetched
         .manifest
         .annotations
         .get(artifact::ANNOTATION_VERSION)
-        .map(|version| format!(" version {version}"))
+        .map(|version| format!(" version {}", shown::version(version)))
         .unwrap_or_default();
     let signed = match signer {
-        Some(signer) => format!("signed by {signer}"),
+        Some(signer) => format!("signed by {}", shown::reference(&signer.to_string())),
         None => "NOT SIGNED by a trusted key".to_owned(),
     };
     format!(
-        "{name}{version} from {}\n  digest: {}\n  world:  {world}\n  {signed}\n",
-        fetched.source_name, fetched.digest
+        "{name}{version} from {}\n  digest: {}\n  world:  {}\n  {signed}\n",
+        shown::reference(&fetched.source_name),
+        fetched.digest,
+        shown::reference(world)
     )
 }
 
@@ -526,14 +625,26 @@ struct DirLock {
 
 impl DirLock {
     fn take(plugin_dir: &Path) -> Result<DirLock, SupplyError> {
-        let held = forewarn_platform::file_access::try_lock_dir(plugin_dir).map_err(|source| {
-            SupplyError::io(
-                "open the plugin directory",
-                plugin_dir,
-                source,
-                "check that it exists (`plugin-dir` in the config, or --plugins DIR)",
-            )
-        })?;
+        // Tried for up to a second: a process that forks a child (a compile, a command) while
+        // a lock is held lends the child the lock's descriptor until the child execs, and a
+        // library caller (a test, a tool) that just released the lock may find it still
+        // held for those few milliseconds. Another command really at work holds it longer.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        let held = loop {
+            let held =
+                forewarn_platform::file_access::try_lock_dir(plugin_dir).map_err(|source| {
+                    SupplyError::io(
+                        "open the plugin directory",
+                        plugin_dir,
+                        source,
+                        "check that it exists (`plugin-dir` in the config, or --plugins DIR)",
+                    )
+                })?;
+            if held.is_some() || std::time::Instant::now() >= deadline {
+                break held;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
         let Some(held) = held else {
             return Err(SupplyError::Conflict(format!(
                 "another `forewarn plugin` command is changing {} right now; wait for it to finish",

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::supply::error::SupplyError;
 use crate::supply::grants::GrantSummary;
+use crate::supply::shown;
 
 /// The lock file's name in the plugin directory.
 pub const LOCK_FILE: &str = "plugins.lock";
@@ -53,6 +54,14 @@ pub struct LockEntry {
     /// The signing key's fingerprint (`SHA256:…`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signer_key: Option<String>,
+    /// The artifact's version annotation (`org.opencontainers.image.version`), if it has
+    /// one: an upgrade to a lower version is refused unless `--allow-downgrade`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// When the artifact says it was made (`org.opencontainers.image.created`, RFC 3339):
+    /// the same version made earlier is a downgrade too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<String>,
     /// When it was installed, RFC 3339.
     pub installed_at: String,
     /// What its manifest grants, as consented to.
@@ -63,13 +72,21 @@ pub struct LockEntry {
 }
 
 impl LockEntry {
-    /// "alice@example.com (SHA256:…)", or "unsigned".
+    /// "alice@example.com (SHA256:…)", or "unsigned"; escaped and cut (the lock is a file
+    /// anyone with write access to the directory can edit).
     pub fn signer_label(&self) -> String {
         match (&self.signer, &self.signer_key) {
-            (Some(name), Some(key)) if name != key => format!("{name} ({key})"),
-            (Some(name), _) => name.clone(),
+            (Some(name), Some(key)) if name != key => {
+                format!("{} ({})", shown::name(name), shown::name(key))
+            }
+            (Some(name), _) => shown::name(name),
             _ => "unsigned".to_owned(),
         }
+    }
+
+    /// The source as shown: escaped and cut.
+    pub fn source_shown(&self) -> String {
+        shown::reference(&self.source)
     }
 
     /// The entry without its previous version.
@@ -140,14 +157,25 @@ impl Lockfile {
         write_atomically(&temporary, &path, text.as_bytes())
     }
 
-    /// The provenance to show for the plugin `name` whose component hashes to `wasm_sha256`.
-    pub fn provenance(&self, name: &str, wasm_sha256: &str) -> Provenance {
-        match self.plugins.get(name) {
-            None => Provenance::NotInstalled,
-            Some(entry) if entry.wasm_sha256 == wasm_sha256 => {
-                Provenance::Installed(entry.without_previous())
-            }
-            Some(entry) => Provenance::Modified(entry.without_previous()),
+    /// The provenance to show for the plugin `name` whose component hashes to `wasm_sha256`
+    /// and whose manifest (`NAME.toml`, none when there is none) hashes to `manifest_sha256`.
+    pub fn provenance(
+        &self,
+        name: &str,
+        wasm_sha256: &str,
+        manifest_sha256: Option<&str>,
+    ) -> Provenance {
+        let Some(entry) = self.plugins.get(name) else {
+            return Provenance::NotInstalled;
+        };
+        let component = entry.wasm_sha256 != wasm_sha256;
+        let manifest = entry.manifest_sha256.as_deref() != manifest_sha256;
+        let entry = entry.without_previous();
+        match (component, manifest) {
+            (false, false) => Provenance::Installed(entry),
+            (true, false) => Provenance::Modified(entry, Changed::Component),
+            (false, true) => Provenance::Modified(entry, Changed::Manifest),
+            (true, true) => Provenance::Modified(entry, Changed::Both),
         }
     }
 }
@@ -157,10 +185,44 @@ impl Lockfile {
 pub enum Provenance {
     /// Not installed with `forewarn plugin install` (copied in by hand, or bundled).
     NotInstalled,
-    /// Installed, and the running bytes are the ones installed.
+    /// Installed, and the running files (component and manifest) are the ones installed.
     Installed(LockEntry),
-    /// Installed, but the file was changed since.
-    Modified(LockEntry),
+    /// Installed, but a file was changed since (a manifest widened by hand, a component
+    /// replaced): the entry describes what was installed, not what runs.
+    Modified(LockEntry, Changed),
+}
+
+/// Which of a plugin's files differ from what was installed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Changed {
+    /// `NAME.wasm`.
+    Component,
+    /// `NAME.toml` (changed, added or removed).
+    Manifest,
+    /// Both.
+    Both,
+}
+
+impl Changed {
+    /// Which files, in words ("NAME.toml").
+    pub fn files(self, name: &str) -> String {
+        match self {
+            Changed::Component => format!("{name}.wasm"),
+            Changed::Manifest => format!("{name}.toml"),
+            Changed::Both => format!("{name}.wasm and {name}.toml"),
+        }
+    }
+}
+
+/// The sha256 (hex) of `NAME.toml` beside `wasm`, if there is one (and it can be read).
+pub fn manifest_sha256_beside(wasm: &Path) -> Option<String> {
+    std::fs::read(wasm.with_extension("toml"))
+        .ok()
+        .map(|bytes| {
+            crate::supply::reference::Digest::of(&bytes)
+                .hex()
+                .to_owned()
+        })
 }
 
 /// Writes `bytes` to `temporary` (mode 0644, no link followed), fsyncs, renames to `path`.
@@ -193,8 +255,9 @@ pub struct LockCache {
 
 impl LockCache {
     /// The lock entry of the plugin `name` loaded from `wasm` with content hash `wasm_sha256`,
-    /// and whether the running bytes are the ones installed; none when it was not installed
-    /// with `forewarn plugin install` (or the lock cannot be read).
+    /// and whether the files are the ones installed (the component, and the manifest beside
+    /// it: one widened by hand is not); none when it was not installed with `forewarn plugin
+    /// install` (or the lock cannot be read).
     pub fn provenance(
         &mut self,
         wasm: &Path,
@@ -207,10 +270,11 @@ impl LockCache {
             .entry(dir)
             .or_insert_with_key(|dir| Lockfile::read(dir).ok())
             .as_ref()?;
-        match lock.provenance(name, wasm_sha256) {
+        let manifest_sha256 = manifest_sha256_beside(wasm);
+        match lock.provenance(name, wasm_sha256, manifest_sha256.as_deref()) {
             Provenance::NotInstalled => None,
             Provenance::Installed(entry) => Some((entry, true)),
-            Provenance::Modified(entry) => Some((entry, false)),
+            Provenance::Modified(entry, _) => Some((entry, false)),
         }
     }
 }

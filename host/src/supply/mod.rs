@@ -15,6 +15,8 @@
 //! - [`lock`]: `plugins.lock`, the record of what was installed from where.
 //! - [`push`]: building, pushing and signing an artifact.
 //! - [`source`]: what `plugin install`'s argument names.
+//! - [`version`]: how old an artifact is, so an upgrade never silently goes back.
+//! - [`shown`]: text from outside escaped and cut before it reaches a terminal.
 
 pub mod artifact;
 pub mod bounded_body;
@@ -29,7 +31,9 @@ pub mod push;
 pub mod reference;
 pub mod registry;
 pub mod registry_credentials;
+pub mod shown;
 pub mod signature;
 pub mod source;
+pub mod version;
 
 pub use error::SupplyError;

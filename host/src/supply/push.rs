@@ -65,6 +65,17 @@ pub async fn push(request: PushRequest) -> Result<Pushed, SupplyError> {
             request.wasm.display()
         )));
     }
+    let version = request.version.as_deref().unwrap_or(tag);
+    if crate::supply::shown::moves_text(version)
+        || version.len() > crate::supply::shown::VERSION_MAX_BYTES
+    {
+        return Err(SupplyError::Usage(format!(
+            "--version \"{}\" is not a version: it holds a control character or is longer than \
+             {} bytes; give a short one such as 1.2.0",
+            crate::supply::shown::version(version),
+            crate::supply::shown::VERSION_MAX_BYTES
+        )));
+    }
     let wasm = read_capped(&request.wasm, request.max_wasm_bytes)?;
     let manifest_path = request
         .manifest
@@ -91,7 +102,7 @@ pub async fn push(request: PushRequest) -> Result<Pushed, SupplyError> {
         world: &checked.world,
         exports: checked.report.exports.clone(),
         imports: checked.report.imports.clone(),
-        version: Some(request.version.as_deref().unwrap_or(tag)),
+        version: Some(version),
         created: rfc3339(std::time::SystemTime::now()),
     });
     let reference = &request.reference;

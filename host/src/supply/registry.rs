@@ -28,7 +28,7 @@ use rustls::pki_types::pem::PemObject;
 use url::Url;
 
 use crate::supply::artifact::{Descriptor, MANIFEST_MEDIA_TYPE, MAX_OCI_MANIFEST_BYTES};
-use crate::supply::bounded_body::{Limit, READ_TIMEOUT, check_blob, read_capped};
+use crate::supply::bounded_body::{Limit, READ_TIMEOUT, check_blob, read_blob, read_capped};
 use crate::supply::error::SupplyError;
 use crate::supply::reference::Digest;
 use crate::supply::registry_credentials::{Credentials, challenge_parameters};
@@ -175,7 +175,7 @@ impl RegistryClient {
             .get(&self.url(&format!("blobs/{digest}")), None, what)
             .await?;
         let response = self.expect_success(response, what).await?;
-        let bytes = read_capped(response, limit, what).await?;
+        let bytes = read_blob(response, descriptor, what).await?;
         check_blob(&bytes, descriptor, &digest, what)?;
         Ok(bytes)
     }
@@ -297,7 +297,7 @@ impl RegistryClient {
         let redirect = || SupplyError::Redirect {
             registry: self.registry.clone(),
             what: what.to_owned(),
-            location: location.to_owned(),
+            location: printable(location),
         };
         let next = from.join(location).map_err(|_| redirect())?;
         let same = next.scheme() == self.base.scheme()
@@ -417,14 +417,18 @@ impl RegistryClient {
         let mut url = Url::parse(&realm).map_err(|_| SupplyError::Status {
             what: what.to_owned(),
             status: 401,
-            detail: format!(" with a token realm that is not a URL ({realm:?})"),
+            detail: format!(
+                " with a token realm that is not a URL ({})",
+                printable(&realm)
+            ),
             fix: "The registry's authentication is misconfigured; tell its operator".into(),
         })?;
         if url.scheme() != self.base.scheme() {
             return Err(SupplyError::Usage(format!(
-                "the registry {} asks for a token from {realm}, not over {}; refusing to send \
+                "the registry {} asks for a token from {}, not over {}; refusing to send \
                  credentials there",
                 self.registry,
+                printable(&realm),
                 self.base.scheme()
             )));
         }
@@ -440,7 +444,11 @@ impl RegistryClient {
         let request = request
             .body(Full::new(Bytes::new()))
             .map_err(|error| SupplyError::Usage(format!("bad token request: {error}")))?;
-        let token_what = format!("getting a token for {} from {realm}", self.registry);
+        let token_what = format!(
+            "getting a token for {} from {}",
+            self.registry,
+            printable(&realm)
+        );
         let response = tokio::time::timeout(READ_TIMEOUT, self.http.request(request))
             .await
             .map_err(|_| SupplyError::Connection {
@@ -563,14 +571,8 @@ fn describe_client_error(error: &hyper_util::client::legacy::Error, url: &Url) -
     text
 }
 
-/// `text` with control characters escaped, so what a registry sends cannot forge terminal
-/// output.
+/// `text` escaped and cut as every string from outside is ([`crate::supply::shown`]), so what
+/// a registry sends cannot forge terminal output.
 fn printable(text: &str) -> String {
-    let cut: String = text.chars().take(300).collect();
-    cut.chars()
-        .flat_map(|c| match c.is_control() {
-            true => c.escape_default().collect::<Vec<_>>(),
-            false => vec![c],
-        })
-        .collect()
+    crate::supply::shown::escaped(text, 300)
 }

@@ -29,6 +29,14 @@ impl Source {
             .map_err(SupplyError::Usage)
     }
 
+    /// The reference or path, as shown (escaped and cut).
+    pub fn shown(&self) -> String {
+        match self {
+            Source::Registry(reference) => crate::supply::shown::reference(&reference.to_string()),
+            Source::Layout(path) => crate::supply::shown::reference(&path.display().to_string()),
+        }
+    }
+
     /// The name to install under when neither `--as` nor the artifact gives one.
     pub fn fallback_name(&self) -> String {
         match self {
@@ -49,6 +57,23 @@ pub struct FetchedFrom {
     pub source: String,
     /// The tag it was fetched by, if any.
     pub tag: Option<String>,
+}
+
+/// Fetches the plugin `source` names, all of it within `deadline` (`--timeout`): a registry
+/// that answers a byte at a time, each within the read timeout, is stopped there too.
+pub async fn fetch_within(
+    source: &Source,
+    options: &RegistryOptions,
+    limits: FetchLimits,
+    deadline: std::time::Duration,
+) -> Result<FetchedFrom, SupplyError> {
+    tokio::time::timeout(deadline, fetch(source, options, limits))
+        .await
+        .map_err(|_| SupplyError::TimedOut {
+            what: format!("downloading {}", source.shown()),
+            after: deadline,
+            outcome: "nothing was installed and the plugin directory is unchanged",
+        })?
 }
 
 /// Fetches the plugin `source` names.
