@@ -267,31 +267,27 @@ fn abbreviate(line: &str) -> String {
 pub(crate) mod tests {
     use super::*;
 
-    /// A fresh unencrypted ed25519 key pair made by `ssh-keygen`: (private key path, public
-    /// key line).
-    pub(crate) fn keypair(dir: &Path, name: &str) -> (std::path::PathBuf, String) {
+    /// Alice's and Mallory's keys and ssh-keygen's signature, made once by `ssh-keygen` and
+    /// committed (fixtures/README.md says how), so these tests run without it (under Wine
+    /// too).
+    const ALICE: &str = include_str!("fixtures/alice");
+    const ALICE_PUBLIC: &str = include_str!("fixtures/alice.pub");
+    const MALLORY: &str = include_str!("fixtures/mallory");
+    /// `printf '%s' sha256:<hex of sha256("artifact")> | ssh-keygen -Y sign -n forewarn-plugin -f alice`.
+    const SSH_KEYGEN_SIGNATURE: &[u8] = include_bytes!("fixtures/artifact.alice.sshsig");
+
+    /// A committed private key written to `dir` (as `--sign` reads it): its path.
+    fn key_file(dir: &Path, name: &str, private: &str) -> std::path::PathBuf {
         let path = dir.join(name);
-        let status = Command::new("ssh-keygen")
-            .args(["-q", "-t", "ed25519", "-N", "", "-C"])
-            .arg(format!("{name}@example.com"))
-            .arg("-f")
-            .arg(&path)
-            .status()
-            .expect("ssh-keygen runs (OpenSSH client)");
-        assert!(status.success());
-        let public = std::fs::read_to_string(path.with_extension("pub")).unwrap();
-        (path, public.trim().to_owned())
+        std::fs::write(&path, private).unwrap();
+        path
     }
 
-    #[cfg_attr(
-        windows,
-        ignore = "signs and verifies with ssh-keygen, a Linux tool here: run by the Linux suite"
-    )]
     #[test]
     fn our_signature_verifies_and_names_the_signer_and_another_digest_does_not() {
         let dir = tempfile::tempdir().unwrap();
-        let (key, public) = keypair(dir.path(), "alice");
-        let trusted = TrustedKeys::parse(&[public]).unwrap();
+        let key = key_file(dir.path(), "alice", ALICE);
+        let trusted = TrustedKeys::parse(&[ALICE_PUBLIC.trim().to_owned()]).unwrap();
         let digest = Digest::of(b"artifact");
         let signature = sign(&digest, &key).unwrap();
         let Verdict::Trusted(signer) = verify(&digest, std::slice::from_ref(&signature), &trusted)
@@ -307,16 +303,11 @@ pub(crate) mod tests {
         assert!(problems[0].contains("does not verify"), "{problems:?}");
     }
 
-    #[cfg_attr(
-        windows,
-        ignore = "signs and verifies with ssh-keygen, a Linux tool here: run by the Linux suite"
-    )]
     #[test]
     fn a_key_not_trusted_is_named_by_fingerprint() {
         let dir = tempfile::tempdir().unwrap();
-        let (_alice, alice_public) = keypair(dir.path(), "alice");
-        let (mallory, _) = keypair(dir.path(), "mallory");
-        let trusted = TrustedKeys::parse(&[alice_public]).unwrap();
+        let mallory = key_file(dir.path(), "mallory", MALLORY);
+        let trusted = TrustedKeys::parse(&[ALICE_PUBLIC.trim().to_owned()]).unwrap();
         let digest = Digest::of(b"artifact");
         let signature = sign(&digest, &mallory).unwrap();
         let verdict = verify(&digest, &[signature], &trusted);
@@ -329,45 +320,33 @@ pub(crate) mod tests {
         assert_eq!(verify(&digest, &[], &trusted), Verdict::Unsigned);
     }
 
-    /// The format is OpenSSH's own: `ssh-keygen -Y verify` accepts forewarn's signature, and
-    /// forewarn accepts `ssh-keygen -Y sign`'s.
-    #[cfg_attr(
-        windows,
-        ignore = "signs and verifies with ssh-keygen, a Linux tool here: run by the Linux suite"
-    )]
+    /// The format is OpenSSH's own: forewarn accepts `ssh-keygen -Y sign`'s signature, and
+    /// since ed25519 signatures are deterministic, forewarn's signature of the same digest
+    /// with the same key is ssh-keygen's, byte for byte — the bytes `ssh-keygen -Y verify`
+    /// accepted when the fixture was made.
     #[test]
     fn signatures_interoperate_with_ssh_keygen_both_ways() {
         let dir = tempfile::tempdir().unwrap();
-        let (key, public) = keypair(dir.path(), "alice");
+        let key = key_file(dir.path(), "alice", ALICE);
         let digest = Digest::of(b"artifact");
-        let ours = sign(&digest, &key).unwrap();
-        let signature_file = dir.path().join("sig");
-        std::fs::write(&signature_file, &ours).unwrap();
-        let signers = dir.path().join("allowed_signers");
-        std::fs::write(&signers, format!("alice {public}\n")).unwrap();
-        let mut verify_child = Command::new("ssh-keygen")
-            .args(["-Y", "verify", "-n", NAMESPACE, "-I", "alice", "-f"])
-            .arg(&signers)
-            .arg("-s")
-            .arg(&signature_file)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        verify_child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(digest.as_str().as_bytes())
-            .unwrap();
-        let output = verify_child.wait_with_output().unwrap();
-        assert!(output.status.success(), "{output:?}");
-        let theirs = sign_with_ssh_keygen(&digest, &key).unwrap();
-        let trusted = TrustedKeys::parse(&[public]).unwrap();
+        let trusted = TrustedKeys::parse(&[ALICE_PUBLIC.trim().to_owned()]).unwrap();
         assert!(matches!(
-            verify(&digest, &[theirs], &trusted),
+            verify(&digest, &[SSH_KEYGEN_SIGNATURE.to_vec()], &trusted),
             Verdict::Trusted(_)
         ));
+        let ours = sign(&digest, &key).unwrap();
+        // The same armored bytes (line breaks aside: both wrap the base64 at 70 columns today).
+        let squeezed = |armored: &[u8]| -> String {
+            String::from_utf8_lossy(armored)
+                .chars()
+                .filter(|c| !c.is_whitespace())
+                .collect()
+        };
+        assert_eq!(
+            squeezed(&ours),
+            squeezed(SSH_KEYGEN_SIGNATURE),
+            "forewarn's signature differs from ssh-keygen's"
+        );
     }
 
     #[test]

@@ -184,21 +184,22 @@ fn load_in(dir: &Path, text: &str) -> Result<PluginManifest, String> {
     PluginManifest::from_text(&dir.join("p.toml"), text).map_err(|error| error.to_string())
 }
 
-#[cfg_attr(
-    windows,
-    ignore = "makes its certificates with openssl, a Linux tool here: run by the Linux suite"
-)]
+/// A CA certificate made once with openssl and committed (supply/fixtures/README.md), so
+/// the test needs no openssl when it runs (under Wine too).
+const FIXTURE_CA: &str = include_str!("../../supply/fixtures/ca.pem");
+
 #[test]
 fn http_ca_file_is_read_at_load_relative_to_the_manifest() {
-    let pki = forewarn_test_support::pki::Pki::generate();
     let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(pki.file("ca.pem"), dir.path().join("ca.pem")).unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, FIXTURE_CA).unwrap();
     let relative = load_in(dir.path(), "[capabilities]\nhttp-ca-file = \"ca.pem\"\n");
     let grants = relative.unwrap().runtime_settings().grants;
     assert_eq!(grants.http_roots.len(), 1);
+    // Quoted as TOML quotes it: a Windows path's backslashes escaped.
     let absolute = format!(
-        "[capabilities]\nhttp-ca-file = \"{}\"\n",
-        pki.file("ca.pem")
+        "[capabilities]\nhttp-ca-file = {}\n",
+        toml::Value::String(ca.display().to_string())
     );
     let grants = load_in(dir.path(), &absolute)
         .unwrap()
@@ -310,5 +311,43 @@ mod properties {
                 prop_assert!(!message.is_empty());
             }
         }
+    }
+}
+
+/// Issue 45: a grant holding a terminal escape passed the manifest checks and was printed
+/// raw by `plugin push`, the install's consent and `plugin list`. Refused at check, naming
+/// the key, the entry (escaped) and the fix.
+#[test]
+fn a_control_character_in_a_grant_is_refused_naming_the_key_and_the_fix() {
+    for (text, key) in [
+        (
+            "[capabilities]\nhttp = [\"127.0.0.1:80\", \"evil\\u001b[2J.example:80\"]\n",
+            "line 2: key `capabilities.http`: entry 2",
+        ),
+        (
+            "[capabilities]\nazure-identity = [\"https://vault.azure.net/\\u001b[8m\"]\n",
+            "line 2: key `capabilities.azure-identity`: entry 1",
+        ),
+        (
+            "[capabilities]\nactions = [\"stop-app\\u001b]52;c;ZXZpbA==\\u0007\"]\n",
+            "line 2: key `capabilities.actions`: entry 1",
+        ),
+        (
+            "after = [\"lb-drain\\n\"]\n",
+            "line 1: key `after`: entry 1",
+        ),
+        (
+            "subscribe = [\"Reboot\\u202e\"]\n",
+            "line 1: key `subscribe`: entry 1",
+        ),
+    ] {
+        let error = PluginManifest::parse(text).unwrap_err();
+        assert!(error.starts_with(key), "{text}: {error}");
+        assert!(error.contains("holds a control character"), "{error}");
+        assert!(error.contains("remove it"), "{error}");
+        assert!(
+            !error.chars().any(char::is_control),
+            "the error quotes the value raw: {error:?}"
+        );
     }
 }
