@@ -12,6 +12,8 @@
 //! - [`approval`] decides whether and when the approval goes to IMDS (alone, by group
 //!   policy, or through the [`barrier`]);
 //! - [`quarantine`] counts each plugin's failed calls and quarantines one in a crash loop;
+//! - [`outcome`] folds the timeline into one outcome record per event (what IMDS
+//!   announced, what forewarn did, the impact measured from inside the VM);
 //! - [`state`] is what the journal keeps; [`timeline`] what the pipeline reports;
 //! - [`agenda`] says which events a round visits (touched, due, or waiting for a plugin
 //!   that is free again), so a round costs what changed, not the number of events;
@@ -25,6 +27,7 @@ pub mod barrier;
 pub mod log_fields;
 pub mod log_messages;
 pub mod machine;
+pub mod outcome;
 pub mod policy;
 pub mod quarantine;
 pub mod roster;

@@ -5,7 +5,7 @@
 use forewarn_events::ImdsTime;
 use serde::Serialize;
 
-use forewarn_events::{EventId, PluginName};
+use forewarn_events::{EventId, PluginName, ScheduledEvent};
 
 use crate::quarantine::QuarantinedPlugin;
 use crate::state::{AnswerOutcome, CallPhase};
@@ -25,6 +25,11 @@ pub enum TimelineEntry {
         transition: TransitionKind,
         /// The event in one line for people: type, status, resources, time to NotBefore.
         detail: String,
+        /// The event as IMDS listed it in the document that made the transition (for
+        /// an end, as last listed): what the outcome record keeps. Not serialized: the
+        /// history and the demo show `detail`.
+        #[serde(skip)]
+        announced: Box<ScheduledEvent>,
     },
     /// The policy decided how to handle a new event.
     Handling {

@@ -14,8 +14,10 @@
 //!   elsewhere), and where a file's allocation ends.
 //! - [`default_paths`]: where the config, plugins, state and logs live by default.
 //! - [`action_env`]: the environment variables an operator action inherits.
+//! - [`boot_id`]: which boot of the machine this is (a reboot tells from a restart).
 
 pub mod action_env;
+pub mod boot_id;
 pub mod default_paths;
 pub mod disk_reserve;
 pub mod exit_status;

@@ -223,6 +223,12 @@ mod tests {
             event_type: "Reboot".into(),
             transition: TransitionKind::Started,
             detail: String::new(),
+            announced: Box::new(crate::pipeline::test_harness::event(
+                event,
+                forewarn_imds::EventType::Reboot,
+                crate::pipeline::test_harness::t0(),
+                std::time::Duration::from_secs(60),
+            )),
         }
     }
 

@@ -246,6 +246,12 @@ mod tests {
             event_type: "Reboot".into(),
             transition: TransitionKind::Scheduled,
             detail: String::new(),
+            announced: Box::new(crate::pipeline::test_harness::event(
+                id,
+                forewarn_imds::EventType::Reboot,
+                crate::pipeline::test_harness::t0(),
+                Duration::from_secs(60),
+            )),
         }
     }
 

@@ -45,6 +45,7 @@ impl Pipeline {
             event_type: event.event_type_raw.clone(),
             transition: transition.kind(),
             detail: describe_event(&event, now),
+            announced: Box::new(event.clone()),
         });
         if self.relist_during_recovery(transition) {
             return;

@@ -17,6 +17,12 @@ fn an_event_type_from_imds_cannot_forge_a_series() {
         event_type: "Reboot\",transition=\"x\"} 1\nforewarn_approvals_total 1000\n#".into(),
         transition: TransitionKind::Scheduled,
         detail: String::new(),
+        announced: Box::new(crate::pipeline::test_harness::event(
+            "E1",
+            forewarn_imds::EventType::Reboot,
+            crate::pipeline::test_harness::t0(),
+            std::time::Duration::from_secs(60),
+        )),
     });
     let text = metrics.encode();
     assert_eq!(
@@ -56,6 +62,12 @@ fn timeline_entries_become_bounded_series() {
         event_type: "Reboot".into(),
         transition: TransitionKind::Scheduled,
         detail: String::new(),
+        announced: Box::new(crate::pipeline::test_harness::event(
+            "E1",
+            forewarn_imds::EventType::Reboot,
+            crate::pipeline::test_harness::t0(),
+            std::time::Duration::from_secs(60),
+        )),
     });
     let text = metrics.encode();
     assert_eq!(
