@@ -271,6 +271,43 @@ fn a_signed_plugin_goes_from_push_through_a_real_registry_into_a_running_daemon(
         listed.contains(&digest) && listed.contains("alice@example.com"),
         "{listed}"
     );
+    // Issue 45 (4): the manifest widened by hand after install (readiness, on-failure) is no
+    // longer what was verified and consented to: /status (read by the status page and by
+    // `forewarn status`) says so, as `plugin list` does.
+    std::fs::write(
+        plugin_dir.join("probe.toml"),
+        "budget = \"5s\"\non-failure = \"approve\"\n[config]\nmode = \"approve\"\n[capabilities]\nreadiness = true\n",
+    )
+    .unwrap();
+    wait_for(
+        TIMEOUT,
+        "/status to show the widened manifest as changed",
+        || {
+            let body = http_get(&admin, "/status")?;
+            let json: serde_json::Value =
+                serde_json::from_str(&body).map_err(|error| error.to_string())?;
+            let verified = json["plugins"]
+                .as_array()
+                .and_then(|plugins| plugins.iter().find(|plugin| plugin["name"] == "probe"))
+                .map(|plugin| plugin["provenance"]["verified"].clone());
+            match verified {
+                Some(serde_json::Value::Bool(false)) => Ok(()),
+                other => Err(format!("probe's provenance verified: {other:?}")),
+            }
+        },
+    );
+    let table = forewarn(&["status", "--admin", &admin], true);
+    assert!(
+        String::from_utf8_lossy(&table.stdout).contains("CHANGED SINCE INSTALL"),
+        "{}",
+        describe(&table)
+    );
+    let listed = forewarn(&["plugin", "list", "--config", &config_arg], true);
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains("CHANGED SINCE INSTALL: probe.toml"),
+        "{}",
+        describe(&listed)
+    );
     drop(daemon);
 }
 
