@@ -265,7 +265,9 @@ fn a_daemon_that_cannot_verify_etcd_never_approves_early() {
 }
 
 /// A key `events/ID/approval = vm-a` written by someone else (no lease, not vm-a's daemon)
-/// before any VM could claim: vm-a must not send an approval on the strength of it.
+/// before any VM could claim: vm-a must not send an approval on the strength of it, and it
+/// does not hold the event either (it is ignored: the leader claims over it once vm-c is
+/// ready; `e2e_coordination_trust` has the forgeries under a lease).
 #[test]
 fn a_forged_approval_key_naming_this_vm_is_not_acted_on() {
     let _serial = lock();
@@ -294,16 +296,8 @@ fn a_forged_approval_key_naming_this_vm_is_not_acted_on() {
         set.first_line("vm-a", forewarn_host::coordination::IGNORED_KEY_MESSAGE)
             .ok_or_else(|| set.describe())
     });
-    let started = set
-        .simulator
-        .wait_for_state(WAIT, "the event to start at NotBefore", |state| {
-            state
-                .history
-                .iter()
-                .any(|record| record.transition == Transition::Started)
-        });
-    assert_eq!(approval_posts(&started), 0, "{}", set.describe());
-    assert!(started.approvals.is_empty(), "{}", set.describe());
+    // Not obeyed, nor does it hold the event: the leader claims over it once vm-c is ready.
+    set.assert_approved_once_after_vm_c();
 }
 
 // ---------------------------------------------------------------------------------------
