@@ -94,14 +94,10 @@ mod tests {
     fn the_system_gives_one_answer_within_a_boot() {
         let first = system_boot_id();
         assert_eq!(system_boot_id(), first);
+        let linux = cfg!(target_os = "linux");
         match first {
-            BootIdReading::Known(id) => {
-                assert!(cfg!(target_os = "linux"), "only Linux is read: {id}");
-                assert_eq!(id.as_str().len(), 36, "{id}");
-            }
-            BootIdReading::Unknown(why) => {
-                assert!(!cfg!(target_os = "linux"), "Linux has a boot id: {why}");
-            }
+            BootIdReading::Known(id) => assert_eq!((linux, id.as_str().len()), (true, 36), "{id}"),
+            BootIdReading::Unknown(why) => assert!(!linux, "Linux has a boot id: {why}"),
         }
     }
 
