@@ -502,6 +502,9 @@ fn wkg_pulls_what_forewarn_pushed_and_a_mirrored_layout_installs_offline() {
 /// grants and the real question. Each crafted artifact is signed by a trusted key (its
 /// author's), pushed to the real registry, and installed by the real `forewarn plugin
 /// install` in a pseudo-terminal whose output a VT100 emulator renders.
+// not on Windows: the pseudo-terminal is Unix's openpty (Windows' ConPTY is another API), and
+// the registry is Debian's docker-registry; the escaping is the same code on every platform,
+// checked in process by supply_hostile's text_from_the_artifact_or_the_lock_reaches_the_terminal_escaped
 #[cfg(unix)]
 #[test]
 fn a_crafted_annotation_or_grant_cannot_forge_the_install_consent_on_a_terminal() {
