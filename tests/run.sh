@@ -53,6 +53,9 @@ fi
 # The C, Python and JavaScript plugin examples need their toolchains (clang and wasi-libc
 # from Debian, componentize-py from PyPI, componentize-js from npm): quick when present.
 bash tests/install-language-toolchains.sh
+# The CloudEvents SDK (PyPI, pinned) in tests/.tools/cloudevents-venv: e2e_outcome parses the
+# `forewarn events export --format cloudevents` output with it. Quick when present.
+bash tests/install-cloudevents.sh
 # A Node.js the script had to fetch (the machine's was missing or too old) comes first.
 [ -x tests/.tools/node/bin/node ] && export PATH="$PWD/tests/.tools/node/bin:$PATH"
 

@@ -35,6 +35,9 @@ enum Command {
     Sdk(SdkCommand),
     /// Show what the running daemon is doing: events, plugin decisions, plugins, IMDS polls.
     Status(cli::status_command::Args),
+    /// What each event cost: the outcome records (announced, done, measured impact, verdict).
+    #[command(subcommand)]
+    Events(EventsCommand),
     /// The VMs coordinating through etcd with this one (`[coordination]`).
     #[command(subcommand)]
     Fleet(FleetCommand),
@@ -93,6 +96,16 @@ enum FleetCommand {
     /// List every VM of the coordination group: publishing or gone, its last IMDS poll, its
     /// events with its stage on each, and what holds it.
     Status(cli::fleet_status::Args),
+}
+
+#[derive(Subcommand)]
+enum EventsCommand {
+    /// One line per event the daemon keeps a record of: first seen, id, type, stage, verdict.
+    List(cli::events_list::Args),
+    /// One event's outcome record: what IMDS announced, what forewarn did, what happened.
+    Show(cli::events_show::Args),
+    /// The records as JSON Lines, or as CloudEvents 1.0 (`--format cloudevents`).
+    Export(cli::events_export::Args),
 }
 
 #[derive(Subcommand)]
@@ -166,6 +179,9 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Sdk(SdkCommand::ComponentNew(args)) => cli::sdk_component_new::run(args).await,
         Command::Status(args) => cli::status_command::run(args).await,
         Command::Fleet(FleetCommand::Status(args)) => cli::fleet_status::run(args).await,
+        Command::Events(EventsCommand::List(args)) => cli::events_list::run(args).await,
+        Command::Events(EventsCommand::Show(args)) => cli::events_show::run(args).await,
+        Command::Events(EventsCommand::Export(args)) => cli::events_export::run(args).await,
         Command::Config(ConfigCommand::Example(args)) => cli::config_example::run(args).await,
         Command::Config(ConfigCommand::Check(args)) => cli::config_check::run(args).await,
         Command::DemoWorkload(command) => cli::demo_workload::run(command).await,

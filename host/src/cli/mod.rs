@@ -10,6 +10,9 @@ pub mod config_check;
 pub mod config_example;
 pub mod demo;
 pub mod demo_workload;
+pub mod events_export;
+pub mod events_list;
+pub mod events_show;
 pub mod fleet_status;
 pub mod plugin_check;
 pub mod plugin_export_bundled;
@@ -31,6 +34,7 @@ pub mod status_command;
 
 pub mod demo_log;
 pub mod logging;
+pub mod outcome_records;
 pub mod plugin_files;
 pub mod plugin_templates;
 pub mod status_table;

@@ -3,6 +3,7 @@
 
 mod coordination;
 pub mod example;
+mod outcomes;
 mod plugins;
 
 use std::collections::BTreeMap;
@@ -13,6 +14,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use coordination::CoordinationConfig;
+pub use outcomes::OutcomesConfig;
 pub use plugins::PluginsConfig;
 
 use crate::pipeline::policy::{LeadTime, MAX_QUARANTINE_WINDOW, PolicyConfig};
@@ -54,6 +56,8 @@ pub struct Config {
     pub coordination: Option<CoordinationConfig>,
     /// `[plugins]`: whose signatures `forewarn plugin install` trusts.
     pub plugins: PluginsConfig,
+    /// `[outcomes]`: how many outcome records (one per event) the state directory keeps.
+    pub outcomes: OutcomesConfig,
 }
 
 /// The daemon's own HTTP endpoint: health, readiness for load balancers, metrics, status.
@@ -157,6 +161,7 @@ impl Default for Config {
             actions: BTreeMap::new(),
             coordination: None,
             plugins: PluginsConfig::default(),
+            outcomes: OutcomesConfig::default(),
         }
     }
 }
@@ -294,6 +299,7 @@ impl Config {
             check_barrier_after_preparation(coordination.deadline, self.policy.prepare_lead_time)?;
         }
         self.plugins.trusted_keys()?;
+        self.outcomes.validate()?;
         for (name, action) in &self.actions {
             check_at_most(
                 &format!("actions.{name}.timeout"),

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Config;
 use crate::coordination::{self, CoordinatorHandle};
 use crate::daemon::event_loop::{Daemon, DaemonSettings};
+use crate::daemon::outcome_keeper::{KeeperSources, OutcomeKeeper};
 use crate::daemon::timeline_broadcast::Timeline;
 use crate::ops::admin::{self, AdminState, DaemonViews};
 use crate::ops::coordination_metrics;
@@ -361,6 +362,12 @@ pub async fn run_daemon(
     storage: Arc<StorageHealth>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    // The daemon's start, for a reboot's downtime (the previous run's last heartbeat to it).
+    let outcomes = OutcomeKeeper::open(
+        &config.state_dir,
+        config.outcomes.limits(),
+        std::time::SystemTime::now(),
+    );
     let client = imds_client(config)?;
     let listener = admin::bind(config.admin.listen).await?;
     let metrics = Arc::new(Metrics::new());
@@ -376,12 +383,23 @@ pub async fn run_daemon(
         metrics: metrics.clone(),
         readiness: readiness.clone(),
         plugins: plugins.clone(),
-        daemon: views_rx,
+        daemon: views_rx.clone(),
         startup: startup_rx,
         history,
         storage: storage.clone(),
+        outcomes: outcomes.shelf(),
     };
     let admin = tokio::spawn(admin::serve(listener, admin_state, admin_stop.clone()));
+    let outcome_keeper = outcomes.spawn(
+        KeeperSources {
+            timeline: timeline.subscribe(),
+            clock: client.clock(),
+            views: views_rx,
+            storage: storage.clone(),
+            metrics: metrics.outcomes.clone(),
+        },
+        admin_stop.clone(),
+    );
     let observers = Observers {
         metrics,
         timeline: metrics_timeline,
@@ -395,6 +413,7 @@ pub async fn run_daemon(
     admin_stop.cancel();
     let _ignored = admin.await;
     let _ignored = history_recorder.await;
+    let _ignored = outcome_keeper.await;
     result
 }
 

@@ -31,6 +31,7 @@ use crate::ops::admin_connections::{
 };
 use crate::ops::event_history::EventHistory;
 use crate::ops::metrics::Metrics;
+use crate::ops::outcome_status::OutcomeShelf;
 use crate::ops::status::{StatusInputs, StatusSnapshot, build_snapshot};
 use crate::ops::status_page;
 use crate::ops::storage_health::StorageHealth;
@@ -79,6 +80,8 @@ pub(crate) struct AdminState {
     pub history: Arc<EventHistory>,
     /// How writes to the state directory fare (journal, plugin state).
     pub storage: Arc<StorageHealth>,
+    /// The outcome records (`/status/events`).
+    pub outcomes: Arc<OutcomeShelf>,
     /// Names besides IP addresses and `localhost` that requests may call the endpoint by
     /// (`[admin] host-names`).
     pub host_names: Arc<[String]>,
@@ -111,6 +114,7 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/metrics", get(metrics))
         .route("/status", get(status))
         .route("/status/history", get(history))
+        .route("/status/events", get(events))
         .route("/status/fleet", get(fleet))
         .route("/", get(status_page::page))
         .route_layer(axum::middleware::from_fn_with_state(
@@ -157,7 +161,7 @@ pub(crate) async fn serve(listener: TcpListener, state: AdminState, shutdown: Ca
         .unwrap_or_default();
     tracing::info!(
         address = %address,
-        paths = "/ (status page) /healthz /readyz /metrics /status /status/history /status/fleet",
+        paths = "/ (status page) /healthz /readyz /metrics /status /status/history /status/events /status/fleet",
         max_connections = ADMIN_MAX_CONNECTIONS,
         max_connections_per_peer = ADMIN_MAX_CONNECTIONS_PER_PEER,
         "{}",
@@ -337,6 +341,11 @@ fn json_answer(encoded: serde_json::Result<String>) -> Response {
 async fn history(State(state): State<AdminState>) -> Response {
     // Compact: the status page asks for it every second.
     json_answer(escaped_json(&state.history.view(), false))
+}
+
+/// `GET /status/events`: the outcome records, one per event (`ops/outcome_status.rs`).
+async fn events(State(state): State<AdminState>) -> Response {
+    json_answer(escaped_json(&state.outcomes.view(), false))
 }
 
 /// Says why `/status/fleet` has nothing to show.

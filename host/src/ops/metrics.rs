@@ -16,6 +16,7 @@ use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::ops::coordination_metrics::CoordinationMetrics;
+use crate::ops::outcome_metrics::OutcomeMetrics;
 use crate::ops::storage_health::StorageHealth;
 use crate::pipeline::timeline::TimelineEntry;
 use crate::plugins::set::PluginSet;
@@ -85,6 +86,8 @@ pub(crate) struct Metrics {
     quarantined: Family<PluginLabel, Gauge>,
     /// The etcd barrier's gauges (`[coordination]`).
     pub(crate) coordination: CoordinationMetrics,
+    /// The outcome records' impact and preparation counts (`outcome_metrics.rs`).
+    pub(crate) outcomes: OutcomeMetrics,
     storage: StorageMetrics,
     /// What IMDS sends and forewarn cannot read, and IMDS's clock (`record_imds_reading`).
     unreadable: Family<FieldLabel, Counter>,
@@ -237,6 +240,7 @@ impl Metrics {
             quarantines: Family::default(),
             quarantined: Family::default(),
             coordination: CoordinationMetrics::default(),
+            outcomes: OutcomeMetrics::default(),
             storage: StorageMetrics::default(),
             unreadable: Family::default(),
             clock_offset: Gauge::default(),
@@ -351,6 +355,7 @@ impl Metrics {
             self.quarantined.clone(),
         );
         self.coordination.register(&mut registry);
+        self.outcomes.register(&mut registry);
         self.storage.register(&mut registry);
         self.register_imds_reading(&mut registry);
         self.registry = registry;

@@ -1,7 +1,8 @@
 //! Operations: the admin endpoint (health, readiness, metrics, status, the status page),
-//! Prometheus metrics (the etcd barrier's in their own module), the status snapshot, each
-//! event's history, the process's malloc arenas, and this VM's fleet record as fed to the
-//! coordinator. (systemd notification is in [`crate::service_manager`].)
+//! Prometheus metrics (the etcd barrier's and the outcome records' in their own modules),
+//! the status snapshot, each event's history, the outcome records (`/status/events`), the
+//! process's malloc arenas, and this VM's fleet record as fed to the coordinator. (systemd
+//! notification is in [`crate::service_manager`].)
 
 pub(crate) mod admin;
 pub(crate) mod admin_connections;
@@ -10,6 +11,8 @@ pub mod event_history;
 pub(crate) mod fleet_feed;
 pub mod malloc_arenas;
 pub(crate) mod metrics;
+pub(crate) mod outcome_metrics;
+pub(crate) mod outcome_status;
 pub mod status;
 pub(crate) mod status_page;
 pub mod storage_health;
