@@ -5,7 +5,7 @@
 use forewarn_events::ImdsTime;
 use serde::Serialize;
 
-use forewarn_events::{EventId, PluginName, ScheduledEvent};
+use forewarn_events::{EventId, EventType, PluginName, ScheduledEvent};
 
 use crate::quarantine::QuarantinedPlugin;
 use crate::state::{AnswerOutcome, CallPhase};
@@ -19,8 +19,11 @@ pub enum TimelineEntry {
     Transition {
         /// IMDS's EventId.
         event_id: EventId,
-        /// IMDS's EventType as sent ("Reboot", "Freeze", …).
-        event_type: String,
+        /// IMDS's EventType (`Unknown` for a type newer than forewarn: its text is in
+        /// `event_type_raw`).
+        event_type: EventType,
+        /// IMDS's EventType as sent ("Reboot", "Freeze", …), for people.
+        event_type_raw: String,
         /// What changed: the event appeared, started, ended, …
         transition: TransitionKind,
         /// The event in one line for people: type, status, resources, time to NotBefore.

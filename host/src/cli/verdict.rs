@@ -220,7 +220,8 @@ mod tests {
     fn started(event: &str) -> TimelineEntry {
         TimelineEntry::Transition {
             event_id: event.into(),
-            event_type: "Reboot".into(),
+            event_type: forewarn_imds::EventType::Reboot,
+            event_type_raw: "Reboot".into(),
             transition: TransitionKind::Started,
             detail: String::new(),
             announced: Box::new(crate::pipeline::test_harness::event(

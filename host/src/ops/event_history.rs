@@ -81,10 +81,10 @@ impl EventHistory {
         let mut inner = self.lock();
         for id in ids {
             let event = event_mut(&mut inner.events, id, starts_anew(&entry));
-            if let TimelineEntry::Transition { event_type, .. } = &entry
+            if let TimelineEntry::Transition { event_type_raw, .. } = &entry
                 && event.event_type.is_empty()
             {
-                event.event_type.clone_from(event_type);
+                event.event_type.clone_from(event_type_raw);
             }
             if matches!(entry, TimelineEntry::Finished { .. }) {
                 event.finished = true;
@@ -243,7 +243,8 @@ mod tests {
     fn scheduled(id: &str) -> TimelineEntry {
         TimelineEntry::Transition {
             event_id: id.into(),
-            event_type: "Reboot".into(),
+            event_type: forewarn_imds::EventType::Reboot,
+            event_type_raw: "Reboot".into(),
             transition: TransitionKind::Scheduled,
             detail: String::new(),
             announced: Box::new(crate::pipeline::test_harness::event(

@@ -425,10 +425,9 @@ impl Metrics {
                 // The known type, or "Unknown": IMDS's text never reaches the label
                 // (prometheus-client writes label values as they are, so a quote and a
                 // newline in it would forge series), and the labels stay a fixed set.
-                let event_type = forewarn_imds::EventType::from_wire(event_type).as_wire();
                 self.transitions
                     .get_or_create(&TransitionLabels {
-                        event_type: event_type.to_owned(),
+                        event_type: event_type.as_wire().to_owned(),
                         transition: transition.as_str().to_owned(),
                     })
                     .inc();

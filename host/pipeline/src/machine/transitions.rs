@@ -42,7 +42,8 @@ impl Pipeline {
         );
         self.emit(TimelineEntry::Transition {
             event_id: event.id.clone(),
-            event_type: event.event_type_raw.clone(),
+            event_type: event.event_type,
+            event_type_raw: event.event_type_raw.clone(),
             transition: transition.kind(),
             detail: describe_event(&event, now),
             announced: Box::new(event.clone()),

@@ -9,12 +9,16 @@ fn value_of(text: &str, series: &str) -> Option<f64> {
         .and_then(|value| value.parse().ok())
 }
 
+/// An EventType from IMDS that tries to end the label and write a series of its own.
+const FORGED: &str = "Reboot\",transition=\"x\"} 1\nforewarn_approvals_total 1000\n#";
+
 #[test]
 fn an_event_type_from_imds_cannot_forge_a_series() {
     let metrics = Metrics::new();
     metrics.record_timeline(&TimelineEntry::Transition {
         event_id: "E1".into(),
-        event_type: "Reboot\",transition=\"x\"} 1\nforewarn_approvals_total 1000\n#".into(),
+        event_type: forewarn_imds::EventType::from_wire(FORGED),
+        event_type_raw: FORGED.into(),
         transition: TransitionKind::Scheduled,
         detail: String::new(),
         announced: Box::new(crate::pipeline::test_harness::event(
@@ -59,7 +63,8 @@ fn timeline_entries_become_bounded_series() {
     });
     metrics.record_timeline(&TimelineEntry::Transition {
         event_id: "E1".into(),
-        event_type: "Reboot".into(),
+        event_type: forewarn_imds::EventType::Reboot,
+        event_type_raw: "Reboot".into(),
         transition: TransitionKind::Scheduled,
         detail: String::new(),
         announced: Box::new(crate::pipeline::test_harness::event(
