@@ -370,6 +370,21 @@ pub fn event(id: &str, event_type: EventType, now: ImdsTime, notice: Duration) -
     }
 }
 
+/// The timeline entry of `transition` of `event`, as the pipeline emits it.
+pub fn transition_entry(
+    event: &ScheduledEvent,
+    transition: crate::tracker::TransitionKind,
+) -> crate::timeline::TimelineEntry {
+    crate::timeline::TimelineEntry::Transition {
+        event_id: event.id.clone(),
+        event_type: event.event_type,
+        event_type_raw: event.event_type_raw.clone(),
+        transition,
+        detail: String::new(),
+        announced: Box::new(event.clone()),
+    }
+}
+
 /// The same event, Started.
 pub fn started(event: &ScheduledEvent) -> ScheduledEvent {
     ScheduledEvent {

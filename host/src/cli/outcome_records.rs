@@ -256,3 +256,84 @@ pub(crate) fn render_record(record: &OutcomeRecord) -> String {
     let _ = writeln!(text, "  impact        {impact}");
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::pipeline::outcome::{OutcomeBook, OutcomeLimits};
+    use crate::pipeline::test_harness::{event, started, t0, transition_entry as transition};
+    use crate::pipeline::timeline::TimelineEntry;
+    use crate::pipeline::tracker::TransitionKind;
+    use forewarn_imds::EventType;
+
+    /// A Reboot seen at t0, approved at t0 + 10 s, started at t0 + 60 s.
+    fn started_reboot() -> OutcomeRecord {
+        let limits = OutcomeLimits {
+            keep: 10,
+            max_total_bytes: u64::MAX,
+        };
+        let mut book = OutcomeBook::new("vm-a", limits);
+        let reboot = event("R1", EventType::Reboot, t0(), Duration::from_secs(60));
+        book.record(&transition(&reboot, TransitionKind::Scheduled), t0());
+        let approved = TimelineEntry::Approved {
+            event_ids: vec!["R1".into()],
+        };
+        book.record(&approved, t0() + Duration::from_secs(10));
+        let start = transition(&started(&reboot), TransitionKind::Started);
+        book.record(&start, t0() + Duration::from_secs(60));
+        book.records().next().expect("a record").clone()
+    }
+
+    #[test]
+    fn a_record_reads_for_people_and_as_a_cloudevent() {
+        let record = started_reboot();
+        let text = render_record(&record);
+        assert!(text.starts_with("Reboot R1 — started\n"), "{text}");
+        assert!(text.contains("approval      accepted "), "{text}");
+        assert!(text.contains(", 50 s before NotBefore"), "{text}");
+        assert!(text.contains("impact        not over yet"), "{text}");
+        assert!(
+            list_line(&record).contains(" R1 "),
+            "{}",
+            list_line(&record)
+        );
+
+        let cloudevent = serde_json::to_value(CloudEvent::of(&record, "vm a/1")).unwrap();
+        assert_eq!(cloudevent["specversion"], "1.0");
+        assert_eq!(cloudevent["source"], "/forewarn/vm/vm_a_1");
+        assert_eq!(cloudevent["type"], CLOUDEVENT_TYPE);
+        assert_eq!(cloudevent["subject"], "R1");
+        assert_eq!(cloudevent["datacontenttype"], "application/json");
+        assert_eq!(
+            cloudevent["id"],
+            format!("R1@{}", record.handled.first_seen_unix_ms.unix_ms())
+        );
+        assert_eq!(cloudevent["data"]["event_id"], "R1");
+        let time = cloudevent["time"].as_str().unwrap();
+        assert!(time.ends_with(".000Z"), "{time}");
+    }
+
+    #[test]
+    fn since_keeps_the_records_changed_within_it() {
+        let record = started_reboot();
+        let changed = last_change(&record).system_time();
+        let kept = |since, now| changed_since(vec![record.clone()], since, now).len();
+        assert_eq!(kept(None, changed + Duration::from_secs(86_400)), 1);
+        assert_eq!(
+            kept(
+                Some(Duration::from_secs(3600)),
+                changed + Duration::from_secs(60)
+            ),
+            1
+        );
+        assert_eq!(
+            kept(
+                Some(Duration::from_secs(3600)),
+                changed + Duration::from_secs(7200)
+            ),
+            0
+        );
+    }
+}

@@ -500,17 +500,11 @@ mod tests {
                 at,
                 Duration::from_secs(60),
             );
-            book.record(
-                &TimelineEntry::Transition {
-                    event_id: event.id.clone(),
-                    event_type: event.event_type,
-                    event_type_raw: event.event_type_raw.clone(),
-                    transition: crate::pipeline::tracker::TransitionKind::Scheduled,
-                    detail: String::new(),
-                    announced: Box::new(event),
-                },
-                at,
+            let scheduled = crate::pipeline::test_harness::transition_entry(
+                &event,
+                crate::pipeline::tracker::TransitionKind::Scheduled,
             );
+            book.record(&scheduled, at);
         }
         let changes: Vec<_> = std::iter::from_fn(|| book.poll_change()).collect();
         // A is evicted before it was ever written: its removal finds no file.

@@ -10,7 +10,7 @@ use super::record::{ApprovalRecord, RecordStage};
 use super::verdict::{PreparationOutcome, VerdictPart};
 use super::{BookChange, OutcomeBook, OutcomeLimits, RecordKey};
 use crate::state::{AnswerOutcome, CallPhase};
-use crate::test_harness::{event, started, t0};
+use crate::test_harness::{event, started, t0, transition_entry as transition};
 use crate::timeline::TimelineEntry;
 use crate::tracker::TransitionKind;
 
@@ -21,17 +21,6 @@ const ROOMY: OutcomeLimits = OutcomeLimits {
 
 fn at(seconds: u64) -> ImdsTime {
     t0() + Duration::from_secs(seconds)
-}
-
-fn transition(event: &ScheduledEvent, transition: TransitionKind) -> TimelineEntry {
-    TimelineEntry::Transition {
-        event_id: event.id.clone(),
-        event_type: event.event_type,
-        event_type_raw: event.event_type_raw.clone(),
-        transition,
-        detail: String::new(),
-        announced: Box::new(event.clone()),
-    }
 }
 
 fn called(id: &str, phase: CallPhase) -> TimelineEntry {
