@@ -2,7 +2,7 @@
 //! `docker-registry` (the CNCF distribution server), started by the test on loopback with a
 //! config of its own, over HTTPS with a test CA and with basic auth (htpasswd, bcrypt) — and
 //! against a client nobody here wrote, `wkg` (bytecodealliance's wasm-pkg-tools).
-//! tests/install-registry.sh installs all three.
+//! tests/install-registry.sh installs the first two, tests/install-cargo-tools.sh wkg.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -22,7 +22,8 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 fn require(program: &str) -> PathBuf {
     find_on_path(program).unwrap_or_else(|| {
         panic!(
-            "{program} is not installed: run `bash tests/install-registry.sh` (tests/run.sh does)"
+            "{program} is not installed: run `bash tests/install-registry.sh` and `bash \
+             tests/install-cargo-tools.sh` (tests/run.sh does)"
         )
     })
 }
