@@ -146,14 +146,40 @@ fn a_child_that_hangs_is_killed_at_the_compile_timeout() {
 }
 
 #[test]
+fn a_child_that_keeps_working_is_stopped_at_its_cpu_time_not_its_wall_clock_time() {
+    // One second of CPU time against a wall-clock time-out two minutes away: the child is
+    // stopped for its CPU time (SIGXCPU), so a busy machine, where the wall clock runs out
+    // first, does not refuse a component a quiet one compiles.
+    let limits = CompileLimits {
+        cpu_time: Duration::from_secs(1),
+        timeout: Duration::from_secs(120),
+        ..CompileLimits::default()
+    };
+    let error = load_failure(fake_child("spins.sh"), limits);
+    let failure = child_failure(error.clone());
+    assert_eq!(
+        failure,
+        CompileFailure::CpuTime {
+            limit: Duration::from_secs(1)
+        }
+    );
+    let message = error.to_string();
+    assert!(message.contains("1 s of CPU time"), "{message}");
+}
+
+#[test]
 fn the_child_runs_under_its_address_space_limit_and_first_for_the_oom_killer() {
     let limits = CompileLimits {
         address_space_bytes: 3 << 30,
         ..CompileLimits::default()
     };
     let failure = child_failure(load_failure(fake_child("reports-limits.sh"), limits));
-    // `ulimit -v` counts KiB; 1000 is the highest OOM score adjustment.
-    let expected = format!("{} 1000", (3u64 << 30) / 1024);
+    // `ulimit -v` counts KiB; 1000 is the highest OOM score adjustment; `ulimit -t` seconds.
+    let expected = format!(
+        "{} 1000 {}",
+        (3u64 << 30) / 1024,
+        forewarn_runtime::COMPILE_CPU_TIME.as_secs()
+    );
     assert_eq!(
         failure,
         CompileFailure::Exited {

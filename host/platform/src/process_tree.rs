@@ -23,6 +23,11 @@ pub struct Limits {
     /// committed memory (the Job Object's process memory limit) on Windows. Past it an
     /// allocation fails.
     pub memory_bytes: Option<u64>,
+    /// The most CPU time the child may use, over all its threads: `RLIMIT_CPU` on Unix
+    /// (SIGXCPU at the limit, SIGKILL a second later), the Job Object's per-process user
+    /// time on Windows (the process is ended with `ERROR_NOT_ENOUGH_QUOTA`). Unlike a
+    /// wall-clock time-out it does not run out faster on a busy machine.
+    pub cpu_seconds: Option<u64>,
     /// Makes the child the kernel OOM killer's first choice (Linux; nothing elsewhere).
     pub oom_killer_first: bool,
 }

@@ -35,15 +35,19 @@ pub(crate) enum NotFinished {
 /// committed memory on Windows: an allocation past it fails), is the OOM killer's first
 /// choice on Linux (so that when the VM runs out of memory the kernel kills the compiler
 /// before the workload or the daemon), and is killed with its tree if it has not exited
-/// after `timeout`.
+/// after `timeout` (wall-clock: the backstop for a child that waits rather than works; the
+/// work itself is bounded by `cpu_seconds` of CPU time, which a busy machine does not use up
+/// faster).
 pub(crate) fn run_confined(
     command: &mut Command,
     input: Vec<u8>,
     timeout: Duration,
     memory_bytes: u64,
+    cpu_seconds: u64,
 ) -> Result<Finished, NotFinished> {
     let limits = Limits {
         memory_bytes: Some(memory_bytes),
+        cpu_seconds: Some(cpu_seconds),
         oom_killer_first: true,
     };
     process_tree::prepare(command, limits);

@@ -146,6 +146,16 @@ pub enum CompileFailure {
         /// The time-out it ran past.
         after: std::time::Duration,
     },
+    /// It used up its CPU time ([`crate::CompileLimits::cpu_time`]) and was stopped.
+    #[error(
+        "used more than {} s of CPU time and was stopped: a component this costly to compile \
+         is refused. Check where the .wasm comes from, or ask its author for a smaller component",
+        limit.as_secs_f64()
+    )]
+    CpuTime {
+        /// The CPU time it used up.
+        limit: std::time::Duration,
+    },
     /// A signal ended it: SIGABRT when an allocation failed at its address-space limit,
     /// SIGKILL from the kernel's OOM killer, or a crash.
     #[error(

@@ -96,8 +96,8 @@ pub use capabilities::key_value::{
 };
 pub use capabilities::readiness::Readiness;
 pub use compiler::{
-    COMPILE_ADDRESS_SPACE, COMPILE_ADDRESS_SPACE_PER_CPU, COMPILE_SUBCOMMAND, COMPILE_TIMEOUT,
-    CompileLimits, Compiler, EXIT_INVALID_COMPONENT, compile_to_bytes,
+    COMPILE_ADDRESS_SPACE, COMPILE_ADDRESS_SPACE_PER_CPU, COMPILE_CPU_TIME, COMPILE_SUBCOMMAND,
+    COMPILE_TIMEOUT, CompileLimits, Compiler, EXIT_INVALID_COMPONENT, compile_to_bytes,
 };
 pub use error::{CompileFailure, LoadError, RuntimeError};
 pub use inspect::ComponentReport;

@@ -7,6 +7,12 @@ use std::process::Command;
 
 use super::{Limits, Spawned};
 
+/// The type of a resource `getrlimit`/`setrlimit` take: glibc's own, an int elsewhere.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+type Resource = libc::__rlimit_resource_t;
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+type Resource = libc::c_int;
+
 /// The kernel's OOM score adjustment of a child that should die first: the highest.
 const OOM_SCORE_ADJ: &[u8] = b"1000";
 
@@ -21,7 +27,12 @@ pub(super) fn prepare(command: &mut Command, limits: Limits) {
     unsafe {
         command.pre_exec(move || {
             if let Some(bytes) = limits.memory_bytes {
-                limit_address_space(bytes);
+                lower_limit(libc::RLIMIT_AS, bytes, bytes);
+            }
+            if let Some(seconds) = limits.cpu_seconds {
+                // SIGXCPU at the soft limit; the kernel's SIGKILL a second later if the
+                // child handles it.
+                lower_limit(libc::RLIMIT_CPU, seconds, seconds.saturating_add(1));
             }
             if limits.oom_killer_first {
                 raise_oom_score();
@@ -73,25 +84,25 @@ impl Tree {
     }
 }
 
-/// Lowers the calling process's `RLIMIT_AS` to `bytes`, or to the limit it already has if
-/// that is lower (raising a hard limit needs privileges). Between `fork` and `exec`:
-/// system calls only.
-fn limit_address_space(bytes: u64) {
+/// Lowers the calling process's `resource` limit to `soft` and `hard`, or to the hard limit
+/// it already has if that is lower (raising a hard limit needs privileges). Between `fork`
+/// and `exec`: system calls only.
+fn lower_limit(resource: Resource, soft: u64, hard: u64) {
     let mut current = libc::rlimit {
         rlim_cur: libc::RLIM_INFINITY,
         rlim_max: libc::RLIM_INFINITY,
     };
     // SAFETY: getrlimit and setrlimit read and write only the `rlimit` they are given.
     unsafe {
-        if libc::getrlimit(libc::RLIMIT_AS, &mut current) != 0 {
+        if libc::getrlimit(resource, &mut current) != 0 {
             return;
         }
-        let bytes = bytes.min(current.rlim_max);
+        let hard = hard.min(current.rlim_max);
         let limit = libc::rlimit {
-            rlim_cur: bytes,
-            rlim_max: bytes,
+            rlim_cur: soft.min(hard),
+            rlim_max: hard,
         };
-        let _lowered = libc::setrlimit(libc::RLIMIT_AS, &limit);
+        let _lowered = libc::setrlimit(resource, &limit);
     }
 }
 

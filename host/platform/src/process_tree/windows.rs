@@ -13,8 +13,9 @@ use windows_sys::Win32::System::Diagnostics::ToolHelp::{
 };
 use windows_sys::Win32::System::JobObjects::{
     AssignProcessToJobObject, CreateJobObjectW, JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
-    JOB_OBJECT_LIMIT_PROCESS_MEMORY, JOBOBJECT_EXTENDED_LIMIT_INFORMATION,
-    JobObjectExtendedLimitInformation, SetInformationJobObject, TerminateJobObject,
+    JOB_OBJECT_LIMIT_PROCESS_MEMORY, JOB_OBJECT_LIMIT_PROCESS_TIME,
+    JOBOBJECT_EXTENDED_LIMIT_INFORMATION, JobObjectExtendedLimitInformation,
+    SetInformationJobObject, TerminateJobObject,
 };
 use windows_sys::Win32::System::Threading::{
     CREATE_NO_WINDOW, CREATE_SUSPENDED, INFINITE, OpenThread, ResumeThread, THREAD_SUSPEND_RESUME,
@@ -68,7 +69,7 @@ impl Tree {
     /// Lets the job's processes outlive its handle (no kill-on-close), then closes it.
     pub(super) fn disarm(&mut self) {
         if let Some(job) = self.job.take() {
-            let _kept = set_limits(&job, 0, None);
+            let _kept = set_limits(&job, 0, None, None);
         }
     }
 }
@@ -89,7 +90,14 @@ fn job_for(process: RawHandle, limits: Limits) -> io::Result<OwnedHandle> {
     if memory.is_some() {
         flags |= JOB_OBJECT_LIMIT_PROCESS_MEMORY;
     }
-    set_limits(&job, flags, memory)?;
+    // The job's per-process user time counts 100 ns ticks.
+    let user_time = limits
+        .cpu_seconds
+        .map(|seconds| i64::try_from(seconds.saturating_mul(10_000_000)).unwrap_or(i64::MAX));
+    if user_time.is_some() {
+        flags |= JOB_OBJECT_LIMIT_PROCESS_TIME;
+    }
+    set_limits(&job, flags, memory, user_time)?;
     // SAFETY: both handles are valid; the process is the suspended child.
     if unsafe { AssignProcessToJobObject(job.as_raw_handle() as HANDLE, process as HANDLE) } == 0 {
         return Err(io::Error::last_os_error());
@@ -97,11 +105,17 @@ fn job_for(process: RawHandle, limits: Limits) -> io::Result<OwnedHandle> {
     Ok(job)
 }
 
-fn set_limits(job: &OwnedHandle, flags: u32, memory: Option<usize>) -> io::Result<()> {
+fn set_limits(
+    job: &OwnedHandle,
+    flags: u32,
+    memory: Option<usize>,
+    user_time: Option<i64>,
+) -> io::Result<()> {
     // SAFETY: a plain-data structure, valid all zeroes.
     let mut info: JOBOBJECT_EXTENDED_LIMIT_INFORMATION = unsafe { std::mem::zeroed() };
     info.BasicLimitInformation.LimitFlags = flags;
     info.ProcessMemoryLimit = memory.unwrap_or(0);
+    info.BasicLimitInformation.PerProcessUserTimeLimit = user_time.unwrap_or(0);
     // SAFETY: `info` is the structure the class names, with its exact size.
     let set = unsafe {
         SetInformationJobObject(
