@@ -5,6 +5,10 @@
 apt_install() {
     local sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    $sudo apt-get update -qq
+    # One `apt-get update` per run: the scripts tests/run.sh calls inherit the mark.
+    if [ -z "${FOREWARN_APT_UPDATED:-}" ]; then
+        $sudo apt-get update -qq
+        export FOREWARN_APT_UPDATED=1
+    fi
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }

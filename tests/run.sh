@@ -2,13 +2,15 @@
 # forewarn's whole test suite, as a new machine runs it: installs what the end-to-end tests
 # drive for real when missing (HAProxy, systemd-analyze, etcd, openssl, procps, dpkg-deb,
 # headless Chromium, Prometheus and promtool, rpm (rpmbuild) and cloud-init from Debian; the
-# C, Python and JavaScript plugin toolchains; Azurite; puppeteer-core; docker-registry, htpasswd and (tests/install-cargo-tools.sh, in the background) wkg for the registry tests and cargo-deb; mingw-w64 and Wine), then runs
-# every test of the workspace with cargo, then the Windows build's tests under Wine
-# (tests/windows.sh). The build scripts build the wasm plugins on the way,
-# adding the wasm32-wasip2 target with rustup when the toolchain lacks it. Every step runs
-# whatever failed before it, and the run ends with one line over all of them,
-# `N passed, N failed, N ignored` (a failure that names no test, such as a build, counts as
-# one), then each failure: the test, its binary and its panic message (tests/summary.py).
+# C, Python and JavaScript plugin toolchains; Azurite; puppeteer-core; docker-registry,
+# htpasswd and (tests/install-cargo-tools.sh, in the background) wkg for the registry tests and
+# cargo-deb; mingw-w64 and Wine) while the workspace builds beside the installs, then runs
+# every test binary of the workspace, several at once (tests/test-binaries.py), then the
+# Windows build's tests under Wine (tests/windows.sh). The build scripts build the wasm
+# plugins on the way, adding the wasm32-wasip2 target with rustup when the toolchain lacks
+# it. Every step runs whatever failed before it, and the run ends with one line over all of
+# them, `N passed, N failed, N ignored` (a failure that names no test, such as a build, counts
+# as one), then each failure: the test, its binary and its panic message (tests/summary.py).
 # The exit status is non-zero when anything failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +28,16 @@ phase_done() { echo "$1:$((SECONDS - phase_started))" >> "$phase_times"; phase_s
 cargo_tools_log=target/cargo-tools.log
 nice -n 10 bash tests/install-cargo-tools.sh > "$cargo_tools_log" 2>&1 &
 cargo_tools=$!
+
+# The workspace build (the Linux test binaries; their build scripts build the wasm plugins)
+# needs nothing the installs below bring, so it starts now, beside them: they wait on the
+# network and the disk, it on the CPU. Its artifact list (JSON) is what the test step runs;
+# its compiler output goes to target/linux-build.log, printed when it is done.
+build_log=target/linux-build.log
+binaries_json=target/linux-test-binaries.json
+cargo test --workspace --locked --no-fail-fast --no-run --message-format=json-render-diagnostics \
+    > "$binaries_json" 2> "$build_log" &
+linux_build=$!
 
 missing=()
 command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
@@ -76,36 +88,44 @@ bash tests/install-registry.sh
 # prefix with its ProcessPrng stand-in): quick when present.
 bash tests/install-windows-toolchain.sh
 
-phase_done "installing what the tests drive (Debian packages, toolchains, Azurite, Chromium, wkg, cargo-deb, mingw-w64, Wine)"
+phase_done "installing what the tests drive (Debian packages, toolchains, Azurite, Chromium, mingw-w64, Wine), the workspace build beside it"
 linux_status=0
-# The Linux test binaries first (their build scripts also build the wasm plugins), so that
-# the Windows cross build can start beside the Linux tests: they mostly wait on real time
-# (servers, timeouts) and leave the cores idle. It runs at the lowest priority, so the tests
-# keep the CPU they ask for; on 2 cores this takes about 8 minutes off a cold run.
-cargo test --workspace --locked --no-fail-fast --no-run || linux_status=$?
-phase_done "building the Linux test binaries and the wasm plugins"
+wait "$linux_build" || linux_status=$?
+cat "$build_log"
+phase_done "waiting for the workspace build (the Linux test binaries and the wasm plugins)"
 # The pipeline is pure (docs/architecture.md, "No clock in the pipeline"): its clippy.toml bans
 # the clock, files, threads, processes and environment, and this step makes the bans hold in
 # every run (a `SystemTime::now()` in host/pipeline/src fails it). Only those two lints, so a
 # style lint cannot fail the suite; `cargo clippy --all-targets -- -D warnings` is the rest.
+# It runs beside the tests (it only type-checks one crate); its output is printed after them.
 purity_log=target/pipeline-purity.log
-purity_status=0
 cargo clippy -p forewarn-pipeline --lib --locked -- -A clippy::all \
-    -D clippy::disallowed_methods -D clippy::disallowed_types > "$purity_log" 2>&1 || purity_status=$?
-cat "$purity_log"
-phase_done "the pipeline's purity (clippy)"
+    -D clippy::disallowed_methods -D clippy::disallowed_types > "$purity_log" 2>&1 &
+purity=$!
+# The Windows cross build (its own target dir) beside the Linux tests, at the lowest
+# priority, so the tests keep the CPU they ask for.
 windows_build_log=target/windows-build.log
 nice -n 19 bash tests/windows.sh build > "$windows_build_log" 2>&1 &
 windows_build=$!
-# Its output is also kept in target/linux-tests.log: the failures are named again at the very
-# end, after the Windows step, where a CI log's tail shows them.
-linux_log=target/linux-tests.log
 cargo_tools_status=0
 wait "$cargo_tools" || cargo_tools_status=$?
 cat "$cargo_tools_log"
 phase_done "waiting for wkg and cargo-deb (crates.io tools, built in the background)"
-cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$linux_log" || linux_status=$?
-phase_done "running the Linux tests (the Windows cross build beside them, at nice 19)"
+# The Linux test binaries, several at once (tests/test-binaries.py: most wait on servers and
+# clocks, not the CPU), each whole in target/linux-tests.log: the failures are named again at
+# the very end, after the Windows step, where a CI log's tail shows them.
+linux_log=target/linux-tests.log
+if [[ "$linux_status" -eq 0 ]]; then
+    python3 tests/test-binaries.py "$binaries_json" "$linux_log" || linux_status=$?
+else
+    echo "tests/run.sh: the workspace build failed (exit $linux_status, its output above): the Linux tests do not run" >&2
+    cp "$build_log" "$linux_log"
+fi
+phase_done "running the Linux tests (several binaries at once; the Windows cross build beside them, at nice 19)"
+purity_status=0
+wait "$purity" || purity_status=$?
+cat "$purity_log"
+phase_done "the pipeline's purity (clippy, beside the tests)"
 # Last, so the Linux results come first: forewarn cross-compiled for Windows and its tests
 # under Wine (docs/windows.md), reusing the wasm plugins the Linux build compiled. Whatever
 # failed before, every step that can run runs, and the run ends with one account of all.
