@@ -10,6 +10,7 @@ const CRATES: &[&str] = &[
     "host/etcd/src",
     "host/events/src",
     "host/imds/src",
+    "host/manifest/src",
     "host/pipeline/src",
     "host/runtime/src",
     "host/simulator/src",

@@ -6,11 +6,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use forewarn_host::plugins::manifest::PluginManifest;
 use forewarn_host::supply::artifact::{self, BuiltArtifact, Descriptor, PluginParts};
-use forewarn_host::supply::grants::GrantSummary;
 use forewarn_host::supply::reference::Digest;
 use forewarn_host::supply::registry::RegistryClient;
+use forewarn_manifest::GrantSummary;
+use forewarn_manifest::PluginManifest;
 
 use crate::guests;
 

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::cli::plugin_files::PluginFile;
-use crate::plugins::manifest::PluginManifest;
 use crate::supply::component_check::{CheckedComponent, check_component};
+use forewarn_manifest::PluginManifest;
 
 /// `forewarn plugin check`'s arguments.
 #[derive(Debug, Clone, clap::Args)]

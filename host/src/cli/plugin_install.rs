@@ -4,8 +4,8 @@
 
 use crate::cli::supply_args::{self, DirArgs, RegistryArgs, TerminalOperator, shown_error};
 use crate::supply::install::{InstallRequest, Mode, install};
-use crate::supply::shown;
 use crate::supply::source::{self, Source};
+use forewarn_manifest::shown;
 use std::process::ExitCode;
 
 /// The arguments of `plugin install`.

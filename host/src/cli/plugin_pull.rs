@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::cli::supply_args::{self, DirArgs, RegistryArgs, shown_error};
-use crate::supply::shown;
 use crate::supply::signature::{self, Verdict};
 use crate::supply::source::{self, Source};
+use forewarn_manifest::shown;
 
 /// The arguments of `plugin pull`.
 #[derive(Debug, clap::Args)]

@@ -12,8 +12,8 @@ use crate::supply::SupplyError;
 use crate::supply::fetch::FetchLimits;
 use crate::supply::install::Operator;
 use crate::supply::registry::RegistryOptions;
-use crate::supply::shown;
 use crate::supply::signature::TrustedKeys;
+use forewarn_manifest::shown;
 
 /// The config file and the plugin directory.
 #[derive(Debug, Clone, clap::Args)]

@@ -18,8 +18,8 @@ use crate::pipeline::state::{
     AnswerOutcome, Approval, ApprovalKind, CallPhase, DaemonState, EventProgress, Handling,
     Lifecycle,
 };
-use crate::plugins::manifest::FailurePolicy;
 use crate::plugins::set::{PluginSet, PluginSource};
+use forewarn_manifest::FailurePolicy;
 
 /// Whether the daemon loop runs yet, and whether IMDS has answered it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -571,8 +571,8 @@ fn describe_client_error(error: &hyper_util::client::legacy::Error, url: &Url) -
     text
 }
 
-/// `text` escaped and cut as every string from outside is ([`crate::supply::shown`]), so what
+/// `text` escaped and cut as every string from outside is ([`forewarn_manifest::shown`]), so what
 /// a registry sends cannot forge terminal output.
 fn printable(text: &str) -> String {
-    crate::supply::shown::escaped(text, 300)
+    forewarn_manifest::shown::escaped(text, 300)
 }

@@ -32,8 +32,12 @@ impl Source {
     /// The reference or path, as shown (escaped and cut).
     pub fn shown(&self) -> String {
         match self {
-            Source::Registry(reference) => crate::supply::shown::reference(&reference.to_string()),
-            Source::Layout(path) => crate::supply::shown::reference(&path.display().to_string()),
+            Source::Registry(reference) => {
+                forewarn_manifest::shown::reference(&reference.to_string())
+            }
+            Source::Layout(path) => {
+                forewarn_manifest::shown::reference(&path.display().to_string())
+            }
         }
     }
 
