@@ -23,4 +23,3 @@ pub mod ops;
 pub use forewarn_pipeline as pipeline;
 pub mod plugins;
 pub mod service_manager;
-pub mod supply;

@@ -854,12 +854,8 @@ fn the_documented_manifests_parse_and_the_defaults_are_the_defaults() {
         .next()
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        forewarn_host::supply::lock::Lockfile::path(dir.path()),
-        lock_text,
-    )
-    .unwrap();
-    let lock = forewarn_host::supply::lock::Lockfile::read(dir.path()).unwrap();
+    std::fs::write(forewarn_supply::lock::Lockfile::path(dir.path()), lock_text).unwrap();
+    let lock = forewarn_supply::lock::Lockfile::read(dir.path()).unwrap();
     assert!(lock.plugins.contains_key("disk-flush"), "{lock:?}");
 }
 

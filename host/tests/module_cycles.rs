@@ -14,6 +14,7 @@ const CRATES: &[&str] = &[
     "host/pipeline/src",
     "host/runtime/src",
     "host/simulator/src",
+    "host/supply/src",
     "host/wasm-build/src",
     "sdk/src",
 ];

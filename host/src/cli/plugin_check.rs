@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::cli::plugin_files::PluginFile;
-use crate::supply::component_check::{CheckedComponent, check_component};
 use forewarn_manifest::PluginManifest;
+use forewarn_supply::component_check::{CheckedComponent, check_component};
 
 /// `forewarn plugin check`'s arguments.
 #[derive(Debug, Clone, clap::Args)]

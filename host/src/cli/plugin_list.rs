@@ -8,9 +8,9 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use crate::cli::supply_args::DirArgs;
-use crate::supply::lock::{Changed, LockEntry, Lockfile, Provenance, manifest_sha256_beside};
-use crate::supply::reference::Digest;
 use forewarn_manifest::shown;
+use forewarn_supply::lock::{Changed, LockEntry, Lockfile, Provenance, manifest_sha256_beside};
+use forewarn_supply::reference::Digest;
 
 /// The arguments of `plugin list`.
 #[derive(Debug, clap::Args)]

@@ -4,7 +4,7 @@
 
 use forewarn_runtime::{ComponentReport, HostServices, Runtime, RuntimeConfig};
 
-use crate::supply::error::SupplyError;
+use crate::error::SupplyError;
 use forewarn_manifest::PluginManifest;
 
 /// What the check found.

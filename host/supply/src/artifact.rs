@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::supply::error::SupplyError;
-use crate::supply::reference::Digest;
+use crate::error::SupplyError;
+use crate::reference::Digest;
 use forewarn_manifest::GrantSummary;
 
 /// An OCI image manifest.

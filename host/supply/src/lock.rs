@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::supply::error::SupplyError;
+use crate::error::SupplyError;
 use forewarn_manifest::GrantSummary;
 use forewarn_manifest::shown;
 
@@ -218,11 +218,7 @@ impl Changed {
 pub fn manifest_sha256_beside(wasm: &Path) -> Option<String> {
     std::fs::read(wasm.with_extension("toml"))
         .ok()
-        .map(|bytes| {
-            crate::supply::reference::Digest::of(&bytes)
-                .hex()
-                .to_owned()
-        })
+        .map(|bytes| crate::reference::Digest::of(&bytes).hex().to_owned())
 }
 
 /// Writes `bytes` to `temporary` (mode 0644, no link followed), fsyncs, renames to `path`.

@@ -4,16 +4,16 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::log_fields::rfc3339;
-use crate::supply::artifact::{self, Descriptor, ImageManifest, MANIFEST_MEDIA_TYPE, PluginParts};
-use crate::supply::component_check::check_component_async;
-use crate::supply::error::SupplyError;
-use crate::supply::reference::{Digest, Reference, Target};
-use crate::supply::registry::{RegistryClient, RegistryOptions};
-use crate::supply::signature;
+use crate::artifact::{self, Descriptor, ImageManifest, MANIFEST_MEDIA_TYPE, PluginParts};
+use crate::component_check::check_component_async;
+use crate::error::SupplyError;
+use crate::reference::{Digest, Reference, Target};
+use crate::registry::{RegistryClient, RegistryOptions};
+use crate::signature;
 use forewarn_manifest::GrantSummary;
 use forewarn_manifest::PluginManifest;
 use forewarn_manifest::name_problem;
+use forewarn_pipeline::log_fields::rfc3339;
 
 /// What to push.
 pub struct PushRequest {
