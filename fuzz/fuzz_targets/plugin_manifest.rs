@@ -8,5 +8,5 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let _ = forewarn_host::plugins::manifest::PluginManifest::parse(text);
+    let _ = forewarn_manifest::PluginManifest::parse(text);
 });

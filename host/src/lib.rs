@@ -4,7 +4,8 @@
 //! - [`pipeline`]: pure, clock-injected stages from IMDS documents to approvals (the crate
 //!   `forewarn-pipeline`, re-exported with its [`log_fields`] and [`log_messages`]).
 //! - [`daemon`]: the I/O shell that runs the pipeline (event loop, journal, wiring).
-//! - [`plugins`]: the plugin directory, manifests, reload and the bundled plugins.
+//! - [`plugins`]: the plugin directory, reload and the bundled plugins (the manifest is the
+//!   crate `forewarn-manifest`, the supply chain `forewarn-supply`).
 //! - [`coordination`]: the etcd approval barrier's background task.
 //! - [`ops`]: admin endpoint, metrics, status.
 //! - [`service_manager`]: systemd on Linux, the Service Control Manager on Windows.
@@ -23,4 +24,3 @@ pub mod ops;
 pub use forewarn_pipeline as pipeline;
 pub mod plugins;
 pub mod service_manager;
-pub mod supply;

@@ -509,8 +509,8 @@ fn wkg_pulls_what_forewarn_pushed_and_a_mirrored_layout_installs_offline() {
 #[cfg(unix)]
 #[test]
 fn a_crafted_annotation_or_grant_cannot_forge_the_install_consent_on_a_terminal() {
-    use forewarn_host::supply::registry::{RegistryClient, RegistryOptions};
-    use forewarn_host::supply::registry_credentials::Credentials;
+    use forewarn_supply::registry::{RegistryClient, RegistryOptions};
+    use forewarn_supply::registry_credentials::Credentials;
     use forewarn_test_support::crafted;
     use forewarn_test_support::terminal::Terminal;
 

@@ -817,7 +817,7 @@ async fn the_watcher_survives_the_directory_being_deleted_and_created_again() {
 /// lock file.
 #[test]
 fn the_documented_manifests_parse_and_the_defaults_are_the_defaults() {
-    use forewarn_host::plugins::manifest::PluginManifest;
+    use forewarn_manifest::PluginManifest;
     let doc_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/plugin-directory.md");
     let doc = std::fs::read_to_string(doc_path).unwrap();
     let blocks: Vec<&str> = doc
@@ -854,12 +854,8 @@ fn the_documented_manifests_parse_and_the_defaults_are_the_defaults() {
         .next()
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        forewarn_host::supply::lock::Lockfile::path(dir.path()),
-        lock_text,
-    )
-    .unwrap();
-    let lock = forewarn_host::supply::lock::Lockfile::read(dir.path()).unwrap();
+    std::fs::write(forewarn_supply::lock::Lockfile::path(dir.path()), lock_text).unwrap();
+    let lock = forewarn_supply::lock::Lockfile::read(dir.path()).unwrap();
     assert!(lock.plugins.contains_key("disk-flush"), "{lock:?}");
 }
 

@@ -10,9 +10,11 @@ const CRATES: &[&str] = &[
     "host/etcd/src",
     "host/events/src",
     "host/imds/src",
+    "host/manifest/src",
     "host/pipeline/src",
     "host/runtime/src",
     "host/simulator/src",
+    "host/supply/src",
     "host/wasm-build/src",
     "sdk/src",
 ];

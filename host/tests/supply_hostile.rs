@@ -10,17 +10,17 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use forewarn_host::plugins::manifest::PluginManifest;
-use forewarn_host::supply::SupplyError;
-use forewarn_host::supply::artifact::{self, PluginParts};
-use forewarn_host::supply::fetch::FetchLimits;
-use forewarn_host::supply::grants::GrantSummary;
-use forewarn_host::supply::install::{self, InstallRequest, Mode, Operator};
-use forewarn_host::supply::push::{PushRequest, push};
-use forewarn_host::supply::reference::{Digest, Reference};
-use forewarn_host::supply::registry::{RegistryClient, RegistryOptions};
-use forewarn_host::supply::signature::TrustedKeys;
-use forewarn_host::supply::source::{self, Source};
+use forewarn_manifest::GrantSummary;
+use forewarn_manifest::PluginManifest;
+use forewarn_supply::SupplyError;
+use forewarn_supply::artifact::{self, PluginParts};
+use forewarn_supply::fetch::FetchLimits;
+use forewarn_supply::install::{self, InstallRequest, Mode, Operator};
+use forewarn_supply::push::{PushRequest, push};
+use forewarn_supply::reference::{Digest, Reference};
+use forewarn_supply::registry::{RegistryClient, RegistryOptions};
+use forewarn_supply::signature::TrustedKeys;
+use forewarn_supply::source::{self, Source};
 use forewarn_test_support::crafted::artifact as crafted_artifact;
 use forewarn_test_support::fake_registry::{FakeRegistry, Faults};
 use forewarn_test_support::guests;
@@ -408,7 +408,7 @@ async fn an_upgrade_that_widens_actions_asks_again_and_without_consent_changes_n
         .await
         .unwrap();
     assert!(installed.changed);
-    let lock = forewarn_host::supply::lock::Lockfile::read(&fixture.plugin_dir()).unwrap();
+    let lock = forewarn_supply::lock::Lockfile::read(&fixture.plugin_dir()).unwrap();
     assert!(lock.plugins["probe"].grants.actions.contains("stop-app"));
     assert!(lock.plugins["probe"].previous.is_some());
     install::rollback(
@@ -621,7 +621,7 @@ async fn a_signed_install_records_its_provenance_and_remove_clears_it() {
     );
     let wasm = std::fs::read(fixture.plugin_dir().join("probe.wasm")).unwrap();
     assert_eq!(wasm, std::fs::read(guests::PROBE).unwrap());
-    let lock = forewarn_host::supply::lock::Lockfile::read(&fixture.plugin_dir()).unwrap();
+    let lock = forewarn_supply::lock::Lockfile::read(&fixture.plugin_dir()).unwrap();
     let entry = &lock.plugins["probe"];
     assert_eq!(entry.digest, digest.to_string());
     assert_eq!(entry.signer.as_deref(), Some("alice@example.com"));
@@ -783,8 +783,7 @@ async fn a_manifest_widened_by_hand_after_install_shows_as_changed() {
     let wasm = fixture.plugin_dir().join("probe.wasm");
     let hash = Digest::of(&std::fs::read(&wasm).unwrap()).hex().to_owned();
     // What `/status` (and so the status page and `forewarn status`) reads.
-    let provenance =
-        forewarn_host::supply::lock::LockCache::default().provenance(&wasm, "probe", &hash);
+    let provenance = forewarn_supply::lock::LockCache::default().provenance(&wasm, "probe", &hash);
     assert_eq!(
         provenance.map(|(_, verified)| verified),
         Some(false),
@@ -848,7 +847,7 @@ async fn an_upgrade_to_an_older_signed_version_is_refused_unless_allowed() {
         "{}",
         describe_output(&allowed)
     );
-    let lock = forewarn_host::supply::lock::Lockfile::read(&fixture.plugin_dir()).unwrap();
+    let lock = forewarn_supply::lock::Lockfile::read(&fixture.plugin_dir()).unwrap();
     assert_eq!(lock.plugins["probe"].digest, old.to_string());
     assert_eq!(
         std::fs::read_to_string(fixture.plugin_dir().join("probe.toml")).unwrap(),

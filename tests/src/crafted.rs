@@ -6,11 +6,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use forewarn_host::plugins::manifest::PluginManifest;
-use forewarn_host::supply::artifact::{self, BuiltArtifact, Descriptor, PluginParts};
-use forewarn_host::supply::grants::GrantSummary;
-use forewarn_host::supply::reference::Digest;
-use forewarn_host::supply::registry::RegistryClient;
+use forewarn_manifest::GrantSummary;
+use forewarn_manifest::PluginManifest;
+use forewarn_supply::artifact::{self, BuiltArtifact, Descriptor, PluginParts};
+use forewarn_supply::reference::Digest;
+use forewarn_supply::registry::RegistryClient;
 
 use crate::guests;
 
@@ -52,7 +52,7 @@ pub async fn push_signed(
         .await
         .expect("push the crafted manifest");
     let digest = built.digest();
-    let armored = forewarn_host::supply::signature::sign(&digest, key).expect("sign");
+    let armored = forewarn_supply::signature::sign(&digest, key).expect("sign");
     let subject = Descriptor {
         media_type: artifact::MANIFEST_MEDIA_TYPE.into(),
         digest: digest.to_string(),

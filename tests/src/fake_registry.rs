@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use forewarn_host::supply::reference::Digest;
+use forewarn_supply::reference::Digest;
 
 /// How the registry misbehaves.
 #[derive(Debug, Clone, Default)]

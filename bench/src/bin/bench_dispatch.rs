@@ -12,9 +12,9 @@ use forewarn_bench::{micros, percentile, ratio, row, sorted};
 use forewarn_host::daemon::durable_file::DurableFile;
 use forewarn_host::pipeline::state::DaemonState;
 use forewarn_host::plugins::bundled::bundled_plugins;
-use forewarn_host::plugins::manifest::{ConfigValue, PluginManifest};
 use forewarn_host::plugins::set::load_plugin_bytes;
 use forewarn_imds::unix_ms;
+use forewarn_manifest::{ConfigValue, PluginManifest};
 use forewarn_runtime::wit::latest::{Context, Decision, Phase, ScheduledEvent};
 use forewarn_runtime::{
     CallContext, CallFailure, CallOutcome, HostServices, PluginSettings, Runtime, RuntimeConfig,

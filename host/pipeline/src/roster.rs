@@ -16,7 +16,7 @@ pub const DEFAULT_BUDGET: Duration = Duration::from_secs(10);
 
 /// What the pipeline reads of a plugin's manifest: which events it is called for, whom it
 /// runs after, how long its calls and its whole preparation take, and what its failure
-/// means. The manifest (`plugins::manifest`) holds the rest (memory, config, capabilities).
+/// means. The manifest (`forewarn-manifest`) holds the rest (memory, config, capabilities).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PluginTerms {
     /// The event types the plugin is called for (`subscribe`).

@@ -320,7 +320,7 @@ pub fn roster(plugins: &[(&str, &str)]) -> Roster {
 }
 
 /// The keys of a plugin manifest the pipeline reads, as tests write them (the daemon's
-/// `plugins::manifest` parses and checks the whole file; the pipeline sees only the terms).
+/// `forewarn-manifest` parses and checks the whole file; the pipeline sees only the terms).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
 struct ManifestText {

@@ -28,8 +28,8 @@ use crate::daemon::timeline_broadcast::new_timeline;
 use crate::daemon::wiring;
 use crate::pipeline::timeline::{LogLevel, TimelineEntry};
 use crate::plugins::bundled::bundled_plugins;
-use crate::plugins::manifest::{ConfigValue, PluginManifest};
 use crate::plugins::set::{LoadedPlugin, PluginSource};
+use forewarn_manifest::{ConfigValue, PluginManifest};
 
 /// `forewarn demo`'s arguments.
 #[derive(Debug, clap::Args)]

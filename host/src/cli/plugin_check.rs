@@ -1,14 +1,14 @@
 //! `forewarn plugin check PLUGIN.wasm`: whether a file is a plugin the daemon would load,
 //! under which name (the one `plugin test` gives it), under the memory cap of `NAME.toml`
 //! beside it, and what it imports and exports — the same checks `plugin push` and `plugin
-//! install` make (`supply::component_check`). Exit 1 when it is not a usable plugin.
+//! install` make (`forewarn_supply::component_check`). Exit 1 when it is not a usable plugin.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::cli::plugin_files::PluginFile;
-use crate::plugins::manifest::PluginManifest;
-use crate::supply::component_check::{CheckedComponent, check_component};
+use forewarn_manifest::PluginManifest;
+use forewarn_supply::component_check::{CheckedComponent, check_component};
 
 /// `forewarn plugin check`'s arguments.
 #[derive(Debug, Clone, clap::Args)]

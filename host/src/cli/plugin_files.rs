@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use forewarn_runtime::Runtime;
 
-use crate::plugins::manifest::{ConfigValue, PluginManifest};
-use crate::plugins::set::{LoadedPlugin, load_plugin_named, name_problem};
+use crate::plugins::set::{LoadedPlugin, load_plugin_named};
+use forewarn_manifest::name_problem;
+use forewarn_manifest::{ConfigValue, PluginManifest};
 
 /// The name `plugin check`, `plugin test` and `demo --plugins` give a plugin file, and where it
 /// came from. The daemon knows a plugin by its file name in the plugin directory, so a file

@@ -3,9 +3,9 @@
 //! shows what it would be granted, asks, and writes it into the plugin directory.
 
 use crate::cli::supply_args::{self, DirArgs, RegistryArgs, TerminalOperator, shown_error};
-use crate::supply::install::{InstallRequest, Mode, install};
-use crate::supply::shown;
-use crate::supply::source::{self, Source};
+use forewarn_manifest::shown;
+use forewarn_supply::install::{InstallRequest, Mode, install};
+use forewarn_supply::source::{self, Source};
 use std::process::ExitCode;
 
 /// The arguments of `plugin install`.

@@ -1,16 +1,16 @@
 //! `forewarn plugin list`: the plugins in the plugin directory with their provenance: where
 //! each was installed from, its digest, who signed it, what it is granted, and whether its
 //! files (component and manifest) are still the ones installed. Everything the lock file or
-//! the directory supplies is printed escaped ([`crate::supply::shown`]).
+//! the directory supplies is printed escaped ([`forewarn_manifest::shown`]).
 
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
 
 use crate::cli::supply_args::DirArgs;
-use crate::supply::lock::{Changed, LockEntry, Lockfile, Provenance, manifest_sha256_beside};
-use crate::supply::reference::Digest;
-use crate::supply::shown;
+use forewarn_manifest::shown;
+use forewarn_supply::lock::{Changed, LockEntry, Lockfile, Provenance, manifest_sha256_beside};
+use forewarn_supply::reference::Digest;
 
 /// The arguments of `plugin list`.
 #[derive(Debug, clap::Args)]

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::cli::supply_args::{self, DirArgs, RegistryArgs, shown_error};
-use crate::supply::shown;
-use crate::supply::signature::{self, Verdict};
-use crate::supply::source::{self, Source};
+use forewarn_manifest::shown;
+use forewarn_supply::signature::{self, Verdict};
+use forewarn_supply::source::{self, Source};
 
 /// The arguments of `plugin pull`.
 #[derive(Debug, clap::Args)]
@@ -30,7 +30,8 @@ pub struct Args {
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let config = args.dir.load()?;
     let source = Source::Registry(
-        crate::supply::reference::Reference::parse(&args.reference).map_err(anyhow::Error::msg)?,
+        forewarn_supply::reference::Reference::parse(&args.reference)
+            .map_err(anyhow::Error::msg)?,
     );
     let fetched = source::fetch_within(
         &source,
@@ -41,7 +42,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     .await
     .map_err(shown_error)?;
     let tag = fetched.tag.clone().unwrap_or_else(|| "latest".to_owned());
-    crate::supply::layout::write(&args.to, &fetched.fetched, &tag).map_err(shown_error)?;
+    forewarn_supply::layout::write(&args.to, &fetched.fetched, &tag).map_err(shown_error)?;
     let trusted = supply_args::trusted_keys(&config)?;
     let verdict = signature::verify(
         &fetched.fetched.digest,

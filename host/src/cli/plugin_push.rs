@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::cli::supply_args::{RegistryArgs, shown_error};
-use crate::supply::SupplyError;
-use crate::supply::push::{PushRequest, push};
-use crate::supply::reference::Reference;
+use forewarn_supply::SupplyError;
+use forewarn_supply::push::{PushRequest, push};
+use forewarn_supply::reference::Reference;
 
 /// The arguments of `plugin push`.
 #[derive(Debug, clap::Args)]

@@ -2,7 +2,7 @@
 //! its `plugins.lock` entry.
 
 use crate::cli::supply_args::{DirArgs, shown_error};
-use crate::supply::install::remove;
+use forewarn_supply::install::remove;
 use std::process::ExitCode;
 
 /// The arguments of `plugin remove`.

@@ -2,7 +2,7 @@
 //! install or upgrade (kept in the plugin directory's `.previous/`).
 
 use crate::cli::supply_args::{DirArgs, TerminalOperator, shown_error};
-use crate::supply::install::rollback;
+use forewarn_supply::install::rollback;
 use std::process::ExitCode;
 
 /// The arguments of `plugin rollback`.

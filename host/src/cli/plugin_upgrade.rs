@@ -5,8 +5,8 @@
 
 use crate::cli::plugin_install::{self, run_mode};
 use crate::cli::supply_args::{DirArgs, RegistryArgs, shown_error};
-use crate::supply::install::{Mode, check_name};
-use crate::supply::lock::Lockfile;
+use forewarn_supply::install::{Mode, check_name};
+use forewarn_supply::lock::Lockfile;
 use std::process::ExitCode;
 
 /// The arguments of `plugin upgrade`.

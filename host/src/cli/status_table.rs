@@ -9,7 +9,7 @@ use crate::coordination::CoordinationStatus;
 use crate::log_fields::rfc3339;
 use crate::ops::status::{EventView, PollView, StatusSnapshot, format_time_left};
 use crate::pipeline::quarantine::QuarantinedPlugin;
-use crate::plugins::manifest::FailurePolicy;
+use forewarn_manifest::FailurePolicy;
 
 /// The table `forewarn status` prints: events, each plugin's latest decision, plugins and
 /// their load errors, and the last IMDS poll. Every text in it is escaped and cut

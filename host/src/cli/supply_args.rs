@@ -8,12 +8,12 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::config::Config;
-use crate::supply::SupplyError;
-use crate::supply::fetch::FetchLimits;
-use crate::supply::install::Operator;
-use crate::supply::registry::RegistryOptions;
-use crate::supply::shown;
-use crate::supply::signature::TrustedKeys;
+use forewarn_manifest::shown;
+use forewarn_supply::SupplyError;
+use forewarn_supply::fetch::FetchLimits;
+use forewarn_supply::install::Operator;
+use forewarn_supply::registry::RegistryOptions;
+use forewarn_supply::signature::TrustedKeys;
 
 /// The config file and the plugin directory.
 #[derive(Debug, Clone, clap::Args)]

@@ -19,7 +19,7 @@ pub use plugins::PluginsConfig;
 
 use crate::pipeline::policy::{LeadTime, MAX_QUARANTINE_WINDOW, PolicyConfig};
 use crate::pipeline::scheduler::AUTO_LEAD_FLOOR;
-use crate::plugins::manifest::describe_toml_error;
+use forewarn_manifest::describe_toml_error;
 
 /// Where `forewarn run` looks for its config when none is named:
 /// `/etc/forewarn/forewarn.toml`, or `%ProgramData%\forewarn\forewarn.toml` on Windows.

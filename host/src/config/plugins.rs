@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::supply::signature::TrustedKeys;
+use forewarn_supply::signature::TrustedKeys;
 
 /// `[plugins]`: the supply chain's settings (docs/plugin-directory.md, "Installing from a
 /// registry").

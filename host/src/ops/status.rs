@@ -18,8 +18,8 @@ use crate::pipeline::state::{
     AnswerOutcome, Approval, ApprovalKind, CallPhase, DaemonState, EventProgress, Handling,
     Lifecycle,
 };
-use crate::plugins::manifest::FailurePolicy;
 use crate::plugins::set::{PluginSet, PluginSource};
+use forewarn_manifest::FailurePolicy;
 
 /// Whether the daemon loop runs yet, and whether IMDS has answered it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -454,7 +454,7 @@ fn clock_view(skew: ClockSkew) -> ClockView {
 /// Each loaded plugin, with what its memories hold resident now.
 fn plugin_views(plugins: &PluginSet) -> Vec<PluginView> {
     let resident = forewarn_runtime::ResidentMemory::read().unwrap_or_default();
-    let mut locks = crate::supply::lock::LockCache::default();
+    let mut locks = forewarn_supply::lock::LockCache::default();
     plugins
         .all()
         .iter()
@@ -464,7 +464,7 @@ fn plugin_views(plugins: &PluginSet) -> Vec<PluginView> {
 
 fn plugin_view(
     plugin: &crate::plugins::set::LoadedPlugin,
-    locks: &mut crate::supply::lock::LockCache,
+    locks: &mut forewarn_supply::lock::LockCache,
     resident: &forewarn_runtime::ResidentMemory,
 ) -> PluginView {
     let provenance = match &plugin.source {

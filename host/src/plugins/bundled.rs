@@ -1,7 +1,7 @@
 //! The plugins compiled into the forewarn binary (built from `plugins/*` by `build.rs`),
 //! with the manifests they ship with; the demo runs them, `plugin export` writes them out.
 
-use crate::plugins::manifest::PluginManifest;
+use forewarn_manifest::PluginManifest;
 
 // The generated constants are `pub` for every crate that embeds plugins; here they are
 // read only through `bundled_plugins`.

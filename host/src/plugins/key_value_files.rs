@@ -32,7 +32,7 @@ use crate::plugins::key_value_write_rate::{
     OverBudget, STATE_WRITE_BURST, STATE_WRITE_BURST_BYTES, STATE_WRITE_BYTES_PER_MINUTE,
     STATE_WRITES_PER_MINUTE, StateWriteRate,
 };
-use crate::plugins::set::{MAX_PLUGIN_NAME_BYTES, name_problem};
+use forewarn_manifest::{MAX_PLUGIN_NAME_BYTES, name_problem};
 
 /// Longest key a plugin may use, in bytes.
 pub(crate) const MAX_KEY_BYTES: usize = 256;

@@ -8,6 +8,5 @@ pub(crate) mod debounce;
 pub(crate) mod key_value_files;
 pub(crate) mod key_value_write_rate;
 pub mod languages;
-pub mod manifest;
 pub mod reload;
 pub mod set;

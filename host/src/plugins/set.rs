@@ -11,7 +11,7 @@ use forewarn_runtime::{LoadError, Plugin, Runtime};
 use forewarn_imds::PluginName;
 
 use crate::pipeline::roster::Roster;
-use crate::plugins::manifest::{ManifestError, PluginManifest};
+use forewarn_manifest::{ManifestError, PluginManifest, name_problem};
 
 /// Where a plugin came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -238,25 +238,6 @@ impl PluginSet {
 pub(crate) fn plugin_name_of(path: &Path) -> Option<String> {
     let stem = path.file_stem()?.to_str()?;
     name_problem(stem).is_none().then(|| stem.to_owned())
-}
-
-/// The longest plugin name, in bytes (names become file names).
-pub(crate) const MAX_PLUGIN_NAME_BYTES: usize = 64;
-
-/// What is wrong with `name` as a plugin name (1 to 64 bytes of `[a-z0-9_-]`, safe as a file
-/// name everywhere forewarn uses one), or None when it is usable.
-pub(crate) fn name_problem(name: &str) -> Option<&'static str> {
-    if name.is_empty() {
-        return Some("it is empty");
-    }
-    if name.len() > MAX_PLUGIN_NAME_BYTES {
-        return Some("it is too long");
-    }
-    let allowed = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-';
-    if !name.bytes().all(allowed) {
-        return Some("it contains a character outside a-z, 0-9, '_' and '-'");
-    }
-    None
 }
 
 /// Loads a plugin from the bytes of `wasm` (already read) with its manifest: checks the

@@ -7,7 +7,7 @@ use super::*;
 #[test]
 fn a_quarantined_plugin_is_listed_and_the_events_it_holds_say_so() {
     use crate::pipeline::state::{EventProgress, Lifecycle};
-    use crate::plugins::manifest::PluginManifest;
+    use forewarn_manifest::PluginManifest;
 
     let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
     let event = forewarn_imds::ScheduledEvent {

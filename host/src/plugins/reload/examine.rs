@@ -10,8 +10,8 @@ use sha2::{Digest, Sha256};
 
 use forewarn_runtime::trust::{self, FileRules, TrustError};
 
-use crate::plugins::manifest::{FailurePolicy, PluginManifest};
 use crate::plugins::set::{self as plugins, LoadedPlugin, PluginFileLimits, PluginLoadError};
+use forewarn_manifest::{FailurePolicy, PluginManifest};
 
 /// What was on disk for one plugin the last time it was tried: the SHA-256 of the
 /// component and of the manifest (if any). Identical content is not tried twice.
@@ -121,7 +121,7 @@ fn read_manifest(
         None => PluginManifest::default(),
         Some(raw) => {
             let text = std::str::from_utf8(raw).map_err(|_| {
-                PluginLoadError::Manifest(crate::plugins::manifest::ManifestError::Invalid {
+                PluginLoadError::Manifest(forewarn_manifest::ManifestError::Invalid {
                     path: manifest_path.to_path_buf(),
                     message: "not UTF-8 text; save the manifest as UTF-8".into(),
                 })

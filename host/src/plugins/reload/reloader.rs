@@ -16,8 +16,8 @@ use super::examine::{Fingerprint, Outcome, examine};
 use super::options::{ReloadError, ReloadOptions};
 use crate::log_messages;
 use crate::plugins::debounce::Debounce;
-use crate::plugins::manifest::FailurePolicy;
 use crate::plugins::set::{self as plugins, LoadedPlugin, PluginSet};
+use forewarn_manifest::FailurePolicy;
 
 /// A plugin file that failed to load, as last reported.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,8 +4,8 @@
 
 use forewarn_runtime::{ComponentReport, HostServices, Runtime, RuntimeConfig};
 
-use crate::plugins::manifest::PluginManifest;
-use crate::supply::error::SupplyError;
+use crate::error::SupplyError;
+use forewarn_manifest::PluginManifest;
 
 /// What the check found.
 #[derive(Debug, Clone)]

@@ -6,8 +6,8 @@
 
 use std::cmp::Ordering;
 
-use crate::supply::artifact::{ANNOTATION_CREATED, ANNOTATION_VERSION, ImageManifest};
-use crate::supply::lock::LockEntry;
+use crate::artifact::{ANNOTATION_CREATED, ANNOTATION_VERSION, ImageManifest};
+use crate::lock::LockEntry;
 
 /// What an artifact says of its age.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

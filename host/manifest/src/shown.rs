@@ -41,6 +41,30 @@ pub fn moves_text(text: &str) -> bool {
     forewarn_runtime::log_safe(text, usize::MAX) != text
 }
 
+/// Refuses a control character (an escape, a newline), a line separator or a bidirectional
+/// mark in a value shown to an operator (a grant, a plugin name, an event type): printed at
+/// `plugin push`, at the install's consent and by `plugin list`, it could rewrite their
+/// terminal (clear the screen, hide the real grants, write the clipboard). The error names
+/// the entry and says what the value is (`what_it_is`).
+pub(crate) fn refuse_text_that_moves(
+    values: &[impl AsRef<str>],
+    what_it_is: &str,
+) -> Result<(), String> {
+    for (index, value) in values.iter().enumerate() {
+        let value = value.as_ref();
+        if moves_text(value) {
+            return Err(format!(
+                "entry {} (\"{}\") holds a control character, a line separator or a \
+                 bidirectional mark, which would rewrite the terminal of whoever reads the \
+                 grants; remove it ({what_it_is})",
+                index + 1,
+                reference(value)
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// A message of several lines (what a command prints, an error it ends with): each line
 /// escaped, the line breaks kept, the whole cut at [`MESSAGE_MAX_BYTES`].
 pub fn message(text: &str) -> String {

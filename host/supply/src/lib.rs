@@ -9,21 +9,18 @@
 //! - [`layout`]: OCI image layouts (directories and tarballs) for air-gapped machines.
 //! - [`fetch`]: a whole artifact from a registry or a layout, every digest checked.
 //! - [`signature`]: OpenSSH (sshsig, ed25519) signatures and `[plugins] trusted-keys`.
-//! - [`grants`]: what a manifest grants, claimed, consented to, compared on upgrade.
 //! - [`component_check`]: what `plugin check` checks.
 //! - [`install`]: the checks, the consent and the atomic write into the plugin directory.
 //! - [`lock`]: `plugins.lock`, the record of what was installed from where.
 //! - [`push`]: building, pushing and signing an artifact.
 //! - [`source`]: what `plugin install`'s argument names.
 //! - [`version`]: how old an artifact is, so an upgrade never silently goes back.
-//! - [`shown`]: text from outside escaped and cut before it reaches a terminal.
 
 pub mod artifact;
 pub mod bounded_body;
 pub mod component_check;
 pub mod error;
 pub mod fetch;
-pub mod grants;
 pub mod install;
 pub mod layout;
 pub mod lock;
@@ -31,7 +28,6 @@ pub mod push;
 pub mod reference;
 pub mod registry;
 pub mod registry_credentials;
-pub mod shown;
 pub mod signature;
 pub mod source;
 pub mod version;

@@ -8,9 +8,9 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::{Response, header};
 
-use crate::supply::artifact::Descriptor;
-use crate::supply::error::SupplyError;
-use crate::supply::reference::Digest;
+use crate::artifact::Descriptor;
+use crate::error::SupplyError;
+use crate::reference::Digest;
 
 /// How long the registry may stay silent while a request or a body is read.
 pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(30);

@@ -14,8 +14,8 @@ use std::process::{Command, Stdio};
 
 use ssh_key::{Algorithm, HashAlg, LineEnding, PrivateKey, PublicKey, SshSig};
 
-use crate::supply::error::SupplyError;
-use crate::supply::reference::Digest;
+use crate::error::SupplyError;
+use crate::reference::Digest;
 
 /// The sshsig namespace of forewarn's plugin signatures (`ssh-keygen -n`).
 pub const NAMESPACE: &str = "forewarn-plugin";

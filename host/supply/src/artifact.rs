@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::supply::error::SupplyError;
-use crate::supply::grants::GrantSummary;
-use crate::supply::reference::Digest;
+use crate::error::SupplyError;
+use crate::reference::Digest;
+use forewarn_manifest::GrantSummary;
 
 /// An OCI image manifest.
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -150,7 +150,7 @@ impl ImageManifest {
         {
             return Err(not_a_plugin(format!(
                 "its manifest is of type {}, not {MANIFEST_MEDIA_TYPE}",
-                crate::supply::shown::reference(media_type)
+                forewarn_manifest::shown::reference(media_type)
             )));
         }
         Ok(manifest)
@@ -369,7 +369,7 @@ impl LayerKind {
             other => Err(format!(
                 "it has a layer of type {}; a plugin has one {WASM_LAYER_MEDIA_TYPE} layer \
                  and at most one {PLUGIN_MANIFEST_MEDIA_TYPE} layer",
-                crate::supply::shown::reference(other)
+                forewarn_manifest::shown::reference(other)
             )),
         }
     }
@@ -386,7 +386,7 @@ pub fn check_plugin_shape(manifest: &ImageManifest, source_name: &str) -> Result
         return Err(not_a_plugin(format!(
             "its config is of type {}, not {WASM_CONFIG_MEDIA_TYPE} (a Wasm OCI artifact); \
              push plugins with `forewarn plugin push` or `wkg oci push`",
-            crate::supply::shown::reference(&manifest.config.media_type)
+            forewarn_manifest::shown::reference(&manifest.config.media_type)
         )));
     }
     let mut components = 0;
@@ -418,7 +418,7 @@ pub fn check_annotations(manifest: &ImageManifest, source_name: &str) -> Result<
                      bytes forewarn accepts of one (a version is a few bytes, the grants a few \
                      hundred); nothing was installed. Ask its author to push it again with \
                      `forewarn plugin push` (and a short --version)",
-                    crate::supply::shown::name(key)
+                    forewarn_manifest::shown::name(key)
                 ),
             });
         }
@@ -445,7 +445,7 @@ pub fn claimed_grants(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugins::manifest::PluginManifest;
+    use forewarn_manifest::PluginManifest;
 
     #[test]
     fn a_built_artifact_has_the_wasm_layout_and_the_claims() {

@@ -186,7 +186,7 @@ fn load_in(dir: &Path, text: &str) -> Result<PluginManifest, String> {
 
 /// A CA certificate made once with openssl and committed (supply/fixtures/README.md), so
 /// the test needs no openssl when it runs (under Wine too).
-const FIXTURE_CA: &str = include_str!("../../supply/fixtures/ca.pem");
+const FIXTURE_CA: &str = include_str!("../../../supply/src/fixtures/ca.pem");
 
 #[test]
 fn http_ca_file_is_read_at_load_relative_to_the_manifest() {

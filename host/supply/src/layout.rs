@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::supply::artifact::{Descriptor, MANIFEST_MEDIA_TYPE, MAX_OCI_MANIFEST_BYTES};
-use crate::supply::bounded_body::{Limit, check_blob};
-use crate::supply::error::SupplyError;
-use crate::supply::fetch::{Fetched, Store};
-use crate::supply::reference::Digest;
-use crate::supply::registry::ServedManifest;
+use crate::artifact::{Descriptor, MANIFEST_MEDIA_TYPE, MAX_OCI_MANIFEST_BYTES};
+use crate::bounded_body::{Limit, check_blob};
+use crate::error::SupplyError;
+use crate::fetch::{Fetched, Store};
+use crate::reference::Digest;
+use crate::registry::ServedManifest;
 
 /// The annotation that names a manifest in `index.json` (its tag).
 const REF_NAME: &str = "org.opencontainers.image.ref.name";

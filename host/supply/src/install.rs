@@ -10,19 +10,19 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::log_fields::rfc3339;
-use crate::plugins::manifest::PluginManifest;
-use crate::plugins::set::name_problem;
-use crate::supply::artifact::{self, LayerKind};
-use crate::supply::component_check::check_component_async;
-use crate::supply::error::SupplyError;
-use crate::supply::fetch::Fetched;
-use crate::supply::grants::GrantSummary;
-use crate::supply::lock::{LockEntry, Lockfile, write_atomically};
-use crate::supply::reference::Digest;
-use crate::supply::shown;
-use crate::supply::signature::{self, Signer, TrustedKeys, Verdict};
-use crate::supply::version::{ArtifactAge, Downgrade};
+use crate::artifact::{self, LayerKind};
+use crate::component_check::check_component_async;
+use crate::error::SupplyError;
+use crate::fetch::Fetched;
+use crate::lock::{LockEntry, Lockfile, write_atomically};
+use crate::reference::Digest;
+use crate::signature::{self, Signer, TrustedKeys, Verdict};
+use crate::version::{ArtifactAge, Downgrade};
+use forewarn_manifest::GrantSummary;
+use forewarn_manifest::PluginManifest;
+use forewarn_manifest::name_problem;
+use forewarn_manifest::shown;
+use forewarn_pipeline::log_fields::rfc3339;
 
 /// Where previous versions are kept, inside the plugin directory (a dot directory: the
 /// watcher ignores it).

@@ -3,11 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::supply::error::SupplyError;
-use crate::supply::fetch::{self, FetchLimits, Fetched};
-use crate::supply::layout::Layout;
-use crate::supply::reference::{Reference, Target};
-use crate::supply::registry::{RegistryClient, RegistryOptions};
+use crate::error::SupplyError;
+use crate::fetch::{self, FetchLimits, Fetched};
+use crate::layout::Layout;
+use crate::reference::{Reference, Target};
+use crate::registry::{RegistryClient, RegistryOptions};
 
 /// Where a plugin comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,8 +32,12 @@ impl Source {
     /// The reference or path, as shown (escaped and cut).
     pub fn shown(&self) -> String {
         match self {
-            Source::Registry(reference) => crate::supply::shown::reference(&reference.to_string()),
-            Source::Layout(path) => crate::supply::shown::reference(&path.display().to_string()),
+            Source::Registry(reference) => {
+                forewarn_manifest::shown::reference(&reference.to_string())
+            }
+            Source::Layout(path) => {
+                forewarn_manifest::shown::reference(&path.display().to_string())
+            }
         }
     }
 

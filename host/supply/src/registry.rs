@@ -27,11 +27,11 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use url::Url;
 
-use crate::supply::artifact::{Descriptor, MANIFEST_MEDIA_TYPE, MAX_OCI_MANIFEST_BYTES};
-use crate::supply::bounded_body::{Limit, READ_TIMEOUT, check_blob, read_blob, read_capped};
-use crate::supply::error::SupplyError;
-use crate::supply::reference::Digest;
-use crate::supply::registry_credentials::{Credentials, challenge_parameters};
+use crate::artifact::{Descriptor, MANIFEST_MEDIA_TYPE, MAX_OCI_MANIFEST_BYTES};
+use crate::bounded_body::{Limit, READ_TIMEOUT, check_blob, read_blob, read_capped};
+use crate::error::SupplyError;
+use crate::reference::Digest;
+use crate::registry_credentials::{Credentials, challenge_parameters};
 
 /// How long connecting may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -571,8 +571,8 @@ fn describe_client_error(error: &hyper_util::client::legacy::Error, url: &Url) -
     text
 }
 
-/// `text` escaped and cut as every string from outside is ([`crate::supply::shown`]), so what
+/// `text` escaped and cut as every string from outside is ([`forewarn_manifest::shown`]), so what
 /// a registry sends cannot forge terminal output.
 fn printable(text: &str) -> String {
-    crate::supply::shown::escaped(text, 300)
+    forewarn_manifest::shown::escaped(text, 300)
 }

@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::supply::error::SupplyError;
-use crate::supply::grants::GrantSummary;
-use crate::supply::shown;
+use crate::error::SupplyError;
+use forewarn_manifest::GrantSummary;
+use forewarn_manifest::shown;
 
 /// The lock file's name in the plugin directory.
 pub const LOCK_FILE: &str = "plugins.lock";
@@ -140,7 +140,7 @@ impl Lockfile {
                 "{} is not a forewarn lock file: {}; restore it from a backup, or move it away \
                  (forewarn then knows no installed plugin's origin)",
                 path.display(),
-                crate::plugins::manifest::describe_toml_error(&text, &error)
+                forewarn_manifest::describe_toml_error(&text, &error)
             ))
         })
     }
@@ -218,11 +218,7 @@ impl Changed {
 pub fn manifest_sha256_beside(wasm: &Path) -> Option<String> {
     std::fs::read(wasm.with_extension("toml"))
         .ok()
-        .map(|bytes| {
-            crate::supply::reference::Digest::of(&bytes)
-                .hex()
-                .to_owned()
-        })
+        .map(|bytes| crate::reference::Digest::of(&bytes).hex().to_owned())
 }
 
 /// Writes `bytes` to `temporary` (mode 0644, no link followed), fsyncs, renames to `path`.

@@ -4,16 +4,16 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::log_fields::rfc3339;
-use crate::plugins::manifest::PluginManifest;
-use crate::plugins::set::name_problem;
-use crate::supply::artifact::{self, Descriptor, ImageManifest, MANIFEST_MEDIA_TYPE, PluginParts};
-use crate::supply::component_check::check_component_async;
-use crate::supply::error::SupplyError;
-use crate::supply::grants::GrantSummary;
-use crate::supply::reference::{Digest, Reference, Target};
-use crate::supply::registry::{RegistryClient, RegistryOptions};
-use crate::supply::signature;
+use crate::artifact::{self, Descriptor, ImageManifest, MANIFEST_MEDIA_TYPE, PluginParts};
+use crate::component_check::check_component_async;
+use crate::error::SupplyError;
+use crate::reference::{Digest, Reference, Target};
+use crate::registry::{RegistryClient, RegistryOptions};
+use crate::signature;
+use forewarn_manifest::GrantSummary;
+use forewarn_manifest::PluginManifest;
+use forewarn_manifest::name_problem;
+use forewarn_pipeline::log_fields::rfc3339;
 
 /// What to push.
 pub struct PushRequest {
@@ -66,14 +66,14 @@ pub async fn push(request: PushRequest) -> Result<Pushed, SupplyError> {
         )));
     }
     let version = request.version.as_deref().unwrap_or(tag);
-    if crate::supply::shown::moves_text(version)
-        || version.len() > crate::supply::shown::VERSION_MAX_BYTES
+    if forewarn_manifest::shown::moves_text(version)
+        || version.len() > forewarn_manifest::shown::VERSION_MAX_BYTES
     {
         return Err(SupplyError::Usage(format!(
             "--version \"{}\" is not a version: it holds a control character or is longer than \
              {} bytes; give a short one such as 1.2.0",
-            crate::supply::shown::version(version),
-            crate::supply::shown::VERSION_MAX_BYTES
+            forewarn_manifest::shown::version(version),
+            forewarn_manifest::shown::VERSION_MAX_BYTES
         )));
     }
     let wasm = read_capped(&request.wasm, request.max_wasm_bytes)?;

@@ -3,14 +3,14 @@
 //! layers (each under its size limit, each checked against its digest), and the signatures
 //! kept under its `sha256-<digest>.sig` tag. Nothing is written anywhere.
 
-use crate::supply::artifact::{
+use crate::artifact::{
     self, Descriptor, ImageManifest, LayerKind, MAX_CONFIG_BYTES, MAX_SIGNATURE_BYTES,
     MAX_SIGNATURES, SIGNATURE_MEDIA_TYPE,
 };
-use crate::supply::bounded_body::Limit;
-use crate::supply::error::SupplyError;
-use crate::supply::reference::Digest;
-use crate::supply::registry::{RegistryClient, ServedManifest};
+use crate::bounded_body::Limit;
+use crate::error::SupplyError;
+use crate::reference::Digest;
+use crate::registry::{RegistryClient, ServedManifest};
 
 /// Where manifests and blobs come from: a registry or an OCI image layout.
 pub trait Store {

@@ -2,19 +2,21 @@
 //! after, its budget and memory cap, its config values and the capabilities it is granted.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use forewarn_imds::{EventType, PluginName};
-use forewarn_runtime::trust::{self, FileRules, Owners, TrustError};
-use forewarn_runtime::{CertificateDer, Grants, HttpResponseLimit, PluginSettings};
+use forewarn_events::{EventType, PluginName};
+use forewarn_runtime::PluginSettings;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-pub(crate) use crate::pipeline::roster::DEFAULT_BUDGET;
+pub(crate) use forewarn_pipeline::roster::DEFAULT_BUDGET;
 /// What a plugin's failure means for the approval: it lives with the pipeline's terms.
-pub use crate::pipeline::roster::FailurePolicy;
-use crate::pipeline::roster::{PluginTerms, Subscription};
+pub use forewarn_pipeline::roster::FailurePolicy;
+use forewarn_pipeline::roster::{PluginTerms, Subscription};
+
+use crate::capabilities::Capabilities;
+use crate::shown;
 
 /// Longest budget a manifest may give: the longest standard IMDS notice (15 minutes); a
 /// huge one would overflow time arithmetic.
@@ -22,8 +24,6 @@ pub(crate) const MAX_BUDGET: Duration = Duration::from_secs(15 * 60);
 /// Largest `memory` cap a manifest may give: 1 GiB, four times what a Python plugin needs
 /// (256 MiB) and a quarter of a 32-bit memory's whole address space.
 pub(crate) const MAX_MEMORY: bytesize::ByteSize = bytesize::ByteSize::gib(1);
-/// Largest `http-ca-file` read: far more than a bundle of every public CA.
-const CA_FILE_MAX_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Everything the operator says about one plugin. Every field has a default, so a plugin
 /// without a manifest subscribes to every event type with the default budget and no grants.
@@ -73,30 +73,6 @@ pub enum ConfigValue {
     Float(f64),
     /// A TOML boolean, read by the plugin as `true` or `false`.
     Boolean(bool),
-}
-
-/// Host capabilities granted to the plugin; all denied unless listed.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
-pub struct Capabilities {
-    /// May mark the VM ready or not ready on `/readyz`.
-    pub readiness: bool,
-    /// `host:port` pairs the plugin may send HTTP requests to.
-    pub http: Vec<String>,
-    /// Names of actions (defined in the daemon config) the plugin may run.
-    pub actions: Vec<String>,
-    /// Resources (token audiences, e.g. "https://storage.azure.com/") the plugin may ask the
-    /// VM's managed identity for access tokens for.
-    pub azure_identity: Vec<String>,
-    /// A PEM file of CAs `http-send` trusts for https:// besides the system's (private
-    /// endpoints); a relative path is relative to the manifest's directory.
-    pub http_ca_file: Option<PathBuf>,
-    /// How much of a response body `http-send` hands over ("16MiB"); a longer body is cut.
-    /// Default 1 MiB, at most [`forewarn_runtime::HTTP_RESPONSE_LIMIT_MAX`] (64 MiB).
-    pub http_response_limit: Option<bytesize::ByteSize>,
-    /// The certificates of `http-ca-file`, read when the manifest is loaded.
-    #[serde(skip)]
-    pub http_roots: Vec<CertificateDer<'static>>,
 }
 
 impl Default for PluginManifest {
@@ -157,7 +133,7 @@ impl PluginManifest {
 
     /// Parses the text of the manifest file `path` (already read); the error names the file,
     /// the line and the key.
-    pub(crate) fn from_text(path: &Path, text: &str) -> Result<PluginManifest, ManifestError> {
+    pub fn from_text(path: &Path, text: &str) -> Result<PluginManifest, ManifestError> {
         let dir = path.parent().unwrap_or(Path::new(""));
         PluginManifest::parse_in(text, dir).map_err(|message| ManifestError::Invalid {
             path: path.to_path_buf(),
@@ -180,10 +156,7 @@ impl PluginManifest {
             None => format!("key `{key}`: {message}"),
         };
         manifest.validate().map_err(locate)?;
-        manifest.capabilities.http_roots = manifest
-            .capabilities
-            .read_ca_file(dir)
-            .map_err(|message| locate(("capabilities.http-ca-file", message)))?;
+        manifest.capabilities.read_http_roots(dir).map_err(locate)?;
         Ok(manifest)
     }
 
@@ -248,47 +221,7 @@ impl PluginManifest {
                 ),
             ));
         }
-        if let Some(limit) = self.capabilities.http_response_limit
-            && HttpResponseLimit::new(limit.as_u64()).is_none()
-        {
-            return Err((
-                "capabilities.http-response-limit",
-                format!(
-                    "{limit} is not between 1 byte and the hard limit of {} (64 MiB); use \
-                     e.g. \"16MiB\"",
-                    bytesize::ByteSize::b(forewarn_runtime::HTTP_RESPONSE_LIMIT_MAX as u64)
-                ),
-            ));
-        }
-        for target in &self.capabilities.http {
-            if !target.contains(':') {
-                return Err((
-                    "capabilities.http",
-                    format!("\"{target}\" must be host:port, e.g. \"127.0.0.1:8080\""),
-                ));
-            }
-            if let Some(reason) = forewarn_runtime::network::forbidden_entry(target) {
-                return Err((
-                    "capabilities.http",
-                    format!(
-                        "\"{target}\" is {reason}, which plugins may never reach; remove the \
-                         entry (see \"Network rules for plugins\" in docs/operations.md)"
-                    ),
-                ));
-            }
-        }
-        for resource in &self.capabilities.azure_identity {
-            if !(resource.starts_with("https://") || resource.starts_with("api://")) {
-                return Err((
-                    "capabilities.azure-identity",
-                    format!(
-                        "\"{resource}\" is not a resource URI; list the audience the plugin \
-                         needs tokens for, e.g. \"https://storage.azure.com/\""
-                    ),
-                ));
-            }
-        }
-        Ok(())
+        self.capabilities.check()
     }
 
     /// Refuses a control character (an escape, a newline), a line separator or a
@@ -296,69 +229,16 @@ impl PluginManifest {
     /// `plugin push`, at the install's consent and by `plugin list`, it could rewrite their
     /// terminal (clear the screen, hide the real grants, write the clipboard).
     fn refuse_text_that_moves(&self) -> Result<(), (&'static str, String)> {
-        let capabilities = &self.capabilities;
-        let ca_file = capabilities
-            .http_ca_file
-            .as_ref()
-            .map(|path| path.to_string_lossy().into_owned());
-        let fields: [(&'static str, &str, Vec<&str>); 6] = [
-            (
-                "capabilities.http",
-                "a host:port is letters, digits, '.', '-', '[', ']' and ':'",
-                capabilities.http.iter().map(String::as_str).collect(),
-            ),
-            (
-                "capabilities.azure-identity",
-                "a resource is a URI such as \"https://storage.azure.com/\"",
-                capabilities
-                    .azure_identity
-                    .iter()
-                    .map(String::as_str)
-                    .collect(),
-            ),
-            (
-                "capabilities.actions",
-                "an action is the name of an `[actions.NAME]` of the daemon's config",
-                capabilities.actions.iter().map(String::as_str).collect(),
-            ),
-            (
-                "capabilities.http-ca-file",
-                "it is the path of a PEM file",
-                ca_file.as_deref().into_iter().collect(),
-            ),
-            (
-                "after",
-                "it names plugins (a-z, 0-9, '-', '_')",
-                self.after.iter().map(String::as_str).collect(),
-            ),
-            (
-                "subscribe",
-                "it names event types",
-                self.subscribe.iter().map(String::as_str).collect(),
-            ),
-        ];
-        for (key, what_it_is, values) in fields {
-            for (index, value) in values.iter().enumerate() {
-                if crate::supply::shown::moves_text(value) {
-                    return Err((
-                        key,
-                        format!(
-                            "entry {} (\"{}\") holds a control character, a line separator \
-                             or a bidirectional mark, which would rewrite the terminal of \
-                             whoever reads the grants; remove it ({what_it_is})",
-                            index + 1,
-                            crate::supply::shown::reference(value)
-                        ),
-                    ));
-                }
-            }
-        }
-        Ok(())
+        self.capabilities.refuse_text_that_moves()?;
+        shown::refuse_text_that_moves(&self.after, "it names plugins (a-z, 0-9, '-', '_')")
+            .map_err(|message| ("after", message))?;
+        shown::refuse_text_that_moves(&self.subscribe, "it names event types")
+            .map_err(|message| ("subscribe", message))
     }
 
     /// What the pipeline reads of this manifest (subscriptions, `after`, budget,
     /// prepare-time, failure policy, prepare-again-on-reschedule).
-    pub(crate) fn terms(&self) -> PluginTerms {
+    pub fn terms(&self) -> PluginTerms {
         PluginTerms {
             subscribe: Subscription::of_names(&self.subscribe),
             after: self.after.iter().map(PluginName::from).collect(),
@@ -374,7 +254,7 @@ impl PluginManifest {
     /// memory cap, a grant) makes a new version, which lifts its quarantine. It hashes the
     /// derived `Debug` text, which shows every field as the derived `PartialEq` compares
     /// them and cannot fail; it is never stored.
-    pub(crate) fn digest(&self) -> String {
+    pub fn digest(&self) -> String {
         hex::encode(Sha256::digest(format!("{self:?}")))
     }
 
@@ -387,47 +267,8 @@ impl PluginManifest {
                 .iter()
                 .map(|(key, value)| (key.clone(), value.as_text()))
                 .collect(),
-            grants: Grants {
-                readiness: self.capabilities.readiness,
-                http: self.capabilities.http.clone(),
-                actions: self.capabilities.actions.clone(),
-                azure_identity: self.capabilities.azure_identity.clone(),
-                http_roots: self.capabilities.http_roots.clone(),
-                http_response_limit: self
-                    .capabilities
-                    .http_response_limit
-                    .and_then(|limit| HttpResponseLimit::new(limit.as_u64()))
-                    .unwrap_or_default(),
-            },
+            grants: self.capabilities.grants(),
         }
-    }
-}
-
-impl Capabilities {
-    /// The certificates of `http-ca-file` (none without it), read in `dir` if relative,
-    /// under the rules of the manifest itself (a regular file no one else may write).
-    fn read_ca_file(&self, dir: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-        let Some(file) = &self.http_ca_file else {
-            return Ok(Vec::new());
-        };
-        let path = dir.join(file);
-        let fix = "set it to the PEM file of the CA that signed the server's certificate (a \
-                   relative path is relative to the manifest's directory)";
-        let rules = FileRules {
-            owners: Owners::DaemonOrRoot,
-            max_bytes: CA_FILE_MAX_BYTES,
-            max_setting: "http-ca-file",
-        };
-        let pem = trust::read_trusted_file(&path, rules).map_err(|error| match error {
-            TrustError::TooLarge { size, limit, .. } => format!(
-                "{} is {size} bytes, more than the {limit} bytes a CA file may have; keep only \
-                 the CAs the plugin needs",
-                path.display()
-            ),
-            other => format!("{other}; {fix}"),
-        })?;
-        forewarn_runtime::ca_certificates(&pem)
-            .map_err(|problem| format!("{}: {problem}; {fix}", path.display()))
     }
 }
 
@@ -444,7 +285,7 @@ impl ConfigValue {
 }
 
 /// Turns a TOML error into "line N: key `K`: message" using the span the parser reports.
-pub(crate) fn describe_toml_error(text: &str, error: &toml::de::Error) -> String {
+pub fn describe_toml_error(text: &str, error: &toml::de::Error) -> String {
     let message = error.message().trim_end();
     let Some(span) = error.span() else {
         return message.to_owned();

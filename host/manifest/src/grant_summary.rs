@@ -4,7 +4,7 @@
 //! failure means (`on-failure`: `approve` lets the maintenance go ahead without it). The
 //! same summary is claimed in the artifact's annotations, shown before install, recorded in
 //! `plugins.lock`, and compared on upgrade. Every value is printed escaped
-//! ([`crate::supply::shown`]): a lock file edited by hand cannot rewrite a terminal either.
+//! ([`crate::shown`]): a lock file edited by hand cannot rewrite a terminal either.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -12,8 +12,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::plugins::manifest::{FailurePolicy, PluginManifest};
-use crate::supply::shown;
+use crate::capabilities::{
+    actions, azure_identity, http_ca_file, http_hosts, http_response_limit, readiness,
+};
+use crate::{FailurePolicy, PluginManifest};
 
 /// The capabilities and limits a manifest grants. Sets are sorted, so two summaries compare
 /// and print the same way whatever order the manifest listed them in.
@@ -54,7 +56,7 @@ pub struct GrantSummary {
 }
 
 fn default_response_limit() -> bytesize::ByteSize {
-    bytesize::ByteSize::b(forewarn_runtime::HttpResponseLimit::default().bytes() as u64)
+    http_response_limit::default_summary()
 }
 
 impl GrantSummary {
@@ -70,13 +72,7 @@ impl GrantSummary {
             memory: manifest.memory,
             budget: manifest.budget,
             prepare_time: manifest.prepare_time,
-            http_response_limit: bytesize::ByteSize::b(
-                manifest
-                    .runtime_settings()
-                    .grants
-                    .http_response_limit
-                    .bytes() as u64,
-            ),
+            http_response_limit: http_response_limit::summary(capabilities.http_response_limit),
             on_failure: manifest.on_failure,
         }
     }
@@ -89,30 +85,16 @@ impl GrantSummary {
     /// Each way `self` grants more than `other`, in words ("actions: + stop-app"); empty
     /// when `self` grants nothing `other` does not.
     pub fn beyond(&self, other: &GrantSummary) -> Vec<String> {
-        let mut wider = Vec::new();
-        let added = |mine: &BTreeSet<String>, theirs: &BTreeSet<String>| -> Vec<String> {
-            mine.difference(theirs)
-                .map(|value| shown::reference(value))
-                .collect()
-        };
-        for (key, extra) in [
-            ("actions", added(&self.actions, &other.actions)),
-            ("http", added(&self.http, &other.http)),
-            (
-                "azure-identity",
-                added(&self.azure_identity, &other.azure_identity),
-            ),
-        ] {
-            if !extra.is_empty() {
-                wider.push(format!("{key}: + {}", extra.join(", ")));
-            }
-        }
-        if self.readiness && !other.readiness {
-            wider.push("readiness: false -> true".to_owned());
-        }
-        if self.http_ca_file && !other.http_ca_file {
-            wider.push("http-ca-file: extra CAs trusted for https://".to_owned());
-        }
+        let mut wider: Vec<String> = [
+            actions::wider(&self.actions, &other.actions),
+            http_hosts::wider(&self.http, &other.http),
+            azure_identity::wider(&self.azure_identity, &other.azure_identity),
+            readiness::wider(self.readiness, other.readiness),
+            http_ca_file::wider(self.http_ca_file, other.http_ca_file),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         if self.memory > other.memory {
             wider.push(format!("memory: {} -> {}", other.memory, self.memory));
         }
@@ -132,12 +114,10 @@ impl GrantSummary {
                 humantime::format_duration(self.planned_prepare_time())
             ));
         }
-        if self.http_response_limit > other.http_response_limit {
-            wider.push(format!(
-                "http-response-limit: {} -> {}",
-                other.http_response_limit, self.http_response_limit
-            ));
-        }
+        wider.extend(http_response_limit::wider(
+            self.http_response_limit,
+            other.http_response_limit,
+        ));
         if self.on_failure == FailurePolicy::Approve && other.on_failure != FailurePolicy::Approve {
             wider.push(format!(
                 "on-failure: {} -> approve (a failed call lets the maintenance go ahead \
@@ -150,35 +130,18 @@ impl GrantSummary {
 
     /// The summary as the lines an operator reads before consenting.
     pub fn describe(&self) -> String {
-        let list = |set: &BTreeSet<String>| match set.is_empty() {
-            true => "none".to_owned(),
-            false => join_shown(set, ", "),
-        };
+        let mut lines = vec![
+            actions::consent(&self.actions),
+            readiness::consent(self.readiness),
+            http_hosts::consent(&self.http),
+            azure_identity::consent(&self.azure_identity),
+        ];
+        lines.extend(http_ca_file::consent(self.http_ca_file));
+        lines.push(http_response_limit::consent(self.http_response_limit));
         let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "  actions (run as the daemon's user): {}",
-            list(&self.actions)
-        );
-        let _ = writeln!(
-            out,
-            "  readiness (take the VM out of the load balancer): {}",
-            if self.readiness { "yes" } else { "no" }
-        );
-        let _ = writeln!(out, "  HTTP hosts: {}", list(&self.http));
-        let _ = writeln!(
-            out,
-            "  managed-identity resources: {}",
-            list(&self.azure_identity)
-        );
-        if self.http_ca_file {
-            let _ = writeln!(out, "  extra CAs for https:// (http-ca-file): yes");
+        for line in lines {
+            let _ = writeln!(out, "{line}");
         }
-        let _ = writeln!(
-            out,
-            "  HTTP response bodies read up to: {}",
-            self.http_response_limit
-        );
         let _ = writeln!(out, "  memory: {}", self.memory);
         let _ = writeln!(
             out,
@@ -212,31 +175,14 @@ impl GrantSummary {
     /// The changes from `old` to `self`, one line each, `+`/`-` for added and removed grants;
     /// empty when nothing changed.
     pub fn diff_from(&self, old: &GrantSummary) -> Vec<String> {
-        let mut lines = Vec::new();
-        for (key, new_set, old_set) in [
-            ("actions", &self.actions, &old.actions),
-            ("http", &self.http, &old.http),
-            ("azure-identity", &self.azure_identity, &old.azure_identity),
-        ] {
-            for added in new_set.difference(old_set) {
-                lines.push(format!("+ {key}: {}", shown::reference(added)));
-            }
-            for removed in old_set.difference(new_set) {
-                lines.push(format!("- {key}: {}", shown::reference(removed)));
-            }
-        }
-        if self.readiness != old.readiness {
-            lines.push(format!(
-                "{} readiness",
-                if self.readiness { "+" } else { "-" }
-            ));
-        }
-        if self.http_ca_file != old.http_ca_file {
-            lines.push(format!(
-                "{} http-ca-file",
-                if self.http_ca_file { "+" } else { "-" }
-            ));
-        }
+        let mut lines = actions::changes(&self.actions, &old.actions);
+        lines.extend(http_hosts::changes(&self.http, &old.http));
+        lines.extend(azure_identity::changes(
+            &self.azure_identity,
+            &old.azure_identity,
+        ));
+        lines.extend(readiness::changes(self.readiness, old.readiness));
+        lines.extend(http_ca_file::changes(self.http_ca_file, old.http_ca_file));
         if self.memory != old.memory {
             lines.push(format!("~ memory: {} -> {}", old.memory, self.memory));
         }
@@ -255,12 +201,10 @@ impl GrantSummary {
                 humantime::format_duration(self.planned_prepare_time())
             ));
         }
-        if self.http_response_limit != old.http_response_limit {
-            lines.push(format!(
-                "~ http-response-limit: {} -> {}",
-                old.http_response_limit, self.http_response_limit
-            ));
-        }
+        lines.extend(http_response_limit::changes(
+            self.http_response_limit,
+            old.http_response_limit,
+        ));
         if self.on_failure != old.on_failure {
             lines.push(format!(
                 "~ on-failure: {} -> {}",
@@ -273,19 +217,15 @@ impl GrantSummary {
 
     /// One line for `plugin list`: "actions: stop-app; readiness; http: 127.0.0.1:8080".
     pub fn one_line(&self) -> String {
-        let mut parts = Vec::new();
-        if !self.actions.is_empty() {
-            parts.push(format!("actions: {}", join(&self.actions)));
-        }
-        if self.readiness {
-            parts.push("readiness".to_owned());
-        }
-        if !self.http.is_empty() {
-            parts.push(format!("http: {}", join(&self.http)));
-        }
-        if !self.azure_identity.is_empty() {
-            parts.push(format!("identity: {}", join(&self.azure_identity)));
-        }
+        let mut parts: Vec<String> = [
+            actions::one_line(&self.actions),
+            readiness::one_line(self.readiness),
+            http_hosts::one_line(&self.http),
+            azure_identity::one_line(&self.azure_identity),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         if self.on_failure == FailurePolicy::Approve {
             parts.push("on-failure: approve".to_owned());
         }
@@ -294,18 +234,6 @@ impl GrantSummary {
         }
         parts.join("; ")
     }
-}
-
-fn join(set: &BTreeSet<String>) -> String {
-    join_shown(set, ",")
-}
-
-/// The values of `set`, each escaped and cut, joined by `separator`.
-fn join_shown(set: &BTreeSet<String>, separator: &str) -> String {
-    set.iter()
-        .map(|value| shown::reference(value))
-        .collect::<Vec<_>>()
-        .join(separator)
 }
 
 #[cfg(test)]

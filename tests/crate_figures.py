@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+"""Counts a crate's production lines and `pub` items, the figures of docs/architecture.md.
+
+Production lines: each file's lines before its first `#[cfg(test)]` at the start of a line
+(a trailing `mod tests`), files named `tests.rs` or under a `tests/` folder left out.
+`pub` items: lines of that production code that declare an item `pub` (not `pub(crate)`,
+`pub(super)`): fn, struct, enum, trait, type, const, static, mod, use (fields not counted).
+
+Usage: python3 tests/crate_figures.py host/src [host/manifest/src ...]"""
+import pathlib
+import re
+import sys
+
+PUB = re.compile(
+    r"^\s*pub\s+((async|unsafe|const|extern)\s+)*(fn|struct|enum|trait|type|const|static|mod|use|union)\b"
+)
+TEST_START = re.compile(r"^#\[cfg\(test\)\]")
+
+
+def production(path):
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for index, line in enumerate(lines):
+        if TEST_START.match(line):
+            return lines[:index]
+    return lines
+
+
+def figures(src):
+    total_lines = total_pub = 0
+    for path in sorted(pathlib.Path(src).rglob("*.rs")):
+        rel = path.relative_to(src)
+        if path.name == "tests.rs" or "tests" in rel.parts[:-1]:
+            continue
+        lines = production(path)
+        total_lines += len(lines)
+        total_pub += sum(1 for line in lines if PUB.match(line))
+    return total_lines, total_pub
+
+
+for src in sys.argv[1:] or ["host/src"]:
+    lines, pubs = figures(src)
+    print(f"{src}: {lines} production lines, {pubs} pub items")
