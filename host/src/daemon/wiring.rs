@@ -388,6 +388,7 @@ pub async fn run_daemon(
         history,
         storage: storage.clone(),
         outcomes: outcomes.shelf(),
+        scale_set: Arc::new(config.scale_set.clone()),
     };
     let admin = tokio::spawn(admin::serve(listener, admin_state, admin_stop.clone()));
     let outcome_keeper = outcomes.spawn(
