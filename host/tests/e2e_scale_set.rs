@@ -44,6 +44,13 @@ readiness = true
 /// With `reboot`, a Platform Reboot appears at 5 s with 40 minutes' notice; a rolling upgrade
 /// starts at 10 minutes (`upgrade`).
 fn scenario(admin: &str, probe_path: &str, reboot: bool, upgrade: bool) -> String {
+    // /readyz is what the old recipe made the scale set's health (`--health-probe
+    // app-readyz`): read as a load balancer's probe is, 2xx Healthy and else Unhealthy.
+    let states = if probe_path == "/readyz" {
+        "binary"
+    } else {
+        "rich"
+    };
     let mut text = format!(
         r#"name = "scale-set"
 description = "vm-a in a scale set: the Application Health extension, automatic repairs"
@@ -60,6 +67,7 @@ interval = "5s"
 number_of_probes = 1
 grace_period = "10m"
 probe_timeout = "2s"
+health_states = "{states}"
 
 [scale_set.automatic_repairs]
 grace_period = "10m"
@@ -273,7 +281,9 @@ fn the_same_drain_probed_on_readyz_is_repaired_and_pauses_the_upgrade() {
         });
     let repair = scale_set_of(&repaired).repairs_of("vm-a")[0].clone();
     assert_eq!(repair.action, RepairAction::Replace);
-    assert_eq!(repair.state, ExtensionState::Unknown);
+    assert_eq!(repair.state, ExtensionState::Unhealthy);
+    // Healthy until the drain began (the Reboot appeared at 5 s), Unhealthy from then on.
+    assert!(repair.state_since_ms >= 5_000, "{repair:?}");
     assert!(
         repair.at_scenario_ms - repair.state_since_ms >= REPAIR_GRACE_MS,
         "{repair:?}"
@@ -301,7 +311,7 @@ fn the_same_drain_probed_on_readyz_is_repaired_and_pauses_the_upgrade() {
         "{pauses:?}"
     );
     println!(
-        "/readyz: Unknown from {} s, {:?} at {} s; the upgrade paused: {:?}",
+        "/readyz: Unhealthy from {} s (the drain), {:?} at {} s; the upgrade paused: {:?}",
         repair.state_since_ms / 1000,
         repair.action,
         repair.at_scenario_ms / 1000,

@@ -41,9 +41,9 @@ pub use identity::{DEFAULT_TOKEN_LIFETIME, IdentitySpec, SIMULATED_TENANT};
 pub use ids::stable_event_id;
 pub use replay::{NotInDocument, Replay};
 pub use scale_set::{
-    ExtensionState, HealthExtensionSpec, InstanceView, ProbeOutcome, ProbeReading, RepairAction,
-    RepairRecord, RepairsSpec, RollingUpgradeSpec, ScaleSetSnapshot, ScaleSetSpec, UpgradeStep,
-    read_probe,
+    ExtensionState, HealthExtensionSpec, HealthStates, InstanceView, ProbeOutcome, ProbeReading,
+    RepairAction, RepairRecord, RepairsSpec, RollingUpgradeSpec, ScaleSetSnapshot, ScaleSetSpec,
+    UpgradeStep, read_probe, read_probe_as,
 };
 pub use scenario::{EventSpec, InitialStatus, Reschedule, Scenario, ScenarioError, Source};
 pub use simulation::Transition;

@@ -54,6 +54,21 @@ pub struct HealthExtensionSpec {
     /// How long one probe may take, wall time, before it counts as a timeout.
     #[serde(with = "humantime_serde")]
     pub probe_timeout: Duration,
+    /// How an answer is read: Rich Health States (the body says the state), or Binary
+    /// (2xx Healthy, anything else Unhealthy), as the extension's binary mode or a load
+    /// balancer's probe given as the scale set's health (`--health-probe`) reads it.
+    pub health_states: HealthStates,
+}
+
+/// How the scale set reads a probe's answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HealthStates {
+    /// The body's `ApplicationHealthState`; a non-2xx answer or a bad body is Unknown.
+    #[default]
+    Rich,
+    /// 2xx is Healthy; any other answer, a timeout or no answer is Unhealthy.
+    Binary,
 }
 
 impl Default for HealthExtensionSpec {
@@ -64,6 +79,7 @@ impl Default for HealthExtensionSpec {
             number_of_probes: 1,
             grace_period: Duration::from_secs(10 * 60),
             probe_timeout: Duration::from_secs(2),
+            health_states: HealthStates::Rich,
         }
     }
 }
@@ -219,6 +235,27 @@ pub struct ProbeReading {
     /// Why it read Unknown, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unknown_because: Option<String>,
+}
+
+/// Reads a probe's outcome as the scale set does in `states`.
+pub fn read_probe_as(states: HealthStates, outcome: &ProbeOutcome) -> ProbeReading {
+    match (states, outcome) {
+        (HealthStates::Rich, _) => read_probe(outcome),
+        (HealthStates::Binary, ProbeOutcome::Answered { status, .. })
+            if (200..300).contains(status) =>
+        {
+            ProbeReading {
+                state: ExtensionState::Healthy,
+                skip_upgrade: false,
+                unknown_because: None,
+            }
+        }
+        (HealthStates::Binary, _) => ProbeReading {
+            state: ExtensionState::Unhealthy,
+            skip_upgrade: false,
+            unknown_because: None,
+        },
+    }
 }
 
 /// Reads a probe's outcome as the Rich Health States extension does.
@@ -454,10 +491,11 @@ impl ScaleSetModel {
     /// Takes in what a probe of `vm` got, at `now`.
     pub(crate) fn record_probe(&mut self, vm: &str, now: Duration, outcome: &ProbeOutcome) {
         let number_of_probes = self.spec.health_extension.number_of_probes;
+        let states = self.spec.health_extension.health_states;
         let Some(instance) = self.instances.get_mut(vm) else {
             return;
         };
-        let mut reading = read_probe(outcome);
+        let mut reading = read_probe_as(states, outcome);
         // Initializing is a state of the start only: said later, it is not an answer.
         if reading.state == ExtensionState::Initializing
             && instance.state != ExtensionState::Initializing

@@ -231,3 +231,34 @@ fn a_rolling_upgrade_pauses_while_an_instance_is_unknown() {
             .all(|instance| instance.upgraded_at_ms.is_none())
     );
 }
+
+#[test]
+fn binary_states_read_2xx_as_healthy_and_anything_else_as_unhealthy() {
+    let rows = [
+        (not_ready(), ExtensionState::Unhealthy),
+        (ProbeOutcome::TimedOut, ExtensionState::Unhealthy),
+        (
+            ProbeOutcome::Answered {
+                status: 200,
+                body: "ready\n".into(),
+            },
+            ExtensionState::Healthy,
+        ),
+    ];
+    for (outcome, state) in rows {
+        assert_eq!(
+            read_probe_as(HealthStates::Binary, &outcome).state,
+            state,
+            "{outcome:?}"
+        );
+    }
+    // The same "ready" body is Unknown to Rich Health States: it says no state.
+    let ready = ProbeOutcome::Answered {
+        status: 200,
+        body: "ready\n".into(),
+    };
+    assert_eq!(
+        read_probe_as(HealthStates::Rich, &ready).state,
+        ExtensionState::Unknown
+    );
+}
