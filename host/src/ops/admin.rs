@@ -89,6 +89,9 @@ pub(crate) struct AdminState {
     pub host_names: Arc<[String]>,
     /// `[scale-set]`: what `/health/scale-set` answers and when.
     pub scale_set: Arc<crate::config::ScaleSetConfig>,
+    /// The scale-set health as last assessed by the 1 s reporter, for this VM's fleet
+    /// record (`ops/fleet_feed.rs`).
+    pub scale_set_health: Arc<watch::Sender<Option<ScaleSetHealth>>>,
 }
 
 /// The admin address could not be used.
@@ -362,8 +365,9 @@ async fn report_scale_set_health(state: AdminState, shutdown: CancellationToken)
                     crate::log_messages::SCALE_SET_HEALTH_CHANGED
                 );
             }
-            reported = Some(health);
+            reported = Some(health.clone());
         }
+        state.scale_set_health.send_replace(Some(health));
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(SCALE_SET_HEALTH_REPORT_EVERY) => {}
