@@ -9,6 +9,7 @@
 //! plugins there are. A second test gives two daemons an etcd user that may not write
 //! `fleet/`: the record fails (logged once) and the event is still coordinated and approved.
 
+use std::net::TcpListener;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -101,6 +102,12 @@ impl Fleet {
     }
 
     fn start_daemon(&self, vm: &str) -> Daemon {
+        let imds_url = format!("{}/vm/{vm}", self.simulator.base_url);
+        self.start_daemon_with(vm, &imds_url, "")
+    }
+
+    /// A daemon named `vm` polling `imds_url`, `more_config` (TOML) after its config.
+    fn start_daemon_with(&self, vm: &str, imds_url: &str, more_config: &str) -> Daemon {
         let root = self.dir.path().join(vm);
         let plugins = root.join("plugins");
         if self.held == Some(vm) {
@@ -110,11 +117,10 @@ impl Fleet {
             let noop = ProbePlugin::new("noop", "approve");
             write_plugin_dir(&plugins, Path::new(guests::NOOP), &[noop]);
         }
-        let imds_url = format!("{}/vm/{vm}", self.simulator.base_url);
         let config = DaemonConfig {
             vm_name: vm.to_owned(),
             poll_interval: "1s".into(),
-            ..DaemonConfig::vm_a(&root, plugins, &imds_url)
+            ..DaemonConfig::vm_a(&root, plugins, imds_url)
         };
         let mut text = config.to_toml();
         let endpoints: Vec<String> = std::iter::once(self.etcd.endpoint())
@@ -131,6 +137,7 @@ impl Fleet {
                 "username = {user:?}\npassword = {password:?}\nallow-plaintext-credentials = true\n"
             ));
         }
+        text.push_str(more_config);
         let path = root.join("forewarn.toml");
         std::fs::write(&path, text).expect("write the daemon config");
         Daemon::start(forewarn_binary!(), &path)
@@ -283,6 +290,8 @@ fn ten_vms_publish_their_stage_and_holders_and_a_killed_one_is_gone() {
         "{table}"
     );
     assert!(held_row.contains("preparing"), "{table}");
+    // Preparing is Healthy for the scale set: vm-00's plugin defers, nothing is wrong.
+    assert!(held_row.contains("Healthy"), "{table}");
 
     // A daemon killed: its record vanishes with its lease, and the fleet shows it gone.
     let killed = vm(VM_COUNT - 1);
@@ -336,6 +345,8 @@ fn ten_vms_publish_their_stage_and_holders_and_a_killed_one_is_gone() {
             (state, stage),
             "{row:?}"
         );
+        // Draining or preparing, every VM is Healthy for the scale set.
+        assert_eq!(row.health, "Healthy", "{row:?}");
     }
     let held = page
         .rows
@@ -386,6 +397,8 @@ struct FleetRowSeen {
     vm: String,
     state: String,
     stage: String,
+    /// The scale-set health's state ("Healthy", …; "unknown" for an older record).
+    health: String,
     holders: Vec<String>,
 }
 
@@ -591,5 +604,101 @@ fn the_fleet_view_answers_at_once_while_etcd_does_not_and_says_it_cannot_be_reac
     );
     println!(
         "FIGURE /status/fleet while etcd is paused: {answers} answers, the slowest in {slowest:?}; error: {error}"
+    );
+}
+
+/// How long a VM's IMDS may stay silent before it is Unhealthy (`[scale-set]`'s least).
+const IMDS_UNREACHABLE_AFTER: Duration = Duration::from_secs(30);
+
+/// A VM whose IMDS refuses every poll is Unhealthy for the scale set once `[scale-set]
+/// imds-unreachable-after` passed, and another VM's `/status/fleet` and `forewarn fleet
+/// status` say so with the reason's code and words, read from etcd; the two VMs whose IMDS
+/// answers are Healthy.
+#[test]
+fn a_vm_whose_imds_does_not_answer_is_shown_unhealthy_with_its_reason_on_another_vm() {
+    let started = Instant::now();
+    let mut fleet = Fleet::start_with(Etcd::start(None), 2, None, None);
+    // Bound, then closed: every connection to it is refused.
+    let refused = TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port");
+    let cut_off = vm(2);
+    let daemon = fleet.start_daemon_with(
+        &cut_off,
+        &format!("http://{refused}"),
+        &format!(
+            "\n[scale-set]\nimds-unreachable-after = \"{}s\"\n",
+            IMDS_UNREACHABLE_AFTER.as_secs()
+        ),
+    );
+    fleet.daemons.push((cut_off.clone(), daemon));
+    let admin = fleet.daemons[0].1.admin_address(WAIT);
+
+    let view = wait_for(
+        WAIT + IMDS_UNREACHABLE_AFTER,
+        "vm-02 Unhealthy (imds-unreachable) and the others Healthy in vm-00's /status/fleet",
+        || {
+            let body = http_get(&admin, "/status/fleet")?;
+            let view: FleetView =
+                serde_json::from_str(&body).map_err(|error| format!("{error}: {body}"))?;
+            let health_of = |name: &str| {
+                view.vms
+                    .iter()
+                    .find(|listed| listed.vm == name)
+                    .and_then(|listed| listed.record.as_ref())
+                    .and_then(|record| record.scale_set_health.clone())
+            };
+            let cut_off_unhealthy = health_of(&cut_off).is_some_and(|health| {
+                health.state == "Unhealthy"
+                    && health
+                        .reasons
+                        .iter()
+                        .map(|reason| reason.code.as_str())
+                        .eq(["imds-unreachable"])
+            });
+            let others_healthy = [vm(0), vm(1)]
+                .iter()
+                .all(|name| health_of(name).is_some_and(|health| health.state == "Healthy"));
+            match cut_off_unhealthy && others_healthy {
+                true => Ok(view),
+                false => Err(format!("{body}{}", fleet.describe())),
+            }
+        },
+    );
+    let reason = view
+        .vms
+        .iter()
+        .find(|listed| listed.vm == cut_off)
+        .and_then(|listed| listed.record.as_ref())
+        .and_then(|record| record.scale_set_health.as_ref())
+        .and_then(|health| health.reasons.first())
+        .expect("vm-02's reason")
+        .clone();
+    assert!(
+        reason.text.starts_with("IMDS has not answered"),
+        "{reason:?}"
+    );
+
+    // The table on vm-00: vm-02's row names the state and the reason's code.
+    let table = fleet.fleet_status(&admin, &[]);
+    let row = |name: &str| -> String {
+        table
+            .lines()
+            .find(|line| line.starts_with(name))
+            .unwrap_or_else(|| panic!("no row of {name}: {table}"))
+            .to_owned()
+    };
+    assert!(
+        row(&cut_off).contains("Unhealthy: imds-unreachable"),
+        "{table}"
+    );
+    for name in [vm(0), vm(1)] {
+        assert!(row(&name).contains("Healthy"), "{table}");
+        assert!(!row(&name).contains("Unhealthy"), "{table}");
+    }
+    eprintln!(
+        "fleet health test: {:.1} s; vm-02 shown Unhealthy on vm-00 ({})",
+        started.elapsed().as_secs_f64(),
+        reason.text
     );
 }

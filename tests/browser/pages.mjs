@@ -113,6 +113,8 @@ async function fleetSeen() {
     vm: node.getAttribute('data-fleet-vm'),
     state: node.getAttribute('data-fleet-state'),
     stage: node.getAttribute('data-fleet-stage'),
+    health: node.getAttribute('data-fleet-health'),
+    health_reasons: [...node.querySelectorAll('[data-health-reason]')].map((reason) => reason.getAttribute('data-health-reason')),
     holders: [...node.querySelectorAll('[data-holder]')].map((holder) => holder.getAttribute('data-holder')),
     text: node.textContent,
   })));

@@ -39,6 +39,8 @@ pub const PLUGIN_LOADED: &str = "plugin loaded";
 pub const PLUGIN_RELOADED: &str = "plugin reloaded";
 /// The admin endpoint is bound (field `address`).
 pub const ADMIN_LISTENING: &str = "admin endpoint listening";
+/// What `/health/scale-set` answers changed (fields `state`, `reasons`, `skip_upgrade`).
+pub const SCALE_SET_HEALTH_CHANGED: &str = "scale-set health changed";
 /// Coordinated approval: this VM's readiness for an event is recorded in etcd (`event_id`, `vm`).
 pub const COORDINATION_READY: &str = "recorded in etcd: this VM is ready for the event";
 /// Coordinated approval: this VM holds the event's election and will approve it (`event_id`, `vm`).

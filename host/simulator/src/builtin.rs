@@ -41,6 +41,14 @@ const BUILTINS: &[(&str, &str)] = &[
         include_str!("../scenarios/scaleset-terminate.toml"),
     ),
     (
+        "scaleset-scale-in",
+        include_str!("../scenarios/scaleset-scale-in.toml"),
+    ),
+    (
+        "scaleset-os-image-upgrade",
+        include_str!("../scenarios/scaleset-os-image-upgrade.toml"),
+    ),
+    (
         "hardware-failure",
         include_str!("../scenarios/hardware-failure.toml"),
     ),

@@ -240,6 +240,9 @@ pub struct ConsoleView {
     pub scenarios: Vec<(String, String)>,
     /// The fault presets the console can inject.
     pub fault_presets: Vec<ConsoleFault>,
+    /// The scale set, when the scenario has one: instances, repairs, the rolling upgrade.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_set: Option<crate::scale_set::ScaleSetSnapshot>,
 }
 
 impl Engine {
@@ -282,6 +285,7 @@ impl Engine {
                     .map(|(name, description)| (name.to_string(), description.to_string()))
                     .collect(),
                 fault_presets: ConsoleFault::ALL.to_vec(),
+                scale_set: inner.scale_set.as_ref().map(|model| model.snapshot()),
             }
         })
     }
@@ -472,6 +476,7 @@ fn event_spec(request: &GenerateEvent) -> Result<EventSpec, ConsoleInputError> {
         starts_late_by: None,
         vm_goes_away: false,
         not_before_text: None,
+        delete_group: None,
     };
     match event_problem(&spec) {
         Some(problem) => Err(bad("event", problem)),

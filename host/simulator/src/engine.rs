@@ -12,6 +12,7 @@ use crate::faults::{
     vm_clock_changes,
 };
 use crate::replay::{history_records, served_document};
+use crate::scale_set::{ProbeOutcome, ScaleSetModel};
 use crate::scenario::Scenario;
 use crate::scenario_clock::{ScenarioClock, unix_ms};
 use crate::simulation::{Simulation, UnknownEvent};
@@ -36,6 +37,8 @@ pub(crate) struct Inner {
     pub(crate) scenario: Arc<Scenario>,
     pub(crate) clock: ScenarioClock,
     pub(crate) simulation: Simulation,
+    /// The scale set around the VMs, when the scenario has one.
+    pub(crate) scale_set: Option<ScaleSetModel>,
     approvals: BoundedLog<ApprovalRecord>,
     pub(crate) requests: BoundedLog<RequestRecord>,
     /// How many GETs to scheduledevents each VM has made, in all and in each fault's window.
@@ -72,6 +75,7 @@ impl Inner {
         let clock = clock.with_vm_clock(ahead, steps);
         Inner {
             simulation: Simulation::new(&scenario),
+            scale_set: scenario.scale_set.clone().map(ScaleSetModel::new),
             scenario,
             clock,
             approvals: BoundedLog::new(REQUEST_LOG_LIMIT),
@@ -141,6 +145,7 @@ impl Engine {
         inner.scenario = fresh.scenario;
         inner.clock = fresh.clock;
         inner.simulation = fresh.simulation;
+        inner.scale_set = fresh.scale_set;
         inner.served = None;
         inner.gets.clear();
         inner.history_logged = 0;
@@ -309,6 +314,7 @@ impl Engine {
             requests: inner.requests.to_vec(),
             history,
             faults: inner.faults.to_vec(),
+            scale_set: inner.scale_set.as_ref().map(ScaleSetModel::snapshot),
         }
     }
 
@@ -333,8 +339,49 @@ impl Engine {
         };
         record_clock_steps(&mut inner);
         inner.simulation.advance(now);
+        if let Some(scale_set) = &mut inner.scale_set {
+            scale_set.advance(now);
+        }
         self.publish(&mut inner);
         inner
+    }
+
+    /// The scale set's probes due now (VM, address, path, wall-time timeout), each marked
+    /// sent; empty without a scale set or while the clock is held.
+    pub(crate) fn scale_set_probes_due(&self) -> Vec<(String, String, String, Duration)> {
+        let mut inner = self.current();
+        if inner.held_until_poll {
+            return Vec::new();
+        }
+        let now = inner.simulation.now();
+        let Some(scale_set) = &mut inner.scale_set else {
+            return Vec::new();
+        };
+        let extension = scale_set.spec().health_extension.clone();
+        let due = scale_set.probes_due(now);
+        for (vm, _) in &due {
+            scale_set.probe_sent(vm, now);
+        }
+        due.into_iter()
+            .map(|(vm, address)| {
+                (
+                    vm,
+                    address,
+                    extension.request_path.clone(),
+                    extension.probe_timeout,
+                )
+            })
+            .collect()
+    }
+
+    /// What a probe of `vm` got, taken in at the scenario time it came back.
+    pub(crate) fn record_probe(&self, vm: &str, outcome: &ProbeOutcome) {
+        let mut inner = self.current();
+        let now = inner.simulation.now();
+        if let Some(scale_set) = &mut inner.scale_set {
+            scale_set.record_probe(vm, now, outcome);
+            scale_set.advance(now);
+        }
     }
 
     /// Azure's clock now: what IMDS's `Date` header says (the machine's clock unless the

@@ -76,6 +76,7 @@ pub async fn spawn(config: SimulatorConfig) -> Result<SimulatorHandle, SimError>
     let tasks = vec![
         tokio::spawn(serve(listener, Arc::clone(&engine))),
         tokio::spawn(run_timer(Arc::clone(&engine))),
+        tokio::spawn(crate::scale_set_prober::run_prober(Arc::clone(&engine))),
     ];
     tracing::info!(
         scenario = %engine.scenario().name,

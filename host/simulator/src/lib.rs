@@ -19,6 +19,8 @@ mod identity;
 mod ids;
 mod json_answer;
 mod replay;
+mod scale_set;
+mod scale_set_prober;
 mod scenario;
 mod scenario_clock;
 mod server;
@@ -38,6 +40,11 @@ pub use handle::{SimError, SimulatorConfig, SimulatorHandle, spawn};
 pub use identity::{DEFAULT_TOKEN_LIFETIME, IdentitySpec, SIMULATED_TENANT};
 pub use ids::stable_event_id;
 pub use replay::{NotInDocument, Replay};
+pub use scale_set::{
+    ExtensionState, HealthExtensionSpec, HealthStates, InstanceView, ProbeOutcome, ProbeReading,
+    RepairAction, RepairRecord, RepairsSpec, RollingUpgradeSpec, ScaleSetSnapshot, ScaleSetSpec,
+    UpgradeStep, read_probe, read_probe_as,
+};
 pub use scenario::{EventSpec, InitialStatus, Reschedule, Scenario, ScenarioError, Source};
 pub use simulation::Transition;
 pub use snapshot::{

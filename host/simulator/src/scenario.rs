@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::faults::FaultSpec;
 use crate::identity::IdentitySpec;
 use crate::ids::stable_event_id;
+use crate::scale_set::ScaleSetSpec;
 use crate::shape::SUPPORTED_API_VERSIONS;
 use crate::vm_priority::{EvictionPolicy, VmPriority, default_eviction_policy, default_priority};
 
@@ -62,6 +63,10 @@ pub struct Scenario {
     /// The managed identity the token endpoint serves (assigned, 24 h tokens by default).
     #[serde(default)]
     pub identity: IdentitySpec,
+    /// The scale set around the VMs: each instance's Application Health extension, the
+    /// automatic repairs and a rolling upgrade (`scale_set.rs`); none when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_set: Option<ScaleSetSpec>,
 }
 
 /// The fields `omit_fields` may name: those a client must do without anyway (older
@@ -132,6 +137,12 @@ pub struct EventSpec {
     /// cannot read. The event still starts at `appear_at + notice`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_before_text: Option<String>,
+    /// The scale-set delete this event is part of (a scale-in of several instances, each
+    /// told by its own Terminate with the same NotBefore): an approved event of the group
+    /// stays Scheduled until every event of the group is approved (then all start at once)
+    /// or NotBefore passes. None: an approval starts the event on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_group: Option<String>,
 }
 
 /// A change to a Scheduled event: NotBefore moves and/or the Resources change.
@@ -323,6 +334,13 @@ impl Scenario {
                 .id
                 .get_or_insert_with(|| stable_event_id(&name, index));
             event.resources.get_or_insert_with(|| vms.clone());
+        }
+        if let Some((key, problem)) = self
+            .scale_set
+            .as_ref()
+            .and_then(|scale_set| scale_set.problem(&self.vms))
+        {
+            return Err(invalid(key, &problem));
         }
         if let Some(duplicate) = duplicate_id(&self.events) {
             return Err(invalid(

@@ -347,6 +347,9 @@ impl Simulation {
         if approved_at.is_some() {
             return ApprovalEffect::AlreadyApproved;
         }
+        if let Some(group) = self.events[index].spec.delete_group.clone() {
+            return self.approve_in_delete_group(index, &group, not_before, now);
+        }
         if self.events[index].spec.start_after_approval.is_some() {
             self.events[index].phase = Phase::Scheduled {
                 not_before,
@@ -356,6 +359,44 @@ impl Simulation {
         }
         self.events[index].phase = Phase::Started { since: now };
         self.record(index, Transition::Started, now);
+        ApprovalEffect::StartedNow
+    }
+
+    /// An approval of one event of a scale-set delete: the instance waits, approved, until
+    /// every event of the same delete is approved; the last approval starts them all.
+    fn approve_in_delete_group(
+        &mut self,
+        index: usize,
+        group: &str,
+        not_before: Duration,
+        now: Duration,
+    ) -> ApprovalEffect {
+        self.events[index].phase = Phase::Scheduled {
+            not_before,
+            approved_at: Some(now),
+        };
+        let members: Vec<usize> = (0..self.events.len())
+            .filter(|member| self.events[*member].spec.delete_group.as_deref() == Some(group))
+            .collect();
+        let all_approved = members.iter().all(|member| {
+            matches!(
+                self.events[*member].phase,
+                Phase::Scheduled {
+                    approved_at: Some(_),
+                    ..
+                } | Phase::Started { .. }
+                    | Phase::Gone { .. }
+            )
+        });
+        if !all_approved {
+            return ApprovalEffect::StartsLater;
+        }
+        for member in members {
+            if matches!(self.events[member].phase, Phase::Scheduled { .. }) {
+                self.events[member].phase = Phase::Started { since: now };
+                self.record(member, Transition::Started, now);
+            }
+        }
         ApprovalEffect::StartedNow
     }
 
@@ -480,7 +521,10 @@ fn due_step(event: &EventState) -> Option<(Duration, Step)> {
                 .map(|change| (change.at, Step::Reschedule));
             let on_its_own =
                 not_before.saturating_add(event.spec.starts_late_by.unwrap_or_default());
+            // An approved instance of a scale-set delete waits for the rest of the delete
+            // (started by the last approval), or for NotBefore.
             let after_approval = approved_at
+                .filter(|_| event.spec.delete_group.is_none())
                 .map(|at| at.saturating_add(event.spec.start_after_approval.unwrap_or_default()))
                 .unwrap_or(on_its_own);
             let start = Some((on_its_own.min(after_approval), Step::Start));

@@ -35,6 +35,10 @@ pub struct StateSnapshot {
     /// first: proof that a scenario's fault happened, not only that it was configured.
     #[serde(default)]
     pub faults: Vec<FaultRecord>,
+    /// The scale set, when the scenario has one: each instance's extension state, the
+    /// repairs made and the rolling upgrade's steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_set: Option<crate::scale_set::ScaleSetSnapshot>,
 }
 
 /// One event as the 2020-07-01 JSON has it (field names as on the wire).

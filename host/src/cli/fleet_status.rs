@@ -1,6 +1,6 @@
 //! `forewarn fleet status`: asks the local daemon's admin endpoint for `/status/fleet` (every
 //! VM of the coordination group, from their records in etcd) and prints one row per VM —
-//! publishing or gone, its last IMDS poll, its events with its stage on each, and what holds
+//! publishing or gone, its scale-set health (state and reasons' codes), its last IMDS poll, its events with its stage on each, and what holds
 //! it — or the JSON it answered with `--json`.
 
 use std::process::ExitCode;
@@ -86,7 +86,7 @@ pub fn render_fleet(view: &FleetView, now: SystemTime) -> String {
     let rows: Vec<Vec<String>> = view.vms.iter().map(|vm| fleet_row(vm, now)).collect();
     write_table(
         &mut out,
-        &["VM", "STATE", "LAST POLL", "EVENTS", "HELD BY"],
+        &["VM", "STATE", "SCALE SET", "LAST POLL", "EVENTS", "HELD BY"],
         &rows,
     );
     out
@@ -99,11 +99,19 @@ fn fleet_row(vm: &FleetVm, now: SystemTime) -> Vec<String> {
     };
     let Some(record) = &vm.record else {
         let problem = vm.problem.clone().unwrap_or_default();
-        return vec![vm.vm.clone(), state, "-".into(), problem, "-".into()];
+        return vec![
+            vm.vm.clone(),
+            state,
+            "-".into(),
+            "-".into(),
+            problem,
+            "-".into(),
+        ];
     };
     vec![
         vm.vm.clone(),
         state,
+        record.scale_set_health_summary(),
         last_poll(record, now),
         events_cell(record),
         held_by_cell(record),
@@ -176,7 +184,8 @@ mod tests {
     use super::*;
     use crate::cli::parse_args::{assert_consistent, parse};
     use crate::coordination::fleet_record::{
-        FLEET_RECORD_SCHEMA, FleetHold, FleetHolder, FleetImds, FleetStage,
+        FLEET_RECORD_SCHEMA, FleetHealthReason, FleetHold, FleetHolder, FleetImds,
+        FleetScaleSetHealth, FleetStage,
     };
 
     const NOW_MS: u64 = 1_800_000_000_000;
@@ -207,6 +216,7 @@ mod tests {
                 holders_truncated: 0,
             }],
             events_truncated: 0,
+            scale_set_health: None,
             published_at_unix_ms: NOW_MS - 3_000,
         }
     }
@@ -225,7 +235,16 @@ mod tests {
                     vm: "vm-a".into(),
                     state: FleetVmState::Publishing,
                     gone_since_unix_ms: None,
-                    record: Some(record("vm-a", "drain")),
+                    record: Some(FleetRecord {
+                        scale_set_health: Some(FleetScaleSetHealth {
+                            state: "Unhealthy".into(),
+                            reasons: vec![FleetHealthReason {
+                                code: "journal-not-durable".into(),
+                                text: "the journal has not reached the disk for 40s".into(),
+                            }],
+                        }),
+                        ..record("vm-a", "drain")
+                    }),
                     problem: None,
                 },
                 FleetVm {
@@ -254,6 +273,12 @@ mod tests {
         assert!(row("vm-a").contains("B5BF09B2 Reboot preparing"), "{table}");
         assert!(row("vm-a").contains("drain (deferring)"), "{table}");
         assert!(row("vm-b").contains("gone 12s"), "{table}");
+        assert!(
+            row("vm-a").contains("Unhealthy: journal-not-durable"),
+            "{table}"
+        );
+        // vm-b's record, from a forewarn before the scale-set health, has none.
+        assert!(row("vm-b").contains("unknown"), "{table}");
         assert!(!table.contains('\u{1b}'), "{table}");
     }
 }

@@ -35,6 +35,7 @@ pub fn render_table(snapshot: &StatusSnapshot) -> String {
         ready,
         snapshot.generated_at
     );
+    render_scale_set_health(&mut out, snapshot);
     if let Some(waiting_for) = &snapshot.waiting_for {
         let _ = writeln!(out, "\n{waiting_for}");
     }
@@ -49,6 +50,23 @@ pub fn render_table(snapshot: &StatusSnapshot) -> String {
     }
     render_storage(&mut out, &snapshot.storage);
     out
+}
+
+/// The scale set's view (`/health/scale-set`): one line, and a line per Unhealthy reason.
+fn render_scale_set_health(out: &mut String, snapshot: &StatusSnapshot) {
+    let health = &snapshot.scale_set_health;
+    if health.state.is_empty() {
+        return;
+    }
+    let skip = health
+        .skip_upgrade
+        .as_deref()
+        .map(|cause| format!(", skips the rolling upgrade: {cause}"))
+        .unwrap_or_default();
+    let _ = writeln!(out, "scale set: {}{skip}", health.state);
+    for reason in &health.reasons {
+        let _ = writeln!(out, "  unhealthy ({}): {}", reason.code, reason.text);
+    }
 }
 
 /// `answer` with every string escaped and cut; None if it does not survive the trip

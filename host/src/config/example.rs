@@ -108,6 +108,7 @@ mod tests {
             "# key-file = ",
             "# dead-vm = ",
             "# deadline = ",
+            "# phase-ordering-number = ",
         ] {
             assert!(
                 CONFIG_EXAMPLE.contains(commented),
@@ -143,5 +144,6 @@ mod tests {
             coordination.deadline,
             Some(std::time::Duration::from_secs(30))
         );
+        assert_eq!(config.scale_set.phase_ordering_number, Some(0));
     }
 }

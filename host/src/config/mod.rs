@@ -5,6 +5,7 @@ mod coordination;
 pub mod example;
 mod outcomes;
 mod plugins;
+mod scale_set;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -16,6 +17,7 @@ use serde::{Deserialize, Serialize};
 pub use coordination::CoordinationConfig;
 pub use outcomes::OutcomesConfig;
 pub use plugins::PluginsConfig;
+pub use scale_set::{ScaleSetConfig, SkipUpgradeWhen};
 
 use crate::pipeline::policy::{LeadTime, MAX_QUARANTINE_WINDOW, PolicyConfig};
 use crate::pipeline::scheduler::AUTO_LEAD_FLOOR;
@@ -58,6 +60,9 @@ pub struct Config {
     pub plugins: PluginsConfig,
     /// `[outcomes]`: how many outcome records (one per event) the state directory keeps.
     pub outcomes: OutcomesConfig,
+    /// `[scale-set]`: what `/health/scale-set` (the Application Health extension's probe)
+    /// answers.
+    pub scale_set: ScaleSetConfig,
 }
 
 /// The daemon's own HTTP endpoint: health, readiness for load balancers, metrics, status.
@@ -162,6 +167,7 @@ impl Default for Config {
             coordination: None,
             plugins: PluginsConfig::default(),
             outcomes: OutcomesConfig::default(),
+            scale_set: ScaleSetConfig::default(),
         }
     }
 }
@@ -300,6 +306,7 @@ impl Config {
         }
         self.plugins.trusted_keys()?;
         self.outcomes.validate()?;
+        self.scale_set.validate()?;
         for (name, action) in &self.actions {
             check_at_most(
                 &format!("actions.{name}.timeout"),

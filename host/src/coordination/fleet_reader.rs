@@ -372,6 +372,7 @@ mod tests {
             readiness_holds_truncated: 0,
             events: Vec::new(),
             events_truncated: 0,
+            scale_set_health: None,
             // Written "in the future": never stale in the tests that are not about it.
             published_at_unix_ms: u64::MAX,
         }

@@ -32,6 +32,8 @@ pub const FLEET_RECORD_MAX_BYTES: usize = 4096;
 pub const FLEET_RECORD_EVENTS_MAX: usize = 8;
 /// The most holders one event lists, and readiness holds one record lists.
 pub const FLEET_RECORD_HOLDERS_MAX: usize = 8;
+/// The most reasons of an Unhealthy scale-set health one record lists.
+pub const FLEET_RECORD_REASONS_MAX: usize = 8;
 /// The most characters of one text field (event id, type, plugin name, NotBefore as sent).
 pub const FLEET_RECORD_TEXT_MAX: usize = 96;
 /// A changed record is written at most this often.
@@ -64,6 +66,10 @@ pub struct FleetRecord {
     /// Events left out to keep the record small.
     #[serde(default)]
     pub events_truncated: usize,
+    /// What `/health/scale-set` answers the scale set's Application Health extension; none
+    /// in a record of a forewarn from before it (shown "unknown").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_set_health: Option<FleetScaleSetHealth>,
     /// When the record was written (ms since the Unix epoch, the VM's clock).
     pub published_at_unix_ms: u64,
 }
@@ -75,6 +81,45 @@ pub struct FleetImds {
     pub last_poll_unix_ms: Option<u64>,
     /// Whether IMDS answered the last poll with a document.
     pub answered: bool,
+}
+
+/// A VM's scale-set health as its record carries it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetScaleSetHealth {
+    /// The Rich Health States word: "Initializing", "Healthy" or "Unhealthy".
+    pub state: String,
+    /// While Unhealthy: why (at most [`FLEET_RECORD_REASONS_MAX`]).
+    #[serde(default)]
+    pub reasons: Vec<FleetHealthReason>,
+}
+
+/// One reason a VM is Unhealthy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetHealthReason {
+    /// Its code ("imds-unreachable", "journal-not-durable", …), what scripts key on.
+    pub code: String,
+    /// The reason in words as of the record's last write (cut to
+    /// [`FLEET_RECORD_TEXT_MAX`]): the seconds in it are not a change worth a write.
+    pub text: String,
+}
+
+impl FleetRecord {
+    /// The scale-set health as the table and the page show it: "Healthy",
+    /// "Unhealthy: imds-unreachable, …", or "unknown" for a record without it.
+    pub fn scale_set_health_summary(&self) -> String {
+        let Some(health) = &self.scale_set_health else {
+            return "unknown".into();
+        };
+        if health.reasons.is_empty() {
+            return health.state.clone();
+        }
+        let codes: Vec<&str> = health
+            .reasons
+            .iter()
+            .map(|reason| reason.code.as_str())
+            .collect();
+        format!("{}: {}", health.state, codes.join(", "))
+    }
 }
 
 /// One event a VM tracks, and where this VM stands on it.
@@ -196,6 +241,21 @@ impl FleetRecord {
                 last_poll_unix_ms: None,
                 answered: self.imds.answered,
             },
+            // A reason's words count the seconds it lasted: its code is what changes.
+            scale_set_health: self
+                .scale_set_health
+                .as_ref()
+                .map(|health| FleetScaleSetHealth {
+                    state: health.state.clone(),
+                    reasons: health
+                        .reasons
+                        .iter()
+                        .map(|reason| FleetHealthReason {
+                            code: reason.code.clone(),
+                            text: String::new(),
+                        })
+                        .collect(),
+                }),
             ..self.clone()
         }
     }
@@ -217,6 +277,14 @@ impl FleetRecord {
         for hold in &mut self.readiness_holds {
             *hold = bounded_text(hold);
         }
+        if let Some(health) = &mut self.scale_set_health {
+            health.state = bounded_text(&health.state);
+            health.reasons.truncate(FLEET_RECORD_REASONS_MAX);
+            for reason in &mut health.reasons {
+                reason.code = bounded_text(&reason.code);
+                reason.text = bounded_text(&reason.text);
+            }
+        }
         for event in &mut self.events {
             event.id = bounded_text(&event.id);
             event.event_type = bounded_text(&event.event_type);
@@ -236,7 +304,7 @@ impl FleetRecord {
 
     /// The record as JSON of at most [`FLEET_RECORD_MAX_BYTES`]: lists cut to their limits,
     /// texts to [`FLEET_RECORD_TEXT_MAX`], then the last events left out (counted in
-    /// `events_truncated`) until it fits. Returns the record as encoded.
+    /// `events_truncated`), then readiness holds, then the health's reasons, until it fits. Returns the record as encoded.
     pub fn encode_bounded(mut self) -> (FleetRecord, String) {
         self.cut_lists();
         loop {
@@ -248,10 +316,20 @@ impl FleetRecord {
                 self.events_truncated += 1;
                 continue;
             }
-            // Only readiness holds are left to cut (each text is bounded, so this ends).
             let held = self.readiness_holds.len();
-            self.readiness_holds.truncate(held / 2);
-            self.readiness_holds_truncated += held - held / 2;
+            if held > 0 {
+                self.readiness_holds.truncate(held / 2);
+                self.readiness_holds_truncated += held - held / 2;
+                continue;
+            }
+            // Then the health's last reasons (the state itself stays).
+            if let Some(health) = &mut self.scale_set_health
+                && health.reasons.pop().is_some()
+            {
+                continue;
+            }
+            // Every list is empty and every text bounded: it fits; this ends the loop anyway.
+            return (self, json);
         }
     }
 }
@@ -414,6 +492,7 @@ mod tests {
                 })
                 .collect(),
             events_truncated: 0,
+            scale_set_health: None,
             published_at_unix_ms: 1_800_000_000_000,
         }
     }
@@ -447,6 +526,62 @@ mod tests {
         }
         let back: FleetRecord = serde_json::from_str(&json).unwrap();
         assert_eq!(back, written);
+    }
+
+    /// A record written by a forewarn from before the scale-set health reads back without
+    /// it, shown "unknown"; one with it says the state and the reasons' codes.
+    #[test]
+    fn the_scale_set_health_is_optional_in_the_record_and_summarised_by_its_codes() {
+        let mut older = serde_json::to_value(record(1, 0, 4)).unwrap();
+        assert!(older.get("scale_set_health").is_none());
+        older.as_object_mut().unwrap().remove("scale_set_health");
+        let older: FleetRecord = serde_json::from_value(older).unwrap();
+        assert_eq!(older.scale_set_health, None);
+        assert_eq!(older.scale_set_health_summary(), "unknown");
+        let mut unhealthy = record(1, 0, 4);
+        unhealthy.scale_set_health = Some(FleetScaleSetHealth {
+            state: "Unhealthy".into(),
+            reasons: ["imds-unreachable", "journal-not-durable"]
+                .into_iter()
+                .map(|code| FleetHealthReason {
+                    code: code.into(),
+                    text: "x".repeat(500),
+                })
+                .collect(),
+        });
+        assert_eq!(
+            unhealthy.scale_set_health_summary(),
+            "Unhealthy: imds-unreachable, journal-not-durable"
+        );
+        let (written, _) = unhealthy.encode_bounded();
+        let reasons = &written.scale_set_health.as_ref().unwrap().reasons;
+        assert!(reasons[0].text.chars().count() <= FLEET_RECORD_TEXT_MAX + 1);
+    }
+
+    /// The seconds a reason's words count change no record: its code does.
+    #[test]
+    fn a_reason_whose_words_alone_change_waits_for_the_refresh() {
+        let start = Instant::now();
+        let with_reason = |code: &str, text: &str| FleetRecord {
+            scale_set_health: Some(FleetScaleSetHealth {
+                state: "Unhealthy".into(),
+                reasons: vec![FleetHealthReason {
+                    code: code.into(),
+                    text: text.into(),
+                }],
+            }),
+            ..record(1, 0, 4)
+        };
+        let mut throttle = Throttle::default();
+        throttle.wrote(&with_reason("imds-unreachable", "for 31s"), 7, start);
+        assert_eq!(
+            throttle.due_at(&with_reason("imds-unreachable", "for 40s"), 7, start),
+            start + FLEET_REFRESH_EVERY
+        );
+        assert_eq!(
+            throttle.due_at(&with_reason("journal-not-durable", "for 40s"), 7, start),
+            start + FLEET_WRITE_MIN_INTERVAL
+        );
     }
 
     #[test]

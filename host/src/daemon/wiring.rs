@@ -27,6 +27,7 @@ use crate::ops::coordination_metrics;
 use crate::ops::event_history::{self, EventHistory};
 use crate::ops::fleet_feed::{self, FleetSources};
 use crate::ops::metrics::{self, Metrics};
+use crate::ops::scale_set_health::ScaleSetHealth;
 use crate::ops::storage_health::StorageHealth;
 use crate::plugins::convert::to_wit_vm;
 use crate::plugins::key_value_files::{KeyValueFiles, KeyValueFilesError};
@@ -375,6 +376,7 @@ pub async fn run_daemon(
     let (views, views_rx) = watch::channel(None);
     let (startup, startup_rx) = watch::channel(None);
     let admin_stop = shutdown.child_token();
+    let (scale_set_health, scale_set_health_rx) = watch::channel(None);
     let history = Arc::new(EventHistory::new());
     let history_recorder =
         event_history::spawn_recorder(history.clone(), timeline.subscribe(), admin_stop.clone());
@@ -388,6 +390,8 @@ pub async fn run_daemon(
         history,
         storage: storage.clone(),
         outcomes: outcomes.shelf(),
+        scale_set: Arc::new(config.scale_set.clone()),
+        scale_set_health: Arc::new(scale_set_health),
     };
     let admin = tokio::spawn(admin::serve(listener, admin_state, admin_stop.clone()));
     let outcome_keeper = outcomes.spawn(
@@ -407,6 +411,7 @@ pub async fn run_daemon(
         startup,
         readiness,
         storage,
+        scale_set_health: scale_set_health_rx,
     };
     let result = run_event_loop(config, client, plugins, timeline, observers, &shutdown).await;
     service_manager::notify_stopping();
@@ -429,6 +434,8 @@ struct Observers {
     readiness: Arc<Readiness>,
     /// How the journal's writes fare, for status and metrics.
     storage: Arc<StorageHealth>,
+    /// The scale-set health as the admin endpoint last assessed it, for the fleet record.
+    scale_set_health: watch::Receiver<Option<ScaleSetHealth>>,
 }
 
 /// Resolves the VM name, opens the journal, starts the poller, and runs the loop.
@@ -491,6 +498,7 @@ async fn run_event_loop(
             plugins: plugins.clone(),
             readiness: observers.readiness.clone(),
             quarantined: daemon.quarantined_plugins(),
+            scale_set_health: observers.scale_set_health.clone(),
         };
         let records = fleet_feed::spawn(sources, poller_stop.clone());
         coordinator.publish_fleet_record(records, poller_stop.clone());

@@ -1,6 +1,7 @@
 //! The daemon's admin HTTP endpoint (`[admin] listen`, loopback by default): `/healthz`,
-//! `/readyz` for load balancers, `/metrics` for Prometheus, `/status` for `forewarn status`
-//! and `/status/fleet` for `forewarn fleet status`.
+//! `/readyz` for load balancers, `/health/scale-set` for the scale set's Application Health
+//! extension (`ops/scale_set_health.rs`), `/metrics` for Prometheus, `/status` for
+//! `forewarn status` and `/status/fleet` for `forewarn fleet status`.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -32,6 +33,7 @@ use crate::ops::admin_connections::{
 use crate::ops::event_history::EventHistory;
 use crate::ops::metrics::Metrics;
 use crate::ops::outcome_status::OutcomeShelf;
+use crate::ops::scale_set_health::{self, HealthInputs, SCALE_SET_HEALTH_PATH, ScaleSetHealth};
 use crate::ops::status::{StatusInputs, StatusSnapshot, build_snapshot};
 use crate::ops::status_page;
 use crate::ops::storage_health::StorageHealth;
@@ -85,6 +87,11 @@ pub(crate) struct AdminState {
     /// Names besides IP addresses and `localhost` that requests may call the endpoint by
     /// (`[admin] host-names`).
     pub host_names: Arc<[String]>,
+    /// `[scale-set]`: what `/health/scale-set` answers and when.
+    pub scale_set: Arc<crate::config::ScaleSetConfig>,
+    /// The scale-set health as last assessed by the 1 s reporter, for this VM's fleet
+    /// record (`ops/fleet_feed.rs`).
+    pub scale_set_health: Arc<watch::Sender<Option<ScaleSetHealth>>>,
 }
 
 /// The admin address could not be used.
@@ -107,8 +114,9 @@ pub(crate) async fn bind(address: SocketAddr) -> Result<TcpListener, AdminBindEr
 /// The routes, for serving or for tests. What tells anything about the daemon (`/`,
 /// `/status`, `/status/history`, `/metrics`) answers only requests naming the endpoint by an
 /// IP address, `localhost` or a name in `[admin] host-names` (a web page rebound to it by
-/// DNS gets 421); `/healthz` and `/readyz` answer whatever the Host, so that a load
-/// balancer probing by a name the daemon was not told of never takes the VM out of rotation.
+/// DNS gets 421); `/healthz`, `/readyz` and `/health/scale-set` answer whatever the Host, so
+/// that a load balancer or the Application Health extension probing by a name the daemon was
+/// not told of never takes the VM out of rotation or has it repaired.
 pub(crate) fn router(state: AdminState) -> Router {
     let informative = Router::new()
         .route("/metrics", get(metrics))
@@ -124,6 +132,7 @@ pub(crate) fn router(state: AdminState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route(SCALE_SET_HEALTH_PATH, get(scale_set_health_answer))
         .merge(informative)
         .with_state(state)
 }
@@ -161,12 +170,13 @@ pub(crate) async fn serve(listener: TcpListener, state: AdminState, shutdown: Ca
         .unwrap_or_default();
     tracing::info!(
         address = %address,
-        paths = "/ (status page) /healthz /readyz /metrics /status /status/history /status/events /status/fleet",
+        paths = "/ (status page) /healthz /readyz /health/scale-set /metrics /status /status/history /status/events /status/fleet",
         max_connections = ADMIN_MAX_CONNECTIONS,
         max_connections_per_peer = ADMIN_MAX_CONNECTIONS_PER_PEER,
         "{}",
         crate::log_messages::ADMIN_LISTENING
     );
+    tokio::spawn(report_scale_set_health(state.clone(), shutdown.clone()));
     let router = router(state);
     let connections = Arc::new(ConnectionTable::default());
     loop {
@@ -307,6 +317,99 @@ async fn readyz(State(state): State<AdminState>) -> Response {
         .into_response()
 }
 
+/// `GET /health/scale-set`: the Application Health extension's Rich Health States, always
+/// 200 (a non-2xx answer is *Unknown* to the extension, which Azure repairs).
+async fn scale_set_health_answer(State(state): State<AdminState>) -> Response {
+    let health = scale_set_health_of(&state, SystemTime::now());
+    json_answer(serde_json::to_string(&health.probe_body()))
+}
+
+/// How often the scale-set health is assessed for the log and the metric.
+const SCALE_SET_HEALTH_REPORT_EVERY: Duration = Duration::from_secs(1);
+
+/// Logs each change of the scale-set health (state, reasons, SkipUpgrade) and keeps the
+/// metric up to date, every second until `shutdown`.
+async fn report_scale_set_health(state: AdminState, shutdown: CancellationToken) {
+    let mut reported: Option<ScaleSetHealth> = None;
+    loop {
+        let health = scale_set_health_of(&state, SystemTime::now());
+        state.metrics.set_scale_set_health(&health);
+        let changed = reported
+            .as_ref()
+            .is_none_or(|before| !scale_set_health::same_for_the_log(before, &health));
+        if changed {
+            let reasons: Vec<String> = health
+                .state
+                .reasons()
+                .iter()
+                .map(|reason| format!("{}: {}", reason.code(), reason.describe()))
+                .collect();
+            let skip_upgrade = health
+                .skip_upgrade
+                .as_ref()
+                .map(|cause| cause.describe())
+                .unwrap_or_default();
+            if health.state.reasons().is_empty() {
+                tracing::info!(
+                    state = health.state.rich_state(),
+                    skip_upgrade = %skip_upgrade,
+                    "{}",
+                    crate::log_messages::SCALE_SET_HEALTH_CHANGED
+                );
+            } else {
+                tracing::warn!(
+                    state = health.state.rich_state(),
+                    reasons = %reasons.join("; "),
+                    skip_upgrade = %skip_upgrade,
+                    "{}",
+                    crate::log_messages::SCALE_SET_HEALTH_CHANGED
+                );
+            }
+            reported = Some(health.clone());
+        }
+        state.scale_set_health.send_replace(Some(health));
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(SCALE_SET_HEALTH_REPORT_EVERY) => {}
+        }
+    }
+}
+
+/// What the scale-set health rests on, read from the live daemon.
+fn health_inputs(state: &AdminState) -> HealthInputs {
+    let plugins = state.plugins.borrow().clone();
+    let views = current_views(state);
+    let (poll, daemon_state, quarantined) = match &views {
+        Some(views) => (
+            views.poll.borrow().clone(),
+            views.state.borrow().clone(),
+            views.quarantined.borrow().clone(),
+        ),
+        None => Default::default(),
+    };
+    HealthInputs {
+        running: views.is_some(),
+        // The daemon is handed the plugin set once the directory's first load is done.
+        plugin_directory_loaded: true,
+        polling_since: views.as_ref().map(|views| views.polling_since),
+        last_imds_answer: poll.last_success,
+        plugins_loaded: plugins.all().len(),
+        plugin_load_errors: plugins.load_errors().len(),
+        journal_not_durable_since: state.storage.journal().not_durable_since,
+        quarantined: quarantined
+            .into_iter()
+            .map(|quarantined| quarantined.plugin)
+            .collect(),
+        preparing: HealthInputs::preparing_events(&daemon_state),
+        readiness_held_by: state.readiness.holders(),
+    }
+}
+
+/// The scale-set health as of `now`.
+pub(crate) fn scale_set_health_of(state: &AdminState, now: SystemTime) -> ScaleSetHealth {
+    scale_set_health::assess(&health_inputs(state), &state.scale_set, now)
+}
+
 async fn metrics(State(state): State<AdminState>) -> Response {
     let events = current_views(&state)
         .map(|views| views.state.borrow().events.len())
@@ -315,6 +418,9 @@ async fn metrics(State(state): State<AdminState>) -> Response {
         .metrics
         .set_current(events, state.readiness.is_ready());
     state.metrics.set_storage(&state.storage);
+    state
+        .metrics
+        .set_scale_set_health(&scale_set_health_of(&state, SystemTime::now()));
     (
         [(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)],
         state.metrics.encode(),
@@ -406,6 +512,7 @@ pub(crate) fn snapshot_of(state: &AdminState) -> StatusSnapshot {
                 .map(|views| views.quarantined.borrow().clone())
                 .unwrap_or_default(),
             storage: state.storage.view(),
+            scale_set_health: scale_set_health_of(state, SystemTime::now()).view(),
         },
         SystemTime::now(),
     )

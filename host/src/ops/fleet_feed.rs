@@ -13,9 +13,11 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::coordination::fleet_record::{
-    FLEET_RECORD_SCHEMA, FleetEvent, FleetHold, FleetHolder, FleetImds, FleetRecord, FleetStage,
+    FLEET_RECORD_SCHEMA, FleetEvent, FleetHealthReason, FleetHold, FleetHolder, FleetImds,
+    FleetRecord, FleetScaleSetHealth, FleetStage,
 };
 use crate::log_fields::rfc3339;
+use crate::ops::scale_set_health::ScaleSetHealth;
 use crate::pipeline::approval;
 use crate::pipeline::quarantine::QuarantinedPlugin;
 use crate::pipeline::roster::Roster;
@@ -36,6 +38,8 @@ pub(crate) struct FleetSources {
     pub plugins: watch::Receiver<Arc<PluginSet>>,
     pub readiness: Arc<Readiness>,
     pub quarantined: watch::Receiver<Vec<QuarantinedPlugin>>,
+    /// The scale-set health as the admin endpoint last assessed it (none before its first).
+    pub scale_set_health: watch::Receiver<Option<ScaleSetHealth>>,
 }
 
 /// Builds the record every [`FEED_EVERY`] until `shutdown`; the receiver follows it.
@@ -65,6 +69,7 @@ impl FleetSources {
         let poll = self.poll.borrow().clone();
         let plugins = self.plugins.borrow().clone();
         let quarantined = self.quarantined.borrow().clone();
+        let health = self.scale_set_health.borrow().clone();
         let mut roster = Roster::clone(plugins.roster());
         roster.set_quarantined(quarantined.into_iter().map(|q| q.plugin).collect());
         fleet_record_of(
@@ -73,19 +78,22 @@ impl FleetSources {
             &poll,
             &roster,
             &self.readiness.holders(),
+            health.as_ref(),
             now,
         )
     }
 }
 
 /// This VM's record as of `now`: its events with where it stands on each and what holds
-/// it, its readiness holds and its last IMDS poll (not yet cut to size: the writer does).
+/// it, its readiness holds, its last IMDS poll and its scale-set health (not yet cut to
+/// size: the writer does).
 pub(crate) fn fleet_record_of(
     vm_name: &str,
     state: &DaemonState,
     poll: &PollStatus,
     roster: &Roster,
     readiness_holds: &[String],
+    health: Option<&ScaleSetHealth>,
     now: SystemTime,
 ) -> FleetRecord {
     FleetRecord {
@@ -105,7 +113,25 @@ pub(crate) fn fleet_record_of(
             .map(|(id, progress)| fleet_event(id, progress, roster))
             .collect(),
         events_truncated: 0,
+        scale_set_health: health.map(fleet_health),
         published_at_unix_ms: unix_ms(now),
+    }
+}
+
+/// The scale-set health as the record carries it: the state and each reason's code and
+/// words.
+fn fleet_health(health: &ScaleSetHealth) -> FleetScaleSetHealth {
+    FleetScaleSetHealth {
+        state: health.state.rich_state().to_owned(),
+        reasons: health
+            .state
+            .reasons()
+            .iter()
+            .map(|reason| FleetHealthReason {
+                code: reason.code().to_owned(),
+                text: reason.describe(),
+            })
+            .collect(),
     }
 }
 

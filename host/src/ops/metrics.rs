@@ -50,6 +50,16 @@ struct FieldLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HealthStateLabel {
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VersionLabel {
     version: String,
 }
@@ -81,6 +91,9 @@ pub(crate) struct Metrics {
     plugin_load_errors: Gauge,
     events_current: Gauge,
     ready: Gauge,
+    /// `/health/scale-set`'s state (1 on the current one) and its reasons (1 while one holds).
+    scale_set_health: Family<HealthStateLabel, Gauge>,
+    scale_set_unhealthy: Family<ReasonLabel, Gauge>,
     timeline_missed: Counter,
     quarantines: Family<PluginLabel, Counter>,
     quarantined: Family<PluginLabel, Gauge>,
@@ -236,6 +249,8 @@ impl Metrics {
             plugin_load_errors: Gauge::default(),
             events_current: Gauge::default(),
             ready: Gauge::default(),
+            scale_set_health: Family::default(),
+            scale_set_unhealthy: Family::default(),
             timeline_missed: Counter::default(),
             quarantines: Family::default(),
             quarantined: Family::default(),
@@ -338,6 +353,18 @@ impl Metrics {
             "ready",
             "1 while no plugin holds the VM out of rotation, else 0",
             self.ready.clone(),
+        );
+        registry.register(
+            "scale_set_health",
+            "1 on the state /health/scale-set answers (Initializing, Healthy, Unhealthy), 0 on \
+             the others",
+            self.scale_set_health.clone(),
+        );
+        registry.register(
+            "scale_set_unhealthy",
+            "1 while this reason makes /health/scale-set answer Unhealthy (imds-unreachable, \
+             no-plugin-loadable, journal-not-durable, plugin-quarantined), else 0",
+            self.scale_set_unhealthy.clone(),
         );
         registry.register(
             "timeline_missed",
@@ -540,6 +567,32 @@ impl Metrics {
     /// Brings the state directory's metrics up to date (at scrape time).
     pub(crate) fn set_storage(&self, health: &StorageHealth) {
         self.storage.update(health);
+    }
+
+    /// Brings the scale-set health's gauges up to date.
+    pub(crate) fn set_scale_set_health(
+        &self,
+        health: &crate::ops::scale_set_health::ScaleSetHealth,
+    ) {
+        let current = health.state.rich_state();
+        for state in ["Initializing", "Healthy", "Unhealthy"] {
+            let label = HealthStateLabel {
+                state: state.to_owned(),
+            };
+            self.scale_set_health
+                .get_or_create(&label)
+                .set(i64::from(state == current));
+        }
+        let reasons = health.state.reasons();
+        for code in crate::ops::scale_set_health::UnhealthyReason::CODES {
+            let holds = reasons.iter().any(|reason| reason.code() == code);
+            let label = ReasonLabel {
+                reason: code.to_owned(),
+            };
+            self.scale_set_unhealthy
+                .get_or_create(&label)
+                .set(i64::from(holds));
+        }
     }
 
     fn record_missed(&self, missed: u64) {

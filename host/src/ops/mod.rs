@@ -13,6 +13,7 @@ pub mod malloc_arenas;
 pub(crate) mod metrics;
 pub(crate) mod outcome_metrics;
 pub(crate) mod outcome_status;
+pub mod scale_set_health;
 pub mod status;
 pub(crate) mod status_page;
 pub mod storage_health;

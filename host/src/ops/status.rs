@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::coordination::CoordinationStatus;
 use crate::log_fields::rfc3339;
+use crate::ops::scale_set_health::ScaleSetHealthView;
 use crate::ops::storage_health::StorageView;
 use crate::pipeline::approval;
 use crate::pipeline::quarantine::QuarantinedPlugin;
@@ -96,6 +97,11 @@ pub struct StatusSnapshot {
     /// state writable (docs/operations.md, "When the disk is full").
     #[serde(default)]
     pub storage: StorageView,
+    /// What `/health/scale-set` answers the scale set's Application Health extension
+    /// (Initializing, Healthy, Unhealthy with its reasons) and whether it keeps the VM out
+    /// of the current rolling upgrade.
+    #[serde(default)]
+    pub scale_set_health: ScaleSetHealthView,
 }
 
 /// Whether the VM is in rotation, and who holds it out.
@@ -319,6 +325,8 @@ pub(crate) struct StatusInputs<'a> {
     pub quarantined: Vec<QuarantinedPlugin>,
     /// The state directory's health.
     pub storage: StorageView,
+    /// What `/health/scale-set` answers now.
+    pub scale_set_health: ScaleSetHealthView,
 }
 
 /// Builds the snapshot as of `now`.
@@ -376,6 +384,7 @@ pub(crate) fn build_snapshot(inputs: StatusInputs<'_>, now: SystemTime) -> Statu
         imds: poll_view(inputs.poll),
         coordination: inputs.coordination,
         storage: inputs.storage,
+        scale_set_health: inputs.scale_set_health,
     }
 }
 
@@ -397,7 +406,7 @@ fn event_view(id: &str, progress: &EventProgress, now: SystemTime) -> EventView 
         handling: Handling::label(&progress.handling),
         lifecycle: describe_lifecycle(progress),
         preparing_since: progress.preparing_since_unix_ms.map(rfc3339),
-        approval: describe_approval(&progress.approval),
+        approval: describe_approval_of(progress),
         approval_state: progress.approval.kind(),
         plugins: progress
             .plugins
@@ -575,6 +584,25 @@ fn describe_lifecycle(progress: &EventProgress) -> String {
     }
     .to_owned()
 }
+
+/// What `/status` says of an event's approval: [`describe_approval`], and for a Terminate
+/// approved at IMDS and still Scheduled, that Azure holds it for the rest of its delete.
+fn describe_approval_of(progress: &EventProgress) -> String {
+    let approved_and_waiting = matches!(progress.approval, Approval::Sent { .. })
+        && progress.lifecycle == Lifecycle::Scheduled
+        && progress.event.status == forewarn_imds::EventStatus::Scheduled
+        && progress.event.event_type == forewarn_imds::EventType::Terminate;
+    let described = describe_approval(&progress.approval);
+    if approved_and_waiting {
+        return format!("{APPROVED_WAITING_FOR_THE_DELETE} ({described})");
+    }
+    described
+}
+
+/// An approved Terminate Azure has not started: a scale set deletes the instances of one
+/// scale-in together, once all are approved or at NotBefore.
+pub const APPROVED_WAITING_FOR_THE_DELETE: &str = "approved, waiting for the rest of this delete (Azure deletes the instances of one \
+     scale-in together, once every one is approved or at NotBefore)";
 
 fn describe_approval(approval: &Approval) -> String {
     match approval {

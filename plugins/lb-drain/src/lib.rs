@@ -8,7 +8,7 @@ mod tests;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use forewarn_sdk::host::{self, http, log, state};
-use forewarn_sdk::{Context, Decision, Event, EventIds, Phase, Plugin};
+use forewarn_sdk::{Context, Decision, Event, EventIds, EventType, Phase, Plugin};
 
 use logic::{DrainSettings, DrainStep, drain_step, seconds_left, should_drain};
 
@@ -45,7 +45,7 @@ fn prepare(event: &Event, ctx: &Context, settings: &DrainSettings) -> Decision {
     if !should_drain(event, ctx, settings) {
         log::info!(
             "{} {}: no drain needed (another VM, or a short Freeze)",
-            event.event_type,
+            type_name(event),
             event.id
         );
         return Decision::approve();
@@ -74,6 +74,15 @@ fn prepare(event: &Event, ctx: &Context, settings: &DrainSettings) -> Decision {
     }
 }
 
+/// The event's type for a log line: a type forewarn does not know (an OS image upgrade of a
+/// scale set, say) by the text IMDS sent, not as "unknown".
+fn type_name(event: &Event) -> String {
+    if event.event_type == EventType::Unknown {
+        return event.event_type_raw.clone();
+    }
+    event.event_type.to_string()
+}
+
 /// After the drain window: deregister (once, if configured), then approve.
 fn finish_drain(event: &Event, settings: &DrainSettings) -> Decision {
     let done_key = format!("deregistered/{}", event.id);
@@ -99,7 +108,7 @@ fn finish_drain(event: &Event, settings: &DrainSettings) -> Decision {
             }
         }
     }
-    log::info!("drained for {} {}", event.event_type, event.id);
+    log::info!("drained for {} {}", type_name(event), event.id);
     Decision::approve()
 }
 
@@ -123,7 +132,7 @@ fn hold_while_started(event: &Event, ctx: &Context, settings: &DrainSettings) {
         }
         log::info!(
             "{} {} started: the VM stays out of rotation until it ends",
-            event.event_type,
+            type_name(event),
             event.id
         );
     }

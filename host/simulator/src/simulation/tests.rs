@@ -368,3 +368,70 @@ fn started_events_cannot_wait_for_approval_or_start_late() {
         assert!(error.contains("events[0]"), "{error}");
     }
 }
+
+/// Three instances of one scale-in, each told by its own Terminate (`delete_group`).
+fn scale_in_of_three() -> Scenario {
+    let mut text = String::from(
+        "name = \"scale-in\"\nvms = [\"vm-a\", \"vm-b\", \"vm-c\"]\nvm_scale_set = \"vmss-sim\"\n",
+    );
+    for vm in ["vm-a", "vm-b", "vm-c"] {
+        text.push_str(&format!(
+            "\n[[events]]\nid = \"delete-{vm}\"\ntype = \"Terminate\"\nsource = \"User\"\nresources = [\"{vm}\"]\nappear_at = \"5s\"\nnotice = \"10m\"\ndelete_group = \"scale-in-1\"\nruns_for = \"1m\"\n"
+        ));
+    }
+    scenario(&text)
+}
+
+#[test]
+fn an_approved_instance_of_a_delete_waits_for_the_others_and_all_go_together() {
+    let mut sim = Simulation::new(&scale_in_of_three());
+    sim.advance(secs(6));
+    let effects = sim
+        .approve(secs(10), &[EventId::from("delete-vm-a")])
+        .unwrap();
+    assert_eq!(effects, [ApprovalEffect::StartsLater]);
+    sim.approve(secs(20), &[EventId::from("delete-vm-b")])
+        .unwrap();
+    sim.advance(secs(100));
+    assert!(matches!(
+        sim.phase_of("delete-vm-a"),
+        Some(Phase::Scheduled {
+            approved_at: Some(_),
+            ..
+        })
+    ));
+    let effects = sim
+        .approve(secs(120), &[EventId::from("delete-vm-c")])
+        .unwrap();
+    assert_eq!(effects, [ApprovalEffect::StartedNow]);
+    let started: Vec<(String, Duration)> = sim
+        .history()
+        .iter()
+        .filter(|change| change.transition == Transition::Started)
+        .map(|change| (change.event_id.clone(), change.at))
+        .collect();
+    assert_eq!(
+        started,
+        [
+            ("delete-vm-a".to_owned(), secs(120)),
+            ("delete-vm-b".to_owned(), secs(120)),
+            ("delete-vm-c".to_owned(), secs(120)),
+        ]
+    );
+}
+
+#[test]
+fn a_delete_not_wholly_approved_goes_at_not_before() {
+    let mut sim = Simulation::new(&scale_in_of_three());
+    sim.advance(secs(6));
+    sim.approve(secs(10), &[EventId::from("delete-vm-a")])
+        .unwrap();
+    sim.advance(secs(5) + mins(10) - Duration::from_millis(1));
+    assert!(!transitions(&sim).contains(&Transition::Started));
+    sim.advance(secs(5) + mins(10));
+    let started = transitions(&sim)
+        .iter()
+        .filter(|transition| **transition == Transition::Started)
+        .count();
+    assert_eq!(started, 3);
+}

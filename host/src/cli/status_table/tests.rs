@@ -89,6 +89,7 @@ fn snapshot() -> StatusSnapshot {
         },
         coordination: None,
         storage: StorageView::default(),
+        scale_set_health: Default::default(),
     }
 }
 

@@ -66,6 +66,7 @@ fn a_quarantined_plugin_is_listed_and_the_events_it_holds_say_so() {
                 quarantined("notify", FailurePolicy::Approve),
             ],
             storage: StorageView::default(),
+            scale_set_health: Default::default(),
         },
         now,
     );
@@ -113,6 +114,7 @@ fn running_snapshot(
             waiting_for: None,
             quarantined: vec![],
             storage: StorageView::default(),
+            scale_set_health: Default::default(),
         },
         now,
     )
