@@ -8,6 +8,9 @@
 //! its lease expired. Nine daemons load the no-op guest, vm-00 the probe: the lightest
 //! plugins there are. A second test gives two daemons an etcd user that may not write
 //! `fleet/`: the record fails (logged once) and the event is still coordinated and approved.
+//! A third gives one of three daemons an IMDS that refuses every poll: another VM's
+//! `/status/fleet`, `forewarn fleet status` and page show it Unhealthy (imds-unreachable),
+//! the others Healthy.
 
 use std::net::TcpListener;
 use std::path::Path;
@@ -399,6 +402,8 @@ struct FleetRowSeen {
     stage: String,
     /// The scale-set health's state ("Healthy", …; "unknown" for an older record).
     health: String,
+    /// The codes of its reasons, while Unhealthy.
+    health_reasons: Vec<String>,
     holders: Vec<String>,
 }
 
@@ -412,10 +417,19 @@ struct BarrierRowSeen {
 
 /// The status page of `admin` in headless Chromium, once it shows ten VMs with `gone` gone.
 fn fleet_page(admin: &str, gone: &str) -> FleetPageSeen {
-    let output = pages_command()
+    fleet_page_of(admin, VM_COUNT, Some(gone))
+}
+
+/// The status page of `admin` in headless Chromium, once it shows `count` VMs (and `gone`
+/// gone, when given).
+fn fleet_page_of(admin: &str, count: usize, gone: Option<&str>) -> FleetPageSeen {
+    let mut command = pages_command();
+    if let Some(gone) = gone {
+        command.env("FOREWARN_FLEET_GONE", gone);
+    }
+    let output = command
         .env("FOREWARN_STATUS_URL", format!("http://{admin}/"))
-        .env("FOREWARN_FLEET_VMS", VM_COUNT.to_string())
-        .env("FOREWARN_FLEET_GONE", gone)
+        .env("FOREWARN_FLEET_VMS", count.to_string())
         .env("FOREWARN_WAIT_MS", WAIT.as_millis().to_string())
         .output()
         .expect("run node (tests/run.sh installs Node.js when missing)");
@@ -696,6 +710,23 @@ fn a_vm_whose_imds_does_not_answer_is_shown_unhealthy_with_its_reason_on_another
         assert!(row(&name).contains("Healthy"), "{table}");
         assert!(!row(&name).contains("Unhealthy"), "{table}");
     }
+    // The status page's fleet section on vm-00, in a browser: the same.
+    let page = fleet_page_of(&admin, 3, None);
+    for row in &page.rows {
+        let (health, reasons): (&str, &[&str]) = match row.vm == cut_off {
+            true => ("Unhealthy", &["imds-unreachable"]),
+            false => ("Healthy", &[]),
+        };
+        assert_eq!(
+            (row.health.as_str(), row.health_reasons.clone()),
+            (
+                health,
+                reasons.iter().map(|code| code.to_string()).collect()
+            ),
+            "{row:?}"
+        );
+    }
+    assert_eq!(page.page_errors, Vec::<String>::new());
     eprintln!(
         "fleet health test: {:.1} s; vm-02 shown Unhealthy on vm-00 ({})",
         started.elapsed().as_secs_f64(),
