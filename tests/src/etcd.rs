@@ -148,6 +148,19 @@ impl Member {
         }
     }
 
+    /// Panics, with the log's end, when the member's process has ended by itself.
+    fn assert_still_running(&mut self) {
+        let exited = self.process.as_mut().is_some_and(ChildGuard::has_exited);
+        assert!(
+            !exited,
+            "etcd member {} ended by itself (client {}, peer {}); its log ends:\n{}",
+            self.name,
+            self.client,
+            self.peer,
+            self.log_tail()
+        );
+    }
+
     fn running(&self) -> bool {
         self.process.is_some()
     }
@@ -179,6 +192,7 @@ impl Etcd {
         member.initial_cluster = format!("{}={}", member.name, member.peer);
         member.spawn();
         wait_for(HEALTHY_WITHIN, "etcd to report healthy", || {
+            member.assert_still_running();
             member.healthy()
         });
         Etcd { member, _dir: dir }
@@ -241,7 +255,7 @@ impl EtcdCluster {
             member.initial_cluster = initial_cluster.clone();
             member.spawn();
         }
-        let cluster = EtcdCluster { members, _dir: dir };
+        let mut cluster = EtcdCluster { members, _dir: dir };
         cluster.wait_healthy();
         cluster
     }
@@ -262,13 +276,16 @@ impl EtcdCluster {
         self.members[index].spawn();
     }
 
-    /// Waits until every running member reports healthy (it has a leader).
-    pub fn wait_healthy(&self) {
+    /// Waits until every running member reports healthy (it has a leader). A member whose
+    /// process has ended fails the wait at once, with its log's end (it names why: a port
+    /// taken, a data dir it cannot use).
+    pub fn wait_healthy(&mut self) {
         wait_for(
             HEALTHY_WITHIN,
             "every running etcd member to report healthy",
             || {
-                for member in self.members.iter().filter(|member| member.running()) {
+                for member in self.members.iter_mut().filter(|member| member.running()) {
+                    member.assert_still_running();
                     member
                         .healthy()
                         .map_err(|error| format!("{error}\n{}", member.log_tail()))?;

@@ -57,13 +57,7 @@ pub fn now_unix_ms() -> u64 {
     u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// A free loopback `127.0.0.1:PORT` (bound, then released), for a server whose address must
-/// be known before it starts (etcd's ports, an admin endpoint that keeps its address across
-/// a restart).
-pub fn free_loopback_address() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    listener.local_addr().expect("its address").to_string()
-}
+pub use crate::loopback_ports::free_loopback_address;
 
 /// Whether two EventIds are the same (IMDS ids compare case-insensitively).
 pub fn same_id(left: &str, right: &str) -> bool {

@@ -20,6 +20,8 @@ pub mod harness;
 pub mod https;
 /// A local HTTP/HTTPS server answering every request with one response.
 pub mod https_server;
+/// Loopback ports below the ephemeral range, locked per test process, for servers that restart.
+pub mod loopback_ports;
 /// A throwaway test CA and certificates (openssl).
 pub mod pki;
 /// A small tmpfs for a state directory, to fill and make read-only.
