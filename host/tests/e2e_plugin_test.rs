@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 use forewarn_test_support::forewarn_binary;
-use forewarn_test_support::guests::PROBE;
+use forewarn_test_support::guests::{OTHER_WORLD, PROBE};
 
 /// A Reboot announced 40 s ahead that starts at NotBefore (approved or not) and is gone 5 s
 /// later; at --speed 10 the run takes about five seconds.
@@ -164,12 +164,50 @@ fn a_plugin_still_deferring_at_not_before_fails() {
         verdict["verdict"], "still-deferring-at-not-before",
         "{verdict}"
     );
+    // Played again at real time (its own waits are real time), and failed there too.
+    assert_eq!(verdict["speed"], 1.0, "{verdict}");
+    assert_eq!(
+        verdict["real_time_check"]["result"], "failed-too",
+        "{verdict}"
+    );
     assert!(
         verdict["reason"]
             .as_str()
             .is_some_and(|reason| reason.starts_with("attempt=")),
         "the plugin's own last reason: {verdict}"
     );
+}
+
+/// A component of another world: the reason is said once, not once per layer of the error.
+#[test]
+fn a_plugin_that_does_not_load_says_why_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let other = dir.path().join("other.wasm");
+    std::fs::copy(OTHER_WORLD, &other).expect("copy the other-world guest");
+    let output = forewarn(&["plugin", "test", path_str(&other)], &[]);
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let sentence = "does not implement forewarn's plugin world";
+    assert_eq!(stderr.matches(sentence).count(), 1, "{}", describe(&output));
+}
+
+/// `plugin test … | head -1`: the reader goes away; the test still ends with its verdict's
+/// exit status, not a panic on the broken pipe (101).
+#[test]
+fn a_closed_output_pipe_ends_the_output_not_the_test() {
+    let project = Project::new("[config]\nmode = \"approve\"\n");
+    let scenario = project.path("short-reboot.toml");
+    let mut child = Command::new(forewarn_binary!())
+        .args(["plugin", "test", path_str(&project.path("probe.wasm"))])
+        .args(["--scenario", path_str(&scenario), "--speed", "10"])
+        .env_remove("FOREWARN_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("forewarn runs");
+    drop(child.stdout.take());
+    let output = child.wait_with_output().expect("forewarn ends");
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
 }
 
 #[test]
@@ -221,6 +259,42 @@ fn all_scenarios_prints_one_verdict_per_built_in_scenario() {
         entries.iter().any(|e| e["verdict"] == "passed"),
         "{}",
         describe(&output)
+    );
+    // Compiled once for the run: every scenario's daemon loaded it from the run's cache.
+    assert!(
+        entries.iter().all(|e| e["compiled"] == false),
+        "a scenario compiled the plugin again: {}",
+        describe(&output)
+    );
+}
+
+/// A plugin whose own waits are real time (three attempts a second apart) misses a Spot
+/// eviction's 30 s notice at 60x, where it is half a second, and makes it in a daemon. The
+/// test plays the scenario again at real time, and that verdict is the one that counts.
+#[test]
+fn a_plugin_that_fails_only_faster_than_real_time_is_told_so_and_passes() {
+    let manifest =
+        "[config]\nmode = \"defer-until-attempt\"\nattempts = \"3\"\nretry-ms = \"1000\"\n";
+    let project = Project::new(manifest);
+    let output = forewarn(
+        &[
+            "plugin",
+            "test",
+            path_str(&project.path("probe.wasm")),
+            "--scenario",
+            "spot-preemption",
+            "--json",
+        ],
+        &[],
+    );
+    let verdict = single_verdict(&output, 0);
+    assert_eq!(verdict["verdict"], "passed", "{verdict}");
+    assert_eq!(verdict["speed"], 1.0, "{verdict}");
+    let check = &verdict["real_time_check"];
+    assert_eq!(check["result"], "passed-only-there", "{verdict}");
+    assert_eq!(
+        check["fast"]["verdict"], "still-deferring-at-not-before",
+        "{verdict}"
     );
 }
 

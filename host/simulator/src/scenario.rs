@@ -268,6 +268,23 @@ impl EventSpec {
 }
 
 impl Scenario {
+    /// How long the scenario lasts at real time (speed 1) at most: until its last event has
+    /// started, run and gone, plus `end_after`. Approvals and cancellations end it sooner.
+    pub fn longest_run(&self) -> Duration {
+        let last_gone = self
+            .events
+            .iter()
+            .map(|event| {
+                event.appear_at
+                    + event.notice_or_default()
+                    + event.starts_late_by.unwrap_or_default()
+                    + event.runs_for_or_default()
+            })
+            .max()
+            .unwrap_or_default();
+        last_gone + self.end_after.unwrap_or_default()
+    }
+
     /// Parses TOML text; `file` names the source in errors.
     pub fn from_toml(text: &str, file: &str) -> Result<Scenario, ScenarioError> {
         let scenario: Scenario =

@@ -66,6 +66,7 @@ impl Args {
             },
             bundled: true,
             quiet: false,
+            compile_cache: None,
         })
     }
 }
@@ -90,6 +91,9 @@ pub struct DemoOptions {
     pub bundled: bool,
     /// Print nothing (`plugin test --all-scenarios` prints only its verdicts).
     pub quiet: bool,
+    /// The compile cache to use instead of one in the run's own state directory: `plugin
+    /// test` compiles the plugin into it once and plays every scenario from it.
+    pub compile_cache: Option<PathBuf>,
 }
 
 /// What the demo saw, printed at the end (and as the last JSON line with `--json`).
@@ -119,6 +123,8 @@ pub struct Played {
     pub finished: bool,
     /// The daemon finished every event it took up.
     pub drained: bool,
+    /// The plugins this run compiled itself (the others came from the compile cache).
+    pub compiled: Vec<String>,
 }
 
 /// Runs the demo; exit 0 when the scenario finished and every event was handled to the end.
@@ -161,12 +167,20 @@ pub async fn play(options: &DemoOptions) -> anyhow::Result<Played> {
     .context("cannot start the IMDS simulator")?;
     let state_dir = tempfile::tempdir().context("cannot create a temporary state directory")?;
     let config = demo_config(&simulator, &workload, &vm_name, state_dir.path());
-    let prepared = wiring::build_runtime(&config)?;
+    let prepared = match &options.compile_cache {
+        Some(cache_dir) => wiring::build_runtime_with_cache(&config, cache_dir)?,
+        None => wiring::build_runtime(&config)?,
+    };
     let mut loaded = match options.bundled {
         true => load_bundled(&prepared.runtime, options, &workload).await?,
         false => Vec::new(),
     };
     loaded.extend(load_files(&prepared.runtime, &options.extra_plugins).await?);
+    let compiled = loaded
+        .iter()
+        .filter(|loaded| !loaded.plugin.loaded_from_cache())
+        .map(|loaded| loaded.name().to_owned())
+        .collect();
     let output = Output {
         json: options.json,
         quiet: options.quiet,
@@ -195,8 +209,12 @@ pub async fn play(options: &DemoOptions) -> anyhow::Result<Played> {
         async move { wiring::run_daemon(&config, plugins, timeline, readiness, storage, shutdown).await }
     });
     let finished = tokio::time::timeout(options.timeout, simulator.finished()).await;
-    // Let recovery of the last event complete: the daemon forgets an event once done.
-    let drained = wait_for_idle_daemon(finish_watch).await;
+    // Let recovery of the last event complete: the daemon forgets an event once done. A
+    // scenario stopped at the timeout has events still going: no use waiting for them.
+    let drained = match &finished {
+        Ok(()) => wait_for_idle_daemon(finish_watch).await,
+        Err(_) => false,
+    };
     shutdown.cancel();
     daemon.await.context("the daemon task failed")??;
     drop(timeline);
@@ -211,6 +229,7 @@ pub async fn play(options: &DemoOptions) -> anyhow::Result<Played> {
         summary,
         finished: finished.is_ok(),
         drained,
+        compiled,
     })
 }
 
@@ -494,7 +513,8 @@ impl Output {
     }
 }
 
-fn print_line(line: &str) {
+/// Prints one line of output; a closed pipe (`| head`) only ends the output.
+pub(crate) fn print_line(line: &str) {
     let mut out = std::io::stdout().lock();
     // A closed pipe (`| head`) only ends the output; the demo itself goes on.
     let _ignored = writeln!(out, "{line}").and_then(|()| out.flush());

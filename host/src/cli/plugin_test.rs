@@ -1,15 +1,24 @@
 //! `forewarn plugin test PLUGIN.wasm`: plays built-in scenarios against the plugin (the
 //! demo's simulator and daemon, in one process) and turns the timeline into a verdict.
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use serde::Serialize;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
 
 use crate::cli::demo::{self, DemoOptions};
 use crate::cli::plugin_files::{PluginFile, parse_config_pair};
 use crate::cli::verdict::Verdict;
+use crate::config::Config;
+use crate::daemon::wiring;
+use crate::pipeline::state::CallPhase;
+use forewarn_simulator::{EventSpec, Scenario};
 
 /// The scenario `plugin test` plays when none is named.
 pub const DEFAULT_SCENARIO: &str = forewarn_simulator::DEFAULT_SCENARIO;
@@ -17,6 +26,11 @@ pub const DEFAULT_SCENARIO: &str = forewarn_simulator::DEFAULT_SCENARIO;
 /// The speed `plugin test` plays scenarios at when none is given: the default scenario
 /// takes a few seconds.
 pub const DEFAULT_SPEED: f64 = 60.0;
+
+/// How many scenarios play at once when `--jobs` is not given: every built-in one. Each
+/// waits on its scenario's clock far more than it computes (on 2 cores, the probe guest's
+/// 24 scenarios take 36 s 8 at a time and 26 s all at once, under load).
+pub const DEFAULT_JOBS: u16 = 24;
 
 /// `forewarn plugin test`'s arguments.
 #[derive(Debug, clap::Args)]
@@ -44,6 +58,9 @@ pub struct Args {
     /// Print JSON lines (timeline entries, then one `verdict` object per scenario).
     #[arg(long)]
     json: bool,
+    /// How many scenarios play at once.
+    #[arg(long, default_value_t = DEFAULT_JOBS, value_parser = clap::value_parser!(u16).range(1..=64))]
+    jobs: u16,
 }
 
 impl Args {
@@ -72,6 +89,7 @@ impl Args {
             with_bundled: self.with_bundled,
             json: self.json,
             timeline: !self.all_scenarios,
+            jobs: usize::from(self.jobs),
         }
     }
 }
@@ -103,6 +121,8 @@ pub struct TestOptions {
     pub json: bool,
     /// Whether to print every scenario's timeline (not with `--all-scenarios`).
     pub timeline: bool,
+    /// How many scenarios play at once (at least 1).
+    pub jobs: usize,
 }
 
 /// How `plugin test` ends, as its exit status.
@@ -128,64 +148,302 @@ impl TestOutcome {
 /// unknown scenario): not the plugin's verdict.
 pub const EXIT_ERROR: u8 = 2;
 
+/// Plays every scenario and prints a verdict line each, in the scenarios' order. The plugin
+/// is compiled once into a compile cache every scenario's daemon loads it from, and the
+/// scenarios play `jobs` at a time (each is a simulator and a daemon waiting on the
+/// scenario's clock, not on the CPU).
+pub async fn test_plugin(options: TestOptions) -> anyhow::Result<TestOutcome> {
+    let name = options.plugin.name()?;
+    if let Some(notice) = name.notice(&options.plugin.wasm) {
+        eprintln!("{notice}");
+    }
+    let plugin = Arc::new(Plugin {
+        name: name.name,
+        budget: options.plugin.manifest()?.budget,
+    });
+    let name = plugin.name.clone();
+    let cache = tempfile::tempdir().context("cannot create a temporary compile cache")?;
+    let compiled_in = compile_once(&options.plugin, cache.path()).await?;
+    if !options.timeline && !options.json {
+        eprintln!(
+            "{name}: compiled in {:.1} s; playing {} scenario(s) at {}x, {} at a time",
+            compiled_in.as_secs_f64(),
+            options.scenarios.len(),
+            options.speed,
+            options.jobs.min(options.scenarios.len()),
+        );
+    }
+    let options = Arc::new(options);
+    let jobs = Arc::new(Semaphore::new(options.jobs));
+    let mut plays = JoinSet::new();
+    for (index, scenario) in options.scenarios.iter().enumerate() {
+        let (options, jobs, scenario) = (options.clone(), jobs.clone(), scenario.clone());
+        let (plugin, cache_dir) = (plugin.clone(), cache.path().to_path_buf());
+        plays.spawn(async move {
+            let _job = jobs.acquire_owned().await;
+            let judged = judge(&options, &plugin, &scenario, &cache_dir).await;
+            (index, judged)
+        });
+    }
+    let mut outcome = TestOutcome::Passed;
+    let mut done = BTreeMap::new();
+    let mut next = 0;
+    while let Some(joined) = plays.join_next().await {
+        let (index, judged) = joined.context("a scenario's task failed")?;
+        done.insert(index, judged?);
+        while let Some(judged) = done.remove(&next) {
+            if judged.verdict.is_failure() {
+                outcome = TestOutcome::PluginFailed;
+            }
+            print_verdict(&options, &name, &judged);
+            next += 1;
+        }
+    }
+    Ok(outcome)
+}
+
+/// Compiles the plugin into `cache_dir` (and so checks that it loads), once for the run.
+async fn compile_once(plugin: &PluginFile, cache_dir: &Path) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    let state = tempfile::tempdir().context("cannot create a temporary state directory")?;
+    let config = Config {
+        state_dir: state.path().to_path_buf(),
+        ..Config::default()
+    };
+    let runtime = wiring::build_runtime_with_cache(&config, cache_dir)?.runtime;
+    let plugin = plugin.clone();
+    tokio::task::spawn_blocking(move || plugin.load(&runtime))
+        .await
+        .context("the plugin compiling task failed")??;
+    Ok(started.elapsed())
+}
+
+/// One scenario's verdict: played at the test's speed, and when it failed in a way the
+/// plugin's own real-time timing can cause ([`may_be_timing`]), played again at real time
+/// where that is short enough ([`REPLAY_WITHIN`]); the real-time verdict is the one that
+/// counts (a daemon runs at real time).
+async fn judge(
+    options: &TestOptions,
+    plugin: &Plugin,
+    scenario: &str,
+    cache_dir: &Path,
+) -> anyhow::Result<Judged> {
+    let name = plugin.name.as_str();
+    let fast = play(options, scenario, options.speed, None, cache_dir).await?;
+    let verdict = fast.summary.verdicts.verdict(name);
+    let compiled = fast.compiled.iter().any(|compiled| compiled == name);
+    let judged = |verdict, speed, check| Judged {
+        scenario: scenario.to_owned(),
+        verdict,
+        speed,
+        compiled,
+        real_time_check: check,
+    };
+    let played = forewarn_simulator::load_scenario(scenario)?;
+    if !may_be_timing(&verdict, &played, plugin.budget, options.speed) {
+        return Ok(judged(verdict, options.speed, RealTimeCheck::NotNeeded));
+    }
+    let replay_for = replay_length(&played, &verdict);
+    if replay_for > REPLAY_WITHIN {
+        let check = RealTimeCheck::TooLong { takes: replay_for };
+        return Ok(judged(verdict, options.speed, check));
+    }
+    let real = play(options, scenario, 1.0, Some(replay_for), cache_dir).await?;
+    let real_verdict = real.summary.verdicts.verdict(name);
+    let check = match real_verdict.is_failure() {
+        true => RealTimeCheck::FailedToo,
+        false => RealTimeCheck::PassedOnlyThere { fast: verdict },
+    };
+    Ok(judged(real_verdict, 1.0, check))
+}
+
+/// Whether a failure at `speed` may come from the plugin's own timing, which is real time:
+/// a faster scenario shortens the notice, not the plugin's waits and retries. Still
+/// deferring at NotBefore may; running out of budget may when the deadline, not the
+/// plugin's own `budget`, cut the call short (a call's budget ends
+/// [`BUDGET_ENDS_BEFORE_NOT_BEFORE`] before NotBefore). Not when the test runs at real time.
+fn may_be_timing(verdict: &Verdict, scenario: &Scenario, budget: Duration, speed: f64) -> bool {
+    if speed <= 1.0 {
+        return false;
+    }
+    match verdict {
+        Verdict::StillDeferringAtNotBefore { .. } => true,
+        Verdict::OutOfBudget { .. } => {
+            let shortest_notice = scenario
+                .events
+                .iter()
+                .map(EventSpec::notice_or_default)
+                .min()
+                .unwrap_or_default();
+            shortest_notice.div_f64(speed) < budget + BUDGET_ENDS_BEFORE_NOT_BEFORE
+        }
+        _ => false,
+    }
+}
+
+/// How long a real-time replay must run to judge `verdict` again: until the scenario's
+/// last event has started (a preparation verdict), else the whole scenario, plus a margin.
+fn replay_length(scenario: &Scenario, verdict: &Verdict) -> Duration {
+    let until_started = scenario
+        .events
+        .iter()
+        .map(|event| {
+            event.appear_at + event.notice_or_default() + event.starts_late_by.unwrap_or_default()
+        })
+        .max()
+        .unwrap_or_default();
+    let whole = match verdict.phase() {
+        Some(CallPhase::Started | CallPhase::EndedAfterStart | CallPhase::EndedWithoutStart) => {
+            scenario.longest_run()
+        }
+        _ => until_started,
+    };
+    whole + REPLAY_MARGIN
+}
+
+/// Plays one scenario at `speed`, stopping after `stop_after` when given.
+async fn play(
+    options: &TestOptions,
+    scenario: &str,
+    speed: f64,
+    stop_after: Option<Duration>,
+    cache_dir: &Path,
+) -> anyhow::Result<demo::Played> {
+    demo::play(&DemoOptions {
+        scenario: scenario.to_owned(),
+        speed,
+        drain_seconds: 3,
+        timeout: stop_after.unwrap_or(Duration::from_secs(300)),
+        json: options.json,
+        extra_plugins: vec![options.plugin.clone()],
+        bundled: options.with_bundled,
+        quiet: !options.timeline,
+        compile_cache: Some(cache_dir.to_path_buf()),
+    })
+    .await
+}
+
+/// A real-time replay must end within this to be played (a Spot eviction's 30 s notice is;
+/// a Reboot's 15 minutes is not): otherwise the verdict line says how to check.
+const REPLAY_WITHIN: Duration = Duration::from_secs(120);
+
+/// Beyond the last event's start, for the daemon to see it and the plugin's last answer.
+const REPLAY_MARGIN: Duration = Duration::from_secs(5);
+
+/// How long before NotBefore a call's budget ends (the policy's default safety margin).
+const BUDGET_ENDS_BEFORE_NOT_BEFORE: Duration = Duration::from_secs(2);
+
+/// The plugin under test, as the verdicts need it.
+#[derive(Debug)]
+struct Plugin {
+    /// The name it is known by (and its verdicts are keyed by).
+    name: String,
+    /// Its budget per call (`budget` in the manifest).
+    budget: Duration,
+}
+
+/// One scenario's final verdict and how it was reached.
+#[derive(Debug, Clone)]
+struct Judged {
+    scenario: String,
+    verdict: Verdict,
+    /// The speed the verdict was reached at.
+    speed: f64,
+    /// Whether the scenario's daemon compiled the plugin itself rather than loading it
+    /// from the run's compile cache (it should never have to).
+    compiled: bool,
+    real_time_check: RealTimeCheck,
+}
+
+/// Whether a failure at the test's speed was checked at real time, and what came of it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "result", rename_all = "kebab-case")]
+enum RealTimeCheck {
+    /// Passed at the test's speed, or failed for a reason timing does not change.
+    NotNeeded,
+    /// Failed at the test's speed, passed at real time: the verdict is the real-time one.
+    PassedOnlyThere {
+        /// The verdict at the test's speed.
+        fast: Verdict,
+    },
+    /// Failed at real time too.
+    FailedToo,
+    /// Not replayed: at real time it would take this long.
+    TooLong {
+        #[serde(with = "humantime_serde")]
+        takes: Duration,
+    },
+}
+
 /// One scenario's result, printed as one line (a JSON object with `--json`).
 #[derive(Debug, Clone, Serialize)]
 struct ScenarioVerdict<'a> {
     kind: &'static str,
     plugin: &'a str,
     scenario: &'a str,
+    speed: f64,
+    compiled: bool,
     #[serde(flatten)]
     verdict: &'a Verdict,
+    #[serde(skip_serializing_if = "RealTimeCheck::is_not_needed")]
+    real_time_check: &'a RealTimeCheck,
 }
 
-/// Plays every scenario and prints a verdict line each.
-pub async fn test_plugin(options: TestOptions) -> anyhow::Result<TestOutcome> {
-    let name = options.plugin.name()?;
-    if let Some(notice) = name.notice(&options.plugin.wasm) {
-        eprintln!("{notice}");
+impl RealTimeCheck {
+    fn is_not_needed(&self) -> bool {
+        matches!(self, RealTimeCheck::NotNeeded)
     }
-    let name = name.name;
-    let mut outcome = TestOutcome::Passed;
-    for scenario in &options.scenarios {
-        let played = demo::play(&DemoOptions {
-            scenario: scenario.clone(),
-            speed: options.speed,
-            drain_seconds: 3,
-            timeout: Duration::from_secs(300),
-            json: options.json,
-            extra_plugins: vec![options.plugin.clone()],
-            bundled: options.with_bundled,
-            quiet: !options.timeline,
-        })
-        .await?;
-        let verdict = played.summary.verdicts.verdict(&name);
-        if verdict.is_failure() {
-            outcome = TestOutcome::PluginFailed;
+
+    /// What the check adds to the verdict line, for people.
+    fn describe(&self, test_speed: f64, scenario: &str) -> String {
+        match self {
+            RealTimeCheck::NotNeeded => String::new(),
+            RealTimeCheck::PassedOnlyThere { fast } => format!(
+                " at --speed 1; at {test_speed}x it {}: the plugin's own timing (its sleeps, \
+                 waits and budget) is real time, which the scenario's faster clock does not \
+                 shorten",
+                fast.describe().replacen("FAILED", "failed", 1)
+            ),
+            RealTimeCheck::FailedToo => " (at --speed 1 too)".to_owned(),
+            RealTimeCheck::TooLong { takes } => format!(
+                "; at {test_speed}x the plugin's own timing is real time, so this may pass in \
+                 a daemon: check with `--scenario {scenario} --speed 1` (about {} s)",
+                takes.as_secs()
+            ),
         }
-        print_verdict(&options, &name, scenario, &verdict);
     }
-    Ok(outcome)
 }
 
-fn print_verdict(options: &TestOptions, plugin: &str, scenario: &str, verdict: &Verdict) {
+fn print_verdict(options: &TestOptions, plugin: &str, judged: &Judged) {
     let line = if options.json {
         let line = ScenarioVerdict {
             kind: "verdict",
             plugin,
-            scenario,
-            verdict,
+            scenario: &judged.scenario,
+            speed: judged.speed,
+            compiled: judged.compiled,
+            verdict: &judged.verdict,
+            real_time_check: &judged.real_time_check,
         };
         serde_json::to_string(&line).unwrap_or_default()
     } else {
-        format!("{plugin} on {scenario:<28} {}", verdict.describe())
+        format!(
+            "{plugin} on {:<28} {}{}",
+            judged.scenario,
+            judged.verdict.describe(),
+            judged
+                .real_time_check
+                .describe(options.speed, &judged.scenario)
+        )
     };
-    println!("{line}");
+    demo::print_line(&line);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cli::parse_args::{assert_consistent, parse};
+    use forewarn_imds::EventId;
 
     #[test]
     fn one_scenario_with_its_timeline_or_every_one_that_ends_without() {
@@ -206,5 +464,95 @@ mod tests {
         let error =
             parse::<Args>(&["p.wasm", "--all-scenarios", "--scenario", "reboot"]).unwrap_err();
         assert_eq!(error.kind(), clap::error::ErrorKind::ArgumentConflict);
+    }
+
+    fn scenario(name: &str) -> Scenario {
+        forewarn_simulator::load_scenario(name).expect("a built-in scenario")
+    }
+
+    fn still_deferring() -> Verdict {
+        Verdict::StillDeferringAtNotBefore {
+            event_id: EventId::from("e1"),
+            reason: "not yet".into(),
+        }
+    }
+
+    fn out_of_budget(phase: CallPhase) -> Verdict {
+        Verdict::OutOfBudget {
+            event_id: EventId::from("e1"),
+            phase,
+            reason: "cut off".into(),
+        }
+    }
+
+    #[test]
+    fn only_failures_that_real_time_could_undo_are_played_again() {
+        let spot = scenario("spot-preemption");
+        let budget = Duration::from_secs(10);
+        assert!(may_be_timing(&still_deferring(), &spot, budget, 60.0));
+        assert!(!may_be_timing(&still_deferring(), &spot, budget, 1.0));
+        // At 60x the 30 s notice is half a second: the deadline cut the 10 s budget.
+        assert!(may_be_timing(
+            &out_of_budget(CallPhase::Prepare),
+            &spot,
+            budget,
+            60.0
+        ));
+        // At 2x it is 15 s, more than the 300 ms budget and the margin: the plugin's own.
+        let short = Duration::from_millis(300);
+        assert!(!may_be_timing(
+            &out_of_budget(CallPhase::Prepare),
+            &spot,
+            short,
+            2.0
+        ));
+        let trapped = Verdict::Trapped {
+            event_id: EventId::from("e1"),
+            phase: CallPhase::Prepare,
+            reason: "panic".into(),
+        };
+        assert!(!may_be_timing(&trapped, &spot, budget, 60.0));
+    }
+
+    #[test]
+    fn a_replay_runs_until_the_last_start_or_through_recovery() {
+        let spot = scenario("spot-preemption");
+        // Appears at 5 s with 30 s notice: started at 35 s.
+        assert_eq!(
+            replay_length(&spot, &still_deferring()),
+            Duration::from_secs(35) + REPLAY_MARGIN
+        );
+        // Recovery needs the whole run: 35 s + 2 min, then 10 s of end_after.
+        assert_eq!(
+            replay_length(&spot, &out_of_budget(CallPhase::EndedAfterStart)),
+            Duration::from_secs(35 + 120 + 10) + REPLAY_MARGIN
+        );
+        assert!(replay_length(&spot, &still_deferring()) <= REPLAY_WITHIN);
+        let reboot = scenario(DEFAULT_SCENARIO);
+        assert!(
+            replay_length(&reboot, &still_deferring()) > REPLAY_WITHIN,
+            "a Reboot's 15 minutes are too long to replay"
+        );
+    }
+
+    #[test]
+    fn the_verdict_line_says_what_real_time_changed_and_how_to_check() {
+        let passed = RealTimeCheck::PassedOnlyThere {
+            fast: still_deferring(),
+        };
+        let text = passed.describe(60.0, "spot-preemption");
+        assert!(
+            text.starts_with(" at --speed 1; at 60x it failed: still deferring"),
+            "{text}"
+        );
+        assert!(text.contains("real time"), "{text}");
+        let long = RealTimeCheck::TooLong {
+            takes: Duration::from_secs(905),
+        };
+        let text = long.describe(60.0, "full-lifecycle");
+        assert!(
+            text.contains("`--scenario full-lifecycle --speed 1` (about 905 s)"),
+            "{text}"
+        );
     }
 }

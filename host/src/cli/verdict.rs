@@ -72,6 +72,17 @@ impl Verdict {
         !matches!(self, Verdict::Passed { .. } | Verdict::NotConcerned)
     }
 
+    /// The phase of the call that failed, when the failure was a call's.
+    pub fn phase(&self) -> Option<CallPhase> {
+        match self {
+            Verdict::Trapped { phase, .. }
+            | Verdict::OutOfBudget { phase, .. }
+            | Verdict::OutOfMemory { phase, .. } => Some(*phase),
+            Verdict::StillDeferringAtNotBefore { .. } => Some(CallPhase::Prepare),
+            Verdict::Passed { .. } | Verdict::NotConcerned | Verdict::DidNotStart { .. } => None,
+        }
+    }
+
     /// The verdict in a few words, for the one-line summary.
     pub fn describe(&self) -> String {
         match self {

@@ -49,6 +49,12 @@ pub struct Prepared {
 /// Builds the plugin runtime with its compile cache and durable plugin state under
 /// `config.state_dir`, and the operator's `[actions]` for plugins granted them.
 pub fn build_runtime(config: &Config) -> anyhow::Result<Prepared> {
+    build_runtime_with_cache(config, &config.state_dir.join("cache"))
+}
+
+/// [`build_runtime`] with the compile cache in `cache_dir`: `plugin test` shares one among
+/// the daemons of its scenarios, so a plugin is compiled once per run, not once per scenario.
+pub fn build_runtime_with_cache(config: &Config, cache_dir: &Path) -> anyhow::Result<Prepared> {
     let state_dir = config.state_dir.as_path();
     // Created 0700; refused when another user owns it or group or others may write it
     // (the compile cache in it holds native code the daemon runs).
@@ -85,7 +91,7 @@ pub fn build_runtime(config: &Config) -> anyhow::Result<Prepared> {
             client_id: Some(config.identity.client_id.clone()).filter(|id| !id.is_empty()),
         })))),
     };
-    let runtime = start_runtime(state_dir, services)?;
+    let runtime = start_runtime(cache_dir, services)?;
     Ok(Prepared {
         runtime,
         readiness,
@@ -93,17 +99,17 @@ pub fn build_runtime(config: &Config) -> anyhow::Result<Prepared> {
     })
 }
 
-/// The runtime with its compile cache in `state_dir/cache`; without the cache (plugins are
-/// compiled at every start) when that directory cannot be created (a full or read-only
-/// state directory: docs/operations.md, "When the disk is full").
-fn start_runtime(state_dir: &Path, services: HostServices) -> anyhow::Result<Runtime> {
+/// The runtime with its compile cache in `cache_dir` (`state_dir/cache` for the daemon);
+/// without the cache (plugins are compiled at every start) when that directory cannot be
+/// created (a full or read-only state directory: docs/operations.md, "When the disk is
+/// full").
+fn start_runtime(cache_dir: &Path, services: HostServices) -> anyhow::Result<Runtime> {
     let config = |cache_dir| RuntimeConfig {
         cache_dir,
         compiler: compiler_for_this_process(),
         ..RuntimeConfig::default()
     };
-    let cache_dir = state_dir.join("cache");
-    match Runtime::new(config(Some(cache_dir.clone())), services.clone()) {
+    match Runtime::new(config(Some(cache_dir.to_path_buf())), services.clone()) {
         Ok(runtime) => Ok(runtime),
         Err(RuntimeError::CacheDir { source, .. }) if matches!(*source, TrustError::Io { .. }) => {
             tracing::error!(

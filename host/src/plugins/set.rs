@@ -68,12 +68,14 @@ pub enum PluginLoadError {
     #[error("{0}")]
     Manifest(#[from] ManifestError),
     /// The component did not compile or does not implement forewarn's plugin world.
-    #[error("plugin {} was not loaded: {source}", path.display())]
+    /// (`reason` is in the message and deliberately not the error's source, so an error
+    /// chain printed whole (`{:#}`) says it once.)
+    #[error("plugin {} was not loaded: {reason}", path.display())]
     Component {
         /// The `.wasm` file.
         path: PathBuf,
         /// What the runtime rejected.
-        source: LoadError,
+        reason: LoadError,
     },
     /// The file name is not a valid plugin name (1–64 of `a-z 0-9 - _`).
     #[error(
@@ -266,9 +268,9 @@ pub fn load_plugin_named(
 ) -> Result<LoadedPlugin, PluginLoadError> {
     let plugin = runtime
         .load(name, bytes, manifest.runtime_settings())
-        .map_err(|source| PluginLoadError::Component {
+        .map_err(|reason| PluginLoadError::Component {
             path: wasm.to_path_buf(),
-            source,
+            reason,
         })?;
     Ok(LoadedPlugin {
         plugin,
