@@ -87,6 +87,14 @@ bash tests/install-registry.sh
 # The Windows build's tools (mingw-w64 and wine64 from Debian, the rustup target, a Wine
 # prefix with its ProcessPrng stand-in): quick when present.
 bash tests/install-windows-toolchain.sh
+# The Windows cross build (its own target dir) starts now, beside the workspace build, at the
+# lowest priority: it is as large as the Linux build and its longest crates (cranelift,
+# wasmtime) compile one after another, so it takes whatever core the workspace build leaves
+# idle and then the time the Linux tests spend waiting on clocks and servers. Started after
+# the tests (as before 2026-12-02) it was the cold run's last wait: 603-934 s.
+windows_build_log=target/windows-build.log
+nice -n 19 bash tests/windows.sh build > "$windows_build_log" 2>&1 &
+windows_build=$!
 
 phase_done "installing what the tests drive (Debian packages, toolchains, Azurite, Chromium, mingw-w64, Wine), the workspace build beside it"
 linux_status=0
@@ -102,11 +110,6 @@ purity_log=target/pipeline-purity.log
 cargo clippy -p forewarn-pipeline --lib --locked -- -A clippy::all \
     -D clippy::disallowed_methods -D clippy::disallowed_types > "$purity_log" 2>&1 &
 purity=$!
-# The Windows cross build (its own target dir) beside the Linux tests, at the lowest
-# priority, so the tests keep the CPU they ask for.
-windows_build_log=target/windows-build.log
-nice -n 19 bash tests/windows.sh build > "$windows_build_log" 2>&1 &
-windows_build=$!
 cargo_tools_status=0
 wait "$cargo_tools" || cargo_tools_status=$?
 cat "$cargo_tools_log"
@@ -121,7 +124,7 @@ else
     echo "tests/run.sh: the workspace build failed (exit $linux_status, its output above): the Linux tests do not run" >&2
     cp "$build_log" "$linux_log"
 fi
-phase_done "running the Linux tests (several binaries at once; the Windows cross build beside them, at nice 19)"
+phase_done "running the Linux tests (several binaries at once; the Windows cross build, started after the installs, beside them at nice 19)"
 purity_status=0
 wait "$purity" || purity_status=$?
 cat "$purity_log"
