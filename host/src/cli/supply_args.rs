@@ -60,6 +60,14 @@ pub fn trusted_keys(config: &Config) -> anyhow::Result<TrustedKeys> {
         .context("the config's [plugins] section")
 }
 
+/// Where the registry commands' credentials come from, shown under their `--help`
+/// (`after_help`): otherwise only a registry's 401 would tell.
+pub const REGISTRY_CREDENTIALS_HELP: &str = "\
+Registry credentials: FOREWARN_REGISTRY_USER and FOREWARN_REGISTRY_PASSWORD (a password or an \
+access token), else the registry's entry in docker's config ($DOCKER_CONFIG/config.json or \
+~/.docker/config.json, as `docker login REGISTRY` writes it; credential helpers are not run). \
+None are needed for a registry that allows anonymous access.";
+
 /// How to reach the registry.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RegistryArgs {
@@ -83,6 +91,35 @@ impl RegistryArgs {
             ca_file: self.ca_file.clone(),
             credentials: None,
         }
+    }
+
+    /// These flags as they would be typed again (` --plain-http`, ` --ca-file /abs/CA.pem`),
+    /// for a command line printed to be pasted (`plugin push`'s install line): the CA file
+    /// by its absolute path, so the line works from any directory.
+    pub fn repeated(&self) -> String {
+        let mut flags = String::new();
+        if self.plain_http {
+            flags.push_str(" --plain-http");
+        }
+        if let Some(ca_file) = &self.ca_file {
+            let absolute = std::path::absolute(ca_file).unwrap_or_else(|_| ca_file.clone());
+            flags.push_str(" --ca-file ");
+            flags.push_str(&shell_word(&absolute.display().to_string()));
+        }
+        flags
+    }
+}
+
+/// `word` as one POSIX shell word: as it is when it has nothing the shell would read,
+/// else in single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:@,=%".contains(c));
+    match plain {
+        true => word.to_owned(),
+        false => format!("'{}'", word.replace('\'', "'\\''")),
     }
 }
 
