@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use forewarn_test_support::harness::{
     ChildGuard, Daemon, DaemonConfig, Simulator, free_loopback_address, http_get, wait_for,
 };
-use forewarn_test_support::pki::{Pki, find_on_path};
+use forewarn_test_support::pki::{Pki, find_on_path, self_signed};
 use forewarn_test_support::{forewarn_binary, guests};
 
 const USER: &str = "author";
@@ -675,34 +675,6 @@ fn a_crafted_annotation_or_grant_cannot_forge_the_install_consent_on_a_terminal(
             "{label}: something was installed"
         );
     }
-}
-
-/// A self-signed certificate and its key made as `openssl req -x509` makes them (so
-/// `CA:TRUE`, by the default config), for `names` (a subjectAltName value).
-fn self_signed(dir: &Path, name: &str, names: &str) -> (String, String) {
-    let cert = dir.join(format!("{name}.pem")).display().to_string();
-    let key = dir.join(format!("{name}.key")).display().to_string();
-    let output = Command::new(require("openssl"))
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=forewarn self-signed test registry",
-            "-addext",
-        ])
-        .arg(format!("subjectAltName={names}"))
-        .args(["-keyout", &key, "-out", &cert])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "openssl: {}", describe(&output));
-    (cert, key)
 }
 
 /// Issue 51 (5): a registry with a self-signed certificate (`openssl req -x509`'s, CA:TRUE),

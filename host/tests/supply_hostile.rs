@@ -1059,6 +1059,16 @@ fn plugin_command(args: &[&str], env: &[(&str, &str)], home: &Path) -> std::proc
     command.output().expect("run forewarn")
 }
 
+/// Asserts the command failed (exit 1) saying each of `parts`; what it said on stderr.
+fn assert_refused(output: &std::process::Output, parts: &[&str]) -> String {
+    assert_eq!(output.status.code(), Some(1), "{}", describe_output(output));
+    let told = String::from_utf8_lossy(&output.stderr).into_owned();
+    for part in parts {
+        assert!(told.contains(part), "{part:?} not in: {told}");
+    }
+    told
+}
+
 /// Issue 51 (5): `plugin push --plain-http` printed an install line without `--plain-http`,
 /// which failed when pasted. Pasted as printed, it installs.
 #[tokio::test]
@@ -1166,21 +1176,15 @@ async fn a_forbidden_push_and_the_help_name_the_credential_variables() {
             &env,
             fixture.temp.path(),
         );
-        assert_eq!(
-            pushed.status.code(),
-            Some(1),
-            "{}",
-            describe_output(&pushed)
+        let told = assert_refused(
+            &pushed,
+            &[
+                "403",
+                "FOREWARN_REGISTRY_USER",
+                "FOREWARN_REGISTRY_PASSWORD",
+                "docker login",
+            ],
         );
-        let told = String::from_utf8_lossy(&pushed.stderr).into_owned();
-        for part in [
-            "403",
-            "FOREWARN_REGISTRY_USER",
-            "FOREWARN_REGISTRY_PASSWORD",
-            "docker login",
-        ] {
-            assert!(told.contains(part), "{part:?} not in: {told}");
-        }
         let from_variables = told.contains("credentials from FOREWARN_REGISTRY_USER");
         assert_eq!(from_variables, !env.is_empty(), "{told}");
     }
@@ -1229,20 +1233,14 @@ async fn a_rollback_that_widens_the_grants_asks_as_an_upgrade_does() {
     // Forward to v2 again: wider, so asked; no terminal and no --yes: nothing changes.
     let before = fixture.snapshot();
     let forward = fixture.cli(&["rollback", "probe"]);
-    assert_eq!(
-        forward.status.code(),
-        Some(1),
-        "{}",
-        describe_output(&forward)
+    assert_refused(
+        &forward,
+        &[
+            "+ actions: stop-app",
+            "more than you agreed to before",
+            "--yes",
+        ],
     );
-    let told = String::from_utf8_lossy(&forward.stderr).into_owned();
-    for part in [
-        "+ actions: stop-app",
-        "more than you agreed to before",
-        "--yes",
-    ] {
-        assert!(told.contains(part), "{part:?} not in: {told}");
-    }
     assert_eq!(
         fixture.snapshot(),
         before,
