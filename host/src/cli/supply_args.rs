@@ -171,3 +171,32 @@ impl Operator for TerminalOperator {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry(plain_http: bool, ca_file: Option<&str>) -> RegistryArgs {
+        RegistryArgs {
+            plain_http,
+            ca_file: ca_file.map(PathBuf::from),
+            timeout: Duration::from_secs(600),
+        }
+    }
+
+    #[test]
+    fn the_flags_are_repeated_as_typed_again_with_the_ca_file_absolute_and_quoted() {
+        assert_eq!(registry(false, None).repeated(), "");
+        assert_eq!(registry(true, None).repeated(), " --plain-http");
+        let relative = registry(false, Some("ca.pem")).repeated();
+        let expected = std::env::current_dir().unwrap().join("ca.pem");
+        assert_eq!(
+            relative,
+            format!(" --ca-file {}", shell_word(&expected.display().to_string()))
+        );
+        assert_eq!(
+            registry(true, Some("/etc/my ca/it's.pem")).repeated(),
+            " --plain-http --ca-file '/etc/my ca/it'\\''s.pem'"
+        );
+    }
+}
