@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use forewarn_test_support::harness::{
     ChildGuard, Daemon, DaemonConfig, Simulator, free_loopback_address, http_get, wait_for,
 };
-use forewarn_test_support::pki::{Pki, find_on_path};
+use forewarn_test_support::pki::{Pki, find_on_path, self_signed};
 use forewarn_test_support::{forewarn_binary, guests};
 
 const USER: &str = "author";
@@ -38,6 +38,12 @@ struct Registry {
 
 impl Registry {
     fn start() -> Registry {
+        Registry::start_with(None)
+    }
+
+    /// With `certificate` (PEM files of a certificate and its key) in place of the one the
+    /// test CA issues.
+    fn start_with(certificate: Option<(&str, &str)>) -> Registry {
         let binary = require("docker-registry");
         let htpasswd = require("htpasswd");
         let dir = tempfile::tempdir().unwrap();
@@ -53,8 +59,8 @@ impl Registry {
         let config = format!(
             "version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {root}\nhttp:\n  addr: {address}\n  tls:\n    certificate: {cert}\n    key: {key}\nauth:\n  htpasswd:\n    realm: forewarn-test\n    path: {htpasswd}\n",
             root = dir.path().join("storage").display(),
-            cert = pki.file("server.pem"),
-            key = pki.file("server.key"),
+            cert = certificate.map_or(pki.file("server.pem"), |(cert, _)| cert.to_owned()),
+            key = certificate.map_or(pki.file("server.key"), |(_, key)| key.to_owned()),
             htpasswd = dir.path().join("htpasswd").display(),
         );
         let config_path = dir.path().join("config.yml");
@@ -669,4 +675,141 @@ fn a_crafted_annotation_or_grant_cannot_forge_the_install_consent_on_a_terminal(
             "{label}: something was installed"
         );
     }
+}
+
+/// Issue 51 (5): a registry with a self-signed certificate (`openssl req -x509`'s, CA:TRUE),
+/// the certificate passed with `--ca-file`, was refused with advice to pass `--ca-file`. The
+/// certificate given is trusted as itself; the install line `push` prints carries it and
+/// installs when pasted. Given the wrong file, or for another host, the advice says what is
+/// wrong instead; a 401 names the credential variables.
+#[test]
+fn a_self_signed_registry_certificate_given_with_ca_file_is_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = self_signed(dir.path(), "registry", "IP:127.0.0.1,DNS:localhost");
+    let registry = Registry::start_with(Some((&cert, &key)));
+    let (signing_key, public) = keypair(dir.path(), "alice");
+    let wasm = dir.path().join("probe.wasm");
+    std::fs::copy(guests::PROBE, &wasm).unwrap();
+    let wasm = wasm.display().to_string();
+    let signing_key = signing_key.display().to_string();
+    let reference = registry.reference("acme/probe:1.0.0");
+    let push = |ca: &str| {
+        forewarn(
+            &[
+                "plugin",
+                "push",
+                &wasm,
+                &reference,
+                "--sign",
+                &signing_key,
+                "--ca-file",
+                ca,
+            ],
+            false,
+        )
+    };
+
+    // The test CA's certificate: not what this registry presents.
+    let wrong_ca = registry.pki.file("ca.pem");
+    let refused = push(&wrong_ca);
+    assert_eq!(refused.status.code(), Some(1), "{}", describe(&refused));
+    let told = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert!(
+        told.contains(&format!(
+            "--ca-file {wrong_ca} is not the CA of this registry"
+        )),
+        "{told}"
+    );
+    assert!(!told.contains("pass --ca-file CA.pem"), "{told}");
+    // A certificate for another host, given: trusted, but not for 127.0.0.1.
+    let (elsewhere, elsewhere_key) = self_signed(dir.path(), "elsewhere", "DNS:registry.invalid");
+    let other = Registry::start_with(Some((&elsewhere, &elsewhere_key)));
+    let other_reference = other.reference("acme/probe:1.0.0");
+    let misnamed = forewarn(
+        &[
+            "plugin",
+            "push",
+            &wasm,
+            &other_reference,
+            "--ca-file",
+            &elsewhere,
+        ],
+        false,
+    );
+    assert_eq!(misnamed.status.code(), Some(1), "{}", describe(&misnamed));
+    let told = String::from_utf8_lossy(&misnamed.stderr).into_owned();
+    assert!(told.contains("not for the host 127.0.0.1"), "{told}");
+    assert!(!told.contains("pass --ca-file"), "{told}");
+
+    // The registry's 401, without credentials and with a wrong password: each names the
+    // variables (and the second says the credentials came from them).
+    for (password, said) in [
+        (None, "none were found"),
+        (
+            Some("wrong"),
+            "refused the credentials from FOREWARN_REGISTRY_USER",
+        ),
+    ] {
+        let mut command = Command::new(forewarn_binary!());
+        command
+            .args(["plugin", "push", &wasm, &reference, "--ca-file", &cert])
+            .env_remove("FOREWARN_REGISTRY_USER")
+            .env_remove("FOREWARN_REGISTRY_PASSWORD")
+            .env("DOCKER_CONFIG", dir.path())
+            .stdin(Stdio::null());
+        if let Some(password) = password {
+            command
+                .env("FOREWARN_REGISTRY_USER", USER)
+                .env("FOREWARN_REGISTRY_PASSWORD", password);
+        }
+        let refused = command.output().unwrap();
+        assert_eq!(refused.status.code(), Some(1), "{}", describe(&refused));
+        let told = String::from_utf8_lossy(&refused.stderr).into_owned();
+        for part in [
+            "401",
+            said,
+            "FOREWARN_REGISTRY_USER and FOREWARN_REGISTRY_PASSWORD",
+        ] {
+            assert!(told.contains(part), "{part:?} not in: {told}");
+        }
+    }
+
+    // Its own certificate, given by a relative path from the directory it is in.
+    let pushed = Command::new(forewarn_binary!())
+        .current_dir(dir.path())
+        .args(["plugin", "push", &wasm, &reference, "--sign", &signing_key])
+        .args(["--ca-file", "registry.pem"])
+        .env("FOREWARN_REGISTRY_USER", USER)
+        .env("FOREWARN_REGISTRY_PASSWORD", PASSWORD)
+        .env_remove("DOCKER_CONFIG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(pushed.status.success(), "{}", describe(&pushed));
+    let stdout = String::from_utf8_lossy(&pushed.stdout).into_owned();
+    let line = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("install it with: forewarn "))
+        .unwrap_or_else(|| panic!("no install line: {stdout}"));
+    assert!(line.ends_with(&format!(" --ca-file {cert}")), "{line}");
+    // Pasted as printed (from another directory), with the operator's config and --yes.
+    let plugin_dir = dir.path().join("plugins.d");
+    std::fs::create_dir(&plugin_dir).unwrap();
+    let config = dir.path().join("forewarn.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "plugin-dir = \"{}\"\n[plugins]\ntrusted-keys = [\"{public}\"]\n",
+            plugin_dir.display()
+        ),
+    )
+    .unwrap();
+    let mut pasted: Vec<&str> = line.split_whitespace().collect();
+    let config_arg = config.display().to_string();
+    pasted.extend(["--config", &config_arg, "--yes"]);
+    forewarn(&pasted, true);
+    assert_eq!(
+        std::fs::read(plugin_dir.join("probe.wasm")).unwrap(),
+        std::fs::read(guests::PROBE).unwrap()
+    );
 }

@@ -1039,3 +1039,220 @@ async fn text_from_the_artifact_or_the_lock_reaches_the_terminal_escaped() {
     assert!(listed.contains("\\u{1b}[2J"), "{listed}");
     assert!(listed.contains("evil\\u{1b}[8m:80"), "{listed}");
 }
+
+// ---- Issue 51 (5): sharing in the author's path — the install line `push` prints, the
+// ---- messages that name the fix, and rollback asking as upgrade does.
+
+/// Runs `forewarn plugin ARGS` with no registry credentials but those in `env`.
+fn plugin_command(args: &[&str], env: &[(&str, &str)], home: &Path) -> std::process::Output {
+    let mut command = Command::new(forewarn_test_support::forewarn_binary!());
+    command
+        .arg("plugin")
+        .args(args)
+        .env_remove("FOREWARN_REGISTRY_USER")
+        .env_remove("FOREWARN_REGISTRY_PASSWORD")
+        .env("DOCKER_CONFIG", home)
+        .stdin(std::process::Stdio::null());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.output().expect("run forewarn")
+}
+
+/// Asserts the command failed (exit 1) saying each of `parts`; what it said on stderr.
+fn assert_refused(output: &std::process::Output, parts: &[&str]) -> String {
+    assert_eq!(output.status.code(), Some(1), "{}", describe_output(output));
+    let told = String::from_utf8_lossy(&output.stderr).into_owned();
+    for part in parts {
+        assert!(told.contains(part), "{part:?} not in: {told}");
+    }
+    told
+}
+
+/// Issue 51 (5): `plugin push --plain-http` printed an install line without `--plain-http`,
+/// which failed when pasted. Pasted as printed, it installs.
+#[tokio::test]
+async fn the_install_line_push_prints_carries_plain_http_and_installs_when_pasted() {
+    let fixture = Fixture::new();
+    let dir = fixture.temp.path().join("author");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::copy(guests::PROBE, dir.join("probe.wasm")).unwrap();
+    std::fs::write(dir.join("probe.toml"), V1).unwrap();
+    let reference = fixture.reference("1.0.0").to_string();
+    let wasm = dir.join("probe.wasm").display().to_string();
+    let key = fixture.alice.display().to_string();
+    let pushed = plugin_command(
+        &["push", &wasm, &reference, "--sign", &key, "--plain-http"],
+        &[],
+        fixture.temp.path(),
+    );
+    assert!(pushed.status.success(), "{}", describe_output(&pushed));
+    let stdout = String::from_utf8_lossy(&pushed.stdout).into_owned();
+    let line = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("install it with: "))
+        .unwrap_or_else(|| panic!("no install line: {stdout}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(words[..3], ["forewarn", "plugin", "install"], "{line}");
+    assert!(words.contains(&"--plain-http"), "{line}");
+    // The operator's part: their plugin directory, and --yes for the consent.
+    let mut pasted: Vec<&str> = words[2..].to_vec();
+    pasted.push("--yes");
+    let installed = fixture.cli(&pasted);
+    assert!(
+        installed.status.success(),
+        "{}",
+        describe_output(&installed)
+    );
+    assert_eq!(
+        std::fs::read(fixture.plugin_dir().join("probe.wasm")).unwrap(),
+        std::fs::read(guests::PROBE).unwrap()
+    );
+    let lock = forewarn_supply::lock::Lockfile::read(&fixture.plugin_dir()).unwrap();
+    assert!(
+        line.contains(&lock.plugins["probe"].source),
+        "{line} / {}",
+        lock.plugins["probe"].source
+    );
+}
+
+/// Issue 51 (5): https:// to a registry that speaks plain HTTP said only "received corrupt
+/// message of type InvalidContentType". It says so, then the fix.
+#[tokio::test]
+async fn https_to_a_plain_http_registry_is_told_to_pass_plain_http() {
+    let fixture = Fixture::new();
+    fixture.push("1", V1, Some(&fixture.alice)).await;
+    let reference = fixture.reference("1").to_string();
+    let pulled = fixture.temp.path().join("pulled");
+    let pulled_arg = pulled.display().to_string();
+    for args in [
+        vec!["install", reference.as_str(), "--yes"],
+        vec!["upgrade", "probe", reference.as_str(), "--yes"],
+    ] {
+        let output = fixture.cli(&args);
+        assert!(!output.status.success(), "{}", describe_output(&output));
+        let told = String::from_utf8_lossy(&output.stderr).into_owned();
+        let problem = told.find("answered in plain HTTP, not TLS");
+        let fix = told.find("pass --plain-http");
+        assert!(
+            problem.is_some() && fix.is_some() && problem < fix,
+            "the problem, then the fix: {told}"
+        );
+    }
+    let output = plugin_command(
+        &["pull", &reference, "--to", &pulled_arg],
+        &[],
+        fixture.temp.path(),
+    );
+    assert!(!output.status.success(), "{}", describe_output(&output));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("pass --plain-http"),
+        "{}",
+        describe_output(&output)
+    );
+    assert!(!pulled.exists());
+    assert!(fixture.snapshot().is_empty());
+}
+
+/// Issue 51 (5): the credential variables were named only by a 401. A 403 names them too,
+/// with where the credentials sent came from, and `--help` of the registry commands does.
+#[tokio::test]
+async fn a_forbidden_push_and_the_help_name_the_credential_variables() {
+    let fixture = Fixture::new();
+    fixture.registry.set_faults(Faults {
+        forbid_uploads: true,
+        ..Faults::default()
+    });
+    let reference = fixture.reference("1").to_string();
+    for env in [
+        vec![
+            ("FOREWARN_REGISTRY_USER", "reader"),
+            ("FOREWARN_REGISTRY_PASSWORD", "not-a-writer"),
+        ],
+        vec![],
+    ] {
+        let pushed = plugin_command(
+            &["push", guests::PROBE, &reference, "--plain-http"],
+            &env,
+            fixture.temp.path(),
+        );
+        let told = assert_refused(
+            &pushed,
+            &[
+                "403",
+                "FOREWARN_REGISTRY_USER",
+                "FOREWARN_REGISTRY_PASSWORD",
+                "docker login",
+            ],
+        );
+        let from_variables = told.contains("credentials from FOREWARN_REGISTRY_USER");
+        assert_eq!(from_variables, !env.is_empty(), "{told}");
+    }
+    assert!(fixture.registry.manifest("acme/probe", "1").is_none());
+    for command in ["push", "install", "upgrade", "pull"] {
+        let help = plugin_command(&[command, "--help"], &[], fixture.temp.path());
+        assert!(help.status.success(), "{}", describe_output(&help));
+        let help = String::from_utf8_lossy(&help.stdout).into_owned();
+        for variable in ["FOREWARN_REGISTRY_USER", "FOREWARN_REGISTRY_PASSWORD"] {
+            assert!(help.contains(variable), "{command} --help: {help}");
+        }
+    }
+}
+
+/// Issue 51 (5): a second `plugin rollback` rolls forward to the newer version, and it put
+/// back that version's wider grants without asking. It asks as `plugin upgrade` does:
+/// without a terminal and without --yes nothing changes.
+#[tokio::test]
+async fn a_rollback_that_widens_the_grants_asks_as_an_upgrade_does() {
+    let fixture = Fixture::new();
+    fixture.installed_v1().await;
+    fixture
+        .push(
+            "2",
+            "[config]\nmode = \"approve\"\n[capabilities]\nactions = [\"stop-app\"]\n",
+            Some(&fixture.alice),
+        )
+        .await;
+    fixture
+        .install("2", Mode::Upgrade, &mut ScriptedOperator::agreeing())
+        .await
+        .unwrap();
+    let granted = |fixture: &Fixture| {
+        let lock = forewarn_supply::lock::Lockfile::read(&fixture.plugin_dir()).unwrap();
+        lock.plugins["probe"].grants.actions.contains("stop-app")
+    };
+    assert!(granted(&fixture));
+    // Back to v1: narrower, so not asked (no terminal, no --yes).
+    let back = fixture.cli(&["rollback", "probe"]);
+    assert!(back.status.success(), "{}", describe_output(&back));
+    assert!(!granted(&fixture));
+    assert_eq!(
+        std::fs::read_to_string(fixture.plugin_dir().join("probe.toml")).unwrap(),
+        V1
+    );
+    // Forward to v2 again: wider, so asked; no terminal and no --yes: nothing changes.
+    let before = fixture.snapshot();
+    let forward = fixture.cli(&["rollback", "probe"]);
+    assert_refused(
+        &forward,
+        &[
+            "+ actions: stop-app",
+            "more than you agreed to before",
+            "--yes",
+        ],
+    );
+    assert_eq!(
+        fixture.snapshot(),
+        before,
+        "the refused rollback changed files"
+    );
+    assert!(!granted(&fixture));
+    let agreed = fixture.cli(&["rollback", "probe", "--yes"]);
+    assert!(agreed.status.success(), "{}", describe_output(&agreed));
+    assert!(granted(&fixture));
+    assert!(
+        std::fs::read_to_string(fixture.plugin_dir().join("probe.toml"))
+            .unwrap()
+            .contains("stop-app")
+    );
+}

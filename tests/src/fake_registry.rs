@@ -2,7 +2,7 @@
 //! install`: it stores what is pushed and serves it back, and can be told to misbehave — a
 //! blob altered after upload, a download that dies half-way, a redirect to another host, a
 //! manifest far larger than any plugin's, a blob dripped a byte at a time, a blob far larger
-//! than its descriptor. Plain HTTP/1.1, one thread per connection, every
+//! than its descriptor, an upload forbidden. Plain HTTP/1.1, one thread per connection, every
 //! answer closes its connection.
 
 use std::collections::HashMap;
@@ -32,6 +32,9 @@ pub struct Faults {
     /// Send this blob followed by padding, without a `Content-Length` (the body ends when
     /// the connection closes), counting what the client took.
     pub oversize_blob: Option<Oversize>,
+    /// Answer every upload (POST, PUT) 403 Forbidden, as a registry does to a user who may
+    /// pull but not push.
+    pub forbid_uploads: bool,
 }
 
 /// A blob sent a byte at a time.
@@ -220,7 +223,15 @@ fn serve(
     state: &Mutex<RegistryState>,
     uploads: &AtomicUsize,
 ) -> std::io::Result<()> {
-    let request = read_request(&stream)?;
+    let request = match read_request(&stream) {
+        Ok(request) => request,
+        // What is not HTTP (a TLS ClientHello: https:// to this plain-HTTP registry) is
+        // answered as HTTP servers answer it (docker-registry's Go server among them).
+        Err(error) => {
+            let _ = respond(&stream, "400 Bad Request", &[], b"not HTTP", false);
+            return Err(error);
+        }
+    };
     let head = request.method == "HEAD";
     let mut state = state.lock().expect("state");
     state
@@ -240,6 +251,15 @@ fn serve(
     };
     if rest.is_empty() {
         return respond(&stream, "200 OK", &[], b"{}", head);
+    }
+    if state.faults.forbid_uploads && matches!(request.method.as_str(), "POST" | "PUT") {
+        return respond(
+            &stream,
+            "403 Forbidden",
+            &[],
+            br#"{"errors":[{"code":"DENIED","message":"requested access to the resource is denied"}]}"#,
+            false,
+        );
     }
     if let Some((repo, reference)) = rest.split_once("/manifests/") {
         if request.method == "PUT" {

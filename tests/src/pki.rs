@@ -1,7 +1,7 @@
 //! A throwaway PKI for TLS tests: a CA, a server certificate for 127.0.0.1 and localhost
 //! and a client certificate, made with the `openssl` command (tests/run.sh installs it).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use tempfile::TempDir;
@@ -18,7 +18,7 @@ impl Pki {
     pub fn generate() -> Pki {
         let dir = TempDir::new().expect("temp dir");
         let pki = Pki { dir };
-        pki.openssl(&[
+        openssl(&[
             "req",
             "-x509",
             "-newkey",
@@ -54,7 +54,7 @@ impl Pki {
         let extfile = self.file(&format!("{name}.ext"));
         std::fs::write(&extfile, format!("{extensions}\n")).expect("write extensions");
         let request = self.file(&format!("{name}.csr"));
-        self.openssl(&[
+        openssl(&[
             "req",
             "-newkey",
             "ec",
@@ -68,7 +68,7 @@ impl Pki {
             "-out",
             &request,
         ]);
-        self.openssl(&[
+        openssl(&[
             "x509",
             "-req",
             "-in",
@@ -87,24 +87,53 @@ impl Pki {
         ]);
     }
 
-    fn openssl(&self, args: &[&str]) {
-        let binary = find_on_path("openssl").unwrap_or_else(|| {
-            panic!(
-                "openssl is not installed: the TLS test makes its certificates with it. \
-                 Install it with `apt-get install -y openssl`"
-            )
-        });
-        let output = Command::new(binary)
-            .args(args)
-            .output()
-            .unwrap_or_else(|error| panic!("cannot run openssl: {error}"));
-        assert!(output.status.success(), "openssl {args:?}: {output:?}");
-    }
-
     /// The path of `name` (e.g. "ca.pem") in the PKI's directory.
     pub fn file(&self, name: &str) -> String {
         self.dir.path().join(name).to_string_lossy().into_owned()
     }
+}
+
+/// A self-signed certificate and its key, `dir/NAME.pem` and `dir/NAME.key`, made as
+/// `openssl req -x509` makes them (so `CA:TRUE`, by openssl's default config), for `names`
+/// (a subjectAltName value, e.g. "IP:127.0.0.1,DNS:localhost"); their paths.
+pub fn self_signed(dir: &Path, name: &str, names: &str) -> (String, String) {
+    let cert = dir.join(format!("{name}.pem")).display().to_string();
+    let key = dir.join(format!("{name}.key")).display().to_string();
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        &format!("/CN=forewarn self-signed test {name}"),
+        "-addext",
+        &format!("subjectAltName={names}"),
+        "-keyout",
+        &key,
+        "-out",
+        &cert,
+    ]);
+    (cert, key)
+}
+
+/// Runs `openssl ARGS`; panics with its output when it fails.
+fn openssl(args: &[&str]) {
+    let binary = find_on_path("openssl").unwrap_or_else(|| {
+        panic!(
+            "openssl is not installed: the TLS test makes its certificates with it. \
+             Install it with `apt-get install -y openssl`"
+        )
+    });
+    let output = Command::new(binary)
+        .args(args)
+        .output()
+        .unwrap_or_else(|error| panic!("cannot run openssl: {error}"));
+    assert!(output.status.success(), "openssl {args:?}: {output:?}");
 }
 
 /// The first `program` on PATH.

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 /// The arguments of `plugin install`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = supply_args::REGISTRY_CREDENTIALS_HELP)]
 pub struct Args {
     /// REGISTRY/REPOSITORY:TAG (or @sha256:… to pin), or the path of an OCI layout directory
     /// (`plugin pull --to DIR`) or of a tarball of one.

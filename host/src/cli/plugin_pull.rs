@@ -12,6 +12,7 @@ use forewarn_supply::source::{self, Source};
 
 /// The arguments of `plugin pull`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = supply_args::REGISTRY_CREDENTIALS_HELP)]
 pub struct Args {
     /// REGISTRY/REPOSITORY:TAG or …@sha256:….
     pub reference: String,

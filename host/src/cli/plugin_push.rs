@@ -4,13 +4,14 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::cli::supply_args::{RegistryArgs, shown_error};
+use crate::cli::supply_args::{self, RegistryArgs, shown_error};
 use forewarn_supply::SupplyError;
 use forewarn_supply::push::{PushRequest, push};
 use forewarn_supply::reference::Reference;
 
 /// The arguments of `plugin push`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = supply_args::REGISTRY_CREDENTIALS_HELP)]
 pub struct Args {
     /// The plugin component, NAME.wasm (NAME becomes the plugin's name).
     pub plugin: PathBuf,
@@ -64,9 +65,11 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         ),
         false => println!("  signed:  no (installs need --allow-unsigned; push with --sign KEY)"),
     }
+    // The flags the push needed to reach the registry, the install needs too.
     println!(
-        "install it with: forewarn plugin install {}",
-        reference.at_digest(&pushed.digest)
+        "install it with: forewarn plugin install {}{}",
+        reference.at_digest(&pushed.digest),
+        args.registry.repeated()
     );
     Ok(ExitCode::SUCCESS)
 }

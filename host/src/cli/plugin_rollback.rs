@@ -1,5 +1,7 @@
-//! `forewarn plugin rollback NAME`: puts back the version installed before the last
-//! install or upgrade (kept in the plugin directory's `.previous/`).
+//! `forewarn plugin rollback NAME [--yes]`: puts back the version installed before the last
+//! install or upgrade (kept in the plugin directory's `.previous/`), showing what changes in
+//! its grants and asking, as `plugin upgrade` does, when the version put back is granted
+//! more (a second rollback rolls forward).
 
 use crate::cli::supply_args::{DirArgs, TerminalOperator, shown_error};
 use forewarn_supply::install::rollback;
@@ -10,6 +12,11 @@ use std::process::ExitCode;
 pub struct Args {
     /// The installed plugin.
     pub name: String,
+    /// Agree without being asked when the version put back is granted more than the one
+    /// running (automation), as `plugin upgrade --yes`. Without it and without a terminal,
+    /// such a rollback changes nothing.
+    #[arg(long, short)]
+    pub yes: bool,
     /// The config and the plugin directory.
     #[command(flatten)]
     pub dir: DirArgs,
@@ -21,7 +28,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let entry = rollback(
         &config.plugin_dir,
         &args.name,
-        &mut TerminalOperator { assume_yes: true },
+        &mut TerminalOperator {
+            assume_yes: args.yes,
+        },
     )
     .map_err(shown_error)?;
     println!(

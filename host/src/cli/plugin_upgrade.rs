@@ -4,13 +4,14 @@
 //! `--allow-downgrade`.
 
 use crate::cli::plugin_install::{self, run_mode};
-use crate::cli::supply_args::{DirArgs, RegistryArgs, shown_error};
+use crate::cli::supply_args::{self, DirArgs, RegistryArgs, shown_error};
 use forewarn_supply::install::{Mode, check_name};
 use forewarn_supply::lock::Lockfile;
 use std::process::ExitCode;
 
 /// The arguments of `plugin upgrade`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = supply_args::REGISTRY_CREDENTIALS_HELP)]
 pub struct Args {
     /// The installed plugin.
     pub name: String,

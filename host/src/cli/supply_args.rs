@@ -60,6 +60,14 @@ pub fn trusted_keys(config: &Config) -> anyhow::Result<TrustedKeys> {
         .context("the config's [plugins] section")
 }
 
+/// Where the registry commands' credentials come from, shown under their `--help`
+/// (`after_help`): otherwise only a registry's 401 would tell.
+pub const REGISTRY_CREDENTIALS_HELP: &str = "\
+Registry credentials: FOREWARN_REGISTRY_USER and FOREWARN_REGISTRY_PASSWORD (a password or an \
+access token), else the registry's entry in docker's config ($DOCKER_CONFIG/config.json or \
+~/.docker/config.json, as `docker login REGISTRY` writes it; credential helpers are not run). \
+None are needed for a registry that allows anonymous access.";
+
 /// How to reach the registry.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RegistryArgs {
@@ -83,6 +91,35 @@ impl RegistryArgs {
             ca_file: self.ca_file.clone(),
             credentials: None,
         }
+    }
+
+    /// These flags as they would be typed again (` --plain-http`, ` --ca-file /abs/CA.pem`),
+    /// for a command line printed to be pasted (`plugin push`'s install line): the CA file
+    /// by its absolute path, so the line works from any directory.
+    pub fn repeated(&self) -> String {
+        let mut flags = String::new();
+        if self.plain_http {
+            flags.push_str(" --plain-http");
+        }
+        if let Some(ca_file) = &self.ca_file {
+            let absolute = std::path::absolute(ca_file).unwrap_or_else(|_| ca_file.clone());
+            flags.push_str(" --ca-file ");
+            flags.push_str(&shell_word(&absolute.display().to_string()));
+        }
+        flags
+    }
+}
+
+/// `word` as one POSIX shell word: as it is when it has nothing the shell would read,
+/// else in single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:@,=%".contains(c));
+    match plain {
+        true => word.to_owned(),
+        false => format!("'{}'", word.replace('\'', "'\\''")),
     }
 }
 
@@ -132,5 +169,34 @@ impl Operator for TerminalOperator {
             answer.trim().to_ascii_lowercase().as_str(),
             "y" | "yes"
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry(plain_http: bool, ca_file: Option<&str>) -> RegistryArgs {
+        RegistryArgs {
+            plain_http,
+            ca_file: ca_file.map(PathBuf::from),
+            timeout: Duration::from_secs(600),
+        }
+    }
+
+    #[test]
+    fn the_flags_are_repeated_as_typed_again_with_the_ca_file_absolute_and_quoted() {
+        assert_eq!(registry(false, None).repeated(), "");
+        assert_eq!(registry(true, None).repeated(), " --plain-http");
+        let relative = registry(false, Some("ca.pem")).repeated();
+        let expected = std::env::current_dir().unwrap().join("ca.pem");
+        assert_eq!(
+            relative,
+            format!(" --ca-file {}", shell_word(&expected.display().to_string()))
+        );
+        assert_eq!(
+            registry(true, Some("/etc/my ca/it's.pem")).repeated(),
+            " --plain-http --ca-file '/etc/my ca/it'\\''s.pem'"
+        );
     }
 }

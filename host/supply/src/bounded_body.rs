@@ -111,24 +111,24 @@ pub(crate) async fn read_capped(
     loop {
         let frame = match tokio::time::timeout(READ_TIMEOUT, body.frame()).await {
             Err(_) => {
-                return Err(SupplyError::Connection {
-                    what: what.to_owned(),
-                    problem: format!(
+                return Err(SupplyError::connection(
+                    what,
+                    format!(
                         "the registry sent nothing for {}s after {} bytes",
                         READ_TIMEOUT.as_secs(),
                         bytes.len()
                     ),
-                });
+                ));
             }
             Ok(None) => return Ok(bytes),
             Ok(Some(Err(error))) => {
-                return Err(SupplyError::Connection {
-                    what: what.to_owned(),
-                    problem: format!(
+                return Err(SupplyError::connection(
+                    what,
+                    format!(
                         "the download broke off after {} bytes ({error})",
                         bytes.len()
                     ),
-                });
+                ));
             }
             Ok(Some(Ok(frame))) => frame,
         };

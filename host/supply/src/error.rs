@@ -110,13 +110,16 @@ pub enum SupplyError {
     },
     /// The connection failed or broke off.
     #[error(
-        "{what}: {problem}; nothing was installed and the plugin directory is unchanged. Check that the registry is reachable and try again"
+        "{what}: {problem}; nothing was installed and the plugin directory is unchanged. {fix}"
     )]
     Connection {
         /// What was being done.
         what: String,
         /// What went wrong.
         problem: String,
+        /// What to do about it ("Check that the registry is reachable and try again", or
+        /// the flag a TLS failure needs).
+        fix: String,
     },
     /// The artifact is not a forewarn plugin artifact.
     #[error("{source_name} is not a forewarn plugin artifact: {problem}")]
@@ -169,6 +172,15 @@ pub enum SupplyError {
 }
 
 impl SupplyError {
+    /// A connection that failed or broke off, for no reason the client can name a fix for.
+    pub(crate) fn connection(what: &str, problem: String) -> SupplyError {
+        SupplyError::Connection {
+            what: what.to_owned(),
+            problem,
+            fix: "Check that the registry is reachable and try again".into(),
+        }
+    }
+
     /// An I/O error on `path`.
     pub(crate) fn io(
         action: &'static str,

@@ -242,29 +242,18 @@ pub async fn install(
                 ));
                 downgraded = true;
             }
-            let diff = grants.diff_from(&entry.grants);
-            let widening = grants.beyond(&entry.grants);
-            let changes = match diff.is_empty() {
-                true => "  (no change in what it is granted)\n".to_owned(),
-                false => diff.iter().map(|line| format!("  {line}\n")).collect(),
-            };
-            operator.say(&format!(
-                "{described}\nUpgrading from {} ({}). Grants:\n{changes}",
-                entry.source_shown(),
-                short(&entry.digest)
-            ));
-            if !widening.is_empty() {
-                let question = format!(
-                    "This upgrade grants {name} more than you agreed to before ({}). Upgrade?",
-                    widening.join("; ")
-                );
-                if !operator.consent(&question)? {
-                    return Err(SupplyError::NoConsent(format!(
-                        "{name} was not upgraded: you declined wider grants; {} keeps running",
-                        entry.source_shown()
-                    )));
-                }
-            }
+            consent_to_grants(
+                operator,
+                VersionChange::Upgrade,
+                &name,
+                &format!(
+                    "{described}\nUpgrading from {} ({}).",
+                    entry.source_shown(),
+                    short(&entry.digest)
+                ),
+                &grants,
+                entry,
+            )?;
         }
     }
     let entry = LockEntry {
@@ -297,7 +286,8 @@ pub async fn install(
 }
 
 /// Puts the previous version of `name` back (kept in `.previous/`), keeping the current one
-/// as the new previous: a second rollback rolls forward.
+/// as the new previous: a second rollback rolls forward. A version put back that is granted
+/// more than the running one needs the operator's consent, as an upgrade does.
 pub fn rollback(
     plugin_dir: &Path,
     name: &str,
@@ -327,14 +317,23 @@ pub fn rollback(
     };
     let mut entry = (*previous).clone();
     entry.previous = Some(Box::new(current.without_previous()));
-    operator.say(&format!(
-        "Rolling {name} back from {} ({}) to {} ({}), signed by {}.\n",
-        current.source_shown(),
-        short(&current.digest),
-        previous.source_shown(),
-        short(&previous.digest),
-        previous.signer_label()
-    ));
+    // The version put back may be granted more than the one running (a second rollback
+    // rolls forward, or the last upgrade narrowed): asked as an upgrade asks.
+    consent_to_grants(
+        operator,
+        VersionChange::Rollback,
+        name,
+        &format!(
+            "Rolling {name} back from {} ({}) to {} ({}), signed by {}.",
+            current.source_shown(),
+            short(&current.digest),
+            previous.source_shown(),
+            short(&previous.digest),
+            previous.signer_label()
+        ),
+        &previous.grants,
+        &current,
+    )?;
     put_in_place(
         plugin_dir,
         name,
@@ -343,6 +342,54 @@ pub fn rollback(
         entry.clone(),
     )?;
     Ok(entry)
+}
+
+/// A change from the running version to another one already on hand or fetched.
+#[derive(Debug, Clone, Copy)]
+enum VersionChange {
+    /// `plugin upgrade`.
+    Upgrade,
+    /// `plugin rollback`.
+    Rollback,
+}
+
+/// Tells the operator `heading` and how `grants` differ from those of `running` (what they
+/// agreed to before), and, when `grants` are wider, asks again: an error when they decline
+/// or cannot be asked, and nothing is changed then. `plugin upgrade` and `plugin rollback`
+/// alike: neither widens a plugin's grants without consent.
+fn consent_to_grants(
+    operator: &mut dyn Operator,
+    change: VersionChange,
+    name: &str,
+    heading: &str,
+    grants: &GrantSummary,
+    running: &LockEntry,
+) -> Result<(), SupplyError> {
+    let diff = grants.diff_from(&running.grants);
+    let widening = grants.beyond(&running.grants);
+    let changes = match diff.is_empty() {
+        true => "  (no change in what it is granted)\n".to_owned(),
+        false => diff.iter().map(|line| format!("  {line}\n")).collect(),
+    };
+    operator.say(&format!("{heading} Grants:\n{changes}"));
+    if widening.is_empty() {
+        return Ok(());
+    }
+    let (noun, ask, done) = match change {
+        VersionChange::Upgrade => ("upgrade", "Upgrade?", "upgraded"),
+        VersionChange::Rollback => ("rollback", "Roll back?", "rolled back"),
+    };
+    let question = format!(
+        "This {noun} grants {name} more than you agreed to before ({}). {ask}",
+        widening.join("; ")
+    );
+    if !operator.consent(&question)? {
+        return Err(SupplyError::NoConsent(format!(
+            "{name} was not {done}: you declined wider grants; {} keeps running",
+            running.source_shown()
+        )));
+    }
+    Ok(())
 }
 
 /// Removes `name`'s files, its kept previous version and its lock entry.

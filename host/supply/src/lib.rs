@@ -28,6 +28,7 @@ pub mod push;
 pub mod reference;
 pub mod registry;
 pub mod registry_credentials;
+mod registry_tls;
 pub mod signature;
 pub mod source;
 pub mod version;

@@ -5,12 +5,13 @@
 //!   and a blob is handed over only when its size and sha256 match its descriptor;
 //! - a redirect is followed only to the same scheme, host and port: a registry cannot send
 //!   forewarn to fetch from (or send credentials to) anywhere else;
-//! - https:// is verified against the system's CAs and `--ca-file`; plain http:// only when
-//!   asked for (`--plain-http`);
+//! - https:// is verified against the system's CAs and `--ca-file` (which may hold the
+//!   registry's own self-signed certificate: [`crate::registry_tls`]); plain http:// only
+//!   when asked for (`--plain-http`);
 //! - credentials go to the registry (basic), or to the token service its 401 names, over the
 //!   same scheme, for a bearer token that then goes to the registry.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -22,16 +23,14 @@ use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use rustls::RootCertStore;
-use rustls::pki_types::CertificateDer;
-use rustls::pki_types::pem::PemObject;
 use url::Url;
 
 use crate::artifact::{Descriptor, MANIFEST_MEDIA_TYPE, MAX_OCI_MANIFEST_BYTES};
 use crate::bounded_body::{Limit, READ_TIMEOUT, check_blob, read_blob, read_capped};
 use crate::error::SupplyError;
 use crate::reference::Digest;
-use crate::registry_credentials::{Credentials, challenge_parameters};
+use crate::registry_credentials::{Credentials, challenge_parameters, refusal_fix};
+use crate::registry_tls::{self, describe_client_error};
 
 /// How long connecting may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -62,6 +61,10 @@ pub struct RegistryClient {
     registry: String,
     repository: String,
     credentials: Option<Credentials>,
+    /// Where `credentials` came from, as a 401 or 403 names it.
+    credentials_origin: Option<String>,
+    /// `--ca-file`, named in what a TLS failure is told.
+    ca_file: Option<PathBuf>,
     /// The `Authorization` value that worked (basic, or a bearer token).
     authorization: Arc<Mutex<Option<String>>>,
 }
@@ -87,13 +90,7 @@ impl RegistryClient {
                 "\"{registry}\" is not a registry host[:port]: {error}"
             ))
         })?;
-        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(|error| SupplyError::Usage(format!("cannot set up TLS: {error}")))?
-        .with_root_certificates(roots(options.ca_file.as_deref())?)
-        .with_no_client_auth();
+        let tls = registry_tls::client_config(options.ca_file.as_deref())?;
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
         connector.enforce_http(false);
@@ -108,16 +105,24 @@ impl RegistryClient {
                 .enable_http1()
                 .wrap_connector(connector),
         };
-        let credentials = options
-            .credentials
-            .clone()
-            .or_else(|| Credentials::find(registry));
+        let (credentials, credentials_origin) = match &options.credentials {
+            Some(credentials) => (
+                Some(credentials.clone()),
+                Some("the caller (RegistryOptions)".to_owned()),
+            ),
+            None => match Credentials::find_with_origin(registry) {
+                Some((credentials, origin)) => (Some(credentials), Some(origin)),
+                None => (None, None),
+            },
+        };
         Ok(RegistryClient {
             http: Client::builder(TokioExecutor::new()).build(https),
             base,
             registry: registry.to_owned(),
             repository: repository.to_owned(),
             credentials,
+            credentials_origin,
+            ca_file: options.ca_file.clone(),
             authorization: Arc::new(Mutex::new(None)),
         })
     }
@@ -340,26 +345,29 @@ impl RegistryClient {
             let request = request
                 .body(Full::new(body.clone()))
                 .map_err(|error| SupplyError::Usage(format!("{what}: bad request: {error}")))?;
-            let response =
-                match tokio::time::timeout(READ_TIMEOUT, self.http.request(request)).await {
-                    Ok(Ok(response)) => response,
-                    Ok(Err(error)) => {
-                        return Err(SupplyError::Connection {
-                            what: what.to_owned(),
-                            problem: describe_client_error(&error, url),
-                        });
-                    }
-                    Err(_) => {
-                        return Err(SupplyError::Connection {
-                            what: what.to_owned(),
-                            problem: format!(
-                                "{} did not answer within {}s",
-                                url.origin().ascii_serialization(),
-                                READ_TIMEOUT.as_secs()
-                            ),
-                        });
-                    }
-                };
+            let response = match tokio::time::timeout(READ_TIMEOUT, self.http.request(request))
+                .await
+            {
+                Ok(Ok(response)) => response,
+                Ok(Err(error)) => {
+                    let (problem, fix) = describe_client_error(&error, url, self.ca_file.as_ref());
+                    return Err(SupplyError::Connection {
+                        what: what.to_owned(),
+                        problem,
+                        fix,
+                    });
+                }
+                Err(_) => {
+                    return Err(SupplyError::connection(
+                        what,
+                        format!(
+                            "{} did not answer within {}s",
+                            url.origin().ascii_serialization(),
+                            READ_TIMEOUT.as_secs()
+                        ),
+                    ));
+                }
+            };
             if response.status() != StatusCode::UNAUTHORIZED || attempt == 1 {
                 return Ok(response);
             }
@@ -398,11 +406,7 @@ impl RegistryClient {
                 what: format!("logging in to {}", self.registry),
                 status: 401,
                 detail: String::new(),
-                fix: format!(
-                    "The registry needs credentials: set FOREWARN_REGISTRY_USER and \
-                 FOREWARN_REGISTRY_PASSWORD, or `docker login {}`",
-                    self.registry
-                ),
+                fix: refusal_fix(false, &self.registry, None),
             })
     }
 
@@ -451,13 +455,14 @@ impl RegistryClient {
         );
         let response = tokio::time::timeout(READ_TIMEOUT, self.http.request(request))
             .await
-            .map_err(|_| SupplyError::Connection {
-                what: token_what.clone(),
-                problem: "no answer".into(),
-            })?
-            .map_err(|error| SupplyError::Connection {
-                what: token_what.clone(),
-                problem: describe_client_error(&error, &url),
+            .map_err(|_| SupplyError::connection(&token_what, "no answer".into()))?
+            .map_err(|error| {
+                let (problem, fix) = describe_client_error(&error, &url, self.ca_file.as_ref());
+                SupplyError::Connection {
+                    what: token_what.clone(),
+                    problem,
+                    fix,
+                }
             })?;
         let response = self.expect_success(response, &token_what).await?;
         let limit = Limit {
@@ -503,16 +508,17 @@ impl RegistryClient {
             true => String::new(),
             false => format!(": {}", printable(&message)),
         };
+        let origin = self.credentials_origin.as_deref();
         let fix = match status {
-            StatusCode::UNAUTHORIZED => format!(
-                "Check the credentials (FOREWARN_REGISTRY_USER and FOREWARN_REGISTRY_PASSWORD, or `docker login {}`)",
-                self.registry
-            ),
-            StatusCode::FORBIDDEN => {
-                "The credentials may not do this in that repository; ask the registry's operator"
+            StatusCode::UNAUTHORIZED => refusal_fix(false, &self.registry, origin),
+            StatusCode::FORBIDDEN => refusal_fix(true, &self.registry, origin),
+            StatusCode::NOT_FOUND => "Check the repository and the tag".into(),
+            // docker-registry's answer to http:// on its https:// port.
+            StatusCode::BAD_REQUEST if self.base.scheme() == "http" => {
+                "If the registry speaks https://, leave out --plain-http; else tell its \
+                 operator"
                     .into()
             }
-            StatusCode::NOT_FOUND => "Check the repository and the tag".into(),
             _ => "Try again later, or tell the registry's operator".into(),
         };
         Err(SupplyError::Status {
@@ -522,53 +528,6 @@ impl RegistryClient {
             fix,
         })
     }
-}
-
-/// The system's CAs and those of `ca_file`.
-fn roots(ca_file: Option<&Path>) -> Result<RootCertStore, SupplyError> {
-    let mut roots = RootCertStore::empty();
-    let native = rustls_native_certs::load_native_certs();
-    roots.add_parsable_certificates(native.certs);
-    let Some(ca_file) = ca_file else {
-        return Ok(roots);
-    };
-    let unreadable = |problem: String| {
-        SupplyError::Usage(format!(
-            "--ca-file {}: {problem}; pass the PEM file of the CA that signed the registry's certificate",
-            ca_file.display()
-        ))
-    };
-    let certificates = CertificateDer::pem_file_iter(ca_file)
-        .map_err(|error| unreadable(error.to_string()))?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| unreadable(error.to_string()))?;
-    if certificates.is_empty() {
-        return Err(unreadable("it holds no PEM certificate".into()));
-    }
-    for certificate in certificates {
-        roots
-            .add(certificate)
-            .map_err(|error| unreadable(error.to_string()))?;
-    }
-    Ok(roots)
-}
-
-/// A client error with its causes (a TLS verification failure is several levels down).
-fn describe_client_error(error: &hyper_util::client::legacy::Error, url: &Url) -> String {
-    let mut text = format!("cannot reach {}", url.origin().ascii_serialization());
-    let mut source: Option<&dyn std::error::Error> = Some(error);
-    while let Some(cause) = source {
-        let message = cause.to_string();
-        if !text.contains(&message) {
-            text.push_str(": ");
-            text.push_str(&message);
-        }
-        source = cause.source();
-    }
-    if text.contains("certificate") || text.contains("UnknownIssuer") {
-        text.push_str(" (for a registry with a private CA, pass --ca-file CA.pem)");
-    }
-    text
 }
 
 /// `text` escaped and cut as every string from outside is ([`forewarn_manifest::shown`]), so what

@@ -29,27 +29,37 @@ impl Credentials {
     /// `registry` in docker's config (`$DOCKER_CONFIG/config.json`, `~/.docker/config.json`;
     /// credential helpers are not run).
     pub fn find(registry: &str) -> Option<Credentials> {
+        Credentials::find_with_origin(registry).map(|(credentials, _)| credentials)
+    }
+
+    /// [`Credentials::find`], with where they were found, as a message names it.
+    pub(crate) fn find_with_origin(registry: &str) -> Option<(Credentials, String)> {
         if let (Ok(username), Ok(password)) = (
-            std::env::var("FOREWARN_REGISTRY_USER"),
-            std::env::var("FOREWARN_REGISTRY_PASSWORD"),
+            std::env::var(USER_VARIABLE),
+            std::env::var(PASSWORD_VARIABLE),
         ) {
-            return Some(Credentials { username, password });
+            let origin = format!("{USER_VARIABLE} and {PASSWORD_VARIABLE}");
+            return Some((Credentials { username, password }, origin));
         }
         let config = match std::env::var_os("DOCKER_CONFIG") {
             Some(dir) => PathBuf::from(dir).join("config.json"),
             None => PathBuf::from(std::env::var_os("HOME")?).join(".docker/config.json"),
         };
-        let text = std::fs::read_to_string(config).ok()?;
+        let text = std::fs::read_to_string(&config).ok()?;
         let json: serde_json::Value = serde_json::from_str(&text).ok()?;
         let auth = json["auths"][registry]["auth"].as_str()?;
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(auth)
             .ok()?;
         let (username, password) = std::str::from_utf8(&decoded).ok()?.split_once(':')?;
-        Some(Credentials {
+        let credentials = Credentials {
             username: username.to_owned(),
             password: password.to_owned(),
-        })
+        };
+        Some((
+            credentials,
+            format!("docker's config ({})", config.display()),
+        ))
     }
 
     pub(crate) fn basic(&self) -> String {
@@ -58,6 +68,31 @@ impl Credentials {
             "Basic {}",
             base64::engine::general_purpose::STANDARD.encode(pair)
         )
+    }
+}
+
+/// The variable holding the registry user name.
+pub const USER_VARIABLE: &str = "FOREWARN_REGISTRY_USER";
+/// The variable holding the registry password or access token.
+pub const PASSWORD_VARIABLE: &str = "FOREWARN_REGISTRY_PASSWORD";
+
+/// What to do about a 401 or 403 from `registry`, given where the credentials sent came
+/// from (`None`: none were sent): each names the variables that set them.
+pub(crate) fn refusal_fix(forbidden: bool, registry: &str, origin: Option<&str>) -> String {
+    let set = format!(
+        "set {USER_VARIABLE} and {PASSWORD_VARIABLE} (a password or an access token), or          `docker login {registry}`"
+    );
+    match (forbidden, origin) {
+        (false, None) => format!("The registry needs credentials and none were found: {set}"),
+        (false, Some(origin)) => {
+            format!("The registry refused the credentials from {origin}: check them, or {set}")
+        }
+        (true, None) => format!(
+            "The registry does not let an anonymous client do this and no credentials were              found: {set} for a user who may"
+        ),
+        (true, Some(origin)) => format!(
+            "The user of the credentials from {origin} may not do this in that repository:              ask the registry's operator for access, or {set} for a user who may"
+        ),
     }
 }
 
