@@ -194,9 +194,16 @@ mod tests {
             relative,
             format!(" --ca-file {}", shell_word(&expected.display().to_string()))
         );
+        // Absolute as the platform makes it (`Z:\\etc\\…` under Wine), quoted for a shell.
+        let spaced = "/etc/my ca/it's.pem";
+        let absolute = std::path::absolute(spaced).unwrap();
         assert_eq!(
-            registry(true, Some("/etc/my ca/it's.pem")).repeated(),
-            " --plain-http --ca-file '/etc/my ca/it'\\''s.pem'"
+            registry(true, Some(spaced)).repeated(),
+            format!(
+                " --plain-http --ca-file {}",
+                shell_word(&absolute.display().to_string())
+            )
         );
+        assert_eq!(shell_word(spaced), "'/etc/my ca/it'\\''s.pem'");
     }
 }
