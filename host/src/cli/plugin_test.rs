@@ -174,17 +174,39 @@ pub async fn test_plugin(options: TestOptions) -> anyhow::Result<TestOutcome> {
         );
     }
     let options = Arc::new(options);
+    let plays = spawn_plays(&options, &plugin, cache.path());
+    print_in_order(plays, &options, &name).await
+}
+
+/// A scenario's index in the test's order, and its verdict.
+type Play = (usize, anyhow::Result<Judged>);
+
+/// Starts every scenario's play, `options.jobs` of them running at a time.
+fn spawn_plays(
+    options: &Arc<TestOptions>,
+    plugin: &Arc<Plugin>,
+    cache_dir: &Path,
+) -> JoinSet<Play> {
     let jobs = Arc::new(Semaphore::new(options.jobs));
     let mut plays = JoinSet::new();
     for (index, scenario) in options.scenarios.iter().enumerate() {
         let (options, jobs, scenario) = (options.clone(), jobs.clone(), scenario.clone());
-        let (plugin, cache_dir) = (plugin.clone(), cache.path().to_path_buf());
+        let (plugin, cache_dir) = (plugin.clone(), cache_dir.to_path_buf());
         plays.spawn(async move {
             let _job = jobs.acquire_owned().await;
             let judged = judge(&options, &plugin, &scenario, &cache_dir).await;
             (index, judged)
         });
     }
+    plays
+}
+
+/// Prints each verdict in the scenarios' order, as soon as it and those before it are in.
+async fn print_in_order(
+    mut plays: JoinSet<Play>,
+    options: &TestOptions,
+    name: &str,
+) -> anyhow::Result<TestOutcome> {
     let mut outcome = TestOutcome::Passed;
     let mut done = BTreeMap::new();
     let mut next = 0;
@@ -195,7 +217,7 @@ pub async fn test_plugin(options: TestOptions) -> anyhow::Result<TestOutcome> {
             if judged.verdict.is_failure() {
                 outcome = TestOutcome::PluginFailed;
             }
-            print_verdict(&options, &name, &judged);
+            print_verdict(options, name, &judged);
             next += 1;
         }
     }
