@@ -1,9 +1,9 @@
-# forewarn-sdk.mk — the forewarn C SDK 0.2.0 (forewarn:plugin@0.2.0) for a plugin's Makefile.
+# forewarn-sdk.mk — the forewarn C SDK 0.3.0 (forewarn:plugin@0.3.0) for a plugin's Makefile.
 # Components it builds load in forewarn 0.1.0 and later (every release serving
-# forewarn:plugin@0.2.0). In your Makefile:
+# forewarn:plugin@0.3.0). In your Makefile:
 #
 #   FOREWARN_SDK ?= vendor/forewarn-sdk        # this folder; or, once it is installed:
-#   # FOREWARN_SDK ?= $(shell pkg-config --variable=sdkdir 'forewarn-sdk >= 0.2.0')
+#   # FOREWARN_SDK ?= $(shell pkg-config --variable=sdkdir 'forewarn-sdk >= 0.3.0')
 #   include $(FOREWARN_SDK)/forewarn-sdk.mk
 #
 #   my-plugin.wasm: my_plugin.c
@@ -17,8 +17,8 @@
 # component (what `wasm-tools component new` does; wasi-libc cannot do it alone).
 
 FOREWARN_SDK ?= $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
-FOREWARN_SDK_VERSION := 0.2.0
-FOREWARN_WIT := forewarn:plugin@0.2.0
+FOREWARN_SDK_VERSION := 0.3.0
+FOREWARN_WIT := forewarn:plugin@0.3.0
 FOREWARN ?= forewarn
 FOREWARN_CLANG ?= $(or $(shell command -v clang-19 2>/dev/null),clang)
 CC := $(if $(filter default,$(origin CC)),gcc,$(CC))

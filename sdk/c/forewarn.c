@@ -198,6 +198,20 @@ bool fw_set_ready(bool ready) {
     return false;
 }
 
+bool fw_drain_progress(uint32_t unhealthy_threshold, fw_drain_progress_t *out) {
+    forewarn_plugin_host_drain_progress_t progress;
+    forewarn_plugin_host_host_error_t error;
+    if (!forewarn_plugin_host_drain_progress(unhealthy_threshold, &progress, &error)) {
+        warn_host_error("drain-progress", &error);
+        return false;
+    }
+    out->probers = progress.probers;
+    out->probers_drained = progress.probers_drained;
+    out->drained_for_ms = progress.drained_for_ms.is_some ? (int64_t)progress.drained_for_ms.val : -1;
+    out->not_ready_for_ms = progress.not_ready_for_ms.is_some ? (int64_t)progress.not_ready_for_ms.val : -1;
+    return true;
+}
+
 int fw_http_post(const char *url, const char *content_type, const void *body, size_t len) {
     event_handler_tuple2_string_string_t header;
     event_handler_string_set(&header.f0, "content-type");

@@ -8,7 +8,7 @@
  *
  * Memory: every string this SDK returns (fw_config, fw_string, ...) is malloc'd; free() it.
  * The event and context are owned by the SDK and valid only during the call.
- * Targets forewarn:plugin@0.2.0; plugins built against 0.1.0 keep loading unchanged.
+ * Targets forewarn:plugin@0.3.0; plugins built against 0.1.0 keep loading unchanged.
  */
 #ifndef FOREWARN_H
 #define FOREWARN_H
@@ -143,6 +143,21 @@ bool fw_state_delete(const char *key);
 
 /* Marks this VM ready or not on /readyz (needs `readiness = true`). True on success. */
 bool fw_set_ready(bool ready);
+
+/* What the load balancers probing /readyz have seen since the VM was marked not ready
+ * (`drain-progress`, forewarn:plugin@0.3.0). */
+typedef struct {
+    uint32_t probers;         /* probers of /readyz in the last minute; 0: none probes forewarn */
+    uint32_t probers_drained; /* of those, answered 503 `unhealthy_threshold` times in a row */
+    int64_t drained_for_ms;   /* ms since every prober has; -1 until then */
+    int64_t not_ready_for_ms; /* ms since the VM was marked not ready; -1 while it is ready */
+} fw_drain_progress_t;
+
+/* Fills *out with the drain's progress at load balancers that take a VM out after
+ * `unhealthy_threshold` failed probes in a row (their own setting, 1 to 16). Needs
+ * `[capabilities] readiness = true`. Returns false on failure (the reason is logged as a
+ * warning). */
+bool fw_drain_progress(uint32_t unhealthy_threshold, fw_drain_progress_t *out);
 
 /* POSTs `body` to `url` (its host:port on `[capabilities] http`). Returns the HTTP status,
  * or -1 when the request failed (the reason is logged as a warning). */

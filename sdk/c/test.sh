@@ -30,7 +30,7 @@ c_bindings "$work/bindings"
 # The generated host wrappers lower calls into wasm imports; natively testing.c is the host,
 # so they are renamed out of the way (the types' free functions and string helpers stay).
 renames=()
-for call in log config state_get state_set state_delete set_ready http_send azure_access_token run_action; do
+for call in log config state_get state_set state_delete set_ready drain_progress http_send azure_access_token run_action; do
     renames+=("-Dforewarn_plugin_host_${call}=fw_generated_host_${call}")
 done
 "$cc" -w -c "${renames[@]}" -I "$work/bindings" "$work/bindings/event_handler.c" -o "$work/event_handler.o"

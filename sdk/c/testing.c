@@ -41,6 +41,7 @@ static table config_values, state_values;
 static stubs http_stubs, action_stubs, token_stubs;
 static bool readiness_granted;
 static int last_ready = -1;
+static fw_drain_progress_t drain_answer = {0, 0, -1, -1};
 static fw_test_call *calls;
 static size_t calls_len;
 static int checks, failures;
@@ -155,6 +156,7 @@ void fw_test_reset(const char *plugin) {
     stubs_clear(&token_stubs);
     readiness_granted = false;
     last_ready = -1;
+    drain_answer = (fw_drain_progress_t){0, 0, -1, -1};
     for (size_t i = 0; i < calls_len; i++) {
         free(calls[i].arg);
         free(calls[i].method);
@@ -170,6 +172,10 @@ static const char *plugin(void) { return plugin_name ? plugin_name : "test-plugi
 void fw_test_config(const char *key, const char *value) { table_put(&config_values, key, value, strlen(value)); }
 void fw_test_state(const char *key, const void *value, size_t len) { table_put(&state_values, key, value, len); }
 void fw_test_grant_readiness(bool granted) { readiness_granted = granted; }
+
+void fw_test_drain_progress(uint32_t probers, uint32_t drained, int64_t drained_for_ms, int64_t not_ready_for_ms) {
+    drain_answer = (fw_drain_progress_t){probers, drained, drained_for_ms, not_ready_for_ms};
+}
 
 void fw_test_http_reply(const char *method, const char *url, int status, const char *body) {
     char *key = http_key(method, url);
@@ -404,6 +410,26 @@ bool forewarn_plugin_host_set_ready(bool ready, forewarn_plugin_host_host_error_
     return true;
 }
 
+bool forewarn_plugin_host_drain_progress(uint32_t unhealthy_threshold, forewarn_plugin_host_drain_progress_t *ret,
+                                         forewarn_plugin_host_host_error_t *err) {
+    record("drain-progress", NULL);
+    if (!readiness_granted)
+        return fail(err, FW_TEST_NOT_GRANTED,
+                    "plugin `%s` may not change readiness: add `readiness = true` under [capabilities] in its manifest",
+                    plugin());
+    if (unhealthy_threshold < 1 || unhealthy_threshold > 16)
+        return fail(err, FW_TEST_INVALID,
+                    "unhealthy-threshold %u is out of range: give the load balancer's own threshold, 1 to 16",
+                    unhealthy_threshold);
+    ret->probers = drain_answer.probers;
+    ret->probers_drained = drain_answer.probers_drained;
+    ret->drained_for_ms.is_some = drain_answer.drained_for_ms >= 0;
+    ret->drained_for_ms.val = (uint64_t)(drain_answer.drained_for_ms >= 0 ? drain_answer.drained_for_ms : 0);
+    ret->not_ready_for_ms.is_some = drain_answer.not_ready_for_ms >= 0;
+    ret->not_ready_for_ms.val = (uint64_t)(drain_answer.not_ready_for_ms >= 0 ? drain_answer.not_ready_for_ms : 0);
+    return true;
+}
+
 /* host:port of an absolute http(s) URL into `out`; false (with *err set) for anything else. */
 static bool authority(const char *url, char *out, size_t size, forewarn_plugin_host_host_error_t *err) {
     const char *rest = strstr(url, "://");
@@ -501,6 +527,7 @@ FW_TEST_NO_IMPORT(state_get)
 FW_TEST_NO_IMPORT(state_set)
 FW_TEST_NO_IMPORT(state_delete)
 FW_TEST_NO_IMPORT(set_ready)
+FW_TEST_NO_IMPORT(drain_progress)
 FW_TEST_NO_IMPORT(http_send)
 FW_TEST_NO_IMPORT(azure_access_token)
 FW_TEST_NO_IMPORT(run_action)

@@ -57,6 +57,9 @@ void fw_test_config(const char *key, const char *value);
 void fw_test_state(const char *key, const void *value, size_t len);
 /* Grants (or not) the readiness capability, so fw_set_ready() succeeds. */
 void fw_test_grant_readiness(bool granted);
+/* What fw_drain_progress() finds (needs fw_test_grant_readiness); -1 for "none" in the two
+ * times. Without it, no load balancer probes /readyz (0 probers). */
+void fw_test_drain_progress(uint32_t probers, uint32_t drained, int64_t drained_for_ms, int64_t not_ready_for_ms);
 /* Answers requests of `method` to exactly `url` with `status` and `body` (a C string). */
 void fw_test_http_reply(const char *method, const char *url, int status, const char *body);
 /* Requests of `method` to `url` fail with `kind` (detail ignored for FW_TEST_TIMED_OUT). */

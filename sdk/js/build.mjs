@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // build.mjs — bundles a JavaScript plugin with the SDK (rolldown) and turns it into a
-// WebAssembly component (componentize-js) binding forewarn:plugin@0.2.0 (wit/, inside this
+// WebAssembly component (componentize-js) binding forewarn:plugin@0.3.0 (wit/, inside this
 // package). The package's `forewarn-build-js PLUGIN.js -o OUT.wasm` (npx forewarn-build-js …);
 // sdk/js/build.sh runs it in a checkout.
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';

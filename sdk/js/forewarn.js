@@ -1,7 +1,7 @@
 // forewarn.js — the JavaScript SDK for forewarn plugins.
 // Import what you need from 'forewarn', export `onEvent` (and, optionally, `onStart`), build
-// with sdk/js/build.sh. Targets forewarn:plugin@0.2.0; plugins built against 0.1.0 keep loading.
-import * as host from 'forewarn:plugin/host@0.2.0';
+// with sdk/js/build.sh. Targets forewarn:plugin@0.3.0; plugins built against 0.1.0 keep loading.
+import * as host from 'forewarn:plugin/host@0.3.0';
 
 import { warmUp } from './warm-up.js';
 
@@ -102,6 +102,21 @@ export const state = {
 /** Marks this VM ready or not on /readyz (needs `readiness = true`). */
 export function setReady(ready) {
   hostCall('set-ready', () => host.setReady(ready));
+}
+
+/** What the load balancers probing /readyz have seen since the VM was marked not ready, for
+ * load balancers that take a VM out after `unhealthyThreshold` failed probes in a row (their
+ * own setting, 1 to 16): `{ probers, probersDrained, drainedForMs, notReadyForMs }`, the two
+ * times in milliseconds or undefined (needs `readiness = true`; forewarn:plugin@0.3.0). */
+export function drainProgress(unhealthyThreshold) {
+  const progress = hostCall('drain-progress', () => host.drainProgress(unhealthyThreshold));
+  const millis = (value) => (value === undefined || value === null ? undefined : Number(value));
+  return {
+    probers: progress.probers,
+    probersDrained: progress.probersDrained,
+    drainedForMs: millis(progress.drainedForMs),
+    notReadyForMs: millis(progress.notReadyForMs),
+  };
 }
 
 /** Outbound HTTP to the hosts on the manifest's `[capabilities] http` allow-list. */

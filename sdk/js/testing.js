@@ -114,7 +114,8 @@ export class TestHost {
   constructor(plugin = 'test-plugin') {
     this.plugin = plugin;
     /** Every host call in order: { name: 'log' | 'config' | 'state-get' | 'state-set' |
-     * 'state-delete' | 'set-ready' | 'http-send' | 'run-action' | 'azure-access-token', args }. */
+     * 'state-delete' | 'set-ready' | 'drain-progress' | 'http-send' | 'run-action' |
+     * 'azure-access-token', args }. */
     this.calls = [];
     this.state_ = new Map();
     this.config_ = new Map();
@@ -122,6 +123,7 @@ export class TestHost {
     this.actions_ = new Map();
     this.tokens_ = new Map();
     this.readinessGranted = false;
+    this.drainAnswers_ = [];
     this.httpHandler_ = undefined;
     /** What the plugin last set with setReady (undefined: never, or not granted). */
     this.isReady = undefined;
@@ -137,6 +139,11 @@ export class TestHost {
 
   /** Grants (or not) the readiness capability, so setReady succeeds. */
   ready(granted = true) { this.readinessGranted = granted; return this; }
+
+  /** What drainProgress answers: `{ probers, probersDrained, drainedForMs, notReadyForMs }`
+   * (times in ms or undefined). Given again, answers queue; the last one repeats. Without
+   * one, no load balancer probes /readyz. */
+  drainProgress(progress) { this.drainAnswers_.push(progress); return this; }
 
   /** Answers requests of `method` to exactly `url` with `status` and `body`. */
   httpReply(method, url, status, body = '', headers = []) {
@@ -250,6 +257,20 @@ export class TestHost {
       throw hostError('not-granted', `plugin \`${this.plugin}\` may not change readiness: add \`readiness = true\` under [capabilities] in its manifest`);
     }
     this.isReady = ready;
+  }
+
+  import_drainProgress(threshold) {
+    this.record('drain-progress', threshold);
+    if (!this.readinessGranted) {
+      throw hostError('not-granted', `plugin \`${this.plugin}\` may not change readiness: add \`readiness = true\` under [capabilities] in its manifest`);
+    }
+    if (!(threshold >= 1 && threshold <= 16)) {
+      throw hostError('invalid', `unhealthy-threshold ${threshold} is out of range: give the load balancer's own threshold, 1 to 16`);
+    }
+    const answer = this.drainAnswers_.length > 1 ? this.drainAnswers_.shift() : this.drainAnswers_[0];
+    const given = answer ?? { probers: 0, probersDrained: 0, drainedForMs: undefined, notReadyForMs: undefined };
+    const big = (value) => (value === undefined ? undefined : BigInt(value));
+    return { ...given, drainedForMs: big(given.drainedForMs), notReadyForMs: big(given.notReadyForMs) };
   }
 
   import_httpSend(request) {

@@ -33,7 +33,7 @@ function warmUpThisGlobal(mark) {
 }
 
 /** Warms this module's global, then the global of `bindingsFunction` (any function of the
- * bindings, e.g. an import of 'forewarn:plugin/host@0.2.0') when it is another one. The
+ * bindings, e.g. an import of 'forewarn:plugin/host@0.3.0') when it is another one. The
  * warm-up only saves time: where the engine refuses it, the plugin works as before. */
 export function warmUp(bindingsFunction) {
   try {

@@ -13,6 +13,6 @@ wit_bindgen::generate!({
     additional_derives: [PartialEq, Eq, Hash, Clone],
     // Our own type, so it can carry a Display written for people rather than Debug output.
     with: {
-        "forewarn:plugin/host@0.2.0/host-error": crate::error::HostError,
+        "forewarn:plugin/host@0.3.0/host-error": crate::error::HostError,
     },
 });

@@ -54,7 +54,7 @@ pub enum LoadError {
     /// The component does not export the plugin world's handler.
     #[error(
         "the component does not implement forewarn's plugin world `forewarn:plugin/event-handler` \
-         (0.1.0 or 0.2.0): {details}. Build it against wit/forewarn.wit (the Rust SDK \
+         (0.1.0, 0.2.0 or 0.3.0): {details}. Build it against wit/forewarn.wit (the Rust SDK \
          forewarn-sdk does this for you)"
     )]
     WrongWorld {
@@ -64,7 +64,7 @@ pub enum LoadError {
     /// The component imports something the host does not offer.
     #[error(
         "the component imports {import}, which forewarn does not provide: {hint} Plugins may \
-         import only `forewarn:plugin/host` of their contract version (0.1.0 or 0.2.0) and WASI \
+         import only `forewarn:plugin/host` of their contract version (0.1.0, 0.2.0 or 0.3.0) and WASI \
          0.2 interfaces (wasi:cli, wasi:clocks, wasi:random, wasi:io, wasi:filesystem, \
          wasi:sockets — all sandboxed). Details: {details}"
     )]

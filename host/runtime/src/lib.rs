@@ -94,7 +94,7 @@ pub use capabilities::key_value::{
     DiskBudget, KeyValueStore, KeyValueStoreError, MemoryKeyValueStore, STATE_DISK_BYTES_PER_CALL,
     STATE_WRITES_PER_CALL,
 };
-pub use capabilities::readiness::Readiness;
+pub use capabilities::readiness::{MAX_UNHEALTHY_THRESHOLD, PROBER_MEMORY, Prober, Readiness};
 pub use compiler::{
     COMPILE_ADDRESS_SPACE, COMPILE_ADDRESS_SPACE_PER_CPU, COMPILE_CPU_TIME, COMPILE_SUBCOMMAND,
     COMPILE_TIMEOUT, CompileLimits, Compiler, EXIT_INVALID_COMPONENT, compile_to_bytes,

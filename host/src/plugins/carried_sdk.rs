@@ -11,7 +11,7 @@ use crate::plugins::languages::Lang;
 
 include!(concat!(env!("OUT_DIR"), "/sdk_files.rs"));
 
-/// The SDKs' version (all four share it): 0.2.x binds forewarn:plugin@0.2.0.
+/// The SDKs' version (all four share it): 0.3.x binds forewarn:plugin@0.3.0.
 pub const SDK_VERSION: &str = env!("FOREWARN_SDK_VERSION");
 
 /// The package's name on its registry (crates.io, PyPI, npm; the C tarball's stem).
@@ -113,7 +113,7 @@ mod tests {
         assert_eq!(
             minor(SDK_VERSION),
             minor(&wit),
-            "the SDK version {SDK_VERSION} must follow the WIT contract {wit} (0.2.x for 0.2.0)"
+            "the SDK version {SDK_VERSION} must follow the WIT contract {wit} (0.3.x for 0.3.0)"
         );
         for lang in Lang::ALL {
             assert_eq!(package_version(lang), SDK_VERSION, "{lang}");

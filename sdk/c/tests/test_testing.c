@@ -119,6 +119,21 @@ static void inputs_have_defaults(void) {
     FW_EXPECT(ctx.affects_this_vm && ctx.attempt == 1 && !fw_vm_is_evictable(&ctx.vm));
 }
 
+static void drain_progress_answers_what_the_test_stubbed(void) {
+    fw_test_reset("drain");
+    fw_drain_progress_t progress;
+    FW_EXPECT(!fw_drain_progress(3, &progress)); /* readiness not granted */
+    fw_test_grant_readiness(true);
+    FW_EXPECT(fw_drain_progress(3, &progress));
+    FW_EXPECT(progress.probers == 0 && progress.drained_for_ms == -1 && progress.not_ready_for_ms == -1);
+    fw_test_drain_progress(2, 2, 1500, 4000);
+    FW_EXPECT(fw_drain_progress(3, &progress));
+    FW_EXPECT(progress.probers == 2 && progress.probers_drained == 2);
+    FW_EXPECT(progress.drained_for_ms == 1500 && progress.not_ready_for_ms == 4000);
+    FW_EXPECT(!fw_drain_progress(17, &progress)); /* out of range */
+    FW_EXPECT(fw_test_count("drain-progress") == 4);
+}
+
 int main(void) {
     approves_and_records_every_call_in_order();
     a_stubbed_failure_reaches_the_plugin();
@@ -126,6 +141,7 @@ int main(void) {
     invalid_urls_are_invalid();
     state_carries_over_and_on_start_runs();
     inputs_have_defaults();
+    drain_progress_answers_what_the_test_stubbed();
     fw_test_reset(NULL);
     return fw_test_finish();
 }

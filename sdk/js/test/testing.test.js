@@ -77,3 +77,20 @@ test('inputs are consistent and replaceable', () => {
   assert.equal(typeof ev.notBeforeUnixMs, 'bigint');
   assert.equal(context({ attempt: 3 }).attempt, 3);
 });
+
+test('drainProgress answers what the test stubbed, in order, the last one repeating', async () => {
+  const sdk = await import('forewarn');
+  const host = new TestHost();
+  assert.throws(() => host.run(() => sdk.drainProgress(3)), { kind: 'not-granted' });
+  host.ready();
+  assert.deepEqual(host.run(() => sdk.drainProgress(3)),
+    { probers: 0, probersDrained: 0, drainedForMs: undefined, notReadyForMs: undefined });
+  host.drainProgress({ probers: 2, probersDrained: 1 })
+    .drainProgress({ probers: 2, probersDrained: 2, drainedForMs: 1500, notReadyForMs: 4000 });
+  assert.equal(host.run(() => sdk.drainProgress(3)).probersDrained, 1);
+  const drained = host.run(() => sdk.drainProgress(3));
+  assert.deepEqual([drained.drainedForMs, drained.notReadyForMs], [1500, 4000]);
+  assert.equal(host.run(() => sdk.drainProgress(3)).drainedForMs, 1500);
+  assert.throws(() => host.run(() => sdk.drainProgress(17)), { kind: 'invalid' });
+  assert.equal(host.calls.filter((call) => call.name === 'drain-progress').length, 6);
+});

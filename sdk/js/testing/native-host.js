@@ -20,6 +20,7 @@ export const stateGet = (key) => call('stateGet', key);
 export const stateSet = (key, value) => call('stateSet', key, value);
 export const stateDelete = (key) => call('stateDelete', key);
 export const setReady = (ready) => call('setReady', ready);
+export const drainProgress = (threshold) => call('drainProgress', threshold);
 export const httpSend = (request) => call('httpSend', request);
 export const azureAccessToken = (resource) => call('azureAccessToken', resource);
 export const runAction = (name) => call('runAction', name);

@@ -6,7 +6,7 @@ The module may also define ``on_start(ctx)``, called once per daemon run before 
 ``on_event``; without one the SDK's default does nothing. The host imports (log, config,
 state, readiness, HTTP, actions, identity) are wrapped here as plain functions; a host error
 is raised as ``HostError``. Native tests (pytest) run the same code against
-``forewarn.testing.TestHost``. Targets forewarn:plugin@0.2.0 (plugins built against 0.1.0 keep
+``forewarn.testing.TestHost``. Targets forewarn:plugin@0.3.0 (plugins built against 0.1.0 keep
 loading unchanged).
 """
 
@@ -41,7 +41,8 @@ Decision = _types.Decision
 __all__ = [
     "Event", "EventType", "EventStatus", "EventSource", "Phase", "Context", "StartContext",
     "VmInfo", "VmPriority", "EvictionPolicy", "Decision",
-    "approve", "defer", "log", "config", "state", "set_ready", "http", "run_action",
+    "approve", "defer", "log", "config", "state", "set_ready", "drain_progress",
+    "DrainProgress", "http", "run_action",
     "identity", "AccessToken", "HostError", "takes_vm_down", "handler",
 ]
 
@@ -167,6 +168,36 @@ def set_ready(ready: bool) -> None:
         _host.set_ready(ready)
     except Err as error:
         raise _host_error("set-ready", error) from None
+
+
+class DrainProgress:
+    """What the load balancers probing /readyz have seen since the VM was marked not ready:
+    ``probers`` (probers of /readyz in the last minute; 0: none probes forewarn),
+    ``probers_drained`` (answered 503 the threshold of times in a row), ``drained_for_ms``
+    (since every prober has; None until then) and ``not_ready_for_ms`` (None while ready)."""
+
+    def __init__(self, probers: int, probers_drained: int, drained_for_ms: Optional[int],
+                 not_ready_for_ms: Optional[int]):
+        self.probers = probers
+        self.probers_drained = probers_drained
+        self.drained_for_ms = drained_for_ms
+        self.not_ready_for_ms = not_ready_for_ms
+
+    def __repr__(self) -> str:
+        return (f"DrainProgress(probers={self.probers}, probers_drained={self.probers_drained}, "
+                f"drained_for_ms={self.drained_for_ms}, not_ready_for_ms={self.not_ready_for_ms})")
+
+
+def drain_progress(unhealthy_threshold: int) -> DrainProgress:
+    """Where a drain stands at load balancers that take a VM out after
+    ``unhealthy_threshold`` failed probes in a row (their own setting, 1 to 16). Needs
+    ``readiness = true``; forewarn:plugin@0.3.0."""
+    try:
+        progress = _host.drain_progress(unhealthy_threshold)
+    except Err as error:
+        raise _host_error("drain-progress", error) from None
+    return DrainProgress(progress.probers, progress.probers_drained, progress.drained_for_ms,
+                         progress.not_ready_for_ms)
 
 
 class Response:

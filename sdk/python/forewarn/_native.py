@@ -180,6 +180,14 @@ class ActionOutput:
 
 
 @dataclass
+class DrainProgress:
+    probers: int
+    probers_drained: int
+    drained_for_ms: Optional[int]
+    not_ready_for_ms: Optional[int]
+
+
+@dataclass
 class AccessToken:
     token: str
     expires_on_unix_ms: int
@@ -199,13 +207,14 @@ host = SimpleNamespace(
     Level=Level, HostError_NotGranted=HostError_NotGranted, HostError_Invalid=HostError_Invalid,
     HostError_Failed=HostError_Failed, HostError_TimedOut=HostError_TimedOut,
     HttpRequest=HttpRequest, HttpResponse=HttpResponse, ActionOutput=ActionOutput,
-    AccessToken=AccessToken,
+    AccessToken=AccessToken, DrainProgress=DrainProgress,
     log=lambda level, message: _call("log", level, message),
     config=lambda key: _call("config", key),
     state_get=lambda key: _call("state_get", key),
     state_set=lambda key, value: _call("state_set", key, value),
     state_delete=lambda key: _call("state_delete", key),
     set_ready=lambda ready: _call("set_ready", ready),
+    drain_progress=lambda threshold: _call("drain_progress", threshold),
     http_send=lambda request: _call("http_send", request),
     azure_access_token=lambda resource: _call("azure_access_token", resource),
     run_action=lambda name: _call("run_action", name),

@@ -2,7 +2,7 @@
 a WebAssembly component with componentize-py (also: python -m forewarn.build ...).
 
 The module defines on_event(event, phase, ctx) and optionally on_start(ctx). The component binds
-forewarn:plugin@0.2.0 (the WIT inside this package, forewarn/wit/). componentize-py is the one
+forewarn:plugin@0.3.0 (the WIT inside this package, forewarn/wit/). componentize-py is the one
 beside this Python (a venv), else the one on PATH; COMPONENTIZE_PY names another.
 """
 

@@ -104,7 +104,7 @@ def exited(code: int, stdout: str = "", stderr: str = "") -> _native.ActionOutpu
 @dataclass(frozen=True)
 class Call:
     """One host call the plugin made, in order: ``name`` is the WIT function ("log", "config",
-    "state-get", "state-set", "state-delete", "set-ready", "http-send", "run-action",
+    "state-get", "state-set", "state-delete", "set-ready", "drain-progress", "http-send", "run-action",
     "azure-access-token"), ``args`` its arguments (an ``http-send``'s is the HttpRequest)."""
 
     name: str
@@ -131,6 +131,7 @@ class TestHost:
         self._state: Dict[str, bytes] = {}
         self._readiness_granted = False
         self._ready: Optional[bool] = None
+        self._drain_answers: List[_native.DrainProgress] = []
         self._http: Dict[Tuple[str, str], Reply] = {}
         self._http_handler: Optional[Callable[[_native.HttpRequest], Reply]] = None
         self._actions: Dict[str, Union[_native.ActionOutput, forewarn.HostError]] = {}
@@ -153,6 +154,15 @@ class TestHost:
     def ready(self, granted: bool = True) -> "TestHost":
         """Grants (or not) the ``readiness`` capability, so ``set_ready`` succeeds."""
         self._readiness_granted = granted
+        return self
+
+    def drain_progress(self, probers: int, probers_drained: int = 0,
+                       drained_for_ms: Optional[int] = None,
+                       not_ready_for_ms: Optional[int] = None) -> "TestHost":
+        """What ``drain_progress`` answers. Given again, answers queue; the last one repeats.
+        Without one, no load balancer probes /readyz (0 probers)."""
+        self._drain_answers.append(_native.DrainProgress(probers, probers_drained,
+                                                         drained_for_ms, not_ready_for_ms))
         return self
 
     def http_reply(self, method: str, url: str, status: int, body: Union[bytes, str] = b"",
@@ -301,6 +311,20 @@ class TestHost:
             raise _err("not-granted", f"plugin `{self.plugin}` may not change readiness: add "
                        "`readiness = true` under [capabilities] in its manifest")
         self._ready = ready
+
+    def _import_drain_progress(self, threshold: int) -> _native.DrainProgress:
+        self._record("drain-progress", threshold)
+        if not self._readiness_granted:
+            raise _err("not-granted", f"plugin `{self.plugin}` may not change readiness: add "
+                       "`readiness = true` under [capabilities] in its manifest")
+        if not 1 <= threshold <= 16:
+            raise _err("invalid", f"unhealthy-threshold {threshold} is out of range: give the "
+                       "load balancer's own threshold, 1 to 16")
+        if len(self._drain_answers) > 1:
+            return self._drain_answers.pop(0)
+        if self._drain_answers:
+            return self._drain_answers[0]
+        return _native.DrainProgress(0, 0, None, None)
 
     def _import_http_send(self, request: _native.HttpRequest) -> _native.HttpResponse:
         request = replace(request, headers=list(request.headers), body=bytes(request.body))

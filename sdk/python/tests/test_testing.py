@@ -178,6 +178,25 @@ def test_native_types_mirror_the_generated_bindings(tmp_path):
             else:
                 assert [(m.name, m.value) for m in mirror] == [(m.name, m.value) for m in value], name
         for name in ("log", "config", "state_get", "state_set", "state_delete", "set_ready",
-                     "http_send", "azure_access_token", "run_action"):
+                     "drain_progress", "http_send", "azure_access_token", "run_action"):
             if module_name == "host":
                 assert callable(getattr(_native.host, name))
+
+
+def test_drain_progress_answers_what_the_test_stubbed():
+    host = TestHost()
+    with pytest.raises(forewarn.HostError) as refused:
+        host.run(lambda: forewarn.drain_progress(3))
+    assert refused.value.kind == "not-granted"
+    host.ready()
+    unprobed = host.run(lambda: forewarn.drain_progress(3))
+    assert (unprobed.probers, unprobed.drained_for_ms) == (0, None)
+    host.drain_progress(2, 1).drain_progress(2, 2, drained_for_ms=1500, not_ready_for_ms=4000)
+    first = host.run(lambda: forewarn.drain_progress(3))
+    second = host.run(lambda: forewarn.drain_progress(3))
+    assert (first.probers, first.probers_drained, first.drained_for_ms) == (2, 1, None)
+    assert (second.probers_drained, second.drained_for_ms, second.not_ready_for_ms) == (2, 1500, 4000)
+    with pytest.raises(forewarn.HostError) as invalid:
+        host.run(lambda: forewarn.drain_progress(0))
+    assert invalid.value.kind == "invalid"
+    assert [call.args for call in host.calls if call.name == "drain-progress"] == [(3,)] * 4 + [(0,)]

@@ -3,12 +3,12 @@
 
 #[cfg(target_arch = "wasm32")]
 pub(crate) use crate::bindings::forewarn::plugin::host::{
-    azure_access_token, config, http_send, log, run_action, set_ready, state_delete, state_get,
-    state_set,
+    azure_access_token, config, drain_progress, http_send, log, run_action, set_ready,
+    state_delete, state_get, state_set,
 };
 
 #[cfg(not(target_arch = "wasm32"))]
 pub(crate) use crate::testing::imports::{
-    azure_access_token, config, http_send, log, run_action, set_ready, state_delete, state_get,
-    state_set,
+    azure_access_token, config, drain_progress, http_send, log, run_action, set_ready,
+    state_delete, state_get, state_set,
 };

@@ -11,7 +11,7 @@ mod imports;
 pub mod log;
 pub mod state;
 
-use crate::{ActionOutput, HostError};
+use crate::{ActionOutput, DrainProgress, HostError};
 use imports as raw;
 
 /// A value from the `[config]` table of the plugin's manifest, or `None`.
@@ -28,6 +28,14 @@ pub fn config_or(key: &str, default: &str) -> String {
 /// Needs `[capabilities] readiness = true`.
 pub fn set_ready(ready: bool) -> Result<(), HostError> {
     raw::set_ready(ready)
+}
+
+/// What the load balancers probing `/readyz` have seen since the VM was marked not ready:
+/// how many probers there are (0: none probes forewarn) and how many have been answered 503
+/// `unhealthy_threshold` times in a row (the load balancer's own threshold, 1 to 16), and for
+/// how long all of them have. Needs `[capabilities] readiness = true`. Since WIT 0.3.0.
+pub fn drain_progress(unhealthy_threshold: u32) -> Result<DrainProgress, HostError> {
+    raw::drain_progress(unhealthy_threshold)
 }
 
 /// Runs the operator-defined action `name` (`[actions.NAME]` in the daemon's config), when

@@ -40,6 +40,11 @@ pub enum HostCall {
         /// Ready (`true`) or not ready (`false`).
         ready: bool,
     },
+    /// `host::drain_progress`.
+    DrainProgress {
+        /// The load balancer's threshold asked about.
+        unhealthy_threshold: u32,
+    },
     /// `http::send`, `http::get`, `http::post`.
     Http(HttpRequest),
     /// `host::run_action`.

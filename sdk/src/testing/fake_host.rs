@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use super::calls::HostCall;
 use super::refusals;
-use crate::{AccessToken, ActionOutput, HostError, HttpRequest, HttpResponse, Level};
+use crate::{AccessToken, ActionOutput, DrainProgress, HostError, HttpRequest, HttpResponse, Level};
 
 /// What answers an HTTP request no fixed stub answers.
 pub(crate) type HttpHandler = Box<dyn FnMut(&HttpRequest) -> Result<HttpResponse, HostError>>;
@@ -27,6 +27,8 @@ pub(crate) struct FakeHost {
     pub(crate) state: BTreeMap<String, Vec<u8>>,
     pub(crate) readiness_granted: bool,
     pub(crate) ready: bool,
+    /// What `drain_progress` answers, in order; the last one repeats.
+    pub(crate) drain_answers: VecDeque<DrainProgress>,
     http_stubs: Vec<HttpStub>,
     pub(crate) http_handler: Option<HttpHandler>,
     pub(crate) actions: BTreeMap<String, Result<ActionOutput, HostError>>,
@@ -42,6 +44,7 @@ impl Default for FakeHost {
             state: BTreeMap::new(),
             readiness_granted: false,
             ready: true,
+            drain_answers: VecDeque::new(),
             http_stubs: Vec::new(),
             http_handler: None,
             actions: BTreeMap::new(),
@@ -127,6 +130,35 @@ impl FakeHost {
         }
         self.ready = ready;
         Ok(())
+    }
+
+    /// The next stubbed drain progress (the last one repeats); without a stub, what a VM
+    /// no load balancer probes sees.
+    pub(crate) fn drain_progress(
+        &mut self,
+        unhealthy_threshold: u32,
+    ) -> Result<DrainProgress, HostError> {
+        self.calls.push(HostCall::DrainProgress {
+            unhealthy_threshold,
+        });
+        if !self.readiness_granted {
+            return Err(refusals::readiness(&self.plugin_name));
+        }
+        if !(1..=16).contains(&unhealthy_threshold) {
+            return Err(HostError::Invalid(format!(
+                "unhealthy-threshold {unhealthy_threshold} is out of range: give the load \
+                 balancer's own threshold, 1 to 16"
+            )));
+        }
+        if self.drain_answers.len() > 1 {
+            return Ok(self.drain_answers.pop_front().expect("more than one"));
+        }
+        Ok(self.drain_answers.front().copied().unwrap_or(DrainProgress {
+            probers: 0,
+            probers_drained: 0,
+            drained_for_ms: None,
+            not_ready_for_ms: (!self.ready).then_some(0),
+        }))
     }
 
     /// Records `request` and finds its answer: the next stubbed one for its method and URL,

@@ -4,7 +4,9 @@
 use std::cell::RefCell;
 
 use super::fake_host::{FakeHost, HttpRoute};
-use crate::{AccessToken, ActionOutput, HostError, HttpRequest, HttpResponse, Level};
+use crate::{
+    AccessToken, ActionOutput, DrainProgress, HostError, HttpRequest, HttpResponse, Level,
+};
 
 thread_local! {
     static CURRENT: RefCell<FakeHost> = RefCell::new(FakeHost::default());
@@ -41,6 +43,10 @@ pub(crate) fn state_delete(key: &str) -> Result<(), HostError> {
 
 pub(crate) fn set_ready(ready: bool) -> Result<(), HostError> {
     with_current(|host| host.set_ready(ready))
+}
+
+pub(crate) fn drain_progress(unhealthy_threshold: u32) -> Result<DrainProgress, HostError> {
+    with_current(|host| host.drain_progress(unhealthy_threshold))
 }
 
 pub(crate) fn http_send(request: &HttpRequest) -> Result<HttpResponse, HostError> {

@@ -42,6 +42,7 @@
 //! | `host::config` | `None` |
 //! | `state::get` | `None` (state starts empty; `set` and `delete` always succeed) |
 //! | `host::set_ready` | `HostError::NotGranted` unless [`TestHost::ready`] granted readiness |
+//! | `host::drain_progress` | no prober (`probers: 0`); `HostError::NotGranted` without readiness |
 //! | `http::send` | `HostError::NotGranted` (host not on the allow-list); `HostError::Invalid` for a URL that is not absolute http(s) |
 //! | `host::run_action` | `HostError::NotGranted` (action not granted) |
 //! | `identity::access_token` | `HostError::NotGranted` (resource not granted) |
@@ -68,7 +69,8 @@ use fake_host::FakeHost;
 use inputs::now_ms;
 
 use crate::{
-    AccessToken, ActionOutput, Context, Decision, Event, HostError, HttpRequest, HttpResponse,
+    AccessToken, ActionOutput, Context, Decision, DrainProgress, Event, HostError, HttpRequest,
+    HttpResponse,
     Level, Phase, Plugin, StartContext,
 };
 
@@ -111,6 +113,14 @@ impl TestHost {
     pub fn ready(mut self, ready: bool) -> Self {
         self.host.readiness_granted = true;
         self.host.ready = ready;
+        self
+    }
+
+    /// Answers `host::drain_progress` with `progress` (needs [`TestHost::ready`]). Given
+    /// again, answers queue: they are given in order, and the last one repeats. Without
+    /// one, the plugin sees no load balancer probing `/readyz`.
+    pub fn drain_progress(mut self, progress: DrainProgress) -> Self {
+        self.host.drain_answers.push_back(progress);
         self
     }
 

@@ -4,13 +4,16 @@
 //! plugin has them, whatever its grants.
 
 mod v0_1_0;
+mod v0_2_0;
 
 use crate::call_state::{CallState, LOG_LINE_MAX_BYTES};
 use crate::capabilities::{actions, http, identity, key_value, readiness};
 use crate::plugin_log::{PluginLogLine, write_plugin_log};
 use crate::text::log_safe;
 use crate::wit::latest::forewarn::plugin::{host, types};
-use crate::wit::latest::{AccessToken, ActionOutput, HostError, HttpRequest, HttpResponse, Level};
+use crate::wit::latest::{
+    AccessToken, ActionOutput, DrainProgress, HostError, HttpRequest, HttpResponse, Level,
+};
 
 impl types::Host for CallState {}
 
@@ -43,6 +46,10 @@ impl host::Host for CallState {
 
     fn set_ready(&mut self, ready: bool) -> Result<(), HostError> {
         readiness::set_ready(self, ready)
+    }
+
+    fn drain_progress(&mut self, unhealthy_threshold: u32) -> Result<DrainProgress, HostError> {
+        readiness::drain_progress(self, unhealthy_threshold)
     }
 
     async fn http_send(&mut self, request: HttpRequest) -> Result<HttpResponse, HostError> {

@@ -1,17 +1,17 @@
-//! The WIT contract `forewarn:plugin@0.2.0`, the latest: Rust types and glue generated from
-//! `wit/forewarn.wit` by wasmtime's `bindgen!`; `host_api.rs` implements its `host` interface.
+//! The frozen WIT contract `forewarn:plugin@0.2.0` (`host/runtime/wit/since_v0.2.0`): its
+//! bindings and the conversions between its types and the latest ones.
 //!
-//! Host calls that wait on the outside world (HTTP, actions, state writes to disk, identity
-//! tokens) are async. Older versions' glue converts to and from these types.
+//! `host_api/v0_2_0.rs` serves its host calls through the latest implementation; a 0.2.0
+//! plugin simply does not see what later versions added (`drain-progress`).
 
 // The generated items carry the WIT's own documentation, where it has any.
 #![allow(missing_docs)]
 
-use crate::plugin_log::LogLevel;
+use crate::wit::latest;
 use crate::wit::version::WitVersion;
 
 wasmtime::component::bindgen!({
-    path: "../../wit",
+    path: "wit/since_v0.2.0",
     world: "event-handler",
     imports: {
         "forewarn:plugin/host.http-send": async,
@@ -24,35 +24,62 @@ wasmtime::component::bindgen!({
     additional_derives: [PartialEq, Eq],
 });
 
-pub use forewarn::plugin::host::{
-    AccessToken, ActionOutput, HostError, HttpRequest, HttpResponse, Level,
-};
-pub use forewarn::plugin::types::{
-    Context, Decision, Deferral, EventSource, EventStatus, EventType, EvictionPolicy, Phase,
-    ScheduledEvent, StartContext, VmInfo, VmPriority,
-};
+pub(crate) use forewarn::plugin::{host, types};
 
 /// The oldest plugin contract version these bindings serve.
 pub(crate) const MIN_VERSION: WitVersion = WitVersion::new(0, 2, 0);
 
-impl From<Level> for LogLevel {
-    fn from(level: Level) -> Self {
-        match level {
-            Level::Trace => LogLevel::Trace,
-            Level::Debug => LogLevel::Debug,
-            Level::Info => LogLevel::Info,
-            Level::Warn => LogLevel::Warn,
-            Level::Error => LogLevel::Error,
+crate::wit::frozen::unchanged_since_v0_1_0!();
+
+impl From<latest::AccessToken> for host::AccessToken {
+    fn from(token: latest::AccessToken) -> Self {
+        host::AccessToken {
+            token: token.token,
+            expires_on_unix_ms: token.expires_on_unix_ms,
         }
     }
 }
 
-impl Default for VmInfo {
-    /// A regular VM: what a plugin is told when the instance metadata said nothing.
-    fn default() -> Self {
-        VmInfo {
-            priority: VmPriority::Regular,
-            eviction_policy: None,
+impl From<&latest::Context> for types::Context {
+    fn from(context: &latest::Context) -> Self {
+        types::Context {
+            vm_name: context.vm_name.clone(),
+            affects_this_vm: context.affects_this_vm,
+            deadline_unix_ms: context.deadline_unix_ms,
+            attempt: context.attempt,
+            until_not_before_ms: context.until_not_before_ms,
+            vm: (&context.vm).into(),
+        }
+    }
+}
+
+impl From<&latest::StartContext> for types::StartContext {
+    fn from(context: &latest::StartContext) -> Self {
+        types::StartContext {
+            vm_name: context.vm_name.clone(),
+            vm: (&context.vm).into(),
+            first_run: context.first_run,
+            deadline_unix_ms: context.deadline_unix_ms,
+        }
+    }
+}
+
+impl From<&latest::VmInfo> for types::VmInfo {
+    fn from(vm: &latest::VmInfo) -> Self {
+        let priority = match vm.priority {
+            latest::VmPriority::Regular => types::VmPriority::Regular,
+            latest::VmPriority::Spot => types::VmPriority::Spot,
+            latest::VmPriority::Low => types::VmPriority::Low,
+            latest::VmPriority::Unknown => types::VmPriority::Unknown,
+        };
+        let eviction_policy = vm.eviction_policy.map(|policy| match policy {
+            latest::EvictionPolicy::Deallocate => types::EvictionPolicy::Deallocate,
+            latest::EvictionPolicy::Delete => types::EvictionPolicy::Delete,
+            latest::EvictionPolicy::Unknown => types::EvictionPolicy::Unknown,
+        });
+        types::VmInfo {
+            priority,
+            eviction_policy,
         }
     }
 }
