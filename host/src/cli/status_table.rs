@@ -35,6 +35,9 @@ pub fn render_table(snapshot: &StatusSnapshot) -> String {
         ready,
         snapshot.generated_at
     );
+    if let Some(warning) = &snapshot.readiness.warning {
+        let _ = writeln!(out, "warning: {warning}");
+    }
     render_scale_set_health(&mut out, snapshot);
     if let Some(waiting_for) = &snapshot.waiting_for {
         let _ = writeln!(out, "\n{waiting_for}");

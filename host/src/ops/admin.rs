@@ -3,20 +3,20 @@
 //! extension (`ops/scale_set_health.rs`), `/metrics` for Prometheus, `/status` for
 //! `forewarn status` and `/status/fleet` for `forewarn fleet status`.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
 
-use axum::Router;
+use axum::{Extension, Router};
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use forewarn_imds::PollStatus;
-use forewarn_runtime::Readiness;
+use forewarn_runtime::{Prober, Readiness};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -218,14 +218,18 @@ pub(crate) async fn serve(listener: TcpListener, state: AdminState, shutdown: Ca
                 continue;
             }
         };
-        tokio::spawn(serve_connection(stream, router.clone(), slot));
+        tokio::spawn(serve_connection(stream, peer.ip(), router.clone(), slot));
     }
 }
 
-/// Serves one connection under the header-read timeout and the overall time limit, until
-/// its slot goes to a peer holding fewer connections.
-async fn serve_connection(stream: TcpStream, router: Router, slot: Slot) {
-    let service = TowerToHyperService::new(router);
+/// The address a request came from, for `/readyz` to know its probers.
+#[derive(Debug, Clone, Copy)]
+struct RequestPeer(IpAddr);
+
+/// Serves one connection from `peer` under the header-read timeout and the overall time
+/// limit, until its slot goes to a peer holding fewer connections.
+async fn serve_connection(stream: TcpStream, peer: IpAddr, router: Router, slot: Slot) {
+    let service = TowerToHyperService::new(router.layer(Extension(RequestPeer(peer))));
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
@@ -305,8 +309,16 @@ async fn healthz() -> &'static str {
     "ok\n"
 }
 
-async fn readyz(State(state): State<AdminState>) -> Response {
-    if state.readiness.is_ready() {
+/// `GET /readyz`: 200 while the VM is ready, else 503 naming the plugins holding it; each
+/// answer recorded per prober, so that lb-drain knows when the load balancers have noticed.
+async fn readyz(State(state): State<AdminState>, peer: Option<Extension<RequestPeer>>) -> Response {
+    let ready = match peer {
+        Some(Extension(RequestPeer(address))) => state
+            .readiness
+            .answer_probe(Prober::at(address), Instant::now()),
+        None => state.readiness.is_ready(),
+    };
+    if ready {
         return (StatusCode::OK, "ready\n").into_response();
     }
     let holders = state.readiness.holders().join(", ");
@@ -417,6 +429,7 @@ async fn metrics(State(state): State<AdminState>) -> Response {
     state
         .metrics
         .set_current(events, state.readiness.is_ready());
+    state.metrics.set_readiness_probes(&state.readiness, Instant::now());
     state.metrics.set_storage(&state.storage);
     state
         .metrics
@@ -505,6 +518,7 @@ pub(crate) fn snapshot_of(state: &AdminState) -> StatusSnapshot {
             plugins: &plugins,
             ready: state.readiness.is_ready(),
             held_by: state.readiness.holders(),
+            readyz_probers: state.readiness.recent_probers(Instant::now()),
             coordination: coordination_view(views.as_ref()),
             waiting_for: state.startup.borrow().clone(),
             quarantined: views

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use forewarn_imds::PollStatus;
+use forewarn_runtime::Readiness;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -91,6 +92,9 @@ pub(crate) struct Metrics {
     plugin_load_errors: Gauge,
     events_current: Gauge,
     ready: Gauge,
+    /// Probers of `/readyz` in the last minute, and drains no prober saw.
+    readyz_probers: Gauge,
+    drains_without_probes: Counter,
     /// `/health/scale-set`'s state (1 on the current one) and its reasons (1 while one holds).
     scale_set_health: Family<HealthStateLabel, Gauge>,
     scale_set_unhealthy: Family<ReasonLabel, Gauge>,
@@ -249,6 +253,8 @@ impl Metrics {
             plugin_load_errors: Gauge::default(),
             events_current: Gauge::default(),
             ready: Gauge::default(),
+            readyz_probers: Gauge::default(),
+            drains_without_probes: Counter::default(),
             scale_set_health: Family::default(),
             scale_set_unhealthy: Family::default(),
             timeline_missed: Counter::default(),
@@ -353,6 +359,17 @@ impl Metrics {
             "ready",
             "1 while no plugin holds the VM out of rotation, else 0",
             self.ready.clone(),
+        );
+        registry.register(
+            "readyz_probers",
+            "Load balancer probers (one per address) that asked /readyz in the last minute",
+            self.readyz_probers.clone(),
+        );
+        registry.register(
+            "drains_without_probes",
+            "Drains during which no load balancer probed /readyz, so lb-drain waited out its \
+             whole window (is the health probe pointed at forewarn?)",
+            self.drains_without_probes.clone(),
         );
         registry.register(
             "scale_set_health",
@@ -562,6 +579,15 @@ impl Metrics {
     pub(crate) fn set_current(&self, events: usize, ready: bool) {
         self.events_current.set(events as i64);
         self.ready.set(i64::from(ready));
+    }
+
+    /// Brings the `/readyz` probe metrics up to date (at scrape time).
+    pub(crate) fn set_readiness_probes(&self, readiness: &Readiness, now: std::time::Instant) {
+        self.readyz_probers
+            .set(i64::try_from(readiness.recent_probers(now)).unwrap_or(i64::MAX));
+        let counted = readiness.drains_without_probes();
+        self.drains_without_probes
+            .inc_by(counted.saturating_sub(self.drains_without_probes.get()));
     }
 
     /// Brings the state directory's metrics up to date (at scrape time).

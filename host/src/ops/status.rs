@@ -111,7 +111,18 @@ pub struct ReadinessView {
     pub ready: bool,
     /// The plugins holding the VM out of rotation, sorted by name; empty exactly when `ready`.
     pub held_by: Vec<String>,
+    /// Load balancer probers (one per address) that asked `/readyz` in the last minute.
+    #[serde(default)]
+    pub probers: u32,
+    /// Set while the VM is held out of rotation and no load balancer probes `/readyz`: the
+    /// drain can only wait out its window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
+
+/// What `/status` says while the VM is drained and nothing probes `/readyz`.
+pub(crate) const NO_PROBES_SEEN: &str = "no load balancer probe seen on /readyz: is the health \
+     probe pointed at forewarn? (drains wait out their whole window)";
 
 /// One scheduled event the daemon is handling: what IMDS says about it and how far the
 /// daemon got (handling, lifecycle, approval, each plugin's latest answer).
@@ -319,6 +330,8 @@ pub(crate) struct StatusInputs<'a> {
     pub plugins: &'a PluginSet,
     pub ready: bool,
     pub held_by: Vec<String>,
+    /// Probers of `/readyz` in the last minute.
+    pub readyz_probers: usize,
     pub coordination: Option<CoordinationStatus>,
     pub waiting_for: Option<String>,
     /// The plugins the pipeline has in quarantine.
@@ -366,6 +379,9 @@ pub(crate) fn build_snapshot(inputs: StatusInputs<'_>, now: SystemTime) -> Statu
         readiness: ReadinessView {
             ready: inputs.ready,
             held_by: inputs.held_by,
+            probers: u32::try_from(inputs.readyz_probers).unwrap_or(u32::MAX),
+            warning: (!inputs.ready && inputs.readyz_probers == 0)
+                .then(|| NO_PROBES_SEEN.to_owned()),
         },
         events,
         plugins: plugin_views(inputs.plugins),

@@ -22,6 +22,8 @@ fn snapshot() -> StatusSnapshot {
         readiness: ReadinessView {
             ready: false,
             held_by: vec!["lb-drain".into()],
+            probers: 1,
+            warning: None,
         },
         events: vec![EventView {
             id: "E1".into(),
@@ -343,6 +345,8 @@ fn empty_daemon_says_so() {
     empty.readiness = ReadinessView {
         ready: true,
         held_by: vec![],
+        probers: 0,
+        warning: None,
     };
     empty.imds = PollView {
         polls: 0,

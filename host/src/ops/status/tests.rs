@@ -59,6 +59,7 @@ fn a_quarantined_plugin_is_listed_and_the_events_it_holds_say_so() {
             plugins: &plugins,
             ready: true,
             held_by: vec![],
+            readyz_probers: 0,
             coordination: None,
             waiting_for: None,
             quarantined: vec![
@@ -110,6 +111,7 @@ fn running_snapshot(
             plugins: &PluginSet::default(),
             ready: true,
             held_by: vec![],
+            readyz_probers: 0,
             coordination: None,
             waiting_for: None,
             quarantined: vec![],
@@ -153,4 +155,32 @@ fn until_imds_answers_the_phase_says_so_and_how_long() {
     assert!(waiting_for.contains("1m15s"), "{waiting_for}");
     assert!(waiting_for.contains("503"), "{waiting_for}");
     assert!(waiting_for.contains(FIRST_CALL_PATIENCE), "{waiting_for}");
+}
+
+#[test]
+fn a_drained_vm_no_load_balancer_probes_gets_a_warning_and_a_probed_one_none() {
+    let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let inputs = |ready: bool, readyz_probers: usize| StatusInputs {
+        running: true,
+        polling_since: Some(now),
+        vm_name: "vm-a",
+        state: &DaemonState::default(),
+        poll: &PollStatus::default(),
+        plugins: &PluginSet::default(),
+        ready,
+        held_by: if ready { vec![] } else { vec!["lb-drain".into()] },
+        readyz_probers,
+        coordination: None,
+        waiting_for: None,
+        quarantined: vec![],
+        storage: StorageView::default(),
+        scale_set_health: Default::default(),
+    };
+    let unprobed = build_snapshot(inputs(false, 0), now).readiness;
+    assert_eq!(unprobed.warning.as_deref(), Some(NO_PROBES_SEEN));
+    assert!(NO_PROBES_SEEN.contains("is the health probe pointed at forewarn?"));
+    let probed = build_snapshot(inputs(false, 2), now).readiness;
+    assert_eq!((probed.probers, probed.warning), (2, None));
+    let ready = build_snapshot(inputs(true, 0), now).readiness;
+    assert_eq!(ready.warning, None, "no drain, nothing to warn of");
 }
