@@ -1,5 +1,6 @@
 //! Bundled plugin `lb-drain`: takes this VM out of its load balancer before maintenance that
-//! takes it down (readiness 503, drain window, optional deregistration) and back in after.
+//! takes it down (readiness 503 until every load balancer probing `/readyz` has noticed, then
+//! the connection drain, within the drain window; optional deregistration) and back in after.
 
 mod logic;
 #[cfg(test)]
@@ -10,7 +11,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use forewarn_sdk::host::{self, http, log, state};
 use forewarn_sdk::{Context, Decision, Event, EventIds, EventType, Phase, Plugin};
 
-use logic::{DrainSettings, DrainStep, drain_step, seconds_left, should_drain};
+use logic::{
+    DrainEnd, DrainSettings, DrainStep, NO_PROBES_SEEN, ProbeReport, drain_step, should_drain,
+    waiting_reason,
+};
 
 /// State key holding the ids of the events this plugin drained for, one per line.
 const DRAINING_KEY: &str = "draining-events";
@@ -65,12 +69,60 @@ fn prepare(event: &Event, ctx: &Context, settings: &DrainSettings) -> Decision {
             );
         }
     };
-    match drain_step(started_ms, now_ms(), settings.drain) {
-        DrainStep::Wait { left, retry_after } => Decision::defer(
-            format!("draining: {} s left", seconds_left(left)),
+    let probes = probe_report(settings);
+    if ctx.attempt == 1 && probes.is_some_and(|probes| probes.probers == 0) {
+        log::warn!(
+            "{NO_PROBES_SEEN} Draining for the whole window ({} s) instead.",
+            settings.drain.as_secs()
+        );
+    }
+    let now = now_ms();
+    match drain_step(started_ms, now, settings, probes) {
+        DrainStep::Wait {
+            left,
+            retry_after,
+            waiting_for,
+        } => Decision::defer(
+            waiting_reason(waiting_for, left, settings.unhealthy_threshold),
             retry_after,
         ),
-        DrainStep::Done => finish_drain(event, settings),
+        DrainStep::Done(end) => {
+            log_drain_end(end, probes, now.saturating_sub(started_ms));
+            finish_drain(event, settings)
+        }
+    }
+}
+
+/// What the load balancers probing `/readyz` have seen; `None` (the window decides) when the
+/// host cannot tell.
+fn probe_report(settings: &DrainSettings) -> Option<ProbeReport> {
+    match host::drain_progress(settings.unhealthy_threshold) {
+        Ok(progress) => Some(progress.into()),
+        Err(error) => {
+            log::warn!("cannot tell what the load balancers saw ({error}): the drain window decides");
+            None
+        }
+    }
+}
+
+fn log_drain_end(end: DrainEnd, probes: Option<ProbeReport>, elapsed_ms: u64) {
+    let seconds = elapsed_ms as f64 / 1000.0;
+    match end {
+        DrainEnd::LoadBalancersNoticed => log::info!(
+            "every load balancer probing /readyz ({}) took the VM out and open connections \
+             drained, {seconds:.1} s after the VM was marked not ready",
+            probes.map_or(0, |probes| probes.probers)
+        ),
+        DrainEnd::WindowPassed => match probes.filter(|probes| probes.probers > 0) {
+            Some(probes) => log::warn!(
+                "the drain window passed with {} of {} load balancer probers not yet seeing \
+                 the VM out of rotation ({seconds:.1} s): raise drain-seconds, or check \
+                 unhealthy-threshold against the load balancer's",
+                probes.probers - probes.drained,
+                probes.probers
+            ),
+            None => log::info!("the drain window passed ({seconds:.1} s)"),
+        },
     }
 }
 

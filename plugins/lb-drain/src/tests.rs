@@ -1,8 +1,8 @@
 //! The plugin's real `on_event` against the SDK's test host: not ready and deferring during
 //! the drain window, deregistering once after it, registering and ready again at the end.
 
-use forewarn_sdk::testing::{self, TestHost};
-use forewarn_sdk::{Decision, Event, EventType, Phase};
+use forewarn_sdk::testing::{self, HostCall, TestHost};
+use forewarn_sdk::{Decision, DrainProgress, Event, EventType, Level, Phase};
 
 use super::{DRAINING_KEY, LbDrain, now_ms};
 
@@ -154,4 +154,69 @@ fn an_event_whose_drain_could_not_be_recorded_still_releases_the_vm_when_it_is_o
         host.http_requests().is_empty(),
         "registered again without having deregistered"
     );
+}
+
+fn progress(probers: u32, drained: u32, drained_for_ms: Option<u64>) -> DrainProgress {
+    DrainProgress {
+        probers,
+        probers_drained: drained,
+        drained_for_ms,
+        not_ready_for_ms: Some(1_000),
+    }
+}
+
+#[test]
+fn it_approves_once_every_prober_took_the_vm_out_and_connections_drained() {
+    let mut host = lb_host()
+        .drain_progress(progress(2, 1, None))
+        .drain_progress(progress(2, 2, Some(500)))
+        .drain_progress(progress(2, 2, Some(2_000)));
+    let event = testing::event(EventType::Reboot);
+
+    let waiting = call(&mut host, &event, Phase::Prepare);
+    let deferral = waiting.deferral().expect("one prober still sees the VM up");
+    assert!(deferral.reason.contains("1 of 2"), "{}", deferral.reason);
+    assert_eq!(deferral.retry_after_ms, 200);
+    let draining = call(&mut host, &event, Phase::Prepare);
+    let deferral = draining.deferral().expect("open connections get 2 s");
+    assert!(
+        deferral.reason.contains("open connections"),
+        "{}",
+        deferral.reason
+    );
+    assert_eq!(deferral.retry_after_ms, 1_500);
+    assert_eq!(
+        call(&mut host, &event, Phase::Prepare),
+        Decision::approve(),
+        "approved well inside the 15 s window"
+    );
+    assert!(
+        host.calls().contains(&HostCall::DrainProgress {
+            unhealthy_threshold: 3
+        }),
+        "asked with the default threshold: {:?}",
+        host.calls()
+    );
+    assert_eq!(host.http_requests().len(), 1, "deregistered once");
+}
+
+#[test]
+fn without_a_prober_it_says_so_and_waits_out_the_window() {
+    let mut host = lb_host();
+    let event = testing::event(EventType::Reboot);
+
+    let decision = call(&mut host, &event, Phase::Prepare);
+
+    let deferral = decision.deferral().expect("draining");
+    assert!(
+        deferral
+            .reason
+            .contains("no load balancer probe seen on /readyz"),
+        "{}",
+        deferral.reason
+    );
+    let warned = host.logs().iter().any(|(level, line)| {
+        *level == Level::Warn && line.contains("is the health probe pointed at forewarn?")
+    });
+    assert!(warned, "{:?}", host.logs());
 }
