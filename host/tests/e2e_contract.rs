@@ -1,11 +1,13 @@
 //! End-to-end tests of the plugin contract's versions in the real daemon: plugins built against
-//! `forewarn:plugin@0.1.0` keep working, and what 0.2.0 added reaches 0.2.0 plugins.
+//! `forewarn:plugin@0.1.0` and `@0.2.0` keep working, and what 0.2.0 added reaches plugins
+//! built since.
 //!
 //! The 0.1.0 plugins are the bundled ones as built at 73bd3b3, before 0.2.0 existed
-//! (`host/tests/fixtures/wit-0.1.0`). The 0.2.0 side uses the probe guest's modes
-//! `identity`, `vm` and `on-start`.
+//! (`host/tests/fixtures/wit-0.1.0`); the 0.2.0 ones as built at cf79ab5, before 0.3.0
+//! (`host/tests/fixtures/wit-0.2.0`). What 0.2.0 added is checked with the probe guest's
+//! modes `identity`, `vm` and `on-start`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use forewarn_host::log_messages::PLUGIN_STARTED;
@@ -43,14 +45,14 @@ notice = "30s"
 runs_for = "2s"
 "#;
 
-/// The bundled plugins as built against contract 0.1.0.
-const V0_1_0_PLUGINS: &[&str] = &["lb-drain", "checkpoint", "graceful-shutdown"];
+/// The bundled plugins kept as built against an older contract.
+const OLD_PLUGINS: &[&str] = &["lb-drain", "checkpoint", "graceful-shutdown"];
 
-fn fixtures() -> &'static Path {
-    Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/wit-0.1.0"
-    ))
+/// The folder of the bundled plugins as built against contract `version`.
+fn fixtures(version: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(format!("wit-{version}"))
 }
 
 /// The prepare decisions of `plugin` so far.
@@ -63,16 +65,29 @@ fn prepares<'a>(decisions: &'a [PluginDecision], plugin: &str) -> Vec<&'a Plugin
 
 #[test]
 fn plugins_built_against_0_1_0_load_answer_and_see_an_event_through() {
+    old_plugins_see_an_event_through("0.1.0");
+}
+
+#[test]
+fn plugins_built_against_0_2_0_load_answer_and_see_an_event_through() {
+    old_plugins_see_an_event_through("0.2.0");
+}
+
+/// The bundled plugins as built against contract `version` load into today's daemon, answer,
+/// drive a Reboot to an approval at IMDS and recover; `on-start` (since 0.2.0) runs for them.
+fn old_plugins_see_an_event_through(version: &str) {
+    let fixtures = fixtures(version);
     let env = TestEnv::builder(forewarn_binary!())
         .scenario_text(REBOOT)
         .wait(Duration::from_secs(60))
         .prepare();
     let plugin_dir = env.dir.path().join("plugins");
-    for name in V0_1_0_PLUGINS {
-        let wasm = std::fs::read(fixtures().join(format!("{name}.wasm"))).expect("fixture wasm");
+    for name in OLD_PLUGINS {
+        let wasm = std::fs::read(fixtures.join(format!("{name}.wasm"))).expect("fixture wasm");
+        let handler = format!("forewarn:plugin/handler@{version}");
         assert!(
-            wasm.windows(22).any(|w| w == b"forewarn:plugin/handle"),
-            "{name}: not a forewarn plugin"
+            wasm.windows(handler.len()).any(|w| w == handler.as_bytes()),
+            "{name}: not a forewarn plugin of contract {version}"
         );
         std::fs::write(plugin_dir.join(format!("{name}.wasm")), wasm).expect("install");
     }
@@ -84,7 +99,7 @@ fn plugins_built_against_0_1_0_load_answer_and_see_an_event_through() {
     .expect("lb-drain manifest");
     for name in ["checkpoint", "graceful-shutdown"] {
         std::fs::copy(
-            fixtures().join(format!("{name}.toml")),
+            fixtures.join(format!("{name}.toml")),
             plugin_dir.join(format!("{name}.toml")),
         )
         .expect("fixture manifest");
@@ -99,11 +114,11 @@ fn plugins_built_against_0_1_0_load_answer_and_see_an_event_through() {
     assert_eq!(
         accepted_approvals(&state, &event_id).len(),
         1,
-        "the 0.1.0 plugins' approval must reach IMDS: {}",
+        "the {version} plugins' approval must reach IMDS: {}",
         daemon.describe_for_failure()
     );
     let decisions = daemon.decisions();
-    for name in V0_1_0_PLUGINS {
+    for name in OLD_PLUGINS {
         let answers = prepares(&decisions, name);
         assert_eq!(
             answers.last().map(|d| d.decision.as_str()),
@@ -121,12 +136,19 @@ fn plugins_built_against_0_1_0_load_answer_and_see_an_event_through() {
             "{name} failed a call: {answers:#?}"
         );
     }
-    // 0.1.0 has no on-start: nothing is called, nothing is logged for them.
-    assert!(
-        daemon.lines_with_message(PLUGIN_STARTED).is_empty(),
-        "{:?}",
-        daemon.lines_with_message(PLUGIN_STARTED)
-    );
+    // 0.1.0 has no on-start: nothing is called, nothing is logged for them; 0.2.0 has.
+    let started: Vec<String> = daemon
+        .lines_with_message(PLUGIN_STARTED)
+        .iter()
+        .map(|line| line.text("plugin").to_owned())
+        .collect();
+    if version == "0.1.0" {
+        assert!(started.is_empty(), "{started:?}");
+    } else {
+        for name in OLD_PLUGINS {
+            assert!(started.iter().any(|plugin| plugin == name), "{name}: {started:?}");
+        }
+    }
 }
 
 #[test]

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use forewarn_simulator::{StateSnapshot, Transition};
 use forewarn_test_support::forewarn_binary;
+use forewarn_test_support::haproxy::{Haproxy, HealthCheck, find_haproxy};
 use forewarn_test_support::harness::{
     ChildGuard, Daemon, PREPARE_AT_ONCE, PluginDecision, RawRequest, Simulator,
     free_loopback_address, http_get, install_bundled_plugin, now_unix_ms, read_request, same_id,
@@ -124,159 +125,16 @@ fn wait_for_phase(daemon: &Daemon, plugin: &str, phase: &str, timeout: Duration)
 // ---------------------------------------------------------------------------------------
 // lb-drain with HAProxy
 
-/// HAProxy running with a backend `app` whose server `vm-a` is health-checked with
-/// `GET /readyz` on the daemon's admin endpoint every 100 ms (down after 2 failures, up
-/// after 2 successes). A thread records every state change seen on the stats socket.
-struct Haproxy {
-    _process: ChildGuard,
-    socket: PathBuf,
-    history: Arc<Mutex<Vec<(u64, String)>>>,
-    stop: Arc<AtomicBool>,
-    watcher: Option<JoinHandle<()>>,
-}
-
-impl Haproxy {
-    fn start(dir: &Path, readyz_address: &str) -> Haproxy {
-        let binary = find_haproxy();
-        let socket = dir.join("haproxy.sock");
-        let config = dir.join("haproxy.cfg");
-        std::fs::write(
-            &config,
-            format!(
-                "global\n    stats socket {} mode 600 level admin\n\n\
-                 defaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server 5s\n\n\
-                 backend app\n    option httpchk GET /readyz\n    http-check expect status 200\n\
-                 \x20   server vm-a {readyz_address} check inter 100ms fall 2 rise 2\n",
-                socket.display()
-            ),
-        )
-        .expect("write haproxy.cfg");
-        let child = Command::new(&binary)
-            .arg("-db")
-            .arg("-f")
-            .arg(&config)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|error| panic!("cannot start {}: {error}", binary.display()));
-        let process = ChildGuard::new(child);
-        wait_for(Duration::from_secs(10), "HAProxy's stats socket", || {
-            server_status(&socket)
-        });
-        let history = Arc::new(Mutex::new(Vec::new()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let watcher = std::thread::spawn({
-            let socket = socket.clone();
-            let history = history.clone();
-            let stop = stop.clone();
-            move || record_status_changes(&socket, &history, &stop)
-        });
-        Haproxy {
-            _process: process,
-            socket,
-            history,
-            stop,
-            watcher: Some(watcher),
-        }
-    }
-
-    fn status(&self) -> String {
-        server_status(&self.socket).unwrap_or_else(|error| error)
-    }
-
-    /// Every (Unix ms, status) change seen so far.
-    fn history(&self) -> Vec<(u64, String)> {
-        self.history.lock().expect("history lock").clone()
-    }
-
-    /// Waits until the recorded history shows vm-a UP at or after `since` (Unix ms); that
-    /// change. The recorded history, not the live status: the watcher samples on its own
-    /// thread and may record UP a moment after HAProxy reports it.
-    fn wait_up_since(&self, since: u64) -> (u64, String) {
-        wait_for(
-            Duration::from_secs(30),
-            "HAProxy to see vm-a UP again after the event ended",
-            || {
-                let history = self.history();
-                history
-                    .iter()
-                    .find(|(at, status)| *at >= since && status == "UP")
-                    .cloned()
-                    .ok_or_else(|| format!("{history:?}"))
-            },
-        )
-    }
-}
-
-impl Drop for Haproxy {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(watcher) = self.watcher.take() {
-            let _ignored = watcher.join();
-        }
-    }
-}
-
-/// The haproxy binary; fails the test (not skips it) when it is missing.
-fn find_haproxy() -> PathBuf {
-    for candidate in [
-        "/usr/sbin/haproxy",
-        "/usr/bin/haproxy",
-        "/usr/local/sbin/haproxy",
-    ] {
-        if Path::new(candidate).exists() {
-            return PathBuf::from(candidate);
-        }
-    }
-    panic!(
-        "HAProxy is not installed: this test runs a real load balancer against forewarn's \
-         /readyz. Install it with `apt-get install -y haproxy` (CI does)."
-    );
-}
-
-fn record_status_changes(socket: &Path, history: &Mutex<Vec<(u64, String)>>, stop: &AtomicBool) {
-    while !stop.load(Ordering::SeqCst) {
-        if let Ok(status) = server_status(socket) {
-            let mut history = history.lock().expect("history lock");
-            if history
-                .last()
-                .map(|(_, last)| last != &status)
-                .unwrap_or(true)
-            {
-                history.push((now_unix_ms(), status));
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// The `status` column of backend `app`, server `vm-a`, from `show stat` ("UP", "DOWN",
-/// "UP 1/2", …).
-fn server_status(socket: &Path) -> Result<String, String> {
-    let mut stream = UnixStream::connect(socket).map_err(|error| format!("connect: {error}"))?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(2)))
-        .map_err(|error| error.to_string())?;
-    stream
-        .write_all(b"show stat\n")
-        .map_err(|error| format!("send: {error}"))?;
-    let mut csv = String::new();
-    stream
-        .read_to_string(&mut csv)
-        .map_err(|error| format!("read: {error}"))?;
-    let mut lines = csv.lines();
-    let header = lines.next().ok_or("empty answer")?;
-    let columns: Vec<&str> = header.trim_start_matches("# ").split(',').collect();
-    let status_column = columns
-        .iter()
-        .position(|name| *name == "status")
-        .ok_or_else(|| format!("no status column in {header}"))?;
-    lines
-        .map(|line| line.split(',').collect::<Vec<_>>())
-        .find(|fields| fields.first() == Some(&"app") && fields.get(1) == Some(&"vm-a"))
-        .and_then(|fields| fields.get(status_column).map(|status| (*status).to_owned()))
-        .ok_or_else(|| format!("no app/vm-a row in {csv}"))
+/// HAProxy checking `/readyz` on `readyz` every 100 ms (down after 2 failures, up after 2
+/// successes).
+fn start_haproxy(dir: &Path, readyz: &str) -> Haproxy {
+    let check = HealthCheck {
+        readyz: readyz.to_owned(),
+        inter: "100ms",
+        fall: 2,
+        rise: 2,
+    };
+    Haproxy::start(dir, &check, None)
 }
 
 fn readyz(address: &str) -> String {
@@ -299,7 +157,7 @@ fn lb_drain_takes_the_vm_out_of_haproxy_before_approval_and_back_after() {
     // UP as soon as the daemon answers, long before the event appears (6 s after the
     // daemon's first poll).
     let admin = free_loopback_address();
-    let haproxy = Haproxy::start(setup.dir.path(), &admin);
+    let haproxy = start_haproxy(setup.dir.path(), &admin);
     let daemon = setup.start_daemon_listening(&admin, "");
     assert_eq!(admin_address(&daemon), admin);
     let up_at = wait_for(
@@ -367,12 +225,12 @@ fn lb_drain_takes_the_vm_out_of_haproxy_before_approval_and_back_after() {
         .find(|(_, status)| status == "DOWN")
         .map(|(at, _)| *at)
         .expect("checked above");
-    let back_up = haproxy.wait_up_since(drained_at);
+    let back_up = haproxy.wait_status_since(drained_at, "UP", Duration::from_secs(30));
     assert!(
-        back_up.0 >= removed_at,
+        back_up >= removed_at,
         "HAProxy put vm-a back in rotation at {}, before the event was over at the simulator \
          (started {started_at}, removed {removed_at}): {:?}",
-        back_up.0,
+        back_up,
         haproxy.history()
     );
     assert_eq!(readyz(&admin), "200", "/readyz after the event");
@@ -804,7 +662,7 @@ fn readiness_hold_survives_a_sigkill_mid_drain_and_haproxy_keeps_the_vm_down() {
     let admin = free_loopback_address();
     let mut first = setup.start_daemon_listening(&admin, "");
     assert_eq!(admin_address(&first), admin);
-    let haproxy = Haproxy::start(setup.dir.path(), &admin);
+    let haproxy = start_haproxy(setup.dir.path(), &admin);
     wait_for(Duration::from_secs(30), "HAProxy to see vm-a UP", || {
         let status = haproxy.status();
         if status == "UP" { Ok(()) } else { Err(status) }
@@ -857,5 +715,5 @@ fn readiness_hold_survives_a_sigkill_mid_drain_and_haproxy_keeps_the_vm_down() {
         up_while_rebooting.is_empty(),
         "HAProxy saw vm-a UP between the SIGKILL and the end of the event: {history:?}"
     );
-    haproxy.wait_up_since(ended.at_unix_ms);
+    haproxy.wait_status_since(ended.at_unix_ms, "UP", Duration::from_secs(30));
 }

@@ -8,6 +8,10 @@ pub mod azurite;
 pub mod browser;
 /// Artifacts a hostile author makes, pushed and signed without `plugin push`'s checks.
 pub mod crafted;
+/// A maintenance drill behind a real HAProxy with requests flowing (drain tests, bench-drain).
+// not on Windows: HAProxy, its Unix stats socket and the `sh` actions are Linux's.
+#[cfg(unix)]
+pub mod drain_drill;
 /// Real etcd on loopback: one member, or a cluster whose members the tests kill and restart.
 pub mod etcd;
 /// A small OCI registry that can be told to misbehave, for the supply-chain tests.
@@ -15,6 +19,10 @@ pub mod fake_registry;
 pub mod fixtures;
 pub mod generated;
 pub mod guests;
+/// A real HAProxy balancing small app servers, its view from the stats socket, and a client.
+// not on Windows: HAProxy and its Unix stats socket are Linux's.
+#[cfg(unix)]
+pub mod haproxy;
 pub mod harness;
 /// An HTTPS client trusting only the test CA.
 pub mod https;
