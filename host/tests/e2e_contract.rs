@@ -146,7 +146,10 @@ fn old_plugins_see_an_event_through(version: &str) {
         assert!(started.is_empty(), "{started:?}");
     } else {
         for name in OLD_PLUGINS {
-            assert!(started.iter().any(|plugin| plugin == name), "{name}: {started:?}");
+            assert!(
+                started.iter().any(|plugin| plugin == name),
+                "{name}: {started:?}"
+            );
         }
     }
 }

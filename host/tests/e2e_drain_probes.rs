@@ -43,12 +43,18 @@ fn check_drill(drill: &DrillOutcome, name: &str) -> (u64, u64, u64) {
         drill.sent.len(),
         drill.haproxy_history
     );
-    let down_at = drill
-        .down_at()
-        .unwrap_or_else(|| panic!("{name}: HAProxy never saw vm-a DOWN: {:?}", drill.haproxy_history));
-    let approved_at = drill
-        .approved_at()
-        .unwrap_or_else(|| panic!("{name}: no approval at IMDS: {}", drill.daemon.describe_for_failure()));
+    let down_at = drill.down_at().unwrap_or_else(|| {
+        panic!(
+            "{name}: HAProxy never saw vm-a DOWN: {:?}",
+            drill.haproxy_history
+        )
+    });
+    let approved_at = drill.approved_at().unwrap_or_else(|| {
+        panic!(
+            "{name}: no approval at IMDS: {}",
+            drill.daemon.describe_for_failure()
+        )
+    });
     assert!(
         down_at <= drill.stopped_at,
         "{name}: the app was stopped at {} ms, before HAProxy took vm-a out at {} ms",
@@ -90,7 +96,9 @@ fn check_drill(drill: &DrillOutcome, name: &str) -> (u64, u64, u64) {
     );
     assert!(
         drill.metrics.contains("forewarn_readyz_probers 1\n")
-            && drill.metrics.contains("forewarn_drains_without_probes_total 0\n"),
+            && drill
+                .metrics
+                .contains("forewarn_drains_without_probes_total 0\n"),
         "{name}: the metrics should show HAProxy as the one prober: {}",
         drill.metrics
     );
@@ -159,16 +167,20 @@ fn with_no_load_balancer_probing_the_drain_says_so_and_waits_out_its_window() {
     let daemon = Daemon::start(forewarn_binary!(), &config_path);
     let admin = daemon.admin_address(Duration::from_secs(30));
 
-    let status = wait_for(Duration::from_secs(60), "/status to warn of no probe", || {
-        let status = http_get(&admin, "/status")?;
-        let json: serde_json::Value =
-            serde_json::from_str(&status).map_err(|error| format!("{error}: {status}"))?;
-        if json["readiness"]["warning"].as_str().is_some() {
-            Ok(json)
-        } else {
-            Err(status)
-        }
-    });
+    let status = wait_for(
+        Duration::from_secs(60),
+        "/status to warn of no probe",
+        || {
+            let status = http_get(&admin, "/status")?;
+            let json: serde_json::Value =
+                serde_json::from_str(&status).map_err(|error| format!("{error}: {status}"))?;
+            if json["readiness"]["warning"].as_str().is_some() {
+                Ok(json)
+            } else {
+                Err(status)
+            }
+        },
+    );
     assert!(
         status["readiness"]["warning"]
             .as_str()
@@ -182,7 +194,9 @@ fn with_no_load_balancer_probing_the_drain_says_so_and_waits_out_its_window() {
         .find(|decision| decision.plugin == "lb-drain" && decision.decision == "defer")
         .expect("lb-drain deferred");
     assert!(
-        deferral.reason.contains("is the health probe pointed at forewarn?"),
+        deferral
+            .reason
+            .contains("is the health probe pointed at forewarn?"),
         "{deferral:?}"
     );
     let state = wait_for(Duration::from_secs(60), "an approval at IMDS", || {
@@ -193,8 +207,8 @@ fn with_no_load_balancer_probing_the_drain_says_so_and_waits_out_its_window() {
             Err(summarize_state(&state))
         }
     });
-    let appeared_at = transition_at_unix_ms(&state, &deferral.event_id, Transition::Appeared)
-        .expect("appeared");
+    let appeared_at =
+        transition_at_unix_ms(&state, &deferral.event_id, Transition::Appeared).expect("appeared");
     let approved_at = state
         .approvals
         .iter()

@@ -2,23 +2,20 @@
 //! HAProxy health-checking `/readyz` (lb-drain), a local HTTP workload (checkpoint), real
 //! processes stopped and started by actions (graceful-shutdown), and refused capabilities.
 
-use std::io::{BufReader, Read, Write};
+use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use forewarn_simulator::{StateSnapshot, Transition};
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::haproxy::{Haproxy, HealthCheck, find_haproxy};
 use forewarn_test_support::harness::{
-    ChildGuard, Daemon, PREPARE_AT_ONCE, PluginDecision, RawRequest, Simulator,
-    free_loopback_address, http_get, install_bundled_plugin, now_unix_ms, read_request, same_id,
-    summarize_state, transition_at_unix_ms, wait_for,
+    Daemon, PREPARE_AT_ONCE, PluginDecision, RawRequest, Simulator, free_loopback_address,
+    http_get, install_bundled_plugin, now_unix_ms, read_request, same_id, summarize_state,
+    transition_at_unix_ms, wait_for,
 };
 
 /// Scenario speed: scenario time runs this many times faster than the wall clock.

@@ -198,8 +198,8 @@ bool fw_set_ready(bool ready) {
     return false;
 }
 
-bool fw_drain_progress(uint32_t unhealthy_threshold, fw_drain_progress_t *out) {
-    forewarn_plugin_host_drain_progress_t progress;
+bool fw_drain_progress(uint32_t unhealthy_threshold, fw_drain_status_t *out) {
+    forewarn_plugin_host_drain_status_t progress;
     forewarn_plugin_host_host_error_t error;
     if (!forewarn_plugin_host_drain_progress(unhealthy_threshold, &progress, &error)) {
         warn_host_error("drain-progress", &error);

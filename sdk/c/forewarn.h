@@ -151,13 +151,13 @@ typedef struct {
     uint32_t probers_drained; /* of those, answered 503 `unhealthy_threshold` times in a row */
     int64_t drained_for_ms;   /* ms since every prober has; -1 until then */
     int64_t not_ready_for_ms; /* ms since the VM was marked not ready; -1 while it is ready */
-} fw_drain_progress_t;
+} fw_drain_status_t;
 
 /* Fills *out with the drain's progress at load balancers that take a VM out after
  * `unhealthy_threshold` failed probes in a row (their own setting, 1 to 16). Needs
  * `[capabilities] readiness = true`. Returns false on failure (the reason is logged as a
  * warning). */
-bool fw_drain_progress(uint32_t unhealthy_threshold, fw_drain_progress_t *out);
+bool fw_drain_progress(uint32_t unhealthy_threshold, fw_drain_status_t *out);
 
 /* POSTs `body` to `url` (its host:port on `[capabilities] http`). Returns the HTTP status,
  * or -1 when the request failed (the reason is logged as a warning). */

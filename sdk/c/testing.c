@@ -41,7 +41,7 @@ static table config_values, state_values;
 static stubs http_stubs, action_stubs, token_stubs;
 static bool readiness_granted;
 static int last_ready = -1;
-static fw_drain_progress_t drain_answer = {0, 0, -1, -1};
+static fw_drain_status_t drain_answer = {0, 0, -1, -1};
 static fw_test_call *calls;
 static size_t calls_len;
 static int checks, failures;
@@ -156,7 +156,7 @@ void fw_test_reset(const char *plugin) {
     stubs_clear(&token_stubs);
     readiness_granted = false;
     last_ready = -1;
-    drain_answer = (fw_drain_progress_t){0, 0, -1, -1};
+    drain_answer = (fw_drain_status_t){0, 0, -1, -1};
     for (size_t i = 0; i < calls_len; i++) {
         free(calls[i].arg);
         free(calls[i].method);
@@ -174,7 +174,7 @@ void fw_test_state(const char *key, const void *value, size_t len) { table_put(&
 void fw_test_grant_readiness(bool granted) { readiness_granted = granted; }
 
 void fw_test_drain_progress(uint32_t probers, uint32_t drained, int64_t drained_for_ms, int64_t not_ready_for_ms) {
-    drain_answer = (fw_drain_progress_t){probers, drained, drained_for_ms, not_ready_for_ms};
+    drain_answer = (fw_drain_status_t){probers, drained, drained_for_ms, not_ready_for_ms};
 }
 
 void fw_test_http_reply(const char *method, const char *url, int status, const char *body) {
@@ -410,7 +410,7 @@ bool forewarn_plugin_host_set_ready(bool ready, forewarn_plugin_host_host_error_
     return true;
 }
 
-bool forewarn_plugin_host_drain_progress(uint32_t unhealthy_threshold, forewarn_plugin_host_drain_progress_t *ret,
+bool forewarn_plugin_host_drain_progress(uint32_t unhealthy_threshold, forewarn_plugin_host_drain_status_t *ret,
                                          forewarn_plugin_host_host_error_t *err) {
     record("drain-progress", NULL);
     if (!readiness_granted)

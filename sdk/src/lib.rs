@@ -32,7 +32,7 @@ pub mod time;
 mod vm;
 
 pub use bindings::forewarn::plugin::host::{
-    AccessToken, ActionOutput, DrainProgress, HttpRequest, HttpResponse, Level,
+    AccessToken, ActionOutput, DrainStatus, HttpRequest, HttpResponse, Level,
 };
 pub use bindings::forewarn::plugin::types::{
     Context, Decision, Deferral, EventSource, EventStatus, EventType, EvictionPolicy, Phase,

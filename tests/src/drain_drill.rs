@@ -21,7 +21,9 @@ use crate::harness::{
 
 /// The lb-drain a drill runs: its component and its manifest.
 pub struct LbDrain {
+    /// The component's bytes.
     pub wasm: Vec<u8>,
+    /// Its `lb-drain.toml`.
     pub manifest: String,
 }
 
@@ -61,14 +63,17 @@ pub struct DrillOutcome {
     pub sent: Vec<Sent>,
     /// The simulator's state once the event was over.
     pub state: StateSnapshot,
+    /// The drilled event's id.
     pub event_id: String,
     /// vm-a's status changes as HAProxy reported them.
     pub haproxy_history: Vec<(u64, String)>,
-    /// When the stop action and the start action ran.
+    /// When the stop action ran.
     pub stopped_at: u64,
+    /// When the start action ran.
     pub started_at: u64,
     /// `/metrics` after the event.
     pub metrics: String,
+    /// The daemon (its log, for failure messages).
     pub daemon: Daemon,
     /// The drill's folder (state, config), kept while the daemon's record is read.
     pub dir: tempfile::TempDir,
@@ -112,8 +117,12 @@ impl DrillOutcome {
 }
 
 fn transition_at(state: &StateSnapshot, event_id: &str, transition: Transition) -> u64 {
-    transition_at_unix_ms(state, event_id, transition)
-        .unwrap_or_else(|| panic!("no {transition:?} of {event_id}: {}", summarize_state(state)))
+    transition_at_unix_ms(state, event_id, transition).unwrap_or_else(|| {
+        panic!(
+            "no {transition:?} of {event_id}: {}",
+            summarize_state(state)
+        )
+    })
 }
 
 /// One event of `event_type` for vm-a with `notice`, appearing 6 s after the daemon's first
@@ -154,7 +163,10 @@ pub fn graceful_shutdown_manifest() -> String {
         .replace("# stop-action = ", "stop-action = ")
         .replace("# start-action = ", "start-action = ")
         .replace("# actions = ", "actions = ")
-        .replace("budget = \"10s\"", "budget = \"10s\"\nprepare-time = \"2s\"");
+        .replace(
+            "budget = \"10s\"",
+            "budget = \"10s\"\nprepare-time = \"2s\"",
+        );
     assert!(
         configured.contains("\nstop-action = \"stop-app\"")
             && configured.contains("\nactions = [\"stop-app\", \"start-app\"]")
@@ -218,7 +230,12 @@ fn actions(balancer: &Balancer, stop_times: &Path, start_times: &Path) -> String
     );
     let start = format!(
         "{}; date +%s%3N >> {}",
-        app_start_command(&balancer.script, &balancer.vm_a_app, "vm-a", &balancer.a_pid),
+        app_start_command(
+            &balancer.script,
+            &balancer.vm_a_app,
+            "vm-a",
+            &balancer.a_pid
+        ),
         start_times.display()
     );
     format!(
@@ -231,7 +248,12 @@ fn actions(balancer: &Balancer, stop_times: &Path, start_times: &Path) -> String
 
 /// Runs `event_type` with `notice` behind HAProxy with requests flowing, until vm-a is back
 /// in rotation and has answered 5 requests again; `forewarn` is the daemon's binary.
-pub fn run_drill(forewarn: &Path, event_type: &str, notice: &str, lb_drain: &LbDrain) -> DrillOutcome {
+pub fn run_drill(
+    forewarn: &Path,
+    event_type: &str,
+    notice: &str,
+    lb_drain: &LbDrain,
+) -> DrillOutcome {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let admin = free_loopback_address();
     let balancer = start_balancer(dir.path(), &admin);
@@ -287,7 +309,10 @@ pub fn run_drill(forewarn: &Path, event_type: &str, notice: &str, lb_drain: &LbD
     let metrics = http_get(&admin, "/metrics").unwrap_or_else(|error| error);
     let first = |file: &Path, what: &str| {
         action_times(file).first().copied().unwrap_or_else(|| {
-            panic!("the {what} action never ran: {}", daemon.describe_for_failure())
+            panic!(
+                "the {what} action never ran: {}",
+                daemon.describe_for_failure()
+            )
         })
     };
     let (stopped_at, started_at) = (first(&stop_times, "stop"), first(&start_times, "start"));

@@ -36,9 +36,13 @@ pub fn find_haproxy() -> PathBuf {
 /// `inter`, down after `fall` failures, up after `rise` successes.
 #[derive(Debug, Clone)]
 pub struct HealthCheck {
+    /// forewarn's admin address (`host:port`).
     pub readyz: String,
+    /// HAProxy's `inter`, e.g. "1s".
     pub inter: &'static str,
+    /// HAProxy's `fall`.
     pub fall: u32,
+    /// HAProxy's `rise`.
     pub rise: u32,
 }
 
@@ -47,8 +51,11 @@ pub struct HealthCheck {
 /// backend only checks vm-a.
 #[derive(Debug, Clone)]
 pub struct Balanced {
+    /// Where HAProxy listens for the client (`host:port`).
     pub frontend: String,
+    /// vm-a's app server.
     pub vm_a_app: String,
+    /// vm-b's app server.
     pub vm_b_app: String,
 }
 

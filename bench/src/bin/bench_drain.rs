@@ -30,7 +30,10 @@ fn figures(drill: &DrillOutcome) -> anyhow::Result<Figures> {
     let appeared = drill.at(Transition::Appeared);
     let since = |at: u64| Duration::from_millis(at.saturating_sub(appeared));
     let (Some(down), Some(approval)) = (drill.down_at(), drill.approved_at()) else {
-        bail!("HAProxy never saw vm-a DOWN, or IMDS saw no approval: {}", drill.daemon.describe_for_failure());
+        bail!(
+            "HAProxy never saw vm-a DOWN, or IMDS saw no approval: {}",
+            drill.daemon.describe_for_failure()
+        );
     };
     Ok(Figures {
         down: since(down),
@@ -49,8 +52,14 @@ fn main() -> anyhow::Result<()> {
         .unwrap_or(ROUNDS);
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../host/tests/fixtures/wit-0.2.0");
     let kinds = [
-        ("probe-aware (lb-drain today, as shipped)", LbDrain::shipped()),
-        ("fixed window (lb-drain 0.2.0, drain-seconds = 15)", LbDrain::from_dir(&fixture)),
+        (
+            "probe-aware (lb-drain today, as shipped)",
+            LbDrain::shipped(),
+        ),
+        (
+            "fixed window (lb-drain 0.2.0, drain-seconds = 15)",
+            LbDrain::from_dir(&fixture),
+        ),
     ];
     let mut measured: Vec<Vec<Figures>> = vec![Vec::new(), Vec::new()];
     for round in 1..=rounds {
@@ -60,16 +69,18 @@ fn main() -> anyhow::Result<()> {
             measured[index].push(figures(&drill)?);
         }
     }
-    println!("| lb-drain | appearance → HAProxy DOWN | → stop action | → approval at IMDS | requests failed |");
+    println!(
+        "| lb-drain | appearance → HAProxy DOWN | → stop action | → approval at IMDS | requests failed |"
+    );
     println!("| --- | --- | --- | --- | --- |");
     let mut stops = Vec::new();
     for ((label, _), runs) in kinds.iter().zip(&measured) {
         let median = |pick: fn(&Figures) -> Duration| {
             percentile(&sorted(runs.iter().map(pick).collect()), 50)
         };
-        let (sent, failed): (usize, usize) = runs
-            .iter()
-            .fold((0, 0), |(sent, failed), run| (sent + run.sent, failed + run.failed));
+        let (sent, failed): (usize, usize) = runs.iter().fold((0, 0), |(sent, failed), run| {
+            (sent + run.sent, failed + run.failed)
+        });
         let stop = median(|run| run.stop);
         stops.push(stop);
         println!(

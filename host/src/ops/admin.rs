@@ -9,12 +9,12 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
 
-use axum::{Extension, Router};
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::{Extension, Router};
 use forewarn_imds::PollStatus;
 use forewarn_runtime::{Prober, Readiness};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -429,7 +429,9 @@ async fn metrics(State(state): State<AdminState>) -> Response {
     state
         .metrics
         .set_current(events, state.readiness.is_ready());
-    state.metrics.set_readiness_probes(&state.readiness, Instant::now());
+    state
+        .metrics
+        .set_readiness_probes(&state.readiness, Instant::now());
     state.metrics.set_storage(&state.storage);
     state
         .metrics

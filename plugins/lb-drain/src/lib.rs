@@ -99,7 +99,9 @@ fn probe_report(settings: &DrainSettings) -> Option<ProbeReport> {
     match host::drain_progress(settings.unhealthy_threshold) {
         Ok(progress) => Some(progress.into()),
         Err(error) => {
-            log::warn!("cannot tell what the load balancers saw ({error}): the drain window decides");
+            log::warn!(
+                "cannot tell what the load balancers saw ({error}): the drain window decides"
+            );
             None
         }
     }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use forewarn_sdk::{Context, DrainProgress, Event, EventType};
+use forewarn_sdk::{Context, DrainStatus, Event, EventType};
 
 /// Longest wait between two checks of a drain in progress, so the log shows it counting down.
 const MAX_RETRY: Duration = Duration::from_secs(2);
@@ -106,8 +106,8 @@ pub(crate) struct ProbeReport {
     pub(crate) drained_for: Option<Duration>,
 }
 
-impl From<DrainProgress> for ProbeReport {
-    fn from(progress: DrainProgress) -> Self {
+impl From<DrainStatus> for ProbeReport {
+    fn from(progress: DrainStatus) -> Self {
         ProbeReport {
             probers: progress.probers,
             drained: progress.probers_drained,

@@ -2,7 +2,7 @@
 //! the drain window, deregistering once after it, registering and ready again at the end.
 
 use forewarn_sdk::testing::{self, HostCall, TestHost};
-use forewarn_sdk::{Decision, DrainProgress, Event, EventType, Level, Phase};
+use forewarn_sdk::{Decision, DrainStatus, Event, EventType, Level, Phase};
 
 use super::{DRAINING_KEY, LbDrain, now_ms};
 
@@ -156,8 +156,8 @@ fn an_event_whose_drain_could_not_be_recorded_still_releases_the_vm_when_it_is_o
     );
 }
 
-fn progress(probers: u32, drained: u32, drained_for_ms: Option<u64>) -> DrainProgress {
-    DrainProgress {
+fn progress(probers: u32, drained: u32, drained_for_ms: Option<u64>) -> DrainStatus {
+    DrainStatus {
         probers,
         probers_drained: drained,
         drained_for_ms,

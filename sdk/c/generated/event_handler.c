@@ -3,39 +3,42 @@
 #include <stdlib.h>
 #include <string.h>
 
-// Imported Functions from `forewarn:plugin/host@0.2.0`
+// Imported Functions from `forewarn:plugin/host@0.3.0`
 
-__attribute__((__import_module__("forewarn:plugin/host@0.2.0"), __import_name__("log")))
+__attribute__((__import_module__("forewarn:plugin/host@0.3.0"), __import_name__("log")))
 extern void __wasm_import_forewarn_plugin_host_log(int32_t, uint8_t *, size_t);
 
-__attribute__((__import_module__("forewarn:plugin/host@0.2.0"), __import_name__("config")))
+__attribute__((__import_module__("forewarn:plugin/host@0.3.0"), __import_name__("config")))
 extern void __wasm_import_forewarn_plugin_host_config(uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("forewarn:plugin/host@0.2.0"), __import_name__("state-get")))
+__attribute__((__import_module__("forewarn:plugin/host@0.3.0"), __import_name__("state-get")))
 extern void __wasm_import_forewarn_plugin_host_state_get(uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("forewarn:plugin/host@0.2.0"), __import_name__("state-set")))
+__attribute__((__import_module__("forewarn:plugin/host@0.3.0"), __import_name__("state-set")))
 extern void __wasm_import_forewarn_plugin_host_state_set(uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("forewarn:plugin/host@0.2.0"), __import_name__("state-delete")))
+__attribute__((__import_module__("forewarn:plugin/host@0.3.0"), __import_name__("state-delete")))
 extern void __wasm_import_forewarn_plugin_host_state_delete(uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("forewarn:plugin/host@0.2.0"), __import_name__("set-ready")))
+__attribute__((__import_module__("forewarn:plugin/host@0.3.0"), __import_name__("set-ready")))
 extern void __wasm_import_forewarn_plugin_host_set_ready(int32_t, uint8_t *);
 
-__attribute__((__import_module__("forewarn:plugin/host@0.2.0"), __import_name__("http-send")))
+__attribute__((__import_module__("forewarn:plugin/host@0.3.0"), __import_name__("drain-progress")))
+extern void __wasm_import_forewarn_plugin_host_drain_progress(int32_t, uint8_t *);
+
+__attribute__((__import_module__("forewarn:plugin/host@0.3.0"), __import_name__("http-send")))
 extern void __wasm_import_forewarn_plugin_host_http_send(uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("forewarn:plugin/host@0.2.0"), __import_name__("azure-access-token")))
+__attribute__((__import_module__("forewarn:plugin/host@0.3.0"), __import_name__("azure-access-token")))
 extern void __wasm_import_forewarn_plugin_host_azure_access_token(uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("forewarn:plugin/host@0.2.0"), __import_name__("run-action")))
+__attribute__((__import_module__("forewarn:plugin/host@0.3.0"), __import_name__("run-action")))
 extern void __wasm_import_forewarn_plugin_host_run_action(uint8_t *, size_t, uint8_t *);
 
-// Exported Functions from `forewarn:plugin/handler@0.2.0`
+// Exported Functions from `forewarn:plugin/handler@0.3.0`
 
 
-__attribute__((__weak__, __export_name__("cabi_post_forewarn:plugin/handler@0.2.0#on-event")))
+__attribute__((__weak__, __export_name__("cabi_post_forewarn:plugin/handler@0.3.0#on-event")))
 void __wasm_export_exports_forewarn_plugin_handler_on_event_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -81,6 +84,16 @@ void forewarn_plugin_host_host_error_free(forewarn_plugin_host_host_error_t *ptr
       break;
     }
   }
+}
+
+void event_handler_option_u64_free(event_handler_option_u64_t *ptr) {
+  if (ptr->is_some) {
+  }
+}
+
+void forewarn_plugin_host_drain_status_free(forewarn_plugin_host_drain_status_t *ptr) {
+  event_handler_option_u64_free(&ptr->drained_for_ms);
+  event_handler_option_u64_free(&ptr->not_ready_for_ms);
 }
 
 void event_handler_tuple2_string_string_free(event_handler_tuple2_string_string_t *ptr) {
@@ -155,6 +168,14 @@ void forewarn_plugin_host_result_void_host_error_free(forewarn_plugin_host_resul
   }
 }
 
+void forewarn_plugin_host_result_drain_status_host_error_free(forewarn_plugin_host_result_drain_status_host_error_t *ptr) {
+  if (!ptr->is_err) {
+    forewarn_plugin_host_drain_status_free(&ptr->val.ok);
+  } else {
+    forewarn_plugin_host_host_error_free(&ptr->val.err);
+  }
+}
+
 void forewarn_plugin_host_result_http_response_host_error_free(forewarn_plugin_host_result_http_response_host_error_t *ptr) {
   if (!ptr->is_err) {
     forewarn_plugin_host_http_response_free(&ptr->val.ok);
@@ -187,11 +208,6 @@ void event_handler_list_string_free(event_handler_list_string_t *ptr) {
       event_handler_string_free(&list_ptr[i]);
     }
     free(list_ptr);
-  }
-}
-
-void event_handler_option_u64_free(event_handler_option_u64_t *ptr) {
-  if (ptr->is_some) {
   }
 }
 
@@ -467,6 +483,83 @@ bool forewarn_plugin_host_set_ready(bool ready, forewarn_plugin_host_host_error_
   }
 }
 
+bool forewarn_plugin_host_drain_progress(uint32_t unhealthy_threshold, forewarn_plugin_host_drain_status_t *ret, forewarn_plugin_host_host_error_t *err) {
+  __attribute__((__aligned__(8)))
+  uint8_t ret_area[48];
+  uint8_t *ptr = (uint8_t *) &ret_area;
+  __wasm_import_forewarn_plugin_host_drain_progress((int32_t) (unhealthy_threshold), ptr);
+  forewarn_plugin_host_result_drain_status_host_error_t result;
+  switch ((int32_t) *((uint8_t*) (ptr + 0))) {
+    case 0: {
+      result.is_err = false;
+      event_handler_option_u64_t option;
+      switch ((int32_t) *((uint8_t*) (ptr + 16))) {
+        case 0: {
+          option.is_some = false;
+          break;
+        }
+        case 1: {
+          option.is_some = true;
+          option.val = (uint64_t) (*((int64_t*) (ptr + 24)));
+          break;
+        }
+      }
+      event_handler_option_u64_t option0;
+      switch ((int32_t) *((uint8_t*) (ptr + 32))) {
+        case 0: {
+          option0.is_some = false;
+          break;
+        }
+        case 1: {
+          option0.is_some = true;
+          option0.val = (uint64_t) (*((int64_t*) (ptr + 40)));
+          break;
+        }
+      }
+
+      result.val.ok = (forewarn_plugin_host_drain_status_t) {
+        (uint32_t) (uint32_t) (*((int32_t*) (ptr + 8))),
+        (uint32_t) (uint32_t) (*((int32_t*) (ptr + 12))),
+        (event_handler_option_u64_t) option,
+        (event_handler_option_u64_t) option0,
+      };
+      break;
+    }
+    case 1: {
+      result.is_err = true;
+      forewarn_plugin_host_host_error_t variant;
+      variant.tag = (int32_t) *((uint8_t*) (ptr + 8));
+      switch ((int32_t) variant.tag) {
+        case 0: {
+          variant.val.not_granted = (event_handler_string_t) { (uint8_t*)(*((uint8_t **) (ptr + (8+1*sizeof(void*))))), (*((size_t*) (ptr + (8+2*sizeof(void*))))) };
+          break;
+        }
+        case 1: {
+          variant.val.invalid = (event_handler_string_t) { (uint8_t*)(*((uint8_t **) (ptr + (8+1*sizeof(void*))))), (*((size_t*) (ptr + (8+2*sizeof(void*))))) };
+          break;
+        }
+        case 2: {
+          variant.val.failed = (event_handler_string_t) { (uint8_t*)(*((uint8_t **) (ptr + (8+1*sizeof(void*))))), (*((size_t*) (ptr + (8+2*sizeof(void*))))) };
+          break;
+        }
+        case 3: {
+          break;
+        }
+      }
+
+      result.val.err = variant;
+      break;
+    }
+  }
+  if (!result.is_err) {
+    *ret = result.val.ok;
+    return 1;
+  } else {
+    *err = result.val.err;
+    return 0;
+  }
+}
+
 bool forewarn_plugin_host_http_send(forewarn_plugin_host_http_request_t *request, forewarn_plugin_host_http_response_t *ret, forewarn_plugin_host_host_error_t *err) {
   __attribute__((__aligned__(sizeof(void*))))
   uint8_t ret_area[(6*sizeof(void*))];
@@ -632,7 +725,7 @@ bool forewarn_plugin_host_run_action(event_handler_string_t *name, forewarn_plug
   }
 }
 
-__attribute__((__export_name__("forewarn:plugin/handler@0.2.0#on-start")))
+__attribute__((__export_name__("forewarn:plugin/handler@0.3.0#on-start")))
 void __wasm_export_exports_forewarn_plugin_handler_on_start(uint8_t * arg, size_t arg0, int32_t arg1, int32_t arg2, int32_t arg3, int32_t arg4, int64_t arg5) {
   forewarn_plugin_types_option_eviction_policy_t option;
   switch (arg2) {
@@ -658,7 +751,7 @@ void __wasm_export_exports_forewarn_plugin_handler_on_start(uint8_t * arg, size_
   exports_forewarn_plugin_handler_on_start(&arg6);
 }
 
-__attribute__((__export_name__("forewarn:plugin/handler@0.2.0#on-event")))
+__attribute__((__export_name__("forewarn:plugin/handler@0.3.0#on-event")))
 uint8_t * __wasm_export_exports_forewarn_plugin_handler_on_event(uint8_t * arg) {
   event_handler_option_u64_t option;
   switch ((int32_t) *((uint8_t*) (arg + (10*sizeof(void*))))) {

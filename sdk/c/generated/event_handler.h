@@ -45,6 +45,28 @@ typedef struct forewarn_plugin_host_host_error_t {
 #define FOREWARN_PLUGIN_HOST_HOST_ERROR_TIMED_OUT 3
 
 typedef struct {
+  bool is_some;
+  uint64_t val;
+} event_handler_option_u64_t;
+
+// Where a drain stands at the load balancers probing this VM's `/readyz`.
+typedef struct forewarn_plugin_host_drain_status_t {
+  // Probers (one per address) that asked `/readyz` in the last minute. 0 means no
+  // load balancer probes forewarn: its health probe may point elsewhere, and only a
+  // fixed drain window is left.
+  uint32_t   probers;
+  // Of those, the ones answered 503 at least `unhealthy-threshold` times in a row
+  // since the VM was marked not ready: each has taken the VM out of rotation.
+  uint32_t   probers_drained;
+  // Milliseconds since the last prober reached that count, once every prober has
+  // (and there is at least one); none otherwise.
+  event_handler_option_u64_t   drained_for_ms;
+  // Milliseconds since the VM was marked not ready (by any plugin); none while it is
+  // ready.
+  event_handler_option_u64_t   not_ready_for_ms;
+} forewarn_plugin_host_drain_status_t;
+
+typedef struct {
   event_handler_string_t f0;
   event_handler_string_t f1;
 } event_handler_tuple2_string_string_t;
@@ -123,6 +145,14 @@ typedef struct {
 typedef struct {
   bool is_err;
   union {
+    forewarn_plugin_host_drain_status_t ok;
+    forewarn_plugin_host_host_error_t err;
+  } val;
+} forewarn_plugin_host_result_drain_status_host_error_t;
+
+typedef struct {
+  bool is_err;
+  union {
     forewarn_plugin_host_http_response_t ok;
     forewarn_plugin_host_host_error_t err;
   } val;
@@ -184,11 +214,6 @@ typedef struct {
   event_handler_string_t *ptr;
   size_t len;
 } event_handler_list_string_t;
-
-typedef struct {
-  bool is_some;
-  uint64_t val;
-} event_handler_option_u64_t;
 
 typedef struct {
   bool is_some;
@@ -343,7 +368,7 @@ typedef forewarn_plugin_types_decision_t exports_forewarn_plugin_handler_decisio
 
 typedef forewarn_plugin_types_start_context_t exports_forewarn_plugin_handler_start_context_t;
 
-// Imported Functions from `forewarn:plugin/host@0.2.0`
+// Imported Functions from `forewarn:plugin/host@0.3.0`
 // Writes a line to the daemon's log under this plugin's name. Lines are bounded in
 // length and in number per call; the excess is dropped and counted.
 extern void forewarn_plugin_host_log(forewarn_plugin_host_level_t level, event_handler_string_t *message);
@@ -361,6 +386,13 @@ extern bool forewarn_plugin_host_state_delete(event_handler_string_t *key, forew
 // which load-balancer health probes watch. The VM is ready only while no plugin has
 // marked it not ready. Needs the `readiness` capability.
 extern bool forewarn_plugin_host_set_ready(bool ready, forewarn_plugin_host_host_error_t *err);
+// What the load balancers have seen of the VM being not ready: whether every prober of
+// `/readyz` has been answered 503 `unhealthy-threshold` times in a row since the VM was
+// marked not ready. Give the load balancer's own threshold (HAProxy's `fall`, Azure Load
+// Balancer's `probeThreshold`, Application Gateway's unhealthy threshold), 1 to 16; a
+// drain is complete when `drained-for-ms` covers the connection drain time. Needs the
+// `readiness` capability. Since 0.3.0.
+extern bool forewarn_plugin_host_drain_progress(uint32_t unhealthy_threshold, forewarn_plugin_host_drain_status_t *ret, forewarn_plugin_host_host_error_t *err);
 // Sends an HTTP or HTTPS request to a host and port on the plugin's allow-list
 // (`[capabilities] http = ["host:port", …]`). Never through a proxy; redirects are
 // returned, not followed. Bounded by the call's deadline.
@@ -376,13 +408,17 @@ extern bool forewarn_plugin_host_azure_access_token(event_handler_string_t *reso
 // process still running then is killed and the call returns `timed-out`.
 extern bool forewarn_plugin_host_run_action(event_handler_string_t *name, forewarn_plugin_host_action_output_t *ret, forewarn_plugin_host_host_error_t *err);
 
-// Exported Functions from `forewarn:plugin/handler@0.2.0`
+// Exported Functions from `forewarn:plugin/handler@0.3.0`
 void exports_forewarn_plugin_handler_on_start(exports_forewarn_plugin_handler_start_context_t *ctx);
 void exports_forewarn_plugin_handler_on_event(exports_forewarn_plugin_handler_scheduled_event_t *event, exports_forewarn_plugin_handler_phase_t phase, exports_forewarn_plugin_handler_context_t *ctx, exports_forewarn_plugin_handler_decision_t *ret);
 
 // Helper Functions
 
 void forewarn_plugin_host_host_error_free(forewarn_plugin_host_host_error_t *ptr);
+
+void event_handler_option_u64_free(event_handler_option_u64_t *ptr);
+
+void forewarn_plugin_host_drain_status_free(forewarn_plugin_host_drain_status_t *ptr);
 
 void event_handler_tuple2_string_string_free(event_handler_tuple2_string_string_t *ptr);
 
@@ -406,6 +442,8 @@ void event_handler_option_list_u8_free(event_handler_option_list_u8_t *ptr);
 
 void forewarn_plugin_host_result_void_host_error_free(forewarn_plugin_host_result_void_host_error_t *ptr);
 
+void forewarn_plugin_host_result_drain_status_host_error_free(forewarn_plugin_host_result_drain_status_host_error_t *ptr);
+
 void forewarn_plugin_host_result_http_response_host_error_free(forewarn_plugin_host_result_http_response_host_error_t *ptr);
 
 void forewarn_plugin_host_result_access_token_host_error_free(forewarn_plugin_host_result_access_token_host_error_t *ptr);
@@ -413,8 +451,6 @@ void forewarn_plugin_host_result_access_token_host_error_free(forewarn_plugin_ho
 void forewarn_plugin_host_result_action_output_host_error_free(forewarn_plugin_host_result_action_output_host_error_t *ptr);
 
 void event_handler_list_string_free(event_handler_list_string_t *ptr);
-
-void event_handler_option_u64_free(event_handler_option_u64_t *ptr);
 
 void event_handler_option_s64_free(event_handler_option_s64_t *ptr);
 

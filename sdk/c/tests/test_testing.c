@@ -121,7 +121,7 @@ static void inputs_have_defaults(void) {
 
 static void drain_progress_answers_what_the_test_stubbed(void) {
     fw_test_reset("drain");
-    fw_drain_progress_t progress;
+    fw_drain_status_t progress;
     FW_EXPECT(!fw_drain_progress(3, &progress)); /* readiness not granted */
     fw_test_grant_readiness(true);
     FW_EXPECT(fw_drain_progress(3, &progress));

@@ -42,7 +42,7 @@ __all__ = [
     "Event", "EventType", "EventStatus", "EventSource", "Phase", "Context", "StartContext",
     "VmInfo", "VmPriority", "EvictionPolicy", "Decision",
     "approve", "defer", "log", "config", "state", "set_ready", "drain_progress",
-    "DrainProgress", "http", "run_action",
+    "DrainStatus", "http", "run_action",
     "identity", "AccessToken", "HostError", "takes_vm_down", "handler",
 ]
 
@@ -170,7 +170,7 @@ def set_ready(ready: bool) -> None:
         raise _host_error("set-ready", error) from None
 
 
-class DrainProgress:
+class DrainStatus:
     """What the load balancers probing /readyz have seen since the VM was marked not ready:
     ``probers`` (probers of /readyz in the last minute; 0: none probes forewarn),
     ``probers_drained`` (answered 503 the threshold of times in a row), ``drained_for_ms``
@@ -184,11 +184,11 @@ class DrainProgress:
         self.not_ready_for_ms = not_ready_for_ms
 
     def __repr__(self) -> str:
-        return (f"DrainProgress(probers={self.probers}, probers_drained={self.probers_drained}, "
+        return (f"DrainStatus(probers={self.probers}, probers_drained={self.probers_drained}, "
                 f"drained_for_ms={self.drained_for_ms}, not_ready_for_ms={self.not_ready_for_ms})")
 
 
-def drain_progress(unhealthy_threshold: int) -> DrainProgress:
+def drain_progress(unhealthy_threshold: int) -> DrainStatus:
     """Where a drain stands at load balancers that take a VM out after
     ``unhealthy_threshold`` failed probes in a row (their own setting, 1 to 16). Needs
     ``readiness = true``; forewarn:plugin@0.3.0."""
@@ -196,7 +196,7 @@ def drain_progress(unhealthy_threshold: int) -> DrainProgress:
         progress = _host.drain_progress(unhealthy_threshold)
     except Err as error:
         raise _host_error("drain-progress", error) from None
-    return DrainProgress(progress.probers, progress.probers_drained, progress.drained_for_ms,
+    return DrainStatus(progress.probers, progress.probers_drained, progress.drained_for_ms,
                          progress.not_ready_for_ms)
 
 

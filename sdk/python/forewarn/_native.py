@@ -180,7 +180,7 @@ class ActionOutput:
 
 
 @dataclass
-class DrainProgress:
+class DrainStatus:
     probers: int
     probers_drained: int
     drained_for_ms: Optional[int]
@@ -207,7 +207,7 @@ host = SimpleNamespace(
     Level=Level, HostError_NotGranted=HostError_NotGranted, HostError_Invalid=HostError_Invalid,
     HostError_Failed=HostError_Failed, HostError_TimedOut=HostError_TimedOut,
     HttpRequest=HttpRequest, HttpResponse=HttpResponse, ActionOutput=ActionOutput,
-    AccessToken=AccessToken, DrainProgress=DrainProgress,
+    AccessToken=AccessToken, DrainStatus=DrainStatus,
     log=lambda level, message: _call("log", level, message),
     config=lambda key: _call("config", key),
     state_get=lambda key: _call("state_get", key),

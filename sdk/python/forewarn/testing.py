@@ -131,7 +131,7 @@ class TestHost:
         self._state: Dict[str, bytes] = {}
         self._readiness_granted = False
         self._ready: Optional[bool] = None
-        self._drain_answers: List[_native.DrainProgress] = []
+        self._drain_answers: List[_native.DrainStatus] = []
         self._http: Dict[Tuple[str, str], Reply] = {}
         self._http_handler: Optional[Callable[[_native.HttpRequest], Reply]] = None
         self._actions: Dict[str, Union[_native.ActionOutput, forewarn.HostError]] = {}
@@ -161,7 +161,7 @@ class TestHost:
                        not_ready_for_ms: Optional[int] = None) -> "TestHost":
         """What ``drain_progress`` answers. Given again, answers queue; the last one repeats.
         Without one, no load balancer probes /readyz (0 probers)."""
-        self._drain_answers.append(_native.DrainProgress(probers, probers_drained,
+        self._drain_answers.append(_native.DrainStatus(probers, probers_drained,
                                                          drained_for_ms, not_ready_for_ms))
         return self
 
@@ -312,7 +312,7 @@ class TestHost:
                        "`readiness = true` under [capabilities] in its manifest")
         self._ready = ready
 
-    def _import_drain_progress(self, threshold: int) -> _native.DrainProgress:
+    def _import_drain_progress(self, threshold: int) -> _native.DrainStatus:
         self._record("drain-progress", threshold)
         if not self._readiness_granted:
             raise _err("not-granted", f"plugin `{self.plugin}` may not change readiness: add "
@@ -324,7 +324,7 @@ class TestHost:
             return self._drain_answers.pop(0)
         if self._drain_answers:
             return self._drain_answers[0]
-        return _native.DrainProgress(0, 0, None, None)
+        return _native.DrainStatus(0, 0, None, None)
 
     def _import_http_send(self, request: _native.HttpRequest) -> _native.HttpResponse:
         request = replace(request, headers=list(request.headers), body=bytes(request.body))

@@ -11,7 +11,7 @@ mod imports;
 pub mod log;
 pub mod state;
 
-use crate::{ActionOutput, DrainProgress, HostError};
+use crate::{ActionOutput, DrainStatus, HostError};
 use imports as raw;
 
 /// A value from the `[config]` table of the plugin's manifest, or `None`.
@@ -34,7 +34,7 @@ pub fn set_ready(ready: bool) -> Result<(), HostError> {
 /// how many probers there are (0: none probes forewarn) and how many have been answered 503
 /// `unhealthy_threshold` times in a row (the load balancer's own threshold, 1 to 16), and for
 /// how long all of them have. Needs `[capabilities] readiness = true`. Since WIT 0.3.0.
-pub fn drain_progress(unhealthy_threshold: u32) -> Result<DrainProgress, HostError> {
+pub fn drain_progress(unhealthy_threshold: u32) -> Result<DrainStatus, HostError> {
     raw::drain_progress(unhealthy_threshold)
 }
 

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use super::calls::HostCall;
 use super::refusals;
-use crate::{AccessToken, ActionOutput, DrainProgress, HostError, HttpRequest, HttpResponse, Level};
+use crate::{AccessToken, ActionOutput, DrainStatus, HostError, HttpRequest, HttpResponse, Level};
 
 /// What answers an HTTP request no fixed stub answers.
 pub(crate) type HttpHandler = Box<dyn FnMut(&HttpRequest) -> Result<HttpResponse, HostError>>;
@@ -28,7 +28,7 @@ pub(crate) struct FakeHost {
     pub(crate) readiness_granted: bool,
     pub(crate) ready: bool,
     /// What `drain_progress` answers, in order; the last one repeats.
-    pub(crate) drain_answers: VecDeque<DrainProgress>,
+    pub(crate) drain_answers: VecDeque<DrainStatus>,
     http_stubs: Vec<HttpStub>,
     pub(crate) http_handler: Option<HttpHandler>,
     pub(crate) actions: BTreeMap<String, Result<ActionOutput, HostError>>,
@@ -137,7 +137,7 @@ impl FakeHost {
     pub(crate) fn drain_progress(
         &mut self,
         unhealthy_threshold: u32,
-    ) -> Result<DrainProgress, HostError> {
+    ) -> Result<DrainStatus, HostError> {
         self.calls.push(HostCall::DrainProgress {
             unhealthy_threshold,
         });
@@ -153,7 +153,7 @@ impl FakeHost {
         if self.drain_answers.len() > 1 {
             return Ok(self.drain_answers.pop_front().expect("more than one"));
         }
-        Ok(self.drain_answers.front().copied().unwrap_or(DrainProgress {
+        Ok(self.drain_answers.front().copied().unwrap_or(DrainStatus {
             probers: 0,
             probers_drained: 0,
             drained_for_ms: None,

@@ -4,9 +4,7 @@
 use std::cell::RefCell;
 
 use super::fake_host::{FakeHost, HttpRoute};
-use crate::{
-    AccessToken, ActionOutput, DrainProgress, HostError, HttpRequest, HttpResponse, Level,
-};
+use crate::{AccessToken, ActionOutput, DrainStatus, HostError, HttpRequest, HttpResponse, Level};
 
 thread_local! {
     static CURRENT: RefCell<FakeHost> = RefCell::new(FakeHost::default());
@@ -45,7 +43,7 @@ pub(crate) fn set_ready(ready: bool) -> Result<(), HostError> {
     with_current(|host| host.set_ready(ready))
 }
 
-pub(crate) fn drain_progress(unhealthy_threshold: u32) -> Result<DrainProgress, HostError> {
+pub(crate) fn drain_progress(unhealthy_threshold: u32) -> Result<DrainStatus, HostError> {
     with_current(|host| host.drain_progress(unhealthy_threshold))
 }
 

@@ -69,9 +69,8 @@ use fake_host::FakeHost;
 use inputs::now_ms;
 
 use crate::{
-    AccessToken, ActionOutput, Context, Decision, DrainProgress, Event, HostError, HttpRequest,
-    HttpResponse,
-    Level, Phase, Plugin, StartContext,
+    AccessToken, ActionOutput, Context, Decision, DrainStatus, Event, HostError, HttpRequest,
+    HttpResponse, Level, Phase, Plugin, StartContext,
 };
 
 /// The daemon, as a plugin's native test sets it up: build it with the methods that take
@@ -119,7 +118,7 @@ impl TestHost {
     /// Answers `host::drain_progress` with `progress` (needs [`TestHost::ready`]). Given
     /// again, answers queue: they are given in order, and the last one repeats. Without
     /// one, the plugin sees no load balancer probing `/readyz`.
-    pub fn drain_progress(mut self, progress: DrainProgress) -> Self {
+    pub fn drain_progress(mut self, progress: DrainStatus) -> Self {
         self.host.drain_answers.push_back(progress);
         self
     }

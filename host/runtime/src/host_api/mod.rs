@@ -12,7 +12,7 @@ use crate::plugin_log::{PluginLogLine, write_plugin_log};
 use crate::text::log_safe;
 use crate::wit::latest::forewarn::plugin::{host, types};
 use crate::wit::latest::{
-    AccessToken, ActionOutput, DrainProgress, HostError, HttpRequest, HttpResponse, Level,
+    AccessToken, ActionOutput, DrainStatus, HostError, HttpRequest, HttpResponse, Level,
 };
 
 impl types::Host for CallState {}
@@ -48,7 +48,7 @@ impl host::Host for CallState {
         readiness::set_ready(self, ready)
     }
 
-    fn drain_progress(&mut self, unhealthy_threshold: u32) -> Result<DrainProgress, HostError> {
+    fn drain_progress(&mut self, unhealthy_threshold: u32) -> Result<DrainStatus, HostError> {
         readiness::drain_progress(self, unhealthy_threshold)
     }
 

@@ -25,7 +25,7 @@ wasmtime::component::bindgen!({
 });
 
 pub use forewarn::plugin::host::{
-    AccessToken, ActionOutput, DrainProgress, HostError, HttpRequest, HttpResponse, Level,
+    AccessToken, ActionOutput, DrainStatus, HostError, HttpRequest, HttpResponse, Level,
 };
 pub use forewarn::plugin::types::{
     Context, Decision, Deferral, EventSource, EventStatus, EventType, EvictionPolicy, Phase,

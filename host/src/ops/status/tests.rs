@@ -160,15 +160,24 @@ fn until_imds_answers_the_phase_says_so_and_how_long() {
 #[test]
 fn a_drained_vm_no_load_balancer_probes_gets_a_warning_and_a_probed_one_none() {
     let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let (state, poll, plugins) = (
+        DaemonState::default(),
+        PollStatus::default(),
+        PluginSet::default(),
+    );
     let inputs = |ready: bool, readyz_probers: usize| StatusInputs {
         running: true,
         polling_since: Some(now),
         vm_name: "vm-a",
-        state: &DaemonState::default(),
-        poll: &PollStatus::default(),
-        plugins: &PluginSet::default(),
+        state: &state,
+        poll: &poll,
+        plugins: &plugins,
         ready,
-        held_by: if ready { vec![] } else { vec!["lb-drain".into()] },
+        held_by: if ready {
+            vec![]
+        } else {
+            vec!["lb-drain".into()]
+        },
         readyz_probers,
         coordination: None,
         waiting_for: None,

@@ -134,7 +134,10 @@ mod tests {
             .expect("not ready");
         assert_eq!(view.all_drained_at, Some(probe_at));
         readiness.set_at("lb-drain", true, start + Duration::from_secs(4));
-        assert!(readiness.not_ready_since().is_some(), "`other` still holds it");
+        assert!(
+            readiness.not_ready_since().is_some(),
+            "`other` still holds it"
+        );
         readiness.set_at("other", true, start + Duration::from_secs(5));
         assert_eq!(readiness.not_ready_since(), None);
         assert_eq!(readiness.recent_probers(start + Duration::from_secs(5)), 1);

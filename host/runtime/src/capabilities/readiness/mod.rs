@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::grants::Grants;
 use crate::call_state::CallState;
-use crate::wit::latest::{DrainProgress, HostError};
+use crate::wit::latest::{DrainStatus, HostError};
 
 /// Ok when `plugin`'s grants let it call `set-ready`.
 pub(crate) fn grant(plugin: &str, grants: &Grants) -> Result<(), HostError> {
@@ -40,7 +40,7 @@ pub(crate) fn set_ready(call: &mut CallState, ready: bool) -> Result<(), HostErr
 pub(crate) fn drain_progress(
     call: &mut CallState,
     unhealthy_threshold: u32,
-) -> Result<DrainProgress, HostError> {
+) -> Result<DrainStatus, HostError> {
     call.not_while_preparing()?;
     grant(&call.plugin, &call.settings.grants)?;
     if !(1..=MAX_UNHEALTHY_THRESHOLD).contains(&unhealthy_threshold) {
@@ -57,10 +57,10 @@ pub(crate) fn drain_progress(
 }
 
 /// What `drain-progress` answers at `now`.
-fn progress_at(readiness: &Readiness, threshold: u32, now: Instant) -> DrainProgress {
+fn progress_at(readiness: &Readiness, threshold: u32, now: Instant) -> DrainStatus {
     let millis = |since: Instant| millis_u64(now.saturating_duration_since(since));
     let Some(view) = readiness.drain_view(threshold, now) else {
-        return DrainProgress {
+        return DrainStatus {
             probers: u32::try_from(readiness.recent_probers(now)).unwrap_or(u32::MAX),
             probers_drained: 0,
             drained_for_ms: None,
@@ -70,7 +70,7 @@ fn progress_at(readiness: &Readiness, threshold: u32, now: Instant) -> DrainProg
     if view.probers == 0 {
         readiness.count_drain_without_probes();
     }
-    DrainProgress {
+    DrainStatus {
         probers: view.probers,
         probers_drained: view.drained,
         drained_for_ms: view.all_drained_at.map(millis),
@@ -163,7 +163,7 @@ mod tests {
         let seen = progress_at(&readiness, 2, start + Duration::from_millis(500));
         assert_eq!(
             seen,
-            DrainProgress {
+            DrainStatus {
                 probers: 1,
                 probers_drained: 1,
                 drained_for_ms: Some(300),

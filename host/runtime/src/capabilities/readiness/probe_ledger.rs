@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 pub const PROBER_MEMORY: Duration = Duration::from_secs(60);
 /// Probers remembered at once; past this many, the one that probed longest ago is
 /// forgotten (the memory stays bounded whatever the number of addresses probing).
-pub const PROBERS_REMEMBERED: usize = 256;
+pub(crate) const PROBERS_REMEMBERED: usize = 256;
 /// The highest `unhealthy-threshold` a plugin may ask about; the not-ready answers counted
 /// per prober stop here.
 pub const MAX_UNHEALTHY_THRESHOLD: u32 = 16;
@@ -39,7 +39,7 @@ impl std::fmt::Display for Prober {
 
 /// What a probe was answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProbeAnswer {
+pub(crate) enum ProbeAnswer {
     /// 200: the VM is in rotation.
     Ready,
     /// 503: the VM has been out of rotation since `since` (when it was marked not ready).
@@ -69,13 +69,13 @@ pub struct ProbeView {
 
 /// Every prober's record.
 #[derive(Debug, Default)]
-pub struct ProbeLedger {
+pub(crate) struct ProbeLedger {
     probers: HashMap<Prober, ProberRecord>,
 }
 
 impl ProbeLedger {
     /// Records that `prober` probed at `now` and was given `answer`.
-    pub fn record(&mut self, prober: Prober, answer: ProbeAnswer, now: Instant) {
+    pub(crate) fn record(&mut self, prober: Prober, answer: ProbeAnswer, now: Instant) {
         if !self.probers.contains_key(&prober) && self.probers.len() >= PROBERS_REMEMBERED {
             self.forget_longest_silent();
         }
@@ -89,7 +89,11 @@ impl ProbeLedger {
             ProbeAnswer::NotReady { since } => {
                 // Answers of an earlier not-ready spell (no probe came while the VM was
                 // ready in between) do not count for this one.
-                if record.not_ready_in_a_row.first().is_some_and(|at| *at < since) {
+                if record
+                    .not_ready_in_a_row
+                    .first()
+                    .is_some_and(|at| *at < since)
+                {
                     record.not_ready_in_a_row.clear();
                 }
                 if record.not_ready_in_a_row.len() < MAX_UNHEALTHY_THRESHOLD as usize {
@@ -101,7 +105,7 @@ impl ProbeLedger {
 
     /// Where a drain begun at `since` stands at `now` for probers that take a VM out after
     /// `threshold` (1 to [`MAX_UNHEALTHY_THRESHOLD`]) failed probes in a row.
-    pub fn view(&self, threshold: u32, since: Instant, now: Instant) -> ProbeView {
+    pub(crate) fn view(&self, threshold: u32, since: Instant, now: Instant) -> ProbeView {
         let needed = threshold.clamp(1, MAX_UNHEALTHY_THRESHOLD) as usize;
         let mut probers = 0u32;
         let mut drained = 0u32;
@@ -128,7 +132,7 @@ impl ProbeLedger {
     }
 
     /// How many probers probed within [`PROBER_MEMORY`] of `now`.
-    pub fn recent_probers(&self, now: Instant) -> usize {
+    pub(crate) fn recent_probers(&self, now: Instant) -> usize {
         self.recent(now).count()
     }
 
@@ -239,7 +243,10 @@ mod tests {
         let not_ready = ProbeAnswer::NotReady { since };
         ledger.record(prober(1), not_ready, at(start, 1_000));
         ledger.record(prober(1), not_ready, at(start, 2_000));
-        assert_eq!(ledger.view(2, since, at(start, 30_000)).all_drained_at, None);
+        assert_eq!(
+            ledger.view(2, since, at(start, 30_000)).all_drained_at,
+            None
+        );
         let later = at(start, 61_000);
         assert_eq!(ledger.recent_probers(later), 1);
         assert_eq!(
