@@ -14,7 +14,7 @@ use forewarn_host::plugins::bundled::bundled_plugins;
 use forewarn_simulator::{StateSnapshot, Transition};
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
-    Daemon, Setup, TestEnv, http_get, now_unix_ms, same_id, wait_until,
+    Daemon, ProbePlugin, Setup, TestEnv, http_get, now_unix_ms, same_id, wait_until,
 };
 
 /// Scenario time runs this many times faster than the wall clock.
@@ -112,10 +112,14 @@ impl Churn {
 
     /// [`Churn::start`] at `speed`; the scenario's clock starts at the daemon's first poll.
     fn start_at(scenario: &str, speed: f64) -> Churn {
+        // The sampler below probes /readyz, so lb-drain's drain ends after its threshold of
+        // 503s and it approves; `hold` never does, so no event is approved early and each
+        // keeps the course its scenario gives it (approved, it would start).
         let setup = TestEnv::builder(forewarn_binary!())
             .scenario_text(scenario)
             .speed(speed)
             .start_on_first_poll()
+            .plugins(&[ProbePlugin::new("hold", "defer").subscribe(&["Reboot"])])
             .prepare();
         let lb_drain = bundled_plugins()
             .into_iter()

@@ -1,5 +1,5 @@
 //! End-to-end tests of plugins written in C, Python and JavaScript (plugins/examples/): each
-//! is built with its SDK's one-command build script against forewarn:plugin@0.2.0, checked,
+//! is built with its SDK's one-command build script against the latest forewarn:plugin, checked,
 //! and run by the real daemon, which calls its `on-start` once before any `on-event`.
 //!
 //! The toolchains come from `tests/install-language-toolchains.sh`; a missing one FAILS the
@@ -205,7 +205,11 @@ fn forewarn_plugin_check_accepts_the_three_examples() {
             String::from_utf8_lossy(&output.stderr)
         );
         assert!(
-            stdout.contains("exports: ") && stdout.contains("forewarn:plugin/handler@0.2.0"),
+            stdout.contains("exports: ")
+                && stdout.contains(&format!(
+                    "forewarn:plugin/handler@{}",
+                    forewarn_runtime::wit::latest_version()
+                )),
             "{stdout}"
         );
     }

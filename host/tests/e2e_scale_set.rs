@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use forewarn_host::ops::status::StatusSnapshot;
 use forewarn_simulator::{ExtensionState, RepairAction, StateSnapshot, Transition, UpgradeStep};
-use forewarn_test_support::forewarn_binary;
+use forewarn_test_support::{forewarn_binary, guests};
 use forewarn_test_support::harness::{
-    Daemon, DaemonConfig, Simulator, free_loopback_address, http_get, install_bundled_plugin,
-    wait_for,
+    Daemon, DaemonConfig, ProbePlugin, Simulator, free_loopback_address, http_get,
+    install_bundled_plugin, wait_for, write_plugin_dir,
 };
 
 const SPEED: f64 = 60.0;
@@ -101,7 +101,8 @@ runs_for = "2m"
     text
 }
 
-/// A running simulator and vm-a's daemon with the bundled lb-drain.
+/// A running simulator and vm-a's daemon with the bundled lb-drain, and `plugins` (the probe
+/// guest) beside it.
 struct ScaleSetRun {
     _dir: tempfile::TempDir,
     simulator: Simulator,
@@ -109,7 +110,13 @@ struct ScaleSetRun {
     admin: String,
 }
 
-fn start(probe_path: &str, reboot: bool, upgrade: bool, scale_set_config: &str) -> ScaleSetRun {
+fn start(
+    probe_path: &str,
+    reboot: bool,
+    upgrade: bool,
+    scale_set_config: &str,
+    plugins: &[ProbePlugin],
+) -> ScaleSetRun {
     let dir = tempfile::tempdir().expect("temp dir");
     let admin = free_loopback_address();
     let simulator = Simulator::builder(forewarn())
@@ -120,6 +127,7 @@ fn start(probe_path: &str, reboot: bool, upgrade: bool, scale_set_config: &str) 
     let plugin_dir = dir.path().join("plugins");
     std::fs::create_dir_all(&plugin_dir).expect("plugin dir");
     install_bundled_plugin(&plugin_dir, "lb-drain", Some(LB_DRAIN_20_MINUTES));
+    write_plugin_dir(&plugin_dir, Path::new(guests::PROBE), plugins);
     let config = dir.path().join("forewarn.toml");
     let text = DaemonConfig::vm_a(dir.path(), plugin_dir, &simulator.base_url)
         .to_toml()
@@ -181,7 +189,7 @@ fn status(admin: &str) -> StatusSnapshot {
 #[test]
 fn a_20_minute_drain_probed_on_the_scale_set_endpoint_is_never_repaired_and_never_pauses_the_upgrade()
  {
-    let run = start("/health/scale-set", true, true, "");
+    let run = start("/health/scale-set", true, true, "", &[]);
     // While lb-drain drains: /readyz is 503, /health/scale-set Healthy and SkipUpgrade.
     let draining = wait_for(WAIT, "lb-drain holding the VM out of rotation", || {
         let snapshot = status(&run.admin);
@@ -273,7 +281,12 @@ fn a_20_minute_drain_probed_on_the_scale_set_endpoint_is_never_repaired_and_neve
 
 #[test]
 fn the_same_drain_probed_on_readyz_is_repaired_and_pauses_the_upgrade() {
-    let run = start("/readyz", true, true, "");
+    // The extension probing /readyz is a prober lb-drain counts: its drain ends once the
+    // extension saw 3 failures. What keeps this VM drained for long here is a preparation
+    // that takes longer than the repairs' grace (`checkpoint-job`, deferring until NotBefore,
+    // 40 minutes away), as a long checkpoint would.
+    let checkpoint_job = ProbePlugin::new("checkpoint-job", "defer").subscribe(&["Reboot"]);
+    let run = start("/readyz", true, true, "", &[checkpoint_job]);
     let repaired = run
         .simulator
         .wait_for_state(WAIT, "vm-a repaired", |state| {
@@ -321,7 +334,7 @@ fn the_same_drain_probed_on_readyz_is_repaired_and_pauses_the_upgrade() {
 
 #[test]
 fn a_daemon_killed_with_sigkill_is_seen_unknown_and_repaired_after_the_grace() {
-    let mut run = start("/health/scale-set", false, false, "");
+    let mut run = start("/health/scale-set", false, false, "", &[]);
     run.simulator.wait_for_state(WAIT, "vm-a Healthy", |state| {
         scale_set_of(state)
             .instance("vm-a")

@@ -196,7 +196,10 @@ fn the_python_sdk_makes_a_wheel_and_an_sdist_that_install_and_build_a_plugin() {
     );
     let wheel = one_file(&wheels, "-py3-none-any.whl");
     assert!(
-        wheel.to_string_lossy().contains("forewarn_sdk-0.2."),
+        wheel.to_string_lossy().contains(&format!(
+            "forewarn_sdk-{}-",
+            forewarn_runtime::wit::latest_version()
+        )),
         "{}",
         wheel.display()
     );
@@ -212,10 +215,15 @@ fn the_python_sdk_makes_a_wheel_and_an_sdist_that_install_and_build_a_plugin() {
         component.starts_with(b"\0asm\x0d\x00\x01\x00"),
         "not a component"
     );
-    let world = b"forewarn:plugin/handler@0.2.0";
+    let handler = format!(
+        "forewarn:plugin/handler@{}",
+        forewarn_runtime::wit::latest_version()
+    );
     assert!(
-        component.windows(world.len()).any(|window| window == world),
-        "the sdist's component exports no forewarn:plugin/handler@0.2.0"
+        component
+            .windows(handler.len())
+            .any(|window| window == handler.as_bytes()),
+        "the sdist's component exports no {handler}"
     );
 }
 
@@ -237,7 +245,10 @@ fn the_js_sdk_packs_into_a_tarball_that_installs_into_an_empty_project_and_build
     );
     let tarball = one_file(&packed, ".tgz");
     assert!(
-        tarball.to_string_lossy().contains("forewarn-sdk-0.2."),
+        tarball.to_string_lossy().contains(&format!(
+            "forewarn-sdk-{}.tgz",
+            forewarn_runtime::wit::latest_version()
+        )),
         "{}",
         tarball.display()
     );
@@ -274,7 +285,8 @@ fn the_js_sdk_packs_into_a_tarball_that_installs_into_an_empty_project_and_build
 #[test]
 fn the_c_sdk_tarball_builds_and_tests_a_plugin_with_clang_and_wasi_libc_elsewhere() {
     let temp = tempfile::tempdir().expect("temp dir");
-    let version = "0.2.0";
+    // The SDKs' versions follow the contract they bind.
+    let version = forewarn_runtime::wit::latest_version();
     let folder = format!("forewarn-sdk-c-{version}");
     let staged = temp.path().join("stage");
     export("c", &staged.join(&folder));
@@ -316,10 +328,12 @@ fn the_c_sdk_tarball_builds_and_tests_a_plugin_with_clang_and_wasi_libc_elsewher
     std::fs::write(project.join("test_gate.c"), TEST_C).expect("test");
     std::fs::write(
         project.join("Makefile"),
-        "FOREWARN_SDK ?= $(shell pkg-config --variable=sdkdir 'forewarn-sdk >= 0.2.0')\n\
-         include $(FOREWARN_SDK)/forewarn-sdk.mk\n\n\
-         gate.wasm: gate.c\n\t$(forewarn_build)\n\n\
-         test:\n\t$(call forewarn_test,gate.c test_gate.c)\n",
+        format!(
+            "FOREWARN_SDK ?= $(shell pkg-config --variable=sdkdir 'forewarn-sdk >= {version}')\n\
+             include $(FOREWARN_SDK)/forewarn-sdk.mk\n\n\
+             gate.wasm: gate.c\n\t$(forewarn_build)\n\n\
+             test:\n\t$(call forewarn_test,gate.c test_gate.c)\n"
+        ),
     )
     .expect("Makefile");
     let fix = "Install clang and wasi-libc with `tests/install-language-toolchains.sh c`, and gcc, \

@@ -337,7 +337,7 @@ async fn a_manifest_layer_granting_more_than_the_annotations_claim_is_refused() 
         wasm: &wasm,
         manifest: Some(granting.as_bytes()),
         grants: &GrantSummary::of(&honest),
-        world: "forewarn:plugin/event-handler@0.2.0",
+        world: "forewarn:plugin/event-handler@0.3.0",
         exports: vec![],
         imports: vec![],
         version: Some("1"),

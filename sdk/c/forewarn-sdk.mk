@@ -40,7 +40,7 @@ forewarn_build = $(FOREWARN_CLANG) $(FOREWARN_WASM_CFLAGS) $(filter %.c,$^) $(FO
 # with main() returning fw_test_finish()) against testing.c, the SDK's stub host, and runs them.
 # The generated host wrappers lower calls into wasm imports; natively testing.c is the host, so
 # they are renamed out of the way.
-FOREWARN_HOST_CALLS := log config state_get state_set state_delete set_ready http_send azure_access_token run_action
+FOREWARN_HOST_CALLS := log config state_get state_set state_delete set_ready drain_progress http_send azure_access_token run_action
 FOREWARN_TEST_RENAMES := $(foreach call,$(FOREWARN_HOST_CALLS),-Dforewarn_plugin_host_$(call)=fw_generated_host_$(call))
 FOREWARN_TEST_CFLAGS := -g -O0 -Wall -Wextra -Wno-unused-parameter -fsanitize=address,undefined -fno-omit-frame-pointer \
 	-I$(FOREWARN_SDK) -I$(FOREWARN_SDK)/generated

@@ -26,7 +26,7 @@ pub fn artifact(name: &str, version: &str, manifest: &str) -> BuiltArtifact {
         wasm: &wasm,
         manifest: Some(manifest.as_bytes()),
         grants: &grants,
-        world: "forewarn:plugin/event-handler@0.2.0",
+        world: "forewarn:plugin/event-handler@0.3.0",
         exports: vec![],
         imports: vec![],
         version: Some(version),

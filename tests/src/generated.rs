@@ -13,9 +13,19 @@ pub const WASM_PAGE: u64 = 64 * 1024;
 const ANSWER_ADDRESS: i32 = 16;
 /// Where `cabi_realloc` starts handing out memory 0.
 const HEAP_START: i32 = 1024;
-/// The export names of the handler in the core module, as wit-component expects them.
-const ON_EVENT: &str = "forewarn:plugin/handler@0.2.0#on-event";
-const ON_START: &str = "forewarn:plugin/handler@0.2.0#on-start";
+/// The WIT the components are made of: the latest contract.
+const WIT: &str = include_str!("../../wit/forewarn.wit");
+
+/// The export name of the handler's `function` in the core module, as wit-component expects
+/// it: `forewarn:plugin/handler@<the WIT's package version>#<function>`.
+fn handler_export(function: &str) -> String {
+    let version = WIT
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("package forewarn:plugin@"))
+        .and_then(|rest| rest.strip_suffix(';'))
+        .expect("wit/forewarn.wit declares `package forewarn:plugin@VERSION;`");
+    format!("forewarn:plugin/handler@{version}#{function}")
+}
 
 /// The shape of a many-memories component: memory 0 (exported, for the canonical ABI) and
 /// `extra_memories` more, each `initial_pages` large when the instance is made.
@@ -41,8 +51,7 @@ impl ManyMemories {
     /// 4 KiB page of it (so the pages are really resident) and approves; `on-start` does
     /// the same when `touch_on_start`.
     pub fn component(&self) -> Vec<u8> {
-        let wit = include_str!("../../wit/forewarn.wit");
-        wrap_core_module(wit, "event-handler", self.core_module())
+        wrap_core_module(WIT, "event-handler", self.core_module())
     }
 
     fn core_module(&self) -> Vec<u8> {
@@ -67,8 +76,8 @@ impl ManyMemories {
         let mut exports = ExportSection::new();
         exports.export("memory", ExportKind::Memory, 0);
         exports.export("cabi_realloc", ExportKind::Func, 0);
-        exports.export(ON_EVENT, ExportKind::Func, 1);
-        exports.export(ON_START, ExportKind::Func, 2);
+        exports.export(&handler_export("on-event"), ExportKind::Func, 1);
+        exports.export(&handler_export("on-start"), ExportKind::Func, 2);
         let mut code = CodeSection::new();
         code.function(&bump_realloc());
         code.function(&self.touch_every_memory(true));

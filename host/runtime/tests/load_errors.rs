@@ -18,7 +18,7 @@ const WASM_PAGE: u64 = 64 * 1024;
 /// forewarn's contract, as the SDKs build against it.
 const WIT: &str = include_str!("../../../wit/forewarn.wit");
 /// The contract version in `WIT`.
-const LATEST: &str = "0.2.0";
+const LATEST: &str = "0.3.0";
 
 /// What the generated plugin is like.
 struct Shape<'a> {
@@ -177,8 +177,9 @@ fn a_component_of_another_world_names_what_it_exports_instead() {
     assert_eq!(
         error.to_string(),
         "the component does not implement forewarn's plugin world \
-         `forewarn:plugin/event-handler` (0.1.0 or 0.2.0): it does not export \
-         `forewarn:plugin/handler@0.1.0` or `forewarn:plugin/handler@0.2.0` (it exports `run`). \
+         `forewarn:plugin/event-handler` (0.1.0, 0.2.0 or 0.3.0): it does not export \
+         `forewarn:plugin/handler@0.1.0` or `forewarn:plugin/handler@0.2.0` or \
+         `forewarn:plugin/handler@0.3.0` (it exports `run`). \
          Build it against wit/forewarn.wit (the Rust SDK forewarn-sdk does this for you)"
     );
 }
@@ -193,7 +194,8 @@ fn an_unknown_contract_version_names_it_and_the_supported_ones() {
     assert_eq!(
         error.to_string(),
         "the plugin was built against forewarn:plugin@0.9.0, which this forewarn does not \
-         support; it supports forewarn:plugin@0.1.0, forewarn:plugin@0.2.0. Rebuild the plugin with a forewarn-sdk for one of \
+         support; it supports forewarn:plugin@0.1.0, forewarn:plugin@0.2.0, \
+         forewarn:plugin@0.3.0. Rebuild the plugin with a forewarn-sdk for one of \
          those, or upgrade forewarn"
     );
 }
@@ -217,7 +219,7 @@ fn an_import_forewarn_does_not_provide_is_named_with_what_to_change() {
              Rust SDK's `host::http`, granted by `http = [\"host:port\"]` in the manifest), not \
              wasi:http. Remove the dependency that imports wasi:http (`cargo tree -i wasi` \
              shows which), then rebuild. Plugins may import only `forewarn:plugin/host` of \
-             their contract version (0.1.0 or 0.2.0) and WASI 0.2 interfaces (wasi:cli, \
+             their contract version (0.1.0, 0.2.0 or 0.3.0) and WASI 0.2 interfaces (wasi:cli, \
              wasi:clocks, wasi:random, wasi:io, wasi:filesystem, wasi:sockets — all \
              sandboxed)."
         )
@@ -237,7 +239,7 @@ fn any_other_unknown_import_is_named_with_how_to_find_its_source() {
             "the component imports `example:nope/thing`, which forewarn does not provide: \
              remove the dependency or WIT world that imports it (build against \
              wit/forewarn.wit, as the SDKs do), then rebuild. Plugins may import only \
-             `forewarn:plugin/host` of their contract version (0.1.0 or 0.2.0) and WASI 0.2 \
+             `forewarn:plugin/host` of their contract version (0.1.0, 0.2.0 or 0.3.0) and WASI 0.2 \
              interfaces (wasi:cli, wasi:clocks, wasi:random, wasi:io, wasi:filesystem, \
              wasi:sockets — all sandboxed)."
         )

@@ -1255,14 +1255,14 @@ fn inspect_describes_a_valid_plugin() {
         report
             .exports
             .iter()
-            .any(|name| name == "forewarn:plugin/handler@0.2.0"),
+            .any(|name| name == "forewarn:plugin/handler@0.3.0"),
         "{report:?}"
     );
     assert!(
         report
             .imports
             .iter()
-            .any(|name| name == "forewarn:plugin/host@0.2.0"),
+            .any(|name| name == "forewarn:plugin/host@0.3.0"),
         "{report:?}"
     );
     assert_eq!(report.size_bytes, probe_bytes().len());

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use forewarn_imds::EventId;
 
+use crate::cli::demo_load_balancer::{self, DemoLoadBalancer};
 use crate::cli::demo_log::{self, DemoLogLine};
 use crate::cli::demo_workload::{
     DemoWorkload, START_ACTION, STOP_ACTION, WorkloadFacts, WorkloadNote,
@@ -26,6 +27,7 @@ use crate::cli::verdict::PluginVerdicts;
 use crate::config::Config;
 use crate::daemon::timeline_broadcast::new_timeline;
 use crate::daemon::wiring;
+use crate::ops::admin;
 use crate::pipeline::timeline::{LogLevel, TimelineEntry};
 use crate::plugins::bundled::bundled_plugins;
 use crate::plugins::set::{LoadedPlugin, PluginSource};
@@ -146,7 +148,7 @@ pub async fn play(options: &DemoOptions) -> anyhow::Result<Played> {
     let (log_sender, log_lines) = mpsc::unbounded_channel();
     demo_log::route_to(log_sender);
     let (note_sender, notes) = mpsc::unbounded_channel();
-    let workload = DemoWorkload::start(note_sender).await?;
+    let workload = DemoWorkload::start(note_sender.clone()).await?;
     let scenario = forewarn_simulator::load_scenario(&options.scenario)?;
     if scenario.open_ended {
         bail!(
@@ -167,6 +169,10 @@ pub async fn play(options: &DemoOptions) -> anyhow::Result<Played> {
     .context("cannot start the IMDS simulator")?;
     let state_dir = tempfile::tempdir().context("cannot create a temporary state directory")?;
     let config = demo_config(&simulator, &workload, &vm_name, state_dir.path());
+    let admin_listener = admin::bind(config.admin.listen).await?;
+    let admin_address = admin_listener
+        .local_addr()
+        .context("cannot read the admin endpoint's address")?;
     let prepared = match &options.compile_cache {
         Some(cache_dir) => wiring::build_runtime_with_cache(&config, cache_dir)?,
         None => wiring::build_runtime(&config)?,
@@ -197,6 +203,7 @@ pub async fn play(options: &DemoOptions) -> anyhow::Result<Played> {
         log_lines,
     };
     let printer = tokio::spawn(print_timeline(inputs, output, Instant::now()));
+    let load_balancer = DemoLoadBalancer::start(admin_address, note_sender);
     let finish_watch = timeline.subscribe();
     let shutdown = CancellationToken::new();
     let daemon = tokio::spawn({
@@ -206,7 +213,18 @@ pub async fn play(options: &DemoOptions) -> anyhow::Result<Played> {
         let shutdown = shutdown.clone();
         let readiness = prepared.readiness.clone();
         let storage = prepared.storage.clone();
-        async move { wiring::run_daemon(&config, plugins, timeline, readiness, storage, shutdown).await }
+        async move {
+            wiring::run_daemon_on(
+                admin_listener,
+                &config,
+                plugins,
+                timeline,
+                readiness,
+                storage,
+                shutdown,
+            )
+            .await
+        }
     });
     let finished = tokio::time::timeout(options.timeout, simulator.finished()).await;
     // Let recovery of the last event complete: the daemon forgets an event once done. A
@@ -216,6 +234,7 @@ pub async fn play(options: &DemoOptions) -> anyhow::Result<Played> {
         Err(_) => false,
     };
     shutdown.cancel();
+    load_balancer.shutdown().await;
     daemon.await.context("the daemon task failed")??;
     drop(timeline);
     let facts = workload.shutdown().await;
@@ -310,10 +329,19 @@ fn configure_for_demo(
     let text = |value: String| ConfigValue::Text(value);
     let base = workload.base_url();
     let settings: Vec<(&str, ConfigValue)> = match name {
-        "lb-drain" => vec![(
-            "drain-seconds",
-            ConfigValue::Integer(i64::try_from(options.drain_seconds).unwrap_or(i64::MAX)),
-        )],
+        // The demo's load balancer probes every 250 ms and takes the VM out after 3 failed
+        // probes: the drain ends then, plus a second for open connections, inside the window.
+        "lb-drain" => vec![
+            (
+                "drain-seconds",
+                ConfigValue::Integer(i64::try_from(options.drain_seconds).unwrap_or(i64::MAX)),
+            ),
+            (
+                "unhealthy-threshold",
+                ConfigValue::Integer(i64::from(demo_load_balancer::FALL)),
+            ),
+            ("connection-drain-seconds", ConfigValue::Integer(1)),
+        ],
         "checkpoint" => {
             manifest.capabilities.http = vec![workload.authority()];
             vec![
@@ -457,7 +485,7 @@ impl Output {
             return;
         }
         print_line(&format!(
-            "forewarn demo: scenario `{}` at {}x speed\n  IMDS simulator: {}  (this VM: {vm_name}; console at {}/ while it runs)\n  plugins: {} ({origin})\n  workload: {}  (checkpoints, restores, and an app process the stop/start actions stop and start)\n",
+            "forewarn demo: scenario `{}` at {}x speed\n  IMDS simulator: {}  (this VM: {vm_name}; console at {}/ while it runs)\n  plugins: {} ({origin})\n  workload: {}  (checkpoints, restores, and an app process the stop/start actions stop and start)\n  load balancer: probes /readyz every 250 ms, takes the VM out after 3 failures (lb-drain's drain ends then)\n",
             options.scenario,
             options.speed,
             simulator.base_url(),

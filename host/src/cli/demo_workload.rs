@@ -59,6 +59,18 @@ pub enum WorkloadNote {
     CheckpointWritten,
     /// The checkpoint plugin asked to restore after the maintenance (`POST /restore`).
     Restored,
+    /// The demo's load balancer took the VM out of rotation: its probes of `/readyz` failed
+    /// `failed_probes` times in a row.
+    OutOfRotation {
+        /// The load balancer's `fall`.
+        failed_probes: u32,
+    },
+    /// The demo's load balancer put the VM back: `/readyz` passed `passed_probes` times in a
+    /// row.
+    BackInRotation {
+        /// The load balancer's `rise`.
+        passed_probes: u32,
+    },
 }
 
 impl std::fmt::Display for WorkloadNote {
@@ -72,6 +84,15 @@ impl std::fmt::Display for WorkloadNote {
             WorkloadNote::CheckpointStarted => write!(f, "checkpoint started"),
             WorkloadNote::CheckpointWritten => write!(f, "checkpoint written"),
             WorkloadNote::Restored => write!(f, "state restored from the checkpoint"),
+            WorkloadNote::OutOfRotation { failed_probes } => write!(
+                f,
+                "load balancer: took the VM out of rotation ({failed_probes} failed probes of \
+                 /readyz in a row)"
+            ),
+            WorkloadNote::BackInRotation { passed_probes } => write!(
+                f,
+                "load balancer: VM back in rotation ({passed_probes} passing probes of /readyz)"
+            ),
         }
     }
 }

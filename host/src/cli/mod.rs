@@ -9,6 +9,7 @@ pub mod compile_plugin;
 pub mod config_check;
 pub mod config_example;
 pub mod demo;
+mod demo_load_balancer;
 pub mod demo_workload;
 pub mod events_export;
 pub mod events_list;

@@ -14,6 +14,7 @@ use forewarn_runtime::{
     KeyValueStoreError, ManagedIdentity, Readiness, Runtime, RuntimeConfig, RuntimeError,
     TokenFetcher, TokenFuture,
 };
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -369,6 +370,21 @@ pub async fn run_daemon(
     storage: Arc<StorageHealth>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    let listener = admin::bind(config.admin.listen).await?;
+    run_daemon_on(listener, config, plugins, timeline, readiness, storage, shutdown).await
+}
+
+/// [`run_daemon`] with the admin endpoint on `listener`, bound by the caller (the demo, to
+/// know the port before the daemon runs).
+pub async fn run_daemon_on(
+    listener: TcpListener,
+    config: &Config,
+    plugins: watch::Receiver<Arc<PluginSet>>,
+    timeline: Timeline,
+    readiness: Arc<Readiness>,
+    storage: Arc<StorageHealth>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     // The daemon's start, for a reboot's downtime (the previous run's last heartbeat to it).
     let outcomes = OutcomeKeeper::open(
         &config.state_dir,
@@ -376,7 +392,6 @@ pub async fn run_daemon(
         std::time::SystemTime::now(),
     );
     let client = imds_client(config)?;
-    let listener = admin::bind(config.admin.listen).await?;
     let metrics = Arc::new(Metrics::new());
     let metrics_timeline = timeline.subscribe();
     let (views, views_rx) = watch::channel(None);

@@ -7,7 +7,7 @@
 // The generated items carry the WIT's own documentation, where it has any.
 #![allow(missing_docs)]
 
-use crate::wit::latest;
+use crate::wit::v0_3_0 as latest;
 use crate::wit::version::WitVersion;
 
 wasmtime::component::bindgen!({
