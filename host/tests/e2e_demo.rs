@@ -79,10 +79,12 @@ fn every_bundled_plugin_does_its_job_before_the_approval_and_recovers_after() {
         at(drained) - at(taken_out)
     );
     assert!(
-        entries.iter().any(|e| answered(e, "lb-drain", "prepare", "defer")
-            && e["reason"]
-                .as_str()
-                .is_some_and(|reason| reason.contains("every load balancer took the VM out"))),
+        entries
+            .iter()
+            .any(|e| answered(e, "lb-drain", "prepare", "defer")
+                && e["reason"]
+                    .as_str()
+                    .is_some_and(|reason| reason.contains("every load balancer took the VM out"))),
         "lb-drain said the load balancer noticed"
     );
     let back = position(&entries, |e| workload(e, "back-in-rotation"))

@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use forewarn_host::ops::status::StatusSnapshot;
 use forewarn_simulator::{ExtensionState, RepairAction, StateSnapshot, Transition, UpgradeStep};
-use forewarn_test_support::{forewarn_binary, guests};
 use forewarn_test_support::harness::{
     Daemon, DaemonConfig, ProbePlugin, Simulator, free_loopback_address, http_get,
     install_bundled_plugin, wait_for, write_plugin_dir,
 };
+use forewarn_test_support::{forewarn_binary, guests};
 
 const SPEED: f64 = 60.0;
 const WAIT: Duration = Duration::from_secs(120);

@@ -56,9 +56,10 @@ macro_rules! string_id {
             }
         }
 
+        // `pad`, not `write_str`: a width (`{name:<18}`, the demo's columns) is honoured.
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
+                f.pad(&self.0)
             }
         }
 
@@ -150,6 +151,11 @@ mod tests {
         let name = PluginName::from("lb-drain");
         assert_eq!(serde_json::to_string(&name).unwrap(), r#""lb-drain""#);
         assert_eq!(name.to_string(), "lb-drain");
+        assert_eq!(
+            format!("[{name:<10}]"),
+            "[lb-drain  ]",
+            "a width is honoured"
+        );
     }
 
     #[test]

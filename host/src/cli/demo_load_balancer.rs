@@ -39,13 +39,17 @@ impl Rotation {
             (Rotation::In { .. }, true) => (Rotation::In { failed: 0 }, None),
             (Rotation::In { failed }, false) if failed + 1 >= FALL => (
                 Rotation::Out { passed: 0 },
-                Some(WorkloadNote::OutOfRotation { failed_probes: FALL }),
+                Some(WorkloadNote::OutOfRotation {
+                    failed_probes: FALL,
+                }),
             ),
             (Rotation::In { failed }, false) => (Rotation::In { failed: failed + 1 }, None),
             (Rotation::Out { .. }, false) => (Rotation::Out { passed: 0 }, None),
             (Rotation::Out { passed }, true) if passed + 1 >= RISE => (
                 Rotation::In { failed: 0 },
-                Some(WorkloadNote::BackInRotation { passed_probes: RISE }),
+                Some(WorkloadNote::BackInRotation {
+                    passed_probes: RISE,
+                }),
             ),
             (Rotation::Out { passed }, true) => (Rotation::Out { passed: passed + 1 }, None),
         }
@@ -144,7 +148,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_probe_of_a_closed_port_is_no_answer_and_a_503_is_a_failed_check() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let address = listener.local_addr().expect("address");
         let server = tokio::spawn(async move {
             let (mut stream, _) = listener.accept().await.expect("accept");

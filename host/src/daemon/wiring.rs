@@ -371,7 +371,10 @@ pub async fn run_daemon(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let listener = admin::bind(config.admin.listen).await?;
-    run_daemon_on(listener, config, plugins, timeline, readiness, storage, shutdown).await
+    run_daemon_on(
+        listener, config, plugins, timeline, readiness, storage, shutdown,
+    )
+    .await
 }
 
 /// [`run_daemon`] with the admin endpoint on `listener`, bound by the caller (the demo, to
