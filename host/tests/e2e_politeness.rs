@@ -102,8 +102,31 @@ fn events_seen(state: &StateSnapshot) -> Vec<String> {
     ids
 }
 
+/// Runs of the scenario at most, until one brings the three approvals within 2 s.
+const ATTEMPTS: usize = 3;
+
+/// Every run must be polite; one of them must also have stressed the limiter. On a loaded
+/// machine the approvals do not always come close together (seen: 2.9 s apart with the whole
+/// suite beside the test); such a run is checked all the same and played again.
 #[test]
 fn three_approvals_within_a_second_on_busy_cores_stay_within_five_requests_a_second() {
+    let mut spreads = Vec::new();
+    for _attempt in 0..ATTEMPTS {
+        let spread = play_three_approvals_on_busy_cores();
+        if spread < 2_000 {
+            return;
+        }
+        spreads.push(spread);
+    }
+    panic!(
+        "the three approvals were meant to come close together; in {ATTEMPTS} runs they spread \
+         over {spreads:?} ms (every run was polite)"
+    );
+}
+
+/// One run: checks that IMDS saw no 429 and no second with more than 5 requests; returns how
+/// far apart the three approvals arrived (ms).
+fn play_three_approvals_on_busy_cores() -> u64 {
     let setup = TestEnv::builder(forewarn_binary!())
         .scenario_text(THREE_REBOOTS)
         .plugins(&[ProbePlugin::new("probe", "approve")])
@@ -144,10 +167,6 @@ fn three_approvals_within_a_second_on_busy_cores_stay_within_five_requests_a_sec
         .map(|approval| approval.at_unix_ms)
         .collect();
     let spread = approvals_at.iter().max().unwrap_or(&0) - approvals_at.iter().min().unwrap_or(&0);
-    assert!(
-        spread < 2_000,
-        "the three approvals were meant to come close together, they spread over {spread} ms; {context}"
-    );
     let throttled = state
         .requests
         .iter()
@@ -155,7 +174,8 @@ fn three_approvals_within_a_second_on_busy_cores_stay_within_five_requests_a_sec
         .count();
     assert_eq!(throttled, 0, "requests answered 429; {context}");
     eprintln!(
-        "{} requests, at most {} within one second at the simulator",
+        "{} requests, at most {} within one second at the simulator; the approvals {spread} ms \
+         apart",
         state.requests.len(),
         max_requests_per_second(
             &state
@@ -166,4 +186,5 @@ fn three_approvals_within_a_second_on_busy_cores_stay_within_five_requests_a_sec
         )
     );
     assert_polite(&state);
+    spread
 }
