@@ -1,6 +1,6 @@
 //! IMDS politeness under load: the real daemon, starved of CPU beside busy loops on every
 //! core, never lets more than 5 requests arrive at the simulator within one second, while
-//! three events are approved within one second of each other (docs/operations.md, "Five
+//! three events that appeared within one second of each other are approved (docs/operations.md, "Five
 //! requests a second, as IMDS counts them"). The check is made at the simulator's arrival
 //! stamps, which is where IMDS counts.
 
@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use forewarn_simulator::StateSnapshot;
+use forewarn_simulator::{StateSnapshot, Transition};
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
     Daemon, ProbePlugin, TestEnv, accepted_approvals, assert_polite, max_requests_per_second,
@@ -102,26 +102,14 @@ fn events_seen(state: &StateSnapshot) -> Vec<String> {
     ids
 }
 
-/// Runs of the scenario at most, until one brings the three approvals within 2 s.
-const ATTEMPTS: usize = 3;
-
-/// Every run must be polite; one of them must also have stressed the limiter. On a loaded
-/// machine the approvals do not always come close together (seen: 2.9 s apart with the whole
-/// suite beside the test); such a run is checked all the same and played again.
+/// The three events ask for approval within one second of each other, beside the polls: more
+/// than IMDS allows in a second if the daemon sent them as they came. How far apart the
+/// approvals then arrive is the limiter's pacing on a starved daemon (seen 0.9 s alone, 2.2 s
+/// with the whole suite beside it), printed but not a condition: politeness is.
 #[test]
 fn three_approvals_within_a_second_on_busy_cores_stay_within_five_requests_a_second() {
-    let mut spreads = Vec::new();
-    for _attempt in 0..ATTEMPTS {
-        let spread = play_three_approvals_on_busy_cores();
-        if spread < 2_000 {
-            return;
-        }
-        spreads.push(spread);
-    }
-    panic!(
-        "the three approvals were meant to come close together; in {ATTEMPTS} runs they spread \
-         over {spreads:?} ms (every run was polite)"
-    );
+    let spread = play_three_approvals_on_busy_cores();
+    eprintln!("the three approvals arrived within {spread} ms");
 }
 
 /// One run: checks that IMDS saw no 429 and no second with more than 5 requests; returns how
@@ -160,6 +148,19 @@ fn play_three_approvals_on_busy_cores() -> u64 {
         }
     });
     let context = daemon.describe_for_failure();
+    let appeared_at: Vec<u64> = state
+        .history
+        .iter()
+        .filter(|record| record.transition == Transition::Appeared)
+        .map(|record| record.at_unix_ms)
+        .collect();
+    let appeared_over =
+        appeared_at.iter().max().unwrap_or(&0) - appeared_at.iter().min().unwrap_or(&0);
+    assert!(
+        appeared_at.len() == 3 && appeared_over < 1_000,
+        "the three events were meant to ask for approval within one second; they appeared at \
+         {appeared_at:?} (Unix ms); {context}"
+    );
     let approvals_at: Vec<u64> = state
         .approvals
         .iter()

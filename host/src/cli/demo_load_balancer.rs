@@ -85,6 +85,9 @@ async fn probe_until_stopped(
 ) {
     let mut rotation = Rotation::In { failed: 0 };
     let mut ticks = tokio::time::interval(PROBE_INTERVAL);
+    // A probe slower than the interval delays the next one, as a load balancer's would: no
+    // burst of catch-up probes.
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
