@@ -57,6 +57,11 @@ command -v pkg-config >/dev/null 2>&1 || missing+=(pkgconf)  # the C SDK package
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v rpm >/dev/null 2>&1 || missing+=(rpm)
 command -v cloud-init >/dev/null 2>&1 || missing+=(cloud-init)
+# The shutdown tests (host/tests/e2e_host_shutdown.rs): a private system bus (the real
+# dbus-daemon) on which the test serves logind's documented Manager interface. Debian's
+# elogind cannot be installed beside chromium here (`apt-get install -s elogind` removes it
+# and 13 more packages), and runs only as the machine's one session manager anyway.
+command -v dbus-daemon >/dev/null 2>&1 || missing+=(dbus-daemon)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "tests/run.sh: installing ${missing[*]} from Debian's packages (the end-to-end tests use them)"
     apt_install "${missing[@]}"

@@ -118,7 +118,8 @@ impl Phase {
 }
 
 impl EventType {
-    /// The WIT name: "freeze", "reboot", "redeploy", "preempt", "terminate", "unknown".
+    /// The WIT name: "freeze", "reboot", "redeploy", "preempt", "terminate", "shutdown",
+    /// "unknown".
     pub fn as_str(self) -> &'static str {
         match self {
             EventType::Freeze => "freeze",
@@ -126,6 +127,7 @@ impl EventType {
             EventType::Redeploy => "redeploy",
             EventType::Preempt => "preempt",
             EventType::Terminate => "terminate",
+            EventType::Shutdown => "shutdown",
             EventType::Unknown => "unknown",
         }
     }
@@ -142,11 +144,12 @@ impl EventStatus {
 }
 
 impl EventSource {
-    /// The WIT name: "platform", "user" or "unknown".
+    /// The WIT name: "platform", "user", "operating-system" or "unknown".
     pub fn as_str(self) -> &'static str {
         match self {
             EventSource::Platform => "platform",
             EventSource::User => "user",
+            EventSource::OperatingSystem => "operating-system",
             EventSource::Unknown => "unknown",
         }
     }
@@ -243,6 +246,7 @@ mod tests {
             EventType::Redeploy,
             EventType::Preempt,
             EventType::Terminate,
+            EventType::Shutdown,
             EventType::Unknown,
         ];
         for event_type in down {

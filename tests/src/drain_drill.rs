@@ -328,3 +328,95 @@ pub fn run_drill(
         dir,
     }
 }
+
+/// What a shutdown drill saw: the operating system shut down with no Scheduled Event. Times
+/// are Unix ms.
+pub struct ShutdownDrillOutcome {
+    /// Every request the client sent, from before the shutdown until its release.
+    pub sent: Vec<Sent>,
+    /// When `PrepareForShutdown(true)` was sent.
+    pub signalled_at: u64,
+    /// When forewarn's delay lock was closed (logind would go on with the shutdown).
+    pub released_at: u64,
+    /// When HAProxy marked vm-a DOWN after the signal.
+    pub down_at: u64,
+    /// When the stop action ran (every run).
+    pub stopped_at: Vec<u64>,
+    /// The daemon, still running.
+    pub daemon: Daemon,
+    /// The drill's directory (the state directory is `state` in it).
+    pub dir: tempfile::TempDir,
+    /// The admin endpoint's address.
+    pub admin: String,
+}
+
+/// A shutdown with no event behind HAProxy: the shipped lb-drain and graceful-shutdown, the
+/// daemon on `logind`'s bus with `[shutdown] budget = budget`; requests flow through HAProxy
+/// from before the signal until the lock is released.
+pub fn run_shutdown_drill(
+    forewarn: &Path,
+    logind: &crate::logind::FakeLogind,
+    budget: &str,
+) -> ShutdownDrillOutcome {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let admin = free_loopback_address();
+    let balancer = start_balancer(dir.path(), &admin);
+    let plugin_dir = dir.path().join("plugins");
+    std::fs::create_dir_all(&plugin_dir).expect("plugin dir");
+    install_bundled_plugin(&plugin_dir, "lb-drain", None);
+    install_bundled_plugin(
+        &plugin_dir,
+        "graceful-shutdown",
+        Some(&graceful_shutdown_manifest()),
+    );
+    let (stop_times, start_times) = (dir.path().join("stopped"), dir.path().join("started"));
+    let simulator = Simulator::builder(forewarn).scenario("idle").start();
+    let config = DaemonConfig {
+        extra: format!(
+            "{}\n[shutdown]\nbudget = \"{budget}\"\n",
+            actions(&balancer, &stop_times, &start_times)
+        ),
+        ..DaemonConfig::vm_a(dir.path(), plugin_dir, &simulator.base_url)
+    }
+    .to_toml()
+    .replace("listen = \"127.0.0.1:0\"", &format!("listen = \"{admin}\""));
+    let config_path = dir.path().join("forewarn.toml");
+    std::fs::write(&config_path, config).expect("write the daemon config");
+    let daemon = Daemon::start_with_env(
+        forewarn,
+        &config_path,
+        &[("DBUS_SYSTEM_BUS_ADDRESS", logind.address())],
+    );
+    let haproxy = &balancer.haproxy;
+    haproxy.wait_up(Duration::from_secs(30));
+    haproxy.wait_server_up("vm-b", Duration::from_secs(30));
+    logind.wait_for_delay_lock("forewarn", Duration::from_secs(60));
+    let client = LoadClient::start(&balancer.frontend, Duration::from_millis(10));
+    client.wait_answered_by("vm-a", unix_ms_now(), 5, Duration::from_secs(30));
+    let signalled_at = logind.prepare_for_shutdown(true);
+    let released_at = logind.wait_all_released(Duration::from_secs(120));
+    let sent = client.stop();
+    let down_at = haproxy
+        .first_since(signalled_at, "DOWN")
+        .unwrap_or_else(|| {
+            panic!(
+                "HAProxy never marked vm-a DOWN after the shutdown began: {:?}; {}",
+                haproxy.history(),
+                daemon.describe_for_failure()
+            )
+        });
+    ShutdownDrillOutcome {
+        sent,
+        signalled_at,
+        released_at,
+        down_at,
+        stopped_at: action_times(&stop_times),
+        daemon,
+        dir,
+        admin,
+    }
+}
+
+fn unix_ms_now() -> u64 {
+    crate::harness::now_unix_ms()
+}

@@ -28,6 +28,8 @@ pub mod harness;
 pub mod https;
 /// A local HTTP/HTTPS server answering every request with one response.
 pub mod https_server;
+/// A stand-in systemd-logind on a private `dbus-daemon`.
+pub mod logind;
 /// Loopback ports below the ephemeral range, locked per test process, for servers that restart.
 pub mod loopback_ports;
 /// A throwaway test CA and certificates (openssl).

@@ -132,6 +132,12 @@ pub enum EventType {
     Preempt,
     /// The VM is being deleted (scale-in, user-configurable notice).
     Terminate,
+    /// Not from IMDS: the VM's own operating system is shutting down or rebooting with no
+    /// Scheduled Event in preparation (`sudo reboot`, a stop from the portal whose event never
+    /// came, the guest's update reboot). forewarn makes this event itself, with
+    /// [`EventSource::OperatingSystem`] (see [`ScheduledEvent::host_shutdown`]); a document
+    /// from IMDS never parses to it.
+    Shutdown,
     /// A type forewarn does not know yet; `ScheduledEvent::event_type_raw` has the text.
     Unknown,
 }
@@ -153,6 +159,9 @@ pub enum EventSource {
     Platform,
     /// Initiated by the VM's owner (restart, redeploy…).
     User,
+    /// Not from IMDS: the VM's operating system itself (a [`EventType::Shutdown`] forewarn
+    /// made when the system began to shut down). Never parsed from a document.
+    OperatingSystem,
     /// Absent (older api-versions) or a value forewarn does not know.
     Unknown,
 }
@@ -167,12 +176,32 @@ impl EventType {
         EventType::Terminate,
     ];
 
-    /// Parses the wire text, case-insensitively; anything else is `Unknown`.
+    /// Parses the wire text, case-insensitively; anything else is `Unknown`. IMDS's types
+    /// only: "Shutdown" (forewarn's own type) is `Unknown` here, so a document cannot pass
+    /// for the operating system.
     pub fn from_wire(text: &str) -> EventType {
         Self::KNOWN
             .into_iter()
             .find(|known| known.as_wire().eq_ignore_ascii_case(text.trim()))
             .unwrap_or(EventType::Unknown)
+    }
+
+    /// Parses a type as a manifest's `subscribe` list names it: IMDS's types and forewarn's
+    /// own "Shutdown", case-insensitively; anything else is `Unknown`.
+    pub fn from_subscription_name(text: &str) -> EventType {
+        if EventType::Shutdown
+            .as_wire()
+            .eq_ignore_ascii_case(text.trim())
+        {
+            return EventType::Shutdown;
+        }
+        EventType::from_wire(text)
+    }
+
+    /// Whether the event takes the VM down (its memory and connections are lost): every type
+    /// but Freeze. An unknown type is taken as the most disruptive.
+    pub fn takes_the_vm_down(self) -> bool {
+        !matches!(self, EventType::Freeze)
     }
 
     /// The text IMDS uses ("Freeze", …); "Unknown" for `Unknown`.
@@ -183,6 +212,7 @@ impl EventType {
             EventType::Redeploy => "Redeploy",
             EventType::Preempt => "Preempt",
             EventType::Terminate => "Terminate",
+            EventType::Shutdown => "Shutdown",
             EventType::Unknown => "Unknown",
         }
     }
@@ -220,11 +250,13 @@ impl EventSource {
         }
     }
 
-    /// The text IMDS uses; "" for `Unknown`.
+    /// The text IMDS uses; "" for `Unknown`, "OperatingSystem" (never on the wire) for the
+    /// operating system's own shutdown.
     pub fn as_wire(self) -> &'static str {
         match self {
             EventSource::Platform => "Platform",
             EventSource::User => "User",
+            EventSource::OperatingSystem => "OperatingSystem",
             EventSource::Unknown => "",
         }
     }
@@ -259,6 +291,28 @@ impl ScheduledEvent {
             duration_seconds: None,
             unreadable: Vec::new(),
         }
+    }
+
+    /// The event forewarn makes when the operating system shuts down with no Scheduled Event
+    /// in preparation: type [`EventType::Shutdown`], source [`EventSource::OperatingSystem`],
+    /// naming `vm_name` only, Scheduled, with `not_before` the end of the shutdown budget
+    /// (the preparation is planned back from it, as for a Scheduled Event).
+    pub fn host_shutdown(id: impl Into<EventId>, vm_name: &str, not_before: SystemTime) -> Self {
+        ScheduledEvent {
+            resources: vec![vm_name.to_owned()],
+            not_before: Some(not_before),
+            description: "The operating system is shutting down or rebooting, with no Scheduled \
+                          Event in preparation (not from IMDS: nothing is approved)."
+                .to_owned(),
+            source: EventSource::OperatingSystem,
+            ..ScheduledEvent::new(id, EventType::Shutdown, EventStatus::Scheduled)
+        }
+    }
+
+    /// Whether forewarn made this event itself from the operating system's shutdown (see
+    /// [`ScheduledEvent::host_shutdown`]): not from IMDS, so never approved there.
+    pub fn is_from_operating_system(&self) -> bool {
+        self.source == EventSource::OperatingSystem
     }
 
     /// `NotBefore` as a point on IMDS's clock (whole milliseconds), the form the pipeline
@@ -302,6 +356,29 @@ mod tests {
         assert_eq!(EventType::from_wire("Preempt"), EventType::Preempt);
         assert_eq!(EventType::from_wire("freeze"), EventType::Freeze);
         assert_eq!(EventType::from_wire("Hibernate"), EventType::Unknown);
+    }
+
+    #[test]
+    fn shutdown_is_forewarn_s_own_type_never_read_from_imds() {
+        assert_eq!(EventType::from_wire("Shutdown"), EventType::Unknown);
+        assert_eq!(
+            EventSource::from_wire("OperatingSystem"),
+            EventSource::Unknown
+        );
+        assert_eq!(
+            EventType::from_subscription_name("shutdown"),
+            EventType::Shutdown
+        );
+        assert_eq!(
+            EventType::from_subscription_name("Reboot"),
+            EventType::Reboot
+        );
+        let event = ScheduledEvent::host_shutdown("S1", "vm-a", SystemTime::UNIX_EPOCH);
+        assert!(event.is_from_operating_system());
+        assert!(event.names_vm("vm-a"));
+        assert_eq!(event.event_type_raw, "Shutdown");
+        assert!(EventType::Shutdown.takes_the_vm_down());
+        assert!(!EventType::Freeze.takes_the_vm_down());
     }
 
     #[test]

@@ -31,7 +31,9 @@ pub(crate) const MAX_MEMORY: bytesize::ByteSize = bytesize::ByteSize::gib(1);
 #[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
 pub struct PluginManifest {
     /// Event types to call the plugin for: "Freeze", "Reboot", "Redeploy", "Preempt",
-    /// "Terminate", "Unknown" (types newer than forewarn), or "*" for all.
+    /// "Terminate", "Shutdown" (the operating system's own, not from IMDS: also called for
+    /// every plugin listing a type that takes the VM down), "Unknown" (types newer than
+    /// forewarn), or "*" for all.
     pub subscribe: Vec<String>,
     /// Plugins whose preparation must be approved before this one is asked (drain before
     /// shutdown). Recovery runs in the reverse order.
@@ -164,13 +166,15 @@ impl PluginManifest {
     fn validate(&self) -> Result<(), (&'static str, String)> {
         self.refuse_text_that_moves()?;
         for name in &self.subscribe {
-            if name != "*" && name != "Unknown" && EventType::from_wire(name) == EventType::Unknown
+            if name != "*"
+                && name != "Unknown"
+                && EventType::from_subscription_name(name) == EventType::Unknown
             {
                 return Err((
                     "subscribe",
                     format!(
                         "unknown event type \"{name}\"; use Freeze, Reboot, Redeploy, Preempt, \
-                         Terminate, Unknown or \"*\""
+                         Terminate, Shutdown, Unknown or \"*\""
                     ),
                 ));
             }

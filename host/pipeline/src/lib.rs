@@ -24,6 +24,7 @@
 pub mod agenda;
 pub mod approval;
 pub mod barrier;
+pub mod host_shutdown;
 pub mod log_fields;
 pub mod log_messages;
 pub mod machine;

@@ -134,3 +134,29 @@ pub const JOURNAL_FROM_A_NEWER_FOREWARN: &str = "the journal was written by a ne
 /// A journal from a newer forewarn could not be kept beside it (fields `version`, `path`,
 /// `error`): this forewarn's first write replaces it.
 pub const JOURNAL_FROM_A_NEWER_FOREWARN_NOT_KEPT: &str = "the journal was written by a newer forewarn and cannot be kept beside it: this forewarn's writes replace it, dropping what only the newer one reads; free space on the state directory's filesystem, or stop forewarn and copy the journal away, to keep it";
+/// The operating system began to shut down or reboot (fields `budget`, `waits_for`: the
+/// event whose preparation holds it back, forewarn's own Shutdown event or a Scheduled Event
+/// already preparing this VM).
+pub const HOST_SHUTDOWN_BEGAN: &str = "the operating system is shutting down with no Scheduled Event prepared: the plugins prepare within the shutdown budget (not from IMDS: nothing is approved)";
+/// The shutdown is let go on (fields `outcome`, `prepared_ms`; the message ends with why).
+pub const HOST_SHUTDOWN_RELEASED: &str = "the operating system's shutdown goes on";
+/// The operating system's shutdown was called off.
+pub const HOST_SHUTDOWN_CANCELLED: &str =
+    "the operating system's shutdown was called off: the plugins undo their preparation";
+/// At start, a Shutdown event from before (fields `event_id`, `shut_down_at`,
+/// `prepared_ms`): the plugins recover.
+pub const HOST_SHUTDOWN_RESUMED: &str =
+    "the VM shut down with no Scheduled Event (not from IMDS); the plugins recover";
+/// systemd-logind's delay inhibitor is taken (fields `budget_ms`, `logind_max_ms`): a shutdown
+/// with no Scheduled Event waits for the plugins' last preparation.
+pub const SHUTDOWN_HELD: &str =
+    "holding shutdowns back for the plugins' last preparation (a systemd-logind delay inhibitor)";
+/// logind holds a shutdown for less than `[shutdown] budget` (fields `budget_ms`,
+/// `wanted_ms`).
+pub const SHUTDOWN_BUDGET_CUT_BY_LOGIND: &str = "logind holds a shutdown for less than `shutdown.budget`: the budget is cut to fit; raise InhibitDelayMaxSec in /etc/systemd/logind.conf.d/forewarn.conf ([Login] InhibitDelayMaxSec=35) and restart systemd-logind";
+/// The delay inhibitor was closed: logind goes on with the shutdown.
+pub const SHUTDOWN_LOCK_RELEASED: &str = "the shutdown inhibitor is released: the shutdown goes on";
+/// No logind to hold shutdowns back (field `error`).
+pub const LOGIND_UNREACHABLE: &str = "cannot hold shutdowns back through systemd-logind on the system bus: a shutdown with no Scheduled Event gets no preparation; check that systemd-logind runs and the system bus is reachable (`busctl status org.freedesktop.login1`), or set `shutdown.prepare = false` to say so";
+/// `[shutdown] prepare = false`.
+pub const SHUTDOWN_NOT_HELD: &str = "shutdowns are not held back for the plugins (`shutdown.prepare = false`): a shutdown with no Scheduled Event gets no preparation";

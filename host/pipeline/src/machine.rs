@@ -13,11 +13,13 @@
 use forewarn_events::ImdsTime;
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::sync::Arc;
+use std::time::Duration;
 
 use forewarn_events::{Document, EventId, EventStatus, ScheduledEvent};
 
 use crate::agenda::{Agenda, Standing, Urgency};
 use crate::approval::{ApprovalInput, ApprovalStage, BarrierRequest, BarrierVerdict};
+use crate::host_shutdown::{HostShutdown, ShutdownRelease};
 use crate::log_fields;
 use crate::log_messages;
 use crate::policy::PolicyConfig;
@@ -75,6 +77,17 @@ pub enum Input {
     },
     /// The daemon is stopping: record answers still arriving, start nothing new.
     ShutdownStarted,
+    /// The operating system began to shut down or reboot (systemd-logind's
+    /// `PrepareForShutdown`, the Windows service's pre-shutdown): the plugins prepare within
+    /// `budget`, for forewarn's own Shutdown event unless a Scheduled Event already prepares
+    /// this VM; answered with [`Action::ReleaseShutdown`].
+    HostShutdown {
+        /// How long the service manager holds the shutdown back for forewarn.
+        budget: Duration,
+    },
+    /// The operating system's shutdown was called off: plugins that prepared for the
+    /// Shutdown event undo it (`ended-without-start`).
+    HostShutdownCancelled,
 }
 
 /// A finished plugin call.
@@ -105,6 +118,9 @@ pub enum Action {
     Approve(Vec<EventId>),
     /// Report this step on the timeline (demo, metrics, tests).
     Emit(TimelineEntry),
+    /// Let the operating system's shutdown go on (release systemd-logind's delay inhibitor,
+    /// end the Windows service's pre-shutdown), for this reason.
+    ReleaseShutdown(ShutdownRelease),
 }
 
 /// The pipeline: tracker → policy → scheduler → approval, over the journaled state.
@@ -132,6 +148,10 @@ pub struct Pipeline {
     /// Only deferral bookkeeping changed since the last persist: it may be grouped.
     unsaved_bookkeeping: bool,
     stopping: bool,
+    /// The operating system's shutdown, when one is under way.
+    host_shutdown: HostShutdown,
+    /// Shutdown events journaled before this start, which the first round ends.
+    shutdowns_to_resume: Vec<EventId>,
     actions: VecDeque<Action>,
 }
 
@@ -141,7 +161,7 @@ impl Pipeline {
     pub fn new(settings: PipelineSettings, state: DaemonState) -> Pipeline {
         let quarantine = Quarantine::new(QuarantineRules::of(&settings.policy));
         let approval = ApprovalStage::new(&settings.vm_name, &settings.policy);
-        Pipeline {
+        let mut pipeline = Pipeline {
             settings,
             state,
             roster: Arc::default(),
@@ -155,8 +175,12 @@ impl Pipeline {
             unsaved: false,
             unsaved_bookkeeping: false,
             stopping: false,
+            host_shutdown: HostShutdown::Running,
+            shutdowns_to_resume: Vec::new(),
             actions: VecDeque::new(),
-        }
+        };
+        pipeline.shutdowns_to_resume = pipeline.journaled_shutdowns();
+        pipeline
     }
 
     /// Events naming this VM and others wait on the etcd barrier (`[coordination]`).
@@ -206,6 +230,8 @@ impl Pipeline {
             Input::ReadinessHoldsChanged => self.unsaved = true,
             Input::JournalDurable(durable) => self.journal_durability(durable, now),
             Input::ShutdownStarted => self.stopping = true,
+            Input::HostShutdown { budget } => self.host_shutdown_began(budget, now),
+            Input::HostShutdownCancelled => self.host_shutdown_cancelled(now),
         }
         self.handle_timeout(now);
     }
@@ -221,6 +247,7 @@ impl Pipeline {
     /// plugin gets one call at a time.
     pub fn handle_timeout(&mut self, now: ImdsTime) {
         self.last_round = now;
+        self.resume_after_host_shutdown(now);
         let mut calls = Vec::new();
         if !self.stopping {
             self.visit_due(now, &mut calls);
@@ -255,6 +282,7 @@ impl Pipeline {
         if let Some(batch) = approval {
             self.actions.push_back(Action::Approve(batch));
         }
+        self.settle_host_shutdown(now);
     }
 
     /// The journal's commits stopped or started reaching the disk. When they stopped, an
@@ -353,10 +381,15 @@ impl Pipeline {
     /// None: nothing is scheduled.
     pub fn poll_timeout(&self) -> Option<ImdsTime> {
         let approval_retries = self.approval.poll_timeout(&self.state.events);
+        let budget_end = self
+            .host_shutdown
+            .deadline()
+            .filter(|deadline| *deadline > self.last_round);
         self.agenda
             .next_timer_after(self.last_round)
             .into_iter()
             .chain(approval_retries)
+            .chain(budget_end)
             .min()
     }
 
@@ -443,6 +476,7 @@ impl Pipeline {
                 }
                 self.announce_quarantine_hold(id);
             }
+            Preparation::AllPrepared { .. } if self.all_prepared_for_shutdown(id, now) => {}
             Preparation::AllPrepared { subscribers } => {
                 let Some(progress) = self.state.events.get_mut(id).map(Arc::make_mut) else {
                     return;
@@ -651,6 +685,7 @@ fn log_answer(event_id: &str, plugin: &str, answer: &Answer, on_failure: Failure
 
 mod preparation_notes;
 mod quarantine_marking;
+mod shutdown_handling;
 mod transitions;
 
 #[cfg(test)]

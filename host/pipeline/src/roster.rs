@@ -51,11 +51,16 @@ impl Default for PluginTerms {
 impl PluginTerms {
     /// Whether the plugin wants calls for events of this type. A type forewarn does not know
     /// could be the most disruptive: every plugin that prepares for any type is called for
-    /// it (one listing only "Unknown" too).
+    /// it (one listing only "Unknown" too). The operating system's own shutdown takes the VM
+    /// down as a Reboot does: every plugin that prepares for a type that takes the VM down
+    /// (all but Freeze) is called for it, and one listing "Shutdown".
     pub fn subscribes_to(&self, event_type: EventType) -> bool {
         match &self.subscribe {
             Subscription::Every => true,
             Subscription::Only(types) if event_type == EventType::Unknown => !types.is_empty(),
+            Subscription::Only(types) if event_type == EventType::Shutdown => {
+                types.iter().any(|listed| listed.takes_the_vm_down())
+            }
             Subscription::Only(types) => types.contains(&event_type),
         }
     }
@@ -77,14 +82,15 @@ pub enum Subscription {
 
 impl Subscription {
     /// The subscription a manifest's `subscribe` list names: `"*"` anywhere means every type;
-    /// a name that is not a known type (or "Unknown") means [`EventType::Unknown`].
+    /// a name that is not a known type (IMDS's, "Shutdown", or "Unknown") means
+    /// [`EventType::Unknown`].
     pub fn of_names<S: AsRef<str>>(names: &[S]) -> Subscription {
         if names.iter().any(|name| name.as_ref() == "*") {
             return Subscription::Every;
         }
         let mut types: Vec<EventType> = names
             .iter()
-            .map(|name| EventType::from_wire(name.as_ref()))
+            .map(|name| EventType::from_subscription_name(name.as_ref()))
             .collect();
         types.sort();
         types.dedup();

@@ -128,6 +128,12 @@ pub enum Approval {
         /// Why no approval will be sent, in words.
         reason: String,
     },
+    /// Not from IMDS (the operating system's own shutdown): there is nothing to approve;
+    /// every plugin prepared at this instant and the shutdown was let go on.
+    NotAtImds {
+        /// When the last plugin prepared, in milliseconds since the Unix epoch.
+        prepared_at_unix_ms: ImdsTime,
+    },
 }
 
 /// Where an approval is, without its details: what `/status` and the status page key on.
@@ -149,6 +155,8 @@ pub enum ApprovalKind {
     DryRun,
     /// [`Approval::Abandoned`].
     Abandoned,
+    /// [`Approval::NotAtImds`].
+    NotAtImds,
 }
 
 impl Approval {
@@ -162,6 +170,7 @@ impl Approval {
             Approval::Withheld { .. } => ApprovalKind::Withheld,
             Approval::DryRun { .. } => ApprovalKind::DryRun,
             Approval::Abandoned { .. } => ApprovalKind::Abandoned,
+            Approval::NotAtImds { .. } => ApprovalKind::NotAtImds,
         }
     }
 }

@@ -216,7 +216,7 @@ impl Harness {
                     };
                     self.pipeline.handle(input, self.now);
                 }
-                Action::Coordinate(_) | Action::Emit(_) => {}
+                Action::Coordinate(_) | Action::Emit(_) | Action::ReleaseShutdown(_) => {}
             }
         }
     }
@@ -288,6 +288,17 @@ impl Harness {
             .iter()
             .filter_map(|executed| match &executed.action {
                 Action::Coordinate(request) => Some(request.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The operating system's shutdown let go on: (time, why).
+    pub fn shutdown_releases(&self) -> Vec<(ImdsTime, crate::host_shutdown::ShutdownRelease)> {
+        self.log
+            .iter()
+            .filter_map(|executed| match &executed.action {
+                Action::ReleaseShutdown(release) => Some((executed.at, release.clone())),
                 _ => None,
             })
             .collect()

@@ -145,6 +145,24 @@ pub enum TimelineEntry {
         /// The plugin.
         plugin: PluginName,
     },
+    /// The operating system began to shut down or reboot; the service manager holds it back
+    /// for the budget while the plugins prepare.
+    HostShutdownBegan {
+        /// The shutdown budget, in milliseconds.
+        budget_ms: u64,
+        /// The event whose preparation it waits for: forewarn's own Shutdown event, or a
+        /// Scheduled Event already preparing this VM; none when one had prepared it already.
+        event_id: Option<EventId>,
+    },
+    /// The operating system's shutdown was let go on.
+    HostShutdownReleased {
+        /// The event whose preparation it waited for.
+        event_id: EventId,
+        /// "prepared", "already-prepared" or "budget-spent".
+        outcome: &'static str,
+        /// From the operating system's notice to the release, in milliseconds.
+        prepared_ms: u64,
+    },
 }
 
 pub use forewarn_events::{LogLevel, PluginLogLine};

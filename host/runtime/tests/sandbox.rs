@@ -177,6 +177,7 @@ fn event_type_name(event_type: EventType) -> &'static str {
         EventType::Redeploy => "redeploy",
         EventType::Preempt => "preempt",
         EventType::Terminate => "terminate",
+        EventType::Shutdown => "shutdown",
         EventType::Unknown => "unknown",
     }
 }
@@ -207,6 +208,7 @@ fn expected_echo(event: &ScheduledEvent, phase: Phase, ctx: &CallContext) -> Val
         "source": match event.source {
             EventSource::Platform => "platform",
             EventSource::User => "user",
+            EventSource::OperatingSystem => "operating-system",
             EventSource::Unknown => "unknown",
         },
         "duration_seconds": event.duration_seconds,
@@ -287,6 +289,12 @@ async fn every_event_type_status_and_source_reaches_the_plugin() {
             "Terminate",
             EventStatus::Scheduled,
             EventSource::User,
+        ),
+        (
+            EventType::Shutdown,
+            "Shutdown",
+            EventStatus::Scheduled,
+            EventSource::OperatingSystem,
         ),
         (
             EventType::Unknown,

@@ -691,6 +691,16 @@ fn render_entry(entry: &TimelineEntry) -> Option<String> {
         TimelineEntry::QuarantineLifted { plugin } => {
             format!("   !! {plugin} quarantine lifted: a new version was loaded")
         }
+        TimelineEntry::HostShutdownBegan { budget_ms, .. } => format!(
+            "SHUTDOWN of the operating system, no Scheduled Event: the plugins prepare within \
+             {} s (not from IMDS)",
+            budget_ms / 1000
+        ),
+        TimelineEntry::HostShutdownReleased {
+            outcome,
+            prepared_ms,
+            ..
+        } => format!("SHUTDOWN goes on ({outcome}, after {prepared_ms} ms)"),
     })
 }
 

@@ -6,6 +6,7 @@ pub mod example;
 mod outcomes;
 mod plugins;
 mod scale_set;
+mod shutdown;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -18,6 +19,7 @@ pub use coordination::CoordinationConfig;
 pub use outcomes::OutcomesConfig;
 pub use plugins::PluginsConfig;
 pub use scale_set::{ScaleSetConfig, SkipUpgradeWhen};
+pub use shutdown::ShutdownConfig;
 
 use crate::pipeline::policy::{LeadTime, MAX_QUARANTINE_WINDOW, PolicyConfig};
 use crate::pipeline::scheduler::AUTO_LEAD_FLOOR;
@@ -63,6 +65,9 @@ pub struct Config {
     /// `[scale-set]`: what `/health/scale-set` (the Application Health extension's probe)
     /// answers.
     pub scale_set: ScaleSetConfig,
+    /// `[shutdown]`: the plugins' last preparation when the operating system shuts down
+    /// with no Scheduled Event.
+    pub shutdown: ShutdownConfig,
 }
 
 /// The daemon's own HTTP endpoint: health, readiness for load balancers, metrics, status.
@@ -168,6 +173,7 @@ impl Default for Config {
             plugins: PluginsConfig::default(),
             outcomes: OutcomesConfig::default(),
             scale_set: ScaleSetConfig::default(),
+            shutdown: ShutdownConfig::default(),
         }
     }
 }
@@ -307,6 +313,7 @@ impl Config {
         self.plugins.trusted_keys()?;
         self.outcomes.validate()?;
         self.scale_set.validate()?;
+        self.shutdown.validate()?;
         for (name, action) in &self.actions {
             check_at_most(
                 &format!("actions.{name}.timeout"),

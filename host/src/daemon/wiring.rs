@@ -551,6 +551,9 @@ async fn run_event_loop(
         poller_stop.clone(),
     );
     service_manager::spawn_watchdog(poller_stop.clone());
+    let shutdown_watch =
+        service_manager::spawn_shutdown_watch(&config.shutdown, poller_stop.clone());
+    let daemon = daemon.with_shutdown_watch(shutdown_watch);
     let result = daemon.run(documents, shutdown.clone()).await;
     coordinator_stop.cancel();
     if let Some(task) = coordinator_task {

@@ -198,7 +198,11 @@ fn event_ids(entry: &TimelineEntry) -> Vec<&str> {
         | TimelineEntry::PluginLog { event_id, .. }
         | TimelineEntry::PluginAnswered { event_id, .. }
         | TimelineEntry::NotApproved { event_id, .. }
+        | TimelineEntry::HostShutdownReleased { event_id, .. }
         | TimelineEntry::Finished { event_id } => vec![event_id.as_str()],
+        TimelineEntry::HostShutdownBegan { event_id, .. } => {
+            event_id.iter().map(EventId::as_str).collect()
+        }
         TimelineEntry::Approved { event_ids } | TimelineEntry::ApprovalFailed { event_ids, .. } => {
             event_ids.iter().map(EventId::as_str).collect()
         }

@@ -169,7 +169,7 @@ fn stage_of(progress: &EventProgress) -> FleetStage {
         (Handling::Ignored { .. }, _) => FleetStage::Ignored,
         (_, ApprovalKind::Sent) => FleetStage::Approved,
         (_, ApprovalKind::Due) => FleetStage::Approving,
-        (_, ApprovalKind::Coordinating) => FleetStage::Ready,
+        (_, ApprovalKind::Coordinating | ApprovalKind::NotAtImds) => FleetStage::Ready,
         (_, ApprovalKind::Withheld | ApprovalKind::DryRun | ApprovalKind::Abandoned) => {
             FleetStage::Withheld
         }

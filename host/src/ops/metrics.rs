@@ -41,6 +41,11 @@ struct CallLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShutdownOutcomeLabel {
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PluginLabel {
     plugin: String,
 }
@@ -84,6 +89,8 @@ pub(crate) struct Metrics {
     approval_failures: Counter,
     not_approved: Counter,
     turns_shortened: Counter,
+    host_shutdowns: Family<ShutdownOutcomeLabel, Counter>,
+    host_shutdown_preparation: Histogram,
     late_preparations: Counter,
     events_finished: Counter,
     reloads: Counter,
@@ -245,6 +252,8 @@ impl Metrics {
             approval_failures: Counter::default(),
             not_approved: Counter::default(),
             turns_shortened: Counter::default(),
+            host_shutdowns: Family::default(),
+            host_shutdown_preparation: Histogram::new(LATENCY_BUCKETS.iter().copied()),
             late_preparations: Counter::default(),
             events_finished: Counter::default(),
             reloads: Counter::default(),
@@ -319,6 +328,17 @@ impl Metrics {
             "Plugins that started preparing before those they run after approved, so that the \
              chain fits before NotBefore (short notice)",
             self.turns_shortened.clone(),
+        );
+        registry.register(
+            "host_shutdowns",
+            "Operating system shutdowns with no Scheduled Event held back for the plugins, by \
+             how they were let go on (prepared, already-prepared, budget-spent)",
+            self.host_shutdowns.clone(),
+        );
+        registry.register(
+            "host_shutdown_preparation_seconds",
+            "From the operating system's shutdown notice to its release",
+            self.host_shutdown_preparation.clone(),
         );
         registry.register(
             "events_prepared_late",
@@ -511,6 +531,20 @@ impl Metrics {
             TimelineEntry::TurnShortened { .. } => {
                 self.turns_shortened.inc();
             }
+            TimelineEntry::HostShutdownReleased {
+                outcome,
+                prepared_ms,
+                ..
+            } => {
+                self.host_shutdowns
+                    .get_or_create(&ShutdownOutcomeLabel {
+                        outcome: (*outcome).to_owned(),
+                    })
+                    .inc();
+                self.host_shutdown_preparation
+                    .observe(*prepared_ms as f64 / 1000.0);
+            }
+            TimelineEntry::HostShutdownBegan { .. } => {}
             TimelineEntry::PreparingLate { .. } => {
                 self.late_preparations.inc();
             }

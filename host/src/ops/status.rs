@@ -629,6 +629,12 @@ fn describe_approval(approval: &Approval) -> String {
         Approval::Coordinating { .. } => "coordinating with the other VMs (etcd)".to_owned(),
         Approval::DryRun { would } => format!("dry run: {would}"),
         Approval::Abandoned { reason } => format!("abandoned: {reason}"),
+        Approval::NotAtImds {
+            prepared_at_unix_ms,
+        } => format!(
+            "not from IMDS (the operating system's shutdown): nothing to approve; prepared at {}",
+            rfc3339(*prepared_at_unix_ms)
+        ),
     }
 }
 

@@ -28,6 +28,7 @@ pub(crate) fn to_wit_event(event: &imds::ScheduledEvent) -> wit::ScheduledEvent 
         source: match event.source {
             imds::EventSource::Platform => wit::EventSource::Platform,
             imds::EventSource::User => wit::EventSource::User,
+            imds::EventSource::OperatingSystem => wit::EventSource::OperatingSystem,
             imds::EventSource::Unknown => wit::EventSource::Unknown,
         },
         duration_seconds: event.duration_seconds,
@@ -60,6 +61,7 @@ fn to_wit_type(event_type: imds::EventType) -> wit::EventType {
         imds::EventType::Redeploy => wit::EventType::Redeploy,
         imds::EventType::Preempt => wit::EventType::Preempt,
         imds::EventType::Terminate => wit::EventType::Terminate,
+        imds::EventType::Shutdown => wit::EventType::Shutdown,
         imds::EventType::Unknown => wit::EventType::Unknown,
     }
 }

@@ -16,8 +16,15 @@ use forewarn_imds::PollStatus;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::config::ShutdownConfig;
 use crate::log_messages;
 
+pub use shutdown_watch::{ShutdownHold, ShutdownNotice, ShutdownWatch};
+
+// not on Windows: systemd-logind's shutdown inhibitor; the Windows service has its own
+#[cfg(unix)]
+mod logind;
+mod shutdown_watch;
 // not on Windows: systemd's notify protocol and its test; windows_scm is the Windows service manager
 #[cfg(unix)]
 mod systemd;
@@ -141,6 +148,20 @@ pub(crate) fn spawn_ready_after_first_document(
         );
         imp::ready();
     });
+}
+
+/// Holds the operating system's shutdown back for the plugins' last preparation, if
+/// `[shutdown] prepare` asks for it and the service manager can (systemd-logind's delay
+/// inhibitor on Linux), until `stop`. None: nothing will hold a shutdown back.
+pub(crate) fn spawn_shutdown_watch(
+    config: &ShutdownConfig,
+    stop: CancellationToken,
+) -> Option<ShutdownWatch> {
+    if !config.prepare {
+        tracing::info!("{}", log_messages::SHUTDOWN_NOT_HELD);
+        return None;
+    }
+    imp::spawn_shutdown_watch(config.budget, stop)
 }
 
 /// Tells the service manager the daemon is stopping.

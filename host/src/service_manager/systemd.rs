@@ -50,6 +50,16 @@ fn watchdog_interval_from(usec: &str, pid: Option<&str>, own_pid: u32) -> Option
     Some(Duration::from_micros(usec) / 2)
 }
 
+/// systemd-logind's delay inhibitor, held by a task of its own until `stop`.
+pub(super) fn spawn_shutdown_watch(
+    budget: Duration,
+    stop: tokio_util::sync::CancellationToken,
+) -> Option<super::ShutdownWatch> {
+    let (watch, hold) = super::ShutdownWatch::channel();
+    tokio::spawn(super::logind::hold_shutdowns(budget, hold, stop));
+    Some(watch)
+}
+
 /// On Linux forewarn is a systemd unit: `forewarn service …` says so.
 pub(super) fn install(_options: &InstallOptions) -> Result<(), ServiceError> {
     Err(ServiceError::NotWindows)

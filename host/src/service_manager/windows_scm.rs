@@ -366,6 +366,19 @@ pub(super) fn stopping() {
     }
 }
 
+/// Not yet on Windows: the service's pre-shutdown notification still stops the daemon at
+/// once (docs/operations.md, "A last chance when no event came", says so).
+pub(super) fn spawn_shutdown_watch(
+    _budget: Duration,
+    _stop: CancellationToken,
+) -> Option<super::ShutdownWatch> {
+    tracing::info!(
+        "a Windows shutdown with no Scheduled Event is not held back for the plugins yet: the \
+         pre-shutdown notification stops forewarn at once"
+    );
+    None
+}
+
 /// The SCM has no watchdog.
 pub(super) fn watchdog_interval() -> Option<Duration> {
     None

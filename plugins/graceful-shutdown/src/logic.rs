@@ -4,7 +4,8 @@
 use forewarn_sdk::Event;
 
 /// Event types that stop the app unless `event-types` says otherwise.
-const DEFAULT_EVENT_TYPES: &str = "Reboot, Redeploy, Preempt, Terminate";
+/// Shutdown is forewarn's own: the operating system shutting down with no Scheduled Event.
+const DEFAULT_EVENT_TYPES: &str = "Reboot, Redeploy, Preempt, Terminate, Shutdown";
 
 /// graceful-shutdown's configuration (the `[config]` table of `graceful-shutdown.toml`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,7 +22,7 @@ pub(crate) struct ShutdownSettings {
 
 impl ShutdownSettings {
     /// Reads `stop-action`, `start-action` and `event-types` (comma-separated, default
-    /// "Reboot, Redeploy, Preempt, Terminate") through `lookup`.
+    /// "Reboot, Redeploy, Preempt, Terminate, Shutdown") through `lookup`.
     pub(crate) fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
         let value = |key: &str| lookup(key).filter(|value| !value.trim().is_empty());
         let types = value("event-types").unwrap_or_else(|| DEFAULT_EVENT_TYPES.to_owned());
@@ -98,6 +99,7 @@ mod tests {
         assert_eq!(parsed.start_action, None);
         assert!(parsed.stops_for(&event(EventType::Reboot, "Reboot")));
         assert!(parsed.stops_for(&event(EventType::Terminate, "Terminate")));
+        assert!(parsed.stops_for(&event(EventType::Shutdown, "Shutdown")));
         assert!(!parsed.stops_for(&event(EventType::Freeze, "Freeze")));
         assert!(!parsed.stops_for(&event(EventType::Unknown, "Hibernate")));
     }

@@ -144,6 +144,7 @@ fn imds_source(source: EventSource) -> &'static str {
     match source {
         EventSource::Platform => "Platform",
         EventSource::User => "User",
+        EventSource::OperatingSystem => "OperatingSystem",
         EventSource::Unknown => "Unknown",
     }
 }

@@ -188,8 +188,16 @@ typedef uint8_t forewarn_plugin_types_event_type_t;
 #define FOREWARN_PLUGIN_TYPES_EVENT_TYPE_PREEMPT 3
 // The VM (a scale-set instance) is being deleted.
 #define FOREWARN_PLUGIN_TYPES_EVENT_TYPE_TERMINATE 4
+// Not from IMDS: the VM's own operating system is shutting down or rebooting with
+// no Scheduled Event in preparation (`sudo reboot`, a stop whose event never came).
+// The source is `operating-system`; there is nothing to approve, and the time to
+// prepare is short (`not-before-unix-ms` is the end of the shutdown budget). Sent
+// to plugins that subscribe to "Shutdown" or to any type that takes the VM down.
+// New in 0.3.0; plugins built against 0.1.0 or 0.2.0 see it as `unknown` with
+// `event-type-raw` "Shutdown".
+#define FOREWARN_PLUGIN_TYPES_EVENT_TYPE_SHUTDOWN 5
 // A type this version of forewarn does not know. `event-type-raw` has the text.
-#define FOREWARN_PLUGIN_TYPES_EVENT_TYPE_UNKNOWN 5
+#define FOREWARN_PLUGIN_TYPES_EVENT_TYPE_UNKNOWN 6
 
 // Where the event stands (the `EventStatus` field).
 typedef uint8_t forewarn_plugin_types_event_status_t;
@@ -207,8 +215,11 @@ typedef uint8_t forewarn_plugin_types_event_source_t;
 // A person or automation acting on this VM (restart or redeploy from the portal,
 // the CLI, the API).
 #define FOREWARN_PLUGIN_TYPES_EVENT_SOURCE_USER 1
+// Not from IMDS: the VM's operating system itself (a `shutdown` event). New in
+// 0.3.0; older plugins see `unknown`.
+#define FOREWARN_PLUGIN_TYPES_EVENT_SOURCE_OPERATING_SYSTEM 2
 // The document did not say, or said something new.
-#define FOREWARN_PLUGIN_TYPES_EVENT_SOURCE_UNKNOWN 2
+#define FOREWARN_PLUGIN_TYPES_EVENT_SOURCE_UNKNOWN 3
 
 typedef struct {
   event_handler_string_t *ptr;

@@ -431,6 +431,15 @@ fn every_call_and_approval_is_journaled_before_it_is_acted_on() {
                     event.id
                 );
             }
+            Action::ReleaseShutdown(release) => {
+                let state = durable
+                    .as_ref()
+                    .expect("a release before any journal write");
+                assert!(
+                    state.events.contains_key(release.event_id()),
+                    "the shutdown was released before its event was journaled"
+                );
+            }
             Action::Coordinate(_) | Action::Emit(_) => {}
         }
     }
@@ -629,5 +638,6 @@ fn an_approval_that_failed_for_an_event_that_then_started_does_not_wake_the_loop
 
 mod churn;
 mod failure_policy;
+mod host_shutdown;
 mod journal_durability;
 mod many_events;

@@ -28,7 +28,7 @@ impl Pipeline {
         }
     }
 
-    fn apply_transition(&mut self, transition: &Transition, now: ImdsTime) {
+    pub(super) fn apply_transition(&mut self, transition: &Transition, now: ImdsTime) {
         let event = transition.event().clone();
         self.agenda.touch(&event.id);
         tracing::info!(

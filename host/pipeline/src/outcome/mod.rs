@@ -224,12 +224,16 @@ impl OutcomeBook {
             TimelineEntry::Finished { event_id } => {
                 self.change(event_id, |record| record.finished(now));
             }
+            TimelineEntry::HostShutdownReleased { event_id, .. } => {
+                self.change(event_id, |record| record.shutdown_went_on(now));
+            }
             // Not about the event's outcome: a plugin's log lines stay in the history; the
             // turn and quarantine notes in the log and `/status`.
             TimelineEntry::PluginLog { .. }
             | TimelineEntry::TurnShortened { .. }
             | TimelineEntry::PluginQuarantined(_)
-            | TimelineEntry::QuarantineLifted { .. } => {}
+            | TimelineEntry::QuarantineLifted { .. }
+            | TimelineEntry::HostShutdownBegan { .. } => {}
         }
     }
 

@@ -372,6 +372,13 @@ impl OutcomeRecord {
         self.happened.impact = self.final_impact();
     }
 
+    /// The operating system's shutdown was let go on at `now`: for forewarn's own Shutdown
+    /// event, that is its start (nothing at IMDS says so).
+    pub fn shutdown_went_on(&mut self, now: ImdsTime) {
+        self.stage = self.stage.started();
+        self.happened.started_unix_ms.get_or_insert(now);
+    }
+
     /// The policy's handling.
     pub fn handling(&mut self, handling: &str) {
         self.handled.handling = cut(handling);
@@ -524,10 +531,13 @@ impl OutcomeRecord {
         }
     }
 
-    /// Whether the daemon's restart may have been this event's reboot: a Reboot or
-    /// Redeploy approved or started and not over.
+    /// Whether the daemon's restart may have been this event's reboot: a Reboot, Redeploy or
+    /// the operating system's own Shutdown approved or started and not over.
     pub fn may_have_rebooted(&self) -> bool {
-        let reboots = matches!(self.event_type, EventType::Reboot | EventType::Redeploy);
+        let reboots = matches!(
+            self.event_type,
+            EventType::Reboot | EventType::Redeploy | EventType::Shutdown
+        );
         let under_way = self.stage == RecordStage::Started
             || (self.stage == RecordStage::Announced
                 && matches!(self.handled.approval, ApprovalRecord::Accepted { .. }));
@@ -554,22 +564,25 @@ impl OutcomeRecord {
             )
         });
         match self.event_type {
-            EventType::Reboot | EventType::Redeploy => match &self.happened.restart {
-                Some(RestartSeen::Rebooted(downtime)) => Impact::Downtime(Measured::new(
-                    downtime.length_ms,
-                    downtime.precision_ms,
-                    MeasuredBy::LastHeartbeatToStart,
-                )),
-                Some(RestartSeen::Unknown { why }) => Impact::NotMeasured {
-                    why: format!("downtime not measured: {why}"),
-                },
-                Some(RestartSeen::SameBoot) | None => match pause {
-                    Some(pause) => Impact::Pause(pause),
-                    None => Impact::NotMeasured {
-                        why: "no reboot seen: the daemon ran through the event in one boot".into(),
+            EventType::Reboot | EventType::Redeploy | EventType::Shutdown => {
+                match &self.happened.restart {
+                    Some(RestartSeen::Rebooted(downtime)) => Impact::Downtime(Measured::new(
+                        downtime.length_ms,
+                        downtime.precision_ms,
+                        MeasuredBy::LastHeartbeatToStart,
+                    )),
+                    Some(RestartSeen::Unknown { why }) => Impact::NotMeasured {
+                        why: format!("downtime not measured: {why}"),
                     },
-                },
-            },
+                    Some(RestartSeen::SameBoot) | None => match pause {
+                        Some(pause) => Impact::Pause(pause),
+                        None => Impact::NotMeasured {
+                            why: "no reboot seen: the daemon ran through the event in one boot"
+                                .into(),
+                        },
+                    },
+                }
+            }
             EventType::Preempt | EventType::Terminate => Impact::NotMeasured {
                 why: "the VM is evicted or deleted: nothing inside it is left to measure".into(),
             },

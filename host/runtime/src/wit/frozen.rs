@@ -86,7 +86,11 @@ macro_rules! unchanged_since_v0_1_0 {
                     latest::EventType::Redeploy => types::EventType::Redeploy,
                     latest::EventType::Preempt => types::EventType::Preempt,
                     latest::EventType::Terminate => types::EventType::Terminate,
-                    latest::EventType::Unknown => types::EventType::Unknown,
+                    // Older contracts have no Shutdown: a type they do not know, whose
+                    // `event-type-raw` ("Shutdown") says what it is.
+                    latest::EventType::Shutdown | latest::EventType::Unknown => {
+                        types::EventType::Unknown
+                    }
                 }
             }
         }
@@ -105,7 +109,9 @@ macro_rules! unchanged_since_v0_1_0 {
                 match source {
                     latest::EventSource::Platform => types::EventSource::Platform,
                     latest::EventSource::User => types::EventSource::User,
-                    latest::EventSource::Unknown => types::EventSource::Unknown,
+                    latest::EventSource::OperatingSystem | latest::EventSource::Unknown => {
+                        types::EventSource::Unknown
+                    }
                 }
             }
         }

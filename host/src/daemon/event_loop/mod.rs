@@ -42,6 +42,7 @@ use crate::pipeline::state::{AnswerOutcome, DaemonState};
 use crate::pipeline::timeline::TimelineEntry;
 use crate::plugins::convert::{reply_of, to_wit_event, to_wit_phase, unloaded_reply};
 use crate::plugins::set::SharedPlugins;
+use crate::service_manager::{ShutdownNotice, ShutdownWatch};
 
 /// The longest the loop sleeps with nothing scheduled (it wakes on every input anyway).
 const IDLE_WAKE: Duration = Duration::from_secs(60);
@@ -101,6 +102,9 @@ pub struct Daemon {
     approvals: TasksInFlight<Input, Vec<EventId>>,
     /// IMDS's clock: every `now` the pipeline is given is on it (see `Daemon::now`).
     clock: ImdsClock,
+    /// The operating system's shutdown, held back by the service manager while the plugins
+    /// prepare ([`Input::HostShutdown`], [`Action::ReleaseShutdown`]); None: not held.
+    shutdown_watch: Option<ShutdownWatch>,
 }
 
 impl Daemon {
@@ -157,6 +161,7 @@ impl Daemon {
             starts,
             approvals: TasksInFlight::new(),
             clock,
+            shutdown_watch: None,
         })
     }
 
@@ -188,6 +193,13 @@ impl Daemon {
         self.pipeline.coordinate_with_barrier();
         self.coordination = Some(coordinator);
         self.verdicts = Some(verdicts);
+        self
+    }
+
+    /// Prepares the plugins when the operating system shuts down with no Scheduled Event,
+    /// while `watch`'s service manager holds the shutdown back.
+    pub(crate) fn with_shutdown_watch(mut self, watch: Option<ShutdownWatch>) -> Daemon {
+        self.shutdown_watch = watch;
         self
     }
 
@@ -234,6 +246,13 @@ impl Daemon {
                     // The set can no longer change: keep working with the last one.
                     Err(_) => plugin_set_open = false,
                 },
+                Some(notice) = next_shutdown_notice(&mut self.shutdown_watch) => {
+                    let input = match notice {
+                        ShutdownNotice::Coming { budget } => Input::HostShutdown { budget },
+                        ShutdownNotice::CalledOff => Input::HostShutdownCancelled,
+                    };
+                    self.pipeline.handle(input, self.now());
+                }
                 Some((event_id, verdict)) = next_verdict(&mut self.verdicts) => {
                     let input = Input::BarrierVerdict { event_id, verdict };
                     self.pipeline.handle(input, self.now());
@@ -300,6 +319,11 @@ impl Daemon {
                     ),
                 },
                 Action::Approve(event_ids) => self.start_approval(event_ids),
+                Action::ReleaseShutdown(_) => {
+                    if let Some(watch) = &self.shutdown_watch {
+                        watch.release();
+                    }
+                }
                 Action::Emit(entry) => {
                     if matches!(
                         entry,
@@ -474,6 +498,19 @@ impl Daemon {
 
 /// The barrier's next verdict; pending forever without coordination. A coordinator that
 /// stopped (its task ended) is said once, and its arm waits forever after.
+/// The service manager's next word on the operating system's shutdown; pending forever when
+/// nothing holds shutdowns back (or no longer can).
+async fn next_shutdown_notice(watch: &mut Option<ShutdownWatch>) -> Option<ShutdownNotice> {
+    let Some(receiver) = watch.as_mut() else {
+        return std::future::pending().await;
+    };
+    let notice = receiver.next().await;
+    if notice.is_none() {
+        *watch = None;
+    }
+    notice
+}
+
 async fn next_verdict(verdicts: &mut Option<Verdicts>) -> Option<(EventId, BarrierVerdict)> {
     let Some(receiver) = verdicts.as_mut() else {
         return std::future::pending().await;
