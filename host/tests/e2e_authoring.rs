@@ -78,7 +78,15 @@ impl Machine {
         let work = temp.path().join("work");
         std::fs::create_dir_all(&bin).expect("bin/");
         std::fs::create_dir_all(&work).expect("work/");
-        std::fs::copy(forewarn_binary!(), bin.join("forewarn")).expect("copy the binary");
+        // Copied by `cp`, not by this process: a file this process held open for writing
+        // would be inherited by a child another test thread forks meanwhile, and running it
+        // would fail with "Text file busy" (ETXTBSY) until that child execs.
+        let copied = Command::new("cp")
+            .arg(forewarn_binary!())
+            .arg(bin.join("forewarn"))
+            .status()
+            .expect("run cp");
+        assert!(copied.success(), "cp the binary into bin/: {copied}");
         let env = author_environment(&bin);
         Machine {
             _temp: temp,

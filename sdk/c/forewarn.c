@@ -57,6 +57,7 @@ const char *fw_event_type_name(fw_event_type type) {
     case FW_REDEPLOY: return "Redeploy";
     case FW_PREEMPT: return "Preempt";
     case FW_TERMINATE: return "Terminate";
+    case FW_SHUTDOWN: return "Shutdown";
     default: return "Unknown";
     }
 }

@@ -29,6 +29,8 @@ pub mod https;
 /// A local HTTP/HTTPS server answering every request with one response.
 pub mod https_server;
 /// A stand-in systemd-logind on a private `dbus-daemon`.
+// not on Windows: logind, D-Bus and the pipe a lock is are Linux's.
+#[cfg(unix)]
 pub mod logind;
 /// Loopback ports below the ephemeral range, locked per test process, for servers that restart.
 pub mod loopback_ports;

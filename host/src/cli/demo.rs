@@ -287,6 +287,11 @@ fn demo_config(
             ..Default::default()
         },
         actions: workload.actions().into_iter().collect(),
+        // The demo holds no shutdown of the machine it runs on back.
+        shutdown: crate::config::ShutdownConfig {
+            prepare: false,
+            ..crate::config::ShutdownConfig::default()
+        },
         ..Config::default()
     }
 }

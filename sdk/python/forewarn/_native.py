@@ -29,7 +29,8 @@ class EventType(Enum):
     REDEPLOY = 2
     PREEMPT = 3
     TERMINATE = 4
-    UNKNOWN = 5
+    SHUTDOWN = 5
+    UNKNOWN = 6
 
 
 class EventStatus(Enum):
@@ -40,7 +41,8 @@ class EventStatus(Enum):
 class EventSource(Enum):
     PLATFORM = 0
     USER = 1
-    UNKNOWN = 2
+    OPERATING_SYSTEM = 2
+    UNKNOWN = 3
 
 
 @dataclass
