@@ -248,6 +248,7 @@ impl Pipeline {
     pub fn handle_timeout(&mut self, now: ImdsTime) {
         self.last_round = now;
         self.resume_after_host_shutdown(now);
+        self.replace_a_cancelled_ridden_event(now);
         let mut calls = Vec::new();
         if !self.stopping {
             self.visit_due(now, &mut calls);

@@ -66,27 +66,34 @@ impl Pipeline {
         self.unsaved = true;
     }
 
+    /// Before every round: when the Scheduled Event the shutdown waits for went away
+    /// unprepared (cancelled), forewarn makes its own Shutdown event for what is left of the
+    /// budget, so that this round prepares it.
+    pub(super) fn replace_a_cancelled_ridden_event(&mut self, now: ImdsTime) {
+        let HostShutdown::RidingOn { event_id, .. } = &self.host_shutdown else {
+            return;
+        };
+        let gone =
+            self.state.events.get(event_id).is_none_or(|progress| {
+                progress.lifecycle == (Lifecycle::Ended { after_start: false })
+            });
+        if !gone {
+            return;
+        }
+        let own = EventId::from(format!("shutdown-{}", now.unix_ms()));
+        if let Some(next) = self.host_shutdown.ridden_event_gone(own.clone()) {
+            let deadline = next.deadline().unwrap_or(now);
+            self.make_own_shutdown_event(own, deadline, now);
+            self.host_shutdown = next;
+        }
+    }
+
     /// After every round: the shutdown is released once what it waits for is prepared, or
     /// its budget ran out.
     pub(super) fn settle_host_shutdown(&mut self, now: ImdsTime) {
         let Some(awaited) = self.host_shutdown.awaited_event().cloned() else {
             return;
         };
-        let riding_gone = matches!(self.host_shutdown, HostShutdown::RidingOn { .. })
-            && self.state.events.get(&awaited).is_none_or(|progress| {
-                progress.lifecycle == (Lifecycle::Ended { after_start: false })
-            });
-        if riding_gone {
-            // The Scheduled Event was cancelled while the shutdown waited for it: forewarn
-            // prepares its own, for what is left of the budget.
-            let own = EventId::from(format!("shutdown-{}", now.unix_ms()));
-            if let Some(next) = self.host_shutdown.ridden_event_gone(own.clone()) {
-                let deadline = next.deadline().unwrap_or(now);
-                self.make_own_shutdown_event(own, deadline, now);
-                self.host_shutdown = next;
-            }
-            return;
-        }
         let progress = self.state.events.get(&awaited).cloned();
         let prepared = progress.as_deref().is_some_and(is_prepared);
         let roster = Arc::clone(&self.roster);

@@ -245,3 +245,37 @@ fn after_the_next_start_the_plugins_recover_from_the_shutdown() {
     assert!(restarted.pipeline.state().events.is_empty());
     assert!(restarted.shutdown_releases().is_empty());
 }
+
+#[test]
+fn a_scheduled_event_cancelled_while_the_shutdown_waits_for_it_is_replaced_at_once() {
+    let mut harness = Harness::new(PLUGINS, policy());
+    harness.script("stop", |call| {
+        if call.event_id.as_str() == "E1" {
+            defer(60 * SECOND)
+        } else {
+            approve()
+        }
+    });
+    harness.document(&[event("E1", EventType::Reboot, t0(), 600 * SECOND)]);
+    harness.input(Input::HostShutdown { budget: BUDGET });
+    harness.run_for(SECOND);
+    assert!(
+        harness.shutdown_releases().is_empty(),
+        "released while E1 prepared"
+    );
+    // Azure cancels E1: the shutdown prepares on its own, in the same round.
+    harness.document(&[]);
+    let cancelled_at = harness.now;
+    let own = own_event_id(&harness);
+    assert_eq!(
+        calls_for(&harness, own.as_str()),
+        [
+            ("drain".to_owned(), CallPhase::Prepare),
+            ("stop".to_owned(), CallPhase::Prepare)
+        ]
+    );
+    assert_eq!(
+        harness.shutdown_releases(),
+        [(cancelled_at, ShutdownRelease::Prepared { event_id: own })]
+    );
+}
