@@ -147,13 +147,26 @@ pub const HOST_SHUTDOWN_CANCELLED: &str =
 /// `prepared_ms`): the plugins recover.
 pub const HOST_SHUTDOWN_RESUMED: &str =
     "the VM shut down with no Scheduled Event (not from IMDS); the plugins recover";
-/// systemd-logind's delay inhibitor is taken (fields `budget_ms`, `logind_max_ms`): a shutdown
+/// systemd-logind's delay inhibitor is taken (fields `budget_ms`, `limit_ms`: logind's InhibitDelayMaxUSec): a shutdown
 /// with no Scheduled Event waits for the plugins' last preparation.
 pub const SHUTDOWN_HELD: &str =
     "holding shutdowns back for the plugins' last preparation (a systemd-logind delay inhibitor)";
 /// logind holds a shutdown for less than `[shutdown] budget` (fields `budget_ms`,
 /// `wanted_ms`).
 pub const SHUTDOWN_BUDGET_CUT_BY_LOGIND: &str = "logind holds a shutdown for less than `shutdown.budget`: the budget is cut to fit; raise InhibitDelayMaxSec in /etc/systemd/logind.conf.d/forewarn.conf ([Login] InhibitDelayMaxSec=35) and restart systemd-logind";
+/// The Windows service holds a shutdown for less than `[shutdown] budget` (fields
+/// `budget_ms`, `wanted_ms`).
+pub const SHUTDOWN_BUDGET_CUT_BY_WINDOWS: &str = "Windows waits for the service at shutdown for less than `shutdown.budget` allows: the budget is cut to end 5 s before Windows stops waiting; raise the service's PreshutdownTimeout (`forewarn service install` sets 60 s; the registry value HKLM\\SYSTEM\\CurrentControlSet\\Services\\forewarn\\PreshutdownTimeout, in ms) or lower `shutdown.budget`";
+/// The Windows service accepts the pre-shutdown notification (fields `budget_ms`,
+/// `limit_ms`: the PreshutdownTimeout): a shutdown with no Scheduled Event waits for the plugins' last
+/// preparation.
+pub const PRESHUTDOWN_HELD: &str = "holding shutdowns back for the plugins' last preparation (the service's pre-shutdown notification)";
+/// The pipeline released a Windows shutdown: the service stops and Windows goes on.
+pub const PRESHUTDOWN_RELEASED: &str =
+    "the plugins' last preparation is done: the service stops and Windows shuts down";
+/// The daemon did not release a Windows shutdown within the budget and the margin (field
+/// `budget_ms`).
+pub const PRESHUTDOWN_NOT_RELEASED: &str = "the shutdown was not released within the budget: the service stops anyway so that Windows does not wait past its PreshutdownTimeout";
 /// The delay inhibitor was closed: logind goes on with the shutdown.
 pub const SHUTDOWN_LOCK_RELEASED: &str = "the shutdown inhibitor is released: the shutdown goes on";
 /// No logind to hold shutdowns back (field `error`).

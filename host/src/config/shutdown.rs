@@ -22,7 +22,8 @@ pub struct ShutdownConfig {
     pub prepare: bool,
     /// The longest the shutdown is held back. logind lets it be held for at most its
     /// `InhibitDelayMaxSec` (5 s unless raised): the shorter of the two, less a second, is
-    /// the budget.
+    /// the budget; Windows for the service's `PreshutdownTimeout` (60 s as installed), less
+    /// 5 s.
     #[serde(with = "humantime_serde")]
     pub budget: Duration,
 }

@@ -15,7 +15,9 @@ use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 use zbus::zvariant::OwnedFd;
 
-use super::shutdown_watch::{ShutdownHold, ShutdownNotice};
+use super::shutdown_watch::{
+    HoldMessages, ShutdownHold, ShutdownNotice, announce_hold, budget_within,
+};
 use crate::log_messages;
 
 /// What logind holds a shutdown for when it does not say (its documented default).
@@ -44,11 +46,7 @@ trait LoginManager {
 /// The budget for `wanted`, when logind holds a shutdown for at most `logind_max`: the
 /// shorter, less [`RELEASE_MARGIN`] (half of logind's when that is under the margin).
 pub(super) fn budget_for(wanted: Duration, logind_max: Duration) -> Duration {
-    let room = match logind_max.checked_sub(RELEASE_MARGIN) {
-        Some(room) if !room.is_zero() => room,
-        _ => logind_max / 2,
-    };
-    wanted.min(room)
+    budget_within(wanted, logind_max, RELEASE_MARGIN)
 }
 
 /// Holds shutdowns back for the plugins until `stop`; gives up (saying why, once) when there
@@ -79,20 +77,15 @@ async fn hold_until_stopped(
         .unwrap_or(LOGIND_DEFAULT_DELAY);
     let budget = budget_for(wanted, logind_max);
     let mut lock = Some(take_lock(&logind).await?);
-    tracing::info!(
-        budget_ms = millis(budget),
-        logind_max_ms = millis(logind_max),
-        "{}",
-        log_messages::SHUTDOWN_HELD
+    announce_hold(
+        HoldMessages {
+            held: log_messages::SHUTDOWN_HELD,
+            cut: log_messages::SHUTDOWN_BUDGET_CUT_BY_LOGIND,
+        },
+        budget,
+        wanted,
+        logind_max,
     );
-    if budget < wanted {
-        tracing::warn!(
-            budget_ms = millis(budget),
-            wanted_ms = millis(wanted),
-            "{}",
-            log_messages::SHUTDOWN_BUDGET_CUT_BY_LOGIND
-        );
-    }
     loop {
         tokio::select! {
             () = stop.cancelled() => return Ok(()),
@@ -133,10 +126,6 @@ async fn take_lock(logind: &LoginManagerProxy<'_>) -> zbus::Result<OwnedFd> {
             "delay",
         )
         .await
-}
-
-fn millis(span: Duration) -> u64 {
-    u64::try_from(span.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

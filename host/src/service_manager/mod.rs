@@ -6,7 +6,8 @@
 //! - Windows: the Service Control Manager (`windows_scm`): `forewarn service
 //!   install|uninstall|start|stop`, and the service's own entry (`forewarn service run`),
 //!   which reports start-pending, running once IMDS has answered, stop-pending and stopped,
-//!   and turns Stop, Shutdown and Pre-shutdown into the daemon's shutdown. Its log goes to
+//!   and turns Stop and Shutdown into the daemon's shutdown; Pre-shutdown first goes to the
+//!   plugins' last preparation (`preshutdown_relay`) when `[shutdown] prepare` holds it. Its log goes to
 //!   a rotating file under `%ProgramData%\forewarn\logs` (`windows_log`).
 
 use std::path::PathBuf;
@@ -24,6 +25,9 @@ pub use shutdown_watch::{ShutdownHold, ShutdownNotice, ShutdownWatch};
 // not on Windows: systemd-logind's shutdown inhibitor; the Windows service has its own
 #[cfg(unix)]
 mod logind;
+// the Windows service's pre-shutdown notification; platform-neutral, so Linux tests it too
+#[cfg(any(windows, test))]
+mod preshutdown_relay;
 mod shutdown_watch;
 // not on Windows: systemd's notify protocol and its test; windows_scm is the Windows service manager
 #[cfg(unix)]
@@ -152,7 +156,8 @@ pub(crate) fn spawn_ready_after_first_document(
 
 /// Holds the operating system's shutdown back for the plugins' last preparation, if
 /// `[shutdown] prepare` asks for it and the service manager can (systemd-logind's delay
-/// inhibitor on Linux), until `stop`. None: nothing will hold a shutdown back.
+/// inhibitor on Linux, the service's pre-shutdown notification on Windows), until `stop`.
+/// None: nothing will hold a shutdown back.
 pub(crate) fn spawn_shutdown_watch(
     config: &ShutdownConfig,
     stop: CancellationToken,

@@ -64,3 +64,51 @@ impl ShutdownWatch {
         let _ignored = self.releases.send(());
     }
 }
+
+/// The budget for `wanted` when the service manager holds a shutdown for at most `limit`:
+/// the shorter, ending `margin` before the limit (at half the limit when that is under the
+/// margin).
+pub(super) fn budget_within(wanted: Duration, limit: Duration, margin: Duration) -> Duration {
+    let room = match limit.checked_sub(margin) {
+        Some(room) if !room.is_zero() => room,
+        _ => limit / 2,
+    };
+    wanted.min(room)
+}
+
+/// What a service manager's hold says once taken: `held` with the budget and the manager's
+/// `limit_ms`, and `cut` when the budget is shorter than the `wanted` one.
+pub(super) struct HoldMessages {
+    /// Logged when the hold is taken.
+    pub held: &'static str,
+    /// Warned when the service manager's limit cut the budget.
+    pub cut: &'static str,
+}
+
+/// Says that shutdowns are held for `budget` (of `wanted`) within the manager's `limit`.
+pub(super) fn announce_hold(
+    messages: HoldMessages,
+    budget: Duration,
+    wanted: Duration,
+    limit: Duration,
+) {
+    tracing::info!(
+        budget_ms = millis(budget),
+        limit_ms = millis(limit),
+        "{}",
+        messages.held
+    );
+    if budget < wanted {
+        tracing::warn!(
+            budget_ms = millis(budget),
+            wanted_ms = millis(wanted),
+            "{}",
+            messages.cut
+        );
+    }
+}
+
+/// A span in whole milliseconds, for the log's fields.
+pub(super) fn millis(span: Duration) -> u64 {
+    u64::try_from(span.as_millis()).unwrap_or(u64::MAX)
+}

@@ -19,6 +19,7 @@ use windows_service::service_control_handler::{
 use windows_service::service_manager::{ServiceManager, ServiceManagerAccess};
 use windows_service::{define_windows_service, service_dispatcher};
 
+use super::preshutdown_relay::PreshutdownRelay;
 use super::{InstallOptions, SERVICE_NAME, ServiceBody, ServiceError};
 
 const DISPLAY_NAME: &str = "forewarn (Azure Scheduled Events)";
@@ -29,7 +30,8 @@ const DESCRIPTION: &str = "Prepares this VM for Azure maintenance (IMDS Schedule
 const START_WAIT_HINT: Duration = Duration::from_secs(150);
 /// How long the SCM is told a stop may take (plugins' recover calls, the journal).
 const STOP_WAIT_HINT: Duration = Duration::from_secs(30);
-/// How long Windows waits for the service at shutdown (pre-shutdown notification).
+/// How long Windows waits for the service at shutdown (pre-shutdown notification): the
+/// plugins' last preparation gets `[shutdown] budget` of it, at most 55 s.
 const PRESHUTDOWN_TIMEOUT: Duration = Duration::from_secs(60);
 /// Restarts after a failure: after 5 s, 30 s, then 60 s; the count resets after a day.
 const RESTART_DELAYS: [Duration; 3] = [
@@ -274,6 +276,9 @@ fn service_main(_arguments: Vec<OsString>) {
     let shutdown = CancellationToken::new();
     let stop = shutdown.clone();
     let handler = move |control| match control {
+        ServiceControl::Preshutdown if held_for_the_plugins(&stop) => {
+            ServiceControlHandlerResult::NoError
+        }
         ServiceControl::Stop | ServiceControl::Shutdown | ServiceControl::Preshutdown => {
             tracing::info!(control = ?control, "the Service Control Manager asks forewarn to stop");
             stopping();
@@ -366,17 +371,50 @@ pub(super) fn stopping() {
     }
 }
 
-/// Not yet on Windows: the service's pre-shutdown notification still stops the daemon at
-/// once (docs/operations.md, "A last chance when no event came", says so).
-pub(super) fn spawn_shutdown_watch(
-    _budget: Duration,
-    _stop: CancellationToken,
-) -> Option<super::ShutdownWatch> {
+/// Where the pre-shutdown notification goes while the daemon holds shutdowns back for the
+/// plugins (`[shutdown] prepare`); taken by the first one.
+static PRESHUTDOWN: Mutex<Option<PreshutdownRelay>> = Mutex::new(None);
+
+/// A pre-shutdown, handed to the daemon when it holds shutdowns back: the service reports
+/// stop-pending for the budget and stops once the plugins are prepared (the relay cancels
+/// `stop`). False: nothing holds it, stop at once.
+fn held_for_the_plugins(stop: &CancellationToken) -> bool {
+    let relay = PRESHUTDOWN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+    let Some(budget) = relay.and_then(|relay| relay.shutdown_coming(stop.clone())) else {
+        return false;
+    };
     tracing::info!(
-        "a Windows shutdown with no Scheduled Event is not held back for the plugins yet: the \
-         pre-shutdown notification stops forewarn at once"
+        budget_ms = u64::try_from(budget.as_millis()).unwrap_or(u64::MAX),
+        "the Service Control Manager says Windows is shutting down: the plugins prepare before forewarn stops"
     );
-    None
+    if let Some(handle) = STATUS.get() {
+        report(
+            *handle,
+            ServiceState::StopPending,
+            ServiceControlAccept::empty(),
+            budget + STOP_WAIT_HINT,
+            ServiceExitCode::Win32(0),
+        );
+    }
+    true
+}
+
+/// The service's pre-shutdown notification, relayed to the daemon until `stop`: Windows
+/// waits for the plugins' last preparation, up to the `PreshutdownTimeout` that `forewarn
+/// service install` sets. Nothing from a console (`forewarn run`): no SCM sends it.
+pub(super) fn spawn_shutdown_watch(
+    budget: Duration,
+    stop: CancellationToken,
+) -> Option<super::ShutdownWatch> {
+    STATUS.get()?;
+    let (relay, watch) = PreshutdownRelay::spawn(budget, PRESHUTDOWN_TIMEOUT, stop);
+    *PRESHUTDOWN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(relay);
+    Some(watch)
 }
 
 /// The SCM has no watchdog.
