@@ -7,7 +7,6 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use forewarn_host::log_messages::APPROVED_AT_IMDS;
 use forewarn_test_support::azurite::{Azurite, identity_token};
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
@@ -271,7 +270,9 @@ fn a_preempted_checkpoint_goes_to_blob_storage_and_comes_back_on_a_new_vm() {
         properties.content_length, CHECKPOINT_BYTES,
         "{properties:?}"
     );
-    assert!(!first.lines_with_message(APPROVED_AT_IMDS).is_empty());
+    // Not asserted: the daemon's log line for the approval. IMDS (the simulator) records
+    // the approval before the daemon has read its answer and logged it, so the line may not
+    // be there yet; the accepted approval above is the proof.
     let stored = runtime.block_on(read_blob(&pki, &simulator.base_url, &blob_url));
     assert!(stored == checkpoint, "the blob differs from the checkpoint");
     assert!(
