@@ -20,8 +20,12 @@ use forewarn_test_support::harness::{
 /// lb-drain.toml's shipped `connection-drain-seconds`, in ms.
 const CONNECTION_DRAIN_MS: u64 = 2_000;
 /// How far after HAProxy's DOWN plus the connection drain the approval may come: lb-drain
-/// looks every 200 ms, the daemon then calls graceful-shutdown, whose stop action is a `kill`.
-const APPROVAL_SLACK_MS: u64 = 1_000;
+/// looks every 200 ms, the daemon then calls graceful-shutdown, whose stop action is a `kill`
+/// (about 0.2 s on a quiet machine: bench-drain in BENCHMARKS.md has the figure). Generous,
+/// so a loaded machine does not fail it (5.6 s after the DOWN was seen once with a Rust
+/// build beside it), and still far inside the fixed window (15 s, bench-drain): an approval
+/// that waited the window out fails it.
+const APPROVAL_SLACK_MS: u64 = 5_000;
 /// HAProxy's `rise 2` at `inter 1s`: how long vm-a takes to come back once `/readyz` passes.
 const RISE_MS: u64 = 2_000;
 
