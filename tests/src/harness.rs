@@ -861,6 +861,8 @@ impl PluginDecision {
 struct CapturedLog {
     lines: Vec<LogLine>,
     unparsed: Vec<String>,
+    /// The daemon's stderr reached its end: the process exited (or closed it).
+    closed: bool,
 }
 
 /// A running `forewarn --log-format json run --config PATH`, its stderr read on a thread.
@@ -1101,9 +1103,27 @@ impl Daemon {
         for raw in &log.unparsed {
             let _ = write!(text, "\n  (raw) {raw}");
         }
+        // Where it got to, whatever the level: a daemon stuck before its first poll logs
+        // no warning, and its last lines say at which step it stopped.
+        let last = log.lines.len().saturating_sub(LAST_LINES_SHOWN);
+        let _ = write!(
+            text,
+            "\n  its last {} of {} lines:",
+            log.lines.len() - last,
+            log.lines.len()
+        );
+        for line in &log.lines[last..] {
+            let _ = write!(text, "\n    {} {}", line.text("level"), line.message());
+        }
+        if log.closed {
+            text.push_str("\n  its stderr is closed: the process exited");
+        }
         text
     }
 }
+
+/// How many of the daemon's last log lines a failure shows, whatever their level.
+const LAST_LINES_SHOWN: usize = 8;
 
 fn spawn_log_reader(stderr: ChildStderr, log: Arc<Mutex<CapturedLog>>) -> JoinHandle<()> {
     std::thread::spawn(move || {
@@ -1116,6 +1136,7 @@ fn spawn_log_reader(stderr: ChildStderr, log: Arc<Mutex<CapturedLog>>) -> JoinHa
                 None => log.unparsed.push(line),
             }
         }
+        log.lock().expect("log lock").closed = true;
     })
 }
 

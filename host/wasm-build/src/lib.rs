@@ -71,7 +71,11 @@ fn try_build_components(packages: &[&str]) -> Result<Vec<BuiltComponent>, BuildE
         println!("cargo:rerun-if-changed={}", path.display());
     }
     let wasm_target_dir = target_dir::wasm_target_dir(&workspace.root)?;
-    if let Some(TargetPlan::Install { toolchain, .. }) = ensure_wasm_target(&wasm_target_dir)? {
+    let target = ensure_wasm_target(&wasm_target_dir)?;
+    // A target removed after this build (a fresh-machine check does so in a warm tree) must
+    // run this script again: the directory is watched, and a missing path is a change.
+    println!("cargo:rerun-if-changed={}", target.lib_dir.display());
+    if let Some(TargetPlan::Install { toolchain, .. }) = target.installed {
         let toolchain = toolchain.as_deref().unwrap_or("the active toolchain");
         println!(
             "cargo:warning=the wasm32-wasip2 target was missing: added it with `rustup target add {WASM_TARGET}` for {toolchain}"

@@ -111,19 +111,38 @@ fn is_executable(path: &Path) -> bool {
     }
 }
 
+/// The wasm target as [`ensure_wasm_target`] left it.
+#[derive(Debug)]
+pub(crate) struct TargetReady {
+    /// How it was installed, when it was missing (the caller tells the person, in one line).
+    pub(crate) installed: Option<TargetPlan>,
+    /// Its standard library's directory: the build script watches it, so that removing the
+    /// target (`rustup target remove`) runs the script again, which adds it back.
+    pub(crate) lib_dir: PathBuf,
+}
+
 /// Makes sure the wasm target is there, adding it when missing. `lock_dir` holds the lock
-/// file that keeps two build scripts of one build from running rustup at once. Returns
-/// whether it installed the target (the caller tells the person, in one line).
-pub(crate) fn ensure_wasm_target(lock_dir: &Path) -> Result<Option<TargetPlan>, BuildError> {
-    if Toolchain::probe()?.has_wasm_target() {
-        return Ok(None);
+/// file that keeps two build scripts of one build from running rustup at once.
+pub(crate) fn ensure_wasm_target(lock_dir: &Path) -> Result<TargetReady, BuildError> {
+    let found = Toolchain::probe()?;
+    if found.has_wasm_target() {
+        return Ok(TargetReady {
+            installed: None,
+            lib_dir: target_lib_dir(&found.sysroot),
+        });
     }
     let _lock = lock(lock_dir)?;
     // Another build script may have installed it while this one waited for the lock.
     let toolchain = Toolchain::probe()?;
+    let lib_dir = target_lib_dir(&toolchain.sysroot);
     let decided = plan(&toolchain);
     match &decided {
-        TargetPlan::Ready => return Ok(None),
+        TargetPlan::Ready => {
+            return Ok(TargetReady {
+                installed: None,
+                lib_dir,
+            });
+        }
         TargetPlan::Install { rustup, toolchain } => install(rustup, toolchain.as_deref())?,
         TargetPlan::Impossible { sysroot } => {
             return Err(BuildError::TargetMissing {
@@ -136,7 +155,10 @@ pub(crate) fn ensure_wasm_target(lock_dir: &Path) -> Result<Option<TargetPlan>, 
             sysroot: toolchain.sysroot,
         });
     }
-    Ok(Some(decided))
+    Ok(TargetReady {
+        installed: Some(decided),
+        lib_dir,
+    })
 }
 
 /// `rustup target add wasm32-wasip2 [--toolchain NAME]`.
