@@ -492,12 +492,37 @@ pub fn key_history(
     key: &str,
     within: Duration,
 ) -> Vec<KeyChange> {
+    replay(endpoints, flags, key, false, within)
+        .into_iter()
+        .map(|(_, change)| change)
+        .collect()
+}
+
+/// Every change of every key under `prefix` etcd keeps, oldest first, each with its key
+/// (see [`key_history`]; a lease's expiry shows as a delete).
+pub fn prefix_history(
+    endpoints: &str,
+    flags: &[String],
+    prefix: &str,
+    within: Duration,
+) -> Vec<(String, KeyChange)> {
+    replay(endpoints, flags, prefix, true, within)
+}
+
+fn replay(
+    endpoints: &str,
+    flags: &[String],
+    key: &str,
+    prefix: bool,
+    within: Duration,
+) -> Vec<(String, KeyChange)> {
     let (now, _) = key_revisions(endpoints, flags, key);
     let binary = find_on_path("etcdctl").expect("etcdctl (package etcd-client)");
     let mut child = Command::new(binary)
         .env("ETCDCTL_API", "3")
         .arg(format!("--endpoints={endpoints}"))
         .args(["watch", "--rev=1", key, "-w", "json"])
+        .args(prefix.then_some("--prefix"))
         .args(flags)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -533,14 +558,18 @@ pub fn key_history(
         for event in answer["Events"].as_array().into_iter().flatten() {
             let kv = &event["kv"];
             let mod_revision = kv["mod_revision"].as_u64().unwrap_or(0);
-            changes.push(match event["type"].as_u64() {
-                Some(1) => KeyChange::Delete { mod_revision },
-                _ => KeyChange::Put {
-                    value: decode_base64(kv["value"].as_str().unwrap_or("")),
-                    version: kv["version"].as_u64().unwrap_or(0),
-                    mod_revision,
+            let changed = decode_base64(kv["key"].as_str().unwrap_or(""));
+            changes.push((
+                changed,
+                match event["type"].as_u64() {
+                    Some(1) => KeyChange::Delete { mod_revision },
+                    _ => KeyChange::Put {
+                        value: decode_base64(kv["value"].as_str().unwrap_or("")),
+                        version: kv["version"].as_u64().unwrap_or(0),
+                        mod_revision,
+                    },
                 },
-            });
+            ));
         }
         replayed = answer["Header"]["revision"].as_u64().unwrap_or(0) >= now
             && answer["Events"]

@@ -324,6 +324,14 @@ impl EtcdClient {
         Ok(())
     }
 
+    /// The key `key`, when it exists.
+    pub async fn get(&self, key: &str) -> Result<Option<KeyValue>, EtcdError> {
+        let range: RangeAnswer = self
+            .call("/v3/kv/range", json!({ "key": encode(key) }))
+            .await?;
+        Ok(range.key_values().into_iter().find(|kv| kv.key == key))
+    }
+
     /// Every key starting with `prefix`.
     pub async fn list(&self, prefix: &str) -> Result<Vec<KeyValue>, EtcdError> {
         let body = json!({ "key": encode(prefix), "range_end": encode_bytes(&prefix_end(prefix)) });

@@ -11,6 +11,8 @@
 //! - [`scheduler`] decides which plugin call is due, in which order, under which budget;
 //! - [`approval`] decides whether and when the approval goes to IMDS (alone, by group
 //!   policy, or through the [`barrier`]);
+//! - [`disruption_budget`] decides how many VMs of a group may be down at once through
+//!   early approvals, and whose turn the next slot is;
 //! - [`quarantine`] counts each plugin's failed calls and quarantines one in a crash loop;
 //! - [`outcome`] folds the timeline into one outcome record per event (what IMDS
 //!   announced, what forewarn did, the impact measured from inside the VM);
@@ -24,6 +26,7 @@
 pub mod agenda;
 pub mod approval;
 pub mod barrier;
+pub mod disruption_budget;
 pub mod host_shutdown;
 pub mod log_fields;
 pub mod log_messages;

@@ -189,6 +189,13 @@ impl Pipeline {
         self.agenda.touch_everything();
     }
 
+    /// Early approvals of events naming only this VM wait for a slot of the fleet's
+    /// disruption budget (`coordination.disruption-budget`).
+    pub fn keep_to_disruption_budget(&mut self) {
+        self.approval.keep_to_disruption_budget();
+        self.agenda.touch_everything();
+    }
+
     /// The state as it stands (journaled at the end of every round).
     pub fn state(&self) -> &DaemonState {
         &self.state

@@ -105,7 +105,9 @@ pub enum Approval {
     },
     /// Every plugin approved, and the event names other VMs too: the approval waits on the
     /// etcd barrier (`[coordination]`, docs/coordination.md) until one elected VM sends it
-    /// for all. Stays so on the VMs that did not send it.
+    /// for all. Stays so on the VMs that did not send it. Under a disruption budget
+    /// (`coordination.disruption-budget`), an event naming only this VM waits here for a
+    /// slot.
     Coordinating {
         /// When this VM joined the barrier, in milliseconds since the Unix epoch.
         since_unix_ms: ImdsTime,

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 const PIPELINE_ALLOWED: &[&str] = &[
     "forewarn-events",
     "serde",
+    "thiserror",
     "tracing",
     "humantime",
     "humantime-serde",

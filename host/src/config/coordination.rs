@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{MAX_COORDINATION_DURATION, check_at_most};
 use crate::pipeline::barrier::DeadVm;
+use crate::pipeline::disruption_budget::{BudgetUnreachable, DisruptionBudget};
 
 /// The section's name: settings errors of the etcd client are shown as its keys.
 const SECTION: &str = "coordination";
@@ -60,6 +61,31 @@ pub struct CoordinationConfig {
     /// platform starts the event at NotBefore.
     #[serde(with = "humantime_serde", default)]
     pub deadline: Option<Duration>,
+    /// How many VMs of this VM's group may be down at once through early approvals: a
+    /// number ("2" or 2) or a percentage of the VMs known in the group ("10%", at least one
+    /// VM). Unset (default): no budget, every VM approves as soon as it is ready.
+    #[serde(default)]
+    pub disruption_budget: Option<DisruptionBudget>,
+    /// The group this VM's budget is counted in (a label the operator sets per VM: a tier, a
+    /// scale set); default "fleet", one group for every VM under the prefix.
+    #[serde(default = "default_disruption_group")]
+    pub disruption_group: String,
+    /// How long a slot outlives its daemon (the VM down for the event): after this, a VM
+    /// that never came back no longer holds the others (default "30m", at most "1h").
+    #[serde(with = "humantime_serde", default = "default_slot_timeout")]
+    pub slot_timeout: Duration,
+    /// An event waiting for a slot while etcd cannot be reached or has lost its quorum:
+    /// "wait" (default; it starts at NotBefore, as without forewarn) or "approve-alone".
+    #[serde(default)]
+    pub budget_unreachable: BudgetUnreachable,
+}
+
+fn default_disruption_group() -> String {
+    "fleet".into()
+}
+
+fn default_slot_timeout() -> Duration {
+    Duration::from_secs(30 * 60)
 }
 
 fn default_coordination_prefix() -> String {
@@ -101,6 +127,12 @@ impl CoordinationConfig {
         if let Some(deadline) = self.deadline {
             check_at_most("coordination.deadline", deadline, MAX_COORDINATION_DURATION)?;
         }
+        check_at_most(
+            "coordination.slot-timeout",
+            self.slot_timeout,
+            MAX_COORDINATION_DURATION,
+        )?;
+        self.check_budget()?;
         let settings = self.etcd_settings();
         settings.check().map_err(|error| error.render(SECTION))?;
         if !self.prefix.starts_with('/') || self.prefix.len() < 2 {
@@ -122,6 +154,28 @@ impl CoordinationConfig {
             );
         }
         self.check_plaintext_credentials(&settings)
+    }
+
+    /// The budget's group is one etcd key segment, and a slot must outlive the daemon's lease.
+    fn check_budget(&self) -> Result<(), String> {
+        let group = &self.disruption_group;
+        let key_safe = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.';
+        if group.is_empty() || !group.chars().all(key_safe) {
+            return Err(format!(
+                "key `coordination.disruption-group`: \"{group}\" must be letters, digits, \
+                 '-', '_' or '.' (it is a segment of an etcd key), e.g. \"web-tier\""
+            ));
+        }
+        if self.slot_timeout < self.lease_ttl {
+            return Err(format!(
+                "key `coordination.slot-timeout`: {} is shorter than `lease-ttl` ({}); a slot \
+                 must outlive the daemon's lease, or a rebooting VM frees it while it is down: \
+                 set it to at least the time a reboot takes, e.g. \"30m\"",
+                humantime::format_duration(self.slot_timeout),
+                humantime::format_duration(self.lease_ttl)
+            ));
+        }
+        Ok(())
     }
 
     /// Credentials go only to `https://` endpoints, unless `allow-plaintext-credentials` says so.
@@ -166,6 +220,44 @@ mod tests {
         assert_eq!(config.lease_ttl, Duration::from_secs(10));
         assert_eq!(config.dead_vm, DeadVm::Hold);
         assert_eq!(config.deadline, None);
+        assert_eq!(config.disruption_budget, None);
+        assert_eq!(config.disruption_group, "fleet");
+        assert_eq!(config.slot_timeout, Duration::from_secs(1800));
+        assert_eq!(config.budget_unreachable, BudgetUnreachable::Wait);
+    }
+
+    #[test]
+    fn a_disruption_budget_reads_and_its_mistakes_name_the_key_and_the_fix() {
+        let parsed = super::super::Config::parse(
+            "[coordination]\nendpoints = [\"http://a:2379\"]\ndisruption-budget = \"10%\"\n\
+             disruption-group = \"web\"\nslot-timeout = \"20m\"\nbudget-unreachable = \"approve-alone\"\n",
+        )
+        .unwrap()
+        .coordination
+        .unwrap();
+        assert_eq!(
+            parsed.disruption_budget,
+            Some(DisruptionBudget::Percent(10))
+        );
+        assert_eq!(parsed.disruption_group, "web");
+        assert_eq!(parsed.budget_unreachable, BudgetUnreachable::ApproveAlone);
+        let cases = [
+            ("disruption-budget = 0", "lets no VM approve early"),
+            ("disruption-budget = \"200%\"", "at most \"100%\""),
+            ("disruption-budget = \"some\"", "neither a number of VMs"),
+            (
+                "disruption-group = \"web tier\"",
+                "coordination.disruption-group",
+            ),
+            ("slot-timeout = \"5s\"", "shorter than `lease-ttl`"),
+            ("slot-timeout = \"2h\"", "coordination.slot-timeout"),
+            ("budget-unreachable = \"approve\"", "budget-unreachable"),
+        ];
+        for (body, needle) in cases {
+            let text = format!("[coordination]\nendpoints = [\"http://a:2379\"]\n{body}\n");
+            let error = super::super::Config::parse(&text).expect_err(body);
+            assert!(error.contains(needle), "{body}: {error}");
+        }
     }
 
     #[test]

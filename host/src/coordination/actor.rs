@@ -16,8 +16,9 @@ use tokio_util::sync::CancellationToken;
 use crate::coordination::coordination_status::{
     Connection, CoordinationStatus, EventBarrier, connection_after, log_fallback,
 };
+use crate::coordination::disruption_slots::SlotKeeper;
 use crate::coordination::etcd_access::EtcdAccess;
-use crate::pipeline::approval::{BarrierRequest, BarrierVerdict};
+use crate::pipeline::approval::{BarrierRequest, BarrierVerdict, applies_to};
 use crate::pipeline::barrier::{Revision, SharedKey};
 use forewarn_imds::unix_ms;
 
@@ -49,6 +50,8 @@ pub(crate) struct Coordinator {
     pub(super) leaving: BTreeMap<EventId, (Instant, Held)>,
     /// This daemon's lease, once granted.
     pub(super) lease: Option<Lease>,
+    /// The disruption budget's claims, when `coordination.disruption-budget` is set.
+    pub(super) slots: Option<SlotKeeper>,
     /// The link to etcd and what `/status` shows of it.
     link: LinkState,
     /// The verdict last sent to the daemon, by event.
@@ -147,6 +150,7 @@ impl Coordinator {
         status: watch::Sender<CoordinationStatus>,
     ) -> Coordinator {
         Coordinator {
+            slots: SlotKeeper::for_config(&access),
             access,
             clock,
             events: BTreeMap::new(),
@@ -173,7 +177,8 @@ impl Coordinator {
             let started = Instant::now();
             let outcome = self.round().await;
             self.record_outcome(outcome, started);
-            let idle = self.events.is_empty() && self.leaving.is_empty();
+            let slots_busy = self.slots.as_ref().is_some_and(SlotKeeper::busy);
+            let idle = self.events.is_empty() && self.leaving.is_empty() && !slots_busy;
             let pause = match idle {
                 true => self.access.config.lease_ttl / 3,
                 false => ROUND_EVERY,
@@ -230,7 +235,23 @@ impl Coordinator {
     /// keys), a Sent has the leader record the approval. The verdict of a joined event is
     /// sent at once (Unreachable while etcd cannot be reached).
     pub(super) fn apply(&mut self, request: BarrierRequest) {
+        if let Some(slots) = self.slots.as_mut() {
+            let now = self.clock.now();
+            match &request {
+                BarrierRequest::Join(event) if !applies_to(event, &self.access.vm) => {
+                    slots.queue(event, now);
+                    self.publish();
+                    return;
+                }
+                BarrierRequest::Occupy(event) => slots.occupy(event),
+                BarrierRequest::Recovered(id) => slots.recovered(id),
+                BarrierRequest::Withdraw(id) => slots.withdraw(id),
+                BarrierRequest::Leave(id) => slots.leave(id),
+                BarrierRequest::Join(_) | BarrierRequest::Sent(_) => {}
+            }
+        }
         match request {
+            BarrierRequest::Occupy(_) | BarrierRequest::Recovered(_) => {}
             BarrierRequest::Join(event) => {
                 // Joined again before its keys were released: they are this VM's again.
                 let held = self.leaving.remove(&event.id).map(|(_, held)| held);
@@ -285,6 +306,18 @@ impl Coordinator {
             let _ignored = self.verdicts.send((id.clone(), verdict.clone()));
             self.published.insert(id.clone(), verdict);
         }
+        let slot_verdicts = self
+            .slots
+            .as_ref()
+            .map(|slots| slots.verdicts(unreachable))
+            .unwrap_or_default();
+        for (id, verdict) in slot_verdicts {
+            if self.published.get(&id) == Some(&verdict) {
+                continue;
+            }
+            let _ignored = self.verdicts.send((id.clone(), verdict.clone()));
+            self.published.insert(id, verdict);
+        }
     }
 
     /// Tracks the link to etcd, logs each change once, and publishes the status and the
@@ -330,6 +363,10 @@ impl Coordinator {
             last_error: link.last_error.clone(),
             lease_id: self.lease.as_ref().map(|lease| lease.id),
             events: self.events.values().map(|t| t.barrier.clone()).collect(),
+            budget: self
+                .slots
+                .as_ref()
+                .map(|slots| slots.status(link.connection.falls_back())),
         };
         self.publish();
         self.status.send_if_modified(|current| {

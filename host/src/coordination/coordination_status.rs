@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use forewarn_imds::EventId;
 
+use crate::coordination::disruption_slots::BudgetStatus;
 use crate::log_messages;
 use crate::pipeline::barrier::VmStanding;
 
@@ -93,6 +94,9 @@ pub struct CoordinationStatus {
     pub lease_id: Option<i64>,
     /// Events being coordinated.
     pub events: Vec<EventBarrier>,
+    /// The fleet's disruption budget as this VM last read it, when one is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetStatus>,
 }
 
 /// One event on the barrier, as this VM last read it from etcd.

@@ -60,6 +60,11 @@ impl Coordinator {
             self.take_requests();
             self.step(&id, lease_id).await?;
         }
+        if let Some(slots) = self.slots.as_mut() {
+            slots
+                .round(&self.access, lease_id, self.clock.now())
+                .await?;
+        }
         Ok(())
     }
 

@@ -43,6 +43,7 @@ pub use crate::pipeline::barrier::{BarrierView, DeadVm, VmStanding};
 
 mod actor;
 mod coordination_status;
+mod disruption_slots;
 mod etcd_access;
 mod etcd_round;
 pub mod fleet_reader;
@@ -51,6 +52,7 @@ mod records;
 
 pub use actor::ROUND_EVERY;
 pub use coordination_status::{Connection, CoordinationStatus, EventBarrier};
+pub use disruption_slots::{BudgetStatus, QueuedEvent, SlotHolder};
 pub use etcd_round::IGNORED_KEY_MESSAGE;
 
 use crate::config::CoordinationConfig;
@@ -177,6 +179,12 @@ impl CoordinatorHandle {
                  coordinated; this is a bug in forewarn"
             );
         }
+    }
+
+    /// Whether `coordination.disruption-budget` is set: early approvals of events naming only
+    /// this VM wait for a slot.
+    pub(crate) fn keeps_a_disruption_budget(&self) -> bool {
+        self.access.config.disruption_budget.is_some()
     }
 
     /// The coordination status as of the last round.

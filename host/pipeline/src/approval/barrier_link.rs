@@ -39,6 +39,13 @@ pub enum BarrierRequest {
     Leave(EventId),
     /// IMDS accepted these approvals: the leader records them for the other VMs.
     Sent(Vec<EventId>),
+    /// The event is approved at once without waiting for a slot of the disruption budget (a
+    /// Spot eviction, a notice too short): take one anyway, so that the budget counts it.
+    Occupy(Arc<ScheduledEvent>),
+    /// The event has ended and this VM's plugins have recovered: give its slot of the
+    /// disruption budget back (sent for every event handled to the end while a budget is
+    /// set: after a restart the slot taken before it is this VM's still).
+    Recovered(EventId),
 }
 
 /// The events joined on the barrier, their last verdicts, and the requests not yet taken.
@@ -98,6 +105,18 @@ impl BarrierLink {
         if !joined.is_empty() {
             self.requests.push_back(BarrierRequest::Sent(joined));
         }
+    }
+
+    /// The event is approved at once and takes a slot of the budget without waiting.
+    pub(crate) fn occupy(&mut self, event: &ScheduledEvent) {
+        self.requests
+            .push_back(BarrierRequest::Occupy(Arc::new(event.clone())));
+    }
+
+    /// The event is handled to the end: its slot of the budget, if any, goes back.
+    pub(crate) fn recovered(&mut self, id: &str) {
+        self.requests
+            .push_back(BarrierRequest::Recovered(EventId::from(id)));
     }
 
     /// Keeps `verdict` on `id` for its next visit; returns false (and drops it) when the

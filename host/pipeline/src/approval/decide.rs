@@ -2,6 +2,8 @@
 //! (alone, by `policy.group-approval`, or waiting on the barrier), and what holds it first
 //! (plugin files that failed to load, nobody subscribing, quarantined plugins).
 
+use std::time::Duration;
+
 use forewarn_events::{ImdsTime, PluginName, ScheduledEvent};
 
 use super::hold::Hold;
@@ -18,6 +20,25 @@ pub struct ApprovalRules {
     pub policy: PolicyConfig,
     /// Whether events naming this VM and others wait on the etcd barrier (`[coordination]`).
     pub coordinated: bool,
+    /// Whether an early approval of an event naming only this VM waits for a slot of the
+    /// fleet's disruption budget (`coordination.disruption-budget`).
+    pub budgeted: bool,
+}
+
+/// A notice this short is too short to wait for a slot: the event is approved at once (its
+/// slot taken without waiting, so that the budget counts it). A Spot eviction's whole notice
+/// is 30 s or less.
+pub const SHORT_NOTICE: Duration = Duration::from_secs(30);
+
+/// How an approval the policy allows goes out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotNeed {
+    /// No budget applies (none set, or the barrier coordinates the event).
+    None,
+    /// Wait for a slot, then approve.
+    Wait,
+    /// Approve at once and take a slot without waiting (a Spot eviction, a short notice).
+    Occupy,
 }
 
 impl ApprovalRules {
@@ -26,11 +47,27 @@ impl ApprovalRules {
     /// one — a wait on the barrier under every rule but `group-approval`.
     pub fn decide(&self, event: &ScheduledEvent, now: ImdsTime) -> Approval {
         if !self.coordinated || !applies_to(event, &self.vm_name) {
-            return approval_of(self.local_gate(event), now);
+            let gate = self.local_gate(event);
+            if gate == ApprovalGate::Approve && self.slot_need(event, now) == SlotNeed::Wait {
+                return Approval::Coordinating { since_unix_ms: now };
+            }
+            return approval_of(gate, now);
         }
         match coordinated_gate(event, &self.vm_name, &self.policy) {
             ApprovalGate::Approve => Approval::Coordinating { since_unix_ms: now },
             gate => approval_of(gate, now),
+        }
+    }
+
+    /// Whether an approval of `event` at `now` waits for a slot of the disruption budget,
+    /// takes one at once, or needs none.
+    pub fn slot_need(&self, event: &ScheduledEvent, now: ImdsTime) -> SlotNeed {
+        if !self.budgeted || (self.coordinated && applies_to(event, &self.vm_name)) {
+            return SlotNeed::None;
+        }
+        match crate::disruption_budget::never_held(event, now, SHORT_NOTICE) {
+            true => SlotNeed::Occupy,
+            false => SlotNeed::Wait,
         }
     }
 
@@ -101,7 +138,7 @@ pub fn quarantine_hold(progress: &EventProgress, roster: &Roster) -> Option<Hold
 }
 
 /// Whether the barrier coordinates `event` for `vm_name`: it names this VM and another one.
-pub(crate) fn applies_to(event: &ScheduledEvent, vm_name: &str) -> bool {
+pub fn applies_to(event: &ScheduledEvent, vm_name: &str) -> bool {
     event.names_vm(vm_name)
         && event
             .resources

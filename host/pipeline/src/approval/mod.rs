@@ -30,7 +30,9 @@ pub mod post;
 
 use barrier_link::BarrierLink;
 pub use barrier_link::{BarrierRequest, BarrierVerdict};
-pub use decide::{ApprovalRules, held_by_quarantine, hold, quarantine_hold};
+pub use decide::{
+    ApprovalRules, SHORT_NOTICE, SlotNeed, applies_to, held_by_quarantine, hold, quarantine_hold,
+};
 pub use hold::{Hold, HoldText};
 use post::PostQueue;
 
@@ -87,6 +89,7 @@ impl ApprovalStage {
                 vm_name: vm_name.to_owned(),
                 policy: policy.clone(),
                 coordinated: false,
+                budgeted: false,
             },
             link: BarrierLink::default(),
             posts: PostQueue::default(),
@@ -99,6 +102,12 @@ impl ApprovalStage {
     /// Events naming this VM and others wait on the etcd barrier from now on.
     pub fn coordinate_with_barrier(&mut self) {
         self.rules.coordinated = true;
+    }
+
+    /// Early approvals of events naming only this VM take a slot of the fleet's disruption
+    /// budget from now on (they wait for one, on the coordinator, as barrier events do).
+    pub fn keep_to_disruption_budget(&mut self) {
+        self.rules.budgeted = true;
     }
 
     /// Applies `input` at `now` to `events`; returns the events it touched.
@@ -165,6 +174,10 @@ impl ApprovalStage {
             return false;
         }
         let approval = self.rules.decide(&progress.event, now);
+        let occupies = self.rules.slot_need(&progress.event, now) == SlotNeed::Occupy;
+        if occupies && matches!(approval, Approval::Due { .. }) {
+            self.link.occupy(&progress.event);
+        }
         let note = match &approval {
             Approval::DryRun { would } => Some((would.clone(), "dry-run")),
             Approval::Withheld { reason, rule } => Some((reason.clone(), rule.as_str())),
@@ -238,6 +251,9 @@ impl ApprovalStage {
         self.holds_announced.remove(id);
         self.posts.forget(id);
         self.link.forget(id);
+        if self.rules.budgeted {
+            self.link.recovered(id);
+        }
     }
 
     /// The POST queued last was taken back before it was sent (the journal failed under it).

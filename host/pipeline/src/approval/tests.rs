@@ -249,6 +249,8 @@ fn barrier_rows() {
                 BarrierRequest::Withdraw(_) => "withdraw",
                 BarrierRequest::Leave(_) => "leave",
                 BarrierRequest::Sent(_) => "sent",
+                BarrierRequest::Occupy(_) => "occupy",
+                BarrierRequest::Recovered(_) => "recovered",
             });
         }
         let kind = match &progress.approval {
@@ -285,4 +287,96 @@ fn only_events_naming_this_vm_and_another_are_coordinated() {
             "{resources:?}"
         );
     }
+}
+
+fn budgeted_stage() -> ApprovalStage {
+    let mut stage = stage(&PolicyConfig::default(), true);
+    stage.keep_to_disruption_budget();
+    stage
+}
+
+fn requests(stage: &mut ApprovalStage) -> Vec<BarrierRequest> {
+    std::iter::from_fn(|| stage.poll_request()).collect()
+}
+
+#[test]
+fn under_a_budget_an_event_naming_only_this_vm_waits_for_a_slot_then_joins() {
+    let mut stage = budgeted_stage();
+    let mut progress = pending(event(&[VM]));
+    assert!(stage.decide(&mut progress, at(10)));
+    assert_eq!(
+        progress.approval,
+        Approval::Coordinating {
+            since_unix_ms: at(10)
+        }
+    );
+    stage.reconcile("E1", Some(&progress));
+    assert!(matches!(
+        requests(&mut stage).as_slice(),
+        [BarrierRequest::Join(joined)] if joined.id == "E1"
+    ));
+    // Without a budget the same event is due at once.
+    let mut alone = stage_without_budget();
+    let mut progress = pending(event(&[VM]));
+    alone.decide(&mut progress, at(10));
+    assert!(matches!(progress.approval, Approval::Due { .. }));
+}
+
+fn stage_without_budget() -> ApprovalStage {
+    stage(&PolicyConfig::default(), true)
+}
+
+#[test]
+fn a_spot_eviction_is_approved_at_once_and_takes_a_slot_without_waiting() {
+    let mut stage = budgeted_stage();
+    let spot = ScheduledEvent {
+        event_type: EventType::Preempt,
+        ..event(&[VM])
+    };
+    let mut progress = pending(spot);
+    stage.decide(&mut progress, at(10));
+    assert_eq!(
+        progress.approval,
+        Approval::Due {
+            since_unix_ms: at(10)
+        }
+    );
+    assert!(matches!(
+        requests(&mut stage).as_slice(),
+        [BarrierRequest::Occupy(taken)] if taken.id == "E1"
+    ));
+    // A Reboot 20 s away: too short to wait.
+    let mut stage = budgeted_stage();
+    let mut progress = pending(event(&[VM]));
+    stage.decide(&mut progress, at(980));
+    assert!(matches!(progress.approval, Approval::Due { .. }));
+    assert!(matches!(
+        requests(&mut stage).as_slice(),
+        [BarrierRequest::Occupy(_)]
+    ));
+}
+
+#[test]
+fn an_event_naming_several_vms_stays_on_the_barrier_and_takes_no_slot() {
+    let mut stage = budgeted_stage();
+    let mut progress = pending(event(&[VM, "vm-b"]));
+    stage.decide(&mut progress, at(10));
+    assert!(matches!(progress.approval, Approval::Coordinating { .. }));
+    assert_eq!(
+        stage.rules.slot_need(&progress.event, at(10)),
+        SlotNeed::None
+    );
+}
+
+#[test]
+fn an_event_handled_to_the_end_gives_its_slot_back_only_under_a_budget() {
+    let mut stage = budgeted_stage();
+    stage.forget("E1");
+    assert_eq!(
+        requests(&mut stage),
+        vec![BarrierRequest::Recovered(EventId::from("E1"))]
+    );
+    let mut alone = stage_without_budget();
+    alone.forget("E1");
+    assert!(requests(&mut alone).is_empty());
 }

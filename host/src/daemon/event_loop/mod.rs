@@ -191,6 +191,9 @@ impl Daemon {
         verdicts: Verdicts,
     ) -> Daemon {
         self.pipeline.coordinate_with_barrier();
+        if coordinator.keeps_a_disruption_budget() {
+            self.pipeline.keep_to_disruption_budget();
+        }
         self.coordination = Some(coordinator);
         self.verdicts = Some(verdicts);
         self
