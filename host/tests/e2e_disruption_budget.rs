@@ -9,13 +9,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use forewarn_host::coordination::Connection;
 use forewarn_simulator::{StateSnapshot, Transition, stable_event_id};
+use forewarn_test_support::cuttable_link::CuttableLink;
 use forewarn_test_support::etcd::coordinated_set::{
     ClusterUse, SCENARIO, Set, Setup, VMS, WAIT, lock,
 };
-use forewarn_test_support::etcd::{KeyChange, etcdctl, prefix_history, shared_cluster};
+use forewarn_test_support::etcd::{Etcd, KeyChange, etcdctl, prefix_history, shared_cluster};
 use forewarn_test_support::forewarn_binary;
-use forewarn_test_support::harness::{now_unix_ms, wait_for, wait_until};
+use forewarn_test_support::harness::{http_get, now_unix_ms, wait_for, wait_until};
 
 /// One Reboot per VM, each naming only its VM, all with the same NotBefore; each runs for
 /// `runs_for` once approved, then is gone.
@@ -62,6 +64,16 @@ fn approved_and_gone(state: &StateSnapshot) -> BTreeMap<String, (u64, Option<u64
         }
     }
     spans
+}
+
+/// Whether `vm`'s plugins approved the preparation of its own event.
+fn prepared(set: &Set, vm: &str) -> bool {
+    let event_id = event_of(vm);
+    set.daemon(vm).decisions().iter().any(|decision| {
+        decision.event_id == event_id
+            && decision.phase == "prepare"
+            && decision.decision == "approve"
+    })
 }
 
 /// The most events approved and not yet gone at any instant, at the simulator.
@@ -242,6 +254,68 @@ fn a_slot_outlives_a_killed_daemon_until_the_slot_timeout_then_the_next_vm_takes
             _ => Err(format!("{spans:?}\n{}", set.describe())),
         }
     });
+    // Seen from a VM that waits: the budget, who holds the slot, the queue, in /status,
+    // /metrics, /status/fleet and `forewarn fleet status`.
+    let waiting = VMS.iter().find(|vm| **vm != first).expect("another VM");
+    let budget = wait_for(
+        WAIT,
+        "the waiting VM's /status to show the slot held",
+        || {
+            let budget = set.coordination(waiting).budget;
+            match &budget {
+                Some(seen) if seen.in_use == 1 && seen.queue.len() == 2 => Ok(budget),
+                _ => Err(format!("{budget:?}")),
+            }
+        },
+    )
+    .expect("a budget in /status");
+    assert_eq!(budget.budget, "1");
+    assert_eq!(budget.slots, 1);
+    assert_eq!(budget.known_vms, 3);
+    assert_eq!(budget.holders.len(), 1, "{budget:?}");
+    assert_eq!(budget.holders[0].vm, first, "{budget:?}");
+    assert!(budget.holders[0].holder_alive, "{budget:?}");
+    assert!(
+        budget.queue.iter().all(|queued| queued.vm != first),
+        "{budget:?}"
+    );
+    let metrics = set.metrics(waiting);
+    for line in [
+        "forewarn_disruption_budget_slots 1",
+        "forewarn_disruption_slots_in_use 1",
+        "forewarn_disruption_waiting 1",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line}: {metrics}");
+    }
+    let admin = set.daemon(waiting).admin_address(WAIT);
+    let fleet: serde_json::Value =
+        serde_json::from_str(&http_get(&admin, "/status/fleet").expect("/status/fleet"))
+            .expect("JSON");
+    assert_eq!(
+        fleet["budget"]["holders"][0]["vm"],
+        first.as_str(),
+        "{fleet}"
+    );
+    let printed = std::process::Command::new(forewarn_binary!())
+        .args(["fleet", "status", "--admin", &admin])
+        .output()
+        .expect("forewarn fleet status");
+    let printed = String::from_utf8_lossy(&printed.stdout);
+    assert!(
+        printed.contains(
+            "DISRUPTION BUDGET 1 of group \"fleet\" (3 VM(s) known): 1 of 1 slot(s) in use"
+        ),
+        "{printed}"
+    );
+    assert!(
+        printed.contains(&format!("held by {first} for ")),
+        "{printed}"
+    );
+    assert!(
+        printed.contains(&format!("{waiting} (this VM)")),
+        "{printed}"
+    );
+
     let killed_at = now_unix_ms();
     set.daemon_mut(&first).kill();
     wait_until(
@@ -353,4 +427,162 @@ fn without_a_budget_the_same_fleet_goes_down_at_once() {
         }
     });
     assert_eq!(most_down_at_once(&approved_and_gone(&state)), 3);
+}
+
+#[test]
+fn a_vm_cut_off_from_etcd_while_it_waits_never_approves_early_and_takes_its_turn_once_back() {
+    let _serial = lock();
+    let etcd = Etcd::start(None);
+    let link = CuttableLink::start(etcd.endpoint().trim_start_matches("http://"));
+    let prefix = "/budget-cut";
+    let set = Set::start_playing(
+        forewarn_binary!(),
+        &Setup {
+            cluster: Some(ClusterUse {
+                endpoints: vec![etcd.endpoint()],
+                prefix,
+            }),
+            // vm-c, the last to be ready, reaches etcd through the link the test cuts.
+            endpoints_of: vec![("vm-c", vec![format!("http://{}", link.address)])],
+            ..budget_setup(&["disruption-budget = 1"])
+        },
+        &one_reboot_each("3s"),
+    );
+    wait_until(
+        WAIT,
+        "a first approval",
+        || !approved_and_gone(&set.simulator.state()).is_empty(),
+        || set.describe(),
+    );
+    link.cut();
+    wait_until(
+        WAIT,
+        "vm-c to see etcd unreachable",
+        || set.coordination("vm-c").connection == Connection::Unreachable,
+        || set.describe(),
+    );
+    // The two others go through the budget one after the other meanwhile.
+    let others_done = wait_for(WAIT * 2, "vm-a and vm-b approved and over", || {
+        let spans = approved_and_gone(&set.simulator.state());
+        let done = ["vm-a", "vm-b"]
+            .iter()
+            .all(|vm| spans.get(*vm).is_some_and(|(_, gone)| gone.is_some()));
+        match done {
+            true => Ok(spans),
+            false => Err(format!("{spans:?}\n{}", set.describe())),
+        }
+    });
+    assert!(
+        !others_done.contains_key("vm-c"),
+        "vm-c approved while cut off from etcd: {others_done:?}"
+    );
+    // Still cut: it goes on polling IMDS and waiting (four more polls seen at the simulator).
+    let polls = |state: &StateSnapshot| {
+        state
+            .requests
+            .iter()
+            .filter(|request| request.method == "GET" && request.path.starts_with("/vm/vm-c/"))
+            .count()
+    };
+    let before = polls(&set.simulator.state());
+    wait_until(
+        WAIT,
+        "vm-c to poll IMDS four more times while cut",
+        || polls(&set.simulator.state()) >= before + 4,
+        || set.describe(),
+    );
+    assert!(
+        !approved_and_gone(&set.simulator.state()).contains_key("vm-c"),
+        "vm-c approved while cut off from etcd"
+    );
+    let restored_at = now_unix_ms();
+    link.restore();
+    let state = wait_for_the_fleet(&set);
+    let spans = approved_and_gone(&state);
+    assert!(spans["vm-c"].0 > restored_at, "{spans:?}");
+    assert_eq!(most_down_at_once(&spans), 1, "{spans:?}");
+    wait_for_slots_given_back(&set, &etcd.endpoint());
+    let history = slot_history(&etcd.endpoint(), prefix);
+    assert_eq!(history.most_held, 1, "{:?}", history.keys);
+    assert_eq!(history.taken, 3, "{:?}", history.keys);
+}
+
+/// Two of three members down: no quorum. By default a VM waiting for a slot waits (its
+/// event would start at NotBefore, as without forewarn); with `budget-unreachable =
+/// "approve-alone"` it approves without one, and `/status` says so.
+#[test]
+fn cluster_quorum_lost_holds_waiting_events_unless_the_operator_chose_approve_alone() {
+    let _serial = lock();
+    let mut cluster = shared_cluster();
+    let order = cluster.leader_first();
+    cluster.kill(order[0]);
+    cluster.kill(order[1]);
+    let endpoints: Vec<String> = order.iter().map(|index| cluster.endpoint(*index)).collect();
+    let waits = Set::start_playing(
+        forewarn_binary!(),
+        &Setup {
+            cluster: Some(ClusterUse {
+                endpoints: endpoints.clone(),
+                prefix: "/budget-no-quorum-wait",
+            }),
+            ..budget_setup(&["disruption-budget = 1"])
+        },
+        &one_reboot_each("3s"),
+    );
+    for vm in VMS {
+        wait_until(
+            WAIT,
+            &format!("{vm} prepared and seeing no quorum"),
+            || {
+                // No quorum, or no answer at all within 2 s from the one member left.
+                prepared(&waits, vm) && waits.coordination(vm).connection.falls_back()
+            },
+            || waits.describe(),
+        );
+    }
+    let polls_then = waits.simulator.state().requests.len();
+    wait_until(
+        WAIT,
+        "twelve more IMDS requests",
+        || waits.simulator.state().requests.len() >= polls_then + 12,
+        || waits.describe(),
+    );
+    assert!(
+        waits.simulator.state().approvals.is_empty(),
+        "approved without quorum although budget-unreachable is \"wait\"\n{}",
+        waits.describe()
+    );
+    let budget = waits.coordination("vm-a").budget.expect("a budget");
+    assert!(!budget.approving_alone, "{budget:?}");
+    drop(waits);
+
+    let alone = Set::start_playing(
+        forewarn_binary!(),
+        &Setup {
+            cluster: Some(ClusterUse {
+                endpoints,
+                prefix: "/budget-no-quorum-alone",
+            }),
+            ..budget_setup(&[
+                "disruption-budget = 1",
+                "budget-unreachable = \"approve-alone\"",
+            ])
+        },
+        &one_reboot_each("3s"),
+    );
+    wait_until(
+        WAIT,
+        "every VM approved alone",
+        || approved_and_gone(&alone.simulator.state()).len() == 3,
+        || alone.describe(),
+    );
+    let budget = alone.coordination("vm-a").budget.expect("a budget");
+    assert!(budget.approving_alone, "/status says so: {budget:?}");
+    let metrics = alone.metrics("vm-a");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "forewarn_disruption_approving_alone 1"),
+        "{metrics}"
+    );
 }

@@ -8,6 +8,8 @@ pub mod azurite;
 pub mod browser;
 /// Artifacts a hostile author makes, pushed and signed without `plugin push`'s checks.
 pub mod crafted;
+/// A TCP forwarder a test can cut and restore (one VM's network to etcd gone).
+pub mod cuttable_link;
 /// A maintenance drill behind a real HAProxy with requests flowing (drain tests, bench-drain).
 // not on Windows: HAProxy, its Unix stats socket and the `sh` actions are Linux's.
 #[cfg(unix)]

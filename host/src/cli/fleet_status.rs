@@ -10,6 +10,7 @@ use anyhow::Context;
 
 use crate::cli::status_command::{DaemonArgs, fetch_admin};
 use crate::cli::status_table::{escaped_copy, write_table};
+use crate::coordination::BudgetStatus;
 use crate::coordination::fleet_reader::{FleetView, FleetVm, FleetVmState};
 use crate::coordination::fleet_record::{FleetEvent, FleetRecord};
 use crate::ops::status::format_time_left;
@@ -82,6 +83,9 @@ pub fn render_fleet(view: &FleetView, now: SystemTime) -> String {
             view.vms_max
         ));
     }
+    if let Some(budget) = &view.budget {
+        render_budget(&mut out, budget, &view.vm);
+    }
     out.push('\n');
     let rows: Vec<Vec<String>> = view.vms.iter().map(|vm| fleet_row(vm, now)).collect();
     write_table(
@@ -90,6 +94,59 @@ pub fn render_fleet(view: &FleetView, now: SystemTime) -> String {
         &rows,
     );
     out
+}
+
+/// The disruption budget's lines: slots and who holds them, then the queue in its order.
+pub(crate) fn render_budget(out: &mut String, budget: &BudgetStatus, this_vm: &str) {
+    out.push_str(&format!(
+        "  DISRUPTION BUDGET {} of group \"{}\" ({} VM(s) known): {} of {} slot(s) in use\n",
+        budget.budget, budget.group, budget.known_vms, budget.in_use, budget.slots
+    ));
+    for holder in &budget.holders {
+        let mut notes = Vec::new();
+        if holder.forced {
+            notes.push("taken without waiting");
+        }
+        if !holder.holder_alive {
+            notes.push("its daemon is gone: the VM is down");
+        }
+        let notes = match notes.is_empty() {
+            true => String::new(),
+            false => format!(" ({})", notes.join("; ")),
+        };
+        out.push_str(&format!(
+            "    held by {} for {}{notes}\n",
+            holder.vm, holder.event_id
+        ));
+    }
+    for (place, queued) in budget.queue.iter().enumerate() {
+        let not_before = queued.not_before_unix_ms.map_or_else(
+            || "no NotBefore".to_owned(),
+            |at| format!("NotBefore {}", rfc3339_ms(at)),
+        );
+        let mine = if queued.vm == this_vm {
+            " (this VM)"
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "    waiting {}: {}{mine} for {} ({not_before})\n",
+            place + 1,
+            queued.vm,
+            queued.event_id
+        ));
+    }
+    if budget.approving_alone {
+        out.push_str(
+            "    APPROVING ALONE: etcd cannot be reached and `coordination.budget-unreachable` \
+             is \"approve-alone\": waiting events are approved without a slot\n",
+        );
+    }
+}
+
+fn rfc3339_ms(unix_ms: u64) -> String {
+    let time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(unix_ms);
+    humantime::format_rfc3339_seconds(time).to_string()
 }
 
 fn fleet_row(vm: &FleetVm, now: SystemTime) -> Vec<String> {
@@ -258,6 +315,7 @@ mod tests {
             ],
             vms_max: 1000,
             truncated: false,
+            budget: None,
         };
         let table = render_fleet(&view, UNIX_EPOCH + Duration::from_millis(NOW_MS));
         let lines: Vec<&str> = table.lines().collect();
@@ -280,5 +338,56 @@ mod tests {
         // vm-b's record, from a forewarn before the scale-set health, has none.
         assert!(row("vm-b").contains("unknown"), "{table}");
         assert!(!table.contains('\u{1b}'), "{table}");
+    }
+
+    #[test]
+    fn the_budget_shows_its_slots_holders_and_queue_in_order() {
+        use crate::coordination::{QueuedEvent, SlotHolder};
+        let budget = BudgetStatus {
+            budget: "10%".into(),
+            group: "web".into(),
+            slots: 1,
+            in_use: 1,
+            known_vms: 12,
+            holders: vec![SlotHolder {
+                vm: "vm-c".into(),
+                event_id: "E3".into(),
+                forced: false,
+                holder_alive: false,
+            }],
+            queue: vec![
+                QueuedEvent {
+                    vm: "vm-a".into(),
+                    event_id: "E1".into(),
+                    not_before_unix_ms: Some(1_796_000_000_000),
+                },
+                QueuedEvent {
+                    vm: "vm-b".into(),
+                    event_id: "E2".into(),
+                    not_before_unix_ms: None,
+                },
+            ],
+            ..BudgetStatus::default()
+        };
+        let mut out = String::new();
+        render_budget(&mut out, &budget, "vm-a");
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(
+            lines[0].contains("10% of group \"web\" (12 VM(s) known): 1 of 1 slot(s) in use"),
+            "{out}"
+        );
+        assert!(
+            lines[1].contains("held by vm-c for E3 (its daemon is gone"),
+            "{out}"
+        );
+        assert!(
+            lines[2].contains("waiting 1: vm-a (this VM) for E1 (NotBefore 2026-"),
+            "{out}"
+        );
+        assert!(
+            lines[3].contains("waiting 2: vm-b for E2 (no NotBefore)"),
+            "{out}"
+        );
+        assert!(!out.contains("APPROVING ALONE"), "{out}");
     }
 }

@@ -98,6 +98,9 @@ fn render_coordination(out: &mut String, coordination: &CoordinationStatus) {
     if let Some(error) = &coordination.last_error {
         out.push_str(&format!("  last error: {error}\n"));
     }
+    if let Some(budget) = &coordination.budget {
+        crate::cli::fleet_status::render_budget(out, budget, &coordination.vm_name);
+    }
 }
 
 fn render_events(out: &mut String, events: &[EventView]) {

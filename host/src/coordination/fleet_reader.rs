@@ -46,6 +46,10 @@ pub struct FleetView {
     /// left out.
     #[serde(default)]
     pub truncated: bool,
+    /// The disruption budget of this VM's group as this VM last read it (slots, holders, the
+    /// queue), when `coordination.disruption-budget` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::coordination::BudgetStatus>,
 }
 
 /// One VM of the fleet.
@@ -317,6 +321,7 @@ impl FleetReader {
             vms: cache.seen.vms(),
             vms_max: FLEET_VMS_MAX,
             truncated: cache.seen.truncated,
+            budget: None,
         }
     }
 

@@ -484,8 +484,13 @@ async fn fleet(State(state): State<AdminState>) -> Response {
     let Some(reader) = views.fleet else {
         return json_error(StatusCode::NOT_FOUND, FLEET_NOT_CONFIGURED);
     };
+    let mut view = reader.view().await;
+    view.budget = views
+        .coordination
+        .as_ref()
+        .and_then(|status| status.borrow().budget.clone());
     // Compact: the status page asks for it every second.
-    json_answer(escaped_json(&reader.view().await, false))
+    json_answer(escaped_json(&view, false))
 }
 
 /// `{"error": MESSAGE}` with `status`.

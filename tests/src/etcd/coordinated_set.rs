@@ -159,6 +159,8 @@ pub struct Setup {
     pub policy: &'static [&'static str],
     /// The daemons use these members of the shared cluster instead of an etcd of their own.
     pub cluster: Option<ClusterUse>,
+    /// The VMs given other `coordination.endpoints` than the set's (a link the test cuts).
+    pub endpoints_of: Vec<(&'static str, Vec<String>)>,
 }
 
 /// Which cluster members the daemons are given, in order, and a key prefix of the test's own
@@ -181,6 +183,7 @@ impl Default for Setup {
             tls: Tls::Off,
             policy: &[],
             cluster: None,
+            endpoints_of: Vec::new(),
         }
     }
 }
@@ -294,7 +297,12 @@ impl Set {
             ..DaemonConfig::vm_a(&root, root.join("plugins"), &imds_url)
         };
         let mut text = config.to_toml();
-        let endpoints: Vec<String> = self.endpoints.iter().map(|e| format!("{e:?}")).collect();
+        let given = setup
+            .endpoints_of
+            .iter()
+            .find(|(name, _)| *name == vm)
+            .map_or(&self.endpoints, |(_, endpoints)| endpoints);
+        let endpoints: Vec<String> = given.iter().map(|e| format!("{e:?}")).collect();
         text.push_str(&format!(
             "\n[coordination]\nendpoints = [{}]\nprefix = {:?}\nlease-ttl = \"{}s\"\n",
             endpoints.join(", "),
