@@ -43,6 +43,11 @@ pub const ADMIN_LISTENING: &str = "admin endpoint listening";
 pub const SCALE_SET_HEALTH_CHANGED: &str = "scale-set health changed";
 /// Coordinated approval: this VM's readiness for an event is recorded in etcd (`event_id`, `vm`).
 pub const COORDINATION_READY: &str = "recorded in etcd: this VM is ready for the event";
+/// The disruption budget: an event of this VM waits for a slot (fields `event_id`, `ahead`,
+/// `in_use`, `slots`), said once per event.
+pub const WAITING_FOR_DISRUPTION_SLOT: &str = "waiting for a slot of the disruption budget: the \
+     plugins stay prepared, and the approval goes once a VM ahead gives its slot back; at \
+     NotBefore Azure starts the event anyway, as without forewarn";
 /// Coordinated approval: this VM holds the event's election and will approve it (`event_id`, `vm`).
 pub const COORDINATION_LEADS: &str = "this VM leads the approval of the event";
 /// Coordinated approval: etcd members answer but know no leader (field `error`); events

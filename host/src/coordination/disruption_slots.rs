@@ -136,6 +136,8 @@ pub(super) struct SlotKeeper {
     slot_lease: Option<Lease>,
     /// The daemon lease `vms/VM/group` was last written under.
     group_in_lease: Option<i64>,
+    /// The waiting events already said to wait (once per event).
+    said_waiting: BTreeSet<EventId>,
     /// The budget as last read in full, with the turn key's revision read just before it and
     /// when: while the turn key stays at that revision nobody took or gave back a slot, and
     /// the view is read again only every `lease-ttl` (for slots whose lease ended and VMs
@@ -166,6 +168,7 @@ impl SlotKeeper {
             unqueue: BTreeSet::new(),
             slot_lease: None,
             group_in_lease: None,
+            said_waiting: BTreeSet::new(),
             read: None,
             status: BudgetStatus {
                 budget: budget.to_string(),
@@ -224,6 +227,7 @@ impl SlotKeeper {
     /// this daemon did not take it: a slot taken before a restart is this VM's still).
     pub(super) fn recovered(&mut self, id: &EventId) {
         self.claims.remove(id);
+        self.said_waiting.remove(id);
         self.unqueue.insert(id.clone());
         self.releases.insert(id.clone());
     }
@@ -485,7 +489,13 @@ impl SlotKeeper {
             .collect();
         for id in waiting {
             let verdict = turn(view, self.budget, self.dead_vm, &access.vm, &id);
-            if verdict != Turn::Take {
+            if let Turn::Wait {
+                ahead,
+                in_use,
+                slots,
+            } = verdict
+            {
+                self.say_waiting(&id, ahead, in_use, slots);
                 continue;
             }
             let unchanged = [Compare::ModRevisionIs(
@@ -507,6 +517,21 @@ impl SlotKeeper {
             return Ok(());
         }
         Ok(())
+    }
+
+    /// Says once that `id` waits, and that Azure starts it at NotBefore anyway.
+    fn say_waiting(&mut self, id: &EventId, ahead: usize, in_use: usize, slots: usize) {
+        if !self.said_waiting.insert(id.clone()) {
+            return;
+        }
+        tracing::info!(
+            event_id = %id,
+            ahead,
+            in_use,
+            slots,
+            "{}",
+            crate::log_messages::WAITING_FOR_DISRUPTION_SLOT
+        );
     }
 
     fn slot_writes(
