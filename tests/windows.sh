@@ -140,12 +140,9 @@ run_under_wine() {
     [[ "$status" -eq 0 ]] || tests_failed=1
     check_count "$target" "$dir" "$log"
 }
-# One Wine server for every run below, up from the first to the last: without it each
-# server exits 3 s after its last process, and the next test's first Wine process starts a
-# new one (and Wine's services.exe with it) while the tests run two at a time. Already up
-# (exit 2) is as good.
-"$WINESERVER" --persistent || true
-trap '"$WINESERVER" --kill 2>/dev/null || true' EXIT
+# No persistent Wine server (`wineserver --persistent`): the Wine services a test binary
+# starts (winedevice.exe) inherit its stdout, the pipe to `tee` below, and live as long as
+# the server, so the first run's `tee` never saw its end and the step hung.
 run_under_wine forewarn_platform
 run_under_wine sandbox
 run_under_wine forewarn_runtime
