@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use forewarn_host::coordination::Connection;
 use forewarn_simulator::{StateSnapshot, Transition, stable_event_id};
+use forewarn_test_support::browser::pages_command;
 use forewarn_test_support::cuttable_link::CuttableLink;
 use forewarn_test_support::etcd::coordinated_set::{
     ClusterUse, SCENARIO, Set, Setup, VMS, WAIT, lock,
@@ -64,6 +65,29 @@ fn approved_and_gone(state: &StateSnapshot) -> BTreeMap<String, (u64, Option<u64
         }
     }
     spans
+}
+
+/// What `tests/browser/pages.mjs` sees of the status page of `admin` once its fleet
+/// section lists the three VMs (its screenshot: `disruption-budget.png`).
+fn budget_on_the_page(admin: &str) -> serde_json::Value {
+    let output = pages_command()
+        .env("FOREWARN_STATUS_URL", format!("http://{admin}/"))
+        .env("FOREWARN_FLEET_VMS", VMS.len().to_string())
+        .env("FOREWARN_FLEET_SCREENSHOT", "disruption-budget.png")
+        .env("FOREWARN_WAIT_MS", WAIT.as_millis().to_string())
+        .output()
+        .expect("run node (tests/run.sh installs Node.js when missing)");
+    assert!(
+        output.status.success(),
+        "the browser run failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+        panic!(
+            "pages.mjs printed no JSON ({error}): {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
 }
 
 /// Whether `vm`'s plugins approved the preparation of its own event.
@@ -315,6 +339,22 @@ fn a_slot_outlives_a_killed_daemon_until_the_slot_timeout_then_the_next_vm_takes
         printed.contains(&format!("{waiting} (this VM)")),
         "{printed}"
     );
+
+    // The status page's fleet section, in a browser: the budget's box.
+    let page = budget_on_the_page(&admin);
+    assert_eq!(page["budget"]["in_use"], 1, "{page}");
+    assert_eq!(page["budget"]["slots"], 1, "{page}");
+    assert_eq!(
+        page["budget"]["holders"],
+        serde_json::json!([first]),
+        "{page}"
+    );
+    assert_eq!(
+        page["budget"]["waiting"].as_array().map(Vec::len),
+        Some(2),
+        "{page}"
+    );
+    assert_eq!(page["page_errors"], serde_json::json!([]), "{page}");
 
     let killed_at = now_unix_ms();
     set.daemon_mut(&first).kill();

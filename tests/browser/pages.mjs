@@ -122,8 +122,17 @@ async function fleetSeen() {
     event: node.getAttribute('data-barrier'),
     cells: [...node.querySelectorAll('td')].map((cell) => cell.textContent),
   })));
-  await status.screenshot({ path: join(screenshotDir, gone ? 'fleet-gone.png' : 'fleet.png'), fullPage: true });
-  return { rows, barrier, outside_requests: outside, page_errors: pageErrors };
+  // The disruption budget's box, when the daemon keeps one (null otherwise).
+  const budget = await status.$eval('#fleet-budget', (node) => node.hidden ? null : ({
+    in_use: Number(node.querySelector('[data-budget-in-use]')?.getAttribute('data-budget-in-use')),
+    slots: Number(node.querySelector('[data-budget-slots]')?.getAttribute('data-budget-slots')),
+    holders: [...node.querySelectorAll('[data-budget-holder]')].map((holder) => holder.getAttribute('data-budget-holder')),
+    waiting: [...node.querySelectorAll('[data-budget-waiting]')].map((waiting) => waiting.getAttribute('data-budget-waiting')),
+    text: node.textContent,
+  }));
+  const shot = process.env.FOREWARN_FLEET_SCREENSHOT || (gone ? 'fleet-gone.png' : 'fleet.png');
+  await status.screenshot({ path: join(screenshotDir, shot), fullPage: true });
+  return { rows, barrier, budget, outside_requests: outside, page_errors: pageErrors };
 }
 
 /** The console and the status page, as the module comment says. */

@@ -157,7 +157,7 @@ pub struct EventView {
     #[serde(default)]
     pub preparing_since: Option<String>,
     /// Where the approval is: "pending", "due (sending)", "sent at TIME", "withheld: REASON",
-    /// "coordinating with the other VMs (etcd)", "dry run: …" or "abandoned: REASON".
+    /// "coordinating with the other VMs (etcd: …)", "dry run: …" or "abandoned: REASON".
     pub approval: String,
     /// The approval's state without its details (`pending`, `due`, `sent`, `coordinating`,
     /// `withheld`, `dry-run`, `abandoned`): what scripts and the status page key on.
@@ -626,7 +626,10 @@ fn describe_approval(approval: &Approval) -> String {
         Approval::Due { .. } => "due (sending)".to_owned(),
         Approval::Sent { at_unix_ms } => format!("sent at {}", rfc3339(*at_unix_ms)),
         Approval::Withheld { reason, .. } => format!("withheld: {reason}"),
-        Approval::Coordinating { .. } => "coordinating with the other VMs (etcd)".to_owned(),
+        Approval::Coordinating { .. } => {
+            "coordinating with the other VMs (etcd: the barrier, or a slot of the disruption budget)"
+                .to_owned()
+        }
         Approval::DryRun { would } => format!("dry run: {would}"),
         Approval::Abandoned { reason } => format!("abandoned: {reason}"),
         Approval::NotAtImds {
