@@ -9,8 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 
 use crate::cli::status_command::{DaemonArgs, fetch_admin};
-use crate::cli::status_table::{escaped_copy, write_table};
-use crate::coordination::BudgetStatus;
+use crate::cli::status_table::{escaped_copy, render_budget, write_table};
 use crate::coordination::fleet_reader::{FleetView, FleetVm, FleetVmState};
 use crate::coordination::fleet_record::{FleetEvent, FleetRecord};
 use crate::ops::status::format_time_left;
@@ -94,59 +93,6 @@ pub fn render_fleet(view: &FleetView, now: SystemTime) -> String {
         &rows,
     );
     out
-}
-
-/// The disruption budget's lines: slots and who holds them, then the queue in its order.
-pub(crate) fn render_budget(out: &mut String, budget: &BudgetStatus, this_vm: &str) {
-    out.push_str(&format!(
-        "  DISRUPTION BUDGET {} of group \"{}\" ({} VM(s) known): {} of {} slot(s) in use\n",
-        budget.budget, budget.group, budget.known_vms, budget.in_use, budget.slots
-    ));
-    for holder in &budget.holders {
-        let mut notes = Vec::new();
-        if holder.forced {
-            notes.push("taken without waiting");
-        }
-        if !holder.holder_alive {
-            notes.push("its daemon is gone: the VM is down");
-        }
-        let notes = match notes.is_empty() {
-            true => String::new(),
-            false => format!(" ({})", notes.join("; ")),
-        };
-        out.push_str(&format!(
-            "    held by {} for {}{notes}\n",
-            holder.vm, holder.event_id
-        ));
-    }
-    for (place, queued) in budget.queue.iter().enumerate() {
-        let not_before = queued.not_before_unix_ms.map_or_else(
-            || "no NotBefore".to_owned(),
-            |at| format!("NotBefore {}", rfc3339_ms(at)),
-        );
-        let mine = if queued.vm == this_vm {
-            " (this VM)"
-        } else {
-            ""
-        };
-        out.push_str(&format!(
-            "    waiting {}: {}{mine} for {} ({not_before})\n",
-            place + 1,
-            queued.vm,
-            queued.event_id
-        ));
-    }
-    if budget.approving_alone {
-        out.push_str(
-            "    APPROVING ALONE: etcd cannot be reached and `coordination.budget-unreachable` \
-             is \"approve-alone\": waiting events are approved without a slot\n",
-        );
-    }
-}
-
-fn rfc3339_ms(unix_ms: u64) -> String {
-    let time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(unix_ms);
-    humantime::format_rfc3339_seconds(time).to_string()
 }
 
 fn fleet_row(vm: &FleetVm, now: SystemTime) -> Vec<String> {
@@ -240,6 +186,7 @@ fn age(at_ms: u64, now: SystemTime) -> String {
 mod tests {
     use super::*;
     use crate::cli::parse_args::{assert_consistent, parse};
+    use crate::coordination::BudgetStatus;
     use crate::coordination::fleet_record::{
         FLEET_RECORD_SCHEMA, FleetHealthReason, FleetHold, FleetHolder, FleetImds,
         FleetScaleSetHealth, FleetStage,

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::coordination::CoordinationStatus;
+use crate::coordination::{BudgetStatus, CoordinationStatus};
 use crate::log_fields::rfc3339;
 use crate::ops::status::{EventView, PollView, StatusSnapshot, format_time_left};
 use crate::pipeline::quarantine::QuarantinedPlugin;
@@ -99,8 +99,61 @@ fn render_coordination(out: &mut String, coordination: &CoordinationStatus) {
         out.push_str(&format!("  last error: {error}\n"));
     }
     if let Some(budget) = &coordination.budget {
-        crate::cli::fleet_status::render_budget(out, budget, &coordination.vm_name);
+        render_budget(out, budget, &coordination.vm_name);
     }
+}
+
+/// The disruption budget's lines: slots and who holds them, then the queue in its order.
+pub(crate) fn render_budget(out: &mut String, budget: &BudgetStatus, this_vm: &str) {
+    out.push_str(&format!(
+        "  DISRUPTION BUDGET {} of group \"{}\" ({} VM(s) known): {} of {} slot(s) in use\n",
+        budget.budget, budget.group, budget.known_vms, budget.in_use, budget.slots
+    ));
+    for holder in &budget.holders {
+        let mut notes = Vec::new();
+        if holder.forced {
+            notes.push("taken without waiting");
+        }
+        if !holder.holder_alive {
+            notes.push("its daemon is gone: the VM is down");
+        }
+        let notes = match notes.is_empty() {
+            true => String::new(),
+            false => format!(" ({})", notes.join("; ")),
+        };
+        out.push_str(&format!(
+            "    held by {} for {}{notes}\n",
+            holder.vm, holder.event_id
+        ));
+    }
+    for (place, queued) in budget.queue.iter().enumerate() {
+        let not_before = queued.not_before_unix_ms.map_or_else(
+            || "no NotBefore".to_owned(),
+            |at| format!("NotBefore {}", rfc3339_ms(at)),
+        );
+        let mine = if queued.vm == this_vm {
+            " (this VM)"
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "    waiting {}: {}{mine} for {} ({not_before})\n",
+            place + 1,
+            queued.vm,
+            queued.event_id
+        ));
+    }
+    if budget.approving_alone {
+        out.push_str(
+            "    APPROVING ALONE: etcd cannot be reached and `coordination.budget-unreachable` \
+             is \"approve-alone\": waiting events are approved without a slot\n",
+        );
+    }
+}
+
+fn rfc3339_ms(unix_ms: u64) -> String {
+    let time = std::time::UNIX_EPOCH + std::time::Duration::from_millis(unix_ms);
+    humantime::format_rfc3339_seconds(time).to_string()
 }
 
 fn render_events(out: &mut String, events: &[EventView]) {

@@ -25,7 +25,6 @@ use forewarn_etcd::{Compare, EtcdError, KeyValue, Write};
 use forewarn_imds::{EventId, ImdsTime, ScheduledEvent};
 use serde::{Deserialize, Serialize};
 
-use crate::coordination::actor::Lease;
 use crate::coordination::etcd_access::EtcdAccess;
 use crate::pipeline::approval::BarrierVerdict;
 use crate::pipeline::barrier::DeadVm;
@@ -70,6 +69,12 @@ enum ClaimState {
     Forced,
     /// Holding a slot, written under this slot lease.
     Holding { forced: bool, in_lease: i64 },
+}
+
+/// The slot lease and when it was last renewed.
+struct SlotLease {
+    id: i64,
+    renewed_at: Instant,
 }
 
 /// This VM's events and the budget as last read: what `/status` shows.
@@ -133,7 +138,7 @@ pub(super) struct SlotKeeper {
     /// Queue keys to delete: events that left or were withdrawn while waiting.
     unqueue: BTreeSet<EventId>,
     /// The lease slots are held under (`slot-timeout`), renewed while this daemon runs.
-    slot_lease: Option<Lease>,
+    slot_lease: Option<SlotLease>,
     /// The daemon lease `vms/VM/group` was last written under.
     group_in_lease: Option<i64>,
     /// The waiting events already said to wait (once per event).
@@ -353,7 +358,7 @@ impl SlotKeeper {
             .client
             .grant_lease(access.config.slot_timeout)
             .await?;
-        self.slot_lease = Some(Lease {
+        self.slot_lease = Some(SlotLease {
             id,
             renewed_at: Instant::now(),
         });

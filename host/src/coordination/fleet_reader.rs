@@ -49,7 +49,7 @@ pub struct FleetView {
     /// The disruption budget of this VM's group as this VM last read it (slots, holders, the
     /// queue), when `coordination.disruption-budget` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget: Option<crate::coordination::BudgetStatus>,
+    pub budget: Option<crate::coordination::disruption_slots::BudgetStatus>,
 }
 
 /// One VM of the fleet.
