@@ -1,4 +1,5 @@
-//! forewarn-bench's shared pieces: the statistics the benchmark binaries print.
+//! forewarn-bench's shared pieces: the statistics the benchmark binaries print, and the
+//! checks the fleet benchmarks (bench-fleet, bench-budget) make before they start.
 //! (measure-runtime keeps its own index-based median and percentile, as its figures were taken.)
 
 use std::time::Duration;
@@ -123,5 +124,64 @@ pub mod proc_stats {
             .next()
             .and_then(|first| first.parse().ok())
             .context("/proc/loadavg does not start with a number")
+    }
+}
+
+/// What a bench running a fleet of daemons and a real etcd cluster needs from the machine
+/// (bench-fleet, bench-budget).
+pub mod fleet_limits {
+    use anyhow::{Context as _, bail};
+    use forewarn_test_support::pki::find_on_path;
+
+    /// etcd and etcdctl installed; enough file descriptors and processes for `largest`
+    /// daemons. `bench` names the benchmark in the messages.
+    pub fn preflight(bench: &str, largest: usize) -> anyhow::Result<()> {
+        for (program, package) in [("etcd", "etcd-server"), ("etcdctl", "etcd-client")] {
+            if find_on_path(program).is_none() {
+                bail!(
+                    "{program} is not installed: {bench} runs a real three-member etcd cluster. \
+                     Install it with `apt-get install -y etcd-server etcd-client` (Debian/Ubuntu; \
+                     {program} is in {package}) so that `{program}` is on PATH"
+                );
+            }
+        }
+        // Per daemon the bench holds its log pipe and reader thread; each daemon runs a few
+        // threads of its own.
+        let files = limit("Max open files")?;
+        let wanted_files = 8 * largest as u64 + 256;
+        if files < wanted_files {
+            bail!(
+                "this shell allows {files} open files; {largest} daemons need about {wanted_files}. \
+                 Raise it first: `ulimit -n 4096`"
+            );
+        }
+        let processes = limit("Max processes")?;
+        let wanted_processes = 40 * largest as u64 + 512;
+        if processes < wanted_processes {
+            bail!(
+                "this shell allows {processes} processes (threads count); {largest} daemons need \
+                 about {wanted_processes}. Raise it first: `ulimit -u 16384`"
+            );
+        }
+        Ok(())
+    }
+
+    /// The soft limit `name` of /proc/self/limits (u64::MAX when unlimited).
+    pub fn limit(name: &str) -> anyhow::Result<u64> {
+        let text = std::fs::read_to_string("/proc/self/limits")
+            .context("cannot read /proc/self/limits")?;
+        let line = text
+            .lines()
+            .find(|line| line.starts_with(name))
+            .with_context(|| format!("no {name:?} in /proc/self/limits"))?;
+        let soft = line[name.len()..]
+            .split_whitespace()
+            .next()
+            .with_context(|| format!("no soft limit on {line:?}"))?;
+        if soft == "unlimited" {
+            return Ok(u64::MAX);
+        }
+        soft.parse()
+            .with_context(|| format!("the soft limit in {line:?} is not a number"))
     }
 }

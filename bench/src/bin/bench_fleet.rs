@@ -25,12 +25,12 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use forewarn_bench::fleet_limits::preflight;
 use forewarn_bench::forewarn_binary;
 use forewarn_bench::proc_stats::{clock_ticks_per_second, rss_kib};
 use forewarn_simulator::{StateSnapshot, Transition};
 use forewarn_test_support::etcd::EtcdCluster;
 use forewarn_test_support::harness::{Daemon, Simulator, http_post_json};
-use forewarn_test_support::pki::find_on_path;
 use tempfile::TempDir;
 
 #[path = "bench_fleet/fleet_tables.rs"]
@@ -79,7 +79,7 @@ const PLUGINS: [&str; 4] = ["lb-drain", "checkpoint", "graceful-shutdown", "noti
 
 fn main() -> anyhow::Result<()> {
     let (sizes, idle) = arguments()?;
-    preflight(sizes.iter().copied().max().unwrap_or(0))?;
+    preflight("bench-fleet", sizes.iter().copied().max().unwrap_or(0))?;
     let binary = forewarn_binary()?;
     let started = Instant::now();
     println!(
@@ -133,57 +133,6 @@ fn arguments() -> anyhow::Result<(Vec<usize>, Duration)> {
         );
     }
     Ok((sizes, idle))
-}
-
-/// etcd and etcdctl installed; enough file descriptors and processes for `largest` daemons.
-fn preflight(largest: usize) -> anyhow::Result<()> {
-    for (program, package) in [("etcd", "etcd-server"), ("etcdctl", "etcd-client")] {
-        if find_on_path(program).is_none() {
-            bail!(
-                "{program} is not installed: bench-fleet runs a real three-member etcd cluster. \
-                 Install it with `apt-get install -y etcd-server etcd-client` (Debian/Ubuntu; \
-                 {program} is in {package}) so that `{program}` is on PATH"
-            );
-        }
-    }
-    // Per daemon the bench holds its log pipe and reader thread; each daemon runs a few
-    // threads of its own.
-    let files = limit("Max open files")?;
-    let wanted_files = 8 * largest as u64 + 256;
-    if files < wanted_files {
-        bail!(
-            "this shell allows {files} open files; {largest} daemons need about {wanted_files}. \
-             Raise it first: `ulimit -n 4096`"
-        );
-    }
-    let processes = limit("Max processes")?;
-    let wanted_processes = 40 * largest as u64 + 512;
-    if processes < wanted_processes {
-        bail!(
-            "this shell allows {processes} processes (threads count); {largest} daemons need \
-             about {wanted_processes}. Raise it first: `ulimit -u 16384`"
-        );
-    }
-    Ok(())
-}
-
-/// The soft limit `name` of /proc/self/limits (u64::MAX when unlimited).
-fn limit(name: &str) -> anyhow::Result<u64> {
-    let text =
-        std::fs::read_to_string("/proc/self/limits").context("cannot read /proc/self/limits")?;
-    let line = text
-        .lines()
-        .find(|line| line.starts_with(name))
-        .with_context(|| format!("no {name:?} in /proc/self/limits"))?;
-    let soft = line[name.len()..]
-        .split_whitespace()
-        .next()
-        .with_context(|| format!("no soft limit on {line:?}"))?;
-    if soft == "unlimited" {
-        return Ok(u64::MAX);
-    }
-    soft.parse()
-        .with_context(|| format!("the soft limit in {line:?} is not a number"))
 }
 
 /// What one N measured.
@@ -292,7 +241,14 @@ fn measure(binary: &Path, vms: usize, idle: Duration) -> anyhow::Result<Run> {
 
     // The first daemon compiles the bundled plugins into its cache.
     let mut daemons = Vec::new();
-    let first_config = write_config(dir.path(), &names[0], &plugin_dir, &simulator, &endpoints)?;
+    let first_config = write_config(
+        dir.path(),
+        &names[0],
+        &plugin_dir,
+        &simulator,
+        &endpoints,
+        &[],
+    )?;
     let cold = Instant::now();
     daemons.push(Daemon::start(binary, &first_config));
     wait(
@@ -319,7 +275,7 @@ fn measure(binary: &Path, vms: usize, idle: Duration) -> anyhow::Result<Run> {
             true => &straggler_plugin_dir,
             false => &plugin_dir,
         };
-        let config = write_config(dir.path(), vm, plugins, &simulator, &endpoints)?;
+        let config = write_config(dir.path(), vm, plugins, &simulator, &endpoints, &[])?;
         copy_cache(&warm_cache, &dir.path().join(vm).join("state"))?;
         daemons.push(Daemon::start(binary, &config));
     }

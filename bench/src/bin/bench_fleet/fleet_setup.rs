@@ -1,5 +1,6 @@
-//! Setting a fleet up for bench-fleet: the VMs' names, the scenario, the bundled plugins as an
-//! operator configures them, each daemon's config and warm cache, and waiting on etcd.
+//! Setting a fleet up for bench-fleet (and bench-budget, which includes this file too): the
+//! VMs' names, the scenario, the bundled plugins as an operator configures them, each
+//! daemon's config and warm cache, and waiting on etcd.
 
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -78,13 +79,15 @@ pub(crate) fn edit(manifest: &str, from: &str, to: &str) -> anyhow::Result<Strin
 }
 
 /// Writes `vm`'s config (its state dir, the shared plugin dir, its IMDS URL, an ephemeral
-/// admin port, the three endpoints) and returns its path.
+/// admin port, the three endpoints, then `coordination`'s lines in `[coordination]`) and
+/// returns its path.
 pub(crate) fn write_config(
     root: &Path,
     vm: &str,
     plugin_dir: &Path,
     simulator: &Simulator,
     endpoints: &[String],
+    coordination: &[String],
 ) -> anyhow::Result<PathBuf> {
     let dir = root.join(vm);
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -98,12 +101,16 @@ pub(crate) fn write_config(
         policy: vec!["group-approval = \"never\"".into()],
         extra: format!(
             "[actions.stop-app]\nargv = [\"{truth}\"]\n\n[actions.start-app]\nargv = [\"{truth}\"]\n\n\
-             [coordination]\nendpoints = [{}]\nprefix = \"{PREFIX}\"\nlease-ttl = \"{LEASE_TTL}\"\n",
+             [coordination]\nendpoints = [{}]\nprefix = \"{PREFIX}\"\nlease-ttl = \"{LEASE_TTL}\"\n{}",
             endpoints
                 .iter()
                 .map(|endpoint| format!("\"{endpoint}\""))
                 .collect::<Vec<_>>()
                 .join(", "),
+            coordination
+                .iter()
+                .map(|line| format!("{line}\n"))
+                .collect::<String>(),
             truth = truth.display()
         ),
         prepare_lead_time: None,
