@@ -249,7 +249,7 @@ fn measure(binary: &Path, vms: usize, budget: Option<&str>) -> anyhow::Result<Ru
     let ticks = clock_ticks_per_second()?;
     let load_before = load_average()?;
     let cost_before = LoadSample::take(&cluster, &daemons, ticks)?;
-    let events = generate_events(&simulator, &names[..5])?;
+    let events = generate_events(&simulator, &names)?;
     let generated = simulator_state(&simulator)?;
     let not_befores: std::collections::BTreeSet<String> = generated
         .events

@@ -571,7 +571,12 @@ impl Pipeline {
 
     /// Forgets the event; returns its new listing, if its id was listed again meanwhile.
     fn forget(&mut self, id: &str) -> Option<ScheduledEvent> {
-        self.approval.forget(id);
+        let listed = self
+            .state
+            .events
+            .get(id)
+            .map(|progress| progress.event.clone());
+        self.approval.forget(id, listed.as_ref());
         self.notes_announced
             .retain(|(announced, _)| announced.as_str() != id);
         let progress = self.state.events.remove(id)?;

@@ -71,6 +71,12 @@ impl ApprovalRules {
         }
     }
 
+    /// Whether `event` can hold a slot of the disruption budget on this VM: it names this VM
+    /// and, while the barrier coordinates, no other one.
+    pub fn may_hold_a_slot(&self, event: &ScheduledEvent) -> bool {
+        event.names_vm(&self.vm_name) && !(self.coordinated && applies_to(event, &self.vm_name))
+    }
+
     /// Whether the single-VM policy lets this VM approve `event` on its own (what decides a
     /// coordinated event while the barrier cannot be reached).
     pub fn approves_alone(&self, event: &ScheduledEvent) -> bool {

@@ -14,7 +14,7 @@ use forewarn_events::ImdsTime;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
-use forewarn_events::EventId;
+use forewarn_events::{EventId, ScheduledEvent};
 
 use crate::log_fields;
 use crate::log_messages;
@@ -246,12 +246,14 @@ impl ApprovalStage {
         self.link.withdraw(id);
     }
 
-    /// The event is handled to the end.
-    pub fn forget(&mut self, id: &str) {
+    /// The event is handled to the end (`event`: as last listed, when known). One that can
+    /// hold a slot of the disruption budget here (naming only this VM) gives it back; other
+    /// VMs' events cost etcd nothing.
+    pub fn forget(&mut self, id: &str, event: Option<&ScheduledEvent>) {
         self.holds_announced.remove(id);
         self.posts.forget(id);
         self.link.forget(id);
-        if self.rules.budgeted {
+        if self.rules.budgeted && event.is_some_and(|event| self.rules.may_hold_a_slot(event)) {
             self.link.recovered(id);
         }
     }
