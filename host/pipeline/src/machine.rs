@@ -571,12 +571,8 @@ impl Pipeline {
 
     /// Forgets the event; returns its new listing, if its id was listed again meanwhile.
     fn forget(&mut self, id: &str) -> Option<ScheduledEvent> {
-        let listed = self
-            .state
-            .events
-            .get(id)
-            .map(|progress| progress.event.clone());
-        self.approval.forget(id, listed.as_ref());
+        let listed = self.state.events.get(id).map(|progress| &progress.event);
+        self.approval.forget(id, listed);
         self.notes_announced
             .retain(|(announced, _)| announced.as_str() != id);
         let progress = self.state.events.remove(id)?;
