@@ -8,23 +8,7 @@ use serde_json::Value;
 
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::guests::{OTHER_WORLD, PROBE};
-
-/// A Reboot announced 40 s ahead that starts at NotBefore (approved or not) and is gone 5 s
-/// later; at --speed 10 the run takes about five seconds.
-const SHORT_REBOOT: &str = r#"
-name = "short-reboot"
-description = "One Reboot, 40 s notice, starts at NotBefore."
-end_after = "2s"
-
-[[events]]
-type = "Reboot"
-source = "Platform"
-appear_at = "1s"
-notice = "40s"
-duration_seconds = -1
-description = "test reboot"
-runs_for = "5s"
-"#;
+use forewarn_test_support::scenario_texts::SHORT_REBOOT;
 
 /// A directory holding the probe as `probe.wasm` with a manifest `probe.toml`.
 struct Project {
@@ -431,4 +415,98 @@ fn check_and_test_agree_on_a_versioned_file_name_and_say_what_to_rename() {
             describe(output)
         );
     }
+}
+
+/// graceful-shutdown's manifest for the action test: its stop and start actions named and
+/// granted.
+const GRACEFUL_SHUTDOWN_MANIFEST: &str = r#"
+subscribe = ["Reboot"]
+budget = "10s"
+
+[config]
+stop-action = "stop-app"
+start-action = "start-app"
+event-types = "Reboot"
+
+[capabilities]
+actions = ["stop-app", "start-app"]
+"#;
+
+/// `plugin test --daemon-config FILE` runs the actions that file defines, for real: the
+/// bundled graceful-shutdown's stop action writes `stop` and its start action `start` into a
+/// file, in that order. Without the flag, the demo's own stop and start run and the file is
+/// never written.
+#[test]
+fn a_daemon_config_gives_the_plugin_its_real_actions() {
+    let project = Project::new("[config]\nmode = \"approve\"\n");
+    let exported = forewarn(
+        &[
+            "plugin",
+            "export-bundled",
+            path_str(&project.path("bundled")),
+        ],
+        &[],
+    );
+    assert!(exported.status.success(), "{}", describe(&exported));
+    let plugin = project.path("graceful-shutdown.wasm");
+    std::fs::copy(project.path("bundled/graceful-shutdown.wasm"), &plugin).expect("copy");
+    std::fs::write(
+        project.path("graceful-shutdown.toml"),
+        GRACEFUL_SHUTDOWN_MANIFEST,
+    )
+    .expect("write the manifest");
+    let ran = project.path("ran.txt");
+    let action = |word: &str| {
+        format!(
+            "argv = [\"sh\", \"-c\", \"echo {word} >> '{}'\"]\n",
+            ran.display()
+        )
+    };
+    let daemon_config = project.path("forewarn.toml");
+    std::fs::write(
+        &daemon_config,
+        format!(
+            "[actions.stop-app]\n{}\n[actions.start-app]\n{}",
+            action("stop"),
+            action("start")
+        ),
+    )
+    .expect("write the daemon config");
+    let test = |extra: &[&str]| {
+        let scenario = project.path("short-reboot.toml");
+        let mut args = vec!["--scenario", path_str(&scenario), "--speed", "10", "--json"];
+        args.extend_from_slice(extra);
+        forewarn(&["plugin", "test", path_str(&plugin)], &args)
+    };
+
+    let without = test(&[]);
+    assert_eq!(single_verdict(&without, 0)["verdict"], "passed");
+    assert!(!ran.exists(), "the demo's actions ran, not the file's");
+
+    let with = test(&["--daemon-config", path_str(&daemon_config)]);
+    assert_eq!(
+        single_verdict(&with, 0)["verdict"],
+        "passed",
+        "{}",
+        describe(&with)
+    );
+    let written = std::fs::read_to_string(&ran).unwrap_or_default();
+    assert_eq!(written, "stop\nstart\n", "{}", describe(&with));
+}
+
+/// A daemon config that does not parse stops the test before it starts, naming the file and
+/// the fix (exit 2: forewarn's error, not the plugin's).
+#[test]
+fn a_wrong_daemon_config_is_refused_with_the_fix() {
+    let project = Project::new("[config]\nmode = \"approve\"\n");
+    let daemon_config = project.path("forewarn.toml");
+    std::fs::write(&daemon_config, "[actions.stop-app]\nargv = \"true\"\n").expect("write");
+    let output = project.plugin_test(&["--daemon-config", path_str(&daemon_config)]);
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.contains("--daemon-config") && said.contains("actions.stop-app"),
+        "{}",
+        describe(&output)
+    );
 }

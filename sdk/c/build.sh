@@ -26,11 +26,19 @@ source "$sdk_dir/bindings.sh"
 c_bindings "$work/bindings"
 
 # 2. A core wasm module (a reactor: no main, the host calls the export).
-"$clang" --target=wasm32-wasi -mexec-model=reactor -O2 -Wall -Wextra -Wno-unused-parameter \
+if ! "$clang" --target=wasm32-wasi -mexec-model=reactor -O2 -Wall -Wextra -Wno-unused-parameter \
     -I "$sdk_dir" -I "$work/bindings" \
     "${sources[@]}" "$sdk_dir/forewarn.c" "$work/bindings/event_handler.c" \
     "$work/bindings/event_handler_component_type.o" \
-    -o "$work/core.wasm"
+    -o "$work/core.wasm" 2> "$work/clang.err"; then
+    cat "$work/clang.err" >&2
+    # The one mistake the linker words least helpfully: the plugin's answer is missing.
+    if grep -q "undefined symbol: fw_on_event" "$work/clang.err"; then
+        echo "error: ${sources[*]} defines no fw_on_event function, so the plugin would have nothing to answer events with: add \`fw_decision fw_on_event(const fw_event *event, fw_phase phase, const fw_context *ctx)\` returning fw_approve() or fw_defer(...)" >&2
+    fi
+    exit 1
+fi
+cat "$work/clang.err" >&2   # the warnings of a build that worked
 
 # 3. The component.
 "$component_tool" new "$work/core.wasm" -o "$output"

@@ -33,7 +33,12 @@ FOREWARN_WASM_SDK := $(FOREWARN_SDK)/forewarn.c $(FOREWARN_SDK)/generated/event_
 	$(FOREWARN_SDK)/generated/event_handler_component_type.o
 
 # The recipe of a plugin component: its prerequisites' .c files, the SDK, the component step.
-forewarn_build = $(FOREWARN_CLANG) $(FOREWARN_WASM_CFLAGS) $(filter %.c,$^) $(FOREWARN_WASM_SDK) -o $@.core \
+# A plugin without fw_on_event fails at the link: the error says which function to add.
+FOREWARN_NO_ON_EVENT := error: the plugin defines no fw_on_event function, so it would have nothing to answer events with: \
+	add `fw_decision fw_on_event(const fw_event *event, fw_phase phase, const fw_context *ctx)` returning fw_approve() or fw_defer(...)
+forewarn_build = { $(FOREWARN_CLANG) $(FOREWARN_WASM_CFLAGS) $(filter %.c,$^) $(FOREWARN_WASM_SDK) -o $@.core 2> $@.err \
+	|| { cat $@.err >&2; ! grep -q 'undefined symbol: fw_on_event' $@.err || echo '$(FOREWARN_NO_ON_EVENT)' >&2; rm -f $@.err; false; }; } \
+	&& cat $@.err >&2 && rm -f $@.err \
 	&& $(FOREWARN) sdk component-new $@.core -o $@ && rm -f $@.core
 
 # The native tests: $(call forewarn_test,SOURCES) compiles SOURCES (the plugin and a test file

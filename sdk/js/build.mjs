@@ -5,10 +5,11 @@
 // sdk/js/build.sh runs it in a checkout.
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { componentize } from '@bytecodealliance/componentize-js';
+import { decode } from '@jridgewell/sourcemap-codec';
 import { rolldown } from 'rolldown';
 
 const sdkDir = dirname(fileURLToPath(import.meta.url));
@@ -40,9 +41,20 @@ import * as plugin from ${JSON.stringify(pluginPath)};
 export const handler = makeHandler(plugin.onEvent, plugin.onStart);
 `;
 
+/** A build that cannot make a working plugin: the message names the fix. */
+class BuildError extends Error {}
+
+/** The line table the SDK reads to place a thrown exception in the plugin's source: the
+ * bundle's source map decoded, sources by file name. */
+function sourceLines(map) {
+  const sources = map.sources.map((source) => basename(source));
+  return `\nglobalThis.__forewarnSourceLines = ${JSON.stringify({ sources, lines: decode(map.mappings) })};\n`;
+}
+
 async function bundle(pluginPath, work) {
   const entry = join(work, 'entry.js');
   await writeFile(entry, entrySource(resolve(pluginPath)));
+  let missingOnEvent = false;
   const build = await rolldown({
     input: entry,
     external: [/^forewarn:plugin\//, /^wasi:/],
@@ -53,12 +65,25 @@ async function bundle(pluginPath, work) {
       if (log.code === 'IMPORT_IS_UNDEFINED' && log.message.includes('`onStart`')) {
         return;
       }
+      if (log.code === 'IMPORT_IS_UNDEFINED' && log.message.includes('`onEvent`')) {
+        missingOnEvent = true;
+        return;
+      }
       defaultHandler(level, log);
     },
   });
   const file = join(work, 'plugin.bundle.js');
-  await build.write({ file, format: 'esm' });
+  const { output } = await build.generate({ format: 'esm', sourcemap: true });
   await build.close();
+  if (missingOnEvent) {
+    throw new BuildError(
+      `${basename(pluginPath)} exports no onEvent function, so the plugin would have nothing to ` +
+        'answer events with: add `export function onEvent(event, phase, ctx)` returning ' +
+        "approve() or defer(reason) from 'forewarn'",
+    );
+  }
+  const [chunk] = output;
+  await writeFile(file, chunk.code + sourceLines(chunk.map));
   return file;
 }
 
@@ -75,6 +100,12 @@ async function main() {
     });
     await writeFile(output, component);
     console.log(`built ${output} (${component.length} bytes)`);
+  } catch (error) {
+    if (!(error instanceof BuildError)) {
+      throw error;
+    }
+    console.error(`error: ${error.message}`);
+    process.exitCode = 1;
   } finally {
     await rm(work, { recursive: true, force: true });
   }

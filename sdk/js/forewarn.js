@@ -149,10 +149,19 @@ export const identity = {
   },
 };
 
-/** Makes the component's `handler` export from plain functions. An exception from
- * `onEvent` becomes a deferral whose reason names it, instead of a trap. Without `onStart`
- * the export's default does nothing; an exception from it is logged. */
+/** Makes the component's `handler` export from plain functions. An exception from `onEvent`
+ * is the plugin's failure, like a Rust panic: the SDK logs its stack to stderr and ends the
+ * call with one line naming it and where it was thrown (`plugin threw TypeError: … at
+ * my-plugin.js:4:9`), so the daemon's failure policy applies (`plugin test` says "trapped").
+ * Native tests see the exception itself. Without `onStart` the export's default does nothing;
+ * an exception from it is logged. */
 export function handler(onEvent, onStart = undefined) {
+  if (typeof onEvent !== 'function') {
+    throw new TypeError(
+      "the plugin's onEvent is not a function: export `function onEvent(event, phase, ctx)` " +
+        'returning approve() or defer(...)',
+    );
+  }
   return {
     onStart(ctx) {
       if (onStart === undefined) {
@@ -168,8 +177,60 @@ export function handler(onEvent, onStart = undefined) {
       try {
         return onEvent(event, phase, ctx);
       } catch (error) {
-        return defer(`plugin threw ${error?.name ?? 'error'}: ${error?.message ?? error}`);
+        crash(error);
       }
     },
   };
+}
+
+/** Ends the call the way a Rust panic does: the stack on stderr, then a one-line failure that
+ * the component's runtime prints as it traps, placed in the plugin's own source. */
+function crash(error) {
+  if (globalThis.__forewarnSourceLines === undefined) {
+    throw error; // not a built component (a native test): the test sees the exception itself
+  }
+  if (error?.stack) {
+    console.error(error.stack);
+  }
+  throw `plugin threw ${error?.name ?? 'error'}: ${error?.message ?? error}${thrownAt(error)}`;
+}
+
+/** " at FILE:LINE:COLUMN" in the plugin's source for the innermost frame of its own code, from
+ * the line table the build appends to the bundle (`globalThis.__forewarnSourceLines`: for
+ * each bundle line, [bundleColumn, sourceIndex, line, column] segments, and the sources). */
+function thrownAt(error) {
+  const table = globalThis.__forewarnSourceLines;
+  if (!table || typeof error?.stack !== 'string') {
+    return '';
+  }
+  for (const frame of error.stack.split('\n')) {
+    const match = /:(\d+):(\d+)\s*$/.exec(frame);
+    if (!match) {
+      continue;
+    }
+    const place = sourcePlace(table, Number(match[1]) - 1, Number(match[2]) - 1);
+    if (place && !place.source.endsWith('forewarn.js')) {
+      return ` at ${place.source}:${place.line + 1}:${place.column + 1}`;
+    }
+  }
+  return '';
+}
+
+function sourcePlace(table, bundleLine, bundleColumn) {
+  const segments = table.lines[bundleLine];
+  if (!segments) {
+    return undefined;
+  }
+  let found;
+  for (const segment of segments) {
+    if (segment.length < 4 || segment[0] > bundleColumn) {
+      break;
+    }
+    found = segment;
+  }
+  found ??= segments.find((segment) => segment.length >= 4);
+  if (!found) {
+    return undefined;
+  }
+  return { source: table.sources[found[1]], line: found[2], column: found[3] };
 }

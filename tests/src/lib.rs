@@ -38,6 +38,8 @@ pub mod logind;
 pub mod loopback_ports;
 /// A throwaway test CA and certificates (openssl).
 pub mod pki;
+/// Scenario files the tests write beside a plugin.
+pub mod scenario_texts;
 /// A small tmpfs for a state directory, to fill and make read-only.
 pub mod small_disk;
 /// A program in a pseudo-terminal, read by a terminal emulator (Unix).

@@ -528,7 +528,7 @@ fn classify(error: CallError, state: &CallState, budget: Duration) -> CallFailur
             message: "stack overflow".into(),
         },
         Some(trap) => CallFailure::Trapped {
-            message: with_panic_message(trap.to_string(), state),
+            message: with_crash_detail(trap.to_string(), state, &error),
         },
         None => CallFailure::Trapped {
             message: error_text(&error),
@@ -542,14 +542,38 @@ fn error_text(error: &wasmtime::Error) -> String {
     log_safe(&format!("{error:#}"), LOG_LINE_MAX_BYTES)
 }
 
-/// Adds the last line the guest wrote to stderr (a Rust panic message lands there),
-/// escaped like a log line: the plugin chose it, and the reason is logged and printed.
-fn with_panic_message(trap: String, state: &CallState) -> String {
-    let stderr = state.stderr.peek_last_line();
-    match stderr {
-        Some(line) => format!("{trap} ({})", log_safe(&line, REASON_MAX_BYTES)),
+/// Adds why the guest failed, escaped like a log line (the plugin chose it, and the reason is
+/// logged and printed): the line it wrote to stderr as it failed (a Rust panic with its
+/// location, the SDKs' line for an uncaught Python or JavaScript exception), else the function
+/// of the plugin's that trapped (a C `abort()` writes nothing).
+fn with_crash_detail(trap: String, state: &CallState, error: &wasmtime::Error) -> String {
+    if let Some(line) = state.stderr.crash_line() {
+        return format!("{trap} ({})", log_safe(&line, REASON_MAX_BYTES));
+    }
+    match trapping_function(error) {
+        Some(function) => format!("{trap} (in {})", log_safe(&function, REASON_MAX_BYTES)),
         None => trap,
     }
+}
+
+/// The innermost function of the plugin's own code in the trap's backtrace: the C library's
+/// `abort`/`exit` and the toolchains' `__`-prefixed helpers are skipped.
+fn trapping_function(error: &wasmtime::Error) -> Option<String> {
+    let backtrace = error.downcast_ref::<wasmtime::WasmBacktrace>()?;
+    backtrace
+        .frames()
+        .iter()
+        .filter_map(|frame| frame.func_name())
+        .find(|name| !is_runtime_function(name))
+        .map(str::to_owned)
+}
+
+fn is_runtime_function(name: &str) -> bool {
+    name.starts_with("__")
+        || matches!(
+            name,
+            "abort" | "exit" | "_Exit" | "_exit" | "raise" | "assert_fail"
+        )
 }
 
 /// The plugin's decision with its defer reason made safe for one log line and the status

@@ -18,6 +18,13 @@ pub(crate) const CAPTURE_LIMIT: usize = 16 * 1024;
 /// How Rust's standard library starts the line it prints after a panic message.
 const BACKTRACE_HINT: &str = "note: run with `RUST_BACKTRACE=";
 
+/// What StarlingMonkey (the JavaScript engine of componentize-js) prints as it aborts, after
+/// the uncaught exception's own line.
+const JS_ABORT_NOTICE: &str = "Redirecting call to abort() to mozalloc_abort";
+
+/// What a Rust panic's first line holds between the thread's name and the location.
+const PANICKED_AT: &str = " panicked at ";
+
 /// Builds the WASI context for one call: clocks and randomness only, output captured.
 pub(crate) fn wasi_context(stdout: &CapturedOutput, stderr: &CapturedOutput) -> WasiCtx {
     WasiCtxBuilder::new()
@@ -49,17 +56,25 @@ impl CapturedOutput {
         (std::mem::take(&mut captured.kept), captured.dropped)
     }
 
-    /// The last non-empty line kept so far, without consuming it. Rust's hint after a
-    /// panic message ("note: run with `RUST_BACKTRACE=1` …") is skipped: the line before
-    /// it says what went wrong.
-    pub(crate) fn peek_last_line(&self) -> Option<String> {
+    /// The line that says why the call failed, without consuming the output: the last
+    /// non-empty line, with what the languages' runtimes print after it skipped (Rust's
+    /// backtrace hint, StarlingMonkey's abort notice), a thrown JavaScript string unquoted,
+    /// and a Rust panic's message followed by its location (`boom at src/lib.rs:33:20`).
+    pub(crate) fn crash_line(&self) -> Option<String> {
         let captured = lock(&self.inner);
         let text = String::from_utf8_lossy(&captured.kept);
-        let line = text
+        let lines: Vec<&str> = text
             .lines()
-            .rev()
-            .find(|line| !line.trim().is_empty() && !line.starts_with(BACKTRACE_HINT))?;
-        Some(truncate(line.trim(), 300).to_owned())
+            .map(str::trim)
+            .filter(|line| {
+                !line.is_empty() && !line.starts_with(BACKTRACE_HINT) && *line != JS_ABORT_NOTICE
+            })
+            .collect();
+        let line = match rust_panic(&lines) {
+            Some(panic) => panic,
+            None => unquoted(lines.last()?),
+        };
+        Some(truncate(&line, 300).to_owned())
     }
 
     fn append(&self, bytes: &[u8]) {
@@ -69,6 +84,30 @@ impl CapturedOutput {
         captured.kept.extend_from_slice(&bytes[..kept]);
         captured.dropped += (bytes.len() - kept) as u64;
     }
+}
+
+/// A Rust panic in the last lines: "MESSAGE at LOCATION" from `thread '…' panicked at
+/// LOCATION:` and the message line after it.
+fn rust_panic(lines: &[&str]) -> Option<String> {
+    let at = lines.iter().rposition(|line| {
+        line.starts_with("thread '") && line.contains(PANICKED_AT) && line.ends_with(':')
+    })?;
+    let header = lines[at];
+    let start = header.find(PANICKED_AT)? + PANICKED_AT.len();
+    let location = &header[start..header.len() - 1];
+    let message = lines.get(at + 1)?;
+    Some(format!("{message} at {location}"))
+}
+
+/// A JavaScript exception that is a string is printed with its quotes: the text inside them.
+fn unquoted(line: &str) -> String {
+    let Some(inner) = line
+        .strip_prefix('"')
+        .and_then(|rest| rest.strip_suffix('"'))
+    else {
+        return line.to_owned();
+    };
+    inner.replace("\\\"", "\"").replace("\\\\", "\\")
 }
 
 impl IsTerminal for CapturedOutput {
@@ -148,15 +187,40 @@ mod tests {
     }
 
     #[test]
-    fn the_last_line_skips_rusts_backtrace_hint() {
+    fn a_rust_panic_is_its_message_at_its_location() {
         let output = CapturedOutput::default();
         output.append(
-            b"thread '<unnamed>' panicked at src/lib.rs:33:20:\nprobe panicked on purpose\n\
+            b"thread '<unnamed>' (1) panicked at src/lib.rs:33:20:\nprobe panicked on purpose\n\
               note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n",
         );
         assert_eq!(
-            output.peek_last_line().as_deref(),
-            Some("probe panicked on purpose")
+            output.crash_line().as_deref(),
+            Some("probe panicked on purpose at src/lib.rs:33:20")
         );
+    }
+
+    #[test]
+    fn a_thrown_javascript_string_is_unquoted_and_the_abort_notice_skipped() {
+        let output = CapturedOutput::default();
+        output.append(
+            b"onEvent@plugin.bundle.js:113:7\n\
+              \"plugin threw TypeError: x is \\\"undefined\\\" at thrower.js:4:9\"\n\
+              Redirecting call to abort() to mozalloc_abort\n",
+        );
+        assert_eq!(
+            output.crash_line().as_deref(),
+            Some("plugin threw TypeError: x is \"undefined\" at thrower.js:4:9")
+        );
+    }
+
+    #[test]
+    fn other_output_gives_its_last_line() {
+        let output = CapturedOutput::default();
+        output.append(b"Traceback (most recent call last):\n  ...\nplugin raised ValueError: boom at raiser.py:5, in helper\n\n");
+        assert_eq!(
+            output.crash_line().as_deref(),
+            Some("plugin raised ValueError: boom at raiser.py:5, in helper")
+        );
+        assert_eq!(CapturedOutput::default().crash_line(), None);
     }
 }

@@ -1,7 +1,7 @@
 //! `forewarn demo`: the simulator, the daemon with the bundled plugins and a small workload
 //! in one process, printing a timeline a person can follow until the scenario is over.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -24,7 +24,7 @@ use crate::cli::demo_workload::{
 };
 use crate::cli::plugin_files::{self, PluginFile};
 use crate::cli::verdict::PluginVerdicts;
-use crate::config::Config;
+use crate::config::{ActionConfig, Config};
 use crate::daemon::timeline_broadcast::new_timeline;
 use crate::daemon::wiring;
 use crate::ops::admin;
@@ -69,6 +69,7 @@ impl Args {
             bundled: true,
             quiet: false,
             compile_cache: None,
+            actions: None,
         })
     }
 }
@@ -96,6 +97,9 @@ pub struct DemoOptions {
     /// The compile cache to use instead of one in the run's own state directory: `plugin
     /// test` compiles the plugin into it once and plays every scenario from it.
     pub compile_cache: Option<PathBuf>,
+    /// The actions plugins run instead of the demo workload's stop and start
+    /// (`plugin test --daemon-config`).
+    pub actions: Option<BTreeMap<String, ActionConfig>>,
 }
 
 /// What the demo saw, printed at the end (and as the last JSON line with `--json`).
@@ -168,7 +172,10 @@ pub async fn play(options: &DemoOptions) -> anyhow::Result<Played> {
     .await
     .context("cannot start the IMDS simulator")?;
     let state_dir = tempfile::tempdir().context("cannot create a temporary state directory")?;
-    let config = demo_config(&simulator, &workload, &vm_name, state_dir.path());
+    let mut config = demo_config(&simulator, &workload, &vm_name, state_dir.path());
+    if let Some(actions) = &options.actions {
+        config.actions = actions.clone();
+    }
     let admin_listener = admin::bind(config.admin.listen).await?;
     let admin_address = admin_listener
         .local_addr()

@@ -15,7 +15,7 @@ use tokio::task::JoinSet;
 use crate::cli::demo::{self, DemoOptions};
 use crate::cli::plugin_files::{PluginFile, parse_config_pair};
 use crate::cli::verdict::Verdict;
-use crate::config::Config;
+use crate::config::{ActionConfig, Config};
 use crate::daemon::wiring;
 use crate::pipeline::state::CallPhase;
 use forewarn_simulator::{EventSpec, Scenario};
@@ -61,12 +61,16 @@ pub struct Args {
     /// How many scenarios play at once.
     #[arg(long, default_value_t = DEFAULT_JOBS, value_parser = clap::value_parser!(u16).range(1..=64))]
     jobs: u16,
+    /// A daemon config whose `[actions]` the plugin's `run-action` calls run, for real: an
+    /// action tried against a local command. Its other settings are the test's own.
+    #[arg(long, value_name = "FILE")]
+    daemon_config: Option<PathBuf>,
 }
 
 impl Args {
     /// The test's options: the scenario named, or with `--all-scenarios` every built-in
     /// that ends (`idle`, the console's canvas, never does).
-    fn options(self) -> TestOptions {
+    fn options(self) -> anyhow::Result<TestOptions> {
         let scenarios = match self.all_scenarios {
             true => forewarn_simulator::builtin_scenarios()
                 .into_iter()
@@ -78,7 +82,11 @@ impl Args {
                 .collect(),
             false => vec![self.scenario],
         };
-        TestOptions {
+        let actions = match &self.daemon_config {
+            Some(path) => Some(daemon_config_actions(path)?),
+            None => None,
+        };
+        Ok(TestOptions {
             plugin: PluginFile {
                 wasm: self.plugin,
                 manifest: self.manifest,
@@ -90,14 +98,34 @@ impl Args {
             json: self.json,
             timeline: !self.all_scenarios,
             jobs: usize::from(self.jobs),
-        }
+            actions,
+        })
     }
+}
+
+/// The `[actions]` of the daemon config at `path` (`--daemon-config`), checked as the daemon
+/// checks them.
+fn daemon_config_actions(path: &Path) -> anyhow::Result<BTreeMap<String, ActionConfig>> {
+    let config = Config::load(path).with_context(|| {
+        format!(
+            "cannot use `--daemon-config {}`: fix the file (`forewarn config check {}` checks \
+             it as the daemon does), or leave the flag out to test with the demo's stop and \
+             start actions",
+            path.display(),
+            path.display()
+        )
+    })?;
+    Ok(config.actions)
 }
 
 /// Runs the test; the verdict is the exit code, and forewarn's own errors exit 2 (not 1,
 /// which says the plugin failed).
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    match test_plugin(args.options()).await {
+    let tested = match args.options() {
+        Ok(options) => test_plugin(options).await,
+        Err(error) => Err(error),
+    };
+    match tested {
         Ok(outcome) => Ok(ExitCode::from(outcome.exit_code())),
         Err(error) => {
             eprintln!("forewarn: {error:#}");
@@ -123,6 +151,8 @@ pub struct TestOptions {
     pub timeline: bool,
     /// How many scenarios play at once (at least 1).
     pub jobs: usize,
+    /// The actions the plugin runs (`--daemon-config`); `None`: the demo workload's.
+    pub actions: Option<BTreeMap<String, ActionConfig>>,
 }
 
 /// How `plugin test` ends, as its exit status.
@@ -341,6 +371,7 @@ async fn play(
         bundled: options.with_bundled,
         quiet: !options.timeline,
         compile_cache: Some(cache_dir.to_path_buf()),
+        actions: options.actions.clone(),
     })
     .await
 }
@@ -472,20 +503,47 @@ mod tests {
         assert_consistent::<Args>();
         let options = parse::<Args>(&["p.wasm", "--config", "port=8080"])
             .expect("parses")
-            .options();
+            .options()
+            .expect("no file to read");
         assert_eq!(options.scenarios, [DEFAULT_SCENARIO]);
         assert_eq!(options.speed, DEFAULT_SPEED);
         assert_eq!(options.plugin.config, [("port".into(), "8080".into())]);
         assert!(options.timeline);
         let options = parse::<Args>(&["p.wasm", "--all-scenarios"])
             .expect("parses")
-            .options();
+            .options()
+            .expect("no file to read");
         assert!(!options.timeline);
         assert!(options.scenarios.len() > 1, "{:?}", options.scenarios);
         assert!(!options.scenarios.iter().any(|name| name == "idle"));
         let error =
             parse::<Args>(&["p.wasm", "--all-scenarios", "--scenario", "reboot"]).unwrap_err();
         assert_eq!(error.kind(), clap::error::ErrorKind::ArgumentConflict);
+    }
+
+    #[test]
+    fn a_daemon_config_gives_its_actions_and_a_wrong_one_names_the_fix() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let file = dir.path().join("forewarn.toml");
+        std::fs::write(&file, "[actions.stop-app]\nargv = [\"true\"]\n").expect("write");
+        let file_arg = file.to_str().expect("a UTF-8 path");
+        let options = parse::<Args>(&["p.wasm", "--daemon-config", file_arg])
+            .expect("parses")
+            .options()
+            .expect("a valid config");
+        let actions = options.actions.expect("the file's actions");
+        assert_eq!(actions.keys().collect::<Vec<_>>(), ["stop-app"]);
+        assert_eq!(actions["stop-app"].argv, ["true"]);
+        std::fs::write(&file, "[actions.stop-app]\nargv = \"true\"\n").expect("write");
+        let error = parse::<Args>(&["p.wasm", "--daemon-config", file_arg])
+            .expect("parses")
+            .options()
+            .expect_err("argv must be a list");
+        let message = format!("{error:#}");
+        assert!(
+            message.contains("--daemon-config") && message.contains("forewarn config check"),
+            "{message}"
+        );
     }
 
     fn scenario(name: &str) -> Scenario {

@@ -94,3 +94,16 @@ test('drainProgress answers what the test stubbed, in order, the last one repeat
   assert.throws(() => host.run(() => sdk.drainProgress(17)), { kind: 'invalid' });
   assert.equal(host.calls.filter((call) => call.name === 'drain-progress').length, 6);
 });
+
+test('handler lets a native test see the exception onEvent threw', async () => {
+  const { handler } = await import('../forewarn.js');
+  const made = handler(() => {
+    throw new RangeError('boom');
+  });
+  assert.throws(() => made.onEvent(event(), 'prepare', context()), { name: 'RangeError', message: 'boom' });
+});
+
+test('handler without onEvent names the export to add', async () => {
+  const { handler } = await import('../forewarn.js');
+  assert.throws(() => handler(undefined), { name: 'TypeError', message: /export `function onEvent\(event, phase, ctx\)`/ });
+});

@@ -10,6 +10,9 @@ is raised as ``HostError``. Native tests (pytest) run the same code against
 loading unchanged).
 """
 
+import os
+import sys
+import traceback
 from datetime import timedelta
 from typing import Callable, List, Optional, Tuple
 
@@ -18,12 +21,16 @@ try:
     from componentize_py_types import Err
     from wit_world.imports import host as _host
     from wit_world.imports import types as _types
+
+    _IN_COMPONENT = True
 except ImportError:
     # Outside it (native tests with forewarn.testing): the same types, and host calls that go
     # to the current forewarn.testing.TestHost.
     from forewarn._native import Err
     from forewarn._native import host as _host
     from forewarn._native import types as _types
+
+    _IN_COMPONENT = False
 
 # The data a plugin receives (see wit/forewarn.wit for every field).
 Event = _types.ScheduledEvent
@@ -277,8 +284,17 @@ class identity:
 def handler(on_event: Callable[[Event, Phase, Context], Decision],
             on_start: Optional[Callable[[StartContext], None]] = None):
     """Makes the component's ``Handler`` export from plain functions. An exception from
-    ``on_event`` becomes a deferral whose reason names it, instead of a trap. Without
-    ``on_start`` the export's default does nothing; an exception from it is logged."""
+    ``on_event`` is the plugin's failure, like a Rust panic: inside the component the SDK
+    prints the traceback and one line naming the exception and where it was raised
+    (``plugin raised ValueError: boom at my_plugin.py:8, in on_event``) to stderr and aborts,
+    so the daemon's failure policy applies (``plugin test`` says "trapped"). Native tests see
+    the exception itself. Without ``on_start`` the export's default does nothing; an exception
+    from it is logged."""
+    if not callable(on_event):
+        raise TypeError(
+            "the plugin's on_event is not a function: define "
+            "`def on_event(event, phase, ctx):` returning approve() or defer(...)"
+        )
 
     class Handler:
         def on_start(self, ctx: StartContext) -> None:
@@ -292,7 +308,31 @@ def handler(on_event: Callable[[Event, Phase, Context], Decision],
         def on_event(self, event: Event, phase: Phase, ctx: Context) -> Decision:
             try:
                 return on_event(event, phase, ctx)
-            except Exception as error:  # the plugin's bug must not cost more than a defer
-                return defer(f"plugin raised {type(error).__name__}: {error}")
+            except BaseException as error:
+                if not _IN_COMPONENT:
+                    raise
+                _crash(error)
 
     return Handler
+
+
+def _crash(error: BaseException) -> None:
+    """Ends the call the way a Rust panic does: the traceback, then the one line the daemon
+    shows as the failure, on stderr; then abort (a trap)."""
+    traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
+    where = _raised_at(traceback.extract_tb(error.__traceback__))
+    print(f"plugin raised {type(error).__name__}: {error}{where}", file=sys.stderr, flush=True)
+    os.abort()
+
+
+def _raised_at(frames) -> str:
+    """" at FILE:LINE, in FUNCTION" for the innermost frame of the plugin's own code (not the
+    SDK's, not the standard library's); empty when there is none."""
+    sdk = os.path.dirname(os.path.abspath(__file__))
+    stdlib = os.path.dirname(os.__file__)
+    for frame in reversed(frames):
+        path = os.path.abspath(frame.filename)
+        if path.startswith(sdk + os.sep) or path.startswith(stdlib + os.sep):
+            continue
+        return f" at {os.path.basename(path)}:{frame.lineno}, in {frame.name}"
+    return ""

@@ -7,7 +7,9 @@ beside this Python (a venv), else the one on PATH; COMPONENTIZE_PY names another
 """
 
 import argparse
+import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -46,10 +48,66 @@ def _componentize_py() -> str:
     )
 
 
+def check_exports(plugin: Path) -> None:
+    """Fails before the (slow) build when the module defines no on_event function, naming the
+    fix; a syntax error is named with its line."""
+    try:
+        tree = ast.parse(plugin.read_text(), filename=str(plugin))
+    except SyntaxError as error:
+        sys.exit(f"error: {plugin.name}:{error.lineno}: {error.msg}: fix the syntax and build again")
+    defined = {
+        node.name
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    assigned = {
+        target.id
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    imported = {
+        alias.asname or alias.name
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    if "on_event" not in defined | assigned | imported:
+        sys.exit(
+            f"error: {plugin.name} defines no on_event function, so the plugin would have "
+            "nothing to answer events with: add `def on_event(event, phase, ctx):` returning "
+            "forewarn.approve() or forewarn.defer(reason)"
+        )
+
+
+# A traceback frame in the plugin's own sources (copied to the build's src/, which
+# componentize-py names /2/ inside the component).
+PLUGIN_FRAME = re.compile(r'^\s*File "(?:/\d+/)?(?P<file>[^"]+)", line (?P<line>\d+)')
+
+
+def summarise_failure(output: str, plugin: Path) -> str:
+    """The line that matters in componentize-py's output: the exception, and where in the
+    plugin's own code it was raised (componentize-py imports the module at build time, so a
+    mistake at module level fails the build with a full traceback)."""
+    lines = [line for line in output.splitlines() if line.strip()]
+    where = ""
+    for line in lines:
+        match = PLUGIN_FRAME.match(line)
+        if match and Path(match["file"]).name != "forewarn_entry.py" and "/sdk/" not in line:
+            where = f"{Path(match['file']).name}:{match['line']}: "
+    exception = next(
+        (line.strip() for line in reversed(lines) if re.match(r"^\w[\w.]*(Error|Exception|Exit)\b", line.strip())),
+        lines[-1].strip() if lines else "no output",
+    )
+    return f"{where}{exception}"
+
+
 def build(plugin: Path, output: Path) -> None:
     """Builds the component `output` from the module `plugin`."""
     if plugin.suffix != ".py" or not plugin.is_file():
         sys.exit(f"error: {plugin} is not a Python module (.py file)")
+    check_exports(plugin)
     componentize_py = _componentize_py()
     with tempfile.TemporaryDirectory(prefix="forewarn-py-") as work:
         work = Path(work)
@@ -63,9 +121,19 @@ def build(plugin: Path, output: Path) -> None:
             "forewarn_entry", "-p", str(work), "-p", str(work / "sdk"), "-p", str(work / "src"),
             "-o", str(output),
         ]
-        result = subprocess.run(command, stdout=subprocess.DEVNULL)
+        verbose = os.environ.get("FOREWARN_BUILD_VERBOSE") == "1"
+        result = subprocess.run(
+            command,
+            stdout=None if verbose else subprocess.DEVNULL,
+            stderr=None if verbose else subprocess.PIPE,
+            text=True,
+        )
         if result.returncode != 0:
-            sys.exit(f"error: componentize-py failed (exit {result.returncode}) building {plugin}")
+            summary = "" if verbose else f": {summarise_failure(result.stderr, plugin)}"
+            sys.exit(
+                f"error: componentize-py failed (exit {result.returncode}) building "
+                f"{plugin}{summary}" + ("" if verbose else "\n(FOREWARN_BUILD_VERBOSE=1 shows its whole output)")
+            )
     print(f"built {output} ({output.stat().st_size} bytes)")
 
 

@@ -200,3 +200,30 @@ def test_drain_progress_answers_what_the_test_stubbed():
         host.run(lambda: forewarn.drain_progress(0))
     assert invalid.value.kind == "invalid"
     assert [call.args for call in host.calls if call.name == "drain-progress"] == [(3,)] * 4 + [(0,)]
+
+
+def test_handler_lets_native_tests_see_the_plugins_exception():
+    def broken(ev, phase, ctx):
+        raise ValueError("boom")
+
+    Handler = forewarn.handler(broken)
+    with pytest.raises(ValueError, match="boom"):
+        TestHost().run(lambda: Handler().on_event(event(EventType.REBOOT), Phase.PREPARE, context()))
+
+
+def test_handler_without_on_event_names_the_fix():
+    with pytest.raises(TypeError, match="define `def on_event"):
+        forewarn.handler(None)
+
+
+def test_raised_at_names_the_innermost_frame_of_the_plugins_own_code():
+    def limit(text):
+        return int(text)
+
+    try:
+        limit("ten")
+    except ValueError as error:
+        import traceback
+
+        where = forewarn._raised_at(traceback.extract_tb(error.__traceback__))
+    assert where.startswith(" at test_testing.py:") and where.endswith(", in limit"), where
