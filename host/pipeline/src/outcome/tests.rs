@@ -277,6 +277,31 @@ fn a_freeze_without_a_gap_says_no_pause_was_seen() {
     );
 }
 
+/// An event naming several VMs that started without this VM's POST is not called Azure's own
+/// start: with `[coordination]` another VM of those named approved it for all.
+#[test]
+fn a_started_event_of_several_vms_not_sent_here_is_not_blamed_on_azure() {
+    let mut book = OutcomeBook::new("vm-a", ROOMY);
+    let freeze = freeze();
+    book.record(&transition(&freeze, TransitionKind::Scheduled), t0());
+    start_and_end(&mut book, &freeze, at(60), at(70));
+    let text = &only_record(&book).verdict.text;
+    assert!(
+        text.contains("not approved: not sent by this VM (the event names 2 VMs: one approves for all, or Azure started it)"),
+        "{text}"
+    );
+    let mut alone = freeze.clone();
+    alone.resources = vec!["vm-a".into()];
+    let mut book = OutcomeBook::new("vm-a", ROOMY);
+    book.record(&transition(&alone, TransitionKind::Scheduled), t0());
+    start_and_end(&mut book, &alone, at(60), at(70));
+    let text = &only_record(&book).verdict.text;
+    assert!(
+        text.contains("not approved: Azure started it without forewarn's approval"),
+        "{text}"
+    );
+}
+
 #[test]
 fn a_reboot_across_a_new_boot_records_its_downtime() {
     let mut book = OutcomeBook::new("vm-a", ROOMY);

@@ -192,6 +192,13 @@ fn approval_part(record: &OutcomeRecord) -> Option<VerdictPart> {
             }
             let reason = if *failed_posts > 0 {
                 format!("{failed_posts} approval POSTs failed")
+            } else if record.announced.resources > 1 {
+                // With [coordination], one VM of those named approves for all of them: this
+                // VM's record cannot tell that approval from Azure's own start.
+                format!(
+                    "not sent by this VM (the event names {} VMs: one approves for all, or Azure started it)",
+                    record.announced.resources
+                )
             } else {
                 "Azure started it without forewarn's approval".to_owned()
             };
