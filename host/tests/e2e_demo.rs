@@ -144,6 +144,20 @@ fn every_bundled_plugin_does_its_job_before_the_approval_and_recovers_after() {
     assert_eq!(facts["app_running_at_end"], true, "{facts}");
     assert_eq!(summary["warnings"], 0, "no warnings or errors: {stdout}");
     assert!(summary["approved_at_imds"].as_u64() >= Some(1), "{summary}");
+
+    // What each event cost: one outcome record per event seen, its verdict line.
+    let outcomes = summary["outcomes"].as_array().expect("the outcomes");
+    assert_eq!(
+        outcomes.len(),
+        summary["events"].as_array().map_or(0, Vec::len),
+        "{summary}"
+    );
+    let reboot = outcomes
+        .iter()
+        .find(|outcome| outcome["event_type"] == "Reboot")
+        .unwrap_or_else(|| panic!("the Reboot's outcome: {summary}"));
+    let verdict = reboot["verdict"].as_str().unwrap_or_default();
+    assert!(verdict.starts_with("prepared "), "{summary}");
 }
 
 #[test]

@@ -25,6 +25,7 @@ use crate::cli::demo_workload::{
 use crate::cli::plugin_files::{self, PluginFile};
 use crate::cli::verdict::PluginVerdicts;
 use crate::config::{ActionConfig, Config};
+use crate::daemon::outcome_keeper;
 use crate::daemon::timeline_broadcast::new_timeline;
 use crate::daemon::wiring;
 use crate::ops::admin;
@@ -115,9 +116,22 @@ pub struct DemoSummary {
     pub warnings: usize,
     /// What the demo's workload went through.
     pub workload: WorkloadFacts,
+    /// What each event cost: its outcome record's verdict (`forewarn events`).
+    pub outcomes: Vec<DemoOutcome>,
     /// How each plugin did, for `plugin test`.
     #[serde(skip)]
     pub verdicts: PluginVerdicts,
+}
+
+/// One event's outcome, as the demo's summary ends with it.
+#[derive(Debug, Clone, Serialize)]
+pub struct DemoOutcome {
+    /// IMDS's EventId.
+    pub event_id: EventId,
+    /// IMDS's EventType as sent.
+    pub event_type: String,
+    /// The record's verdict line.
+    pub verdict: String,
 }
 
 /// How a run ended: the summary, and whether the scenario and the daemon's work finished.
@@ -250,6 +264,15 @@ pub async fn play(options: &DemoOptions) -> anyhow::Result<Played> {
     simulator.shutdown().await;
     summary.approved_at_imds = snapshot.approvals.iter().filter(|a| a.accepted).count();
     summary.workload = facts;
+    // The daemon wrote its outcome records as it stopped.
+    summary.outcomes = outcome_keeper::records_in(state_dir.path())
+        .into_iter()
+        .map(|record| DemoOutcome {
+            event_id: record.event_id,
+            event_type: record.event_type_raw,
+            verdict: record.verdict.text,
+        })
+        .collect();
     output.summary(&summary);
     Ok(Played {
         summary,
@@ -550,6 +573,16 @@ impl Output {
                 .collect::<Vec<_>>()
                 .join(" -> "),
         ));
+        if !summary.outcomes.is_empty() {
+            print_line("What each event cost (`forewarn events show ID` on a VM):");
+        }
+        for outcome in &summary.outcomes {
+            let short: String = outcome.event_id.as_str().chars().take(8).collect();
+            print_line(&format!(
+                "  {short} {:<9} {}",
+                outcome.event_type, outcome.verdict
+            ));
+        }
     }
 }
 

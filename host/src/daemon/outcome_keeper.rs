@@ -233,6 +233,17 @@ fn read_heartbeat(path: &Path) -> Option<DurableHeartbeat> {
 }
 
 /// The records of `dir`, each with its file's size; unreadable files are moved aside.
+/// The outcome records kept in `state_dir`, the oldest first (`forewarn demo` prints them
+/// once its daemon has stopped).
+pub(crate) fn records_in(state_dir: &Path) -> Vec<OutcomeRecord> {
+    let mut records: Vec<OutcomeRecord> = load_records(&state_dir.join(OUTCOMES_DIR))
+        .into_iter()
+        .map(|(record, _)| record)
+        .collect();
+    records.sort_by_key(|record| record.handled.first_seen_unix_ms);
+    records
+}
+
 fn load_records(dir: &Path) -> Vec<(OutcomeRecord, u64)> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
