@@ -38,6 +38,9 @@ enum Command {
     /// What each event cost: the outcome records (announced, done, measured impact, verdict).
     #[command(subcommand)]
     Events(EventsCommand),
+    /// Rehearse maintenance for real: ask Azure to evict, restart or redeploy this VM, and
+    /// follow the event to its outcome record.
+    Drill(cli::drill::Args),
     /// The VMs coordinating through etcd with this one (`[coordination]`).
     #[command(subcommand)]
     Fleet(FleetCommand),
@@ -179,6 +182,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Sdk(SdkCommand::ComponentNew(args)) => cli::sdk_component_new::run(args).await,
         Command::Status(args) => cli::status_command::run(args).await,
         Command::Fleet(FleetCommand::Status(args)) => cli::fleet_status::run(args).await,
+        Command::Drill(args) => cli::drill::run(args).await,
         Command::Events(EventsCommand::List(args)) => cli::events_list::run(args).await,
         Command::Events(EventsCommand::Show(args)) => cli::events_show::run(args).await,
         Command::Events(EventsCommand::Export(args)) => cli::events_export::run(args).await,

@@ -82,9 +82,28 @@ impl Fleet {
         held: Option<&'static str>,
         more_endpoints: Vec<String>,
     ) -> Fleet {
+        Fleet::start_playing(
+            etcd,
+            &scenario_text(count),
+            count,
+            credentials,
+            held,
+            more_endpoints,
+        )
+    }
+
+    /// `count` daemons against `etcd` and a simulator playing `scenario`.
+    fn start_playing(
+        etcd: Etcd,
+        scenario: &str,
+        count: usize,
+        credentials: Option<(&'static str, &'static str)>,
+        held: Option<&'static str>,
+        more_endpoints: Vec<String>,
+    ) -> Fleet {
         let dir = TempDir::new().expect("temp dir");
         let simulator = Simulator::builder(forewarn_binary!())
-            .scenario_text(&scenario_text(count))
+            .scenario_text(scenario)
             .start_on_first_poll()
             .start();
         let mut fleet = Fleet {
@@ -731,5 +750,100 @@ fn a_vm_whose_imds_does_not_answer_is_shown_unhealthy_with_its_reason_on_another
         "fleet health test: {:.1} s; vm-02 shown Unhealthy on vm-00 ({})",
         started.elapsed().as_secs_f64(),
         reason.text
+    );
+}
+
+/// A Freeze naming both VMs: 1 minute's notice, 9 s announced, over 3 s after it starts.
+const FLEET_FREEZE: &str = "name = \"fleet-freeze\"\n\
+     description = \"One Platform Freeze naming both VMs.\"\n\
+     vms = [\"vm-00\", \"vm-01\"]\n\
+     end_after = \"1h\"\n\n\
+     [[events]]\n\
+     type = \"Freeze\"\n\
+     appear_at = \"1s\"\n\
+     notice = \"1m\"\n\
+     duration_seconds = 9\n\
+     runs_for = \"3s\"\n";
+
+/// Each VM's outcome record, once the event is over, reaches its fleet record: `forewarn fleet
+/// status` and `/status/fleet` list each VM's last event with the impact its own record
+/// measured, and sum the fleet up by event type.
+#[test]
+fn each_vms_last_events_and_the_impact_by_type_reach_the_fleet_view() {
+    let fleet = Fleet::start_playing(Etcd::start(None), FLEET_FREEZE, 2, None, None, Vec::new());
+    let admin = fleet.daemons[0].1.admin_address(WAIT);
+    let view = wait_for(WAIT, "both VMs' finished Freeze in the fleet view", || {
+        let body = http_get(&admin, "/status/fleet")?;
+        let view: serde_json::Value =
+            serde_json::from_str(&body).map_err(|error| format!("{error}: {body}"))?;
+        let finished = view["vms"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|vm| vm["record"]["last_outcomes"][0]["event_type"] == "Freeze")
+            .count();
+        match finished {
+            2 => Ok(view),
+            _ => Err(format!("{view}{}", fleet.describe())),
+        }
+    });
+    // Each VM's entry is its own record's figure, as its /status/events has it.
+    let mut figures = Vec::new();
+    for (vm, daemon) in &fleet.daemons {
+        let own: serde_json::Value = serde_json::from_str(
+            &http_get(&daemon.admin_address(WAIT), "/status/events").expect("GET /status/events"),
+        )
+        .expect("JSON");
+        let record = &own["records"][0];
+        let entry = view["vms"]
+            .as_array()
+            .and_then(|vms| vms.iter().find(|entry| entry["vm"] == vm.as_str()))
+            .unwrap_or_else(|| panic!("{vm} missing: {view:#}"));
+        let outcome = &entry["record"]["last_outcomes"][0];
+        assert_eq!(outcome["id"], record["event_id"], "{view:#}");
+        let verdict = outcome["verdict"].as_str().unwrap_or_default();
+        let full = record["verdict"]["text"].as_str().unwrap_or_default();
+        assert!(
+            !verdict.is_empty() && full.starts_with(verdict.trim_end_matches('…')),
+            "the fleet record's verdict is the VM's own (cut to 200 characters): {view:#}"
+        );
+        let kind = record["happened"]["impact"]["kind"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(matches!(kind, "pause" | "no-pause-seen"), "{record:#}");
+        assert_eq!(outcome["impact"], kind, "{view:#}");
+        figures.push(
+            record["happened"]["impact"]["milliseconds"]
+                .as_u64()
+                .unwrap_or(0),
+        );
+    }
+    figures.sort_unstable();
+    let freeze = &view["impact_by_type"][0];
+    assert_eq!(freeze["event_type"], "Freeze", "{view:#}");
+    assert_eq!(freeze["vm_events"], 2, "{view:#}");
+    assert_eq!(freeze["measured"], 2, "{view:#}");
+    assert_eq!(
+        freeze["max_ms"].as_u64(),
+        figures.last().copied(),
+        "{view:#}"
+    );
+    assert_eq!(freeze["prepared_in_time"], 2, "{view:#}");
+
+    let table = fleet.fleet_status(&admin, &[]);
+    assert!(table.contains("LAST EVENTS"), "{table}");
+    for (vm, _) in &fleet.daemons {
+        let row = table
+            .lines()
+            .find(|line| line.starts_with(vm.as_str()))
+            .unwrap_or_else(|| panic!("no row of {vm}: {table}"));
+        assert!(
+            row.contains("Freeze paused ") || row.contains("Freeze no pause"),
+            "{table}"
+        );
+    }
+    assert!(
+        table.contains("IMPACT BY TYPE") && table.contains("Freeze: 2 VM-event(s)"),
+        "{table}"
     );
 }

@@ -8,12 +8,15 @@
 //! - a Reboot during which the daemon is killed and started 8 s later in another boot (a
 //!   boot id file, `FOREWARN_BOOT_ID_FILE`) records a downtime of 8 s ± 1;
 //! - records survive a restart, the bound (`[outcomes] keep`) evicts the oldest, and the
-//!   CloudEvents export parses with the CloudEvents SDK from PyPI and round-trips.
+//!   CloudEvents export parses with the CloudEvents SDK from PyPI and round-trips;
+//! - the status page draws the Freeze's record in Chromium: the announced window and the
+//!   measured pause to one scale, no external assets (`tests/browser/pages.mjs`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use forewarn_test_support::browser::{assert_png, pages_command, screenshot_dir};
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
     Daemon, ProbePlugin, Setup, TestEnv, http_get, repository_root, same_id, wait_for,
@@ -206,6 +209,54 @@ fn a_freeze_that_stops_the_daemon_for_5_s_records_a_pause_of_5_s() {
         metrics.contains("forewarn_event_impact_seconds_count{event_type=\"Freeze\"} 1"),
         "{metrics}"
     );
+
+    assert_page_draws_the_freeze(&admin, &event, &record);
+}
+
+/// The status page in Chromium, once the record is finished: the Freeze drawn with its
+/// announced window (DurationInSeconds) and its measured pause at one scale, the verdict and
+/// the figures beside it, nothing fetched from elsewhere.
+fn assert_page_draws_the_freeze(admin: &str, event: &str, record: &Value) {
+    let output = pages_command()
+        .env("FOREWARN_STATUS_URL", format!("http://{admin}/"))
+        .env("FOREWARN_OUTCOMES", "1")
+        .env("FOREWARN_WAIT_MS", WAIT.as_millis().to_string())
+        .output()
+        .expect("run node (tests/run.sh installs Node.js when missing)");
+    assert!(
+        output.status.success(),
+        "the browser run failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let seen: Value = serde_json::from_slice(&output.stdout).expect("pages.mjs prints JSON");
+    assert_eq!(seen["page_errors"], serde_json::json!([]), "{seen:#}");
+    assert_eq!(seen["outside_requests"], serde_json::json!([]), "{seen:#}");
+    assert_eq!(seen["external_references"], 0, "{seen:#}");
+    let drawn = &seen["records"][0];
+    assert_eq!(drawn["event_id"], event, "{seen:#}");
+    assert_eq!(drawn["verdict"], record["verdict"]["text"], "{seen:#}");
+    let whole = &drawn["drawings"][0];
+    let paused_ms = record["happened"]["impact"]["milliseconds"]
+        .as_f64()
+        .expect("the pause");
+    assert_eq!(whole["impact"], "pause", "{seen:#}");
+    assert_eq!(whole["measured_ms"].as_f64(), Some(paused_ms), "{seen:#}");
+    assert_eq!(whole["announced_ms"].as_f64(), Some(9000.0), "{seen:#}");
+    assert_eq!(whole["approved"], true, "{seen:#}");
+    // One scale: the bars' widths stand as 5 s to 9 s (to a unit, the bars' rounding).
+    let scale = |key: &str| whole[key].as_f64().expect("a width");
+    let expected = scale("announced_width") * paused_ms / 9000.0;
+    assert!(
+        (scale("measured_width") - expected).abs() <= 1.0,
+        "the pause is drawn {} wide, {expected:.1} expected beside the announced window: {seen:#}",
+        scale("measured_width")
+    );
+    let legend = drawn["legend"].as_str().unwrap_or_default();
+    assert!(
+        legend.contains("announced ≤ 9 s") && legend.contains("measured pause "),
+        "{seen:#}"
+    );
+    assert_png(&screenshot_dir().join("outcomes.png"));
 }
 
 /// The Reboot test's boot id file, holding `id`.

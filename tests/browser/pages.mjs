@@ -12,6 +12,11 @@
 // section: it waits for N VMs (and for FOREWARN_FLEET_GONE, when set, shown gone) and prints
 // each row's VM, state, stage and holders; no console.
 //
+// With FOREWARN_OUTCOMES=N (host/tests/e2e_outcome.rs), only the status page's outcome
+// records: it waits for N finished ones and prints what each drawing shows (the announced
+// window, the measured impact and their widths in the SVG, the verdict and the legend);
+// screenshot FOREWARN_OUTCOMES_SCREENSHOT (default outcomes.png) of that section.
+//
 // With FOREWARN_UNREACHABLE=1 (host/tests/e2e_pages.rs), only the status page's banner for a
 // daemon that stops answering: once the page has drawn the daemon's status it prints the
 // line `drawn` (with what #waiting said), and waits for the test to stop the daemon; then
@@ -135,6 +140,49 @@ async function fleetSeen() {
   return { rows, barrier, budget, outside_requests: outside, page_errors: pageErrors };
 }
 
+/** The outcome records' section: N finished records, each drawing read back. */
+async function outcomesSeen() {
+  const status = await openPage(browser, desktop);
+  await status.goto(statusUrl, { waitUntil: 'load' });
+  const count = Number(process.env.FOREWARN_OUTCOMES);
+  await waitFor(status, `#outcomes article[data-stage="finished"]:nth-of-type(${count})`, `${count} finished outcome records`);
+  const records = await status.$$eval('#outcomes article[data-outcome-event-id]', (nodes) => nodes.map((node) => {
+    const width = (element) => element ? Number(element.getAttribute('width')) : null;
+    const drawings = [...node.querySelectorAll('svg')].map((svg) => {
+      const announced = svg.querySelector('[data-announced-ms]');
+      const measured = svg.querySelector('[data-measured-ms]');
+      return {
+        zoomed: svg.hasAttribute('data-zoomed'),
+        from: Number(svg.getAttribute('data-from')),
+        to: Number(svg.getAttribute('data-to')),
+        announced_ms: announced ? Number(announced.getAttribute('data-announced-ms')) : null,
+        announced_width: width(announced),
+        measured_ms: measured ? Number(measured.getAttribute('data-measured-ms')) : null,
+        impact: measured ? measured.getAttribute('data-impact') : null,
+        measured_width: width(measured),
+        not_befores: svg.querySelectorAll('[data-not-before]').length,
+        approved: svg.querySelector('[data-approved]') !== null,
+        // The viewBox's width against the drawn width: the ratio that turns SVG units into pixels.
+        view_width: svg.viewBox.baseVal.width,
+        pixel_width: svg.getBoundingClientRect().width,
+      };
+    });
+    return {
+      event_id: node.getAttribute('data-outcome-event-id'),
+      event_type: node.getAttribute('data-event-type'),
+      stage: node.getAttribute('data-stage'),
+      verdict: node.querySelector('[data-verdict]').textContent,
+      legend: node.querySelector('[data-legend]').textContent,
+      drawings,
+    };
+  }));
+  const external = await status.$$eval('#outcomes svg image, #outcomes svg use', (nodes) => nodes.length);
+  const section = await status.$('#outcomes');
+  const shot = process.env.FOREWARN_OUTCOMES_SCREENSHOT || 'outcomes.png';
+  await section.screenshot({ path: join(screenshotDir, shot) });
+  return { records, external_references: external, outside_requests: outside, page_errors: pageErrors };
+}
+
 /** The console and the status page, as the module comment says. */
 async function consoleAndStatusSeen() {
   const consoleUrl = env('FOREWARN_CONSOLE_URL');
@@ -236,6 +284,7 @@ let exitCode = 0;
 try {
   const seen = process.env.FOREWARN_UNREACHABLE
     ? await unreachableSeen()
+    : process.env.FOREWARN_OUTCOMES ? await outcomesSeen()
     : fleetVms ? await fleetSeen() : await consoleAndStatusSeen();
   console.log(JSON.stringify(seen));
 } catch (error) {

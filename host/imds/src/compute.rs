@@ -17,6 +17,10 @@ pub struct ComputeInfo {
     pub priority: VmPriority,
     /// `evictionPolicy`; None when absent or empty (a VM that cannot be evicted).
     pub eviction_policy: Option<EvictionPolicy>,
+    /// `resourceId`: the VM's Azure Resource Manager id
+    /// (`/subscriptions/…/virtualMachines/NAME`, or `…/virtualMachineScaleSets/SET/virtualMachines/ID`);
+    /// empty when absent.
+    pub resource_id: String,
 }
 
 /// `priority` of the compute metadata.
@@ -114,6 +118,7 @@ pub fn parse_compute(body: &str) -> Result<ComputeInfo, ParseError> {
         name: name.to_string(),
         priority: VmPriority::parse(&text_of(object, "priority")),
         eviction_policy: EvictionPolicy::parse(&text_of(object, "evictionPolicy")),
+        resource_id: text_of(object, "resourceId").trim().to_owned(),
     })
 }
 
@@ -175,6 +180,17 @@ mod tests {
             assert_eq!(info.priority, priority, "{fields}");
             assert_eq!(info.eviction_policy, policy, "{fields}");
         }
+    }
+
+    #[test]
+    fn the_resource_id_is_read_when_sent() {
+        let id =
+            "/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualMachines/vm-a";
+        assert_eq!(
+            parsed(&format!(r#"{{"name":"vm-a","resourceId":"{id}"}}"#)).resource_id,
+            id
+        );
+        assert_eq!(parsed(r#"{"name":"vm-a"}"#).resource_id, "");
     }
 
     #[test]

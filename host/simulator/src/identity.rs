@@ -34,6 +34,11 @@ pub struct IdentitySpec {
     /// another `client_id` gets "Identity not found".
     #[serde(default)]
     pub client_id: Option<String>,
+    /// Whether the identity may restart, redeploy and simulate the eviction of its VM (a
+    /// role such as Virtual Machine Contributor on it); without, Resource Manager answers
+    /// those calls 403 AuthorizationFailed, as Azure does.
+    #[serde(default = "assigned_by_default")]
+    pub manages_vm: bool,
 }
 
 impl Default for IdentitySpec {
@@ -42,6 +47,7 @@ impl Default for IdentitySpec {
             assigned: true,
             expires_in: DEFAULT_TOKEN_LIFETIME,
             client_id: None,
+            manages_vm: true,
         }
     }
 }
@@ -67,6 +73,11 @@ impl IdentitySpec {
             )),
             _ => None,
         }
+    }
+
+    /// The identity's object (principal) id on `vm`, as its tokens name it (`oid`).
+    pub(crate) fn object_id_on(vm: &str) -> String {
+        uuid_like(&format!("object/{vm}"))
     }
 
     /// The identity's client id on `vm`.
@@ -161,7 +172,7 @@ pub(crate) fn answer(
     let claims = Claims {
         resource,
         client_id: &client_id,
-        object_id: &uuid_like(&format!("object/{}", subject.vm)),
+        object_id: &IdentitySpec::object_id_on(subject.vm),
         resource_id: subject.resource_id,
         issued_at: now,
         expires_on,
@@ -222,6 +233,18 @@ fn access_token(claims: &Claims<'_>) -> String {
         .flat_map(|round| digest(&format!("{round}/{signed}")))
         .collect();
     format!("{signed}.{}", URL_SAFE_NO_PAD.encode(signature))
+}
+
+/// The claims of a bearer token this simulator issued (`aud`, `oid`, …); None for anything
+/// else.
+pub(crate) fn token_claims(token: &str) -> Option<serde_json::Value> {
+    let payload = token.split('.').nth(1)?;
+    let bytes = URL_SAFE_NO_PAD.decode(payload).ok()?;
+    let claims: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    claims["iss"]
+        .as_str()
+        .is_some_and(|issuer| issuer.contains(SIMULATED_TENANT))
+        .then_some(claims)
 }
 
 fn digest(text: &str) -> [u8; 32] {

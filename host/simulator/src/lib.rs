@@ -5,9 +5,12 @@
 //! [`SimulatorHandle::snapshot`] or `GET /simulator/state` (a [`StateSnapshot`]: the
 //! document, approvals, requests, history and the faults it served). Besides Scheduled
 //! Events it serves the compute metadata (name, priority, eviction policy) and managed
-//! identity tokens (`/metadata/identity/oauth2/token`). A console at `/` (and its JSON
+//! identity tokens (`/metadata/identity/oauth2/token`), and Azure Resource Manager's
+//! restart, redeploy and simulateEviction of its VMs (`forewarn drill`), each turned into the
+//! Scheduled Event Azure announces for it. A console at `/` (and its JSON
 //! endpoints under `/simulator/`) starts scenarios, generates events and injects faults.
 
+mod arm;
 mod builtin;
 mod console_control;
 mod console_routes;
@@ -19,6 +22,7 @@ mod identity;
 mod ids;
 mod json_answer;
 mod replay;
+mod resource_ids;
 mod scale_set;
 mod scale_set_prober;
 mod scenario;

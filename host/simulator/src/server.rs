@@ -10,7 +10,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, RawQuery, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use serde_json::json;
 
 use crate::console_routes::console_routes;
@@ -18,6 +18,7 @@ use crate::engine::Engine;
 use crate::faults::{FaultMethod, FaultOutcome, malformed_text};
 use crate::identity::{TokenQuery, TokenSubject, oauth_error};
 use crate::json_answer::json_text;
+use crate::resource_ids::{RESOURCE_GROUP, SUBSCRIPTION, vm_resource_id};
 use crate::shape::SUPPORTED_API_VERSIONS;
 use crate::snapshot::{REQUEST_BODY_KEPT, RequestRecord};
 
@@ -42,6 +43,15 @@ pub(crate) fn router(engine: Arc<Engine>) -> Router {
         .route(
             "/vm/{vm}/metadata/identity/oauth2/token",
             get(identity_token),
+        )
+        // Azure Resource Manager's VM actions (`forewarn drill`): arm.rs.
+        .route(
+            "/subscriptions/{subscription}/resourceGroups/{group}/providers/Microsoft.Compute/virtualMachines/{vm}/{action}",
+            post(crate::arm::vm_action),
+        )
+        .route(
+            "/subscriptions/{subscription}/resourceGroups/{group}/providers/Microsoft.Compute/virtualMachineScaleSets/{set}/virtualMachines/{vm}/{action}",
+            post(crate::arm::scale_set_vm_action),
         )
         .route("/simulator/state", get(state))
         .route("/simulator/wait-finished", get(wait_finished))
@@ -285,23 +295,6 @@ async fn approve(engine: &Engine, vm: &str, call: &Call) -> Response {
     match engine.approve(vm, &event_ids) {
         Ok(()) => StatusCode::OK.into_response(),
         Err(unknown) => bad_request(json!({ "error": format!("Bad request. {unknown}") })),
-    }
-}
-
-const SUBSCRIPTION: &str = "00000000-0000-0000-0000-000000000000";
-const RESOURCE_GROUP: &str = "forewarn-simulator";
-
-/// The VM's ARM resource id (in a scale set when the scenario names one).
-fn vm_resource_id(engine: &Engine, vm: &str) -> String {
-    let scenario = engine.scenario();
-    let scale_set = &scenario.vm_scale_set;
-    let prefix = format!(
-        "/subscriptions/{SUBSCRIPTION}/resourceGroups/{RESOURCE_GROUP}/providers/Microsoft.Compute"
-    );
-    if scale_set.is_empty() {
-        format!("{prefix}/virtualMachines/{vm}")
-    } else {
-        format!("{prefix}/virtualMachineScaleSets/{scale_set}/virtualMachines/{vm}")
     }
 }
 

@@ -11,6 +11,7 @@ pub mod config_example;
 pub mod demo;
 mod demo_load_balancer;
 pub mod demo_workload;
+pub mod drill;
 pub mod events_export;
 pub mod events_list;
 pub mod events_show;

@@ -44,6 +44,11 @@ impl DaemonArgs {
         };
         Ok(format!("{}{path}", base.trim_end_matches('/')))
     }
+
+    /// The config file `--config` names (or the default one, or the defaults).
+    pub(crate) fn config(&self) -> anyhow::Result<Config> {
+        Ok(Config::load_or_default(self.config.as_deref())?)
+    }
 }
 
 /// Fetches `/status` and prints it; fails naming the URL when the daemon does not answer.

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::fleet_record::{FLEET_RECORD_MAX_BYTES, FLEET_RECORD_SCHEMA, FleetRecord, bounded_text};
 use crate::coordination::etcd_access::EtcdAccess;
+use crate::coordination::fleet_impact::ImpactByType;
 use forewarn_imds::unix_ms;
 
 /// The most VMs one answer lists (the range read stops there; `truncated` says so).
@@ -50,6 +51,9 @@ pub struct FleetView {
     /// queue), when `coordination.disruption-budget` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<crate::coordination::disruption_slots::BudgetStatus>,
+    /// What maintenance cost, by event type, over the last events every VM's record lists.
+    #[serde(default)]
+    pub impact_by_type: Vec<ImpactByType>,
 }
 
 /// One VM of the fleet.
@@ -313,12 +317,14 @@ impl FleetReader {
 
     fn snapshot(&self) -> FleetView {
         let cache = self.cache_lock();
+        let vms = cache.seen.vms();
         FleetView {
             vm: self.inner.vm.clone(),
             prefix: self.inner.config.prefix.clone(),
             read_at_unix_ms: cache.read_at_unix_ms,
             error: cache.error.clone(),
-            vms: cache.seen.vms(),
+            impact_by_type: ImpactByType::of_fleet(&vms),
+            vms,
             vms_max: FLEET_VMS_MAX,
             truncated: cache.seen.truncated,
             budget: None,
@@ -379,6 +385,7 @@ mod tests {
             events_truncated: 0,
             scale_set_health: None,
             // Written "in the future": never stale in the tests that are not about it.
+            last_outcomes: Vec::new(),
             published_at_unix_ms: u64::MAX,
         }
     }

@@ -22,6 +22,8 @@ use forewarn_imds::PluginName;
 use crate::coordination::coordination_status::CoordinationStatus;
 use crate::coordination::etcd_access::EtcdAccess;
 use crate::log_messages;
+use crate::pipeline::outcome::impact::Impact;
+use crate::pipeline::outcome::verdict::PreparationOutcome;
 use forewarn_imds::unix_ms;
 
 /// The record's schema; a reader shows a record of another schema as unreadable.
@@ -32,10 +34,14 @@ pub const FLEET_RECORD_MAX_BYTES: usize = 4096;
 pub const FLEET_RECORD_EVENTS_MAX: usize = 8;
 /// The most holders one event lists, and readiness holds one record lists.
 pub const FLEET_RECORD_HOLDERS_MAX: usize = 8;
+/// The most finished events one record lists (`last_outcomes`, the newest first).
+pub const FLEET_RECORD_OUTCOMES_MAX: usize = 3;
 /// The most reasons of an Unhealthy scale-set health one record lists.
 pub const FLEET_RECORD_REASONS_MAX: usize = 8;
 /// The most characters of one text field (event id, type, plugin name, NotBefore as sent).
 pub const FLEET_RECORD_TEXT_MAX: usize = 96;
+/// The most characters of a finished event's verdict line in the record.
+pub const FLEET_RECORD_VERDICT_MAX: usize = 200;
 /// A changed record is written at most this often.
 pub const FLEET_WRITE_MIN_INTERVAL: Duration = Duration::from_secs(2);
 /// An unchanged record is written again this often, so its last poll stays fresh.
@@ -70,8 +76,96 @@ pub struct FleetRecord {
     /// in a record of a forewarn from before it (shown "unknown").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale_set_health: Option<FleetScaleSetHealth>,
+    /// The VM's last events that are over, from their outcome records, the newest first (at
+    /// most [`FLEET_RECORD_OUTCOMES_MAX`]); none in a record of a forewarn from before them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub last_outcomes: Vec<FleetOutcome>,
     /// When the record was written (ms since the Unix epoch, the VM's clock).
     pub published_at_unix_ms: u64,
+}
+
+/// One of a VM's last events, as its outcome record ended it: what the fleet view lists per
+/// VM and sums up by event type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetOutcome {
+    /// IMDS's EventId.
+    pub id: String,
+    /// IMDS's EventType as sent.
+    pub event_type: String,
+    /// When the daemon saw it gone (ms since the Unix epoch, IMDS's clock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_unix_ms: Option<u64>,
+    /// How preparation went (`"preparation": "in-time", "before_ms": …`).
+    #[serde(flatten)]
+    pub preparation: PreparationOutcome,
+    /// The impact measured inside the VM (`"impact": "pause", "milliseconds": …`).
+    #[serde(flatten)]
+    pub impact: FleetImpact,
+    /// The record's verdict line, cut to [`FLEET_RECORD_VERDICT_MAX`].
+    pub verdict: String,
+}
+
+/// An event's measured impact, as the fleet record carries it (the figure, not the method:
+/// `forewarn events show` on the VM has that).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "impact", rename_all = "kebab-case")]
+pub enum FleetImpact {
+    /// The VM was paused this long.
+    Pause {
+        /// Milliseconds.
+        milliseconds: u64,
+    },
+    /// The VM was down this long.
+    Downtime {
+        /// Milliseconds.
+        milliseconds: u64,
+    },
+    /// No pause over the heartbeat's threshold.
+    NoPauseSeen,
+    /// Not measured (the event did not start, the VM was evicted, …).
+    NotMeasured,
+}
+
+impl FleetImpact {
+    /// The impact of an outcome record (a pending one is not measured yet).
+    pub fn of(impact: &Impact) -> FleetImpact {
+        match impact {
+            Impact::Pause(measured) => FleetImpact::Pause {
+                milliseconds: measured.milliseconds,
+            },
+            Impact::Downtime(measured) => FleetImpact::Downtime {
+                milliseconds: measured.milliseconds,
+            },
+            Impact::NoPauseSeen { .. } => FleetImpact::NoPauseSeen,
+            Impact::Pending | Impact::NotMeasured { .. } => FleetImpact::NotMeasured,
+        }
+    }
+
+    /// The figure in milliseconds: the pause or downtime, 0 for no pause seen, none when
+    /// not measured.
+    pub fn milliseconds(self) -> Option<u64> {
+        match self {
+            FleetImpact::Pause { milliseconds } | FleetImpact::Downtime { milliseconds } => {
+                Some(milliseconds)
+            }
+            FleetImpact::NoPauseSeen => Some(0),
+            FleetImpact::NotMeasured => None,
+        }
+    }
+
+    /// In words, for the table and the page: "paused 3.5 s", "down 6.9 s", "no pause",
+    /// "not measured".
+    pub fn describe(self) -> String {
+        let seconds = |milliseconds: u64| milliseconds as f64 / 1000.0;
+        match self {
+            FleetImpact::Pause { milliseconds } => format!("paused {:.1} s", seconds(milliseconds)),
+            FleetImpact::Downtime { milliseconds } => {
+                format!("down {:.1} s", seconds(milliseconds))
+            }
+            FleetImpact::NoPauseSeen => "no pause".into(),
+            FleetImpact::NotMeasured => "not measured".into(),
+        }
+    }
 }
 
 /// The VM's last IMDS poll.
@@ -277,6 +371,13 @@ impl FleetRecord {
         for hold in &mut self.readiness_holds {
             *hold = bounded_text(hold);
         }
+        self.last_outcomes.truncate(FLEET_RECORD_OUTCOMES_MAX);
+        for outcome in &mut self.last_outcomes {
+            outcome.id = bounded_text(&outcome.id);
+            outcome.event_type = bounded_text(&outcome.event_type);
+            outcome.verdict =
+                forewarn_runtime::cut_to_chars(&outcome.verdict, FLEET_RECORD_VERDICT_MAX);
+        }
         if let Some(health) = &mut self.scale_set_health {
             health.state = bounded_text(&health.state);
             health.reasons.truncate(FLEET_RECORD_REASONS_MAX);
@@ -303,14 +404,19 @@ impl FleetRecord {
     }
 
     /// The record as JSON of at most [`FLEET_RECORD_MAX_BYTES`]: lists cut to their limits,
-    /// texts to [`FLEET_RECORD_TEXT_MAX`], then the last events left out (counted in
-    /// `events_truncated`), then readiness holds, then the health's reasons, until it fits. Returns the record as encoded.
+    /// texts to [`FLEET_RECORD_TEXT_MAX`], then the oldest finished events left out (the
+    /// past matters least), then the last events (counted in `events_truncated`), then
+    /// readiness holds, then the health's reasons, until it fits. Returns the record as
+    /// encoded.
     pub fn encode_bounded(mut self) -> (FleetRecord, String) {
         self.cut_lists();
         loop {
             let json = serde_json::to_string(&self).unwrap_or_default();
             if json.len() <= FLEET_RECORD_MAX_BYTES {
                 return (self, json);
+            }
+            if self.last_outcomes.pop().is_some() {
+                continue;
             }
             if self.events.pop().is_some() {
                 self.events_truncated += 1;
@@ -493,6 +599,7 @@ mod tests {
                 .collect(),
             events_truncated: 0,
             scale_set_health: None,
+            last_outcomes: Vec::new(),
             published_at_unix_ms: 1_800_000_000_000,
         }
     }

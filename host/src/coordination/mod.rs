@@ -46,6 +46,7 @@ mod coordination_status;
 mod disruption_slots;
 mod etcd_access;
 mod etcd_round;
+pub mod fleet_impact;
 pub mod fleet_reader;
 pub mod fleet_record;
 mod records;

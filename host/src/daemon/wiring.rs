@@ -28,6 +28,7 @@ use crate::ops::coordination_metrics;
 use crate::ops::event_history::{self, EventHistory};
 use crate::ops::fleet_feed::{self, FleetSources};
 use crate::ops::metrics::{self, Metrics};
+use crate::ops::outcome_status::OutcomeShelf;
 use crate::ops::scale_set_health::ScaleSetHealth;
 use crate::ops::storage_health::StorageHealth;
 use crate::plugins::convert::to_wit_vm;
@@ -394,6 +395,7 @@ pub async fn run_daemon_on(
         config.outcomes.limits(),
         std::time::SystemTime::now(),
     );
+    let outcome_shelf = outcomes.shelf();
     let client = imds_client(config)?;
     let metrics = Arc::new(Metrics::new());
     let metrics_timeline = timeline.subscribe();
@@ -413,7 +415,7 @@ pub async fn run_daemon_on(
         startup: startup_rx,
         history,
         storage: storage.clone(),
-        outcomes: outcomes.shelf(),
+        outcomes: outcome_shelf.clone(),
         scale_set: Arc::new(config.scale_set.clone()),
         scale_set_health: Arc::new(scale_set_health),
     };
@@ -436,6 +438,7 @@ pub async fn run_daemon_on(
         readiness,
         storage,
         scale_set_health: scale_set_health_rx,
+        outcomes: outcome_shelf,
     };
     let result = run_event_loop(config, client, plugins, timeline, observers, &shutdown).await;
     service_manager::notify_stopping();
@@ -460,6 +463,8 @@ struct Observers {
     storage: Arc<StorageHealth>,
     /// The scale-set health as the admin endpoint last assessed it, for the fleet record.
     scale_set_health: watch::Receiver<Option<ScaleSetHealth>>,
+    /// The outcome records, for the fleet record's last events.
+    outcomes: Arc<OutcomeShelf>,
 }
 
 /// Resolves the VM name, opens the journal, starts the poller, and runs the loop.
@@ -523,6 +528,7 @@ async fn run_event_loop(
             readiness: observers.readiness.clone(),
             quarantined: daemon.quarantined_plugins(),
             scale_set_health: observers.scale_set_health.clone(),
+            outcomes: observers.outcomes.clone(),
         };
         let records = fleet_feed::spawn(sources, poller_stop.clone());
         coordinator.publish_fleet_record(records, poller_stop.clone());

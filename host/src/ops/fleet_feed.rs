@@ -7,18 +7,21 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use forewarn_imds::{EventField, PollStatus};
+use forewarn_imds::{EventField, ImdsTime, PollStatus};
 use forewarn_runtime::Readiness;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::coordination::fleet_record::{
-    FLEET_RECORD_SCHEMA, FleetEvent, FleetHealthReason, FleetHold, FleetHolder, FleetImds,
-    FleetRecord, FleetScaleSetHealth, FleetStage,
+    FLEET_RECORD_OUTCOMES_MAX, FLEET_RECORD_SCHEMA, FleetEvent, FleetHealthReason, FleetHold,
+    FleetHolder, FleetImds, FleetImpact, FleetOutcome, FleetRecord, FleetScaleSetHealth,
+    FleetStage,
 };
 use crate::log_fields::rfc3339;
+use crate::ops::outcome_status::OutcomeShelf;
 use crate::ops::scale_set_health::ScaleSetHealth;
 use crate::pipeline::approval;
+use crate::pipeline::outcome::record::OutcomeRecord;
 use crate::pipeline::quarantine::QuarantinedPlugin;
 use crate::pipeline::roster::Roster;
 use crate::pipeline::state::{
@@ -40,6 +43,8 @@ pub(crate) struct FleetSources {
     pub quarantined: watch::Receiver<Vec<QuarantinedPlugin>>,
     /// The scale-set health as the admin endpoint last assessed it (none before its first).
     pub scale_set_health: watch::Receiver<Option<ScaleSetHealth>>,
+    /// The outcome records: the VM's last events that are over.
+    pub outcomes: Arc<OutcomeShelf>,
 }
 
 /// Builds the record every [`FEED_EVERY`] until `shutdown`; the receiver follows it.
@@ -72,15 +77,42 @@ impl FleetSources {
         let health = self.scale_set_health.borrow().clone();
         let mut roster = Roster::clone(plugins.roster());
         roster.set_quarantined(quarantined.into_iter().map(|q| q.plugin).collect());
-        fleet_record_of(
-            &self.vm_name,
-            &state,
-            &poll,
-            &roster,
-            &self.readiness.holders(),
-            health.as_ref(),
-            now,
-        )
+        let last_outcomes = last_outcomes(self.outcomes.book().records());
+        FleetRecord {
+            last_outcomes,
+            ..fleet_record_of(
+                &self.vm_name,
+                &state,
+                &poll,
+                &roster,
+                &self.readiness.holders(),
+                health.as_ref(),
+                now,
+            )
+        }
+    }
+}
+
+/// The last [`FLEET_RECORD_OUTCOMES_MAX`] events that are over, the newest first, from the
+/// outcome records (the oldest first).
+fn last_outcomes<'a>(records: impl Iterator<Item = &'a OutcomeRecord>) -> Vec<FleetOutcome> {
+    let over: Vec<&OutcomeRecord> = records.filter(|record| record.stage.is_over()).collect();
+    over.iter()
+        .rev()
+        .take(FLEET_RECORD_OUTCOMES_MAX)
+        .map(|record| fleet_outcome(record))
+        .collect()
+}
+
+/// An outcome record as the fleet record carries it.
+fn fleet_outcome(record: &OutcomeRecord) -> FleetOutcome {
+    FleetOutcome {
+        id: record.event_id.to_string(),
+        event_type: record.event_type_raw.clone(),
+        ended_unix_ms: record.happened.ended_unix_ms.map(ImdsTime::unix_ms),
+        preparation: record.verdict.preparation(),
+        impact: FleetImpact::of(&record.happened.impact),
+        verdict: record.verdict.text.clone(),
     }
 }
 
@@ -114,6 +146,7 @@ pub(crate) fn fleet_record_of(
             .collect(),
         events_truncated: 0,
         scale_set_health: health.map(fleet_health),
+        last_outcomes: Vec::new(),
         published_at_unix_ms: unix_ms(now),
     }
 }
@@ -219,8 +252,6 @@ fn holders_of(progress: &EventProgress, roster: &Roster) -> Vec<FleetHolder> {
 
 #[cfg(test)]
 mod tests {
-    use forewarn_imds::ImdsTime;
-
     use super::*;
     use crate::pipeline::roster::PluginTerms;
     use crate::pipeline::state::{Answer, Approval, PluginProgress};

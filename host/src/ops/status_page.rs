@@ -1,6 +1,7 @@
 //! The status page at `/` of the admin endpoint: one embedded HTML file (inline CSS and
-//! JavaScript, no external assets) that polls `/status` and `/status/history` (and
-//! `/status/fleet` when the daemon has `[coordination]`).
+//! JavaScript, no external assets) that polls `/status`, `/status/history` and
+//! `/status/events` (each outcome record drawn as inline SVG), and `/status/fleet` when the
+//! daemon has `[coordination]`.
 
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
