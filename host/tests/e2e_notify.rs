@@ -241,3 +241,70 @@ fn a_receiver_that_never_answers_costs_one_budget_and_no_second_send() {
     assert_eq!(requests.len(), 1, "sent once: {requests:#?}");
     assert_eq!(requests[0].status, NO_ANSWER);
 }
+
+/// With `outcome-url` naming the daemon's own `/status/events`, the ended notice says what
+/// the event cost: the message ends "ended — VERDICT", and the webhook's `{{Verdict}}` is the
+/// outcome record's verdict line exactly as the daemon's `/status/events` has it.
+#[test]
+fn the_ended_notice_says_what_the_event_cost_from_its_outcome_record() {
+    let receiver = Receiver::http();
+    let setup = prepare();
+    // The admin endpoint on a port known before the daemon starts: notify's config names it.
+    let admin = forewarn_test_support::loopback_ports::free_loopback_address();
+    let text = std::fs::read_to_string(&setup.config).expect("the daemon config");
+    let text = text.replace("listen = \"127.0.0.1:0\"", &format!("listen = \"{admin}\""));
+    std::fs::write(&setup.config, text).expect("rewrite the daemon config");
+    let config = format!(
+        "webhook-url = \"{}\"\nwebhook-template = '{{\"what\":\"{{{{Transition}}}}\",\"verdict\":\"{{{{Verdict}}}}\",\"measured\":\"{{{{MeasuredImpact}}}}\",\"message\":\"{{{{Message}}}}\"}}'\noutcome-url = \"http://{admin}/status/events\"\n",
+        receiver.url("/hook"),
+    );
+    let plugin_dir = setup.dir.path().join("plugins");
+    let manifest = format!(
+        "subscribe = [\"*\"]\nbudget = \"5s\"\n[config]\n{config}\n[capabilities]\nhttp = [\"{}\", \"{admin}\"]\n",
+        receiver.address()
+    );
+    install_bundled_plugin(&plugin_dir, "notify", Some(&manifest));
+    let mut daemon = setup.start_daemon();
+    let received = receiver.wait_for_count(3, Duration::from_secs(60));
+    setup.wait_finished(&mut daemon, Duration::from_secs(30));
+    let bodies: Vec<serde_json::Value> = received
+        .iter()
+        .map(|request| serde_json::from_str(&request.body).expect("a JSON body"))
+        .collect();
+    let ended = bodies
+        .iter()
+        .find(|body| body["what"] == "ended")
+        .unwrap_or_else(|| {
+            panic!(
+                "no ended notice: {bodies:?}\n{}",
+                daemon.describe_for_failure()
+            )
+        });
+    let events: serde_json::Value = serde_json::from_str(
+        &forewarn_test_support::harness::http_get(&admin, "/status/events")
+            .expect("GET /status/events"),
+    )
+    .expect("JSON");
+    let verdict = events["records"][0]["verdict"]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(verdict.starts_with("prepared "), "{events:#}");
+    assert_eq!(ended["verdict"], verdict, "{bodies:?}");
+    assert!(
+        ended["message"]
+            .as_str()
+            .is_some_and(|message| message.contains(&format!("ended — {verdict}"))),
+        "{bodies:?}"
+    );
+    assert!(
+        ended["measured"]
+            .as_str()
+            .is_some_and(|measured| measured.starts_with("not measured: ")),
+        "a Reboot the daemon did not restart across: {bodies:?}"
+    );
+    let scheduled = bodies
+        .iter()
+        .find(|body| body["what"] == "scheduled")
+        .expect("the scheduled notice");
+    assert_eq!(scheduled["verdict"], "", "only the ended notice carries it");
+}

@@ -3,6 +3,7 @@
 
 mod logic;
 mod message;
+mod outcome;
 mod template;
 #[cfg(test)]
 mod tests;
@@ -58,6 +59,9 @@ fn send_once(event: &Event, ctx: &Context, settings: &Settings, transition: Tran
     }
     let mut notice = Notice::new(event, ctx, transition);
     notice.rescheduled = transition == Transition::Scheduled && sent.was_scheduled();
+    if let (Transition::Ended, Some(url)) = (transition, &settings.outcome_url) {
+        notice.outcome = outcome_of(url, event, ctx);
+    }
     // Marked before sending: a call cut off mid-send is not sent again (at most once), so
     // a receiver that hangs cannot hold the event up call after call.
     remember_sent(&key, sent, mark);
@@ -65,6 +69,49 @@ fn send_once(event: &Event, ctx: &Context, settings: &Settings, transition: Tran
         send_with_retries(target, &notice, ctx);
     }
 }
+
+/// The event's outcome record from the daemon's `/status/events` at `url`: asked again a few
+/// times while its impact is still being measured (the record is updated as the daemon sees
+/// the event over, beside this call), then taken as it is. None when it cannot be read.
+fn outcome_of(url: &str, event: &Event, ctx: &Context) -> Option<outcome::Outcome> {
+    let mut last = None;
+    for attempt in 0..OUTCOME_TRIES {
+        if attempt > 0 {
+            if ctx.time_left() < OUTCOME_RETRY_AFTER * 2 {
+                break;
+            }
+            std::thread::sleep(OUTCOME_RETRY_AFTER);
+        }
+        match http::get(url) {
+            Ok(answer) if answer.is_success() => {
+                let body = String::from_utf8_lossy(&answer.body).into_owned();
+                last = outcome::from_events_view(&body, &event.id);
+                if last.as_ref().is_some_and(|outcome| outcome.settled) {
+                    break;
+                }
+            }
+            Ok(answer) => {
+                log::warn!(
+                    "outcome-url answered {}: the ended notice says no more than that the event ended",
+                    answer.status
+                );
+                return None;
+            }
+            Err(error) => {
+                log::warn!(
+                    "cannot read the outcome record from outcome-url ({error}): grant its host:port under [capabilities] http; the ended notice says no more than that the event ended"
+                );
+                return None;
+            }
+        }
+    }
+    last
+}
+
+/// How many times the outcome record is asked for while its impact is pending.
+const OUTCOME_TRIES: u32 = 4;
+/// The wait between those asks.
+const OUTCOME_RETRY_AFTER: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Says once (until a target is configured) that there is nowhere to send to.
 fn note_unconfigured() {

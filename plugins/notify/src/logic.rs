@@ -163,6 +163,9 @@ pub(crate) struct Settings {
     pub(crate) transitions: Vec<Transition>,
     /// Slack, then Teams, then the generic webhook: those configured.
     pub(crate) targets: Vec<Target>,
+    /// The daemon's `/status/events` (`outcome-url`): the `ended` notice then says what the
+    /// event cost (its outcome record's verdict and measured impact).
+    pub(crate) outcome_url: Option<String>,
 }
 
 impl Settings {
@@ -195,10 +198,15 @@ impl Settings {
             let kind = TargetKind::Webhook { template, headers };
             targets.push(target(kind, "webhook-url", url)?);
         }
+        let outcome_url = match value("outcome-url") {
+            Some(url) => Some(checked_url("outcome-url", url)?),
+            None => None,
+        };
         Ok(Settings {
             affects_only_this_vm,
             transitions,
             targets,
+            outcome_url,
         })
     }
 
@@ -213,11 +221,19 @@ impl Settings {
 }
 
 fn target(kind: TargetKind, key: &'static str, url: String) -> Result<Target, ConfigError> {
+    Ok(Target {
+        kind,
+        url: checked_url(key, url)?,
+    })
+}
+
+/// `url` trimmed, when it is an http(s) URL.
+fn checked_url(key: &'static str, url: String) -> Result<String, ConfigError> {
     let url = url.trim().to_owned();
     if !(url.starts_with("https://") || url.starts_with("http://")) {
         return Err(ConfigError::NotAUrl { key, value: url });
     }
-    Ok(Target { kind, url })
+    Ok(url)
 }
 
 fn parse_bool(key: &'static str, text: &str) -> Result<bool, ConfigError> {

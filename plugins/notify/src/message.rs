@@ -4,6 +4,7 @@
 use forewarn_sdk::{Context, Event, EventSource, EventStatus};
 
 use crate::logic::Transition;
+use crate::outcome::Outcome;
 use crate::template::{Field, json_string};
 
 /// How many characters of an event id the text shows before "…".
@@ -17,6 +18,8 @@ pub(crate) struct Notice {
     pub(crate) rescheduled: bool,
     pub(crate) vm_name: String,
     pub(crate) event: Event,
+    /// What the event cost, for an `ended` notice when `outcome-url` is set.
+    pub(crate) outcome: Option<Outcome>,
 }
 
 impl Notice {
@@ -26,6 +29,7 @@ impl Notice {
             rescheduled: false,
             vm_name: ctx.vm_name.clone(),
             event: event.clone(),
+            outcome: None,
         }
     }
 
@@ -57,7 +61,12 @@ impl Notice {
                 }
                 _ => "started".to_owned(),
             },
-            (Transition::Ended, _) => "ended".to_owned(),
+            (Transition::Ended, _) => match &self.outcome {
+                Some(outcome) if !outcome.verdict.is_empty() => {
+                    format!("ended — {}", outcome.verdict)
+                }
+                _ => "ended".to_owned(),
+            },
             (Transition::Canceled, _) => "canceled before it started".to_owned(),
         }
     }
@@ -100,6 +109,16 @@ impl Notice {
             Field::Transition => self.transition.as_str().to_owned(),
             Field::VmName => self.vm_name.clone(),
             Field::Message => self.text(),
+            Field::Verdict => self
+                .outcome
+                .as_ref()
+                .map(|o| o.verdict.clone())
+                .unwrap_or_default(),
+            Field::MeasuredImpact => self
+                .outcome
+                .as_ref()
+                .map(|o| o.measured.clone())
+                .unwrap_or_default(),
         }
     }
 }
@@ -177,6 +196,7 @@ mod tests {
             rescheduled: false,
             vm_name: "vm-1".into(),
             event: reboot(),
+            outcome: None,
         }
     }
 

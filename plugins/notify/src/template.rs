@@ -17,11 +17,13 @@ pub(crate) enum Field {
     Transition,
     VmName,
     Message,
+    Verdict,
+    MeasuredImpact,
 }
 
 impl Field {
     /// Every field, in the order the README documents them.
-    pub(crate) const ALL: [Field; 11] = [
+    pub(crate) const ALL: [Field; 13] = [
         Field::EventId,
         Field::EventType,
         Field::EventStatus,
@@ -33,6 +35,8 @@ impl Field {
         Field::Transition,
         Field::VmName,
         Field::Message,
+        Field::Verdict,
+        Field::MeasuredImpact,
     ];
 
     /// The placeholder's name, as written between the braces.
@@ -49,6 +53,8 @@ impl Field {
             Field::Transition => "Transition",
             Field::VmName => "VmName",
             Field::Message => "Message",
+            Field::Verdict => "Verdict",
+            Field::MeasuredImpact => "MeasuredImpact",
         }
     }
 
@@ -97,7 +103,7 @@ pub(crate) const DEFAULT_TEMPLATE: &str = concat!(
     r#""event_type":"{{EventType}}","event_status":"{{EventStatus}}","not_before":"{{NotBefore}}","#,
     r#""resources":"{{Resources}}","description":"{{Description}}","#,
     r#""event_source":"{{EventSource}}","duration_in_seconds":{{DurationInSeconds}},"#,
-    r#""message":"{{Message}}"}"#
+    r#""message":"{{Message}}","verdict":"{{Verdict}}","measured_impact":"{{MeasuredImpact}}"}"#
 );
 
 impl Template {

@@ -108,3 +108,74 @@ fn without_a_target_nothing_is_sent() {
     assert!(host.http_requests().is_empty());
     assert_eq!(host.state_text("unconfigured-noted"), Some("true"));
 }
+
+const OUTCOME_URL: &str = "http://127.0.0.1:9555/status/events";
+
+/// With `outcome-url`, the ended notice says what the event cost: the outcome record's
+/// verdict in the message, and the verdict and the measured impact as their own fields.
+#[test]
+fn the_ended_notice_carries_the_outcome_record_announced_against_measured() {
+    let event = testing::event(EventType::Freeze);
+    let view = format!(
+        r#"{{"records":[{{"event_id":"{}","verdict":{{"text":"prepared 41 s before NotBefore; approved 12 min early; paused 3.2 s, announced ≤ 9 s"}},"happened":{{"impact":{{"kind":"pause","milliseconds":3200,"precision_ms":50}}}}}}]}}"#,
+        event.id
+    );
+    let mut host = TestHost::new()
+        .config("webhook-url", WEBHOOK_URL)
+        .config("outcome-url", OUTCOME_URL)
+        .http_reply("POST", WEBHOOK_URL, 204, "")
+        .http_reply("GET", OUTCOME_URL, 200, view.as_str());
+
+    for phase in [Phase::Prepare, Phase::Started, Phase::EndedAfterStart] {
+        assert_eq!(call(&mut host, &event, phase), Decision::approve());
+    }
+
+    let requests = host.http_requests();
+    let gets: Vec<_> = requests.iter().filter(|r| r.method == "GET").collect();
+    assert_eq!(
+        gets.len(),
+        1,
+        "only the ended notice asks for the record: {requests:?}"
+    );
+    let ended = requests
+        .iter()
+        .filter(|r| r.method == "POST")
+        .map(|r| json(&r.body))
+        .find(|body| body["transition"] == "ended")
+        .expect("the ended notice");
+    assert_eq!(
+        ended["verdict"],
+        "prepared 41 s before NotBefore; approved 12 min early; paused 3.2 s, announced ≤ 9 s"
+    );
+    assert_eq!(ended["measured_impact"], "paused 3.2 s ± 50 ms");
+    let message = ended["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("ended — prepared 41 s before NotBefore"),
+        "{message}"
+    );
+}
+
+/// An outcome-url that cannot be read leaves the ended notice as it was: sent, approved.
+#[test]
+fn an_unreadable_outcome_url_still_sends_the_ended_notice() {
+    let event = testing::event(EventType::Reboot);
+    let mut host = TestHost::new()
+        .config("webhook-url", WEBHOOK_URL)
+        .config("outcome-url", OUTCOME_URL)
+        .http_reply("POST", WEBHOOK_URL, 204, "");
+
+    assert_eq!(
+        call(&mut host, &event, Phase::EndedAfterStart),
+        Decision::approve()
+    );
+
+    let ended = host
+        .http_requests()
+        .iter()
+        .filter(|r| r.method == "POST")
+        .map(|r| json(&r.body))
+        .next()
+        .expect("the ended notice");
+    assert_eq!(ended["transition"], "ended");
+    assert_eq!(ended["verdict"], "");
+}
