@@ -208,7 +208,7 @@ fn restart_seen(
     };
     match current {
         BootIdReading::Unknown(why) => RestartSeen::Unknown { why: why.clone() },
-        BootIdReading::Known(id) if id.as_str() == previous.boot_id => RestartSeen::SameBoot,
+        BootIdReading::Known(id) if id.same_boot(&previous.boot_id) => RestartSeen::SameBoot,
         BootIdReading::Known(_) if previous.boot_id.is_empty() => RestartSeen::Unknown {
             why: "the previous run could not read its boot id".into(),
         },
