@@ -190,6 +190,7 @@ mod carried_sdks {
                 "package.json",
                 "README.md",
                 "forewarn.js",
+                "forewarn.d.ts",
                 "warm-up.js",
                 "testing.js",
                 "testing",
