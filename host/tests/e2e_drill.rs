@@ -209,3 +209,48 @@ fn a_drill_is_refused_without_confirmation_identity_role_or_spot_priority() {
         "a refused call announces no event"
     );
 }
+
+/// On a real VM the reboot takes the daemon down with it: once the event is announced, a
+/// daemon that stops answering ends the drill successfully, saying where the record will be.
+#[test]
+fn a_reboot_drill_ends_saying_where_the_record_is_when_the_daemon_goes_down_with_the_vm() {
+    let mut env = start("Regular", "");
+    let base = env.simulator().base_url.clone();
+    let admin = env.daemon.admin_address(WAIT);
+    let child = Command::new(forewarn_binary!())
+        .args([
+            "drill",
+            "reboot",
+            "--yes",
+            "--imds-url",
+            &base,
+            "--arm-url",
+            &base,
+        ])
+        .args(["--admin", &admin, "--timeout", "3m"])
+        .env_remove("FOREWARN_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("forewarn drill starts");
+    // The Reboot runs for 20 s once approved: the daemon goes down while it is under way.
+    env.simulator()
+        .wait_for_state(WAIT, "the drill's Reboot approved at IMDS", |state| {
+            state.approvals.iter().any(|approval| approval.accepted)
+        });
+    env.daemon.kill();
+    let output = child.wait_with_output().expect("the drill ends");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let event_id = env.simulator().state().approvals[0].event_id.clone();
+    assert!(output.status.success(), "{}", describe(&output));
+    // Whether the drill saw the record before the daemon went is a race: either way it says
+    // where to find it.
+    assert!(
+        stdout.contains("the daemon stopped answering")
+            && (stdout.contains(&format!("forewarn events show {event_id}"))
+                || stdout.contains("`forewarn events list` shows the Reboot's record")),
+        "{}",
+        describe(&output)
+    );
+}

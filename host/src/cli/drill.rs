@@ -234,9 +234,14 @@ async fn follow(args: &Args, before: &BTreeSet<String>) -> anyhow::Result<ExitCo
     let started = Instant::now();
     let wanted = args.kind.event_type();
     let mut said: Option<RecordStage> = None;
+    let mut drill_event: Option<String> = None;
     loop {
-        let view = fetch_records(&args.daemon).await?;
+        let view = match fetch_records(&args.daemon).await {
+            Ok(view) => view,
+            Err(error) => return Ok(went_down(&error, drill_event.as_deref(), wanted)),
+        };
         if let Some(record) = drill_record(&view.records, before, wanted) {
+            drill_event.get_or_insert_with(|| record.event_id.as_str().to_owned());
             if said != Some(record.stage) {
                 say_stage(record, said.is_none());
                 said = Some(record.stage);
@@ -254,6 +259,19 @@ async fn follow(args: &Args, before: &BTreeSet<String>) -> anyhow::Result<ExitCo
         }
         tokio::time::sleep(FOLLOW_EVERY).await;
     }
+}
+
+/// The daemon stopped answering after Azure accepted the call: the VM going down takes the
+/// daemon with it, so the drill ends there, saying where the record will be.
+fn went_down(error: &anyhow::Error, event_id: Option<&str>, wanted: EventType) -> ExitCode {
+    let later = match event_id {
+        Some(id) => format!("`forewarn events show {id}` prints the record"),
+        None => format!("`forewarn events list` shows the {wanted}'s record"),
+    };
+    println!(
+        "the daemon stopped answering ({error:#}): the VM is going down for the {wanted}. Once it is back, {later}"
+    );
+    ExitCode::SUCCESS
 }
 
 /// The newest record of type `wanted` that was not there before the drill.
