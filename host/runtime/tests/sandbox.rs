@@ -1016,7 +1016,12 @@ async fn a_trap_message_is_escaped_so_it_cannot_forge_log_lines() {
     );
     let message = trap_message(&call(&plugin).await);
     assert_no_control_characters(&message);
-    assert!(message.ends_with(&format!("({escaped})")), "{message}");
+    // The panic's message, escaped, then where it panicked (issue 51: one verdict per bug).
+    assert!(
+        message.contains(&format!("({escaped} at tests/guests/probe/src/misbehave.rs:"))
+            && message.ends_with(')'),
+        "{message}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
