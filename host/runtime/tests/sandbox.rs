@@ -1018,8 +1018,9 @@ async fn a_trap_message_is_escaped_so_it_cannot_forge_log_lines() {
     assert_no_control_characters(&message);
     // The panic's message, escaped, then where it panicked (issue 51: one verdict per bug).
     assert!(
-        message.contains(&format!("({escaped} at tests/guests/probe/src/misbehave.rs:"))
-            && message.ends_with(')'),
+        message.contains(&format!(
+            "({escaped} at tests/guests/probe/src/misbehave.rs:"
+        )) && message.ends_with(')'),
         "{message}"
     );
 }

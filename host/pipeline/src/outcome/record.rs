@@ -391,6 +391,17 @@ impl OutcomeRecord {
 
     /// A plugin was called.
     pub fn called(&mut self, plugin: &PluginName, phase: CallPhase, attempt: u32, now: ImdsTime) {
+        // A plugin whose turn came after the others approved (`after`): the event was not
+        // prepared when they had; it is when this one approves too.
+        let new_turn = phase == CallPhase::Prepare
+            && !self
+                .handled
+                .calls
+                .iter()
+                .any(|call| call.phase == CallPhase::Prepare && call.plugin == *plugin);
+        if new_turn && matches!(self.handled.approval, ApprovalRecord::NotSent { .. }) {
+            self.handled.prepared_unix_ms = None;
+        }
         if self.handled.calls.len() >= RECORD_CALLS_MAX {
             self.handled.calls_dropped += 1;
             return;

@@ -277,6 +277,77 @@ fn a_freeze_without_a_gap_says_no_pause_was_seen() {
     );
 }
 
+/// With plugins in turns (`after`), the event is prepared when the last turn approved, not
+/// when the first did: a later plugin's first call takes "prepared" back.
+#[test]
+fn an_event_is_prepared_when_the_last_turn_approved() {
+    let mut book = OutcomeBook::new("vm-a", ROOMY);
+    let freeze = freeze();
+    let id = freeze.id.as_str().to_owned();
+    let turn = |plugin: &str, entry: TimelineEntry| match entry {
+        TimelineEntry::PluginCalled {
+            event_id,
+            phase,
+            attempt,
+            budget_ms,
+            ..
+        } => TimelineEntry::PluginCalled {
+            event_id,
+            plugin: plugin.into(),
+            phase,
+            attempt,
+            budget_ms,
+        },
+        TimelineEntry::PluginAnswered {
+            event_id,
+            phase,
+            outcome,
+            reason,
+            elapsed_ms,
+            ..
+        } => TimelineEntry::PluginAnswered {
+            event_id,
+            plugin: plugin.into(),
+            phase,
+            outcome,
+            reason,
+            elapsed_ms,
+        },
+        other => other,
+    };
+    book.record(&transition(&freeze, TransitionKind::Scheduled), t0());
+    book.record(&turn("drain", called(&id, CallPhase::Prepare)), at(1));
+    book.record(
+        &turn(
+            "drain",
+            answered(&id, CallPhase::Prepare, AnswerOutcome::Approve),
+        ),
+        at(2),
+    );
+    book.record(&turn("checkpoint", called(&id, CallPhase::Prepare)), at(2));
+    assert_eq!(
+        only_record(&book).handled.prepared_unix_ms,
+        None,
+        "checkpoint has not answered"
+    );
+    book.record(
+        &turn(
+            "checkpoint",
+            answered(&id, CallPhase::Prepare, AnswerOutcome::Defer),
+        ),
+        at(3),
+    );
+    book.record(&turn("checkpoint", called(&id, CallPhase::Prepare)), at(8));
+    book.record(
+        &turn(
+            "checkpoint",
+            answered(&id, CallPhase::Prepare, AnswerOutcome::Approve),
+        ),
+        at(9),
+    );
+    assert_eq!(only_record(&book).handled.prepared_unix_ms, Some(at(9)));
+}
+
 /// An event naming several VMs that started without this VM's POST is not called Azure's own
 /// start: with `[coordination]` another VM of those named approved it for all.
 #[test]
