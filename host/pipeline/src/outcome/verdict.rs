@@ -253,7 +253,7 @@ impl fmt::Display for PreparationOutcome {
             PreparationOutcome::Late { after_ms } => {
                 write!(f, "prepared {} after NotBefore", spoken(*after_ms))
             }
-            PreparationOutcome::NotPrepared => f.write_str("not prepared before it started"),
+            PreparationOutcome::NotPrepared => f.write_str("not prepared in time"),
             PreparationOutcome::NotNeeded => f.write_str("nothing to prepare"),
         }
     }
