@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use forewarn_host::coordination::Connection;
 use forewarn_simulator::{StateSnapshot, Transition, stable_event_id};
-use forewarn_test_support::browser::pages_command;
+use forewarn_test_support::browser::status_page_seen;
 use forewarn_test_support::cuttable_link::CuttableLink;
 use forewarn_test_support::etcd::coordinated_set::{
     ClusterUse, SCENARIO, Set, Setup, VMS, WAIT, lock,
@@ -70,24 +70,15 @@ fn approved_and_gone(state: &StateSnapshot) -> BTreeMap<String, (u64, Option<u64
 /// What `tests/browser/pages.mjs` sees of the status page of `admin` once its fleet
 /// section lists the three VMs (its screenshot: `disruption-budget.png`).
 fn budget_on_the_page(admin: &str) -> serde_json::Value {
-    let output = pages_command()
-        .env("FOREWARN_STATUS_URL", format!("http://{admin}/"))
-        .env("FOREWARN_FLEET_VMS", VMS.len().to_string())
-        .env("FOREWARN_FLEET_SCREENSHOT", "disruption-budget.png")
-        .env("FOREWARN_WAIT_MS", WAIT.as_millis().to_string())
-        .output()
-        .expect("run node (tests/run.sh installs Node.js when missing)");
-    assert!(
-        output.status.success(),
-        "the browser run failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
-        panic!(
-            "pages.mjs printed no JSON ({error}): {}",
-            String::from_utf8_lossy(&output.stdout)
-        )
-    })
+    let vms = VMS.len().to_string();
+    status_page_seen(
+        admin,
+        &[
+            ("FOREWARN_FLEET_VMS", vms.as_str()),
+            ("FOREWARN_FLEET_SCREENSHOT", "disruption-budget.png"),
+        ],
+        WAIT,
+    )
 }
 
 /// Whether `vm`'s plugins approved the preparation of its own event.

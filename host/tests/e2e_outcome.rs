@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use forewarn_test_support::browser::{assert_png, pages_command, screenshot_dir};
+use forewarn_test_support::browser::{assert_png, screenshot_dir, status_page_seen};
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
     Daemon, ProbePlugin, Setup, TestEnv, http_get, repository_root, same_id, wait_for,
@@ -217,18 +217,7 @@ fn a_freeze_that_stops_the_daemon_for_5_s_records_a_pause_of_5_s() {
 /// announced window (DurationInSeconds) and its measured pause at one scale, the verdict and
 /// the figures beside it, nothing fetched from elsewhere.
 fn assert_page_draws_the_freeze(admin: &str, event: &str, record: &Value) {
-    let output = pages_command()
-        .env("FOREWARN_STATUS_URL", format!("http://{admin}/"))
-        .env("FOREWARN_OUTCOMES", "1")
-        .env("FOREWARN_WAIT_MS", WAIT.as_millis().to_string())
-        .output()
-        .expect("run node (tests/run.sh installs Node.js when missing)");
-    assert!(
-        output.status.success(),
-        "the browser run failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let seen: Value = serde_json::from_slice(&output.stdout).expect("pages.mjs prints JSON");
+    let seen = status_page_seen(admin, &[("FOREWARN_OUTCOMES", "1")], WAIT);
     assert_eq!(seen["page_errors"], serde_json::json!([]), "{seen:#}");
     assert_eq!(seen["outside_requests"], serde_json::json!([]), "{seen:#}");
     assert_eq!(seen["external_references"], 0, "{seen:#}");

@@ -45,6 +45,33 @@ pub fn pages_command() -> Command {
     command
 }
 
+/// What `pages.mjs` saw of the status page at `admin` (`host:port`), run with `vars` (its
+/// mode: `FOREWARN_OUTCOMES`, `FOREWARN_FLEET_VMS`, …) and waiting at most `wait`: the one
+/// JSON object it prints. Panics with its stderr when the browser run fails.
+pub fn status_page_seen(
+    admin: &str,
+    vars: &[(&str, &str)],
+    wait: std::time::Duration,
+) -> serde_json::Value {
+    let output = pages_command()
+        .env("FOREWARN_STATUS_URL", format!("http://{admin}/"))
+        .env("FOREWARN_WAIT_MS", wait.as_millis().to_string())
+        .envs(vars.iter().copied())
+        .output()
+        .expect("run node (tests/run.sh installs Node.js when missing)");
+    assert!(
+        output.status.success(),
+        "the browser run failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+        panic!(
+            "pages.mjs printed no JSON ({error}): {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
+}
+
 /// Checks that `path` is a PNG with content.
 pub fn assert_png(path: &Path) {
     let bytes = std::fs::read(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
