@@ -463,12 +463,18 @@ fn js_example_keeps_its_counter_across_restarts_and_the_restart_uses_the_compile
             !state.approvals.is_empty()
         });
         let event_id = &state.approvals[0].event_id;
-        let logged = plugin_log_messages(&daemon, "counter");
-        let line = logged
-            .iter()
-            .find(|message| message.ends_with(&format!("Reboot {event_id} (attempt 1)")))
-            .unwrap_or_else(|| panic!("no counter line for {event_id}: {logged:?}"));
-        counts.push(line.clone());
+        // The approval can reach the simulator before the test has read the plugin's line
+        // from the daemon's output: wait for the line, do not read once.
+        let ending = format!("Reboot {event_id} (attempt 1)");
+        let line = wait_for(TIMEOUT, "the counter's line for the Reboot", || {
+            let logged = plugin_log_messages(&daemon, "counter");
+            logged
+                .iter()
+                .find(|message| message.ends_with(&ending))
+                .cloned()
+                .ok_or_else(|| format!("no counter line for {event_id}: {logged:?}"))
+        });
+        counts.push(line);
         assert_started_first(
             &daemon,
             "counter",
