@@ -62,6 +62,9 @@ enum Command {
 enum PluginCommand {
     /// Check that a file is a valid forewarn plugin component and show its imports and exports.
     Check(cli::plugin_check::Args),
+    /// The author's loop: build, check, load into a local daemon against the simulator, and
+    /// test, again after every edit (the console and the status page show the decisions).
+    Dev(cli::plugin_dev::Args),
     /// Start a plugin project from a template: `plugin new NAME --lang rust|c|python|js [DIR]`.
     New(cli::plugin_new::Args),
     /// Run a plugin against the simulator: exit 0 when it answered in time in every scenario,
@@ -154,7 +157,9 @@ impl Command {
     /// `demo` and `plugin test` print a timeline, and the log joins it.
     fn log_target(&self, format: LogFormat) -> LogTarget {
         match self {
-            Command::Demo(_) | Command::Plugin(PluginCommand::Test(_)) => LogTarget::Timeline,
+            Command::Demo(_) | Command::Plugin(PluginCommand::Test(_) | PluginCommand::Dev(_)) => {
+                LogTarget::Timeline
+            }
             _ => LogTarget::Stderr(format),
         }
     }
@@ -167,6 +172,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Simulate(args) => cli::simulate::run(args).await,
         Command::Plugin(PluginCommand::Check(args)) => cli::plugin_check::run(args).await,
         Command::Plugin(PluginCommand::New(args)) => cli::plugin_new::run(args).await,
+        Command::Plugin(PluginCommand::Dev(args)) => cli::plugin_dev::run(args).await,
         Command::Plugin(PluginCommand::Test(args)) => cli::plugin_test::run(args).await,
         Command::Plugin(PluginCommand::Push(args)) => cli::plugin_push::run(args).await,
         Command::Plugin(PluginCommand::Install(args)) => cli::plugin_install::run(args).await,

@@ -646,7 +646,7 @@ fn render(shown: &Shown) -> Option<String> {
     }
 }
 
-fn render_entry(entry: &TimelineEntry) -> Option<String> {
+pub(crate) fn render_entry(entry: &TimelineEntry) -> Option<String> {
     Some(match entry {
         TimelineEntry::Transition {
             event_id,

@@ -72,14 +72,7 @@ impl Args {
     /// that ends (`idle`, the console's canvas, never does).
     fn options(self) -> anyhow::Result<TestOptions> {
         let scenarios = match self.all_scenarios {
-            true => forewarn_simulator::builtin_scenarios()
-                .into_iter()
-                .filter(|(name, _)| {
-                    forewarn_simulator::load_scenario(name)
-                        .is_ok_and(|scenario| !scenario.open_ended)
-                })
-                .map(|(name, _)| name.to_owned())
-                .collect(),
+            true => ending_builtin_scenarios(),
             false => vec![self.scenario],
         };
         let actions = match &self.daemon_config {
@@ -103,9 +96,21 @@ impl Args {
     }
 }
 
+/// Every built-in scenario that ends (`idle`, the console's canvas, never does): what
+/// `--all-scenarios` plays.
+pub(crate) fn ending_builtin_scenarios() -> Vec<String> {
+    forewarn_simulator::builtin_scenarios()
+        .into_iter()
+        .filter(|(name, _)| {
+            forewarn_simulator::load_scenario(name).is_ok_and(|scenario| !scenario.open_ended)
+        })
+        .map(|(name, _)| name.to_owned())
+        .collect()
+}
+
 /// The `[actions]` of the daemon config at `path` (`--daemon-config`), checked as the daemon
 /// checks them.
-fn daemon_config_actions(path: &Path) -> anyhow::Result<BTreeMap<String, ActionConfig>> {
+pub(crate) fn daemon_config_actions(path: &Path) -> anyhow::Result<BTreeMap<String, ActionConfig>> {
     let config = Config::load(path).with_context(|| {
         format!(
             "cannot use `--daemon-config {}`: fix the file (`forewarn config check {}` checks \
