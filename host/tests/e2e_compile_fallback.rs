@@ -78,9 +78,11 @@ fn a_plugin_added_after_the_binary_is_gone_is_compiled_in_the_daemon_with_a_warn
                 && record.transition == Transition::Appeared),
         "the event never appeared"
     );
+    // The approval can reach IMDS before the test has read lb-drain's decision from the
+    // daemon's output: wait for it, do not read once.
     assert!(
         daemon
-            .decisions()
+            .wait_for_phase(WAIT, Some(&event), "lb-drain", "prepare")
             .iter()
             .any(|d| same_id(&d.event_id, &event)
                 && d.plugin == "lb-drain"

@@ -117,7 +117,19 @@ fn old_plugins_see_an_event_through(version: &str) {
         "the {version} plugins' approval must reach IMDS: {}",
         daemon.describe_for_failure()
     );
-    let decisions = daemon.decisions();
+    // The simulator can finish before the test has read the plugins' last decisions (their
+    // recovery) from the daemon's output: wait for them, do not read once.
+    let decisions = daemon.wait_for_decisions(
+        Duration::from_secs(60),
+        "every plugin called to recover",
+        |decisions| {
+            OLD_PLUGINS.iter().all(|name| {
+                decisions
+                    .iter()
+                    .any(|d| d.plugin == *name && d.phase == "ended-after-start")
+            })
+        },
+    );
     for name in OLD_PLUGINS {
         let answers = prepares(&decisions, name);
         assert_eq!(

@@ -194,12 +194,20 @@ fn stopping_etcd_mid_event_never_approves_early() {
         .wait_for_transition(WAIT, &set.event_id, Transition::Started);
     set.assert_nothing_approved("approved without coordination");
     for vm in VMS {
-        let warnings = set
-            .daemon(vm)
-            .lines()
-            .into_iter()
-            .filter(|line| line.message().starts_with(UNREACHABLE_PREFIX))
-            .count();
+        // Waited for: the log is read on a thread, and `/status` and the simulator said the
+        // outage first.
+        let warnings = wait_for(WAIT, &format!("{vm} to log the outage"), || {
+            let count = set
+                .daemon(vm)
+                .lines()
+                .into_iter()
+                .filter(|line| line.message().starts_with(UNREACHABLE_PREFIX))
+                .count();
+            match count {
+                0 => Err(set.describe()),
+                count => Ok(count),
+            }
+        });
         assert_eq!(
             warnings,
             1,

@@ -12,7 +12,7 @@ use forewarn_simulator::{FaultKind, MalformedBody, StateSnapshot, Transition, st
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
     Daemon, PluginDecision, ProbePlugin, TestEnv, TestEnvBuilder, accepted_approvals,
-    assert_polite, same_id, summarize_state, transition_at,
+    assert_polite, same_id, summarize_state, transition_at, wait_until,
 };
 /// Every built-in event appears 5 s (scenario time) into the run.
 const APPEAR_MS: u64 = 5_000;
@@ -564,12 +564,19 @@ fn dry_run_prepares_and_logs_but_never_approves() {
         started >= APPEAR_MS + 15 * MINUTE_MS,
         "started at NotBefore; {context}"
     );
-    let said_would = world
-        .daemon
-        .lines()
-        .iter()
-        .any(|line| line.message() == APPROVAL_HELD && line.text("rule") == "dry-run");
-    assert!(said_would, "the log says what would be approved; {context}");
+    // Waited for: the log is read on a thread, and the simulator said the event started.
+    wait_until(
+        WAIT,
+        "the log to say what would be approved",
+        || {
+            world
+                .daemon
+                .lines()
+                .iter()
+                .any(|line| line.message() == APPROVAL_HELD && line.text("rule") == "dry-run")
+        },
+        || format!("the log says what would be approved; {context}"),
+    );
     assert_polite(&state);
 }
 

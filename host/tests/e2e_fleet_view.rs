@@ -519,7 +519,10 @@ fn a_vm_that_cannot_write_its_record_still_coordinates_and_approves() {
     });
     assert_eq!(state.approvals.len(), 1, "{}", fleet.describe());
     for (vm, daemon) in &fleet.daemons {
-        let failures = daemon.lines_with_message(FLEET_RECORD_WRITE_FAILED).len();
+        // Waited for: the log is read on a thread, and the approval says nothing of it.
+        let failures = daemon
+            .wait_for_message(WAIT, FLEET_RECORD_WRITE_FAILED)
+            .len();
         assert_eq!(
             failures,
             1,

@@ -553,7 +553,10 @@ fn a_read_only_state_directory_at_start_holds_the_approval_until_it_is_writable_
 
     // Starts on a journal it can read but not write: degraded, not stopped.
     let (mut degraded, admin) = setup.start_daemon();
-    assert_eq!(degraded.lines_with_message(JOURNAL_NOT_DURABLE).len(), 1);
+    assert_eq!(
+        degraded.wait_for_message(WAIT, JOURNAL_NOT_DURABLE).len(),
+        1
+    );
     let start_status = status(&admin).expect("status");
     assert_eq!(start_status.storage.journal.state, JournalState::NotDurable);
     assert!(not_ready(&admin), "the drain's hold was not restored");
@@ -621,7 +624,10 @@ fn a_read_only_state_directory_at_start_holds_the_approval_until_it_is_writable_
         approved < setup.not_before(&state, &event),
         "approved after NotBefore"
     );
-    assert_eq!(degraded.lines_with_message(JOURNAL_DURABLE_AGAIN).len(), 1);
+    assert_eq!(
+        degraded.wait_for_message(WAIT, JOURNAL_DURABLE_AGAIN).len(),
+        1
+    );
     let after = status(&admin).expect("status");
     assert_ne!(after.storage.journal.state, JournalState::NotDurable);
     let recovered = wait_for_metric(&admin, "forewarn_journal_writable", "= 1", |value| {
@@ -755,7 +761,9 @@ fn an_immutable_state_directory_is_named_as_such_not_as_a_full_disk() {
     assert!(table.contains(JOURNAL_DIR_NOT_PERMITTED), "{table}");
     assert!(!table.contains(JOURNAL_ON_RESERVE), "{table}");
     assert_eq!(
-        daemon.lines_with_message(JOURNAL_DIR_NOT_PERMITTED).len(),
+        daemon
+            .wait_for_message(WAIT, JOURNAL_DIR_NOT_PERMITTED)
+            .len(),
         1,
         "{}",
         daemon.describe_for_failure()

@@ -160,7 +160,7 @@ fn status_says_it_waits_for_imds_until_the_first_document_then_running() {
     assert_eq!(running.imds_wait_seconds, None);
     assert_eq!(running.waiting_for, None);
     assert!(running.imds.last_success.is_some());
-    let first = daemon.lines_with_message(IMDS_FIRST_DOCUMENT);
+    let first = daemon.wait_for_message(WAIT, IMDS_FIRST_DOCUMENT);
     assert_eq!(first.len(), 1, "{}", daemon.describe_for_failure());
 }
 

@@ -117,7 +117,7 @@ fn a_journal_from_a_newer_forewarn_is_kept_as_written_and_its_events_resume() {
     let (older, admin) = start(&config_path);
 
     // The problem and the fix, once, naming where the journal was kept.
-    let said = older.lines_with_message(JOURNAL_FROM_A_NEWER_FOREWARN);
+    let said = older.wait_for_message(WAIT, JOURNAL_FROM_A_NEWER_FOREWARN);
     assert_eq!(said.len(), 1, "{}", older.describe_for_failure());
     assert_eq!(said[0].fields["version"], NEWER_VERSION);
     assert!(

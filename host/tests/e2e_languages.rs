@@ -404,11 +404,15 @@ fn python_example_notifies_its_webhook_and_approves() {
         .as_u64()
         .expect("until-not-before-ms");
     assert!(until > 0 && until <= 15 * 60 * 1000, "{notice}");
-    let decision = daemon
-        .decisions()
-        .into_iter()
-        .find(|decision| decision.plugin == "webhook-notify")
-        .unwrap();
+    // The approval can reach the simulator before the test has read the decision (and the
+    // plugin's line before it) from the daemon's output: wait for it, do not read once.
+    let decision = wait_for(TIMEOUT, "the decision of webhook-notify", || {
+        daemon
+            .decisions()
+            .into_iter()
+            .find(|decision| decision.plugin == "webhook-notify")
+            .ok_or_else(|| daemon.describe_for_failure())
+    });
     assert_eq!(
         (decision.decision.as_str(), decision.phase.as_str()),
         ("approve", "prepare"),

@@ -7,7 +7,8 @@ use std::time::Duration;
 use forewarn_host::log_messages::EVENT_TRANSITION;
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
-    Daemon, PluginDecision, Setup, TestEnv, accepted_approvals, install_bundled_plugin,
+    DEFAULT_WAIT, Daemon, PluginDecision, Setup, TestEnv, accepted_approvals,
+    install_bundled_plugin, wait_for,
 };
 use forewarn_test_support::pki::Pki;
 use forewarn_test_support::webhook_receiver::{NO_ANSWER, Received, Receiver, Scheme};
@@ -70,13 +71,17 @@ fn prepare() -> Setup {
         .prepare()
 }
 
-/// The event's id and NotBefore (RFC 3339) from the daemon's `scheduled` transition line.
+/// The event's id and NotBefore (RFC 3339) from the daemon's `scheduled` transition line,
+/// waited for: the log is read on a thread, and the callers waited on the simulator or the
+/// receiver, not on the log.
 fn scheduled_event(daemon: &Daemon) -> (String, String) {
-    let line = daemon
-        .lines_with_message(EVENT_TRANSITION)
-        .into_iter()
-        .find(|line| line.text("transition") == "scheduled")
-        .unwrap_or_else(|| panic!("no scheduled event: {}", daemon.describe_for_failure()));
+    let line = wait_for(DEFAULT_WAIT, "the scheduled transition in the log", || {
+        daemon
+            .lines_with_message(EVENT_TRANSITION)
+            .into_iter()
+            .find(|line| line.text("transition") == "scheduled")
+            .ok_or_else(|| format!("no scheduled event: {}", daemon.describe_for_failure()))
+    });
     (
         line.text("event_id").to_owned(),
         line.text("not_before").to_owned(),
@@ -200,8 +205,14 @@ fn approved_despite(receiver: &Receiver) -> Vec<PluginDecision> {
         "approved at the simulator: {}",
         daemon.describe_for_failure()
     );
+    // notify's approval is its last prepare decision: waited for, as the log is read on a
+    // thread and the simulator may have finished before the test read it.
     daemon
-        .decisions()
+        .wait_for_decisions(DEFAULT_WAIT, "notify approving the prepare", |decisions| {
+            decisions
+                .iter()
+                .any(|d| d.plugin == "notify" && d.phase == "prepare" && d.decision == "approve")
+        })
         .into_iter()
         .filter(|d| d.plugin == "notify" && d.phase == "prepare")
         .collect()

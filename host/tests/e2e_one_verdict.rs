@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::guests::PROBE;
-use forewarn_test_support::harness::{Daemon, DaemonConfig, Simulator};
+use forewarn_test_support::harness::{Daemon, DaemonConfig, Simulator, wait_for};
 use forewarn_test_support::scenario_texts::SHORT_REBOOT;
 
 /// Generous: a debug daemon compiling an 18 MiB component on a busy 2-core machine.
@@ -225,11 +225,15 @@ fn in_the_daemon_an_uncaught_exception_meets_the_failure_policy() {
         "{}",
         daemon.describe_for_failure()
     );
-    let decisions = daemon.decisions();
-    let failed = decisions
-        .iter()
-        .find(|decision| decision.plugin == "thrower")
-        .unwrap_or_else(|| panic!("no decision of thrower\n{}", daemon.describe_for_failure()));
+    // The approval can reach the simulator before the test has read the decision from the
+    // daemon's output: wait for it, do not read once.
+    let failed = wait_for(TIMEOUT, "a decision of thrower", || {
+        daemon
+            .decisions()
+            .into_iter()
+            .find(|decision| decision.plugin == "thrower")
+            .ok_or_else(|| format!("no decision of thrower\n{}", daemon.describe_for_failure()))
+    });
     assert!(
         failed.reason.contains("plugin threw SyntaxError"),
         "the failed call's reason names the exception: {failed:?}"

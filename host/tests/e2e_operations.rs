@@ -279,6 +279,17 @@ fn metrics_count_polls_plugin_outcomes_and_approvals_and_every_decision_is_logge
     }
 
     // The audit trail: one structured line per decision with event id, plugin, decision, reason.
+    // The approval can reach IMDS before the test has read the approvals that led to it from
+    // the daemon's output: wait for both plugins' (their earlier lines come before them).
+    setup
+        .daemon
+        .wait_for_decisions(WAIT, "both plugins approving the prepare", |decisions| {
+            ["patient", "stuck-once"].iter().all(|plugin| {
+                decisions
+                    .iter()
+                    .any(|d| d.plugin == *plugin && d.phase == "prepare" && d.decision == "approve")
+            })
+        });
     let decisions: Vec<_> = setup
         .daemon
         .lines()

@@ -388,7 +388,17 @@ fn checkpoint_asks_the_workload_waits_for_it_and_restores_after_the_event() {
     );
     let daemon = setup.start_daemon("");
     let approved_at = approval_time(&setup.simulator, &daemon);
-    let decisions = daemon.decisions();
+    // The approval can reach IMDS before the test has read the plugin's approval from the
+    // daemon's output: wait for it, do not read once.
+    let decisions = daemon.wait_for_decisions(
+        Duration::from_secs(30),
+        "checkpoint approving the prepare",
+        |decisions| {
+            decisions
+                .iter()
+                .any(|d| d.phase == "prepare" && d.decision == "approve")
+        },
+    );
     let prepare: Vec<_> = decisions.iter().filter(|d| d.phase == "prepare").collect();
     assert!(
         prepare.len() >= 3

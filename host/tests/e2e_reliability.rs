@@ -438,7 +438,17 @@ fn plugins_looping_state_set_leave_polling_healthz_and_a_good_plugin_unaffected(
     );
 
     // The writers really ran (and were cut off at their budget) while the good plugin answered.
-    let decisions = daemon.decisions();
+    // The Freeze's approval can reach the simulator before the test has read the good
+    // plugin's decision from the daemon's output: wait for it, do not read once.
+    let decisions = daemon.wait_for_decisions(
+        Duration::from_secs(30),
+        "the good plugin's approval of the Freeze",
+        |decisions| {
+            decisions_of(decisions, &freeze, "good")
+                .iter()
+                .any(|d| d.decision == "approve")
+        },
+    );
     for writer in ["writer-a", "writer-b", "writer-c"] {
         let prepares = decisions_of(&decisions, &reboot, writer);
         assert!(
@@ -562,17 +572,23 @@ fn long_mixed_run_through_imds_faults_misses_nothing_and_approves_once() {
     let mut daemon = setup.start_daemon();
     let state = setup.wait_finished(&mut daemon, Duration::from_secs(240));
     // The simulator can finish before the daemon has seen the last removals (it may be
-    // backing off through a fault window): wait for every recovery to be delivered.
-    let last = stable_event_id("mixed", MIXED_EVENTS - 1);
+    // backing off through a fault window): wait for every recovery to be delivered. Every
+    // event's, not the last one's only: two removals seen in one poll need not be recovered
+    // in the order of the events.
+    let ids: Vec<String> = (0..MIXED_EVENTS)
+        .map(|index| stable_event_id("mixed", index))
+        .collect();
     daemon.wait_for_decisions(
         Duration::from_secs(30),
-        "the recovery of the last event by both plugins",
+        "the recovery of every event by both plugins",
         |decisions| {
-            ["good", "twice"].iter().all(|plugin| {
-                decisions.iter().any(|decision| {
-                    decision.event_id.eq_ignore_ascii_case(&last)
-                        && decision.plugin == *plugin
-                        && decision.phase == "ended-after-start"
+            ids.iter().all(|id| {
+                ["good", "twice"].iter().all(|plugin| {
+                    decisions.iter().any(|decision| {
+                        decision.event_id.eq_ignore_ascii_case(id)
+                            && decision.plugin == *plugin
+                            && decision.phase == "ended-after-start"
+                    })
                 })
             })
         },
@@ -918,7 +934,7 @@ fn an_unreadable_journal_snapshot_is_moved_aside_and_the_daemon_starts_without_i
         "the new change log holds JSON lines: {}",
         String::from_utf8_lossy(&log)
     );
-    let said = daemon.lines_with_message(JOURNAL_QUARANTINED);
+    let said = daemon.wait_for_message(Duration::from_secs(30), JOURNAL_QUARANTINED);
     assert_eq!(said.len(), 1, "{}", daemon.describe_for_failure());
     assert_eq!(said[0].text("moved_to"), path.display().to_string());
 }
@@ -981,7 +997,9 @@ fn a_change_log_damaged_before_its_end_is_moved_aside_and_the_changes_before_it_
 
     let (path, bytes) = moved_aside(&state_dir, "journal.log.corrupt-");
     assert_eq!(bytes, damaged, "the damaged change log is kept as it was");
-    let said = env.daemon.lines_with_message(CHANGE_LOG_QUARANTINED);
+    let said = env
+        .daemon
+        .wait_for_message(Duration::from_secs(30), CHANGE_LOG_QUARANTINED);
     assert_eq!(said.len(), 1, "{}", env.context());
     assert_eq!(said[0].text("moved_to"), path.display().to_string());
 }

@@ -906,7 +906,13 @@ fn the_daemon_picks_up_a_new_plugin_version_without_restarting() {
         "{:?}",
         state.approvals
     );
-    let decisions = daemon.decisions();
+    // The approval can reach the simulator before the test has read the new gate's decision
+    // from the daemon's output: wait for it, do not read once.
+    let decisions = daemon.wait_for_decisions(TIMEOUT, "gate approving the reboot", |decisions| {
+        decisions
+            .iter()
+            .any(|decision| decision.plugin == "gate" && decision.decision == "approve")
+    });
     let last = decisions
         .iter()
         .rev()

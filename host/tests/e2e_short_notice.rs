@@ -11,11 +11,14 @@ use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::guests::PROBE;
 use forewarn_test_support::harness::{
     Daemon, DaemonConfig, ProbePlugin, Simulator, accepted_approvals, http_get,
-    install_bundled_plugin, wait_for, write_plugin_dir,
+    install_bundled_plugin, wait_for, wait_until, write_plugin_dir,
 };
 
 /// Scenario time is wall time here: the notices are the point.
 const REAL_TIME: f64 = 1.0;
+/// How long a test waits for a line the daemon logged before what the test saw elsewhere
+/// (the log is read on a thread).
+const LOG_WAIT: Duration = Duration::from_secs(30);
 
 /// Everything one test runs: a temporary directory, the simulator, the daemon.
 struct Setup {
@@ -255,15 +258,24 @@ fn a_three_second_preempt_runs_the_stop_action_before_the_event_starts() {
         "the stop action ran at {stop}, after the event started at {started}: {}",
         daemon.describe_for_failure()
     );
-    let shortened: Vec<String> = daemon
-        .lines_with_message(TURN_SHORTENED)
-        .iter()
-        .map(|line| line.text("plugin").to_owned())
-        .collect();
-    assert!(
-        shortened.contains(&"graceful-shutdown".to_owned()),
-        "graceful-shutdown did not wait for lb-drain's 15 s drain, and the log says so: \
-         {shortened:?}"
+    // Waited for: the log is read on a thread, and the simulator saw the event end first.
+    wait_for(
+        LOG_WAIT,
+        "the log to say graceful-shutdown's turn was shortened",
+        || {
+            let shortened: Vec<String> = daemon
+                .lines_with_message(TURN_SHORTENED)
+                .iter()
+                .map(|line| line.text("plugin").to_owned())
+                .collect();
+            match shortened.contains(&"graceful-shutdown".to_owned()) {
+                true => Ok(()),
+                false => Err(format!(
+                    "graceful-shutdown did not wait for lb-drain's 15 s drain, and the log \
+                     says so: {shortened:?}"
+                )),
+            }
+        },
     );
 }
 
@@ -284,11 +296,20 @@ fn a_preempt_first_seen_after_its_not_before_is_still_prepared_and_stopped() {
         "the stop action ran at {stop}, after the event started at {started}: {}",
         daemon.describe_for_failure()
     );
-    let prepared_late = daemon.decisions().iter().any(|d| {
-        d.plugin == "graceful-shutdown" && d.phase == "prepare" && d.at_unix_ms >= not_before
-    });
-    assert!(prepared_late, "{}", daemon.describe_for_failure());
-    assert_eq!(daemon.lines_with_message(PREPARING_LATE).len(), 1);
+    // Waited for: the log is read on a thread, and the simulator saw the event end first.
+    wait_until(
+        LOG_WAIT,
+        "graceful-shutdown's prepare after NotBefore in the log",
+        || {
+            daemon.decisions().iter().any(|d| {
+                d.plugin == "graceful-shutdown"
+                    && d.phase == "prepare"
+                    && d.at_unix_ms >= not_before
+            })
+        },
+        || daemon.describe_for_failure(),
+    );
+    assert_eq!(daemon.wait_for_message(LOG_WAIT, PREPARING_LATE).len(), 1);
 }
 
 #[test]
@@ -345,15 +366,23 @@ fn a_thirty_second_preempt_fits_a_drain_a_twelve_second_checkpoint_and_the_stop(
     );
     assert!(stop < at(&state, Transition::Started));
     // The drain (15 s) did not fit beside a 12 s checkpoint: it was cut short, and said so.
-    let shortened = daemon.lines_with_message(TURN_SHORTENED);
-    assert!(
-        shortened
+    // Waited for: the log is read on a thread, and the simulator saw the event end first.
+    wait_for(LOG_WAIT, "the log to say lb-drain was cut short", || {
+        let shortened = daemon.lines_with_message(TURN_SHORTENED);
+        match shortened
             .iter()
-            .any(|line| line.text("plugin") == "checkpoint"
-                && line.text("cut_short") == "lb-drain"),
-        "{:?}",
-        shortened.iter().map(|line| &line.fields).collect::<Vec<_>>()
-    );
+            .any(|line| line.text("plugin") == "checkpoint" && line.text("cut_short") == "lb-drain")
+        {
+            true => Ok(()),
+            false => Err(format!(
+                "{:?}",
+                shortened
+                    .iter()
+                    .map(|line| &line.fields)
+                    .collect::<Vec<_>>()
+            )),
+        }
+    });
 }
 
 #[test]
@@ -384,7 +413,7 @@ fn an_event_announced_further_ahead_than_the_lead_time_is_prepared_only_from_the
         daemon.decisions().is_empty(),
         "a plugin was asked before the lead time"
     );
-    let announced = daemon.lines_with_message(PREPARATION_WAITS);
+    let announced = daemon.wait_for_message(LOG_WAIT, PREPARATION_WAITS);
     assert_eq!(announced.len(), 1, "{}", daemon.describe_for_failure());
 
     let first = daemon

@@ -21,7 +21,8 @@ use std::time::Duration;
 
 use forewarn_simulator::Transition;
 use forewarn_test_support::harness::{
-    Daemon, Simulator, free_loopback_address, http_get, install_bundled_plugin, same_id, wait_for,
+    Daemon, PluginDecision, Simulator, free_loopback_address, http_get, install_bundled_plugin,
+    same_id, wait_for,
 };
 
 /// Why these tests are ignored in a plain `cargo test`.
@@ -260,13 +261,24 @@ fn a_reboot_is_prepared_by_the_bundled_plugins_and_approved_at_imds() {
         "{}",
         daemon.describe_for_failure()
     );
-    let decisions = daemon.decisions();
-    for plugin in ["lb-drain", "graceful-shutdown"] {
-        assert!(
-            decisions.iter().any(|decision| decision.plugin == plugin
+    // The approval can reach IMDS before the test has read the plugins' approvals from the
+    // daemon's output: wait for them, do not read once.
+    let approved = |decisions: &[PluginDecision], plugin: &str| {
+        decisions.iter().any(|decision| {
+            decision.plugin == plugin
                 && decision.phase == "prepare"
                 && decision.decision == "approve"
-                && same_id(&decision.event_id, &event_id)),
+                && same_id(&decision.event_id, &event_id)
+        })
+    };
+    let decisions = daemon.wait_for_decisions(WINE_WAIT, "both plugins' approvals", |decisions| {
+        ["lb-drain", "graceful-shutdown"]
+            .iter()
+            .all(|plugin| approved(decisions, plugin))
+    });
+    for plugin in ["lb-drain", "graceful-shutdown"] {
+        assert!(
+            approved(&decisions, plugin),
             "{plugin} approved the Reboot: {}",
             daemon.describe_for_failure()
         );

@@ -1061,6 +1061,21 @@ impl Daemon {
             .collect()
     }
 
+    /// Polls until a line whose message is `message` has been read; returns every such line
+    /// so far. For a line logged before an effect seen elsewhere (at the simulator, on the
+    /// admin endpoint, in a file): the log is read on a thread, so the effect can be seen
+    /// before the line has been read.
+    pub fn wait_for_message(&self, timeout: Duration, message: &str) -> Vec<LogLine> {
+        wait_for(timeout, &format!("a {message:?} line in the log"), || {
+            let lines = self.lines_with_message(message);
+            if lines.is_empty() {
+                Err(self.describe_for_failure())
+            } else {
+                Ok(lines)
+            }
+        })
+    }
+
     /// Polls the decisions until `check` accepts them; on timeout the message lists them.
     pub fn wait_for_decisions(
         &self,
