@@ -1,6 +1,6 @@
 //! Compiles the bundled plugins (plugins/*) into wasm components and writes, in OUT_DIR,
 //! `bundled.rs` (a path constant per plugin) and `bundled_wasm.rs` (its bytes, embedded);
-//! and embeds the plugin templates (sdk/templates/*) as `templates.rs` and the plugin SDKs as
+//! and embeds the plugin templates (sdk/templates/<lang>/<template>/) as `templates.rs` and the plugin SDKs as
 //! packaged (sdk/, sdk/c, sdk/python, sdk/js) as `sdk_files.rs`; in release builds,
 //! asks the linker to lay out the daemon's start-up and idle code first (link/).
 
@@ -104,8 +104,10 @@ mod startup_code_order {
     }
 }
 
-/// The plugin templates `forewarn plugin new` writes (sdk/templates/<lang>/), embedded as a
-/// table in OUT_DIR/templates.rs: `(lang, path inside the template, bytes)`.
+/// The plugin templates `forewarn plugin new` writes (sdk/templates/<lang>/<template>/),
+/// embedded in OUT_DIR/templates.rs as two tables: `TEMPLATE_FILES`, `(lang, template, path
+/// inside the template, bytes)`, and `TEMPLATES`, `(lang, template, description)` with the
+/// one line of the template's `template.txt` (which is not a file of the project).
 mod templates {
     use std::path::{Path, PathBuf};
 
@@ -113,6 +115,10 @@ mod templates {
 
     /// The template languages, in the order `--lang` lists them.
     const LANGS: &[&str] = &["rust", "c", "python", "js"];
+    /// The template `plugin new` writes without `--template`, listed first.
+    const DEFAULT: &str = "minimal";
+    /// The file of a template folder that describes it (`plugin new --list`).
+    const DESCRIPTION: &str = "template.txt";
 
     pub(crate) fn embed(out_dir: &Path) {
         let manifest_dir = PathBuf::from(
@@ -120,15 +126,49 @@ mod templates {
         );
         let root = manifest_dir.join("../sdk/templates");
         println!("cargo:rerun-if-changed={}", root.display());
-        let mut table =
-            String::from("pub(crate) const TEMPLATE_FILES: &[(&str, &str, &[u8])] = &[\n");
+        let mut files_table =
+            String::from("pub(crate) const TEMPLATE_FILES: &[(&str, &str, &str, &[u8])] = &[\n");
+        let mut templates_table =
+            String::from("pub(crate) const TEMPLATES: &[(&str, &str, &str)] = &[\n");
         for lang in LANGS {
-            let mut files = Vec::new();
-            embedded_files::collect(&root.join(lang), Path::new(""), &mut files);
-            embedded_files::write_rows(&mut table, lang, files);
+            for template in template_names(&root.join(lang)) {
+                let dir = root.join(lang).join(&template);
+                let description = dir.join(DESCRIPTION);
+                assert!(
+                    description.is_file(),
+                    "sdk/templates/{lang}/{template}/{DESCRIPTION} is missing: each template \
+                     has a one-line description for `plugin new --list`"
+                );
+                templates_table.push_str(&format!(
+                    "    ({lang:?}, {template:?}, include_str!({:?})),\n",
+                    description.display().to_string()
+                ));
+                let mut files = Vec::new();
+                embedded_files::collect(&dir, Path::new(""), &mut files);
+                files.retain(|(relative, _)| relative != DESCRIPTION);
+                embedded_files::write_rows(&mut files_table, &[lang, &template], files);
+            }
         }
-        table.push_str("];\n");
-        std::fs::write(out_dir.join("templates.rs"), table).expect("write templates.rs");
+        files_table.push_str("];\n");
+        templates_table.push_str("];\n");
+        std::fs::write(
+            out_dir.join("templates.rs"),
+            files_table + "\n" + &templates_table,
+        )
+        .expect("write templates.rs");
+    }
+
+    /// The template folders of one language: the default first, then by name.
+    fn template_names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|entry| entry.path().is_dir())
+            .filter_map(|entry| entry.file_name().to_str().map(str::to_owned))
+            .collect();
+        names.sort_by_key(|name| (name != DEFAULT, name.clone()));
+        names
     }
 }
 
@@ -220,7 +260,7 @@ mod carried_sdks {
                     panic!("sdk/{folder}/{entry} is missing: the {lang} SDK's package lists it");
                 }
             }
-            embedded_files::write_rows(&mut table, lang, files);
+            embedded_files::write_rows(&mut table, &[lang], files);
         }
         table.push_str("];\n");
         std::fs::write(out_dir.join("sdk_files.rs"), table).expect("write sdk_files.rs");
@@ -263,13 +303,15 @@ mod embedded_files {
         }
     }
 
-    /// Appends one row per file, sorted by path, to the table's source.
-    pub(crate) fn write_rows(table: &mut String, lang: &str, mut files: Vec<(String, String)>) {
+    /// Appends one row per file, sorted by path, to the table's source: the `keys` (the
+    /// language, and the template), the path, the bytes.
+    pub(crate) fn write_rows(table: &mut String, keys: &[&str], mut files: Vec<(String, String)>) {
         files.sort();
+        let keys: String = keys.iter().map(|key| format!("{key:?}, ")).collect();
         for (relative, absolute) in files {
             let _ = writeln!(
                 table,
-                "    ({lang:?}, {relative:?}, include_bytes!({absolute:?})),"
+                "    ({keys}{relative:?}, include_bytes!({absolute:?})),"
             );
         }
     }

@@ -65,7 +65,8 @@ enum PluginCommand {
     /// The author's loop: build, check, load into a local daemon against the simulator, and
     /// test, again after every edit (the console and the status page show the decisions).
     Dev(cli::plugin_dev::Args),
-    /// Start a plugin project from a template: `plugin new NAME --lang rust|c|python|js [DIR]`.
+    /// Start a plugin project from a template: `plugin new NAME --lang rust|c|python|js
+    /// [--template minimal|http-drain] [DIR]`; `plugin new --list` lists the templates.
     New(cli::plugin_new::Args),
     /// Run a plugin against the simulator: exit 0 when it answered in time in every scenario,
     /// 1 when it trapped, ran out of budget or memory, or still deferred at NotBefore, 2 when

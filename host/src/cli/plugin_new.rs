@@ -1,7 +1,9 @@
-//! `forewarn plugin new NAME --lang LANG [DIR] [--sdk carried|registry|PATH]`: writes the
-//! embedded template of LANG into DIR with the placeholders filled in and, by default, the SDK
-//! this binary carries into DIR/vendor/forewarn-sdk; then prints the files and the next commands.
-//! Nothing written names the tree the binary was built from.
+//! `forewarn plugin new NAME --lang LANG [--template TEMPLATE] [DIR] [--sdk
+//! carried|registry|PATH]`: writes the embedded template TEMPLATE (default `minimal`) of LANG
+//! into DIR with the placeholders filled in and, by default, the SDK this binary carries into
+//! DIR/vendor/forewarn-sdk; then prints the files and the next commands. Nothing written names
+//! the tree the binary was built from. `forewarn plugin new --list [--lang LANG]` lists the
+//! templates instead.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -39,10 +41,19 @@ impl From<LangArg> for Lang {
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
     /// The plugin's name: lower-case kebab-case (`[a-z][a-z0-9-]*`, at most 48 characters).
-    pub name: String,
-    /// The language of the template.
-    #[arg(long, value_enum)]
-    pub lang: LangArg,
+    #[arg(required_unless_present = "list")]
+    pub name: Option<String>,
+    /// The language of the template (with `--list`: list only its templates).
+    #[arg(long, value_enum, required_unless_present = "list")]
+    pub lang: Option<LangArg>,
+    /// Which of the language's templates: `minimal` approves every phase, with each laid out;
+    /// `http-drain` takes the VM out of rotation and calls a drain URL before approving
+    /// (`--list` describes every one).
+    #[arg(long, default_value = templates::DEFAULT_TEMPLATE)]
+    pub template: String,
+    /// List each language's templates with what they do, and write nothing.
+    #[arg(long, conflicts_with_all = ["name", "dir"])]
+    pub list: bool,
     /// Where to write the project (must be missing or empty). Default: ./NAME.
     pub dir: Option<PathBuf>,
     /// The SDK the project depends on: `carried` (default) writes the SDK this forewarn carries
@@ -64,16 +75,43 @@ pub fn parse_sdk(text: &str) -> Result<SdkSource, String> {
     }
 }
 
-/// `forewarn plugin new`: writes the project and prints what it wrote and the next commands.
+/// `forewarn plugin new`: writes the project and prints what it wrote and the next commands
+/// (with `--list`, the templates).
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let written = create(&NewOptions {
-        name: args.name,
-        lang: args.lang.into(),
-        dir: args.dir,
-        sdk: args.sdk,
-    })?;
-    print!("{}", report(&written));
+    match Request::from_args(args)? {
+        Request::List(lang) => print!("{}", templates::listing(lang)),
+        Request::Create(options) => print!("{}", report(&create(&options)?)),
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the command line asks `plugin new` for.
+#[derive(Debug, Clone)]
+pub enum Request {
+    /// `--list [--lang LANG]`: the templates (of LANG only, when given).
+    List(Option<Lang>),
+    /// A project.
+    Create(NewOptions),
+}
+
+impl Request {
+    /// The request `args` make (clap has checked that NAME and --lang come without --list).
+    pub fn from_args(args: Args) -> anyhow::Result<Request> {
+        let lang = args.lang.map(Lang::from);
+        if args.list {
+            return Ok(Request::List(lang));
+        }
+        let (Some(name), Some(lang)) = (args.name, lang) else {
+            bail!("`plugin new` needs NAME and --lang (or --list, to see the templates)");
+        };
+        Ok(Request::Create(NewOptions {
+            name,
+            lang,
+            template: args.template,
+            dir: args.dir,
+            sdk: args.sdk,
+        }))
+    }
 }
 
 /// Options of `forewarn plugin new`, as the command line gives them.
@@ -83,6 +121,8 @@ pub struct NewOptions {
     pub name: String,
     /// The template's language.
     pub lang: Lang,
+    /// Which of the language's templates (checked by [`templates::find_template`]).
+    pub template: String,
     /// Where to write the project; default `./NAME`.
     pub dir: Option<PathBuf>,
     /// The SDK the project depends on.
@@ -100,10 +140,11 @@ pub struct Written {
     pub next: Vec<String>,
 }
 
-/// Writes the project; refuses an invalid name, a non-empty DIR and an SDK path that holds
-/// no SDK of the language.
+/// Writes the project; refuses an invalid name, a template the language has not, a non-empty
+/// DIR and an SDK path that holds no SDK of the language.
 pub fn create(options: &NewOptions) -> anyhow::Result<Written> {
     templates::validate_name(&options.name)?;
+    templates::find_template(options.lang, &options.template)?;
     let dir = options
         .dir
         .clone()
@@ -117,12 +158,15 @@ pub fn create(options: &NewOptions) -> anyhow::Result<Written> {
     })?;
     let sdk = resolve_sdk(options.lang, &options.sdk)?;
     let subs = Substitutions::new(&options.name, options.lang, &sdk);
-    let files = templates::render(options.lang, &subs);
+    let files = templates::render(options.lang, &options.template, &subs);
     if files.is_empty() {
         bail!(
-            "this forewarn was built without the {} template (sdk/templates/{} was missing)",
+            "this forewarn was built without the {} template `{}` (sdk/templates/{}/{} was \
+             empty)",
             options.lang,
-            options.lang
+            options.template,
+            options.lang,
+            options.template
         );
     }
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -203,6 +247,7 @@ mod tests {
         NewOptions {
             name: name.into(),
             lang: Lang::Rust,
+            template: templates::DEFAULT_TEMPLATE.into(),
             dir: Some(dir.to_path_buf()),
             sdk: SdkSource::Carried,
         }
@@ -214,9 +259,112 @@ mod tests {
         assert_consistent::<Args>();
         for lang in Lang::ALL {
             let args = parse::<Args>(&["disk-flush", "--lang", lang.as_str()]).expect("parses");
-            assert_eq!(Lang::from(args.lang), lang);
+            assert_eq!(args.lang.map(Lang::from), Some(lang));
         }
         assert!(parse::<Args>(&["disk-flush", "--lang", "cobol"]).is_err());
+    }
+
+    /// What the command line asks for, parsed as `main` parses it.
+    fn request(args: &[&str]) -> Result<Request, String> {
+        let args =
+            crate::cli::parse_args::parse::<Args>(args).map_err(|error| error.to_string())?;
+        Request::from_args(args).map_err(|error| error.to_string())
+    }
+
+    #[test]
+    fn template_defaults_to_minimal_and_is_taken_as_given() {
+        let Ok(Request::Create(options)) = request(&["disk-flush", "--lang", "c"]) else {
+            panic!("a project");
+        };
+        assert_eq!(
+            (
+                options.name.as_str(),
+                options.lang,
+                options.template.as_str()
+            ),
+            ("disk-flush", Lang::C, "minimal")
+        );
+        assert_eq!(options.dir, None);
+        let Ok(Request::Create(options)) = request(&[
+            "disk-flush",
+            "--lang",
+            "js",
+            "--template",
+            "http-drain",
+            "out/dir",
+        ]) else {
+            panic!("a project");
+        };
+        assert_eq!(
+            (options.lang, options.template.as_str(), options.dir),
+            (Lang::Js, "http-drain", Some(PathBuf::from("out/dir")))
+        );
+    }
+
+    #[test]
+    fn list_needs_neither_a_name_nor_a_language_and_takes_no_name() {
+        assert!(matches!(request(&["--list"]), Ok(Request::List(None))));
+        assert!(matches!(
+            request(&["--list", "--lang", "python"]),
+            Ok(Request::List(Some(Lang::Python)))
+        ));
+        for without in [&["disk-flush"][..], &["--lang", "rust"], &[]] {
+            assert!(request(without).is_err(), "{without:?}");
+        }
+        let error = request(&["--list", "disk-flush"]).unwrap_err();
+        assert!(error.contains("cannot be used with"), "{error}");
+    }
+
+    #[test]
+    fn an_unknown_template_is_refused_naming_the_available_ones() {
+        let temp = tempfile::tempdir().expect("tempdir");
+        let dir = temp.path().join("p");
+        let error = create(&NewOptions {
+            template: "fancy".into(),
+            ..options(&dir, "disk-flush")
+        })
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            error,
+            "there is no rust template `fancy`: the rust templates are `minimal` (the default), \
+             `http-drain`; `forewarn plugin new --list` describes them"
+        );
+        assert!(!dir.exists(), "nothing written for an unknown template");
+    }
+
+    #[test]
+    fn every_template_of_every_language_is_written() {
+        let temp = tempfile::tempdir().expect("tempdir");
+        for lang in Lang::ALL {
+            for template in templates::templates(lang) {
+                let dir = temp.path().join(format!("{lang}-{}", template.name));
+                let written = create(&NewOptions {
+                    lang,
+                    template: template.name.into(),
+                    sdk: SdkSource::Registry,
+                    ..options(&dir, "disk-flush")
+                })
+                .unwrap_or_else(|error| panic!("{lang} {}: {error}", template.name));
+                assert!(
+                    dir.join("disk-flush.toml").is_file(),
+                    "{lang} {}",
+                    template.name
+                );
+                assert!(
+                    !dir.join("template.txt").exists(),
+                    "{lang} {}",
+                    template.name
+                );
+                let install = written.next.last().expect("next commands");
+                assert_eq!(
+                    install.split(" #").next().unwrap_or_default().trim(),
+                    "sudo install -m 644 disk-flush.wasm disk-flush.toml /etc/forewarn/plugins.d/",
+                    "{lang} {}",
+                    template.name
+                );
+            }
+        }
     }
 
     #[test]

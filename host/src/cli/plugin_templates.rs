@@ -1,5 +1,6 @@
-//! The plugin templates embedded in the binary (sdk/templates/<lang>/) and how `plugin new`
-//! turns one into files: the name checked, placeholders substituted in contents and names.
+//! The plugin templates embedded in the binary (sdk/templates/<lang>/<template>/), which
+//! templates each language has (`plugin new --list`), and how `plugin new` turns one into
+//! files: the name checked, placeholders substituted in contents and names.
 
 use std::path::{Path, PathBuf};
 
@@ -181,13 +182,109 @@ pub struct RenderedFile {
     pub contents: Vec<u8>,
 }
 
-/// The template of `lang` with `subs` applied: names and contents; `_gitignore` becomes
-/// `.gitignore` (and `_npmrc` `.npmrc`). Empty when the binary was built without that template.
-pub fn render(lang: Lang, subs: &Substitutions) -> Vec<RenderedFile> {
+/// The template `plugin new` writes without `--template`.
+pub const DEFAULT_TEMPLATE: &str = "minimal";
+
+/// One template of a language, as `plugin new --list` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TemplateInfo {
+    /// Its name, as `--template` takes it (its folder under sdk/templates/<lang>/).
+    pub name: &'static str,
+    /// What it does, in one line (its `template.txt`).
+    pub description: &'static str,
+}
+
+/// The templates of `lang` this binary carries: [`DEFAULT_TEMPLATE`] first, then by name.
+pub fn templates(lang: Lang) -> Vec<TemplateInfo> {
+    TEMPLATES
+        .iter()
+        .filter(|(template_lang, _, _)| *template_lang == lang.as_str())
+        .map(|(_, name, description)| TemplateInfo {
+            name,
+            description: description.trim(),
+        })
+        .collect()
+}
+
+/// `--template NAME` that `lang` has no template of.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "there is no {lang} template `{name}`: the {lang} templates are {}; `forewarn plugin new \
+     --list` describes them",
+    available_names(*lang)
+)]
+pub struct UnknownTemplate {
+    /// The language asked for.
+    pub lang: Lang,
+    /// The template asked for.
+    pub name: String,
+}
+
+/// `lang`'s template names for a message: "`minimal` (the default), `http-drain`".
+fn available_names(lang: Lang) -> String {
+    let names: Vec<String> = templates(lang)
+        .iter()
+        .map(|template| match template.name {
+            DEFAULT_TEMPLATE => format!("`{DEFAULT_TEMPLATE}` (the default)"),
+            name => format!("`{name}`"),
+        })
+        .collect();
+    match names.is_empty() {
+        true => "none (this forewarn was built without them)".to_owned(),
+        false => names.join(", "),
+    }
+}
+
+/// Checks that `lang` has a template `name`.
+pub fn find_template(lang: Lang, name: &str) -> Result<TemplateInfo, UnknownTemplate> {
+    templates(lang)
+        .into_iter()
+        .find(|template| template.name == name)
+        .ok_or_else(|| UnknownTemplate {
+            lang,
+            name: name.to_owned(),
+        })
+}
+
+/// What `plugin new --list` prints: each language's templates (only `only`'s when given), one
+/// line each with its description.
+pub fn listing(only: Option<Lang>) -> String {
+    let langs: Vec<Lang> = match only {
+        Some(lang) => vec![lang],
+        None => Lang::ALL.to_vec(),
+    };
+    let width = langs
+        .iter()
+        .flat_map(|lang| templates(*lang))
+        .map(|template| template.name.len())
+        .max()
+        .unwrap_or(0);
+    let mut out = format!(
+        "The templates of `forewarn plugin new NAME --lang LANG --template TEMPLATE` (without \
+         --template: {DEFAULT_TEMPLATE}):\n"
+    );
+    for lang in langs {
+        out.push_str(&format!("\n{lang}:\n"));
+        for template in templates(lang) {
+            out.push_str(&format!(
+                "  {:<width$}  {}\n",
+                template.name, template.description
+            ));
+        }
+    }
+    out
+}
+
+/// The template `template` of `lang` with `subs` applied: names and contents; `_gitignore`
+/// becomes `.gitignore` (and `_npmrc` `.npmrc`). Empty when the binary carries no such
+/// template (see [`find_template`]).
+pub fn render(lang: Lang, template: &str, subs: &Substitutions) -> Vec<RenderedFile> {
     TEMPLATE_FILES
         .iter()
-        .filter(|(file_lang, _, _)| *file_lang == lang.as_str())
-        .map(|(_, path, bytes)| RenderedFile {
+        .filter(|(file_lang, file_template, _, _)| {
+            *file_lang == lang.as_str() && *file_template == template
+        })
+        .map(|(_, _, path, bytes)| RenderedFile {
             path: output_path(path, subs),
             contents: match std::str::from_utf8(bytes) {
                 Ok(text) => subs.apply(text).into_bytes(),
@@ -366,29 +463,192 @@ mod tests {
         );
     }
 
+    /// Every template of every language, rendered for `disk-flush` with the carried SDK.
+    fn every_template() -> Vec<(Lang, &'static str, Vec<RenderedFile>)> {
+        Lang::ALL
+            .into_iter()
+            .flat_map(|lang| {
+                templates(lang).into_iter().map(move |template| {
+                    let files = render(lang, template.name, &subs("disk-flush", lang));
+                    (lang, template.name, files)
+                })
+            })
+            .collect()
+    }
+
+    fn file<'a>(files: &'a [RenderedFile], path: &str) -> Option<&'a RenderedFile> {
+        files.iter().find(|file| file.path == Path::new(path))
+    }
+
     #[test]
-    fn every_language_is_embedded_and_substitutes_fully() {
+    fn every_language_has_minimal_first_and_http_drain_each_described() {
         for lang in Lang::ALL {
-            let files = render(lang, &subs("disk-flush", lang));
-            assert!(!files.is_empty(), "{lang}: no template embedded");
+            let names: Vec<&str> = templates(lang).iter().map(|t| t.name).collect();
+            assert_eq!(names, [DEFAULT_TEMPLATE, "http-drain"], "{lang}");
+            for template in templates(lang) {
+                assert!(
+                    !template.description.is_empty() && !template.description.contains('\n'),
+                    "{lang} {}: one line in template.txt",
+                    template.name
+                );
+                assert_eq!(find_template(lang, template.name), Ok(template));
+            }
+        }
+    }
+
+    #[test]
+    fn an_unknown_template_names_the_languages_templates() {
+        let error = find_template(Lang::Python, "http_drain").unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "there is no python template `http_drain`: the python templates are `minimal` (the \
+             default), `http-drain`; `forewarn plugin new --list` describes them"
+        );
+    }
+
+    #[test]
+    fn the_listing_names_each_languages_templates_with_their_descriptions() {
+        let listing = listing(None);
+        assert!(
+            listing.starts_with(
+                "The templates of `forewarn plugin new NAME --lang LANG --template TEMPLATE` \
+                 (without --template: minimal):\n"
+            ),
+            "{listing}"
+        );
+        let mut langs_seen = Vec::new();
+        for line in listing.lines().skip(1).filter(|line| !line.is_empty()) {
+            match line.strip_prefix("  ") {
+                None => langs_seen.push(line.trim_end_matches(':').to_owned()),
+                Some(row) => {
+                    let lang = Lang::ALL
+                        .into_iter()
+                        .find(|lang| Some(&lang.as_str().to_owned()) == langs_seen.last())
+                        .expect("a row under a language");
+                    let (name, description) = row.split_once("  ").expect("name, description");
+                    let template = find_template(lang, name).expect("a listed template exists");
+                    assert_eq!(description.trim_start(), template.description, "{line}");
+                }
+            }
+        }
+        assert_eq!(langs_seen, ["rust", "c", "python", "js"]);
+        let rows = listing
+            .lines()
+            .filter(|line| line.starts_with("  "))
+            .count();
+        assert_eq!(rows, 8, "{listing}");
+        assert!(
+            listing.contains("  minimal     Approves every phase"),
+            "{listing}"
+        );
+
+        let only_c = super::listing(Some(Lang::C));
+        assert!(
+            only_c.contains("\nc:\n") && !only_c.contains("rust:"),
+            "{only_c}"
+        );
+        assert_eq!(only_c.lines().filter(|l| l.starts_with("  ")).count(), 2);
+    }
+
+    #[test]
+    fn every_template_is_embedded_and_substitutes_fully() {
+        for (lang, template, files) in every_template() {
+            assert!(!files.is_empty(), "{lang} {template}: not embedded");
             for file in &files {
                 let path = file.path.display().to_string();
-                assert!(!path.contains("{{"), "{lang}: {path}");
-                assert!(!path.ends_with("_gitignore"), "{lang}: {path}");
+                assert!(!path.contains("{{"), "{lang} {template}: {path}");
+                assert!(!path.ends_with("_gitignore"), "{lang} {template}: {path}");
+                assert_ne!(
+                    path, "template.txt",
+                    "{lang} {template}: not a project file"
+                );
                 let text = String::from_utf8_lossy(&file.contents);
-                assert!(!text.contains("{{"), "{lang}: {path} keeps a placeholder");
+                assert!(
+                    !text.contains("{{"),
+                    "{lang} {template}: {path} keeps a placeholder"
+                );
+            }
+            for path in [
+                "README.md",
+                ".gitignore",
+                "disk-flush.toml",
+                ".github/workflows/plugin.yml",
+            ] {
+                assert!(file(&files, path).is_some(), "{lang} {template}: no {path}");
             }
             let commands = next_commands(&files);
             assert!(
                 commands.len() >= 3,
-                "{lang}: README has no build/test/install block: {commands:?}"
+                "{lang} {template}: README has no build/test/install block: {commands:?}"
             );
-            assert!(
+            assert_eq!(
                 commands
-                    .iter()
-                    .any(|c| c.contains("/etc/forewarn/plugins.d/")),
-                "{lang}: {commands:?}"
+                    .last()
+                    .and_then(|c| c.split(" #").next())
+                    .map(str::trim),
+                Some(
+                    "sudo install -m 644 disk-flush.wasm disk-flush.toml /etc/forewarn/plugins.d/"
+                ),
+                "{lang} {template}: {commands:?}"
             );
+        }
+    }
+
+    #[test]
+    fn every_templates_manifest_is_valid_and_grants_what_the_plugin_uses() {
+        for (lang, template, files) in every_template() {
+            let text = file(&files, "disk-flush.toml")
+                .expect("manifest")
+                .contents
+                .clone();
+            let manifest =
+                forewarn_manifest::PluginManifest::parse(&String::from_utf8_lossy(&text))
+                    .unwrap_or_else(|error| panic!("{lang} {template}: {error}"));
+            if template != "http-drain" {
+                continue;
+            }
+            assert!(manifest.capabilities.readiness, "{lang}: readiness granted");
+            let Some(forewarn_manifest::ConfigValue::Text(url)) = manifest.config.get("drain-url")
+            else {
+                panic!("{lang}: no drain-url in [config]");
+            };
+            let authority = url
+                .strip_prefix("http://")
+                .and_then(|rest| rest.split('/').next())
+                .expect("an http:// URL");
+            assert_eq!(
+                manifest.capabilities.http,
+                [authority],
+                "{lang}: the drain-url's host:port is granted"
+            );
+        }
+    }
+
+    /// Files a language's templates share with its `minimal` (the build and the CI set-up),
+    /// which must not drift apart.
+    const SHARED_WITH_MINIMAL: &[&str] = &[
+        "Cargo.toml",
+        "Makefile",
+        "build.sh",
+        "test.sh",
+        "requirements.txt",
+        "package.json",
+        "jsconfig.json",
+        ".npmrc",
+        ".gitignore",
+    ];
+
+    #[test]
+    fn templates_share_the_build_files_of_minimal() {
+        for (lang, template, files) in every_template() {
+            let minimal = render(lang, DEFAULT_TEMPLATE, &subs("disk-flush", lang));
+            for path in SHARED_WITH_MINIMAL {
+                assert_eq!(
+                    file(&files, path).map(|f| &f.contents),
+                    file(&minimal, path).map(|f| &f.contents),
+                    "{lang} {template}: {path} differs from minimal's"
+                );
+            }
         }
     }
 
@@ -416,8 +676,8 @@ mod tests {
     #[test]
     fn every_template_has_a_ci_workflow_that_builds_tests_and_plays_every_scenario() {
         use yaml_rust2::YamlLoader;
-        for lang in Lang::ALL {
-            let files = render(lang, &subs("disk-flush", lang));
+        for (lang, template, files) in every_template() {
+            let lang = format!("{lang} {template}");
             let workflow = files
                 .iter()
                 .find(|file| file.path == Path::new(".github/workflows/plugin.yml"))
@@ -451,6 +711,16 @@ mod tests {
                     runs.iter().any(|run| run.contains(expected)),
                     "{lang}: the workflow does not run `{expected}`"
                 );
+            }
+            if template == "http-drain" {
+                // The scenarios need something answering at drain-url: the stand-in, first.
+                let position = |text: &str| runs.iter().position(|run| run.contains(text));
+                let stand_in = position("python3 drain-stand-in.py");
+                assert!(
+                    stand_in.is_some() && stand_in < position("--all-scenarios"),
+                    "{lang}: the stand-in starts before the scenarios: {runs:?}"
+                );
+                assert!(file(&files, "drain-stand-in.py").is_some(), "{lang}");
             }
             let readme = files
                 .iter()
