@@ -67,6 +67,9 @@ enum Round {
     Live,
     /// Live in the dev daemon; a scenario failed.
     LiveTestsFailed,
+    /// The round could not finish (the build command cannot run, a test could not be set
+    /// up): said, and the next edit starts another.
+    Unfinished,
 }
 
 /// Runs the loop until Ctrl-C; forewarn's own errors (no project, the daemon cannot start)
@@ -89,6 +92,14 @@ async fn dev(args: Args) -> anyhow::Result<()> {
         None => None,
     };
     let scenarios = scenarios(&args);
+    for scenario in &scenarios {
+        forewarn_simulator::load_scenario(scenario).with_context(|| {
+            format!(
+                "cannot test against `--scenario {scenario}`: name a built-in one (`forewarn \
+                 simulate --list`) or a scenario file"
+            )
+        })?;
+    }
     let daemon = DevDaemon::start(args.listen, args.console_listen, actions.clone()).await?;
     print_header(&project, &build, &scenarios, &daemon);
     let (changes_in, mut changes) = mpsc::unbounded_channel();
@@ -98,7 +109,13 @@ async fn dev(args: Args) -> anyhow::Result<()> {
     let mut round = 1;
     loop {
         let sources = project.fingerprint();
-        let ended = one_round(&project, &build, &scenarios, &actions, &daemon, &log).await?;
+        let ended = match one_round(&project, &build, &scenarios, &actions, &daemon, &log).await {
+            Ok(ended) => ended,
+            Err(error) => {
+                say(&format!("round {round} could not finish: {error:#}"));
+                Round::Unfinished
+            }
+        };
         say(&format!(
             "round {round}: {}; waiting for an edit (Ctrl-C ends)",
             describe(ended)
@@ -137,6 +154,7 @@ fn describe(round: Round) -> &'static str {
         Round::CheckFailed => "not a usable plugin; the dev daemon keeps the last good build",
         Round::Live => "live in the dev daemon",
         Round::LiveTestsFailed => "live in the dev daemon, but a scenario failed",
+        Round::Unfinished => "not finished; the dev daemon keeps the last good build",
     }
 }
 
