@@ -115,6 +115,34 @@ fn an_approving_plugin_passes_and_its_decisions_are_shown() {
     assert!(entries.iter().any(|e| e["kind"] == "approved"));
 }
 
+/// hardware-failure's Reboot runs for 10 minutes, started with no notice: at real time the
+/// scenario lasts over 10 minutes (past the test's 5-minute limit), but while the Reboot runs
+/// the daemon only waits, so that stretch is skipped: the test ends in seconds, and the
+/// plugin still hears the start and the end.
+#[test]
+fn a_stretch_where_the_daemon_only_waits_is_skipped_even_at_real_time() {
+    let project = Project::new("[config]\nmode = \"approve\"\n");
+    let probe = project.path("probe.wasm");
+    let output = forewarn(
+        &["plugin", "test", path_str(&probe), "--json"],
+        &["--scenario", "hardware-failure", "--speed", "1"],
+    );
+    let verdict = single_verdict(&output, 0);
+    assert_eq!(verdict["verdict"], "passed", "{verdict}");
+    let skipped = verdict["skipped_scenario_s"].as_f64().unwrap_or_default();
+    assert!(skipped >= 590.0, "skipped {skipped} s: {verdict}");
+    let entries = entries(&output);
+    for phase in ["started", "ended-after-start"] {
+        assert!(
+            entries.iter().any(|e| e["kind"] == "plugin-answered"
+                && e["plugin"] == "probe"
+                && e["phase"] == phase),
+            "no {phase} call: {}",
+            describe(&output)
+        );
+    }
+}
+
 #[test]
 fn a_trapping_plugin_fails_with_the_trap() {
     let project = Project::new("[config]\nmode = \"approve\"\n");

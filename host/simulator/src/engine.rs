@@ -21,6 +21,11 @@ use crate::snapshot::{
     WireDocument,
 };
 
+/// How many times a client must have fetched the current document before a quiet stretch
+/// after it is skipped: the second fetch comes a poll interval after the first, by when the
+/// client has acted on what the first one listed.
+const SEEN_AFTER_SERVED: u32 = 2;
+
 /// Everything the handlers and the timer share.
 pub(crate) struct Engine {
     /// Scenario time runs this many times faster than wall time (for every scenario the
@@ -58,6 +63,11 @@ pub(crate) struct Inner {
     held_until_poll: bool,
     /// The document last served and what it was rendered from (see `Engine::document_json`).
     served: Option<(ServedKey, Arc<str>)>,
+    /// How many times that document was served.
+    served_times: u32,
+    /// Whether a quiet stretch is skipped at the next fetch of the document
+    /// ([`Engine::allow_skipping`]).
+    skip_allowed: bool,
 }
 
 /// What a served document depends on: every change of the events is in the history (or is
@@ -89,7 +99,45 @@ impl Inner {
             seed: unix_ms(SystemTime::now()),
             held_until_poll: false,
             served: None,
+            served_times: 0,
+            skip_allowed: false,
         }
+    }
+
+    /// Skips scenario time to the end of the quiet stretch now, when skipping is allowed
+    /// and may be taken (see [`Engine::allow_skipping`]); returns the scenario time skipped.
+    fn skip_quiet_stretch(&mut self) -> Option<Duration> {
+        let skippable = self.skip_allowed
+            && !self.held_until_poll
+            && self.scenario.faults.is_empty()
+            && self.scale_set.is_none()
+            && self.current_document_seen();
+        if !skippable {
+            return None;
+        }
+        let from = self.simulation.now();
+        let to = self.simulation.quiet_until().filter(|to| *to > from)?;
+        self.clock.skip_to(to);
+        let now = self.clock.scenario_now();
+        self.simulation.advance(now);
+        tracing::debug!(
+            scenario = %self.scenario.name,
+            from_scenario_ms = millis(from),
+            to_scenario_ms = millis(to),
+            "a quiet stretch of the scenario skipped"
+        );
+        Some(to - from)
+    }
+
+    /// Whether the document listing the events as they are now was fetched at least
+    /// [`SEEN_AFTER_SERVED`] times.
+    fn current_document_seen(&self) -> bool {
+        let Some((key, _)) = &self.served else {
+            return false;
+        };
+        key.changes == self.simulation.history().len()
+            && key.incarnation == self.simulation.incarnation()
+            && self.served_times >= SEEN_AFTER_SERVED
     }
 }
 
@@ -147,6 +195,7 @@ impl Engine {
         inner.simulation = fresh.simulation;
         inner.scale_set = fresh.scale_set;
         inner.served = None;
+        inner.served_times = 0;
         inner.gets.clear();
         inner.history_logged = 0;
         inner.resets_served = 0;
@@ -240,6 +289,9 @@ impl Engine {
     /// Rendered once per change: a document of thousands of events is served every second.
     pub(crate) fn document_json(&self, api_version: &str) -> Arc<str> {
         let mut inner = self.current();
+        if inner.skip_quiet_stretch().is_some() {
+            self.publish(&mut inner);
+        }
         let key = ServedKey {
             changes: inner.simulation.history().len(),
             incarnation: inner.simulation.incarnation(),
@@ -248,7 +300,9 @@ impl Engine {
         if let Some((served_key, text)) = &inner.served
             && *served_key == key
         {
-            return Arc::clone(text);
+            let text = Arc::clone(text);
+            inner.served_times = inner.served_times.saturating_add(1);
+            return text;
         }
         let text: Arc<str> = served_document(
             &inner.simulation,
@@ -259,7 +313,19 @@ impl Engine {
         )
         .into();
         inner.served = Some((key, Arc::clone(&text)));
+        inner.served_times = 1;
         text
+    }
+
+    /// While `allowed`, each quiet stretch ([`Simulation::quiet_until`]: no event is
+    /// Scheduled) is skipped at the client's next fetch of the document, once it has
+    /// fetched the current one [`SEEN_AFTER_SERVED`] times: the fetch gets the change that
+    /// ends the stretch at the instant it happens, as a client polling at that very moment
+    /// would. Neither clock a client reads moves: a NotBefore still to come shows as far
+    /// ahead of the wall as it would have. Never with faults (their windows and clock steps
+    /// are in scenario time) or a scale set (its probes are).
+    pub(crate) fn allow_skipping(&self, allowed: bool) {
+        self.lock().skip_allowed = allowed;
     }
 
     /// Approves the events on behalf of `vm`, recording each id either way.
@@ -307,6 +373,7 @@ impl Engine {
             speed: inner.clock.speed(),
             started_at_unix_ms: inner.clock.started_unix_ms(),
             now_scenario_ms: millis(simulation.now()),
+            skipped_scenario_ms: millis(inner.clock.skipped_in_all()),
             finished: simulation.is_finished(),
             incarnation: simulation.incarnation(),
             events,

@@ -154,6 +154,17 @@ impl SimulatorHandle {
         self.engine.hold_until_first_poll();
     }
 
+    /// While `allowed`, a stretch of the scenario where nothing but time passes (no event
+    /// is Scheduled: every listed one is running, or none is listed) is skipped at the
+    /// client's next fetch of the document, once it has fetched the current one twice: that
+    /// fetch gets the change ending the stretch the instant it happens. A NotBefore still to
+    /// come stays as far from the wall clock as it was; the scenario ends sooner. Never for
+    /// a scenario with faults or a scale set. `forewarn plugin test` allows it whenever the
+    /// daemon has no plugin call in flight and no event being prepared or recovered.
+    pub fn allow_skipping(&self, allowed: bool) {
+        self.engine.allow_skipping(allowed);
+    }
+
     /// The same data as `GET /simulator/state`, caught up to now.
     pub fn snapshot(&self) -> StateSnapshot {
         self.engine.snapshot()

@@ -32,6 +32,9 @@ pub(crate) struct ScenarioClock {
     unreported: Vec<(Duration, i64)>,
     /// The latest scenario time read: it never goes back.
     floor: Duration,
+    /// Stretches of scenario time skipped ([`ScenarioClock::skip_to`]): (from, to), in order.
+    /// Neither the machine's clock nor Azure's moved for them.
+    skipped: Vec<(Duration, Duration)>,
 }
 
 impl ScenarioClock {
@@ -52,6 +55,7 @@ impl ScenarioClock {
             taken: Vec::new(),
             unreported: Vec::new(),
             floor: Duration::ZERO,
+            skipped: Vec::new(),
         }
     }
 
@@ -93,6 +97,36 @@ impl ScenarioClock {
         self.scenario_now();
     }
 
+    /// Scenario time jumps from now to `to` at once, while neither the machine's clock nor
+    /// Azure's moves: an instant after the skip is that much sooner on both (what NotBefore
+    /// shows for it, and when it happened). Nothing when `to` is not ahead.
+    pub(crate) fn skip_to(&mut self, to: Duration) {
+        let now = self.scenario_now();
+        if to <= now {
+            return;
+        }
+        self.skipped.push((now, to));
+        self.scenario_now();
+    }
+
+    /// How much scenario time was skipped up to scenario instant `at`.
+    fn skipped_before(&self, at: Duration) -> Duration {
+        self.skipped
+            .iter()
+            .map(|(from, to)| at.clamp(*from, *to) - *from)
+            .sum()
+    }
+
+    /// How much scenario time was skipped in all.
+    pub(crate) fn skipped_in_all(&self) -> Duration {
+        self.skipped.iter().map(|(from, to)| *to - *from).sum()
+    }
+
+    /// The machine's wall-clock instant of scenario instant `at`, before VM clock steps.
+    fn machine_wall_at(&self, at: Duration) -> SystemTime {
+        self.started_wall + (at - self.skipped_before(at)).div_f64(self.speed)
+    }
+
     /// The steps taken (and the start's offset) since the last call: (scenario instant,
     /// Azure's clock minus the machine's in ms).
     pub(crate) fn take_reports(&mut self) -> Vec<(Duration, i64)> {
@@ -108,10 +142,7 @@ impl ScenarioClock {
     /// The instant of a scenario instant on Azure's clock (what NotBefore shows for it);
     /// the machine's wall clock without an offset.
     pub(crate) fn wall_at(&self, scenario: Duration) -> SystemTime {
-        shift(
-            self.started_wall + scenario.div_f64(self.speed),
-            self.ahead_at_start_ms,
-        )
+        shift(self.machine_wall_at(scenario), self.ahead_at_start_ms)
     }
 
     /// The instant of a scenario instant on the machine's clock, in Unix milliseconds (when
@@ -123,10 +154,7 @@ impl ScenarioClock {
             .rev()
             .find(|(at, _)| *at <= scenario)
             .map_or(0, |(_, moved)| *moved);
-        unix_ms(shift(
-            self.started_wall + scenario.div_f64(self.speed),
-            -moved,
-        ))
+        unix_ms(shift(self.machine_wall_at(scenario), -moved))
     }
 
     pub(crate) fn started_unix_ms(&self) -> u64 {
@@ -137,7 +165,8 @@ impl ScenarioClock {
     fn reading(&self) -> Duration {
         let moved_ms = self.ahead_ms - self.ahead_at_start_ms;
         let seconds = self.started_mono.elapsed().as_secs_f64() + moved_ms as f64 / 1000.0;
-        Duration::from_secs_f64((seconds * self.speed).max(0.0)).max(self.floor)
+        let played = Duration::from_secs_f64((seconds * self.speed).max(0.0));
+        (played + self.skipped_in_all()).max(self.floor)
     }
 
     fn take_step(&mut self, at: Duration, ahead_ms: i64) {
@@ -195,5 +224,26 @@ mod tests {
             start + Duration::from_secs(30)
         );
         assert_eq!(clock.unix_ms_at(fifteen_minutes), 1_030_000);
+    }
+
+    #[test]
+    fn a_skip_moves_scenario_time_but_neither_wall_clock() {
+        let start = UNIX_EPOCH + Duration::from_secs(1_000);
+        let mut clock = ScenarioClock::starting_at(start, 10.0);
+        clock.skip_to(Duration::from_secs(600));
+        let now = clock.scenario_now();
+        assert!(now >= Duration::from_secs(600), "{now:?}");
+        assert!(now < Duration::from_secs(610), "{now:?}");
+        // An instant after the skip is as far from now on the wall as its distance in
+        // scenario time says: 100 s of scenario time at 10x is 10 s, from the start.
+        assert_eq!(unix_ms(clock.wall_at(Duration::from_secs(700))), 1_010_000);
+        assert_eq!(clock.unix_ms_at(Duration::from_secs(700)), 1_010_000);
+        // An instant before the skip keeps its wall time; one inside it is its start.
+        assert_eq!(clock.unix_ms_at(Duration::ZERO), 1_000_000);
+        assert_eq!(clock.unix_ms_at(Duration::from_secs(300)), 1_000_000);
+        // A skip backwards is nothing.
+        clock.skip_to(Duration::from_secs(5));
+        assert!(clock.scenario_now() >= now);
+        assert_eq!(unix_ms(clock.wall_at(Duration::from_secs(700))), 1_010_000);
     }
 }

@@ -225,6 +225,25 @@ impl Simulation {
         Some(last_gone.saturating_add(self.end_after))
     }
 
+    /// Until when nothing but time passes for a client that has seen the current document:
+    /// no event in it is Scheduled (none has a NotBefore ahead or waits for an approval),
+    /// so the next instant anything changes is the next step due (an event appears or
+    /// ends), or the scenario's end. None while an event is Scheduled, or for a simulation
+    /// that never ends on its own.
+    pub(crate) fn quiet_until(&self) -> Option<Duration> {
+        if self.open_ended {
+            return None;
+        }
+        let scheduled = self
+            .events
+            .iter()
+            .any(|event| matches!(event.phase, Phase::Scheduled { .. }));
+        if scheduled {
+            return None;
+        }
+        self.next_due().or_else(|| self.finishes_at())
+    }
+
     pub(crate) fn is_finished(&self) -> bool {
         self.finishes_at().is_some_and(|at| self.now >= at)
     }

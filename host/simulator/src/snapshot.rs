@@ -19,6 +19,10 @@ pub struct StateSnapshot {
     pub started_at_unix_ms: u64,
     /// Scenario time now, in milliseconds.
     pub now_scenario_ms: u64,
+    /// How much of it was skipped as quiet stretches (see
+    /// `SimulatorHandle::allow_skipping`; `forewarn plugin test` allows it), in milliseconds.
+    #[serde(default)]
+    pub skipped_scenario_ms: u64,
     /// Whether every event has appeared and gone (plus the scenario's `end_after`).
     pub finished: bool,
     /// DocumentIncarnation as clients see it now.

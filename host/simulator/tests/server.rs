@@ -770,3 +770,115 @@ async fn a_step_of_the_vm_clock_moves_azures_clock_and_keeps_not_before() {
     );
     sim.shutdown().await;
 }
+
+/// A Reboot that runs for 10 minutes, then a Freeze announced 15 minutes ahead 20 minutes in.
+fn run_then_notice() -> Scenario {
+    Scenario::from_toml(
+        r#"
+name = "quiet-stretch"
+end_after = "10s"
+[[events]]
+id = "EV-RUN"
+type = "Reboot"
+status = "Started"
+appear_at = "0s"
+runs_for = "10m"
+[[events]]
+id = "EV-NEXT"
+type = "Freeze"
+appear_at = "20m"
+notice = "15m"
+"#,
+        "quiet-stretch.toml",
+    )
+    .unwrap()
+}
+
+/// The events a GET of scheduledevents lists: (EventId, EventStatus).
+async fn listed(base: &str) -> Vec<(String, String)> {
+    let document = json(get_events(base).await).await;
+    document["Events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|event| {
+            let text = |field: &str| event[field].as_str().unwrap_or_default().to_owned();
+            (text("EventId"), text("EventStatus"))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_quiet_stretch_is_skipped_at_the_third_fetch_and_a_notice_after_it_stays_true() {
+    let simulator = start(run_then_notice(), 1.0).await;
+    let base = simulator.base_url();
+    let running = vec![("EV-RUN".to_owned(), "Started".to_owned())];
+    // Not allowed: fetched as often as anyone likes, the Reboot keeps running.
+    for _ in 0..3 {
+        assert_eq!(listed(&base).await, running);
+    }
+    simulator.allow_skipping(true);
+    // Allowed, and the client has fetched the running Reboot: the 10 minutes it runs with
+    // nothing Scheduled are skipped at the next fetch, which gets its end.
+    assert_eq!(listed(&base).await, vec![]);
+    assert!(simulator.snapshot().now_scenario_ms >= 600_000);
+    // The empty document must be fetched twice too; then the next fetch gets the Freeze
+    // that appears 20 minutes in.
+    assert_eq!(listed(&base).await, vec![]);
+    let document = json(get_events(&base).await).await;
+    let events = document["Events"].as_array().unwrap();
+    assert_eq!(events.len(), 1, "{document}");
+    assert_eq!(events[0]["EventId"], "EV-NEXT");
+    // Its NotBefore is 15 minutes from now on the wall clock, as announced: the 20 minutes
+    // skipped moved neither clock.
+    let not_before = http_date(events[0]["NotBefore"].as_str().unwrap());
+    let ahead = seconds_between(std::time::SystemTime::now(), not_before);
+    assert!((14.0 * 60.0..=15.0 * 60.0).contains(&ahead), "{ahead} s");
+    // A Scheduled event is listed: nothing is skipped however often it is fetched.
+    let scheduled = vec![("EV-NEXT".to_owned(), "Scheduled".to_owned())];
+    for _ in 0..3 {
+        assert_eq!(listed(&base).await, scheduled);
+    }
+    simulator.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_quiet_stretch_is_not_skipped_before_the_client_fetched_the_document_twice() {
+    let simulator = start(run_then_notice(), 1.0).await;
+    simulator.allow_skipping(true);
+    let base = simulator.base_url();
+    let running = vec![("EV-RUN".to_owned(), "Started".to_owned())];
+    assert_eq!(listed(&base).await, running, "the first fetch");
+    assert_eq!(listed(&base).await, running, "the second fetch");
+    simulator.allow_skipping(false);
+    assert_eq!(listed(&base).await, running, "allowed no longer");
+    simulator.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_scenario_with_faults_is_never_skipped() {
+    let mut scenario = run_then_notice();
+    scenario.faults = scenario_with_a_fault().faults;
+    let simulator = start(scenario, 1.0).await;
+    simulator.allow_skipping(true);
+    let base = simulator.base_url();
+    for _ in 0..4 {
+        assert_eq!(
+            listed(&base).await,
+            vec![("EV-RUN".to_owned(), "Started".to_owned())]
+        );
+    }
+    simulator.shutdown().await;
+}
+
+fn scenario_with_a_fault() -> Scenario {
+    scenario(
+        r#"
+[[faults]]
+kind = "status"
+status = 500
+from = "30m"
+until = "31m"
+"#,
+    )
+}

@@ -23,6 +23,7 @@ use crate::cli::demo_workload::{
     DemoWorkload, START_ACTION, STOP_ACTION, WorkloadFacts, WorkloadNote,
 };
 use crate::cli::plugin_files::{self, PluginFile};
+use crate::cli::quiet_stretch_skipper;
 use crate::cli::verdict::PluginVerdicts;
 use crate::config::{ActionConfig, Config};
 use crate::daemon::outcome_keeper;
@@ -71,6 +72,7 @@ impl Args {
             quiet: false,
             compile_cache: None,
             actions: None,
+            skip_quiet_stretches: false,
         })
     }
 }
@@ -101,6 +103,9 @@ pub struct DemoOptions {
     /// The actions plugins run instead of the demo workload's stop and start
     /// (`plugin test --daemon-config`).
     pub actions: Option<BTreeMap<String, ActionConfig>>,
+    /// Skip each stretch of the scenario where the daemon only waits (`plugin test`; see
+    /// [`quiet_stretch_skipper`]); the demo, which people watch, plays every second.
+    pub skip_quiet_stretches: bool,
 }
 
 /// What the demo saw, printed at the end (and as the last JSON line with `--json`).
@@ -145,6 +150,8 @@ pub struct Played {
     pub drained: bool,
     /// The plugins this run compiled itself (the others came from the compile cache).
     pub compiled: Vec<String>,
+    /// The scenario time skipped as quiet stretches (`skip_quiet_stretches`).
+    pub skipped: Duration,
 }
 
 /// Runs the demo; exit 0 when the scenario finished and every event was handled to the end.
@@ -226,6 +233,10 @@ pub async fn play(options: &DemoOptions) -> anyhow::Result<Played> {
     let printer = tokio::spawn(print_timeline(inputs, output, Instant::now()));
     let load_balancer = DemoLoadBalancer::start(admin_address, note_sender);
     let finish_watch = timeline.subscribe();
+    let skipper = match options.skip_quiet_stretches {
+        true => Some(timeline.subscribe()),
+        false => None,
+    };
     let shutdown = CancellationToken::new();
     let daemon = tokio::spawn({
         let config = config.clone();
@@ -247,7 +258,16 @@ pub async fn play(options: &DemoOptions) -> anyhow::Result<Played> {
             .await
         }
     });
-    let finished = tokio::time::timeout(options.timeout, simulator.finished()).await;
+    let finished = tokio::time::timeout(options.timeout, async {
+        let Some(entries) = skipper else {
+            return simulator.finished().await;
+        };
+        tokio::select! {
+            () = simulator.finished() => {}
+            () = quiet_stretch_skipper::skip_quiet_stretches(&simulator, entries) => {}
+        }
+    })
+    .await;
     // Let recovery of the last event complete: the daemon forgets an event once done. A
     // scenario stopped at the timeout has events still going: no use waiting for them.
     let drained = match &finished {
@@ -279,6 +299,7 @@ pub async fn play(options: &DemoOptions) -> anyhow::Result<Played> {
         finished: finished.is_ok(),
         drained,
         compiled,
+        skipped: Duration::from_millis(snapshot.skipped_scenario_ms),
     })
 }
 

@@ -43,6 +43,7 @@ pub mod outcome_records;
 mod plugin_dev_project;
 pub mod plugin_files;
 pub mod plugin_templates;
+mod quiet_stretch_skipper;
 pub mod status_table;
 pub mod supply_args;
 pub mod verdict;

@@ -201,7 +201,9 @@ pub async fn test_plugin(options: TestOptions) -> anyhow::Result<TestOutcome> {
     let compiled_in = compile_once(&options.plugin, cache.path()).await?;
     if !options.timeline && !options.json {
         eprintln!(
-            "{name}: compiled in {:.1} s; playing {} scenario(s) at {}x, {} at a time",
+            "{name}: compiled in {:.1} s; playing {} scenario(s) at {}x, {} at a time \
+             (where the daemon only waits for an event to end or appear, the scenario skips \
+             ahead; wherever a plugin is called, its own time is real time)",
             compiled_in.as_secs_f64(),
             options.scenarios.len(),
             options.speed,
@@ -289,11 +291,13 @@ async fn judge(
     let fast = play(options, scenario, options.speed, None, cache_dir).await?;
     let verdict = fast.summary.verdicts.verdict(name);
     let compiled = fast.compiled.iter().any(|compiled| compiled == name);
+    let skipped = fast.skipped;
     let judged = |verdict, speed, check| Judged {
         scenario: scenario.to_owned(),
         verdict,
         speed,
         compiled,
+        skipped,
         real_time_check: check,
     };
     let played = forewarn_simulator::load_scenario(scenario)?;
@@ -377,6 +381,7 @@ async fn play(
         quiet: !options.timeline,
         compile_cache: Some(cache_dir.to_path_buf()),
         actions: options.actions.clone(),
+        skip_quiet_stretches: true,
     })
     .await
 }
@@ -410,6 +415,8 @@ struct Judged {
     /// Whether the scenario's daemon compiled the plugin itself rather than loading it
     /// from the run's compile cache (it should never have to).
     compiled: bool,
+    /// The scenario time skipped while the daemon only waited (at the test's speed).
+    skipped: Duration,
     real_time_check: RealTimeCheck,
 }
 
@@ -441,6 +448,8 @@ struct ScenarioVerdict<'a> {
     scenario: &'a str,
     speed: f64,
     compiled: bool,
+    /// Scenario seconds skipped while the daemon only waited.
+    skipped_scenario_s: f64,
     #[serde(flatten)]
     verdict: &'a Verdict,
     #[serde(skip_serializing_if = "RealTimeCheck::is_not_needed")]
@@ -480,6 +489,7 @@ fn print_verdict(options: &TestOptions, plugin: &str, judged: &Judged) {
             scenario: &judged.scenario,
             speed: judged.speed,
             compiled: judged.compiled,
+            skipped_scenario_s: judged.skipped.as_secs_f64(),
             verdict: &judged.verdict,
             real_time_check: &judged.real_time_check,
         };
