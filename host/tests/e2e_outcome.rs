@@ -314,6 +314,73 @@ fn a_reboot_that_keeps_the_daemon_down_8_s_records_a_downtime_of_8_s() {
     );
 }
 
+/// A VM on a dedicated host that a Redeploy moves to another one (the simulator's
+/// `dedicated_hosts`: the compute metadata's `host.id` names the next host once it started).
+const REDEPLOY_ON_A_DEDICATED_HOST: &str = r#"
+name = "redeploy-on-a-dedicated-host"
+open_ended = true
+dedicated_hosts = ["/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/hostGroups/hg/hosts/host-1", "/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/hostGroups/hg/hosts/host-2"]
+[[events]]
+id = "REDEPLOY-1"
+type = "Redeploy"
+appear_at = "0s"
+notice = "2s"
+runs_for = "10m"
+"#;
+
+#[test]
+fn a_redeploy_that_comes_back_on_another_dedicated_host_records_the_move() {
+    let setup = TestEnv::builder(forewarn_binary!())
+        .scenario_text(REDEPLOY_ON_A_DEDICATED_HOST)
+        .wait(WAIT)
+        .prepare();
+    let state_dir = setup.dir.path().join("state");
+    let boot_id = boot_id_file(setup.dir.path(), "boot-before");
+    let mut daemon = start_in_boot(&setup, &boot_id);
+    let event = "REDEPLOY-1";
+    wait_for_record_file(
+        &state_dir,
+        event,
+        "the Redeploy's record, Started, on disk",
+        |record| stage(record) == "started",
+    );
+
+    // The VM is redeployed: the daemon dies with it and starts in a new boot, on host-2.
+    daemon.kill();
+    boot_id_file(setup.dir.path(), "boot-after");
+    let daemon = start_in_boot(&setup, &boot_id);
+    wait_for_record(
+        &daemon,
+        event,
+        "the record read back after the restart",
+        |record| record["happened"]["restart"]["kind"] == "rebooted",
+    );
+    setup.simulator.end_event(event);
+
+    let record = wait_for_record(&daemon, event, "the Redeploy's host", |record| {
+        impact(record).0 != "pending" && !record["happened"]["host"].is_null()
+    });
+    let host = &record["happened"]["host"];
+    assert_eq!(host["kind"], "moved", "{record:#}");
+    assert!(
+        host["from"]
+            .as_str()
+            .is_some_and(|from| from.ends_with("/hosts/host-1"))
+            && host["to"]
+                .as_str()
+                .is_some_and(|to| to.ends_with("/hosts/host-2")),
+        "{record:#}"
+    );
+    assert_eq!(impact(&record).0, "downtime", "{record:#}");
+    let verdict = record["verdict"]["text"].as_str().unwrap_or_default();
+    assert!(
+        verdict.ends_with("moved to dedicated host host-2"),
+        "{verdict}"
+    );
+    let shown = forewarn_cli(&["events", "show", event], &daemon.admin_address(WAIT));
+    assert!(shown.contains("host-2"), "{shown}");
+}
+
 /// The ids of the records `/status/events` lists, oldest first.
 fn listed_ids(admin: &str) -> Result<Vec<String>, String> {
     let view = events_view(admin)?;

@@ -23,8 +23,9 @@ use forewarn_events::{Document, EventId};
 pub const IMDS_BODY_MAX_BYTES: usize = 1024 * 1024;
 /// How much of a malformed document a `FetchError::Malformed` keeps.
 const RAW_KEEP_CHARS: usize = 2048;
-/// The api-version of the instance metadata (compute) endpoint.
-const COMPUTE_API_VERSION: &str = "2021-02-01";
+/// The api-version of the instance metadata (compute) endpoint: 2021-11-15 or later names
+/// the dedicated host (`host.id`).
+const COMPUTE_API_VERSION: &str = "2021-12-13";
 /// The rate limit's window: IMDS's second, counted from each answer's arrival (see
 /// `rate_limit`), plus 50 ms for the two clocks' rates and IMDS's rounding.
 const LIMIT_WINDOW: Duration = Duration::from_millis(1050);
@@ -262,7 +263,7 @@ impl ImdsClient {
         )
     }
 
-    /// The compute metadata URL: `{base}/metadata/instance/compute?api-version=2021-02-01`.
+    /// The compute metadata URL: `{base}/metadata/instance/compute?api-version=2021-12-13`.
     fn compute_url(&self) -> String {
         format!(
             "{}/metadata/instance/compute?api-version={COMPUTE_API_VERSION}",
@@ -553,7 +554,7 @@ mod tests {
         );
         assert_eq!(
             client.compute_url(),
-            "http://169.254.169.254/metadata/instance/compute?api-version=2021-02-01"
+            "http://169.254.169.254/metadata/instance/compute?api-version=2021-12-13"
         );
         assert_eq!(
             client

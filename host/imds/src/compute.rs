@@ -21,6 +21,10 @@ pub struct ComputeInfo {
     /// (`/subscriptions/…/virtualMachines/NAME`, or `…/virtualMachineScaleSets/SET/virtualMachines/ID`);
     /// empty when absent.
     pub resource_id: String,
+    /// `host.id`: the Azure Dedicated Host the VM runs on (since api-version 2021-11-15).
+    /// None on a VM that is not placed on a dedicated host, the usual case: IMDS names no
+    /// other host.
+    pub dedicated_host: Option<String>,
 }
 
 /// `priority` of the compute metadata.
@@ -119,7 +123,15 @@ pub fn parse_compute(body: &str) -> Result<ComputeInfo, ParseError> {
         priority: VmPriority::parse(&text_of(object, "priority")),
         eviction_policy: EvictionPolicy::parse(&text_of(object, "evictionPolicy")),
         resource_id: text_of(object, "resourceId").trim().to_owned(),
+        dedicated_host: dedicated_host_of(object),
     })
+}
+
+/// `host.id`, trimmed; None when absent, empty or not text.
+fn dedicated_host_of(object: &Map<String, Value>) -> Option<String> {
+    let host = wire::field(object, "host")?.as_object()?;
+    let id = wire::field(host, "id")?.as_str()?.trim();
+    (!id.is_empty()).then(|| id.to_owned())
 }
 
 /// A field as text: a string as it is, null or absent as "", anything else as JSON.
@@ -191,6 +203,22 @@ mod tests {
             id
         );
         assert_eq!(parsed(r#"{"name":"vm-a"}"#).resource_id, "");
+    }
+
+    #[test]
+    fn the_dedicated_host_is_read_when_imds_names_one() {
+        let host =
+            "/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/hostGroups/hg/hosts/h1";
+        let named = parsed(&format!(r#"{{"name":"vm-a","host":{{"id":" {host} "}}}}"#));
+        assert_eq!(named.dedicated_host.as_deref(), Some(host));
+        for body in [
+            r#"{"name":"vm-a"}"#,
+            r#"{"name":"vm-a","host":{"id":""}}"#,
+            r#"{"name":"vm-a","host":{"id":null},"hostGroup":{"id":"hg"}}"#,
+            r#"{"name":"vm-a","host":"h1"}"#,
+        ] {
+            assert_eq!(parsed(body).dedicated_host, None, "{body}");
+        }
     }
 
     #[test]

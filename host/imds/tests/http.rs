@@ -220,7 +220,7 @@ async fn vm_name_is_read_from_compute_metadata() {
     assert_eq!(name, "myvmss_2");
     let seen = fake.seen();
     assert_eq!(seen[0].path, "/metadata/instance/compute");
-    assert_eq!(seen[0].query, "api-version=2021-02-01");
+    assert_eq!(seen[0].query, "api-version=2021-12-13");
     assert_eq!(seen[0].metadata.as_deref(), Some("true"));
 }
 

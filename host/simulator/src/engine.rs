@@ -157,6 +157,15 @@ impl Engine {
         Arc::clone(&self.lock().scenario)
     }
 
+    /// The dedicated host `vm` is on now (`host.id`): the scenario's first, moved on by each
+    /// Redeploy of it that started; None when the scenario names none.
+    pub(crate) fn dedicated_host(&self, vm: &str) -> Option<String> {
+        let inner = self.current();
+        let hosts = &inner.scenario.dedicated_hosts;
+        let moved = inner.simulation.redeploys_started(vm);
+        hosts.get(moved.min(hosts.len().checked_sub(1)?)).cloned()
+    }
+
     /// Plays `scenario` from its start (scenario time 0 is now), at the simulator's speed.
     /// The request, approval and fault logs go on.
     pub(crate) fn restart_with(&self, scenario: Scenario) {

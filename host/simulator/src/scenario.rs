@@ -60,6 +60,12 @@ pub struct Scenario {
     /// Low VM that names none (filled in by [`Scenario::validate`]).
     #[serde(default)]
     pub eviction_policy: Option<EvictionPolicy>,
+    /// The Azure Dedicated Hosts the VMs are placed on, as `host.id` in the compute metadata
+    /// names them: a VM is on the first, and each Redeploy of it that starts moves it to the
+    /// next (the last one stays). Empty (the default): no `host.id`, as on a VM that is
+    /// not on a dedicated host.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dedicated_hosts: Vec<String>,
     /// The managed identity the token endpoint serves (assigned, 24 h tokens by default).
     #[serde(default)]
     pub identity: IdentitySpec,

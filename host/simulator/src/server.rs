@@ -309,6 +309,7 @@ fn compute(engine: &Engine, vm: &str) -> Response {
         "subscriptionId": SUBSCRIPTION,
         "priority": scenario.priority().as_wire(),
         "evictionPolicy": scenario.eviction_policy.map_or("", |policy| policy.as_wire()),
+        "host": { "id": engine.dedicated_host(vm).unwrap_or_default() },
         "vmId": crate::ids::stable_event_id(vm, usize::MAX),
         "location": "simulated",
         "osType": "Linux",

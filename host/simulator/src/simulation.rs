@@ -336,6 +336,18 @@ impl Simulation {
         self.find(event_id).is_some()
     }
 
+    /// How many Redeploy events naming `vm` have started so far (each moves it to another
+    /// host).
+    pub(crate) fn redeploys_started(&self, vm: &str) -> usize {
+        self.history
+            .iter()
+            .filter(|change| change.transition == Transition::Started)
+            .filter_map(|change| self.find(&change.event_id))
+            .filter(|event| event.spec.event_type.eq_ignore_ascii_case("Redeploy"))
+            .filter(|event| event.resources.iter().any(|name| name == vm))
+            .count()
+    }
+
     fn find(&self, event_id: &str) -> Option<&EventState> {
         self.events
             .iter()

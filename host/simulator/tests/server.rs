@@ -213,7 +213,7 @@ async fn per_vm_prefix_serves_the_same_document_and_that_vms_name() {
     for (base, name) in [(sim.base_url(), "vm-a"), (vm_b.clone(), "vm-b")] {
         let compute = client()
             .get(format!(
-                "{base}/metadata/instance/compute?api-version=2021-02-01"
+                "{base}/metadata/instance/compute?api-version=2021-12-13"
             ))
             .header("Metadata", "true")
             .send()
@@ -224,7 +224,7 @@ async fn per_vm_prefix_serves_the_same_document_and_that_vms_name() {
     }
     let no_header = client()
         .get(format!(
-            "{vm_b}/metadata/instance/compute?api-version=2021-02-01"
+            "{vm_b}/metadata/instance/compute?api-version=2021-12-13"
         ))
         .send()
         .await
@@ -607,18 +607,54 @@ async fn identity_table_sets_lifetime_or_takes_the_identity_away() {
     none.shutdown().await;
 }
 
-async fn compute_of(scenario: Scenario) -> serde_json::Value {
-    let sim = start(scenario, 1.0).await;
+async fn compute_at(base: &str) -> serde_json::Value {
     let response = client()
         .get(format!(
-            "{}/metadata/instance/compute?api-version=2021-02-01",
-            sim.base_url()
+            "{base}/metadata/instance/compute?api-version=2021-12-13"
         ))
         .header("Metadata", "true")
         .send()
         .await
         .unwrap();
-    let body = json(response).await;
+    json(response).await
+}
+
+#[tokio::test]
+async fn a_redeploy_that_starts_moves_its_vm_to_the_next_dedicated_host() {
+    let text = r#"
+name = "dedicated"
+vms = ["vm-a", "vm-b"]
+dedicated_hosts = ["hg/hosts/h1", "hg/hosts/h2"]
+[[events]]
+id = "EV-D"
+type = "Redeploy"
+resources = ["vm-a"]
+appear_at = "0s"
+notice = "15m"
+runs_for = "10m"
+"#;
+    let sim = start(Scenario::from_toml(text, "dedicated.toml").unwrap(), 1.0).await;
+    let (vm_a, vm_b) = (sim.vm_base_url("vm-a"), sim.vm_base_url("vm-b"));
+    assert_eq!(compute_at(&vm_a).await["host"]["id"], "hg/hosts/h1");
+    let approve = post_events(&vm_a, r#"{"StartRequests":[{"EventId":"EV-D"}]}"#).await;
+    assert_eq!(approve.status(), StatusCode::OK);
+    assert_eq!(compute_at(&vm_a).await["host"]["id"], "hg/hosts/h2");
+    assert_eq!(
+        compute_at(&vm_b).await["host"]["id"],
+        "hg/hosts/h1",
+        "vm-b was not redeployed"
+    );
+    sim.shutdown().await;
+    let plain = compute_of(scenario("")).await;
+    assert_eq!(
+        plain["host"]["id"], "",
+        "no dedicated host: host.id is empty"
+    );
+}
+
+async fn compute_of(scenario: Scenario) -> serde_json::Value {
+    let sim = start(scenario, 1.0).await;
+    let body = compute_at(&sim.base_url()).await;
     sim.shutdown().await;
     body
 }

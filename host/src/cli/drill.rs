@@ -325,6 +325,7 @@ mod tests {
             priority,
             eviction_policy: None,
             resource_id: resource_id.into(),
+            dedicated_host: None,
         }
     }
 

@@ -11,6 +11,7 @@ use serde::Serialize;
 use crate::cli::status_command::{DaemonArgs, fetch_admin};
 use crate::log_fields::rfc3339;
 use crate::ops::outcome_status::EventsView;
+use crate::pipeline::outcome::host_move::HostChange;
 use crate::pipeline::outcome::impact::Impact;
 use crate::pipeline::outcome::record::{ApprovalRecord, OutcomeRecord};
 use crate::pipeline::outcome::verdict::spoken;
@@ -254,6 +255,14 @@ pub(crate) fn render_record(record: &OutcomeRecord) -> String {
         Impact::NotMeasured { why } => format!("not measured: {why}"),
     };
     let _ = writeln!(text, "  impact        {impact}");
+    if let Some(host) = &happened.host {
+        let host = match host {
+            HostChange::Moved { from, to } => format!("moved from {from} to {to}"),
+            HostChange::SameHost { id } => format!("the same dedicated host, {id}"),
+            HostChange::NotTold { why } => format!("not told: {why}"),
+        };
+        let _ = writeln!(text, "  host          {host}");
+    }
     text
 }
 

@@ -27,6 +27,7 @@ use crate::ops::admin::DaemonViews;
 use crate::ops::outcome_metrics::OutcomeMetrics;
 use crate::ops::outcome_status::OutcomeShelf;
 use crate::ops::storage_health::StorageHealth;
+use crate::pipeline::outcome::host_move::{HostChange, HostReading};
 use crate::pipeline::outcome::impact::{
     Downtime, HeartbeatGap, MonotonicTime, PauseMeter, RestartSeen,
 };
@@ -54,6 +55,10 @@ struct DurableHeartbeat {
     wall_unix_ms: u64,
     /// The boot it was written in (empty when the boot id cannot be read).
     boot_id: String,
+    /// The dedicated host IMDS named to that run (absent in a heartbeat of forewarn 0.x
+    /// before host ids were read: unread).
+    #[serde(default)]
+    host: HostReading,
 }
 
 /// The keeper before it runs: the book loaded, what the start found about a reboot.
@@ -62,6 +67,8 @@ pub(crate) struct OutcomeKeeper {
     dir: PathBuf,
     heartbeat_path: PathBuf,
     boot_id: Option<BootId>,
+    /// After a reboot found at start: the host the run before it read.
+    host_before_reboot: Option<HostReading>,
 }
 
 /// What the running keeper reads from.
@@ -88,7 +95,9 @@ impl OutcomeKeeper {
         let mut book = OutcomeBook::new("", limits);
         book.restore(load_records(&dir));
         let reading = BootId::current();
-        let restart = restart_seen(read_heartbeat(&heartbeat_path), &reading, started);
+        let previous = read_heartbeat(&heartbeat_path);
+        let previous_host = previous.as_ref().map(|beat| beat.host.clone());
+        let restart = restart_seen(previous, &reading, started);
         match &restart {
             RestartSeen::Rebooted(downtime) => tracing::info!(
                 downtime_ms = downtime.length_ms,
@@ -100,6 +109,10 @@ impl OutcomeKeeper {
             }
         }
         book.restarted(&restart);
+        let host_before_reboot = match restart {
+            RestartSeen::Rebooted(_) => previous_host,
+            RestartSeen::SameBoot | RestartSeen::Unknown { .. } => None,
+        };
         let boot_id = match reading {
             BootIdReading::Known(id) => Some(id),
             BootIdReading::Unknown(_) => None,
@@ -109,6 +122,7 @@ impl OutcomeKeeper {
             dir,
             heartbeat_path,
             boot_id,
+            host_before_reboot,
         }
     }
 
@@ -154,7 +168,7 @@ impl OutcomeKeeper {
                 received = sources.timeline.recv() => match received {
                     Ok(entry) => {
                         if !vm_name_known {
-                            vm_name_known = self.take_vm_name(&sources.views);
+                            vm_name_known = self.take_vm(&sources.views, &mut writer);
                         }
                         let now = sources.clock.now();
                         let mut book = self.shelf.book();
@@ -182,12 +196,27 @@ impl OutcomeKeeper {
         writer.write(&self.shelf, &sources.storage).await;
     }
 
-    /// Gives the book the VM's name once the daemon resolved it; whether it did.
-    fn take_vm_name(&self, views: &watch::Receiver<Option<DaemonViews>>) -> bool {
-        let Some(vm_name) = views.borrow().as_ref().map(|views| views.vm_name.clone()) else {
+    /// Gives the book the VM's name and the heartbeat the host once the daemon resolved
+    /// them, and after a reboot says whether the VM came back on another host; whether the
+    /// daemon had resolved them.
+    fn take_vm(&self, views: &watch::Receiver<Option<DaemonViews>>, writer: &mut Writer) -> bool {
+        let Some((vm_name, host)) = views
+            .borrow()
+            .as_ref()
+            .map(|views| (views.vm_name.clone(), views.host.clone()))
+        else {
             return false;
         };
-        self.shelf.book().set_vm_name(&vm_name);
+        let mut book = self.shelf.book();
+        book.set_vm_name(&vm_name);
+        if let Some(before) = &self.host_before_reboot {
+            let change = HostChange::between(before, &host);
+            if let HostChange::Moved { from, to } = &change {
+                tracing::info!(%from, %to, "the VM came back from its reboot on another dedicated host");
+            }
+            book.host_after_reboot(&change);
+        }
+        writer.host = host;
         true
     }
 }
@@ -318,6 +347,8 @@ struct Writer {
     dir: PathBuf,
     heartbeat_path: PathBuf,
     boot_id: Option<BootId>,
+    /// The dedicated host IMDS named, once the daemon resolved the VM.
+    host: HostReading,
     /// While writes fail: when to try again, and how long the next wait is.
     retry: Option<(Instant, Duration)>,
     /// Whether the last round waited for the journal (logged once a streak).
@@ -336,6 +367,7 @@ impl Writer {
             dir,
             heartbeat_path,
             boot_id,
+            host: HostReading::Unread,
             retry: None,
             waiting_for_journal: false,
         }
@@ -368,6 +400,7 @@ impl Writer {
                 .as_ref()
                 .map(ToString::to_string)
                 .unwrap_or_default(),
+            host: self.host.clone(),
         };
         let (dir, heartbeat_path) = (self.dir.clone(), self.heartbeat_path.clone());
         let done = tokio::task::spawn_blocking(move || {
@@ -464,6 +497,7 @@ mod tests {
         Some(DurableHeartbeat {
             wall_unix_ms,
             boot_id: boot_id.into(),
+            host: HostReading::Unread,
         })
     }
 

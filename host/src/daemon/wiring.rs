@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::pipeline::outcome::host_move::HostReading;
 use anyhow::{Context, bail};
 use forewarn_imds::{ClientConfig, ComputeInfo, ImdsClient, Poller};
 use forewarn_runtime::trust::TrustError;
@@ -236,6 +237,31 @@ pub(crate) fn imds_client(config: &Config) -> anyhow::Result<ImdsClient> {
     .map_err(|error| anyhow::anyhow!("cannot build the IMDS client: {}", error.0))
 }
 
+/// This VM as the daemon resolved it at start.
+#[derive(Debug)]
+pub(crate) struct ResolvedVm {
+    /// The name events list it by.
+    pub name: String,
+    /// What plugins are told of it.
+    pub vm: VmInfo,
+    /// The dedicated host IMDS names (the outcome records tell a Redeploy's move by it).
+    pub host: HostReading,
+}
+
+impl ResolvedVm {
+    fn from_compute(name: String, compute: &ComputeInfo) -> ResolvedVm {
+        let host = match &compute.dedicated_host {
+            Some(id) => HostReading::Dedicated { id: id.clone() },
+            None => HostReading::NotNamed,
+        };
+        ResolvedVm {
+            name,
+            vm: describe_vm(compute),
+            host,
+        }
+    }
+}
+
 /// This VM's name and what plugins are told of it: the name from the config, or asked of
 /// IMDS until it answers (or shutdown). After `imds.vm-name-patience` of failures it says once,
 /// in the log and in `startup`, what to set. With the name configured, the priority and
@@ -245,22 +271,26 @@ pub(crate) async fn resolve_vm(
     client: &ImdsClient,
     startup: &watch::Sender<Option<String>>,
     shutdown: &CancellationToken,
-) -> anyhow::Result<(String, VmInfo)> {
+) -> anyhow::Result<ResolvedVm> {
     if !config.vm_name.is_empty() {
-        let vm = match client.fetch_compute().await {
+        let resolved = match client.fetch_compute().await {
             Ok(compute) => {
                 warn_if_renamed(&config.vm_name, &compute.name);
-                describe_vm(&compute)
+                ResolvedVm::from_compute(config.vm_name.clone(), &compute)
             }
             Err(error) => {
                 tracing::warn!(%error, "cannot read this VM's priority from IMDS instance metadata; plugins are told it is unknown");
-                VmInfo {
-                    priority: VmPriority::Unknown,
-                    eviction_policy: None,
+                ResolvedVm {
+                    name: config.vm_name.clone(),
+                    vm: VmInfo {
+                        priority: VmPriority::Unknown,
+                        eviction_policy: None,
+                    },
+                    host: HostReading::Unread,
                 }
             }
         };
-        return Ok((config.vm_name.clone(), vm));
+        return Ok(resolved);
     }
     let started = tokio::time::Instant::now();
     let mut warned = false;
@@ -270,7 +300,7 @@ pub(crate) async fn resolve_vm(
             Ok(compute) => {
                 tracing::info!(vm_name = %compute.name, "VM name from IMDS instance metadata");
                 startup.send_replace(None);
-                return Ok((compute.name.clone(), describe_vm(&compute)));
+                return Ok(ResolvedVm::from_compute(compute.name.clone(), &compute));
             }
             Err(error) => error,
         };
@@ -476,7 +506,11 @@ async fn run_event_loop(
     observers: Observers,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let (vm_name, vm) = resolve_vm(config, &client, &observers.startup, shutdown).await?;
+    let ResolvedVm {
+        name: vm_name,
+        vm,
+        host,
+    } = resolve_vm(config, &client, &observers.startup, shutdown).await?;
     let settings = DaemonSettings {
         vm_name: vm_name.clone(),
         vm,
@@ -542,6 +576,7 @@ async fn run_event_loop(
     );
     observers.views.send_replace(Some(DaemonViews {
         vm_name,
+        host,
         state: daemon.snapshots(),
         poll: poll_status.clone(),
         polling_since,

@@ -56,6 +56,8 @@ const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
 #[derive(Clone)]
 pub(crate) struct DaemonViews {
     pub vm_name: String,
+    /// The dedicated host IMDS named at start (the outcome records' host after a reboot).
+    pub host: crate::pipeline::outcome::host_move::HostReading,
     pub state: watch::Receiver<Arc<DaemonState>>,
     pub poll: watch::Receiver<PollStatus>,
     /// When the poller was started (how long the daemon has waited for IMDS).

@@ -13,6 +13,7 @@
 //! - [`impact`]: the heartbeat's gap ([`impact::PauseMeter`]) and a reboot's downtime;
 //! - [`verdict`]: the record's verdict line and its typed parts.
 
+pub mod host_move;
 pub mod impact;
 pub mod record;
 pub mod verdict;
@@ -26,6 +27,7 @@ use forewarn_events::{EventId, EventType, ImdsTime};
 
 use crate::timeline::TimelineEntry;
 use crate::tracker::TransitionKind;
+use host_move::HostChange;
 use impact::{HeartbeatGap, RestartSeen};
 use record::{CallAnswer, OutcomeRecord};
 use verdict::{PreparationOutcome, Verdict};
@@ -292,19 +294,30 @@ impl OutcomeBook {
     /// What the daemon found at start-up about the time it was down: each Reboot or
     /// Redeploy under way takes it (a new boot is its downtime).
     pub fn restarted(&mut self, restart: &RestartSeen) {
-        let under_way: Vec<EventId> = self
-            .current
+        for event_id in self.current_where(OutcomeRecord::may_have_rebooted) {
+            self.change(&event_id, |record| record.restarted(restart.clone()));
+        }
+    }
+
+    /// Where IMDS tells it, whether the reboot found at start-up brought the VM back on
+    /// another host: each Reboot or Redeploy under way whose restart was a new boot takes it.
+    pub fn host_after_reboot(&mut self, change: &HostChange) {
+        for event_id in self.current_where(OutcomeRecord::rebooted_during) {
+            self.change(&event_id, |record| record.host_after_reboot(change.clone()));
+        }
+    }
+
+    /// The events whose newest record matches `matches`.
+    fn current_where(&self, matches: impl Fn(&OutcomeRecord) -> bool) -> Vec<EventId> {
+        self.current
             .iter()
             .filter(|(_, key)| {
                 self.kept
                     .get(*key)
-                    .is_some_and(|kept| kept.record.may_have_rebooted())
+                    .is_some_and(|kept| matches(&kept.record))
             })
             .map(|(id, _)| id.clone())
-            .collect();
-        for event_id in under_way {
-            self.change(&event_id, |record| record.restarted(restart.clone()));
-        }
+            .collect()
     }
 
     /// Changes `event_id`'s newest record, marks it to be written, and notes when the

@@ -8,6 +8,7 @@ use forewarn_events::{
 };
 use serde::{Deserialize, Serialize};
 
+use super::host_move::HostChange;
 use super::impact::{HeartbeatGap, Impact, Measured, MeasuredBy, RestartSeen};
 use super::verdict::Verdict;
 use crate::log_fields::millis;
@@ -252,6 +253,10 @@ pub struct Happened {
     pub largest_gap: Option<HeartbeatGap>,
     /// What the daemon found about its own restart during the event, if it restarted.
     pub restart: Option<RestartSeen>,
+    /// After a reboot during the event, whether the VM came back on another host (where
+    /// IMDS tells it: a dedicated host's `host.id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostChange>,
     /// The measured impact.
     pub impact: Impact,
 }
@@ -294,6 +299,7 @@ impl OutcomeRecord {
                 finished_unix_ms: None,
                 largest_gap: None,
                 restart: None,
+                host: None,
                 impact: Impact::Pending,
             },
         };
@@ -558,6 +564,16 @@ impl OutcomeRecord {
     /// What the daemon found at its restart during the event.
     pub fn restarted(&mut self, restart: RestartSeen) {
         self.happened.restart = Some(restart);
+    }
+
+    /// Whether the daemon found a new boot when it restarted during the event.
+    pub fn rebooted_during(&self) -> bool {
+        matches!(self.happened.restart, Some(RestartSeen::Rebooted(_)))
+    }
+
+    /// Whether the reboot during the event brought the VM back on another host.
+    pub fn host_after_reboot(&mut self, change: HostChange) {
+        self.happened.host = Some(change);
     }
 
     /// The impact once the event is over, from what was measured.

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use forewarn_events::{EventId, EventStatus, EventType, ImdsTime, ScheduledEvent};
 
+use super::host_move::{HostChange, HostReading};
 use super::impact::{Downtime, HeartbeatGap, Impact, MonotonicTime, PauseMeter, RestartSeen};
 use super::record::{ApprovalRecord, RecordStage};
 use super::verdict::{PreparationOutcome, VerdictPart};
@@ -416,6 +417,60 @@ fn a_reboot_across_a_new_boot_records_its_downtime() {
         "{:?}",
         record.verdict.parts
     );
+}
+
+#[test]
+fn a_redeploy_that_came_back_on_another_dedicated_host_says_so() {
+    let mut book = OutcomeBook::new("vm-a", ROOMY);
+    let redeploy = event("D1", EventType::Redeploy, t0(), Duration::from_secs(300));
+    let freeze = freeze();
+    book.record(&transition(&redeploy, TransitionKind::Scheduled), t0());
+    book.record(&transition(&freeze, TransitionKind::Scheduled), t0());
+    book.record(
+        &transition(&started(&redeploy), TransitionKind::Started),
+        at(11),
+    );
+    let host = |id: &str| HostReading::Dedicated { id: id.into() };
+    // Before the restart is known, no record takes a host.
+    book.host_after_reboot(&HostChange::between(
+        &host("hg/hosts/h1"),
+        &host("hg/hosts/h2"),
+    ));
+    assert!(book.records().all(|record| record.happened.host.is_none()));
+    let down = Downtime::between(1_000_000, 1_030_000, Duration::from_secs(1));
+    book.restarted(&RestartSeen::Rebooted(down));
+    book.host_after_reboot(&HostChange::between(
+        &host("hg/hosts/h1"),
+        &host("hg/hosts/h2"),
+    ));
+    book.record(
+        &transition(&redeploy, TransitionKind::EndedAfterStart),
+        at(60),
+    );
+    let record = book
+        .records()
+        .find(|record| record.event_type == EventType::Redeploy)
+        .expect("the Redeploy's record");
+    assert_eq!(
+        record.happened.host,
+        Some(HostChange::Moved {
+            from: "hg/hosts/h1".into(),
+            to: "hg/hosts/h2".into()
+        })
+    );
+    assert!(
+        record
+            .verdict
+            .text
+            .ends_with("down 30 s; moved to dedicated host h2"),
+        "{}",
+        record.verdict.text
+    );
+    let freeze_record = book
+        .records()
+        .find(|record| record.event_type == EventType::Freeze)
+        .expect("the Freeze's record");
+    assert_eq!(freeze_record.happened.host, None);
 }
 
 #[test]

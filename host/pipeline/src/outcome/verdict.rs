@@ -5,6 +5,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::host_move::HostChange;
 use super::impact::{Impact, MeasuredBy};
 use super::record::{ApprovalRecord, OutcomeRecord};
 use crate::log_fields::millis;
@@ -104,6 +105,11 @@ pub enum VerdictPart {
         /// Why.
         why: String,
     },
+    /// The VM came back from its reboot on another dedicated host (IMDS's `host.id`).
+    MovedHost {
+        /// `host.id` after the reboot.
+        to: String,
+    },
 }
 
 /// The verdict: its parts and the line they read as.
@@ -123,6 +129,9 @@ impl Verdict {
             parts.push(approval);
         }
         parts.push(impact_part(record));
+        if let Some(HostChange::Moved { to, .. }) = &record.happened.host {
+            parts.push(VerdictPart::MovedHost { to: to.clone() });
+        }
         let text = parts
             .iter()
             .map(ToString::to_string)
@@ -299,8 +308,18 @@ impl fmt::Display for VerdictPart {
                 announced(f, announced_seconds)
             }
             VerdictPart::ImpactNotMeasured { why } => write!(f, "impact not measured: {why}"),
+            VerdictPart::MovedHost { to } => {
+                write!(f, "moved to dedicated host {}", last_segment(to))
+            }
         }
     }
+}
+
+/// The last `/`-separated segment of an Azure resource id (the host's name).
+fn last_segment(id: &str) -> &str {
+    id.rsplit('/')
+        .find(|segment| !segment.is_empty())
+        .unwrap_or(id)
 }
 
 /// A span for people: "0.25 s", "3.2 s", "41 s", "12 min", "2 h 5 min", "3 d 4 h".

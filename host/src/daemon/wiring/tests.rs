@@ -41,7 +41,7 @@ fn config(url: String, vm_name: &str) -> Config {
     config
 }
 
-async fn resolve(config: &Config) -> (anyhow::Result<(String, VmInfo)>, Option<String>) {
+async fn resolve(config: &Config) -> (anyhow::Result<ResolvedVm>, Option<String>) {
     let client = imds_client(config).expect("the client builds");
     let (startup, startup_rx) = watch::channel(Some("not resolved yet".to_owned()));
     let resolved = resolve_vm(config, &client, &startup, &CancellationToken::new()).await;
@@ -61,7 +61,12 @@ async fn without_a_configured_name_the_name_and_priority_come_from_imds() {
     let simulator = spot_simulator().await;
     let config = config(simulator.vm_base_url("vm-b"), "");
     let (resolved, problem) = resolve(&config).await;
-    let (name, vm) = resolved.expect("IMDS answers");
+    let ResolvedVm { name, vm, host } = resolved.expect("IMDS answers");
+    assert_eq!(
+        host,
+        HostReading::NotNamed,
+        "the simulator's VM is on no dedicated host"
+    );
     assert_eq!(name, "vm-b");
     assert_eq!(vm, spot());
     assert_eq!(problem, None, "a name from IMDS clears the startup problem");
@@ -73,7 +78,7 @@ async fn a_configured_name_is_kept_and_the_priority_still_asked_of_imds() {
     // IMDS names this VM vm-b: the configured name wins (and the mismatch is logged).
     let config = config(simulator.vm_base_url("vm-b"), "vm-a");
     let (resolved, _) = resolve(&config).await;
-    let (name, vm) = resolved.expect("a configured name needs no IMDS");
+    let ResolvedVm { name, vm, .. } = resolved.expect("a configured name needs no IMDS");
     assert_eq!(name, "vm-a");
     assert_eq!(vm, spot());
 }
@@ -82,8 +87,9 @@ async fn a_configured_name_is_kept_and_the_priority_still_asked_of_imds() {
 async fn a_configured_name_without_imds_is_a_vm_of_unknown_priority() {
     let config = config(closed_url(), "vm-a");
     let (resolved, _) = resolve(&config).await;
-    let (name, vm) = resolved.expect("a configured name needs no IMDS");
+    let ResolvedVm { name, vm, host } = resolved.expect("a configured name needs no IMDS");
     assert_eq!(name, "vm-a");
+    assert_eq!(host, HostReading::Unread);
     assert_eq!(
         vm,
         VmInfo {
