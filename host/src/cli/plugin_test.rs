@@ -289,7 +289,10 @@ async fn judge(
 ) -> anyhow::Result<Judged> {
     let name = plugin.name.as_str();
     let fast = play(options, scenario, options.speed, None, cache_dir).await?;
-    let verdict = fast.summary.verdicts.verdict(name);
+    let verdict = fast
+        .summary
+        .verdicts
+        .verdict_of_run(name, fast.finished, PLAY_LIMIT);
     let compiled = fast.compiled.iter().any(|compiled| compiled == name);
     let skipped = fast.skipped;
     let judged = |verdict, speed, check| Judged {
@@ -362,6 +365,10 @@ fn replay_length(scenario: &Scenario, verdict: &Verdict) -> Duration {
     whole + REPLAY_MARGIN
 }
 
+/// The longest one scenario plays at the test's speed; a run cut here fails
+/// ([`Verdict::ScenarioUnfinished`]).
+const PLAY_LIMIT: Duration = Duration::from_secs(300);
+
 /// Plays one scenario at `speed`, stopping after `stop_after` when given.
 async fn play(
     options: &TestOptions,
@@ -374,7 +381,7 @@ async fn play(
         scenario: scenario.to_owned(),
         speed,
         drain_seconds: 3,
-        timeout: stop_after.unwrap_or(Duration::from_secs(300)),
+        timeout: stop_after.unwrap_or(PLAY_LIMIT),
         json: options.json,
         extra_plugins: vec![options.plugin.clone()],
         bundled: options.with_bundled,

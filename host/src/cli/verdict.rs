@@ -2,6 +2,7 @@
 //! not concerned, or the typed reason it would fail in production (trap, budget, memory, late).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -64,6 +65,14 @@ pub enum Verdict {
         /// The plugin's last reason for deferring.
         reason: String,
     },
+    /// The scenario did not finish within `plugin test`'s limit: what the plugin would do
+    /// in the rest of it is not known, so the calls made so far cannot pass it.
+    ScenarioUnfinished {
+        /// The limit, in seconds.
+        after_seconds: u64,
+        /// How many times the plugin was called before it.
+        calls: u32,
+    },
 }
 
 impl Verdict {
@@ -79,7 +88,10 @@ impl Verdict {
             | Verdict::OutOfBudget { phase, .. }
             | Verdict::OutOfMemory { phase, .. } => Some(*phase),
             Verdict::StillDeferringAtNotBefore { .. } => Some(CallPhase::Prepare),
-            Verdict::Passed { .. } | Verdict::NotConcerned | Verdict::DidNotStart { .. } => None,
+            Verdict::Passed { .. }
+            | Verdict::NotConcerned
+            | Verdict::DidNotStart { .. }
+            | Verdict::ScenarioUnfinished { .. } => None,
         }
     }
 
@@ -111,6 +123,14 @@ impl Verdict {
             Verdict::StillDeferringAtNotBefore { event_id, reason } => format!(
                 "FAILED: still deferring when event {event_id} started at NotBefore \
                  (last reason: {reason}); forewarn could not approve it early"
+            ),
+            Verdict::ScenarioUnfinished {
+                after_seconds,
+                calls,
+            } => format!(
+                "FAILED: the scenario did not finish within {after_seconds} s, so the rest of it \
+                 is not judged ({calls} call(s) answered before); rerun it alone with \
+                 --scenario NAME --timeline to see where it stopped moving"
             ),
         }
     }
@@ -174,6 +194,19 @@ impl PluginVerdicts {
         }
     }
 
+    /// The verdict of a run that `finished` or was cut at `limit`: a failure seen before
+    /// the cut stands; without one, a cut run is [`Verdict::ScenarioUnfinished`], never a pass.
+    pub fn verdict_of_run(&self, plugin: &str, finished: bool, limit: Duration) -> Verdict {
+        let verdict = self.verdict(plugin);
+        if finished || verdict.is_failure() {
+            return verdict;
+        }
+        Verdict::ScenarioUnfinished {
+            after_seconds: limit.as_secs(),
+            calls: self.plugins.get(plugin).map_or(0, |record| record.calls),
+        }
+    }
+
     /// The verdict on `plugin`.
     pub fn verdict(&self, plugin: &str) -> Verdict {
         match self.plugins.get(plugin) {
@@ -215,6 +248,29 @@ fn failure_of(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_run_cut_at_the_limit_does_not_pass_but_a_failure_before_the_cut_stands() {
+        let limit = std::time::Duration::from_secs(300);
+        let none = super::PluginVerdicts::default();
+        assert_eq!(
+            none.verdict_of_run("p", false, limit),
+            super::Verdict::ScenarioUnfinished {
+                after_seconds: 300,
+                calls: 0
+            }
+        );
+        assert!(none.verdict_of_run("p", false, limit).is_failure());
+        assert_eq!(
+            none.verdict_of_run("p", true, limit),
+            super::Verdict::NotConcerned
+        );
+        let description = none.verdict_of_run("p", false, limit).describe();
+        assert!(
+            description.contains("did not finish within 300 s"),
+            "{description}"
+        );
+    }
+
     use super::*;
 
     fn answered(event: &str, phase: CallPhase, outcome: AnswerOutcome) -> TimelineEntry {
