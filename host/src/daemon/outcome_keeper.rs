@@ -55,8 +55,8 @@ struct DurableHeartbeat {
     wall_unix_ms: u64,
     /// The boot it was written in (empty when the boot id cannot be read).
     boot_id: String,
-    /// The dedicated host IMDS named to that run (absent in a heartbeat of forewarn 0.x
-    /// before host ids were read: unread).
+    /// The dedicated host IMDS named to that run (unread in a heartbeat written before
+    /// forewarn kept the host, or before that run had resolved the VM).
     #[serde(default)]
     host: HostReading,
 }

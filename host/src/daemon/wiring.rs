@@ -5,7 +5,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::pipeline::outcome::host_move::HostReading;
 use anyhow::{Context, bail};
 use forewarn_imds::{ClientConfig, ComputeInfo, ImdsClient, Poller};
 use forewarn_runtime::trust::TrustError;
@@ -32,6 +31,7 @@ use crate::ops::metrics::{self, Metrics};
 use crate::ops::outcome_status::OutcomeShelf;
 use crate::ops::scale_set_health::ScaleSetHealth;
 use crate::ops::storage_health::StorageHealth;
+use crate::pipeline::outcome::host_move::HostReading;
 use crate::plugins::convert::to_wit_vm;
 use crate::plugins::key_value_files::{KeyValueFiles, KeyValueFilesError};
 use crate::plugins::set::{LoadedPlugin, PluginSet};
