@@ -15,7 +15,7 @@
 
 pub mod cli;
 pub mod config;
-pub mod coordination;
+pub use forewarn_coordination as coordination;
 pub mod daemon;
 pub use forewarn_pipeline::log_fields;
 pub mod log_format;
@@ -23,4 +23,4 @@ pub use forewarn_pipeline::log_messages;
 pub mod ops;
 pub use forewarn_pipeline as pipeline;
 pub mod plugins;
-pub mod service_manager;
+pub use forewarn_service_manager as service_manager;

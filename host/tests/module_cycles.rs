@@ -7,12 +7,14 @@ use std::process::Command;
 /// The crates whose modules are checked, relative to the workspace root.
 const CRATES: &[&str] = &[
     "host/src",
+    "host/coordination/src",
     "host/etcd/src",
     "host/events/src",
     "host/imds/src",
     "host/manifest/src",
     "host/pipeline/src",
     "host/runtime/src",
+    "host/service-manager/src",
     "host/simulator/src",
     "host/supply/src",
     "host/wasm-build/src",

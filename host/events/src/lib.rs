@@ -21,6 +21,7 @@ mod ids;
 mod imds_time;
 mod parse_error;
 mod plugin_log_line;
+mod text;
 
 pub use event::{
     Document, EventField, EventSource, EventStatus, EventType, ScheduledEvent, UnreadableField,
@@ -30,3 +31,4 @@ pub use ids::{EventId, PluginName};
 pub use imds_time::{ImdsTime, system_time_form, unix_ms};
 pub use parse_error::ParseError;
 pub use plugin_log_line::{LogLevel, PluginLogLine};
+pub use text::{cut_to_bytes, cut_to_chars, log_safe, truncate};

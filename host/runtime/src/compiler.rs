@@ -19,7 +19,7 @@ use wasmtime::component::Component;
 use crate::allocation::InstanceAllocation;
 use crate::confined_child::{Finished, NotFinished, run_confined};
 use crate::error::{CompileFailure, LoadError};
-use crate::text::truncate;
+use forewarn_events::truncate;
 
 /// The child's exit status for a component that is not valid (its message on stderr).
 pub const EXIT_INVALID_COMPONENT: i32 = 65;

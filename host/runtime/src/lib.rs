@@ -74,7 +74,6 @@ mod runtime;
 mod sandbox;
 mod services;
 mod swap;
-mod text;
 pub mod trust;
 pub mod wit;
 
@@ -100,6 +99,7 @@ pub use compiler::{
     COMPILE_TIMEOUT, CompileLimits, Compiler, EXIT_INVALID_COMPONENT, compile_to_bytes,
 };
 pub use error::{CompileFailure, LoadError, RuntimeError};
+pub use forewarn_events::{cut_to_bytes, cut_to_chars, log_safe};
 pub use inspect::ComponentReport;
 pub use log_budget::{LOG_BURST_LINES, LOG_LINES_PER_MINUTE};
 pub use plugin::{
@@ -112,4 +112,3 @@ pub use resident_memory::ResidentMemory;
 pub use runtime::{Runtime, RuntimeConfig};
 pub use rustls::pki_types::CertificateDer;
 pub use services::{DEFAULT_MEMORY_LIMIT, HostServices, PluginSettings};
-pub use text::{cut_to_bytes, cut_to_chars, log_safe};

@@ -13,9 +13,9 @@ use crate::plugin_engine::PluginEngine;
 use crate::plugin_log::{LogLevel, PLUGIN_LOG_TARGET, PluginLogLine};
 use crate::ready_instance::{InstanceTiming, NextInstance, READY_MAX_MEMORIES, ReadyInstance};
 use crate::services::PluginSettings;
-use crate::text::log_safe;
 use crate::wit::latest::{Context, Decision, Phase, ScheduledEvent, StartContext, VmInfo};
 use crate::wit::{Handler, HandlerPre};
+use forewarn_events::log_safe;
 
 /// Longest budget a call gets, whatever it asks for: a day. Manifests are bounded far lower
 /// at parse time; this keeps `Instant + budget` from overflowing for any caller.

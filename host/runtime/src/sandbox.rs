@@ -9,7 +9,7 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder};
 
 use crate::mutex::lock;
-use crate::text::truncate;
+use forewarn_events::truncate;
 
 /// How much of a call's stdout and stderr (each) is kept for the log; the rest is counted
 /// and dropped, so a plugin that floods its output cannot exhaust the daemon's memory.

@@ -1,12 +1,12 @@
 //! The daemon's configuration file (one TOML file), its defaults, and the command-line
 //! overrides applied on top of it.
 
-mod coordination;
+#[cfg(test)]
+mod coordination_tests;
 pub mod example;
 mod outcomes;
 mod plugins;
 mod scale_set;
-mod shutdown;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -15,13 +15,13 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use coordination::CoordinationConfig;
+pub use forewarn_coordination::CoordinationConfig;
+pub use forewarn_service_manager::ShutdownConfig;
 pub use outcomes::OutcomesConfig;
 pub use plugins::PluginsConfig;
 pub use scale_set::{ScaleSetConfig, SkipUpgradeWhen};
-pub use shutdown::ShutdownConfig;
 
-use crate::pipeline::policy::{LeadTime, MAX_QUARANTINE_WINDOW, PolicyConfig};
+use crate::pipeline::policy::{LeadTime, MAX_QUARANTINE_WINDOW, PolicyConfig, check_at_most};
 use crate::pipeline::scheduler::AUTO_LEAD_FLOOR;
 use forewarn_manifest::describe_toml_error;
 
@@ -120,20 +120,6 @@ fn default_action_timeout() -> Duration {
 pub const MAX_ACTION_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 /// Longest `imds.poll-interval`: polling less often than once a minute misses short notices.
 pub const MAX_POLL_INTERVAL: Duration = Duration::from_secs(60);
-/// Longest `coordination.lease-ttl` and `coordination.deadline`.
-pub const MAX_COORDINATION_DURATION: Duration = Duration::from_secs(60 * 60);
-
-/// Err naming `key` and the maximum when `value` is longer than `max`.
-fn check_at_most(key: &str, value: Duration, max: Duration) -> Result<(), String> {
-    if value <= max {
-        return Ok(());
-    }
-    Err(format!(
-        "key `{key}`: {} is longer than the maximum \"{}\"; use a shorter duration",
-        humantime::format_duration(value),
-        humantime::format_duration(max)
-    ))
-}
 
 /// How to reach IMDS.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

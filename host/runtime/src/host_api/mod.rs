@@ -9,11 +9,11 @@ mod v0_2_0;
 use crate::call_state::{CallState, LOG_LINE_MAX_BYTES};
 use crate::capabilities::{actions, http, identity, key_value, readiness};
 use crate::plugin_log::{PluginLogLine, write_plugin_log};
-use crate::text::log_safe;
 use crate::wit::latest::forewarn::plugin::{host, types};
 use crate::wit::latest::{
     AccessToken, ActionOutput, DrainStatus, HostError, HttpRequest, HttpResponse, Level,
 };
+use forewarn_events::log_safe;
 
 impl types::Host for CallState {}
 

@@ -13,8 +13,8 @@ pub(crate) use runner::run;
 use super::grants::Grants;
 use super::log_text::describe;
 use crate::call_state::{CallState, LOG_FIELD_MAX_BYTES, LOG_LINE_MAX_BYTES};
-use crate::text::log_safe;
 use crate::wit::latest::{ActionOutput, HostError};
+use forewarn_events::log_safe;
 
 /// Ok when `plugin`'s grants name the action `name` (whether the daemon defines it is
 /// [`defined`]'s question).

@@ -12,8 +12,8 @@ use tokio::process::Command;
 use forewarn_platform::action_env;
 use forewarn_platform::process_tree::{self, Limits, ProcessTree};
 
-use crate::text::truncate;
 use crate::wit::latest::{ActionOutput, HostError};
+use forewarn_events::truncate;
 
 /// An operator-defined command (`[actions.NAME]` in the daemon config): run without a
 /// shell, killed after `timeout` (or at the calling plugin's deadline, if sooner).

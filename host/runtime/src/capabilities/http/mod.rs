@@ -19,8 +19,8 @@ pub use tls::ca_certificates;
 
 use super::log_text::describe;
 use crate::call_state::{CallState, LOG_FIELD_MAX_BYTES};
-use crate::text::log_safe;
 use crate::wit::latest::{HostError, HttpRequest, HttpResponse};
+use forewarn_events::log_safe;
 
 /// The host function `http-send`: the grant, then the request; one log line either way.
 pub(crate) async fn http_send(

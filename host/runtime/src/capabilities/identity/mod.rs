@@ -14,8 +14,8 @@ pub use token_cache::{
 use super::grants::Grants;
 use super::log_text::describe;
 use crate::call_state::{CallState, LOG_FIELD_MAX_BYTES};
-use crate::text::log_safe;
 use crate::wit::latest::{AccessToken, HostError};
+use forewarn_events::log_safe;
 
 /// The manifest's spelling of `resource` when `plugin`'s grants name it. Resources compare
 /// without regard to case or a trailing slash, as Azure's audiences do; tokens are fetched and

@@ -39,9 +39,10 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-pub use crate::pipeline::barrier::{BarrierView, DeadVm, VmStanding};
+pub use forewarn_pipeline::barrier::{BarrierView, DeadVm, VmStanding};
 
 mod actor;
+mod coordination_config;
 mod coordination_status;
 mod disruption_slots;
 mod etcd_access;
@@ -52,14 +53,14 @@ pub mod fleet_record;
 mod records;
 
 pub use actor::ROUND_EVERY;
+pub use coordination_config::{CoordinationConfig, MAX_COORDINATION_DURATION};
 pub use coordination_status::{Connection, CoordinationStatus, EventBarrier};
 pub use disruption_slots::{BudgetStatus, QueuedEvent, SlotHolder};
 pub use etcd_round::IGNORED_KEY_MESSAGE;
 
-use crate::config::CoordinationConfig;
-use crate::pipeline::approval::{BarrierRequest, BarrierVerdict};
 use actor::Coordinator;
 use etcd_access::EtcdAccess;
+use forewarn_pipeline::approval::{BarrierRequest, BarrierVerdict};
 
 /// The coordinator could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -73,7 +74,7 @@ pub enum CoordinationError {
 }
 
 /// The verdicts of the barrier, by event, each sent when it changes.
-pub(crate) type Verdicts = mpsc::UnboundedReceiver<(EventId, BarrierVerdict)>;
+pub type Verdicts = mpsc::UnboundedReceiver<(EventId, BarrierVerdict)>;
 
 /// What the daemon holds of the coordinator: the channel its requests go in, the watch its
 /// status comes out of, and the etcd access the fleet tasks share. Cheap to clone; the
@@ -89,7 +90,7 @@ pub struct CoordinatorHandle {
 /// last step: await the [`CoordinatorTask`]). etcd need
 /// not be reachable yet: until it is, verdicts fall back to the policy. `clock` is IMDS's,
 /// which NotBefore is on: the barrier's deadline is planned on it.
-pub(crate) fn spawn(
+pub fn spawn(
     config: &CoordinationConfig,
     vm_name: &str,
     clock: ImdsClock,
@@ -129,11 +130,11 @@ const STOPPED_WITHIN: Duration = Duration::from_secs(15);
 /// The coordinator's task. The daemon cancels its token once the event loop has returned
 /// and awaits it, so that its last step (recording in etcd the approvals sent while the loop
 /// was stopping) runs before the process exits.
-pub(crate) struct CoordinatorTask(JoinHandle<()>);
+pub struct CoordinatorTask(JoinHandle<()>);
 
 impl CoordinatorTask {
     /// Waits for the coordinator to stop (its token cancelled), at most [`STOPPED_WITHIN`].
-    pub(crate) async fn stopped(self) {
+    pub async fn stopped(self) {
         if tokio::time::timeout(STOPPED_WITHIN, self.0).await.is_err() {
             tracing::warn!(
                 "stopping: the coordinator did not stop within {} s (etcd slow to answer); \
@@ -149,8 +150,9 @@ impl CoordinatorHandle {
     /// the etcd side, reading the requests from the other end of `requests`, sending
     /// verdicts on the [`Verdicts`] it gives the daemon, and setting `status`. Its etcd
     /// access names an endpoint nothing listens on; only the fleet tasks would use it.
-    #[cfg(test)]
-    pub(crate) fn from_channels(
+    /// With the `harness` feature (the daemon's tests).
+    #[cfg(feature = "harness")]
+    pub fn from_channels(
         vm_name: &str,
         requests: mpsc::UnboundedSender<BarrierRequest>,
         status: watch::Receiver<CoordinationStatus>,
@@ -173,7 +175,7 @@ impl CoordinatorHandle {
 
     /// Hands the coordinator what the pipeline asks ([`BarrierRequest`]); its verdicts come
     /// back on the [`Verdicts`] that [`spawn`] returned.
-    pub(crate) fn request(&self, request: BarrierRequest) {
+    pub fn request(&self, request: BarrierRequest) {
         if self.requests.send(request).is_err() {
             tracing::error!(
                 "the etcd coordinator stopped; events naming several VMs are no longer \
@@ -184,7 +186,7 @@ impl CoordinatorHandle {
 
     /// Whether `coordination.disruption-budget` is set: early approvals of events naming only
     /// this VM wait for a slot.
-    pub(crate) fn keeps_a_disruption_budget(&self) -> bool {
+    pub fn keeps_a_disruption_budget(&self) -> bool {
         self.access.config.disruption_budget.is_some()
     }
 

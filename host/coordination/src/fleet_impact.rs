@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::fleet_reader::FleetVm;
 use super::fleet_record::{FleetOutcome, FleetRecord};
-use crate::pipeline::outcome::verdict::PreparationOutcome;
+use forewarn_pipeline::outcome::verdict::PreparationOutcome;
 
 /// One event type's line of the summary.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,8 +103,8 @@ impl ImpactByType {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::coordination::fleet_reader::FleetVmState;
-    use crate::coordination::fleet_record::{FLEET_RECORD_SCHEMA, FleetImds, FleetImpact};
+    use crate::fleet_reader::FleetVmState;
+    use crate::fleet_record::{FLEET_RECORD_SCHEMA, FleetImds, FleetImpact};
 
     fn outcome(
         event_type: &str,

@@ -9,7 +9,7 @@ use super::records::{EventRecords, ready_marker, stated_not_before};
 /// versions (`events/ID/ready/VM`, `members/VM`) and other events' keys are not.
 #[test]
 fn event_records_are_read_from_the_shared_keys_and_each_vms_subtree() {
-    use crate::pipeline::barrier::{LeaseId, Revision, Stamp};
+    use forewarn_pipeline::barrier::{LeaseId, Revision, Stamp};
     let kv = |key: &str, value: &str, lease: i64, mod_revision: i64| KeyValue {
         key: format!("/forewarn/{key}"),
         value: value.into(),
@@ -91,7 +91,7 @@ fn the_ready_marker_leaves_out_a_not_before_forewarn_could_not_read() {
 
 #[test]
 fn only_the_leader_or_a_change_needs_the_whole_event_read() {
-    use crate::pipeline::barrier::Revision;
+    use forewarn_pipeline::barrier::Revision;
     let b = Some(("vm-b", Revision(10)));
     // (leader seen, leader now, approval claimed) → read everything?
     let rows = [
@@ -208,12 +208,10 @@ fn the_actor_sends_each_effective_verdict_once_when_it_changes() {
 
     use super::actor::Coordinator;
     use super::etcd_access::EtcdAccess;
-    use crate::pipeline::approval::{BarrierRequest, BarrierVerdict};
+    use forewarn_pipeline::approval::{BarrierRequest, BarrierVerdict};
 
     let config =
-        crate::config::Config::parse("[coordination]\nendpoints = [\"http://127.0.0.1:9\"]\n")
-            .ok()
-            .and_then(|config| config.coordination)
+        toml::from_str::<crate::CoordinationConfig>("endpoints = [\"http://127.0.0.1:9\"]\n")
             .expect("a [coordination] section");
     let client = forewarn_etcd::EtcdClient::connect(&config.etcd_settings()).expect("a client");
     let access = Arc::new(EtcdAccess {

@@ -14,17 +14,17 @@ use std::time::{Duration, Instant};
 use forewarn_etcd::{Compare, EtcdError, Write};
 use forewarn_imds::{EventId, ScheduledEvent};
 
-use crate::coordination::actor::{Coordinator, Held, Lease};
-use crate::coordination::coordination_status::EventBarrier;
-use crate::coordination::fleet_record::bounded_text;
-use crate::coordination::records::{
+use crate::actor::{Coordinator, Held, Lease};
+use crate::coordination_status::EventBarrier;
+use crate::fleet_record::bounded_text;
+use crate::records::{
     EventKeys, EventRecords, reads_everything, ready_marker, resources_list, stated_not_before,
 };
-use crate::log_messages;
-use crate::pipeline::approval::BarrierVerdict;
-use crate::pipeline::barrier::{
+use forewarn_pipeline::approval::BarrierVerdict;
+use forewarn_pipeline::barrier::{
     self, BarrierView, Revision, Shared, SharedKey, VmStanding, judge_shared,
 };
+use forewarn_pipeline::log_messages;
 
 /// How long records that must outlive a daemon (`was-ready`, a sent `approval`) are kept.
 const RECORD_TTL: Duration = Duration::from_secs(24 * 3600);

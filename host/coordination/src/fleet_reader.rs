@@ -11,8 +11,8 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::fleet_record::{FLEET_RECORD_MAX_BYTES, FLEET_RECORD_SCHEMA, FleetRecord, bounded_text};
-use crate::coordination::etcd_access::EtcdAccess;
-use crate::coordination::fleet_impact::ImpactByType;
+use crate::etcd_access::EtcdAccess;
+use crate::fleet_impact::ImpactByType;
 use forewarn_imds::unix_ms;
 
 /// The most VMs one answer lists (the range read stops there; `truncated` says so).
@@ -50,7 +50,7 @@ pub struct FleetView {
     /// The disruption budget of this VM's group as this VM last read it (slots, holders, the
     /// queue), when `coordination.disruption-budget` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget: Option<crate::coordination::disruption_slots::BudgetStatus>,
+    pub budget: Option<crate::disruption_slots::BudgetStatus>,
     /// What maintenance cost, by event type, over the last events every VM's record lists.
     #[serde(default)]
     pub impact_by_type: Vec<ImpactByType>,
@@ -370,7 +370,7 @@ impl FleetReader {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::coordination::fleet_record::FleetImds;
+    use crate::fleet_record::FleetImds;
 
     fn record(vm: &str) -> FleetRecord {
         FleetRecord {

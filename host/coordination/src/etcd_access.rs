@@ -9,8 +9,8 @@
 
 use forewarn_etcd::EtcdClient;
 
-use crate::config::CoordinationConfig;
-use crate::coordination::records::EventKeys;
+use crate::coordination_config::CoordinationConfig;
+use crate::records::EventKeys;
 
 /// The etcd client and the names it writes under.
 pub(crate) struct EtcdAccess {

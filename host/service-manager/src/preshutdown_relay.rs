@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::shutdown_watch::{
     HoldMessages, ShutdownHold, ShutdownNotice, ShutdownWatch, announce_hold, budget_within, millis,
 };
-use crate::log_messages;
+use forewarn_pipeline::log_messages;
 
 /// Kept between the budget's end and Windows' own: the daemon stops (its journal, the
 /// plugins' last calls) after the release, before Windows stops waiting.

@@ -1,7 +1,7 @@
 use forewarn_etcd::{EtcdClient, KeyValue};
 
 use super::*;
-use crate::config::CoordinationConfig;
+use crate::coordination_config::CoordinationConfig;
 
 fn access(vm: &str) -> EtcdAccess {
     let config: CoordinationConfig = toml::from_str(

@@ -19,12 +19,12 @@ use tokio_util::sync::CancellationToken;
 
 use forewarn_imds::PluginName;
 
-use crate::coordination::coordination_status::CoordinationStatus;
-use crate::coordination::etcd_access::EtcdAccess;
-use crate::log_messages;
-use crate::pipeline::outcome::impact::Impact;
-use crate::pipeline::outcome::verdict::PreparationOutcome;
+use crate::coordination_status::CoordinationStatus;
+use crate::etcd_access::EtcdAccess;
 use forewarn_imds::unix_ms;
+use forewarn_pipeline::log_messages;
+use forewarn_pipeline::outcome::impact::Impact;
+use forewarn_pipeline::outcome::verdict::PreparationOutcome;
 
 /// The record's schema; a reader shows a record of another schema as unreadable.
 pub const FLEET_RECORD_SCHEMA: u32 = 1;
@@ -322,7 +322,7 @@ impl FleetHold {
 
 /// Cuts `text` to [`FLEET_RECORD_TEXT_MAX`] characters (an ellipsis says it was cut).
 pub fn bounded_text(text: &str) -> String {
-    forewarn_runtime::cut_to_chars(text, FLEET_RECORD_TEXT_MAX)
+    forewarn_events::cut_to_chars(text, FLEET_RECORD_TEXT_MAX)
 }
 
 impl FleetRecord {
@@ -376,7 +376,7 @@ impl FleetRecord {
             outcome.id = bounded_text(&outcome.id);
             outcome.event_type = bounded_text(&outcome.event_type);
             outcome.verdict =
-                forewarn_runtime::cut_to_chars(&outcome.verdict, FLEET_RECORD_VERDICT_MAX);
+                forewarn_events::cut_to_chars(&outcome.verdict, FLEET_RECORD_VERDICT_MAX);
         }
         if let Some(health) = &mut self.scale_set_health {
             health.state = bounded_text(&health.state);

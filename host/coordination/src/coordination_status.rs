@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use forewarn_imds::EventId;
 
-use crate::coordination::disruption_slots::BudgetStatus;
-use crate::log_messages;
-use crate::pipeline::barrier::VmStanding;
+use crate::disruption_slots::BudgetStatus;
+use forewarn_pipeline::barrier::VmStanding;
+use forewarn_pipeline::log_messages;
 
 /// How long the rounds of a connected coordinator may fail (from the start of the first
 /// failed round) before its events fall back to the single-VM policy: a cluster electing a

@@ -17,9 +17,9 @@ use forewarn_imds::PollStatus;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::ShutdownConfig;
-use crate::log_messages;
+use forewarn_pipeline::log_messages;
 
+pub use shutdown_config::ShutdownConfig;
 pub use shutdown_watch::{ShutdownHold, ShutdownNotice, ShutdownWatch};
 
 // not on Windows: systemd-logind's shutdown inhibitor; the Windows service has its own
@@ -28,6 +28,7 @@ mod logind;
 // the Windows service's pre-shutdown notification; platform-neutral, so Linux tests it too
 #[cfg(any(windows, test))]
 mod preshutdown_relay;
+mod shutdown_config;
 mod shutdown_watch;
 // not on Windows: systemd's notify protocol and its test; windows_scm is the Windows service manager
 #[cfg(unix)]
@@ -129,7 +130,7 @@ pub fn run_dispatcher(body: ServiceBody) -> Result<(), ServiceError> {
 /// (IMDS may take up to two minutes to answer the first call), and logs
 /// [`log_messages::IMDS_FIRST_DOCUMENT`] with `waited_ms` since `polling_since`. Nothing is
 /// sent if `shutdown` comes first.
-pub(crate) fn spawn_ready_after_first_document(
+pub fn spawn_ready_after_first_document(
     mut poll: watch::Receiver<PollStatus>,
     polling_since: SystemTime,
     shutdown: CancellationToken,
@@ -158,7 +159,7 @@ pub(crate) fn spawn_ready_after_first_document(
 /// `[shutdown] prepare` asks for it and the service manager can (systemd-logind's delay
 /// inhibitor on Linux, the service's pre-shutdown notification on Windows), until `stop`.
 /// None: nothing will hold a shutdown back.
-pub(crate) fn spawn_shutdown_watch(
+pub fn spawn_shutdown_watch(
     config: &ShutdownConfig,
     stop: CancellationToken,
 ) -> Option<ShutdownWatch> {
@@ -170,14 +171,14 @@ pub(crate) fn spawn_shutdown_watch(
 }
 
 /// Tells the service manager the daemon is stopping.
-pub(crate) fn notify_stopping() {
+pub fn notify_stopping() {
     imp::stopping();
 }
 
 /// Pings the service manager's watchdog from the async runtime until `shutdown`, if it
 /// has one for this process (systemd's `WatchdogSec`): a wedged runtime stops the pings and
 /// the service manager restarts forewarn.
-pub(crate) fn spawn_watchdog(shutdown: CancellationToken) {
+pub fn spawn_watchdog(shutdown: CancellationToken) {
     let Some(interval) = imp::watchdog_interval() else {
         return;
     };

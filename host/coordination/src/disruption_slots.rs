@@ -25,10 +25,10 @@ use forewarn_etcd::{Compare, EtcdError, KeyValue, Write};
 use forewarn_imds::{EventId, ImdsTime, ScheduledEvent};
 use serde::{Deserialize, Serialize};
 
-use crate::coordination::etcd_access::EtcdAccess;
-use crate::pipeline::approval::BarrierVerdict;
-use crate::pipeline::barrier::DeadVm;
-use crate::pipeline::disruption_budget::{
+use crate::etcd_access::EtcdAccess;
+use forewarn_pipeline::approval::BarrierVerdict;
+use forewarn_pipeline::barrier::DeadVm;
+use forewarn_pipeline::disruption_budget::{
     BudgetUnreachable, BudgetView, DisruptionBudget, HeldSlot, QueuedClaim, Turn, turn,
 };
 
@@ -535,7 +535,7 @@ impl SlotKeeper {
             in_use,
             slots,
             "{}",
-            crate::log_messages::WAITING_FOR_DISRUPTION_SLOT
+            forewarn_pipeline::log_messages::WAITING_FOR_DISRUPTION_SLOT
         );
     }
 

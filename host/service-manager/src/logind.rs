@@ -18,7 +18,7 @@ use zbus::zvariant::OwnedFd;
 use super::shutdown_watch::{
     HoldMessages, ShutdownHold, ShutdownNotice, announce_hold, budget_within,
 };
-use crate::log_messages;
+use forewarn_pipeline::log_messages;
 
 /// What logind holds a shutdown for when it does not say (its documented default).
 const LOGIND_DEFAULT_DELAY: Duration = Duration::from_secs(5);

@@ -13,14 +13,14 @@ use forewarn_imds::{EventId, ImdsClock, ScheduledEvent};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::coordination::coordination_status::{
+use crate::coordination_status::{
     Connection, CoordinationStatus, EventBarrier, connection_after, log_fallback,
 };
-use crate::coordination::disruption_slots::SlotKeeper;
-use crate::coordination::etcd_access::EtcdAccess;
-use crate::pipeline::approval::{BarrierRequest, BarrierVerdict, applies_to};
-use crate::pipeline::barrier::{Revision, SharedKey};
+use crate::disruption_slots::SlotKeeper;
+use crate::etcd_access::EtcdAccess;
 use forewarn_imds::unix_ms;
+use forewarn_pipeline::approval::{BarrierRequest, BarrierVerdict, applies_to};
+use forewarn_pipeline::barrier::{Revision, SharedKey};
 
 /// How often the coordinator reads etcd while events are being coordinated.
 pub const ROUND_EVERY: Duration = Duration::from_millis(200);
@@ -349,7 +349,7 @@ impl Coordinator {
                 tracing::info!("etcd answers again: coordinating events naming several VMs");
             }
             if previous == Connection::Connecting && link.connection == Connection::Connected {
-                tracing::info!(endpoints = %crate::log_fields::list(&self.access.config.endpoints), "connected to etcd for coordinated approval");
+                tracing::info!(endpoints = %forewarn_pipeline::log_fields::list(&self.access.config.endpoints), "connected to etcd for coordinated approval");
             }
         }
         let status = CoordinationStatus {

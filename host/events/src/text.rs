@@ -1,12 +1,12 @@
 //! Text helpers for what plugins and the outside world hand the daemon: cutting on
 //! character boundaries and making text safe for one log line or one line of a terminal.
-//! A leaf: it imports nothing of the crate.
+//! A leaf: it imports nothing of the crate. The runtime and the daemon cut with these.
 
 /// Marks text that was cut; it counts against the byte cap it was cut to.
 const ELLIPSIS: &str = "…";
 
 /// `text` cut to at most `max_bytes`, on a character boundary.
-pub(crate) fn truncate(text: &str, max_bytes: usize) -> &str {
+pub fn truncate(text: &str, max_bytes: usize) -> &str {
     if text.len() <= max_bytes {
         return text;
     }

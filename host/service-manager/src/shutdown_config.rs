@@ -39,7 +39,7 @@ impl Default for ShutdownConfig {
 
 impl ShutdownConfig {
     /// Err naming the key when the budget is out of range.
-    pub(crate) fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), String> {
         if (MIN_BUDGET..=MAX_BUDGET).contains(&self.budget) {
             return Ok(());
         }

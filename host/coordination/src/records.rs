@@ -7,7 +7,7 @@ use forewarn_etcd::KeyValue;
 use forewarn_imds::{EventField, ImdsTime, ScheduledEvent};
 use std::collections::BTreeMap;
 
-use crate::pipeline::barrier::{
+use forewarn_pipeline::barrier::{
     LeaseId, Revision, SharedKey, SharedRecord, Stamp, VmStanding, VmSubtree,
 };
 
