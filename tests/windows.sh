@@ -49,7 +49,7 @@ if [[ "$mode" != test ]]; then
 # resolve the features without the dev-dependencies and compile wasmtime and its
 # dependency tree a second time.
 env "${cross_env[@]}" cargo test "${cross[@]}" -p forewarn-platform -p forewarn-runtime \
-    -p forewarn-pipeline -p forewarn-service-manager -p forewarn-coordination -p forewarn-host \
+    -p forewarn-pipeline -p forewarn-service-manager -p forewarn-coordination -p forewarn-daemon -p forewarn-host \
     --lib --test sandbox --test e2e_windows --no-run \
     --message-format=json-render-diagnostics > "$windows_dir/test-binaries.json"
 [[ -x "$exe" ]] || { echo "windows: $exe was not built" >&2; exit 1; }
@@ -89,7 +89,7 @@ rm -f "$exclusions"
 if cargo test --workspace --locked --no-run --message-format=json-render-diagnostics \
     > "$linux_json" 2>/dev/null ||
     cargo test --locked -p forewarn-platform -p forewarn-runtime -p forewarn-pipeline \
-        -p forewarn-service-manager -p forewarn-coordination -p forewarn-host --lib --test sandbox --test e2e_windows --test test_tree_honesty \
+        -p forewarn-service-manager -p forewarn-coordination -p forewarn-daemon -p forewarn-host --lib --test sandbox --test e2e_windows --test test_tree_honesty \
         --no-run --message-format=json-render-diagnostics > "$linux_json"; then
     honesty="$(python3 - "$linux_json" <<'PY'
 import json, sys
@@ -150,6 +150,7 @@ run_under_wine forewarn_runtime
 run_under_wine forewarn_pipeline
 run_under_wine forewarn_service_manager
 run_under_wine forewarn_coordination
+run_under_wine forewarn_daemon
 run_under_wine forewarn_host
 phase "unit and sandbox tests run under Wine"
 

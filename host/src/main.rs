@@ -4,9 +4,9 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use forewarn_daemon::ops::malloc_arenas;
 use forewarn_host::cli;
 use forewarn_host::cli::logging::{LogFormat, LogTarget};
-use forewarn_host::ops::malloc_arenas;
 
 /// forewarn: prepares this VM for Azure maintenance through sandboxed WebAssembly plugins.
 #[derive(Parser)]

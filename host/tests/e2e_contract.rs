@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use forewarn_host::log_messages::PLUGIN_STARTED;
+use forewarn_daemon::log_messages::PLUGIN_STARTED;
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
     PluginDecision, ProbePlugin, TestEnv, accepted_approvals, wait_for,

@@ -14,9 +14,11 @@
 
 use std::time::Duration;
 
+use forewarn_daemon::coordination::Connection;
+use forewarn_daemon::log_messages::{
+    COORDINATION_LEADS, COORDINATION_NO_QUORUM, COORDINATION_READY,
+};
 use forewarn_etcd::{Compare, EtcdClient, EtcdError, EtcdSettings, Write};
-use forewarn_host::coordination::Connection;
-use forewarn_host::log_messages::{COORDINATION_LEADS, COORDINATION_NO_QUORUM, COORDINATION_READY};
 use forewarn_simulator::{FaultKind, Transition};
 use forewarn_test_support::etcd::coordinated_set::{
     Auth, ClusterUse, LEASE_TTL, ROOT_PASSWORD, Set, Setup, Tls, UNREACHABLE_PREFIX, VMS, WAIT,
@@ -301,7 +303,7 @@ fn a_forged_approval_key_naming_this_vm_is_not_acted_on() {
             "an approval was sent on the strength of the forged key: {}",
             set.describe()
         );
-        set.first_line("vm-a", forewarn_host::coordination::IGNORED_KEY_MESSAGE)
+        set.first_line("vm-a", forewarn_daemon::coordination::IGNORED_KEY_MESSAGE)
             .ok_or_else(|| set.describe())
     });
     // Not obeyed, nor does it hold the event: the leader claims over it once vm-c is ready.

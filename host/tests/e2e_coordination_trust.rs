@@ -387,7 +387,7 @@ fn a_forged_leader_key_is_ignored_shown_and_warned_about_once() {
     vm_b.forge(&set.event_key("leader"), "vm-z", 0);
     assert!(
         VMS.iter().all(|vm| set
-            .first_line(vm, forewarn_host::log_messages::COORDINATION_READY)
+            .first_line(vm, forewarn_daemon::log_messages::COORDINATION_READY)
             .is_none()),
         "the forgery must come before any VM is ready (a machine too slow for this test)\n{}",
         set.describe()
@@ -397,7 +397,7 @@ fn a_forged_leader_key_is_ignored_shown_and_warned_about_once() {
         "vm-a and vm-b to record ready",
         || {
             ["vm-a", "vm-b"].iter().all(|vm| {
-                set.first_line(vm, forewarn_host::log_messages::COORDINATION_READY)
+                set.first_line(vm, forewarn_daemon::log_messages::COORDINATION_READY)
                     .is_some()
             })
         },

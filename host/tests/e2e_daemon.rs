@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use forewarn_host::log_messages::{APPROVAL_HELD, EVENT_TRANSITION, PLUGIN_DECISION};
+use forewarn_daemon::log_messages::{APPROVAL_HELD, EVENT_TRANSITION, PLUGIN_DECISION};
 use forewarn_simulator::{FaultKind, MalformedBody, StateSnapshot, Transition, stable_event_id};
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{

@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use forewarn_host::coordination::Connection;
+use forewarn_daemon::coordination::Connection;
 use forewarn_simulator::{StateSnapshot, Transition, stable_event_id};
 use forewarn_test_support::browser::status_page_seen;
 use forewarn_test_support::cuttable_link::CuttableLink;

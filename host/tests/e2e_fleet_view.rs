@@ -17,9 +17,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use forewarn_host::coordination::fleet_reader::{FleetView, FleetVmState};
-use forewarn_host::coordination::fleet_record::FleetRecord;
-use forewarn_host::log_messages::FLEET_RECORD_WRITE_FAILED;
+use forewarn_daemon::coordination::fleet_reader::{FleetView, FleetVmState};
+use forewarn_daemon::coordination::fleet_record::FleetRecord;
+use forewarn_daemon::log_messages::FLEET_RECORD_WRITE_FAILED;
 use forewarn_test_support::browser::{assert_png, pages_command, screenshot_dir};
 use forewarn_test_support::etcd::Etcd;
 use forewarn_test_support::harness::{

@@ -13,12 +13,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use forewarn_host::log_messages::{
+use forewarn_daemon::log_messages::{
     APPROVAL_HELD_FOR_JOURNAL, CHANGE_LOG_QUARANTINED, JOURNAL_DIR_NOT_PERMITTED,
     JOURNAL_DURABLE_AGAIN, JOURNAL_NOT_DURABLE, JOURNAL_ON_RESERVE, JOURNAL_QUARANTINED,
 };
-use forewarn_host::ops::status::StatusSnapshot;
-use forewarn_host::ops::storage_health::{JournalState, SpaceCause};
+use forewarn_daemon::ops::status::StatusSnapshot;
+use forewarn_daemon::ops::storage_health::{JournalState, SpaceCause};
 use forewarn_simulator::{StateSnapshot, Transition};
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{

@@ -6,8 +6,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use forewarn_host::log_messages::IMDS_FIRST_DOCUMENT;
-use forewarn_host::ops::status::{DaemonPhase, FIRST_CALL_PATIENCE, StatusSnapshot};
+use forewarn_daemon::log_messages::IMDS_FIRST_DOCUMENT;
+use forewarn_daemon::ops::status::{DaemonPhase, FIRST_CALL_PATIENCE, StatusSnapshot};
 use forewarn_simulator::{StateSnapshot, Transition, load_scenario, stable_event_id};
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
@@ -433,7 +433,7 @@ fn events_whose_not_before_cannot_be_read_are_prepared_at_once_and_shown() {
 
 /// An EventId that carries a whole forged log line of the text format, then a carriage
 /// return and an escape sequence that would erase the real line on a terminal.
-const FORGING_ID: &str = "E1\n2026-01-01T00:00:00.000000Z  INFO forewarn_host::daemon: approved at IMDS event_ids=FORGED\r\u{1b}[2K";
+const FORGING_ID: &str = "E1\n2026-01-01T00:00:00.000000Z  INFO forewarn_daemon::daemon: approved at IMDS event_ids=FORGED\r\u{1b}[2K";
 
 /// Two Reboots whose IMDS text forges log lines: the first by its EventId (it names only
 /// vm-a, and no plugin subscribes: approved at once under `approve-unsubscribed`), the
@@ -445,16 +445,18 @@ fn forging_scenario() -> String {
          [[events]]\nid = {}\ntype = \"Reboot\"\nresources = [\"vm-a\"]\nappear_at = \"1s\"\nnotice = \"10m\"\n\n\
          [[events]]\nid = \"E2\"\ntype = {}\nresources = [\"vm-a\", {}, {}]\nappear_at = \"1s\"\nnotice = \"10m\"\n",
         toml_string(FORGING_ID),
-        toml_string("Reboot\n2026-01-01T00:00:00.000000Z  INFO forewarn_host::daemon: FORGED-TYPE"),
         toml_string(
-            "vm-b\n2026-01-01T00:00:00.000000Z ERROR forewarn_host::daemon: FORGED-RESOURCE"
+            "Reboot\n2026-01-01T00:00:00.000000Z  INFO forewarn_daemon::daemon: FORGED-TYPE"
+        ),
+        toml_string(
+            "vm-b\n2026-01-01T00:00:00.000000Z ERROR forewarn_daemon::daemon: FORGED-RESOURCE"
         ),
         toml_string("\u{1b}]52;c;Zm9yZ2Vk\u{7}\u{1b}[31mred"),
     )
 }
 
 /// IMDS text cannot forge lines of the daemon's text log (issue 33: an EventId with a
-/// newline made `… INFO forewarn_host::daemon: approved at IMDS event_ids=FORGED` lines).
+/// newline made `… INFO forewarn_daemon::daemon: approved at IMDS event_ids=FORGED` lines).
 /// The daemon still approves the forging event under its exact id at IMDS.
 #[test]
 fn imds_text_cannot_forge_lines_of_the_text_log() {

@@ -7,10 +7,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use forewarn_host::log_messages::{
+use forewarn_daemon::log_messages::{
     JOURNAL_FROM_A_NEWER_FOREWARN, JOURNAL_FROM_A_NEWER_FOREWARN_NOT_KEPT, JOURNAL_QUARANTINED,
 };
-use forewarn_host::ops::status::StatusSnapshot;
+use forewarn_daemon::ops::status::StatusSnapshot;
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
     Daemon, DaemonConfig, Simulator, http_get, install_bundled_plugin, same_id, wait_for,

@@ -14,7 +14,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use forewarn_host::log_messages::PLUGIN_LOADED;
+use forewarn_daemon::log_messages::PLUGIN_LOADED;
 use forewarn_runtime::wit::latest as wit;
 use forewarn_runtime::{
     CallOutcome, Grants, HostServices, Plugin, PluginSettings, Runtime, RuntimeConfig,

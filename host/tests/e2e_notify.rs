@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use forewarn_host::log_messages::EVENT_TRANSITION;
+use forewarn_daemon::log_messages::EVENT_TRANSITION;
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{
     DEFAULT_WAIT, Daemon, PluginDecision, Setup, TestEnv, accepted_approvals,

@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use forewarn_host::config::Config;
-use forewarn_host::log_messages::{PLUGIN_CALL_FAILED, PLUGIN_DECISION, VM_NAME_MISMATCH};
-use forewarn_host::ops::status::{DaemonPhase, StatusSnapshot};
-use forewarn_host::pipeline::state::ApprovalKind;
+use forewarn_daemon::config::Config;
+use forewarn_daemon::log_messages::{PLUGIN_CALL_FAILED, PLUGIN_DECISION, VM_NAME_MISMATCH};
+use forewarn_daemon::ops::status::{DaemonPhase, StatusSnapshot};
+use forewarn_daemon::pipeline::state::ApprovalKind;
 use forewarn_test_support::harness::{
     Daemon, DaemonConfig, ProbePlugin, Setup, Simulator, TestEnv, accepted_approvals, http_get,
     now_unix_ms, wait_for, write_plugin_dir,

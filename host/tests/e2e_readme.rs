@@ -10,8 +10,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use forewarn_host::log_messages::PLUGIN_LOADED;
-use forewarn_host::ops::status::StatusSnapshot;
+use forewarn_daemon::log_messages::PLUGIN_LOADED;
+use forewarn_daemon::ops::status::StatusSnapshot;
 use forewarn_simulator::{StateSnapshot, Transition, stable_event_id};
 use forewarn_test_support::harness::{
     Daemon, PREPARE_AT_ONCE, ProbePlugin, Simulator, accepted_approvals, http_get, summarize_state,

@@ -9,11 +9,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use forewarn_host::log_messages::{
+use forewarn_daemon::log_messages::{
     CHANGE_LOG_QUARANTINED, EVENT_TRANSITION, JOURNAL_QUARANTINED, PREPARING_LATE,
 };
-use forewarn_host::ops::status::StatusSnapshot;
-use forewarn_host::pipeline::state::ApprovalKind;
+use forewarn_daemon::ops::status::StatusSnapshot;
+use forewarn_daemon::pipeline::state::ApprovalKind;
 use forewarn_simulator::{FaultKind, StateSnapshot, Transition, stable_event_id};
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{

@@ -1,4 +1,4 @@
-//! End-to-end tests of the watched plugin directory (`forewarn_host::plugins::reload`): hot reload,
+//! End-to-end tests of the watched plugin directory (`forewarn_daemon::plugins::reload`): hot reload,
 //! partial and broken files, removal, manifest edits, the directory deleted and recreated.
 //!
 //! Most tests drive `PluginDirectory` in-process with a real runtime and a temp directory
@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use forewarn_host::plugins::reload::{PluginDirectory, ReloadOptions};
-use forewarn_host::plugins::set::PluginSet;
+use forewarn_daemon::plugins::reload::{PluginDirectory, ReloadOptions};
+use forewarn_daemon::plugins::set::PluginSet;
 use forewarn_runtime::wit::latest as wit;
 use forewarn_runtime::{CallOutcome, HostServices, Plugin, Runtime, RuntimeConfig};
 use forewarn_test_support::fixtures::sample_context;
@@ -863,7 +863,7 @@ fn the_documented_manifests_parse_and_the_defaults_are_the_defaults() {
 /// deployed by rename while the daemon runs, approves it.
 #[test]
 fn the_daemon_picks_up_a_new_plugin_version_without_restarting() {
-    use forewarn_host::log_messages::PLUGIN_RELOADED;
+    use forewarn_daemon::log_messages::PLUGIN_RELOADED;
     use forewarn_test_support::forewarn_binary;
     use forewarn_test_support::harness::{Daemon, DaemonConfig, Simulator, wait_for};
     let binary = forewarn_binary!();
@@ -954,7 +954,7 @@ fn the_daemon_picks_up_a_new_plugin_version_without_restarting() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement, not a test: run it by hand for BENCHMARKS.md"]
 async fn measure_reload_latency() {
-    let lb_drain = forewarn_host::plugins::bundled::bundled_plugins()
+    let lb_drain = forewarn_host::bundled::bundled_plugins()
         .into_iter()
         .find(|plugin| plugin.name == "lb-drain")
         .expect("lb-drain is bundled");
@@ -1108,7 +1108,7 @@ async fn the_periodic_rescan_catches_a_change_the_watcher_never_heard_of() {
 /// and `/readyz` are read after each change to the directory.
 #[test]
 fn a_readiness_hold_ends_with_its_plugin_or_its_grant_and_survives_a_load_error() {
-    use forewarn_host::ops::status::StatusSnapshot;
+    use forewarn_daemon::ops::status::StatusSnapshot;
     use forewarn_test_support::forewarn_binary;
     use forewarn_test_support::harness::{ProbePlugin, TestEnv, http_get, wait_for};
     let holder = |name: &str| ProbePlugin::new(name, "ready").capability("readiness = true");

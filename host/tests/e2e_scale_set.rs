@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use forewarn_host::ops::status::StatusSnapshot;
+use forewarn_daemon::ops::status::StatusSnapshot;
 use forewarn_simulator::{ExtensionState, RepairAction, StateSnapshot, Transition, UpgradeStep};
 use forewarn_test_support::harness::{
     Daemon, DaemonConfig, ProbePlugin, Simulator, free_loopback_address, http_get,
@@ -467,7 +467,7 @@ fn a_scale_in_of_three_waits_for_the_deferring_instance_and_all_three_are_delete
                 match event {
                     Some(event)
                         if event.approval.starts_with(
-                            forewarn_host::ops::status::APPROVED_WAITING_FOR_THE_DELETE,
+                            forewarn_daemon::ops::status::APPROVED_WAITING_FOR_THE_DELETE,
                         ) =>
                     {
                         Ok(event.approval.clone())

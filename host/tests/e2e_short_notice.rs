@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use forewarn_host::log_messages::{PREPARATION_WAITS, PREPARING_LATE, TURN_SHORTENED};
-use forewarn_host::ops::status::StatusSnapshot;
+use forewarn_daemon::log_messages::{PREPARATION_WAITS, PREPARING_LATE, TURN_SHORTENED};
+use forewarn_daemon::ops::status::StatusSnapshot;
 use forewarn_simulator::{FaultKind, StateSnapshot, Transition};
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::guests::PROBE;

@@ -8,6 +8,7 @@ use std::process::Command;
 const CRATES: &[&str] = &[
     "host/src",
     "host/coordination/src",
+    "host/daemon/src",
     "host/etcd/src",
     "host/events/src",
     "host/imds/src",

@@ -50,8 +50,8 @@ impl LbDrain {
     }
 }
 
-fn bundled(name: &str) -> forewarn_host::plugins::bundled::BundledPlugin {
-    forewarn_host::plugins::bundled::bundled_plugins()
+fn bundled(name: &str) -> forewarn_host::bundled::BundledPlugin {
+    forewarn_host::bundled::bundled_plugins()
         .into_iter()
         .find(|plugin| plugin.name == name)
         .unwrap_or_else(|| panic!("{name} is not bundled"))

@@ -7,7 +7,7 @@
 //!   poll interval) in a temp dir; [`TestEnvBuilder::prepare`] writes everything
 //!   ([`Setup`]), [`TestEnvBuilder::start`] also starts the daemon ([`TestEnv`]);
 //! - [`Daemon`]: `forewarn run` with its JSON log read live; the oracles match the log's
-//!   `message` field for equality with [`forewarn_host::log_messages`] constants;
+//!   `message` field for equality with [`forewarn_daemon::log_messages`] constants;
 //! - checks shared by every file: [`same_id`], [`transition_at`] (and
 //!   [`transition_at_unix_ms`]), [`accepted_approvals`],
 //!   [`assert_polite`], [`now_unix_ms`], [`wait_for`].
@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use forewarn_host::log_messages::{
+use forewarn_daemon::log_messages::{
     ADMIN_LISTENING, APPROVED_AT_IMDS, EVENT_TRANSITION, PLUGIN_CALL_FAILED,
     PLUGIN_CALL_FAILED_CONSENT, PLUGIN_DECISION,
 };
@@ -698,7 +698,7 @@ fn toml_list(items: &[String]) -> String {
 /// Installs the bundled plugin `name` into `plugin_dir` with `manifest` as its NAME.toml, or
 /// with its bundled manifest.
 pub fn install_bundled_plugin(plugin_dir: &Path, name: &str, manifest: Option<&str>) {
-    let plugin = forewarn_host::plugins::bundled::bundled_plugins()
+    let plugin = forewarn_host::bundled::bundled_plugins()
         .into_iter()
         .find(|plugin| plugin.name == name)
         .unwrap_or_else(|| panic!("no bundled plugin named {name}"));
@@ -806,7 +806,7 @@ impl LogLine {
             .unwrap_or("")
     }
 
-    /// The `message` field: compare it with the constants of `forewarn_host::log_messages`.
+    /// The `message` field: compare it with the constants of `forewarn_daemon::log_messages`.
     pub fn message(&self) -> &str {
         self.text("message")
     }

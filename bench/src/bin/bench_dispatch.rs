@@ -9,10 +9,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context as _, bail};
 use forewarn_bench::{micros, percentile, ratio, row, sorted};
-use forewarn_host::daemon::durable_file::DurableFile;
-use forewarn_host::pipeline::state::DaemonState;
-use forewarn_host::plugins::bundled::bundled_plugins;
-use forewarn_host::plugins::set::load_plugin_bytes;
+use forewarn_daemon::daemon::durable_file::DurableFile;
+use forewarn_daemon::pipeline::state::DaemonState;
+use forewarn_daemon::plugins::set::load_plugin_bytes;
+use forewarn_host::bundled::bundled_plugins;
 use forewarn_imds::unix_ms;
 use forewarn_manifest::{ConfigValue, PluginManifest};
 use forewarn_runtime::wit::latest::{Context, Decision, Phase, ScheduledEvent};
@@ -426,7 +426,7 @@ async fn measure_detection(runtime: &Runtime, work: &Path) -> anyhow::Result<()>
 /// bundled plugins, each approving at once.
 fn load_bundled_trio(
     runtime: &Runtime,
-) -> anyhow::Result<Vec<forewarn_host::plugins::set::LoadedPlugin>> {
+) -> anyhow::Result<Vec<forewarn_daemon::plugins::set::LoadedPlugin>> {
     bundled_plugins()
         .into_iter()
         .filter(|plugin| ["lb-drain", "checkpoint", "graceful-shutdown"].contains(&plugin.name))
@@ -480,7 +480,7 @@ fn load_noops(
     runtime: &Runtime,
     noop: &[u8],
     count: usize,
-) -> anyhow::Result<Vec<forewarn_host::plugins::set::LoadedPlugin>> {
+) -> anyhow::Result<Vec<forewarn_daemon::plugins::set::LoadedPlugin>> {
     (0..count)
         .map(|index| {
             let path = PathBuf::from(format!("noop-{index:02}.wasm"));

@@ -501,7 +501,7 @@ fn barrier_figures(
         .iter()
         .filter_map(|daemon| {
             daemon
-                .lines_with_message(forewarn_host::log_messages::COORDINATION_READY)
+                .lines_with_message(forewarn_daemon::log_messages::COORDINATION_READY)
                 .into_iter()
                 .find(|line| line.text("event_id") == event_id)
                 .map(|line| line.at_unix_ms)

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::config::Config;
+use forewarn_daemon::config::Config;
 
 /// `forewarn config check`'s arguments.
 #[derive(Debug, clap::Args)]

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use crate::config::example;
+use forewarn_daemon::config::example;
 
 /// `forewarn config example`'s arguments (none).
 #[derive(Debug, clap::Args)]

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use forewarn_imds::EventId;
 
+use crate::bundled::bundled_plugins;
 use crate::cli::demo_load_balancer::{self, DemoLoadBalancer};
 use crate::cli::demo_log::{self, DemoLogLine};
 use crate::cli::demo_workload::{
@@ -25,15 +26,14 @@ use crate::cli::demo_workload::{
 use crate::cli::plugin_files::{self, PluginFile};
 use crate::cli::quiet_stretch_skipper;
 use crate::cli::verdict::PluginVerdicts;
-use crate::config::{ActionConfig, Config};
-use crate::daemon::outcome_keeper;
-use crate::daemon::timeline_broadcast::new_timeline;
-use crate::daemon::wiring;
-use crate::ops::admin;
-use crate::pipeline::timeline::{LogLevel, TimelineEntry};
-use crate::plugins::bundled::bundled_plugins;
-use crate::plugins::set::{LoadedPlugin, PluginSource};
+use forewarn_daemon::config::{ActionConfig, Config};
+use forewarn_daemon::daemon::outcome_keeper;
+use forewarn_daemon::daemon::timeline_broadcast::new_timeline;
+use forewarn_daemon::daemon::wiring;
+use forewarn_daemon::ops::admin;
+use forewarn_daemon::plugins::set::{LoadedPlugin, PluginSource};
 use forewarn_manifest::{ConfigValue, PluginManifest};
+use forewarn_pipeline::timeline::{LogLevel, TimelineEntry};
 
 /// `forewarn demo`'s arguments.
 #[derive(Debug, clap::Args)]
@@ -327,21 +327,21 @@ fn demo_config(
     Config {
         vm_name: vm_name.to_owned(),
         state_dir: state_dir.to_path_buf(),
-        imds: crate::config::ImdsConfig {
+        imds: forewarn_daemon::config::ImdsConfig {
             url: simulator.base_url(),
             poll_interval: Duration::from_millis(250),
             ..Default::default()
         },
         // Any free port: demos may run side by side with a daemon on the default port.
-        admin: crate::config::AdminConfig {
+        admin: forewarn_daemon::config::AdminConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             ..Default::default()
         },
         actions: workload.actions().into_iter().collect(),
         // The demo holds no shutdown of the machine it runs on back.
-        shutdown: crate::config::ShutdownConfig {
+        shutdown: forewarn_daemon::config::ShutdownConfig {
             prepare: false,
-            ..crate::config::ShutdownConfig::default()
+            ..forewarn_daemon::config::ShutdownConfig::default()
         },
         ..Config::default()
     }
@@ -685,7 +685,7 @@ pub(crate) fn render_entry(entry: &TimelineEntry) -> Option<String> {
             "event {}  {:<20} plugins start preparing at {} (policy.prepare-lead-time)",
             short(event_id),
             "waits",
-            crate::log_fields::rfc3339(*starts_at_unix_ms)
+            forewarn_pipeline::log_fields::rfc3339(*starts_at_unix_ms)
         ),
         TimelineEntry::TurnShortened {
             plugin,

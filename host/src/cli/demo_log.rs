@@ -71,7 +71,7 @@ impl Visit for FieldText {
 
 impl FieldText {
     fn record(&mut self, field: &Field, value: &str) {
-        let value = crate::log_format::field_text(value);
+        let value = forewarn_daemon::log_format::field_text(value);
         if field.name() == "message" {
             self.message = value;
             return;

@@ -17,7 +17,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::ActionConfig;
+use forewarn_daemon::config::ActionConfig;
 
 /// How long the workload's checkpoint takes: long enough that the checkpoint plugin has to
 /// defer once and ask again.

@@ -17,12 +17,12 @@ use tokio_util::sync::CancellationToken;
 use crate::cli::demo;
 use crate::cli::demo_log::{self, DemoLogLine};
 use crate::cli::demo_workload::{DemoWorkload, WorkloadNote};
-use crate::config::{ActionConfig, Config};
-use crate::daemon::timeline_broadcast::new_timeline;
-use crate::daemon::wiring;
-use crate::ops::admin;
-use crate::pipeline::timeline::TimelineEntry;
-use crate::plugins::reload::{PluginDirectory, ReloadOptions};
+use forewarn_daemon::config::{ActionConfig, Config};
+use forewarn_daemon::daemon::timeline_broadcast::new_timeline;
+use forewarn_daemon::daemon::wiring;
+use forewarn_daemon::ops::admin;
+use forewarn_daemon::plugins::reload::{PluginDirectory, ReloadOptions};
+use forewarn_pipeline::timeline::TimelineEntry;
 
 /// The simulator's scenario: a VM with no events until the console makes some.
 const CANVAS: &str = "idle";
@@ -216,18 +216,18 @@ fn dev_config(
         vm_name: vm_name.to_owned(),
         state_dir: state_dir.to_path_buf(),
         plugin_dir: plugin_dir.to_path_buf(),
-        imds: crate::config::ImdsConfig {
+        imds: forewarn_daemon::config::ImdsConfig {
             url: imds_url,
             poll_interval: Duration::from_millis(250),
             ..Default::default()
         },
-        admin: crate::config::AdminConfig {
+        admin: forewarn_daemon::config::AdminConfig {
             listen,
             ..Default::default()
         },
-        shutdown: crate::config::ShutdownConfig {
+        shutdown: forewarn_daemon::config::ShutdownConfig {
             prepare: false,
-            ..crate::config::ShutdownConfig::default()
+            ..forewarn_daemon::config::ShutdownConfig::default()
         },
         ..Config::default()
     }

@@ -18,7 +18,7 @@ use forewarn_imds::{
 
 use crate::cli::outcome_records::{fetch_records, render_record};
 use crate::cli::status_command::DaemonArgs;
-use crate::pipeline::outcome::record::{OutcomeRecord, RecordStage};
+use forewarn_pipeline::outcome::record::{OutcomeRecord, RecordStage};
 
 /// How often the daemon's outcome records are read while the drill follows the event.
 const FOLLOW_EVERY: Duration = Duration::from_secs(1);

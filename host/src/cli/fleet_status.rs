@@ -10,9 +10,9 @@ use anyhow::Context;
 
 use crate::cli::status_command::{DaemonArgs, fetch_admin};
 use crate::cli::status_table::{escaped_copy, render_budget, write_table};
-use crate::coordination::fleet_reader::{FleetView, FleetVm, FleetVmState};
-use crate::coordination::fleet_record::{FleetEvent, FleetRecord};
-use crate::ops::status::format_time_left;
+use forewarn_daemon::coordination::fleet_reader::{FleetView, FleetVm, FleetVmState};
+use forewarn_daemon::coordination::fleet_record::{FleetEvent, FleetRecord};
+use forewarn_daemon::ops::status::format_time_left;
 
 /// `forewarn fleet status`'s arguments.
 #[derive(Debug, clap::Args)]
@@ -48,7 +48,7 @@ fn daemon_error(body: &str) -> String {
         .ok()
         .and_then(|value| value["error"].as_str().map(str::to_owned))
         .unwrap_or_else(|| body.trim().to_owned());
-    crate::log_format::field_text(&message)
+    forewarn_daemon::log_format::field_text(&message)
 }
 
 /// The fleet as a table, one row per VM, as of `now`. Every text in it is escaped and cut
@@ -216,13 +216,13 @@ fn age(at_ms: u64, now: SystemTime) -> String {
 mod tests {
     use super::*;
     use crate::cli::parse_args::{assert_consistent, parse};
-    use crate::coordination::BudgetStatus;
-    use crate::coordination::fleet_impact::ImpactByType;
-    use crate::coordination::fleet_record::{
+    use forewarn_daemon::coordination::BudgetStatus;
+    use forewarn_daemon::coordination::fleet_impact::ImpactByType;
+    use forewarn_daemon::coordination::fleet_record::{
         FLEET_RECORD_SCHEMA, FleetHealthReason, FleetHold, FleetHolder, FleetImds, FleetImpact,
         FleetOutcome, FleetScaleSetHealth, FleetStage,
     };
-    use crate::pipeline::outcome::verdict::PreparationOutcome;
+    use forewarn_pipeline::outcome::verdict::PreparationOutcome;
 
     const NOW_MS: u64 = 1_800_000_000_000;
 
@@ -346,7 +346,7 @@ mod tests {
 
     #[test]
     fn the_budget_shows_its_slots_holders_and_queue_in_order() {
-        use crate::coordination::{QueuedEvent, SlotHolder};
+        use forewarn_daemon::coordination::{QueuedEvent, SlotHolder};
         let budget = BudgetStatus {
             budget: "10%".into(),
             group: "web".into(),

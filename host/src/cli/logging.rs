@@ -51,8 +51,12 @@ fn init_stderr(format: LogFormat) {
         .with_writer(std::io::stderr);
     // Every field value escaped and cut, whatever it holds (log_format.rs).
     match format {
-        LogFormat::Text => builder.fmt_fields(crate::log_format::EscapedFields).init(),
-        LogFormat::Json => builder.event_format(crate::log_format::EscapedJson).init(),
+        LogFormat::Text => builder
+            .fmt_fields(forewarn_daemon::log_format::EscapedFields)
+            .init(),
+        LogFormat::Json => builder
+            .event_format(forewarn_daemon::log_format::EscapedJson)
+            .init(),
     }
 }
 
@@ -68,10 +72,10 @@ where
         .with_writer(writer);
     let _already = match format {
         LogFormat::Text => builder
-            .fmt_fields(crate::log_format::EscapedFields)
+            .fmt_fields(forewarn_daemon::log_format::EscapedFields)
             .try_init(),
         LogFormat::Json => builder
-            .event_format(crate::log_format::EscapedJson)
+            .event_format(forewarn_daemon::log_format::EscapedJson)
             .try_init(),
     };
 }

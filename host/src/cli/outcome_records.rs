@@ -9,13 +9,13 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::cli::status_command::{DaemonArgs, fetch_admin};
-use crate::log_fields::rfc3339;
-use crate::ops::outcome_status::EventsView;
-use crate::pipeline::outcome::host_move::HostChange;
-use crate::pipeline::outcome::impact::Impact;
-use crate::pipeline::outcome::record::{ApprovalRecord, OutcomeRecord};
-use crate::pipeline::outcome::verdict::spoken;
+use forewarn_daemon::ops::outcome_status::EventsView;
 use forewarn_imds::ImdsTime;
+use forewarn_pipeline::log_fields::rfc3339;
+use forewarn_pipeline::outcome::host_move::HostChange;
+use forewarn_pipeline::outcome::impact::Impact;
+use forewarn_pipeline::outcome::record::{ApprovalRecord, OutcomeRecord};
+use forewarn_pipeline::outcome::verdict::spoken;
 
 /// Fetches `/status/events` from the daemon `daemon` names.
 pub(crate) async fn fetch_records(daemon: &DaemonArgs) -> anyhow::Result<EventsView> {
@@ -124,7 +124,7 @@ pub(crate) fn list_line(record: &OutcomeRecord) -> String {
 }
 
 fn stage_word(record: &OutcomeRecord) -> &'static str {
-    use crate::pipeline::outcome::record::RecordStage;
+    use forewarn_pipeline::outcome::record::RecordStage;
     match record.stage {
         RecordStage::Announced => "announced",
         RecordStage::Started => "started",
@@ -271,11 +271,11 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::pipeline::outcome::{OutcomeBook, OutcomeLimits};
-    use crate::pipeline::test_harness::{event, started, t0, transition_entry as transition};
-    use crate::pipeline::timeline::TimelineEntry;
-    use crate::pipeline::tracker::TransitionKind;
     use forewarn_imds::EventType;
+    use forewarn_pipeline::outcome::{OutcomeBook, OutcomeLimits};
+    use forewarn_pipeline::test_harness::{event, started, t0, transition_entry as transition};
+    use forewarn_pipeline::timeline::TimelineEntry;
+    use forewarn_pipeline::tracker::TransitionKind;
 
     /// A Reboot seen at t0, approved at t0 + 10 s, started at t0 + 60 s.
     fn started_reboot() -> OutcomeRecord {

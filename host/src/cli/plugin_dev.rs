@@ -185,7 +185,7 @@ async fn one_round(
     project: &DevProject,
     build: &Build,
     scenarios: &[String],
-    actions: &Option<std::collections::BTreeMap<String, crate::config::ActionConfig>>,
+    actions: &Option<std::collections::BTreeMap<String, forewarn_daemon::config::ActionConfig>>,
     daemon: &DevDaemon,
     log: &Path,
 ) -> anyhow::Result<Round> {

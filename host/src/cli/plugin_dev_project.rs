@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::plugins::languages::Lang;
+use crate::authoring::languages::Lang;
 
 /// Files a build writes beside the sources (a lock file cargo creates on the first build).
 const BUILD_WRITES: &[&str] = &["Cargo.lock"];

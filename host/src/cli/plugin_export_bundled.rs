@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use crate::plugins::bundled::bundled_plugins;
+use crate::bundled::bundled_plugins;
 
 /// `forewarn plugin export-bundled`'s arguments.
 #[derive(Debug, clap::Args)]

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use forewarn_runtime::Runtime;
 
-use crate::plugins::set::{LoadedPlugin, load_plugin_named};
+use forewarn_daemon::plugins::set::{LoadedPlugin, load_plugin_named};
 use forewarn_manifest::name_problem;
 use forewarn_manifest::{ConfigValue, PluginManifest};
 

@@ -43,7 +43,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         sign: args.sign,
         version: args.version,
         registry: args.registry.options(),
-        max_wasm_bytes: crate::plugins::set::DEFAULT_MAX_PLUGIN_BYTES,
+        max_wasm_bytes: forewarn_daemon::plugins::set::DEFAULT_MAX_PLUGIN_BYTES,
     };
     let pushed = tokio::time::timeout(args.registry.timeout, push(request))
         .await

@@ -4,8 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::plugins::carried_sdk;
-pub use crate::plugins::languages::Lang;
+use crate::authoring::carried_sdk;
+pub use crate::authoring::languages::Lang;
 
 include!(concat!(env!("OUT_DIR"), "/templates.rs"));
 

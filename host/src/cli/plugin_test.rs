@@ -15,9 +15,9 @@ use tokio::task::JoinSet;
 use crate::cli::demo::{self, DemoOptions};
 use crate::cli::plugin_files::{PluginFile, parse_config_pair};
 use crate::cli::verdict::Verdict;
-use crate::config::{ActionConfig, Config};
-use crate::daemon::wiring;
-use crate::pipeline::state::CallPhase;
+use forewarn_daemon::config::{ActionConfig, Config};
+use forewarn_daemon::daemon::wiring;
+use forewarn_pipeline::state::CallPhase;
 use forewarn_simulator::{EventSpec, Scenario};
 
 /// The scenario `plugin test` plays when none is named.

@@ -9,8 +9,8 @@ use forewarn_simulator::SimulatorHandle;
 use std::collections::{BTreeMap, BTreeSet};
 use tokio::sync::broadcast;
 
-use crate::pipeline::timeline::TimelineEntry;
-use crate::pipeline::tracker::TransitionKind;
+use forewarn_pipeline::timeline::TimelineEntry;
+use forewarn_pipeline::tracker::TransitionKind;
 
 /// What the daemon is busy with, as its timeline tells.
 #[derive(Debug, Default)]
@@ -85,8 +85,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::pipeline::state::{AnswerOutcome, CallPhase};
-    use crate::pipeline::test_harness;
+    use forewarn_pipeline::state::{AnswerOutcome, CallPhase};
+    use forewarn_pipeline::test_harness;
 
     fn transition(id: &str, transition: TransitionKind) -> TimelineEntry {
         TimelineEntry::Transition {

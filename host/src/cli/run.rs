@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
-use crate::daemon::wiring;
+use forewarn_daemon::config::Config;
+use forewarn_daemon::daemon::wiring;
 
 /// `forewarn run`'s arguments.
 #[derive(Debug, clap::Args)]

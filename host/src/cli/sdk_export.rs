@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::authoring::carried_sdk::{self, SDK_VERSION};
 use crate::cli::plugin_new::LangArg;
 use crate::cli::plugin_templates::Lang;
-use crate::plugins::carried_sdk::{self, SDK_VERSION};
 
 /// Options of `forewarn sdk export`.
 #[derive(Debug, Clone, clap::Args)]

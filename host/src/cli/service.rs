@@ -12,8 +12,8 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::logging::{self, LogFormat};
-use crate::config::{Config, default_config_path};
-use crate::service_manager::{self, InstallOptions, SERVICE_NAME};
+use forewarn_daemon::config::{Config, default_config_path};
+use forewarn_daemon::service_manager::{self, InstallOptions, SERVICE_NAME};
 
 /// `forewarn service …`.
 #[derive(Debug, clap::Args)]
@@ -119,8 +119,11 @@ fn prepare_config(config: &Path) -> anyhow::Result<()> {
             .with_context(|| format!("cannot create {}", dir.display()))?;
     }
     if !config.exists() {
-        std::fs::write(config, crate::config::example::for_this_platform())
-            .with_context(|| format!("cannot write the default config to {}", config.display()))?;
+        std::fs::write(
+            config,
+            forewarn_daemon::config::example::for_this_platform(),
+        )
+        .with_context(|| format!("cannot write the default config to {}", config.display()))?;
         println!("wrote the default config to {}", config.display());
     }
     let settings = Config::load(config)?;
@@ -148,7 +151,7 @@ fn run_service(config: Option<PathBuf>, log_format: LogFormat) -> anyhow::Result
             .enable_all()
             .build()
             .context("cannot start the async runtime")?;
-        runtime.block_on(crate::daemon::wiring::serve(&settings, shutdown))
+        runtime.block_on(forewarn_daemon::daemon::wiring::serve(&settings, shutdown))
     });
     service_manager::run_dispatcher(body)?;
     Ok(())

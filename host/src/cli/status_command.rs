@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::cli::status_table::render_table;
-use crate::config::Config;
-use crate::ops::status::StatusSnapshot;
+use forewarn_daemon::config::Config;
+use forewarn_daemon::ops::status::StatusSnapshot;
 
 /// `forewarn status`'s arguments.
 #[derive(Debug, clap::Args)]

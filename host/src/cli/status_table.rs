@@ -5,11 +5,11 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::coordination::{BudgetStatus, CoordinationStatus};
-use crate::log_fields::rfc3339;
-use crate::ops::status::{EventView, PollView, StatusSnapshot, format_time_left};
-use crate::pipeline::quarantine::QuarantinedPlugin;
+use forewarn_daemon::coordination::{BudgetStatus, CoordinationStatus};
+use forewarn_daemon::ops::status::{EventView, PollView, StatusSnapshot, format_time_left};
 use forewarn_manifest::FailurePolicy;
+use forewarn_pipeline::log_fields::rfc3339;
+use forewarn_pipeline::quarantine::QuarantinedPlugin;
 
 /// The table `forewarn status` prints: events, each plugin's latest decision, plugins and
 /// their load errors, and the last IMDS poll. Every text in it is escaped and cut
@@ -79,7 +79,7 @@ where
     T: serde::Serialize + serde::de::DeserializeOwned,
 {
     let mut value = serde_json::to_value(answer).ok()?;
-    crate::log_format::escape_json_strings(&mut value);
+    forewarn_daemon::log_format::escape_json_strings(&mut value);
     serde_json::from_value(value).ok()
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::config::Config;
+use forewarn_daemon::config::Config;
 use forewarn_manifest::shown;
 use forewarn_supply::SupplyError;
 use forewarn_supply::fetch::FetchLimits;

@@ -8,9 +8,9 @@ use serde::Serialize;
 
 use forewarn_imds::{EventId, PluginName};
 
-use crate::pipeline::state::{AnswerOutcome, CallPhase};
-use crate::pipeline::timeline::TimelineEntry;
-use crate::pipeline::tracker::TransitionKind;
+use forewarn_pipeline::state::{AnswerOutcome, CallPhase};
+use forewarn_pipeline::timeline::TimelineEntry;
+use forewarn_pipeline::tracker::TransitionKind;
 
 /// How a plugin did in one scenario.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -291,10 +291,10 @@ mod tests {
             event_type_raw: "Reboot".into(),
             transition: TransitionKind::Started,
             detail: String::new(),
-            announced: Box::new(crate::pipeline::test_harness::event(
+            announced: Box::new(forewarn_pipeline::test_harness::event(
                 event,
                 forewarn_imds::EventType::Reboot,
-                crate::pipeline::test_harness::t0(),
+                forewarn_pipeline::test_harness::t0(),
                 std::time::Duration::from_secs(60),
             )),
         }

@@ -12,9 +12,11 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use forewarn_host::coordination::{Connection, CoordinationStatus};
-use forewarn_host::log_messages::{COORDINATION_LEADS, COORDINATION_NO_QUORUM, COORDINATION_READY};
-use forewarn_host::ops::status::StatusSnapshot;
+use forewarn_daemon::coordination::{Connection, CoordinationStatus};
+use forewarn_daemon::log_messages::{
+    COORDINATION_LEADS, COORDINATION_NO_QUORUM, COORDINATION_READY,
+};
+use forewarn_daemon::ops::status::StatusSnapshot;
 use forewarn_simulator::{ApprovalRecord, StateSnapshot, Transition, stable_event_id};
 use tempfile::TempDir;
 

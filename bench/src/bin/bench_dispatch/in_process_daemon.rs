@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context as _, bail};
-use forewarn_host::daemon::timeline_broadcast::new_timeline;
-use forewarn_host::daemon::{Daemon, DaemonSettings};
-use forewarn_host::pipeline::policy::PolicyConfig;
-use forewarn_host::pipeline::state::{AnswerOutcome, CallPhase};
-use forewarn_host::pipeline::timeline::TimelineEntry;
-use forewarn_host::plugins::set::PluginSet;
+use forewarn_daemon::daemon::timeline_broadcast::new_timeline;
+use forewarn_daemon::daemon::{Daemon, DaemonSettings};
+use forewarn_daemon::pipeline::policy::PolicyConfig;
+use forewarn_daemon::pipeline::state::{AnswerOutcome, CallPhase};
+use forewarn_daemon::pipeline::timeline::TimelineEntry;
+use forewarn_daemon::plugins::set::PluginSet;
 use forewarn_imds::{ClientConfig, Document, ImdsClient, Poller};
 use forewarn_simulator::{Scenario, SimulatorConfig, SimulatorHandle};
 use tokio::sync::{broadcast, watch};
@@ -45,7 +45,7 @@ pub(crate) struct Bench {
 impl Bench {
     pub(crate) async fn start(
         scenario: Scenario,
-        plugins: Vec<forewarn_host::plugins::set::LoadedPlugin>,
+        plugins: Vec<forewarn_daemon::plugins::set::LoadedPlugin>,
         state_dir: &Path,
         feed: Feed,
     ) -> anyhow::Result<Bench> {

@@ -33,7 +33,7 @@ pub(crate) fn scenario(vms: &[String]) -> String {
 /// with nothing to talk to (they say so once and approve).
 pub(crate) fn write_plugins(dir: &Path, drain_seconds: u64) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).context("cannot create the plugin directory")?;
-    let bundled = forewarn_host::plugins::bundled::bundled_plugins();
+    let bundled = forewarn_host::bundled::bundled_plugins();
     for name in PLUGINS {
         let plugin = bundled
             .iter()
@@ -188,7 +188,7 @@ pub(crate) fn count_keys(endpoints: &str, prefix: &str) -> anyhow::Result<u64> {
 
 pub(crate) fn plugins_loaded(daemon: &Daemon) -> usize {
     daemon
-        .lines_with_message(forewarn_host::log_messages::PLUGIN_LOADED)
+        .lines_with_message(forewarn_daemon::log_messages::PLUGIN_LOADED)
         .len()
 }
 

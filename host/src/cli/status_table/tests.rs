@@ -3,13 +3,13 @@ use std::collections::BTreeMap;
 use forewarn_imds::ImdsTime;
 
 use super::*;
-use crate::coordination::{Connection, EventBarrier};
-use crate::ops::status::{
+use forewarn_daemon::coordination::{Connection, EventBarrier};
+use forewarn_daemon::ops::status::{
     ClockView, DaemonPhase, DecisionView, FIRST_CALL_PATIENCE, LoadErrorView, PluginView,
     ProvenanceView, ReadinessView, UnreadableView,
 };
-use crate::ops::storage_health::StorageView;
-use crate::pipeline::state::{AnswerOutcome, ApprovalKind, CallPhase};
+use forewarn_daemon::ops::storage_health::StorageView;
+use forewarn_pipeline::state::{AnswerOutcome, ApprovalKind, CallPhase};
 
 fn snapshot() -> StatusSnapshot {
     StatusSnapshot {

@@ -213,7 +213,7 @@ fn store_error(error: KeyValueFilesError) -> KeyValueStoreError {
 }
 
 /// Orders the plugins, logs ordering problems, and publishes the set.
-pub(crate) fn publish_plugins(loaded: Vec<LoadedPlugin>) -> watch::Sender<Arc<PluginSet>> {
+pub fn publish_plugins(loaded: Vec<LoadedPlugin>) -> watch::Sender<Arc<PluginSet>> {
     let set = PluginSet::new(loaded);
     for warning in set.warnings() {
         tracing::warn!("{warning}");

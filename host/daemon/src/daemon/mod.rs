@@ -6,7 +6,7 @@ pub(crate) mod event_loop;
 pub(crate) mod journal;
 pub(crate) mod journal_keeper;
 pub(crate) mod journal_schema;
-pub(crate) mod outcome_keeper;
+pub mod outcome_keeper;
 pub(crate) mod plugin_starts;
 pub(crate) mod readiness_holds;
 pub(crate) mod tasks_in_flight;

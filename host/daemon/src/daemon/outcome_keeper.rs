@@ -264,7 +264,7 @@ fn read_heartbeat(path: &Path) -> Option<DurableHeartbeat> {
 /// The records of `dir`, each with its file's size; unreadable files are moved aside.
 /// The outcome records kept in `state_dir`, the oldest first (`forewarn demo` prints them
 /// once its daemon has stopped).
-pub(crate) fn records_in(state_dir: &Path) -> Vec<OutcomeRecord> {
+pub fn records_in(state_dir: &Path) -> Vec<OutcomeRecord> {
     let mut records: Vec<OutcomeRecord> = load_records(&state_dir.join(OUTCOMES_DIR))
         .into_iter()
         .map(|(record, _)| record)

@@ -4,7 +4,7 @@
 //! process's malloc arenas, and this VM's fleet record as fed to the coordinator. (systemd
 //! notification is in [`crate::service_manager`].)
 
-pub(crate) mod admin;
+pub mod admin;
 pub(crate) mod admin_connections;
 pub(crate) mod coordination_metrics;
 pub mod event_history;
@@ -12,7 +12,7 @@ pub(crate) mod fleet_feed;
 pub mod malloc_arenas;
 pub(crate) mod metrics;
 pub(crate) mod outcome_metrics;
-pub(crate) mod outcome_status;
+pub mod outcome_status;
 pub mod scale_set_health;
 pub mod status;
 pub(crate) mod status_page;

@@ -30,22 +30,22 @@ const SHIPPED: &[(&str, &str, &str)] = &[
     (
         "lb-drain",
         "lb-drain",
-        include_str!("../../../plugins/lb-drain/lb-drain.toml"),
+        include_str!("../../plugins/lb-drain/lb-drain.toml"),
     ),
     (
         "checkpoint",
         "checkpoint",
-        include_str!("../../../plugins/checkpoint/checkpoint.toml"),
+        include_str!("../../plugins/checkpoint/checkpoint.toml"),
     ),
     (
         "graceful-shutdown",
         "graceful-shutdown",
-        include_str!("../../../plugins/graceful-shutdown/graceful-shutdown.toml"),
+        include_str!("../../plugins/graceful-shutdown/graceful-shutdown.toml"),
     ),
     (
         "notify",
         "notify-plugin",
-        include_str!("../../../plugins/notify/notify.toml"),
+        include_str!("../../plugins/notify/notify.toml"),
     ),
 ];
 

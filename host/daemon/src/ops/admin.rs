@@ -101,13 +101,15 @@ pub(crate) struct AdminState {
 #[error(
     "cannot listen on the admin address {address}: {source} (another forewarn running? set `[admin] listen` in the config to a free address)"
 )]
-pub(crate) struct AdminBindError {
+pub struct AdminBindError {
+    /// The address `[admin] listen` (or `--admin`) named.
     pub address: SocketAddr,
+    /// Why it could not be bound (in use, not this machine's, not allowed).
     pub source: std::io::Error,
 }
 
 /// Binds the admin address (port 0 picks a free port; the log says which).
-pub(crate) async fn bind(address: SocketAddr) -> Result<TcpListener, AdminBindError> {
+pub async fn bind(address: SocketAddr) -> Result<TcpListener, AdminBindError> {
     TcpListener::bind(address)
         .await
         .map_err(|source| AdminBindError { address, source })

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::plugins::languages::Lang;
+use crate::authoring::languages::Lang;
 
 include!(concat!(env!("OUT_DIR"), "/sdk_files.rs"));
 

@@ -93,7 +93,7 @@ pub enum PluginLoadError {
 }
 
 /// Default largest plugin component: well above a Python component (about 40 MiB).
-pub(crate) const DEFAULT_MAX_PLUGIN_BYTES: u64 = 64 * 1024 * 1024;
+pub const DEFAULT_MAX_PLUGIN_BYTES: u64 = 64 * 1024 * 1024;
 /// Default largest plugin manifest.
 pub(crate) const DEFAULT_MAX_MANIFEST_BYTES: u64 = 1024 * 1024;
 
@@ -258,7 +258,7 @@ pub fn load_plugin_bytes(
 
 /// Loads the plugin `name` from the bytes of `wasm` with its manifest, whatever the file is
 /// called (`plugin test` and `demo --plugins` name a file outside the plugin directory by
-/// [`crate::cli::plugin_files::PluginFile::name`]). Blocking.
+/// `forewarn_host::cli::plugin_files::PluginFile::name`). Blocking.
 pub fn load_plugin_named(
     runtime: &Runtime,
     name: &str,

@@ -145,7 +145,7 @@ mod tests {
     /// (defers 1.5 s), killed with SIGKILL after stopper's second deferral.
     #[test]
     fn a_journal_from_the_previous_release_resumes_without_preparing_again() {
-        let text = include_str!("../../tests/fixtures/journal-v1-mid-preparation.json");
+        let text = include_str!("../../../tests/fixtures/journal-v1-mid-preparation.json");
         let record: JournalRecord = serde_json::from_str(text).expect("the old journal parses");
         assert_eq!(record.version, 1);
         let state = resume(Some(record));

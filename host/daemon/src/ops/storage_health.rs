@@ -23,7 +23,7 @@ pub struct StorageHealth {
 
 /// How the journal's writes fare.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct JournalHealth {
+pub struct JournalHealth {
     /// Whether the last commit reached the disk (false from the first failure until a
     /// retry succeeds).
     pub durable: bool,
@@ -38,9 +38,10 @@ pub(crate) struct JournalHealth {
     /// Bytes still allocated beyond the change log's end (what appends use on a full disk).
     pub reserve_left: u64,
     /// Why the last compaction or top-up of the reserve failed; None once one succeeded.
-    pub space_problem: Option<SpaceProblem>,
-    /// `fsync`s and `fdatasync`s, and bytes written, since the start.
+    pub(crate) space_problem: Option<SpaceProblem>,
+    /// `fsync`s and `fdatasync`s since the start.
     pub syncs: u64,
+    /// Bytes written since the start.
     pub bytes: u64,
 }
 
@@ -99,7 +100,7 @@ impl StorageHealth {
     }
 
     /// Changes the journal's health.
-    pub(crate) fn update_journal(&self, change: impl FnOnce(&mut JournalHealth)) {
+    pub fn update_journal(&self, change: impl FnOnce(&mut JournalHealth)) {
         change(&mut lock(&self.journal));
     }
 
@@ -114,7 +115,7 @@ impl StorageHealth {
     }
 
     /// What `/status` shows.
-    pub(crate) fn view(&self) -> StorageView {
+    pub fn view(&self) -> StorageView {
         let journal = self.journal();
         let plugin_state = self.plugin_state();
         StorageView {

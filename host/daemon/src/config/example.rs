@@ -2,7 +2,7 @@
 //! the default /etc/forewarn/forewarn.toml the .deb installs: every option at its default.
 
 /// The example configuration text (packaging/forewarn.toml), with Linux's paths.
-pub const CONFIG_EXAMPLE: &str = include_str!("../../../packaging/forewarn.toml");
+pub const CONFIG_EXAMPLE: &str = include_str!("../../../../packaging/forewarn.toml");
 
 /// [`CONFIG_EXAMPLE`] with this platform's default paths: the text itself on Linux; on
 /// Windows the config file, state and plugin directories under `%ProgramData%\forewarn`
@@ -54,7 +54,7 @@ mod tests {
 
     #[test]
     fn the_operations_guide_shows_the_example_verbatim() {
-        let guide = include_str!("../../../docs/operations.md");
+        let guide = include_str!("../../../../docs/operations.md");
         let block = format!("```toml\n{}```", CONFIG_EXAMPLE);
         assert!(
             guide.contains(&block),

@@ -650,7 +650,7 @@ fn seconds_between(from: SystemTime, to: SystemTime) -> i64 {
 }
 
 /// "4m05s", "-12s", "1h02m": a duration a person reads at a glance.
-pub(crate) fn format_time_left(seconds: i64) -> String {
+pub fn format_time_left(seconds: i64) -> String {
     let sign = if seconds < 0 { "-" } else { "" };
     let total = seconds.unsigned_abs();
     let (hours, minutes, secs) = (total / 3600, (total % 3600) / 60, total % 60);

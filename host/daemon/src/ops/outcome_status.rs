@@ -11,7 +11,7 @@ use crate::pipeline::outcome::{OutcomeBook, OutcomeLimits};
 
 /// What `GET /status/events` answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct EventsView {
+pub struct EventsView {
     /// This VM's name, as the daemon resolved it ("" while it starts).
     pub vm_name: String,
     /// The records, the oldest first.
