@@ -1,12 +1,13 @@
 //! The `forewarn` command line: the clap types and one dispatch line a command. Each
-//! command lives in `forewarn_host::cli::<command>`: its `Args` and its `run`.
+//! command lives in `forewarn_host::cli::<command>` (an author's in `forewarn_host::authoring`): its
+//! `Args` and its `run`.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use forewarn_daemon::ops::malloc_arenas;
-use forewarn_host::cli;
 use forewarn_host::cli::logging::{LogFormat, LogTarget};
+use forewarn_host::{authoring, cli};
 
 /// forewarn: prepares this VM for Azure maintenance through sandboxed WebAssembly plugins.
 #[derive(Parser)]
@@ -23,8 +24,10 @@ struct Cli {
 enum Command {
     /// Run the daemon: poll IMDS, call plugins, approve events.
     Run(cli::run::Args),
+    #[cfg(feature = "simulator")]
     /// Run the built-in simulator and the daemon with the bundled plugins, and print what happens.
     Demo(cli::demo::Args),
+    #[cfg(feature = "simulator")]
     /// Serve a simulated IMDS Scheduled Events endpoint that plays a scenario.
     Simulate(cli::simulate::Args),
     /// Work with plugin components.
@@ -49,6 +52,7 @@ enum Command {
     Config(ConfigCommand),
     /// Install, remove, start or stop the Windows service.
     Service(cli::service::Args),
+    #[cfg(feature = "simulator")]
     /// The demo's workload (its app process, and the stop/start actions); used by `demo`.
     #[command(subcommand, hide = true)]
     DemoWorkload(cli::demo_workload::WorkloadCommand),
@@ -62,16 +66,18 @@ enum Command {
 enum PluginCommand {
     /// Check that a file is a valid forewarn plugin component and show its imports and exports.
     Check(cli::plugin_check::Args),
+    #[cfg(feature = "simulator")]
     /// The author's loop: build, check, load into a local daemon against the simulator, and
     /// test, again after every edit (the console and the status page show the decisions).
-    Dev(cli::plugin_dev::Args),
+    Dev(authoring::plugin_dev::Args),
     /// Start a plugin project from a template: `plugin new NAME --lang rust|c|python|js
     /// [--template minimal|http-drain] [DIR]`; `plugin new --list` lists the templates.
-    New(cli::plugin_new::Args),
+    New(authoring::plugin_new::Args),
+    #[cfg(feature = "simulator")]
     /// Run a plugin against the simulator: exit 0 when it answered in time in every scenario,
     /// 1 when it trapped, ran out of budget or memory, or still deferred at NotBefore, 2 when
     /// it could not be tested.
-    Test(cli::plugin_test::Args),
+    Test(authoring::plugin_test::Args),
     /// Publish a plugin to an OCI registry (a Wasm OCI artifact), signed with an SSH key.
     Push(cli::plugin_push::Args),
     /// Install a plugin from a registry or an OCI layout: verified, checked, consented to.
@@ -93,9 +99,9 @@ enum PluginCommand {
 #[derive(Subcommand)]
 enum SdkCommand {
     /// Write the SDK of a language, as its registry package, into DIR (for vendoring).
-    Export(cli::sdk_export::Args),
+    Export(authoring::sdk_export::Args),
     /// Wrap a core wasm module built by clang into a plugin component (the C SDK's last step).
-    ComponentNew(cli::sdk_component_new::Args),
+    ComponentNew(authoring::sdk_component_new::Args),
 }
 
 #[derive(Subcommand)]
@@ -158,6 +164,7 @@ impl Command {
     /// `demo` and `plugin test` print a timeline, and the log joins it.
     fn log_target(&self, format: LogFormat) -> LogTarget {
         match self {
+            #[cfg(feature = "simulator")]
             Command::Demo(_) | Command::Plugin(PluginCommand::Test(_) | PluginCommand::Dev(_)) => {
                 LogTarget::Timeline
             }
@@ -169,12 +176,16 @@ impl Command {
 async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Run(args) => cli::run::run(args).await,
+        #[cfg(feature = "simulator")]
         Command::Demo(args) => cli::demo::run(args).await,
+        #[cfg(feature = "simulator")]
         Command::Simulate(args) => cli::simulate::run(args).await,
         Command::Plugin(PluginCommand::Check(args)) => cli::plugin_check::run(args).await,
-        Command::Plugin(PluginCommand::New(args)) => cli::plugin_new::run(args).await,
-        Command::Plugin(PluginCommand::Dev(args)) => cli::plugin_dev::run(args).await,
-        Command::Plugin(PluginCommand::Test(args)) => cli::plugin_test::run(args).await,
+        Command::Plugin(PluginCommand::New(args)) => authoring::plugin_new::run(args).await,
+        #[cfg(feature = "simulator")]
+        Command::Plugin(PluginCommand::Dev(args)) => authoring::plugin_dev::run(args).await,
+        #[cfg(feature = "simulator")]
+        Command::Plugin(PluginCommand::Test(args)) => authoring::plugin_test::run(args).await,
         Command::Plugin(PluginCommand::Push(args)) => cli::plugin_push::run(args).await,
         Command::Plugin(PluginCommand::Install(args)) => cli::plugin_install::run(args).await,
         Command::Plugin(PluginCommand::Upgrade(args)) => cli::plugin_upgrade::run(args).await,
@@ -185,8 +196,10 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Plugin(PluginCommand::ExportBundled(args)) => {
             cli::plugin_export_bundled::run(args).await
         }
-        Command::Sdk(SdkCommand::Export(args)) => cli::sdk_export::run(args).await,
-        Command::Sdk(SdkCommand::ComponentNew(args)) => cli::sdk_component_new::run(args).await,
+        Command::Sdk(SdkCommand::Export(args)) => authoring::sdk_export::run(args).await,
+        Command::Sdk(SdkCommand::ComponentNew(args)) => {
+            authoring::sdk_component_new::run(args).await
+        }
         Command::Status(args) => cli::status_command::run(args).await,
         Command::Fleet(FleetCommand::Status(args)) => cli::fleet_status::run(args).await,
         Command::Drill(args) => cli::drill::run(args).await,
@@ -195,6 +208,7 @@ async fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Events(EventsCommand::Export(args)) => cli::events_export::run(args).await,
         Command::Config(ConfigCommand::Example(args)) => cli::config_example::run(args).await,
         Command::Config(ConfigCommand::Check(args)) => cli::config_check::run(args).await,
+        #[cfg(feature = "simulator")]
         Command::DemoWorkload(command) => cli::demo_workload::run(command).await,
         Command::CompilePlugin(args) => cli::compile_plugin::run(args),
         Command::Service(args) => cli::service::run(args, LogFormat::Text),
@@ -259,6 +273,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "simulator")]
     #[test]
     fn demo_and_plugin_test_log_into_their_timeline() {
         let target = |argv: &[&str]| {

@@ -1016,7 +1016,7 @@ fn wait_for_approval_state(admin: &str, event_id: &str, wanted: ApprovalKind) {
             match status
                 .events
                 .iter()
-                .find(|event| same_id(&event.id, event_id))
+                .find(|event| same_id(event.id.as_str(), event_id))
             {
                 Some(event) if event.approval_state == wanted => Ok(()),
                 _ => Err(body),

@@ -5,6 +5,7 @@
 //! and wait on the published plugin set (never on sleeps); one runs the real binary against
 //! the simulator. `measure_reload_latency` (ignored) prints the figures in BENCHMARKS.md.
 
+use forewarn_imds::PluginName;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -165,12 +166,12 @@ fn describe(set: &PluginSet) -> String {
 }
 
 fn hash_of(set: &PluginSet, name: &str) -> Option<String> {
-    set.get(name)
+    set.get(&PluginName::from(name))
         .map(|plugin| plugin.plugin.content_hash().to_owned())
 }
 
 fn plugin(set: &PluginSet, name: &str) -> Plugin {
-    set.get(name)
+    set.get(&PluginName::from(name))
         .unwrap_or_else(|| panic!("{name} is not loaded: {}", describe(set)))
         .plugin
         .clone()
@@ -425,7 +426,7 @@ async fn fifty_rapid_rewrites_end_with_the_last_version_live() {
     let set = wait_for_set(&mut receiver, "the 50th version", |set| {
         hash_of(set, "churn").as_deref() == Some(last_hash.as_str())
             && set
-                .get("churn")
+                .get(&PluginName::from("churn"))
                 .unwrap()
                 .manifest
                 .config
@@ -723,7 +724,7 @@ async fn removing_the_wasm_unloads_the_plugin_after_its_call_in_flight() {
 
     std::fs::remove_file(fixture.path("leaving.wasm")).unwrap();
     let set = wait_for_set(&mut receiver, "leaving unloaded", |set| {
-        set.get("leaving").is_none()
+        set.get(&PluginName::from("leaving")).is_none()
     })
     .await;
     assert_eq!(greeting_of(&set, "staying").await, "defer: still here");
@@ -748,21 +749,25 @@ async fn a_manifest_edit_changes_the_budget_live_without_a_compile() {
     let mut receiver = directory.subscribe();
     let before = directory.current();
     assert_eq!(
-        before.get("lb").unwrap().manifest.budget,
+        before.get(&PluginName::from("lb")).unwrap().manifest.budget,
         Duration::from_secs(3)
     );
 
     // Edited in place, as with an editor that writes the file directly.
     std::fs::write(fixture.path("lb.toml"), greeting_manifest("hi", "7s")).unwrap();
     let set = wait_for_set(&mut receiver, "the 7 s budget", |set| {
-        set.get("lb")
+        set.get(&PluginName::from("lb"))
             .is_some_and(|plugin| plugin.manifest.budget == Duration::from_secs(7))
     })
     .await;
-    let reloaded = &set.get("lb").unwrap().plugin;
+    let reloaded = &set.get(&PluginName::from("lb")).unwrap().plugin;
     assert_eq!(
         reloaded.content_hash(),
-        before.get("lb").unwrap().plugin.content_hash()
+        before
+            .get(&PluginName::from("lb"))
+            .unwrap()
+            .plugin
+            .content_hash()
     );
     assert!(
         reloaded.loaded_from_cache(),
@@ -1084,7 +1089,7 @@ async fn the_periodic_rescan_catches_a_change_the_watcher_never_heard_of() {
         .await;
     let mut receiver = directory.subscribe();
     wait_for_set(&mut receiver, "lb with its 3 s budget", |set| {
-        set.get("lb")
+        set.get(&PluginName::from("lb"))
             .is_some_and(|plugin| plugin.manifest.budget == Duration::from_secs(3))
     })
     .await;
@@ -1094,7 +1099,7 @@ async fn the_periodic_rescan_catches_a_change_the_watcher_never_heard_of() {
         &mut receiver,
         "the 7 s budget, found by the rescan",
         |set| {
-            set.get("lb")
+            set.get(&PluginName::from("lb"))
                 .is_some_and(|plugin| plugin.manifest.budget == Duration::from_secs(7))
         },
     )

@@ -542,7 +542,7 @@ impl SlotKeeper {
     fn slot_writes(
         &self,
         access: &EtcdAccess,
-        id: &str,
+        id: &EventId,
         member_lease: i64,
         slot_lease: i64,
         forced: bool,
@@ -605,12 +605,12 @@ fn group_key(access: &EtcdAccess) -> String {
 }
 
 /// `PREFIX/vms/VM/slots/ID`.
-fn slot_key(access: &EtcdAccess, id: &str) -> String {
+fn slot_key(access: &EtcdAccess, id: &EventId) -> String {
     format!("{}{}/slots/{id}", access.vms_prefix(), access.vm)
 }
 
 /// `PREFIX/vms/VM/queue/ID`.
-fn queue_key(access: &EtcdAccess, id: &str) -> String {
+fn queue_key(access: &EtcdAccess, id: &EventId) -> String {
     format!("{}{}/queue/{id}", access.vms_prefix(), access.vm)
 }
 

@@ -8,6 +8,7 @@
 //! keys of an event every VM may write are under `PREFIX/events/ID/` (docs/coordination.md).
 
 use forewarn_etcd::EtcdClient;
+use forewarn_imds::EventId;
 
 use crate::coordination_config::CoordinationConfig;
 use crate::records::EventKeys;
@@ -34,7 +35,7 @@ impl EtcdAccess {
     }
 
     /// `PREFIX/vms/VM/events/ID/NAME`: one of `vm`'s own keys about an event.
-    pub(crate) fn subtree_key(&self, vm: &str, event_id: &str, name: &str) -> String {
+    pub(crate) fn subtree_key(&self, vm: &str, event_id: &EventId, name: &str) -> String {
         format!("{}{vm}/events/{event_id}/{name}", self.vms_prefix())
     }
 
@@ -49,7 +50,7 @@ impl EtcdAccess {
     }
 
     /// The keys of one event, this VM's among them.
-    pub(crate) fn keys(&self, event_id: &str) -> EventKeys {
+    pub(crate) fn keys(&self, event_id: &EventId) -> EventKeys {
         let shared_prefix = format!("{}/events/{event_id}/", self.config.prefix);
         let mine = |name| self.subtree_key(&self.vm, event_id, name);
         EventKeys {

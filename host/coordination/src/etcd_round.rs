@@ -140,7 +140,7 @@ impl Coordinator {
 
     /// Deletes this VM's ready key and its leadership (the leader key only while it is still
     /// this VM's own write), and, with `claim_too`, its unsent claim likewise.
-    async fn release(&self, id: &str, held: &Held, claim_too: bool) -> Result<(), EtcdError> {
+    async fn release(&self, id: &EventId, held: &Held, claim_too: bool) -> Result<(), EtcdError> {
         let keys = self.access.keys(id);
         let client = &self.access.client;
         client.delete(&keys.ready).await?;
@@ -164,7 +164,7 @@ impl Coordinator {
 
     /// Moves one event forward: record ready, campaign, and — leading — claim the approval
     /// when every VM is ready or the deadline came.
-    async fn step(&mut self, id: &str, lease: i64) -> Result<(), EtcdError> {
+    async fn step(&mut self, id: &EventId, lease: i64) -> Result<(), EtcdError> {
         let Some((event, ready_in_lease, claimed)) = self.snapshot(id) else {
             return Ok(());
         };
@@ -241,7 +241,7 @@ impl Coordinator {
     /// the event's status and logged once per event.
     async fn read_event(
         &mut self,
-        id: &str,
+        id: &EventId,
         event: &ScheduledEvent,
         keys: &EventKeys,
     ) -> Result<EventRead, EtcdError> {
@@ -291,7 +291,7 @@ impl Coordinator {
     }
 
     /// Keeps the shared keys not obeyed in the event's status, and logs each once per event.
-    fn note_ignored(&mut self, id: &str, keys: &EventKeys, judged: &[(SharedKey, &Shared)]) {
+    fn note_ignored(&mut self, id: &EventId, keys: &EventKeys, judged: &[(SharedKey, &Shared)]) {
         let Some(tracked) = self.events.get_mut(id) else {
             return;
         };
@@ -332,7 +332,11 @@ impl Coordinator {
     /// Whether a VM another VM leads may end its round after reading the `leader` and
     /// `approval` keys (two ranges of one key each): see [`reads_everything`]. Its view of the
     /// others' standings then stays as last read in full.
-    async fn another_still_leads(&mut self, id: &str, keys: &EventKeys) -> Result<bool, EtcdError> {
+    async fn another_still_leads(
+        &mut self,
+        id: &EventId,
+        keys: &EventKeys,
+    ) -> Result<bool, EtcdError> {
         let Some(tracked) = self.events.get(id) else {
             return Ok(false);
         };
@@ -361,7 +365,7 @@ impl Coordinator {
         ))
     }
 
-    fn snapshot(&self, id: &str) -> Option<(ScheduledEvent, Option<i64>, bool)> {
+    fn snapshot(&self, id: &EventId) -> Option<(ScheduledEvent, Option<i64>, bool)> {
         let tracked = self.events.get(id)?;
         Some((
             tracked.event.clone(),
@@ -372,7 +376,7 @@ impl Coordinator {
 
     async fn record_ready(
         &mut self,
-        id: &str,
+        id: &EventId,
         keys: &EventKeys,
         lease: i64,
     ) -> Result<(), EtcdError> {
@@ -395,7 +399,7 @@ impl Coordinator {
     }
 
     /// The lease of this event's lasting records, granted on first use.
-    async fn record_lease(&mut self, id: &str) -> Result<i64, EtcdError> {
+    async fn record_lease(&mut self, id: &EventId) -> Result<i64, EtcdError> {
         if let Some(lease) = self.events.get(id).and_then(|t| t.record_lease) {
             return Ok(lease);
         }
@@ -426,7 +430,7 @@ impl Coordinator {
     /// After the daemon sent the approval: the claim (the approval key and this VM's claim
     /// marker, in one transaction: one revision) becomes a lasting record, so that a new
     /// leader never approves the event again.
-    async fn record_sent(&mut self, id: &str, keys: &EventKeys) -> Result<(), EtcdError> {
+    async fn record_sent(&mut self, id: &EventId, keys: &EventKeys) -> Result<(), EtcdError> {
         let due = self
             .events
             .get(id)
@@ -469,7 +473,7 @@ impl Coordinator {
     /// another write came first (the next round reads again).
     async fn campaign(
         &mut self,
-        id: &str,
+        id: &EventId,
         keys: &EventKeys,
         lease: i64,
         leader: &Shared,
@@ -499,7 +503,7 @@ impl Coordinator {
         Ok(Some(self.access.vm.clone()))
     }
 
-    fn note_leading(&mut self, id: &str) {
+    fn note_leading(&mut self, id: &EventId) {
         let Some(tracked) = self.events.get_mut(id) else {
             return;
         };
@@ -512,7 +516,7 @@ impl Coordinator {
     /// As the leader: claim the approval when the barrier is down or the deadline came.
     async fn lead(
         &mut self,
-        id: &str,
+        id: &EventId,
         event: &ScheduledEvent,
         keys: &EventKeys,
         lease: i64,
@@ -582,7 +586,7 @@ impl Coordinator {
     /// None when this VM does not hold the leader key it leads by (it cannot claim).
     fn claim_conditions(
         &self,
-        id: &str,
+        id: &EventId,
         keys: &EventKeys,
         read: &EventRead,
         all_ready: bool,
@@ -609,7 +613,7 @@ impl Coordinator {
         Some(compares)
     }
 
-    fn claimed(&mut self, id: &str, why: String) {
+    fn claimed(&mut self, id: &EventId, why: String) {
         if let Some(tracked) = self.events.get_mut(id) {
             tracked.claimed = true;
             tracked.verdict = BarrierVerdict::Approve { why };
@@ -619,7 +623,7 @@ impl Coordinator {
 
     fn update(
         &mut self,
-        id: &str,
+        id: &EventId,
         leader: Option<String>,
         vms: Vec<(String, VmStanding)>,
         state: String,

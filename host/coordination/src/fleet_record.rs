@@ -398,7 +398,7 @@ impl FleetRecord {
                 &mut event.holders_truncated,
             );
             for holder in &mut event.holders {
-                holder.plugin = bounded_text(&holder.plugin).into();
+                holder.plugin = bounded_text(holder.plugin.as_str()).into();
             }
         }
     }

@@ -4,7 +4,7 @@
 //! and when a round may stop after the leader and approval keys ([`reads_everything`]).
 
 use forewarn_etcd::KeyValue;
-use forewarn_imds::{EventField, ImdsTime, ScheduledEvent};
+use forewarn_imds::{EventField, EventId, ImdsTime, ScheduledEvent};
 use std::collections::BTreeMap;
 
 use forewarn_pipeline::barrier::{
@@ -67,7 +67,7 @@ impl EventRecords {
         shared_prefix: &str,
         vms: &[KeyValue],
         vms_prefix: &str,
-        event_id: &str,
+        event_id: &EventId,
     ) -> EventRecords {
         let mut read = EventRecords::default();
         for record in shared {

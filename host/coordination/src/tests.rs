@@ -36,7 +36,7 @@ fn event_records_are_read_from_the_shared_keys_and_each_vms_subtree() {
         "/forewarn/events/E1/",
         &vms,
         "/forewarn/vms/",
-        "E1",
+        &EventId::from("E1"),
     );
     let stamp = |lease, revision| Stamp {
         lease: LeaseId(lease),

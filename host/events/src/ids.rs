@@ -9,10 +9,19 @@
 //! // A call in flight is (event, plugin): the halves cannot be swapped.
 //! let call: (EventId, PluginName) = (PluginName::from("lb-drain"), EventId::from("E1"));
 //! ```
+//!
+//! Neither dereferences to `str` (api-guidelines C-DEREF: a newtype is not a smart pointer),
+//! so a function asking for an event's id takes `&EventId`, and a plugin's name given in its
+//! place does not compile; the text is there when asked for, with `as_str()`:
+//!
+//! ```compile_fail
+//! use forewarn_events::PluginName;
+//! fn takes_text(text: &str) -> usize { text.len() }
+//! takes_text(&PluginName::from("lb-drain"));
+//! ```
 
 use std::borrow::Borrow;
 use std::fmt;
-use std::ops::Deref;
 
 use serde::{Deserialize, Serialize};
 
@@ -33,14 +42,6 @@ macro_rules! string_id {
             /// The text, owned.
             pub fn into_string(self) -> String {
                 self.0
-            }
-        }
-
-        impl Deref for $name {
-            type Target = str;
-
-            fn deref(&self) -> &str {
-                &self.0
             }
         }
 
@@ -78,6 +79,12 @@ macro_rules! string_id {
         impl From<&String> for $name {
             fn from(text: &String) -> $name {
                 $name(text.clone())
+            }
+        }
+
+        impl From<&$name> for $name {
+            fn from(id: &$name) -> $name {
+                id.clone()
             }
         }
 

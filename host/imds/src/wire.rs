@@ -84,7 +84,9 @@ pub(crate) fn render_start_requests(ids: &[EventId]) -> String {
     to_json(&WireStartRequests {
         start_requests: ids
             .iter()
-            .map(|id| WireStartRequest { event_id: id })
+            .map(|id| WireStartRequest {
+                event_id: id.as_str(),
+            })
             .collect(),
     })
 }
@@ -432,7 +434,7 @@ fn wire_event(event: &ScheduledEvent) -> WireEvent<'_> {
         known => known.as_wire(),
     };
     WireEvent {
-        event_id: &event.id,
+        event_id: event.id.as_str(),
         event_status: event.status.as_wire(),
         event_type,
         resource_type: &event.resource_type,

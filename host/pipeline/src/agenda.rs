@@ -72,9 +72,9 @@ impl Default for Agenda {
 
 impl Agenda {
     /// An input changed `id`: the next round visits it.
-    pub fn touch(&mut self, id: &str) {
+    pub fn touch(&mut self, id: &EventId) {
         if !self.touched.contains(id) {
-            self.touched.insert(EventId::from(id));
+            self.touched.insert(id.clone());
         }
     }
 
@@ -84,9 +84,9 @@ impl Agenda {
     }
 
     /// `plugin`'s call ended: the next round offers it to the events waiting for it.
-    pub fn plugin_freed(&mut self, plugin: &str) {
+    pub fn plugin_freed(&mut self, plugin: &PluginName) {
         if self.waiting.contains_key(plugin) {
-            self.freed.insert(PluginName::from(plugin));
+            self.freed.insert(plugin.clone());
         }
     }
 
@@ -124,18 +124,18 @@ impl Agenda {
     }
 
     /// Records what a visit found about `id` (None: the event is forgotten).
-    pub fn settle(&mut self, id: &str, standing: Option<Standing>) {
+    pub fn settle(&mut self, id: &EventId, standing: Option<Standing>) {
         self.stop_waiting(id);
         if let Some(at) = self.timer_of.remove(id) {
-            self.timers.remove(&(at, EventId::from(id)));
+            self.timers.remove(&(at, id.clone()));
         }
         let Some(standing) = standing else {
             self.approvals_due.remove(id);
             return;
         };
         if let Some(at) = standing.next_due {
-            self.timers.insert((at, EventId::from(id)));
-            self.timer_of.insert(EventId::from(id), at);
+            self.timers.insert((at, id.clone()));
+            self.timer_of.insert(id.clone(), at);
         }
         set_membership(&mut self.approvals_due, id, standing.approval_due);
         if standing.blocked_on.is_empty() {
@@ -148,7 +148,7 @@ impl Agenda {
                 .insert(standing.urgency.clone());
         }
         self.waits
-            .insert(EventId::from(id), (standing.urgency, standing.blocked_on));
+            .insert(id.clone(), (standing.urgency, standing.blocked_on));
     }
 
     /// The first instant after `after` a round is due without an input, for any event
@@ -162,7 +162,7 @@ impl Agenda {
         &self.approvals_due
     }
 
-    fn stop_waiting(&mut self, id: &str) {
+    fn stop_waiting(&mut self, id: &EventId) {
         let Some((urgency, plugins)) = self.waits.remove(id) else {
             return;
         };
@@ -177,11 +177,11 @@ impl Agenda {
     }
 }
 
-fn set_membership(set: &mut BTreeSet<EventId>, id: &str, member: bool) {
+fn set_membership(set: &mut BTreeSet<EventId>, id: &EventId, member: bool) {
     if !member {
         set.remove(id);
     } else if !set.contains(id) {
-        set.insert(EventId::from(id));
+        set.insert(id.clone());
     }
 }
 
@@ -217,14 +217,14 @@ mod tests {
         let mut agenda = Agenda::default();
         assert_eq!(agenda.take_due(at(0)), None);
         agenda.settle(
-            "timed",
+            &EventId::from("timed"),
             Some(Standing {
                 next_due: Some(at(5)),
                 ..standing("timed", 100)
             }),
         );
-        agenda.settle("quiet", Some(standing("quiet", 100)));
-        agenda.touch("touched");
+        agenda.settle(&EventId::from("quiet"), Some(standing("quiet", 100)));
+        agenda.touch(&EventId::from("touched"));
         let due = agenda.take_due(at(4)).unwrap();
         assert_eq!(due, BTreeSet::from(["touched".into()]));
         assert_eq!(agenda.next_timer_after(at(4)), Some(at(5)));
@@ -240,7 +240,7 @@ mod tests {
         let mut agenda = Agenda::default();
         for (id, not_before) in [("reboot-1", 900), ("preempt", 30), ("reboot-2", 900)] {
             agenda.settle(
-                id,
+                &EventId::from(id),
                 Some(Standing {
                     blocked_on: vec!["stop".into()],
                     ..standing(id, not_before)
@@ -248,9 +248,9 @@ mod tests {
             );
         }
         assert_eq!(agenda.next_waiter(|_| false), None, "nothing freed yet");
-        agenda.plugin_freed("stop");
+        agenda.plugin_freed(&PluginName::from("stop"));
         assert_eq!(agenda.next_waiter(|_| true), None, "busy again");
-        agenda.plugin_freed("stop");
+        agenda.plugin_freed(&PluginName::from("stop"));
         let first = agenda.next_waiter(|_| false).unwrap();
         assert_eq!(first.id, "preempt");
         assert_eq!(
@@ -259,13 +259,13 @@ mod tests {
             "until it is visited"
         );
         // Its visit did not take the plugin (say, a retry was pending): the next is offered.
-        agenda.settle("preempt", Some(standing("preempt", 30)));
+        agenda.settle(&EventId::from("preempt"), Some(standing("preempt", 30)));
         let second = agenda.next_waiter(|_| false).unwrap();
         assert_eq!(second.id, "reboot-1");
         // This visit took the plugin: the rest keep waiting.
-        agenda.settle("reboot-1", Some(standing("reboot-1", 900)));
+        agenda.settle(&EventId::from("reboot-1"), Some(standing("reboot-1", 900)));
         assert_eq!(agenda.next_waiter(|_| true), None);
-        agenda.plugin_freed("stop");
+        agenda.plugin_freed(&PluginName::from("stop"));
         assert_eq!(agenda.next_waiter(|_| false).unwrap().id, "reboot-2");
     }
 
@@ -273,7 +273,7 @@ mod tests {
     fn a_forgotten_event_leaves_no_trace() {
         let mut agenda = Agenda::default();
         agenda.settle(
-            "gone",
+            &EventId::from("gone"),
             Some(Standing {
                 next_due: Some(at(3)),
                 blocked_on: vec!["p".into()],
@@ -282,10 +282,10 @@ mod tests {
             }),
         );
         assert!(agenda.approvals_due().contains("gone"));
-        agenda.settle("gone", None);
+        agenda.settle(&EventId::from("gone"), None);
         assert!(agenda.approvals_due().is_empty());
         assert_eq!(agenda.next_timer_after(at(0)), None);
-        agenda.plugin_freed("p");
+        agenda.plugin_freed(&PluginName::from("p"));
         assert_eq!(agenda.next_waiter(|_| false), None);
         agenda.take_due(at(0));
         assert!(agenda.take_due(at(10)).unwrap().is_empty());

@@ -11,7 +11,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use forewarn_events::{EventType, ImdsTime, ScheduledEvent};
+use forewarn_events::{EventId, EventType, ImdsTime, ScheduledEvent};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::barrier::DeadVm;
@@ -220,14 +220,14 @@ pub fn turn(
     budget: DisruptionBudget,
     dead_vm: DeadVm,
     vm: &str,
-    event_id: &str,
+    event_id: &EventId,
 ) -> Turn {
     let slots = budget.slots(view.known_vms.len().max(1));
     let in_use = view.in_use(dead_vm);
     let queue = view.ordered_queue();
     let ahead = queue
         .iter()
-        .position(|claim| claim.vm == vm && claim.event_id == event_id)
+        .position(|claim| claim.vm == vm && claim.event_id == *event_id)
         .unwrap_or(queue.len());
     match in_use + ahead < slots {
         true => Turn::Take,

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use forewarn_events::{Document, EventId, EventStatus, ScheduledEvent};
+use forewarn_events::{Document, EventId, EventStatus, PluginName, ScheduledEvent};
 
 use crate::agenda::{Agenda, Standing, Urgency};
 use crate::approval::{ApprovalInput, ApprovalStage, BarrierRequest, BarrierVerdict};
@@ -355,7 +355,7 @@ impl Pipeline {
 
     /// Moves one event forward, marks the calls it planned in flight, and tells the agenda
     /// when it is next due and what it waits for.
-    fn visit(&mut self, id: &str, now: ImdsTime, calls: &mut Vec<PlannedCall>) {
+    fn visit(&mut self, id: &EventId, now: ImdsTime, calls: &mut Vec<PlannedCall>) {
         let planned_before = calls.len();
         self.advance_event(id, now, calls);
         for call in &calls[planned_before..] {
@@ -381,12 +381,14 @@ impl Pipeline {
     }
 
     /// The next action to execute, in order.
+    #[must_use]
     pub fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
     }
 
     /// When a round is next due without any input: a retry, a deadline, an approval retry.
     /// None: nothing is scheduled.
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<ImdsTime> {
         let approval_retries = self.approval.poll_timeout(&self.state.events);
         let budget_end = self
@@ -402,7 +404,7 @@ impl Pipeline {
     }
 
     /// Whether `id` is known and not every plugin has approved it yet.
-    fn approval_pending(&self, id: &str) -> bool {
+    fn approval_pending(&self, id: &EventId) -> bool {
         self.state
             .events
             .get(id)
@@ -414,7 +416,7 @@ impl Pipeline {
     }
 
     /// Moves one event forward, collecting the calls it needs.
-    fn advance_event(&mut self, id: &str, now: ImdsTime, calls: &mut Vec<PlannedCall>) {
+    fn advance_event(&mut self, id: &EventId, now: ImdsTime, calls: &mut Vec<PlannedCall>) {
         self.visits += 1;
         let Some(progress) = self.state.events.get(id) else {
             return;
@@ -452,7 +454,7 @@ impl Pipeline {
         (schedule, &mut self.state.events)
     }
 
-    fn prepare(&mut self, id: &str, now: ImdsTime, calls: &mut Vec<PlannedCall>) {
+    fn prepare(&mut self, id: &EventId, now: ImdsTime, calls: &mut Vec<PlannedCall>) {
         if !self.approval_pending(id) {
             return;
         }
@@ -500,14 +502,14 @@ impl Pipeline {
         }
     }
 
-    fn tell_started(&mut self, id: &str, calls: &mut Vec<PlannedCall>) {
+    fn tell_started(&mut self, id: &EventId, calls: &mut Vec<PlannedCall>) {
         let (schedule, events) = self.schedule_and_events();
         if let Some(progress) = events.get_mut(id) {
             calls.extend(scheduler::tell_started(progress, schedule));
         }
     }
 
-    fn recover(&mut self, id: &str, now: ImdsTime, calls: &mut Vec<PlannedCall>) {
+    fn recover(&mut self, id: &EventId, now: ImdsTime, calls: &mut Vec<PlannedCall>) {
         let (schedule, events) = self.schedule_and_events();
         let Some(progress) = events.get_mut(id) else {
             return;
@@ -520,7 +522,7 @@ impl Pipeline {
 
     /// The event is handled to the end: forgotten, or, when its id was listed again during
     /// the recovery, handled afresh as listed now.
-    fn finish(&mut self, id: &str, now: ImdsTime, calls: &mut Vec<PlannedCall>) {
+    fn finish(&mut self, id: &EventId, now: ImdsTime, calls: &mut Vec<PlannedCall>) {
         let Some(event) = self.forget(id) else {
             return;
         };
@@ -533,7 +535,7 @@ impl Pipeline {
     }
 
     /// Every plugin approved (or none was needed): the approval stage decides.
-    fn decide_approval(&mut self, id: &str, now: ImdsTime) {
+    fn decide_approval(&mut self, id: &EventId, now: ImdsTime) {
         let Some(progress) = self.state.events.get_mut(id).map(Arc::make_mut) else {
             return;
         };
@@ -544,7 +546,7 @@ impl Pipeline {
     }
 
     /// An event waiting on the barrier: the approval stage says whether to approve now.
-    fn coordinate(&mut self, id: &str, now: ImdsTime) {
+    fn coordinate(&mut self, id: &EventId, now: ImdsTime) {
         let Some(progress) = self.state.events.get_mut(id).map(Arc::make_mut) else {
             return;
         };
@@ -570,7 +572,7 @@ impl Pipeline {
     }
 
     /// Forgets the event; returns its new listing, if its id was listed again meanwhile.
-    fn forget(&mut self, id: &str) -> Option<ScheduledEvent> {
+    fn forget(&mut self, id: &EventId) -> Option<ScheduledEvent> {
         let listed = self.state.events.get(id).map(|progress| &progress.event);
         self.approval.forget(id, listed);
         self.notes_announced
@@ -671,7 +673,7 @@ fn urgency_of(progress: &EventProgress) -> Urgency {
 
 /// The audit trail: one structured line per plugin decision; a failed prepare call says
 /// whether it counted as a defer or, under `on-failure = "approve"`, as consent.
-fn log_answer(event_id: &str, plugin: &str, answer: &Answer, on_failure: FailurePolicy) {
+fn log_answer(event_id: &EventId, plugin: &PluginName, answer: &Answer, on_failure: FailurePolicy) {
     if answer.outcome.is_failure() {
         let consent = answer.phase == CallPhase::Prepare && on_failure == FailurePolicy::Approve;
         let (decision, message) = match consent {
@@ -679,14 +681,14 @@ fn log_answer(event_id: &str, plugin: &str, answer: &Answer, on_failure: Failure
             false => ("defer", log_messages::PLUGIN_CALL_FAILED),
         };
         tracing::warn!(
-            event_id, plugin, phase = %answer.phase, decision,
+            event_id = event_id.as_str(), plugin = plugin.as_str(), phase = %answer.phase, decision,
             failure = %answer.outcome, reason = %answer.reason, elapsed_ms = answer.elapsed_ms,
             "{message}"
         );
         return;
     }
     tracing::info!(
-        event_id, plugin, phase = %answer.phase, decision = %answer.outcome,
+        event_id = event_id.as_str(), plugin = plugin.as_str(), phase = %answer.phase, decision = %answer.outcome,
         reason = %answer.reason, elapsed_ms = answer.elapsed_ms, "{}",
         log_messages::PLUGIN_DECISION
     );

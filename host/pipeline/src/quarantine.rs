@@ -185,7 +185,10 @@ mod tests {
     }
 
     fn member(roster: &Roster) -> Member {
-        roster.get("p").expect("p is in the roster").clone()
+        roster
+            .get(&PluginName::from("p"))
+            .expect("p is in the roster")
+            .clone()
     }
 
     /// Fails `p` at each of these seconds after t0; returns the second that quarantined it.

@@ -258,7 +258,7 @@ impl Roster {
     }
 
     /// Whether `name` is in quarantine: it is not called.
-    pub fn is_quarantined(&self, name: &str) -> bool {
+    pub fn is_quarantined(&self, name: &PluginName) -> bool {
         self.quarantined.contains(name)
     }
 
@@ -274,8 +274,8 @@ impl Roster {
     }
 
     /// The plugin called `name`.
-    pub fn get(&self, name: &str) -> Option<&Member> {
-        self.ordered.iter().find(|member| member.name == name)
+    pub fn get(&self, name: &PluginName) -> Option<&Member> {
+        self.ordered.iter().find(|member| &member.name == name)
     }
 
     /// The plugins subscribed to `event_type`, in dependency order.
@@ -287,7 +287,7 @@ impl Roster {
     }
 
     /// The loaded plugins `name` must wait for.
-    pub fn predecessors(&self, name: &str) -> &[PluginName] {
+    pub fn predecessors(&self, name: &PluginName) -> &[PluginName] {
         self.predecessors
             .get(name)
             .map(Vec::as_slice)
@@ -382,8 +382,11 @@ mod tests {
         let roster = Roster::new(vec![("a".into(), after("b")), ("b".into(), after("a"))]);
         let names: Vec<&str> = roster.members().iter().map(|m| m.name.as_str()).collect();
         assert_eq!(names, ["a", "b"]);
-        assert!(roster.predecessors("a").is_empty(), "a runs first");
-        assert_eq!(roster.predecessors("b"), ["a"]);
+        assert!(
+            roster.predecessors(&PluginName::from("a")).is_empty(),
+            "a runs first"
+        );
+        assert_eq!(roster.predecessors(&PluginName::from("b")), ["a"]);
         assert_eq!(roster.warnings().len(), 1);
     }
 

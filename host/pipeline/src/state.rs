@@ -342,12 +342,12 @@ impl EventProgress {
     }
 
     /// The plugin's progress, created on first use.
-    pub fn plugin_mut(&mut self, name: &str) -> &mut PluginProgress {
-        self.plugins.entry(PluginName::from(name)).or_default()
+    pub fn plugin_mut(&mut self, name: &PluginName) -> &mut PluginProgress {
+        self.plugins.entry(name.clone()).or_default()
     }
 
     /// The plugin's progress, or the initial one.
-    pub fn plugin(&self, name: &str) -> PluginProgress {
+    pub fn plugin(&self, name: &PluginName) -> PluginProgress {
         self.plugins.get(name).cloned().unwrap_or_default()
     }
 
@@ -355,7 +355,7 @@ impl EventProgress {
     /// they are asked again. An approval IMDS accepted stays sent unless a plugin is asked
     /// again (it is then sent again once they approve); any other approval is pending again.
     /// Returns whether a plugin is asked again.
-    pub fn restart_preparation(&mut self, again: impl Fn(&str) -> bool) -> bool {
+    pub fn restart_preparation(&mut self, again: impl Fn(&PluginName) -> bool) -> bool {
         let mut asked_again = false;
         for (name, progress) in &mut self.plugins {
             if !again(name) {

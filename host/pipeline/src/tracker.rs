@@ -193,7 +193,7 @@ impl Tracker {
     }
 
     /// The tracked event with this id, if it is listed.
-    pub fn get(&self, id: &str) -> Option<&TrackedEvent> {
+    pub fn get(&self, id: &EventId) -> Option<&TrackedEvent> {
         self.events.get(id).map(|tracked| &**tracked)
     }
 

@@ -8,6 +8,8 @@
 //!   mode bits on Unix; owner and DACL on Windows), private directories, opening without
 //!   following links.
 //! - [`host_addresses`]: this host's own IP addresses.
+//! - [`host_check`]: which `Host` a loopback HTTP server answers (against DNS rebinding);
+//!   the simulator's console and the daemon's admin endpoint.
 //! - [`exit_status`]: what ended a child (a signal exists on Unix only).
 //! - [`stop_request`]: waiting for the operating system to ask the process to stop.
 //! - [`disk_reserve`]: space allocated beyond a file's end (`fallocate` on Linux; nothing
@@ -23,6 +25,7 @@ pub mod disk_reserve;
 pub mod exit_status;
 pub mod file_access;
 pub mod host_addresses;
+pub mod host_check;
 pub mod process_tree;
 pub mod stop_request;
 #[cfg(windows)]

@@ -70,7 +70,7 @@ async fn refuse_cross_site(
     let foreign_origin = origin.is_some_and(|origin| {
         let authority = origin.strip_prefix("http://").unwrap_or(origin);
         host.is_none_or(|host| origin != format!("http://{host}"))
-            || !crate::host_check::is_served_host(Some(authority), &[])
+            || !forewarn_platform::host_check::is_served_host(Some(authority), &[])
     });
     let cross_site = headers
         .get("sec-fetch-site")

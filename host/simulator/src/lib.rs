@@ -17,7 +17,6 @@ mod console_routes;
 mod engine;
 mod faults;
 mod handle;
-pub mod host_check;
 mod identity;
 mod ids;
 mod json_answer;

@@ -61,17 +61,17 @@ pub(crate) fn router(engine: Arc<Engine>) -> Router {
         .with_state(engine)
 }
 
-/// Answers only requests for this simulator's addresses or `localhost` (host_check.rs): a
+/// Answers only requests for this simulator's addresses or `localhost` (`forewarn_platform::host_check`): a
 /// page whose name was made to resolve here gets 421, neither a document nor a change.
 async fn refuse_other_hosts(request: Request, next: axum::middleware::Next) -> Response {
     let host = request
         .headers()
         .get(axum::http::header::HOST)
         .map(|value| value.to_str().unwrap_or("(not text)").to_owned());
-    if crate::host_check::is_served_host(host.as_deref(), &[]) {
+    if forewarn_platform::host_check::is_served_host(host.as_deref(), &[]) {
         return next.run(request).await;
     }
-    let message = crate::host_check::refusal(
+    let message = forewarn_platform::host_check::refusal(
         host.as_deref().unwrap_or_default(),
         "reach the simulator at http://127.0.0.1:PORT/ (or localhost)",
     );

@@ -354,17 +354,17 @@ impl Simulation {
             .find(|event| event.spec.id().eq_ignore_ascii_case(event_id))
     }
 
-    fn is_current(&self, event_id: &str) -> bool {
-        self.find(event_id).is_some_and(|event| {
+    fn is_current(&self, event_id: &EventId) -> bool {
+        self.find(event_id.as_str()).is_some_and(|event| {
             matches!(event.phase, Phase::Scheduled { .. } | Phase::Started { .. })
         })
     }
 
-    fn approve_one(&mut self, event_id: &str, now: Duration) -> ApprovalEffect {
+    fn approve_one(&mut self, event_id: &EventId, now: Duration) -> ApprovalEffect {
         let Some(index) = self
             .events
             .iter()
-            .position(|event| event.spec.id().eq_ignore_ascii_case(event_id))
+            .position(|event| event.spec.id().eq_ignore_ascii_case(event_id.as_str()))
         else {
             return ApprovalEffect::AlreadyStarted;
         };

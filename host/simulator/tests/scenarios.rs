@@ -81,7 +81,7 @@ fn an_approval_starts_the_event_only_after_start_after_approval() {
     assert_eq!(after.events[0].not_before, None);
     assert_eq!(after.incarnation, before.incarnation.map(|n| n + 1));
     assert_eq!(
-        transition_ms(&replay, &id, Transition::Started),
+        transition_ms(&replay, id.as_str(), Transition::Started),
         Some(30_000)
     );
 }
@@ -127,7 +127,7 @@ fn a_late_event_stays_scheduled_past_not_before_then_starts() {
     );
     let started_ms = u64::try_from((not_before + late_by).as_millis()).unwrap();
     assert_eq!(
-        transition_ms(&replay, &id, Transition::Started),
+        transition_ms(&replay, id.as_str(), Transition::Started),
         Some(started_ms)
     );
 }
@@ -260,7 +260,7 @@ fn new_id_on_start_swaps_a_scheduled_id_for_a_started_one_in_one_document() {
 
     let before = document_at(&mut replay, swap - ms(1));
     assert_eq!(before.events.len(), 1);
-    assert!(before.events[0].id.eq_ignore_ascii_case(old.id()));
+    assert!(before.events[0].id.as_str().eq_ignore_ascii_case(old.id()));
     assert_eq!(before.events[0].status, EventStatus::Scheduled);
 
     let after = document_at(&mut replay, swap);
@@ -270,8 +270,8 @@ fn new_id_on_start_swaps_a_scheduled_id_for_a_started_one_in_one_document() {
         "the old id is gone in the same document"
     );
     let started = &after.events[0];
-    assert!(started.id.eq_ignore_ascii_case(new.id()));
-    assert!(!started.id.eq_ignore_ascii_case(old.id()));
+    assert!(started.id.as_str().eq_ignore_ascii_case(new.id()));
+    assert!(!started.id.as_str().eq_ignore_ascii_case(old.id()));
     assert_eq!(started.status, EventStatus::Started);
     assert_eq!(started.event_type, before.events[0].event_type);
     assert_eq!(started.resources, before.events[0].resources);

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use forewarn_imds::EventId;
 
+use crate::authoring::verdict::PluginVerdicts;
 use crate::bundled::bundled_plugins;
 use crate::cli::demo_load_balancer::{self, DemoLoadBalancer};
 use crate::cli::demo_log::{self, DemoLogLine};
@@ -25,7 +26,6 @@ use crate::cli::demo_workload::{
 };
 use crate::cli::plugin_files::{self, PluginFile};
 use crate::cli::quiet_stretch_skipper;
-use crate::cli::verdict::PluginVerdicts;
 use forewarn_daemon::config::{ActionConfig, Config};
 use forewarn_daemon::daemon::outcome_keeper;
 use forewarn_daemon::daemon::timeline_broadcast::new_timeline;
@@ -735,7 +735,7 @@ pub(crate) fn render_entry(entry: &TimelineEntry) -> Option<String> {
             format!("   <- {plugin:<18} {outcome}{reason}  ({elapsed_ms} ms)")
         }
         TimelineEntry::Approved { event_ids } => {
-            let ids: Vec<String> = event_ids.iter().map(|id| short(id)).collect();
+            let ids: Vec<String> = event_ids.iter().map(short).collect();
             format!("APPROVED at IMDS: {}", ids.join(", "))
         }
         TimelineEntry::ApprovalFailed { error, .. } => {
@@ -770,8 +770,8 @@ pub(crate) fn render_entry(entry: &TimelineEntry) -> Option<String> {
     })
 }
 
-fn short(id: &str) -> String {
-    id.chars().take(8).collect()
+fn short(id: &EventId) -> String {
+    id.as_str().chars().take(8).collect()
 }
 
 #[cfg(test)]

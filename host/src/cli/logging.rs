@@ -3,9 +3,12 @@
 
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::filter::Directive;
+#[cfg(feature = "simulator")]
 use tracing_subscriber::layer::SubscriberExt;
+#[cfg(feature = "simulator")]
 use tracing_subscriber::util::SubscriberInitExt;
 
+#[cfg(feature = "simulator")]
 use crate::cli::demo_log::DemoLogLayer;
 
 /// `--log-format`: human-readable text, or one JSON object per line.
@@ -23,17 +26,20 @@ pub enum LogTarget {
     Stderr(LogFormat),
     /// Warnings and errors become timeline lines (`FOREWARN_LOG` filters, default warn);
     /// plugins' own lines reach the timeline through the daemon instead.
+    #[cfg(feature = "simulator")]
     Timeline,
 }
 
 /// Installs the global subscriber; call once, before the async runtime starts.
 pub fn init(target: LogTarget) {
     match target {
+        #[cfg(feature = "simulator")]
         LogTarget::Timeline => init_timeline(),
         LogTarget::Stderr(format) => init_stderr(format),
     }
 }
 
+#[cfg(feature = "simulator")]
 fn init_timeline() {
     let filter = EnvFilter::try_from_env("FOREWARN_LOG")
         .unwrap_or_else(|_| EnvFilter::new("warn"))

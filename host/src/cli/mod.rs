@@ -8,8 +8,11 @@
 pub mod compile_plugin;
 pub mod config_check;
 pub mod config_example;
+#[cfg(feature = "simulator")]
 pub mod demo;
+#[cfg(feature = "simulator")]
 mod demo_load_balancer;
+#[cfg(feature = "simulator")]
 pub mod demo_workload;
 pub mod drill;
 pub mod events_export;
@@ -17,36 +20,29 @@ pub mod events_list;
 pub mod events_show;
 pub mod fleet_status;
 pub mod plugin_check;
-pub mod plugin_dev;
 pub mod plugin_export_bundled;
 pub mod plugin_install;
 pub mod plugin_list;
-pub mod plugin_new;
 pub mod plugin_pull;
 pub mod plugin_push;
 pub mod plugin_remove;
 pub mod plugin_rollback;
-pub mod plugin_test;
 pub mod plugin_upgrade;
 pub mod run;
-pub mod sdk_component_new;
-pub mod sdk_export;
 pub mod service;
+#[cfg(feature = "simulator")]
 pub mod simulate;
 pub mod status_command;
 
-mod author_shell;
+#[cfg(feature = "simulator")]
 pub mod demo_log;
-mod dev_daemon;
 pub mod logging;
 pub mod outcome_records;
-mod plugin_dev_project;
 pub mod plugin_files;
-pub mod plugin_templates;
+#[cfg(feature = "simulator")]
 mod quiet_stretch_skipper;
 pub mod status_table;
 pub mod supply_args;
-pub mod verdict;
 
 #[cfg(test)]
-mod parse_args;
+pub(crate) mod parse_args;

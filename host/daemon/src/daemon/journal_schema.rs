@@ -103,6 +103,7 @@ mod tests {
     use super::*;
     use crate::pipeline::policy::{LeadTime, PolicyConfig};
     use crate::pipeline::test_harness::Harness;
+    use forewarn_imds::PluginName;
 
     const SECOND: Duration = Duration::from_secs(1);
 
@@ -151,8 +152,10 @@ mod tests {
         let state = resume(Some(record));
         let (id, progress) = state.events.iter().next().expect("one event");
         let id = id.clone();
-        assert!(progress.plugin("drain").prepared);
-        let stopper_attempts = progress.plugin("stopper").prepare_attempts;
+        assert!(progress.plugin(&PluginName::from("drain")).prepared);
+        let stopper_attempts = progress
+            .plugin(&PluginName::from("stopper"))
+            .prepare_attempts;
         assert!(stopper_attempts >= 1);
         let answered_at = progress
             .plugins

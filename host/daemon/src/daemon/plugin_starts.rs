@@ -1,6 +1,7 @@
 //! `on-start`, once per daemon run and plugin: started when a plugin first appears in the set,
 //! and awaited by that plugin's first `on-event` call, so recovery always comes first.
 
+use forewarn_imds::PluginName;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +20,7 @@ pub(crate) const ON_START_BUDGET_MAX: Duration = Duration::from_secs(10);
 /// The `on-start` of each plugin of this run, by name: done, running, or not begun.
 pub(crate) struct PluginStarts {
     context: StartContext,
-    starts: HashMap<String, Arc<OnceCell<()>>>,
+    starts: HashMap<PluginName, Arc<OnceCell<()>>>,
 }
 
 impl PluginStarts {
@@ -43,7 +44,8 @@ impl PluginStarts {
                 continue;
             }
             let gate = Arc::new(OnceCell::new());
-            self.starts.insert(loaded.name().to_owned(), gate.clone());
+            self.starts
+                .insert(PluginName::from(loaded.name()), gate.clone());
             let loaded = loaded.clone();
             let context = self.context.clone();
             tokio::spawn(async move { run_once(&gate, &loaded, &context).await });
@@ -51,7 +53,7 @@ impl PluginStarts {
     }
 
     /// What a call of `plugin` awaits before `on-event`: its `on-start`, run if not begun.
-    pub(crate) fn gate(&self, plugin: &str) -> Option<StartGate> {
+    pub(crate) fn gate(&self, plugin: &PluginName) -> Option<StartGate> {
         let gate = self.starts.get(plugin)?.clone();
         Some(StartGate {
             gate,

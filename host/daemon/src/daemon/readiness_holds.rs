@@ -1,6 +1,7 @@
 //! Readiness holds that outlive the daemon: journaled, restored before the admin endpoint
 //! answers, and released when the plugin holding one is removed or loses its readiness grant.
 
+use forewarn_imds::PluginName;
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -45,7 +46,7 @@ pub(crate) fn restore(readiness: &Readiness, state_dir: &Path) -> BTreeSet<Strin
 }
 
 /// The standing of `name` in `plugins`.
-pub(crate) fn standing(plugins: &PluginSet, name: &str) -> Standing {
+pub(crate) fn standing(plugins: &PluginSet, name: &PluginName) -> Standing {
     if let Some(plugin) = plugins.get(name) {
         if plugin.manifest.capabilities.readiness {
             return Standing::Granted;
@@ -55,7 +56,7 @@ pub(crate) fn standing(plugins: &PluginSet, name: &str) -> Standing {
     let failed = plugins
         .load_errors()
         .keys()
-        .any(|path| plugin_name_of(path).as_deref() == Some(name));
+        .any(|path| plugin_name_of(path).as_deref() == Some(name.as_str()));
     if failed {
         Standing::FailedToLoad
     } else {
@@ -81,7 +82,9 @@ pub(crate) fn stale(
 
 /// Releases the stale holds of `readiness` against `plugins`; returns whether any was.
 pub(crate) fn release_stale(readiness: &Readiness, plugins: &PluginSet) -> bool {
-    let released = stale(&readiness.holders(), |name| standing(plugins, name));
+    let released = stale(&readiness.holders(), |name| {
+        standing(plugins, &PluginName::from(name))
+    });
     for (plugin, reason) in &released {
         readiness.set(plugin, true);
         tracing::warn!(

@@ -151,10 +151,10 @@ async fn refuse_other_hosts(
         .headers()
         .get(header::HOST)
         .map(|value| value.to_str().unwrap_or("(not text)").to_owned());
-    if forewarn_simulator::host_check::is_served_host(host.as_deref(), &state.host_names) {
+    if forewarn_platform::host_check::is_served_host(host.as_deref(), &state.host_names) {
         return next.run(request).await;
     }
-    let message = forewarn_simulator::host_check::refusal(
+    let message = forewarn_platform::host_check::refusal(
         &crate::log_format::field_text(host.as_deref().unwrap_or_default()),
         "if that name is yours, add it to `[admin] host-names` in the config",
     );

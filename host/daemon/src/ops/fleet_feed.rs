@@ -4,6 +4,7 @@
 //! — and handed over on a watch. Building it is pure ([`fleet_record_of`]); writing it, and
 //! how often, is the coordinator's.
 
+use forewarn_imds::EventId;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -168,12 +169,12 @@ fn fleet_health(health: &ScaleSetHealth) -> FleetScaleSetHealth {
     }
 }
 
-fn fleet_event(id: &str, progress: &EventProgress, roster: &Roster) -> FleetEvent {
+fn fleet_event(id: &EventId, progress: &EventProgress, roster: &Roster) -> FleetEvent {
     let event = &progress.event;
     let not_before_raw = event.unreadable(EventField::NotBefore).map(str::to_owned);
     let stage = stage_of(progress);
     FleetEvent {
-        id: id.to_owned(),
+        id: id.to_string(),
         event_type: event.event_type_raw.clone(),
         status: event.status.to_string(),
         not_before: match not_before_raw {
@@ -299,7 +300,7 @@ mod tests {
                 .map(|name| (name.into(), PluginTerms::default()))
                 .collect(),
         );
-        let event = fleet_event("E1", &preparing, &roster);
+        let event = fleet_event(&EventId::from("E1"), &preparing, &roster);
         assert_eq!(event.stage, FleetStage::Preparing);
         assert_eq!(
             event.holders,

@@ -404,7 +404,7 @@ pub(crate) fn build_snapshot(inputs: StatusInputs<'_>, now: SystemTime) -> Statu
     }
 }
 
-fn event_view(id: &str, progress: &EventProgress, now: SystemTime) -> EventView {
+fn event_view(id: &EventId, progress: &EventProgress, now: SystemTime) -> EventView {
     let event = &progress.event;
     EventView {
         id: EventId::from(id),

@@ -1,6 +1,7 @@
 //! Maps IMDS events onto the WIT types plugins receive; the one place where the daemon's
 //! view of an event meets the plugin contract.
 
+use forewarn_imds::PluginName;
 use std::time::Duration;
 
 use forewarn_imds as imds;
@@ -97,7 +98,7 @@ pub(crate) fn reply_of(outcome: CallOutcome) -> CallReply {
 }
 
 /// The reply recorded for a call whose plugin was unloaded before it could start.
-pub(crate) fn unloaded_reply(plugin: &str) -> CallReply {
+pub(crate) fn unloaded_reply(plugin: &PluginName) -> CallReply {
     CallReply {
         outcome: AnswerOutcome::Instantiation,
         reason: format!("plugin `{plugin}` was unloaded before the call could start"),

@@ -221,7 +221,7 @@ impl PluginSet {
     }
 
     /// The plugin called `name`.
-    pub fn get(&self, name: &str) -> Option<&LoadedPlugin> {
+    pub fn get(&self, name: &PluginName) -> Option<&LoadedPlugin> {
         self.ordered.iter().find(|plugin| plugin.name() == name)
     }
 

@@ -59,7 +59,7 @@ pub(crate) struct BarrierLink {
 impl BarrierLink {
     /// After a visit of `id` (None: it is gone): joins an event that waits on the barrier,
     /// and leaves one no longer Scheduled with an approval that waits, is due or was sent.
-    pub(crate) fn reconcile(&mut self, id: &str, progress: Option<&EventProgress>) {
+    pub(crate) fn reconcile(&mut self, id: &EventId, progress: Option<&EventProgress>) {
         let scheduled = progress.filter(|progress| progress.lifecycle == Lifecycle::Scheduled);
         let approval = scheduled.map(|progress| &progress.approval);
         let waits = matches!(approval, Some(Approval::Coordinating { .. }));
@@ -70,7 +70,7 @@ impl BarrierLink {
         let joined = self.joined.contains(id);
         match (scheduled, joined) {
             (Some(progress), false) if waits => {
-                self.joined.insert(EventId::from(id));
+                self.joined.insert(id.clone());
                 let event = Arc::new(progress.event.clone());
                 self.requests.push_back(BarrierRequest::Join(event));
             }
@@ -80,16 +80,16 @@ impl BarrierLink {
     }
 
     /// The event was rescheduled: this VM is no longer ready for it.
-    pub(crate) fn withdraw(&mut self, id: &str) {
+    pub(crate) fn withdraw(&mut self, id: &EventId) {
         if self.joined.remove(id) {
             self.verdicts.remove(id);
             self.requests
-                .push_back(BarrierRequest::Withdraw(EventId::from(id)));
+                .push_back(BarrierRequest::Withdraw(id.clone()));
         }
     }
 
     /// The event is handled to the end.
-    pub(crate) fn forget(&mut self, id: &str) {
+    pub(crate) fn forget(&mut self, id: &EventId) {
         if self.joined.contains(id) {
             self.leave(id);
         }
@@ -114,23 +114,23 @@ impl BarrierLink {
     }
 
     /// The event is handled to the end: its slot of the budget, if any, goes back.
-    pub(crate) fn recovered(&mut self, id: &str) {
+    pub(crate) fn recovered(&mut self, id: &EventId) {
         self.requests
-            .push_back(BarrierRequest::Recovered(EventId::from(id)));
+            .push_back(BarrierRequest::Recovered(id.clone()));
     }
 
     /// Keeps `verdict` on `id` for its next visit; returns false (and drops it) when the
     /// event is not joined (a verdict sent before it left).
-    pub(crate) fn store(&mut self, id: &str, verdict: BarrierVerdict) -> bool {
+    pub(crate) fn store(&mut self, id: &EventId, verdict: BarrierVerdict) -> bool {
         if !self.joined.contains(id) {
             return false;
         }
-        self.verdicts.insert(EventId::from(id), verdict);
+        self.verdicts.insert(id.clone(), verdict);
         true
     }
 
     /// The last verdict on `id`: Wait until the first arrives.
-    pub(crate) fn verdict(&self, id: &str) -> BarrierVerdict {
+    pub(crate) fn verdict(&self, id: &EventId) -> BarrierVerdict {
         self.verdicts
             .get(id)
             .cloned()
@@ -138,14 +138,14 @@ impl BarrierLink {
     }
 
     /// The next request for the coordinator.
+    #[must_use]
     pub(crate) fn poll_request(&mut self) -> Option<BarrierRequest> {
         self.requests.pop_front()
     }
 
-    fn leave(&mut self, id: &str) {
+    fn leave(&mut self, id: &EventId) {
         self.joined.remove(id);
         self.verdicts.remove(id);
-        self.requests
-            .push_back(BarrierRequest::Leave(EventId::from(id)));
+        self.requests.push_back(BarrierRequest::Leave(id.clone()));
     }
 }

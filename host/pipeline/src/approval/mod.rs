@@ -235,21 +235,21 @@ impl ApprovalStage {
 
     /// After a visit of `id` (None: it is gone): joins the barrier for an event that waits
     /// on it, leaves it for one no longer Scheduled (the barrier link's `reconcile`).
-    pub fn reconcile(&mut self, id: &str, progress: Option<&EventProgress>) {
+    pub fn reconcile(&mut self, id: &EventId, progress: Option<&EventProgress>) {
         if self.rules.coordinated {
             self.link.reconcile(id, progress);
         }
     }
 
     /// The event was rescheduled: this VM prepares it again.
-    pub fn withdraw(&mut self, id: &str) {
+    pub fn withdraw(&mut self, id: &EventId) {
         self.link.withdraw(id);
     }
 
     /// The event is handled to the end (`event`: as last listed, when known). One that can
     /// hold a slot of the disruption budget here (naming only this VM) gives it back; other
     /// VMs' events cost etcd nothing.
-    pub fn forget(&mut self, id: &str, event: Option<&ScheduledEvent>) {
+    pub fn forget(&mut self, id: &EventId, event: Option<&ScheduledEvent>) {
         self.holds_announced.remove(id);
         self.posts.forget(id);
         self.link.forget(id);
@@ -266,6 +266,7 @@ impl ApprovalStage {
     /// The next POST at `now` (see [`PostQueue::next_batch`]): among `due`, the approvals
     /// journaled as due of events the latest document lists; none while `stopping` or while
     /// the journal cannot be written.
+    #[must_use]
     pub fn poll_post(
         &mut self,
         due: &BTreeSet<EventId>,
@@ -284,16 +285,19 @@ impl ApprovalStage {
     }
 
     /// The next request for the coordinator.
+    #[must_use]
     pub fn poll_request(&mut self) -> Option<BarrierRequest> {
         self.link.poll_request()
     }
 
     /// The next timeline entry the stage reports.
+    #[must_use]
     pub fn poll_emit(&mut self) -> Option<TimelineEntry> {
         self.emitted.pop_front()
     }
 
     /// When an approval is next sent again without an input (a retry).
+    #[must_use]
     pub fn poll_timeout(&self, events: &Events) -> Option<ImdsTime> {
         self.posts
             .next_retry(!self.journal_durable, |id| is_due(events, id))
@@ -334,11 +338,11 @@ impl ApprovalStage {
     }
 
     /// Logs and shows `held` once per event and hold (the hold is checked every round).
-    fn note_hold(&mut self, id: &str, held: Hold) {
+    fn note_hold(&mut self, id: &EventId, held: Hold) {
         if self.holds_announced.get(id) == Some(&held) {
             return;
         }
-        let event_id = EventId::from(id);
+        let event_id = id.clone();
         let reason = held.describe(&event_id).to_string();
         tracing::warn!(event_id = %id, "{reason}");
         self.emitted.push_back(TimelineEntry::NotApproved {
@@ -349,7 +353,7 @@ impl ApprovalStage {
     }
 }
 
-fn is_due(events: &Events, id: &str) -> bool {
+fn is_due(events: &Events, id: &EventId) -> bool {
     events
         .get(id)
         .is_some_and(|progress| matches!(progress.approval, Approval::Due { .. }))

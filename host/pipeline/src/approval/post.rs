@@ -89,14 +89,14 @@ impl PostQueue {
     }
 
     /// The event is handled to the end.
-    pub fn forget(&mut self, id: &str) {
+    pub fn forget(&mut self, id: &EventId) {
         self.retry_at.remove(id);
         self.singly.remove(id);
     }
 
     /// The next retry of an event `is_due` still says is due, unless a POST is in flight or
     /// `paused`.
-    pub fn next_retry(&self, paused: bool, is_due: impl Fn(&str) -> bool) -> Option<ImdsTime> {
+    pub fn next_retry(&self, paused: bool, is_due: impl Fn(&EventId) -> bool) -> Option<ImdsTime> {
         if paused || self.approving.is_some() {
             return None;
         }

@@ -208,16 +208,16 @@ fn barrier_rows() {
             match step {
                 Visit => {
                     stage.advance(&mut progress, at(20));
-                    stage.reconcile("E1", Some(&progress));
+                    stage.reconcile(&EventId::from("E1"), Some(&progress));
                 }
                 Started => {
                     progress.lifecycle = Lifecycle::Started;
-                    stage.reconcile("E1", Some(&progress));
+                    stage.reconcile(&EventId::from("E1"), Some(&progress));
                 }
-                Gone => stage.reconcile("E1", None),
-                Forget => stage.forget("E1", Some(&progress.event)),
+                Gone => stage.reconcile(&EventId::from("E1"), None),
+                Forget => stage.forget(&EventId::from("E1"), Some(&progress.event)),
                 Reschedule => {
-                    stage.withdraw("E1");
+                    stage.withdraw(&EventId::from("E1"));
                     // Its plugins prepare again, and it waits on the barrier again.
                     progress = coordinating(&[VM, "vm-b"]);
                 }
@@ -229,7 +229,7 @@ fn barrier_rows() {
                     let touched = stage.handle(input, at(20), &mut events);
                     if !touched.is_empty() {
                         stage.advance(&mut progress, at(20));
-                        stage.reconcile("E1", Some(&progress));
+                        stage.reconcile(&EventId::from("E1"), Some(&progress));
                     }
                 }
                 Sent => {
@@ -310,7 +310,7 @@ fn under_a_budget_an_event_naming_only_this_vm_waits_for_a_slot_then_joins() {
             since_unix_ms: at(10)
         }
     );
-    stage.reconcile("E1", Some(&progress));
+    stage.reconcile(&EventId::from("E1"), Some(&progress));
     assert!(matches!(
         requests(&mut stage).as_slice(),
         [BarrierRequest::Join(joined)] if joined.id == "E1"
@@ -371,18 +371,18 @@ fn an_event_naming_several_vms_stays_on_the_barrier_and_takes_no_slot() {
 #[test]
 fn an_event_handled_to_the_end_gives_its_slot_back_only_under_a_budget() {
     let mut stage = budgeted_stage();
-    stage.forget("E1", Some(&event(&[VM])));
+    stage.forget(&EventId::from("E1"), Some(&event(&[VM])));
     assert_eq!(
         requests(&mut stage),
         vec![BarrierRequest::Recovered(EventId::from("E1"))]
     );
     // Another VM's event, or one the barrier coordinated, held no slot here: nothing asked
     // of etcd (a fleet of N would otherwise give back N × N slots).
-    stage.forget("E1", Some(&event(&["vm-b"])));
-    stage.forget("E1", Some(&event(&[VM, "vm-b"])));
-    stage.forget("E1", None);
+    stage.forget(&EventId::from("E1"), Some(&event(&["vm-b"])));
+    stage.forget(&EventId::from("E1"), Some(&event(&[VM, "vm-b"])));
+    stage.forget(&EventId::from("E1"), None);
     assert!(requests(&mut stage).is_empty());
     let mut alone = stage_without_budget();
-    alone.forget("E1", Some(&event(&[VM])));
+    alone.forget(&EventId::from("E1"), Some(&event(&[VM])));
     assert!(requests(&mut alone).is_empty());
 }

@@ -83,12 +83,24 @@ fn the_first_in_the_queue_take_the_free_slots_and_the_rest_wait() {
     let seen = view(20, vec![slot("vm-x", true)], queue);
     let budget = DisruptionBudget::Percent(10);
     assert_eq!(
-        turn(&seen, budget, DeadVm::Hold, "vm-a", "vm-a-event"),
+        turn(
+            &seen,
+            budget,
+            DeadVm::Hold,
+            "vm-a",
+            &EventId::from("vm-a-event")
+        ),
         Turn::Take
     );
     // Same NotBefore: the first ready comes first.
     assert_eq!(
-        turn(&seen, budget, DeadVm::Hold, "vm-c", "vm-c-event"),
+        turn(
+            &seen,
+            budget,
+            DeadVm::Hold,
+            "vm-c",
+            &EventId::from("vm-c-event")
+        ),
         Turn::Wait {
             ahead: 1,
             in_use: 1,
@@ -96,7 +108,13 @@ fn the_first_in_the_queue_take_the_free_slots_and_the_rest_wait() {
         }
     );
     assert_eq!(
-        turn(&seen, budget, DeadVm::Hold, "vm-b", "vm-b-event"),
+        turn(
+            &seen,
+            budget,
+            DeadVm::Hold,
+            "vm-b",
+            &EventId::from("vm-b-event")
+        ),
         Turn::Wait {
             ahead: 2,
             in_use: 1,
@@ -111,15 +129,33 @@ fn an_event_without_not_before_queues_last_and_one_not_queued_yet_after_it() {
     let seen = view(10, Vec::new(), queue);
     let one = DisruptionBudget::Count(1);
     assert_eq!(
-        turn(&seen, one, DeadVm::Hold, "vm-b", "vm-b-event"),
+        turn(
+            &seen,
+            one,
+            DeadVm::Hold,
+            "vm-b",
+            &EventId::from("vm-b-event")
+        ),
         Turn::Take
     );
     assert!(matches!(
-        turn(&seen, one, DeadVm::Hold, "vm-a", "vm-a-event"),
+        turn(
+            &seen,
+            one,
+            DeadVm::Hold,
+            "vm-a",
+            &EventId::from("vm-a-event")
+        ),
         Turn::Wait { ahead: 1, .. }
     ));
     assert!(matches!(
-        turn(&seen, one, DeadVm::Hold, "vm-z", "vm-z-event"),
+        turn(
+            &seen,
+            one,
+            DeadVm::Hold,
+            "vm-z",
+            &EventId::from("vm-z-event")
+        ),
         Turn::Wait { ahead: 2, .. }
     ));
 }
@@ -134,12 +170,24 @@ fn a_dead_holder_keeps_its_slot_under_hold_and_frees_it_when_it_counts_as_ready(
     let one = DisruptionBudget::Count(1);
     assert_eq!(seen.in_use(DeadVm::Hold), 1);
     assert!(matches!(
-        turn(&seen, one, DeadVm::Hold, "vm-a", "vm-a-event"),
+        turn(
+            &seen,
+            one,
+            DeadVm::Hold,
+            "vm-a",
+            &EventId::from("vm-a-event")
+        ),
         Turn::Wait { in_use: 1, .. }
     ));
     assert_eq!(seen.in_use(DeadVm::CountsAsReady), 0);
     assert_eq!(
-        turn(&seen, one, DeadVm::CountsAsReady, "vm-a", "vm-a-event"),
+        turn(
+            &seen,
+            one,
+            DeadVm::CountsAsReady,
+            "vm-a",
+            &EventId::from("vm-a-event")
+        ),
         Turn::Take
     );
 }

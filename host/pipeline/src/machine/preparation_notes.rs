@@ -13,7 +13,7 @@ use crate::timeline::TimelineEntry;
 
 impl Pipeline {
     /// Says once that `id` waits for the lead time before plugins prepare.
-    pub(super) fn announce_wait(&mut self, id: &str, starts_at: ImdsTime) {
+    pub(super) fn announce_wait(&mut self, id: &EventId, starts_at: ImdsTime) {
         if !self
             .notes_announced
             .insert((EventId::from(id), PreparationNote::Waits))
@@ -34,7 +34,7 @@ impl Pipeline {
 
     /// Says that a plugin starts without waiting for those it runs after (once per plugin
     /// and event: it is its first prepare call).
-    pub(super) fn announce_shortened(&mut self, id: &str, turn: ShortenedTurn) {
+    pub(super) fn announce_shortened(&mut self, id: &EventId, turn: ShortenedTurn) {
         let needed_ms = millis(turn.needed);
         let left_ms = millis(turn.left);
         tracing::warn!(
@@ -56,7 +56,7 @@ impl Pipeline {
     }
 
     /// Says once that the deadline passed with plugins still preparing.
-    pub(super) fn announce_late(&mut self, id: &str) {
+    pub(super) fn announce_late(&mut self, id: &EventId) {
         if !self
             .notes_announced
             .insert((EventId::from(id), PreparationNote::Late))

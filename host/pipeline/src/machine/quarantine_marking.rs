@@ -1,6 +1,6 @@
 //! The crash-loop quarantine, as the pipeline applies it.
 
-use forewarn_events::ImdsTime;
+use forewarn_events::{EventId, ImdsTime, PluginName};
 use std::sync::Arc;
 
 use super::Pipeline;
@@ -32,7 +32,7 @@ impl Pipeline {
 
     /// Counts a failed call of `plugin` at `now`; quarantines it when its failures reach the
     /// policy's count within the window.
-    pub(super) fn count_failure(&mut self, plugin: &str, reply: &CallReply, now: ImdsTime) {
+    pub(super) fn count_failure(&mut self, plugin: &PluginName, reply: &CallReply, now: ImdsTime) {
         let Some(member) = self.roster.get(plugin) else {
             // Unloaded meanwhile: nothing is called any more to quarantine.
             return;
@@ -69,7 +69,7 @@ impl Pipeline {
 
     /// Says once per event that quarantined plugins hold it (see
     /// [`crate::approval::quarantine_hold`]).
-    pub(super) fn announce_quarantine_hold(&mut self, id: &str) {
+    pub(super) fn announce_quarantine_hold(&mut self, id: &EventId) {
         if self.roster.quarantined().is_empty() {
             return;
         }

@@ -166,7 +166,7 @@ impl Pipeline {
 
     /// Every plugin prepared for forewarn's own Shutdown event: nothing is approved at IMDS.
     /// Returns whether it was so taken.
-    pub(super) fn all_prepared_for_shutdown(&mut self, id: &str, now: ImdsTime) -> bool {
+    pub(super) fn all_prepared_for_shutdown(&mut self, id: &EventId, now: ImdsTime) -> bool {
         let Some(progress) = self.state.events.get_mut(id).map(Arc::make_mut) else {
             return false;
         };

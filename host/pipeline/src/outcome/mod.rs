@@ -350,6 +350,7 @@ impl OutcomeBook {
 
     /// The next change for the shell to make to the files: removals first, then the
     /// records changed since they were last handed out.
+    #[must_use]
     pub fn poll_change(&mut self) -> Option<BookChange> {
         if let Some(key) = self.removed.pop_front() {
             return Some(BookChange::Remove(key));
@@ -376,6 +377,7 @@ impl OutcomeBook {
     }
 
     /// The next event that came to be over, for the metrics.
+    #[must_use]
     pub fn poll_closed(&mut self) -> Option<ClosedOutcome> {
         self.closed.pop_front()
     }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use forewarn_events::ImdsTime;
+use forewarn_events::{ImdsTime, PluginName};
 
 use super::plan::*;
 use crate::roster::FailurePolicy;
@@ -13,7 +13,7 @@ use crate::state::{Answer, AnswerOutcome, CallPhase, EventProgress, PluginProgre
 /// `approve` counts as its approval.
 pub fn record_reply(
     progress: &mut EventProgress,
-    plugin: &str,
+    plugin: &PluginName,
     phase: CallPhase,
     reply: &CallReply,
     now: ImdsTime,
@@ -70,12 +70,17 @@ fn consents(outcome: AnswerOutcome, on_failure: FailurePolicy) -> bool {
     }
 }
 
-fn record_recovery(plugin: &str, own: &mut PluginProgress, reply: &CallReply, now: ImdsTime) {
+fn record_recovery(
+    plugin: &PluginName,
+    own: &mut PluginProgress,
+    reply: &CallReply,
+    now: ImdsTime,
+) {
     let failed = reply.outcome.is_failure();
     if !failed || own.recovery_attempts >= RECOVERY_ATTEMPTS {
         if failed {
             tracing::error!(
-                plugin,
+                plugin = plugin.as_str(),
                 attempts = own.recovery_attempts,
                 "giving up on a plugin's recovery after repeated failures"
             );

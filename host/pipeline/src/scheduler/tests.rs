@@ -90,8 +90,8 @@ fn a_round_that_plans_nothing_leaves_the_event_shared() {
     let preparation = super::prepare(&mut shared, schedule(&roster, &free), t0());
     assert_eq!(called(&preparation), ["a"]);
     assert!(!Arc::ptr_eq(&shared, &journaled));
-    assert_eq!(journaled.plugin("a").prepare_attempts, 0);
-    assert_eq!(shared.plugin("a").prepare_attempts, 1);
+    assert_eq!(journaled.plugin(&PluginName::from("a")).prepare_attempts, 0);
+    assert_eq!(shared.plugin(&PluginName::from("a")).prepare_attempts, 1);
 }
 
 fn progress(event_type: EventType, notice: Duration) -> EventProgress {
@@ -170,10 +170,12 @@ fn preparation_follows_after_and_skips_what_is_not_due() {
     for (prepared, in_flight, retrying, event_type, expected) in rows {
         let mut progress = progress(*event_type, 300 * SECOND);
         for name in *prepared {
-            progress.plugin_mut(name).prepared = true;
+            progress.plugin_mut(&PluginName::from(*name)).prepared = true;
         }
         for name in *retrying {
-            progress.plugin_mut(name).retry_at_unix_ms = Some(t0() + SECOND);
+            progress
+                .plugin_mut(&PluginName::from(*name))
+                .retry_at_unix_ms = Some(t0() + SECOND);
         }
         let in_flight: InFlight = in_flight
             .iter()
@@ -195,8 +197,8 @@ fn preparation_ends_when_all_approved_or_at_the_deadline() {
     let in_flight = InFlight::new();
     let schedule = schedule(&roster, &in_flight);
     let mut done = progress(EventType::Freeze, 300 * SECOND);
-    done.plugin_mut("a").prepared = true;
-    done.plugin_mut("b").prepared = true;
+    done.plugin_mut(&PluginName::from("a")).prepared = true;
+    done.plugin_mut(&PluginName::from("b")).prepared = true;
     assert_eq!(
         prepare(&mut done, schedule, t0()),
         Preparation::AllPrepared { subscribers: 2 }
@@ -210,7 +212,7 @@ fn preparation_goes_on_past_the_deadline_with_every_turn_come() {
     let schedule = schedule(&roster, &in_flight);
     // NotBefore is inside the margin: the deadline has passed, the event is still Scheduled.
     let mut late = progress(EventType::Reboot, MARGIN);
-    late.plugin_mut("a").prepared = true;
+    late.plugin_mut(&PluginName::from("a")).prepared = true;
     let preparation = prepare(&mut late, schedule, t0());
     assert_eq!(called(&preparation), ["b", "c"]);
     assert_eq!(shortened(&preparation), [("c", vec!["b"])]);
@@ -262,10 +264,10 @@ fn a_chain_is_planned_backwards_from_the_deadline() {
     for (at, prepared, deferring, asked, early) in rows {
         let mut progress = progress(EventType::Preempt, 30 * SECOND);
         for name in *prepared {
-            progress.plugin_mut(name).prepared = true;
+            progress.plugin_mut(&PluginName::from(*name)).prepared = true;
         }
         for name in *deferring {
-            let own = progress.plugin_mut(name);
+            let own = progress.plugin_mut(&PluginName::from(*name));
             own.prepare_attempts = 1;
             own.retry_at_unix_ms = Some(t0() + 60 * SECOND);
         }
@@ -367,7 +369,7 @@ fn preparation_waits_for_the_lead_time() {
         ..schedule(&roster, &in_flight)
     };
     let mut resumed = progress(EventType::Reboot, 300 * SECOND);
-    resumed.plugin_mut("a").prepare_attempts = 1;
+    resumed.plugin_mut(&PluginName::from("a")).prepare_attempts = 1;
     assert_eq!(called(&prepare(&mut resumed, schedule, t0())), ["a"]);
     // No subscriber: nothing to wait for; the approval stage decides at once.
     let mut unsubscribed = progress(EventType::Freeze, 3600 * SECOND);
@@ -401,7 +403,7 @@ fn budgets_are_the_manifests_cut_to_the_deadline_but_never_below_the_short_notic
         assert_eq!(got, budgets, "notice {notice}s");
         assert_eq!(calls[0].attempt, 1);
         assert_eq!(
-            progress.plugin("a").prepare_attempts,
+            progress.plugin(&PluginName::from("a")).prepare_attempts,
             1,
             "the attempt is recorded"
         );
@@ -424,7 +426,7 @@ fn recovery_runs_in_reverse_order_one_step_at_a_time() {
         let mut progress = progress(EventType::Reboot, 300 * SECOND);
         progress.lifecycle = Lifecycle::Ended { after_start: true };
         for name in *told {
-            progress.plugin_mut(name).told_ended = true;
+            progress.plugin_mut(&PluginName::from(*name)).told_ended = true;
         }
         let recovery = recover(&mut progress, schedule, t0());
         let names = match &recovery {
@@ -481,16 +483,26 @@ fn answers_set_what_happens_next() {
     ];
     for (phase, outcome, attempts, (prepared, told_ended, retry)) in rows {
         let mut progress = progress(EventType::Reboot, 300 * SECOND);
-        progress.plugin_mut("a").recovery_attempts = attempts;
-        progress.plugin_mut("a").prepare_attempts = attempts;
+        progress
+            .plugin_mut(&PluginName::from("a"))
+            .recovery_attempts = attempts;
+        progress.plugin_mut(&PluginName::from("a")).prepare_attempts = attempts;
         let reply = CallReply {
             outcome,
             ..defer(3 * SECOND)
         };
         let hold = FailurePolicy::Hold;
-        let answer = record_reply(&mut progress, "a", phase, &reply, t0(), MARGIN, hold);
+        let answer = record_reply(
+            &mut progress,
+            &PluginName::from("a"),
+            phase,
+            &reply,
+            t0(),
+            MARGIN,
+            hold,
+        );
         assert_eq!((answer.phase, answer.outcome), (phase, outcome));
-        let own = progress.plugin("a");
+        let own = progress.plugin(&PluginName::from("a"));
         let row = format!("{phase} {outcome} after {attempts}");
         assert_eq!(own.prepared, prepared, "{row}");
         assert_eq!(own.told_ended, told_ended, "{row}");
@@ -539,8 +551,8 @@ fn only_live_retries_turns_and_the_deadline_are_due() {
                 reason: "test".into(),
             };
         }
-        progress.plugin_mut("a").retry_at_unix_ms = retry_at;
-        progress.plugin_mut("a").prepared = a_prepared;
+        progress.plugin_mut(&PluginName::from("a")).retry_at_unix_ms = retry_at;
+        progress.plugin_mut(&PluginName::from("a")).prepared = a_prepared;
         assert_eq!(
             next_due(&progress, schedule, t0()),
             expected,
@@ -551,7 +563,7 @@ fn only_live_retries_turns_and_the_deadline_are_due() {
     let mut asked = progress(EventType::Reboot, 300 * SECOND);
     asked.preparing_since_unix_ms = Some(t0());
     for name in ["a", "b", "c"] {
-        asked.plugin_mut(name).prepare_attempts = 1;
+        asked.plugin_mut(&PluginName::from(name)).prepare_attempts = 1;
     }
     assert_eq!(next_due(&asked, schedule, t0()), Some(deadline));
     // Nothing at or before now is due: the loop would spin.

@@ -80,7 +80,11 @@ fn an_event_that_turns_unreadable_has_not_vanished() {
         "B vanished; A is kept, and may start at any moment"
     );
     assert_eq!(
-        tracker.get("A").unwrap().event.not_before_time(),
+        tracker
+            .get(&EventId::from("A"))
+            .unwrap()
+            .event
+            .not_before_time(),
         Some(at(1))
     );
     let no_id = forewarn_imds::parse_document(
@@ -89,7 +93,7 @@ fn an_event_that_turns_unreadable_has_not_vanished() {
     .expect("kept");
     assert!(tracker.observe(&no_id, at(2)).is_empty());
     assert!(
-        tracker.get("A").is_some(),
+        tracker.get(&EventId::from("A")).is_some(),
         "an entry without EventId could be A"
     );
     assert_eq!(
@@ -122,14 +126,22 @@ fn an_unreadable_not_before_is_taken_as_the_instant_it_was_first_seen() {
     let other_text = doc(2, vec![unreadable_reboot("A", "-1")]);
     assert!(tracker.observe(&other_text, at(12)).is_empty());
     assert_eq!(
-        tracker.get("A").unwrap().event.not_before_time(),
+        tracker
+            .get(&EventId::from("A"))
+            .unwrap()
+            .event
+            .not_before_time(),
         Some(at(10))
     );
     // Readable again: a reschedule to the NotBefore IMDS now sends.
     let readable = doc(3, vec![reboot("A", EventStatus::Scheduled)]);
     assert_eq!(kinds(&tracker.observe(&readable, at(13))), ["rescheduled"]);
     assert_eq!(
-        tracker.get("A").unwrap().event.not_before_time(),
+        tracker
+            .get(&EventId::from("A"))
+            .unwrap()
+            .event
+            .not_before_time(),
         Some(at(1_000))
     );
 }
@@ -151,7 +163,11 @@ fn a_not_before_that_turns_unreadable_is_a_reschedule_to_now() {
     let transitions = tracker.observe(&doc(2, vec![unreadable_reboot("A", "x")]), at(9));
     assert!(transitions.is_empty(), "{transitions:?}");
     assert_eq!(
-        tracker.get("A").unwrap().event.not_before_time(),
+        tracker
+            .get(&EventId::from("A"))
+            .unwrap()
+            .event
+            .not_before_time(),
         Some(at(3))
     );
 }
@@ -179,7 +195,9 @@ fn seed_freeze_example_goes_scheduled_started_ended() {
             was_scheduled: true
         }]
     );
-    let tracked = tracker.get(FREEZE_ID).expect("still tracked");
+    let tracked = tracker
+        .get(&EventId::from(FREEZE_ID))
+        .expect("still tracked");
     assert!(tracked.seen_started);
     assert_eq!(tracked.first_seen, at(2));
 
@@ -240,7 +258,13 @@ fn description_and_duration_changes_update_without_transition() {
             .observe(&doc(3, vec![reworded.clone()]), at(2))
             .is_empty()
     );
-    assert_eq!(tracker.get(FREEZE_ID).expect("tracked").event, reworded);
+    assert_eq!(
+        tracker
+            .get(&EventId::from(FREEZE_ID))
+            .expect("tracked")
+            .event,
+        reworded
+    );
 }
 
 #[test]
@@ -291,7 +315,11 @@ fn a_scheduled_event_without_not_before_may_start_at_once() {
             .is_empty()
     );
     assert_eq!(
-        tracker.get("dated").unwrap().event.not_before,
+        tracker
+            .get(&EventId::from("dated"))
+            .unwrap()
+            .event
+            .not_before,
         dated.not_before
     );
 }
@@ -315,7 +343,7 @@ fn started_going_back_to_scheduled_stays_started() {
         ..reboot("r", EventStatus::Scheduled)
     };
     assert!(tracker.observe(&doc(3, vec![regressed]), at(3)).is_empty());
-    let tracked = tracker.get("r").expect("tracked");
+    let tracked = tracker.get(&EventId::from("r")).expect("tracked");
     assert_eq!(tracked.event.status, EventStatus::Started);
     assert_eq!(tracked.event.description, "odd");
     assert!(
@@ -413,7 +441,13 @@ fn id_reappearing_after_end_starts_over() {
     tracker.observe(&doc(2, vec![]), at(2));
     let again = tracker.observe(&doc(3, vec![reboot("r", EventStatus::Scheduled)]), at(3));
     assert_eq!(kinds(&again), ["scheduled"]);
-    assert_eq!(tracker.get("r").expect("tracked").first_seen, at(3));
+    assert_eq!(
+        tracker
+            .get(&EventId::from("r"))
+            .expect("tracked")
+            .first_seen,
+        at(3)
+    );
 }
 
 #[test]

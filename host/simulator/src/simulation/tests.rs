@@ -22,7 +22,7 @@ fn builtin(name: &str) -> Scenario {
 fn only_id(sim: &Simulation, scenario: &Scenario) -> EventId {
     assert_eq!(scenario.events.len(), 1);
     let id = EventId::from(scenario.events[0].id());
-    assert!(sim.phase_of(&id).is_some());
+    assert!(sim.phase_of(id.as_str()).is_some());
     id
 }
 
@@ -86,10 +86,13 @@ fn not_before_passing_starts_the_event_without_approval() {
     let id = only_id(&sim, &scenario);
     let not_before = scenario.events[0].appear_at + scenario.events[0].notice_or_default();
     sim.advance(not_before - secs(1));
-    assert!(matches!(sim.phase_of(&id), Some(Phase::Scheduled { .. })));
+    assert!(matches!(
+        sim.phase_of(id.as_str()),
+        Some(Phase::Scheduled { .. })
+    ));
     sim.advance(not_before);
     assert_eq!(
-        sim.phase_of(&id),
+        sim.phase_of(id.as_str()),
         Some(Phase::Started { since: not_before })
     );
 }
@@ -134,7 +137,10 @@ fn approval_before_cancel_means_it_starts_instead() {
     let id = only_id(&sim, &scenario);
     sim.approve(secs(10), std::slice::from_ref(&id)).unwrap();
     sim.advance(scenario.events[0].cancel_at.unwrap());
-    assert!(matches!(sim.phase_of(&id), Some(Phase::Started { .. })));
+    assert!(matches!(
+        sim.phase_of(id.as_str()),
+        Some(Phase::Started { .. })
+    ));
 }
 
 #[test]
@@ -201,7 +207,7 @@ fn multi_vm_event_names_every_vm_and_one_approval_starts_it() {
     assert_eq!(document.events[0].resources, vec!["vm-a", "vm-b", "vm-c"]);
     sim.approve(
         scenario.events[0].appear_at + secs(1),
-        &[id.to_lowercase().into()],
+        &[id.as_str().to_lowercase().into()],
     )
     .unwrap();
     assert_eq!(

@@ -207,11 +207,11 @@ fn assert_recorded_sent(state: &DaemonState, event_id: &str) {
 async fn plain_events_are_each_approved_once_at_imds() {
     let running = RunningLoop::start(scenario(&["vm-a"], 2, None), None).await;
     let first = running.send_document(1).await.remove(0);
-    timeout(DEADLINE, running.approved(&first))
+    timeout(DEADLINE, running.approved(first.as_str()))
         .await
         .expect("the first event is approved at IMDS");
     let second = running.send_document(2).await.remove(1);
-    timeout(DEADLINE, running.approved(&second))
+    timeout(DEADLINE, running.approved(second.as_str()))
         .await
         .expect("the second event is approved at IMDS");
 
@@ -224,8 +224,8 @@ async fn plain_events_are_each_approved_once_at_imds() {
         ],
         "each event approved once, in turn, and accepted"
     );
-    assert_recorded_sent(&journal, &first);
-    assert_recorded_sent(&journal, &second);
+    assert_recorded_sent(&journal, first.as_str());
+    assert_recorded_sent(&journal, second.as_str());
 }
 
 /// With coordination: an event naming vm-a and vm-b joins the barrier and is not POSTed
@@ -272,7 +272,7 @@ async fn a_coordinated_event_waits_for_the_barrier_and_its_post_outlives_the_shu
         [(event_id.to_string(), "vm-a".into(), true)],
         "one approval, from vm-a, accepted"
     );
-    assert_recorded_sent(&journal, &event_id);
+    assert_recorded_sent(&journal, event_id.as_str());
     assert_eq!(
         requests.try_recv().ok(),
         Some(BarrierRequest::Sent(vec![event_id.clone()])),

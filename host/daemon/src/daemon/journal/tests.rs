@@ -1,3 +1,4 @@
+use forewarn_imds::PluginName;
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::time::Duration;
@@ -31,7 +32,9 @@ fn state_with(ids: &[&str]) -> Arc<DaemonState> {
 fn changed(state: &Arc<DaemonState>, id: &str) -> Arc<DaemonState> {
     let mut next = (**state).clone();
     let event = next.events.get_mut(id).expect("the event exists");
-    Arc::make_mut(event).plugin_mut("a").prepare_attempts += 1;
+    Arc::make_mut(event)
+        .plugin_mut(&PluginName::from("a"))
+        .prepare_attempts += 1;
     Arc::new(next)
 }
 

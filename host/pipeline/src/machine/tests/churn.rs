@@ -222,7 +222,11 @@ fn an_id_listed_again_while_it_recovers_is_handled_after_the_recovery() {
     );
     let progress = &harness.pipeline.state().events["E1"];
     assert_eq!(progress.lifecycle, Lifecycle::Scheduled);
-    assert_eq!(progress.plugin("p").prepare_attempts, 1, "a fresh record");
+    assert_eq!(
+        progress.plugin(&PluginName::from("p")).prepare_attempts,
+        1,
+        "a fresh record"
+    );
 }
 
 #[test]

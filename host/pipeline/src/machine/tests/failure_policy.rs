@@ -329,10 +329,20 @@ fn under_approve_only_a_failed_prepare_is_consent() {
             },
             Lifecycle::Scheduled,
         );
-        progress.plugin_mut("p").recovery_attempts = 1;
+        progress
+            .plugin_mut(&PluginName::from("p"))
+            .recovery_attempts = 1;
         let answer = reply(outcome, SECOND);
-        record_reply(&mut progress, "p", phase, &answer, t0(), SECOND, policy);
-        let own = progress.plugin("p");
+        record_reply(
+            &mut progress,
+            &PluginName::from("p"),
+            phase,
+            &answer,
+            t0(),
+            SECOND,
+            policy,
+        );
+        let own = progress.plugin(&PluginName::from("p"));
         let row = format!("{phase} {outcome} {policy}");
         assert_eq!(own.prepared, prepared, "{row}");
         assert_eq!(own.retry_at_unix_ms.is_some(), retried, "{row}");

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 
 use crate::authoring::carried_sdk;
-use crate::cli::plugin_templates::{self as templates, Lang, SdkSource, Substitutions};
+use crate::authoring::plugin_templates::{self as templates, Lang, SdkSource, Substitutions};
 
 /// `--lang`: the template's language.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -306,7 +306,7 @@ impl Build {
                 command.args(args);
                 command
             }
-            Build::Shell(line) => crate::cli::author_shell::command(line),
+            Build::Shell(line) => crate::authoring::author_shell::command(line),
         };
         let output = command.current_dir(&project.dir).output()?;
         let mut text = String::from_utf8_lossy(&output.stdout).into_owned();

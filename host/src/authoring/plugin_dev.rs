@@ -14,10 +14,10 @@ use anyhow::Context;
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
-use crate::cli::dev_daemon::DevDaemon;
-use crate::cli::plugin_dev_project::{Build, DevProject, Fingerprint};
+use crate::authoring::dev_daemon::DevDaemon;
+use crate::authoring::plugin_dev_project::{Build, DevProject, Fingerprint};
+use crate::authoring::plugin_test::{self, TestOptions};
 use crate::cli::plugin_files::PluginFile;
-use crate::cli::plugin_test::{self, TestOptions};
 use forewarn_manifest::PluginManifest;
 
 /// How long the project must be still after a change before the next round starts (an

@@ -219,12 +219,12 @@ impl PluginVerdicts {
 }
 
 fn failure_of(
-    event_id: &str,
+    event_id: &EventId,
     phase: CallPhase,
     outcome: AnswerOutcome,
     reason: &str,
 ) -> Option<Verdict> {
-    let (event_id, reason) = (EventId::from(event_id), reason.to_owned());
+    let (event_id, reason) = (event_id.clone(), reason.to_owned());
     match outcome {
         AnswerOutcome::Approve | AnswerOutcome::Defer => None,
         AnswerOutcome::Trap => Some(Verdict::Trapped {

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::authoring::carried_sdk::{self, SDK_VERSION};
-use crate::cli::plugin_new::LangArg;
-use crate::cli::plugin_templates::Lang;
+use crate::authoring::plugin_new::LangArg;
+use crate::authoring::plugin_templates::Lang;
 
 /// Options of `forewarn sdk export`.
 #[derive(Debug, Clone, clap::Args)]

@@ -12,9 +12,9 @@ use serde::Serialize;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+use crate::authoring::verdict::Verdict;
 use crate::cli::demo::{self, DemoOptions};
 use crate::cli::plugin_files::{PluginFile, parse_config_pair};
-use crate::cli::verdict::Verdict;
 use forewarn_daemon::config::{ActionConfig, Config};
 use forewarn_daemon::daemon::wiring;
 use forewarn_pipeline::state::CallPhase;

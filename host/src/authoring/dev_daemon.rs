@@ -3,6 +3,7 @@
 //! directory of its own (watched and hot-reloaded, as on a VM), the demo workload for the
 //! stop and start actions, and a printer that puts the daemon's timeline on the terminal.
 
+use forewarn_imds::PluginName;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -162,7 +163,7 @@ impl DevDaemon {
                     return Err("the dev daemon's plugin directory stopped".to_owned());
                 }
                 let set = sets.borrow_and_update().clone();
-                if let Some(loaded) = set.get(name)
+                if let Some(loaded) = set.get(&PluginName::from(name))
                     && loaded.plugin.content_hash() == hash
                 {
                     let how = match loaded.plugin.loaded_from_cache() {
