@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::coordination_status::{
-    Connection, CoordinationStatus, EventBarrier, connection_after, log_fallback,
+    BarrierState, Connection, CoordinationStatus, EventBarrier, connection_after, log_fallback,
 };
 use crate::disruption_slots::SlotKeeper;
 use crate::etcd_access::EtcdAccess;
@@ -80,10 +80,12 @@ pub(super) struct Tracked {
     pub(super) ready_in_lease: Option<i64>,
     /// The lease of this event's lasting records.
     pub(super) record_lease: Option<i64>,
-    pub(super) leading: bool,
-    pub(super) claimed: bool,
-    pub(super) sent: bool,
-    pub(super) sent_recorded: bool,
+    /// Whether this VM holds the event's election (logged once, when it begins).
+    leadership: Leadership,
+    /// This VM's claim of the approval: only a claim makes the verdict an approval.
+    claim: Claim,
+    /// The approval the daemon sent, and whether its lasting record is in etcd.
+    sent: SentApproval,
     /// The shared keys as this VM last wrote them: what it trusts as its own on read.
     pub(super) held: Held,
     /// The leader key another VM wrote, as last found genuine: the VM and the revision of
@@ -117,21 +119,94 @@ impl Tracked {
             verdict: BarrierVerdict::Wait,
             ready_in_lease: None,
             record_lease: None,
-            leading: false,
-            claimed: false,
-            sent: false,
-            sent_recorded: false,
+            leadership: Leadership::Following,
+            claim: Claim::Unclaimed,
+            sent: SentApproval::NotSent,
             held: Held::default(),
             leader_seen: None,
             approval_ignored: None,
             warned: BTreeSet::new(),
             barrier: EventBarrier {
                 event_id: event.id.clone(),
-                state: "recording ready in etcd".into(),
+                state: BarrierState::RecordingReady,
                 ..EventBarrier::default()
             },
         }
     }
+}
+
+impl Tracked {
+    /// This VM won the event's election: true the first time (to say so once).
+    pub(super) fn begin_leading(&mut self) -> bool {
+        let first = self.leadership == Leadership::Following;
+        self.leadership = Leadership::Leading;
+        first
+    }
+
+    /// This VM holds the claim of the approval: the verdict is to approve, `why`.
+    pub(super) fn claim(&mut self, why: String) {
+        self.claim = Claim::Claimed;
+        self.verdict = BarrierVerdict::Approve { why };
+    }
+
+    /// Whether this VM claimed the approval (a claim approves even while etcd cannot be
+    /// reached, and no later read replaces its verdict).
+    pub(super) fn is_claimed(&self) -> bool {
+        self.claim == Claim::Claimed
+    }
+
+    /// The daemon sent the approval (a record already written stays written).
+    pub(super) fn mark_sent(&mut self) {
+        if self.sent == SentApproval::NotSent {
+            self.sent = SentApproval::Sent;
+        }
+    }
+
+    /// Whether the daemon sent the approval (a sent claim is never withdrawn).
+    pub(super) fn was_sent(&self) -> bool {
+        self.sent != SentApproval::NotSent
+    }
+
+    /// Whether the approval was sent and its lasting record is not written yet.
+    pub(super) fn awaits_sent_record(&self) -> bool {
+        self.sent == SentApproval::Sent
+    }
+
+    /// The sent approval's lasting record is written.
+    pub(super) fn sent_recorded(&mut self) {
+        if self.sent == SentApproval::Sent {
+            self.sent = SentApproval::Recorded;
+        }
+    }
+}
+
+/// Whether this VM holds an event's election.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Leadership {
+    /// Another VM leads, or nobody yet.
+    Following,
+    /// This VM won the election.
+    Leading,
+}
+
+/// This VM's claim of an event's approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Claim {
+    /// Not claimed by this VM.
+    Unclaimed,
+    /// This VM's claim is in etcd (found there, or written in this run).
+    Claimed,
+}
+
+/// The approval the daemon sent for an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SentApproval {
+    /// Not sent.
+    NotSent,
+    /// Sent; its lasting record is not in etcd yet.
+    Sent,
+    /// Sent, and recorded in etcd under a record lease (a new leader never approves again).
+    Recorded,
 }
 
 /// This daemon's lease and when it was last renewed.
@@ -266,7 +341,7 @@ impl Coordinator {
                 self.published.remove(&id);
                 if let Some(tracked) = self.events.remove(&id) {
                     let held = Held {
-                        sent: tracked.sent,
+                        sent: tracked.was_sent(),
                         ..tracked.held
                     };
                     self.withdrawn.push((id, held));
@@ -282,7 +357,7 @@ impl Coordinator {
             BarrierRequest::Sent(ids) => {
                 for id in ids {
                     if let Some(tracked) = self.events.get_mut(&id) {
-                        tracked.sent = true;
+                        tracked.mark_sent();
                     }
                 }
             }
@@ -295,7 +370,7 @@ impl Coordinator {
     pub(super) fn publish(&mut self) {
         let unreachable = self.link.connection.falls_back();
         for (id, tracked) in &self.events {
-            let verdict = match tracked.claimed || !unreachable {
+            let verdict = match tracked.is_claimed() || !unreachable {
                 true => tracked.verdict.clone(),
                 false => BarrierVerdict::Unreachable,
             };

@@ -99,8 +99,11 @@ pub struct CoordinationStatus {
     pub budget: Option<BudgetStatus>,
 }
 
-/// One event on the barrier, as this VM last read it from etcd.
+/// One event on the barrier, as this VM last read it from etcd. In JSON (`/status`) its
+/// [`BarrierState`] is both `stage` (typed, what a reader of the JSON decodes) and `state`
+/// (its line, what the status page shows).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "EventBarrierJson", from = "EventBarrierJson")]
 pub struct EventBarrier {
     /// The event's `EventId`.
     pub event_id: EventId,
@@ -108,12 +111,101 @@ pub struct EventBarrier {
     pub leader: Option<String>,
     /// Each VM named in Resources with where it stands.
     pub vms: Vec<(String, VmStanding)>,
-    /// One line: "waiting for vm-c", "approving: this VM leads", "approved by vm-a".
-    pub state: String,
+    /// Where the event stands on the barrier.
+    pub state: BarrierState,
     /// The event's shared keys (`leader`, `approval`) found there but not obeyed, one line
     /// each: what they name and why (the VM named did not write them).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ignored: Vec<String>,
+}
+
+/// Where an event stands on the barrier, as this VM last read it; its line (`Display`):
+/// "this VM leads; waiting for vm-c", "vm-b leads; waiting for it to approve", "approved by
+/// vm-a".
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum BarrierState {
+    /// This VM is writing that it is ready (before its first read of the event).
+    #[default]
+    RecordingReady,
+    /// No VM holds the election yet.
+    Electing,
+    /// This VM leads, and these VMs are not ready yet.
+    ThisVmLeads {
+        /// The VMs named in Resources that are not ready.
+        waiting: Vec<String>,
+    },
+    /// This VM leads and claims the approval (everyone is ready, or the deadline came).
+    ThisVmApproves,
+    /// Another VM leads; the approval is its to claim.
+    OtherLeads {
+        /// The leader.
+        leader: String,
+    },
+    /// Another VM claimed the approval.
+    ApprovedBy {
+        /// The VM whose claim is in etcd.
+        vm: String,
+    },
+    /// This VM claimed the approval, sent it, and recorded it in etcd.
+    ApprovedByThisVm,
+}
+
+impl std::fmt::Display for BarrierState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BarrierState::RecordingReady => f.write_str("recording ready in etcd"),
+            BarrierState::Electing => f.write_str("electing a leader"),
+            BarrierState::ThisVmLeads { waiting } => {
+                write!(f, "this VM leads; waiting for {}", waiting.join(", "))
+            }
+            BarrierState::ThisVmApproves => f.write_str("approving: this VM leads"),
+            BarrierState::OtherLeads { leader } => {
+                write!(f, "{leader} leads; waiting for it to approve")
+            }
+            BarrierState::ApprovedBy { vm } => write!(f, "approved by {vm}"),
+            BarrierState::ApprovedByThisVm => f.write_str("approved by this VM"),
+        }
+    }
+}
+
+/// [`EventBarrier`] in JSON: the state twice, typed (`stage`, read back) and as its line
+/// (`state`, written for the status page and people; ignored when read).
+#[derive(Serialize, Deserialize)]
+struct EventBarrierJson {
+    event_id: EventId,
+    leader: Option<String>,
+    vms: Vec<(String, VmStanding)>,
+    #[serde(default, skip_deserializing)]
+    state: String,
+    #[serde(default)]
+    stage: BarrierState,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    ignored: Vec<String>,
+}
+
+impl From<EventBarrier> for EventBarrierJson {
+    fn from(barrier: EventBarrier) -> EventBarrierJson {
+        EventBarrierJson {
+            event_id: barrier.event_id,
+            leader: barrier.leader,
+            vms: barrier.vms,
+            state: barrier.state.to_string(),
+            stage: barrier.state,
+            ignored: barrier.ignored,
+        }
+    }
+}
+
+impl From<EventBarrierJson> for EventBarrier {
+    fn from(json: EventBarrierJson) -> EventBarrier {
+        EventBarrier {
+            event_id: json.event_id,
+            leader: json.leader,
+            vms: json.vms,
+            state: json.stage,
+            ignored: json.ignored,
+        }
+    }
 }
 
 /// The link after a round whose own outcome is `observed`: a connected coordinator whose

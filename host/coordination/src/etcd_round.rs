@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use forewarn_etcd::{Compare, EtcdError, Write};
 use forewarn_imds::{EventId, ScheduledEvent};
 
-use crate::actor::{Coordinator, Held, Lease};
-use crate::coordination_status::EventBarrier;
+use crate::actor::{Coordinator, Held, Lease, Tracked};
+use crate::coordination_status::{BarrierState, EventBarrier};
 use crate::fleet_record::bounded_text;
 use crate::records::{
     EventKeys, EventRecords, reads_everything, ready_marker, resources_list, stated_not_before,
@@ -186,7 +186,7 @@ impl Coordinator {
                 return Ok(());
             }
             Shared::Theirs(by) => {
-                let state = format!("approved by {by}");
+                let state = BarrierState::ApprovedBy { vm: by.clone() };
                 let leader = self.leader_named(&read.leader);
                 self.update(id, leader, read.standings, state, BarrierVerdict::Wait);
                 return Ok(());
@@ -208,12 +208,14 @@ impl Coordinator {
         }
         let Some(leader) = leader else {
             // Another VM campaigned between the read and this VM's campaign.
-            let state = "electing a leader".to_owned();
+            let state = BarrierState::Electing;
             self.update(id, None, read.standings, state, BarrierVerdict::Wait);
             return Ok(());
         };
         if leader != self.access.vm {
-            let state = format!("{leader} leads; waiting for it to approve");
+            let state = BarrierState::OtherLeads {
+                leader: leader.clone(),
+            };
             self.update(
                 id,
                 Some(leader),
@@ -370,7 +372,7 @@ impl Coordinator {
         Some((
             tracked.event.clone(),
             tracked.ready_in_lease,
-            tracked.claimed,
+            tracked.is_claimed(),
         ))
     }
 
@@ -417,7 +419,7 @@ impl Coordinator {
         let due: Vec<EventId> = self
             .events
             .iter()
-            .filter(|(_, tracked)| tracked.sent && !tracked.sent_recorded)
+            .filter(|(_, tracked)| tracked.awaits_sent_record())
             .map(|(id, _)| id.clone())
             .collect();
         for id in due {
@@ -431,10 +433,7 @@ impl Coordinator {
     /// marker, in one transaction: one revision) becomes a lasting record, so that a new
     /// leader never approves the event again.
     async fn record_sent(&mut self, id: &EventId, keys: &EventKeys) -> Result<(), EtcdError> {
-        let due = self
-            .events
-            .get(id)
-            .is_some_and(|tracked| tracked.sent && !tracked.sent_recorded);
+        let due = self.events.get(id).is_some_and(Tracked::awaits_sent_record);
         if !due {
             return Ok(());
         }
@@ -446,8 +445,8 @@ impl Coordinator {
             .await?;
         if let Some(tracked) = self.events.get_mut(id) {
             tracked.held.claim = revision.map(Revision).or(tracked.held.claim);
-            tracked.sent_recorded = true;
-            tracked.barrier.state = "approved by this VM".into();
+            tracked.sent_recorded();
+            tracked.barrier.state = BarrierState::ApprovedByThisVm;
         }
         Ok(())
     }
@@ -507,8 +506,7 @@ impl Coordinator {
         let Some(tracked) = self.events.get_mut(id) else {
             return;
         };
-        if !tracked.leading {
-            tracked.leading = true;
+        if tracked.begin_leading() {
             tracing::info!(event_id = %id, vm = %self.access.vm, "{}", log_messages::COORDINATION_LEADS);
         }
     }
@@ -535,7 +533,9 @@ impl Coordinator {
             self.clock.now(),
         );
         if !all_ready && !deadline {
-            let state = format!("this VM leads; waiting for {}", waiting.join(", "));
+            let state = BarrierState::ThisVmLeads {
+                waiting: waiting.iter().map(ToString::to_string).collect(),
+            };
             self.update(
                 id,
                 Some(self.access.vm.clone()),
@@ -573,7 +573,7 @@ impl Coordinator {
             id,
             Some(self.access.vm.clone()),
             standings,
-            "approving: this VM leads".into(),
+            BarrierState::ThisVmApproves,
             BarrierVerdict::Wait,
         );
         self.claimed(id, why);
@@ -615,8 +615,7 @@ impl Coordinator {
 
     fn claimed(&mut self, id: &EventId, why: String) {
         if let Some(tracked) = self.events.get_mut(id) {
-            tracked.claimed = true;
-            tracked.verdict = BarrierVerdict::Approve { why };
+            tracked.claim(why);
         }
         self.publish();
     }
@@ -626,7 +625,7 @@ impl Coordinator {
         id: &EventId,
         leader: Option<String>,
         vms: Vec<(String, VmStanding)>,
-        state: String,
+        state: BarrierState,
         verdict: BarrierVerdict,
     ) {
         let Some(tracked) = self.events.get_mut(id) else {
@@ -640,7 +639,7 @@ impl Coordinator {
             state,
             ignored,
         };
-        if !tracked.claimed {
+        if !tracked.is_claimed() {
             tracked.verdict = verdict;
         }
     }

@@ -54,7 +54,7 @@ mod records;
 
 pub use actor::ROUND_EVERY;
 pub use coordination_config::{CoordinationConfig, MAX_COORDINATION_DURATION};
-pub use coordination_status::{Connection, CoordinationStatus, EventBarrier};
+pub use coordination_status::{BarrierState, Connection, CoordinationStatus, EventBarrier};
 pub use disruption_slots::{BudgetStatus, QueuedEvent, SlotHolder};
 pub use etcd_round::IGNORED_KEY_MESSAGE;
 

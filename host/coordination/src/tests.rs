@@ -253,8 +253,7 @@ fn the_actor_sends_each_effective_verdict_once_when_it_changes() {
 
     let why = "this VM claimed".to_owned();
     if let Some(tracked) = actor.events.get_mut("E1") {
-        tracked.claimed = true;
-        tracked.verdict = BarrierVerdict::Approve { why: why.clone() };
+        tracked.claim(why.clone());
     }
     actor.publish();
     assert_eq!(
@@ -275,4 +274,30 @@ fn the_actor_sends_each_effective_verdict_once_when_it_changes() {
         [(EventId::from("E1"), super::actor::Held::default())]
     );
     assert_eq!(sent(), []);
+}
+
+/// `/status` shows an event's barrier state as its line (the status page prints it) and as
+/// its typed stage, and a reader of the JSON gets the typed state back, not the line.
+#[test]
+fn a_barrier_state_is_written_as_its_line_and_read_back_typed() {
+    use super::{BarrierState, EventBarrier};
+
+    let barrier = EventBarrier {
+        event_id: EventId::from("E1"),
+        leader: Some("vm-b".into()),
+        state: BarrierState::OtherLeads {
+            leader: "vm-b".into(),
+        },
+        ..EventBarrier::default()
+    };
+    let json = serde_json::to_value(&barrier).expect("serializes");
+    assert_eq!(json["state"], "vm-b leads; waiting for it to approve");
+    assert_eq!(json["stage"]["kind"], "other-leads");
+    assert_eq!(json["stage"]["leader"], "vm-b");
+    let read: EventBarrier = serde_json::from_value(json).expect("reads back");
+    assert_eq!(read, barrier);
+    let waiting = BarrierState::ThisVmLeads {
+        waiting: vec!["vm-c".into(), "vm-d".into()],
+    };
+    assert_eq!(waiting.to_string(), "this VM leads; waiting for vm-c, vm-d");
 }
