@@ -129,6 +129,14 @@ purity_log=target/pipeline-purity.log
 cargo clippy -p forewarn-pipeline --lib --locked -- -A clippy::all \
     -D clippy::disallowed_methods -D clippy::disallowed_types > "$purity_log" 2>&1 &
 purity=$!
+# The binary without its default `simulator` feature (the daemon and the operator's commands,
+# no demo, simulator, plugin test or plugin dev) still builds: a type-check of the binary
+# alone (no dev-dependencies, which would turn the feature back on), beside the tests at a
+# lower priority; cargo runs it after the purity check (one build directory).
+daemon_alone_log=target/no-default-features.log
+nice -n 10 cargo check -p forewarn-host --no-default-features --bins --locked \
+    > "$daemon_alone_log" 2>&1 &
+daemon_alone=$!
 cargo_tools_status=0
 unnice "$cargo_tools"
 wait "$cargo_tools" || cargo_tools_status=$?
@@ -149,6 +157,11 @@ purity_status=0
 wait "$purity" || purity_status=$?
 cat "$purity_log"
 phase_done "the pipeline's purity (clippy, beside the tests)"
+daemon_alone_status=0
+unnice "$daemon_alone"
+wait "$daemon_alone" || daemon_alone_status=$?
+cat "$daemon_alone_log"
+phase_done "forewarn without its simulator feature (cargo check, beside the tests)"
 # Last, so the Linux results come first: forewarn cross-compiled for Windows and its tests
 # under Wine (docs/windows.md), reusing the wasm plugins the Linux build compiled. Whatever
 # failed before, every step that can run runs, and the run ends with one account of all.
@@ -172,6 +185,7 @@ echo
 FOREWARN_RUN_PHASES="$phase_times" python3 tests/summary.py \
     "installing wkg and cargo-deb:$cargo_tools_status:$cargo_tools_log" \
     "the pipeline's purity (clippy's bans in host/pipeline/clippy.toml):$purity_status:$purity_log" \
+    "forewarn built without its default features (cargo check -p forewarn-host --no-default-features):$daemon_alone_status:$daemon_alone_log" \
     "the Linux tests:$linux_status:$linux_log" \
     "the Windows cross build:$windows_build_status:$windows_build_log" \
     "the Windows tests under Wine:$windows_tests_status:$windows_log"
