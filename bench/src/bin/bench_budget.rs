@@ -70,7 +70,7 @@ const FLEET_WITHIN: Duration = Duration::from_secs(900);
 const STATE_EVERY: Duration = Duration::from_millis(500);
 /// The bundled plugins the daemons run, as bench-fleet and `forewarn demo` do.
 const PLUGINS: [&str; 4] = ["lb-drain", "checkpoint", "graceful-shutdown", "notify"];
-/// What a daemon logs when it deleted its slot key (host/src/coordination/disruption_slots.rs).
+/// What a daemon logs when it deleted its slot key (host/coordination/src/disruption_slots.rs).
 const GAVE_BACK: &str = "gave back this VM's slot of the disruption budget";
 
 const USAGE: &str = "usage: bench-budget [--vms 10,50,100] [--budget 10%]";
