@@ -41,13 +41,17 @@ pub struct ImdsTime {
     unix_ms: u64,
 }
 
+/// A span in whole milliseconds (below), `u64::MAX` past it: the unit of every `*_ms` log
+/// field, JSON field and counter. The one place the saturating conversion is written.
+pub fn millis(span: Duration) -> u64 {
+    u64::try_from(span.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// Milliseconds since the Unix epoch of a reading of any clock, to the millisecond below:
 /// 0 before the epoch, `u64::MAX` past year 584 million. For times on the VM's own clock
 /// (when a poll was tried, when a fleet record was published), which are not `ImdsTime`s.
 pub fn unix_ms(time: SystemTime) -> u64 {
-    time.duration_since(UNIX_EPOCH).map_or(0, |since| {
-        u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-    })
+    time.duration_since(UNIX_EPOCH).map_or(0, millis)
 }
 
 /// The latest time every platform's [`SystemTime`] holds (9999-12-31T23:59:59Z): where

@@ -28,7 +28,7 @@ pub use event::{
     is_vm_name,
 };
 pub use ids::{EventId, PluginName};
-pub use imds_time::{ImdsTime, system_time_form, unix_ms};
+pub use imds_time::{ImdsTime, millis, system_time_form, unix_ms};
 pub use parse_error::ParseError;
 pub use plugin_log_line::{LogLevel, PluginLogLine};
 pub use text::{cut_to_bytes, cut_to_chars, log_safe, truncate};

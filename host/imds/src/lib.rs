@@ -47,7 +47,7 @@ pub use client::{
 pub use compute::{ComputeInfo, EvictionPolicy, VmPriority, parse_compute};
 pub use forewarn_events::{
     Document, EventField, EventId, EventSource, EventStatus, EventType, ImdsTime, ParseError,
-    PluginName, ScheduledEvent, UnreadableField, is_vm_name, system_time_form, unix_ms,
+    PluginName, ScheduledEvent, UnreadableField, is_vm_name, millis, system_time_form, unix_ms,
 };
 pub use identity_token::{IdentityToken, MalformedToken, TokenRefusal, parse_identity_token};
 pub use imds_clock::{CLOCK_OFFSET_LOGGED, ClockSkew, ImdsClock, MAX_CLOCK_OFFSET, shift};

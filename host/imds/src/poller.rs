@@ -256,9 +256,7 @@ impl PollLoop {
 
     fn on_success(&mut self) {
         if let Some(streak) = self.streak.take() {
-            let over = Duration::from_millis(
-                u64::try_from(streak.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            );
+            let over = Duration::from_millis(forewarn_events::millis(streak.started.elapsed()));
             tracing::info!(
                 failures = streak.failures,
                 over = %humantime::format_duration(over),

@@ -8,14 +8,12 @@ pub fn time(at: Option<impl Into<SystemTime>>) -> String {
     at.map_or_else(|| "none".to_owned(), rfc3339)
 }
 
+/// A span as whole milliseconds, the unit of the `*_ms` log fields (`u64::MAX` past it).
+pub use forewarn_events::millis;
+
 /// `1s 250ms`, `2m 5s`: whole milliseconds, in the largest units that fit.
 pub fn duration(span: Duration) -> String {
     humantime::format_duration(Duration::from_millis(millis(span))).to_string()
-}
-
-/// A span as whole milliseconds, the unit of the `*_ms` log fields (`u64::MAX` past it).
-pub fn millis(span: Duration) -> u64 {
-    u64::try_from(span.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// `vm-a, vm-b`, or `none` for an empty list.

@@ -77,7 +77,7 @@ impl LogBudget {
         let Some(dropped) = self.summary_due(now) else {
             return;
         };
-        let over_ms = u64::try_from(dropped.over.as_millis()).unwrap_or(u64::MAX);
+        let over_ms = forewarn_events::millis(dropped.over);
         tracing::warn!(
             plugin,
             dropped_lines = dropped.count,

@@ -2,7 +2,7 @@
 //! time), under a memory cap and a deadline enforced by epoch interruption and a timeout.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use wasmtime::Trap;
 
@@ -597,10 +597,5 @@ fn until_not_before_ms(event: &ScheduledEvent, now: SystemTime) -> Option<u64> {
 
 /// Milliseconds since the Unix epoch; a time too far ahead to represent is `u64::MAX`.
 fn unix_ms(time: Option<SystemTime>) -> u64 {
-    let Some(time) = time else {
-        return u64::MAX;
-    };
-    time.duration_since(UNIX_EPOCH)
-        .map(|since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
+    time.map_or(u64::MAX, forewarn_events::unix_ms)
 }

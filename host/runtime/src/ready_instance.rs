@@ -128,7 +128,7 @@ impl NextInstance {
 
     /// Remembers a call's budget: the next preparation may not take longer.
     pub(crate) fn note_budget(&self, budget: Duration) {
-        let millis = u64::try_from(budget.as_millis()).unwrap_or(u64::MAX);
+        let millis = forewarn_events::millis(budget);
         self.last_budget_ms.store(millis, Ordering::Relaxed);
     }
 

@@ -147,7 +147,7 @@ pub fn spawn_ready_after_first_document(
             .duration_since(polling_since)
             .unwrap_or_default();
         tracing::info!(
-            waited_ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
+            waited_ms = forewarn_imds::millis(waited),
             "{}",
             log_messages::IMDS_FIRST_DOCUMENT
         );

@@ -19,8 +19,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::shutdown_watch::{
-    HoldMessages, ShutdownHold, ShutdownNotice, ShutdownWatch, announce_hold, budget_within, millis,
+    HoldMessages, ShutdownHold, ShutdownNotice, ShutdownWatch, announce_hold, budget_within,
 };
+use forewarn_imds::millis;
 use forewarn_pipeline::log_messages;
 
 /// Kept between the budget's end and Windows' own: the daemon stops (its journal, the

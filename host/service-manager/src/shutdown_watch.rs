@@ -4,6 +4,7 @@
 //! it go on. The event loop turns the notices into the pipeline's `Input::HostShutdown` and
 //! `Input::HostShutdownCancelled`, and its `Action::ReleaseShutdown` into `release`.
 
+use forewarn_imds::millis;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -106,9 +107,4 @@ pub(super) fn announce_hold(
             messages.cut
         );
     }
-}
-
-/// A span in whole milliseconds, for the log's fields.
-pub(super) fn millis(span: Duration) -> u64 {
-    u64::try_from(span.as_millis()).unwrap_or(u64::MAX)
 }

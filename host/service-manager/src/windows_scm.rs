@@ -387,7 +387,7 @@ fn held_for_the_plugins(stop: &CancellationToken) -> bool {
         return false;
     };
     tracing::info!(
-        budget_ms = u64::try_from(budget.as_millis()).unwrap_or(u64::MAX),
+        budget_ms = forewarn_imds::millis(budget),
         "the Service Control Manager says Windows is shutting down: the plugins prepare before forewarn stops"
     );
     if let Some(handle) = STATUS.get() {

@@ -1,6 +1,7 @@
 //! What the simulator console (and any script) can do to a running simulation: start a
 //! built-in scenario, generate an event, start/cancel/end one, inject a fault, and read it all.
 
+use forewarn_imds::millis;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -515,10 +516,6 @@ fn next_generated_id(inner: &mut Inner) -> String {
             return id;
         }
     }
-}
-
-fn millis(at: Duration) -> u64 {
-    u64::try_from(at.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Parses a console action from the URL (`start`, `cancel`, `end`).

@@ -1,6 +1,7 @@
 //! The simulation running against the real clock, shared by the HTTP handlers and the
 //! timer task: every access first catches the state up to now, so documents are current.
 
+use forewarn_imds::millis;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
@@ -524,8 +525,4 @@ fn record_clock_steps(inner: &mut Inner) {
             vm_clock_offset_ms: Some(-ahead_ms),
         });
     }
-}
-
-fn millis(at: Duration) -> u64 {
-    u64::try_from(at.as_millis()).unwrap_or(u64::MAX)
 }

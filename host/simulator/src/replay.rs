@@ -104,7 +104,7 @@ pub(crate) fn history_records(
         .map(|change| HistoryRecord {
             event_id: change.event_id.clone(),
             transition: change.transition,
-            at_scenario_ms: u64::try_from(change.at.as_millis()).unwrap_or(u64::MAX),
+            at_scenario_ms: forewarn_imds::millis(change.at),
             at_unix_ms: clock.unix_ms_at(change.at),
         })
         .collect()

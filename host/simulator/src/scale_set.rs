@@ -11,6 +11,7 @@
 //! The probing itself (an HTTP GET of each instance's endpoint) is `scale_set_prober.rs`'s;
 //! what the model did is in `/simulator/state` (`ScaleSetSnapshot`).
 
+use forewarn_imds::millis;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -424,10 +425,6 @@ pub(crate) struct ScaleSetModel {
     upgrade_steps: Vec<UpgradeStep>,
 }
 
-fn ms(at: Duration) -> u64 {
-    u64::try_from(at.as_millis()).unwrap_or(u64::MAX)
-}
-
 /// `percent` of `count`, rounded up, at least one.
 fn batch_of(count: usize, percent: u32) -> usize {
     (count * percent as usize).div_ceil(100).max(1)
@@ -567,9 +564,9 @@ impl ScaleSetModel {
             self.repairs.push(RepairRecord {
                 vm: vm.clone(),
                 action,
-                at_scenario_ms: ms(now),
+                at_scenario_ms: millis(now),
                 state: instance.state,
-                state_since_ms: ms(instance.since),
+                state_since_ms: millis(instance.since),
             });
             // A new (or restarted) instance: its extension starts over.
             instance.replaced += 1;
@@ -603,7 +600,7 @@ impl ScaleSetModel {
             .map(|(vm, _)| vm.clone())
             .collect();
         let batch_size = batch_of(self.instances.len(), spec.max_batch_instance_percent);
-        let at_scenario_ms = ms(now);
+        let at_scenario_ms = millis(now);
         let UpgradeProgress::Running {
             queue,
             batch,
@@ -696,11 +693,11 @@ impl ScaleSetModel {
                 .map(|(vm, instance)| InstanceView {
                     vm: vm.clone(),
                     state: instance.state,
-                    state_since_ms: ms(instance.since),
+                    state_since_ms: millis(instance.since),
                     last_reading: instance.last_reading.clone(),
                     probes: instance.probes,
                     replaced: instance.replaced,
-                    upgraded_at_ms: instance.upgraded_at.map(ms),
+                    upgraded_at_ms: instance.upgraded_at.map(millis),
                 })
                 .collect(),
             repairs: self.repairs.clone(),

@@ -9,7 +9,7 @@
 //! what happened when (history, approvals, requests) stay on the machine's clock.
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use forewarn_imds::shift;
 
@@ -178,14 +178,12 @@ impl ScenarioClock {
 }
 
 /// Milliseconds since the Unix epoch (0 for instants before it).
-pub(crate) fn unix_ms(at: SystemTime) -> u64 {
-    let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
-    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-}
+pub(crate) use forewarn_imds::unix_ms;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::UNIX_EPOCH;
 
     #[test]
     fn a_vm_clock_behind_puts_azure_ahead_and_a_step_moves_scenario_time() {

@@ -15,6 +15,7 @@
 //!   is always the newest whole state, and the journal writes everything changed since the
 //!   last commit that reached the disk, so nothing is lost and nothing written twice.
 
+use forewarn_imds::millis;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -311,10 +312,6 @@ impl<J: CommitLog> JournalKeeper<J> {
             health.bytes = io.bytes;
         });
     }
-}
-
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

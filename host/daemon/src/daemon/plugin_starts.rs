@@ -90,7 +90,7 @@ async fn run_once(gate: &OnceCell<()>, loaded: &LoadedPlugin, context: &StartCon
 }
 
 fn log_outcome(plugin: &str, first_run: bool, outcome: &StartOutcome) {
-    let elapsed_ms = duration_ms(outcome.elapsed);
+    let elapsed_ms = forewarn_imds::millis(outcome.elapsed);
     match &outcome.answer {
         Ok(StartAnswer::Done) => tracing::info!(
             plugin,
@@ -110,8 +110,4 @@ fn log_outcome(plugin: &str, first_run: bool, outcome: &StartOutcome) {
             log_messages::PLUGIN_START_FAILED
         ),
     }
-}
-
-fn duration_ms(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }

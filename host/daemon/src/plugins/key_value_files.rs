@@ -410,7 +410,7 @@ impl KeyValueFiles {
             tracing::warn!(
                 plugin,
                 refused = refused.count,
-                over_ms = u64::try_from(refused.over.as_millis()).unwrap_or(u64::MAX),
+                over_ms = forewarn_imds::millis(refused.over),
                 writes_per_minute = STATE_WRITES_PER_MINUTE,
                 bytes_per_minute = STATE_WRITE_BYTES_PER_MINUTE,
                 "{}",

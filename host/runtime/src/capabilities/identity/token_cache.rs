@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use crate::mutex::lock;
 use crate::wit::latest::{AccessToken, HostError};
@@ -97,11 +97,7 @@ impl ManagedIdentity {
 }
 
 fn access_token(issued: &IssuedToken) -> AccessToken {
-    let expires_on_unix_ms = issued
-        .expires_on
-        .duration_since(UNIX_EPOCH)
-        .map(|since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0);
+    let expires_on_unix_ms = forewarn_events::unix_ms(issued.expires_on);
     AccessToken {
         token: issued.token.clone(),
         expires_on_unix_ms,
@@ -112,6 +108,7 @@ fn access_token(issued: &IssuedToken) -> AccessToken {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::UNIX_EPOCH;
 
     /// Issues "token-N" (N = the fetch count) living `lifetime` from `issued_at`.
     struct CountingFetcher {

@@ -9,7 +9,8 @@ pub(crate) mod probe_ledger;
 pub use holds::Readiness;
 pub use probe_ledger::{MAX_UNHEALTHY_THRESHOLD, PROBER_MEMORY, Prober};
 
-use std::time::{Duration, Instant};
+use forewarn_events::millis;
+use std::time::Instant;
 
 use super::grants::Grants;
 use crate::call_state::CallState;
@@ -58,7 +59,7 @@ pub(crate) fn drain_progress(
 
 /// What `drain-progress` answers at `now`.
 fn progress_at(readiness: &Readiness, threshold: u32, now: Instant) -> DrainStatus {
-    let millis = |since: Instant| millis_u64(now.saturating_duration_since(since));
+    let millis = |since: Instant| millis(now.saturating_duration_since(since));
     let Some(view) = readiness.drain_view(threshold, now) else {
         return DrainStatus {
             probers: u32::try_from(readiness.recent_probers(now)).unwrap_or(u32::MAX),
@@ -78,15 +79,12 @@ fn progress_at(readiness: &Readiness, threshold: u32, now: Instant) -> DrainStat
     }
 }
 
-fn millis_u64(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::capabilities::testing::{Expected, call, check_rows, grants};
     use crate::services::HostServices;
+    use std::time::Duration;
 
     #[test]
     fn readiness_is_granted_only_by_the_manifest_flag() {
