@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Counts a crate's production lines and `pub` items, the figures of docs/architecture.md.
 
-Production lines: each file's lines before its first `#[cfg(test)]` at the start of a line
-(a trailing `mod tests`), files named `tests.rs` or under a `tests/` folder left out.
+Production lines: each file's lines before its inline test module (`#[cfg(test)]` at the
+start of a line, then `mod NAME {`), an out-of-line `#[cfg(test)] mod NAME;` not counted,
+files named `tests.rs` or under a `tests/` folder left out.
 `pub` items: lines of that production code that declare an item `pub` (not `pub(crate)`,
 `pub(super)`): fn, struct, enum, trait, type, const, static, mod, use (fields not counted).
 
@@ -18,11 +19,23 @@ TEST_START = re.compile(r"^#\[cfg\(test\)\]")
 
 
 def production(path):
+    """The file's lines up to its inline test module (`#[cfg(test)]` then `mod NAME {`); an
+    out-of-line `#[cfg(test)] mod NAME;` is left out, and the lines after it still count."""
     lines = path.read_text(encoding="utf-8").splitlines()
+    kept = []
+    skip_next = False
     for index, line in enumerate(lines):
+        if skip_next:
+            skip_next = False
+            continue
         if TEST_START.match(line):
-            return lines[:index]
-    return lines
+            following = lines[index + 1].strip() if index + 1 < len(lines) else ""
+            if re.match(r"^(pub(\([a-z]+\))? )?mod \w+;$", following):
+                skip_next = True
+                continue
+            return kept
+        kept.append(line)
+    return kept
 
 
 def figures(src):

@@ -12,9 +12,13 @@ for path in sorted(src.rglob("*.rs")):
     parts = list(rel.parts)
     if parts[-1] in ("mod", "lib"):
         parts = parts[:-1]
+    if "tests" in parts:
+        continue  # a test module (tests.rs, tests/…): its imports are the tests', not the crate's
     name = "::".join(parts) or "crate"
     text = path.read_text()
-    cut = re.search(r"#\[cfg\(test\)\]\s*mod tests", text)
+    # The inline test module is cut off; an out-of-line `#[cfg(test)] mod tests;` is only a
+    # declaration (the code after it is the crate's).
+    cut = re.search(r"#\[cfg\(test\)\]\s*mod tests\s*\{", text)
     text = text[: cut.start()] if cut else text
     modules[name] = re.sub(r"//[^\n]*", "", text)
 

@@ -1,8 +1,6 @@
 //! The daemon's configuration file (one TOML file), its defaults, and the command-line
 //! overrides applied on top of it.
 
-#[cfg(test)]
-mod coordination_tests;
 pub mod example;
 mod outcomes;
 mod plugins;
@@ -442,3 +440,6 @@ mod tests {
         assert!(error.contains("observe"), "{error}");
     }
 }
+
+#[cfg(test)]
+mod coordination_tests;

@@ -18,9 +18,6 @@ pub mod impact;
 pub mod record;
 pub mod verdict;
 
-#[cfg(test)]
-mod tests;
-
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use forewarn_events::{EventId, EventType, ImdsTime};
@@ -411,3 +408,6 @@ impl OutcomeBook {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
