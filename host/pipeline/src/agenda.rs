@@ -31,8 +31,6 @@ pub struct Standing {
     pub next_due: Option<ImdsTime>,
     /// Plugins a call of it waits for only because they are busy with another call.
     pub blocked_on: Vec<PluginName>,
-    /// Its approval is due (to be POSTed).
-    pub approval_due: bool,
 }
 
 /// The events the next rounds visit.
@@ -51,8 +49,6 @@ pub struct Agenda {
     waits: HashMap<EventId, (Urgency, Vec<PluginName>)>,
     /// Plugins whose call ended since their waiters were last offered them.
     freed: BTreeSet<PluginName>,
-    /// Events whose approval is due.
-    approvals_due: BTreeSet<EventId>,
 }
 
 impl Default for Agenda {
@@ -65,7 +61,6 @@ impl Default for Agenda {
             waiting: HashMap::new(),
             waits: HashMap::new(),
             freed: BTreeSet::new(),
-            approvals_due: BTreeSet::new(),
         }
     }
 }
@@ -130,14 +125,12 @@ impl Agenda {
             self.timers.remove(&(at, id.clone()));
         }
         let Some(standing) = standing else {
-            self.approvals_due.remove(id);
             return;
         };
         if let Some(at) = standing.next_due {
             self.timers.insert((at, id.clone()));
             self.timer_of.insert(id.clone(), at);
         }
-        set_membership(&mut self.approvals_due, id, standing.approval_due);
         if standing.blocked_on.is_empty() {
             return;
         }
@@ -157,11 +150,6 @@ impl Agenda {
         self.timers.iter().map(|(at, _)| *at).find(|at| *at > after)
     }
 
-    /// The events whose approval is due.
-    pub fn approvals_due(&self) -> &BTreeSet<EventId> {
-        &self.approvals_due
-    }
-
     fn stop_waiting(&mut self, id: &EventId) {
         let Some((urgency, plugins)) = self.waits.remove(id) else {
             return;
@@ -174,14 +162,6 @@ impl Agenda {
                 }
             }
         }
-    }
-}
-
-fn set_membership(set: &mut BTreeSet<EventId>, id: &EventId, member: bool) {
-    if !member {
-        set.remove(id);
-    } else if !set.contains(id) {
-        set.insert(id.clone());
     }
 }
 
@@ -208,7 +188,6 @@ mod tests {
             urgency: urgency(id, not_before),
             next_due: None,
             blocked_on: Vec::new(),
-            approval_due: false,
         }
     }
 
@@ -277,13 +256,10 @@ mod tests {
             Some(Standing {
                 next_due: Some(at(3)),
                 blocked_on: vec!["p".into()],
-                approval_due: true,
                 ..standing("gone", 10)
             }),
         );
-        assert!(agenda.approvals_due().contains("gone"));
         agenda.settle(&EventId::from("gone"), None);
-        assert!(agenda.approvals_due().is_empty());
         assert_eq!(agenda.next_timer_after(at(0)), None);
         agenda.plugin_freed(&PluginName::from("p"));
         assert_eq!(agenda.next_waiter(|_| false), None);

@@ -260,9 +260,7 @@ impl Pipeline {
         if !self.stopping {
             self.visit_due(now, &mut calls);
         }
-        let approval =
-            self.approval
-                .poll_post(self.agenda.approvals_due(), &self.state, self.stopping, now);
+        let approval = self.approval.poll_post(&self.state, self.stopping, now);
         // A first call, an approval or any decision needs its record first; asking again a
         // plugin that deferred does not (its first attempt is on disk): that may wait.
         let reasks_only = calls
@@ -373,7 +371,6 @@ impl Pipeline {
             urgency: urgency_of(progress),
             next_due: scheduler::next_due(progress, schedule, now),
             blocked_on: scheduler::blocked_on_busy(progress, schedule, now),
-            approval_due: matches!(progress.approval, Approval::Due { .. }),
         });
         self.approval
             .reconcile(id, progress.map(|progress| &**progress));

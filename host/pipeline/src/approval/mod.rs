@@ -72,6 +72,9 @@ pub struct ApprovalStage {
     /// The events joined on the etcd barrier (`[coordination]`) and its verdicts.
     link: BarrierLink,
     posts: PostQueue,
+    /// The events whose approval is journaled as due (to be POSTed), as their last visit
+    /// left them ([`ApprovalStage::reconcile`]): what [`ApprovalStage::poll_post`] sends from.
+    due: BTreeSet<EventId>,
     /// The approval holds already announced, by event; not journaled (a restart announces
     /// them again).
     holds_announced: HashMap<EventId, Hold>,
@@ -93,6 +96,7 @@ impl ApprovalStage {
             },
             link: BarrierLink::default(),
             posts: PostQueue::default(),
+            due: BTreeSet::new(),
             holds_announced: HashMap::new(),
             journal_durable: true,
             emitted: VecDeque::new(),
@@ -233,9 +237,17 @@ impl ApprovalStage {
         }
     }
 
-    /// After a visit of `id` (None: it is gone): joins the barrier for an event that waits
-    /// on it, leaves it for one no longer Scheduled (the barrier link's `reconcile`).
+    /// After a visit of `id` (None: it is gone): notes whether its approval is due, joins
+    /// the barrier for an event that waits on it, leaves it for one no longer Scheduled (the
+    /// barrier link's `reconcile`).
     pub fn reconcile(&mut self, id: &EventId, progress: Option<&EventProgress>) {
+        let due =
+            progress.is_some_and(|progress| matches!(progress.approval, Approval::Due { .. }));
+        if !due {
+            self.due.remove(id);
+        } else if !self.due.contains(id) {
+            self.due.insert(id.clone());
+        }
         if self.rules.coordinated {
             self.link.reconcile(id, progress);
         }
@@ -250,6 +262,7 @@ impl ApprovalStage {
     /// hold a slot of the disruption budget here (naming only this VM) gives it back; other
     /// VMs' events cost etcd nothing.
     pub fn forget(&mut self, id: &EventId, event: Option<&ScheduledEvent>) {
+        self.due.remove(id);
         self.holds_announced.remove(id);
         self.posts.forget(id);
         self.link.forget(id);
@@ -263,18 +276,18 @@ impl ApprovalStage {
         self.posts.taken_back();
     }
 
-    /// The next POST at `now` (see [`PostQueue::next_batch`]): among `due`, the approvals
-    /// journaled as due of events the latest document lists; none while `stopping` or while
-    /// the journal cannot be written.
+    /// The next POST at `now` (see [`PostQueue::next_batch`]): the approvals journaled as
+    /// due of events the latest document lists; none while `stopping` or while the journal
+    /// cannot be written.
     #[must_use]
     pub fn poll_post(
         &mut self,
-        due: &BTreeSet<EventId>,
         state: &DaemonState,
         stopping: bool,
         now: ImdsTime,
     ) -> Option<Vec<EventId>> {
-        let listed_and_due: BTreeSet<EventId> = due
+        let listed_and_due: BTreeSet<EventId> = self
+            .due
             .iter()
             .filter(|id| is_due(&state.events, id))
             .filter(|id| state.tracker.get(id).is_some())

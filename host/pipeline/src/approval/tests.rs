@@ -386,3 +386,49 @@ fn an_event_handled_to_the_end_gives_its_slot_back_only_under_a_budget() {
     alone.forget(&EventId::from("E1"), Some(&event(&[VM])));
     assert!(requests(&mut alone).is_empty());
 }
+
+/// The stage keeps which approvals are due itself (as its `PostQueue` keeps the retries):
+/// a visit that leaves an event's approval due queues it for the next POST, and a visit
+/// that finds it gone, or a forgotten event, takes it out.
+#[test]
+fn the_stage_posts_the_approvals_its_visits_left_due() {
+    let mut stage = stage(&PolicyConfig::default(), false);
+    let mut progress = pending(event(&[VM]));
+    progress.approval = Approval::Due {
+        since_unix_ms: at(10),
+    };
+    let id = progress.event.id.clone();
+    let mut state = DaemonState::default();
+    let document = forewarn_events::Document {
+        incarnation: Some(1),
+        events: vec![progress.event.clone()],
+        rejected: Vec::new(),
+    };
+    Arc::make_mut(&mut state.tracker).observe(&document, at(10));
+    state.events.insert(id.clone(), Arc::new(progress.clone()));
+
+    assert_eq!(stage.poll_post(&state, false, at(20)), None, "no visit yet");
+    stage.reconcile(&id, Some(&progress));
+    assert_eq!(
+        stage.poll_post(&state, false, at(20)),
+        Some(vec![id.clone()])
+    );
+    stage.handle(
+        ApprovalInput::Failed {
+            event_ids: vec![id.clone()],
+            rejected: false,
+            error: "IMDS answered 500".into(),
+        },
+        at(21),
+        &mut state.events,
+    );
+    stage.reconcile(&id, None);
+    assert_eq!(
+        stage.poll_post(&state, false, at(60)),
+        None,
+        "a visit that found the event gone takes its approval out"
+    );
+    stage.reconcile(&id, Some(&progress));
+    stage.forget(&id, Some(&progress.event));
+    assert_eq!(stage.poll_post(&state, false, at(60)), None, "forgotten");
+}
