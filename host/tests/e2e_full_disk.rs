@@ -18,7 +18,7 @@ use forewarn_daemon::log_messages::{
     JOURNAL_DURABLE_AGAIN, JOURNAL_NOT_DURABLE, JOURNAL_ON_RESERVE, JOURNAL_QUARANTINED,
 };
 use forewarn_daemon::ops::status::StatusSnapshot;
-use forewarn_daemon::ops::storage_health::{JournalState, SpaceCause};
+use forewarn_daemon::storage_health::{JournalState, SpaceCause};
 use forewarn_simulator::{StateSnapshot, Transition};
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context as _, bail};
 use forewarn_bench::{micros, percentile, ratio, row, sorted};
-use forewarn_daemon::daemon::durable_file::DurableFile;
+use forewarn_daemon::durable_file::DurableFile;
 use forewarn_daemon::pipeline::state::DaemonState;
 use forewarn_daemon::plugins::set::load_plugin_bytes;
 use forewarn_host::bundled::bundled_plugins;

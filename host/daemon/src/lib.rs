@@ -8,6 +8,9 @@
 //! - [`ops`]: admin endpoint, metrics, status.
 //! - [`config`]: the configuration file.
 //! - [`log_format`]: how log lines are written: every field escaped and cut.
+//! - [`durable_file`] and [`storage_health`]: one value written crash-safely, and the state
+//!   directory's health, which the journal and the plugins' key-value files share (below
+//!   `daemon/` and `plugins/`, so neither reaches into the other).
 //!
 //! Beside it, in crates of their own: the pure stages (`forewarn-pipeline`, re-exported as
 //! [`pipeline`] with its [`log_fields`] and [`log_messages`]), the etcd barrier
@@ -17,6 +20,7 @@
 pub mod config;
 pub use forewarn_coordination as coordination;
 pub mod daemon;
+pub mod durable_file;
 pub use forewarn_pipeline::log_fields;
 pub mod log_format;
 pub use forewarn_pipeline::log_messages;
@@ -24,3 +28,4 @@ pub mod ops;
 pub use forewarn_pipeline as pipeline;
 pub mod plugins;
 pub use forewarn_service_manager as service_manager;
+pub mod storage_health;

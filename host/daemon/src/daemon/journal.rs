@@ -28,11 +28,11 @@ use serde::{Deserialize, Serialize};
 
 use forewarn_imds::EventId;
 
-use crate::daemon::durable_file::{self, DurableFileError};
 use crate::daemon::journal_schema::{self, JOURNAL_NAME, JournalRecord};
-use crate::ops::storage_health::{SpaceCause, SpaceProblem};
+use crate::durable_file::{self, DurableFileError};
 use crate::pipeline::state::{DaemonState, EventProgress};
 use crate::pipeline::tracker::{TrackedEvent, Tracker};
+use crate::storage_health::{SpaceCause, SpaceProblem};
 use forewarn_platform::disk_reserve;
 
 /// The change log's file name in the state directory.

@@ -20,11 +20,11 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::daemon::durable_file::DurableFileError;
 use crate::daemon::journal::{Journal, JournalIo};
+use crate::durable_file::DurableFileError;
 use crate::log_messages;
-use crate::ops::storage_health::{SpaceCause, SpaceProblem, StorageHealth};
 use crate::pipeline::state::DaemonState;
+use crate::storage_health::{SpaceCause, SpaceProblem, StorageHealth};
 
 /// Longest a grouped commit waits for the next write.
 pub(crate) const GROUP_COMMIT_WINDOW: Duration = Duration::from_secs(1);
@@ -528,10 +528,7 @@ mod tests {
             journal.short_of_room(Some(error.space_problem()));
             assert!(keeper.record(state(1), BTreeSet::new(), CommitWhen::Now, start));
             let view = health.view().journal;
-            assert_eq!(
-                view.state,
-                crate::ops::storage_health::JournalState::OnReserve
-            );
+            assert_eq!(view.state, crate::storage_health::JournalState::OnReserve);
             assert_eq!(view.space_problem_cause, Some(cause), "{kind:?}");
             assert_eq!(keeper.room, Room::Short(cause));
         }

@@ -1,7 +1,6 @@
 //! The daemon's I/O shell: wiring (runtime, IMDS client, plugin directory), the event loop
 //! that executes the pipeline's actions, and the journal that makes them durable.
 
-pub mod durable_file;
 pub(crate) mod event_loop;
 pub(crate) mod journal;
 pub(crate) mod journal_keeper;

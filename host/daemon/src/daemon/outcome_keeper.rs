@@ -22,11 +22,10 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::daemon::durable_file::{self, DurableFileError};
+use crate::durable_file::{self, DurableFileError};
 use crate::ops::admin::DaemonViews;
 use crate::ops::outcome_metrics::OutcomeMetrics;
 use crate::ops::outcome_status::OutcomeShelf;
-use crate::ops::storage_health::StorageHealth;
 use crate::pipeline::outcome::host_move::{HostChange, HostReading};
 use crate::pipeline::outcome::impact::{
     Downtime, HeartbeatGap, MonotonicTime, PauseMeter, RestartSeen,
@@ -34,6 +33,7 @@ use crate::pipeline::outcome::impact::{
 use crate::pipeline::outcome::record::{OUTCOME_SCHEMA, OutcomeRecord};
 use crate::pipeline::outcome::{BookChange, OutcomeBook, OutcomeLimits, RecordKey};
 use crate::pipeline::timeline::TimelineEntry;
+use crate::storage_health::StorageHealth;
 
 /// The records' directory under the state directory.
 pub(crate) const OUTCOMES_DIR: &str = "outcomes";

@@ -30,12 +30,12 @@ use crate::ops::fleet_feed::{self, FleetSources};
 use crate::ops::metrics::{self, Metrics};
 use crate::ops::outcome_status::OutcomeShelf;
 use crate::ops::scale_set_health::ScaleSetHealth;
-use crate::ops::storage_health::StorageHealth;
 use crate::pipeline::outcome::host_move::HostReading;
 use crate::plugins::convert::to_wit_vm;
 use crate::plugins::key_value_files::{KeyValueFiles, KeyValueFilesError};
 use crate::plugins::set::{LoadedPlugin, PluginSet};
 use crate::service_manager;
+use crate::storage_health::StorageHealth;
 
 /// The pieces of a running daemon that callers may want to look at.
 pub struct Prepared {

@@ -36,10 +36,10 @@ use crate::ops::outcome_status::OutcomeShelf;
 use crate::ops::scale_set_health::{self, HealthInputs, SCALE_SET_HEALTH_PATH, ScaleSetHealth};
 use crate::ops::status::{StatusInputs, StatusSnapshot, build_snapshot};
 use crate::ops::status_page;
-use crate::ops::storage_health::StorageHealth;
 use crate::pipeline::quarantine::QuarantinedPlugin;
 use crate::pipeline::state::DaemonState;
 use crate::plugins::set::PluginSet;
+use crate::storage_health::StorageHealth;
 
 /// The content type of the Prometheus text exposition `prometheus-client` writes.
 const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

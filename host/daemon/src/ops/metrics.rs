@@ -18,9 +18,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ops::coordination_metrics::CoordinationMetrics;
 use crate::ops::outcome_metrics::OutcomeMetrics;
-use crate::ops::storage_health::StorageHealth;
 use crate::pipeline::timeline::TimelineEntry;
 use crate::plugins::set::PluginSet;
+use crate::storage_health::StorageHealth;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabel {

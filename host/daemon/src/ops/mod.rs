@@ -16,4 +16,3 @@ pub mod outcome_status;
 pub mod scale_set_health;
 pub mod status;
 pub(crate) mod status_page;
-pub mod storage_health;

@@ -11,7 +11,6 @@ use serde::{Deserialize, Serialize};
 use crate::coordination::CoordinationStatus;
 use crate::log_fields::rfc3339;
 use crate::ops::scale_set_health::ScaleSetHealthView;
-use crate::ops::storage_health::StorageView;
 use crate::pipeline::approval;
 use crate::pipeline::quarantine::QuarantinedPlugin;
 use crate::pipeline::roster::Roster;
@@ -20,6 +19,7 @@ use crate::pipeline::state::{
     Lifecycle,
 };
 use crate::plugins::set::{PluginSet, PluginSource};
+use crate::storage_health::StorageView;
 use forewarn_manifest::FailurePolicy;
 
 /// Whether the daemon loop runs yet, and whether IMDS has answered it.

@@ -2,7 +2,7 @@
 //! and `state-delete`: one JSON file per plugin, bounded, written crash-safely.
 //!
 //! Each plugin's map lives in `DIR/<plugin>.json` as `{ "key": "<hex of the value>" }` and
-//! is rewritten with [`crate::daemon::durable_file::write_atomically`] on every change, so a `set` that
+//! is rewritten with [`crate::durable_file::write_atomically`] on every change, so a `set` that
 //! returned Ok survives a crash. All files are loaded at [`KeyValueFiles::open`]; reads
 //! are served from memory, from a snapshot that a write replaces once it is on disk: a read
 //! never waits for a write (nor for a disk that is slow to take it).
@@ -25,13 +25,13 @@ use std::time::{Duration, Instant, SystemTime};
 
 use forewarn_runtime::{DiskBudget, STATE_DISK_BYTES_PER_CALL};
 
-use crate::daemon::durable_file::{self, DurableFileError};
+use crate::durable_file::{self, DurableFileError};
 use crate::log_messages;
-use crate::ops::storage_health::StorageHealth;
 use crate::plugins::key_value_write_rate::{
     OverBudget, STATE_WRITE_BURST, STATE_WRITE_BURST_BYTES, STATE_WRITE_BYTES_PER_MINUTE,
     STATE_WRITES_PER_MINUTE, StateWriteRate,
 };
+use crate::storage_health::StorageHealth;
 use forewarn_manifest::{MAX_PLUGIN_NAME_BYTES, name_problem};
 
 /// Longest key a plugin may use, in bytes.

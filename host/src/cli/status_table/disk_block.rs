@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use forewarn_daemon::ops::storage_health::{JournalState, NOT_DURABLE_REFUSES, StorageView};
+use forewarn_daemon::storage_health::{JournalState, NOT_DURABLE_REFUSES, StorageView};
 
 /// The `DISK` block of `forewarn status`: printed only when something is wrong.
 pub(crate) fn render_storage(out: &mut String, storage: &StorageView) {
@@ -65,7 +65,7 @@ mod tests {
     use std::time::SystemTime;
 
     use super::*;
-    use forewarn_daemon::ops::storage_health::StorageHealth;
+    use forewarn_daemon::storage_health::StorageHealth;
 
     #[test]
     fn a_healthy_state_directory_prints_nothing() {

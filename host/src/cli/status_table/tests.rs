@@ -8,7 +8,7 @@ use forewarn_daemon::ops::status::{
     ClockView, DaemonPhase, DecisionView, FIRST_CALL_PATIENCE, LoadErrorView, PluginView,
     ProvenanceView, ReadinessView, UnreadableView,
 };
-use forewarn_daemon::ops::storage_health::StorageView;
+use forewarn_daemon::storage_health::StorageView;
 use forewarn_pipeline::state::{AnswerOutcome, ApprovalKind, CallPhase};
 
 fn snapshot() -> StatusSnapshot {

@@ -22,7 +22,6 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::coordination::{CoordinatorHandle, Verdicts};
-use crate::daemon::durable_file::DurableFileError;
 use crate::daemon::journal::Journal;
 use crate::daemon::journal_keeper::{CommitWhen, JournalKeeper};
 use crate::daemon::journal_schema;
@@ -30,8 +29,8 @@ use crate::daemon::plugin_starts::PluginStarts;
 use crate::daemon::readiness_holds;
 use crate::daemon::tasks_in_flight::TasksInFlight;
 use crate::daemon::timeline_broadcast::Timeline;
+use crate::durable_file::DurableFileError;
 use crate::log_messages;
-use crate::ops::storage_health::StorageHealth;
 use crate::pipeline::approval::BarrierVerdict;
 use crate::pipeline::machine::{Action, CallAnswer, Input, Pipeline, PipelineSettings};
 use crate::pipeline::policy::PolicyConfig;
@@ -43,6 +42,7 @@ use crate::pipeline::timeline::TimelineEntry;
 use crate::plugins::convert::{reply_of, to_wit_event, to_wit_phase, unloaded_reply};
 use crate::plugins::set::SharedPlugins;
 use crate::service_manager::{ShutdownNotice, ShutdownWatch};
+use crate::storage_health::StorageHealth;
 
 /// The longest the loop sleeps with nothing scheduled (it wakes on every input anyway).
 const IDLE_WAKE: Duration = Duration::from_secs(60);

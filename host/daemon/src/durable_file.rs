@@ -14,7 +14,7 @@ use forewarn_runtime::trust::{self, FileRules, Owners, TrustError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::ops::storage_health::{SpaceCause, SpaceProblem};
+use crate::storage_health::{SpaceCause, SpaceProblem};
 
 /// A durable-state file could not be read, written or moved.
 #[derive(Debug, thiserror::Error)]
