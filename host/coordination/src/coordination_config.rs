@@ -4,12 +4,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use forewarn_etcd::{Credentials, EtcdSettings, TlsFiles};
+use forewarn_etcd::{Credentials, EtcdSettings, SettingsError, TlsFiles};
 use serde::{Deserialize, Serialize};
 
 use forewarn_pipeline::barrier::DeadVm;
 use forewarn_pipeline::disruption_budget::{BudgetUnreachable, DisruptionBudget};
-use forewarn_pipeline::policy::check_at_most;
+use forewarn_pipeline::setting_error::{SettingError, check_at_most};
 
 /// Longest `coordination.lease-ttl` and `coordination.deadline`.
 pub const MAX_COORDINATION_DURATION: Duration = Duration::from_secs(60 * 60);
@@ -121,7 +121,7 @@ impl CoordinationConfig {
     }
 
     /// Checks the section without reading files; the message names the key and the fix.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), SettingError> {
         check_at_most(
             "coordination.lease-ttl",
             self.lease_ttl,
@@ -137,60 +137,72 @@ impl CoordinationConfig {
         )?;
         self.check_budget()?;
         let settings = self.etcd_settings();
-        settings.check().map_err(|error| error.render(SECTION))?;
+        settings.check().map_err(setting_error)?;
         if !self.prefix.starts_with('/') || self.prefix.len() < 2 {
-            return Err(format!(
-                "key `coordination.prefix`: \"{}\" must start with / and name something, e.g. \"/forewarn\"",
-                self.prefix
+            return Err(SettingError::new(
+                "coordination.prefix",
+                format!(
+                    "\"{}\" must start with / and name something, e.g. \"/forewarn\"",
+                    self.prefix
+                ),
             ));
         }
         if self.lease_ttl < MIN_LEASE_TTL {
-            return Err(
-                "key `coordination.lease-ttl`: must be at least \"2s\" (etcd refuses shorter leases)"
-                    .into(),
-            );
+            return Err(SettingError::new(
+                "coordination.lease-ttl",
+                "must be at least \"2s\" (etcd refuses shorter leases)",
+            ));
         }
         if self.password.is_some() != self.username.is_some() {
-            return Err(
-                "keys `coordination.username` and `coordination.password`: set both or neither"
-                    .into(),
-            );
+            return Err(SettingError::together(
+                &["coordination.username", "coordination.password"],
+                "set both or neither",
+            ));
         }
         self.check_plaintext_credentials(&settings)
     }
 
     /// The budget's group is one etcd key segment, and a slot must outlive the daemon's lease.
-    fn check_budget(&self) -> Result<(), String> {
+    fn check_budget(&self) -> Result<(), SettingError> {
         let group = &self.disruption_group;
         let key_safe = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.';
         if group.is_empty() || !group.chars().all(key_safe) {
-            return Err(format!(
-                "key `coordination.disruption-group`: \"{group}\" must be letters, digits, \
-                 '-', '_' or '.' (it is a segment of an etcd key), e.g. \"web-tier\""
+            return Err(SettingError::new(
+                "coordination.disruption-group",
+                format!(
+                    "\"{group}\" must be letters, digits, '-', '_' or '.' (it is a segment of \
+                     an etcd key), e.g. \"web-tier\""
+                ),
             ));
         }
         if self.slot_timeout < self.lease_ttl {
-            return Err(format!(
-                "key `coordination.slot-timeout`: {} is shorter than `lease-ttl` ({}); a slot \
-                 must outlive the daemon's lease, or a rebooting VM frees it while it is down: \
-                 set it to at least the time a reboot takes, e.g. \"30m\"",
-                humantime::format_duration(self.slot_timeout),
-                humantime::format_duration(self.lease_ttl)
+            return Err(SettingError::new(
+                "coordination.slot-timeout",
+                format!(
+                    "{} is shorter than `lease-ttl` ({}); a slot must outlive the daemon's \
+                     lease, or a rebooting VM frees it while it is down: set it to at least \
+                     the time a reboot takes, e.g. \"30m\"",
+                    humantime::format_duration(self.slot_timeout),
+                    humantime::format_duration(self.lease_ttl)
+                ),
             ));
         }
         Ok(())
     }
 
     /// Credentials go only to `https://` endpoints, unless `allow-plaintext-credentials` says so.
-    fn check_plaintext_credentials(&self, settings: &EtcdSettings) -> Result<(), String> {
+    fn check_plaintext_credentials(&self, settings: &EtcdSettings) -> Result<(), SettingError> {
         if self.username.is_none() || self.allow_plaintext_credentials {
             return Ok(());
         }
         match settings.plain_endpoint() {
-            Some(endpoint) => Err(format!(
-                "key `coordination.username`: the password would go to \"{endpoint}\" in clear \
-                 text; use https:// endpoints (see TLS in docs/coordination.md), or set \
-                 `allow-plaintext-credentials = true` in [coordination] to accept that"
+            Some(endpoint) => Err(SettingError::new(
+                "coordination.username",
+                format!(
+                    "the password would go to \"{endpoint}\" in clear text; use https:// \
+                     endpoints (see TLS in docs/coordination.md), or set \
+                     `allow-plaintext-credentials = true` in [coordination] to accept that"
+                ),
             )),
             None => Ok(()),
         }
@@ -198,9 +210,24 @@ impl CoordinationConfig {
 
     /// Reads and checks the files the section names (`ca-file`, `cert-file`, `key-file`);
     /// the message names the key. [`validate`](Self::validate) does not read files.
-    pub fn check_files(&self) -> Result<(), String> {
-        self.etcd_settings()
-            .check_files()
-            .map_err(|error| error.render(SECTION))
+    pub fn check_files(&self) -> Result<(), SettingError> {
+        self.etcd_settings().check_files().map_err(setting_error)
+    }
+}
+
+/// The etcd client's refusal of its settings, named as keys of `[coordination]`.
+fn setting_error(error: SettingsError) -> SettingError {
+    match error {
+        SettingsError::Invalid { settings, message } => SettingError {
+            keys: settings
+                .iter()
+                .map(|setting| setting.key(SECTION))
+                .collect(),
+            problem: message,
+        },
+        tls @ SettingsError::TlsSetup(_) => SettingError {
+            keys: Vec::new(),
+            problem: tls.render(SECTION),
+        },
     }
 }

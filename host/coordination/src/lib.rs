@@ -65,9 +65,9 @@ use forewarn_pipeline::approval::{BarrierRequest, BarrierVerdict};
 /// The coordinator could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum CoordinationError {
-    /// The `[coordination]` section is not usable (the message names the key).
+    /// The `[coordination]` section is not usable (the error names the key).
     #[error("[coordination]: {0}")]
-    Setup(String),
+    Setup(#[from] forewarn_pipeline::setting_error::SettingError),
     /// The etcd client could not be built (its settings or TLS files).
     #[error("[coordination]: {}", .0.describe("coordination"))]
     Client(#[from] EtcdError),
@@ -96,7 +96,7 @@ pub fn spawn(
     clock: ImdsClock,
     shutdown: CancellationToken,
 ) -> Result<(CoordinatorHandle, Verdicts, CoordinatorTask), CoordinationError> {
-    config.validate().map_err(CoordinationError::Setup)?;
+    config.validate()?;
     let client = EtcdClient::connect(&config.etcd_settings())?;
     let vm = vm_name.to_ascii_lowercase();
     let status = CoordinationStatus {

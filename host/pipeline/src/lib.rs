@@ -36,6 +36,7 @@ pub mod policy;
 pub mod quarantine;
 pub mod roster;
 pub mod scheduler;
+pub mod setting_error;
 pub mod state;
 #[cfg(any(test, feature = "harness"))]
 pub mod test_harness;

@@ -400,17 +400,5 @@ fn withhold(rule: WithholdRule, reason: String) -> ApprovalGate {
     ApprovalGate::Withhold { rule, reason }
 }
 
-/// Err naming `key` and the maximum when `value` is longer than `max`.
-pub fn check_at_most(key: &str, value: Duration, max: Duration) -> Result<(), String> {
-    if value <= max {
-        return Ok(());
-    }
-    Err(format!(
-        "key `{key}`: {} is longer than the maximum \"{}\"; use a shorter duration",
-        humantime::format_duration(value),
-        humantime::format_duration(max)
-    ))
-}
-
 #[cfg(test)]
 mod tests;

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use forewarn_pipeline::setting_error::SettingError;
 use serde::{Deserialize, Serialize};
 
 /// Longest `shutdown.budget`: systemd's own stop timeout for a unit is 90 s by default, and
@@ -39,15 +40,18 @@ impl Default for ShutdownConfig {
 
 impl ShutdownConfig {
     /// Err naming the key when the budget is out of range.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), SettingError> {
         if (MIN_BUDGET..=MAX_BUDGET).contains(&self.budget) {
             return Ok(());
         }
-        Err(format!(
-            "key `shutdown.budget`: \"{}\" is outside \"1s\"..=\"5m\": give the time the \
-             plugins' last preparation needs (a drain and a stop), e.g. \"30s\", and raise \
-             logind's InhibitDelayMaxSec to match (docs/operations.md)",
-            humantime::format_duration(self.budget)
+        Err(SettingError::new(
+            "shutdown.budget",
+            format!(
+                "\"{}\" is outside \"1s\"..=\"5m\": give the time the plugins' last \
+                 preparation needs (a drain and a stop), e.g. \"30s\", and raise logind's \
+                 InhibitDelayMaxSec to match (docs/operations.md)",
+                humantime::format_duration(self.budget)
+            ),
         ))
     }
 }
@@ -71,7 +75,10 @@ mod tests {
             ..ShutdownConfig::default()
         }
         .validate()
-        .unwrap_err();
-        assert!(error.contains("shutdown.budget") && error.contains("InhibitDelayMaxSec"));
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.starts_with("key `shutdown.budget`: ") && error.contains("InhibitDelayMaxSec")
+        );
     }
 }

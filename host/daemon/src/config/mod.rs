@@ -19,8 +19,9 @@ pub use outcomes::OutcomesConfig;
 pub use plugins::PluginsConfig;
 pub use scale_set::{ScaleSetConfig, SkipUpgradeWhen};
 
-use crate::pipeline::policy::{LeadTime, MAX_QUARANTINE_WINDOW, PolicyConfig, check_at_most};
+use crate::pipeline::policy::{LeadTime, MAX_QUARANTINE_WINDOW, PolicyConfig};
 use crate::pipeline::scheduler::AUTO_LEAD_FLOOR;
+use crate::pipeline::setting_error::{SettingError, check_at_most};
 use forewarn_manifest::describe_toml_error;
 
 /// Where `forewarn run` looks for its config when none is named:
@@ -239,7 +240,9 @@ impl Config {
         let config = Config::parse(&text).map_err(invalid)?;
         // The files a section names (certificates) are read only for a real config file.
         if let Some(coordination) = &config.coordination {
-            coordination.check_files().map_err(invalid)?;
+            coordination
+                .check_files()
+                .map_err(|error| invalid(error.to_string()))?;
         }
         Ok(config)
     }
@@ -261,27 +264,34 @@ impl Config {
     pub fn parse(text: &str) -> Result<Config, String> {
         let config: Config =
             toml::from_str(text).map_err(|error| describe_toml_error(text, &error))?;
-        config.validate()?;
+        config.validate().map_err(|error| error.to_string())?;
         Ok(config)
     }
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), SettingError> {
         if !(1..=5).contains(&self.imds.max_requests_per_second) {
-            return Err(format!(
-                "key `imds.max-requests-per-second`: {} is outside 1..=5 (IMDS throttles above 5 per second)",
-                self.imds.max_requests_per_second
+            return Err(SettingError::new(
+                "imds.max-requests-per-second",
+                format!(
+                    "{} is outside 1..=5 (IMDS throttles above 5 per second)",
+                    self.imds.max_requests_per_second
+                ),
             ));
         }
         if self.imds.poll_interval < Duration::from_millis(250) {
-            return Err(
-                "key `imds.poll-interval`: must be at least \"250ms\": IMDS allows 5 requests per second, and approvals need room beside the polls"
-                    .into(),
-            );
+            return Err(SettingError::new(
+                "imds.poll-interval",
+                "must be at least \"250ms\": IMDS allows 5 requests per second, and approvals \
+                 need room beside the polls",
+            ));
         }
         if !self.imds.url.starts_with("http://") {
-            return Err(format!(
-                "key `imds.url`: \"{}\" must start with http:// (IMDS is plain HTTP on 169.254.169.254)",
-                self.imds.url
+            return Err(SettingError::new(
+                "imds.url",
+                format!(
+                    "\"{}\" must start with http:// (IMDS is plain HTTP on 169.254.169.254)",
+                    self.imds.url
+                ),
             ));
         }
         check_at_most(
@@ -305,8 +315,9 @@ impl Config {
                 MAX_ACTION_TIMEOUT,
             )?;
             if action.argv.is_empty() || action.argv[0].is_empty() {
-                return Err(format!(
-                    "key `actions.{name}.argv`: must name a program, e.g. [\"systemctl\", \"stop\", \"app\"]"
+                return Err(SettingError::new(
+                    format!("actions.{name}.argv"),
+                    "must name a program, e.g. [\"systemctl\", \"stop\", \"app\"]",
                 ));
             }
         }
@@ -315,13 +326,13 @@ impl Config {
 }
 
 /// The crash-loop quarantine's window must hold the failures it counts.
-fn check_quarantine(policy: &PolicyConfig) -> Result<(), String> {
+fn check_quarantine(policy: &PolicyConfig) -> Result<(), SettingError> {
     if policy.quarantine_after_failures > 0 && policy.quarantine_window.is_zero() {
-        return Err(
-            "key `policy.quarantine-window`: must be more than zero, e.g. \"60s\" (to never \
-             quarantine a plugin, set `quarantine-after-failures = 0`)"
-                .into(),
-        );
+        return Err(SettingError::new(
+            "policy.quarantine-window",
+            "must be more than zero, e.g. \"60s\" (to never quarantine a plugin, set \
+             `quarantine-after-failures = 0`)",
+        ));
     }
     check_at_most(
         "policy.quarantine-window",
@@ -336,7 +347,7 @@ fn check_quarantine(policy: &PolicyConfig) -> Result<(), String> {
 fn check_barrier_after_preparation(
     deadline: Option<Duration>,
     lead: LeadTime,
-) -> Result<(), String> {
+) -> Result<(), SettingError> {
     let Some(deadline) = deadline else {
         return Ok(());
     };
@@ -347,12 +358,14 @@ fn check_barrier_after_preparation(
     if deadline < lead {
         return Ok(());
     }
-    Err(format!(
-        "key `coordination.deadline`: \"{}\" is not shorter than `policy.prepare-lead-time` \
-         {named}: the first ready VM would approve for all of them before the others start \
-         preparing; make prepare-lead-time longer than the deadline plus the plugins' \
-         prepare-times",
-        humantime::format_duration(deadline)
+    Err(SettingError::new(
+        "coordination.deadline",
+        format!(
+            "\"{}\" is not shorter than `policy.prepare-lead-time` {named}: the first ready VM \
+             would approve for all of them before the others start preparing; make \
+             prepare-lead-time longer than the deadline plus the plugins' prepare-times",
+            humantime::format_duration(deadline)
+        ),
     ))
 }
 

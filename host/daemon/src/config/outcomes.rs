@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::pipeline::outcome::OutcomeLimits;
+use crate::pipeline::setting_error::SettingError;
 
 /// Most records `keep` may name: the admin endpoint answers them all at once.
 const MAX_OUTCOMES_KEPT: usize = 10_000;
@@ -40,19 +41,24 @@ impl OutcomesConfig {
     }
 
     /// Err naming the key when a bound is out of range.
-    pub(crate) fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), SettingError> {
         if !(1..=MAX_OUTCOMES_KEPT).contains(&self.keep) {
-            return Err(format!(
-                "key `outcomes.keep`: {} is outside 1..={MAX_OUTCOMES_KEPT}; keep at least the \
-                 last event's record",
-                self.keep
+            return Err(SettingError::new(
+                "outcomes.keep",
+                format!(
+                    "{} is outside 1..={MAX_OUTCOMES_KEPT}; keep at least the last event's record",
+                    self.keep
+                ),
             ));
         }
         if self.max_size.as_u64() < MIN_OUTCOMES_SIZE {
-            return Err(format!(
-                "key `outcomes.max-size`: \"{}\" is below \"256KiB\", which one large record \
-                 may take; give at least \"256KiB\"",
-                self.max_size
+            return Err(SettingError::new(
+                "outcomes.max-size",
+                format!(
+                    "\"{}\" is below \"256KiB\", which one large record may take; give at \
+                     least \"256KiB\"",
+                    self.max_size
+                ),
             ));
         }
         Ok(())

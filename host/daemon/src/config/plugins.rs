@@ -4,6 +4,8 @@ use serde::{Deserialize, Serialize};
 
 use forewarn_supply::signature::TrustedKeys;
 
+use crate::pipeline::setting_error::SettingError;
+
 /// `[plugins]`: the supply chain's settings (docs/plugin-directory.md, "Installing from a
 /// registry").
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -17,8 +19,8 @@ pub struct PluginsConfig {
 
 impl PluginsConfig {
     /// The trusted keys, parsed.
-    pub fn trusted_keys(&self) -> Result<TrustedKeys, String> {
+    pub fn trusted_keys(&self) -> Result<TrustedKeys, SettingError> {
         TrustedKeys::parse(&self.trusted_keys)
-            .map_err(|problem| format!("key `plugins.trusted-keys`: {problem}"))
+            .map_err(|problem| SettingError::new("plugins.trusted-keys", problem))
     }
 }

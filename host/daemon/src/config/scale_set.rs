@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::pipeline::setting_error::SettingError;
+
 /// Least `imds-unreachable-after` and `journal-not-durable-after`: IMDS itself may not answer
 /// for a while (it restarts, throttles), and a journal retry takes seconds.
 const MIN_UNHEALTHY_AFTER: Duration = Duration::from_secs(30);
@@ -61,7 +63,7 @@ impl Default for ScaleSetConfig {
 
 impl ScaleSetConfig {
     /// Err naming the key when a value is out of range.
-    pub(crate) fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), SettingError> {
         for (key, value) in [
             (
                 "scale-set.imds-unreachable-after",
@@ -73,21 +75,26 @@ impl ScaleSetConfig {
             ),
         ] {
             if !(MIN_UNHEALTHY_AFTER..=MAX_UNHEALTHY_AFTER).contains(&value) {
-                return Err(format!(
-                    "key `{key}`: \"{}\" is outside \"30s\"..=\"1day\": shorter makes a VM \
-                     Unhealthy (and repaired) over a blip, longer hides a broken one; give a \
-                     duration in that range, e.g. \"5m\"",
-                    humantime::format_duration(value)
+                return Err(SettingError::new(
+                    key,
+                    format!(
+                        "\"{}\" is outside \"30s\"..=\"1day\": shorter makes a VM Unhealthy \
+                         (and repaired) over a blip, longer hides a broken one; give a duration \
+                         in that range, e.g. \"5m\"",
+                        humantime::format_duration(value)
+                    ),
                 ));
             }
         }
         if let Some(number) = self.phase_ordering_number
             && number > MAX_PHASE_ORDERING_NUMBER
         {
-            return Err(format!(
-                "key `scale-set.phase-ordering-number`: {number} is above \
-                 {MAX_PHASE_ORDERING_NUMBER}; phases run in numeric order, so number them \
-                 0, 1, 2, …"
+            return Err(SettingError::new(
+                "scale-set.phase-ordering-number",
+                format!(
+                    "{number} is above {MAX_PHASE_ORDERING_NUMBER}; phases run in numeric \
+                     order, so number them 0, 1, 2, …"
+                ),
             ));
         }
         Ok(())
