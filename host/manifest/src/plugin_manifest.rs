@@ -1,6 +1,7 @@
 //! A plugin's manifest (`NAME.toml` beside `NAME.wasm`): which events it wants, whom it runs
 //! after, its budget and memory cap, its config values and the capabilities it is granted.
 
+use forewarn_pipeline::setting_error::SettingError;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
@@ -153,24 +154,27 @@ impl PluginManifest {
     fn parse_in(text: &str, dir: &Path) -> Result<PluginManifest, String> {
         let mut manifest: PluginManifest =
             toml::from_str(text).map_err(|error| describe_toml_error(text, &error))?;
-        let locate = |(key, message): (&str, String)| match line_of_key(text, key) {
-            Some(line) => format!("line {line}: key `{key}`: {message}"),
-            None => format!("key `{key}`: {message}"),
+        let locate = |error: SettingError| {
+            let line = error.keys.first().and_then(|key| line_of_key(text, key));
+            match line {
+                Some(line) => format!("line {line}: {error}"),
+                None => error.to_string(),
+            }
         };
         manifest.validate().map_err(locate)?;
         manifest.capabilities.read_http_roots(dir).map_err(locate)?;
         Ok(manifest)
     }
 
-    /// Checks the values serde cannot; the error is (dotted key, what is wrong).
-    fn validate(&self) -> Result<(), (&'static str, String)> {
+    /// Checks the values serde cannot; the error names the key.
+    fn validate(&self) -> Result<(), SettingError> {
         self.refuse_text_that_moves()?;
         for name in &self.subscribe {
             if name != "*"
                 && name != "Unknown"
                 && EventType::from_subscription_name(name) == EventType::Unknown
             {
-                return Err((
+                return Err(SettingError::new(
                     "subscribe",
                     format!(
                         "unknown event type \"{name}\"; use Freeze, Reboot, Redeploy, Preempt, \
@@ -180,10 +184,13 @@ impl PluginManifest {
             }
         }
         if self.budget.is_zero() {
-            return Err(("budget", "must be more than zero, e.g. \"10s\"".into()));
+            return Err(SettingError::new(
+                "budget",
+                "must be more than zero, e.g. \"10s\"",
+            ));
         }
         if self.budget > MAX_BUDGET {
-            return Err((
+            return Err(SettingError::new(
                 "budget",
                 format!(
                     "{} is longer than the maximum \"{}\" (the longest standard IMDS \
@@ -196,7 +203,7 @@ impl PluginManifest {
         if let Some(prepare_time) = self.prepare_time
             && (prepare_time.is_zero() || prepare_time > MAX_BUDGET)
         {
-            return Err((
+            return Err(SettingError::new(
                 "prepare-time",
                 format!(
                     "{} must be more than zero and at most \"{}\" (the longest standard IMDS \
@@ -207,7 +214,7 @@ impl PluginManifest {
             ));
         }
         if self.memory.as_u64() < 1024 * 1024 {
-            return Err((
+            return Err(SettingError::new(
                 "memory",
                 format!(
                     "{} is too small to run a plugin; use at least \"1MiB\"",
@@ -216,7 +223,7 @@ impl PluginManifest {
             ));
         }
         if self.memory > MAX_MEMORY {
-            return Err((
+            return Err(SettingError::new(
                 "memory",
                 format!(
                     "{} is more than the maximum \"1GiB\" (plugins must leave the VM its \
@@ -232,12 +239,14 @@ impl PluginManifest {
     /// bidirectional mark in a grant or another value shown to an operator: printed at
     /// `plugin push`, at the install's consent and by `plugin list`, it could rewrite their
     /// terminal (clear the screen, hide the real grants, write the clipboard).
-    fn refuse_text_that_moves(&self) -> Result<(), (&'static str, String)> {
+    fn refuse_text_that_moves(&self) -> Result<(), SettingError> {
         self.capabilities.refuse_text_that_moves()?;
-        shown::refuse_text_that_moves(&self.after, "it names plugins (a-z, 0-9, '-', '_')")
-            .map_err(|message| ("after", message))?;
-        shown::refuse_text_that_moves(&self.subscribe, "it names event types")
-            .map_err(|message| ("subscribe", message))
+        shown::refuse_text_that_moves(
+            "after",
+            &self.after,
+            "it names plugins (a-z, 0-9, '-', '_')",
+        )?;
+        shown::refuse_text_that_moves("subscribe", &self.subscribe, "it names event types")
     }
 
     /// What the pipeline reads of this manifest (subscriptions, `after`, budget,

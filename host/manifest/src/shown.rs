@@ -6,6 +6,8 @@
 //! escape in such a string cannot clear the screen, hide the real grants, forge a prompt or
 //! write the clipboard (OSC 52); a 900 KiB annotation cannot fill the screen.
 
+use forewarn_pipeline::setting_error::SettingError;
+
 /// Longest version shown ("1.2.0", "2026.01.15-rc1"): a version is short.
 pub const VERSION_MAX_BYTES: usize = 64;
 /// Longest plugin name, signer or other one-word value shown.
@@ -47,19 +49,21 @@ pub fn moves_text(text: &str) -> bool {
 /// terminal (clear the screen, hide the real grants, write the clipboard). The error names
 /// the entry and says what the value is (`what_it_is`).
 pub(crate) fn refuse_text_that_moves(
+    key: &str,
     values: &[impl AsRef<str>],
     what_it_is: &str,
-) -> Result<(), String> {
+) -> Result<(), SettingError> {
     for (index, value) in values.iter().enumerate() {
         let value = value.as_ref();
         if moves_text(value) {
-            return Err(format!(
+            let problem = format!(
                 "entry {} (\"{}\") holds a control character, a line separator or a \
                  bidirectional mark, which would rewrite the terminal of whoever reads the \
                  grants; remove it ({what_it_is})",
                 index + 1,
                 reference(value)
-            ));
+            );
+            return Err(SettingError::new(key, problem));
         }
     }
     Ok(())

@@ -1,6 +1,7 @@
 //! `actions = ["stop-app"]`: the operator-defined actions (`[actions.NAME]` of the daemon's
 //! config) the plugin may run with `run-action`, as the daemon's user.
 
+use forewarn_pipeline::setting_error::SettingError;
 use std::collections::BTreeSet;
 
 use super::name_set;
@@ -12,8 +13,9 @@ pub const KEY: &str = "capabilities.actions";
 const NAME: &str = "actions";
 
 /// Refuses a name that would rewrite the operator's terminal.
-pub(crate) fn refuse_text_that_moves(actions: &[String]) -> Result<(), String> {
+pub(crate) fn refuse_text_that_moves(actions: &[String]) -> Result<(), SettingError> {
     shown::refuse_text_that_moves(
+        KEY,
         actions,
         "an action is the name of an `[actions.NAME]` of the daemon's config",
     )

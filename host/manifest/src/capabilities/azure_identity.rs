@@ -1,6 +1,7 @@
 //! `azure-identity = ["https://storage.azure.com/"]`: the resources (token audiences) the
 //! plugin may ask the VM's managed identity for access tokens for (`azure-access-token`).
 
+use forewarn_pipeline::setting_error::SettingError;
 use std::collections::BTreeSet;
 
 use super::name_set;
@@ -12,20 +13,24 @@ pub const KEY: &str = "capabilities.azure-identity";
 const NAME: &str = "azure-identity";
 
 /// Refuses a resource that would rewrite the operator's terminal.
-pub(crate) fn refuse_text_that_moves(resources: &[String]) -> Result<(), String> {
+pub(crate) fn refuse_text_that_moves(resources: &[String]) -> Result<(), SettingError> {
     shown::refuse_text_that_moves(
+        KEY,
         resources,
         "a resource is a URI such as \"https://storage.azure.com/\"",
     )
 }
 
 /// Each entry is a resource URI.
-pub(crate) fn check(resources: &[String]) -> Result<(), String> {
+pub(crate) fn check(resources: &[String]) -> Result<(), SettingError> {
     for resource in resources {
         if !(resource.starts_with("https://") || resource.starts_with("api://")) {
-            return Err(format!(
-                "\"{resource}\" is not a resource URI; list the audience the plugin needs \
-                 tokens for, e.g. \"https://storage.azure.com/\""
+            return Err(SettingError::new(
+                KEY,
+                format!(
+                    "\"{resource}\" is not a resource URI; list the audience the plugin \
+                     needs tokens for, e.g. \"https://storage.azure.com/\""
+                ),
             ));
         }
     }

@@ -3,6 +3,7 @@
 //! rules (a regular file no one else may write); a relative path is relative to the
 //! manifest's directory.
 
+use forewarn_pipeline::setting_error::SettingError;
 use std::path::Path;
 
 use forewarn_runtime::CertificateDer;
@@ -16,16 +17,16 @@ pub const KEY: &str = "capabilities.http-ca-file";
 const CA_FILE_MAX_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Refuses a path that would rewrite the operator's terminal.
-pub(crate) fn refuse_text_that_moves(file: Option<&Path>) -> Result<(), String> {
+pub(crate) fn refuse_text_that_moves(file: Option<&Path>) -> Result<(), SettingError> {
     let shown_path = file.map(|path| path.to_string_lossy().into_owned());
-    shown::refuse_text_that_moves(shown_path.as_slice(), "it is the path of a PEM file")
+    shown::refuse_text_that_moves(KEY, shown_path.as_slice(), "it is the path of a PEM file")
 }
 
 /// The certificates of `file` (none without it), read in `dir` if relative.
 pub(crate) fn read(
     file: Option<&Path>,
     dir: &Path,
-) -> Result<Vec<CertificateDer<'static>>, String> {
+) -> Result<Vec<CertificateDer<'static>>, SettingError> {
     let Some(file) = file else {
         return Ok(Vec::new());
     };
@@ -37,16 +38,19 @@ pub(crate) fn read(
         max_bytes: CA_FILE_MAX_BYTES,
         max_setting: "http-ca-file",
     };
-    let pem = trust::read_trusted_file(&path, rules).map_err(|error| match error {
-        TrustError::TooLarge { size, limit, .. } => format!(
-            "{} is {size} bytes, more than the {limit} bytes a CA file may have; keep only \
-             the CAs the plugin needs",
-            path.display()
-        ),
-        other => format!("{other}; {fix}"),
+    let pem = trust::read_trusted_file(&path, rules).map_err(|error| {
+        let problem = match error {
+            TrustError::TooLarge { size, limit, .. } => format!(
+                "{} is {size} bytes, more than the {limit} bytes a CA file may have; keep only \
+                 the CAs the plugin needs",
+                path.display()
+            ),
+            other => format!("{other}; {fix}"),
+        };
+        SettingError::new(KEY, problem)
     })?;
     forewarn_runtime::ca_certificates(&pem)
-        .map_err(|problem| format!("{}: {problem}; {fix}", path.display()))
+        .map_err(|problem| SettingError::new(KEY, format!("{}: {problem}; {fix}", path.display())))
 }
 
 /// The consent's line, when extra CAs are trusted.

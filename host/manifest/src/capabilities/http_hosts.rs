@@ -1,6 +1,7 @@
 //! `http = ["127.0.0.1:8080"]`: the `host:port` pairs the plugin may send HTTP requests to
 //! (`http-send`), never an address of the platform's own (`forewarn_runtime::network`).
 
+use forewarn_pipeline::setting_error::SettingError;
 use std::collections::BTreeSet;
 
 use super::name_set;
@@ -12,25 +13,30 @@ pub const KEY: &str = "capabilities.http";
 const NAME: &str = "http";
 
 /// Refuses an entry that would rewrite the operator's terminal.
-pub(crate) fn refuse_text_that_moves(targets: &[String]) -> Result<(), String> {
+pub(crate) fn refuse_text_that_moves(targets: &[String]) -> Result<(), SettingError> {
     shown::refuse_text_that_moves(
+        KEY,
         targets,
         "a host:port is letters, digits, '.', '-', '[', ']' and ':'",
     )
 }
 
 /// Each entry is `host:port`, none a platform address plugins may never reach.
-pub(crate) fn check(targets: &[String]) -> Result<(), String> {
+pub(crate) fn check(targets: &[String]) -> Result<(), SettingError> {
     for target in targets {
         if !target.contains(':') {
-            return Err(format!(
-                "\"{target}\" must be host:port, e.g. \"127.0.0.1:8080\""
+            return Err(SettingError::new(
+                KEY,
+                format!("\"{target}\" must be host:port, e.g. \"127.0.0.1:8080\""),
             ));
         }
         if let Some(reason) = forewarn_runtime::network::forbidden_entry(target) {
-            return Err(format!(
-                "\"{target}\" is {reason}, which plugins may never reach; remove the entry \
-                 (see \"Network rules for plugins\" in docs/operations.md)"
+            return Err(SettingError::new(
+                KEY,
+                format!(
+                    "\"{target}\" is {reason}, which plugins may never reach; remove the \
+                     entry (see \"Network rules for plugins\" in docs/operations.md)"
+                ),
             ));
         }
     }

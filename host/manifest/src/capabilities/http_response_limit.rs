@@ -3,18 +3,22 @@
 //! [`forewarn_runtime::HTTP_RESPONSE_LIMIT_MAX`] (64 MiB).
 
 use bytesize::ByteSize;
+use forewarn_pipeline::setting_error::SettingError;
 use forewarn_runtime::HttpResponseLimit;
 
 /// The dotted key errors name.
 pub const KEY: &str = "capabilities.http-response-limit";
 
 /// The limit is between 1 byte and the hard limit.
-pub(crate) fn check(limit: Option<ByteSize>) -> Result<(), String> {
+pub(crate) fn check(limit: Option<ByteSize>) -> Result<(), SettingError> {
     match limit {
-        Some(limit) if HttpResponseLimit::new(limit.as_u64()).is_none() => Err(format!(
-            "{limit} is not between 1 byte and the hard limit of {} (64 MiB); use e.g. \
-             \"16MiB\"",
-            ByteSize::b(forewarn_runtime::HTTP_RESPONSE_LIMIT_MAX as u64)
+        Some(limit) if HttpResponseLimit::new(limit.as_u64()).is_none() => Err(SettingError::new(
+            KEY,
+            format!(
+                "{limit} is not between 1 byte and the hard limit of {} (64 MiB); use e.g. \
+                 \"16MiB\"",
+                ByteSize::b(forewarn_runtime::HTTP_RESPONSE_LIMIT_MAX as u64)
+            ),
         )),
         _ => Ok(()),
     }

@@ -16,6 +16,7 @@
 //!
 //! Adding a key: docs/architecture.md, "Adding a capability".
 
+use forewarn_pipeline::setting_error::SettingError;
 use std::path::{Path, PathBuf};
 
 use forewarn_runtime::{CertificateDer, Grants};
@@ -55,32 +56,25 @@ pub struct Capabilities {
 
 impl Capabilities {
     /// Refuses a value that would rewrite the terminal of whoever reads the grants (see
-    /// [`crate::shown::refuse_text_that_moves`]); the error is (dotted key, what is wrong).
-    pub(crate) fn refuse_text_that_moves(&self) -> Result<(), (&'static str, String)> {
-        http_hosts::refuse_text_that_moves(&self.http).map_err(at(http_hosts::KEY))?;
-        azure_identity::refuse_text_that_moves(&self.azure_identity)
-            .map_err(at(azure_identity::KEY))?;
-        actions::refuse_text_that_moves(&self.actions).map_err(at(actions::KEY))?;
+    /// [`crate::shown::refuse_text_that_moves`]); each key's unit names itself.
+    pub(crate) fn refuse_text_that_moves(&self) -> Result<(), SettingError> {
+        http_hosts::refuse_text_that_moves(&self.http)?;
+        azure_identity::refuse_text_that_moves(&self.azure_identity)?;
+        actions::refuse_text_that_moves(&self.actions)?;
         http_ca_file::refuse_text_that_moves(self.http_ca_file.as_deref())
-            .map_err(at(http_ca_file::KEY))?;
-        Ok(())
     }
 
-    /// Checks each key's value as far as the parser cannot; the error is (dotted key, what is
-    /// wrong).
-    pub(crate) fn check(&self) -> Result<(), (&'static str, String)> {
-        http_response_limit::check(self.http_response_limit)
-            .map_err(at(http_response_limit::KEY))?;
-        http_hosts::check(&self.http).map_err(at(http_hosts::KEY))?;
-        azure_identity::check(&self.azure_identity).map_err(at(azure_identity::KEY))?;
-        Ok(())
+    /// Checks each key's value as far as the parser cannot; each key's unit names itself.
+    pub(crate) fn check(&self) -> Result<(), SettingError> {
+        http_response_limit::check(self.http_response_limit)?;
+        http_hosts::check(&self.http)?;
+        azure_identity::check(&self.azure_identity)
     }
 
     /// Reads the certificates of `http-ca-file` (a relative path in `dir`) into
-    /// `http_roots`; the error is (dotted key, what is wrong).
-    pub(crate) fn read_http_roots(&mut self, dir: &Path) -> Result<(), (&'static str, String)> {
-        self.http_roots =
-            http_ca_file::read(self.http_ca_file.as_deref(), dir).map_err(at(http_ca_file::KEY))?;
+    /// `http_roots`.
+    pub(crate) fn read_http_roots(&mut self, dir: &Path) -> Result<(), SettingError> {
+        self.http_roots = http_ca_file::read(self.http_ca_file.as_deref(), dir)?;
         Ok(())
     }
 
@@ -95,9 +89,4 @@ impl Capabilities {
             http_response_limit: http_response_limit::granted(self.http_response_limit),
         }
     }
-}
-
-/// Pairs a unit's message with its dotted key.
-fn at(key: &'static str) -> impl Fn(String) -> (&'static str, String) {
-    move |message| (key, message)
 }
