@@ -130,7 +130,7 @@ fn publishing_or_stale(vm: String, record: FleetRecord, now_ms: u64) -> FleetVm 
 #[derive(Debug, Default)]
 pub struct FleetRead {
     /// VM name → its record.
-    pub records: BTreeMap<String, Result<FleetRecord, String>>,
+    pub records: BTreeMap<String, Result<FleetRecord, UnreadableRecord>>,
     /// More records than [`FLEET_VMS_MAX`]: VMs sorting after the last one were not read.
     pub truncated: bool,
 }
@@ -172,7 +172,7 @@ impl Seen {
                     state: FleetVmState::Unreadable,
                     gone_since_unix_ms: None,
                     record: None,
-                    problem: Some(problem),
+                    problem: Some(problem.to_string()),
                 },
             };
             self.vms.insert(name, vm);
@@ -204,26 +204,46 @@ impl Seen {
     }
 }
 
+/// Why another VM's fleet record is not shown.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnreadableRecord {
+    /// Larger than a forewarn writes: not parsed at all.
+    #[error(
+        "a record of {bytes} bytes, more than the {FLEET_RECORD_MAX_BYTES} a forewarn writes: not shown"
+    )]
+    TooLarge {
+        /// Its size.
+        bytes: usize,
+    },
+    /// A record of another schema (another forewarn version).
+    #[error(
+        "a record of schema {schema} (this forewarn reads schema {FLEET_RECORD_SCHEMA}): upgrade forewarn on this VM or on that one"
+    )]
+    OtherSchema {
+        /// The schema it says it is.
+        schema: u32,
+    },
+    /// Not JSON of a fleet record; the parser's words, cut.
+    #[error("not a forewarn fleet record ({0})")]
+    NotARecord(String),
+}
+
 /// Reads one record: JSON of [`FLEET_RECORD_SCHEMA`], or why not.
-pub fn parse_record(value: &str) -> Result<FleetRecord, String> {
+pub fn parse_record(value: &str) -> Result<FleetRecord, UnreadableRecord> {
     // Another VM wrote it: held to the bounds a forewarn writes within, whatever it holds.
     if value.len() > FLEET_RECORD_MAX_BYTES {
-        return Err(format!(
-            "a record of {} bytes, more than the {FLEET_RECORD_MAX_BYTES} a forewarn writes: not shown",
-            value.len()
-        ));
+        return Err(UnreadableRecord::TooLarge { bytes: value.len() });
     }
     match serde_json::from_str::<FleetRecord>(value) {
         Ok(mut record) if record.schema == FLEET_RECORD_SCHEMA => {
             record.cut_lists();
             Ok(record)
         }
-        Ok(record) => Err(format!(
-            "a record of schema {} (this forewarn reads schema {FLEET_RECORD_SCHEMA}): upgrade forewarn on this VM or on that one",
-            record.schema
-        )),
-        Err(error) => Err(bounded_text(&format!(
-            "not a forewarn fleet record ({error})"
+        Ok(record) => Err(UnreadableRecord::OtherSchema {
+            schema: record.schema,
+        }),
+        Err(error) => Err(UnreadableRecord::NotARecord(bounded_text(
+            &error.to_string(),
         ))),
     }
 }
@@ -394,7 +414,9 @@ mod tests {
     fn a_record_from_another_vm_is_held_to_the_bounds_a_forewarn_writes_within() {
         // Over the byte cap: not parsed at all.
         let huge = format!("{{\"pad\":\"{}\"}}", "x".repeat(FLEET_RECORD_MAX_BYTES));
-        let refused = parse_record(&huge).expect_err("a record over the cap");
+        let refused = parse_record(&huge)
+            .expect_err("a record over the cap")
+            .to_string();
         assert!(refused.contains("more than the 4096"), "{refused}");
         // Within the cap but with more readiness holds than a forewarn lists: cut on read.
         let mut many = record("vm-evil");
@@ -536,10 +558,16 @@ mod tests {
             ..record("vm-a")
         })
         .unwrap();
-        assert!(parse_record(&other).unwrap_err().contains("schema 99"));
+        assert!(
+            parse_record(&other)
+                .unwrap_err()
+                .to_string()
+                .contains("schema 99")
+        );
         assert!(
             parse_record("<html>")
                 .unwrap_err()
+                .to_string()
                 .starts_with("not a forewarn fleet record")
         );
         let good = serde_json::to_string(&record("vm-a")).unwrap();

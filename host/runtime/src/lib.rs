@@ -83,8 +83,8 @@ pub use capabilities::Grants;
 pub use capabilities::actions::ActionSpec;
 pub use capabilities::http::network;
 pub use capabilities::http::{
-    DEFAULT_HTTP_RESPONSE_LIMIT, HTTP_RESPONSE_LIMIT_MAX, HttpClient, HttpResponseLimit,
-    ca_certificates,
+    CaFileError, DEFAULT_HTTP_RESPONSE_LIMIT, HTTP_RESPONSE_LIMIT_MAX, HttpClient,
+    HttpResponseLimit, ca_certificates,
 };
 pub use capabilities::identity::{
     IssuedToken, ManagedIdentity, TOKEN_RENEW_BEFORE, TokenFetcher, TokenFuture,

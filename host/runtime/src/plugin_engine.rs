@@ -13,7 +13,7 @@ use wasmtime::component::Linker;
 use crate::allocation::InstanceAllocation;
 use crate::call_state::CallState;
 use crate::engine_config::engine_config;
-use crate::error::RuntimeError;
+use crate::error::{LoadError, RuntimeError};
 use crate::resident_memory;
 
 /// An engine, its linker, and where its instance pool's linear memories live.
@@ -29,11 +29,12 @@ impl PluginEngine {
     /// An engine allocating as `allocation` says, each memory keeping at most
     /// `keep_resident` bytes between calls. Where the pool's address space is refused (a
     /// `ulimit -v`), the engine allocates each instance on demand instead, and says so.
-    /// The error is wasmtime's, on one line.
+    /// The error carries wasmtime's, on one line.
     pub(crate) fn new(
         allocation: InstanceAllocation,
         keep_resident: usize,
-    ) -> Result<PluginEngine, String> {
+    ) -> Result<PluginEngine, LoadError> {
+        let setup = |message: String| LoadError::EngineSetup { message };
         let (made, memory_pool) = resident_memory::make_engine_finding_its_pool(|| {
             Engine::new(&engine_config(allocation, keep_resident))
         });
@@ -42,13 +43,13 @@ impl PluginEngine {
             Err(error) if allocation == InstanceAllocation::Pooling => {
                 tracing::warn!(error = %format!("{error:#}"), "could not reserve the plugin's instance pool; allocating its instances on demand (slower calls)");
                 let fallback = crate::engine_config::pool_refused_config(allocation);
-                let engine = Engine::new(&fallback).map_err(|error| format!("{error:#}"))?;
+                let engine = Engine::new(&fallback).map_err(|error| setup(format!("{error:#}")))?;
                 (engine, None)
             }
-            Err(error) => return Err(format!("{error:#}")),
+            Err(error) => return Err(setup(format!("{error:#}"))),
         };
         let memory_pool = memory_pool.filter(|_| allocation == InstanceAllocation::Pooling);
-        Self::with_engine(engine, memory_pool).map_err(|error| error.to_string())
+        Self::with_engine(engine, memory_pool).map_err(|error| setup(error.to_string()))
     }
 
     /// An engine that makes no instance of its own: for checking and describing components

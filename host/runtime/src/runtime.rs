@@ -199,8 +199,7 @@ impl Runtime {
             settings.memory_limit_bytes,
             inspect::defined_memories(bytes),
         );
-        let engine = PluginEngine::new(self.inner.allocation, keep_resident)
-            .map_err(|error| LoadError::EngineSetup { message: error })?;
+        let engine = PluginEngine::new(self.inner.allocation, keep_resident)?;
         let compiled = self.compile(name, bytes, engine.engine())?;
         let pre = prepare(&engine, &compiled.component)?;
         inspect::check_initial_memory(name, bytes, settings.memory_limit_bytes)?;

@@ -211,9 +211,9 @@ fn the_response_limit_is_more_than_zero_and_at_most_64_mib() {
 
 #[test]
 fn a_ca_file_needs_at_least_one_usable_certificate() {
-    let empty = ca_certificates(b"no pem here\n").unwrap_err();
+    let empty = ca_certificates(b"no pem here\n").unwrap_err().to_string();
     assert!(empty.contains("holds no PEM certificate"), "{empty}");
     let broken = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
-    let error = ca_certificates(broken).unwrap_err();
+    let error = ca_certificates(broken).unwrap_err().to_string();
     assert!(error.contains("certificate number 1"), "{error}");
 }

@@ -12,7 +12,37 @@ use crate::mutex::lock;
 use crate::wit::latest::HostError;
 
 /// The system's CA certificates, loaded on first use: the store, or why there is none.
-static SYSTEM_ROOTS: OnceLock<Result<RootCertStore, String>> = OnceLock::new();
+static SYSTEM_ROOTS: OnceLock<Result<RootCertStore, NoSystemRoots>> = OnceLock::new();
+
+/// Why the system's CA store gave no certificate.
+#[derive(Debug, thiserror::Error)]
+enum NoSystemRoots {
+    /// It was read and holds none.
+    #[error("it found none")]
+    NoneFound,
+    /// What went wrong reading it, each error.
+    #[error("{}", .0.join("; "))]
+    Unreadable(Vec<String>),
+}
+
+/// Why a PEM file meant for `http-ca-file` is refused (the caller names the key and path).
+#[derive(Debug, thiserror::Error)]
+pub enum CaFileError {
+    /// The PEM is malformed.
+    #[error("it is not a valid PEM file: {0}")]
+    NotPem(String),
+    /// A valid PEM with no certificate in it.
+    #[error("it holds no PEM certificate (\"-----BEGIN CERTIFICATE-----\")")]
+    NoCertificate,
+    /// A certificate rustls cannot use as a trust anchor.
+    #[error("its certificate number {number} is not usable as a CA: {error}")]
+    NotACa {
+        /// Its place in the file, from 1.
+        number: usize,
+        /// What rustls said.
+        error: String,
+    },
+}
 
 /// Most client configurations one [`TlsConfigs`] keeps; past it, it starts afresh.
 const CONFIGS_KEPT: usize = 64;
@@ -47,7 +77,7 @@ impl TlsConfigs {
 
 /// The system's CA store, read from disk on the first call of the process (off the async
 /// worker threads).
-async fn system_roots() -> &'static Result<RootCertStore, String> {
+async fn system_roots() -> &'static Result<RootCertStore, NoSystemRoots> {
     if let Some(roots) = SYSTEM_ROOTS.get() {
         return roots;
     }
@@ -58,7 +88,7 @@ async fn system_roots() -> &'static Result<RootCertStore, String> {
     }
 }
 
-fn load_system_roots() -> Result<RootCertStore, String> {
+fn load_system_roots() -> Result<RootCertStore, NoSystemRoots> {
     let native = rustls_native_certs::load_native_certs();
     let mut roots = RootCertStore::empty();
     let (added, _unusable) = roots.add_parsable_certificates(native.certs);
@@ -67,14 +97,14 @@ fn load_system_roots() -> Result<RootCertStore, String> {
     }
     let errors: Vec<String> = native.errors.iter().map(ToString::to_string).collect();
     Err(if errors.is_empty() {
-        "it found none".to_owned()
+        NoSystemRoots::NoneFound
     } else {
-        errors.join("; ")
+        NoSystemRoots::Unreadable(errors)
     })
 }
 
 fn client_config(
-    system: &Result<RootCertStore, String>,
+    system: &Result<RootCertStore, NoSystemRoots>,
     extra: &[CertificateDer<'static>],
     plugin: &str,
 ) -> Result<ClientConfig, HostError> {
@@ -105,21 +135,21 @@ fn client_config(
 
 /// The certificates of a PEM file meant for `http-ca-file`: at least one, each usable as a
 /// trusted CA. The error says what is wrong with the file (the caller names key and path).
-pub fn ca_certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
+pub fn ca_certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, CaFileError> {
     let certificates = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| format!("it is not a valid PEM file: {error}"))?;
+        .map_err(|error| CaFileError::NotPem(error.to_string()))?;
     if certificates.is_empty() {
-        return Err("it holds no PEM certificate (\"-----BEGIN CERTIFICATE-----\")".to_owned());
+        return Err(CaFileError::NoCertificate);
     }
     let mut check = RootCertStore::empty();
     for (index, certificate) in certificates.iter().enumerate() {
-        check.add(certificate.clone()).map_err(|error| {
-            format!(
-                "its certificate number {} is not usable as a CA: {error}",
-                index + 1
-            )
-        })?;
+        check
+            .add(certificate.clone())
+            .map_err(|error| CaFileError::NotACa {
+                number: index + 1,
+                error: error.to_string(),
+            })?;
     }
     Ok(certificates)
 }
@@ -173,7 +203,7 @@ mod tests {
 
     #[test]
     fn without_system_cas_an_https_call_says_so_and_names_the_fix() {
-        let none = Err("it found none".to_owned());
+        let none = Err(NoSystemRoots::NoneFound);
         let error = client_config(&none, &[], "p").unwrap_err();
         let HostError::Failed(text) = error else {
             panic!("expected failed, got {error:?}");
@@ -193,7 +223,7 @@ mod tests {
     fn without_system_cas_the_plugins_own_cas_still_serve() {
         let extra = ca_certificates(super::super::https_tests::TEST_CA).unwrap();
         assert_eq!(extra.len(), 1);
-        let none = Err("it found none".to_owned());
+        let none = Err(NoSystemRoots::NoneFound);
         assert!(client_config(&none, &extra, "p").is_ok());
     }
 }
