@@ -30,10 +30,9 @@ pub struct Args {
 /// Runs `plugin pull`.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let config = args.dir.load()?;
-    let source = Source::Registry(
-        forewarn_supply::reference::Reference::parse(&args.reference)
-            .map_err(anyhow::Error::msg)?,
-    );
+    let source = Source::Registry(forewarn_supply::reference::Reference::parse(
+        &args.reference,
+    )?);
     let fetched = source::fetch_within(
         &source,
         &args.registry.options(),

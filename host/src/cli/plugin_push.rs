@@ -35,7 +35,7 @@ pub struct Args {
 
 /// Runs `plugin push`.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let reference = Reference::parse(&args.reference).map_err(anyhow::Error::msg)?;
+    let reference = Reference::parse(&args.reference)?;
     let request = PushRequest {
         wasm: args.plugin,
         manifest: args.manifest,

@@ -84,7 +84,7 @@ impl Descriptor {
     }
 
     /// Its digest, checked for form.
-    pub fn parsed_digest(&self) -> Result<Digest, String> {
+    pub fn parsed_digest(&self) -> Result<Digest, crate::reference::NameError> {
         Digest::parse(&self.digest)
     }
 }
@@ -360,17 +360,26 @@ pub enum LayerKind {
     PluginManifest,
 }
 
+/// A layer a plugin artifact does not have: its media type (as shown, escaped and cut).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "it has a layer of type {shown_type}; a plugin has one {WASM_LAYER_MEDIA_TYPE} layer and \
+     at most one {PLUGIN_MANIFEST_MEDIA_TYPE} layer"
+)]
+pub struct ForeignLayer {
+    /// The layer's media type, escaped and cut for showing.
+    pub shown_type: String,
+}
+
 impl LayerKind {
     /// The kind of a plugin artifact's layer, or why it does not belong.
-    pub fn of(layer: &Descriptor) -> Result<LayerKind, String> {
+    pub fn of(layer: &Descriptor) -> Result<LayerKind, ForeignLayer> {
         match layer.media_type.as_str() {
             WASM_LAYER_MEDIA_TYPE => Ok(LayerKind::Component),
             PLUGIN_MANIFEST_MEDIA_TYPE => Ok(LayerKind::PluginManifest),
-            other => Err(format!(
-                "it has a layer of type {}; a plugin has one {WASM_LAYER_MEDIA_TYPE} layer \
-                 and at most one {PLUGIN_MANIFEST_MEDIA_TYPE} layer",
-                forewarn_manifest::shown::reference(other)
-            )),
+            other => Err(ForeignLayer {
+                shown_type: forewarn_manifest::shown::reference(other),
+            }),
         }
     }
 }
@@ -392,7 +401,7 @@ pub fn check_plugin_shape(manifest: &ImageManifest, source_name: &str) -> Result
     let mut components = 0;
     let mut manifests = 0;
     for layer in &manifest.layers {
-        match LayerKind::of(layer).map_err(not_a_plugin)? {
+        match LayerKind::of(layer).map_err(|foreign| not_a_plugin(foreign.to_string()))? {
             LayerKind::Component => components += 1,
             LayerKind::PluginManifest => manifests += 1,
         }

@@ -2,7 +2,9 @@
 //! the component compiles, implements a plugin world this forewarn serves, imports only what
 //! the host provides, and starts within its manifest's memory cap.
 
-use forewarn_runtime::{ComponentReport, HostServices, Runtime, RuntimeConfig};
+use forewarn_runtime::{
+    ComponentReport, HostServices, LoadError, Runtime, RuntimeConfig, RuntimeError,
+};
 
 use crate::error::SupplyError;
 use forewarn_manifest::PluginManifest;
@@ -16,17 +18,25 @@ pub struct CheckedComponent {
     pub world: String,
 }
 
+/// Why a component is not a plugin the daemon would load.
+#[derive(Debug, thiserror::Error)]
+pub enum ComponentRefused {
+    /// The runtime itself could not start (nothing is known about the component).
+    #[error("cannot start the plugin runtime to check it: {0}")]
+    NoRuntime(#[from] RuntimeError),
+    /// The runtime refused the component.
+    #[error("not a usable forewarn plugin: {0}")]
+    NotAPlugin(#[from] LoadError),
+}
+
 /// Checks `wasm` as the daemon would load it under `manifest` (blocking: it compiles).
 pub fn check_component(
     name: &str,
     wasm: &[u8],
     manifest: &PluginManifest,
-) -> Result<CheckedComponent, String> {
-    let runtime = Runtime::new(RuntimeConfig::default(), HostServices::default())
-        .map_err(|error| format!("cannot start the plugin runtime to check it: {error}"))?;
-    let report = runtime
-        .inspect(name, wasm, &manifest.runtime_settings())
-        .map_err(|error| format!("not a usable forewarn plugin: {error}"))?;
+) -> Result<CheckedComponent, ComponentRefused> {
+    let runtime = Runtime::new(RuntimeConfig::default(), HostServices::default())?;
+    let report = runtime.inspect(name, wasm, &manifest.runtime_settings())?;
     let version = report
         .exports
         .iter()

@@ -169,6 +169,9 @@ pub enum SupplyError {
     /// A bad argument or setting.
     #[error("{0}")]
     Usage(String),
+    /// A digest or reference that cannot be read.
+    #[error(transparent)]
+    Name(#[from] crate::reference::NameError),
 }
 
 impl SupplyError {

@@ -166,7 +166,7 @@ impl Store for Layout {
         let Some(entry) = entry else {
             return Ok(None);
         };
-        let digest = Digest::parse(&entry.digest).map_err(SupplyError::Usage)?;
+        let digest = Digest::parse(&entry.digest)?;
         let bytes = self.read(
             &format!("blobs/sha256/{}", digest.hex()),
             MAX_OCI_MANIFEST_BYTES,
@@ -189,7 +189,7 @@ impl Store for Layout {
         limit: &Limit,
         what: &str,
     ) -> Result<Vec<u8>, SupplyError> {
-        let digest = Digest::parse(&descriptor.digest).map_err(SupplyError::Usage)?;
+        let digest = Digest::parse(&descriptor.digest)?;
         limit.check(what, descriptor.size)?;
         let bytes = self.read(&format!("blobs/sha256/{}", digest.hex()), limit.bytes)?;
         check_blob(&bytes, descriptor, &digest, what)?;

@@ -5,6 +5,30 @@ use std::fmt;
 
 use sha2::{Digest as _, Sha256};
 
+/// A digest or a reference that cannot be read: the text, and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    /// Not `sha256:` and 64 lower-case hex digits.
+    #[error("\"{text}\" is not a sha256 digest ({why})")]
+    NotADigest {
+        /// The text given.
+        text: String,
+        /// What a digest is.
+        why: &'static str,
+    },
+    /// Not `REGISTRY/REPOSITORY[:TAG][@DIGEST]`.
+    #[error(
+        "\"{text}\" is not an OCI reference: {why}; write REGISTRY/REPOSITORY:TAG, e.g. \
+         \"registry.example.com/acme/lb-drain:1.2.0\""
+    )]
+    NotAReference {
+        /// The text given.
+        text: String,
+        /// Which part is wrong.
+        why: String,
+    },
+}
+
 /// A content digest, always `sha256:` + 64 lower-case hex digits (the only algorithm the
 /// OCI spec requires registries to support; forewarn accepts no other).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -17,10 +41,14 @@ impl Digest {
     }
 
     /// Parses `sha256:<64 hex>`; any other algorithm or form is refused with the reason.
-    pub fn parse(text: &str) -> Result<Digest, String> {
+    pub fn parse(text: &str) -> Result<Digest, NameError> {
+        let not_a_digest = |why| NameError::NotADigest {
+            text: text.to_owned(),
+            why,
+        };
         let Some(hex_part) = text.strip_prefix("sha256:") else {
-            return Err(format!(
-                "\"{text}\" is not a sha256 digest (forewarn accepts only `sha256:` + 64 hex digits)"
+            return Err(not_a_digest(
+                "forewarn accepts only `sha256:` + 64 hex digits",
             ));
         };
         let well_formed = hex_part.len() == 64
@@ -28,9 +56,7 @@ impl Digest {
                 .bytes()
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
         if !well_formed {
-            return Err(format!(
-                "\"{text}\" is not a sha256 digest (`sha256:` + 64 lower-case hex digits)"
-            ));
+            return Err(not_a_digest("`sha256:` + 64 lower-case hex digits"));
         }
         Ok(Digest(text.to_owned()))
     }
@@ -95,12 +121,10 @@ pub struct Reference {
 impl Reference {
     /// Parses a reference. A registry is required (forewarn has no default registry, so a
     /// name never silently means Docker Hub); a missing tag means `latest`.
-    pub fn parse(text: &str) -> Result<Reference, String> {
-        let problem = |why: &str| {
-            format!(
-                "\"{text}\" is not an OCI reference: {why}; write REGISTRY/REPOSITORY:TAG, e.g. \
-                 \"registry.example.com/acme/lb-drain:1.2.0\""
-            )
+    pub fn parse(text: &str) -> Result<Reference, NameError> {
+        let problem = |why: &str| NameError::NotAReference {
+            text: text.to_owned(),
+            why: why.to_owned(),
         };
         let (registry, rest) = text
             .split_once('/')
@@ -113,7 +137,10 @@ impl Reference {
             ));
         }
         let (name_and_tag, digest) = match rest.split_once('@') {
-            Some((name, digest)) => (name, Some(Digest::parse(digest).map_err(|e| problem(&e))?)),
+            Some((name, digest)) => (
+                name,
+                Some(Digest::parse(digest).map_err(|e| problem(&e.to_string()))?),
+            ),
             None => (rest, None),
         };
         let (repository, tag) = match name_and_tag.rsplit_once(':') {
@@ -249,7 +276,7 @@ mod tests {
             "host.example/x:a/b",
             "host.example/x@md5:00",
         ] {
-            let error = Reference::parse(text).unwrap_err();
+            let error = Reference::parse(text).unwrap_err().to_string();
             assert!(error.contains("REGISTRY/REPOSITORY:TAG"), "{text}: {error}");
         }
     }

@@ -174,7 +174,7 @@ impl RegistryClient {
         limit: &Limit,
         what: &str,
     ) -> Result<Vec<u8>, SupplyError> {
-        let digest = Digest::parse(&descriptor.digest).map_err(SupplyError::Usage)?;
+        let digest = Digest::parse(&descriptor.digest)?;
         limit.check(what, descriptor.size)?;
         let response = self
             .get(&self.url(&format!("blobs/{digest}")), None, what)

@@ -48,27 +48,72 @@ impl std::fmt::Display for Signer {
 #[derive(Debug, Clone, Default)]
 pub struct TrustedKeys(Vec<TrustedKey>);
 
+/// An entry of `[plugins] trusted-keys` that is not a key forewarn verifies with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TrustedKeyError {
+    /// Not an OpenSSH public key line.
+    #[error(
+        "entry {entry} ({shown}) is not an OpenSSH public key ({error}); paste the author's \
+         `.pub` line, e.g. \"ssh-ed25519 AAAAC3Nz… alice@example.com\""
+    )]
+    NotOpenSsh {
+        /// Its place in the list, from 1.
+        entry: usize,
+        /// The line, abbreviated.
+        shown: String,
+        /// What the parser said.
+        error: String,
+    },
+    /// A key of another algorithm.
+    #[error(
+        "entry {entry} is a {algorithm} key; forewarn verifies ed25519 signatures only: ask \
+         the author for an ed25519 key (`ssh-keygen -t ed25519`)"
+    )]
+    NotEd25519 {
+        /// Its place in the list, from 1.
+        entry: usize,
+        /// Its algorithm.
+        algorithm: String,
+    },
+}
+
+/// Why one signature of an artifact is not trusted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum SignatureProblem {
+    #[error("a signature is not an OpenSSH signature: {0}")]
+    NotSshSig(String),
+    #[error("the signature by {fingerprint} is for namespace \"{namespace}\", not \"{NAMESPACE}\"")]
+    OtherNamespace {
+        fingerprint: String,
+        namespace: String,
+    },
+    #[error("it is signed by {fingerprint}, a key not in `[plugins] trusted-keys`")]
+    UntrustedKey { fingerprint: String },
+    #[error(
+        "the signature by {signer} does not verify for {digest}: it was made for another \
+         artifact, or the artifact changed after it was signed"
+    )]
+    DoesNotVerify { signer: String, digest: String },
+}
+
 impl TrustedKeys {
     /// Parses OpenSSH public key lines (`ssh-ed25519 AAAA… comment`); the error names the
     /// entry and the fix.
-    pub fn parse(lines: &[String]) -> Result<TrustedKeys, String> {
+    pub fn parse(lines: &[String]) -> Result<TrustedKeys, TrustedKeyError> {
         let mut keys = Vec::new();
         for (index, line) in lines.iter().enumerate() {
             let key = PublicKey::from_openssh(line.trim()).map_err(|error| {
-                format!(
-                    "entry {} ({}) is not an OpenSSH public key ({error}); paste the author's \
-                     `.pub` line, e.g. \"ssh-ed25519 AAAAC3Nz… alice@example.com\"",
-                    index + 1,
-                    abbreviate(line)
-                )
+                TrustedKeyError::NotOpenSsh {
+                    entry: index + 1,
+                    shown: abbreviate(line),
+                    error: error.to_string(),
+                }
             })?;
             if key.algorithm() != Algorithm::Ed25519 {
-                return Err(format!(
-                    "entry {} is a {} key; forewarn verifies ed25519 signatures only: ask the \
-                     author for an ed25519 key (`ssh-keygen -t ed25519`)",
-                    index + 1,
-                    key.algorithm()
-                ));
+                return Err(TrustedKeyError::NotEd25519 {
+                    entry: index + 1,
+                    algorithm: key.algorithm().to_string(),
+                });
             }
             keys.push(TrustedKey { key });
         }
@@ -120,38 +165,37 @@ pub fn verify(digest: &Digest, signatures: &[Vec<u8>], trusted: &TrustedKeys) ->
     for armored in signatures {
         match verify_one(digest, armored, trusted) {
             Ok(signer) => return Verdict::Trusted(signer),
-            Err(problem) => problems.push(problem),
+            Err(problem) => problems.push(problem.to_string()),
         }
     }
     Verdict::Refused(problems)
 }
 
-fn verify_one(digest: &Digest, armored: &[u8], trusted: &TrustedKeys) -> Result<Signer, String> {
+fn verify_one(
+    digest: &Digest,
+    armored: &[u8],
+    trusted: &TrustedKeys,
+) -> Result<Signer, SignatureProblem> {
     let signature = SshSig::from_pem(armored)
-        .map_err(|error| format!("a signature is not an OpenSSH signature: {error}"))?;
+        .map_err(|error| SignatureProblem::NotSshSig(error.to_string()))?;
     let fingerprint = signature
         .public_key()
         .fingerprint(HashAlg::Sha256)
         .to_string();
     if signature.namespace() != NAMESPACE {
-        return Err(format!(
-            "the signature by {fingerprint} is for namespace \"{}\", not \"{NAMESPACE}\"",
-            signature.namespace()
-        ));
+        return Err(SignatureProblem::OtherNamespace {
+            fingerprint,
+            namespace: signature.namespace().to_owned(),
+        });
     }
     let Some(key) = trusted.find(signature.public_key()) else {
-        return Err(format!(
-            "it is signed by {fingerprint}, a key not in `[plugins] trusted-keys`"
-        ));
+        return Err(SignatureProblem::UntrustedKey { fingerprint });
     };
     key.key
         .verify(NAMESPACE, digest.as_str().as_bytes(), &signature)
-        .map_err(|_| {
-            format!(
-                "the signature by {} does not verify for {digest}: it was made for another \
-                 artifact, or the artifact changed after it was signed",
-                key.signer()
-            )
+        .map_err(|_| SignatureProblem::DoesNotVerify {
+            signer: key.signer().to_string(),
+            digest: digest.to_string(),
         })?;
     Ok(key.signer())
 }
@@ -351,7 +395,9 @@ pub(crate) mod tests {
 
     #[test]
     fn trusted_keys_must_be_ed25519_public_keys() {
-        let error = TrustedKeys::parse(&["not a key".into()]).unwrap_err();
+        let error = TrustedKeys::parse(&["not a key".into()])
+            .unwrap_err()
+            .to_string();
         assert!(
             error.contains("entry 1") && error.contains("ssh-ed25519"),
             "{error}"

@@ -24,9 +24,7 @@ impl Source {
         if text.starts_with('.') || text.starts_with('/') || Path::new(text).exists() {
             return Ok(Source::Layout(PathBuf::from(text)));
         }
-        Reference::parse(text)
-            .map(Source::Registry)
-            .map_err(SupplyError::Usage)
+        Ok(Source::Registry(Reference::parse(text)?))
     }
 
     /// The reference or path, as shown (escaped and cut).

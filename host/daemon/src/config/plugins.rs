@@ -21,6 +21,6 @@ impl PluginsConfig {
     /// The trusted keys, parsed.
     pub fn trusted_keys(&self) -> Result<TrustedKeys, SettingError> {
         TrustedKeys::parse(&self.trusted_keys)
-            .map_err(|problem| SettingError::new("plugins.trusted-keys", problem))
+            .map_err(|problem| SettingError::new("plugins.trusted-keys", problem.to_string()))
     }
 }
