@@ -65,12 +65,17 @@ pub struct Args {
     pub sdk: SdkSource,
 }
 
+/// An empty `--sdk`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--sdk needs `carried`, `registry` or a path")]
+pub struct NoSdkSource;
+
 /// `--sdk`: `carried`, `registry`, or a path (`./registry` for a folder of that name).
-pub fn parse_sdk(text: &str) -> Result<SdkSource, String> {
+pub fn parse_sdk(text: &str) -> Result<SdkSource, NoSdkSource> {
     match text {
         "carried" => Ok(SdkSource::Carried),
         "registry" => Ok(SdkSource::Registry),
-        "" => Err("--sdk needs `carried`, `registry` or a path".to_owned()),
+        "" => Err(NoSdkSource),
         path => Ok(SdkSource::Path(PathBuf::from(path))),
     }
 }

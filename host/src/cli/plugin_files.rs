@@ -213,15 +213,18 @@ pub fn in_dir(dir: &Path) -> anyhow::Result<Vec<PluginFile>> {
     Ok(files)
 }
 
+/// A `--config` argument that is not `KEY=VALUE`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not KEY=VALUE (e.g. --config greeting=hello)")]
+pub struct NotAConfigPair(String);
+
 /// Parses `KEY=VALUE` (`--config`); the error says the form.
-pub fn parse_config_pair(text: &str) -> Result<(String, String), String> {
+pub fn parse_config_pair(text: &str) -> Result<(String, String), NotAConfigPair> {
     match text.split_once('=') {
         Some((key, value)) if !key.trim().is_empty() => {
             Ok((key.trim().to_owned(), value.to_owned()))
         }
-        _ => Err(format!(
-            "`{text}` is not KEY=VALUE (e.g. --config greeting=hello)"
-        )),
+        _ => Err(NotAConfigPair(text.to_owned())),
     }
 }
 
