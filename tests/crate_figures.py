@@ -7,7 +7,11 @@ files named `tests.rs` or under a `tests/` folder left out.
 `pub` items: lines of that production code that declare an item `pub` (not `pub(crate)`,
 `pub(super)`): fn, struct, enum, trait, type, const, static, mod, use (fields not counted).
 
-Usage: python3 tests/crate_figures.py host/src [host/manifest/src ...]"""
+`Result<_, String>`: the signatures and types of that production code whose error is a bare
+`String` (`--string-errors`, over the whole of host/: every crate's `src/`).
+
+Usage: python3 tests/crate_figures.py host/src [host/manifest/src ...]
+       python3 tests/crate_figures.py --string-errors"""
 import pathlib
 import re
 import sys
@@ -50,6 +54,28 @@ def figures(src):
     return total_lines, total_pub
 
 
-for src in sys.argv[1:] or ["host/src"]:
-    lines, pubs = figures(src)
-    print(f"{src}: {lines} production lines, {pubs} pub items")
+STRING_ERROR = re.compile(r"Result<[^;{]*?,\s*String\s*>")
+
+
+def string_errors(root):
+    """Each production file under `root` with its count of `Result<_, String>`."""
+    found = []
+    for path in sorted(pathlib.Path(root).rglob("*.rs")):
+        parts = path.relative_to(root).parts
+        if "target" in parts or "tests" in parts[:-1] or path.name == "tests.rs":
+            continue
+        count = len(STRING_ERROR.findall("\n".join(production(path))))
+        if count:
+            found.append((count, str(path)))
+    return found
+
+
+if sys.argv[1:] == ["--string-errors"]:
+    found = string_errors("host")
+    for count, path in sorted(found, reverse=True):
+        print(f"{count} {path}")
+    print(f"host/: {sum(count for count, _ in found)} Result<_, String>")
+else:
+    for src in sys.argv[1:] or ["host/src"]:
+        lines, pubs = figures(src)
+        print(f"{src}: {lines} production lines, {pubs} pub items")
