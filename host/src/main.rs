@@ -1,6 +1,6 @@
 //! The `forewarn` command line: the clap types and one dispatch line a command. Each
-//! command lives in `forewarn_host::cli::<command>` (an author's in `forewarn_host::authoring`): its
-//! `Args` and its `run`.
+//! command lives in `forewarn_host::cli::<command>` (an author's in
+//! `forewarn_host::authoring::<command>`): its `Args` and its `run`.
 
 use std::process::ExitCode;
 
