@@ -18,7 +18,7 @@ use std::time::Duration;
 use forewarn_events::{Document, EventId, EventStatus, PluginName, ScheduledEvent};
 
 use crate::agenda::{Agenda, Standing, Urgency};
-use crate::approval::{ApprovalInput, ApprovalStage, BarrierRequest, BarrierVerdict};
+use crate::approval::{ApprovalInput, ApprovalStage, BarrierRequest, BarrierVerdict, Events};
 use crate::host_shutdown::{HostShutdown, ShutdownRelease};
 use crate::log_fields;
 use crate::log_messages;
@@ -235,7 +235,7 @@ impl Pipeline {
                 self.approval_input(ApprovalInput::Verdict { event_id, verdict }, now);
             }
             Input::ReadinessHoldsChanged => self.unsaved = true,
-            Input::JournalDurable(durable) => self.journal_durability(durable, now),
+            Input::JournalDurable(durable) => self.journal_durability(durable),
             Input::ShutdownStarted => self.stopping = true,
             Input::HostShutdown { budget } => self.host_shutdown_began(budget, now),
             Input::HostShutdownCancelled => self.host_shutdown_cancelled(now),
@@ -291,22 +291,17 @@ impl Pipeline {
         self.settle_host_shutdown(now);
     }
 
-    /// The journal's commits stopped or started reaching the disk. When they stopped, an
-    /// approval queued behind the failed commit is taken back (it is sent once the journal
-    /// is durable again); when they started again, held approvals go ahead.
-    fn journal_durability(&mut self, durable: bool, now: ImdsTime) {
-        self.approval_input(ApprovalInput::JournalDurable(durable), now);
+    /// The journal's commits stopped or started reaching the disk: the approval stage holds
+    /// or lets go its approvals (and takes back one queued behind a failed commit).
+    fn journal_durability(&mut self, durable: bool) {
+        let actions = &mut self.actions;
+        self.approval.journal_durability(durable, || {
+            let queued = actions.len();
+            actions.retain(|action| !matches!(action, Action::Approve(_)));
+            actions.len() < queued
+        });
         // The approvals held for the journal (or taken back) are decided again.
         self.agenda.touch_everything();
-        if durable {
-            return;
-        }
-        let queued = self.actions.len();
-        self.actions
-            .retain(|action| !matches!(action, Action::Approve(_)));
-        if self.actions.len() < queued {
-            self.approval.taken_back();
-        }
     }
 
     /// Visits the events the agenda says are due, most urgent first, offering each plugin
@@ -420,7 +415,10 @@ impl Pipeline {
         };
         let stage = (&progress.handling, progress.lifecycle, &progress.approval);
         match stage {
-            (_, Lifecycle::Scheduled, Approval::Coordinating { .. }) => self.coordinate(id, now),
+            (_, Lifecycle::Scheduled, Approval::Coordinating { .. }) => {
+                // Waiting on the barrier: the stage says whether to approve now.
+                self.approval_step(id, |approval, progress, _| approval.advance(progress, now));
+            }
             (
                 Handling::Ignored { .. } | Handling::ApproveAtOnce { .. },
                 Lifecycle::Ended { .. },
@@ -429,7 +427,8 @@ impl Pipeline {
             (Handling::Ignored { .. }, _, _)
             | (Handling::ApproveAtOnce { .. }, Lifecycle::Started, _) => {}
             (Handling::ApproveAtOnce { .. }, Lifecycle::Scheduled, _) => {
-                self.decide_approval(id, now)
+                // Nothing to prepare: the stage decides.
+                self.approval_step(id, |approval, progress, _| approval.decide(progress, now));
             }
             (Handling::Prepare { .. }, Lifecycle::Scheduled, _) => self.prepare(id, now, calls),
             (Handling::Prepare { .. }, Lifecycle::Started, _) => self.tell_started(id, calls),
@@ -485,16 +484,9 @@ impl Pipeline {
             }
             Preparation::AllPrepared { .. } if self.all_prepared_for_shutdown(id, now) => {}
             Preparation::AllPrepared { subscribers } => {
-                let Some(progress) = self.state.events.get_mut(id).map(Arc::make_mut) else {
-                    return;
-                };
-                if self
-                    .approval
-                    .on_all_prepared(progress, subscribers, &self.roster, now)
-                {
-                    self.unsaved = true;
-                }
-                self.drain_approval_notes();
+                self.approval_step(id, |approval, progress, roster| {
+                    approval.on_all_prepared(progress, subscribers, roster, now)
+                });
             }
         }
     }
@@ -531,41 +523,41 @@ impl Pipeline {
         self.advance_event(id, now, calls);
     }
 
-    /// Every plugin approved (or none was needed): the approval stage decides.
-    fn decide_approval(&mut self, id: &EventId, now: ImdsTime) {
-        let Some(progress) = self.state.events.get_mut(id).map(Arc::make_mut) else {
-            return;
-        };
-        if self.approval.decide(progress, now) {
+    /// Lends the approval stage `id`'s record to change (and the roster); a change is
+    /// journaled at the round's end.
+    fn approval_step(
+        &mut self,
+        id: &EventId,
+        step: impl FnOnce(&mut ApprovalStage, &mut EventProgress, &Roster) -> bool,
+    ) {
+        let changed = self.with_approval(|approval, events, roster| {
+            let progress = events.get_mut(id).map(Arc::make_mut);
+            progress.is_some_and(|progress| step(approval, progress, roster))
+        });
+        if changed {
             self.unsaved = true;
         }
-        self.drain_approval_notes();
-    }
-
-    /// An event waiting on the barrier: the approval stage says whether to approve now.
-    fn coordinate(&mut self, id: &EventId, now: ImdsTime) {
-        let Some(progress) = self.state.events.get_mut(id).map(Arc::make_mut) else {
-            return;
-        };
-        if self.approval.advance(progress, now) {
-            self.unsaved = true;
-        }
-        self.drain_approval_notes();
     }
 
     /// Feeds the approval stage `input`; the events it touched are visited next round.
     fn approval_input(&mut self, input: ApprovalInput, now: ImdsTime) {
-        for id in self.approval.handle(input, now, &mut self.state.events) {
+        let touched = self.with_approval(|approval, events, _| approval.handle(input, now, events));
+        for id in touched {
             self.agenda.touch(&id);
         }
-        self.drain_approval_notes();
     }
 
-    /// Emits what the approval stage reported, in order.
-    fn drain_approval_notes(&mut self) {
+    /// Calls the approval stage with the events and the roster, then emits what it reported,
+    /// in order: the one place its notes are drained.
+    fn with_approval<R>(
+        &mut self,
+        call: impl FnOnce(&mut ApprovalStage, &mut Events, &Roster) -> R,
+    ) -> R {
+        let result = call(&mut self.approval, &mut self.state.events, &self.roster);
         while let Some(entry) = self.approval.poll_emit() {
-            self.emit(entry);
+            self.actions.push_back(Action::Emit(entry));
         }
+        result
     }
 
     /// Forgets the event; returns its new listing, if its id was listed again meanwhile.

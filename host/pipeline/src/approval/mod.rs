@@ -54,9 +54,6 @@ pub enum ApprovalInput {
         /// What went wrong, for the log and the timeline.
         error: String,
     },
-    /// Whether the journal's commits reach the disk: while they do not, approvals are
-    /// neither decided nor sent.
-    JournalDurable(bool),
     /// The barrier's verdict on an event this VM joined.
     Verdict {
         /// The event's `EventId`.
@@ -78,7 +75,7 @@ pub struct ApprovalStage {
     /// The approval holds already announced, by event; not journaled (a restart announces
     /// them again).
     holds_announced: HashMap<EventId, Hold>,
-    /// Whether the journal's commits reach the disk ([`ApprovalInput::JournalDurable`]).
+    /// Whether the journal's commits reach the disk ([`ApprovalStage::journal_durability`]).
     journal_durable: bool,
     /// Timeline entries for the machine to emit, in order.
     emitted: VecDeque<TimelineEntry>,
@@ -133,10 +130,6 @@ impl ApprovalStage {
             } => {
                 self.failed(&event_ids, rejected, error, now);
                 event_ids
-            }
-            ApprovalInput::JournalDurable(durable) => {
-                self.journal_durable = durable;
-                Vec::new()
             }
             ApprovalInput::Verdict { event_id, verdict } => {
                 match self.link.store(&event_id, verdict) {
@@ -271,9 +264,15 @@ impl ApprovalStage {
         }
     }
 
-    /// The POST queued last was taken back before it was sent (the journal failed under it).
-    pub fn taken_back(&mut self) {
-        self.posts.taken_back();
+    /// Whether the journal's commits reach the disk. While they do not, approvals are
+    /// neither decided nor sent; when they stop, the POST handed out last and not sent yet is
+    /// taken back, to go once the journal is durable again: `take_back_unsent` takes it out
+    /// of where it waits to be sent and says whether it was still there.
+    pub fn journal_durability(&mut self, durable: bool, take_back_unsent: impl FnOnce() -> bool) {
+        self.journal_durable = durable;
+        if !durable && take_back_unsent() {
+            self.posts.taken_back();
+        }
     }
 
     /// The next POST at `now` (see [`PostQueue::next_batch`]): the approvals journaled as

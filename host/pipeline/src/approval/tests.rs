@@ -104,8 +104,7 @@ fn decision_rows() {
             ..policy(group)
         };
         let mut stage = stage(&config, coordinated);
-        let mut events = Events::new();
-        stage.handle(ApprovalInput::JournalDurable(durable), at(10), &mut events);
+        stage.journal_durability(durable, || false);
         let mut listed = event(resources);
         if started {
             listed.status = EventStatus::Started;

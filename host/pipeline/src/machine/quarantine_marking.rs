@@ -73,10 +73,10 @@ impl Pipeline {
         if self.roster.quarantined().is_empty() {
             return;
         }
-        let Some(progress) = self.state.events.get(id) else {
-            return;
-        };
-        self.approval.note_quarantine_hold(progress, &self.roster);
-        self.drain_approval_notes();
+        self.with_approval(|approval, events, roster| {
+            if let Some(progress) = events.get(id) {
+                approval.note_quarantine_hold(progress, roster);
+            }
+        });
     }
 }
