@@ -11,7 +11,7 @@
 //! ([`Input::JournalDurable`]), no approval is decided or sent; plugins are still called.
 
 use forewarn_events::ImdsTime;
-use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,7 +23,7 @@ use crate::host_shutdown::{HostShutdown, ShutdownRelease};
 use crate::log_fields;
 use crate::log_messages;
 use crate::policy::PolicyConfig;
-use crate::quarantine::{Quarantine, QuarantineRules, QuarantinedPlugin};
+use crate::quarantine::{QuarantineRules, QuarantinedPlugin};
 use crate::roster::FailurePolicy;
 use crate::roster::Roster;
 use crate::scheduler::{self, CallReply, InFlight, PlannedCall, Preparation, Recovery, Schedule};
@@ -31,7 +31,8 @@ use crate::state::{
     Answer, AnswerOutcome, Approval, CallPhase, DaemonState, EventProgress, Handling, Lifecycle,
 };
 use crate::timeline::TimelineEntry;
-use preparation_notes::PreparationNote;
+use preparation_notes::PreparationNotes;
+use quarantine_marking::MarkedRoster;
 
 /// What the pipeline needs to know besides its inputs.
 #[derive(Debug, Clone)]
@@ -127,16 +128,13 @@ pub enum Action {
 pub struct Pipeline {
     settings: PipelineSettings,
     state: DaemonState,
-    /// The plugin set's roster, with the quarantined plugins marked.
-    roster: Arc<Roster>,
-    /// Each plugin's recent failures, and the plugins in crash-loop quarantine.
-    quarantine: Quarantine,
+    /// The plugin set's roster, with the plugins in crash-loop quarantine marked.
+    plugins: MarkedRoster,
     /// The approval stage: the rules, the POST queue, the barrier.
     approval: ApprovalStage,
     in_flight: InFlight,
-    /// Events whose wait for the lead time or whose late preparation was announced; not
-    /// journaled (a restart announces them again).
-    notes_announced: HashSet<(EventId, PreparationNote)>,
+    /// Events whose wait for the lead time or whose late preparation was announced.
+    notes: PreparationNotes,
     /// Which events the next round visits.
     agenda: Agenda,
     /// Events visited so far (a round's cost; the tests read it).
@@ -159,16 +157,15 @@ impl Pipeline {
     /// A pipeline resuming from `state` (empty on a first start), approving alone (see
     /// [`Pipeline::coordinate_with_barrier`]).
     pub fn new(settings: PipelineSettings, state: DaemonState) -> Pipeline {
-        let quarantine = Quarantine::new(QuarantineRules::of(&settings.policy));
+        let plugins = MarkedRoster::new(QuarantineRules::of(&settings.policy));
         let approval = ApprovalStage::new(&settings.vm_name, &settings.policy);
         let mut pipeline = Pipeline {
             settings,
             state,
-            roster: Arc::default(),
-            quarantine,
+            plugins,
             approval,
             in_flight: InFlight::new(),
-            notes_announced: HashSet::new(),
+            notes: PreparationNotes::default(),
             agenda: Agenda::default(),
             visits: 0,
             last_round: ImdsTime::UNIX_EPOCH,
@@ -203,7 +200,7 @@ impl Pipeline {
 
     /// The plugins in crash-loop quarantine, by name.
     pub fn quarantined(&self) -> Vec<QuarantinedPlugin> {
-        self.quarantine.quarantined()
+        self.plugins.quarantined()
     }
 
     /// Applies `input` at `now`, then runs a round (see [`Pipeline::handle_timeout`]).
@@ -212,7 +209,8 @@ impl Pipeline {
             Input::Document(document) => self.observe(&document, now),
             Input::Answer(answer) => self.record_answer(*answer, now),
             Input::Plugins(roster) => {
-                self.plugins_changed(roster);
+                let lifted = self.plugins.replace(roster, &mut self.agenda);
+                self.actions.extend(lifted.into_iter().map(Action::Emit));
                 self.agenda.touch_everything();
             }
             Input::ApprovalSent(event_ids) => {
@@ -356,7 +354,7 @@ impl Pipeline {
                 .insert((call.event_id.clone(), call.plugin.clone()));
         }
         let schedule = Schedule {
-            roster: &self.roster,
+            roster: self.plugins.roster(),
             in_flight: &self.in_flight,
             margin: self.settings.policy.safety_margin(),
             lead: self.settings.policy.prepare_lead_time,
@@ -442,7 +440,7 @@ impl Pipeline {
         &mut self,
     ) -> (Schedule<'_>, &mut BTreeMap<EventId, Arc<EventProgress>>) {
         let schedule = Schedule {
-            roster: &self.roster,
+            roster: self.plugins.roster(),
             in_flight: &self.in_flight,
             margin: self.settings.policy.safety_margin(),
             lead: self.settings.policy.prepare_lead_time,
@@ -468,18 +466,24 @@ impl Pipeline {
             self.unsaved = true;
         }
         match preparation {
-            Preparation::NotYet { starts_at } => self.announce_wait(id, starts_at),
+            Preparation::NotYet { starts_at } => {
+                let note = self.notes.wait(id, starts_at);
+                self.actions.extend(note.map(Action::Emit));
+            }
             Preparation::Calls {
                 calls: due,
                 shortened,
             } => {
                 calls.extend(due);
                 for turn in shortened {
-                    self.announce_shortened(id, turn);
+                    self.emit(preparation_notes::shortened(id, turn));
                 }
-                if late {
-                    self.announce_late(id);
-                }
+                let margin_ms = self.settings.policy.safety_margin_ms;
+                let progress = self.state.events.get(id).filter(|_| late);
+                let note = progress.and_then(|progress| {
+                    self.notes.late(progress, self.plugins.roster(), margin_ms)
+                });
+                self.actions.extend(note.map(Action::Emit));
                 self.announce_quarantine_hold(id);
             }
             Preparation::AllPrepared { .. } if self.all_prepared_for_shutdown(id, now) => {}
@@ -523,6 +527,19 @@ impl Pipeline {
         self.advance_event(id, now, calls);
     }
 
+    /// Says once per event that quarantined plugins hold it (see
+    /// [`crate::approval::quarantine_hold`]).
+    fn announce_quarantine_hold(&mut self, id: &EventId) {
+        if self.plugins.roster().quarantined().is_empty() {
+            return;
+        }
+        self.with_approval(|approval, events, roster| {
+            if let Some(progress) = events.get(id) {
+                approval.note_quarantine_hold(progress, roster);
+            }
+        });
+    }
+
     /// Lends the approval stage `id`'s record to change (and the roster); a change is
     /// journaled at the round's end.
     fn approval_step(
@@ -553,7 +570,11 @@ impl Pipeline {
         &mut self,
         call: impl FnOnce(&mut ApprovalStage, &mut Events, &Roster) -> R,
     ) -> R {
-        let result = call(&mut self.approval, &mut self.state.events, &self.roster);
+        let result = call(
+            &mut self.approval,
+            &mut self.state.events,
+            self.plugins.roster(),
+        );
         while let Some(entry) = self.approval.poll_emit() {
             self.actions.push_back(Action::Emit(entry));
         }
@@ -564,8 +585,7 @@ impl Pipeline {
     fn forget(&mut self, id: &EventId) -> Option<ScheduledEvent> {
         let listed = self.state.events.get(id).map(|progress| &progress.event);
         self.approval.forget(id, listed);
-        self.notes_announced
-            .retain(|(announced, _)| announced.as_str() != id);
+        self.notes.forget(id);
         let progress = self.state.events.remove(id)?;
         self.unsaved = true;
         tracing::info!(event_id = %id, "event handled to the end");
@@ -594,10 +614,14 @@ impl Pipeline {
         self.in_flight
             .remove(&(call.event_id.clone(), call.plugin.clone()));
         if reply.outcome.is_failure() {
-            self.count_failure(&call.plugin, &reply, now);
+            let quarantined =
+                self.plugins
+                    .count_failure(&call.plugin, &reply, now, &mut self.agenda);
+            self.actions.extend(quarantined.map(Action::Emit));
         }
         let on_failure = self
-            .roster
+            .plugins
+            .roster()
             .get(&call.plugin)
             .map(|member| member.terms.on_failure)
             .unwrap_or_default();

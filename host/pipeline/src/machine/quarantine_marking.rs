@@ -1,21 +1,54 @@
-//! The crash-loop quarantine, as the pipeline applies it.
+//! The crash-loop quarantine, as the pipeline applies it: failures counted, the roster
+//! marked, and each start and end of a quarantine said once.
 
-use forewarn_events::{EventId, ImdsTime, PluginName};
+use forewarn_events::{ImdsTime, PluginName};
 use std::sync::Arc;
 
-use super::Pipeline;
+use crate::agenda::Agenda;
 use crate::log_messages;
+use crate::quarantine::{Quarantine, QuarantineRules, QuarantinedPlugin};
 use crate::roster::Roster;
 use crate::scheduler::CallReply;
 use crate::timeline::TimelineEntry;
 
-/// The crash-loop quarantine, as the pipeline applies it: failures counted, the roster
-/// marked, and each start and end of a quarantine said once.
-impl Pipeline {
+/// The plugin set's roster with the plugins in crash-loop quarantine marked, and the
+/// failures that put them there.
+pub(super) struct MarkedRoster {
+    /// The roster the scheduler reads, marked.
+    roster: Arc<Roster>,
+    /// Each plugin's recent failures, and the plugins in quarantine.
+    quarantine: Quarantine,
+}
+
+impl MarkedRoster {
+    /// An empty roster; plugins are quarantined under `rules`.
+    pub(super) fn new(rules: QuarantineRules) -> MarkedRoster {
+        MarkedRoster {
+            roster: Arc::default(),
+            quarantine: Quarantine::new(rules),
+        }
+    }
+
+    /// The roster, with the quarantined plugins marked.
+    pub(super) fn roster(&self) -> &Arc<Roster> {
+        &self.roster
+    }
+
+    /// The plugins in quarantine, by name.
+    pub(super) fn quarantined(&self) -> Vec<QuarantinedPlugin> {
+        self.quarantine.quarantined()
+    }
+
     /// The plugin set changed: plugins loaded in a new version (or unloaded) leave
-    /// quarantine, and the new roster is marked with those still in it.
-    pub(super) fn plugins_changed(&mut self, roster: Arc<Roster>) {
+    /// quarantine, and the new roster is marked with those still in it. Returns what the
+    /// timeline shows of it.
+    pub(super) fn replace(
+        &mut self,
+        roster: Arc<Roster>,
+        agenda: &mut Agenda,
+    ) -> Vec<TimelineEntry> {
         self.roster = roster;
+        let mut lifted_entries = Vec::new();
         for lifted in self.quarantine.reconcile(&self.roster) {
             tracing::info!(
                 plugin = %lifted.plugin,
@@ -23,26 +56,28 @@ impl Pipeline {
                 "{}",
                 log_messages::PLUGIN_QUARANTINE_LIFTED
             );
-            self.emit(TimelineEntry::QuarantineLifted {
+            lifted_entries.push(TimelineEntry::QuarantineLifted {
                 plugin: lifted.plugin,
             });
         }
-        self.mark_quarantined();
+        self.mark(agenda);
+        lifted_entries
     }
 
     /// Counts a failed call of `plugin` at `now`; quarantines it when its failures reach the
-    /// policy's count within the window.
-    pub(super) fn count_failure(&mut self, plugin: &PluginName, reply: &CallReply, now: ImdsTime) {
-        let Some(member) = self.roster.get(plugin) else {
-            // Unloaded meanwhile: nothing is called any more to quarantine.
-            return;
-        };
-        let Some(quarantined) =
+    /// policy's count within the window, and returns what the timeline shows of it.
+    pub(super) fn count_failure(
+        &mut self,
+        plugin: &PluginName,
+        reply: &CallReply,
+        now: ImdsTime,
+        agenda: &mut Agenda,
+    ) -> Option<TimelineEntry> {
+        // Unloaded meanwhile: nothing is called any more to quarantine.
+        let member = self.roster.get(plugin)?;
+        let quarantined =
             self.quarantine
-                .record_failure(member, reply.outcome, &reply.reason, now)
-        else {
-            return;
-        };
+                .record_failure(member, reply.outcome, &reply.reason, now)?;
         tracing::error!(
             plugin = %quarantined.plugin,
             failures = quarantined.failures,
@@ -53,30 +88,17 @@ impl Pipeline {
             "{}",
             log_messages::PLUGIN_QUARANTINED
         );
-        self.emit(TimelineEntry::PluginQuarantined(quarantined));
-        self.mark_quarantined();
+        self.mark(agenda);
+        Some(TimelineEntry::PluginQuarantined(quarantined))
     }
 
     /// Marks the roster the scheduler reads with the plugins in quarantine.
-    fn mark_quarantined(&mut self) {
+    fn mark(&mut self, agenda: &mut Agenda) {
         let names = self.quarantine.names();
         if *self.roster.quarantined() != names {
             Arc::make_mut(&mut self.roster).set_quarantined(names);
             // Who may be called, and who holds an approval, changed for every event.
-            self.agenda.touch_everything();
+            agenda.touch_everything();
         }
-    }
-
-    /// Says once per event that quarantined plugins hold it (see
-    /// [`crate::approval::quarantine_hold`]).
-    pub(super) fn announce_quarantine_hold(&mut self, id: &EventId) {
-        if self.roster.quarantined().is_empty() {
-            return;
-        }
-        self.with_approval(|approval, events, roster| {
-            if let Some(progress) = events.get(id) {
-                approval.note_quarantine_hold(progress, roster);
-            }
-        });
     }
 }

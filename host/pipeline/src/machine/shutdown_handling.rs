@@ -96,7 +96,7 @@ impl Pipeline {
         };
         let progress = self.state.events.get(&awaited).cloned();
         let prepared = progress.as_deref().is_some_and(is_prepared);
-        let roster = Arc::clone(&self.roster);
+        let roster = Arc::clone(self.plugins.roster());
         let unprepared = || {
             progress
                 .as_deref()

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use forewarn_events::{Document, EventStatus, ScheduledEvent};
 
 use super::Pipeline;
-use super::preparation_notes::PreparationNote;
 use crate::log_fields;
 use crate::log_messages;
 use crate::policy::{self, Plan};
@@ -140,7 +139,7 @@ impl Pipeline {
             return;
         }
         progress.event = event;
-        let roster = &self.roster;
+        let roster = self.plugins.roster();
         let sent = matches!(progress.approval, Approval::Sent { .. });
         let asked_again = progress.restart_preparation(|name| {
             !sent
@@ -153,8 +152,7 @@ impl Pipeline {
             self.approval.withdraw(&id);
         }
         // A new NotBefore: passing it late is worth saying again.
-        self.notes_announced
-            .remove(&(id.clone(), PreparationNote::Late));
+        self.notes.rescheduled(&id);
         self.emit(TimelineEntry::Handling {
             event_id: id,
             handling: handling.sentence(),
