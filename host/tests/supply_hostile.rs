@@ -409,7 +409,13 @@ async fn an_upgrade_that_widens_actions_asks_again_and_without_consent_changes_n
         .unwrap();
     assert!(installed.changed);
     let lock = forewarn_supply::lock::Lockfile::read(&fixture.plugin_dir()).unwrap();
-    assert!(lock.plugins["probe"].grants.actions.contains("stop-app"));
+    assert!(
+        lock.plugins["probe"]
+            .grants
+            .capabilities
+            .actions
+            .contains(&"stop-app".to_owned())
+    );
     assert!(lock.plugins["probe"].previous.is_some());
     install::rollback(
         &fixture.plugin_dir(),
@@ -1219,7 +1225,11 @@ async fn a_rollback_that_widens_the_grants_asks_as_an_upgrade_does() {
         .unwrap();
     let granted = |fixture: &Fixture| {
         let lock = forewarn_supply::lock::Lockfile::read(&fixture.plugin_dir()).unwrap();
-        lock.plugins["probe"].grants.actions.contains("stop-app")
+        lock.plugins["probe"]
+            .grants
+            .capabilities
+            .actions
+            .contains(&"stop-app".to_owned())
     };
     assert!(granted(&fixture));
     // Back to v1: narrower, so not asked (no terminal, no --yes).

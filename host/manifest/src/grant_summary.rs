@@ -6,33 +6,23 @@
 //! `plugins.lock`, and compared on upgrade. Every value is printed escaped
 //! ([`crate::shown`]): a lock file edited by hand cannot rewrite a terminal either.
 
-use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::capabilities::{
-    actions, azure_identity, http_ca_file, http_hosts, http_response_limit, readiness,
-};
-use crate::{FailurePolicy, PluginManifest};
+use crate::{Capabilities, FailurePolicy, PluginManifest};
 
-/// The capabilities and limits a manifest grants. Sets are sorted, so two summaries compare
-/// and print the same way whatever order the manifest listed them in.
+mod flat_summary;
+
+/// The capabilities and limits a manifest grants: its `[capabilities]` table (lists sorted,
+/// so two summaries compare and print the same way whatever order the manifest listed them
+/// in) and the limits of its calls.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct GrantSummary {
-    /// Names of operator-defined actions (`[actions.NAME]`) the plugin may run.
-    pub actions: BTreeSet<String>,
-    /// Whether it may mark the VM ready or not ready on `/readyz`.
-    pub readiness: bool,
-    /// `host:port` pairs it may send HTTP requests to.
-    pub http: BTreeSet<String>,
-    /// Resources it may get managed-identity tokens for.
-    pub azure_identity: BTreeSet<String>,
-    /// Whether it trusts extra CAs for https:// (`http-ca-file`).
-    #[serde(default)]
-    pub http_ca_file: bool,
+    /// The manifest's `[capabilities]`, lists sorted.
+    pub capabilities: Capabilities,
     /// Its memory cap, e.g. "64 MiB".
     pub memory: bytesize::ByteSize,
     /// The longest one call may take.
@@ -46,35 +36,28 @@ pub struct GrantSummary {
         skip_serializing_if = "Option::is_none"
     )]
     pub prepare_time: Option<Duration>,
-    /// How much of an HTTP response body it may read (`http-response-limit`).
-    #[serde(default = "default_response_limit")]
-    pub http_response_limit: bytesize::ByteSize,
     /// What a failed call means for the approval (`on-failure`): `approve` lets the
     /// maintenance go ahead without this plugin's preparation.
     #[serde(default)]
     pub on_failure: FailurePolicy,
 }
 
-fn default_response_limit() -> bytesize::ByteSize {
-    http_response_limit::default_summary()
-}
-
 impl GrantSummary {
     /// What `manifest` grants.
     pub fn of(manifest: &PluginManifest) -> GrantSummary {
-        let capabilities = &manifest.capabilities;
         GrantSummary {
-            actions: capabilities.actions.iter().cloned().collect(),
-            readiness: capabilities.readiness,
-            http: capabilities.http.iter().cloned().collect(),
-            azure_identity: capabilities.azure_identity.iter().cloned().collect(),
-            http_ca_file: capabilities.http_ca_file.is_some(),
+            capabilities: manifest.capabilities.sorted(),
             memory: manifest.memory,
             budget: manifest.budget,
             prepare_time: manifest.prepare_time,
-            http_response_limit: http_response_limit::summary(capabilities.http_response_limit),
             on_failure: manifest.on_failure,
         }
+    }
+
+    /// Reads a summary in either form: this one, or the flat one of lock files (version 1)
+    /// and claims written before the `[capabilities]` table was kept whole.
+    pub fn read<'de, D: Deserializer<'de>>(deserializer: D) -> Result<GrantSummary, D::Error> {
+        flat_summary::read(deserializer)
     }
 
     /// The prepare-time the scheduler plans with: `prepare-time`, else the budget.
@@ -85,16 +68,7 @@ impl GrantSummary {
     /// Each way `self` grants more than `other`, in words ("actions: + stop-app"); empty
     /// when `self` grants nothing `other` does not.
     pub fn beyond(&self, other: &GrantSummary) -> Vec<String> {
-        let mut wider: Vec<String> = [
-            actions::wider(&self.actions, &other.actions),
-            http_hosts::wider(&self.http, &other.http),
-            azure_identity::wider(&self.azure_identity, &other.azure_identity),
-            readiness::wider(self.readiness, other.readiness),
-            http_ca_file::wider(self.http_ca_file, other.http_ca_file),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
+        let mut wider = self.capabilities.beyond(&other.capabilities);
         if self.memory > other.memory {
             wider.push(format!("memory: {} -> {}", other.memory, self.memory));
         }
@@ -114,10 +88,6 @@ impl GrantSummary {
                 humantime::format_duration(self.planned_prepare_time())
             ));
         }
-        wider.extend(http_response_limit::wider(
-            self.http_response_limit,
-            other.http_response_limit,
-        ));
         if self.on_failure == FailurePolicy::Approve && other.on_failure != FailurePolicy::Approve {
             wider.push(format!(
                 "on-failure: {} -> approve (a failed call lets the maintenance go ahead \
@@ -130,16 +100,8 @@ impl GrantSummary {
 
     /// The summary as the lines an operator reads before consenting.
     pub fn describe(&self) -> String {
-        let mut lines = vec![
-            actions::consent(&self.actions),
-            readiness::consent(self.readiness),
-            http_hosts::consent(&self.http),
-            azure_identity::consent(&self.azure_identity),
-        ];
-        lines.extend(http_ca_file::consent(self.http_ca_file));
-        lines.push(http_response_limit::consent(self.http_response_limit));
         let mut out = String::new();
-        for line in lines {
+        for line in self.capabilities.consent() {
             let _ = writeln!(out, "{line}");
         }
         let _ = writeln!(out, "  memory: {}", self.memory);
@@ -175,14 +137,7 @@ impl GrantSummary {
     /// The changes from `old` to `self`, one line each, `+`/`-` for added and removed grants;
     /// empty when nothing changed.
     pub fn diff_from(&self, old: &GrantSummary) -> Vec<String> {
-        let mut lines = actions::changes(&self.actions, &old.actions);
-        lines.extend(http_hosts::changes(&self.http, &old.http));
-        lines.extend(azure_identity::changes(
-            &self.azure_identity,
-            &old.azure_identity,
-        ));
-        lines.extend(readiness::changes(self.readiness, old.readiness));
-        lines.extend(http_ca_file::changes(self.http_ca_file, old.http_ca_file));
+        let mut lines = self.capabilities.changes_from(&old.capabilities);
         if self.memory != old.memory {
             lines.push(format!("~ memory: {} -> {}", old.memory, self.memory));
         }
@@ -201,10 +156,6 @@ impl GrantSummary {
                 humantime::format_duration(self.planned_prepare_time())
             ));
         }
-        lines.extend(http_response_limit::changes(
-            self.http_response_limit,
-            old.http_response_limit,
-        ));
         if self.on_failure != old.on_failure {
             lines.push(format!(
                 "~ on-failure: {} -> {}",
@@ -217,15 +168,7 @@ impl GrantSummary {
 
     /// One line for `plugin list`: "actions: stop-app; readiness; http: 127.0.0.1:8080".
     pub fn one_line(&self) -> String {
-        let mut parts: Vec<String> = [
-            actions::one_line(&self.actions),
-            readiness::one_line(self.readiness),
-            http_hosts::one_line(&self.http),
-            azure_identity::one_line(&self.azure_identity),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
+        let mut parts = self.capabilities.one_line();
         if self.on_failure == FailurePolicy::Approve {
             parts.push("on-failure: approve".to_owned());
         }

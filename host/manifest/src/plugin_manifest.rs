@@ -62,6 +62,9 @@ pub struct PluginManifest {
     /// not start) means for the approval: `hold` (the default) or `approve` (an advisory
     /// plugin, such as notify). See "Plugin failure policy" in docs/operations.md.
     pub on_failure: FailurePolicy,
+    /// The certificates of `capabilities.http-ca-file`, read when the manifest is loaded.
+    #[serde(skip)]
+    pub http_roots: Vec<forewarn_runtime::CertificateDer<'static>>,
 }
 
 /// A config value: written as a TOML string, number or boolean, read by the plugin as text.
@@ -90,6 +93,7 @@ impl Default for PluginManifest {
             capabilities: Capabilities::default(),
             prepare_again_on_reschedule: false,
             on_failure: FailurePolicy::Hold,
+            http_roots: Vec::new(),
         }
     }
 }
@@ -162,7 +166,7 @@ impl PluginManifest {
             }
         };
         manifest.validate().map_err(locate)?;
-        manifest.capabilities.read_http_roots(dir).map_err(locate)?;
+        manifest.http_roots = manifest.capabilities.read_http_roots(dir).map_err(locate)?;
         Ok(manifest)
     }
 
@@ -280,7 +284,7 @@ impl PluginManifest {
                 .iter()
                 .map(|(key, value)| (key.clone(), value.as_text()))
                 .collect(),
-            grants: self.capabilities.grants(),
+            grants: self.capabilities.grants(self.http_roots.clone()),
         }
     }
 }

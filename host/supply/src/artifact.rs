@@ -443,7 +443,7 @@ pub fn claimed_grants(
     let Some(text) = manifest.annotations.get(ANNOTATION_GRANTS) else {
         return Ok(None);
     };
-    serde_json::from_str(text)
+    GrantSummary::read(&mut serde_json::Deserializer::from_str(text))
         .map(Some)
         .map_err(|error| SupplyError::NotAPlugin {
             source_name: source_name.to_owned(),

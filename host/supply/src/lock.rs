@@ -21,14 +21,15 @@ use forewarn_manifest::shown;
 pub const LOCK_FILE: &str = "plugins.lock";
 /// Largest lock file read.
 const MAX_LOCK_BYTES: u64 = 4 * 1024 * 1024;
-/// The format version written.
-const VERSION: u32 = 1;
+/// The format version written: 2 keeps each plugin's `[capabilities]` table whole under
+/// its grants; version 1's flat grants are still read.
+const VERSION: u32 = 2;
 
 /// The whole lock file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Lockfile {
-    /// The format's version (1).
+    /// The format's version (2; 1 is read too).
     pub version: u32,
     /// Installed plugins by name.
     #[serde(default)]
@@ -64,7 +65,8 @@ pub struct LockEntry {
     pub created: Option<String>,
     /// When it was installed, RFC 3339.
     pub installed_at: String,
-    /// What its manifest grants, as consented to.
+    /// What its manifest grants, as consented to (version 1's flat form is read too).
+    #[serde(deserialize_with = "GrantSummary::read")]
     pub grants: GrantSummary,
     /// The version before this one, kept in `.previous/` for `plugin rollback`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -145,14 +147,19 @@ impl Lockfile {
         })
     }
 
-    /// Writes the lock file atomically (a temporary file, fsync, rename), mode 0644.
+    /// Writes the lock file atomically (a temporary file, fsync, rename), mode 0644, in the
+    /// current version's form whatever version it was read in.
     pub fn write(&self, plugin_dir: &Path) -> Result<(), SupplyError> {
+        let current = Lockfile {
+            version: VERSION,
+            plugins: self.plugins.clone(),
+        };
         let path = Lockfile::path(plugin_dir);
         let temporary = plugin_dir.join(format!(".{LOCK_FILE}.tmp"));
         let text = format!(
             "# Written by `forewarn plugin install`: where each plugin came from, who signed it and\n\
              # what it was granted. Do not edit; see docs/plugin-directory.md.\n{}",
-            toml::to_string(self).expect("the lock file serializes")
+            toml::to_string(&current).expect("the lock file serializes")
         );
         write_atomically(&temporary, &path, text.as_bytes())
     }
@@ -272,5 +279,51 @@ impl LockCache {
             Provenance::Installed(entry) => Some((entry, true)),
             Provenance::Modified(entry, _) => Some((entry, false)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lock written by a forewarn before version 2, as `plugin install` wrote it.
+    const VERSION_1: &str = r#"
+version = 1
+
+[plugins.probe]
+source = "127.0.0.1:5000/probe:1.0.0@sha256:ab"
+digest = "sha256:ab"
+wasm-sha256 = "cd"
+installed-at = "2026-11-30T10:00:00Z"
+
+[plugins.probe.grants]
+actions = ["stop-app"]
+readiness = true
+http = ["127.0.0.1:8080"]
+azure-identity = []
+memory = "64.0 MiB"
+budget = "10s"
+http-response-limit = "1.0 MiB"
+on-failure = "hold"
+"#;
+
+    #[test]
+    fn a_version_1_lock_is_read_and_written_back_as_version_2() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(Lockfile::path(dir.path()), VERSION_1).unwrap();
+        let lock = Lockfile::read(dir.path()).unwrap();
+        let grants = &lock.plugins["probe"].grants;
+        assert_eq!(grants.capabilities.actions, ["stop-app"]);
+        assert_eq!(grants.capabilities.http, ["127.0.0.1:8080"]);
+        assert!(grants.capabilities.readiness);
+        assert_eq!(lock.version, 1);
+        lock.write(dir.path()).unwrap();
+        let text = std::fs::read_to_string(Lockfile::path(dir.path())).unwrap();
+        assert!(text.contains("version = 2"), "{text}");
+        assert!(
+            text.contains("[plugins.probe.grants.capabilities]"),
+            "{text}"
+        );
+        assert_eq!(Lockfile::read(dir.path()).unwrap().plugins, lock.plugins);
     }
 }

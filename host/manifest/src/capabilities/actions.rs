@@ -2,7 +2,6 @@
 //! config) the plugin may run with `run-action`, as the daemon's user.
 
 use forewarn_pipeline::setting_error::SettingError;
-use std::collections::BTreeSet;
 
 use super::name_set;
 use crate::shown;
@@ -22,7 +21,7 @@ pub(crate) fn refuse_text_that_moves(actions: &[String]) -> Result<(), SettingEr
 }
 
 /// The consent's line.
-pub(crate) fn consent(actions: &BTreeSet<String>) -> String {
+pub(crate) fn consent(actions: &[String]) -> String {
     format!(
         "  actions (run as the daemon's user): {}",
         name_set::listed_or_none(actions)
@@ -30,16 +29,16 @@ pub(crate) fn consent(actions: &BTreeSet<String>) -> String {
 }
 
 /// How `new` grants more than `old`, if it does.
-pub(crate) fn wider(new: &BTreeSet<String>, old: &BTreeSet<String>) -> Option<String> {
+pub(crate) fn wider(new: &[String], old: &[String]) -> Option<String> {
     name_set::added(NAME, new, old)
 }
 
 /// The upgrade's lines: `+` added, `-` removed.
-pub(crate) fn changes(new: &BTreeSet<String>, old: &BTreeSet<String>) -> Vec<String> {
+pub(crate) fn changes(new: &[String], old: &[String]) -> Vec<String> {
     name_set::changes(NAME, new, old)
 }
 
 /// Its part of `plugin list`'s line.
-pub(crate) fn one_line(actions: &BTreeSet<String>) -> Option<String> {
+pub(crate) fn one_line(actions: &[String]) -> Option<String> {
     name_set::one_line(NAME, actions)
 }

@@ -2,7 +2,6 @@
 //! plugin may ask the VM's managed identity for access tokens for (`azure-access-token`).
 
 use forewarn_pipeline::setting_error::SettingError;
-use std::collections::BTreeSet;
 
 use super::name_set;
 use crate::shown;
@@ -38,7 +37,7 @@ pub(crate) fn check(resources: &[String]) -> Result<(), SettingError> {
 }
 
 /// The consent's line.
-pub(crate) fn consent(resources: &BTreeSet<String>) -> String {
+pub(crate) fn consent(resources: &[String]) -> String {
     format!(
         "  managed-identity resources: {}",
         name_set::listed_or_none(resources)
@@ -46,16 +45,16 @@ pub(crate) fn consent(resources: &BTreeSet<String>) -> String {
 }
 
 /// How `new` grants more than `old`, if it does.
-pub(crate) fn wider(new: &BTreeSet<String>, old: &BTreeSet<String>) -> Option<String> {
+pub(crate) fn wider(new: &[String], old: &[String]) -> Option<String> {
     name_set::added(NAME, new, old)
 }
 
 /// The upgrade's lines: `+` added, `-` removed.
-pub(crate) fn changes(new: &BTreeSet<String>, old: &BTreeSet<String>) -> Vec<String> {
+pub(crate) fn changes(new: &[String], old: &[String]) -> Vec<String> {
     name_set::changes(NAME, new, old)
 }
 
 /// Its part of `plugin list`'s line.
-pub(crate) fn one_line(resources: &BTreeSet<String>) -> Option<String> {
+pub(crate) fn one_line(resources: &[String]) -> Option<String> {
     name_set::one_line("identity", resources)
 }

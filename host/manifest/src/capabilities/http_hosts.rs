@@ -2,7 +2,6 @@
 //! (`http-send`), never an address of the platform's own (`forewarn_runtime::network`).
 
 use forewarn_pipeline::setting_error::SettingError;
-use std::collections::BTreeSet;
 
 use super::name_set;
 use crate::shown;
@@ -44,21 +43,21 @@ pub(crate) fn check(targets: &[String]) -> Result<(), SettingError> {
 }
 
 /// The consent's line.
-pub(crate) fn consent(targets: &BTreeSet<String>) -> String {
+pub(crate) fn consent(targets: &[String]) -> String {
     format!("  HTTP hosts: {}", name_set::listed_or_none(targets))
 }
 
 /// How `new` grants more than `old`, if it does.
-pub(crate) fn wider(new: &BTreeSet<String>, old: &BTreeSet<String>) -> Option<String> {
+pub(crate) fn wider(new: &[String], old: &[String]) -> Option<String> {
     name_set::added(NAME, new, old)
 }
 
 /// The upgrade's lines: `+` added, `-` removed.
-pub(crate) fn changes(new: &BTreeSet<String>, old: &BTreeSet<String>) -> Vec<String> {
+pub(crate) fn changes(new: &[String], old: &[String]) -> Vec<String> {
     name_set::changes(NAME, new, old)
 }
 
 /// Its part of `plugin list`'s line.
-pub(crate) fn one_line(targets: &BTreeSet<String>) -> Option<String> {
+pub(crate) fn one_line(targets: &[String]) -> Option<String> {
     name_set::one_line(NAME, targets)
 }

@@ -36,11 +36,6 @@ pub(crate) fn summary(limit: Option<ByteSize>) -> ByteSize {
     ByteSize::b(granted(limit).bytes() as u64)
 }
 
-/// The limit a lock or claim written without the key had: the default.
-pub(crate) fn default_summary() -> ByteSize {
-    summary(None)
-}
-
 /// The consent's line.
 pub(crate) fn consent(limit: ByteSize) -> String {
     format!("  HTTP response bodies read up to: {limit}")

@@ -1,9 +1,13 @@
 //! The `[capabilities]` table of a manifest: what a plugin may do beyond computing, each
-//! denied unless listed. One module per key, the shape of Spin's `allowed_hosts.rs`: the
-//! module checks its own value (what the parser cannot), says what it grants the runtime,
-//! and words it for the operator — the consent of `plugin install`, the upgrade's diff and
-//! widenings, `plugin list` — on the form kept in the lock file
-//! ([`GrantSummary`](crate::GrantSummary), which calls each in turn).
+//! denied unless listed. It is the one model of a plugin's capabilities: the runtime's
+//! [`Grants`] are built from it, and the lock file and the artifact's claim keep it as
+//! written (lists sorted) inside the [`GrantSummary`](crate::GrantSummary), which words it
+//! for the operator through the methods here.
+//!
+//! One module per key, the shape of Spin's `allowed_hosts.rs`: the module checks its own
+//! value (what the parser cannot), says what it grants the runtime, and words it for the
+//! operator — the consent of `plugin install`, the upgrade's diff and widenings, `plugin
+//! list`.
 //!
 //! | key | module | the runtime's grant (`forewarn_runtime::Grants`) |
 //! | --- | --- | --- |
@@ -19,6 +23,8 @@
 use forewarn_pipeline::setting_error::SettingError;
 use std::path::{Path, PathBuf};
 
+use bytesize::ByteSize;
+
 use forewarn_runtime::{CertificateDer, Grants};
 use serde::{Deserialize, Serialize};
 
@@ -30,7 +36,8 @@ pub mod http_response_limit;
 pub(crate) mod name_set;
 pub mod readiness;
 
-/// Host capabilities granted to the plugin; all denied unless listed.
+/// Host capabilities granted to the plugin; all denied unless listed. The same table, lists
+/// sorted, is what the lock file and the artifact's claim keep.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
 pub struct Capabilities {
@@ -45,13 +52,12 @@ pub struct Capabilities {
     pub azure_identity: Vec<String>,
     /// A PEM file of CAs `http-send` trusts for https:// besides the system's (private
     /// endpoints); a relative path is relative to the manifest's directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub http_ca_file: Option<PathBuf>,
     /// How much of a response body `http-send` hands over ("16MiB"); a longer body is cut.
     /// Default 1 MiB, at most [`forewarn_runtime::HTTP_RESPONSE_LIMIT_MAX`] (64 MiB).
-    pub http_response_limit: Option<bytesize::ByteSize>,
-    /// The certificates of `http-ca-file`, read when the manifest is loaded.
-    #[serde(skip)]
-    pub http_roots: Vec<CertificateDer<'static>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_response_limit: Option<ByteSize>,
 }
 
 impl Capabilities {
@@ -71,22 +77,101 @@ impl Capabilities {
         azure_identity::check(&self.azure_identity)
     }
 
-    /// Reads the certificates of `http-ca-file` (a relative path in `dir`) into
-    /// `http_roots`.
-    pub(crate) fn read_http_roots(&mut self, dir: &Path) -> Result<(), SettingError> {
-        self.http_roots = http_ca_file::read(self.http_ca_file.as_deref(), dir)?;
-        Ok(())
+    /// Reads the certificates of `http-ca-file` (a relative path in `dir`).
+    pub(crate) fn read_http_roots(
+        &self,
+        dir: &Path,
+    ) -> Result<Vec<CertificateDer<'static>>, SettingError> {
+        http_ca_file::read(self.http_ca_file.as_deref(), dir)
     }
 
-    /// What the runtime lets the plugin do.
-    pub fn grants(&self) -> Grants {
+    /// What the runtime lets the plugin do, trusting `http_roots` (read from `http-ca-file`).
+    pub fn grants(&self, http_roots: Vec<CertificateDer<'static>>) -> Grants {
         Grants {
             readiness: self.readiness,
             http: self.http.clone(),
             actions: self.actions.clone(),
             azure_identity: self.azure_identity.clone(),
-            http_roots: self.http_roots.clone(),
+            http_roots,
             http_response_limit: http_response_limit::granted(self.http_response_limit),
         }
+    }
+
+    /// The table as the lock file and the claim keep it: each list sorted, once each, so
+    /// two compare and print the same way whatever order the manifest listed them in.
+    pub(crate) fn sorted(&self) -> Capabilities {
+        Capabilities {
+            http: name_set::sorted(&self.http),
+            actions: name_set::sorted(&self.actions),
+            azure_identity: name_set::sorted(&self.azure_identity),
+            ..self.clone()
+        }
+    }
+
+    /// The consent's lines, one per key.
+    pub(crate) fn consent(&self) -> Vec<String> {
+        let mut lines = vec![
+            actions::consent(&self.actions),
+            readiness::consent(self.readiness),
+            http_hosts::consent(&self.http),
+            azure_identity::consent(&self.azure_identity),
+        ];
+        lines.extend(http_ca_file::consent(self.http_ca_file.is_some()));
+        lines.push(http_response_limit::consent(self.response_limit()));
+        lines
+    }
+
+    /// Each way `self` grants more than `other`, in words ("actions: + stop-app").
+    pub(crate) fn beyond(&self, other: &Capabilities) -> Vec<String> {
+        [
+            actions::wider(&self.actions, &other.actions),
+            http_hosts::wider(&self.http, &other.http),
+            azure_identity::wider(&self.azure_identity, &other.azure_identity),
+            readiness::wider(self.readiness, other.readiness),
+            http_ca_file::wider(self.http_ca_file.is_some(), other.http_ca_file.is_some()),
+            http_response_limit::wider(self.response_limit(), other.response_limit()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+
+    /// The changes from `old`, one line each: `+`/`-` for added and removed grants, `~` for
+    /// a changed value.
+    pub(crate) fn changes_from(&self, old: &Capabilities) -> Vec<String> {
+        let mut lines = actions::changes(&self.actions, &old.actions);
+        lines.extend(http_hosts::changes(&self.http, &old.http));
+        lines.extend(azure_identity::changes(
+            &self.azure_identity,
+            &old.azure_identity,
+        ));
+        lines.extend(readiness::changes(self.readiness, old.readiness));
+        lines.extend(http_ca_file::changes(
+            self.http_ca_file.is_some(),
+            old.http_ca_file.is_some(),
+        ));
+        lines.extend(http_response_limit::changes(
+            self.response_limit(),
+            old.response_limit(),
+        ));
+        lines
+    }
+
+    /// Its parts of `plugin list`'s line ("actions: stop-app", "readiness").
+    pub(crate) fn one_line(&self) -> Vec<String> {
+        [
+            actions::one_line(&self.actions),
+            readiness::one_line(self.readiness),
+            http_hosts::one_line(&self.http),
+            azure_identity::one_line(&self.azure_identity),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+
+    /// The response limit in force: the manifest's, else the default.
+    fn response_limit(&self) -> ByteSize {
+        http_response_limit::summary(self.http_response_limit)
     }
 }

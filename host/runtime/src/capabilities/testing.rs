@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::grants::Grants;
+use super::Grants;
 use crate::call_state::CallState;
 use crate::services::{HostServices, PluginSettings};
 use crate::wit::latest::HostError;

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 pub use runner::ActionSpec;
 pub(crate) use runner::run;
 
-use super::grants::Grants;
+use super::Grants;
 use super::log_text::describe;
 use crate::call_state::{CallState, LOG_FIELD_MAX_BYTES, LOG_LINE_MAX_BYTES};
 use crate::wit::latest::{ActionOutput, HostError};

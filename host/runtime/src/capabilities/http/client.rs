@@ -16,7 +16,7 @@ use url::{Position, Url};
 use super::grant::grant;
 use super::network::{self, Resolver, SystemResolver};
 use super::tls::{self, TlsConfigs};
-use crate::capabilities::grants::Grants;
+use crate::capabilities::Grants;
 use crate::wit::latest::{HostError, HttpRequest, HttpResponse};
 
 /// Request headers a plugin may not set: `Host` (the real host is always sent), `Metadata`

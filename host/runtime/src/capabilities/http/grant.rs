@@ -2,7 +2,7 @@
 
 use url::Url;
 
-use crate::capabilities::grants::Grants;
+use crate::capabilities::Grants;
 use crate::wit::latest::HostError;
 
 /// The parsed `url` when `plugin`'s grants name its `host:port` (host compared without

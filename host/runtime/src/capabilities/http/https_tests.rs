@@ -15,7 +15,7 @@ use super::client::tests::{TableResolver, get_request, silent_server};
 use super::client::{Caller, HttpClient, send};
 use super::response_limit::HttpResponseLimit;
 use super::tls::ca_certificates;
-use crate::capabilities::grants::Grants;
+use crate::capabilities::Grants;
 use crate::wit::latest::{HostError, HttpRequest, HttpResponse};
 
 const OK: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok";

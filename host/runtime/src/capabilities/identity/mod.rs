@@ -11,7 +11,7 @@ pub use token_cache::{
     IssuedToken, ManagedIdentity, TOKEN_RENEW_BEFORE, TokenFetcher, TokenFuture,
 };
 
-use super::grants::Grants;
+use super::Grants;
 use super::log_text::describe;
 use crate::call_state::{CallState, LOG_FIELD_MAX_BYTES};
 use crate::wit::latest::{AccessToken, HostError};

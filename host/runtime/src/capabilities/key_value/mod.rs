@@ -108,7 +108,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::capabilities::grants::Grants;
+    use crate::capabilities::Grants;
     use crate::capabilities::testing::call;
     use crate::services::HostServices;
 

@@ -12,7 +12,7 @@ pub use probe_ledger::{MAX_UNHEALTHY_THRESHOLD, PROBER_MEMORY, Prober};
 use forewarn_events::millis;
 use std::time::Instant;
 
-use super::grants::Grants;
+use super::Grants;
 use crate::call_state::CallState;
 use crate::wit::latest::{DrainStatus, HostError};
 
