@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::capabilities::Grants;
 use crate::capabilities::actions::runner::ActionSpec;
-use crate::capabilities::grants::Grants;
 use crate::capabilities::http::client::HttpClient;
 use crate::capabilities::identity::token_cache::ManagedIdentity;
 use crate::capabilities::key_value::store::{KeyValueStore, MemoryKeyValueStore};
