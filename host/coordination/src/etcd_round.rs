@@ -9,22 +9,33 @@
 //! another, its marker of the same revision in its subtree. Any other such key is ignored,
 //! replaced by the next campaign or claim, shown in `/status` and logged once per event.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use forewarn_etcd::{Compare, EtcdError, Write};
-use forewarn_imds::{EventId, ScheduledEvent};
+use forewarn_imds::{EventId, ImdsClock, ScheduledEvent};
 
-use crate::actor::{Coordinator, Held, Lease, Tracked};
 use crate::coordination_status::{BarrierState, EventBarrier};
+use crate::disruption_slots::{BudgetStatus, SlotKeeper};
+use crate::etcd_access::EtcdAccess;
 use crate::fleet_record::bounded_text;
 use crate::records::{
     EventKeys, EventRecords, reads_everything, ready_marker, resources_list, stated_not_before,
 };
+use crate::tracked_event::{Held, Tracked};
 use forewarn_pipeline::approval::BarrierVerdict;
+use forewarn_pipeline::approval::{BarrierRequest, applies_to};
 use forewarn_pipeline::barrier::{
     self, BarrierView, Revision, Shared, SharedKey, VmStanding, judge_shared,
 };
 use forewarn_pipeline::log_messages;
+
+/// How long after the pipeline left an event (it started, ended or was forgotten) its ready
+/// key and leadership are released. Nothing waits on them any more (the event is no longer
+/// read each round); they stay a while so that the other VMs' last reads, and `/status`,
+/// still show every VM ready around the start. A Withdraw releases at once.
+const RELEASED_AFTER_LEAVING: Duration = Duration::from_secs(15);
 
 /// How long records that must outlive a daemon (`was-ready`, a sent `approval`) are kept.
 const RECORD_TTL: Duration = Duration::from_secs(24 * 3600);
@@ -48,22 +59,184 @@ struct EventRead {
     leader_revision: Option<Revision>,
 }
 
-impl Coordinator {
-    /// One pass: keep the lease, drop forgotten events, move each event forward.
-    pub(super) async fn round(&mut self) -> Result<(), EtcdError> {
+/// This VM's side of the barrier in etcd, which the coordinator's rounds move forward.
+pub(super) struct EtcdBarrier {
+    access: Arc<EtcdAccess>,
+    /// Now on IMDS's clock (NotBefore's), for the barrier's deadline.
+    clock: ImdsClock,
+    /// The events joined, by id.
+    events: BTreeMap<EventId, Tracked>,
+    /// Events this VM is no longer ready for (rescheduled): keys to release, with what this
+    /// VM wrote of the shared ones.
+    withdrawn: Vec<(EventId, Held)>,
+    /// Events this VM left (no longer Scheduled, or handled to the end): keys to release,
+    /// each at its instant ([`RELEASED_AFTER_LEAVING`]), with what this VM wrote of the
+    /// shared ones (a claim stays: its approval may be on its way).
+    leaving: BTreeMap<EventId, (Instant, Held)>,
+    /// This daemon's lease, once granted.
+    lease: Option<Lease>,
+    /// The disruption budget's claims, when `coordination.disruption-budget` is set.
+    slots: Option<SlotKeeper>,
+}
+
+/// This daemon's lease and when it was last renewed.
+struct Lease {
+    id: i64,
+    renewed_at: Instant,
+}
+
+impl EtcdBarrier {
+    /// Nothing joined yet, over `access`.
+    pub(super) fn new(access: Arc<EtcdAccess>, clock: ImdsClock) -> EtcdBarrier {
+        EtcdBarrier {
+            slots: SlotKeeper::for_config(&access),
+            access,
+            clock,
+            events: BTreeMap::new(),
+            withdrawn: Vec::new(),
+            leaving: BTreeMap::new(),
+            lease: None,
+        }
+    }
+
+    /// Applies what the pipeline asks: a Join starts coordinating the event (the next round
+    /// records this VM ready and campaigns), a Withdraw or a Leave stops it (releasing its
+    /// keys), a Sent has the leader record the approval. Returns the event a Withdraw or a
+    /// Leave names (its verdict is no longer sent).
+    pub(super) fn apply(&mut self, request: BarrierRequest) -> Option<EventId> {
+        if let Some(slots) = self.slots.as_mut() {
+            let now = self.clock.now();
+            match &request {
+                BarrierRequest::Join(event) if !applies_to(event, &self.access.vm) => {
+                    slots.queue(event, now);
+                    return None;
+                }
+                BarrierRequest::Occupy(event) => slots.occupy(event),
+                BarrierRequest::Recovered(id) => slots.recovered(id),
+                BarrierRequest::Withdraw(id) => slots.withdraw(id),
+                BarrierRequest::Leave(id) => slots.leave(id),
+                BarrierRequest::Join(_) | BarrierRequest::Sent(_) => {}
+            }
+        }
+        match request {
+            BarrierRequest::Occupy(_) | BarrierRequest::Recovered(_) => None,
+            BarrierRequest::Join(event) => {
+                // Joined again before its keys were released: they are this VM's again.
+                let held = self.leaving.remove(&event.id).map(|(_, held)| held);
+                let tracked = self.events.entry(event.id.clone()).or_insert_with(|| {
+                    let mut tracked = Tracked::new(&event);
+                    tracked.held = held.unwrap_or_default();
+                    tracked
+                });
+                tracked.event = (*event).clone();
+                None
+            }
+            BarrierRequest::Withdraw(id) => {
+                if let Some(tracked) = self.events.remove(&id) {
+                    let held = Held {
+                        sent: tracked.was_sent(),
+                        ..tracked.held
+                    };
+                    self.withdrawn.push((id.clone(), held));
+                }
+                Some(id)
+            }
+            BarrierRequest::Leave(id) => {
+                if let Some(tracked) = self.events.remove(&id) {
+                    let release_at = Instant::now() + RELEASED_AFTER_LEAVING;
+                    self.leaving.insert(id.clone(), (release_at, tracked.held));
+                }
+                Some(id)
+            }
+            BarrierRequest::Sent(ids) => {
+                for id in ids {
+                    if let Some(tracked) = self.events.get_mut(&id) {
+                        tracked.mark_sent();
+                    }
+                }
+                None
+            }
+        }
+    }
+
+    /// Each event's effective verdict: a claim approves; otherwise, while etcd falls back
+    /// (`unreachable`), Unreachable; otherwise the last read. Then the budget's.
+    pub(super) fn verdicts(&self, unreachable: bool) -> Vec<(EventId, BarrierVerdict)> {
+        let mut verdicts: Vec<(EventId, BarrierVerdict)> = self
+            .events
+            .iter()
+            .map(|(id, tracked)| {
+                let verdict = match tracked.is_claimed() || !unreachable {
+                    true => tracked.verdict.clone(),
+                    false => BarrierVerdict::Unreachable,
+                };
+                (id.clone(), verdict)
+            })
+            .collect();
+        if let Some(slots) = self.slots.as_ref() {
+            verdicts.extend(slots.verdicts(unreachable));
+        }
+        verdicts
+    }
+
+    /// Whether nothing is coordinated, left to release or claimed of the budget (the rounds
+    /// may slow down).
+    pub(super) fn is_idle(&self) -> bool {
+        let slots_busy = self.slots.as_ref().is_some_and(SlotKeeper::busy);
+        self.events.is_empty() && self.leaving.is_empty() && !slots_busy
+    }
+
+    /// The events joined, by id.
+    pub(super) fn joined(&self) -> Vec<EventId> {
+        self.events.keys().cloned().collect()
+    }
+
+    /// This daemon's lease, once granted.
+    pub(super) fn lease_id(&self) -> Option<i64> {
+        self.lease.as_ref().map(|lease| lease.id)
+    }
+
+    /// What `/status` shows of each event joined.
+    pub(super) fn event_barriers(&self) -> Vec<EventBarrier> {
+        self.events.values().map(|t| t.barrier.clone()).collect()
+    }
+
+    /// What `/status` shows of the disruption budget, when one is kept.
+    pub(super) fn budget_status(&self, falls_back: bool) -> Option<BudgetStatus> {
+        self.slots.as_ref().map(|slots| slots.status(falls_back))
+    }
+
+    /// The event joined as `id`, to change (a test plays a round's outcome with it).
+    #[cfg(test)]
+    pub(super) fn tracked_mut(&mut self, id: &str) -> Option<&mut Tracked> {
+        self.events.get_mut(id)
+    }
+
+    /// Whether `id`'s keys wait to be released after this VM left it.
+    #[cfg(test)]
+    pub(super) fn is_leaving(&self, id: &str) -> bool {
+        self.leaving.contains_key(id)
+    }
+
+    /// The events withdrawn whose keys are not released yet.
+    #[cfg(test)]
+    pub(super) fn withdrawn(&self) -> &[(EventId, Held)] {
+        &self.withdrawn
+    }
+
+    /// The start of a round: keep the lease, release what this VM withdrew or left.
+    /// Returns the lease.
+    pub(super) async fn keep_lease_and_release(&mut self) -> Result<i64, EtcdError> {
         let lease_id = self.ensure_lease().await?;
         self.release_withdrawn().await?;
         self.release_left().await?;
-        let ids: Vec<EventId> = self.events.keys().cloned().collect();
-        for id in ids {
-            // A request that arrived meanwhile (a Join, a Withdraw) is applied first.
-            self.take_requests();
-            self.step(&id, lease_id).await?;
-        }
+        Ok(lease_id)
+    }
+
+    /// The end of a round: the disruption budget's claims, under `lease`.
+    pub(super) async fn budget_round(&mut self, lease: i64) -> Result<(), EtcdError> {
         if let Some(slots) = self.slots.as_mut() {
-            slots
-                .round(&self.access, lease_id, self.clock.now())
-                .await?;
+            slots.round(&self.access, lease, self.clock.now()).await?;
         }
         Ok(())
     }
@@ -163,33 +336,35 @@ impl Coordinator {
     }
 
     /// Moves one event forward: record ready, campaign, and — leading — claim the approval
-    /// when every VM is ready or the deadline came.
-    async fn step(&mut self, id: &EventId, lease: i64) -> Result<(), EtcdError> {
+    /// when every VM is ready or the deadline came. Returns whether this VM claimed it (its
+    /// verdict is sent at once).
+    pub(super) async fn step(&mut self, id: &EventId, lease: i64) -> Result<bool, EtcdError> {
         let Some((event, ready_in_lease, claimed)) = self.snapshot(id) else {
-            return Ok(());
+            return Ok(false);
         };
         let keys = self.access.keys(id);
         if ready_in_lease != Some(lease) {
             self.record_ready(id, &keys, lease).await?;
         }
         if claimed {
-            return self.record_sent(id, &keys).await;
+            self.record_sent(id, &keys).await?;
+            return Ok(false);
         }
         if self.another_still_leads(id, &keys).await? {
-            return Ok(());
+            return Ok(false);
         }
         let read = self.read_event(id, &event, &keys).await?;
         match &read.approval {
             Shared::Mine => {
                 let why = format!("this VM claimed the approval of event {id}; sending it");
                 self.claimed(id, why);
-                return Ok(());
+                return Ok(true);
             }
             Shared::Theirs(by) => {
                 let state = BarrierState::ApprovedBy { vm: by.clone() };
                 let leader = self.leader_named(&read.leader);
                 self.update(id, leader, read.standings, state, BarrierVerdict::Wait);
-                return Ok(());
+                return Ok(false);
             }
             Shared::Absent | Shared::Ignored { .. } => {}
         }
@@ -210,7 +385,7 @@ impl Coordinator {
             // Another VM campaigned between the read and this VM's campaign.
             let state = BarrierState::Electing;
             self.update(id, None, read.standings, state, BarrierVerdict::Wait);
-            return Ok(());
+            return Ok(false);
         };
         if leader != self.access.vm {
             let state = BarrierState::OtherLeads {
@@ -223,7 +398,7 @@ impl Coordinator {
                 state,
                 BarrierVerdict::Wait,
             );
-            return Ok(());
+            return Ok(false);
         }
         self.note_leading(id);
         self.lead(id, &event, &keys, lease, read).await
@@ -512,6 +687,7 @@ impl Coordinator {
     }
 
     /// As the leader: claim the approval when the barrier is down or the deadline came.
+    /// Returns whether this VM claimed it.
     async fn lead(
         &mut self,
         id: &EventId,
@@ -519,7 +695,7 @@ impl Coordinator {
         keys: &EventKeys,
         lease: i64,
         read: EventRead,
-    ) -> Result<(), EtcdError> {
+    ) -> Result<bool, EtcdError> {
         let standings = read.standings.clone();
         let waiting: Vec<String> = standings
             .iter()
@@ -543,15 +719,15 @@ impl Coordinator {
                 state,
                 BarrierVerdict::Wait,
             );
-            return Ok(());
+            return Ok(false);
         }
         let Some(compares) = self.claim_conditions(id, keys, &read, all_ready) else {
-            return Ok(());
+            return Ok(false);
         };
         let claim = self.claim_writes(keys, lease);
         let Some(revision) = self.access.client.commit(&compares, &claim).await? else {
             // Something changed between the read and the claim; the next round reads again.
-            return Ok(());
+            return Ok(false);
         };
         if let Some(tracked) = self.events.get_mut(id) {
             tracked.held.claim = Some(Revision(revision));
@@ -577,7 +753,7 @@ impl Coordinator {
             BarrierVerdict::Wait,
         );
         self.claimed(id, why);
-        Ok(())
+        Ok(true)
     }
 
     /// The claim holds only if the leader key is still this VM's own write, the approval key
@@ -617,7 +793,6 @@ impl Coordinator {
         if let Some(tracked) = self.events.get_mut(id) {
             tracked.claim(why);
         }
-        self.publish();
     }
 
     fn update(

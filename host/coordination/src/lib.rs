@@ -51,6 +51,7 @@ pub mod fleet_impact;
 pub mod fleet_reader;
 pub mod fleet_record;
 mod records;
+mod tracked_event;
 
 pub use actor::ROUND_EVERY;
 pub use coordination_config::{CoordinationConfig, MAX_COORDINATION_DURATION};

@@ -252,7 +252,7 @@ fn the_actor_sends_each_effective_verdict_once_when_it_changes() {
     assert_eq!(sent(), e1(BarrierVerdict::Unreachable));
 
     let why = "this VM claimed".to_owned();
-    if let Some(tracked) = actor.events.get_mut("E1") {
+    if let Some(tracked) = actor.barrier.tracked_mut("E1") {
         tracked.claim(why.clone());
     }
     actor.publish();
@@ -264,14 +264,17 @@ fn the_actor_sends_each_effective_verdict_once_when_it_changes() {
 
     actor.apply(BarrierRequest::Leave("E1".into()));
     assert_eq!(sent(), [], "nothing for an event left");
-    assert!(actor.leaving.contains_key("E1") && actor.events.is_empty());
+    assert!(actor.barrier.is_leaving("E1") && actor.barrier.joined().is_empty());
     actor.apply(BarrierRequest::Join(event));
-    assert!(actor.leaving.is_empty(), "joined again: its keys are kept");
+    assert!(
+        !actor.barrier.is_leaving("E1"),
+        "joined again: its keys are kept"
+    );
     assert_eq!(sent(), e1(BarrierVerdict::Unreachable), "a fresh verdict");
     actor.apply(BarrierRequest::Withdraw("E1".into()));
     assert_eq!(
-        actor.withdrawn,
-        [(EventId::from("E1"), super::actor::Held::default())]
+        actor.barrier.withdrawn(),
+        [(EventId::from("E1"), super::tracked_event::Held::default())]
     );
     assert_eq!(sent(), []);
 }
