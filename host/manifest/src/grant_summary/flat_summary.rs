@@ -39,6 +39,8 @@ struct FlatSummary {
 }
 
 impl From<FlatSummary> for GrantSummary {
+    // A capability added after version 1 was not in its form: its default (denied).
+    #[allow(clippy::needless_update)]
     fn from(flat: FlatSummary) -> GrantSummary {
         GrantSummary {
             capabilities: Capabilities {
@@ -48,6 +50,7 @@ impl From<FlatSummary> for GrantSummary {
                 azure_identity: flat.azure_identity.into_iter().collect(),
                 http_ca_file: flat.http_ca_file.then(|| PathBuf::from(UNNAMED_CA_FILE)),
                 http_response_limit: flat.http_response_limit,
+                ..Capabilities::default()
             },
             memory: flat.memory,
             budget: flat.budget,
