@@ -19,7 +19,7 @@ use forewarn_events::{Document, EventId, EventStatus, PluginName, ScheduledEvent
 
 use crate::agenda::{Agenda, Standing, Urgency};
 use crate::approval::{ApprovalInput, ApprovalStage, BarrierRequest, BarrierVerdict, Events};
-use crate::host_shutdown::{HostShutdown, ShutdownRelease};
+use crate::host_shutdown::ShutdownRelease;
 use crate::log_fields;
 use crate::log_messages;
 use crate::policy::PolicyConfig;
@@ -33,6 +33,7 @@ use crate::state::{
 use crate::timeline::TimelineEntry;
 use preparation_notes::PreparationNotes;
 use quarantine_marking::MarkedRoster;
+use shutdown_handling::{ShutdownHandling, ShutdownStep};
 
 /// What the pipeline needs to know besides its inputs.
 #[derive(Debug, Clone)]
@@ -146,10 +147,9 @@ pub struct Pipeline {
     /// Only deferral bookkeeping changed since the last persist: it may be grouped.
     unsaved_bookkeeping: bool,
     stopping: bool,
-    /// The operating system's shutdown, when one is under way.
-    host_shutdown: HostShutdown,
-    /// Shutdown events journaled before this start, which the first round ends.
-    shutdowns_to_resume: Vec<EventId>,
+    /// The operating system's shutdown, when one is under way, and the Shutdown events
+    /// journaled before this start, which the first round ends.
+    host_shutdown: ShutdownHandling,
     actions: VecDeque<Action>,
 }
 
@@ -159,7 +159,8 @@ impl Pipeline {
     pub fn new(settings: PipelineSettings, state: DaemonState) -> Pipeline {
         let plugins = MarkedRoster::new(QuarantineRules::of(&settings.policy));
         let approval = ApprovalStage::new(&settings.vm_name, &settings.policy);
-        let mut pipeline = Pipeline {
+        let host_shutdown = ShutdownHandling::resuming(&state.events, &settings.vm_name);
+        Pipeline {
             settings,
             state,
             plugins,
@@ -172,12 +173,9 @@ impl Pipeline {
             unsaved: false,
             unsaved_bookkeeping: false,
             stopping: false,
-            host_shutdown: HostShutdown::Running,
-            shutdowns_to_resume: Vec::new(),
+            host_shutdown,
             actions: VecDeque::new(),
-        };
-        pipeline.shutdowns_to_resume = pipeline.journaled_shutdowns();
-        pipeline
+        }
     }
 
     /// Events naming this VM and others wait on the etcd barrier (`[coordination]`).
@@ -235,8 +233,14 @@ impl Pipeline {
             Input::ReadinessHoldsChanged => self.unsaved = true,
             Input::JournalDurable(durable) => self.journal_durability(durable),
             Input::ShutdownStarted => self.stopping = true,
-            Input::HostShutdown { budget } => self.host_shutdown_began(budget, now),
-            Input::HostShutdownCancelled => self.host_shutdown_cancelled(now),
+            Input::HostShutdown { budget } => {
+                let steps = self.host_shutdown.began(budget, now, &self.state.events);
+                self.carry_out(steps, now);
+            }
+            Input::HostShutdownCancelled => {
+                let steps = self.host_shutdown.cancelled(&self.state.events);
+                self.carry_out(steps, now);
+            }
         }
         self.handle_timeout(now);
     }
@@ -252,8 +256,12 @@ impl Pipeline {
     /// plugin gets one call at a time.
     pub fn handle_timeout(&mut self, now: ImdsTime) {
         self.last_round = now;
-        self.resume_after_host_shutdown(now);
-        self.replace_a_cancelled_ridden_event(now);
+        let resumed = self.host_shutdown.resume(&self.state.events);
+        self.carry_out(resumed, now);
+        let replaced = self
+            .host_shutdown
+            .replace_a_cancelled_ridden_event(now, &self.state.events);
+        self.carry_out(replaced, now);
         let mut calls = Vec::new();
         if !self.stopping {
             self.visit_due(now, &mut calls);
@@ -286,7 +294,25 @@ impl Pipeline {
         if let Some(batch) = approval {
             self.actions.push_back(Action::Approve(batch));
         }
-        self.settle_host_shutdown(now);
+        let roster = self.plugins.roster();
+        let released = self.host_shutdown.settle(now, &self.state.events, roster);
+        self.carry_out(released, now);
+    }
+
+    /// Carries out, in order, what the shutdown's handling asked for.
+    fn carry_out(&mut self, steps: Vec<ShutdownStep>, now: ImdsTime) {
+        for step in steps {
+            match step {
+                ShutdownStep::Transition(transition) => {
+                    self.apply_transition(&transition, now);
+                    self.unsaved = true;
+                }
+                ShutdownStep::Emit(entry) => self.emit(entry),
+                ShutdownStep::Release(release) => {
+                    self.actions.push_back(Action::ReleaseShutdown(release));
+                }
+            }
+        }
     }
 
     /// The journal's commits stopped or started reaching the disk: the approval stage holds
@@ -486,10 +512,13 @@ impl Pipeline {
                 self.actions.extend(note.map(Action::Emit));
                 self.announce_quarantine_hold(id);
             }
-            Preparation::AllPrepared { .. } if self.all_prepared_for_shutdown(id, now) => {}
             Preparation::AllPrepared { subscribers } => {
+                // forewarn's own Shutdown event is not approved at IMDS.
                 self.approval_step(id, |approval, progress, roster| {
-                    approval.on_all_prepared(progress, subscribers, roster, now)
+                    match progress.event.is_from_operating_system() {
+                        true => shutdown_handling::all_prepared(progress, now),
+                        false => approval.on_all_prepared(progress, subscribers, roster, now),
+                    }
                 });
             }
         }

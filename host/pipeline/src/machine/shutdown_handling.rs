@@ -4,32 +4,77 @@
 //! ([`Action::ReleaseShutdown`]) when the plugins prepared or the budget ran out. After the
 //! next start the event is over: the plugins recover (`ended-after-start`).
 //!
+//! [`ShutdownHandling`] owns where the shutdown stands; it reads the events and returns the
+//! [`ShutdownStep`]s the machine carries out in order.
+//!
 //! [`Input::HostShutdown`]: super::Input::HostShutdown
+//! [`Action::ReleaseShutdown`]: super::Action::ReleaseShutdown
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use forewarn_events::{EventId, ImdsTime, PluginName, ScheduledEvent};
 
-use super::{Action, Pipeline};
-use crate::host_shutdown::{AlreadyUnderWay, HostShutdown};
+use crate::approval::Events;
+use crate::host_shutdown::{AlreadyUnderWay, HostShutdown, ShutdownRelease};
 use crate::log_fields;
 use crate::log_messages;
+use crate::roster::Roster;
 use crate::state::{Approval, EventProgress, Handling, Lifecycle};
-
 use crate::timeline::TimelineEntry;
 use crate::tracker::Transition;
 
-impl Pipeline {
+/// The operating system's shutdown as the pipeline handles it.
+pub(super) struct ShutdownHandling {
+    /// Where the shutdown stands.
+    shutdown: HostShutdown,
+    /// Shutdown events journaled before this start, which the first round ends.
+    to_resume: Vec<EventId>,
+    /// This VM's name, which forewarn's own Shutdown event names.
+    vm_name: String,
+}
+
+/// What the machine does for the shutdown, in order.
+pub(super) enum ShutdownStep {
+    /// Apply this transition to the events (and journal the state).
+    Transition(Box<Transition>),
+    /// Show this on the timeline.
+    Emit(TimelineEntry),
+    /// Let the operating system's shutdown go on.
+    Release(ShutdownRelease),
+}
+
+impl ShutdownHandling {
+    /// No shutdown under way; the Shutdown events `events` (journaled before this start)
+    /// holds, not yet recovering, are ended by the first round ([`ShutdownHandling::resume`]).
+    pub(super) fn resuming(events: &Events, vm_name: &str) -> ShutdownHandling {
+        let to_resume = events
+            .values()
+            .filter(|progress| progress.event.is_from_operating_system() && !progress.is_ended())
+            .map(|progress| progress.event.id.clone())
+            .collect();
+        ShutdownHandling {
+            shutdown: HostShutdown::Running,
+            to_resume,
+            vm_name: vm_name.to_owned(),
+        }
+    }
+
+    /// When the shutdown's budget runs out, while one is under way.
+    pub(super) fn deadline(&self) -> Option<ImdsTime> {
+        self.shutdown.deadline()
+    }
+
     /// The operating system said it is shutting down, with `budget` to prepare.
-    pub(super) fn host_shutdown_began(&mut self, budget: Duration, now: ImdsTime) {
-        let under_way = self.under_way_for_this_vm();
+    pub(super) fn began(
+        &mut self,
+        budget: Duration,
+        now: ImdsTime,
+        events: &Events,
+    ) -> Vec<ShutdownStep> {
+        let under_way = under_way_for_this_vm(events);
         let own = EventId::from(format!("shutdown-{}", now.unix_ms()));
-        let Some(next) = self
-            .host_shutdown
-            .begin(now, budget, under_way, own.clone())
-        else {
-            return;
+        let Some(next) = self.shutdown.begin(now, budget, under_way, own.clone()) else {
+            return Vec::new();
         };
         tracing::warn!(
             budget = %log_fields::duration(budget),
@@ -37,83 +82,91 @@ impl Pipeline {
             "{}",
             log_messages::HOST_SHUTDOWN_BEGAN
         );
-        self.emit(TimelineEntry::HostShutdownBegan {
+        let mut steps = vec![ShutdownStep::Emit(TimelineEntry::HostShutdownBegan {
             budget_ms: log_fields::millis(budget),
             event_id: next.awaited_event().cloned(),
-        });
+        })];
         if next.awaited_event() == Some(&own) {
-            self.make_own_shutdown_event(own, now + budget, now);
+            steps.push(self.own_shutdown_event(own, now + budget));
         }
-        self.host_shutdown = next;
-        if matches!(self.host_shutdown, HostShutdown::Released { .. }) {
-            self.announce_release();
+        self.shutdown = next;
+        if matches!(self.shutdown, HostShutdown::Released { .. }) {
+            steps.extend(self.release());
         }
+        steps
     }
 
     /// The shutdown was called off: the plugins undo what they did for forewarn's own event.
-    pub(super) fn host_shutdown_cancelled(&mut self, now: ImdsTime) {
-        let (next, own) = self.host_shutdown.cancel();
-        if self.host_shutdown == HostShutdown::Running {
-            return;
+    pub(super) fn cancelled(&mut self, events: &Events) -> Vec<ShutdownStep> {
+        let (next, own) = self.shutdown.cancel();
+        if self.shutdown == HostShutdown::Running {
+            return Vec::new();
         }
-        self.host_shutdown = next;
+        self.shutdown = next;
         tracing::info!("{}", log_messages::HOST_SHUTDOWN_CANCELLED);
-        let Some(event) = own.and_then(|id| self.state.events.get(&id)) else {
-            return;
+        let Some(event) = own.and_then(|id| events.get(&id)) else {
+            return Vec::new();
         };
         let ended = Transition::EndedWithoutStart(event.event.clone());
-        self.apply_transition(&ended, now);
-        self.unsaved = true;
+        vec![ShutdownStep::Transition(Box::new(ended))]
     }
 
     /// Before every round: when the Scheduled Event the shutdown waits for went away
     /// unprepared (cancelled), forewarn makes its own Shutdown event for what is left of the
     /// budget, so that this round prepares it.
-    pub(super) fn replace_a_cancelled_ridden_event(&mut self, now: ImdsTime) {
-        let HostShutdown::RidingOn { event_id, .. } = &self.host_shutdown else {
-            return;
+    pub(super) fn replace_a_cancelled_ridden_event(
+        &mut self,
+        now: ImdsTime,
+        events: &Events,
+    ) -> Vec<ShutdownStep> {
+        let HostShutdown::RidingOn { event_id, .. } = &self.shutdown else {
+            return Vec::new();
         };
-        let gone =
-            self.state.events.get(event_id).is_none_or(|progress| {
-                progress.lifecycle == (Lifecycle::Ended { after_start: false })
-            });
+        let gone = events
+            .get(event_id)
+            .is_none_or(|progress| progress.lifecycle == (Lifecycle::Ended { after_start: false }));
         if !gone {
-            return;
+            return Vec::new();
         }
         let own = EventId::from(format!("shutdown-{}", now.unix_ms()));
-        if let Some(next) = self.host_shutdown.ridden_event_gone(own.clone()) {
-            let deadline = next.deadline().unwrap_or(now);
-            self.make_own_shutdown_event(own, deadline, now);
-            self.host_shutdown = next;
-        }
+        let Some(next) = self.shutdown.ridden_event_gone(own.clone()) else {
+            return Vec::new();
+        };
+        let deadline = next.deadline().unwrap_or(now);
+        let step = self.own_shutdown_event(own, deadline);
+        self.shutdown = next;
+        vec![step]
     }
 
     /// After every round: the shutdown is released once what it waits for is prepared, or
     /// its budget ran out.
-    pub(super) fn settle_host_shutdown(&mut self, now: ImdsTime) {
-        let Some(awaited) = self.host_shutdown.awaited_event().cloned() else {
-            return;
+    pub(super) fn settle(
+        &mut self,
+        now: ImdsTime,
+        events: &Events,
+        roster: &Roster,
+    ) -> Vec<ShutdownStep> {
+        let Some(awaited) = self.shutdown.awaited_event() else {
+            return Vec::new();
         };
-        let progress = self.state.events.get(&awaited).cloned();
-        let prepared = progress.as_deref().is_some_and(is_prepared);
-        let roster = Arc::clone(self.plugins.roster());
+        let progress = events.get(awaited);
+        let prepared = progress.is_some_and(|progress| is_prepared(progress));
         let unprepared = || {
             progress
-                .as_deref()
-                .map(|progress| unprepared_plugins(progress, &roster))
+                .map(|progress| unprepared_plugins(progress, roster))
                 .unwrap_or_default()
         };
-        let Some(next) = self.host_shutdown.settle(now, prepared, unprepared) else {
-            return;
+        let Some(next) = self.shutdown.settle(now, prepared, unprepared) else {
+            return Vec::new();
         };
-        self.host_shutdown = next;
-        self.announce_release();
+        self.shutdown = next;
+        self.release()
     }
 
     /// The shutdown was just released: the log, the timeline and the service manager hear it.
-    fn announce_release(&mut self) {
-        let HostShutdown::Released { since, at, release } = &self.host_shutdown else {
-            return;
+    fn release(&self) -> Vec<ShutdownStep> {
+        let HostShutdown::Released { since, at, release } = &self.shutdown else {
+            return Vec::new();
         };
         let release = release.clone();
         let prepared_ms = log_fields::millis(at.duration_since(*since));
@@ -123,82 +176,28 @@ impl Pipeline {
             "{}: {release}",
             log_messages::HOST_SHUTDOWN_RELEASED
         );
-        self.emit(TimelineEntry::HostShutdownReleased {
+        let entry = TimelineEntry::HostShutdownReleased {
             event_id: release.event_id().clone(),
             outcome: release.as_str(),
             prepared_ms,
-        });
-        self.actions.push_back(Action::ReleaseShutdown(release));
-    }
-
-    /// Which Scheduled Event taking this VM down is already being prepared, or was.
-    fn under_way_for_this_vm(&self) -> AlreadyUnderWay {
-        let mut found = AlreadyUnderWay::Nothing;
-        for progress in self.state.events.values() {
-            let for_this_vm = progress.handling
-                == Handling::Prepare {
-                    affects_this_vm: true,
-                }
-                || matches!(progress.handling, Handling::ApproveAtOnce { .. });
-            if !for_this_vm
-                || progress.is_ended()
-                || !progress.event.event_type.takes_the_vm_down()
-                || progress.event.is_from_operating_system()
-            {
-                continue;
-            }
-            let id = progress.event.id.clone();
-            if is_prepared(progress) {
-                return AlreadyUnderWay::Prepared(id);
-            }
-            found = AlreadyUnderWay::Preparing(id);
-        }
-        found
+        };
+        vec![ShutdownStep::Emit(entry), ShutdownStep::Release(release)]
     }
 
     /// forewarn's own Shutdown event, handled from now as a Scheduled Event whose NotBefore
     /// is the budget's end.
-    fn make_own_shutdown_event(&mut self, id: EventId, ends: ImdsTime, now: ImdsTime) {
-        let event = ScheduledEvent::host_shutdown(id, &self.settings.vm_name, ends.system_time());
-        self.apply_transition(&Transition::Scheduled(event), now);
-        self.unsaved = true;
-    }
-
-    /// Every plugin prepared for forewarn's own Shutdown event: nothing is approved at IMDS.
-    /// Returns whether it was so taken.
-    pub(super) fn all_prepared_for_shutdown(&mut self, id: &EventId, now: ImdsTime) -> bool {
-        let Some(progress) = self.state.events.get_mut(id).map(Arc::make_mut) else {
-            return false;
-        };
-        if !progress.event.is_from_operating_system() {
-            return false;
-        }
-        if progress.approval == Approval::Pending {
-            progress.approval = Approval::NotAtImds {
-                prepared_at_unix_ms: now,
-            };
-            self.unsaved = true;
-        }
-        true
-    }
-
-    /// The Shutdown events a journal from before this start holds, not yet recovering: the
-    /// first round ends them ([`Pipeline::resume_after_host_shutdown`]).
-    pub(super) fn journaled_shutdowns(&self) -> Vec<EventId> {
-        self.state
-            .events
-            .values()
-            .filter(|progress| progress.event.is_from_operating_system() && !progress.is_ended())
-            .map(|progress| progress.event.id.clone())
-            .collect()
+    fn own_shutdown_event(&self, id: EventId, ends: ImdsTime) -> ShutdownStep {
+        let event = ScheduledEvent::host_shutdown(id, &self.vm_name, ends.system_time());
+        ShutdownStep::Transition(Box::new(Transition::Scheduled(event)))
     }
 
     /// At the first round: a Shutdown event journaled before this start is over (the VM shut
     /// down, or the daemon stopped with it): its plugins recover. Says when it was and how
     /// long it prepared.
-    pub(super) fn resume_after_host_shutdown(&mut self, now: ImdsTime) {
-        for id in std::mem::take(&mut self.shutdowns_to_resume) {
-            let Some(progress) = self.state.events.get(&id).cloned() else {
+    pub(super) fn resume(&mut self, events: &Events) -> Vec<ShutdownStep> {
+        let mut steps = Vec::new();
+        for id in std::mem::take(&mut self.to_resume) {
+            let Some(progress) = events.get(&id) else {
                 continue;
             };
             let prepared_ms = match (&progress.approval, progress.preparing_since_unix_ms) {
@@ -220,10 +219,47 @@ impl Pipeline {
                 log_messages::HOST_SHUTDOWN_RESUMED
             );
             let ended = Transition::EndedAfterStart(progress.event.clone());
-            self.apply_transition(&ended, now);
-            self.unsaved = true;
+            steps.push(ShutdownStep::Transition(Box::new(ended)));
         }
+        steps
     }
+}
+
+/// Every plugin prepared for forewarn's own Shutdown event: nothing is approved at IMDS.
+/// Returns whether `progress` changed.
+pub(super) fn all_prepared(progress: &mut EventProgress, now: ImdsTime) -> bool {
+    if progress.approval != Approval::Pending {
+        return false;
+    }
+    progress.approval = Approval::NotAtImds {
+        prepared_at_unix_ms: now,
+    };
+    true
+}
+
+/// Which Scheduled Event taking this VM down is already being prepared, or was.
+fn under_way_for_this_vm(events: &Events) -> AlreadyUnderWay {
+    let mut found = AlreadyUnderWay::Nothing;
+    for progress in events.values() {
+        let for_this_vm = progress.handling
+            == Handling::Prepare {
+                affects_this_vm: true,
+            }
+            || matches!(progress.handling, Handling::ApproveAtOnce { .. });
+        if !for_this_vm
+            || progress.is_ended()
+            || !progress.event.event_type.takes_the_vm_down()
+            || progress.event.is_from_operating_system()
+        {
+            continue;
+        }
+        let id = progress.event.id.clone();
+        if is_prepared(progress) {
+            return AlreadyUnderWay::Prepared(id);
+        }
+        found = AlreadyUnderWay::Preparing(id);
+    }
+    found
 }
 
 /// Whether the event's preparation is done: every plugin prepared (approved, approved at
@@ -233,7 +269,7 @@ fn is_prepared(progress: &EventProgress) -> bool {
 }
 
 /// The subscribed plugins that had not prepared for the event.
-fn unprepared_plugins(progress: &EventProgress, roster: &crate::roster::Roster) -> Vec<PluginName> {
+fn unprepared_plugins(progress: &EventProgress, roster: &Roster) -> Vec<PluginName> {
     roster
         .subscribers(progress.event.event_type)
         .into_iter()
