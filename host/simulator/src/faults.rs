@@ -48,6 +48,25 @@ pub struct FaultSpec {
     pub offset: Option<ClockOffset>,
 }
 
+/// A fault whose fields do not fit its kind: shown as "FIELD: PROBLEM".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {problem}")]
+pub struct MisfitField {
+    /// The field to change (`first_requests`, `status`, …).
+    pub field: &'static str,
+    /// What is wrong with it, then how to fix it.
+    pub problem: String,
+}
+
+impl MisfitField {
+    fn new(field: &'static str, problem: &str) -> MisfitField {
+        MisfitField {
+            field,
+            problem: problem.to_owned(),
+        }
+    }
+}
+
 /// How far the VM's clock is from Azure's: negative when it is behind. Written as a signed
 /// duration, `"-10s"`, `"+1m 30s"`, `"250ms"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -57,23 +76,44 @@ pub struct ClockOffset {
     pub vm_minus_azure_ms: i64,
 }
 
-impl TryFrom<String> for ClockOffset {
-    type Error = String;
+/// A `vm-clock` offset that cannot be read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ClockOffsetError {
+    /// Not a duration, with or without a sign.
+    #[error("\"{text}\" is not a signed duration like \"-10s\" or \"+30s\": {error}")]
+    NotADuration {
+        /// The text given.
+        text: String,
+        /// What the duration parser said.
+        error: humantime_serde::re::humantime::DurationError,
+    },
+    /// Further off than a day.
+    #[error("\"{text}\" is more than a day: give at most \"24h\"")]
+    MoreThanADay {
+        /// The text given.
+        text: String,
+    },
+}
 
-    fn try_from(text: String) -> Result<ClockOffset, String> {
+impl TryFrom<String> for ClockOffset {
+    type Error = ClockOffsetError;
+
+    fn try_from(text: String) -> Result<ClockOffset, ClockOffsetError> {
         let trimmed = text.trim();
         let (sign, magnitude) = match trimmed.strip_prefix('-') {
             Some(rest) => (-1, rest),
             None => (1, trimmed.strip_prefix('+').unwrap_or(trimmed)),
         };
-        let duration =
-            humantime_serde::re::humantime::parse_duration(magnitude.trim()).map_err(|error| {
-                format!("\"{text}\" is not a signed duration like \"-10s\" or \"+30s\": {error}")
-            })?;
-        let ms = i64::try_from(duration.as_millis())
+        let duration = match humantime_serde::re::humantime::parse_duration(magnitude.trim()) {
+            Ok(duration) => duration,
+            Err(error) => return Err(ClockOffsetError::NotADuration { text, error }),
+        };
+        let Some(ms) = i64::try_from(duration.as_millis())
             .ok()
             .filter(|ms| *ms <= CLOCK_OFFSET_MAX_MS)
-            .ok_or_else(|| format!("\"{text}\" is more than a day: give at most \"24h\""))?;
+        else {
+            return Err(ClockOffsetError::MoreThanADay { text });
+        };
         Ok(ClockOffset {
             vm_minus_azure_ms: sign * ms,
         })
@@ -166,45 +206,62 @@ fn get_only() -> Vec<FaultMethod> {
 }
 
 impl FaultSpec {
-    /// Whether the fault's fields fit its kind; the problem, worded for the author, if not.
-    pub fn check(&self) -> Result<(), String> {
+    /// Whether the fault's fields fit its kind; the field and the problem, worded for the
+    /// author, if not.
+    pub fn check(&self) -> Result<(), MisfitField> {
+        let misfit = |field, problem: &str| Err(MisfitField::new(field, problem));
         if let Some(count) = self.first_requests {
             if count == 0 {
-                return Err("first_requests: give at least 1 (or leave it out)".into());
+                return misfit("first_requests", "give at least 1 (or leave it out)");
             }
             if matches!(
                 self.kind,
                 FaultKind::IncarnationReset | FaultKind::SlowFirstCall | FaultKind::VmClock
             ) {
-                return Err("first_requests: applies to status, delay and malformed only".into());
+                return misfit(
+                    "first_requests",
+                    "applies to status, delay and malformed only",
+                );
             }
             if self.methods != [FaultMethod::Get] {
-                return Err("first_requests: counts GETs, so methods must be [\"GET\"]".into());
+                return misfit(
+                    "first_requests",
+                    "counts GETs, so methods must be [\"GET\"]",
+                );
             }
         }
         match self.kind {
             FaultKind::Status => match self.status {
                 Some(code) if (400..=599).contains(&code) => Ok(()),
-                Some(code) => Err(format!("status: {code} is not an error status (400–599)")),
-                None => Err("status: a `status` fault needs a status, e.g. status = 429".into()),
+                Some(code) => misfit(
+                    "status",
+                    &format!("{code} is not an error status (400–599)"),
+                ),
+                None => misfit(
+                    "status",
+                    "a `status` fault needs a status, e.g. status = 429",
+                ),
             },
-            FaultKind::Delay | FaultKind::SlowFirstCall => self
-                .delay
-                .map(|_| ())
-                .ok_or_else(|| "delay: this fault needs a delay, e.g. delay = \"3s\"".into()),
+            FaultKind::Delay | FaultKind::SlowFirstCall => match self.delay {
+                Some(_) => Ok(()),
+                None => misfit("delay", "this fault needs a delay, e.g. delay = \"3s\""),
+            },
             FaultKind::Malformed => match (self.body, self.methods.contains(&FaultMethod::Post)) {
-                (None, _) => Err("body: say \"garbage\" or \"truncated\"".into()),
-                (_, true) => Err("methods: a malformed body applies to GET only".into()),
+                (None, _) => misfit("body", "say \"garbage\" or \"truncated\""),
+                (_, true) => misfit("methods", "a malformed body applies to GET only"),
                 _ => Ok(()),
             },
-            FaultKind::IncarnationReset => self
-                .at
-                .map(|_| ())
-                .ok_or_else(|| "at: an incarnation reset needs `at`, e.g. at = \"1m\"".into()),
-            FaultKind::VmClock => self.offset.map(|_| ()).ok_or_else(|| {
-                "offset: say how far the VM's clock is from Azure's, e.g. offset = \"-10s\" (behind)"
-                    .into()
-            }),
+            FaultKind::IncarnationReset => match self.at {
+                Some(_) => Ok(()),
+                None => misfit("at", "an incarnation reset needs `at`, e.g. at = \"1m\""),
+            },
+            FaultKind::VmClock => match self.offset {
+                Some(_) => Ok(()),
+                None => misfit(
+                    "offset",
+                    "say how far the VM's clock is from Azure's, e.g. offset = \"-10s\" (behind)",
+                ),
+            },
         }
     }
 
@@ -531,8 +588,8 @@ mod tests {
         assert_eq!(offset("-10s").unwrap().vm_minus_azure_ms, -10_000);
         assert_eq!(offset("+1m 30s").unwrap().vm_minus_azure_ms, 90_000);
         assert_eq!(offset("250ms").unwrap().vm_minus_azure_ms, 250);
-        assert!(offset("soon").unwrap_err().contains("-10s"));
-        assert!(offset("-2d").unwrap_err().contains("24h"));
+        assert!(offset("soon").unwrap_err().to_string().contains("-10s"));
+        assert!(offset("-2d").unwrap_err().to_string().contains("24h"));
         assert_eq!(String::from(offset("-10s").unwrap()), "-10s");
         let clock = |offset_text: &str, at: Option<u64>| FaultSpec {
             kind: FaultKind::VmClock,
@@ -557,13 +614,25 @@ mod tests {
         );
         let mut missing = clock("0s", None);
         missing.offset = None;
-        assert!(missing.check().unwrap_err().starts_with("offset"));
+        assert!(
+            missing
+                .check()
+                .unwrap_err()
+                .to_string()
+                .starts_with("offset")
+        );
     }
 
     #[test]
     fn fault_checks_name_the_missing_field() {
         let mut missing = fault(FaultKind::Status, 0, 1);
         missing.status = None;
-        assert!(missing.check().unwrap_err().starts_with("status"));
+        assert!(
+            missing
+                .check()
+                .unwrap_err()
+                .to_string()
+                .starts_with("status")
+        );
     }
 }

@@ -397,7 +397,7 @@ impl Scenario {
         }
         for (index, fault) in self.faults.iter().enumerate() {
             if let Err(problem) = fault.check() {
-                return Err(invalid(format!("faults[{index}]"), &problem));
+                return Err(invalid(format!("faults[{index}]"), &problem.to_string()));
             }
         }
         if let Some((key, problem)) = self.identity.problem() {
