@@ -72,21 +72,41 @@ pub enum LeadTime {
 /// events come days ahead), so `"30d"` means "prepare at first sight".
 const MAX_LEAD_TIME: Duration = Duration::from_secs(30 * 24 * 60 * 60);
 
-impl TryFrom<String> for LeadTime {
-    type Error = String;
+/// A `prepare-lead-time` that cannot be read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LeadTimeError {
+    /// Neither `"auto"` nor a duration.
+    #[error("\"{text}\" is neither \"auto\" nor a duration like \"10m\": {error}")]
+    NotADuration {
+        /// The text given.
+        text: String,
+        /// What the duration parser said.
+        error: humantime::DurationError,
+    },
+    /// Longer than 30 days.
+    #[error(
+        "\"{text}\" is longer than the maximum \"30d\" (which already means: prepare every \
+         event at first sight)"
+    )]
+    TooLong {
+        /// The text given.
+        text: String,
+    },
+}
 
-    fn try_from(text: String) -> Result<LeadTime, String> {
+impl TryFrom<String> for LeadTime {
+    type Error = LeadTimeError;
+
+    fn try_from(text: String) -> Result<LeadTime, LeadTimeError> {
         if text.trim() == "auto" {
             return Ok(LeadTime::Auto);
         }
-        let lead = humantime::parse_duration(text.trim()).map_err(|error| {
-            format!("\"{text}\" is neither \"auto\" nor a duration like \"10m\": {error}")
-        })?;
+        let lead = match humantime::parse_duration(text.trim()) {
+            Ok(lead) => lead,
+            Err(error) => return Err(LeadTimeError::NotADuration { text, error }),
+        };
         if lead > MAX_LEAD_TIME {
-            return Err(format!(
-                "\"{text}\" is longer than the maximum \"30d\" (which already means: prepare \
-                 every event at first sight)"
-            ));
+            return Err(LeadTimeError::TooLong { text });
         }
         Ok(LeadTime::Fixed(lead))
     }
