@@ -55,7 +55,7 @@ fn a_disruption_budget_reads_and_its_mistakes_name_the_key_and_the_fix() {
     ];
     for (body, needle) in cases {
         let text = format!("[coordination]\nendpoints = [\"http://a:2379\"]\n{body}\n");
-        let error = super::Config::parse(&text).expect_err(body);
+        let error = super::Config::parse(&text).expect_err(body).to_string();
         assert!(error.contains(needle), "{body}: {error}");
     }
 }
@@ -87,7 +87,9 @@ fn validation_names_the_key() {
         ),
     ];
     for (body, needle) in cases {
-        let error = super::Config::parse(&format!("[coordination]\n{body}\n")).expect_err(body);
+        let error = super::Config::parse(&format!("[coordination]\n{body}\n"))
+            .expect_err(body)
+            .to_string();
         assert!(error.contains(needle), "{body}: {error}");
     }
     let parsed = super::Config::parse(
@@ -105,7 +107,8 @@ fn tls_settings_are_checked_with_the_config_and_its_files_on_load() {
     let mixed = super::Config::parse(
         "[coordination]\nendpoints = [\"http://127.0.0.1:2379\"]\nca-file = \"/etc/ca.pem\"\n",
     )
-    .expect_err("certificate files with a plain endpoint");
+    .expect_err("certificate files with a plain endpoint")
+    .to_string();
     assert!(mixed.contains("use https://"), "{mixed}");
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("forewarn.toml");

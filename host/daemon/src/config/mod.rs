@@ -208,14 +208,26 @@ pub enum ConfigError {
         /// What the operating system said.
         source: std::io::Error,
     },
-    /// The file was read but is not a valid config; the message names the line and key.
-    #[error("invalid config file {}: {message}", path.display())]
+    /// The file was read but is not a valid config; the problem names the line or the key.
+    #[error("invalid config file {}: {problem}", path.display())]
     Invalid {
         /// The config file.
         path: PathBuf,
         /// What is wrong and how to fix it.
-        message: String,
+        problem: InvalidConfig,
     },
+}
+
+/// Config text that is not a valid config.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidConfig {
+    /// Not TOML of a config: the line and the key ("line 3: key `poll-interval`: …"), then
+    /// what the parser said.
+    #[error("{0}")]
+    Toml(String),
+    /// A setting refused ("key `imds.url`: …").
+    #[error(transparent)]
+    Setting(#[from] SettingError),
 }
 
 impl Config {
@@ -233,16 +245,16 @@ impl Config {
             path: path.to_path_buf(),
             source,
         })?;
-        let invalid = |message| ConfigError::Invalid {
+        let invalid = |problem| ConfigError::Invalid {
             path: path.to_path_buf(),
-            message,
+            problem,
         };
         let config = Config::parse(&text).map_err(invalid)?;
         // The files a section names (certificates) are read only for a real config file.
         if let Some(coordination) = &config.coordination {
             coordination
                 .check_files()
-                .map_err(|error| invalid(error.to_string()))?;
+                .map_err(|error| invalid(error.into()))?;
         }
         Ok(config)
     }
@@ -261,10 +273,10 @@ impl Config {
     }
 
     /// Parses config text; errors name the line and the key.
-    pub fn parse(text: &str) -> Result<Config, String> {
-        let config: Config =
-            toml::from_str(text).map_err(|error| describe_toml_error(text, &error))?;
-        config.validate().map_err(|error| error.to_string())?;
+    pub fn parse(text: &str) -> Result<Config, InvalidConfig> {
+        let config: Config = toml::from_str(text)
+            .map_err(|error| InvalidConfig::Toml(describe_toml_error(text, &error)))?;
+        config.validate()?;
         Ok(config)
     }
 
@@ -391,6 +403,7 @@ mod tests {
             let result = Config::parse(&text);
             assert_eq!(result.is_ok(), accepted, "{lead:?} {deadline}: {result:?}");
             if let Err(error) = result {
+                let error = error.to_string();
                 assert!(error.starts_with("key `coordination.deadline`"), "{error}");
                 assert!(error.contains("prepare-lead-time"), "{error}");
             }
@@ -422,7 +435,7 @@ mod tests {
             ),
         ];
         for (text, key, max) in cases {
-            let error = Config::parse(text).unwrap_err();
+            let error = Config::parse(text).unwrap_err().to_string();
             assert!(error.contains(key), "{error}");
             assert!(error.contains(max), "{error}");
         }
@@ -430,7 +443,9 @@ mod tests {
 
     #[test]
     fn the_quarantine_window_must_hold_the_failures_it_counts() {
-        let error = Config::parse("[policy]\nquarantine-window = \"0s\"\n").unwrap_err();
+        let error = Config::parse("[policy]\nquarantine-window = \"0s\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(
             error.starts_with("key `policy.quarantine-window`: must be more than zero"),
             "{error}"
@@ -445,11 +460,17 @@ mod tests {
 
     #[test]
     fn errors_name_the_line_and_key() {
-        let error = Config::parse("vm-name = \"a\"\n[imds]\npoll-interval = 5\n").unwrap_err();
+        let error = Config::parse("vm-name = \"a\"\n[imds]\npoll-interval = 5\n")
+            .unwrap_err()
+            .to_string();
         assert!(error.starts_with("line 3:"), "{error}");
-        let error = Config::parse("[imds]\nmax-requests-per-second = 50\n").unwrap_err();
+        let error = Config::parse("[imds]\nmax-requests-per-second = 50\n")
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("imds.max-requests-per-second"), "{error}");
-        let error = Config::parse("[policy]\nobserve = true\n").unwrap_err();
+        let error = Config::parse("[policy]\nobserve = true\n")
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("observe"), "{error}");
     }
 }

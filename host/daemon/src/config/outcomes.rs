@@ -82,7 +82,7 @@ mod tests {
         for (text, refused) in rows {
             match (Config::parse(text), refused) {
                 (Ok(config), None) => assert_eq!(config.outcomes.keep, 5),
-                (Err(error), Some(key)) => assert!(error.starts_with(key), "{error}"),
+                (Err(error), Some(key)) => assert!(error.to_string().starts_with(key), "{error}"),
                 (result, _) => panic!("{text}: {result:?}"),
             }
         }

@@ -143,7 +143,7 @@ mod tests {
                     assert_eq!(config.scale_set.phase_ordering_number, Some(2));
                 }
                 (Err(error), Some(start)) => {
-                    assert!(error.starts_with(start), "{text}: {error}");
+                    assert!(error.to_string().starts_with(start), "{text}: {error}");
                 }
                 (result, _) => panic!("{text}: {result:?}"),
             }
@@ -152,7 +152,9 @@ mod tests {
 
     #[test]
     fn an_unknown_skip_upgrade_value_names_the_accepted_ones() {
-        let error = Config::parse("[scale-set]\nskip-upgrade = \"sometimes\"\n").unwrap_err();
+        let error = Config::parse("[scale-set]\nskip-upgrade = \"sometimes\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("preparing-or-held"), "{error}");
         assert!(error.contains("never"), "{error}");
     }
