@@ -301,24 +301,38 @@ fn load_records(dir: &Path) -> Vec<(OutcomeRecord, u64)> {
     records
 }
 
+/// Why a record file cannot be read (it is moved aside).
+#[derive(Debug, thiserror::Error)]
+enum UnreadableRecord {
+    /// Its size could not be read.
+    #[error(transparent)]
+    Size(std::io::Error),
+    /// Larger than a record takes.
+    #[error("{0} bytes, more than a record takes")]
+    TooLarge(u64),
+    /// It could not be read.
+    #[error(transparent)]
+    Read(#[from] DurableFileError),
+    /// Not JSON of an outcome record.
+    #[error(transparent)]
+    NotARecord(#[from] serde_json::Error),
+}
+
 /// One record file: Ok(None) for a record of another schema (left as it is).
-fn read_record(path: &Path) -> Result<Option<(OutcomeRecord, u64)>, String> {
+fn read_record(path: &Path) -> Result<Option<(OutcomeRecord, u64)>, UnreadableRecord> {
     let size = std::fs::metadata(path)
-        .map_err(|error| error.to_string())?
+        .map_err(UnreadableRecord::Size)?
         .len();
     if size > RECORD_FILE_MAX_BYTES {
-        return Err(format!("{size} bytes, more than a record takes"));
+        return Err(UnreadableRecord::TooLarge(size));
     }
-    let bytes = durable_file::read_if_exists(path)
-        .map_err(|error| error.to_string())?
-        .unwrap_or_default();
-    let value: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|error| error.to_string())?;
+    let bytes = durable_file::read_if_exists(path)?.unwrap_or_default();
+    let value: serde_json::Value = serde_json::from_slice(&bytes)?;
     if value.get("schema").and_then(serde_json::Value::as_u64) != Some(u64::from(OUTCOME_SCHEMA)) {
         tracing::info!(path = %path.display(), "an outcome record of another forewarn version: left as it is");
         return Ok(None);
     }
-    let record = serde_json::from_value(value).map_err(|error| error.to_string())?;
+    let record = serde_json::from_value(value)?;
     Ok(Some((record, size)))
 }
 
