@@ -354,9 +354,7 @@ impl ImdsClient {
         resource: &str,
         client_id: Option<&str>,
     ) -> Result<IdentityToken, IdentityError> {
-        let url = self.identity_url(resource, client_id).map_err(|error| {
-            FetchError::OtherStatus(0, format!("cannot build the identity URL: {error}"))
-        })?;
+        let url = self.identity_url(resource, client_id)?;
         let request = self.request(Method::GET, url);
         let answer = self
             .send(request, Lane::Routine, self.inner.config.request_timeout)
@@ -371,8 +369,9 @@ impl ImdsClient {
         Ok(parse_identity_token(&answer.body, SystemTime::now())?)
     }
 
-    /// `{base}/metadata/identity/oauth2/token?api-version=…&resource=…[&client_id=…]`.
-    fn identity_url(&self, resource: &str, client_id: Option<&str>) -> Result<String, String> {
+    /// `{base}/metadata/identity/oauth2/token?api-version=…&resource=…[&client_id=…]`; a
+    /// base URL that cannot take the path is a [`FetchError::OtherStatus`] of status 0.
+    fn identity_url(&self, resource: &str, client_id: Option<&str>) -> Result<String, FetchError> {
         let base = format!(
             "{}/metadata/identity/oauth2/token",
             self.inner.config.base_url.trim_end_matches('/')
@@ -386,7 +385,9 @@ impl ImdsClient {
         }
         reqwest::Url::parse_with_params(&base, &query)
             .map(String::from)
-            .map_err(|error| error.to_string())
+            .map_err(|error| {
+                FetchError::OtherStatus(0, format!("cannot build the identity URL: {error}"))
+            })
     }
 
     /// A request with the `Metadata: true` header every IMDS call needs.
