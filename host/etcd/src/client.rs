@@ -116,6 +116,15 @@ impl Outage {
 }
 
 impl EtcdError {
+    /// [`EtcdError::Unreachable`]: `endpoint` did not answer because of `message`.
+    fn unreachable(endpoint: &str, message: String) -> EtcdError {
+        EtcdError::Unreachable {
+            endpoint: endpoint.to_owned(),
+            certificate: message.contains("certificate"),
+            message,
+        }
+    }
+
     /// Whether the error is about one endpoint, so the next one is worth trying: it did not
     /// answer, or its member answered that it cannot serve now (HTTP 5xx: no leader, a
     /// request that timed out inside etcd, its gateway cut off from its own gRPC server).
@@ -523,11 +532,6 @@ impl EtcdClient {
         body: &Value,
         token: Option<&str>,
     ) -> Result<T, EtcdError> {
-        let unreachable = |message: String| EtcdError::Unreachable {
-            endpoint: endpoint.to_owned(),
-            certificate: message.contains("certificate"),
-            message,
-        };
         let mut request = hyper::Request::post(format!("{endpoint}{path}"))
             .header(hyper::header::CONTENT_TYPE, "application/json");
         if let Some(token) = token {
@@ -536,10 +540,15 @@ impl EtcdClient {
         let request = request
             .body(Full::new(Bytes::from(body.to_string())))
             .map_err(|error| EtcdError::Setup(format!("{endpoint}{path}: {error}")))?;
-        let (status, text) = tokio::time::timeout(REQUEST_TIMEOUT, self.exchange(request))
-            .await
-            .map_err(|_| unreachable(format!("no answer within {REQUEST_TIMEOUT:?}")))?
-            .map_err(unreachable)?;
+        let (status, text) =
+            tokio::time::timeout(REQUEST_TIMEOUT, self.exchange(endpoint, request))
+                .await
+                .map_err(|_| {
+                    EtcdError::unreachable(
+                        endpoint,
+                        format!("no answer within {REQUEST_TIMEOUT:?}"),
+                    )
+                })??;
         if !status.is_success() {
             return Err(EtcdError::Refused {
                 endpoint: endpoint.to_owned(),
@@ -560,28 +569,31 @@ impl EtcdClient {
         })
     }
 
-    /// Sends `request` and reads the whole answer; the error is for [`EtcdError::Unreachable`].
+    /// Sends `request` to `endpoint` and reads the whole answer; the error is
+    /// [`EtcdError::Unreachable`].
     async fn exchange(
         &self,
+        endpoint: &str,
         request: hyper::Request<Full<Bytes>>,
-    ) -> Result<(StatusCode, String), String> {
+    ) -> Result<(StatusCode, String), EtcdError> {
+        let unreachable = |message| EtcdError::unreachable(endpoint, message);
         let response = self
             .http
             .request(request)
             .await
-            .map_err(|error| describe_error(&error))?;
+            .map_err(|error| unreachable(describe_error(&error)))?;
         let status = response.status();
         let body = http_body_util::Limited::new(response.into_body(), ETCD_BODY_MAX_BYTES)
             .collect()
             .await
             .map_err(|error| {
                 if error.is::<http_body_util::LengthLimitError>() {
-                    return format!(
+                    return unreachable(format!(
                         "the answer is larger than {ETCD_BODY_MAX_BYTES} bytes, the most forewarn \
                          reads; check that the endpoints are etcd client URLs"
-                    );
+                    ));
                 }
-                describe_error(error.as_ref())
+                unreachable(describe_error(error.as_ref()))
             })?
             .to_bytes();
         Ok((status, String::from_utf8_lossy(&body).into_owned()))
