@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::fleet_record::{FLEET_RECORD_MAX_BYTES, FLEET_RECORD_SCHEMA, FleetRecord, bounded_text};
 use crate::etcd_access::EtcdAccess;
 use crate::fleet_impact::ImpactByType;
+use forewarn_etcd::EtcdError;
 use forewarn_imds::unix_ms;
 
 /// The most VMs one answer lists (the range read stops there; `truncated` says so).
@@ -280,7 +281,9 @@ impl Cache {
         true
     }
 
-    fn finish_read(&mut self, outcome: Result<FleetRead, String>, now: Instant, now_ms: u64) {
+    /// Takes in the read that ended at `now` (`now_ms`): its VMs, or its error (described
+    /// with the keys of `[coordination]`) beside the VMs of the last good read.
+    fn finish_read(&mut self, outcome: Result<FleetRead, EtcdError>, now: Instant, now_ms: u64) {
         self.reading = false;
         self.asked_at = Some(now);
         match outcome {
@@ -289,7 +292,7 @@ impl Cache {
                 self.read_at_unix_ms = Some(now_ms);
                 self.error = None;
             }
-            Err(error) => self.error = Some(error),
+            Err(error) => self.error = Some(error.describe("coordination")),
         }
     }
 }
@@ -319,10 +322,7 @@ impl FleetReader {
         if start {
             let reader = self.clone();
             let read = tokio::spawn(async move {
-                let outcome = reader
-                    .read()
-                    .await
-                    .map_err(|error| error.describe("coordination"));
+                let outcome = reader.read().await;
                 let now_ms = unix_ms(SystemTime::now());
                 reader
                     .cache_lock()
@@ -357,7 +357,7 @@ impl FleetReader {
     }
 
     /// Every record under `PREFIX/fleet/`, in pages, up to [`FLEET_VMS_MAX`].
-    async fn read(&self) -> Result<FleetRead, forewarn_etcd::EtcdError> {
+    async fn read(&self) -> Result<FleetRead, EtcdError> {
         let prefix = self.inner.fleet_prefix();
         let mut read = FleetRead::default();
         let mut after: Option<String> = None;
@@ -509,12 +509,19 @@ mod tests {
             "fresh for 2 s"
         );
         assert!(cache.start_read(t0 + Duration::from_secs(32)));
-        cache.finish_read(
-            Err("etcd: timed out".into()),
-            t0 + Duration::from_secs(40),
-            2_000,
+        let timed_out = EtcdError::Unreachable {
+            endpoint: "http://a:2379".into(),
+            message: "timed out".into(),
+            certificate: false,
+        };
+        cache.finish_read(Err(timed_out), t0 + Duration::from_secs(40), 2_000);
+        assert_eq!(
+            cache.error.as_deref(),
+            Some(
+                "cannot reach etcd at http://a:2379: timed out (is etcd running, and is \
+                 `coordination.endpoints` right?)"
+            )
         );
-        assert_eq!(cache.error.as_deref(), Some("etcd: timed out"));
         assert_eq!(
             cache.read_at_unix_ms,
             Some(1_000),
