@@ -64,10 +64,23 @@ pub fn bundled_plugins() -> Vec<BundledPlugin> {
         .collect()
 }
 
+/// A bundled plugin's manifest that does not parse: a broken build of forewarn.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bundled manifest of {plugin}: {problem}; this is a bug in forewarn")]
+pub struct BrokenBundledManifest {
+    /// The bundled plugin.
+    pub plugin: &'static str,
+    /// What the manifest parser said (the line and the key).
+    pub problem: String,
+}
+
 impl BundledPlugin {
     /// The shipped manifest, parsed. It is tested at build time, so failure is a bug.
-    pub fn parsed_manifest(&self) -> Result<PluginManifest, String> {
-        PluginManifest::parse(self.manifest)
+    pub fn parsed_manifest(&self) -> Result<PluginManifest, BrokenBundledManifest> {
+        PluginManifest::parse(self.manifest).map_err(|problem| BrokenBundledManifest {
+            plugin: self.name,
+            problem,
+        })
     }
 }
 

@@ -355,9 +355,7 @@ async fn load_bundled(
 ) -> anyhow::Result<Vec<LoadedPlugin>> {
     let mut loaded = Vec::new();
     for bundled in bundled_plugins() {
-        let mut manifest = bundled
-            .parsed_manifest()
-            .map_err(|error| anyhow::anyhow!("bundled manifest of {}: {error}", bundled.name))?;
+        let mut manifest = bundled.parsed_manifest()?;
         configure_for_demo(bundled.name, &mut manifest, options, workload);
         let runtime = runtime.clone();
         let settings = manifest.runtime_settings();
