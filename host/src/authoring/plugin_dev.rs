@@ -19,6 +19,7 @@ use crate::authoring::plugin_dev_project::{Build, DevProject, Fingerprint};
 use crate::authoring::plugin_test::{self, TestOptions};
 use crate::cli::plugin_files::PluginFile;
 use forewarn_manifest::PluginManifest;
+use forewarn_supply::component_check::{ComponentRefused, check_component};
 
 /// How long the project must be still after a change before the next round starts (an
 /// editor's save is several writes; a formatter may follow it).
@@ -268,15 +269,12 @@ async fn check(
     name: &str,
     bytes: &[u8],
     manifest: &PluginManifest,
-) -> anyhow::Result<Result<(), String>> {
+) -> anyhow::Result<Result<(), ComponentRefused>> {
     let (name, bytes, manifest) = (name.to_owned(), bytes.to_vec(), manifest.clone());
-    let checked = tokio::task::spawn_blocking(move || {
-        forewarn_supply::component_check::check_component(&name, &bytes, &manifest)
-            .map(|_| ())
-            .map_err(|problem| problem.to_string())
-    })
-    .await
-    .context("the check task failed")?;
+    let checked =
+        tokio::task::spawn_blocking(move || check_component(&name, &bytes, &manifest).map(|_| ()))
+            .await
+            .context("the check task failed")?;
     Ok(checked)
 }
 
