@@ -6,7 +6,7 @@
 use forewarn_imds::PluginName;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -31,6 +31,30 @@ const CANVAS: &str = "idle";
 /// How long a new version may take to load (a Python or JavaScript component compiles for
 /// tens of seconds on a busy machine).
 const LOAD_WAIT: Duration = Duration::from_secs(180);
+
+/// Why the dev daemon does not run the version [`DevDaemon::install`] put in its plugin
+/// directory.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NotLoaded {
+    /// The plugin directory's watcher stopped (the dev daemon is shutting down).
+    #[error("the dev daemon's plugin directory stopped")]
+    DirectoryStopped,
+    /// The daemon refused the plugin: its load error, as the status page shows it.
+    #[error("{0}")]
+    Refused(String),
+    /// The daemon did not take in the new version in time.
+    #[error(
+        "no new version within {} s (the plugin directory is {})",
+        waited.as_secs(),
+        plugin_dir.display()
+    )]
+    NoNewVersion {
+        /// How long it was waited for.
+        waited: Duration,
+        /// The dev daemon's plugin directory, to look in.
+        plugin_dir: PathBuf,
+    },
+}
 
 /// The dev daemon, running until [`DevDaemon::shutdown`].
 pub(crate) struct DevDaemon {
@@ -135,14 +159,14 @@ impl DevDaemon {
 
     /// Puts the plugin `name` (`bytes` with the manifest at `manifest`) into the daemon's
     /// plugin directory and waits until the daemon runs that version: Ok(Ok(what is live)),
-    /// or Ok(Err(why the daemon refused it)).
+    /// or Ok(Err(why the daemon does not run it)).
     pub(crate) async fn install(
         &self,
         name: &str,
         bytes: &[u8],
         manifest: &Path,
         hash: &str,
-    ) -> anyhow::Result<Result<String, String>> {
+    ) -> anyhow::Result<Result<String, NotLoaded>> {
         let manifest_text = std::fs::read(manifest)
             .with_context(|| format!("cannot read {}", manifest.display()))?;
         let wasm_at = self.plugin_dir.path().join(format!("{name}.wasm"));
@@ -160,7 +184,7 @@ impl DevDaemon {
         let waited = tokio::time::timeout(LOAD_WAIT, async {
             loop {
                 if sets.changed().await.is_err() {
-                    return Err("the dev daemon's plugin directory stopped".to_owned());
+                    return Err(NotLoaded::DirectoryStopped);
                 }
                 let set = sets.borrow_and_update().clone();
                 if let Some(loaded) = set.get(&PluginName::from(name))
@@ -177,17 +201,16 @@ impl DevDaemon {
                     .iter()
                     .find(|(path, _)| path.file_stem().is_some_and(|stem| stem == name));
                 if let Some((_, error)) = refused {
-                    return Err(error.clone());
+                    return Err(NotLoaded::Refused(error.clone()));
                 }
             }
         })
         .await;
         Ok(waited.unwrap_or_else(|_| {
-            Err(format!(
-                "no new version within {} s (the plugin directory is {})",
-                LOAD_WAIT.as_secs(),
-                self.plugin_dir.path().display()
-            ))
+            Err(NotLoaded::NoNewVersion {
+                waited: LOAD_WAIT,
+                plugin_dir: self.plugin_dir.path().to_path_buf(),
+            })
         }))
     }
 
