@@ -55,13 +55,13 @@ struct Accounts {
 }
 
 fn accounts() -> Result<&'static Accounts, Distrust> {
-    static ACCOUNTS: OnceLock<Result<Accounts, String>> = OnceLock::new();
+    static ACCOUNTS: OnceLock<io::Result<Accounts>> = OnceLock::new();
     ACCOUNTS
-        .get_or_init(|| read_accounts().map_err(|error| error.to_string()))
+        .get_or_init(read_accounts)
         .as_ref()
-        .map_err(|message| {
+        .map_err(|error| {
             Distrust::Unreadable(io::Error::other(format!(
-                "cannot read the daemon's own account: {message}"
+                "cannot read the daemon's own account: {error}"
             )))
         })
 }
