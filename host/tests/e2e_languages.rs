@@ -15,10 +15,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use forewarn_daemon::log_messages::PLUGIN_LOADED;
+use forewarn_manifest::Capabilities;
 use forewarn_runtime::wit::latest as wit;
-use forewarn_runtime::{
-    CallOutcome, Grants, HostServices, Plugin, PluginSettings, Runtime, RuntimeConfig,
-};
+use forewarn_runtime::{CallOutcome, HostServices, Plugin, PluginSettings, Runtime, RuntimeConfig};
 use forewarn_test_support::fixtures::sample_context;
 use forewarn_test_support::forewarn_binary;
 use forewarn_test_support::harness::{Daemon, DaemonConfig, Simulator, wait_for};
@@ -555,9 +554,9 @@ fn settings_for(example: Example, webhook: &str) -> PluginSettings {
             "webhook-url".into(),
             format!("http://{webhook}/maintenance"),
         );
-        settings.grants = Grants {
+        settings.grants = Capabilities {
             http: vec![webhook.to_owned()],
-            ..Grants::default()
+            ..Capabilities::default()
         };
     }
     settings

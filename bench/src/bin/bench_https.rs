@@ -6,8 +6,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use forewarn_bench::{percentile, ratio, row, sorted};
+use forewarn_manifest::Capabilities;
+use forewarn_manifest::capabilities::http_ca_file::ca_certificates;
+use forewarn_runtime::HttpClient;
 use forewarn_runtime::wit::latest::{HostError, HttpRequest, HttpResponse};
-use forewarn_runtime::{Grants, HttpClient};
 use forewarn_test_support::https_server::{AnsweringServer, tls_acceptor};
 use forewarn_test_support::pki::Pki;
 
@@ -22,7 +24,7 @@ struct Setup {
     _pki: Pki,
     https: AnsweringServer,
     http: AnsweringServer,
-    grants: Grants,
+    grants: Capabilities,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -46,10 +48,10 @@ async fn setup() -> anyhow::Result<Setup> {
     let https = AnsweringServer::start(Some(tls_acceptor(&pki, "server")), ANSWER.into()).await;
     let http = AnsweringServer::start(None, ANSWER.into()).await;
     let pem = std::fs::read(pki.file("ca.pem")).context("could not read the test CA")?;
-    let grants = Grants {
+    let grants = Capabilities {
         http: vec![https.address.to_string(), http.address.to_string()],
-        http_roots: forewarn_runtime::ca_certificates(&pem).map_err(anyhow::Error::msg)?,
-        ..Grants::default()
+        http_roots: ca_certificates(&pem).map_err(anyhow::Error::msg)?,
+        ..Capabilities::default()
     };
     Ok(Setup {
         _pki: pki,

@@ -10,7 +10,7 @@ use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use forewarn_runtime::trust::{self, FileRules, Owners, TrustError};
+use forewarn_platform::trust::{self, FileRules, Owners, TrustError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::PluginSettings;
 use forewarn_events::{EventType, PluginName};
-use forewarn_runtime::PluginSettings;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -62,9 +62,6 @@ pub struct PluginManifest {
     /// not start) means for the approval: `hold` (the default) or `approve` (an advisory
     /// plugin, such as notify). See "Plugin failure policy" in docs/operations.md.
     pub on_failure: FailurePolicy,
-    /// The certificates of `capabilities.http-ca-file`, read when the manifest is loaded.
-    #[serde(skip)]
-    pub http_roots: Vec<forewarn_runtime::CertificateDer<'static>>,
 }
 
 /// A config value: written as a TOML string, number or boolean, read by the plugin as text.
@@ -88,12 +85,11 @@ impl Default for PluginManifest {
             after: Vec::new(),
             budget: DEFAULT_BUDGET,
             prepare_time: None,
-            memory: bytesize::ByteSize::b(forewarn_runtime::DEFAULT_MEMORY_LIMIT),
+            memory: bytesize::ByteSize::b(crate::DEFAULT_MEMORY_LIMIT),
             config: BTreeMap::new(),
             capabilities: Capabilities::default(),
             prepare_again_on_reschedule: false,
             on_failure: FailurePolicy::Hold,
-            http_roots: Vec::new(),
         }
     }
 }
@@ -166,7 +162,7 @@ impl PluginManifest {
             }
         };
         manifest.validate().map_err(locate)?;
-        manifest.http_roots = manifest.capabilities.read_http_roots(dir).map_err(locate)?;
+        manifest.capabilities.read_http_roots(dir).map_err(locate)?;
         Ok(manifest)
     }
 
@@ -284,7 +280,7 @@ impl PluginManifest {
                 .iter()
                 .map(|(key, value)| (key.clone(), value.as_text()))
                 .collect(),
-            grants: self.capabilities.grants(self.http_roots.clone()),
+            grants: self.capabilities.clone(),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Text from outside, made safe to print: every string a registry, an artifact, a lock file
 //! or a manifest supplies (a version annotation, a reference, a grant, a signer's name, a
-//! plugin name) goes through the escaping the logs use ([`forewarn_runtime::log_safe`]:
+//! plugin name) goes through the escaping the logs use ([`forewarn_events::log_safe`]:
 //! control characters, line and paragraph separators and bidirectional marks written as
 //! `\u{1b}`, `\n`, …) and is cut, visibly (`…`), to a length that fits what it is. A terminal
 //! escape in such a string cannot clear the screen, hide the real grants, forge a prompt or
@@ -19,7 +19,7 @@ pub const MESSAGE_MAX_BYTES: usize = 16 * 1024;
 
 /// `text` escaped as the logs escape it and cut at `max_bytes` (with `…` when cut).
 pub fn escaped(text: &str, max_bytes: usize) -> String {
-    forewarn_runtime::log_safe(text, max_bytes)
+    forewarn_events::log_safe(text, max_bytes)
 }
 
 /// A version annotation as shown.
@@ -40,7 +40,7 @@ pub fn reference(text: &str) -> String {
 /// Whether `text` holds a character the escaping would change: a control character, a line
 /// or paragraph separator or a bidirectional mark.
 pub fn moves_text(text: &str) -> bool {
-    forewarn_runtime::log_safe(text, usize::MAX) != text
+    forewarn_events::log_safe(text, usize::MAX) != text
 }
 
 /// Refuses a control character (an escape, a newline), a line separator or a bidirectional

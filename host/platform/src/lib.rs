@@ -28,5 +28,6 @@ pub mod host_addresses;
 pub mod host_check;
 pub mod process_tree;
 pub mod stop_request;
+pub mod trust;
 #[cfg(windows)]
 mod wide_text;

@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-use crate::trust::{self, FileRules, Owners, TrustError};
+use forewarn_platform::trust::{self, FileRules, Owners, TrustError};
 
 /// The file, in the cache directory, of entry name → hex SHA-256 of the entry's bytes.
 pub(crate) const CACHE_INDEX_FILE: &str = "index.sha256";

@@ -11,7 +11,8 @@ use crate::call_state::CallState;
 use crate::epoch::{ActiveCall, EpochTicker};
 use crate::log_budget::{LogBudget, LogBudgets};
 use crate::ready_instance::InstanceTiming;
-use crate::services::{HostServices, PluginSettings};
+use crate::services::HostServices;
+use forewarn_manifest::PluginSettings;
 
 /// Shared by the runtime and every plugin it loaded: cheap to clone.
 #[derive(Clone)]

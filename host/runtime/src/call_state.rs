@@ -11,8 +11,9 @@ use crate::limits::InstanceLimits;
 use crate::log_budget::LogBudget;
 use crate::plugin_log::PluginLogLine;
 use crate::sandbox::{self, CapturedOutput};
-use crate::services::{HostServices, PluginSettings};
+use crate::services::HostServices;
 use crate::wit::latest::HostError;
+use forewarn_manifest::PluginSettings;
 
 /// How many lines a plugin may put in the daemon log in one call (its own `log` lines, its
 /// stdout and stderr, refused host calls); over time, its `LogBudget` bounds them too.

@@ -15,7 +15,7 @@ pub enum RuntimeError {
         /// The configured cache directory.
         path: PathBuf,
         /// Why it is not trusted (boxed: the platform's words make it large).
-        source: Box<crate::trust::TrustError>,
+        source: Box<forewarn_platform::trust::TrustError>,
     },
     /// The thread that lets wasmtime interrupt plugins could not start.
     #[error("could not start the epoch ticker thread: {0}")]

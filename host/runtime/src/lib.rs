@@ -38,14 +38,14 @@
 //!   budget, the compile cache (compiled in a confined child process), and the
 //!   [`HostServices`] every plugin shares.
 //! - [`Plugin`]: one loaded version of one plugin: its own engine, linker and instance
-//!   pool, the [`PluginSettings`] (memory cap, config, [`Grants`]) its calls run under.
+//!   pool, the [`PluginSettings`] (memory cap, config, [`Capabilities`]) its calls run under.
 //!   Dropping the last handle unmaps it.
 //! - A **call** ([`Plugin::call`], [`Plugin::start`]): a fresh store and instance
 //!   (made ahead of the call when possible), under a time budget and a memory cap; it ends in
 //!   a [`CallOutcome`]: a decision, or a [`CallFailure`] the daemon counts as a defer.
 //! - **Capabilities**: what a plugin may ask of the host (key-value state, readiness,
 //!   HTTP, identity tokens, operator actions), one unit each under `capabilities/`, denied
-//!   unless its manifest grants them ([`Grants`]).
+//!   unless its manifest grants them ([`Capabilities`]).
 //! - **WIT versions**: [`wit`] holds one module per contract version; a plugin built against
 //!   an older version keeps working.
 
@@ -74,18 +74,13 @@ mod runtime;
 mod sandbox;
 mod services;
 mod swap;
-pub mod trust;
 pub mod wit;
 
 pub use allocation::InstanceAllocation;
 pub use call_state::{LOG_LINE_MAX_BYTES, LOG_LINES_PER_CALL};
-pub use capabilities::Grants;
 pub use capabilities::actions::ActionSpec;
+pub use capabilities::http::HttpClient;
 pub use capabilities::http::network;
-pub use capabilities::http::{
-    CaFileError, DEFAULT_HTTP_RESPONSE_LIMIT, HTTP_RESPONSE_LIMIT_MAX, HttpClient,
-    HttpResponseLimit, ca_certificates,
-};
 pub use capabilities::identity::{
     IssuedToken, ManagedIdentity, TOKEN_RENEW_BEFORE, TokenFetcher, TokenFuture,
 };
@@ -100,6 +95,7 @@ pub use compiler::{
 };
 pub use error::{CompileFailure, LoadError, RuntimeError};
 pub use forewarn_events::{cut_to_bytes, cut_to_chars, log_safe};
+pub use forewarn_manifest::{DEFAULT_MEMORY_LIMIT, PluginSettings};
 pub use inspect::ComponentReport;
 pub use log_budget::{LOG_BURST_LINES, LOG_LINES_PER_MINUTE};
 pub use plugin::{
@@ -111,4 +107,4 @@ pub use refusal_tally::{RefusalTally, Refused};
 pub use resident_memory::ResidentMemory;
 pub use runtime::{Runtime, RuntimeConfig};
 pub use rustls::pki_types::CertificateDer;
-pub use services::{DEFAULT_MEMORY_LIMIT, HostServices, PluginSettings};
+pub use services::HostServices;

@@ -12,10 +12,10 @@ use crate::log_budget::LogBudget;
 use crate::plugin_engine::PluginEngine;
 use crate::plugin_log::{LogLevel, PLUGIN_LOG_TARGET, PluginLogLine};
 use crate::ready_instance::{InstanceTiming, NextInstance, READY_MAX_MEMORIES, ReadyInstance};
-use crate::services::PluginSettings;
 use crate::wit::latest::{Context, Decision, Phase, ScheduledEvent, StartContext, VmInfo};
 use crate::wit::{Handler, HandlerPre};
 use forewarn_events::log_safe;
+use forewarn_manifest::PluginSettings;
 
 /// Longest budget a call gets, whatever it asks for: a day. Manifests are bounded far lower
 /// at parse time; this keeps `Instant + budget` from overflowing for any caller.

@@ -21,8 +21,9 @@ use crate::inspect::{self, ComponentReport};
 use crate::plugin::Plugin;
 use crate::plugin_engine::PluginEngine;
 use crate::ready_instance::InstanceTiming;
-use crate::services::{HostServices, PluginSettings};
+use crate::services::HostServices;
 use crate::wit::{self, HandlerPre};
+use forewarn_manifest::PluginSettings;
 
 /// How the runtime is set up.
 #[derive(Debug, Clone, Default)]

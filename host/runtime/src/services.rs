@@ -1,10 +1,10 @@
 //! What the daemon lends to plugins through the `host` interface, one service per capability
-//! (each defined in its unit under `capabilities/`), and the settings of each plugin.
+//! (each defined in its unit under `capabilities/`). Each plugin's settings (its grants among
+//! them) are its manifest's: [`forewarn_manifest::PluginSettings`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::capabilities::Grants;
 use crate::capabilities::actions::runner::ActionSpec;
 use crate::capabilities::http::client::HttpClient;
 use crate::capabilities::identity::token_cache::ManagedIdentity;
@@ -36,30 +36,6 @@ impl Default for HostServices {
             actions: Arc::new(BTreeMap::new()),
             http: HttpClient::default(),
             identity: None,
-        }
-    }
-}
-
-/// Per-plugin settings the runtime enforces on every call.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PluginSettings {
-    /// Cap on the plugin's linear memory, in bytes.
-    pub memory_limit_bytes: u64,
-    /// Values returned by the `config` host function.
-    pub config: BTreeMap<String, String>,
-    /// What the plugin may use of the host.
-    pub grants: Grants,
-}
-
-/// The default memory cap: 64 MiB.
-pub const DEFAULT_MEMORY_LIMIT: u64 = 64 * 1024 * 1024;
-
-impl Default for PluginSettings {
-    fn default() -> Self {
-        PluginSettings {
-            memory_limit_bytes: DEFAULT_MEMORY_LIMIT,
-            config: BTreeMap::new(),
-            grants: Grants::default(),
         }
     }
 }

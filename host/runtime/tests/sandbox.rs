@@ -8,14 +8,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use forewarn_manifest::Capabilities;
 use forewarn_runtime::wit::latest::{
     Decision, EventSource, EventStatus, EventType, Phase, ScheduledEvent,
 };
 use forewarn_runtime::{
-    CallContext, CallFailure, CallOutcome, DEFAULT_MEMORY_LIMIT, Grants, HostServices,
-    LOG_BURST_LINES, LOG_LINE_MAX_BYTES, LOG_LINES_PER_CALL, LOG_LINES_PER_MINUTE, LoadError,
-    MemoryKeyValueStore, PLUGIN_LOG_TARGET, Plugin, PluginSettings, REASON_MAX_BYTES, Readiness,
-    Runtime, RuntimeConfig, STATE_WRITES_PER_CALL,
+    CallContext, CallFailure, CallOutcome, DEFAULT_MEMORY_LIMIT, HostServices, LOG_BURST_LINES,
+    LOG_LINE_MAX_BYTES, LOG_LINES_PER_CALL, LOG_LINES_PER_MINUTE, LoadError, MemoryKeyValueStore,
+    PLUGIN_LOG_TARGET, Plugin, PluginSettings, REASON_MAX_BYTES, Readiness, Runtime, RuntimeConfig,
+    STATE_WRITES_PER_CALL,
 };
 use forewarn_test_support::guests::{NOOP, OTHER_WORLD, PROBE};
 use serde_json::{Value, json};
@@ -1167,9 +1168,9 @@ async fn readiness_needs_its_grant() {
     assert!(readiness.is_ready());
 
     let granted_settings = PluginSettings {
-        grants: Grants {
+        grants: Capabilities {
             readiness: true,
-            ..Grants::default()
+            ..Capabilities::default()
         },
         ..settings(&[("mode", "ready")])
     };
@@ -1554,9 +1555,9 @@ fn http_probe(runtime: &Runtime, grant: &str, extra: &[(&str, &str)]) -> Plugin 
     let mut pairs = vec![("mode", "http")];
     pairs.extend_from_slice(extra);
     let settings = PluginSettings {
-        grants: Grants {
+        grants: Capabilities {
             http: vec![grant.to_owned()],
-            ..Grants::default()
+            ..Capabilities::default()
         },
         ..settings(&pairs)
     };

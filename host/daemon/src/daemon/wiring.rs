@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use forewarn_imds::{ClientConfig, ComputeInfo, ImdsClient, Poller};
-use forewarn_runtime::trust::TrustError;
+use forewarn_platform::trust::TrustError;
 use forewarn_runtime::wit::latest::{VmInfo, VmPriority};
 use forewarn_runtime::{
     ActionSpec, Compiler, DiskBudget, HostServices, HttpClient, IssuedToken, KeyValueStore,
@@ -61,7 +61,7 @@ pub fn build_runtime_with_cache(config: &Config, cache_dir: &Path) -> anyhow::Re
     let state_dir = config.state_dir.as_path();
     // Created 0700; refused when another user owns it or group or others may write it
     // (the compile cache in it holds native code the daemon runs).
-    forewarn_runtime::trust::ensure_private_dir(state_dir).with_context(|| {
+    forewarn_platform::trust::ensure_private_dir(state_dir).with_context(|| {
         format!(
             "cannot use the state directory {} (set `state-dir` in the config or pass --state-dir)",
             state_dir.display()

@@ -553,7 +553,7 @@ fn load_plugin(dir: &Path, plugin: &str) -> Result<StateMap, KeyValueFilesError>
     let bytes = match durable_file::read_if_exists(&path) {
         Ok(bytes) => bytes,
         // Could not be read (not: could not be trusted): the file is kept as it is.
-        Err(DurableFileError::Untrusted(forewarn_runtime::trust::TrustError::Io {
+        Err(DurableFileError::Untrusted(forewarn_platform::trust::TrustError::Io {
             source,
             ..
         })) => {

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use forewarn_runtime::trust::{FileRules, Owners, TrustError};
+use forewarn_platform::trust::{FileRules, Owners, TrustError};
 use forewarn_runtime::{LoadError, Plugin, Runtime};
 
 use forewarn_imds::PluginName;

@@ -6,8 +6,10 @@
 use forewarn_pipeline::setting_error::SettingError;
 use std::path::Path;
 
-use forewarn_runtime::CertificateDer;
-use forewarn_runtime::trust::{self, FileRules, Owners, TrustError};
+use forewarn_platform::trust::{self, FileRules, Owners, TrustError};
+use rustls::RootCertStore;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 
 use crate::shown;
 
@@ -49,8 +51,48 @@ pub(crate) fn read(
         };
         SettingError::new(KEY, problem)
     })?;
-    forewarn_runtime::ca_certificates(&pem)
+    ca_certificates(&pem)
         .map_err(|problem| SettingError::new(KEY, format!("{}: {problem}; {fix}", path.display())))
+}
+
+/// Why a PEM file meant for `http-ca-file` is refused (the caller names the key and path).
+#[derive(Debug, thiserror::Error)]
+pub enum CaFileError {
+    /// The PEM is malformed.
+    #[error("it is not a valid PEM file: {0}")]
+    NotPem(String),
+    /// A valid PEM with no certificate in it.
+    #[error("it holds no PEM certificate (\"-----BEGIN CERTIFICATE-----\")")]
+    NoCertificate,
+    /// A certificate rustls cannot use as a trust anchor.
+    #[error("its certificate number {number} is not usable as a CA: {error}")]
+    NotACa {
+        /// Its place in the file, from 1.
+        number: usize,
+        /// What rustls said.
+        error: String,
+    },
+}
+
+/// The certificates of a PEM file meant for `http-ca-file`: at least one, each usable as a
+/// trusted CA. The error says what is wrong with the file (the caller names key and path).
+pub fn ca_certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, CaFileError> {
+    let certificates = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| CaFileError::NotPem(error.to_string()))?;
+    if certificates.is_empty() {
+        return Err(CaFileError::NoCertificate);
+    }
+    let mut check = RootCertStore::empty();
+    for (index, certificate) in certificates.iter().enumerate() {
+        check
+            .add(certificate.clone())
+            .map_err(|error| CaFileError::NotACa {
+                number: index + 1,
+                error: error.to_string(),
+            })?;
+    }
+    Ok(certificates)
 }
 
 /// The consent's line, when extra CAs are trusted.

@@ -1,5 +1,5 @@
 //! `http = ["127.0.0.1:8080"]`: the `host:port` pairs the plugin may send HTTP requests to
-//! (`http-send`), never an address of the platform's own (`forewarn_runtime::network`).
+//! (`http-send`), never an address of the platform's own ([`super::forbidden_addresses`]).
 
 use forewarn_pipeline::setting_error::SettingError;
 
@@ -29,7 +29,7 @@ pub(crate) fn check(targets: &[String]) -> Result<(), SettingError> {
                 format!("\"{target}\" must be host:port, e.g. \"127.0.0.1:8080\""),
             ));
         }
-        if let Some(reason) = forewarn_runtime::network::forbidden_entry(target) {
+        if let Some(reason) = super::forbidden_addresses::forbidden_entry(target) {
             return Err(SettingError::new(
                 KEY,
                 format!(

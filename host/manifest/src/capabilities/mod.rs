@@ -1,22 +1,23 @@
 //! The `[capabilities]` table of a manifest: what a plugin may do beyond computing, each
-//! denied unless listed. It is the one model of a plugin's capabilities: the runtime's
-//! [`Grants`] are built from it, and the lock file and the artifact's claim keep it as
-//! written (lists sorted) inside the [`GrantSummary`](crate::GrantSummary), which words it
-//! for the operator through the methods here.
+//! denied unless listed. It is the one model of a plugin's capabilities: the runtime enforces
+//! it as it is ([`PluginSettings::grants`](crate::PluginSettings), each unit checking its own
+//! key), and the lock file and the artifact's claim keep it as written (lists sorted) inside
+//! the [`GrantSummary`](crate::GrantSummary), which words it for the operator through the
+//! methods here.
 //!
 //! One module per key, the shape of Spin's `allowed_hosts.rs`: the module checks its own
 //! value (what the parser cannot), says what it grants the runtime, and words it for the
 //! operator — the consent of `plugin install`, the upgrade's diff and widenings, `plugin
 //! list`.
 //!
-//! | key | module | the runtime's grant (`forewarn_runtime::Grants`) |
+//! | key | module | what the runtime grants with it |
 //! | --- | --- | --- |
 //! | `readiness` | [`readiness`] | `readiness` (`set-ready`) |
 //! | `http` | [`http_hosts`] | `http` (`http-send`) |
 //! | `actions` | [`actions`] | `actions` (`run-action`) |
 //! | `azure-identity` | [`azure_identity`] | `azure_identity` (`azure-access-token`) |
-//! | `http-ca-file` | [`http_ca_file`] | `http_roots` (read when the manifest is loaded) |
-//! | `http-response-limit` | [`http_response_limit`] | `http_response_limit` |
+//! | `http-ca-file` | [`http_ca_file`] | extra CAs for https:// (`http_roots`, read when the manifest is loaded) |
+//! | `http-response-limit` | [`http_response_limit`] | how much of a response `http-send` reads |
 //!
 //! Adding a key: docs/architecture.md, "Adding a capability".
 
@@ -24,12 +25,14 @@ use forewarn_pipeline::setting_error::SettingError;
 use std::path::{Path, PathBuf};
 
 use bytesize::ByteSize;
+use http_response_limit::HttpResponseLimit;
 
-use forewarn_runtime::{CertificateDer, Grants};
+use rustls::pki_types::CertificateDer;
 use serde::{Deserialize, Serialize};
 
 pub mod actions;
 pub mod azure_identity;
+pub mod forbidden_addresses;
 pub mod http_ca_file;
 pub mod http_hosts;
 pub mod http_response_limit;
@@ -55,9 +58,13 @@ pub struct Capabilities {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub http_ca_file: Option<PathBuf>,
     /// How much of a response body `http-send` hands over ("16MiB"); a longer body is cut.
-    /// Default 1 MiB, at most [`forewarn_runtime::HTTP_RESPONSE_LIMIT_MAX`] (64 MiB).
+    /// Default 1 MiB, at most [`http_response_limit::HTTP_RESPONSE_LIMIT_MAX`] (64 MiB).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub http_response_limit: Option<ByteSize>,
+    /// The certificates of `http-ca-file`, read when the manifest is loaded; not part of
+    /// what the lock keeps.
+    #[serde(skip)]
+    pub http_roots: Vec<CertificateDer<'static>>,
 }
 
 impl Capabilities {
@@ -77,33 +84,28 @@ impl Capabilities {
         azure_identity::check(&self.azure_identity)
     }
 
-    /// Reads the certificates of `http-ca-file` (a relative path in `dir`).
-    pub(crate) fn read_http_roots(
-        &self,
-        dir: &Path,
-    ) -> Result<Vec<CertificateDer<'static>>, SettingError> {
-        http_ca_file::read(self.http_ca_file.as_deref(), dir)
+    /// Reads the certificates of `http-ca-file` (a relative path in `dir`) into
+    /// `http_roots`.
+    pub(crate) fn read_http_roots(&mut self, dir: &Path) -> Result<(), SettingError> {
+        self.http_roots = http_ca_file::read(self.http_ca_file.as_deref(), dir)?;
+        Ok(())
     }
 
-    /// What the runtime lets the plugin do, trusting `http_roots` (read from `http-ca-file`).
-    pub fn grants(&self, http_roots: Vec<CertificateDer<'static>>) -> Grants {
-        Grants {
-            readiness: self.readiness,
-            http: self.http.clone(),
-            actions: self.actions.clone(),
-            azure_identity: self.azure_identity.clone(),
-            http_roots,
-            http_response_limit: http_response_limit::granted(self.http_response_limit),
-        }
+    /// How much of a response body `http-send` hands over: the manifest's limit, else the
+    /// default.
+    pub fn response_limit(&self) -> HttpResponseLimit {
+        http_response_limit::granted(self.http_response_limit)
     }
 
     /// The table as the lock file and the claim keep it: each list sorted, once each, so
-    /// two compare and print the same way whatever order the manifest listed them in.
+    /// two compare and print the same way whatever order the manifest listed them in; the
+    /// certificates read are left out.
     pub(crate) fn sorted(&self) -> Capabilities {
         Capabilities {
             http: name_set::sorted(&self.http),
             actions: name_set::sorted(&self.actions),
             azure_identity: name_set::sorted(&self.azure_identity),
+            http_roots: Vec::new(),
             ..self.clone()
         }
     }
@@ -117,7 +119,7 @@ impl Capabilities {
             azure_identity::consent(&self.azure_identity),
         ];
         lines.extend(http_ca_file::consent(self.http_ca_file.is_some()));
-        lines.push(http_response_limit::consent(self.response_limit()));
+        lines.push(http_response_limit::consent(self.response_limit_summary()));
         lines
     }
 
@@ -129,7 +131,10 @@ impl Capabilities {
             azure_identity::wider(&self.azure_identity, &other.azure_identity),
             readiness::wider(self.readiness, other.readiness),
             http_ca_file::wider(self.http_ca_file.is_some(), other.http_ca_file.is_some()),
-            http_response_limit::wider(self.response_limit(), other.response_limit()),
+            http_response_limit::wider(
+                self.response_limit_summary(),
+                other.response_limit_summary(),
+            ),
         ]
         .into_iter()
         .flatten()
@@ -151,8 +156,8 @@ impl Capabilities {
             old.http_ca_file.is_some(),
         ));
         lines.extend(http_response_limit::changes(
-            self.response_limit(),
-            old.response_limit(),
+            self.response_limit_summary(),
+            old.response_limit_summary(),
         ));
         lines
     }
@@ -170,8 +175,8 @@ impl Capabilities {
         .collect()
     }
 
-    /// The response limit in force: the manifest's, else the default.
-    fn response_limit(&self) -> ByteSize {
+    /// The response limit in force, as the operator reads it.
+    fn response_limit_summary(&self) -> ByteSize {
         http_response_limit::summary(self.http_response_limit)
     }
 }

@@ -238,11 +238,7 @@ fn a_missing_or_empty_http_ca_file_is_a_load_error_naming_key_path_and_fix() {
 fn http_response_limit_defaults_to_1_mib_and_may_not_pass_64_mib() {
     let limit = |text: &str| {
         let manifest = PluginManifest::parse(text).unwrap();
-        manifest
-            .runtime_settings()
-            .grants
-            .http_response_limit
-            .bytes()
+        manifest.runtime_settings().grants.response_limit().bytes()
     };
     assert_eq!(limit(""), 1024 * 1024);
     assert_eq!(

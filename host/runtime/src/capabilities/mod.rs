@@ -1,7 +1,8 @@
 //! What plugins may use of the host, one capability to a unit (as Spin's `crates/factors` keep
 //! one capability to a crate). Each unit holds all of its capability:
 //!
-//! - the **grant**: what the plugin's manifest line allows (its field of [`Grants`]) and the
+//! - the **grant**: what the plugin's manifest line allows (its field of the manifest's
+//!   [`Capabilities`](forewarn_manifest::Capabilities)) and the
 //!   check of one request against it, refusing with a message that names the manifest line;
 //! - the **service** the daemon lends (a store, a client, a runner), held in
 //!   [`HostServices`](crate::services::HostServices);
@@ -26,24 +27,3 @@ mod log_text;
 pub(crate) mod readiness;
 #[cfg(test)]
 pub(crate) mod testing;
-
-use http::response_limit::HttpResponseLimit;
-use rustls::pki_types::CertificateDer;
-
-/// What one plugin may use: set by the operator in its manifest, denied by default. One
-/// field (or group of fields) per capability; each unit checks requests against its own.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Grants {
-    /// May call `set-ready` (the `readiness` unit).
-    pub readiness: bool,
-    /// `host:port` pairs `http-send` may reach (the `http` unit).
-    pub http: Vec<String>,
-    /// Names of operator-defined actions `run-action` may run (the `actions` unit).
-    pub actions: Vec<String>,
-    /// Resources (token audiences) `azure-access-token` may ask a token for (the `identity` unit).
-    pub azure_identity: Vec<String>,
-    /// CAs `http-send` trusts for https:// besides the system's (`http-ca-file`).
-    pub http_roots: Vec<CertificateDer<'static>>,
-    /// How much of a response body `http-send` hands over (`http-response-limit`).
-    pub http_response_limit: HttpResponseLimit,
-}

@@ -3,14 +3,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::Grants;
 use crate::call_state::CallState;
-use crate::services::{HostServices, PluginSettings};
+use crate::services::HostServices;
 use crate::wit::latest::HostError;
+use forewarn_manifest::Capabilities;
+use forewarn_manifest::PluginSettings;
 
 /// The state of a call of plugin `p` holding `grants`, with `services`, 5 s to run:
 /// what a guest's host call would find, with no guest.
-pub(crate) fn call(grants: Grants, services: HostServices) -> CallState {
+pub(crate) fn call(grants: Capabilities, services: HostServices) -> CallState {
     let settings = PluginSettings {
         grants,
         ..PluginSettings::default()
@@ -44,20 +45,20 @@ pub(crate) fn check<T>(result: Result<T, HostError>, expected: &Expected, row: &
 
 /// Checks every `(grants, request, expected)` row through `ask` (plugin `p`).
 pub(crate) fn check_rows<T>(
-    rows: &[(&Grants, &str, Expected)],
-    ask: impl Fn(&Grants, &str) -> Result<T, HostError>,
+    rows: &[(&Capabilities, &str, Expected)],
+    ask: impl Fn(&Capabilities, &str) -> Result<T, HostError>,
 ) {
     for (grants, request, expected) in rows {
         check(ask(grants, request), expected, request);
     }
 }
 
-/// Grants of readiness, the `http` authorities and the `actions` named.
-pub(crate) fn grants(readiness: bool, http: &[&str], actions: &[&str]) -> Grants {
-    Grants {
+/// Capabilities of readiness, the `http` authorities and the `actions` named.
+pub(crate) fn grants(readiness: bool, http: &[&str], actions: &[&str]) -> Capabilities {
+    Capabilities {
         readiness,
         http: http.iter().map(|entry| (*entry).to_owned()).collect(),
         actions: actions.iter().map(|entry| (*entry).to_owned()).collect(),
-        ..Grants::default()
+        ..Capabilities::default()
     }
 }

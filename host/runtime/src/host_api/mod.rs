@@ -69,19 +69,19 @@ impl host::Host for CallState {
 mod tests {
     use std::sync::Arc;
 
-    use crate::capabilities::Grants;
     use crate::capabilities::key_value::MemoryKeyValueStore;
     use crate::capabilities::testing::call;
     use crate::services::HostServices;
     use crate::wit::latest::HostError;
     use crate::wit::latest::forewarn::plugin::host::Host;
+    use forewarn_manifest::Capabilities;
 
     fn state(preparing: bool) -> crate::call_state::CallState {
         let services = HostServices {
             key_value: Arc::new(MemoryKeyValueStore::default()),
             ..HostServices::default()
         };
-        let mut state = call(Grants::default(), services);
+        let mut state = call(Capabilities::default(), services);
         state.preparing = preparing;
         state
     }

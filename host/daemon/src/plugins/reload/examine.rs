@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use forewarn_runtime::Runtime;
 use sha2::{Digest, Sha256};
 
-use forewarn_runtime::trust::{self, FileRules, TrustError};
+use forewarn_platform::trust::{self, FileRules, TrustError};
 
 use crate::plugins::set::{self as plugins, LoadedPlugin, PluginFileLimits, PluginLoadError};
 use forewarn_manifest::{FailurePolicy, PluginManifest};

@@ -27,8 +27,8 @@ mod reloader;
 use std::path::Path;
 use std::sync::Arc;
 
+use forewarn_platform::trust::{self, Owners};
 use forewarn_runtime::Runtime;
-use forewarn_runtime::trust::{self, Owners};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;

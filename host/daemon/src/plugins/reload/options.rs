@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use forewarn_runtime::trust::TrustError;
+use forewarn_platform::trust::TrustError;
 
 use crate::plugins::set::PluginFileLimits;
 

@@ -10,15 +10,15 @@ use std::collections::BTreeMap;
 pub use runner::ActionSpec;
 pub(crate) use runner::run;
 
-use super::Grants;
 use super::log_text::describe;
 use crate::call_state::{CallState, LOG_FIELD_MAX_BYTES, LOG_LINE_MAX_BYTES};
 use crate::wit::latest::{ActionOutput, HostError};
 use forewarn_events::log_safe;
+use forewarn_manifest::Capabilities;
 
 /// Ok when `plugin`'s grants name the action `name` (whether the daemon defines it is
 /// [`defined`]'s question).
-pub(crate) fn grant(plugin: &str, grants: &Grants, name: &str) -> Result<(), HostError> {
+pub(crate) fn grant(plugin: &str, grants: &Capabilities, name: &str) -> Result<(), HostError> {
     if grants.actions.iter().any(|granted| granted == name) {
         return Ok(());
     }

@@ -16,8 +16,8 @@ use url::{Position, Url};
 use super::grant::grant;
 use super::network::{self, Resolver, SystemResolver};
 use super::tls::{self, TlsConfigs};
-use crate::capabilities::Grants;
 use crate::wit::latest::{HostError, HttpRequest, HttpResponse};
+use forewarn_manifest::Capabilities;
 
 /// Request headers a plugin may not set: `Host` (the real host is always sent), `Metadata`
 /// (what IMDS requires), and the hop-by-hop and framing headers the client owns.
@@ -79,7 +79,7 @@ impl HttpClient {
     pub async fn send(
         &self,
         plugin: &str,
-        grants: &Grants,
+        grants: &Capabilities,
         request: HttpRequest,
         deadline: Instant,
     ) -> Result<HttpResponse, HostError> {
@@ -112,7 +112,7 @@ impl HttpClient {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Caller<'a> {
     pub(crate) plugin: &'a str,
-    pub(crate) grants: &'a Grants,
+    pub(crate) grants: &'a Capabilities,
 }
 
 /// Sends `request` to the already checked `url`: resolves its host once, refuses the
@@ -127,7 +127,7 @@ pub(crate) async fn send(
     deadline: Instant,
 ) -> Result<HttpResponse, HostError> {
     let outgoing = outgoing_request(request, &url)?;
-    let limit = caller.grants.http_response_limit.bytes();
+    let limit = caller.grants.response_limit().bytes();
     let exchange = async {
         let addresses = checked_addresses(client, &url).await?;
         let stream = connect(&url, &addresses).await?;
@@ -620,10 +620,10 @@ pub(crate) mod tests {
 
     /// A plugin `p` with no grants beyond the URL (checked by the callers).
     pub(crate) fn caller() -> Caller<'static> {
-        static NONE: std::sync::OnceLock<Grants> = std::sync::OnceLock::new();
+        static NONE: std::sync::OnceLock<Capabilities> = std::sync::OnceLock::new();
         Caller {
             plugin: "p",
-            grants: NONE.get_or_init(Grants::default),
+            grants: NONE.get_or_init(Capabilities::default),
         }
     }
 

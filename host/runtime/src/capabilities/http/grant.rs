@@ -2,13 +2,13 @@
 
 use url::Url;
 
-use crate::capabilities::Grants;
 use crate::wit::latest::HostError;
+use forewarn_manifest::Capabilities;
 
 /// The parsed `url` when `plugin`'s grants name its `host:port` (host compared without
 /// regard to case, port exact; the port defaults to 80 for http, 443 for https). A URL that
 /// cannot be judged (not absolute, not http(s), no host) is `invalid`.
-pub(crate) fn grant(plugin: &str, grants: &Grants, url: &str) -> Result<Url, HostError> {
+pub(crate) fn grant(plugin: &str, grants: &Capabilities, url: &str) -> Result<Url, HostError> {
     let parsed = parse_http_url(url)?;
     let authority = authority_of(&parsed)
         .ok_or_else(|| HostError::Invalid(format!("`{url}` names no host")))?;

@@ -13,10 +13,9 @@ use url::Url;
 
 use super::client::tests::{TableResolver, get_request, silent_server};
 use super::client::{Caller, HttpClient, send};
-use super::response_limit::HttpResponseLimit;
-use super::tls::ca_certificates;
-use crate::capabilities::Grants;
 use crate::wit::latest::{HostError, HttpRequest, HttpResponse};
+use forewarn_manifest::Capabilities;
+use forewarn_manifest::capabilities::http_ca_file::ca_certificates;
 
 const OK: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok";
 
@@ -57,11 +56,11 @@ fn tls_acceptor(issued: &Issued) -> TlsAcceptor {
     TlsAcceptor::from(std::sync::Arc::new(config))
 }
 
-/// Grants trusting the test CA (as `http-ca-file = "ca.pem"` would).
-fn trusting() -> Grants {
-    Grants {
+/// Capabilities trusting the test CA (as `http-ca-file = "ca.pem"` would).
+fn trusting() -> Capabilities {
+    Capabilities {
         http_roots: ca_certificates(TEST_CA).unwrap(),
-        ..Grants::default()
+        ..Capabilities::default()
     }
 }
 
@@ -72,7 +71,7 @@ fn client() -> HttpClient {
 }
 
 /// Sends `request` for plugin `p` with `grants`, the URL counted as granted.
-async fn send_as_p(grants: &Grants, request: HttpRequest) -> Result<HttpResponse, HostError> {
+async fn send_as_p(grants: &Capabilities, request: HttpRequest) -> Result<HttpResponse, HostError> {
     let url = Url::parse(&request.url).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     let caller = Caller {
@@ -132,7 +131,7 @@ async fn an_ip_address_url_is_verified_against_the_ip_in_the_certificate() {
 async fn without_the_ca_the_certificate_is_not_trusted_and_the_fix_is_named() {
     let server = AnsweringServer::start(Some(tls_acceptor(&SERVER)), OK.into()).await;
     let url = format!("https://localhost:{}/", server.address.port());
-    let text = failed_text(send_as_p(&Grants::default(), get_request(&url)).await);
+    let text = failed_text(send_as_p(&Capabilities::default(), get_request(&url)).await);
     assert!(text.contains("add its CA with `http-ca-file"), "{text}");
     assert!(text.contains("[capabilities] of p.toml"), "{text}");
     assert!(text.contains("localhost"), "{text}");
@@ -169,10 +168,10 @@ async fn a_response_longer_than_the_limit_is_cut_at_the_limit() {
     let server = AnsweringServer::start(Some(tls_acceptor(&SERVER)), answer).await;
     let url = format!("https://localhost:{}/checkpoint", server.address.port());
     let mut grants = trusting();
-    grants.http_response_limit = HttpResponseLimit::new(1000).unwrap();
+    grants.http_response_limit = Some(bytesize::ByteSize::b(1000));
     let response = send_as_p(&grants, get_request(&url)).await.unwrap();
     assert_eq!(response.body, vec![b'x'; 1000]);
-    grants.http_response_limit = HttpResponseLimit::new(5000).unwrap();
+    grants.http_response_limit = Some(bytesize::ByteSize::b(5000));
     let response = send_as_p(&grants, get_request(&url)).await.unwrap();
     assert_eq!(response.body.len(), 5000);
 }
@@ -184,7 +183,7 @@ async fn the_deadline_bounds_a_tls_handshake_with_a_server_that_never_answers() 
     let url = Url::parse(&format!("https://{address}/")).unwrap();
     let started = Instant::now();
     let deadline = started + Duration::from_millis(300);
-    let grants = Grants::default();
+    let grants = Capabilities::default();
     let caller = Caller {
         plugin: "p",
         grants: &grants,
@@ -196,17 +195,6 @@ async fn the_deadline_bounds_a_tls_handshake_with_a_server_that_never_answers() 
         "{:?}",
         started.elapsed()
     );
-}
-
-#[test]
-fn the_response_limit_is_more_than_zero_and_at_most_64_mib() {
-    assert_eq!(HttpResponseLimit::default().bytes(), 1024 * 1024);
-    assert_eq!(
-        HttpResponseLimit::new(64 * 1024 * 1024).unwrap().bytes(),
-        64 << 20
-    );
-    assert_eq!(HttpResponseLimit::new(64 * 1024 * 1024 + 1), None);
-    assert_eq!(HttpResponseLimit::new(0), None);
 }
 
 #[test]

@@ -8,14 +8,11 @@ mod grant;
 #[cfg(test)]
 mod https_tests;
 pub mod network;
-pub(crate) mod response_limit;
 mod tls;
 
 pub use client::HttpClient;
 pub(crate) use client::{Caller, send};
 pub(crate) use grant::grant;
-pub use response_limit::{DEFAULT_HTTP_RESPONSE_LIMIT, HTTP_RESPONSE_LIMIT_MAX, HttpResponseLimit};
-pub use tls::{CaFileError, ca_certificates};
 
 use super::log_text::describe;
 use crate::call_state::{CallState, LOG_FIELD_MAX_BYTES};

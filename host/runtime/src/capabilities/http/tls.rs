@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{CertificateError, ClientConfig, RootCertStore};
 
@@ -23,25 +22,6 @@ enum NoSystemRoots {
     /// What went wrong reading it, each error.
     #[error("{}", .0.join("; "))]
     Unreadable(Vec<String>),
-}
-
-/// Why a PEM file meant for `http-ca-file` is refused (the caller names the key and path).
-#[derive(Debug, thiserror::Error)]
-pub enum CaFileError {
-    /// The PEM is malformed.
-    #[error("it is not a valid PEM file: {0}")]
-    NotPem(String),
-    /// A valid PEM with no certificate in it.
-    #[error("it holds no PEM certificate (\"-----BEGIN CERTIFICATE-----\")")]
-    NoCertificate,
-    /// A certificate rustls cannot use as a trust anchor.
-    #[error("its certificate number {number} is not usable as a CA: {error}")]
-    NotACa {
-        /// Its place in the file, from 1.
-        number: usize,
-        /// What rustls said.
-        error: String,
-    },
 }
 
 /// Most client configurations one [`TlsConfigs`] keeps; past it, it starts afresh.
@@ -133,27 +113,6 @@ fn client_config(
     Ok(builder.with_root_certificates(roots).with_no_client_auth())
 }
 
-/// The certificates of a PEM file meant for `http-ca-file`: at least one, each usable as a
-/// trusted CA. The error says what is wrong with the file (the caller names key and path).
-pub fn ca_certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, CaFileError> {
-    let certificates = CertificateDer::pem_slice_iter(pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| CaFileError::NotPem(error.to_string()))?;
-    if certificates.is_empty() {
-        return Err(CaFileError::NoCertificate);
-    }
-    let mut check = RootCertStore::empty();
-    for (index, certificate) in certificates.iter().enumerate() {
-        check
-            .add(certificate.clone())
-            .map_err(|error| CaFileError::NotACa {
-                number: index + 1,
-                error: error.to_string(),
-            })?;
-    }
-    Ok(certificates)
-}
-
 /// The name the server's certificate must carry: the URL's DNS name or IP address.
 pub(crate) fn server_name(host: &url::Host<&str>) -> Result<ServerName<'static>, HostError> {
     match host {
@@ -221,7 +180,10 @@ mod tests {
 
     #[test]
     fn without_system_cas_the_plugins_own_cas_still_serve() {
-        let extra = ca_certificates(super::super::https_tests::TEST_CA).unwrap();
+        let extra = forewarn_manifest::capabilities::http_ca_file::ca_certificates(
+            super::super::https_tests::TEST_CA,
+        )
+        .unwrap();
         assert_eq!(extra.len(), 1);
         let none = Err(NoSystemRoots::NoneFound);
         assert!(client_config(&none, &extra, "p").is_ok());

@@ -11,18 +11,18 @@ pub use token_cache::{
     IssuedToken, ManagedIdentity, TOKEN_RENEW_BEFORE, TokenFetcher, TokenFuture,
 };
 
-use super::Grants;
 use super::log_text::describe;
 use crate::call_state::{CallState, LOG_FIELD_MAX_BYTES};
 use crate::wit::latest::{AccessToken, HostError};
 use forewarn_events::log_safe;
+use forewarn_manifest::Capabilities;
 
 /// The manifest's spelling of `resource` when `plugin`'s grants name it. Resources compare
 /// without regard to case or a trailing slash, as Azure's audiences do; tokens are fetched and
 /// cached under the manifest's spelling, so a plugin cannot multiply fetches by respelling it.
 pub(crate) fn grant<'a>(
     plugin: &str,
-    grants: &'a Grants,
+    grants: &'a Capabilities,
     resource: &str,
 ) -> Result<&'a str, HostError> {
     let wanted = audience(resource);
@@ -107,9 +107,9 @@ mod tests {
 
     #[test]
     fn identity_tokens_are_granted_per_resource_without_regard_to_a_trailing_slash() {
-        let storage = Grants {
+        let storage = Capabilities {
             azure_identity: vec!["https://storage.azure.com/".to_owned()],
-            ..Grants::default()
+            ..Capabilities::default()
         };
         let nothing = grants(true, &["127.0.0.1:80"], &["stop-app"]);
         let rows = [
@@ -150,9 +150,9 @@ mod tests {
             identity: Some(Arc::new(ManagedIdentity::new(fetcher.clone()))),
             ..HostServices::default()
         };
-        let storage = Grants {
+        let storage = Capabilities {
             azure_identity: vec!["https://storage.azure.com/".to_owned()],
-            ..Grants::default()
+            ..Capabilities::default()
         };
         let mut granted = call(storage.clone(), services.clone());
         for spelling in ["https://storage.azure.com/", "HTTPS://storage.azure.com"] {

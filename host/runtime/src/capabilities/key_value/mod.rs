@@ -108,16 +108,16 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::capabilities::Grants;
     use crate::capabilities::testing::call;
     use crate::services::HostServices;
+    use forewarn_manifest::Capabilities;
 
     fn memory_call() -> CallState {
         let services = HostServices {
             key_value: Arc::new(MemoryKeyValueStore::default()),
             ..HostServices::default()
         };
-        call(Grants::default(), services)
+        call(Capabilities::default(), services)
     }
 
     #[tokio::test]

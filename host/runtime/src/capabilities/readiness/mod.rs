@@ -12,12 +12,12 @@ pub use probe_ledger::{MAX_UNHEALTHY_THRESHOLD, PROBER_MEMORY, Prober};
 use forewarn_events::millis;
 use std::time::Instant;
 
-use super::Grants;
 use crate::call_state::CallState;
 use crate::wit::latest::{DrainStatus, HostError};
+use forewarn_manifest::Capabilities;
 
 /// Ok when `plugin`'s grants let it call `set-ready`.
-pub(crate) fn grant(plugin: &str, grants: &Grants) -> Result<(), HostError> {
+pub(crate) fn grant(plugin: &str, grants: &Capabilities) -> Result<(), HostError> {
     if grants.readiness {
         return Ok(());
     }

@@ -1,15 +1,15 @@
 //! Who may write the files the daemon trusts: directories and files must belong to the
 //! daemon's account (or an administrator) and be writable by no one else; links and special
 //! files are refused. The owner and writer checks are the platform's
-//! ([`forewarn_platform::file_access`]: owner and mode bits on Unix, owner and DACL on
+//! ([`crate::file_access`]: owner and mode bits on Unix, owner and DACL on
 //! Windows); the rules and the messages are the same everywhere.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-pub use forewarn_platform::file_access::Owners;
-use forewarn_platform::file_access::{self, Distrust};
+pub use crate::file_access::Owners;
+use crate::file_access::{self, Distrust};
 
 /// Why a path is not trusted. Every message names the path and the command that fixes it.
 #[derive(Debug, thiserror::Error)]
