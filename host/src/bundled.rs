@@ -71,7 +71,7 @@ pub struct BrokenBundledManifest {
     /// The bundled plugin.
     pub plugin: &'static str,
     /// What the manifest parser said (the line and the key).
-    pub problem: String,
+    pub problem: forewarn_manifest::ManifestProblem,
 }
 
 impl BundledPlugin {

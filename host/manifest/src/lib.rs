@@ -21,7 +21,7 @@ pub mod shown;
 pub use capabilities::Capabilities;
 pub use grant_summary::GrantSummary;
 pub use plugin_manifest::{
-    ConfigValue, FailurePolicy, ManifestError, PluginManifest, describe_toml_error,
+    ConfigValue, FailurePolicy, ManifestError, ManifestProblem, PluginManifest, describe_toml_error,
 };
 pub use plugin_name::{MAX_PLUGIN_NAME_BYTES, name_problem};
 pub use plugin_settings::{DEFAULT_MEMORY_LIMIT, PluginSettings};

@@ -106,13 +106,32 @@ pub enum ManifestError {
         source: std::io::Error,
     },
     /// The manifest is not valid TOML, or a value is out of range or unknown.
-    #[error("invalid plugin manifest {}: {message}", path.display())]
+    #[error("invalid plugin manifest {}: {problem}", path.display())]
     Invalid {
         /// The `.toml` file.
         path: std::path::PathBuf,
-        /// What is wrong, naming the key and, for TOML errors, the line.
-        message: String,
+        /// What is wrong, naming the line and the key.
+        problem: ManifestProblem,
     },
+}
+
+/// What is wrong with a manifest's text: the line and the key, then the problem and its fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ManifestProblem {
+    /// Not TOML, or a key or value serde refuses: the parser's words, with line and key.
+    #[error("{0}")]
+    Toml(String),
+    /// A value the manifest's checks refuse, at its line when the key can be found.
+    #[error("{}{error}", line.map(|line| format!("line {line}: ")).unwrap_or_default())]
+    Setting {
+        /// The line (1-based) the key is assigned on.
+        line: Option<usize>,
+        /// The key and what is wrong with its value.
+        error: SettingError,
+    },
+    /// The file is not UTF-8 text.
+    #[error("not UTF-8 text; save the manifest as UTF-8")]
+    NotUtf8,
 }
 
 impl ManifestError {
@@ -138,28 +157,25 @@ impl PluginManifest {
     /// the line and the key.
     pub fn from_text(path: &Path, text: &str) -> Result<PluginManifest, ManifestError> {
         let dir = path.parent().unwrap_or(Path::new(""));
-        PluginManifest::parse_in(text, dir).map_err(|message| ManifestError::Invalid {
+        PluginManifest::parse_in(text, dir).map_err(|problem| ManifestError::Invalid {
             path: path.to_path_buf(),
-            message,
+            problem,
         })
     }
 
     /// Parses manifest text; the error names the line and the key ("line 3: key `budget`: …").
     /// A relative `http-ca-file` is read relative to the current directory.
-    pub fn parse(text: &str) -> Result<PluginManifest, String> {
+    pub fn parse(text: &str) -> Result<PluginManifest, ManifestProblem> {
         PluginManifest::parse_in(text, Path::new(""))
     }
 
     /// Parses manifest text, reading a relative `http-ca-file` in `dir`.
-    fn parse_in(text: &str, dir: &Path) -> Result<PluginManifest, String> {
-        let mut manifest: PluginManifest =
-            toml::from_str(text).map_err(|error| describe_toml_error(text, &error))?;
-        let locate = |error: SettingError| {
-            let line = error.keys.first().and_then(|key| line_of_key(text, key));
-            match line {
-                Some(line) => format!("line {line}: {error}"),
-                None => error.to_string(),
-            }
+    fn parse_in(text: &str, dir: &Path) -> Result<PluginManifest, ManifestProblem> {
+        let mut manifest: PluginManifest = toml::from_str(text)
+            .map_err(|error| ManifestProblem::Toml(describe_toml_error(text, &error)))?;
+        let locate = |error: SettingError| ManifestProblem::Setting {
+            line: error.keys.first().and_then(|key| line_of_key(text, key)),
+            error,
         };
         manifest.validate().map_err(locate)?;
         manifest.capabilities.read_http_roots(dir).map_err(locate)?;

@@ -82,7 +82,7 @@ pub use capabilities::actions::ActionSpec;
 pub use capabilities::http::HttpClient;
 pub use capabilities::http::network;
 pub use capabilities::identity::{
-    IssuedToken, ManagedIdentity, TOKEN_RENEW_BEFORE, TokenFetcher, TokenFuture,
+    IssuedToken, ManagedIdentity, TOKEN_RENEW_BEFORE, TokenFetchError, TokenFetcher, TokenFuture,
 };
 pub use capabilities::key_value::{
     DiskBudget, KeyValueStore, KeyValueStoreError, MemoryKeyValueStore, STATE_DISK_BYTES_PER_CALL,

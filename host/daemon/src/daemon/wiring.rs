@@ -12,7 +12,7 @@ use forewarn_runtime::wit::latest::{VmInfo, VmPriority};
 use forewarn_runtime::{
     ActionSpec, Compiler, DiskBudget, HostServices, HttpClient, IssuedToken, KeyValueStore,
     KeyValueStoreError, ManagedIdentity, Readiness, Runtime, RuntimeConfig, RuntimeError,
-    TokenFetcher, TokenFuture,
+    TokenFetchError, TokenFetcher, TokenFuture,
 };
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -159,7 +159,7 @@ impl TokenFetcher for ImdsTokens {
             let token = client
                 .fetch_identity_token(&resource, client_id.as_deref())
                 .await
-                .map_err(|error| error.to_string())?;
+                .map_err(|error| TokenFetchError(Box::new(error)))?;
             tracing::info!(
                 resource = %resource,
                 expires_on = %humantime::format_rfc3339_seconds(token.expires_on),

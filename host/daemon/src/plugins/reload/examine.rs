@@ -123,7 +123,7 @@ fn read_manifest(
             let text = std::str::from_utf8(raw).map_err(|_| {
                 PluginLoadError::Manifest(forewarn_manifest::ManifestError::Invalid {
                     path: manifest_path.to_path_buf(),
-                    message: "not UTF-8 text; save the manifest as UTF-8".into(),
+                    problem: forewarn_manifest::ManifestProblem::NotUtf8,
                 })
             })?;
             PluginManifest::from_text(manifest_path, text)?

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 pub use token_cache::{
-    IssuedToken, ManagedIdentity, TOKEN_RENEW_BEFORE, TokenFetcher, TokenFuture,
+    IssuedToken, ManagedIdentity, TOKEN_RENEW_BEFORE, TokenFetchError, TokenFetcher, TokenFuture,
 };
 
 use super::log_text::describe;

@@ -24,8 +24,14 @@ pub struct IssuedToken {
     pub expires_on: SystemTime,
 }
 
-/// What a token fetch may return: the token, or a one-line reason it failed.
-pub type TokenFuture = Pin<Box<dyn Future<Output = Result<IssuedToken, String>> + Send>>;
+/// What a token fetch may return: the token, or why it failed.
+pub type TokenFuture = Pin<Box<dyn Future<Output = Result<IssuedToken, TokenFetchError>> + Send>>;
+
+/// Why the identity endpoint gave no token: the fetcher's own error (the daemon's IMDS
+/// client's), kept whole; shown as its one line.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct TokenFetchError(pub Box<dyn std::error::Error + Send + Sync>);
 
 /// Fetches a new token for a resource from the identity endpoint (the daemon's IMDS client).
 pub trait TokenFetcher: Send + Sync {
@@ -122,7 +128,7 @@ mod tests {
         fn fetch(&self, resource: &str) -> TokenFuture {
             let count = self.fetches.fetch_add(1, Ordering::SeqCst) + 1;
             let answer = if self.fail {
-                Err("no identity is assigned to this VM".to_owned())
+                Err(TokenFetchError("no identity is assigned to this VM".into()))
             } else {
                 Ok(IssuedToken {
                     token: format!("{resource}#token-{count}"),
