@@ -9,6 +9,8 @@ use std::collections::{BTreeSet, HashMap};
 
 use forewarn_events::{EventId, PluginName};
 
+use crate::state::EventProgress;
+
 /// The order events are visited in: live before ended (a plugin hears of a new event
 /// before an old one ends), then the sooner NotBefore first (a Preempt listed beside
 /// thousands of Reboots gets a plugin they all wait for), then by id.
@@ -20,6 +22,20 @@ pub struct Urgency {
     pub not_before: ImdsTime,
     /// Its EventId.
     pub id: EventId,
+}
+
+impl Urgency {
+    /// Where `progress` goes in a round.
+    pub fn of(progress: &EventProgress) -> Urgency {
+        Urgency {
+            ended: progress.is_ended(),
+            not_before: progress
+                .event
+                .not_before_time()
+                .unwrap_or(ImdsTime::UNIX_EPOCH),
+            id: progress.event.id.clone(),
+        }
+    }
 }
 
 /// What a visit found about one event, for the next rounds.

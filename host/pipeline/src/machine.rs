@@ -13,117 +13,26 @@
 use forewarn_events::ImdsTime;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
 
-use forewarn_events::{Document, EventId, EventStatus, PluginName, ScheduledEvent};
+use forewarn_events::{Document, EventId, EventStatus, ScheduledEvent};
 
 use crate::agenda::{Agenda, Standing, Urgency};
-use crate::approval::{ApprovalInput, ApprovalStage, BarrierRequest, BarrierVerdict, Events};
-use crate::host_shutdown::ShutdownRelease;
+use crate::approval::{ApprovalInput, ApprovalStage, Events};
 use crate::log_fields;
 use crate::log_messages;
-use crate::policy::PolicyConfig;
+use crate::policy::{self, Plan};
 use crate::quarantine::{QuarantineRules, QuarantinedPlugin};
-use crate::roster::FailurePolicy;
 use crate::roster::Roster;
-use crate::scheduler::{self, CallReply, InFlight, PlannedCall, Preparation, Recovery, Schedule};
+use crate::scheduler::{self, InFlight, PlannedCall, Preparation, Recovery, Schedule};
 use crate::state::{
-    Answer, AnswerOutcome, Approval, CallPhase, DaemonState, EventProgress, Handling, Lifecycle,
+    AnswerOutcome, Approval, CallPhase, DaemonState, EventProgress, Handling, Lifecycle,
 };
 use crate::timeline::TimelineEntry;
+use crate::tracker::Transition;
+pub use boundary::{Action, CallAnswer, Input, PipelineSettings};
 use preparation_notes::PreparationNotes;
 use quarantine_marking::MarkedRoster;
 use shutdown_handling::{ShutdownHandling, ShutdownStep};
-
-/// What the pipeline needs to know besides its inputs.
-#[derive(Debug, Clone)]
-pub struct PipelineSettings {
-    /// This VM's name, as IMDS lists it in `Resources`.
-    pub vm_name: String,
-    /// The `[policy]` section.
-    pub policy: PolicyConfig,
-}
-
-/// Something that happened outside the pipeline.
-#[derive(Debug, Clone)]
-pub enum Input {
-    /// IMDS listed this document (the newest: each is a whole snapshot).
-    Document(Arc<Document>),
-    /// A plugin call finished.
-    Answer(Box<CallAnswer>),
-    /// The plugin set changed (reload).
-    Plugins(Arc<Roster>),
-    /// IMDS accepted the approval of these events.
-    ApprovalSent(Vec<EventId>),
-    /// IMDS did not accept the approval of these events.
-    ApprovalFailed {
-        /// The events whose approval failed.
-        event_ids: Vec<EventId>,
-        /// IMDS refused the request itself (a 4xx, e.g. 400 for an id it no longer lists):
-        /// sending the same batch again would fail the same way.
-        rejected: bool,
-        /// What went wrong, for the log and the timeline.
-        error: String,
-    },
-    /// Something journaled beside the state changed (readiness holds): persist again.
-    ReadinessHoldsChanged,
-    /// Whether the journal's commits reach the disk. While they do not, approvals are
-    /// neither decided nor sent (each needs its record first); plugins are still called.
-    JournalDurable(bool),
-    /// The etcd barrier's verdict on an event this VM joined ([`Action::Coordinate`]).
-    BarrierVerdict {
-        /// The event's `EventId`.
-        event_id: EventId,
-        /// What the barrier says now.
-        verdict: BarrierVerdict,
-    },
-    /// The daemon is stopping: record answers still arriving, start nothing new.
-    ShutdownStarted,
-    /// The operating system began to shut down or reboot (systemd-logind's
-    /// `PrepareForShutdown`, the Windows service's pre-shutdown): the plugins prepare within
-    /// `budget`, for forewarn's own Shutdown event unless a Scheduled Event already prepares
-    /// this VM; answered with [`Action::ReleaseShutdown`].
-    HostShutdown {
-        /// How long the service manager holds the shutdown back for forewarn.
-        budget: Duration,
-    },
-    /// The operating system's shutdown was called off: plugins that prepared for the
-    /// Shutdown event undo it (`ended-without-start`).
-    HostShutdownCancelled,
-}
-
-/// A finished plugin call.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CallAnswer {
-    /// The call this answers.
-    pub call: PlannedCall,
-    /// What the plugin replied.
-    pub reply: CallReply,
-}
-
-/// Something the event loop must do.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Action {
-    /// Journal this state durably before the actions after it.
-    Persist(Arc<DaemonState>),
-    /// Journal this state soon (the loop may group it with later commits): only deferral
-    /// bookkeeping changed — answers that decided nothing, and the attempt counts of calls
-    /// asking again plugins that already deferred, whose first attempt is on disk.
-    PersistGrouped(Arc<DaemonState>),
-    /// Start this plugin call; answer with [`Input::Answer`].
-    Call(PlannedCall),
-    /// Hand this request to the etcd coordinator (`[coordination]`); it answers with
-    /// [`Input::BarrierVerdict`]s whenever its verdict on a joined event changes.
-    Coordinate(BarrierRequest),
-    /// POST the approval of these events to IMDS; answer with [`Input::ApprovalSent`] or
-    /// [`Input::ApprovalFailed`].
-    Approve(Vec<EventId>),
-    /// Report this step on the timeline (demo, metrics, tests).
-    Emit(TimelineEntry),
-    /// Let the operating system's shutdown go on (release systemd-logind's delay inhibitor,
-    /// end the Windows service's pre-shutdown), for this reason.
-    ReleaseShutdown(ShutdownRelease),
-}
 
 /// The pipeline: tracker → policy → scheduler → approval, over the journaled state.
 pub struct Pipeline {
@@ -339,7 +248,7 @@ impl Pipeline {
         for id in due {
             match self.state.events.get(&id) {
                 Some(progress) => {
-                    queue.insert(urgency_of(progress));
+                    queue.insert(Urgency::of(progress));
                 }
                 None => {
                     self.approval.reconcile(&id, None);
@@ -387,7 +296,7 @@ impl Pipeline {
         };
         let progress = self.state.events.get(id);
         let standing = progress.map(|progress| Standing {
-            urgency: urgency_of(progress),
+            urgency: Urgency::of(progress),
             next_due: scheduler::next_due(progress, schedule, now),
             blocked_on: scheduler::blocked_on_busy(progress, schedule, now),
         });
@@ -425,6 +334,160 @@ impl Pipeline {
             .events
             .get(id)
             .is_some_and(|progress| progress.approval == Approval::Pending)
+    }
+
+    fn observe(&mut self, document: &Document, now: ImdsTime) {
+        // Copying a tracker shared with the journaled state copies its map, not its events
+        // (each is shared until it changes).
+        let transitions = Arc::make_mut(&mut self.state.tracker).observe(document, now);
+        for transition in &transitions {
+            self.apply_transition(transition, now);
+        }
+        if !transitions.is_empty() {
+            self.unsaved = true;
+        }
+    }
+
+    fn apply_transition(&mut self, transition: &Transition, now: ImdsTime) {
+        let event = transition.event().clone();
+        self.agenda.touch(&event.id);
+        tracing::info!(
+            event_id = %event.id,
+            event_type = %event.event_type_raw,
+            transition = %transition.kind(),
+            not_before = %log_fields::time(event.not_before),
+            resources = %log_fields::names(&event.resources),
+            "{}",
+            log_messages::EVENT_TRANSITION
+        );
+        self.emit(TimelineEntry::transition(&event, transition.kind(), now));
+        if self.relist_during_recovery(transition) {
+            return;
+        }
+        match transition {
+            Transition::Scheduled(_) => self.start_handling(event, Lifecycle::Scheduled),
+            Transition::Rescheduled { .. } => self.reschedule(event),
+            Transition::Started { .. } => self.mark_started(event),
+            Transition::EndedAfterStart(_) => self.mark_ended(event, true, now),
+            Transition::EndedWithoutStart(_) => self.mark_ended(event, false, now),
+        }
+    }
+
+    /// An id whose record is still recovering was listed again (a new listing, a
+    /// reschedule or a start of it) or its new listing ended: the recovery is not
+    /// overwritten; the new listing is kept and handled once the recovery is done.
+    /// Returns whether the transition was taken so.
+    fn relist_during_recovery(&mut self, transition: &Transition) -> bool {
+        let event = transition.event();
+        let Some(progress) = self.state.events.get_mut(&event.id).map(Arc::make_mut) else {
+            return false;
+        };
+        if !progress.is_ended() {
+            return false;
+        }
+        progress.relisted = match transition {
+            Transition::EndedAfterStart(_) | Transition::EndedWithoutStart(_) => None,
+            _ => Some(event.clone()),
+        };
+        tracing::info!(
+            event_id = %event.id,
+            relisted = progress.relisted.is_some(),
+            "the event's id is listed again while its recovery runs; handled once it is done"
+        );
+        true
+    }
+
+    /// What the policy decides for `event` on this VM.
+    fn handling_of(&self, event: &ScheduledEvent) -> Handling {
+        match policy::plan(event, &self.settings.vm_name, &self.settings.policy) {
+            Plan::Ignore { reason } => {
+                tracing::info!(event_id = %event.id, "{reason}");
+                Handling::Ignored { reason }
+            }
+            Plan::ApproveAtOnce { rule } => Handling::ApproveAtOnce { rule: rule.into() },
+            Plan::Prepare { affects_this_vm } => Handling::Prepare { affects_this_vm },
+        }
+    }
+
+    fn start_handling(&mut self, event: ScheduledEvent, lifecycle: Lifecycle) {
+        let handling = self.handling_of(&event);
+        self.emit(TimelineEntry::Handling {
+            event_id: event.id.clone(),
+            handling: handling.sentence(),
+        });
+        let id = event.id.clone();
+        let mut progress = EventProgress::new(event, handling, lifecycle);
+        if lifecycle == Lifecycle::Started {
+            progress.approval = Approval::Abandoned {
+                reason: "the event appeared already started".into(),
+            };
+        }
+        self.state.events.insert(id, Arc::new(progress));
+    }
+
+    /// A reschedule can change Resources, so the policy is asked again. Under the same plan
+    /// plugins prepare again — except after a sent approval, which stands unless a plugin
+    /// asks to be asked again (`prepare-again-on-reschedule`). Under a new plan (this VM no
+    /// longer named, approved at once, only other VMs named) plugins that were asked
+    /// recover first (`ended-without-start`, in reverse order); the event is then handled
+    /// afresh.
+    fn reschedule(&mut self, event: ScheduledEvent) {
+        let id = event.id.clone();
+        let handling = self.handling_of(&event);
+        let Some(progress) = self.state.events.get_mut(&id).map(Arc::make_mut) else {
+            self.start_handling(event, Lifecycle::Scheduled);
+            return;
+        };
+        if progress.handling != handling {
+            // This VM is no longer ready for the event as it was planned.
+            self.approval.withdraw(&id);
+            if matches!(progress.handling, Handling::Prepare { .. })
+                && progress.plugins_were_asked()
+            {
+                let reason = format!("rescheduled, now {}", handling.sentence());
+                progress.recover_before_relisting(event, reason);
+            } else {
+                self.state.events.remove(&id);
+                self.start_handling(event, Lifecycle::Scheduled);
+            }
+            return;
+        }
+        progress.event = event;
+        let roster = self.plugins.roster();
+        let sent = matches!(progress.approval, Approval::Sent { .. });
+        let asked_again = progress.restart_preparation(|name| {
+            !sent
+                || roster
+                    .get(name)
+                    .is_some_and(|member| member.terms.prepare_again_on_reschedule)
+        });
+        if asked_again || !sent {
+            // This VM prepares again: it is no longer ready for the event.
+            self.approval.withdraw(&id);
+        }
+        // A new NotBefore: passing it late is worth saying again.
+        self.notes.rescheduled(&id);
+        self.emit(TimelineEntry::Handling {
+            event_id: id,
+            handling: handling.sentence(),
+        });
+    }
+
+    fn mark_started(&mut self, event: ScheduledEvent) {
+        let Some(progress) = self.state.events.get_mut(&event.id).map(Arc::make_mut) else {
+            // Straight to Started (a hardware failure): plugins are told it started.
+            self.start_handling(event, Lifecycle::Started);
+            return;
+        };
+        progress.started(event);
+    }
+
+    fn mark_ended(&mut self, event: ScheduledEvent, after_start: bool, now: ImdsTime) {
+        let Some(progress) = self.state.events.get_mut(&event.id).map(Arc::make_mut) else {
+            tracing::debug!(event_id = %event.id, "an event the daemon never handled ended");
+            return;
+        };
+        progress.ended(event, after_start, now);
     }
 
     fn emit(&mut self, entry: TimelineEntry) {
@@ -682,7 +745,7 @@ impl Pipeline {
             margin,
             on_failure,
         );
-        log_answer(&call.event_id, &call.plugin, &recorded, on_failure);
+        recorded.log(&call.event_id, &call.plugin, on_failure);
         // An answer that settled something (prepared, told) is a decision; a deferral or a
         // failure that will be asked again is bookkeeping, which may be grouped.
         if decided(progress) != before || recorded.outcome == AnswerOutcome::Approve {
@@ -701,45 +764,10 @@ impl Pipeline {
     }
 }
 
-/// Where `progress` goes in a round (see [`Urgency`]).
-fn urgency_of(progress: &EventProgress) -> Urgency {
-    Urgency {
-        ended: progress.is_ended(),
-        not_before: progress
-            .event
-            .not_before_time()
-            .unwrap_or(ImdsTime::UNIX_EPOCH),
-        id: progress.event.id.clone(),
-    }
-}
-
-/// The audit trail: one structured line per plugin decision; a failed prepare call says
-/// whether it counted as a defer or, under `on-failure = "approve"`, as consent.
-fn log_answer(event_id: &EventId, plugin: &PluginName, answer: &Answer, on_failure: FailurePolicy) {
-    if answer.outcome.is_failure() {
-        let consent = answer.phase == CallPhase::Prepare && on_failure == FailurePolicy::Approve;
-        let (decision, message) = match consent {
-            true => ("approve", log_messages::PLUGIN_CALL_FAILED_CONSENT),
-            false => ("defer", log_messages::PLUGIN_CALL_FAILED),
-        };
-        tracing::warn!(
-            event_id = event_id.as_str(), plugin = plugin.as_str(), phase = %answer.phase, decision,
-            failure = %answer.outcome, reason = %answer.reason, elapsed_ms = answer.elapsed_ms,
-            "{message}"
-        );
-        return;
-    }
-    tracing::info!(
-        event_id = event_id.as_str(), plugin = plugin.as_str(), phase = %answer.phase, decision = %answer.outcome,
-        reason = %answer.reason, elapsed_ms = answer.elapsed_ms, "{}",
-        log_messages::PLUGIN_DECISION
-    );
-}
-
+mod boundary;
 mod preparation_notes;
 mod quarantine_marking;
 mod shutdown_handling;
-mod transitions;
 
 #[cfg(test)]
 mod tests;

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use forewarn_events::{EventId, ImdsTime, PluginName, ScheduledEvent};
 use serde::{Deserialize, Serialize};
 
+use crate::log_messages;
 use crate::policy::WithholdRule;
+use crate::roster::FailurePolicy;
 use crate::tracker::Tracker;
 
 /// Everything the pipeline must not forget across a restart. Every field has a default,
@@ -214,6 +216,31 @@ pub struct Answer {
     pub elapsed_ms: u64,
 }
 
+impl Answer {
+    /// The audit trail: one structured line per plugin decision; a failed prepare call says
+    /// whether it counted as a defer or, under `on-failure = "approve"`, as consent.
+    pub fn log(&self, event_id: &EventId, plugin: &PluginName, on_failure: FailurePolicy) {
+        if self.outcome.is_failure() {
+            let consent = self.phase == CallPhase::Prepare && on_failure == FailurePolicy::Approve;
+            let (decision, message) = match consent {
+                true => ("approve", log_messages::PLUGIN_CALL_FAILED_CONSENT),
+                false => ("defer", log_messages::PLUGIN_CALL_FAILED),
+            };
+            tracing::warn!(
+                event_id = event_id.as_str(), plugin = plugin.as_str(), phase = %self.phase, decision,
+                failure = %self.outcome, reason = %self.reason, elapsed_ms = self.elapsed_ms,
+                "{message}"
+            );
+            return;
+        }
+        tracing::info!(
+            event_id = event_id.as_str(), plugin = plugin.as_str(), phase = %self.phase, decision = %self.outcome,
+            reason = %self.reason, elapsed_ms = self.elapsed_ms, "{}",
+            log_messages::PLUGIN_DECISION
+        );
+    }
+}
+
 /// The phase of a plugin call: the WIT `phase`, as journaled, logged and shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -372,6 +399,55 @@ impl EventProgress {
         asked_again
     }
 
+    /// The event started, as `event` lists it; an approval not yet sent is abandoned.
+    pub fn started(&mut self, event: ScheduledEvent) {
+        self.event = event;
+        self.lifecycle = Lifecycle::Started;
+        if matches!(self.approval, Approval::Pending | Approval::Due { .. }) {
+            self.approval = Approval::Abandoned {
+                reason: "the event started before it was approved".into(),
+            };
+        }
+    }
+
+    /// The event ended (after its start, or so it most likely did: [`missed_the_start`]):
+    /// recovery starts now, and an approval not yet sent is abandoned.
+    pub fn ended(&mut self, event: ScheduledEvent, after_start: bool, now: ImdsTime) {
+        let after_start = after_start || missed_the_start(self, now);
+        self.event = event;
+        self.lifecycle = Lifecycle::Ended { after_start };
+        // A deferral's wait was for preparation: recovery starts now, not when it ends.
+        for own in self.plugins.values_mut() {
+            own.retry_at_unix_ms = None;
+        }
+        if matches!(self.approval, Approval::Pending | Approval::Due { .. }) {
+            self.approval = Approval::Abandoned {
+                reason: "the event ended before it was approved".into(),
+            };
+        }
+    }
+
+    /// Marks the record ended without a start, so the plugins that prepared under its old plan
+    /// recover, and keeps `relisted` (the event under its new plan) for afterwards.
+    pub fn recover_before_relisting(&mut self, relisted: ScheduledEvent, reason: String) {
+        tracing::info!(
+            event_id = %self.event.id,
+            %reason,
+            "plugins prepared for the event's previous plan; they recover before it is handled again"
+        );
+        self.lifecycle = Lifecycle::Ended { after_start: false };
+        for own in self.plugins.values_mut() {
+            own.retry_at_unix_ms = None;
+        }
+        if matches!(
+            self.approval,
+            Approval::Pending | Approval::Due { .. } | Approval::Coordinating { .. }
+        ) {
+            self.approval = Approval::Abandoned { reason };
+        }
+        self.relisted = Some(relisted);
+    }
+
     /// Whether the record is recovering (the event is gone, plugins are told).
     pub fn is_ended(&self) -> bool {
         matches!(self.lifecycle, Lifecycle::Ended { .. })
@@ -383,4 +459,30 @@ impl EventProgress {
             .values()
             .any(|own| own.prepare_attempts > 0 || own.prepared || own.told_started)
     }
+}
+
+/// Whether an event that vanished while the daemon last saw it Scheduled most likely ran:
+/// our approval was sent (or was due: a crash between the POST and the journal write leaves
+/// it so), or its NotBefore had passed. Either way the daemon missed the Started document
+/// (it was down — perhaps rebooted by this very event — or IMDS was unreadable for longer
+/// than the event lasted). A cancel happens before the start, so recovering as after a
+/// start is the safe reading: plugins restore and restart.
+fn missed_the_start(progress: &EventProgress, now: ImdsTime) -> bool {
+    let approved = matches!(
+        progress.approval,
+        Approval::Sent { .. } | Approval::Due { .. }
+    );
+    let past_not_before = progress
+        .event
+        .not_before_time()
+        .is_some_and(|not_before| not_before <= now);
+    if approved || past_not_before {
+        tracing::info!(
+            event_id = %progress.event.id,
+            approved,
+            past_not_before,
+            "event vanished without being seen Started; recovering as after a start"
+        );
+    }
+    approved || past_not_before
 }

@@ -5,8 +5,9 @@
 use forewarn_events::ImdsTime;
 use serde::Serialize;
 
-use forewarn_events::{EventId, EventType, PluginName, ScheduledEvent};
+use forewarn_events::{EventId, EventStatus, EventType, PluginName, ScheduledEvent};
 
+use crate::log_fields;
 use crate::quarantine::QuarantinedPlugin;
 use crate::state::{AnswerOutcome, CallPhase};
 use crate::tracker::TransitionKind;
@@ -163,6 +164,40 @@ pub enum TimelineEntry {
         /// From the operating system's notice to the release, in milliseconds.
         prepared_ms: u64,
     },
+}
+
+impl TimelineEntry {
+    /// The entry of `event`'s transition `kind`, seen at `now`.
+    pub fn transition(event: &ScheduledEvent, kind: TransitionKind, now: ImdsTime) -> Self {
+        TimelineEntry::Transition {
+            event_id: event.id.clone(),
+            event_type: event.event_type,
+            event_type_raw: event.event_type_raw.clone(),
+            transition: kind,
+            detail: describe_event(event, now),
+            announced: Box::new(event.clone()),
+        }
+    }
+}
+
+/// The event in one line for people: type, status, resources, time to NotBefore, impact.
+fn describe_event(event: &ScheduledEvent, now: ImdsTime) -> String {
+    let status = match event.status {
+        EventStatus::Scheduled => "Scheduled",
+        EventStatus::Started => "Started",
+    };
+    let mut parts = vec![
+        format!("{} {}", event.event_type_raw, status),
+        format!("for {}", log_fields::names(&event.resources)),
+    ];
+    if let Some(not_before) = event.not_before_time() {
+        let seconds = not_before.duration_since(now).as_secs();
+        parts.push(format!("NotBefore in {seconds}s"));
+    }
+    if let Some(duration) = event.duration_seconds {
+        parts.push(format!("impact {duration}s"));
+    }
+    parts.join(", ")
 }
 
 pub use forewarn_events::{LogLevel, PluginLogLine};

@@ -10,7 +10,7 @@ use forewarn_events::{EventType, PluginName, ScheduledEvent};
 use super::*;
 use crate::approval::post::APPROVAL_RETRY;
 use crate::approval::{BarrierRequest, BarrierVerdict};
-use crate::policy::LeadTime;
+use crate::policy::{LeadTime, PolicyConfig};
 use crate::state::{AnswerOutcome, CallPhase};
 use crate::test_harness::{Harness, approve, defer, event, reply, started, t0};
 

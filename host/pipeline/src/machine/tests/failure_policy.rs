@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use forewarn_events::EventId;
 
 use super::*;
+use crate::scheduler::CallReply;
 use crate::test_harness::roster;
 
 /// How a scripted plugin answers every call.
