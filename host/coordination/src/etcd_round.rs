@@ -20,6 +20,7 @@ use crate::coordination_status::{BarrierState, EventBarrier};
 use crate::disruption_slots::{BudgetStatus, SlotKeeper};
 use crate::etcd_access::EtcdAccess;
 use crate::fleet_record::bounded_text;
+use crate::key_releases::KeyReleases;
 use crate::records::{
     EventKeys, EventRecords, reads_everything, ready_marker, resources_list, stated_not_before,
 };
@@ -30,12 +31,6 @@ use forewarn_pipeline::barrier::{
     self, BarrierView, Revision, Shared, SharedKey, VmStanding, judge_shared,
 };
 use forewarn_pipeline::log_messages;
-
-/// How long after the pipeline left an event (it started, ended or was forgotten) its ready
-/// key and leadership are released. Nothing waits on them any more (the event is no longer
-/// read each round); they stay a while so that the other VMs' last reads, and `/status`,
-/// still show every VM ready around the start. A Withdraw releases at once.
-const RELEASED_AFTER_LEAVING: Duration = Duration::from_secs(15);
 
 /// How long records that must outlive a daemon (`was-ready`, a sent `approval`) are kept.
 const RECORD_TTL: Duration = Duration::from_secs(24 * 3600);
@@ -66,13 +61,8 @@ pub(super) struct EtcdBarrier {
     clock: ImdsClock,
     /// The events joined, by id.
     events: BTreeMap<EventId, Tracked>,
-    /// Events this VM is no longer ready for (rescheduled): keys to release, with what this
-    /// VM wrote of the shared ones.
-    withdrawn: Vec<(EventId, Held)>,
-    /// Events this VM left (no longer Scheduled, or handled to the end): keys to release,
-    /// each at its instant ([`RELEASED_AFTER_LEAVING`]), with what this VM wrote of the
-    /// shared ones (a claim stays: its approval may be on its way).
-    leaving: BTreeMap<EventId, (Instant, Held)>,
+    /// The keys of events withdrawn or left, still to release.
+    releases: KeyReleases,
     /// This daemon's lease, once granted.
     lease: Option<Lease>,
     /// The disruption budget's claims, when `coordination.disruption-budget` is set.
@@ -93,8 +83,7 @@ impl EtcdBarrier {
             access,
             clock,
             events: BTreeMap::new(),
-            withdrawn: Vec::new(),
-            leaving: BTreeMap::new(),
+            releases: KeyReleases::default(),
             lease: None,
         }
     }
@@ -122,7 +111,7 @@ impl EtcdBarrier {
             BarrierRequest::Occupy(_) | BarrierRequest::Recovered(_) => None,
             BarrierRequest::Join(event) => {
                 // Joined again before its keys were released: they are this VM's again.
-                let held = self.leaving.remove(&event.id).map(|(_, held)| held);
+                let held = self.releases.rejoin(&event.id);
                 let tracked = self.events.entry(event.id.clone()).or_insert_with(|| {
                     let mut tracked = Tracked::new(&event);
                     tracked.held = held.unwrap_or_default();
@@ -137,14 +126,13 @@ impl EtcdBarrier {
                         sent: tracked.was_sent(),
                         ..tracked.held
                     };
-                    self.withdrawn.push((id.clone(), held));
+                    self.releases.withdraw(id.clone(), held);
                 }
                 Some(id)
             }
             BarrierRequest::Leave(id) => {
                 if let Some(tracked) = self.events.remove(&id) {
-                    let release_at = Instant::now() + RELEASED_AFTER_LEAVING;
-                    self.leaving.insert(id.clone(), (release_at, tracked.held));
+                    self.releases.leave(id.clone(), tracked.held);
                 }
                 Some(id)
             }
@@ -183,7 +171,7 @@ impl EtcdBarrier {
     /// may slow down).
     pub(super) fn is_idle(&self) -> bool {
         let slots_busy = self.slots.as_ref().is_some_and(SlotKeeper::busy);
-        self.events.is_empty() && self.leaving.is_empty() && !slots_busy
+        self.events.is_empty() && self.releases.nothing_leaving() && !slots_busy
     }
 
     /// The events joined, by id.
@@ -215,21 +203,20 @@ impl EtcdBarrier {
     /// Whether `id`'s keys wait to be released after this VM left it.
     #[cfg(test)]
     pub(super) fn is_leaving(&self, id: &str) -> bool {
-        self.leaving.contains_key(id)
+        self.releases.is_leaving(id)
     }
 
     /// The events withdrawn whose keys are not released yet.
     #[cfg(test)]
     pub(super) fn withdrawn(&self) -> &[(EventId, Held)] {
-        &self.withdrawn
+        self.releases.withdrawn()
     }
 
     /// The start of a round: keep the lease, release what this VM withdrew or left.
     /// Returns the lease.
     pub(super) async fn keep_lease_and_release(&mut self) -> Result<i64, EtcdError> {
         let lease_id = self.ensure_lease().await?;
-        self.release_withdrawn().await?;
-        self.release_left().await?;
+        self.releases.release_due(&self.access).await?;
         Ok(lease_id)
     }
 
@@ -276,63 +263,6 @@ impl EtcdBarrier {
             renewed_at: Instant::now(),
         });
         Ok(id)
-    }
-
-    /// Releases the ready key and leadership of events this VM left, once their time came
-    /// (a claim stays: its approval may be on its way; it ends with the daemon's lease).
-    async fn release_left(&mut self) -> Result<(), EtcdError> {
-        let now = Instant::now();
-        let due: Vec<(EventId, Held)> = self
-            .leaving
-            .iter()
-            .filter(|(_, (at, _))| *at <= now)
-            .map(|(id, (_, held))| (id.clone(), *held))
-            .collect();
-        for (id, held) in &due {
-            // Not released: tried again next round.
-            self.release(id, held, false).await?;
-            self.leaving.remove(id);
-            tracing::debug!(event_id = %id, "no longer coordinating the event");
-        }
-        Ok(())
-    }
-
-    /// Releases what this VM held for events it is no longer ready for.
-    async fn release_withdrawn(&mut self) -> Result<(), EtcdError> {
-        let withdrawn = std::mem::take(&mut self.withdrawn);
-        for (index, (id, held)) in withdrawn.iter().enumerate() {
-            if let Err(error) = self.release(id, held, !held.sent).await {
-                // Try again next round, with whatever was not released yet.
-                self.withdrawn.extend(withdrawn[index..].iter().cloned());
-                return Err(error);
-            }
-            tracing::info!(event_id = %id, "withdrew this VM's ready record: the event was rescheduled");
-        }
-        Ok(())
-    }
-
-    /// Deletes this VM's ready key and its leadership (the leader key only while it is still
-    /// this VM's own write), and, with `claim_too`, its unsent claim likewise.
-    async fn release(&self, id: &EventId, held: &Held, claim_too: bool) -> Result<(), EtcdError> {
-        let keys = self.access.keys(id);
-        let client = &self.access.client;
-        client.delete(&keys.ready).await?;
-        let mut owned = vec![(SharedKey::Leader, held.campaign, &keys.leads)];
-        if claim_too {
-            owned.push((SharedKey::Approval, held.claim, &keys.claim));
-        }
-        for (key, revision, marker) in owned {
-            if let Some(Revision(revision)) = revision {
-                let mine = [Compare::ModRevisionIs(
-                    keys.shared(key).to_owned(),
-                    revision,
-                )];
-                let delete = [Write::Delete(keys.shared(key).to_owned())];
-                client.transaction(&mine, &delete).await?;
-            }
-            client.delete(marker).await?;
-        }
-        Ok(())
     }
 
     /// Moves one event forward: record ready, campaign, and — leading — claim the approval

@@ -50,6 +50,7 @@ mod etcd_round;
 pub mod fleet_impact;
 pub mod fleet_reader;
 pub mod fleet_record;
+mod key_releases;
 mod records;
 mod tracked_event;
 
