@@ -11,12 +11,13 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use forewarn_etcd::{Compare, EtcdError, Write};
 use forewarn_imds::{EventId, ImdsClock, ScheduledEvent};
 
 use crate::coordination_status::{BarrierState, EventBarrier};
+use crate::daemon_lease::DaemonLease;
 use crate::disruption_slots::{BudgetStatus, SlotKeeper};
 use crate::etcd_access::EtcdAccess;
 use crate::fleet_record::bounded_text;
@@ -64,15 +65,9 @@ pub(super) struct EtcdBarrier {
     /// The keys of events withdrawn or left, still to release.
     releases: KeyReleases,
     /// This daemon's lease, once granted.
-    lease: Option<Lease>,
+    lease: DaemonLease,
     /// The disruption budget's claims, when `coordination.disruption-budget` is set.
     slots: Option<SlotKeeper>,
-}
-
-/// This daemon's lease and when it was last renewed.
-struct Lease {
-    id: i64,
-    renewed_at: Instant,
 }
 
 impl EtcdBarrier {
@@ -84,7 +79,7 @@ impl EtcdBarrier {
             clock,
             events: BTreeMap::new(),
             releases: KeyReleases::default(),
-            lease: None,
+            lease: DaemonLease::default(),
         }
     }
 
@@ -181,7 +176,7 @@ impl EtcdBarrier {
 
     /// This daemon's lease, once granted.
     pub(super) fn lease_id(&self) -> Option<i64> {
-        self.lease.as_ref().map(|lease| lease.id)
+        self.lease.id()
     }
 
     /// What `/status` shows of each event joined.
@@ -215,7 +210,7 @@ impl EtcdBarrier {
     /// The start of a round: keep the lease, release what this VM withdrew or left.
     /// Returns the lease.
     pub(super) async fn keep_lease_and_release(&mut self) -> Result<i64, EtcdError> {
-        let lease_id = self.ensure_lease().await?;
+        let lease_id = self.lease.ensure(&self.access).await?;
         self.releases.release_due(&self.access).await?;
         Ok(lease_id)
     }
@@ -226,43 +221,6 @@ impl EtcdBarrier {
             slots.round(&self.access, lease, self.clock.now()).await?;
         }
         Ok(())
-    }
-
-    /// Grants the lease (and registers this VM as a member) or renews it when due.
-    async fn ensure_lease(&mut self) -> Result<i64, EtcdError> {
-        if let Some(held) = self.lease.as_mut() {
-            if held.renewed_at.elapsed() < self.access.config.lease_ttl / 3 {
-                return Ok(held.id);
-            }
-            if self.access.client.keep_alive(held.id).await?.is_some() {
-                held.renewed_at = Instant::now();
-                return Ok(held.id);
-            }
-            tracing::warn!(
-                lease = held.id,
-                "this VM's etcd lease expired (etcd was out of reach for longer than \
-                 `coordination.lease-ttl`); recording ready again under a new lease"
-            );
-            self.lease = None;
-        }
-        let id = self
-            .access
-            .client
-            .grant_lease(self.access.config.lease_ttl)
-            .await?;
-        self.access
-            .client
-            .put(
-                &self.access.member_key(&self.access.vm),
-                &self.access.vm,
-                id,
-            )
-            .await?;
-        self.lease = Some(Lease {
-            id,
-            renewed_at: Instant::now(),
-        });
-        Ok(id)
     }
 
     /// Moves one event forward: record ready, campaign, and — leading — claim the approval

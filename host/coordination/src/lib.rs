@@ -44,6 +44,7 @@ pub use forewarn_pipeline::barrier::{BarrierView, DeadVm, VmStanding};
 mod actor;
 mod coordination_config;
 mod coordination_status;
+mod daemon_lease;
 mod disruption_slots;
 mod etcd_access;
 mod etcd_round;
