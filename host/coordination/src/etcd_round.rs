@@ -20,7 +20,6 @@ use crate::coordination_status::{BarrierState, EventBarrier};
 use crate::daemon_lease::DaemonLease;
 use crate::disruption_slots::{BudgetStatus, SlotKeeper};
 use crate::etcd_access::EtcdAccess;
-use crate::fleet_record::bounded_text;
 use crate::key_releases::KeyReleases;
 use crate::records::{
     EventKeys, EventRecords, reads_everything, ready_marker, resources_list, stated_not_before,
@@ -35,14 +34,6 @@ use forewarn_pipeline::log_messages;
 
 /// How long records that must outlive a daemon (`was-ready`, a sent `approval`) are kept.
 const RECORD_TTL: Duration = Duration::from_secs(24 * 3600);
-
-/// Logged once per event and key (fields `event_id`, `key`, `names`, `why`) when a shared
-/// `leader` or `approval` key is not obeyed: the VM it names did not write it.
-pub const IGNORED_KEY_MESSAGE: &str = "a leader or approval key in etcd was not written by \
-     the VM it names; ignoring it (the next campaign or claim replaces it). If it is not left \
-     by a daemon of a version before the per-VM key layout, someone who may write under \
-     `coordination.prefix` forged it: give each VM an etcd role of its own \
-     (docs/coordination.md, \"A role per VM\")";
 
 /// The barrier's view of one event, as one full read found it.
 struct EventRead {
@@ -357,40 +348,8 @@ impl EtcdBarrier {
 
     /// Keeps the shared keys not obeyed in the event's status, and logs each once per event.
     fn note_ignored(&mut self, id: &EventId, keys: &EventKeys, judged: &[(SharedKey, &Shared)]) {
-        let Some(tracked) = self.events.get_mut(id) else {
-            return;
-        };
-        tracked.barrier.ignored.clear();
-        tracked.approval_ignored = None;
-        for (key, shared) in judged {
-            let Shared::Ignored {
-                names,
-                revision,
-                why,
-            } = shared
-            else {
-                continue;
-            };
-            if *key == SharedKey::Approval {
-                tracked.approval_ignored = Some(*revision);
-            }
-            // The value is anyone's text: cut (the log and `/status` escape it too).
-            let names = bounded_text(names);
-            tracked.barrier.ignored.push(format!(
-                "{} names {names} (revision {}), but {}: ignored",
-                keys.shared(*key),
-                revision.0,
-                why.describe()
-            ));
-            if tracked.warned.insert(*key) {
-                tracing::warn!(
-                    event_id = %id,
-                    key = %keys.shared(*key),
-                    names = %names,
-                    why = why.describe(),
-                    "{IGNORED_KEY_MESSAGE}"
-                );
-            }
+        if let Some(tracked) = self.events.get_mut(id) {
+            tracked.note_ignored(id, keys, judged);
         }
     }
 
@@ -691,19 +650,8 @@ impl EtcdBarrier {
         state: BarrierState,
         verdict: BarrierVerdict,
     ) {
-        let Some(tracked) = self.events.get_mut(id) else {
-            return;
-        };
-        let ignored = std::mem::take(&mut tracked.barrier.ignored);
-        tracked.barrier = EventBarrier {
-            event_id: EventId::from(id),
-            leader,
-            vms,
-            state,
-            ignored,
-        };
-        if !tracked.is_claimed() {
-            tracked.verdict = verdict;
+        if let Some(tracked) = self.events.get_mut(id) {
+            tracked.update(id, leader, vms, state, verdict);
         }
     }
 }

@@ -59,7 +59,7 @@ pub use actor::ROUND_EVERY;
 pub use coordination_config::{CoordinationConfig, MAX_COORDINATION_DURATION};
 pub use coordination_status::{BarrierState, Connection, CoordinationStatus, EventBarrier};
 pub use disruption_slots::{BudgetStatus, QueuedEvent, SlotHolder};
-pub use etcd_round::IGNORED_KEY_MESSAGE;
+pub use tracked_event::IGNORED_KEY_MESSAGE;
 
 use actor::Coordinator;
 use etcd_access::EtcdAccess;

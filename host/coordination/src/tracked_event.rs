@@ -1,14 +1,25 @@
 //! One event the coordinator is coordinating, as the etcd rounds keep it: its verdict, the
 //! leases of its keys, this VM's leadership, claim and sent approval (each an enum changed
-//! only by the methods here), and what this VM wrote of its shared keys.
+//! only by the methods here), what this VM wrote of its shared keys, and the shared keys it
+//! ignores (shown in its status, each logged once).
 
 use std::collections::BTreeSet;
 
-use forewarn_imds::ScheduledEvent;
+use forewarn_imds::{EventId, ScheduledEvent};
 
 use crate::coordination_status::{BarrierState, EventBarrier};
+use crate::fleet_record::bounded_text;
+use crate::records::EventKeys;
 use forewarn_pipeline::approval::BarrierVerdict;
-use forewarn_pipeline::barrier::{Revision, SharedKey};
+use forewarn_pipeline::barrier::{Revision, Shared, SharedKey, VmStanding};
+
+/// Logged once per event and key (fields `event_id`, `key`, `names`, `why`) when a shared
+/// `leader` or `approval` key is not obeyed: the VM it names did not write it.
+pub const IGNORED_KEY_MESSAGE: &str = "a leader or approval key in etcd was not written by \
+     the VM it names; ignoring it (the next campaign or claim replaces it). If it is not left \
+     by a daemon of a version before the per-VM key layout, someone who may write under \
+     `coordination.prefix` forged it: give each VM an etcd role of its own \
+     (docs/coordination.md, \"A role per VM\")";
 
 /// One event being coordinated.
 pub(super) struct Tracked {
@@ -113,6 +124,70 @@ impl Tracked {
     pub(super) fn sent_recorded(&mut self) {
         if self.sent == SentApproval::Sent {
             self.sent = SentApproval::Recorded;
+        }
+    }
+
+    /// Keeps the shared keys not obeyed in the event's status, and logs each once per event.
+    pub(super) fn note_ignored(
+        &mut self,
+        id: &EventId,
+        keys: &EventKeys,
+        judged: &[(SharedKey, &Shared)],
+    ) {
+        self.barrier.ignored.clear();
+        self.approval_ignored = None;
+        for (key, shared) in judged {
+            let Shared::Ignored {
+                names,
+                revision,
+                why,
+            } = shared
+            else {
+                continue;
+            };
+            if *key == SharedKey::Approval {
+                self.approval_ignored = Some(*revision);
+            }
+            // The value is anyone's text: cut (the log and `/status` escape it too).
+            let names = bounded_text(names);
+            self.barrier.ignored.push(format!(
+                "{} names {names} (revision {}), but {}: ignored",
+                keys.shared(*key),
+                revision.0,
+                why.describe()
+            ));
+            if self.warned.insert(*key) {
+                tracing::warn!(
+                    event_id = %id,
+                    key = %keys.shared(*key),
+                    names = %names,
+                    why = why.describe(),
+                    "{IGNORED_KEY_MESSAGE}"
+                );
+            }
+        }
+    }
+
+    /// The event's status and verdict as this round found them (a claim's verdict stays),
+    /// keeping the shared keys ignored.
+    pub(super) fn update(
+        &mut self,
+        id: &EventId,
+        leader: Option<String>,
+        vms: Vec<(String, VmStanding)>,
+        state: BarrierState,
+        verdict: BarrierVerdict,
+    ) {
+        let ignored = std::mem::take(&mut self.barrier.ignored);
+        self.barrier = EventBarrier {
+            event_id: EventId::from(id),
+            leader,
+            vms,
+            state,
+            ignored,
+        };
+        if !self.is_claimed() {
+            self.verdict = verdict;
         }
     }
 }
