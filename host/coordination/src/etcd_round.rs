@@ -1,5 +1,6 @@
 //! One round of the barrier against etcd, as the coordinator's actor runs it: keep the
-//! lease, release what this VM left or withdrew, then move each event forward — record
+//! lease (`daemon_lease.rs`), release what this VM left or withdrew (`key_releases.rs`),
+//! then move each event forward — record
 //! ready, campaign, and, leading, claim the approval once every VM is ready or the deadline
 //! came; record a sent approval so that no new leader approves the event again.
 //!
