@@ -431,9 +431,7 @@ fn load_bundled_trio(
         .into_iter()
         .filter(|plugin| ["lb-drain", "checkpoint", "graceful-shutdown"].contains(&plugin.name))
         .map(|plugin| {
-            let mut manifest = plugin
-                .parsed_manifest()
-                .map_err(|error| anyhow::anyhow!("{}: {error}", plugin.name))?;
+            let mut manifest = plugin.parsed_manifest()?;
             if plugin.name == "lb-drain" {
                 // The shipped 15 s drain window would be the figure; no window approves at once.
                 manifest

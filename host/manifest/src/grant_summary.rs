@@ -88,6 +88,7 @@ impl GrantSummary {
                 humantime::format_duration(self.planned_prepare_time())
             ));
         }
+        wider.extend(self.capabilities.response_limit_beyond(&other.capabilities));
         if self.on_failure == FailurePolicy::Approve && other.on_failure != FailurePolicy::Approve {
             wider.push(format!(
                 "on-failure: {} -> approve (a failed call lets the maintenance go ahead \
@@ -156,6 +157,10 @@ impl GrantSummary {
                 humantime::format_duration(self.planned_prepare_time())
             ));
         }
+        lines.extend(
+            self.capabilities
+                .response_limit_change_from(&old.capabilities),
+        );
         if self.on_failure != old.on_failure {
             lines.push(format!(
                 "~ on-failure: {} -> {}",
@@ -214,6 +219,34 @@ mod tests {
         assert!(
             diff.contains(&"+ actions: reboot-now".to_owned()),
             "{diff:?}"
+        );
+    }
+
+    #[test]
+    fn the_response_limit_is_said_after_the_calls_limits() {
+        let old = summary("");
+        let new = summary(
+            "memory = \"128MiB\"\non-failure = \"approve\"\n[capabilities]\nreadiness = true\n\
+             http-response-limit = \"2MiB\"\n",
+        );
+        assert_eq!(
+            new.beyond(&old),
+            [
+                "readiness: false -> true",
+                "memory: 64.0 MiB -> 128.0 MiB",
+                "http-response-limit: 1.0 MiB -> 2.0 MiB",
+                "on-failure: hold -> approve (a failed call lets the maintenance go ahead \
+                 without this plugin)"
+            ]
+        );
+        assert_eq!(
+            new.diff_from(&old),
+            [
+                "+ readiness",
+                "~ memory: 64.0 MiB -> 128.0 MiB",
+                "~ http-response-limit: 1.0 MiB -> 2.0 MiB",
+                "~ on-failure: hold -> approve"
+            ]
         );
     }
 

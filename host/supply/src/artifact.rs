@@ -443,7 +443,8 @@ pub fn claimed_grants(
     let Some(text) = manifest.annotations.get(ANNOTATION_GRANTS) else {
         return Ok(None);
     };
-    GrantSummary::read(&mut serde_json::Deserializer::from_str(text))
+    serde_json::from_str::<serde_json::Value>(text)
+        .and_then(GrantSummary::read)
         .map(Some)
         .map_err(|error| SupplyError::NotAPlugin {
             source_name: source_name.to_owned(),
@@ -491,7 +492,18 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("image index"), "{error}");
-        let mut manifest = ImageManifest {
+        let mut manifest = one_layer_manifest();
+        check_plugin_shape(&manifest, "x").unwrap();
+        manifest
+            .layers
+            .push(Descriptor::of("application/x-sh", b"rm -rf /"));
+        let error = check_plugin_shape(&manifest, "x").unwrap_err().to_string();
+        assert!(error.contains("application/x-sh"), "{error}");
+    }
+
+    /// A plugin artifact's manifest with one wasm layer and no annotations.
+    fn one_layer_manifest() -> ImageManifest {
+        ImageManifest {
             schema_version: 2,
             media_type: Some(MANIFEST_MEDIA_TYPE.into()),
             artifact_type: None,
@@ -499,12 +511,20 @@ mod tests {
             layers: vec![Descriptor::of(WASM_LAYER_MEDIA_TYPE, b"a")],
             subject: None,
             annotations: BTreeMap::new(),
-        };
-        check_plugin_shape(&manifest, "x").unwrap();
-        manifest
-            .layers
-            .push(Descriptor::of("application/x-sh", b"rm -rf /"));
-        let error = check_plugin_shape(&manifest, "x").unwrap_err().to_string();
-        assert!(error.contains("application/x-sh"), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_claim_is_read_in_either_form_and_whole() {
+        let mut manifest = one_layer_manifest();
+        let flat = r#"{"actions":["stop-app"],"readiness":false,"http":[],"azure-identity":[],"memory":"64.0 MiB","budget":"10s"}"#;
+        for (claim, readable) in [(flat.to_owned(), true), (format!("{flat} trailing"), false)] {
+            manifest.annotations.insert(ANNOTATION_GRANTS.into(), claim);
+            let claimed = claimed_grants(&manifest, "x");
+            match readable {
+                true => assert_eq!(claimed.unwrap().unwrap().capabilities.actions, ["stop-app"]),
+                false => assert!(claimed.is_err(), "trailing text was accepted"),
+            }
+        }
     }
 }

@@ -131,10 +131,6 @@ impl Capabilities {
             azure_identity::wider(&self.azure_identity, &other.azure_identity),
             readiness::wider(self.readiness, other.readiness),
             http_ca_file::wider(self.http_ca_file.is_some(), other.http_ca_file.is_some()),
-            http_response_limit::wider(
-                self.response_limit_summary(),
-                other.response_limit_summary(),
-            ),
         ]
         .into_iter()
         .flatten()
@@ -155,11 +151,22 @@ impl Capabilities {
             self.http_ca_file.is_some(),
             old.http_ca_file.is_some(),
         ));
-        lines.extend(http_response_limit::changes(
-            self.response_limit_summary(),
-            old.response_limit_summary(),
-        ));
         lines
+    }
+
+    /// How `self`'s `http-response-limit` is wider than `other`'s, if it is. The summary
+    /// says it after the calls' limits (memory, budget, prepare-time), as it always has.
+    pub(crate) fn response_limit_beyond(&self, other: &Capabilities) -> Option<String> {
+        http_response_limit::wider(
+            self.response_limit_summary(),
+            other.response_limit_summary(),
+        )
+    }
+
+    /// The upgrade's line for `http-response-limit`, if it changed (said where
+    /// [`Capabilities::response_limit_beyond`] is).
+    pub(crate) fn response_limit_change_from(&self, old: &Capabilities) -> Option<String> {
+        http_response_limit::changes(self.response_limit_summary(), old.response_limit_summary())
     }
 
     /// Its parts of `plugin list`'s line ("actions: stop-app", "readiness").

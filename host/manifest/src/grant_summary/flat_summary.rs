@@ -12,6 +12,7 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 
 use super::GrantSummary;
+use crate::capabilities::http_response_limit;
 use crate::{Capabilities, FailurePolicy};
 
 /// What a flat summary said of a CA file: that one was trusted, not which.
@@ -49,7 +50,10 @@ impl From<FlatSummary> for GrantSummary {
                 actions: flat.actions.into_iter().collect(),
                 azure_identity: flat.azure_identity.into_iter().collect(),
                 http_ca_file: flat.http_ca_file.then(|| PathBuf::from(UNNAMED_CA_FILE)),
-                http_response_limit: flat.http_response_limit,
+                // Version 1 wrote the limit in force, the default too; a default one is unset.
+                http_response_limit: flat
+                    .http_response_limit
+                    .filter(|limit| *limit != http_response_limit::summary(None)),
                 ..Capabilities::default()
             },
             memory: flat.memory,
@@ -84,6 +88,10 @@ mod tests {
         assert_eq!(summary.capabilities.actions, ["a", "stop-app"]);
         assert!(summary.capabilities.readiness);
         assert!(summary.capabilities.http_ca_file.is_some());
+        assert_eq!(
+            summary.capabilities.http_response_limit, None,
+            "the default, unset"
+        );
         assert_eq!(summary.budget, Duration::from_secs(10));
         assert_eq!(
             summary.one_line(),
