@@ -115,11 +115,13 @@ impl FakeLogind {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let socket: PathBuf = dir.path().join("system_bus_socket");
         let address = format!("unix:path={}", socket.display());
-        let bus = Command::new("dbus-daemon")
-            .args(["--session", "--nofork", "--nopidfile"])
+        // `--print-address` prints once the bus listens: a socket file alone may not accept
+        // yet (bound, not listening), which refused a connection now and then.
+        let mut bus = Command::new("dbus-daemon")
+            .args(["--session", "--nofork", "--nopidfile", "--print-address=1"])
             .arg(format!("--address={address}"))
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .spawn()
             .unwrap_or_else(|error| {
                 panic!(
@@ -127,13 +129,15 @@ impl FakeLogind {
                      with `apt-get install dbus-daemon` (tests/run.sh does)"
                 )
             });
+        let printed = bus.stdout.take().expect("dbus-daemon's stdout, piped");
         let bus = ChildGuard::new(bus);
-        wait_for(Duration::from_secs(30), "dbus-daemon's socket", || {
-            socket
-                .exists()
-                .then_some(())
-                .ok_or_else(|| format!("{} not there yet", socket.display()))
-        });
+        let mut listening = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(printed), &mut listening)
+            .expect("read dbus-daemon's address");
+        assert!(
+            listening.starts_with("unix:"),
+            "dbus-daemon printed no address (it exited?): {listening:?}"
+        );
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
