@@ -652,7 +652,7 @@ impl EtcdBarrier {
         verdict: BarrierVerdict,
     ) {
         if let Some(tracked) = self.events.get_mut(id) {
-            tracked.update(id, leader, vms, state, verdict);
+            tracked.update(leader, vms, state, verdict);
         }
     }
 }

@@ -172,7 +172,6 @@ impl Tracked {
     /// keeping the shared keys ignored.
     pub(super) fn update(
         &mut self,
-        id: &EventId,
         leader: Option<String>,
         vms: Vec<(String, VmStanding)>,
         state: BarrierState,
@@ -180,7 +179,7 @@ impl Tracked {
     ) {
         let ignored = std::mem::take(&mut self.barrier.ignored);
         self.barrier = EventBarrier {
-            event_id: EventId::from(id),
+            event_id: self.event.id.clone(),
             leader,
             vms,
             state,
